@@ -1,0 +1,226 @@
+"""Configuration: the paper's thresholds and the backend choices, as dataclasses.
+
+Every threshold of the paper lives here with its source. A configuration loads
+from TOML (:func:`load_config`) and takes ``section.key=value`` overrides
+(:func:`apply_overrides`), which is what ``--config`` and ``--set`` do on the
+command line; ``cxrils config show`` prints the effective configuration.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover
+    import tomli as tomllib
+
+
+class ConfigError(ValueError):
+    """Raised for an unknown key, a value of the wrong type, or an unreadable file."""
+
+
+@dataclass
+class GroundingConfig:
+    """Algorithm 1 thresholds (paper Table 7, Appendix A.4). Ratios in [0, 1]."""
+
+    tau_anatomy: float = 0.25  # c1: IoU(box, M_union) >= tau_anatomy (Table 7)
+    tau_conf: float = 0.20  # c2: box confidence (Table 7)
+    tau_conf_edema: float = 0.01  # c2 for edema (Table 7)
+    tau_signal: float = 0.20  # c3: |B ∩ A| / |B| (Table 7)
+    tau_size: float = 0.10  # c4: IoU(box, right or left lung) (Table 7)
+    tau_ano: float = 0.10  # A = x_ano >= tau_ano (Table 7)
+    tau_ano_edema: float = 0.01  # tau_ano for edema (Table 7)
+    # Refinement (Appendix A.5 names the operations, not their sizes: ours).
+    open_radius_px: int = 2  # erosion then dilation radius, pixels at 512 px
+    grow_intensity_tol: float = 0.06  # expansion: |x - mean(component)| / 255 below this
+    grow_iterations: int = 3  # dilation steps of the similar-intensity expansion
+    effusion_base_fraction: float = 0.25  # lower part of the lung mask added for basal effusion
+
+    def tau_conf_for(self, lesion_type: str) -> float:
+        """tau_conf for a lesion type (edema has its own, Table 7)."""
+        return self.tau_conf_edema if lesion_type == "edema" else self.tau_conf
+
+    def tau_ano_for(self, lesion_type: str) -> float:
+        """tau_ano for a lesion type (edema has its own, Table 7)."""
+        return self.tau_ano_edema if lesion_type == "edema" else self.tau_ano
+
+
+@dataclass
+class QCConfig:
+    """Quality control (paper Appendix D)."""
+
+    ctr_max_cardiomegaly_negative: float = 0.45  # Appendix D.3
+    frontal_only: bool = True  # Appendix D.1: PA and AP only
+    # Appendix D.2 names the checks but not the tolerances: ours, as a fraction of width/height.
+    crosscheck_lung_x_tol: float = 0.05
+    crosscheck_heart_y_tol: float = 0.05
+
+
+@dataclass
+class InstructionConfig:
+    """Instruction generation (paper section 3.2, Appendix C)."""
+
+    seed: int = 0
+    max_absent_negatives_per_type: int = 1  # Appendix C.2: at most one per type per study
+    absent_negative_global_prob: float = 0.5  # share of absent-type negatives that are global (ours)
+    paraphrase: bool = False  # Appendix C.3, off by default
+
+
+@dataclass
+class BackendConfig:
+    """Which implementation serves each model-backed stage, and their local weights."""
+
+    report_structurer: str = "rules"  # rules | llm
+    location_mapper: str = "lexicon"  # lexicon | llm
+    anatomy: str = "builtin"  # builtin | cxas | hybridgnet
+    anomaly: str = "builtin"  # builtin | radedit
+    detector: str = "builtin"  # builtin | onnx
+    # Local paths; nothing is downloaded at run time.
+    cxas_weights: str = ""
+    hybridgnet_weights: str = ""
+    radedit_dir: str = ""
+    onnx_detector: str = ""
+    # LLM backend: an OpenAI-compatible server on the user's machine, or a local model dir.
+    llm_base_url: str = ""
+    llm_model: str = ""
+    llm_model_path: str = ""
+
+
+@dataclass
+class IOConfig:
+    """Image loading limits."""
+
+    max_pixels: int = 100_000_000  # refuse larger images with ImageLoadError (decompression bombs)
+
+
+@dataclass
+class SplitConfig:
+    """Deterministic patient-level split when the input has no split file (ours)."""
+
+    val_fraction: float = 0.1
+    test_fraction: float = 0.1
+    seed: int = 0
+
+
+@dataclass
+class Config:
+    """The whole configuration of a cxrils run."""
+
+    grounding: GroundingConfig = field(default_factory=GroundingConfig)
+    qc: QCConfig = field(default_factory=QCConfig)
+    instructions: InstructionConfig = field(default_factory=InstructionConfig)
+    backends: BackendConfig = field(default_factory=BackendConfig)
+    io: IOConfig = field(default_factory=IOConfig)
+    split: SplitConfig = field(default_factory=SplitConfig)
+
+    def to_dict(self) -> dict[str, Any]:
+        """Plain nested dict (JSON/TOML serialisable)."""
+        return dataclasses.asdict(self)
+
+    def to_json(self) -> str:
+        """Stable JSON text (sorted keys), used for provenance."""
+        return json.dumps(self.to_dict(), sort_keys=True)
+
+
+def _coerce(section: str, key: str, value: Any, current: Any) -> Any:
+    expected = type(current)
+    if expected is bool:
+        if isinstance(value, bool):
+            return value
+        if isinstance(value, str) and value.lower() in {"true", "false", "1", "0", "yes", "no"}:
+            return value.lower() in {"true", "1", "yes"}
+    elif expected is int and not isinstance(value, bool):
+        try:
+            if isinstance(value, (int, str)):
+                return int(value)
+        except ValueError:
+            pass
+    elif expected is float and not isinstance(value, bool):
+        try:
+            if isinstance(value, (int, float, str)):
+                return float(value)
+        except ValueError:
+            pass
+    elif expected is str and isinstance(value, (str, int, float)):
+        return str(value)
+    raise ConfigError(f"{section}.{key}: expected {expected.__name__}, got {value!r}")
+
+
+def _set(cfg: Config, section: str, key: str, value: Any) -> None:
+    if not hasattr(cfg, section) or not dataclasses.is_dataclass(getattr(cfg, section)):
+        raise ConfigError(f"unknown config section {section!r}; known: {[f.name for f in dataclasses.fields(cfg)]}")
+    sub = getattr(cfg, section)
+    names = {f.name for f in dataclasses.fields(sub)}
+    if key not in names:
+        raise ConfigError(f"unknown config key {section}.{key}; known: {sorted(names)}")
+    setattr(sub, key, _coerce(section, key, value, getattr(sub, key)))
+
+
+def config_from_dict(data: dict[str, Any]) -> Config:
+    """Build a :class:`Config` from a nested dict, rejecting unknown keys."""
+    cfg = Config()
+    for section, values in data.items():
+        if not isinstance(values, dict):
+            raise ConfigError(f"config section {section!r} must be a table, got {values!r}")
+        for key, value in values.items():
+            _set(cfg, section, key, value)
+    return cfg
+
+
+def load_config(path: str | Path | None = None, overrides: list[str] | None = None) -> Config:
+    """Load a TOML configuration and apply ``section.key=value`` overrides.
+
+    Parameters
+    ----------
+    path : path or None
+        TOML file; None gives the defaults.
+    overrides : list of str, optional
+        Items like ``"grounding.tau_ano=0.05"`` applied after the file.
+
+    Raises
+    ------
+    ConfigError
+        If the file cannot be read or parsed, or a key or value is invalid.
+    """
+    data: dict[str, Any] = {}
+    if path is not None:
+        p = Path(path)
+        try:
+            data = tomllib.loads(p.read_text(encoding="utf-8"))
+        except OSError as err:
+            raise ConfigError(f"{p}: cannot read config: {err}") from err
+        except tomllib.TOMLDecodeError as err:
+            raise ConfigError(f"{p}: invalid TOML: {err}") from err
+    cfg = config_from_dict(data)
+    apply_overrides(cfg, overrides or [])
+    return cfg
+
+
+def apply_overrides(cfg: Config, overrides: list[str]) -> Config:
+    """Apply ``section.key=value`` strings in place and return ``cfg``.
+
+    Raises
+    ------
+    ConfigError
+        On a malformed item or an unknown key.
+    """
+    for item in overrides:
+        if "=" not in item or "." not in item.split("=", 1)[0]:
+            raise ConfigError(f"override {item!r} is not of the form section.key=value")
+        lhs, value = item.split("=", 1)
+        section, key = lhs.strip().split(".", 1)
+        _set(cfg, section, key, value.strip())
+    return cfg
+
+
+def dump_toml(cfg: Config) -> str:
+    """The configuration as TOML text."""
+    import tomli_w
+
+    return tomli_w.dumps(cfg.to_dict())

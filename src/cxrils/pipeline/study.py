@@ -1,0 +1,252 @@
+"""One study through the stages: :class:`Pipeline` and :func:`process_study`.
+
+Per image (paper section 3.1 and Appendix D):
+
+1. QC view (Appendix D.1): only frontal images (PA, AP) when ``cfg.qc.frontal_only``.
+2. Report: a study whose report yielded no usable section is excluded (Appendix A.1).
+3. ``x`` = the 8-bit image (uint8 (H, W)).
+4. Anatomy on ``x``: lungs + heart give RadEdit's edit region (the paper uses
+   HybridGNet here, section 3.1 step 2).
+5. Anomaly map: ``x_hat``, ``x_ano`` inside the edit region.
+6. Anatomy on ``x_hat`` (the paper runs CXAS on the edited image, Appendix A.3),
+   cross-checked against step 4 (Appendix D.2); a discrepancy excludes the image.
+7. Lesion boxes on ``x``.
+8. Algorithm 1 + location verification -> :class:`~cxrils.types.StudyGrounding`.
+9. Instruction-answer records (section 3.2).
+
+Each step is guarded: an exception becomes the study's exclusion reason
+(``"error:<step>: <Type>: <message>"``) and never stops a run. Exclusion reasons
+are ``"<category>: <detail>"``; the summary counts them by category.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass, field
+from functools import cached_property
+from typing import Any, Callable
+
+import numpy as np
+
+from cxrils import vocab
+from cxrils.config import Config
+from cxrils.pipeline.inputs import StudyInput
+from cxrils.pipeline.stages import DEFAULT_STAGES, StageProvider, resolve_stages
+from cxrils.types import AnatomyMasks, AnomalyResult, LesionBox, StructuredReport, StudyGrounding
+
+log = logging.getLogger(__name__)
+
+#: Views that pass the frontal-only QC (Appendix D.1): PA and AP, plus "FRONTAL",
+#: which sources without the projection (IU X-ray checked by eye) use.
+ACCEPTED_VIEWS: frozenset[str] = vocab.FRONTAL_VIEWS | {"FRONTAL"}
+
+#: Anatomy labels whose union is RadEdit's edit region (section 3.1 step 2).
+EDIT_REGION_LABELS: tuple[str, ...] = ("right lung", "left lung", "heart")
+
+
+@dataclass
+class StudyState:
+    """A study part-way through the steps (what travels between Ray stages)."""
+
+    study: StudyInput
+    report: StructuredReport | None
+    excluded: str | None = None
+    x: np.ndarray | None = None
+    anatomy_x: AnatomyMasks | None = None
+    anomaly: AnomalyResult | None = None
+    anatomy: AnatomyMasks | None = None
+    boxes: list[LesionBox] = field(default_factory=list)
+
+
+@dataclass
+class StudyResult:
+    """What the runner commits for one image.
+
+    ``x`` (uint8 (H, W)) and ``records`` are None for an excluded image; ``stats``
+    holds the counts the run summary adds up (see :mod:`cxrils.pipeline.summary`).
+    """
+
+    study_id: str
+    image_id: str
+    x: np.ndarray | None
+    records: list[dict] | None
+    excluded: str | None
+    stats: dict[str, Any]
+
+
+def dataset_image_path(image_id: str) -> str:
+    """Path of an image inside the dataset folder (``cxrils.dataset.schema``)."""
+    return f"images/{image_id}.png"
+
+
+def _guarded(step: str) -> Callable:
+    """Turn an exception inside ``step`` into the state's exclusion reason."""
+
+    def wrap(fn: Callable[["Pipeline", StudyState], None]) -> Callable[["Pipeline", StudyState], StudyState]:
+        def run(self: "Pipeline", state: StudyState) -> StudyState:
+            if state.excluded is None:
+                try:
+                    fn(self, state)
+                except Exception as err:  # one bad study never stops the run
+                    state.excluded = f"error:{step}: {type(err).__name__}: {err}"
+                    log.warning("%s: excluded at %s: %s: %s", state.study.image_id, step, type(err).__name__, err)
+            return state
+
+        run.__name__ = fn.__name__
+        run.__doc__ = fn.__doc__
+        return run
+
+    return wrap
+
+
+class Pipeline:
+    """The stages for one worker: model-backed stages are built on first use and
+    kept, so each worker process (or Ray actor) loads each model once.
+
+    Parameters
+    ----------
+    cfg : Config
+        Thresholds and backend choices.
+    stages : StageProvider or str, optional
+        A provider object, or its import path (default :data:`DEFAULT_STAGES`).
+    """
+
+    def __init__(self, cfg: Config, stages: StageProvider | str = DEFAULT_STAGES):
+        self.cfg = cfg
+        self.stages = resolve_stages(stages) if isinstance(stages, str) else stages
+
+    @cached_property
+    def anatomy_segmenter(self) -> Any:
+        """Anatomy segmenter, loaded once."""
+        return self.stages.make_anatomy(self.cfg)
+
+    @cached_property
+    def anomaly_mapper(self) -> Any:
+        """Anomaly mapper, loaded once."""
+        return self.stages.make_anomaly(self.cfg)
+
+    @cached_property
+    def detector(self) -> Any:
+        """Lesion detector, loaded once."""
+        return self.stages.make_detector(self.cfg)
+
+    # ------------------------------------------------------------ text side
+
+    def structure(self, studies: list[StudyInput]) -> dict[tuple[str, str], StructuredReport]:
+        """Structure the reports of ``studies`` in one batch (each distinct
+        ``(study_id, text)`` once). A report the structurer fails on becomes a
+        StructuredReport with ``excluded = "error:report: ..."``."""
+        keys = list(dict.fromkeys((s.study_id, s.report) for s in studies))
+        try:
+            reports = list(self.stages.structure_reports(keys, self.cfg))
+            if len(reports) != len(keys):
+                raise RuntimeError(f"structurer returned {len(reports)} reports for {len(keys)}")
+            return dict(zip(keys, reports))
+        except Exception as err:
+            log.warning("batch report structuring failed (%s); structuring one by one", err)
+        out = {}
+        for key in keys:
+            try:
+                out[key] = next(iter(self.stages.structure_reports([key], self.cfg)))
+            except Exception as err:
+                out[key] = StructuredReport(key[0], None, "", excluded=f"error:report: {type(err).__name__}: {err}")
+        return out
+
+    # ------------------------------------------------------------ image side
+
+    def start(self, study: StudyInput, report: StructuredReport | None) -> StudyState:
+        """Steps 1-3: view QC, report exclusion, image loading."""
+        state = StudyState(study=study, report=report)
+        if report is None:
+            state.report = self.structure([study])[(study.study_id, study.report)]
+        if self.cfg.qc.frontal_only and study.view is not None and study.view not in ACCEPTED_VIEWS:
+            state.excluded = f"view_not_frontal: {study.view}"
+        elif state.report.excluded:
+            reason = state.report.excluded
+            state.excluded = reason if reason.startswith("error:") else f"report: {reason}"
+        else:
+            self._load(state)
+        return state
+
+    @_guarded("image")
+    def _load(self, state: StudyState) -> None:
+        from_file_view: str | None
+        x, from_file_view = self.stages.load_image(state.study.image_path, self.cfg)
+        if not (isinstance(x, np.ndarray) and x.ndim == 2 and x.dtype == np.uint8 and x.size):
+            raise ValueError(f"{state.study.image_path}: image loader returned {type(x).__name__} "
+                             f"{getattr(x, 'shape', '')} {getattr(x, 'dtype', '')}, expected uint8 (H, W)")
+        view = (from_file_view or "").strip().upper()
+        if self.cfg.qc.frontal_only and state.study.view is None and view and view not in ACCEPTED_VIEWS:
+            state.excluded = f"view_not_frontal: {view}"
+            return
+        state.x = x
+
+    @_guarded("anatomy")
+    def run_anatomy_x(self, state: StudyState) -> None:
+        """Step 4: anatomy of ``x`` (edit region of the anomaly mapper)."""
+        state.anatomy_x = self.anatomy_segmenter.segment(state.x)
+
+    @_guarded("anomaly")
+    def run_anomaly(self, state: StudyState) -> None:
+        """Step 5: anomaly map inside lungs + heart."""
+        state.anomaly = self.anomaly_mapper.map(state.x, state.anatomy_x.union(EDIT_REGION_LABELS))
+
+    @_guarded("anatomy")
+    def run_anatomy_x_hat(self, state: StudyState) -> None:
+        """Step 6: anatomy of ``x_hat`` and the cross-check against step 4."""
+        state.anatomy = self.anatomy_segmenter.segment(state.anomaly.x_hat)
+        reason = self.stages.cross_check(state.anatomy_x, state.anatomy, self.cfg)
+        if reason:
+            state.excluded = f"qc_crosscheck: {reason}"
+
+    @_guarded("detection")
+    def run_detector(self, state: StudyState) -> None:
+        """Step 7: lesion boxes on ``x``."""
+        state.boxes = list(self.detector.detect(state.x, anomaly=state.anomaly, anatomy=state.anatomy))
+
+    def finish(self, state: StudyState) -> StudyResult:
+        """Steps 8-9: Algorithm 1 and records; never raises."""
+        from cxrils.pipeline.summary import study_stats
+
+        grounding: StudyGrounding | None = None
+        records: list[dict] | None = None
+        if state.excluded is None:
+            try:
+                grounding = self.stages.ground_study(
+                    study_id=state.study.study_id, image_id=state.study.image_id, x=state.x,
+                    report=state.report, anatomy=state.anatomy, anomaly=state.anomaly,
+                    boxes=state.boxes, cfg=self.cfg)
+                if grounding.excluded:
+                    state.excluded = f"qc_grounding: {grounding.excluded}"
+                else:
+                    study = state.study
+                    split = study.split or self.stages.assign_split(study.patient_id or study.study_id, self.cfg)
+                    records = self.stages.generate_records(
+                        grounding, split=split, patient_id=study.patient_id,
+                        image_path=dataset_image_path(study.image_id), cfg=self.cfg)
+            except Exception as err:
+                step = "records" if grounding is not None and not grounding.excluded else "grounding"
+                state.excluded = f"error:{step}: {type(err).__name__}: {err}"
+                log.warning("%s: excluded at %s: %s", state.study.image_id, step, err)
+                records = None
+        ok = state.excluded is None
+        return StudyResult(
+            study_id=state.study.study_id, image_id=state.study.image_id,
+            x=state.x if ok else None, records=records if ok else None, excluded=state.excluded,
+            stats=study_stats(state.report, grounding if ok else None, records if ok else None, state.excluded),
+        )
+
+    def process_study(self, study: StudyInput, report: StructuredReport | None = None) -> StudyResult:
+        """All steps for one image; an exception in any step becomes an exclusion.
+
+        Parameters
+        ----------
+        study : StudyInput
+        report : StructuredReport, optional
+            The study's structured report when the text side ran in a batch;
+            structured here otherwise.
+        """
+        state = self.start(study, report)
+        for step in (self.run_anatomy_x, self.run_anomaly, self.run_anatomy_x_hat, self.run_detector):
+            state = step(state)
+        return self.finish(state)

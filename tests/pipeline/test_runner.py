@@ -1,0 +1,140 @@
+"""The runner with small deterministic stages (fake_stages.py): exclusions, workers,
+model loading, resume, limits, summary."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+from conftest import FAKE, make_input, snapshot
+
+from cxrils.config import Config
+from cxrils.pipeline.inputs import read_inputs
+from cxrils.pipeline.runner import SUMMARY_NAME, RunError, generate
+from cxrils.pipeline.study import Pipeline
+
+
+@pytest.fixture()
+def pairs(tmp_path):
+    return make_input(tmp_path / "in")
+
+
+def test_process_study_bad_studies_become_exclusions(pairs):
+    pipe = Pipeline(Config(), FAKE)
+    studies = {s.image_id: s for s in read_inputs(pairs)}
+    reports = pipe.structure(list(studies.values()))
+    res = {i: pipe.process_study(s, reports[(s.study_id, s.report)]) for i, s in studies.items()}
+    assert res["broken"].excluded.startswith("error:image: ")
+    assert "broken.png" in res["broken"].excluded or "cannot identify" in res["broken"].excluded
+    assert res["empty"].excluded == "report: no findings, impression or last paragraph"
+    assert res["lat"].excluded == "view_not_frontal: LATERAL"
+    assert res["black"].excluded == "qc_crosscheck: lung x-extent differs"
+    assert res["nogrounding"].excluded == "error:grounding: ValueError: grounding failed on purpose"
+    for bad in ("broken", "empty", "lat", "black", "nogrounding"):
+        assert res[bad].records is None and res[bad].x is None
+    good = res["im000"]
+    assert good.excluded is None and good.x.dtype == np.uint8 and good.x.shape == (48, 48)
+    assert {r["image_path"] for r in good.records} == {"images/im000.png"}
+    # Report 0: positive effusion (left) and a negative pneumonia.
+    assert good.stats["reported"] == {"effusion": 1}
+    assert sum(good.stats["records"].values()) == len(good.records) == 2
+
+
+def test_structure_falls_back_per_report_when_the_batch_fails(tmp_path):
+    path = make_input(tmp_path / "in", n=3, bad=False)
+    text = path.read_text().replace("No acute process.", "STRUCTURER-CRASH")
+    text = text.replace("Right opacity and right consolidation.", "STRUCTURER-CRASH")
+    path.write_text(text)
+    pipe = Pipeline(Config(), FAKE)
+    studies = list(read_inputs(path))
+    reports = pipe.structure(studies)
+    crashed = reports[(studies[1].study_id, studies[1].report)]
+    assert crashed.excluded == "error:report: RuntimeError: structurer crashed"
+    assert reports[(studies[0].study_id, studies[0].report)].excluded is None
+    result = pipe.process_study(studies[1], crashed)
+    assert result.excluded == crashed.excluded
+
+
+def test_generate_summary_and_json(pairs, tmp_path):
+    out = tmp_path / "ds"
+    summary = generate(pairs, out, Config(), stages=FAKE)
+    assert summary["studies"]["total"] == 17
+    assert summary["studies"]["excluded"] == 5
+    assert summary["studies"]["excluded_by_reason"] == {
+        "error:grounding": 1, "error:image": 1, "qc_crosscheck": 1, "report": 1, "view_not_frontal": 1}
+    on_disk = json.loads((out / SUMMARY_NAME).read_text())
+    assert on_disk == json.loads(json.dumps(summary))
+    f = summary["findings"]
+    assert f["all"]["reported"] == sum(v["reported"] for k, v in f.items() if k != "all") > 0
+    for v in f.values():
+        assert 0 <= v["grounded"] <= v["reported"]
+        if v["reported"]:
+            assert v["recall"] == pytest.approx(v["grounded"] / v["reported"], abs=1e-4)
+    rec = summary["records"]
+    assert rec["total"] == sum(p for t in rec["by_lesion_type"].values() for p in t.values())
+    assert rec["total"] == sum(p for t in rec["by_instruction_type"].values() for p in t.values())
+    from cxrils.dataset import read_records
+
+    df = read_records(out)
+    assert len(df) == rec["total"]
+    assert (df["polarity"] == "positive").sum() == sum(t["positive"] for t in rec["by_lesion_type"].values())
+    assert set(df["image_id"]) <= {s.image_id for s in read_inputs(pairs)}
+
+
+def test_workers_give_the_same_dataset_and_load_models_once(pairs, tmp_path, monkeypatch):
+    loads = tmp_path / "loads"
+    loads.mkdir()
+    monkeypatch.setenv("CXRILS_FAKE_LOADS", str(loads))
+    generate(pairs, tmp_path / "one", Config(), stages=FAKE, workers=1)
+    one_loads = sorted(p.name.split("-")[0] for p in loads.iterdir())
+    assert one_loads == ["anatomy", "anomaly", "detector"]  # 17 images, each model once
+    for p in loads.iterdir():
+        p.unlink()
+    generate(pairs, tmp_path / "two", Config(), stages=FAKE, workers=2)
+    by_pid: dict[str, list[str]] = {}
+    for p in loads.iterdir():
+        name, pid, _ = p.name.split("-")
+        by_pid.setdefault(pid, []).append(name)
+    assert 1 <= len(by_pid) <= 2
+    for names in by_pid.values():
+        assert sorted(names) == ["anatomy", "anomaly", "detector"]
+    assert snapshot(tmp_path / "one") == snapshot(tmp_path / "two")
+
+
+def test_resume_after_partial_run_equals_full_run(pairs, tmp_path):
+    full, part = tmp_path / "full", tmp_path / "part"
+    generate(pairs, full, Config(), stages=FAKE)
+    first = generate(pairs, part, Config(), stages=FAKE, limit=6)
+    assert first["studies"]["total"] == 6
+    seen = []
+    generate(pairs, part, Config(), stages=FAKE, progress=lambda d, t: seen.append((d, t)))
+    assert seen[0] == (6, 17) and seen[-1] == (17, 17) and len(seen) == 12
+    assert snapshot(part) == snapshot(full)
+
+
+def test_limit_takes_the_first_studies_in_input_order(pairs, tmp_path):
+    summary = generate(pairs, tmp_path / "a", Config(), stages=FAKE, limit=4)
+    from cxrils.dataset import read_records
+
+    first4 = [s.image_id for s in read_inputs(pairs)][:4]
+    assert summary["studies"]["total"] == 4
+    assert set(read_records(tmp_path / "a")["image_id"]) <= set(first4)
+    assert summary["studies"]["excluded_by_reason"] == {"error:image": 1}  # broken.png is 4th
+
+
+def test_resume_with_another_config_is_refused(pairs, tmp_path):
+    generate(pairs, tmp_path / "ds", Config(), stages=FAKE, limit=2)
+    cfg = Config()
+    cfg.grounding.tau_ano = 0.3
+    with pytest.raises(RunError, match="another configuration"):
+        generate(pairs, tmp_path / "ds", cfg, stages=FAKE)
+
+
+def test_unknown_runner_and_stage_provider(pairs, tmp_path):
+    with pytest.raises(RunError, match="unknown runner"):
+        generate(pairs, tmp_path / "ds", Config(), runner="spark", stages=FAKE)
+    with pytest.raises(ValueError, match="cannot import stage provider"):
+        Pipeline(Config(), "no_such_module:Stages")
+    with pytest.raises(ValueError, match="package.module:Name"):
+        Pipeline(Config(), "nocolon")

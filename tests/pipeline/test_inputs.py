@@ -1,0 +1,178 @@
+"""Input readers: MIMIC-CXR layout, IU X-ray (CSV and XML), generic CSV."""
+
+from __future__ import annotations
+
+import csv
+import gzip
+import shutil
+from pathlib import Path
+
+import pytest
+from PIL import Image
+
+from cxrils.pipeline.inputs import InputError, detect_input_kind, read_inputs, read_iu_reports
+
+
+def _write_csv(path: Path, rows: list[dict], gz: bool = False) -> None:
+    opener = (lambda: gzip.open(path, "wt", newline="")) if gz else (lambda: open(path, "w", newline=""))
+    with opener() as fh:
+        w = csv.DictWriter(fh, fieldnames=list(rows[0]))
+        w.writeheader()
+        w.writerows(rows)
+
+
+@pytest.fixture()
+def mimic_tree(tmp_path, shared_data):
+    """A MIMIC-CXR-shaped tree (layout only) from public IU images, IU report texts
+    and a public DICOM: 2 patients, 3 studies, 5 images, a report without images."""
+    iu = shared_data / "iu_xray"
+    reports = {rid: text for rid, _, text in read_iu_reports(iu)}
+    root = tmp_path / "mimic"
+    plan = {  # patient -> study -> [(dicom_id, source image)]
+        "p10000032": {"s50414267": [("02aa804e-bde0afdd", iu / "images/CXR1900_IM-0584-1001.png"),
+                                    ("174413ec-4ec4c1f7", iu / "images/CXR1900_IM-0584-2001.png")],
+                      "s53189527": [("2a2277a9-b0ded155", shared_data / "dicom/RG1_UNCR.dcm")]},
+        "p11000011": {"s50000001": [("aa000001-00000001", iu / "images/CXR7_IM-2263-1001.png"),
+                                    ("aa000001-00000002", iu / "images/CXR7_IM-2263-2001.png")],
+                      "s50000002": []},
+    }
+    texts = iter(["CXR1900", "CXR7", "CXR3", "CXR25"])
+    for patient, studies in plan.items():
+        pdir = root / "files" / patient[:3] / patient
+        for study, images in studies.items():
+            pdir.mkdir(parents=True, exist_ok=True)
+            (pdir / f"{study}.txt").write_text("FINAL REPORT\n" + reports[next(texts)])
+            if images:
+                (pdir / study).mkdir()
+            for dicom_id, src in images:
+                if src.suffix == ".dcm":
+                    shutil.copy(src, pdir / study / f"{dicom_id}.dcm")
+                else:  # MIMIC-CXR-JPG style
+                    Image.open(src).convert("L").save(pdir / study / f"{dicom_id}.jpg", quality=95)
+    views = {"02aa804e-bde0afdd": "PA", "174413ec-4ec4c1f7": "LATERAL", "2a2277a9-b0ded155": "AP",
+             "aa000001-00000001": "PA", "aa000001-00000002": "LL"}
+    _write_csv(root / "mimic-cxr-2.0.0-metadata.csv.gz",
+               [{"dicom_id": d, "subject_id": "1", "study_id": "5", "ViewPosition": v} for d, v in views.items()],
+               gz=True)
+    _write_csv(root / "mimic-cxr-2.0.0-split.csv.gz",
+               [{"dicom_id": d, "study_id": "5", "subject_id": "1",
+                 "split": "test" if d.startswith("aa") else "train"} for d in views], gz=True)
+    return root, reports
+
+
+def test_mimic_layout(mimic_tree):
+    root, reports = mimic_tree
+    assert detect_input_kind(root) == "mimic"
+    assert detect_input_kind(root / "files") == "mimic"
+    items = list(read_inputs(root))
+    assert [(s.patient_id, s.study_id, s.image_id) for s in items] == [
+        ("p10000032", "s50414267", "02aa804e-bde0afdd"), ("p10000032", "s50414267", "174413ec-4ec4c1f7"),
+        ("p10000032", "s53189527", "2a2277a9-b0ded155"),
+        ("p11000011", "s50000001", "aa000001-00000001"), ("p11000011", "s50000001", "aa000001-00000002")]
+    assert [s.view for s in items] == ["PA", "LATERAL", "AP", "PA", "LL"]
+    assert [s.split for s in items] == ["train", "train", "train", "test", "test"]
+    assert items[0].report == items[1].report == "FINAL REPORT\n" + reports["CXR1900"]
+    assert items[3].report.endswith(reports["CXR3"])
+    assert items[2].image_path.suffix == ".dcm" and items[2].image_path.is_file()
+    assert all(s.image_path.is_absolute() for s in items)
+    assert list(read_inputs(root / "files")) == items
+
+
+def test_mimic_without_metadata_and_split(mimic_tree):
+    root, _ = mimic_tree
+    for p in root.glob("*.csv.gz"):
+        p.unlink()
+    items = list(read_inputs(root))
+    assert len(items) == 5 and all(s.view is None and s.split is None for s in items)
+
+
+def test_mimic_bad_split_value(mimic_tree):
+    root, _ = mimic_tree
+    _write_csv(root / "mimic-cxr-2.0.0-split.csv.gz",
+               [{"dicom_id": "02aa804e-bde0afdd", "split": "holdout"}], gz=True)
+    with pytest.raises(InputError, match=r"split\.csv\.gz: dicom_id 02aa804e-bde0afdd: split 'holdout'"):
+        list(read_inputs(root))
+
+
+def test_iu_folder_and_reports(shared_data):
+    iu = shared_data / "iu_xray"
+    assert detect_input_kind(iu) == "iu"
+    items = list(read_inputs(iu))
+    assert len(items) == 13
+    assert sum(s.view == "FRONTAL" for s in items) == 9 and sum(s.view == "LATERAL" for s in items) == 4
+    first = items[0]
+    assert first.image_id == "CXR1900_IM-0584-1001" and first.study_id == "iu-CXR1900"
+    assert "FINDINGS: There are XXXX sternotomy" in first.report and "IMPRESSION: 1. Stable" in first.report
+    reports = list(read_iu_reports(iu))
+    assert len(reports) == 3955
+    assert reports[0][1] == ["CXR1_1_IM-0001-3001", "CXR1_1_IM-0001-4001"]
+
+
+def test_iu_xml_reports(tmp_path):
+    folder = tmp_path / "iu"
+    (folder / "ecgen-radiology").mkdir(parents=True)
+    (folder / "images").mkdir()
+    (folder / "ecgen-radiology" / "12.xml").write_text(
+        '<eCitation><MedlineCitation><Article><Abstract>'
+        '<AbstractText Label="COMPARISON">None.</AbstractText>'
+        '<AbstractText Label="FINDINGS">Left basilar atelectasis.</AbstractText>'
+        '<AbstractText Label="IMPRESSION"/></Abstract></Article></MedlineCitation>'
+        '<parentImage id="CXR12_IM-0001-1001"/><parentImage id="CXR12_IM-0001-2001"/></eCitation>')
+    (folder / "ecgen-radiology" / "13.xml").write_text("<eCitation><broken>")
+    (folder / "images" / "CXR12_IM-0001-1001.png").write_bytes(b"")
+    assert detect_input_kind(folder) == "iu"
+    with pytest.raises(InputError, match=r"13\.xml: cannot parse IU report XML"):
+        list(read_inputs(folder))
+    (folder / "ecgen-radiology" / "13.xml").unlink()
+    (item,) = read_inputs(folder)
+    assert item.image_id == "CXR12_IM-0001-1001" and item.study_id == "iu-CXR12" and item.view is None
+    assert item.report == "COMPARISON: None.\n\nFINDINGS: Left basilar atelectasis.\n"
+
+
+def test_generic_csv(tmp_path, shared_data):
+    pairs = shared_data / "pairs" / "all_pairs.csv"
+    assert detect_input_kind(pairs) == "csv"
+    items = list(read_inputs(pairs))
+    assert len(items) == 391 and all(s.image_path.is_file() for s in items)
+    assert items[0].study_id == "iu-CXR1900" and items[0].view == "FRONTAL"
+    assert {s.view for s in items} == {"FRONTAL", "PA", "AP", "AP SUPINE"}
+    # Same file name in two folders, defaults for optional columns, split aliases.
+    (tmp_path / "a").mkdir()
+    (tmp_path / "b").mkdir()
+    path = tmp_path / "in.csv"
+    _write_csv(path, [{"image_path": "a/x.png", "report": "r1", "split": "val"},
+                      {"image_path": "b/x.png", "report": "r2", "split": ""},
+                      {"image_path": str(tmp_path / "c.png"), "report": "r3", "split": "test"}])
+    a, b, c = read_inputs(path)
+    assert a.image_id.startswith("x-") and b.image_id.startswith("x-") and a.image_id != b.image_id
+    assert a.study_id == a.image_id and a.patient_id == "" and a.view is None
+    assert (a.split, b.split, c.split) == ("validate", None, "test")
+    assert c.image_path == tmp_path / "c.png" and c.image_id == "c"
+
+
+@pytest.mark.parametrize("rows, message", [
+    ([{"image_path": "a.png", "report": "r", "split": "dev"}], r"line 2: split 'dev' is not one of"),
+    ([{"image_path": "", "report": "r"}], r"line 2: empty image_path"),
+    ([{"image_path": "a.png", "report": "r", "image_id": "k"},
+      {"image_path": "b.png", "report": "r", "image_id": "k"}], r"duplicate image id 'k'"),
+])
+def test_generic_csv_errors(tmp_path, rows, message):
+    path = tmp_path / "in.csv"
+    _write_csv(path, rows)
+    with pytest.raises(InputError, match=message):
+        list(read_inputs(path))
+
+
+def test_unknown_layouts(tmp_path):
+    with pytest.raises(InputError, match="input not found"):
+        detect_input_kind(tmp_path / "nope")
+    with pytest.raises(InputError, match="unknown input layout"):
+        detect_input_kind(tmp_path)
+    (tmp_path / "x.txt").write_text("hi")
+    with pytest.raises(InputError, match="expected a generic CSV"):
+        detect_input_kind(tmp_path / "x.txt")
+    (tmp_path / "y.csv").write_text("a,b\n1,2\n")
+    with pytest.raises(InputError, match=r"y\.csv: CSV has columns \['a', 'b'\]"):
+        detect_input_kind(tmp_path / "y.csv")
+    with pytest.raises(InputError, match="unknown input kind"):
+        list(read_inputs(tmp_path / "y.csv", kind="dicomweb"))

@@ -130,12 +130,12 @@ def run_ray(studies: list[StudyInput], reports: dict[tuple[str, str], Structured
                  for i, s in enumerate(studies)]
         ds = ray.data.from_items(items, override_num_blocks=max(1, min(len(items), 200)))
         ds = ds.map_batches(_start, fn_kwargs={"cfg_dict": cfg_dict, "stages": stages}, batch_size=1,
-                            concurrency=workers, **opts["start"])
+                            compute=ray.data.TaskPoolStrategy(size=workers), **opts["start"])
         for name, method in ACTOR_STEPS.items():
             ds = ds.map_batches(StepActor, fn_constructor_args=(cfg_dict, stages, method), batch_size=1,
                                 compute=ray.data.ActorPoolStrategy(size=workers), **opts[name])
         ds = ds.map_batches(_finish, fn_kwargs={"cfg_dict": cfg_dict, "stages": stages}, batch_size=1,
-                            concurrency=workers, **opts["finish"])
+                            compute=ray.data.TaskPoolStrategy(size=workers), **opts["finish"])
         expected = 0
         for row in ds.iter_rows():
             if int(row["i"]) != expected:

@@ -69,40 +69,45 @@ def encode_rle(mask: np.ndarray) -> RLE:
             "counts": counts.decode("ascii") if isinstance(counts, bytes) else str(counts)}
 
 
-def _compressed_runs(counts: bytes) -> list[int]:
+def _compressed_runs(counts: bytes) -> np.ndarray:
     """Run lengths of a COCO compressed ``counts`` string (the inverse of pycocotools'
-    ``rleToString``: 6-bit groups as ASCII 48..111, continuation bit 0x20, sign bit 0x10,
-    runs after the second stored as differences from the run two before).
+    ``rleToString``: 5-bit groups stored as ASCII 48..111, continuation bit 0x20, sign
+    bit 0x10 in a value's last group, runs after the second stored as differences from
+    the run two before).
 
     pycocotools does not expose this and decodes malformed strings into wrong masks
     without an error, so :func:`_to_coco` uses it to check the runs.
+
+    Returns
+    -------
+    ndarray of int64, shape (n_runs,)
 
     Raises
     ------
     MaskError
         On a character outside 48..111, a truncated value, or a negative run.
     """
-    runs: list[int] = []
-    value, shift, more = 0, 0, False
-    for pos, byte in enumerate(counts):
-        c = byte - 48
-        if not 0 <= c < 64:
-            raise MaskError(f"RLE counts has an invalid character {chr(byte)!r} at {pos}")
-        value |= (c & 0x1F) << shift
-        shift += 5
-        more = bool(c & 0x20)
-        if more:
-            continue
-        if c & 0x10:
-            value -= 1 << shift
-        if len(runs) > 2:
-            value += runs[-2]
-        if value < 0:
-            raise MaskError(f"RLE counts decode to a negative run ({value}) at character {pos}")
-        runs.append(value)
-        value, shift = 0, 0
-    if more:
+    c = np.frombuffer(counts, dtype=np.uint8).astype(np.int64) - 48
+    if c.size == 0:
+        return np.zeros(0, dtype=np.int64)
+    bad = np.flatnonzero((c < 0) | (c >= 64))
+    if bad.size:
+        raise MaskError(f"RLE counts has an invalid character {chr(counts[bad[0]])!r} at {bad[0]}")
+    last = (c & 0x20) == 0  # the last 5-bit group of each value
+    if not last[-1]:
         raise MaskError("RLE counts end in the middle of a value")
+    ends = np.flatnonzero(last)
+    starts = np.concatenate([[0], ends[:-1] + 1])
+    group = np.repeat(np.arange(ends.size), ends - starts + 1)
+    shift = 5 * (np.arange(c.size) - starts[group])
+    values = np.add.reduceat((c & 0x1F) << shift, starts)
+    negative = (c[ends] & 0x10) != 0
+    values[negative] -= np.int64(1) << (shift[ends[negative]] + 5)
+    runs = values.copy()
+    runs[1::2] = np.cumsum(values[1::2])  # run m = delta m + run m-2, for m > 2
+    runs[2::2] = np.cumsum(values[2::2])
+    if (runs < 0).any():
+        raise MaskError(f"RLE counts decode to a negative run at run {int(np.flatnonzero(runs < 0)[0])}")
     return runs
 
 
@@ -131,7 +136,7 @@ def _to_coco(rle: RLE | dict[str, Any]) -> dict[str, Any]:
             raise MaskError("RLE counts must be ASCII") from err
     if not isinstance(counts, bytes):
         raise MaskError(f"RLE counts must be str, bytes or list, got {type(counts).__name__}")
-    total = sum(_compressed_runs(counts))
+    total = int(_compressed_runs(counts).sum())
     if total != size[0] * size[1]:
         raise MaskError(f"RLE counts cover {total} pixels, expected {size[0]}x{size[1]} = {size[0] * size[1]}")
     return {"size": size, "counts": counts}

@@ -170,6 +170,16 @@ def _voi_lut_item(threshold: int) -> Dataset:
     return item
 
 
+def _spiky_modality_lut() -> Dataset:
+    """Identity Modality LUT except that level 2000 (absent from the test image) maps to 65535."""
+    item = Dataset()
+    item.add_new(0x00283002, "US", [4096, 0, 16])
+    lut = np.arange(4096, dtype=np.uint16)
+    lut[2000] = 65535
+    item.add_new(0x00283006, "US", lut.tolist())
+    return item
+
+
 def test_voi_lut_sequence_wins_over_window(tmp_path: Path) -> None:
     stored = ramp12()
     path = make_dicom(tmp_path / "lut.dcm", stored, bits_stored=12, WindowCenter=2048, WindowWidth=4096,
@@ -241,6 +251,35 @@ def test_signed_bits_stored_below_allocated_sign_extends(tmp_path: Path) -> None
                                 pixel_bytes=raw.tobytes(), WindowCenter=0, WindowWidth=4096))
     np.testing.assert_array_equal(img.pixels, to8(linear_window(values.astype(float), 0, 4096)))
     assert np.all(np.diff(img.pixels[0].astype(int)) >= 0)
+
+
+@pytest.mark.parametrize("tags", [
+    dict(),
+    dict(RescaleSlope=-3, RescaleIntercept=7),
+    dict(WindowCenter=1500, WindowWidth=700),
+    dict(WindowCenter=1500, WindowWidth=700, VOILUTFunction="SIGMOID", PhotometricInterpretation="MONOCHROME1"),
+    dict(VOILUTSequence=[_voi_lut_item(2000)]),
+    dict(ModalityLUTSequence=[_spiky_modality_lut()]),
+])
+def test_lookup_table_path_equals_per_pixel_path(tmp_path: Path, monkeypatch, tags) -> None:
+    # Stored levels 100..3000 with gaps: the table covers absent levels too, and the min-max
+    # fallback must still take its range from the levels present in the image.
+    stored = np.concatenate([np.arange(100, 1000, 7), np.arange(2500, 3001, 3)]).astype(np.uint16)[None, :]
+    path = make_dicom(tmp_path / "t.dcm", np.repeat(stored, 3, axis=0), bits_stored=12, **tags)
+    fast = load_image(path)
+    import cxrils.io.dicom as dicom_module
+
+    monkeypatch.setattr(dicom_module, "_MAX_LEVELS", 0)  # force the per-pixel path
+    slow = load_image(path)
+    np.testing.assert_array_equal(fast.pixels, slow.pixels)
+    assert fast.meta.transforms == slow.meta.transforms
+    assert fast.pixels.min() == 0 or "voi:window" in " ".join(fast.meta.transforms)
+
+
+def test_wide_range_32bit(tmp_path: Path) -> None:
+    stored = np.tile(np.linspace(0, 2**30, 300).astype(np.uint32), (2, 1))
+    img = load_image(make_dicom(tmp_path / "w32.dcm", stored))
+    np.testing.assert_array_equal(img.pixels, to8(stored / 2.0**30))
 
 
 @pytest.mark.parametrize(("tsyntax", "package"), [

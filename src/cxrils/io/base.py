@@ -116,17 +116,24 @@ def unit_to_uint8(f: np.ndarray) -> np.ndarray:
     return np.rint(np.clip(f, 0.0, 1.0) * 255.0).astype(np.uint8)
 
 
-def minmax_unit(values: np.ndarray) -> tuple[np.ndarray, float, float]:
+def minmax_unit(values: np.ndarray, where: np.ndarray | None = None) -> tuple[np.ndarray, float, float]:
     """Scale ``values`` linearly so that their minimum is 0 and maximum 1 (no clipping).
 
     A constant image maps to all zeros.
+
+    Parameters
+    ----------
+    values : ndarray, any shape
+    where : ndarray of bool, same shape, optional
+        Take the minimum and maximum over ``values[where]`` only (at least one True).
 
     Returns
     -------
     (ndarray of float64, shape as input; lo; hi)
     """
     v = values.astype(np.float64, copy=False)
-    lo, hi = float(v.min()), float(v.max())
+    ref = v if where is None else v[where]
+    lo, hi = float(ref.min()), float(ref.max())
     if hi <= lo:
         return np.zeros(v.shape, dtype=np.float64), lo, hi
     return (v - lo) / (hi - lo), lo, hi

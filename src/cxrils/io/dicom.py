@@ -43,6 +43,8 @@ _MONOCHROME = ("MONOCHROME1", "MONOCHROME2")
 _COLOUR = ("RGB", "YBR_FULL", "YBR_FULL_422", "YBR_RCT", "YBR_ICT")
 #: Output range asked of pydicom's windowing; see :func:`_window_unit`.
 _WINDOW_OUT_BITS = 16
+#: Largest number of stored levels handled through a lookup table (see _monochrome_to_uint8).
+_MAX_LEVELS = 1 << 20
 _VIEW_POSITION = re.compile(r"[A-Z]{1,8}( [A-Z]{1,8})?")
 
 
@@ -150,8 +152,11 @@ def _window_unit(values: np.ndarray, center: float, width: float, function: str)
     return out / float(2**_WINDOW_OUT_BITS - 1)
 
 
-def _voi_unit(values: np.ndarray, ds: Dataset) -> tuple[np.ndarray, str]:
-    """Apply the VOI transform of ``ds`` to modality values; output in [0, 1] and its record."""
+def _voi_unit(values: np.ndarray, ds: Dataset, present: np.ndarray | None = None) -> tuple[np.ndarray, str]:
+    """Apply the VOI transform of ``ds`` to modality values; output in [0, 1] and its record.
+
+    The min-max fallback takes its range from ``values[present]`` when ``present`` is given.
+    """
     seq = ds.get("VOILUTSequence")
     if seq:
         item = seq[0]
@@ -175,8 +180,53 @@ def _voi_unit(values: np.ndarray, ds: Dataset) -> tuple[np.ndarray, str]:
             return f, f"voi:window[0 of {n_windows}](center={center:g}, width={width:g}, function={function})"
         except ValueError as err:
             note = f"; window ignored: {err}"
-    f, lo, hi = minmax_unit(values)
+    f, lo, hi = minmax_unit(values, present)
     return f, f"voi:minmax({lo:g}..{hi:g}){note}"
+
+
+def _display_unit(path: Path, stored: np.ndarray, ds: Dataset, photometric: str, transforms: list[str],
+                  present: np.ndarray | None = None) -> np.ndarray:
+    """Modality LUT -> VOI -> MONOCHROME1 inversion of stored values; output in [0, 1].
+
+    ``present`` (bool, same shape as ``stored``) marks the values that occur in the image,
+    for the min-max VOI fallback when ``stored`` is a table of levels rather than the image.
+    """
+    try:
+        values = apply_modality_lut(stored, ds)
+    except Exception as err:
+        raise ImageLoadError(path, f"cannot apply the Modality LUT: {type(err).__name__}: {err}") from err
+    if ds.get("ModalityLUTSequence"):
+        transforms.append("modality:lut")
+    elif "RescaleSlope" in ds and "RescaleIntercept" in ds:
+        transforms.append(f"modality:rescale(slope={float(ds.RescaleSlope):g}, "
+                          f"intercept={float(ds.RescaleIntercept):g})")
+    try:
+        f, voi = _voi_unit(values, ds, present)
+    except Exception as err:
+        raise ImageLoadError(path, f"cannot apply the VOI LUT: {type(err).__name__}: {err}") from err
+    transforms.append(voi)
+    if photometric == "MONOCHROME1":
+        f = 1.0 - f
+        transforms.append("invert:MONOCHROME1")
+    return f
+
+
+def _monochrome_to_uint8(path: Path, arr: np.ndarray, ds: Dataset, photometric: str,
+                         transforms: list[str]) -> np.ndarray:
+    """The 8-bit display image of integer stored values ``arr`` (H, W).
+
+    The chain is applied once per stored level between the image's minimum and maximum
+    (a lookup table, as viewers do), then the table is indexed by the pixels: the result
+    equals applying the chain to every pixel, several times faster for 12-16-bit data.
+    """
+    lo, hi = int(arr.min()), int(arr.max())
+    if hi - lo >= _MAX_LEVELS:  # e.g. 32-bit data with a huge range: per pixel
+        return unit_to_uint8(_display_unit(path, arr, ds, photometric, transforms))
+    index = arr.astype(np.int64) - lo
+    levels = np.arange(lo, hi + 1, dtype=np.int64).astype(arr.dtype)
+    present = np.bincount(index.ravel(), minlength=levels.size) > 0
+    table = unit_to_uint8(_display_unit(path, levels, ds, photometric, transforms, present))
+    return table[index]
 
 
 def _pixel_spacing(ds: Dataset) -> tuple[tuple[float, float] | None, str | None]:
@@ -255,31 +305,14 @@ def load_dicom(path: str | Path, *, max_pixels: int) -> LoadedImage:
         if bits_stored < arr.dtype.itemsize * 8:
             arr = _mask_unused_bits(arr, bits_stored, signed)
             transforms.append(f"mask_bits(stored={bits_stored} of {arr.dtype.itemsize * 8}, signed={signed})")
-        try:
-            values = apply_modality_lut(arr, ds)
-        except Exception as err:
-            raise ImageLoadError(path, f"cannot apply the Modality LUT: {type(err).__name__}: {err}") from err
-        if ds.get("ModalityLUTSequence"):
-            transforms.append("modality:lut")
-        elif "RescaleSlope" in ds and "RescaleIntercept" in ds:
-            transforms.append(f"modality:rescale(slope={float(ds.RescaleSlope):g}, "
-                              f"intercept={float(ds.RescaleIntercept):g})")
-        try:
-            f, voi = _voi_unit(values, ds)
-        except Exception as err:
-            raise ImageLoadError(path, f"cannot apply the VOI LUT: {type(err).__name__}: {err}") from err
-        transforms.append(voi)
-        if photometric == "MONOCHROME1":
-            f = 1.0 - f
-            transforms.append("invert:MONOCHROME1")
+        pixels = _monochrome_to_uint8(path, arr, ds, photometric, transforms)
     else:
         if arr.ndim != 3 or arr.shape[-1] != 3 or arr.dtype != np.uint8:
             raise ImageLoadError(path, f"expected 8-bit RGB pixel data, decoded {arr.dtype} {arr.shape}")
         from PIL import Image
 
-        f = np.asarray(Image.fromarray(arr).convert("L"), dtype=np.float64) / 255.0
+        pixels = np.asarray(Image.fromarray(arr).convert("L"), dtype=np.uint8)
         transforms.append(f"gray:{photometric}->L(ITU-R 601-2)")
-    pixels = unit_to_uint8(f)
     transforms.append("scale:uint8")
 
     spacing, spacing_source = _pixel_spacing(ds)

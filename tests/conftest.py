@@ -1,4 +1,4 @@
-"""Shared fixtures."""
+"""Shared pytest fixtures."""
 
 from __future__ import annotations
 
@@ -6,13 +6,16 @@ from pathlib import Path
 
 import pytest
 
-REPO = Path(__file__).resolve().parents[1]
+REPO_ROOT = Path(__file__).resolve().parents[1]
 
 
 @pytest.fixture(scope="session")
 def shared_data() -> Path:
-    """``<repo>/../shared/data`` (the public data, never copied into the repo), or skip."""
-    path = REPO.parent / "shared" / "data"
+    """``<repo root>/../shared/data``: the public sample data (never committed here).
+
+    Skips the test with a reason when the folder is absent.
+    """
+    path = (REPO_ROOT / ".." / "shared" / "data").resolve()
     if not path.is_dir():
-        pytest.skip(f"../shared/data not found: {path} (see README: public data for tests)")
+        pytest.skip(f"../shared/data not found: {path} (public sample data, see its README)")
     return path

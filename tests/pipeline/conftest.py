@@ -52,7 +52,8 @@ def _image(i: int, size: int = 48) -> np.ndarray:
 def make_input(folder: Path, n: int = 12, bad: bool = True) -> Path:
     """A generic CSV input of ``n`` synthetic images; with ``bad`` it also has an
     unreadable image, an empty report, a lateral view, a black image (fails the
-    cross-check) and an image whose grounding raises."""
+    cross-check), an image whose grounding raises and one whose records the
+    dataset writer rejects."""
     folder.mkdir(parents=True, exist_ok=True)
     (folder / "img").mkdir(exist_ok=True)
     rows = []
@@ -66,6 +67,7 @@ def make_input(folder: Path, n: int = 12, bad: bool = True) -> Path:
         Image.fromarray(_image(99)).save(folder / "img" / "nogrounding.png")
         Image.fromarray(_image(98)).save(folder / "img" / "lat.png")
         Image.fromarray(_image(97)).save(folder / "img" / "empty.png")
+        Image.fromarray(_image(96)).save(folder / "img" / "badrecords.png")
         rows[3:3] = [
             {"image_path": "img/broken.png", "report": REPORTS[0], "study_id": "sb", "patient_id": "pb", "view": "PA"},
             {"image_path": "img/empty.png", "report": "  ", "study_id": "se", "patient_id": "pe", "view": "AP"},
@@ -74,6 +76,8 @@ def make_input(folder: Path, n: int = 12, bad: bool = True) -> Path:
             {"image_path": "img/black.png", "report": REPORTS[1], "study_id": "sk", "patient_id": "pk", "view": "PA"},
             {"image_path": "img/nogrounding.png", "report": REPORTS[3], "study_id": "sn", "patient_id": "pn",
              "view": ""},
+            {"image_path": "img/badrecords.png", "report": REPORTS[0], "study_id": "sr", "patient_id": "pr",
+             "view": "PA"},
         ]
     path = folder / "pairs.csv"
     with open(path, "w", newline="") as fh:

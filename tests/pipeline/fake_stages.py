@@ -137,6 +137,8 @@ class FakeStages:
                               empty_locations=["left upper zone lung"], ctr=0.4)
 
     def generate_records(self, grounding, *, split, patient_id, image_path, cfg):
+        if "badrecords" in grounding.image_id:
+            return [{"record_id": f"{grounding.image_id}:0", "image_id": grounding.image_id}]
         recs = []
         empty = np.zeros(grounding.shape, bool)
         for gf in grounding.findings:
@@ -147,14 +149,16 @@ class FakeStages:
             recs.append({
                 "record_id": f"{grounding.image_id}:{len(recs)}", "study_id": grounding.study_id,
                 "image_id": grounding.image_id, "patient_id": patient_id, "image_path": image_path,
-                "split": split, "lesion_type": gf.lesion_type, "instruction_type": "basic",
+                "split": split, "lesion_type": gf.lesion_type, "target": gf.lesion_type,
+                "instruction_type": "basic",
                 "polarity": "positive" if pos else "negative", "locations": list(gf.reported),
                 "certainty": gf.finding.certainty if pos else "",
                 "instruction": f"Segment the {gf.lesion_type} in the {gf.reported[0]}.",
                 "answer": "yes" if pos else "no", "mask": encode_rle(mask), "mask_area": int(mask.sum()),
                 "height": grounding.shape[0], "width": grounding.shape[1],
                 "finding_entity": gf.finding.entity, "sentence_index": gf.finding.sentence_index,
-                "sentence": gf.finding.sentence, "provenance": "{}",
+                "sentence": gf.finding.sentence, "source_findings": "[]", "paraphrase_of": "", "persona": "",
+                "provenance": "{}",
             })
         return recs
 

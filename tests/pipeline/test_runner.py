@@ -59,10 +59,16 @@ def test_structure_falls_back_per_report_when_the_batch_fails(tmp_path):
 def test_generate_summary_and_json(pairs, tmp_path):
     out = tmp_path / "ds"
     summary = generate(pairs, out, Config(), stages=FAKE)
-    assert summary["studies"]["total"] == 17
-    assert summary["studies"]["excluded"] == 5
+    assert summary["studies"]["total"] == 18
+    assert summary["studies"]["excluded"] == 6
     assert summary["studies"]["excluded_by_reason"] == {
-        "error:grounding": 1, "error:image": 1, "qc_crosscheck": 1, "report": 1, "view_not_frontal": 1}
+        "error:commit": 1, "error:grounding": 1, "error:image": 1, "qc_crosscheck": 1, "report": 1,
+        "view_not_frontal": 1}
+    from cxrils.dataset import DatasetWriter
+
+    reasons = DatasetWriter(out, {}).exclusions()
+    assert reasons["badrecords"].startswith("error:commit: DatasetError: study badrecords: record 'badrecords:0'")
+    assert not (out / "images" / "badrecords.png").exists()
     on_disk = json.loads((out / SUMMARY_NAME).read_text())
     assert on_disk == json.loads(json.dumps(summary))
     f = summary["findings"]
@@ -88,7 +94,7 @@ def test_workers_give_the_same_dataset_and_load_models_once(pairs, tmp_path, mon
     monkeypatch.setenv("CXRILS_FAKE_LOADS", str(loads))
     generate(pairs, tmp_path / "one", Config(), stages=FAKE, workers=1)
     one_loads = sorted(p.name.split("-")[0] for p in loads.iterdir())
-    assert one_loads == ["anatomy", "anomaly", "detector"]  # 17 images, each model once
+    assert one_loads == ["anatomy", "anomaly", "detector"]  # 18 images, each model once
     for p in loads.iterdir():
         p.unlink()
     generate(pairs, tmp_path / "two", Config(), stages=FAKE, workers=2)
@@ -109,7 +115,7 @@ def test_resume_after_partial_run_equals_full_run(pairs, tmp_path):
     assert first["studies"]["total"] == 6
     seen = []
     generate(pairs, part, Config(), stages=FAKE, progress=lambda d, t: seen.append((d, t)))
-    assert seen[0] == (6, 17) and seen[-1] == (17, 17) and len(seen) == 12
+    assert seen[0] == (6, 18) and seen[-1] == (18, 18) and len(seen) == 13
     assert snapshot(part) == snapshot(full)
 
 

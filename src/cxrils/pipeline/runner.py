@@ -161,6 +161,23 @@ def run_local(studies: list[StudyInput], reports: dict[tuple[str, str], Structur
 # ------------------------------------------------------------------ generate
 
 
+def _commit(writer: Any, state: RunState, result: StudyResult) -> None:
+    """Save the image's counts, then commit it; a commit the writer rejects (records
+    that do not fit the schema) is committed as an exclusion instead."""
+    state.save(result)
+    try:
+        writer.commit_study(result.image_id, result.x, result.records, excluded=result.excluded)
+    except ValueError as err:  # cxrils.dataset.DatasetError
+        if result.excluded is not None:
+            raise
+        log.warning("%s: commit rejected: %s", result.image_id, err)
+        result.excluded = f"error:commit: {type(err).__name__}: {err}"
+        result.stats = {**result.stats, "excluded": result.excluded, "reported": {}, "grounded": {}, "records": {}}
+        result.x, result.records = None, None
+        state.save(result)
+        writer.commit_study(result.image_id, None, None, excluded=result.excluded)
+
+
 def _open_writer(out_dir: Path, cfg: Config, stages: str) -> Any:
     from cxrils import __version__
     from cxrils.dataset import DatasetWriter
@@ -234,8 +251,7 @@ def generate(input_path: str | Path, out_dir: str | Path, cfg: Config, *, runner
 
             results = run_ray(todo, reports, cfg, stages=stages, workers=workers, address=ray_address)
         for result in results:
-            state.save(result)
-            writer.commit_study(result.image_id, result.x, result.records, excluded=result.excluded)
+            _commit(writer, state, result)
             n_done += 1
             if progress:
                 progress(n_done, n_total)

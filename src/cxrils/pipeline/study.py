@@ -30,6 +30,7 @@ import numpy as np
 
 from cxrils import vocab
 from cxrils.config import Config
+from cxrils.dataset.writer import image_relpath
 from cxrils.pipeline.inputs import StudyInput
 from cxrils.pipeline.stages import DEFAULT_STAGES, StageProvider, resolve_stages
 from cxrils.types import AnatomyMasks, AnomalyResult, LesionBox, StructuredReport, StudyGrounding
@@ -72,11 +73,6 @@ class StudyResult:
     records: list[dict] | None
     excluded: str | None
     stats: dict[str, Any]
-
-
-def dataset_image_path(image_id: str) -> str:
-    """Path of an image inside the dataset folder (``cxrils.dataset.schema``)."""
-    return f"images/{image_id}.png"
 
 
 def _guarded(step: str) -> Callable:
@@ -223,7 +219,7 @@ class Pipeline:
                     split = study.split or self.stages.assign_split(study.patient_id or study.study_id, self.cfg)
                     records = self.stages.generate_records(
                         grounding, split=split, patient_id=study.patient_id,
-                        image_path=dataset_image_path(study.image_id), cfg=self.cfg)
+                        image_path=image_relpath(study.image_id), cfg=self.cfg)
             except Exception as err:
                 step = "records" if grounding is not None and not grounding.excluded else "grounding"
                 state.excluded = f"error:{step}: {type(err).__name__}: {err}"

@@ -35,7 +35,7 @@ def study_stats(report: StructuredReport | None, grounding: StudyGrounding | Non
                 grounded[ltype] += int(gf.mask is not None and bool(gf.mask.any()))
     rec: Counter[str] = Counter()
     for r in records or []:
-        rec["|".join((str(r["lesion_type"]), str(r["instruction_type"]), str(r["polarity"])))] += 1
+        rec["|".join(str(r.get(k, "")) for k in ("lesion_type", "instruction_type", "polarity"))] += 1
     return {
         "excluded": excluded,
         "reported": dict(sorted(reported.items())),

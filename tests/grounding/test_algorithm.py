@@ -109,7 +109,7 @@ def _blobs():
 def test_components_touching_vs_missing_the_box():
     a = _blobs()
     x = np.where(a, 200, 60).astype(np.uint8)
-    b = box(0, 30, 0, 50)  # 1500 px: c1 vs right lung 0.30, c3 200/1500 < 0.2? -> make it pass below
+    b = box(0, 30, 0, 50)  # 1500 px holding 200 anomalous px: signal 0.133
     cfg = dataclasses.replace(CFG, tau_signal=0.1)
     out = algorithm1(x, a, RIGHT, RIGHT, LEFT, [b], "pneumonia", cfg)
     assert out.checks[0].kept and out.checks[0].n_components == 1

@@ -185,3 +185,24 @@ def recall_counts(groundings: Iterable[StudyGrounding]) -> dict[str, dict[str, f
                 grounded[gf.lesion_type] += gf.mask is not None
     return {t: {"reported": reported[t], "grounded": grounded[t],
                 "recall": grounded[t] / reported[t] if reported[t] else 0.0} for t in LESION_TYPES}
+
+
+def grounding_to_dict(sg: StudyGrounding) -> dict:
+    """JSON-ready summary of a :class:`~cxrils.types.StudyGrounding` (no mask pixels).
+
+    Per finding: the structured finding, lesion type, reported locations (and whether
+    they were implied: no lung region named), grounded and empty locations, drop
+    reason, mask area in pixels, and every box with its four condition values and
+    verdicts (:meth:`cxrils.grounding.BoxCheck.to_dict`).
+    """
+    return {
+        "study_id": sg.study_id, "image_id": sg.image_id, "shape": list(sg.shape), "excluded": sg.excluded,
+        "ctr": sg.ctr, "empty_locations": list(sg.empty_locations), "provenance": sg.provenance,
+        "findings": [{
+            "finding": gf.finding.to_dict(), "lesion_type": gf.lesion_type, "reported": list(gf.reported),
+            "reported_implied": reported_locations(gf.finding).implied, "grounded": list(gf.grounded),
+            "empty": list(gf.empty), "drop_reason": gf.drop_reason,
+            "mask_area": int(gf.mask.sum()) if gf.mask is not None else 0,
+            "kept_boxes": [b.to_dict() for b in gf.kept_boxes], "boxes": list(gf.box_checks),
+        } for gf in sg.findings],
+    }

@@ -144,3 +144,29 @@ def test_unknown_runner_and_stage_provider(pairs, tmp_path):
         Pipeline(Config(), "no_such_module:Stages")
     with pytest.raises(ValueError, match="package.module:Name"):
         Pipeline(Config(), "nocolon")
+
+
+class _NoWeights:
+    """Fake stages whose anatomy model cannot be built."""
+
+    def __getattr__(self, name):
+        from fake_stages import FakeStages
+
+        return getattr(FakeStages(), name)
+
+    def make_anatomy(self, cfg):
+        raise FileNotFoundError("weights/anatomy.safetensors not found")
+
+
+NO_WEIGHTS = _NoWeights()
+
+
+@pytest.mark.parametrize("workers", [1, 2])
+def test_a_stage_that_cannot_load_stops_the_run(tmp_path, workers):
+    from cxrils.pipeline.stages import StageLoadError
+
+    pairs = make_input(tmp_path / "in", n=3, bad=False)
+    with pytest.raises(StageLoadError, match=r"cannot load the anatomy stage \(backend 'builtin'\): "
+                                             r"FileNotFoundError: weights/anatomy.safetensors not found"):
+        generate(pairs, tmp_path / "ds", Config(), stages="test_runner:NO_WEIGHTS", workers=workers)
+    assert not list((tmp_path / "ds" / "excluded").glob("*.json"))

@@ -45,10 +45,12 @@ def _run(input_path: Path, output: Path, config: Optional[Path], set_: List[str]
          limit: Optional[int], stages: str, ray_address: Optional[str], progress: bool) -> dict:
     """Load the configuration, run :func:`generate` with a progress bar, print the summary."""
     from tqdm import tqdm
+    from tqdm.contrib.logging import logging_redirect_tqdm
 
     from cxrils.config import ConfigError, load_config
     from cxrils.pipeline.inputs import InputError
     from cxrils.pipeline.runner import SUMMARY_NAME, RunError, generate
+    from cxrils.pipeline.stages import StageLoadError
     from cxrils.pipeline.summary import format_summary
 
     try:
@@ -67,9 +69,10 @@ def _run(input_path: Path, output: Path, config: Optional[Path], set_: List[str]
         bar.refresh()
 
     try:
-        summary = generate(input_path, output, cfg, runner=runner, workers=workers, limit=limit, stages=stages,
-                           progress=on_progress, ray_address=ray_address)
-    except (InputError, RunError, ValueError) as err:
+        with logging_redirect_tqdm():
+            summary = generate(input_path, output, cfg, runner=runner, workers=workers, limit=limit,
+                               stages=stages, progress=on_progress, ray_address=ray_address)
+    except (InputError, RunError, StageLoadError, ValueError) as err:
         bar.close()
         typer.echo(f"error: {err}", err=True)
         raise typer.Exit(2) from err

@@ -29,6 +29,7 @@ from typing import Any, Iterator
 
 from cxrils.config import Config, config_from_dict
 from cxrils.pipeline.inputs import StudyInput
+from cxrils.pipeline.runner import RunError
 from cxrils.pipeline.stages import DEFAULT_STAGES
 from cxrils.pipeline.study import Pipeline, StudyResult
 from cxrils.types import StructuredReport
@@ -137,13 +138,17 @@ def run_ray(studies: list[StudyInput], reports: dict[tuple[str, str], Structured
         ds = ds.map_batches(_finish, fn_kwargs={"cfg_dict": cfg_dict, "stages": stages}, batch_size=1,
                             compute=ray.data.TaskPoolStrategy(size=workers), **opts["finish"])
         expected = 0
-        for row in ds.iter_rows():
-            if int(row["i"]) != expected:
-                raise RuntimeError(f"Ray returned study {row['i']} where {expected} was expected")
-            expected += 1
-            yield pickle.loads(row["result"])
+        try:
+            for row in ds.iter_rows():
+                if int(row["i"]) != expected:
+                    raise RunError(f"Ray returned study {row['i']} where {expected} was expected")
+                expected += 1
+                yield pickle.loads(row["result"])
+        except ray.exceptions.RayError as err:
+            raise RunError(f"the Ray run stopped after {expected} studies (committed studies stay; rerun to "
+                           f"resume): {err}") from err
         if expected != len(studies):
-            raise RuntimeError(f"Ray returned {expected} of {len(studies)} studies")
+            raise RunError(f"Ray returned {expected} of {len(studies)} studies")
     finally:
         if started:
             ray.shutdown()

@@ -36,7 +36,7 @@ from typing import Any, Callable, Iterable, Iterator
 from cxrils.config import Config, config_from_dict
 from cxrils.fsutil import atomic_write_json
 from cxrils.pipeline.inputs import StudyInput, read_inputs
-from cxrils.pipeline.stages import DEFAULT_STAGES
+from cxrils.pipeline.stages import DEFAULT_STAGES, StageLoadError
 from cxrils.pipeline.study import Pipeline, StudyResult
 from cxrils.pipeline.summary import summarize
 from cxrils.types import StructuredReport
@@ -49,7 +49,8 @@ _STATE_DIR = "pipeline"
 
 
 class RunError(RuntimeError):
-    """A run that cannot start or continue (message says why and what to do)."""
+    """A run that cannot start or continue (message says why and what to do);
+    :class:`~cxrils.pipeline.stages.StageLoadError` is one."""
 
 
 @dataclass
@@ -111,7 +112,7 @@ def _init_worker(cfg_dict: dict, stages: str, threads: int) -> None:
 
     if "torch" in sys.modules:
         sys.modules["torch"].set_num_threads(threads)
-    _WORKER = Pipeline(config_from_dict(cfg_dict), stages)
+    _WORKER = Pipeline(config_from_dict(cfg_dict), stages)  # models load on the first study
 
 
 def _work(study: StudyInput, report: StructuredReport) -> StudyResult:
@@ -135,6 +136,7 @@ def run_local(studies: list[StudyInput], reports: dict[tuple[str, str], Structur
     """
     if workers <= 1:
         pipe = pipeline or Pipeline(cfg, stages)
+        pipe.load_models()
         for s in studies:
             yield pipe.process_study(s, reports[(s.study_id, s.report)])
         return

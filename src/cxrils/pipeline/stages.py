@@ -25,6 +25,11 @@ from cxrils.types import AnatomyMasks, StructuredReport, StudyGrounding
 DEFAULT_STAGES = "cxrils.pipeline.stages:BuiltinStages"
 
 
+class StageLoadError(RuntimeError):
+    """A stage could not be built (missing weights, bad backend name...): a
+    configuration problem that stops the run, unlike a per-study failure."""
+
+
 class StageProvider(Protocol):
     """What the pipeline needs from the stages (see :class:`BuiltinStages` for the meaning)."""
 

@@ -32,7 +32,7 @@ from cxrils import vocab
 from cxrils.config import Config
 from cxrils.dataset.writer import image_relpath
 from cxrils.pipeline.inputs import StudyInput
-from cxrils.pipeline.stages import DEFAULT_STAGES, StageProvider, resolve_stages
+from cxrils.pipeline.stages import DEFAULT_STAGES, StageLoadError, StageProvider, resolve_stages
 from cxrils.types import AnatomyMasks, AnomalyResult, LesionBox, StructuredReport, StudyGrounding
 
 log = logging.getLogger(__name__)
@@ -83,9 +83,11 @@ def _guarded(step: str) -> Callable:
             if state.excluded is None:
                 try:
                     fn(self, state)
+                except StageLoadError:
+                    raise  # a configuration problem: stop the run
                 except Exception as err:  # one bad study never stops the run
                     state.excluded = f"error:{step}: {type(err).__name__}: {err}"
-                    log.warning("%s: excluded at %s: %s: %s", state.study.image_id, step, type(err).__name__, err)
+                    log.warning("%s: excluded: %s", state.study.image_id, state.excluded)
             return state
 
         run.__name__ = fn.__name__
@@ -111,20 +113,31 @@ class Pipeline:
         self.cfg = cfg
         self.stages = resolve_stages(stages) if isinstance(stages, str) else stages
 
+    def _make(self, what: str, factory: Callable[[Config], Any], backend: str) -> Any:
+        try:
+            return factory(self.cfg)
+        except Exception as err:
+            raise StageLoadError(f"cannot load the {what} stage (backend {backend!r}): "
+                                 f"{type(err).__name__}: {err}") from err
+
     @cached_property
     def anatomy_segmenter(self) -> Any:
-        """Anatomy segmenter, loaded once."""
-        return self.stages.make_anatomy(self.cfg)
+        """Anatomy segmenter, loaded once; :class:`StageLoadError` if it cannot be."""
+        return self._make("anatomy", self.stages.make_anatomy, self.cfg.backends.anatomy)
 
     @cached_property
     def anomaly_mapper(self) -> Any:
-        """Anomaly mapper, loaded once."""
-        return self.stages.make_anomaly(self.cfg)
+        """Anomaly mapper, loaded once; :class:`StageLoadError` if it cannot be."""
+        return self._make("anomaly", self.stages.make_anomaly, self.cfg.backends.anomaly)
 
     @cached_property
     def detector(self) -> Any:
-        """Lesion detector, loaded once."""
-        return self.stages.make_detector(self.cfg)
+        """Lesion detector, loaded once; :class:`StageLoadError` if it cannot be."""
+        return self._make("detection", self.stages.make_detector, self.cfg.backends.detector)
+
+    def load_models(self) -> None:
+        """Build every model-backed stage now (raises :class:`StageLoadError`)."""
+        self.anatomy_segmenter, self.anomaly_mapper, self.detector  # noqa: B018
 
     # ------------------------------------------------------------ text side
 
@@ -223,7 +236,7 @@ class Pipeline:
             except Exception as err:
                 step = "records" if grounding is not None and not grounding.excluded else "grounding"
                 state.excluded = f"error:{step}: {type(err).__name__}: {err}"
-                log.warning("%s: excluded at %s: %s", state.study.image_id, step, err)
+                log.warning("%s: excluded: %s", state.study.image_id, state.excluded)
                 records = None
         ok = state.excluded is None
         return StudyResult(

@@ -112,6 +112,13 @@ class BackendConfig:
     llm_base_url: str = ""
     llm_model: str = ""
     llm_model_path: str = ""
+    llm_gguf_file: str = ""  # a GGUF file inside llm_model_path (transformers dequantises it)
+    llm_allow_remote: bool = False  # refuse non-local servers: report text must not leave the site (Appendix A.2)
+    llm_max_tokens: int = 2048  # answer budget; hitting it is an error, never a shorter answer (ours)
+    llm_max_retries: int = 2  # re-asks after an invalid answer (ours)
+    llm_concurrency: int = 4  # requests in flight (ours)
+    llm_timeout_s: float = 120.0  # per request (ours)
+    llm_cache_dir: str = ""  # answers cached by report hash ("" = in memory only)
 
 
 @dataclass

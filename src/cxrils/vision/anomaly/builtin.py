@@ -4,7 +4,8 @@ The paper (section 3.1 step 2) removes lesions with RadEdit, a diffusion editor.
 Without a GPU or its weights, this backend estimates the healthy image by the
 simplest model that ranked COVID-19 severity well (docs/grounding.md):
 
-1. ``x_s`` = ``x`` smoothed by a Gaussian (``smooth_sigma_px``, scaled to the image);
+1. ``x_s`` = ``x`` smoothed by a Gaussian (``smooth_sigma_px``, scaled to the image)
+   within the edit region only (normalised convolution, :func:`masked_blur`);
 2. the aerated-lung reference ``dark`` = the ``dark_percentile`` of ``x_s`` in the
    edit region, and the soft-tissue reference ``soft`` = the median of ``x_s`` in the
    mediastinum, i.e. the pixels between the lungs (a horizontal closing of the edit
@@ -35,6 +36,23 @@ REFERENCE_SIZE = 512
 MEDIASTINUM_BRIDGE_FRAC = 0.3
 #: Fewest mediastinum pixels for a reliable soft-tissue reference (ours).
 MIN_REFERENCE_PX = 50
+
+
+def masked_blur(x: np.ndarray, region: np.ndarray, sigma: float) -> np.ndarray:
+    """Gaussian smoothing of ``x`` inside ``region`` only (normalised convolution:
+    ``blur(x * region) / blur(region)``), so bright tissue outside the lungs does not
+    leak into the lung edges; outside the region, the plain blur.
+
+    Returns float32 (H, W) grey levels.
+    """
+    xf = x.astype(np.float32)
+    if sigma <= 0:
+        return xf
+    w = region.astype(np.float32)
+    num = cv2.GaussianBlur(xf * w, (0, 0), sigma)
+    den = cv2.GaussianBlur(w, (0, 0), sigma)
+    plain = cv2.GaussianBlur(xf, (0, 0), sigma)
+    return np.where(region & (den > 1e-3), num / np.maximum(den, 1e-3), plain).astype(np.float32)
 
 
 def soft_tissue_reference(xs: np.ndarray, region: np.ndarray) -> float:
@@ -104,7 +122,7 @@ class BuiltinAnomalyMapper:
         """
         region = check_inputs(x, edit_region)
         sigma = self.cfg.smooth_sigma_px * max(x.shape) / REFERENCE_SIZE
-        xs = cv2.GaussianBlur(x.astype(np.float32), (0, 0), sigma) if sigma > 0 else x.astype(np.float32)
+        xs = masked_blur(x, region, sigma)
         dark = float(np.percentile(xs[region], self.cfg.dark_percentile))
         contrast = soft_tissue_reference(xs, region) - dark
         if contrast < self.cfg.min_contrast:

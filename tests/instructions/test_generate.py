@@ -318,3 +318,5 @@ def test_bad_inputs_raise_clear_errors():
         gen(g)
     with pytest.raises(InstructionError, match="split"):
         generate_records(multi_lesion_study(), split="dev", patient_id="", image_path="", cfg=Config())
+    val = generate_records(multi_lesion_study(), split="val", patient_id="", image_path="", cfg=Config())
+    assert {r["split"] for r in val} == {"validate"}

@@ -31,6 +31,7 @@ import numpy as np
 
 from cxrils import __version__, templates, vocab
 from cxrils.config import Config
+from cxrils.dataset.splits import SplitError, normalize_split
 from cxrils.masks import encode_rle
 from cxrils.types import GroundedFinding, StudyGrounding
 
@@ -371,7 +372,8 @@ def generate_records(grounding: StudyGrounding, *, split: str, patient_id: str, 
         reported / grounded / empty locations as lung-region labels (patient sides:
         "right lung" is on the image's left on a frontal image); CTR or None.
     split : str
-        "train", "validate" or "test" (see :func:`cxrils.dataset.assign_split`).
+        "train", "validate" or "test" (see :func:`cxrils.dataset.assign_split`);
+        aliases such as "val" are normalised.
     patient_id : str
         Patient id or "".
     image_path : str
@@ -391,12 +393,15 @@ def generate_records(grounding: StudyGrounding, *, split: str, patient_id: str, 
     Raises
     ------
     InstructionError
-        If a mask does not have the grounding's shape or a certainty is unknown.
+        If a mask does not have the grounding's shape, a certainty is unknown, or
+        the split name is unknown.
     """
     if grounding.excluded is not None:
         return []
-    if split not in ("train", "validate", "test"):
-        raise InstructionError(f"image {grounding.image_id}: unknown split {split!r}")
+    try:
+        split = normalize_split(split)
+    except SplitError as err:
+        raise InstructionError(f"image {grounding.image_id}: {err}") from err
     provenance = json.dumps({"code_version": __version__, "grounding": grounding.provenance,
                              "config": cfg.to_dict()}, sort_keys=True, default=str)
     b = _Builder(grounding, split, patient_id, image_path, provenance)

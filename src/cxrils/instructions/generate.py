@@ -70,7 +70,7 @@ def _locations(labels: Iterable[str]) -> list[str]:
     return sorted(locs, key=vocab.INSTRUCTION_LOCATIONS.index)
 
 
-@dataclass
+@dataclass(eq=False)  # identity comparison (holds arrays)
 class _Item:
     """One positive finding of the study, prepared for the rules."""
 
@@ -244,10 +244,11 @@ def _positives(b: _Builder, items: list[_Item], g: StudyGrounding) -> None:
             if not own or merged is None:
                 continue
             locs, mask = merged
+            src = own + [it for it in comp if it not in own]  # the record's own finding first
             b.add(lesion_type=own[0].lesion_type, target=target, instruction_type="basic",
                   polarity="positive", instruction=templates.render_instruction("basic", target, locs),
                   answer=templates.render_answer("basic", "positive"), locations=locs,
-                  certainty=own[0].gf.finding.certainty, mask=mask, sources=[it.gf for it in comp])
+                  certainty=own[0].gf.finding.certainty, mask=mask, sources=[it.gf for it in src])
         # Global: only when every instance of the target is grounded where reported.
         members = pool if target == "opacity" else [it for it in lung if it.lesion_type == target]
         if members and all(it.fully_grounded for it in members) and (

@@ -22,6 +22,7 @@ Sides are the patient's: "right lung" is on the image's left on a frontal image.
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 from dataclasses import dataclass
@@ -403,8 +404,12 @@ def generate_records(grounding: StudyGrounding, *, split: str, patient_id: str, 
         split = normalize_split(split)
     except SplitError as err:
         raise InstructionError(f"image {grounding.image_id}: {err}") from err
-    provenance = json.dumps({"code_version": __version__, "grounding": grounding.provenance,
-                             "config": cfg.to_dict()}, sort_keys=True, default=str)
+    provenance = json.dumps({
+        "code_version": __version__, "grounding": grounding.provenance,
+        "config_sha256": hashlib.sha256(cfg.to_json().encode("utf-8")).hexdigest(),
+        "instructions": dataclasses.asdict(cfg.instructions),
+        "ctr_max_cardiomegaly_negative": cfg.qc.ctr_max_cardiomegaly_negative,
+    }, sort_keys=True, default=str)
     b = _Builder(grounding, split, patient_id, image_path, provenance)
     items = _prepare(grounding)
     rng = np.random.default_rng(record_seed(cfg.instructions.seed, grounding.image_id))

@@ -144,4 +144,5 @@ def test_bad_input_is_refused_with_a_clear_error(tmp_path, studies):
     with pytest.raises(DatasetError, match="no manifest"):
         read_records(tmp_path / "ds")
     w.commit_study("im0", x, [])  # done, no rows
-    assert w.done_ids() == {"im0"}
+    w.commit_study("covid (1) PA", None, None, excluded="not_frontal")  # file-name-like ids are fine
+    assert w.done_ids() == {"im0", "covid (1) PA"}

@@ -318,3 +318,46 @@ def test_bad_inputs_raise_clear_errors():
         gen(g)
     with pytest.raises(InstructionError, match="split"):
         generate_records(multi_lesion_study(), split="dev", patient_id="", image_path="", cfg=Config())
+    val = generate_records(multi_lesion_study(), split="val", patient_id="", image_path="", cfg=Config())
+    assert {r["split"] for r in val} == {"validate"}
+
+
+def test_tentative_opacity_record_contains_overlapping_lesions_of_other_types():
+    """'Segment the opacity in the right lung base.' must cover every opacity there:
+    the tentative pneumonia and the definitive atelectasis reported at the same base."""
+    m1, m2 = box(44, 50, 6, 14), box(48, 56, 10, 22)
+    f1 = finding("pneumonia", certainty="tentative", labels=["right lung base"], lesion_type="pneumonia",
+                 sentence="Possible pneumonia at the right base.")
+    f2 = finding("atelectasis", labels=["right lung base"], lesion_type="atelectasis", sentence_index=2)
+    g = _single([grounded(f2, ["right lung base"], ["right lung base"], m2),
+                 grounded(f1, ["right lung base"], ["right lung base"], m1)], empty=["left lung"])
+    records = gen(g, only_global_absent())
+    check_consistent(records)
+    opacity = [r for r in records if r["target"] == "opacity" and r["polarity"] == "positive"]
+    by_type = {r["instruction_type"]: r for r in opacity}
+    assert set(by_type) == {"basic", "global"}  # no lesion inference: two types overlap
+    assert by_type["basic"]["instruction"] == "Segment the opacity in the right lung base."
+    assert np.array_equal(decode_rle(by_type["basic"]["mask"]), m1 | m2)
+    assert by_type["basic"]["lesion_type"] == "pneumonia"
+    assert by_type["basic"]["sentence"] == "Possible pneumonia at the right base."
+    assert by_type["global"]["answer"] == "[SEG] It is located in the right lung base."
+    atel = [r for r in records if r["lesion_type"] == "atelectasis" and r["polarity"] == "positive"]
+    assert {r["instruction_type"] for r in atel} == {"basic", "global"}
+    assert all(np.array_equal(decode_rle(r["mask"]), m2) for r in atel)
+
+
+def test_no_global_for_a_type_with_a_tentative_instance():
+    m1, m2 = box(44, 54, 6, 22), box(14, 24, 40, 56)
+    f1 = finding("pneumonia", labels=["right lung base"], lesion_type="pneumonia")
+    f2 = finding("pneumonia", certainty="tentative", labels=["left upper zone lung"], lesion_type="pneumonia",
+                 sentence_index=2)
+    g = _single([grounded(f1, ["right lung base"], ["right lung base"], m1),
+                 grounded(f2, ["left upper zone lung"], ["left upper zone lung"], m2)])
+    pos = {r["instruction"]: r for r in gen(g) if r["polarity"] == "positive"}
+    assert "Segment the pneumonia." not in pos  # would claim the suspected one too
+    assert {"Segment the pneumonia in the right lung base.", "Segment the opacity in the left upper zone lung.",
+            "Segment the opacity."} <= set(pos)
+    assert pos["Segment the opacity."]["answer"] == "[SEG] It is located in the right lung base and left upper zone lung."
+    assert np.array_equal(decode_rle(pos["Segment the opacity."]["mask"]), m1 | m2)
+    li = {r["answer"] for r in gen(g) if r["instruction_type"] == "lesion_inference" and r["polarity"] == "positive"}
+    assert li == {"[SEG] It is highly suggestive of pneumonia.", "[SEG] It possibly reflects pneumonia."}

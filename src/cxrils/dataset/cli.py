@@ -40,6 +40,7 @@ def stats(
     console = Console()
     for s in splits:
         if not (records["split"] == s).any():
+            console.print(f"{dataset.name} / {s}: no records")
             continue
         table = count_table(records, s)
         t = Table(title=f"{dataset.name} / {s}: instruction-answer pairs (paper Tables 10-12 layout)")

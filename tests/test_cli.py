@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -41,3 +42,23 @@ def test_python_m_cxrils() -> None:
                          timeout=120)
     assert res.returncode == 0, res.stderr
     assert "version" in res.stdout and "config" in res.stdout
+
+
+def test_image_info_command(tmp_path: Path) -> None:
+    import numpy as np
+    from PIL import Image
+
+    arr = np.arange(64, dtype=np.uint16).reshape(8, 8) * 1000
+    Image.fromarray(arr).save(tmp_path / "a.png")
+    out = tmp_path / "sub" / "a8.png"
+    res = CliRunner().invoke(app, ["image-info", str(tmp_path / "a.png"), "--save", str(out)])
+    assert res.exit_code == 0, res.output
+    info = json.loads(res.output)
+    assert info["shape"] == [8, 8] and info["bits_stored"] == 16 and info["saved"] == str(out)
+    saved = np.asarray(Image.open(out))
+    assert saved.dtype == np.uint8 and saved.min() == 0 and saved.max() == 255
+    bad = tmp_path / "bad.png"
+    bad.write_text("nope")
+    res = CliRunner().invoke(app, ["image-info", str(bad)])
+    assert res.exit_code == 2
+    assert "bad.png" in res.output and "Traceback" not in res.output

@@ -337,6 +337,18 @@ def test_rgb_dicom_to_gray(tmp_path: Path) -> None:
     assert img.pixels[0, 0] == round(0.299 * 255) and img.pixels[1, 2] == 255 and img.pixels[0, 1] == 0
 
 
+def test_dicom_without_preamble_by_suffix(tmp_path: Path) -> None:
+    stored = np.tile(np.arange(256, dtype=np.uint8), (2, 1))
+    ds = pydicom.dcmread(make_dicom(tmp_path / "a.dcm", stored))
+    ds.preamble = None
+    ds.save_as(tmp_path / "nopre.dcm", enforce_file_format=False)
+    assert (tmp_path / "nopre.dcm").read_bytes()[128:132] != b"DICM"
+    np.testing.assert_array_equal(load_image(tmp_path / "nopre.dcm").pixels, stored)
+    # A DICOM with the preamble is recognised whatever its name.
+    (tmp_path / "named.png").write_bytes((tmp_path / "a.dcm").read_bytes())
+    assert load_image(tmp_path / "named.png").meta.format == "dicom"
+
+
 def test_dicom_failures(tmp_path: Path) -> None:
     no_pixels = make_dicom(tmp_path / "nopix.dcm", None)
     with pytest.raises(ImageLoadError, match="no Pixel Data"):

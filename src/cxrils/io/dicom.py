@@ -3,8 +3,8 @@
 The display pipeline of DICOM PS3.3 C.11 (Modality LUT -> VOI LUT -> Presentation),
 done in this order:
 
-1. stored values, with junk high bits above Bits Stored masked (sign-extended when
-   Pixel Representation is signed);
+1. stored values, with junk high bits above Bits Stored masked by pydicom's decoder
+   (sign-extended when Pixel Representation is signed);
 2. Modality LUT: Modality LUT Sequence, or Rescale Slope / Intercept (negative slopes
    included) -- :func:`pydicom.pixels.apply_modality_lut`;
 3. VOI, chosen deterministically and recorded in ``meta.transforms``: the first item of
@@ -101,23 +101,6 @@ def _transfer_syntax(path: Path, ds: Dataset) -> UID:
             f"installed; install {install_hint(tsyntax)}",
         )
     return tsyntax
-
-
-def _mask_unused_bits(arr: np.ndarray, bits_stored: int, signed: bool) -> np.ndarray:
-    """Keep the low ``bits_stored`` bits (sign-extended if ``signed``); junk high bits dropped.
-
-    pydicom >= 3 already does this for native data; it is repeated here so that the
-    guarantee does not depend on a decoder option.
-    """
-    nbits = arr.dtype.itemsize * 8
-    if arr.dtype.kind not in "iu" or not 0 < bits_stored < nbits:
-        return arr
-    raw = arr.view(np.dtype(f"u{arr.dtype.itemsize}")) & np.array((1 << bits_stored) - 1, dtype=f"u{arr.dtype.itemsize}")
-    if not signed:
-        return raw.astype(arr.dtype, copy=False)
-    out = raw.astype(np.int64)
-    out[out >= (1 << (bits_stored - 1))] -= 1 << bits_stored
-    return out.astype(arr.dtype)
 
 
 def _first(ds: Dataset, keyword: str) -> tuple[float, int]:
@@ -280,7 +263,6 @@ def load_dicom(path: str | Path, *, max_pixels: int) -> LoadedImage:
     try:
         rows, cols = int(ds.Rows), int(ds.Columns)
         bits_stored = int(ds.get("BitsStored") or ds.BitsAllocated)
-        signed = int(ds.get("PixelRepresentation", 0)) == 1
         frames = int(ds.get("NumberOfFrames") or 1)
     except (AttributeError, TypeError, ValueError) as err:
         raise ImageLoadError(path, f"missing or malformed image pixel module element: {err}") from err
@@ -294,6 +276,8 @@ def load_dicom(path: str | Path, *, max_pixels: int) -> LoadedImage:
         raise ImageLoadError(path, f"image has {rows}x{cols} = {rows * cols} pixels, more than the "
                                    f"limit of {max_pixels} (io.max_pixels)")
     try:
+        # Bits above Bits Stored are junk: pydicom masks them (sign-extending signed data).
+        ds.pixel_array_options(correct_unused_bits=True)
         arr = ds.pixel_array
     except Exception as err:  # decoders raise many types on corrupt or truncated data
         raise ImageLoadError(path, f"cannot decode pixel data ({tsyntax.name}): {type(err).__name__}: {err}") from err
@@ -302,9 +286,6 @@ def load_dicom(path: str | Path, *, max_pixels: int) -> LoadedImage:
     if photometric in _MONOCHROME:
         if arr.ndim != 2:
             raise ImageLoadError(path, f"expected a 2-D monochrome image, decoded shape {arr.shape}")
-        if bits_stored < arr.dtype.itemsize * 8:
-            arr = _mask_unused_bits(arr, bits_stored, signed)
-            transforms.append(f"mask_bits(stored={bits_stored} of {arr.dtype.itemsize * 8}, signed={signed})")
         pixels = _monochrome_to_uint8(path, arr, ds, photometric, transforms)
     else:
         if arr.ndim != 3 or arr.shape[-1] != 3 or arr.dtype != np.uint8:

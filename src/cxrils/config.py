@@ -106,6 +106,12 @@ class BackendConfig:
     anatomy: str = "builtin"  # builtin | cxas | hybridgnet
     anomaly: str = "builtin"  # builtin | radedit
     detector: str = "builtin"  # builtin | onnx
+    # Segmenter of x whose lungs + heart are the anomaly mapper's edit region; the paper
+    # uses HybridGNet here (section 3.1 step 2) and CXAS for the location masks. "" = anatomy.
+    anatomy_edit_region: str = ""
+    # Location masks from x_hat (Appendix A.3: CXAS on the RadEdit image): yes | no | auto
+    # (auto = only when anomaly is "radedit", whose x_hat is a realistic radiograph).
+    anatomy_on_x_hat: str = "auto"
     # Local paths; nothing is downloaded at run time.
     cxas_weights: str = ""
     hybridgnet_weights: str = ""

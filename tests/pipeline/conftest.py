@@ -18,6 +18,15 @@ if str(HERE) not in sys.path:
     sys.path.insert(0, str(HERE))
 
 FAKE = "fake_stages:FakeStages"
+#: The full step chain of the paper: location masks from x_hat, cross-checked.
+X_HAT = ["backends.anatomy_on_x_hat=yes"]
+
+
+def config():
+    """A Config with the paper's full step chain (:data:`X_HAT`)."""
+    from cxrils.config import load_config
+
+    return load_config(None, X_HAT)
 
 REPORTS = [
     "Small left effusion. No pneumonia.",

@@ -38,6 +38,10 @@ class _Segmenter:
     """Lungs = left/right image halves inside a margin (patient right = image left),
     zones = horizontal bands, heart = lower middle block; black image -> no lungs."""
 
+    def __init__(self, backend: str = "fake"):
+        self.backend = backend
+        self.calls = 0
+
     def segment(self, x: np.ndarray) -> AnatomyMasks:
         h, w = x.shape
         rows, cols = np.mgrid[0:h, 0:w]
@@ -53,7 +57,8 @@ class _Segmenter:
         for lobe in vocab.LOBES:
             masks[lobe] = masks["right lung" if lobe.endswith("right") else "left lung"]
         masks["heart"] = (rows > h // 2) & (rows < 7 * h // 8) & (abs(cols - w // 2) < w // 8) & body
-        return AnatomyMasks(masks=masks, shape=(h, w), backend="fake")
+        self.calls += 1
+        return AnatomyMasks(masks=masks, shape=(h, w), backend=self.backend)
 
 
 class _Mapper:
@@ -103,7 +108,7 @@ class FakeStages:
 
     def make_anatomy(self, cfg):
         _note_load("anatomy")
-        return _Segmenter()
+        return _Segmenter(f"fake-{cfg.backends.anatomy}")
 
     def make_anomaly(self, cfg):
         _note_load("anomaly")

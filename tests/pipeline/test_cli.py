@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 
-from conftest import FAKE, make_input
+from conftest import FAKE, X_HAT, make_input
 from typer.testing import CliRunner
 
 from cxrils.cli import app
@@ -16,7 +16,7 @@ def test_generate_prints_and_writes_summary(tmp_path):
     pairs = make_input(tmp_path / "in", n=5)
     out = tmp_path / "ds"
     res = runner.invoke(app, ["generate", str(pairs), "-o", str(out), "--stages", FAKE, "--limit", "7",
-                              "--no-progress"])
+                              "--no-progress", "--set", X_HAT[0]])
     assert res.exit_code == 0, res.output
     summary = json.loads((out / "generate_summary.json").read_text())
     assert summary["studies"]["total"] == 7

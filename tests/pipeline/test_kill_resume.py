@@ -10,12 +10,12 @@ import sys
 import time
 
 import pytest
-from conftest import FAKE, make_input, snapshot, subprocess_env
+from conftest import FAKE, X_HAT, make_input, snapshot, subprocess_env
 
 
 def _cmd(pairs, out, workers):
     return [sys.executable, "-m", "cxrils", "generate", str(pairs), "-o", str(out), "--stages", FAKE,
-            "--workers", str(workers), "--no-progress"]
+            "--workers", str(workers), "--no-progress", "--set", X_HAT[0]]
 
 
 def _committed(out) -> int:

@@ -3,9 +3,8 @@
 from __future__ import annotations
 
 import pytest
-from conftest import FAKE, make_input, snapshot, subprocess_env
+from conftest import FAKE, config, make_input, snapshot, subprocess_env
 
-from cxrils.config import Config
 from cxrils.pipeline.runner import generate
 
 ray = pytest.importorskip("ray", reason="the 'ray' extra is not installed")
@@ -32,10 +31,10 @@ def local_ray(loads):
 @pytest.mark.slow
 def test_ray_runner_equals_local_runner(tmp_path, local_ray, loads):
     pairs = make_input(tmp_path / "in", n=10)
-    generate(pairs, tmp_path / "local", Config(), stages=FAKE, runner="local")
+    generate(pairs, tmp_path / "local", config(), stages=FAKE, runner="local")
     for p in loads.iterdir():
         p.unlink()
-    summary = generate(pairs, tmp_path / "ray", Config(), stages=FAKE, runner="ray", workers=1)
+    summary = generate(pairs, tmp_path / "ray", config(), stages=FAKE, runner="ray", workers=1)
     assert summary["runner"] == "ray" and summary["studies"]["total"] == 16
     assert snapshot(tmp_path / "ray") == snapshot(tmp_path / "local")
     # One actor pool per model-backed step: anatomy twice (on x and on x_hat), anomaly, detector.
@@ -46,7 +45,7 @@ def test_ray_runner_equals_local_runner(tmp_path, local_ray, loads):
 @pytest.mark.slow
 def test_ray_runner_resumes_a_local_run(tmp_path, local_ray):
     pairs = make_input(tmp_path / "in", n=6)
-    generate(pairs, tmp_path / "full", Config(), stages=FAKE, runner="local")
-    generate(pairs, tmp_path / "mixed", Config(), stages=FAKE, runner="local", limit=4)
-    generate(pairs, tmp_path / "mixed", Config(), stages=FAKE, runner="ray", workers=2)
+    generate(pairs, tmp_path / "full", config(), stages=FAKE, runner="local")
+    generate(pairs, tmp_path / "mixed", config(), stages=FAKE, runner="local", limit=4)
+    generate(pairs, tmp_path / "mixed", config(), stages=FAKE, runner="ray", workers=2)
     assert snapshot(tmp_path / "mixed") == snapshot(tmp_path / "full")

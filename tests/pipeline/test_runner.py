@@ -7,9 +7,8 @@ import json
 
 import numpy as np
 import pytest
-from conftest import FAKE, make_input, snapshot
+from conftest import FAKE, config, make_input, snapshot
 
-from cxrils.config import Config
 from cxrils.pipeline.inputs import read_inputs
 from cxrils.pipeline.runner import SUMMARY_NAME, RunError, generate
 from cxrils.pipeline.study import Pipeline
@@ -21,7 +20,7 @@ def pairs(tmp_path):
 
 
 def test_process_study_bad_studies_become_exclusions(pairs):
-    pipe = Pipeline(Config(), FAKE)
+    pipe = Pipeline(config(), FAKE)
     studies = {s.image_id: s for s in read_inputs(pairs)}
     reports = pipe.structure(list(studies.values()))
     res = {i: pipe.process_study(s, reports[(s.study_id, s.report)]) for i, s in studies.items()}
@@ -46,7 +45,7 @@ def test_structure_falls_back_per_report_when_the_batch_fails(tmp_path):
     text = path.read_text().replace("No acute process.", "STRUCTURER-CRASH")
     text = text.replace("Right opacity and right consolidation.", "STRUCTURER-CRASH")
     path.write_text(text)
-    pipe = Pipeline(Config(), FAKE)
+    pipe = Pipeline(config(), FAKE)
     studies = list(read_inputs(path))
     reports = pipe.structure(studies)
     crashed = reports[(studies[1].study_id, studies[1].report)]
@@ -58,7 +57,7 @@ def test_structure_falls_back_per_report_when_the_batch_fails(tmp_path):
 
 def test_generate_summary_and_json(pairs, tmp_path):
     out = tmp_path / "ds"
-    summary = generate(pairs, out, Config(), stages=FAKE)
+    summary = generate(pairs, out, config(), stages=FAKE)
     assert summary["studies"]["total"] == 18
     assert summary["studies"]["excluded"] == 6
     assert summary["studies"]["excluded_by_reason"] == {
@@ -92,12 +91,12 @@ def test_workers_give_the_same_dataset_and_load_models_once(pairs, tmp_path, mon
     loads = tmp_path / "loads"
     loads.mkdir()
     monkeypatch.setenv("CXRILS_FAKE_LOADS", str(loads))
-    generate(pairs, tmp_path / "one", Config(), stages=FAKE, workers=1)
+    generate(pairs, tmp_path / "one", config(), stages=FAKE, workers=1)
     one_loads = sorted(p.name.split("-")[0] for p in loads.iterdir())
     assert one_loads == ["anatomy", "anomaly", "detector"]  # 18 images, each model once
     for p in loads.iterdir():
         p.unlink()
-    generate(pairs, tmp_path / "two", Config(), stages=FAKE, workers=2)
+    generate(pairs, tmp_path / "two", config(), stages=FAKE, workers=2)
     by_pid: dict[str, list[str]] = {}
     for p in loads.iterdir():
         name, pid, _ = p.name.split("-")
@@ -110,17 +109,17 @@ def test_workers_give_the_same_dataset_and_load_models_once(pairs, tmp_path, mon
 
 def test_resume_after_partial_run_equals_full_run(pairs, tmp_path):
     full, part = tmp_path / "full", tmp_path / "part"
-    generate(pairs, full, Config(), stages=FAKE)
-    first = generate(pairs, part, Config(), stages=FAKE, limit=6)
+    generate(pairs, full, config(), stages=FAKE)
+    first = generate(pairs, part, config(), stages=FAKE, limit=6)
     assert first["studies"]["total"] == 6
     seen = []
-    generate(pairs, part, Config(), stages=FAKE, progress=lambda d, t: seen.append((d, t)))
+    generate(pairs, part, config(), stages=FAKE, progress=lambda d, t: seen.append((d, t)))
     assert seen[0] == (6, 18) and seen[-1] == (18, 18) and len(seen) == 13
     assert snapshot(part) == snapshot(full)
 
 
 def test_limit_takes_the_first_studies_in_input_order(pairs, tmp_path):
-    summary = generate(pairs, tmp_path / "a", Config(), stages=FAKE, limit=4)
+    summary = generate(pairs, tmp_path / "a", config(), stages=FAKE, limit=4)
     from cxrils.dataset import read_records
 
     first4 = [s.image_id for s in read_inputs(pairs)][:4]
@@ -130,8 +129,8 @@ def test_limit_takes_the_first_studies_in_input_order(pairs, tmp_path):
 
 
 def test_resume_with_another_config_is_refused(pairs, tmp_path):
-    generate(pairs, tmp_path / "ds", Config(), stages=FAKE, limit=2)
-    cfg = Config()
+    generate(pairs, tmp_path / "ds", config(), stages=FAKE, limit=2)
+    cfg = config()
     cfg.grounding.tau_ano = 0.3
     with pytest.raises(RunError, match="another configuration"):
         generate(pairs, tmp_path / "ds", cfg, stages=FAKE)
@@ -139,11 +138,11 @@ def test_resume_with_another_config_is_refused(pairs, tmp_path):
 
 def test_unknown_runner_and_stage_provider(pairs, tmp_path):
     with pytest.raises(RunError, match="unknown runner"):
-        generate(pairs, tmp_path / "ds", Config(), runner="spark", stages=FAKE)
+        generate(pairs, tmp_path / "ds", config(), runner="spark", stages=FAKE)
     with pytest.raises(ValueError, match="cannot import stage provider"):
-        Pipeline(Config(), "no_such_module:Stages")
+        Pipeline(config(), "no_such_module:Stages")
     with pytest.raises(ValueError, match="package.module:Name"):
-        Pipeline(Config(), "nocolon")
+        Pipeline(config(), "nocolon")
 
 
 class _NoWeights:
@@ -168,5 +167,58 @@ def test_a_stage_that_cannot_load_stops_the_run(tmp_path, workers):
     pairs = make_input(tmp_path / "in", n=3, bad=False)
     with pytest.raises(StageLoadError, match=r"cannot load the anatomy stage \(backend 'builtin'\): "
                                              r"FileNotFoundError: weights/anatomy.safetensors not found"):
-        generate(pairs, tmp_path / "ds", Config(), stages="test_runner:NO_WEIGHTS", workers=workers)
+        generate(pairs, tmp_path / "ds", config(), stages="test_runner:NO_WEIGHTS", workers=workers)
     assert not list((tmp_path / "ds" / "excluded").glob("*.json"))
+
+
+@pytest.fixture()
+def through_step_6(tmp_path):
+    """Run steps 1-6 of one image of the synthetic input; return (pipeline, state)."""
+    studies = {s.image_id: s for s in read_inputs(make_input(tmp_path / "in"))}
+
+    def run(cfg, image_id="black"):
+        pipe = Pipeline(cfg, FAKE)
+        pipe.load_models()
+        state = pipe.start(studies[image_id], None)
+        for step in (pipe.run_anatomy_x, pipe.run_anomaly, pipe.run_anatomy_x_hat):
+            state = step(state)
+        return pipe, state
+
+    return run
+
+
+def test_default_builtin_chain_segments_once_without_crosscheck(through_step_6):
+    from cxrils.config import Config
+
+    pipe, state = through_step_6(Config())  # anomaly "builtin": x_hat is not a radiograph
+    assert pipe.anatomy_on_x_hat is False
+    assert state.excluded is None and state.anatomy is state.anatomy_x
+    assert pipe.anatomy_segmenter.calls == 1 and pipe.edit_region_segmenter is pipe.anatomy_segmenter
+
+
+def test_x_hat_chain_segments_twice_and_crosschecks(through_step_6):
+    pipe, state = through_step_6(config())
+    assert pipe.anatomy_segmenter.calls == 2
+    assert state.excluded == "qc_crosscheck: lung x-extent differs"
+    _, good = through_step_6(config(), "im000")
+    assert good.excluded is None and good.anatomy is not good.anatomy_x
+
+
+def test_auto_uses_x_hat_with_radedit():
+    from cxrils.config import load_config
+
+    assert Pipeline(load_config(None, ["backends.anomaly=radedit"]), FAKE).anatomy_on_x_hat is True
+    with pytest.raises(Exception, match="anatomy_on_x_hat must be yes, no or auto"):
+        Pipeline(load_config(None, ["backends.anatomy_on_x_hat=maybe"]), FAKE).load_models()
+
+
+def test_edit_region_backend_of_its_own(through_step_6):
+    from cxrils.config import load_config
+
+    cfg = load_config(None, ["backends.anatomy_edit_region=hybridgnet", "backends.anatomy=cxas"])
+    pipe, state = through_step_6(cfg, "im001")
+    assert state.anatomy_x.backend == "fake-hybridgnet" and state.anatomy.backend == "fake-cxas"
+    assert pipe.edit_region_segmenter.calls == 1 and pipe.anatomy_segmenter.calls == 1
+    assert state.excluded is None
+    _, black = through_step_6(cfg, "black")  # cross-checked on x
+    assert black.excluded == "qc_crosscheck: lung x-extent differs"

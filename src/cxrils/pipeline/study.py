@@ -8,8 +8,10 @@ Per image (paper section 3.1 and Appendix D):
 4. Anatomy on ``x``: lungs + heart give RadEdit's edit region (the paper uses
    HybridGNet here, section 3.1 step 2).
 5. Anomaly map: ``x_hat``, ``x_ano`` inside the edit region.
-6. Anatomy on ``x_hat`` (the paper runs CXAS on the edited image, Appendix A.3),
-   cross-checked against step 4 (Appendix D.2); a discrepancy excludes the image.
+6. Location masks: anatomy on ``x_hat`` (the paper runs CXAS on the edited image,
+   Appendix A.3; ``backends.anatomy_on_x_hat``) or on ``x`` by a second backend,
+   cross-checked against step 4 (Appendix D.2; a discrepancy excludes the image);
+   with one backend on ``x`` only, step 4's masks are used as they are.
 7. Lesion boxes on ``x``.
 8. Algorithm 1 + location verification -> :class:`~cxrils.types.StudyGrounding`.
 9. Instruction-answer records (section 3.2).
@@ -21,6 +23,7 @@ are ``"<category>: <detail>"``; the summary counts them by category.
 
 from __future__ import annotations
 
+import copy
 import logging
 from dataclasses import dataclass, field
 from functools import cached_property
@@ -126,6 +129,36 @@ class Pipeline:
         return self._make("anatomy", self.stages.make_anatomy, self.cfg.backends.anatomy)
 
     @cached_property
+    def edit_region_segmenter(self) -> Any:
+        """Segmenter of ``x`` for the edit region (``backends.anatomy_edit_region``;
+        the anatomy segmenter itself when that is empty or the same backend)."""
+        name = self.cfg.backends.anatomy_edit_region
+        if not name or name == self.cfg.backends.anatomy:
+            return self.anatomy_segmenter
+        cfg = copy.deepcopy(self.cfg)
+        cfg.backends.anatomy = name
+        return self._make("anatomy (edit region)", lambda _: self.stages.make_anatomy(cfg), name)
+
+    @cached_property
+    def anatomy_on_x_hat(self) -> bool:
+        """Whether location masks come from ``x_hat`` (``backends.anatomy_on_x_hat``).
+
+        Raises
+        ------
+        StageLoadError
+            For a value other than yes, no, auto.
+        """
+        value = self.cfg.backends.anatomy_on_x_hat.strip().lower()
+        if value not in ("yes", "no", "auto"):
+            raise StageLoadError(f"backends.anatomy_on_x_hat must be yes, no or auto, got {value!r}")
+        return value == "yes" or (value == "auto" and self.cfg.backends.anomaly == "radedit")
+
+    @property
+    def _second_anatomy(self) -> bool:
+        name = self.cfg.backends.anatomy_edit_region
+        return self.anatomy_on_x_hat or bool(name and name != self.cfg.backends.anatomy)
+
+    @cached_property
     def anomaly_mapper(self) -> Any:
         """Anomaly mapper, loaded once; :class:`StageLoadError` if it cannot be."""
         return self._make("anomaly", self.stages.make_anomaly, self.cfg.backends.anomaly)
@@ -137,7 +170,8 @@ class Pipeline:
 
     def load_models(self) -> None:
         """Build every model-backed stage now (raises :class:`StageLoadError`)."""
-        self.anatomy_segmenter, self.anomaly_mapper, self.detector  # noqa: B018
+        self.edit_region_segmenter, self.anatomy_segmenter, self.anomaly_mapper, self.detector  # noqa: B018
+        self.anatomy_on_x_hat  # noqa: B018
 
     # ------------------------------------------------------------ text side
 
@@ -193,7 +227,7 @@ class Pipeline:
     @_guarded("anatomy")
     def run_anatomy_x(self, state: StudyState) -> None:
         """Step 4: anatomy of ``x`` (edit region of the anomaly mapper)."""
-        state.anatomy_x = self.anatomy_segmenter.segment(state.x)
+        state.anatomy_x = self.edit_region_segmenter.segment(state.x)
 
     @_guarded("anomaly")
     def run_anomaly(self, state: StudyState) -> None:
@@ -202,8 +236,14 @@ class Pipeline:
 
     @_guarded("anatomy")
     def run_anatomy_x_hat(self, state: StudyState) -> None:
-        """Step 6: anatomy of ``x_hat`` and the cross-check against step 4."""
-        state.anatomy = self.anatomy_segmenter.segment(state.anomaly.x_hat)
+        """Step 6: the location masks (anatomy of ``x_hat``, or of ``x`` by the
+        anatomy backend) and their cross-check against step 4 (Appendix D.2). With a
+        single segmentation (same backend, ``x`` only) there is nothing to cross-check."""
+        if not self._second_anatomy:
+            state.anatomy = state.anatomy_x
+            return
+        source = state.anomaly.x_hat if self.anatomy_on_x_hat else state.x
+        state.anatomy = self.anatomy_segmenter.segment(source)
         reason = self.stages.cross_check(state.anatomy_x, state.anatomy, self.cfg)
         if reason:
             state.excluded = f"qc_crosscheck: {reason}"

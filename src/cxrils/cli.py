@@ -28,7 +28,8 @@ config_app = typer.Typer(help="Show or check the configuration (paper thresholds
 app.add_typer(config_app, name="config")
 
 #: Stage modules that contribute commands through ``register(app)``.
-COMMAND_MODULES: tuple[str, ...] = ("cxrils.vision.anatomy.cli", "cxrils.report.cli")
+COMMAND_MODULES: tuple[str, ...] = ("cxrils.io.cli", "cxrils.vision.anatomy.cli", "cxrils.report.cli",
+                                     "cxrils.grounding.cli")
 
 
 @app.callback()

@@ -48,22 +48,32 @@ def split_lungs(lungs: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 
 
 def lung_field_estimate(x: np.ndarray) -> np.ndarray:
-    """Classical lung fields for images without a lung mask (benchmark only).
+    """Classical lung fields for images without an anatomy model (benchmark only).
 
-    Otsu threshold of the blurred, equalised image; dark components that do not
-    touch the image border (the air outside the body does); the two largest are kept,
-    then holes filled and a closing applied. Crude: it misses lungs hidden by dense
-    opacities and may include the trachea.
+    Otsu threshold of the blurred, equalised image inside the central box (columns
+    8-92%, rows 5-95%); an opening (disk, 2% of the size) cuts thin links to the dark
+    background; the two largest components whose centroids lie in the middle 80% of
+    columns are kept, holes filled, and the opening undone by a dilation. Crude: it
+    misses lung hidden by dense opacity.
     """
-    xs = cv2.GaussianBlur(cv2.equalizeHist(x), (0, 0), max(x.shape) / 100)
+    h, w = x.shape
+    xs = cv2.GaussianBlur(cv2.equalizeHist(x), (0, 0), max(x.shape) / 150)
     _, dark = cv2.threshold(xs, 0, 255, cv2.THRESH_BINARY_INV + cv2.THRESH_OTSU)
-    labels, n = ndi.label(dark > 0)
-    border = set(np.unique(np.concatenate([labels[0], labels[-1], labels[:, 0], labels[:, -1]])))
-    sizes = [(int((labels == i).sum()), i) for i in range(1, n + 1) if i not in border]
-    keep = [i for _, i in sorted(sizes, reverse=True)[:2]]
-    lungs = np.isin(labels, keep)
-    k = cv2.getStructuringElement(cv2.MORPH_ELLIPSE, (15, 15))
-    return ndi.binary_fill_holes(cv2.morphologyEx(lungs.astype(np.uint8), cv2.MORPH_CLOSE, k) > 0)
+    box = np.zeros(x.shape, bool)
+    box[int(0.05 * h):int(0.95 * h), int(0.08 * w):int(0.92 * w)] = True
+    r = max(2, int(0.02 * max(h, w)))
+    disk = cv2.getStructuringElement(cv2.MORPH_ELLIPSE, (2 * r + 1, 2 * r + 1))
+    core = cv2.morphologyEx(((dark > 0) & box).astype(np.uint8), cv2.MORPH_OPEN, disk) > 0
+    labels, n = ndi.label(core)
+    comps = []
+    for i, sl in enumerate(ndi.find_objects(labels), start=1):
+        cy, cx = ndi.center_of_mass(labels[sl] == i)
+        cx += sl[1].start
+        if 0.1 * w < cx < 0.9 * w and (labels[sl] == i).sum() > 0.01 * h * w:
+            comps.append((int((labels[sl] == i).sum()), i))
+    lungs = np.isin(labels, [i for _, i in sorted(comps, reverse=True)[:2]])
+    lungs = ndi.binary_fill_holes(lungs)
+    return (cv2.dilate(lungs.astype(np.uint8), disk) > 0) & (dark > 0) | lungs
 
 
 def covid_items(data: Path):
@@ -91,26 +101,35 @@ def bench_covid(data: Path, cfg: Config) -> None:
           f"fraction vs geographic extent {rg:.3f}, vs opacity {ro:.3f} (target >= 0.6)")
 
 
-def bench_nih(data: Path, cfg: Config) -> None:
+def bench_nih(data: Path, cfg: Config, anatomy: str | None) -> None:
     import pandas as pd
 
     d = data / "nih_bbox"
     mapper, detector = get_anomaly_mapper("builtin", cfg), get_detector("builtin", cfg)
+    if anatomy:
+        from cxrils.vision.anatomy import get_segmenter
+
+        segmenter = get_segmenter(anatomy, cfg)
+    print(f"NIH lungs from: {'anatomy backend ' + anatomy if anatomy else 'classical lung-field estimate'}")
     best = []
     for row in pd.read_csv(d / "bboxes.csv").itertuples():
         x = read_gray(d / "images" / row.image_id)
-        lungs = lung_field_estimate(x)
+        lungs = segmenter.segment(x).union(("right lung", "left lung")) if anatomy else lung_field_estimate(x)
         ref = np.zeros(x.shape, bool)
         ref[int(round(row.y)):int(round(row.y + row.h)), int(round(row.x)):int(round(row.x + row.w))] = True
-        ious = [0.0]
-        if lungs.any():
+        ious, note = [0.0], ""
+        try:
             boxes = detector.detect(x, anomaly=mapper.map(x, lungs))
             ious += [(b.to_mask(x.shape) & ref).sum() / (b.to_mask(x.shape) | ref).sum() for b in boxes]
-        best.append(max(ious))
-        print(f"  {row.image_id} {row.finding:12s} best IoU {max(ious):.3f}")
-    best = np.array(best)
-    print(f"NIH expert boxes (n={len(best)}): mean best IoU {best.mean():.3f}, "
-          f"hit rate at IoU >= 0.3: {(best >= 0.3).mean():.3f} ({int((best >= 0.3).sum())}/{len(best)})")
+            note = f"{len(boxes)} boxes"
+        except ValueError as err:  # e.g. a failed lung estimate: counted as a miss
+            note = f"no boxes: {err}"
+        best.append((row.finding, max(ious)))
+        print(f"  {row.image_id} {row.finding:12s} best IoU {max(ious):.3f} ({note})")
+    for label, sel in (("all", [v for _, v in best]), ("without cardiomegaly", [v for f, v in best if f != "Cardiomegaly"])):
+        v = np.array(sel)
+        print(f"NIH expert boxes, {label} (n={len(v)}): mean best IoU {v.mean():.3f}, "
+              f"hit rate at IoU >= 0.3: {(v >= 0.3).mean():.3f} ({int((v >= 0.3).sum())}/{len(v)})")
 
 
 def timing_scene(data: Path | None, cfg: Config):
@@ -146,6 +165,8 @@ def bench_timing(data: Path | None, cfg: Config, repeats: int = 5) -> None:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--data", type=Path, default=ROOT / ".." / "shared" / "data")
+    ap.add_argument("--anatomy", default=None,
+                    help="anatomy backend for the NIH lungs (default: the classical lung-field estimate)")
     args = ap.parse_args()
     cfg = Config()
     data = args.data if args.data.is_dir() else None
@@ -154,7 +175,7 @@ def main() -> None:
         print(f"{args.data} not found: COVID-19 and NIH benchmarks skipped")
         return
     bench_covid(data, cfg)
-    bench_nih(data, cfg)
+    bench_nih(data, cfg, args.anatomy)
 
 
 if __name__ == "__main__":

@@ -169,3 +169,14 @@ def test_recall_counts_and_json():
     assert d["findings"][0]["boxes"][0]["kept"] is True
     assert set(d["empty_locations"]) <= set(EMPTY_LOCATION_CANDIDATES)
     assert d["ctr"] == 0.4 and d["excluded"] is None
+
+
+def test_ctr_is_computed_from_the_anatomy_when_not_given():
+    ano, x = bases_anomaly()
+    sg = ground_study(study_id="s", image_id="i", x=x, report=report(), anatomy=anatomy(), anomaly=ano,
+                      boxes=[], cfg=CFG)
+    # heart columns 40-59 (20 px) over both lungs' columns 0-99 (100 px)
+    assert sg.ctr == pytest.approx(20 / 100)
+    no_heart = ground_study(study_id="s", image_id="i", x=x, report=report(), anatomy=anatomy(heart=False),
+                            anomaly=ano, boxes=[], cfg=CFG)
+    assert no_heart.ctr is None

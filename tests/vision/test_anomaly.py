@@ -48,6 +48,17 @@ def test_builtin_healthy_phantom_has_no_anomaly_and_is_contrast_invariant():
     assert (a_full ^ a_low).sum() <= 0.05 * a_full.sum()
 
 
+def test_builtin_leaves_the_heart_alone_when_told_where_the_lungs_are():
+    x, right, left = phantom(lesion=False)
+    heart = np.zeros_like(right)
+    heart[70:105, 55:73] = True  # soft-tissue bright, inside the edit region
+    region = right | left | heart
+    m = get_anomaly_mapper("builtin", Config())
+    res = m.map(x, region, lungs=right | left)
+    assert np.array_equal(res.x_hat[heart], x[heart]) and not res.anomaly_set(0.10).any()
+    assert m.map(x, region).anomaly_set(0.10)[heart].mean() > 0.5  # without lungs: all lung
+
+
 def test_builtin_rejects_bad_input():
     x, right, left = phantom()
     m = get_anomaly_mapper("builtin", Config())
@@ -103,6 +114,7 @@ def small_cfg():
     return AnomalyConfig(radedit_size=32, radedit_steps=4, radedit_skip_ratio=0.25)
 
 
+@pytest.mark.slow
 def test_radedit_tiny_code_path(tmp_path):
     from cxrils.vision.anomaly.radedit import RadEditAnomalyMapper
 
@@ -119,6 +131,7 @@ def test_radedit_tiny_code_path(tmp_path):
     assert np.array_equal(res.x_hat, again.x_hat)                   # seeded, deterministic
 
 
+@pytest.mark.slow
 def test_radedit_from_config_loads_local_folders(tmp_path):
     unet, vae, text, tok, _ = tiny_components(tmp_path)
     unet.save_pretrained(tmp_path / "radedit" / "unet")

@@ -26,7 +26,7 @@ class AnomalyMapper(Protocol):
     name: str
     version: str
 
-    def map(self, x: np.ndarray, edit_region: np.ndarray) -> AnomalyResult:
+    def map(self, x: np.ndarray, edit_region: np.ndarray, *, lungs: np.ndarray | None = None) -> AnomalyResult:
         """Pseudo-healthy image and anomaly map of ``x``.
 
         Parameters
@@ -36,6 +36,11 @@ class AnomalyMapper(Protocol):
         edit_region : numpy.ndarray, bool, shape (H, W)
             Where the image may be edited: right lung + left lung + heart (paper
             section 3.1 step 2). Outside it ``x_hat == x``.
+        lungs : numpy.ndarray, bool, shape (H, W), optional
+            The lung part of the edit region (right + left lung). Backends that model
+            only lung tissue (``builtin``) edit only there, leaving the heart as it is
+            (a normal heart is brighter than lung, not a lesion); None = the whole
+            edit region is lung. ``radedit`` edits the whole edit region regardless.
 
         Returns
         -------
@@ -74,7 +79,8 @@ def get_anomaly_mapper(name: str, cfg: Config) -> AnomalyMapper:
 
 
 def check_inputs(x: np.ndarray, edit_region: np.ndarray) -> np.ndarray:
-    """Validate ``x`` (uint8 (H, W)) and ``edit_region`` (same shape, not empty).
+    """Validate ``x`` (uint8 (H, W)) and ``edit_region`` (same shape, not empty; also
+    used for the optional ``lungs``).
 
     Returns
     -------

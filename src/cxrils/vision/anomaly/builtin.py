@@ -7,13 +7,15 @@ simplest model that ranked COVID-19 severity well (docs/grounding.md):
 1. ``x_s`` = ``x`` smoothed by a Gaussian (``smooth_sigma_px``, scaled to the image)
    within the edit region only (normalised convolution, :func:`masked_blur`);
 2. the aerated-lung reference ``dark`` = the ``dark_percentile`` of ``x_s`` in the
-   edit region, and the soft-tissue reference ``soft`` = the median of ``x_s`` in the
+   lungs (the edit region when no lung mask is given), and the soft-tissue reference ``soft`` = the median of ``x_s`` in the
    mediastinum, i.e. the pixels between the lungs (a horizontal closing of the edit
    region minus the region); ``c = soft - dark`` is the image's own lung-to-mediastinum
    contrast in grey levels;
 3. a healthy lung is no brighter than ``H = dark + healthy_level * c``; the removed
    hyperintensity is ``max(x_s - H, 0)`` expressed in units of ``c`` and written back on
-   the 8-bit scale: ``x_hat = x - 255 * max(x_s - H, 0) / c`` inside the edit region.
+   the 8-bit scale: ``x_hat = x - 255 * max(x_s - H, 0) / c`` inside the lungs. The
+   heart, part of the paper's edit region, is left as it is (``x_hat == x``): this
+   model of healthy *lung* says nothing about the heart, which is normally bright.
 
 So ``x_ano = max(x - x_hat, 0) / 255`` is the excess brightness as a fraction of the
 lung-to-mediastinum contrast, which makes ``tau_ano`` mean the same on images of very
@@ -111,8 +113,9 @@ class BuiltinAnomalyMapper:
         """Build from the ``anomaly`` section of a :class:`~cxrils.config.Config`."""
         return cls(cfg.anomaly)
 
-    def map(self, x: np.ndarray, edit_region: np.ndarray) -> AnomalyResult:
-        """See :meth:`cxrils.vision.anomaly.AnomalyMapper.map`.
+    def map(self, x: np.ndarray, edit_region: np.ndarray, *, lungs: np.ndarray | None = None) -> AnomalyResult:
+        """See :meth:`cxrils.vision.anomaly.AnomalyMapper.map`. Only ``lungs`` (default:
+        the whole edit region) is modelled and edited; the heart keeps ``x_hat == x``.
 
         Raises
         ------
@@ -120,7 +123,10 @@ class BuiltinAnomalyMapper:
             On bad inputs, or when the lung-to-mediastinum contrast is below
             ``min_contrast`` grey levels (a blank or saturated image).
         """
-        region = check_inputs(x, edit_region)
+        edit = check_inputs(x, edit_region)
+        region = edit if lungs is None else edit & check_inputs(x, lungs)
+        if not region.any():
+            raise ValueError("lungs and edit_region do not overlap")
         sigma = self.cfg.smooth_sigma_px * max(x.shape) / REFERENCE_SIZE
         xs = masked_blur(x, region, sigma)
         dark = float(np.percentile(xs[region], self.cfg.dark_percentile))
@@ -131,4 +137,5 @@ class BuiltinAnomalyMapper:
         healthy = dark + self.cfg.healthy_level * contrast
         excess = np.clip((xs - healthy) / contrast, 0.0, 1.0)
         x_hat = np.clip(np.rint(x.astype(np.float32) - I_MAX * excess), 0, 255).astype(np.uint8)
-        return anomaly_result(x, x_hat, region, self.name, self.version)
+        x_hat = np.where(region, x_hat, x)
+        return anomaly_result(x, x_hat, edit, self.name, self.version)

@@ -117,8 +117,9 @@ class RadEditAnomalyMapper:
                                     attention_mask=tok.attention_mask.to(self.device))
         return out[0]
 
-    def map(self, x: np.ndarray, edit_region: np.ndarray) -> AnomalyResult:
-        """See :meth:`cxrils.vision.anomaly.AnomalyMapper.map`."""
+    def map(self, x: np.ndarray, edit_region: np.ndarray, *, lungs: np.ndarray | None = None) -> AnomalyResult:
+        """See :meth:`cxrils.vision.anomaly.AnomalyMapper.map` (``lungs`` is not used:
+        RadEdit edits the whole edit region, as in the paper)."""
         import torch
 
         region = check_inputs(x, edit_region)

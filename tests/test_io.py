@@ -191,6 +191,18 @@ def test_voi_lut_sequence_wins_over_window(tmp_path: Path) -> None:
     assert any(t.startswith("voi:lut[0 of 1]") for t in img.meta.transforms)
 
 
+def test_voi_lut_first_mapped_and_out_of_range_values(tmp_path: Path) -> None:
+    # 2000 entries starting at stored value 1000: a linear ramp 0..1999. Values below the
+    # first mapped value take the first entry, values past the end the last (PS3.3 C.11.2.1.1).
+    item = Dataset()
+    item.add_new(0x00283002, "US", [2000, 1000, 16])
+    item.add_new(0x00283006, "US", list(range(2000)))
+    stored = ramp12()
+    img = load_image(make_dicom(tmp_path / "lut2.dcm", stored, bits_stored=12, VOILUTSequence=[item]))
+    expected = to8(np.clip(stored.astype(float) - 1000, 0, 1999) / 1999)
+    np.testing.assert_array_equal(img.pixels, expected)
+
+
 def test_window_first_of_several_and_recorded(tmp_path: Path) -> None:
     stored = ramp12()
     path = make_dicom(tmp_path / "w.dcm", stored, bits_stored=12, WindowCenter=[1000, 3000],
@@ -209,9 +221,14 @@ def test_sigmoid_window(tmp_path: Path) -> None:
     assert any("function=SIGMOID" in t for t in img.meta.transforms)
 
 
-def test_invalid_window_falls_back_to_minmax_and_says_so(tmp_path: Path) -> None:
+@pytest.mark.parametrize("window", [
+    dict(WindowCenter=100, WindowWidth=0),  # LINEAR needs width >= 1
+    dict(WindowCenter=None, WindowWidth=None),  # present but empty
+    dict(WindowCenter=100, WindowWidth=300, VOILUTFunction="CUBIC"),  # unknown function
+])
+def test_invalid_window_falls_back_to_minmax_and_says_so(tmp_path: Path, window) -> None:
     stored = ramp12()
-    img = load_image(make_dicom(tmp_path / "bad.dcm", stored, bits_stored=12, WindowCenter=100, WindowWidth=0))
+    img = load_image(make_dicom(tmp_path / "bad.dcm", stored, bits_stored=12, **window))
     voi = [t for t in img.meta.transforms if t.startswith("voi")][0]
     assert voi.startswith("voi:minmax") and "window ignored" in voi
     assert img.pixels[0, 0] == 0 and img.pixels[0, -1] == 255

@@ -507,3 +507,20 @@ def test_jsrt_png_loads_as_stored(shared_data: Path) -> None:
         img = load_image(p)
         assert isinstance(img, LoadedImage)
         np.testing.assert_array_equal(img.pixels, np.asarray(Image.open(p).convert("L")))
+
+
+def test_tiff_16bit_float_and_bilevel(tmp_path: Path) -> None:
+    arr16 = (np.arange(16, dtype=np.uint16).reshape(4, 4) * 4000)
+    Image.fromarray(arr16).save(tmp_path / "a.tif")
+    a = load_image(tmp_path / "a.tif")
+    assert (a.meta.format, a.meta.bits_stored) == ("tiff", 16)
+    np.testing.assert_array_equal(a.pixels, to8(arr16 / 60000.0))
+    arrf = np.linspace(-1, 3, 16, dtype=np.float32).reshape(4, 4)
+    Image.fromarray(arrf).save(tmp_path / "f.tif")
+    np.testing.assert_array_equal(load_image(tmp_path / "f.tif").pixels, to8((arrf.astype(float) + 1) / 4))
+    bits = np.zeros((3, 5), dtype=bool)
+    bits[1, 2:] = True
+    Image.fromarray(bits).save(tmp_path / "b.bmp")
+    b = load_image(tmp_path / "b.bmp")
+    assert b.meta.bits_stored == 1
+    np.testing.assert_array_equal(b.pixels, np.where(bits, 255, 0).astype(np.uint8))

@@ -191,6 +191,18 @@ def test_voi_lut_sequence_wins_over_window(tmp_path: Path) -> None:
     assert any(t.startswith("voi:lut[0 of 1]") for t in img.meta.transforms)
 
 
+def test_voi_lut_first_mapped_and_out_of_range_values(tmp_path: Path) -> None:
+    # 2000 entries starting at stored value 1000: a linear ramp 0..1999. Values below the
+    # first mapped value take the first entry, values past the end the last (PS3.3 C.11.2.1.1).
+    item = Dataset()
+    item.add_new(0x00283002, "US", [2000, 1000, 16])
+    item.add_new(0x00283006, "US", list(range(2000)))
+    stored = ramp12()
+    img = load_image(make_dicom(tmp_path / "lut2.dcm", stored, bits_stored=12, VOILUTSequence=[item]))
+    expected = to8(np.clip(stored.astype(float) - 1000, 0, 1999) / 1999)
+    np.testing.assert_array_equal(img.pixels, expected)
+
+
 def test_window_first_of_several_and_recorded(tmp_path: Path) -> None:
     stored = ramp12()
     path = make_dicom(tmp_path / "w.dcm", stored, bits_stored=12, WindowCenter=[1000, 3000],
@@ -209,9 +221,14 @@ def test_sigmoid_window(tmp_path: Path) -> None:
     assert any("function=SIGMOID" in t for t in img.meta.transforms)
 
 
-def test_invalid_window_falls_back_to_minmax_and_says_so(tmp_path: Path) -> None:
+@pytest.mark.parametrize("window", [
+    dict(WindowCenter=100, WindowWidth=0),  # LINEAR needs width >= 1
+    dict(WindowCenter=None, WindowWidth=None),  # present but empty
+    dict(WindowCenter=100, WindowWidth=300, VOILUTFunction="CUBIC"),  # unknown function
+])
+def test_invalid_window_falls_back_to_minmax_and_says_so(tmp_path: Path, window) -> None:
     stored = ramp12()
-    img = load_image(make_dicom(tmp_path / "bad.dcm", stored, bits_stored=12, WindowCenter=100, WindowWidth=0))
+    img = load_image(make_dicom(tmp_path / "bad.dcm", stored, bits_stored=12, **window))
     voi = [t for t in img.meta.transforms if t.startswith("voi")][0]
     assert voi.startswith("voi:minmax") and "window ignored" in voi
     assert img.pixels[0, 0] == 0 and img.pixels[0, -1] == 255
@@ -490,3 +507,20 @@ def test_jsrt_png_loads_as_stored(shared_data: Path) -> None:
         img = load_image(p)
         assert isinstance(img, LoadedImage)
         np.testing.assert_array_equal(img.pixels, np.asarray(Image.open(p).convert("L")))
+
+
+def test_tiff_16bit_float_and_bilevel(tmp_path: Path) -> None:
+    arr16 = (np.arange(16, dtype=np.uint16).reshape(4, 4) * 4000)
+    Image.fromarray(arr16).save(tmp_path / "a.tif")
+    a = load_image(tmp_path / "a.tif")
+    assert (a.meta.format, a.meta.bits_stored) == ("tiff", 16)
+    np.testing.assert_array_equal(a.pixels, to8(arr16 / 60000.0))
+    arrf = np.linspace(-1, 3, 16, dtype=np.float32).reshape(4, 4)
+    Image.fromarray(arrf).save(tmp_path / "f.tif")
+    np.testing.assert_array_equal(load_image(tmp_path / "f.tif").pixels, to8((arrf.astype(float) + 1) / 4))
+    bits = np.zeros((3, 5), dtype=bool)
+    bits[1, 2:] = True
+    Image.fromarray(bits).save(tmp_path / "b.bmp")
+    b = load_image(tmp_path / "b.bmp")
+    assert b.meta.bits_stored == 1
+    np.testing.assert_array_equal(b.pixels, np.where(bits, 255, 0).astype(np.uint8))

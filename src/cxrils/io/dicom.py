@@ -147,21 +147,22 @@ def _voi_unit(values: np.ndarray, ds: Dataset, present: np.ndarray | None = None
         if desc is not None and item.get("LUTData") is not None:
             n_entries, first_map, bits = int(desc[0]) or 2**16, int(desc[1]), int(desc[2])
             iv = np.clip(np.rint(values), first_map, first_map + n_entries - 1).astype(np.int64)
-            lut = apply_voi(np.arange(first_map, first_map + n_entries, dtype=np.int64), ds, 0)
+            # pydicom reads the table (US/SS/OW, endianness); we index it with the clipped values.
+            lut = apply_voi(np.arange(first_map, first_map + n_entries, dtype=np.int64), ds, 0).astype(np.float64)
             lo, hi = float(lut.min()), float(lut.max())
-            y = apply_voi(iv, ds, 0).astype(np.float64)
+            y = lut[iv - first_map]
             f = (y - lo) / (hi - lo) if hi > lo else np.zeros_like(y)
             return f, (f"voi:lut[0 of {len(seq)}](entries={n_entries}, first={first_map}, bits={bits}, "
                        f"output {lo:g}..{hi:g})")
     note = ""
-    if ds.get("WindowCenter") is not None and ds.get("WindowWidth") is not None:
-        center, n_windows = _first(ds, "WindowCenter")
-        width, _ = _first(ds, "WindowWidth")
-        function = str(ds.get("VOILUTFunction", "") or "LINEAR").strip().upper()
+    if "WindowCenter" in ds and "WindowWidth" in ds:
         try:
+            center, n_windows = _first(ds, "WindowCenter")
+            width, _ = _first(ds, "WindowWidth")
+            function = str(ds.get("VOILUTFunction", "") or "LINEAR").strip().upper()
             f = _window_unit(values, center, width, function)
             return f, f"voi:window[0 of {n_windows}](center={center:g}, width={width:g}, function={function})"
-        except ValueError as err:
+        except (ValueError, TypeError, IndexError) as err:  # empty, non-numeric or out-of-range window
             note = f"; window ignored: {err}"
     f, lo, hi = minmax_unit(values, present)
     return f, f"voi:minmax({lo:g}..{hi:g}){note}"

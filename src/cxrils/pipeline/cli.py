@@ -129,12 +129,13 @@ def register(app: typer.Typer) -> None:
 
 
 def _print_statistics(dataset: Path) -> None:
-    """Dataset statistics: records per split, lesion type and polarity."""
-    from cxrils.dataset import read_records
+    """The dataset statistics of ``cxrils stats`` (Tables 10-12 layout; the Figure 4
+    chart when matplotlib is installed), then where the results are."""
+    import importlib.util
 
-    df = read_records(dataset)
-    typer.echo(f"\n{len(df)} records, {df['image_id'].nunique() if len(df) else 0} images")
-    if len(df):
-        table = df.groupby(["split", "lesion_type", "polarity"]).size().unstack(fill_value=0)
-        typer.echo(table.to_string())
-    typer.echo(f"\nresults: {dataset.resolve()} (records/*.parquet, images/, manifest.json, generate_summary.json)")
+    from cxrils.dataset.cli import stats
+
+    typer.echo("")
+    stats(dataset, None, None, importlib.util.find_spec("matplotlib") is None)
+    typer.echo(f"\nresults: {dataset.resolve()} (records/*.parquet, images/, manifest.json, "
+               "generate_summary.json; read them with cxrils.dataset.read_records or datasets)")

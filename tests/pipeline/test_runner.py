@@ -222,3 +222,17 @@ def test_edit_region_backend_of_its_own(through_step_6):
     assert state.excluded is None
     _, black = through_step_6(cfg, "black")  # cross-checked on x
     assert black.excluded == "qc_crosscheck: lung x-extent differs"
+
+
+def test_a_structurer_failing_on_every_report_stops_the_run(tmp_path):
+    from cxrils.pipeline.stages import StageLoadError
+
+    path = make_input(tmp_path / "in", n=3, bad=False)
+    df = path.read_text()
+    for text in ("Small left effusion. No pneumonia.", "Right opacity and right consolidation.",
+                 "Heart is normal. Left atelectasis."):
+        df = df.replace(text, "STRUCTURER-CRASH")
+    path.write_text(df)
+    with pytest.raises(StageLoadError, match="failed for every report, e.g. error:report: RuntimeError"):
+        generate(path, tmp_path / "ds", config(), stages=FAKE)
+    assert not list((tmp_path / "ds" / "excluded").glob("*.json"))

@@ -177,8 +177,18 @@ class Pipeline:
 
     def structure(self, studies: list[StudyInput]) -> dict[tuple[str, str], StructuredReport]:
         """Structure the reports of ``studies`` in one batch (each distinct
-        ``(study_id, text)`` once). A report the structurer fails on becomes a
-        StructuredReport with ``excluded = "error:report: ..."``."""
+        ``(study_id, text)`` once).
+
+        When the batch fails, reports are structured one by one and a report the
+        structurer fails on becomes a StructuredReport with ``excluded =
+        "error:report: ..."``.
+
+        Raises
+        ------
+        StageLoadError
+            If every report fails (a broken or unreachable structurer, not bad
+            reports): nothing is committed, so a rerun retries them.
+        """
         keys = list(dict.fromkeys((s.study_id, s.report) for s in studies))
         try:
             reports = list(self.stages.structure_reports(keys, self.cfg))
@@ -193,6 +203,10 @@ class Pipeline:
                 out[key] = next(iter(self.stages.structure_reports([key], self.cfg)))
             except Exception as err:
                 out[key] = StructuredReport(key[0], None, "", excluded=f"error:report: {type(err).__name__}: {err}")
+        if all(r.excluded and r.excluded.startswith("error:report") for r in out.values()):
+            first = next(iter(out.values())).excluded
+            raise StageLoadError(f"report structuring (backend {self.cfg.backends.report_structurer!r}) failed "
+                                 f"for every report, e.g. {first}")
         return out
 
     # ------------------------------------------------------------ image side

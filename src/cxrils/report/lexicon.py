@@ -95,11 +95,7 @@ def lesion_terms() -> dict[str, str | None]:
     return out
 
 
-#: ConText cue rules as (literal, category, direction, max_scope). Categories:
-#: NEGATED_EXISTENCE (absent or resolved), POSSIBLE_EXISTENCE (tentative),
-#: HYPOTHETICAL (not asserted: dropped), PSEUDO (looks like a cue, is not),
-#: TERMINATE (ends a cue's scope).
-CONTEXT_RULES: Final[tuple[tuple[str, str, str, int | None], ...]] = (
+_RAW_CONTEXT_RULES: tuple[tuple[str, str, str, int | None], ...] = (
     # Negation (forward).
     *((w, "NEGATED_EXISTENCE", "FORWARD", None) for w in (
         "no", "not", "without", "negative for", "free of", "clear of", "absence of", "absent",
@@ -116,6 +112,8 @@ CONTEXT_RULES: Final[tuple[tuple[str, str, str, int | None], ...]] = (
         "has cleared", "has largely cleared", "cleared", "has nearly resolved",
         "no longer seen", "no longer visible", "no longer present", "no longer identified",
         "is gone", "are gone", "ruled out", "has disappeared",
+        # "pulmonary vascular engorgement appears within limits of normal"
+        "within normal limits", "within limits of normal", "within the limits of normal",
     )),
     # Resolution reaches back over a whole list: "consolidation and atelectasis have cleared".
     *((w, "NEGATED_EXISTENCE", "BACKWARD", None) for w in (
@@ -131,9 +129,9 @@ CONTEXT_RULES: Final[tuple[tuple[str, str, str, int | None], ...]] = (
         "cannot be excluded", "not excluded", "questionable", "question of", "suspicious for",
         "concerning for", "worrisome for", "suggestive of", "suggests", "suggesting",
         "presumably", "presumed", "suspected", "suspect", "equivocal", "difficult to exclude",
-        "difficult to rule out", "not entirely excluded", "differential", "versus", "vs",
+        "difficult to rule out", "not entirely excluded", "differential",
         "early", "developing", "evolving", "impossible to exclude", "not definitely", "question",
-        "suspicion for", "suspicion of", "may indicate", "alternatively", "differential diagnosis",
+        "suspicion for", "suspicion of", "may indicate", "differential diagnosis",
         "differential considerations", "differential diagnosis includes", "consider", "considered",
         "subtle", "cannot be entirely excluded", "may reflect", "could reflect", "perhaps",
         "uncertain", "indeterminate", "equivocal for", "raising the possibility of",
@@ -141,11 +139,14 @@ CONTEXT_RULES: Final[tuple[tuple[str, str, str, int | None], ...]] = (
     *((w, "POSSIBLE_EXISTENCE", "BACKWARD", 8) for w in (
         "cannot be excluded", "can not be excluded", "can't be excluded", "not excluded",
         "is not excluded", "is possible", "is suspected", "is questioned", "not ruled out",
-        "cannot be ruled out", "can not be ruled out", "is likely", "versus", "vs", "or",
+        "cannot be ruled out", "can not be ruled out", "is likely",
         "is not entirely excluded", "cannot be entirely excluded", "is a consideration",
         "are possible", "not entirely excluded", "is difficult to exclude", "questionable",
         "suspected", "are suspected", "is considered", "are not excluded", "less likely",
     )),
+    # Alternatives ("atelectasis or pneumonia"): tentative. A category of its own, because
+    # ConText ends a cue's scope at the next cue of the same category.
+    *((w, "ALTERNATIVE", "BIDIRECTIONAL", 4) for w in ("or", "versus", "vs", "and/or", "alternatively")),
     # Hypothetical: the report asks, it does not state.
     *((w, "HYPOTHETICAL", "FORWARD", None) for w in (
         "evaluate for", "evaluation for", "assess for", "rule out", "r/o", "to exclude",
@@ -173,6 +174,30 @@ CONTEXT_RULES: Final[tuple[tuple[str, str, str, int | None], ...]] = (
         "unchanged", "stable", "again", "remains", "seen", "noted", "present",
     )),
 )
+
+
+
+def _merge_directions(rules):
+    """One rule per (literal, category): a cue listed both forward and backward becomes
+    bidirectional (medspaCy keeps only one rule per literal match)."""
+    merged: dict[tuple[str, str], list] = {}
+    for lit, cat, direction, scope in rules:
+        key = (lit, cat)
+        if key not in merged:
+            merged[key] = [lit, cat, direction, scope]
+            continue
+        m = merged[key]
+        if m[2] != direction:
+            m[2] = "BIDIRECTIONAL"
+        m[3] = None if (m[3] is None or scope is None) else max(m[3], scope)
+    return tuple(tuple(m) for m in merged.values())
+
+
+#: ConText cue rules as (literal, category, direction, max_scope). Categories:
+#: NEGATED_EXISTENCE (absent or resolved), POSSIBLE_EXISTENCE and ALTERNATIVE
+#: (tentative), HYPOTHETICAL (not asserted: dropped), PSEUDO (looks like a cue, is
+#: not), TERMINATE (ends a cue's scope).
+CONTEXT_RULES: Final[tuple[tuple[str, str, str, int | None], ...]] = _merge_directions(_RAW_CONTEXT_RULES)
 
 # --------------------------------------------------------------------------- locations
 #: Words that can make up a location phrase in report text. A run of these words is

@@ -39,7 +39,7 @@ OTHER_FINDINGS: Final[tuple[str, ...]] = (
     # Longer than the pneumonia synonym "infection", so the sequela of old disease wins.
     "granulomatous infection", "old infection", "prior infection", "chronic infection",
     # Not a pleural effusion.
-    "pericardial effusion", "pericardial effusions",
+    "pericardial effusion", "pericardial effusions", "tuberculous infection",
 )
 
 #: Non-specific findings that a report may say "represent" a disease (paper
@@ -131,7 +131,10 @@ _RAW_CONTEXT_RULES: tuple[tuple[str, str, str, int | None], ...] = (
         "presumably", "presumed", "suspected", "suspect", "equivocal", "difficult to exclude",
         "difficult to rule out", "not entirely excluded", "differential",
         "early", "developing", "evolving", "impossible to exclude", "not definitely", "question",
-        "suspicion for", "suspicion of", "may indicate", "differential diagnosis",
+        "suspicion for", "suspicion of", "may indicate", "differential diagnosis", "concern for",
+        "raises concern for", "raise concern for", "concerning", "worrisome", "suspicious",
+        "difficult to completely exclude", "in the appropriate clinical setting",
+        "in the correct clinical setting", "in the proper clinical setting",
         "differential considerations", "differential diagnosis includes", "consider", "considered",
         "subtle", "cannot be entirely excluded", "may reflect", "could reflect", "perhaps",
         "uncertain", "indeterminate", "equivocal for", "raising the possibility of",
@@ -143,6 +146,9 @@ _RAW_CONTEXT_RULES: tuple[tuple[str, str, str, int | None], ...] = (
         "is not entirely excluded", "cannot be entirely excluded", "is a consideration",
         "are possible", "not entirely excluded", "is difficult to exclude", "questionable",
         "suspected", "are suspected", "is considered", "are not excluded", "less likely",
+        "would be a consideration", "is also a consideration", "a consideration", "considerations",
+        "not excluded", "is not entirely excluded", "a possibility", "is a possibility",
+        "is in the differential", "in the differential",
     )),
     # Alternatives ("atelectasis or pneumonia"): tentative. A category of its own, because
     # ConText ends a cue's scope at the next cue of the same category.
@@ -152,7 +158,7 @@ _RAW_CONTEXT_RULES: tuple[tuple[str, str, str, int | None], ...] = (
         "evaluate for", "evaluation for", "assess for", "rule out", "r/o", "to exclude",
         "to document", "document resolution", "ensure resolution", "confirm resolution",
         "if", "in case of", "should be considered", "follow-up to", "followup to", "recommend",
-        "history of",
+        "history of", "correlate clinically for", "clinical correlation for",
     )),
     # Pseudo-cues: "no interval change in the small effusion" is positive (stable).
     *((w, "PSEUDO", "PSEUDO", None) for w in (

@@ -71,6 +71,8 @@ def test_bad_inputs_exit_2_with_file_named(tmp_path):
 
 def test_repeated_study_id_rejected(tmp_path):
     src = tmp_path / "r.csv"
+    write_csv(src, ["study_id", "report"], [["s1", "a"], ["s1", "a"], ["s2", "c"]])
+    assert list(read_reports(src)) == [("s1", "a"), ("s2", "c")]  # one row per image
     write_csv(src, ["study_id", "report"], [["s1", "a"], ["s1", "b"]])
-    with pytest.raises(ReportInputError, match="repeated"):
+    with pytest.raises(ReportInputError, match="repeated with a different report"):
         list(read_reports(src))

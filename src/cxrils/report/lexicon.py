@@ -175,7 +175,7 @@ _RAW_CONTEXT_RULES: tuple[tuple[str, str, str, int | None], ...] = (
     # Scope terminators: "no effusion, but right lower lobe consolidation".
     *((w, "TERMINATE", "TERMINATE", None) for w in (
         "but", "however", "although", "though", "which", "aside from", "apart from", "except",
-        "otherwise", ";", "there is", "there are", "there has been", "with", "while", "whereas",
+        "otherwise", ";", "there is", "there are", "there has been", "while", "whereas",
         "yet", "nonetheless", "still", "though", "other than", "persistent", "persists",
         "unchanged", "stable", "again", "remains", "seen", "noted", "present",
     )),

@@ -99,7 +99,8 @@ def test_location_moved_out_of_entity(rules):
 
 
 def test_cardiomegaly_phrasings(rules):
-    for text in ["The heart is mildly enlarged.", "Stable cardiomegaly.", "Enlarged cardiac silhouette."]:
+    for text in ["The heart is mildly enlarged.", "Stable cardiomegaly.", "Enlarged cardiac silhouette.",
+                 "Borderline heart size.", "The cardiac silhouette size is borderline enlarged."]:
         (f,) = rules.structure(text)
         assert (f.lesion_type, f.presence) == ("cardiomegaly", "positive")
 

@@ -49,19 +49,23 @@ NONSPECIFIC_TYPES: Final[frozenset[str]] = frozenset({"opacity", "consolidation"
 # Phrasings of cardiomegaly that fixed phrases cannot cover ("heart size is mildly
 # enlarged", "the cardiac silhouette remains enlarged"): spaCy token patterns.
 _HEART = [{"LOWER": {"IN": ["heart", "cardiac", "cardiomediastinal"]}},
-          {"LOWER": {"IN": ["size", "silhouette", "shadow", "contour", "contours"]}, "OP": "?"}]
+          {"LOWER": {"IN": ["size", "silhouette", "shadow", "contour", "contours"]}, "OP": "*"}]
 _COPULA = {"LOWER": {"IN": ["is", "are", "remains", "remain", "appears", "appear", "again", "still",
-                            "persistently", "stably", "is", "demonstrates", "appearing"]}, "OP": "*"}
+                            "persistently", "stably", "demonstrates", "appearing", "xxxx"]}, "OP": "*"}
 _DEGREE = {"LOWER": {"IN": ["mildly", "moderately", "markedly", "severely", "slightly", "minimally",
                             "massively", "borderline", "top-normal", "at", "upper", "limits", "of",
                             "normal", "to", "mild", "moderate", "marked", "severe", "-", "globally",
                             "stably", "significantly", "grossly", "now"]}, "OP": "*"}
 CARDIOMEGALY_PATTERNS: Final[tuple[list[dict], ...]] = (
-    _HEART + [_COPULA, _DEGREE, {"LOWER": {"IN": ["enlarged", "increased", "prominent", "large"]}}],
+    # "borderline" heart size is indexed as Cardiomegaly/borderline by NLM (MeSH).
+    _HEART + [_COPULA, _DEGREE, {"LOWER": {"IN": ["enlarged", "increased", "prominent", "large", "borderline"]}}],
+    [{"LOWER": "borderline"}, {"LOWER": {"IN": ["heart", "cardiac"]}},
+     {"LOWER": {"IN": ["size", "silhouette", "enlargement"]}}],
+    [{"LOWER": {"IN": ["heart", "cardiac"]}}, {"LOWER": "enlargement"}],
     [{"LOWER": {"IN": ["enlarged", "enlarging", "large", "increased", "prominent"]}},
      {"LOWER": {"IN": ["heart", "cardiac", "cardiomediastinal"]}},
      {"LOWER": {"IN": ["size", "silhouette", "shadow", "contour"]}, "OP": "?"}],
-    [{"LOWER": {"IN": ["enlargement", "enlargment"]}}, {"LOWER": "of"}, {"LOWER": "the"},
+    [{"LOWER": {"IN": ["enlargement", "enlargment"]}}, {"LOWER": "of"}, {"LOWER": "the", "OP": "?"},
      {"LOWER": {"IN": ["heart", "cardiac"]}}, {"LOWER": {"IN": ["silhouette", "shadow"]}, "OP": "?"}],
 )
 

@@ -77,9 +77,16 @@ def our_types(findings, tentative: bool = False) -> dict[str, set[str]]:
     """Lesion types the structurer says are present -> sides of their lung labels."""
     out: dict[str, set[str]] = {}
     for f in findings:
-        if f.presence != "positive" or (f.certainty == "tentative" and not tentative):
+        if f.presence != "positive":
             continue
-        for t in {f.lesion_type, f.predicted_lesion_type} - {None}:
+        types = set()
+        if f.certainty == "definitive" or tentative:
+            types = {f.lesion_type, f.predicted_lesion_type}
+        elif f.predicted_lesion_type:
+            # "opacity, may represent atelectasis": the opacity is stated; only the
+            # inference is tentative.
+            types = {f.lesion_type}
+        for t in types - {None}:
             out.setdefault(t, set()).update(LABEL_SIDE[lab] for lab in f.labels if lab in LABEL_SIDE)
     return out
 

@@ -40,6 +40,7 @@ OTHER_FINDINGS: Final[tuple[str, ...]] = (
     "granulomatous infection", "old infection", "prior infection", "chronic infection",
     # Not a pleural effusion.
     "pericardial effusion", "pericardial effusions", "tuberculous infection",
+    "tuberculosis infection", "tuberculous pneumonia", "tuberculosis pneumonia",
 )
 
 #: Non-specific findings that a report may say "represent" a disease (paper
@@ -152,7 +153,8 @@ _RAW_CONTEXT_RULES: tuple[tuple[str, str, str, int | None], ...] = (
         "suspected", "are suspected", "is considered", "are not excluded", "less likely",
         "would be a consideration", "is also a consideration", "a consideration", "considerations",
         "not excluded", "is not entirely excluded", "a possibility", "is a possibility",
-        "is in the differential", "in the differential",
+        "is in the differential", "in the differential", "is another consideration",
+        "another consideration",
     )),
     # Alternatives ("atelectasis or pneumonia"): tentative. A category of its own, because
     # ConText ends a cue's scope at the next cue of the same category.
@@ -162,7 +164,8 @@ _RAW_CONTEXT_RULES: tuple[tuple[str, str, str, int | None], ...] = (
         "evaluate for", "evaluation for", "assess for", "rule out", "r/o", "to exclude",
         "to document", "document resolution", "ensure resolution", "confirm resolution",
         "if", "in case of", "should be considered", "follow-up to", "followup to", "recommend",
-        "history of", "correlate clinically for", "clinical correlation for",
+        "history of", "correlate clinically for", "clinical correlation for", "correlate clinically",
+        "symptoms of", "signs and symptoms of",
     )),
     # Pseudo-cues: "no interval change in the small effusion" is positive (stable).
     *((w, "PSEUDO", "PSEUDO", None) for w in (

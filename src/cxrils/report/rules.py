@@ -77,7 +77,6 @@ _CONJ = re.compile(r"^\s*(?:,|and|or|,\s*and|,\s*or|and/or)\s*$", re.IGNORECASE)
 
 @dataclass
 class _Mention:
-    ent: object  # spaCy Span
     start: int  # character offsets in the doc
     end: int
     entity: str
@@ -186,7 +185,7 @@ class RulesStructurer:
                 negative = "NEGATED_EXISTENCE" in cats
                 tentative = bool(cats & self._hedges)
                 ms.append(_Mention(
-                    ent=e, start=e.start_char, end=e.end_char, entity=_entity_name(e),
+                    start=e.start_char, end=e.end_char, entity=_entity_name(e),
                     lesion_type=None if e.label_ == _NO_TYPE else e.label_,
                     presence="negative" if negative else "positive",
                     certainty="tentative" if tentative and not negative else "definitive",

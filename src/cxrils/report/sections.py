@@ -53,17 +53,10 @@ _ALIAS_TO_NAME = {alias: name for name, aliases in SECTION_ALIASES.items() for a
 
 _NON_FINDING_SECTIONS = frozenset({"comparison", "history", "technique", "wet_read", "recommendation"})
 
-#: Sections that may hold the findings text (paper Appendix A.1 fallback order).
-FALLBACK_ORDER: tuple[str, ...] = ("findings", "impression", "last_paragraph")
-
 # Header: upper-case name + colon at a line start, indentation tolerated (official parser:
 # r'\n ([A-Z ()/,-]+):\s'); we also accept a header at the very start of the text.
 _HEADER = re.compile(r"(?m)^[ \t]*([A-Z][A-Z ()/,&-]{1,60}?)[ \t]*:(?=\s|$)")
 _PARAGRAPH_SPLIT = re.compile(r"\n[ \t]*\n")
-
-
-class SectionError(ValueError):
-    """Raised when a report input cannot be read (not for a report without sections)."""
 
 
 def normalize_section_name(name: str) -> str:

@@ -45,7 +45,17 @@ def masked_blur(x: np.ndarray, region: np.ndarray, sigma: float) -> np.ndarray:
     ``blur(x * region) / blur(region)``), so bright tissue outside the lungs does not
     leak into the lung edges; outside the region, the plain blur.
 
-    Returns float32 (H, W) grey levels.
+    Parameters
+    ----------
+    x : numpy.ndarray, shape (H, W)
+        Any real dtype (grey levels, or x_ano).
+    region : numpy.ndarray, bool, shape (H, W)
+    sigma : float
+        Gaussian sigma in pixels; <= 0 returns ``x`` as float32.
+
+    Returns
+    -------
+    numpy.ndarray, float32, shape (H, W)
     """
     xf = x.astype(np.float32)
     if sigma <= 0:

@@ -13,7 +13,7 @@ import pytest
 import torch
 
 from cxrils.config import Config
-from cxrils.vision.anatomy import AnatomyBackendError, get_segmenter
+from cxrils.vision.anatomy import AnatomyBackendError, AnatomySegmenter, get_segmenter
 from cxrils.vision.anatomy.cxas import CXAS_INPUT_SIZE, CxasSegmenter, label_channels
 from cxrils.vision.anatomy.hybridgnet import CANVAS, HybridGNetSegmenter, landmarks_to_masks
 from cxrils.vocab import ANATOMY_LABELS
@@ -51,6 +51,7 @@ def test_cxas_adapter_maps_labels_and_resizes_back():
     table = _label_table()
     net = _StandIn(table)
     seg = CxasSegmenter(net, table, version="stand-in")
+    assert isinstance(seg, AnatomySegmenter)
     x = np.random.default_rng(0).integers(0, 256, (300, 210), dtype=np.uint8)
     m = seg.segment(x)
     assert net.seen.shape == (1, 3, CXAS_INPUT_SIZE, CXAS_INPUT_SIZE)
@@ -124,6 +125,7 @@ def test_hybridgnet_segmenter_with_made_landmarks():
         return _landmarks()
 
     seg = HybridGNetSegmenter(predictor, version="made")
+    assert isinstance(seg, AnatomySegmenter)
     x = np.full((512, 400), 200, dtype=np.uint8)
     m = seg.segment(x)
     assert seen["shape"] == (CANVAS, CANVAS) and seen["dtype"] == np.float32 and seen["max"] <= 1.0

@@ -81,7 +81,6 @@ def _synthetic_root(tmp_path):
     return root, test_id
 
 
-@pytest.mark.slow
 def test_train_anatomy_command_writes_loadable_weights(tmp_path, monkeypatch):
     root, test_id = _synthetic_root(tmp_path)
     train = load_samples(root, "train")

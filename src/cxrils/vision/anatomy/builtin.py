@@ -15,8 +15,8 @@ import json
 from importlib import resources
 from pathlib import Path
 
+import cv2
 import numpy as np
-from scipy import ndimage
 
 from cxrils.config import AnatomyConfig, Config
 from cxrils.types import AnatomyMasks
@@ -36,11 +36,13 @@ def default_weights() -> Path:
 def largest_component(mask: np.ndarray) -> np.ndarray:
     """Largest 8-connected component of a bool (H, W) mask with its holes filled
     (all False stays all False)."""
-    labels, n = ndimage.label(mask, structure=np.ones((3, 3), dtype=bool))
-    if n == 0:
-        return mask
-    sizes = np.bincount(labels.ravel())[1:]
-    return ndimage.binary_fill_holes(labels == int(np.argmax(sizes)) + 1)
+    n, labels, stats, _ = cv2.connectedComponentsWithStats(mask.astype(np.uint8), connectivity=8)
+    if n <= 1:
+        return np.zeros(mask.shape, dtype=bool)
+    keep = (labels == 1 + int(np.argmax(stats[1:, cv2.CC_STAT_AREA]))).astype(np.uint8)
+    contours, _ = cv2.findContours(keep, cv2.RETR_EXTERNAL, cv2.CHAIN_APPROX_NONE)
+    cv2.drawContours(keep, contours, -1, 1, thickness=cv2.FILLED)
+    return keep.astype(bool)
 
 
 class BuiltinSegmenter:

@@ -36,6 +36,10 @@ OTHER_FINDINGS: Final[tuple[str, ...]] = (
     "calcifications", "degenerative changes", "scoliosis", "kyphosis", "osteopenia",
     "effusion-related", "bullae", "bulla", "blebs", "tuberculosis", "metastases",
     "metastatic disease", "aspiration", "hemorrhage", "eventration",
+    # Longer than the pneumonia synonym "infection", so the sequela of old disease wins.
+    "granulomatous infection", "old infection", "prior infection", "chronic infection",
+    # Not a pleural effusion.
+    "pericardial effusion", "pericardial effusions",
 )
 
 #: Non-specific findings that a report may say "represent" a disease (paper
@@ -59,6 +63,21 @@ CARDIOMEGALY_PATTERNS: Final[tuple[list[dict], ...]] = (
      {"LOWER": {"IN": ["size", "silhouette", "shadow", "contour"]}, "OP": "?"}],
     [{"LOWER": {"IN": ["enlargement", "enlargment"]}}, {"LOWER": "of"}, {"LOWER": "the"},
      {"LOWER": {"IN": ["heart", "cardiac"]}}, {"LOWER": {"IN": ["silhouette", "shadow"]}, "OP": "?"}],
+)
+
+
+# Pulmonary vascular congestion phrasings ("prominence of the pulmonary vasculature",
+# "pulmonary vascularity is mildly prominent"): edema, as "vascular congestion" is in
+# cxrils.vocab (the CheXpert labeler counts vascular prominence as edema too).
+_VESSELS = {"LOWER": {"IN": ["vascularity", "vasculature", "vessels", "vascular"]}}
+_PROMINENT = {"LOWER": {"IN": ["prominent", "prominence", "engorged", "engorgement", "congested",
+                               "congestion", "indistinct", "indistinctness", "increased", "redistribution",
+                               "cephalization", "plethora", "plethoric", "enlarged"]}}
+EDEMA_PATTERNS: Final[tuple[list[dict], ...]] = (
+    [_PROMINENT, {"LOWER": {"IN": ["of", "the", "central", "pulmonary", "hilar", "interstitial"]}, "OP": "*"}, _VESSELS],
+    [_VESSELS, {"LOWER": {"IN": ["markings"]}, "OP": "?"}, _COPULA, _DEGREE, _PROMINENT],
+    [{"LOWER": {"IN": ["cephalization", "cephalisation"]}}],
+    [{"LOWER": "pulmonary"}, {"LOWER": "venous"}, {"LOWER": {"IN": ["hypertension", "congestion"]}}],
 )
 
 
@@ -93,12 +112,17 @@ CONTEXT_RULES: Final[tuple[tuple[str, str, str, int | None], ...]] = (
     *((w, "NEGATED_EXISTENCE", "BACKWARD", 10) for w in (
         "not seen", "not identified", "not visualized", "not appreciated", "not present",
         "not demonstrated", "not evident", "not noted", "not detected", "is absent", "are absent",
-        "has resolved", "have resolved", "has been resolved", "have been resolved", "resolved",
-        "has cleared", "have cleared", "has largely cleared", "cleared", "has nearly resolved",
+        "has resolved", "has been resolved",
+        "has cleared", "has largely cleared", "cleared", "has nearly resolved",
         "no longer seen", "no longer visible", "no longer present", "no longer identified",
-        "is gone", "are gone", "ruled out", "has been removed", "has disappeared",
+        "is gone", "are gone", "ruled out", "has disappeared",
     )),
-    ("resolved", "NEGATED_EXISTENCE", "FORWARD", 4),
+    # Resolution reaches back over a whole list: "consolidation and atelectasis have cleared".
+    *((w, "NEGATED_EXISTENCE", "BACKWARD", None) for w in (
+        "have cleared", "have resolved", "have been resolved", "have largely resolved",
+        "have nearly resolved", "have completely resolved", "has completely resolved",
+    )),
+    ("resolved", "NEGATED_EXISTENCE", "BIDIRECTIONAL", 4),
     # Hedging (tentative, not negative).
     *((w, "POSSIBLE_EXISTENCE", "FORWARD", None) for w in (
         "possible", "possibly", "probable", "probably", "likely", "may", "might", "could",
@@ -108,7 +132,9 @@ CONTEXT_RULES: Final[tuple[tuple[str, str, str, int | None], ...]] = (
         "concerning for", "worrisome for", "suggestive of", "suggests", "suggesting",
         "presumably", "presumed", "suspected", "suspect", "equivocal", "difficult to exclude",
         "difficult to rule out", "not entirely excluded", "differential", "versus", "vs",
-        "early", "developing", "evolving", "impossible to exclude", "borderline", "not definitely",
+        "early", "developing", "evolving", "impossible to exclude", "not definitely", "question",
+        "suspicion for", "suspicion of", "may indicate", "alternatively", "differential diagnosis",
+        "differential considerations", "differential diagnosis includes", "consider", "considered",
         "subtle", "cannot be entirely excluded", "may reflect", "could reflect", "perhaps",
         "uncertain", "indeterminate", "equivocal for", "raising the possibility of",
     )),
@@ -118,6 +144,7 @@ CONTEXT_RULES: Final[tuple[tuple[str, str, str, int | None], ...]] = (
         "cannot be ruled out", "can not be ruled out", "is likely", "versus", "vs", "or",
         "is not entirely excluded", "cannot be entirely excluded", "is a consideration",
         "are possible", "not entirely excluded", "is difficult to exclude", "questionable",
+        "suspected", "are suspected", "is considered", "are not excluded", "less likely",
     )),
     # Hypothetical: the report asks, it does not state.
     *((w, "HYPOTHETICAL", "FORWARD", None) for w in (
@@ -133,6 +160,7 @@ CONTEXT_RULES: Final[tuple[tuple[str, str, str, int | None], ...]] = (
         "no decrease", "no appreciable change", "no definite change", "no marked change",
         "no evidence of change", "not only", "no interval increase", "no interval decrease",
         "without change", "without interval change", "without significant change",
+        "without significant interval change", "without substantial change", "no significant interval change of",
         "no substantial interval change", "no other", "without other", "no additional",
         "not worsened", "no worsening", "gram negative", "not unexpected", "no further",
         "no longer distended",
@@ -142,7 +170,7 @@ CONTEXT_RULES: Final[tuple[tuple[str, str, str, int | None], ...]] = (
         "but", "however", "although", "though", "which", "aside from", "apart from", "except",
         "otherwise", ";", "there is", "there are", "there has been", "with", "while", "whereas",
         "yet", "nonetheless", "still", "though", "other than", "persistent", "persists",
-        "unchanged", "stable", "again", "remains", "seen", "noted", "present", "which may",
+        "unchanged", "stable", "again", "remains", "seen", "noted", "present",
     )),
 )
 

@@ -23,11 +23,12 @@ from __future__ import annotations
 
 import re
 import threading
+import warnings
 from dataclasses import dataclass
 from typing import Iterable
 
 from cxrils.report.lexicon import (
-    CARDIOMEGALY_PATTERNS, CONTEXT_RULES, NONSPECIFIC_TYPES, find_locations, lesion_terms,
+    CARDIOMEGALY_PATTERNS, CONTEXT_RULES, EDEMA_PATTERNS, NONSPECIFIC_TYPES, find_locations, lesion_terms,
 )
 from cxrils.types import Finding
 from cxrils.vocab import INFERENCE_LESION_TYPES
@@ -70,6 +71,7 @@ _HEDGE_INFER = re.compile(
     re.IGNORECASE,
 )
 _ALT = re.compile(r"^\s*(?:,\s*)?(?:or|versus|vs\.?|and/or|/)\s*$", re.IGNORECASE)
+_MULTI_STOP = re.compile(r"\.{2,}\s*")
 _CONJ = re.compile(r"^\s*(?:,|and|or|,\s*and|,\s*or|and/or)\s*$", re.IGNORECASE)
 
 
@@ -88,6 +90,10 @@ class _Mention:
     post: list[str]
     predicted: str | None = None
     absorbed: bool = False
+
+
+# medspaCy's unused regex matcher warns on every document (spaCy W036): silenced
+# around our calls only.
 
 
 class RulesStructurer:
@@ -141,15 +147,21 @@ class RulesStructurer:
         """
         if not text or not text.strip():
             return []
-        return self._findings(self.nlp(text))
+        nlp = self.nlp
+        with warnings.catch_warnings():
+            warnings.filterwarnings("ignore", message=r".*\[W036\]")
+            return self._findings(nlp(_prepare(text)))
 
     def structure_many(self, texts: Iterable[str]) -> list[list[Finding]]:
         """:meth:`structure` over many texts (spaCy's ``nlp.pipe`` batching)."""
         texts = list(texts)
         out: list[list[Finding]] = [[] for _ in texts]
         idx = [i for i, t in enumerate(texts) if t and t.strip()]
-        for i, doc in zip(idx, self.nlp.pipe([texts[i] for i in idx], batch_size=64)):
-            out[i] = self._findings(doc)
+        nlp = self.nlp
+        with warnings.catch_warnings():
+            warnings.filterwarnings("ignore", message=r".*\[W036\]")
+            for i, doc in zip(idx, nlp.pipe([_prepare(texts[i]) for i in idx], batch_size=64)):
+                out[i] = self._findings(doc)
         return out
 
     # ------------------------------------------------------------------ internals
@@ -249,6 +261,11 @@ class RulesStructurer:
                     m.certainty = "tentative"
 
 
+def _prepare(text: str) -> str:
+    """Whitespace collapsed and "effusion.. Left" split as a sentence end."""
+    return _MULTI_STOP.sub(". ", " ".join(text.split()))
+
+
 def _entity_name(ent) -> str:
     """The finding name: the matched words, or the canonical name for a pattern match."""
     rule = getattr(ent._, "target_rule", None)
@@ -284,6 +301,7 @@ def _build_pipeline():
     nlp.add_pipe("sentencizer", first=True)
     rules = [TargetRule(phrase, t or _NO_TYPE) for phrase, t in lesion_terms().items()]
     rules += [TargetRule("cardiomegaly", "cardiomegaly", pattern=p) for p in CARDIOMEGALY_PATTERNS]
+    rules += [TargetRule("vascular congestion", "edema", pattern=p) for p in EDEMA_PATTERNS]
     nlp.get_pipe("medspacy_target_matcher").add(rules)
     context = nlp.add_pipe("medspacy_context", config={"rules": None, "span_attrs": None})
     context.add([

@@ -13,8 +13,8 @@ mapped back to grey levels with the same affine map.
 
 Run: ``PYTHONPATH=src nice -n 10 python benchmarks/anomaly_inpainting.py [--minutes 8]``.
 Nothing is saved: the classical mapper was kept (docs/grounding.md: 159 steps in 8
-minutes on 2 shared cores gave Spearman 0.244 / 0.330 vs 0.651 / 0.663 for the classical
-mapper).
+minutes on 2 shared cores gave Spearman 0.244 / 0.330 vs 0.659 / 0.649 for the builtin
+atlas mapper).
 """
 
 from __future__ import annotations

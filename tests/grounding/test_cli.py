@@ -53,7 +53,7 @@ def case(tmp_path, monkeypatch):
     x = np.full((N, N), 175, np.uint8)
     seg = GeometricSegmenter().segment(x)
     x[seg.union(("right lung", "left lung"))] = 55
-    x[82:110, 14:56] = 140  # consolidation in the patient-right lower lobe (image left)
+    x[82:110, 14:56] = 205  # dense consolidation in the patient-right lower lobe (image left)
     path = tmp_path / "case.png"
     Image.fromarray(x).save(path)
     return path

@@ -91,6 +91,21 @@ def test_atlas_coordinates_and_loading(tmp_path):
         get_anomaly_mapper("builtin", Config(anomaly=AnomalyConfig(atlas_path=str(tmp_path / "bad.json"))))
 
 
+def test_fit_atlas_recovers_a_known_brightness_pattern():
+    from cxrils.vision.anomaly.atlas import fit_atlas, lung_coordinates
+
+    _, right, left = phantom()
+    lungs = right | left
+    u, v = lung_coordinates(lungs)
+    maps = [np.where(lungs, 0.2 + 0.5 * u + k * 0.01, 0).astype(np.float32) for k in range(5)]
+    atlas = fit_atlas(maps, [lungs] * 5, n=4)
+    assert atlas.mu[3].mean() > atlas.mu[0].mean() + 0.3         # brighter towards the base
+    assert np.allclose(atlas.mu[:, 0], atlas.mu[:, 3], atol=1e-3)  # no medial-lateral trend
+    assert np.isfinite(atlas.mu).all() and (atlas.sd > 0).all()
+    mu, sd = atlas.lookup(lungs)
+    assert mu[~lungs].max() == 0 and mu[100, 30] > mu[25, 30]
+
+
 def test_anomaly_result_clips_negative_differences():
     x = np.array([[100, 100]], np.uint8)
     res = anomaly_result(x, np.array([[80, 130]], np.uint8), np.ones((1, 2), bool), "t")
@@ -99,8 +114,11 @@ def test_anomaly_result_clips_negative_differences():
 
 # --- RadEdit adapter with tiny components ------------------------------------------
 
-diffusers = pytest.importorskip("diffusers", reason="radedit extra (diffusers) not installed")
-transformers = pytest.importorskip("transformers", reason="radedit extra (transformers) not installed")
+@pytest.fixture()
+def radedit_deps():
+    """Skip when the radedit extra is missing (imported lazily: diffusers is slow to import)."""
+    pytest.importorskip("diffusers", reason="radedit extra (diffusers) not installed")
+    pytest.importorskip("transformers", reason="radedit extra (transformers) not installed")
 
 
 def tiny_components(tmp_path):
@@ -132,7 +150,7 @@ def small_cfg():
 
 
 @pytest.mark.slow
-def test_radedit_tiny_code_path(tmp_path):
+def test_radedit_tiny_code_path(tmp_path, radedit_deps):
     from cxrils.vision.anomaly.radedit import RadEditAnomalyMapper
 
     x, right, left = phantom(size=48)
@@ -149,7 +167,7 @@ def test_radedit_tiny_code_path(tmp_path):
 
 
 @pytest.mark.slow
-def test_radedit_from_config_loads_local_folders(tmp_path):
+def test_radedit_from_config_loads_local_folders(tmp_path, radedit_deps):
     unet, vae, text, tok, _ = tiny_components(tmp_path)
     unet.save_pretrained(tmp_path / "radedit" / "unet")
     vae.save_pretrained(tmp_path / "vae")

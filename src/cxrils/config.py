@@ -154,7 +154,8 @@ class AnomalyConfig:
 
     smooth_sigma_px: float = 5.0  # Gaussian smoothing of x before the comparison (ours)
     dark_percentile: float = 1.0  # aerated-lung reference: this percentile of the lungs (ours)
-    healthy_level: float = 0.15  # healthy lung ceiling, fraction of the lung-to-mediastinum contrast (ours)
+    healthy_sd: float = 2.0  # healthy ceiling = atlas mean + healthy_sd * atlas sd (ours)
+    atlas_path: str = ""  # healthy-lung atlas JSON; empty = cxrils/weights/anomaly_atlas.json
     min_contrast: float = 20.0  # grey levels; lower lung-to-mediastinum contrast is an error (ours)
     # radedit backend (paper section 3.1 step 2, Appendix A.3; steps/guidance ours)
     radedit_size: int = 512  # RadEdit works at 512 x 512 (paper Appendix A.3)

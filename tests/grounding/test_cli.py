@@ -53,7 +53,7 @@ def case(tmp_path, monkeypatch):
     x = np.full((N, N), 175, np.uint8)
     seg = GeometricSegmenter().segment(x)
     x[seg.union(("right lung", "left lung"))] = 55
-    x[82:110, 14:56] = 140  # consolidation in the patient-right lower lobe (image left)
+    x[82:110, 14:56] = 205  # dense consolidation in the patient-right lower lobe (image left)
     path = tmp_path / "case.png"
     Image.fromarray(x).save(path)
     return path
@@ -95,3 +95,28 @@ def test_ground_reports_user_errors(case, tmp_path):
     assert res.exit_code == 2 and "empty" in res.output
     res = runner.invoke(app, ["ground", str(case), "text", "-o", str(tmp_path / "o"), "--set", "grounding.nope=1"])
     assert res.exit_code == 2 and "grounding.nope" in res.output
+
+
+@pytest.mark.slow
+@pytest.mark.needs_data
+def test_ground_real_image_with_builtin_backends(shared_data, tmp_path):
+    """Every real backend (io, rules report, builtin anatomy/anomaly/detector) on a
+    COVID-19 image with diffuse bilateral opacity (expert extent score 7.7 of 8)."""
+    image = shared_data / "covid_ieee8023" / "images" / "31BA3780-2323-493F-8AED-62081B9C383B.png"
+    if not image.is_file():
+        pytest.skip(f"{image} not found")
+    report = "FINDINGS: Bilateral consolidation in both lower lobes. Heart size is enlarged."
+    res = CliRunner().invoke(app, ["ground", str(image), report, "-o", str(tmp_path)])
+    assert res.exit_code == 0, res.output
+    d = json.loads((tmp_path / "grounding.json").read_text())
+    assert d["excluded"] is None and d["ctr"] is not None and 0.2 < d["ctr"] < 0.8
+    types = {f["lesion_type"]: f for f in d["findings"]}
+    assert {"consolidation", "cardiomegaly"} <= set(types)
+    assert types["cardiomegaly"]["mask_file"]
+    for f in d["findings"]:
+        assert set(f["grounded"]) <= set(f["reported"]) | {"heart"}
+        for b in f["boxes"]:
+            assert {"c1", "c2", "c3", "c4", "kept", "failed"} <= set(b)
+            assert b["kept"] == (b["c1"] and b["c2"] and b["c3"] and b["c4"])
+        if f["mask_file"]:
+            assert np.asarray(Image.open(tmp_path / f["mask_file"])).max() == 255

@@ -155,6 +155,18 @@ def test_shape_mismatch_is_a_clear_error():
                      boxes=[], cfg=CFG, ctr=0.4)
 
 
+def test_missing_or_non_bool_anatomy_masks_are_clear_errors():
+    ano, x = bases_anomaly()
+    a = anatomy()
+    del a.masks["left lung base"]
+    with pytest.raises(ValueError, match="lacks masks"):
+        ground_study(study_id="s", image_id="i", x=x, report=report(), anatomy=a, anomaly=ano, boxes=[], cfg=CFG)
+    a = anatomy()
+    a.masks["heart"] = a.masks["heart"].astype(np.uint8) * 255
+    with pytest.raises(ValueError, match="not bool"):
+        ground_study(study_id="s", image_id="i", x=x, report=report(), anatomy=a, anomaly=ano, boxes=[], cfg=CFG)
+
+
 def test_recall_counts_and_json():
     f = finding("atelectasis", "atelectasis", ["right lung base", "left lung base"])
     g = finding("pneumonia", "pneumonia", ["left upper zone lung"])

@@ -38,6 +38,18 @@ def test_builtin_boxes_follow_anomaly_regions_inside_the_lungs():
     assert faint.y1 <= 100
 
 
+def test_builtin_uses_the_anatomy_lungs_when_given():
+    from cxrils.types import AnatomyMasks
+
+    x, ano = anomaly_with_blobs()
+    right = np.zeros(x.shape, bool)
+    right[10:190, 10:90] = True  # only the patient-right lung: the left-lung blob is ignored
+    masks = AnatomyMasks(masks={"right lung": right, "left lung": np.zeros_like(right)}, shape=x.shape,
+                         backend="hand")
+    boxes = get_detector("builtin", Config()).detect(x, anomaly=ano, anatomy=masks)
+    assert len(boxes) == 1 and boxes[0].x1 <= 90
+
+
 def test_builtin_needs_the_anomaly_map():
     x, ano = anomaly_with_blobs()
     with pytest.raises(ValueError, match="anomaly"):

@@ -14,7 +14,7 @@ def _fail(message: str) -> None:
 
 
 def ground(
-    image: Path = typer.Argument(..., help="Chest X-ray: DICOM, PNG or JPEG (frontal)."),
+    image: Path = typer.Argument(..., metavar="IMAGE", help="Chest X-ray: DICOM, PNG or JPEG (frontal)."),
     report_text: str = typer.Argument(..., metavar="REPORT_TEXT",
                                       help="The radiology report text, or the path of a text file holding it."),
     out_dir: Path = typer.Option(..., "--out", "-o", help="Output folder."),

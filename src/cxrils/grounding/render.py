@@ -72,8 +72,9 @@ def boxes_overlay(x: np.ndarray, sg: StudyGrounding, boxes: list[LesionBox]) -> 
 
 
 def masks_overlay(x: np.ndarray, sg: StudyGrounding, alpha: float = 0.45) -> np.ndarray:
-    """RGB uint8: each grounded lesion mask tinted in its own colour and outlined,
-    labelled ``F<i> <type>`` (finding numbers as in grounding.json, 1-based)."""
+    """RGB uint8: each grounded lesion mask tinted in its own colour and outlined, with
+    a legend ``F<i> <type>`` in the top-left corner (finding numbers as in
+    grounding.json, 1-based)."""
     out = _rgb(x).astype(np.float32)
     labels = []
     for i, gf in enumerate(sg.findings, start=1):
@@ -83,13 +84,13 @@ def masks_overlay(x: np.ndarray, sg: StudyGrounding, alpha: float = 0.45) -> np.
         out[gf.mask] = (1 - alpha) * out[gf.mask] + alpha * colour
         labels.append((i, gf, tuple(int(c) for c in colour)))
     out = out.astype(np.uint8)
-    for i, gf, colour in labels:
+    t = _thickness(x.shape)
+    for line, (i, gf, colour) in enumerate(labels):
         contours, _ = cv2.findContours(gf.mask.astype(np.uint8), cv2.RETR_EXTERNAL, cv2.CHAIN_APPROX_SIMPLE)
-        cv2.drawContours(out, contours, -1, colour, _thickness(x.shape))
-        rows, cols = np.nonzero(gf.mask)
-        t = _thickness(x.shape)
-        cv2.putText(out, f"F{i} {gf.lesion_type}", (int(cols.min()), max(10, int(rows.min()) - 3)),
-                    cv2.FONT_HERSHEY_SIMPLEX, 0.35 * t, colour, t)
+        cv2.drawContours(out, contours, -1, colour, t)
+        # legend in the top-left corner: masks of several findings often share a box
+        cv2.putText(out, f"F{i} {gf.lesion_type}", (4, (line + 1) * 14 * t), cv2.FONT_HERSHEY_SIMPLEX,
+                    0.4 * t, colour, t)
     return out
 
 

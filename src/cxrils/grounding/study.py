@@ -46,6 +46,9 @@ def _check_inputs(x: np.ndarray, anatomy: AnatomyMasks, anomaly: AnomalyResult) 
     missing = [label for label in ANATOMY_LABELS if label not in anatomy]
     if missing:
         raise ValueError(f"anatomy backend {anatomy.backend!r} lacks masks {missing}")
+    not_bool = [label for label in ANATOMY_LABELS if np.asarray(anatomy[label]).dtype != bool]
+    if not_bool:
+        raise ValueError(f"anatomy backend {anatomy.backend!r}: masks {not_bool} are not bool arrays")
     if anomaly.x_ano.shape != x.shape:
         raise ValueError(f"anomaly map ({anomaly.backend}) has shape {anomaly.x_ano.shape}, image {x.shape}")
 

@@ -1,26 +1,26 @@
-"""Builtin anomaly mapper: a classical, contrast-standardised healthy-lung ceiling.
+"""Builtin anomaly mapper: contrast-standardised brightness against a healthy-lung atlas.
 
 The paper (section 3.1 step 2) removes lesions with RadEdit, a diffusion editor.
-Without a GPU or its weights, this backend estimates the healthy image by the
-simplest model that ranked COVID-19 severity well (docs/grounding.md):
+Without a GPU or its weights, this backend estimates the healthy image from a
+statistical model of normal lungs (docs/grounding.md):
 
 1. ``x_s`` = ``x`` smoothed by a Gaussian (``smooth_sigma_px``, scaled to the image)
-   within the edit region only (normalised convolution, :func:`masked_blur`);
+   within the lungs only (normalised convolution, :func:`masked_blur`);
 2. the aerated-lung reference ``dark`` = the ``dark_percentile`` of ``x_s`` in the
-   lungs (the edit region when no lung mask is given), and the soft-tissue reference ``soft`` = the median of ``x_s`` in the
-   mediastinum, i.e. the pixels between the lungs (a horizontal closing of the edit
-   region minus the region); ``c = soft - dark`` is the image's own lung-to-mediastinum
-   contrast in grey levels;
-3. a healthy lung is no brighter than ``H = dark + healthy_level * c``; the removed
-   hyperintensity is ``max(x_s - H, 0)`` expressed in units of ``c`` and written back on
-   the 8-bit scale: ``x_hat = x - 255 * max(x_s - H, 0) / c`` inside the lungs. The
-   heart, part of the paper's edit region, is left as it is (``x_hat == x``): this
-   model of healthy *lung* says nothing about the heart, which is normally bright.
+   lungs, and the soft-tissue reference ``soft`` = the median of ``x_s`` in the
+   mediastinum, i.e. the pixels between the lungs (a horizontal closing of the lung
+   mask minus the lungs); ``c = soft - dark`` is the image's own lung-to-mediastinum
+   contrast and ``z = (x_s - dark) / c`` the standardised brightness;
+3. a healthy lung at lung coordinates p is no brighter than ``mu(p) + healthy_sd *
+   sd(p)`` (the atlas of :mod:`cxrils.vision.anomaly.atlas`, fitted on normal JSRT
+   images); the excess ``e = clip(z - mu - healthy_sd * sd, 0, 1)`` is removed:
+   ``x_hat = x - 255 * e`` inside the lungs.
 
-So ``x_ano = max(x - x_hat, 0) / 255`` is the excess brightness as a fraction of the
-lung-to-mediastinum contrast, which makes ``tau_ano`` mean the same on images of very
-different contrast. ``x_hat`` is therefore a contrast-standardised pseudo-healthy
-image, not a realistic edited radiograph (the ``radedit`` backend gives one).
+So ``x_ano = max(x - x_hat, 0) / 255`` is the brightness above the healthy ceiling as
+a fraction of the lung-to-mediastinum contrast, which makes ``tau_ano`` mean the same
+on images of very different contrast. ``x_hat`` is therefore a contrast-standardised
+pseudo-healthy image, not a realistic edited radiograph (the ``radedit`` backend gives
+one). The heart, part of the paper's edit region, is left as it is.
 """
 
 from __future__ import annotations
@@ -30,7 +30,8 @@ import numpy as np
 
 from cxrils.config import AnomalyConfig, Config
 from cxrils.types import AnomalyResult
-from cxrils.vision.anomaly.base import I_MAX, anomaly_result, check_inputs
+from cxrils.vision.anomaly.atlas import HealthyLungAtlas
+from cxrils.vision.anomaly.base import I_MAX, AnomalyBackendError, anomaly_result, check_inputs
 
 #: Reference image size for pixel parameters (longest side, pixels).
 REFERENCE_SIZE = 512
@@ -45,7 +46,17 @@ def masked_blur(x: np.ndarray, region: np.ndarray, sigma: float) -> np.ndarray:
     ``blur(x * region) / blur(region)``), so bright tissue outside the lungs does not
     leak into the lung edges; outside the region, the plain blur.
 
-    Returns float32 (H, W) grey levels.
+    Parameters
+    ----------
+    x : numpy.ndarray, shape (H, W)
+        Any real dtype (grey levels, or x_ano).
+    region : numpy.ndarray, bool, shape (H, W)
+    sigma : float
+        Gaussian sigma in pixels; <= 0 returns ``x`` as float32.
+
+    Returns
+    -------
+    numpy.ndarray, float32, shape (H, W)
     """
     xf = x.astype(np.float32)
     if sigma <= 0:
@@ -93,20 +104,49 @@ def soft_tissue_reference(xs: np.ndarray, region: np.ndarray) -> float:
     return float(np.median(xs[around]))
 
 
+def standardised_brightness(x: np.ndarray, lungs: np.ndarray, cfg: AnomalyConfig) -> tuple[np.ndarray, float]:
+    """``z = (x_s - dark) / c`` (float32 (H, W)) and the contrast ``c`` in grey levels
+    (module docstring, steps 1-2).
+
+    Raises
+    ------
+    ValueError
+        When ``c`` is below ``cfg.min_contrast`` (a blank or saturated image, or a
+        failed lung mask).
+    """
+    xs = masked_blur(x, lungs, cfg.smooth_sigma_px * max(x.shape) / REFERENCE_SIZE)
+    dark = float(np.percentile(xs[lungs], cfg.dark_percentile))
+    contrast = soft_tissue_reference(xs, lungs) - dark
+    if contrast < cfg.min_contrast:
+        raise ValueError(f"lung-to-mediastinum contrast {contrast:.1f} grey levels is below "
+                         f"anomaly.min_contrast={cfg.min_contrast}: image too flat for the builtin mapper")
+    return ((xs - dark) / contrast).astype(np.float32), contrast
+
+
 class BuiltinAnomalyMapper:
     """CPU anomaly mapper (see module docstring for the method).
 
     Parameters
     ----------
     cfg : AnomalyConfig
-        ``smooth_sigma_px``, ``dark_percentile``, ``healthy_level``, ``min_contrast``.
+        ``smooth_sigma_px``, ``dark_percentile``, ``healthy_sd``, ``min_contrast``,
+        ``atlas_path`` (empty: the atlas shipped in the package).
+
+    Raises
+    ------
+    AnomalyBackendError
+        If the atlas cannot be loaded.
     """
 
     name = "builtin"
-    version = "classical-1"
+    version = "atlas-1"
 
     def __init__(self, cfg: AnomalyConfig | None = None) -> None:
         self.cfg = cfg or AnomalyConfig()
+        try:
+            self.atlas = HealthyLungAtlas.load(self.cfg.atlas_path or None)
+        except ValueError as err:
+            raise AnomalyBackendError(f"builtin anomaly mapper: {err}") from err
 
     @classmethod
     def from_config(cls, cfg: Config) -> "BuiltinAnomalyMapper":
@@ -116,26 +156,21 @@ class BuiltinAnomalyMapper:
     def map(self, x: np.ndarray, edit_region: np.ndarray, *, lungs: np.ndarray | None = None) -> AnomalyResult:
         """See :meth:`cxrils.vision.anomaly.AnomalyMapper.map`. Only ``lungs`` (default:
         the whole edit region) is modelled and edited; the heart keeps ``x_hat == x``.
+        The lungs are split into the patient's right (image left) and left lung at the
+        middle column of their extent, for the atlas coordinates.
 
         Raises
         ------
         ValueError
             On bad inputs, or when the lung-to-mediastinum contrast is below
-            ``min_contrast`` grey levels (a blank or saturated image).
+            ``min_contrast`` grey levels.
         """
         edit = check_inputs(x, edit_region)
         region = edit if lungs is None else edit & check_inputs(x, lungs)
         if not region.any():
             raise ValueError("lungs and edit_region do not overlap")
-        sigma = self.cfg.smooth_sigma_px * max(x.shape) / REFERENCE_SIZE
-        xs = masked_blur(x, region, sigma)
-        dark = float(np.percentile(xs[region], self.cfg.dark_percentile))
-        contrast = soft_tissue_reference(xs, region) - dark
-        if contrast < self.cfg.min_contrast:
-            raise ValueError(f"lung-to-mediastinum contrast {contrast:.1f} grey levels is below "
-                             f"anomaly.min_contrast={self.cfg.min_contrast}: image too flat for the builtin mapper")
-        healthy = dark + self.cfg.healthy_level * contrast
-        excess = np.clip((xs - healthy) / contrast, 0.0, 1.0)
+        z, _ = standardised_brightness(x, region, self.cfg)
+        mu, sd = self.atlas.lookup(region)
+        excess = np.where(region, np.clip(z - mu - self.cfg.healthy_sd * sd, 0.0, 1.0), 0.0)
         x_hat = np.clip(np.rint(x.astype(np.float32) - I_MAX * excess), 0, 255).astype(np.uint8)
-        x_hat = np.where(region, x_hat, x)
         return anomaly_result(x, x_hat, edit, self.name, self.version)

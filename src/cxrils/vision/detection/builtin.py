@@ -2,8 +2,9 @@
 
 Not a learned detector (the paper uses a VinDr-CXR YOLO, section 3.1 step 2): it
 proposes one box per connected region of ``x_ano >= builtin_tau_ano`` inside the
-lungs, after a Gaussian smoothing of ``x_ano`` (sigma 1% of the image's longest side,
-to merge speckle into regions). Regions smaller than ``builtin_min_area_frac`` of
+lungs, after a Gaussian smoothing of ``x_ano`` within the lungs only (sigma 1% of the
+image's longest side, to merge speckle into regions; anomalies outside the lungs do
+not leak in). Regions smaller than ``builtin_min_area_frac`` of
 the lung area are skipped. The confidence is ``min(1, mean x_ano over the region /
 builtin_conf_ref)`` scaled by ``min(1, sqrt(area / (4 * min_area)))``: brighter and
 larger regions score higher. Class name "Lung Opacity" (a VinDr-CXR kept class).
@@ -14,12 +15,12 @@ is weaker evidence with this backend than with an independent detector.
 
 from __future__ import annotations
 
-import cv2
 import numpy as np
 from scipy import ndimage as ndi
 
 from cxrils.config import Config, DetectionConfig
 from cxrils.types import AnatomyMasks, AnomalyResult, LesionBox
+from cxrils.vision.anomaly.builtin import masked_blur
 from cxrils.vision.detection.base import check_image, keep_lesion_classes
 
 #: Smoothing of x_ano, fraction of the longest image side (ours).
@@ -73,7 +74,7 @@ class BuiltinDetector:
         lung_area = int(lungs.sum())
         if lung_area == 0:
             return []
-        smooth = cv2.GaussianBlur(anomaly.x_ano.astype(np.float32), (0, 0), SMOOTH_FRAC * max(x.shape))
+        smooth = masked_blur(anomaly.x_ano, lungs, SMOOTH_FRAC * max(x.shape))
         regions, n = ndi.label((smooth >= self.cfg.builtin_tau_ano) & lungs, structure=np.ones((3, 3)))
         min_area = max(1.0, self.cfg.builtin_min_area_frac * lung_area)
         boxes = []

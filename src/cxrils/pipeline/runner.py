@@ -190,8 +190,8 @@ def _open_writer(out_dir: Path, cfg: Config, stages: str) -> Any:
 
 def generate(input_path: str | Path, out_dir: str | Path, cfg: Config, *, runner: str = "local",
              workers: int = 1, limit: int | None = None, stages: str = DEFAULT_STAGES,
-             progress: Callable[[int, int], Any] | None = None, ray_address: str | None = None,
-             writer: Any = None) -> dict[str, Any]:
+             progress: Callable[[int, int], Any] | None = None, ray_address: str | None = None
+             ) -> dict[str, Any]:
     """Generate (or resume) a dataset from an input; return the run summary.
 
     Parameters
@@ -212,8 +212,6 @@ def generate(input_path: str | Path, out_dir: str | Path, cfg: Config, *, runner
         Called as ``progress(n_done, n_total)`` after each committed image.
     ray_address : str, optional
         Ray cluster address for ``runner="ray"`` (default: start a local instance).
-    writer : optional
-        A ``DatasetWriter``-like object (default ``cxrils.dataset.DatasetWriter``).
 
     Returns
     -------
@@ -235,7 +233,7 @@ def generate(input_path: str | Path, out_dir: str | Path, cfg: Config, *, runner
     state = RunState(out)
     state.check_config(cfg, stages)
     state.remove_stale_temporaries()
-    writer = writer if writer is not None else _open_writer(out, cfg, stages)
+    writer = _open_writer(out, cfg, stages)
     done = set(writer.done_ids())
     todo = [s for s in studies if s.image_id not in done]
     n_total, n_done = len(studies), len(studies) - len(todo)

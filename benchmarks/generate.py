@@ -6,9 +6,10 @@ Prints, for the local runner with the built-in backends:
 - full pipeline: the paired images of ``pairs/all_pairs.csv`` -> images/s;
 - Ray overhead: the same images with ``--runner ray`` (local instance) vs local.
 
-Each part runs in its own process so its peak resident memory (``ru_maxrss`` of
-the process and its children) is its own; Ray's workers are not children of the
-driver, so the Ray line gives the driver's peak only. Targets of issue 7: text side
+Each part runs in its own process so its peak resident memory is its own (with
+worker processes: the parent's peak plus workers x the largest worker's peak, an
+upper bound). Ray's workers are not children of the driver, so the Ray line gives
+the driver's peak only. Targets of issue 7: text side
 >= 200 reports/s, full pipeline >= 1 image/s at 512 px, peak memory <= 4 GB.
 
 Usage::
@@ -32,10 +33,13 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 
 
-def _peak_mb() -> float:
+def _peak_mb(workers: int = 0) -> float:
+    """Peak resident memory in MB: this process's, plus ``workers`` times the largest
+    child's (``ru_maxrss`` of children is the largest one, not their sum), an upper
+    bound of the run's total."""
     self_kb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     child_kb = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
-    return max(self_kb, child_kb) / 1024.0
+    return (self_kb + workers * child_kb) / 1024.0
 
 
 def part_text(args: argparse.Namespace) -> dict:
@@ -67,7 +71,8 @@ def part_generate(args: argparse.Namespace) -> dict:
         seconds = time.perf_counter() - t0
     n = summary["studies"]["total"]
     return {"runner": args.runner, "images": n, "seconds": seconds, "per_s": n / seconds,
-            "done": summary["studies"]["done"], "records": summary["records"]["total"], "peak_mb": _peak_mb()}
+            "done": summary["studies"]["done"], "records": summary["records"]["total"],
+            "peak_mb": _peak_mb(args.workers if args.runner == "local" and args.workers > 1 else 0)}
 
 
 def _run_part(part: str, args: argparse.Namespace, **extra: str) -> dict:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 
-from conftest import FAKE, X_HAT, make_input
+from pipeline_helpers import FAKE, X_HAT, make_input
 from typer.testing import CliRunner
 
 from cxrils.cli import app

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import pytest
-from conftest import FAKE, config, make_input, snapshot, subprocess_env
+from pipeline_helpers import FAKE, config, make_input, snapshot, subprocess_env
 
 from cxrils.pipeline.runner import generate
 

@@ -7,7 +7,7 @@ import json
 
 import numpy as np
 import pytest
-from conftest import FAKE, config, make_input, snapshot
+from pipeline_helpers import FAKE, config, make_input, snapshot
 
 from cxrils.pipeline.inputs import read_inputs
 from cxrils.pipeline.runner import SUMMARY_NAME, RunError, generate
@@ -167,7 +167,7 @@ def test_a_stage_that_cannot_load_stops_the_run(tmp_path, workers):
     pairs = make_input(tmp_path / "in", n=3, bad=False)
     with pytest.raises(StageLoadError, match=r"cannot load the anatomy stage \(backend 'builtin'\): "
                                              r"FileNotFoundError: weights/anatomy.safetensors not found"):
-        generate(pairs, tmp_path / "ds", config(), stages="test_runner:NO_WEIGHTS", workers=workers)
+        generate(pairs, tmp_path / "ds", config(), stages="test_pipeline_runner:NO_WEIGHTS", workers=workers)
     assert not list((tmp_path / "ds" / "excluded").glob("*.json"))
 
 

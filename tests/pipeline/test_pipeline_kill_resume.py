@@ -10,7 +10,7 @@ import sys
 import time
 
 import pytest
-from conftest import FAKE, X_HAT, make_input, snapshot, subprocess_env
+from pipeline_helpers import FAKE, X_HAT, make_input, snapshot, subprocess_env
 
 
 def _cmd(pairs, out, workers):

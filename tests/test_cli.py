@@ -1,0 +1,64 @@
+"""The `cxrils` command line shell."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+from typer.testing import CliRunner
+
+import cxrils
+from cxrils.cli import app
+
+SRC = Path(__file__).resolve().parents[1] / "src"
+
+
+def test_help_lists_commands() -> None:
+    res = CliRunner().invoke(app, ["--help"])
+    assert res.exit_code == 0, res.output
+    for name in ("version", "config"):
+        assert name in res.output
+    for command in app.registered_commands:
+        name = command.name or command.callback.__name__.replace("_", "-")
+        assert name in res.output
+        assert (command.callback.__doc__ or "").strip(), f"command {name} has no help"
+
+
+def test_version() -> None:
+    res = CliRunner().invoke(app, ["version"])
+    assert res.exit_code == 0, res.output
+    lines = res.output.splitlines()
+    assert lines[0] == f"cxrils {cxrils.__version__}"
+    assert any(line.strip().startswith("numpy ") for line in lines[1:])
+    assert any(line.strip().startswith("pydicom ") for line in lines[1:])
+
+
+def test_python_m_cxrils() -> None:
+    env = {**os.environ, "PYTHONPATH": str(SRC) + os.pathsep + os.environ.get("PYTHONPATH", "")}
+    res = subprocess.run([sys.executable, "-m", "cxrils", "--help"], capture_output=True, text=True, env=env,
+                         timeout=120)
+    assert res.returncode == 0, res.stderr
+    assert "version" in res.stdout and "config" in res.stdout
+
+
+def test_image_info_command(tmp_path: Path) -> None:
+    import numpy as np
+    from PIL import Image
+
+    arr = np.arange(64, dtype=np.uint16).reshape(8, 8) * 1000
+    Image.fromarray(arr).save(tmp_path / "a.png")
+    out = tmp_path / "sub" / "a8.png"
+    res = CliRunner().invoke(app, ["image-info", str(tmp_path / "a.png"), "--save", str(out)])
+    assert res.exit_code == 0, res.output
+    info = json.loads(res.output)
+    assert info["shape"] == [8, 8] and info["bits_stored"] == 16 and info["saved"] == str(out)
+    saved = np.asarray(Image.open(out))
+    assert saved.dtype == np.uint8 and saved.min() == 0 and saved.max() == 255
+    bad = tmp_path / "bad.png"
+    bad.write_text("nope")
+    res = CliRunner().invoke(app, ["image-info", str(bad)])
+    assert res.exit_code == 2
+    assert "bad.png" in res.output and "Traceback" not in res.output

@@ -1,0 +1,214 @@
+"""Evaluate ILS predictions: over in-memory pairs, or a predictions file against a dataset."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Iterable
+
+import pyarrow as pa
+
+from cxrils.evaluation.counts import InvalidRLE, MaskCounts, mask_counts, rle_areas, rle_intersection
+from cxrils.evaluation.io import (
+    REFERENCE_COLUMNS,
+    EvaluationError,
+    mask_column,
+    iter_reference_batches,
+    predictions_from_table,
+    read_predictions,
+)
+from cxrils.evaluation.metrics import answer_correct
+from cxrils.evaluation.report import EvaluationReport
+from cxrils.masks import MaskError
+from cxrils.templates import TemplateError, parse_answer
+
+
+@dataclass(frozen=True)
+class EvalSample:
+    """One (prediction, reference) pair with optional answers and record metadata.
+
+    Masks are bool (H, W) arrays (numeric: non-zero = foreground) or COCO RLE dicts.
+    ``ref_answer`` None means the text is not scored; ``pred_answer`` None with a
+    reference answer counts as wrong.
+    """
+
+    pred_mask: Any
+    ref_mask: Any
+    pred_answer: str | None = None
+    ref_answer: str | None = None
+    lesion_type: str | None = None
+    instruction_type: str | None = None
+    polarity: str | None = None
+
+
+def _as_sample(item: Any) -> EvalSample:
+    if isinstance(item, EvalSample):
+        return item
+    if isinstance(item, tuple) and len(item) in (2, 4):
+        return EvalSample(*item)
+    raise TypeError("evaluate() takes EvalSample, (pred_mask, ref_mask) or "
+                    f"(pred_mask, ref_mask, pred_answer, ref_answer) items, got {type(item).__name__}")
+
+
+def evaluate(items: Iterable[Any], *, metadata: dict[str, Any] | None = None) -> EvaluationReport:
+    """Evaluate (prediction, reference) pairs: gIoU, cIoU, N-Acc and text accuracy.
+
+    Streams ``items``: memory does not depend on their number, and the result does
+    not depend on their order (see :mod:`cxrils.evaluation.metrics`).
+
+    Parameters
+    ----------
+    items : iterable
+        :class:`EvalSample` objects, ``(pred_mask, ref_mask)`` tuples, or
+        ``(pred_mask, ref_mask, pred_answer, ref_answer)`` tuples. Masks are bool
+        (H, W) arrays or COCO RLE dicts; a pair must have the same (H, W).
+    metadata : dict, optional
+        Stored in the report's JSON.
+
+    Returns
+    -------
+    EvaluationReport
+        ``report.table4()["gIoU"]`` etc.; values in [0, 1], None for a group with no
+        sample of the kind.
+
+    Raises
+    ------
+    cxrils.masks.MaskError
+        For a malformed mask or a size mismatch (message names the item index).
+    cxrils.templates.TemplateError
+        For a reference answer that matches no template.
+    """
+    report = EvaluationReport(metadata)
+    for i, item in enumerate(items):
+        s = _as_sample(item)
+        try:
+            counts = mask_counts(s.pred_mask, s.ref_mask)
+        except MaskError as err:
+            raise type(err)(f"item {i}: {err}") from None
+        text = None
+        if s.ref_answer is not None:
+            try:
+                text = answer_correct(s.pred_answer, s.ref_answer)
+            except TemplateError as err:
+                raise TemplateError(f"item {i}: reference answer: {err}") from None
+        report.add(counts, lesion_type=s.lesion_type, instruction_type=s.instruction_type,
+                   polarity=s.polarity, text_correct=text)
+    return report
+
+
+def _index_predictions(pred: pa.Table, where: str) -> dict[str, int]:
+    ids = pred.column("record_id").to_pylist()
+    pos = {rid: i for i, rid in enumerate(ids)}
+    if len(pos) != len(ids):
+        seen: set[str] = set()
+        dups = sorted({rid for rid in ids if rid in seen or seen.add(rid)})
+        raise EvaluationError(f"{where}: {len(dups)} duplicate record ids, e.g. {dups[:5]}")
+    return pos
+
+
+def evaluate_predictions(dataset_dir: str | Path, predictions: str | Path | Any, *, split: str | None = "test",
+                         batch_size: int = 1024) -> EvaluationReport:
+    """Evaluate a predictions file (or table) against the records of a dataset split.
+
+    Parameters
+    ----------
+    dataset_dir : path
+        A cxrils dataset folder (``records/*.parquet``, :mod:`cxrils.dataset.schema`).
+    predictions : path, pyarrow.Table or pandas.DataFrame
+        ``.parquet`` or JSON Lines with ``record_id``, ``mask`` (COCO RLE) and optional
+        ``answer``: exactly one row per record of the split. Without an ``answer``
+        column, text accuracy is not scored (n/a); with it, a null answer is wrong.
+    split : str or None
+        Split to evaluate ("test" as the paper); None for every record.
+    batch_size : int
+        Records per batch; changes memory use, never the result.
+
+    Returns
+    -------
+    EvaluationReport
+
+    Raises
+    ------
+    EvaluationError
+        Naming the file and the problem: unreadable files, missing or duplicate
+        record ids, ids that are not records of the split, masks whose size differs
+        from the reference, malformed RLE, reference answers that match no template.
+    """
+    if batch_size < 1:
+        raise ValueError(f"batch_size must be >= 1, got {batch_size}")
+    if isinstance(predictions, (str, Path)):
+        where = str(predictions)
+        pred = read_predictions(predictions)
+    else:
+        where = "predictions"
+        pred = predictions_from_table(predictions, where)
+    pos = _index_predictions(pred, where)
+    split_name = split if split is not None else "any"
+
+    n_ref, missing, seen = 0, [], set()
+    for batch in iter_reference_batches(dataset_dir, split, ["record_id"], batch_size):
+        for rid in batch.column("record_id").to_pylist():
+            n_ref += 1
+            if rid in seen:
+                raise EvaluationError(f"{dataset_dir}: duplicate record id {rid!r} in the dataset")
+            seen.add(rid)
+            if rid not in pos:
+                missing.append(rid)
+    if n_ref == 0:
+        raise EvaluationError(f"{dataset_dir}: no records in split {split_name!r}")
+    if missing:
+        raise EvaluationError(f"{where}: {len(missing)} of {n_ref} {split_name} records have no prediction, "
+                              f"e.g. {missing[:5]}")
+    if len(pos) != n_ref:
+        extra = [rid for rid in pos if rid not in seen][:5]
+        raise EvaluationError(f"{where}: {len(pos) - n_ref} record ids are not {split_name} records of "
+                              f"{dataset_dir}, e.g. {extra}")
+    del seen, missing
+
+    score_text = "answer" in pred.column_names
+    report = EvaluationReport({"dataset": str(dataset_dir), "predictions": where, "split": split_name,
+                               "text_scored": score_text})
+    for batch in iter_reference_batches(dataset_dir, split, REFERENCE_COLUMNS, batch_size):
+        _score_batch(report, batch, pred.take([pos[r] for r in batch.column("record_id").to_pylist()]),
+                     score_text, str(dataset_dir), where)
+    return report
+
+
+def _score_batch(report: EvaluationReport, ref: pa.RecordBatch, pred: pa.Table, score_text: bool,
+                 dataset: str, where: str) -> None:
+    ids = ref.column("record_id").to_pylist()
+    r_counts, r_h, r_w = mask_column(ref.column("mask"), dataset)
+    p_counts, p_h, p_w = (pred.column(c).to_pylist() for c in ("counts", "height", "width"))
+    for rid, ph, pw, rh, rw in zip(ids, p_h, p_w, r_h, r_w):
+        if (ph, pw) != (rh, rw):
+            raise EvaluationError(f"{where}: record {rid!r}: mask is {ph}x{pw} (HxW) but the reference "
+                                  f"image is {rh}x{rw}")
+    try:
+        ref_areas = rle_areas(r_counts, r_h, r_w).tolist()
+    except InvalidRLE as err:
+        raise EvaluationError(f"{dataset}: record {ids[err.index]!r}: reference mask: {err.reason}") from None
+    try:
+        pred_areas = rle_areas(p_counts, p_h, p_w).tolist()
+    except InvalidRLE as err:
+        raise EvaluationError(f"{where}: record {ids[err.index]!r}: mask: {err.reason}") from None
+    answers = pred.column("answer").to_pylist() if score_text else [None] * len(ids)
+    columns = (ref.column(c).to_pylist() for c in ("lesion_type", "instruction_type", "polarity", "answer"))
+    for i, (lesion, itype, polarity, ref_answer) in enumerate(zip(*columns)):
+        pa_, ra = pred_areas[i], ref_areas[i]
+        inter = 0
+        if pa_ and ra:
+            inter = rle_intersection({"size": [p_h[i], p_w[i]], "counts": p_counts[i].encode("ascii")},
+                                     {"size": [r_h[i], r_w[i]], "counts": _as_bytes(r_counts[i])})
+        text = None
+        if score_text:
+            try:
+                ref_parsed = parse_answer(ref_answer)
+            except (TemplateError, AttributeError) as err:
+                raise EvaluationError(f"{dataset}: record {ids[i]!r}: reference answer: {err}") from None
+            text = answer_correct(answers[i], ref_parsed)
+        report.add(MaskCounts(inter, pa_ + ra - inter, pa_, ra), lesion_type=lesion, instruction_type=itype,
+                   polarity=polarity, text_correct=text)
+
+
+def _as_bytes(counts: str | bytes) -> bytes:
+    return counts if isinstance(counts, bytes) else counts.encode("ascii")

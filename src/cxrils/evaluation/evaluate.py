@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Any, Iterable
 
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from cxrils.evaluation.counts import InvalidRLE, MaskCounts, mask_counts, rle_areas, rle_intersection
 from cxrils.evaluation.io import (
@@ -96,14 +97,13 @@ def evaluate(items: Iterable[Any], *, metadata: dict[str, Any] | None = None) ->
     return report
 
 
-def _index_predictions(pred: pa.Table, where: str) -> dict[str, int]:
-    ids = pred.column("record_id").to_pylist()
-    pos = {rid: i for i, rid in enumerate(ids)}
-    if len(pos) != len(ids):
-        seen: set[str] = set()
-        dups = sorted({rid for rid in ids if rid in seen or seen.add(rid)})
-        raise EvaluationError(f"{where}: {len(dups)} duplicate record ids, e.g. {dups[:5]}")
-    return pos
+def _examples(ids: pa.Array, k: int = 5) -> list[str]:
+    return sorted(ids.slice(0, 1000).to_pylist())[:k]
+
+
+def _duplicates(ids: pa.Array) -> pa.Array:
+    counts = pc.value_counts(ids)
+    return counts.field("values").filter(pc.greater(counts.field("counts"), 1))
 
 
 def evaluate_predictions(dataset_dir: str | Path, predictions: str | Path | Any, *, split: str | None = "test",
@@ -142,35 +142,39 @@ def evaluate_predictions(dataset_dir: str | Path, predictions: str | Path | Any,
     else:
         where = "predictions"
         pred = predictions_from_table(predictions, where)
-    pos = _index_predictions(pred, where)
     split_name = split if split is not None else "any"
-
-    n_ref, missing, seen = 0, [], set()
-    for batch in iter_reference_batches(dataset_dir, split, ["record_id"], batch_size):
-        for rid in batch.column("record_id").to_pylist():
-            n_ref += 1
-            if rid in seen:
-                raise EvaluationError(f"{dataset_dir}: duplicate record id {rid!r} in the dataset")
-            seen.add(rid)
-            if rid not in pos:
-                missing.append(rid)
-    if n_ref == 0:
+    # The join is kept in Arrow: ids and an int32 index per record, no Python object per record.
+    pred_ids = pred.column("record_id").combine_chunks()
+    dups = _duplicates(pred_ids)
+    if len(dups):
+        raise EvaluationError(f"{where}: {len(dups)} duplicate record ids, e.g. {_examples(dups)}")
+    ref_ids = pa.chunked_array([b.column("record_id").cast(pa.string()) for b in
+                                iter_reference_batches(dataset_dir, split, ["record_id"], batch_size)],
+                               type=pa.string()).combine_chunks()
+    if len(ref_ids) == 0:
         raise EvaluationError(f"{dataset_dir}: no records in split {split_name!r}")
-    if missing:
-        raise EvaluationError(f"{where}: {len(missing)} of {n_ref} {split_name} records have no prediction, "
-                              f"e.g. {missing[:5]}")
-    if len(pos) != n_ref:
-        extra = [rid for rid in pos if rid not in seen][:5]
-        raise EvaluationError(f"{where}: {len(pos) - n_ref} record ids are not {split_name} records of "
-                              f"{dataset_dir}, e.g. {extra}")
-    del seen, missing
+    dups = _duplicates(ref_ids)
+    if len(dups):
+        raise EvaluationError(f"{dataset_dir}: {len(dups)} duplicate record ids in the dataset, e.g. {_examples(dups)}")
+    missing = ref_ids.filter(pc.invert(pc.is_in(ref_ids, value_set=pred_ids)))
+    if len(missing):
+        raise EvaluationError(f"{where}: {len(missing)} of {len(ref_ids)} {split_name} records have no prediction, "
+                              f"e.g. {_examples(missing)}")
+    extra = pred_ids.filter(pc.invert(pc.is_in(pred_ids, value_set=ref_ids)))
+    if len(extra):
+        raise EvaluationError(f"{where}: {len(extra)} record ids are not {split_name} records of "
+                              f"{dataset_dir}, e.g. {_examples(extra)}")
+    index = pc.index_in(ref_ids, value_set=pred_ids)  # row of each record's prediction, in dataset order
+    del ref_ids, pred_ids, missing, extra
 
     score_text = "answer" in pred.column_names
     report = EvaluationReport({"dataset": str(dataset_dir), "predictions": where, "split": split_name,
                                "text_scored": score_text})
+    offset = 0
     for batch in iter_reference_batches(dataset_dir, split, REFERENCE_COLUMNS, batch_size):
-        _score_batch(report, batch, pred.take([pos[r] for r in batch.column("record_id").to_pylist()]),
-                     score_text, str(dataset_dir), where)
+        rows = pred.take(index.slice(offset, batch.num_rows))
+        offset += batch.num_rows
+        _score_batch(report, batch, rows, score_text, str(dataset_dir), where)
     return report
 
 

@@ -29,6 +29,8 @@ class EvaluationError(ValueError):
 
 
 #: Reference columns evaluation reads.
+_JSONL_CHUNK = 8192
+
 REFERENCE_COLUMNS: tuple[str, ...] = (
     "record_id", "split", "lesion_type", "instruction_type", "polarity", "answer", "mask",
 )
@@ -110,7 +112,7 @@ def mask_column(mask: pa.ChunkedArray | pa.Array, where: str) -> tuple[list[Any]
         If the column is of another type, or a row has no mask or a size that is not [H, W];
         ``where`` names the source in the message.
     """
-    if pa.types.is_string(mask.type) or pa.types.is_large_string(mask.type):
+    if _is_text(mask.type):
         counts, heights, widths = [], [], []
         for i, text in enumerate(mask.to_pylist()):
             try:
@@ -164,6 +166,7 @@ def read_predictions(path: str | Path) -> pa.Table:
         except (OSError, pa.ArrowException) as err:
             raise EvaluationError(f"{path}: unreadable Parquet file: {err}") from err
         return predictions_from_table(table, str(path))
+    tables: list[pa.Table] = []
     ids, counts, heights, widths, answers, any_answer = [], [], [], [], [], False
     try:
         with open(path, encoding="utf-8") as fh:
@@ -187,9 +190,14 @@ def read_predictions(path: str | Path) -> pa.Table:
                 ids.append(rid)
                 any_answer = any_answer or "answer" in obj
                 answers.append(obj.get("answer"))
+                if len(ids) == _JSONL_CHUNK:  # keep few Python objects alive: Arrow holds the rest
+                    tables.append(_prediction_table(ids, counts, heights, widths, answers, str(path)))
+                    ids, counts, heights, widths, answers = [], [], [], [], []
     except (OSError, UnicodeDecodeError) as err:
         raise EvaluationError(f"{path}: unreadable predictions file: {err}") from err
-    return _prediction_table(ids, counts, heights, widths, answers if any_answer else None, str(path))
+    tables.append(_prediction_table(ids, counts, heights, widths, answers, str(path)))
+    table = pa.concat_tables(tables)
+    return table if any_answer else table.drop_columns(["answer"])
 
 
 def predictions_from_table(table: Any, where: str = "predictions") -> pa.Table:
@@ -210,11 +218,42 @@ def predictions_from_table(table: Any, where: str = "predictions") -> pa.Table:
         if col not in table.column_names:
             raise EvaluationError(f"{where}: missing column {col!r} (have {table.column_names})")
     ids = table.column("record_id")
-    if not (pa.types.is_string(ids.type) or pa.types.is_large_string(ids.type)) or ids.null_count:
+    if not _is_text(ids.type) or ids.null_count:
         raise EvaluationError(f"{where}: record_id must be non-null strings, got {ids.type}")
-    counts, heights, widths = mask_column(table.column("mask"), where)
-    answers = table.column("answer").to_pylist() if "answer" in table.column_names else None
-    return _prediction_table(ids.to_pylist(), counts, heights, widths, answers, where)
+    answer = table.column("answer") if "answer" in table.column_names else None
+    if answer is not None and not (_is_text(answer.type) or pa.types.is_null(answer.type)):
+        raise EvaluationError(f"{where}: column 'answer' must hold strings, got {answer.type}")
+    mask = table.column("mask")
+    if _is_rle_struct(mask.type):  # the usual case, kept in Arrow (no Python objects per row)
+        mask = mask.combine_chunks() if isinstance(mask, pa.ChunkedArray) else mask
+        size, counts = pc.struct_field(mask, "size"), pc.struct_field(mask, "counts")
+        bad = pc.or_kleene(pc.is_null(mask), pc.or_kleene(pc.is_null(counts),
+                                                          pc.not_equal(pc.list_value_length(size), 2)))
+        bad = pc.fill_null(bad, True)
+        if pc.any(bad).as_py():
+            row = pc.index(bad, True).as_py()
+            raise EvaluationError(f"{where}: record {ids[row].as_py()!r}: mask must be a COCO RLE "
+                                  f"{{size: [H, W], counts}}, got {mask[row].as_py()!r:.120}")
+        cols = {"record_id": ids.cast(pa.string()), "counts": counts.cast(pa.string()),
+                "height": pc.list_element(size, 0).cast(pa.int64()),
+                "width": pc.list_element(size, 1).cast(pa.int64())}
+        if answer is not None:
+            cols["answer"] = answer.cast(pa.string())
+        return pa.table(cols)
+    counts, heights, widths = mask_column(mask, where)
+    return _prediction_table(ids.to_pylist(), counts, heights, widths,
+                             None if answer is None else answer.to_pylist(), where)
+
+
+def _is_text(t: pa.DataType) -> bool:
+    return pa.types.is_string(t) or pa.types.is_large_string(t)
+
+
+def _is_rle_struct(t: pa.DataType) -> bool:
+    names = {f.name: f.type for f in t} if pa.types.is_struct(t) else {}
+    return ("counts" in names and "size" in names and _is_text(names["counts"])
+            and (pa.types.is_list(names["size"]) or pa.types.is_large_list(names["size"]))
+            and pa.types.is_integer(names["size"].value_type))
 
 
 def _prediction_table(ids: list, counts: list, heights: list, widths: list,

@@ -170,3 +170,22 @@ def test_order_and_grouping_change_nothing_and_gIoU_is_the_exact_mean() -> None:
         assert merged.to_dict() == base.to_dict()
     naive = math.fsum(float(f) for f in exact) / len(exact)
     assert abs(naive - base.table4()["gIoU"]) < 1e-12
+
+
+def test_batch_size_changes_nothing_and_errors_name_the_item() -> None:
+    rng = np.random.default_rng(2)
+    items = []
+    for k in range(40):
+        ref = rng.random((12, 10)) < (0.5 if k % 3 else 0.0)
+        pred = rng.random((12, 10)) < 0.3
+        items.append((encode_rle(pred), encode_rle(ref)) if k % 2 else (pred, ref))
+    base = evaluate(items).to_dict()
+    for batch_size in (1, 3, 7, 1000):
+        assert evaluate(items, batch_size=batch_size).to_dict() == base
+    bad = items[:]
+    bad[5] = (bad[5][0], {"size": [12, 10], "counts": bad[5][1]["counts"][:-1]})
+    for batch_size in (2, 1000):
+        with pytest.raises(MaskError, match="item 5: reference mask"):
+            evaluate(bad, batch_size=batch_size)
+    with pytest.raises(MaskSizeError, match="item 1:"):
+        evaluate([items[0], (encode_rle(np.zeros((3, 3))), encode_rle(np.zeros((4, 3))))])

@@ -76,5 +76,6 @@ def register(app: typer.Typer) -> None:
         except OSError as err:
             _fail(f"{out}: cannot write predictions: {err}")
         if n == 0:
+            out.unlink(missing_ok=True)
             _fail(f"{dataset}: no records in split {split!r}")
         typer.echo(f"wrote {n} {name} predictions to {out}")

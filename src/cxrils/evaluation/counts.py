@@ -241,14 +241,57 @@ def rle_mask_counts(pred: Mapping[str, Any], ref: Mapping[str, Any]) -> MaskCoun
     MaskError
         If either RLE is malformed (see :func:`rle_areas`).
     """
-    p, r = coco_rle(pred, "predicted "), coco_rle(ref, "reference ")
-    if p["size"] != r["size"]:
-        raise MaskSizeError(f"predicted mask is {p['size'][0]}x{p['size'][1]} (HxW) but the reference is "
-                            f"{r['size'][0]}x{r['size'][1]}")
-    try:
-        pred_area, ref_area = (int(a) for a in rle_areas([p["counts"], r["counts"]], [p["size"][0]] * 2,
-                                                          [p["size"][1]] * 2))
-    except InvalidRLE as err:
-        raise MaskError(f"{('predicted', 'reference')[err.index]} mask: {err.reason}") from None
-    inter = rle_intersection(p, r) if pred_area and ref_area else 0
-    return MaskCounts(inter, pred_area + ref_area - inter, pred_area, ref_area)
+    return batch_mask_counts([(pred, ref)], start=None)[0]
+
+
+def batch_mask_counts(pairs: Sequence[tuple[Any, Any]], start: int | None = 0) -> list[MaskCounts]:
+    """:func:`mask_counts` of many pairs; pairs of two COCO RLEs are validated together
+    with one :func:`rle_areas` call per side (much faster than pair by pair).
+
+    Parameters
+    ----------
+    pairs : sequence of (pred, ref)
+        Masks as in :func:`mask_counts`.
+    start : int or None
+        Number of the first pair in error messages ("item {start + k}: ..."); None
+        for messages without an item number.
+
+    Returns
+    -------
+    list of MaskCounts
+        One per pair, in order.
+
+    Raises
+    ------
+    MaskSizeError, MaskError
+        As :func:`mask_counts`, naming the item.
+    """
+    def where(k: int) -> str:
+        return "" if start is None else f"item {start + k}: "
+
+    out: list[MaskCounts | None] = [None] * len(pairs)
+    rle: list[tuple[int, dict[str, Any], dict[str, Any]]] = []
+    for k, (pred, ref) in enumerate(pairs):
+        try:
+            if isinstance(pred, Mapping) and isinstance(ref, Mapping):
+                p, r = coco_rle(pred, "predicted "), coco_rle(ref, "reference ")
+                if p["size"] != r["size"]:
+                    raise MaskSizeError(f"predicted mask is {p['size'][0]}x{p['size'][1]} (HxW) but the "
+                                        f"reference is {r['size'][0]}x{r['size'][1]}")
+                rle.append((k, p, r))
+            else:
+                out[k] = mask_counts(pred, ref)
+        except MaskError as err:
+            raise (MaskSizeError if isinstance(err, MaskSizeError) else MaskError)(f"{where(k)}{err}") from None
+    if rle:
+        heights, widths = [p["size"][0] for _, p, _ in rle], [p["size"][1] for _, p, _ in rle]
+        areas = []
+        for side, j in (("predicted", 1), ("reference", 2)):
+            try:
+                areas.append(rle_areas([t[j]["counts"] for t in rle], heights, widths).tolist())
+            except InvalidRLE as err:
+                raise MaskError(f"{where(rle[err.index][0])}{side} mask: {err.reason}") from None
+        for (k, p, r), pred_area, ref_area in zip(rle, *areas):
+            inter = rle_intersection(p, r) if pred_area and ref_area else 0
+            out[k] = MaskCounts(inter, pred_area + ref_area - inter, pred_area, ref_area)
+    return out  # type: ignore[return-value]

@@ -7,8 +7,8 @@ masks (ellipses), and predictions of a simulated model (shifted, rescaled ellips
 on positives, ~10 % false-positive blobs on negatives, ~94 % right answers). Each
 measurement runs in a fresh process pinned to one CPU core (pyarrow limited to one
 thread) and prints the evaluation time (first, cold run) and its peak memory (peak
-RSS during a second run minus RSS before it, libraries already loaded). It repeats at about 3k records to show that memory
-does not grow with the number of records.
+RSS during a second run minus RSS before it, libraries already loaded). It repeats
+at about 3k records to show that memory does not grow with the number of records.
 
 Usage::
 
@@ -156,9 +156,9 @@ def main() -> None:
             results.append(json.loads(out.strip().splitlines()[-1]))
         for r in results:
             print(f"{r['records']:>6} records ({r['positives']} positives): evaluate_predictions "
-                  f"{r['seconds']:.2f} s on one core ({r['warm_seconds']:.2f} s warm); peak RSS {r['peak_mib']:.0f} MiB, of which evaluation "
-                  f"{r['eval_mib']:.1f} MiB; gIoU {r['gIoU']:.3f} cIoU {r['cIoU']:.3f} N-Acc {r['n_acc']:.3f} "
-                  f"text {r['text_accuracy']:.3f}")
+                  f"{r['seconds']:.2f} s on one core ({r['warm_seconds']:.2f} s warm); peak RSS "
+                  f"{r['peak_mib']:.0f} MiB, of which evaluation {r['eval_mib']:.1f} MiB; "
+                  f"gIoU {r['gIoU']:.3f} cIoU {r['cIoU']:.3f} N-Acc {r['n_acc']:.3f} text {r['text_accuracy']:.3f}")
         small, big = results
         print(f"records x{big['records'] / small['records']:.1f} -> evaluation memory "
               f"{small['eval_mib']:.1f} -> {big['eval_mib']:.1f} MiB; time per record "

@@ -282,7 +282,8 @@ def batch_mask_counts(pairs: Sequence[tuple[Any, Any]], start: int | None = 0) -
             else:
                 out[k] = mask_counts(pred, ref)
         except MaskError as err:
-            raise (MaskSizeError if isinstance(err, MaskSizeError) else MaskError)(f"{where(k)}{err}") from None
+            cls = MaskSizeError if isinstance(err, MaskSizeError) else MaskError
+            raise cls(f"{where(k)}{err}") from None
     if rle:
         heights, widths = [p["size"][0] for _, p, _ in rle], [p["size"][1] for _, p, _ in rle]
         areas = []

@@ -17,17 +17,15 @@ from cxrils.types import AnatomyMasks
 
 H, W = 32, 40  # image size of the test datasets (rows, columns)
 
-RECORD_SCHEMA = pa.schema([
-    ("record_id", pa.string()), ("study_id", pa.string()), ("image_id", pa.string()),
-    ("patient_id", pa.string()), ("image_path", pa.string()), ("split", pa.string()),
-    ("lesion_type", pa.string()), ("instruction_type", pa.string()), ("polarity", pa.string()),
-    ("locations", pa.list_(pa.string())), ("certainty", pa.string()), ("instruction", pa.string()),
-    ("answer", pa.string()), ("mask", pa.struct([("size", pa.list_(pa.int32())), ("counts", pa.string())])),
-    ("mask_area", pa.int64()), ("height", pa.int32()), ("width", pa.int32()),
-    ("finding_entity", pa.string()), ("sentence_index", pa.int32()), ("sentence", pa.string()),
-    ("provenance", pa.string()),
-])
-assert list(RECORD_SCHEMA.names) == list(COLUMNS), "test schema out of date with cxrils.dataset.schema"
+# Types of the non-string columns; every other column of COLUMNS is a string (as
+# cxrils.dataset.schema documents), so the helper follows the schema as it evolves.
+_TYPES = {"mask": pa.struct([("size", pa.list_(pa.int32())), ("counts", pa.string())]),
+          "locations": pa.list_(pa.string()), "mask_area": pa.int64(), "height": pa.int32(),
+          "width": pa.int32(), "sentence_index": pa.int32()}
+# Columns of the dataset branch (target, Appendix C.3 paraphrases) are written even where
+# the schema on this branch predates them.
+_NAMES = list(COLUMNS) + [c for c in ("target", "paraphrase_of", "persona") if c not in COLUMNS]
+RECORD_SCHEMA = pa.schema([(name, _TYPES.get(name, pa.string())) for name in _NAMES])
 
 
 def hand_anatomy(shape: tuple[int, int] = (H, W)) -> AnatomyMasks:
@@ -57,25 +55,31 @@ def hand_anatomy(shape: tuple[int, int] = (H, W)) -> AnatomyMasks:
 
 def make_record(rid: str, *, image_id: str = "img0", split: str = "test", lesion: str = "pneumonia",
                 itype: str = "basic", polarity: str = "positive", locations=("right lung base",),
-                certainty: str = "definitive", mask: np.ndarray | None = None, answer: str | None = None) -> dict:
+                certainty: str = "definitive", mask: np.ndarray | None = None, answer: str | None = None,
+                paraphrase_of: str = "", instruction: str | None = None) -> dict:
     """One schema row; instruction and answer rendered from the templates."""
     mask = np.zeros((H, W), bool) if mask is None else mask
     target = lesion if itype != "lesion_inference" else None
-    instruction = render_instruction(itype, target, locations)
+    instruction = instruction or render_instruction(itype, target, locations)
     if answer is None:
         if itype == "lesion_inference" and polarity == "positive":
             answer = render_answer(itype, polarity, lesion=lesion, certainty=certainty)
         else:
             answer = render_answer(itype, polarity, target=lesion if itype != "lesion_inference" else "opacity",
                                    locations=locations)
-    return {
+    row = {name: "" for name in _NAMES}
+    row.update({
         "record_id": rid, "study_id": f"s-{image_id}", "image_id": image_id, "patient_id": "",
         "image_path": f"images/{image_id}.png", "split": split, "lesion_type": lesion,
         "instruction_type": itype, "polarity": polarity, "locations": list(locations),
         "certainty": certainty if polarity == "positive" else "", "instruction": instruction,
         "answer": answer, "mask": encode_rle(mask), "mask_area": int(mask.sum()), "height": mask.shape[0],
         "width": mask.shape[1], "finding_entity": "", "sentence_index": 0, "sentence": "", "provenance": "{}",
-    }
+    })
+    row["paraphrase_of"] = paraphrase_of
+    row["persona"] = "layperson" if paraphrase_of else ""
+    row["target"] = "opacity" if itype == "lesion_inference" else lesion
+    return row
 
 
 def write_dataset(root: Path, records: list[dict], shard_size: int = 5) -> Path:

@@ -18,7 +18,7 @@ from typer.testing import CliRunner
 from cxrils.cli import app
 from cxrils.evaluation import EvaluationError, evaluate_predictions, write_predictions
 from cxrils.evaluation.baselines import baseline_predictions
-from cxrils.masks import encode_rle
+from cxrils.masks import encode_rle, rle_to_uncompressed_counts
 
 runner = CliRunner()
 
@@ -209,3 +209,48 @@ def test_cli_evaluate_bad_dataset(tmp_path: Path) -> None:
     (tmp_path / "empty_ds").mkdir()
     code, out = _cli("evaluate", "--dataset", tmp_path / "empty_ds", "--predictions", pred, "-o", tmp_path / "r")
     assert code == 2 and "no records/*.parquet shards" in out
+
+
+def test_paraphrased_rows(tmp_path: Path) -> None:
+    from eval_data import box, make_record, standard_records, write_dataset
+
+    para = make_record("img0:9", lesion="pneumonia", itype="basic", mask=box(20, 26, 4, 12), paraphrase_of="img0:0",
+                       instruction="Could you outline the pneumonia at the bottom of the right lung?")
+    ds = write_dataset(tmp_path / "ds", standard_records() + [para])
+    counts = {}
+    for mode in ("exclude", "include", "only"):
+        pred = tmp_path / f"{mode}.parquet"
+        write_predictions(pred, baseline_predictions("oracle", ds, paraphrases=mode))
+        report = evaluate_predictions(ds, pred, paraphrases=mode)
+        counts[mode] = report.n_samples
+        assert report.table4()["gIoU"] == 1.0 and report.metadata["paraphrases"] == mode
+    assert counts == {"exclude": 10, "include": 11, "only": 1}
+    with pytest.raises(EvaluationError, match="see --paraphrases"):
+        evaluate_predictions(ds, tmp_path / "include.parquet")
+    # always-empty builds the negative answer of a paraphrase from the record's columns
+    rows = {r["record_id"]: r for r in baseline_predictions("always-empty", ds, paraphrases="only")}
+    assert rows["img0:9"]["answer"] == "[SEG] There is no pneumonia in the right lung base."
+    code, out = _cli("evaluate", "--dataset", ds, "--predictions", tmp_path / "only.parquet", "-o", tmp_path / "r",
+                     "--paraphrases", "only")
+    assert code == 0 and "1 records" in out, out
+    code, out = _cli("evaluate", "--dataset", ds, "--predictions", tmp_path / "only.parquet", "-o", tmp_path / "r",
+                     "--paraphrases", "sometimes")
+    assert code == 2 and "paraphrases must be one of" in out
+
+
+def test_jsonl_mask_variants_and_partial_answers(dataset: Path, tmp_path: Path) -> None:
+    rows = _rows(dataset)
+    lines = []
+    for k, r in enumerate(rows):
+        obj = {"record_id": r["record_id"], "mask": r["mask"]}
+        if k == 0:  # mask as JSON text
+            obj["mask"] = json.dumps(r["mask"])
+        if k == 1:  # uncompressed COCO RLE (column-major runs)
+            obj["mask"] = {"size": r["mask"]["size"], "counts": rle_to_uncompressed_counts(r["mask"])}
+        if k < 5:
+            obj["answer"] = r["answer"]  # the other five lines have no answer: scored wrong
+        lines.append(obj)
+    pred = _write_jsonl(tmp_path / "p.jsonl", lines)
+    t4 = evaluate_predictions(dataset, pred).table4()
+    assert (t4["gIoU"], t4["cIoU"], t4["n_acc"]) == (1.0, 1.0, 1.0)
+    assert (t4["n_text_correct"], t4["n_text"]) == (5, 10)

@@ -19,7 +19,7 @@ from cxrils.evaluation import (
     rle_areas,
     rle_mask_counts,
 )
-from cxrils.masks import MaskError, encode_rle
+from cxrils.masks import MaskError, encode_rle, rle_to_uncompressed_counts
 
 
 def _pairs_10_exact_1000_half() -> list[tuple[np.ndarray, np.ndarray]]:
@@ -110,15 +110,8 @@ def test_rle_counts_match_array_counts_on_random_masks() -> None:
 def test_mixed_rle_and_array_and_uncompressed_rle() -> None:
     a = np.zeros((5, 6), bool)
     a[1:3, 2:5] = True
-    flat = a.flatten(order="F")
-    runs, cur, n = [], False, 0
-    for v in flat:
-        if v != cur:
-            runs.append(n)
-            cur, n = v, 0
-        n += 1
-    runs.append(n)
-    uncompressed = {"size": [5, 6], "counts": runs}
+    uncompressed = {"size": [5, 6], "counts": rle_to_uncompressed_counts(encode_rle(a))}
+    assert sum(uncompressed["counts"]) == 30
     assert mask_counts(encode_rle(a), a) == mask_counts(a, a)
     assert rle_mask_counts(uncompressed, encode_rle(a)) == mask_counts(a, a)
 

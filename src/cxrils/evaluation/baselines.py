@@ -52,12 +52,19 @@ def default_anatomy_fn(cfg: Config | None = None) -> AnatomyFn:
     return get_segmenter(cfg.backends.anatomy, cfg).segment
 
 
-def _negative_answer(instruction: str) -> str | None:
-    """The instruction's negative answer (Table 2), or None for a text that is no template."""
+def _negative_answer(instruction: str, instruction_type: str, target: str | None,
+                     locations: list[str]) -> str | None:
+    """The instruction's negative answer (Table 2). Parsed from the instruction text; for
+    a text that is no template (a paraphrase, Appendix C.3) built from the record's
+    ``instruction_type``, ``target`` and ``locations`` columns; None if neither works."""
     try:
         parsed = parse_instruction(instruction)
-        return render_answer(parsed.instruction_type, "negative", target=parsed.target,
-                             locations=parsed.locations)
+        instruction_type, target, locations = parsed.instruction_type, parsed.target, list(parsed.locations)
+    except TemplateError:
+        if not target:
+            return None
+    try:
+        return render_answer(instruction_type, "negative", target=target, locations=locations)
     except TemplateError:
         return None
 
@@ -100,7 +107,8 @@ def whole_lung_mask(anatomy: AnatomyMasks, instruction_type: str, locations: lis
 
 
 def baseline_predictions(name: str, dataset_dir: str | Path, *, split: str | None = "test",
-                         anatomy_fn: AnatomyFn | None = None, batch_size: int = 256) -> Iterator[dict[str, Any]]:
+                         paraphrases: str = "exclude", anatomy_fn: AnatomyFn | None = None,
+                         batch_size: int = 256) -> Iterator[dict[str, Any]]:
     """Predictions of a baseline for every record of a split, in dataset order.
 
     Parameters
@@ -110,6 +118,9 @@ def baseline_predictions(name: str, dataset_dir: str | Path, *, split: str | Non
         A cxrils dataset folder.
     split : str or None
         Split to predict ("test"); None for every record.
+    paraphrases : {"exclude", "include", "only"}
+        Rows with paraphrased instructions to cover (as in
+        :func:`cxrils.evaluation.evaluate_predictions`).
     anatomy_fn : callable, optional
         ``x uint8 (H, W) -> AnatomyMasks`` for ``whole-lung``; default
         :func:`default_anatomy_fn`. Called once per image (small cache).
@@ -134,11 +145,14 @@ def baseline_predictions(name: str, dataset_dir: str | Path, *, split: str | Non
     segment = anatomy_fn or (default_anatomy_fn() if name == "whole-lung" else None)
     cache: OrderedDict[str, AnatomyMasks] = OrderedDict()
     empty: dict[tuple[int, int], dict[str, Any]] = {}
-    for batch in iter_reference_batches(root, split, columns, batch_size):
+    for batch in iter_reference_batches(root, split, columns, batch_size, optional=["target"],
+                                        paraphrases=paraphrases):
         counts, heights, widths = mask_column(batch.column("mask"), str(root))
+        targets = batch.column("target").to_pylist() if "target" in batch.schema.names else [None] * batch.num_rows
         rows = zip(*(batch.column(c).to_pylist() for c in ("record_id", "answer", "instruction",
-                                                           "instruction_type", "locations", "image_path")))
-        for (rid, answer, instruction, itype, locations, image_path), c, h, w in zip(rows, counts, heights, widths):
+                                                           "instruction_type", "locations", "image_path")), targets)
+        for (rid, answer, instruction, itype, locations, image_path, target), c, h, w in zip(rows, counts, heights,
+                                                                                            widths):
             size = (int(h), int(w))
             if name == "oracle":
                 yield {"record_id": rid, "mask": {"size": list(size), "counts": c}, "answer": answer}
@@ -146,7 +160,8 @@ def baseline_predictions(name: str, dataset_dir: str | Path, *, split: str | Non
             if name == "always-empty":
                 if size not in empty:
                     empty[size] = encode_rle(np.zeros(size, dtype=bool))
-                yield {"record_id": rid, "mask": empty[size], "answer": _negative_answer(instruction)}
+                yield {"record_id": rid, "mask": empty[size],
+                       "answer": _negative_answer(instruction, itype, target, list(locations or []))}
                 continue
             if image_path not in cache:
                 anatomy = segment(_load_x(root / image_path))

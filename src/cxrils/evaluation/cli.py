@@ -28,6 +28,8 @@ def register(app: typer.Typer) -> None:
                                               "optional answer."),
         out: Path = typer.Option(..., "--out", "-o", help="Report folder (report.json, table*.csv, report.md)."),
         split: str = typer.Option("test", "--split", help="Split to evaluate: train | validate | test | all."),
+        paraphrases: str = typer.Option("exclude", "--paraphrases",
+                                        help="Paraphrased-instruction rows (Appendix C.3): exclude | include | only."),
         batch_size: int = typer.Option(1024, "--batch-size", min=1, help="Records per batch (memory only)."),
     ) -> None:
         """Score predictions: gIoU, cIoU (positives), N-Acc (negatives), text accuracy (paper Tables 4-6, 14)."""
@@ -36,7 +38,8 @@ def register(app: typer.Typer) -> None:
         from cxrils.evaluation.report import pct
 
         try:
-            report = evaluate_predictions(dataset, predictions, split=_split(split), batch_size=batch_size)
+            report = evaluate_predictions(dataset, predictions, split=_split(split), paraphrases=paraphrases,
+                                          batch_size=batch_size)
             files = report.write(out)
         except EvaluationError as err:
             _fail(str(err))
@@ -54,6 +57,8 @@ def register(app: typer.Typer) -> None:
         dataset: Path = typer.Option(..., "--dataset", "-d", help="cxrils dataset folder (records/*.parquet)."),
         out: Path = typer.Option(..., "--out", "-o", help="Predictions file to write (.parquet or .jsonl)."),
         split: str = typer.Option("test", "--split", help="Split to predict: train | validate | test | all."),
+        paraphrases: str = typer.Option("exclude", "--paraphrases",
+                                        help="Paraphrased-instruction rows (Appendix C.3): exclude | include | only."),
         config: Optional[Path] = typer.Option(None, "--config", "-c",
                                               help="TOML configuration (anatomy backend for whole-lung)."),
         set_: List[str] = typer.Option([], "--set", help="Config override section.key=value (repeatable)."),
@@ -69,7 +74,8 @@ def register(app: typer.Typer) -> None:
         try:
             cfg = load_config(config, set_)
             anatomy_fn = default_anatomy_fn(cfg) if name == "whole-lung" else None
-            rows = baseline_predictions(name, dataset, split=_split(split), anatomy_fn=anatomy_fn)
+            rows = baseline_predictions(name, dataset, split=_split(split), paraphrases=paraphrases,
+                                        anatomy_fn=anatomy_fn)
             n = write_predictions(out, rows, with_answers=name in BASELINES_WITH_ANSWERS)
         except (EvaluationError, ConfigError) as err:
             _fail(str(err))

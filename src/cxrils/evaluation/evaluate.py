@@ -118,7 +118,7 @@ def _duplicates(ids: pa.Array) -> pa.Array:
 
 
 def evaluate_predictions(dataset_dir: str | Path, predictions: str | Path | Any, *, split: str | None = "test",
-                         batch_size: int = 1024) -> EvaluationReport:
+                         paraphrases: str = "exclude", batch_size: int = 1024) -> EvaluationReport:
     """Evaluate a predictions file (or table) against the records of a dataset split.
 
     Parameters
@@ -131,6 +131,10 @@ def evaluate_predictions(dataset_dir: str | Path, predictions: str | Path | Any,
         column, text accuracy is not scored (n/a); with it, a null answer is wrong.
     split : str or None
         Split to evaluate ("test" as the paper); None for every record.
+    paraphrases : {"exclude", "include", "only"}
+        Rows with paraphrased instructions (Appendix C.3, ``paraphrase_of`` set):
+        left out (default: the paper's Tables 4-6 use the template instructions),
+        evaluated with the template rows, or evaluated alone (the Appendix C.3 test).
     batch_size : int
         Records per batch; changes memory use, never the result.
 
@@ -160,7 +164,8 @@ def evaluate_predictions(dataset_dir: str | Path, predictions: str | Path | Any,
     if len(dups):
         raise EvaluationError(f"{where}: {len(dups)} duplicate record ids, e.g. {_examples(dups)}")
     ref_ids = pa.chunked_array([b.column("record_id").cast(pa.string()) for b in
-                                iter_reference_batches(dataset_dir, split, ["record_id"], batch_size)],
+                                iter_reference_batches(dataset_dir, split, ["record_id"], batch_size,
+                                                       paraphrases=paraphrases)],
                                type=pa.string()).combine_chunks()
     if len(ref_ids) == 0:
         raise EvaluationError(f"{dataset_dir}: no records in split {split_name!r}")
@@ -173,16 +178,17 @@ def evaluate_predictions(dataset_dir: str | Path, predictions: str | Path | Any,
                               f"e.g. {_examples(missing)}")
     extra = pred_ids.filter(pc.invert(pc.is_in(pred_ids, value_set=ref_ids)))
     if len(extra):
+        hint = "" if paraphrases == "include" else f" (paraphrased instructions: {paraphrases}; see --paraphrases)"
         raise EvaluationError(f"{where}: {len(extra)} record ids are not {split_name} records of "
-                              f"{dataset_dir}, e.g. {_examples(extra)}")
+                              f"{dataset_dir}{hint}, e.g. {_examples(extra)}")
     index = pc.index_in(ref_ids, value_set=pred_ids)  # row of each record's prediction, in dataset order
     del ref_ids, pred_ids, missing, extra
 
     score_text = "answer" in pred.column_names
     report = EvaluationReport({"dataset": str(dataset_dir), "predictions": where, "split": split_name,
-                               "text_scored": score_text})
+                               "paraphrases": paraphrases, "text_scored": score_text})
     offset = 0
-    for batch in iter_reference_batches(dataset_dir, split, REFERENCE_COLUMNS, batch_size):
+    for batch in iter_reference_batches(dataset_dir, split, REFERENCE_COLUMNS, batch_size, paraphrases=paraphrases):
         rows = pred.take(index.slice(offset, batch.num_rows))
         offset += batch.num_rows
         _score_batch(report, batch, rows, score_text, str(dataset_dir), where)

@@ -62,8 +62,15 @@ def dataset_shards(dataset_dir: str | Path) -> list[Path]:
     return shards
 
 
+#: Which records an evaluation covers with respect to the paraphrased instructions of
+#: Appendix C.3 (rows whose ``paraphrase_of`` is set): template rows only (the paper's
+#: Tables 4-6), every row, or the paraphrases only (the Appendix C.3 experiment).
+PARAPHRASE_MODES: tuple[str, ...] = ("exclude", "include", "only")
+
+
 def iter_reference_batches(dataset_dir: str | Path, split: str | None, columns: Iterable[str],
-                           batch_size: int = 1024) -> Iterator[pa.RecordBatch]:
+                           batch_size: int = 1024, *, optional: Iterable[str] = (),
+                           paraphrases: str = "include") -> Iterator[pa.RecordBatch]:
     """Stream the records of one split (all splits when ``split`` is None) in shard order.
 
     Parameters
@@ -73,32 +80,52 @@ def iter_reference_batches(dataset_dir: str | Path, split: str | None, columns: 
     split : str or None
         "train", "validate", "test" or None for every record.
     columns : iterable of str
-        Columns to read ("split" is read in addition when filtering).
+        Columns to read (an error if a shard lacks one).
     batch_size : int
         Rows per Parquet read; only memory depends on it.
+    optional : iterable of str
+        Columns read when a shard has them (absent from the batch otherwise).
+    paraphrases : {"include", "exclude", "only"}
+        Keep every row, only template rows (``paraphrase_of`` empty or absent), or only
+        paraphrased rows (Appendix C.3).
 
     Yields
     ------
     pyarrow.RecordBatch
-        With ``columns``; batches may be shorter than ``batch_size`` after filtering.
+        Batches may be shorter than ``batch_size`` after filtering.
 
     Raises
     ------
     EvaluationError
         On an unreadable shard or a missing column.
     """
-    cols = list(dict.fromkeys([*columns, *(["split"] if split is not None else [])]))
+    if paraphrases not in PARAPHRASE_MODES:
+        raise EvaluationError(f"paraphrases must be one of {PARAPHRASE_MODES}, got {paraphrases!r}")
     for shard in dataset_shards(dataset_dir):
         try:
             pf = pq.ParquetFile(shard)
-            missing = [c for c in cols if c not in pf.schema_arrow.names]
+            names = pf.schema_arrow.names
+            cols = list(dict.fromkeys([*columns, *(c for c in optional if c in names)]))
+            missing = [c for c in cols if c not in names]
             if missing:
                 raise EvaluationError(f"{shard}: missing columns {missing} (see cxrils.dataset.schema.COLUMNS)")
-            for batch in pf.iter_batches(batch_size=batch_size, columns=cols):
+            has_para = "paraphrase_of" in names
+            if paraphrases == "only" and not has_para:
+                continue
+            read = cols + [c for c in ("split", "paraphrase_of") if c not in cols and
+                           (c == "split" and split is not None or c == "paraphrase_of" and has_para)]
+            for batch in pf.iter_batches(batch_size=batch_size, columns=read):
+                keep = None
                 if split is not None:
-                    batch = batch.filter(pc.equal(batch.column("split"), split))
+                    keep = pc.fill_null(pc.equal(batch.column("split"), split), False)
+                if paraphrases != "include" and has_para:
+                    is_para = pc.fill_null(pc.not_equal(batch.column("paraphrase_of"), ""), False)
+                    sel = is_para if paraphrases == "only" else pc.invert(is_para)
+                    keep = sel if keep is None else pc.and_(keep, sel)
+                if keep is not None:
+                    batch = batch.filter(keep)
                 if batch.num_rows:
-                    yield batch
+                    yield batch.select(cols)
         except (OSError, pa.ArrowException) as err:
             raise EvaluationError(f"{shard}: unreadable Parquet shard: {err}") from err
 

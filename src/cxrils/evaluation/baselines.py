@@ -41,7 +41,8 @@ def default_anatomy_fn(cfg: Config | None = None) -> AnatomyFn:
     Raises
     ------
     EvaluationError
-        If the anatomy stage (:mod:`cxrils.vision.anatomy`) is not available.
+        If the anatomy stage (:mod:`cxrils.vision.anatomy`) is not available or the
+        backend cannot be built (unknown name, missing package or weights).
     """
     cfg = cfg or Config()
     try:
@@ -49,7 +50,11 @@ def default_anatomy_fn(cfg: Config | None = None) -> AnatomyFn:
     except ImportError as err:
         raise EvaluationError("the whole-lung baseline needs the anatomy stage (cxrils.vision.anatomy), "
                               f"which cannot be imported: {err}") from err
-    return get_segmenter(cfg.backends.anatomy, cfg).segment
+    try:
+        return get_segmenter(cfg.backends.anatomy, cfg).segment
+    except RuntimeError as err:  # AnatomyBackendError: unknown backend, missing package or weights
+        raise EvaluationError(f"the whole-lung baseline cannot build the anatomy backend "
+                              f"{cfg.backends.anatomy!r}: {err}") from err
 
 
 def _negative_answer(instruction: str, instruction_type: str, target: str | None,

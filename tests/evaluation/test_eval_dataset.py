@@ -254,3 +254,32 @@ def test_jsonl_mask_variants_and_partial_answers(dataset: Path, tmp_path: Path) 
     t4 = evaluate_predictions(dataset, pred).table4()
     assert (t4["gIoU"], t4["cIoU"], t4["n_acc"]) == (1.0, 1.0, 1.0)
     assert (t4["n_text_correct"], t4["n_text"]) == (5, 10)
+
+
+def test_cli_whole_lung_with_the_configured_anatomy_backend(dataset: Path, tmp_path: Path, monkeypatch) -> None:
+    import sys
+    import types
+
+    calls = []
+
+    class Segmenter:
+        def segment(self, x: np.ndarray):
+            calls.append(x.shape)
+            return hand_anatomy(x.shape)
+
+    def get_segmenter(name, cfg):
+        if name != "builtin":
+            raise RuntimeError(f"unknown anatomy backend {name!r}")
+        return Segmenter()
+
+    fake = types.ModuleType("cxrils.vision.anatomy")
+    fake.get_segmenter = get_segmenter
+    monkeypatch.setitem(sys.modules, "cxrils.vision.anatomy", fake)
+    code, out = _cli("baseline", "whole-lung", "--dataset", dataset, "-o", tmp_path / "lung.parquet")
+    assert code == 0, out
+    assert calls == [(H, W), (H, W)]  # once per image, not per record
+    report = evaluate_predictions(dataset, tmp_path / "lung.parquet")
+    assert (report.table4()["intersection"], report.table4()["union"]) == (990, 2808)
+    code, out = _cli("baseline", "whole-lung", "--dataset", dataset, "-o", tmp_path / "x.parquet",
+                     "--set", "backends.anatomy=cxas")
+    assert code == 2 and "cannot build the anatomy backend 'cxas'" in out and "Traceback" not in out

@@ -182,3 +182,15 @@ def test_batch_size_changes_nothing_and_errors_name_the_item() -> None:
             evaluate(bad, batch_size=batch_size)
     with pytest.raises(MaskSizeError, match="item 1:"):
         evaluate([items[0], (encode_rle(np.zeros((3, 3))), encode_rle(np.zeros((4, 3))))])
+
+
+def test_report_json_round_trip_and_merge() -> None:
+    rng = np.random.default_rng(3)
+    items = [(rng.random((6, 6)) < 0.5, rng.random((6, 6)) < (0.5 if k % 4 else 0.0)) for k in range(30)]
+    whole = evaluate(items)
+    halves = [EvaluationReport.from_dict(json.loads(json.dumps(evaluate(part).to_dict())))
+              for part in (items[:11], items[11:])]
+    halves[0].merge(halves[1])
+    assert halves[0].to_dict() == whole.to_dict()
+    with pytest.raises(ValueError, match="not a cxrils-evaluation/1 report"):
+        EvaluationReport.from_dict({"cells": []})

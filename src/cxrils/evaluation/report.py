@@ -172,6 +172,32 @@ class EvaluationReport:
                 "table5_per_lesion_type": self.table5(), "table6_text_by_instruction_type": self.table6(),
                 "table14_text_by_lesion_and_instruction_type": self.table14(), "cells": self.cells()}
 
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> "EvaluationReport":
+        """Rebuild a report from :meth:`to_dict` output (e.g. ``report.json`` of each
+        shard of a distributed run, to :meth:`merge` them exactly).
+
+        Raises
+        ------
+        ValueError
+            If ``data`` is not a report of this schema.
+        """
+        if not isinstance(data, dict) or data.get("schema") != REPORT_SCHEMA or "cells" not in data:
+            raise ValueError(f"not a {REPORT_SCHEMA} report (needs 'schema' and 'cells')")
+        report = cls(data.get("metadata"))
+        try:
+            for row in data["cells"]:
+                seg = SegmentationAccumulator(
+                    n_positive=int(row["n_positive"]), iou_sum=int(row["iou_sum_2pow1074"]),
+                    intersection=int(row["intersection"]), union=int(row["union"]),
+                    n_negative=int(row["n_negative"]), n_negative_empty=int(row["n_negative_empty"]))
+                text = TextAccumulator(n=int(row["n_text"]), n_correct=int(row["n_text_correct"]))
+                key = (row["lesion_type"], row["instruction_type"], row["polarity"])
+                report._cells.setdefault(key, _CellAcc()).merge(_CellAcc(seg, text))
+        except (KeyError, TypeError, ValueError) as err:
+            raise ValueError(f"malformed report cell: {err!r}") from err
+        return report
+
     # -- output ---------------------------------------------------------------
     def write(self, out_dir: str | Path) -> list[Path]:
         """Write ``report.json``, ``table4.csv``, ``table5.csv``, ``table6.csv``,

@@ -125,6 +125,10 @@ def test_malformed_rle_is_an_error_not_a_hang() -> None:
         rle_mask_counts(truncated, good)
     with pytest.raises(MaskError, match="characters"):
         rle_mask_counts({"size": [512, 512], "counts": "ab~"}, good)
+    with pytest.raises(MaskError, match="ASCII"):
+        rle_mask_counts({"size": [512, 512], "counts": good["counts"] + "é"}, good)
+    with pytest.raises(InvalidRLE, match="ASCII"):
+        rle_areas(["0", "é"], [0, 1], [0, 1])
     with pytest.raises(MaskError, match="cover"):
         rle_mask_counts({"size": [512, 511], "counts": good["counts"]}, {"size": [512, 511], "counts":
                                                                           good["counts"]})

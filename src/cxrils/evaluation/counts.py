@@ -143,7 +143,12 @@ def rle_areas(counts: Sequence[str | bytes], heights: Sequence[int], widths: Seq
         that do not add up to H*W.
     """
     n = len(counts)
-    raws = [c.encode("ascii", errors="replace") if isinstance(c, str) else bytes(c) for c in counts]
+    raws = []
+    for i, c in enumerate(counts):
+        try:
+            raws.append(c.encode("ascii") if isinstance(c, str) else bytes(c))
+        except (UnicodeEncodeError, TypeError):
+            raise InvalidRLE(i, "RLE counts must be an ASCII string") from None
     lens = np.fromiter(map(len, raws), dtype=np.int64, count=n)
     hw = np.asarray(heights, dtype=np.int64).reshape(n) * np.asarray(widths, dtype=np.int64).reshape(n)
     areas = np.zeros(n, dtype=np.int64)
@@ -215,7 +220,10 @@ def coco_rle(rle: Mapping[str, Any], what: str = "") -> dict[str, Any]:
             raise MaskError(f"{what}mask: uncompressed RLE runs do not cover {h}x{w} pixels")
         counts = _coco.frPyObjects({"size": [h, w], "counts": [int(c) for c in counts]}, h, w)["counts"]
     if isinstance(counts, str):
-        counts = counts.encode("ascii", errors="replace")
+        try:
+            counts = counts.encode("ascii")
+        except UnicodeEncodeError:
+            raise MaskError(f"{what}mask counts must be an ASCII string") from None
     if not isinstance(counts, bytes):
         raise MaskError(f"{what}mask counts must be str, bytes or list, got {type(counts).__name__}")
     return {"size": [h, w], "counts": counts}

@@ -218,7 +218,7 @@ def _score_batch(report: EvaluationReport, ref: pa.RecordBatch, pred: pa.Table, 
         pa_, ra = pred_areas[i], ref_areas[i]
         inter = 0
         if pa_ and ra:
-            inter = rle_intersection({"size": [p_h[i], p_w[i]], "counts": p_counts[i].encode("ascii")},
+            inter = rle_intersection({"size": [p_h[i], p_w[i]], "counts": _as_bytes(p_counts[i])},
                                      {"size": [r_h[i], r_w[i]], "counts": _as_bytes(r_counts[i])})
         text = None
         if score_text:

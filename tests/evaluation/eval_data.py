@@ -116,7 +116,7 @@ def standard_records() -> list[dict]:
         make_record("img1:0", image_id="img1", lesion="opacity", itype="basic", certainty="tentative",
                     locations=("left upper zone lung",), mask=box(9, 12, 25, 35)),
         make_record("img1:1", image_id="img1", lesion="cardiomegaly", itype="global",
-                    locations=("right lung", "left lung"), mask=box(16, 28, 14, 26)),
+                    locations=("heart",), mask=box(16, 28, 14, 26)),
         make_record("img1:2", image_id="img1", lesion="pneumonia", itype="lesion_inference",
                     polarity="negative", locations=("right mid zone lung",)),
         make_record("img1:3", image_id="img1", lesion="consolidation", itype="basic", polarity="negative",

@@ -283,3 +283,23 @@ def test_cli_whole_lung_with_the_configured_anatomy_backend(dataset: Path, tmp_p
     code, out = _cli("baseline", "whole-lung", "--dataset", dataset, "-o", tmp_path / "x.parquet",
                      "--set", "backends.anatomy=cxas")
     assert code == 2 and "cannot build the anatomy backend 'cxas'" in out and "Traceback" not in out
+
+
+def test_dataset_written_by_the_dataset_writer(tmp_path: Path) -> None:
+    from eval_data import standard_records
+
+    from cxrils.dataset import DatasetWriter
+
+    writer = DatasetWriter(tmp_path / "ds", {"test": "evaluation"}, shard_size=4)
+    by_image: dict[str, list[dict]] = {}
+    for rec in standard_records():
+        by_image.setdefault(rec["image_id"], []).append(rec)
+    for image_id, recs in by_image.items():
+        writer.commit_study(image_id, np.full((H, W), 90, np.uint8), recs)
+    ds = writer.finalize().parent
+    for name in ("oracle", "always-empty"):
+        write_predictions(tmp_path / f"{name}.parquet", baseline_predictions(name, ds))
+    oracle = evaluate_predictions(ds, tmp_path / "oracle.parquet").table4()
+    empty = evaluate_predictions(ds, tmp_path / "always-empty.parquet").table4()
+    assert (oracle["gIoU"], oracle["cIoU"], oracle["n_acc"], oracle["text_accuracy"]) == (1.0, 1.0, 1.0, 1.0)
+    assert (empty["gIoU"], empty["cIoU"], empty["n_acc"], empty["n_positive"]) == (0.0, 0.0, 1.0, 6)

@@ -108,8 +108,12 @@ def test_split_selection(dataset: Path, tmp_path: Path) -> None:
     frame = pq.read_table(tmp_path / "all.parquet").to_pandas()
     train = evaluate_predictions(dataset, frame[frame.record_id.str.startswith("img2:")], split="train")
     assert train.n_samples == 2 and train.table4()["gIoU"] == 1.0
-    with pytest.raises(EvaluationError, match="no records in split 'validate'"):
-        evaluate_predictions(dataset, tmp_path / "all.parquet", split="validate")
+    with pytest.raises(EvaluationError, match="no records in split 'val'"):
+        evaluate_predictions(dataset, tmp_path / "all.parquet", split="val")
+    with pytest.raises(EvaluationError, match="unknown split name 'tset'"):
+        evaluate_predictions(dataset, tmp_path / "all.parquet", split="tset")
+    train_rows = frame[frame.record_id.str.startswith("img2:")]
+    assert evaluate_predictions(dataset, train_rows, split="Training").n_samples == 2
 
 
 def test_report_files(dataset: Path, tmp_path: Path) -> None:

@@ -19,6 +19,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from cxrils.dataset.schema import SCHEMA_VERSION
+from cxrils.dataset.splits import SplitError, normalize_split
 from cxrils.fsutil import atomic_path
 from cxrils.evaluation.counts import coco_rle
 from cxrils.masks import MaskError
@@ -78,7 +79,8 @@ def iter_reference_batches(dataset_dir: str | Path, split: str | None, columns: 
     dataset_dir : path
         A cxrils dataset folder.
     split : str or None
-        "train", "validate", "test" or None for every record.
+        "train", "validate", "test" (or an alias such as "val",
+        :func:`cxrils.dataset.splits.normalize_split`), or None for every record.
     columns : iterable of str
         Columns to read (an error if a shard lacks one).
     batch_size : int
@@ -97,10 +99,15 @@ def iter_reference_batches(dataset_dir: str | Path, split: str | None, columns: 
     Raises
     ------
     EvaluationError
-        On an unreadable shard or a missing column.
+        On an unknown split name, an unreadable shard or a missing column.
     """
     if paraphrases not in PARAPHRASE_MODES:
         raise EvaluationError(f"paraphrases must be one of {PARAPHRASE_MODES}, got {paraphrases!r}")
+    if split is not None:
+        try:
+            split = normalize_split(split)
+        except SplitError as err:
+            raise EvaluationError(str(err)) from None
     for shard in dataset_shards(dataset_dir):
         try:
             pf = pq.ParquetFile(shard)

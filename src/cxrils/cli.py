@@ -31,6 +31,7 @@ app.add_typer(config_app, name="config")
 COMMAND_MODULES: tuple[str, ...] = (
     "cxrils.io.cli",
     "cxrils.dataset.cli",
+    "cxrils.evaluation.cli",
 )
 
 

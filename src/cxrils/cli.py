@@ -30,6 +30,7 @@ app.add_typer(config_app, name="config")
 #: Stage modules that contribute commands through ``register(app)``.
 COMMAND_MODULES: tuple[str, ...] = (
     "cxrils.io.cli",
+    "cxrils.vision.anatomy.cli",
     "cxrils.dataset.cli",
     "cxrils.evaluation.cli",
 )

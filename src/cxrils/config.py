@@ -42,6 +42,8 @@ class GroundingConfig:
     grow_intensity_tol: float = 0.06  # expansion: |x - mean(component)| / 255 below this
     grow_iterations: int = 3  # dilation steps of the similar-intensity expansion
     effusion_base_fraction: float = 0.25  # lower part of the lung mask added for basal effusion
+    # Empty locations overlap no reported anatomy mask "at all" (section 3.1 step 4): 0 pixels.
+    empty_overlap_tol_px: int = 0
 
     def tau_conf_for(self, lesion_type: str) -> float:
         """tau_conf for a lesion type (edema has its own, Table 7)."""
@@ -114,6 +116,13 @@ class BackendConfig:
     llm_base_url: str = ""
     llm_model: str = ""
     llm_model_path: str = ""
+    llm_gguf_file: str = ""  # a GGUF file inside llm_model_path (transformers dequantises it)
+    llm_allow_remote: bool = False  # refuse non-local servers: report text must not leave the site (Appendix A.2)
+    llm_max_tokens: int = 2048  # answer budget; hitting it is an error, never a shorter answer (ours)
+    llm_max_retries: int = 2  # re-asks after an invalid answer (ours)
+    llm_concurrency: int = 4  # requests in flight (ours)
+    llm_timeout_s: float = 120.0  # per request (ours)
+    llm_cache_dir: str = ""  # answers cached by report hash ("" = in memory only)
 
 
 @dataclass
@@ -133,6 +142,43 @@ class SplitConfig:
 
 
 @dataclass
+class AnomalyConfig:
+    """Builtin anomaly mapper (ours; docs/grounding.md). Pixel sizes are at 512 px on
+    the longest side and scale with the image."""
+
+    smooth_sigma_px: float = 5.0  # Gaussian smoothing of x before the comparison (ours)
+    dark_percentile: float = 1.0  # aerated-lung reference: this percentile of the lungs (ours)
+    healthy_sd: float = 2.0  # healthy ceiling = atlas mean + healthy_sd * atlas sd (ours)
+    atlas_path: str = ""  # healthy-lung atlas JSON; empty = cxrils/weights/anomaly_atlas.json
+    min_contrast: float = 20.0  # grey levels; lower lung-to-mediastinum contrast is an error (ours)
+    # radedit backend (paper section 3.1 step 2, Appendix A.3; steps/guidance ours)
+    radedit_size: int = 512  # RadEdit works at 512 x 512 (paper Appendix A.3)
+    radedit_prompt: str = "No acute cardiopulmonary process"  # paper section 3.1
+    radedit_steps: int = 100  # DDIM steps (ours)
+    radedit_guidance: float = 7.5  # classifier-free guidance scale (ours)
+    radedit_skip_ratio: float = 0.3  # share of DDIM steps skipped at the start (noise level, ours)
+    radedit_seed: int = 0
+    # Local copies (nothing is downloaded): the UNet is backends.radedit_dir (microsoft/radedit)
+    radedit_vae_dir: str = ""  # stabilityai/sdxl-vae
+    radedit_text_encoder_dir: str = ""  # microsoft/BiomedVLP-BioViL-T (model + tokenizer)
+
+
+@dataclass
+class DetectionConfig:
+    """Lesion detectors (paper section 3.1 step 2; Appendix A.3)."""
+
+    # onnx backend (VinDr-CXR YOLO): letterbox size, score floor and NMS (ours). The
+    # score floor stays below tau_conf_edema (0.01, Table 7) so c2 decides, not the detector.
+    onnx_input_size: int = 640
+    onnx_min_score: float = 0.005
+    onnx_nms_iou: float = 0.5
+    # builtin backend: connected regions of the smoothed anomaly map inside the lungs (ours)
+    builtin_tau_ano: float = 0.10  # same as Table 7 tau_ano
+    builtin_min_area_frac: float = 0.005  # of the lung area; smaller regions are not proposed
+    builtin_conf_ref: float = 0.30  # mean x_ano giving confidence 1
+
+
+@dataclass
 class Config:
     """The whole configuration of a cxrils run."""
 
@@ -143,6 +189,8 @@ class Config:
     backends: BackendConfig = field(default_factory=BackendConfig)
     io: IOConfig = field(default_factory=IOConfig)
     split: SplitConfig = field(default_factory=SplitConfig)
+    anomaly: AnomalyConfig = field(default_factory=AnomalyConfig)
+    detection: DetectionConfig = field(default_factory=DetectionConfig)
 
     def to_dict(self) -> dict[str, Any]:
         """Plain nested dict (JSON/TOML serialisable)."""

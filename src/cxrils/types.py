@@ -211,6 +211,10 @@ class GroundedFinding:
     mask: np.ndarray | None = None
     kept_boxes: list[LesionBox] = field(default_factory=list)
     drop_reason: str | None = None
+    #: Algorithm 1 record of every candidate box: JSON-ready dicts with the box, the
+    #: four condition values and verdicts, and whether it was kept
+    #: (:meth:`cxrils.grounding.BoxCheck.to_dict`).
+    box_checks: list[dict] = field(default_factory=list)
 
 
 @dataclass

@@ -1,0 +1,115 @@
+"""Command ``cxrils ground``: run the image side of mask generation on one case."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import List, Optional
+
+import typer
+
+
+def _fail(message: str) -> None:
+    typer.echo(f"error: {message}", err=True)
+    raise typer.Exit(2)
+
+
+def ground(
+    image: Path = typer.Argument(..., metavar="IMAGE", help="Chest X-ray: DICOM, PNG or JPEG (frontal)."),
+    report_text: str = typer.Argument(..., metavar="REPORT_TEXT",
+                                      help="The radiology report text, or the path of a text file holding it."),
+    out_dir: Path = typer.Option(..., "--out", "-o", help="Output folder."),
+    view: Optional[str] = typer.Option(None, "--view", help="View position (PA, AP, LATERAL...); "
+                                       "default: from DICOM metadata, else unknown (not excluded)."),
+    study_id: str = typer.Option("study", "--study-id", help="Study id written to grounding.json."),
+    config: Optional[Path] = typer.Option(None, "--config", "-c", help="TOML configuration file."),
+    set_: List[str] = typer.Option([], "--set", help="Override as section.key=value (repeatable)."),
+) -> None:
+    """Ground the report's findings in the image (paper section 3.1, Algorithm 1).
+
+    Writes to OUT: overlay_anatomy.png, overlay_anomaly.png (x_ano heat map, A
+    outlined), overlay_boxes.png (kept boxes green; rejected red with the failed
+    conditions per finding, e.g. F1:c1,c3), overlay_masks.png, x_hat.png, x_ano.png
+    (x_ano x 255, 8-bit), lesion_<i>_<type>.png (0/255) per grounded finding, and
+    grounding.json (every box with its four condition values and verdicts; reported,
+    grounded and empty locations of every finding; CTR; exclusion reason).
+    """
+    import numpy as np
+
+    from cxrils.config import ConfigError, load_config
+    from cxrils.fsutil import atomic_write_json
+    from cxrils.grounding import ground_study, grounding_to_dict
+    from cxrils.grounding.render import (
+        anomaly_overlay, boxes_overlay, mask_filename, masks_overlay, write_png,
+    )
+    from cxrils.io import ImageLoadError, load_image
+    from cxrils.report import get_location_mapper, get_structurer, structure_report
+    from cxrils.vision.anatomy import get_segmenter
+    from cxrils.vision.anatomy.base import AnatomyBackendError
+    from cxrils.vision.anatomy.render import overlay as anatomy_overlay
+    from cxrils.vision.anomaly import AnomalyBackendError, get_anomaly_mapper
+    from cxrils.vision.detection import DetectorBackendError, get_detector
+
+    try:
+        cfg = load_config(config, set_)
+    except ConfigError as err:
+        _fail(str(err))
+    try:
+        loaded = load_image(image, max_pixels=cfg.io.max_pixels)
+    except ImageLoadError as err:
+        _fail(str(err))
+    x = loaded.pixels
+    text_path = Path(report_text)
+    try:
+        text = text_path.read_text(encoding="utf-8") if text_path.is_file() else report_text
+    except (OSError, UnicodeDecodeError) as err:
+        _fail(f"{text_path}: cannot read report text: {err}")
+    if not text.strip():
+        _fail("REPORT_TEXT is empty")
+    try:
+        structurer = get_structurer(None, cfg)
+        mapper = get_location_mapper(None, cfg)
+        segmenter = get_segmenter(cfg.backends.anatomy, cfg)
+        anomaly_mapper = get_anomaly_mapper(cfg.backends.anomaly, cfg)
+        detector = get_detector(cfg.backends.detector, cfg)
+    except (ValueError, AnatomyBackendError, AnomalyBackendError, DetectorBackendError) as err:
+        _fail(str(err))
+    report = structure_report(study_id, text, structurer=structurer, mapper=mapper)
+    anatomy = segmenter.segment(x)
+    edit_region = anatomy.union(("right lung", "left lung", "heart"))
+    try:
+        anomaly = anomaly_mapper.map(x, edit_region, lungs=anatomy.union(("right lung", "left lung")))
+        boxes = detector.detect(x, anomaly=anomaly, anatomy=anatomy)
+    except ValueError as err:
+        _fail(f"{image}: {err}")
+    sg = ground_study(study_id=study_id, image_id=image.stem, x=x, report=report, anatomy=anatomy,
+                      anomaly=anomaly, boxes=boxes, cfg=cfg, view_position=view or loaded.meta.view_position)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    write_png(out_dir / "x_hat.png", anomaly.x_hat)
+    write_png(out_dir / "x_ano.png", np.clip(np.rint(anomaly.x_ano * 255), 0, 255).astype(np.uint8))
+    write_png(out_dir / "overlay_anatomy.png", anatomy_overlay(x, anatomy))
+    write_png(out_dir / "overlay_anomaly.png", anomaly_overlay(x, anomaly, cfg.grounding.tau_ano))
+    write_png(out_dir / "overlay_boxes.png", boxes_overlay(x, sg, boxes))
+    write_png(out_dir / "overlay_masks.png", masks_overlay(x, sg))
+    summary = grounding_to_dict(sg)
+    for i, (gf, entry) in enumerate(zip(sg.findings, summary["findings"]), start=1):
+        entry["index"] = i
+        entry["mask_file"] = None
+        if gf.mask is not None:
+            entry["mask_file"] = mask_filename(i, gf.lesion_type)
+            write_png(out_dir / entry["mask_file"], gf.mask.astype(np.uint8) * 255)
+    summary.update({
+        "image": {"file": image.name, **loaded.meta.to_dict()},
+        "report": report.to_dict(),
+        "detector_boxes": [b.to_dict() for b in boxes],
+        "backends": {"anatomy": anatomy.backend, "anomaly": anomaly.backend, "detector": detector.name},
+    })
+    atomic_write_json(out_dir / "grounding.json", summary)
+    grounded = [f"F{e['index']} {e['lesion_type']} {e['grounded']}" for e in summary["findings"] if e["mask_file"]]
+    typer.echo(f"{out_dir}: {len(sg.findings)} findings, {len(grounded)} grounded"
+               + (f" ({'; '.join(grounded)})" if grounded else "")
+               + (f"; excluded: {sg.excluded}" if sg.excluded else ""))
+
+
+def register(app: typer.Typer) -> None:
+    """Add ``cxrils ground`` to ``app``."""
+    app.command("ground")(ground)

@@ -1,0 +1,99 @@
+"""Files written by ``cxrils ground``: overlays for a person to check a case, the
+anomaly images, one PNG per grounded lesion mask, and ``grounding.json``."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import cv2
+import numpy as np
+from PIL import Image
+
+from cxrils.fsutil import atomic_path
+from cxrils.types import AnomalyResult, LesionBox, StudyGrounding
+
+KEPT_COLOUR = (40, 220, 40)       # RGB
+REJECTED_COLOUR = (235, 50, 50)
+MASK_COLOURS = ((255, 140, 0), (0, 200, 255), (255, 0, 200), (160, 255, 0), (255, 255, 0), (120, 120, 255))
+
+
+def write_png(path: Path, image: np.ndarray) -> None:
+    """Write uint8 (H, W) or (H, W, 3) RGB atomically as PNG."""
+    with atomic_path(path, suffix=".png") as tmp:
+        Image.fromarray(np.ascontiguousarray(image)).save(tmp, format="PNG")
+
+
+def _rgb(x: np.ndarray) -> np.ndarray:
+    return np.repeat(x[:, :, None], 3, axis=2).copy()
+
+
+def _thickness(shape: tuple[int, int]) -> int:
+    return max(1, round(max(shape) / 400))
+
+
+def anomaly_overlay(x: np.ndarray, anomaly: AnomalyResult, tau_ano: float) -> np.ndarray:
+    """RGB uint8: x_ano as a heat map over the image inside the edit region, the
+    anomaly set A = x_ano >= tau_ano outlined in white."""
+    heat = cv2.applyColorMap(np.clip(anomaly.x_ano * 255 * 2, 0, 255).astype(np.uint8), cv2.COLORMAP_JET)
+    heat = cv2.cvtColor(heat, cv2.COLOR_BGR2RGB)
+    out = _rgb(x)
+    region = anomaly.edit_region
+    out[region] = (0.55 * out[region] + 0.45 * heat[region]).astype(np.uint8)
+    contours, _ = cv2.findContours(anomaly.anomaly_set(tau_ano).astype(np.uint8), cv2.RETR_EXTERNAL,
+                                   cv2.CHAIN_APPROX_SIMPLE)
+    cv2.drawContours(out, contours, -1, (255, 255, 255), _thickness(x.shape))
+    return out
+
+
+def _box(out: np.ndarray, box: LesionBox, colour, text: str) -> None:
+    t = _thickness(out.shape[:2])
+    p0, p1 = (int(round(box.x0)), int(round(box.y0))), (int(round(box.x1)) - 1, int(round(box.y1)) - 1)
+    cv2.rectangle(out, p0, p1, colour, t)
+    cv2.putText(out, text, (p0[0] + 2, max(10, p0[1] + 12 * t)), cv2.FONT_HERSHEY_SIMPLEX, 0.35 * t, colour, t)
+
+
+def boxes_overlay(x: np.ndarray, sg: StudyGrounding, boxes: list[LesionBox]) -> np.ndarray:
+    """RGB uint8: every detector box; green if some finding kept it, red otherwise,
+    labelled with its confidence and, for each finding that rejected it, the failed
+    conditions (e.g. ``F1:c1,c3``)."""
+    out = _rgb(x)
+    for b in boxes:
+        kept, failed = False, []
+        for i, gf in enumerate(sg.findings, start=1):
+            for rec in gf.box_checks:
+                if rec["box"] == [b.x0, b.y0, b.x1, b.y1] and rec["confidence"] == b.confidence:
+                    kept |= rec["kept"]
+                    if not rec["kept"]:
+                        failed.append(f"F{i}:{','.join(rec['failed'])}")
+        label = f"{b.confidence:.2f}" + ("" if kept or not failed else " " + " ".join(failed))
+        _box(out, b, KEPT_COLOUR if kept else REJECTED_COLOUR, label)
+    return out
+
+
+def masks_overlay(x: np.ndarray, sg: StudyGrounding, alpha: float = 0.45) -> np.ndarray:
+    """RGB uint8: each grounded lesion mask tinted in its own colour and outlined, with
+    a legend ``F<i> <type>`` in the top-left corner (finding numbers as in
+    grounding.json, 1-based)."""
+    out = _rgb(x).astype(np.float32)
+    labels = []
+    for i, gf in enumerate(sg.findings, start=1):
+        if gf.mask is None:
+            continue
+        colour = np.array(MASK_COLOURS[(i - 1) % len(MASK_COLOURS)], np.float32)
+        out[gf.mask] = (1 - alpha) * out[gf.mask] + alpha * colour
+        labels.append((i, gf, tuple(int(c) for c in colour)))
+    out = out.astype(np.uint8)
+    t = _thickness(x.shape)
+    for line, (i, gf, colour) in enumerate(labels):
+        contours, _ = cv2.findContours(gf.mask.astype(np.uint8), cv2.RETR_EXTERNAL, cv2.CHAIN_APPROX_SIMPLE)
+        cv2.drawContours(out, contours, -1, colour, t)
+        # legend in the top-left corner: masks of several findings often share a box
+        cv2.putText(out, f"F{i} {gf.lesion_type}", (4, (line + 1) * 14 * t), cv2.FONT_HERSHEY_SIMPLEX,
+                    0.4 * t, colour, t)
+    return out
+
+
+def mask_filename(index: int, lesion_type: str) -> str:
+    """``lesion_<index>_<type>.png`` with a 1-based, two-digit finding index."""
+    return f"lesion_{index:02d}_{re.sub(r'[^a-z0-9]+', '_', lesion_type.lower())}.png"

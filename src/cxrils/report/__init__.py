@@ -1,0 +1,156 @@
+"""Report understanding: sections, structured findings, location mapping.
+
+The text side of the pipeline (paper section 3.1 step 1, Appendix A.1-A.2):
+
+- :func:`select_section` picks findings, else impression, else the last
+  paragraph, else excludes the study with a reason;
+- a :class:`ReportStructurer` turns the section into six-element tuples
+  (:class:`cxrils.types.Finding`): ``rules`` (default, CPU) or ``llm``;
+- a :class:`~cxrils.report.locations.LocationMapper` maps each raw location to
+  lung-region labels in CXAS spelling (or a broad category): ``lexicon``
+  (default) or ``llm``.
+
+Sides are the PATIENT's ("right lung" is on the image's left on a frontal view).
+"""
+
+from __future__ import annotations
+
+from typing import Iterable, Iterator, Protocol
+
+from cxrils.report.locations import LexiconLocationMapper, LocationMapper
+from cxrils.report.sections import SectionChoice, select_iu_section, select_section
+from cxrils.types import Finding, StructuredReport
+
+__all__ = [
+    "ReportStructurer", "LocationMapper", "get_structurer", "get_location_mapper",
+    "structure_report", "structure_reports", "structure_section", "select_section",
+    "select_iu_section", "SectionChoice",
+]
+
+
+class ReportStructurer(Protocol):
+    """Turns one section text into findings (labels empty; mapping is separate)."""
+
+    name: str
+
+    def structure(self, text: str) -> list[Finding]: ...
+
+    def structure_many(self, texts: Iterable[str]) -> list[list[Finding]]: ...
+
+
+def get_structurer(name: str | None = None, cfg=None) -> ReportStructurer:
+    """The report structurer called ``name`` ("rules" | "llm"); None takes
+    ``cfg.backends.report_structurer``.
+
+    Raises
+    ------
+    ValueError
+        For an unknown name.
+    """
+    from cxrils.config import Config
+
+    cfg = cfg or Config()
+    name = name or cfg.backends.report_structurer
+    if name == "rules":
+        from cxrils.report.rules import RulesStructurer
+
+        return RulesStructurer(cfg)
+    if name == "llm":
+        from cxrils.report.llm import LLMStructurer
+
+        return LLMStructurer.from_config(cfg)
+    raise ValueError(f"unknown report structurer {name!r}; choose 'rules' or 'llm'")
+
+
+def get_location_mapper(name: str | None = None, cfg=None) -> LocationMapper:
+    """The location mapper called ``name`` ("lexicon" | "llm"); None takes
+    ``cfg.backends.location_mapper``.
+
+    Raises
+    ------
+    ValueError
+        For an unknown name.
+    """
+    from cxrils.config import Config
+
+    cfg = cfg or Config()
+    name = name or cfg.backends.location_mapper
+    if name == "lexicon":
+        return LexiconLocationMapper()
+    if name == "llm":
+        from cxrils.report.llm import LLMLocationMapper
+
+        return LLMLocationMapper.from_config(cfg)
+    raise ValueError(f"unknown location mapper {name!r}; choose 'lexicon' or 'llm'")
+
+
+def _map_labels(findings: list[Finding], mapper: LocationMapper) -> list[Finding]:
+    for f in findings:
+        labels: list[str] = []
+        for phrase in f.locations:
+            labels += [lab for lab in mapper.map(phrase) if lab not in labels]
+        f.labels = labels
+    return findings
+
+
+def _report(study_id: str, choice: SectionChoice, findings: list[Finding]) -> StructuredReport:
+    return StructuredReport(
+        study_id=str(study_id), section_used=choice.name, section_text=choice.text,
+        findings=findings, excluded=choice.excluded, flags=list(choice.flags),
+    )
+
+
+def structure_section(study_id: str, choice: SectionChoice, *, structurer=None, mapper=None) -> StructuredReport:
+    """Structure an already chosen section (e.g. from the IU format)."""
+    structurer = structurer or get_structurer("rules")
+    mapper = mapper or get_location_mapper("lexicon")
+    findings = [] if choice.excluded else structurer.structure(choice.text)
+    return _report(study_id, choice, _map_labels(findings, mapper))
+
+
+def structure_report(study_id: str, text: str, *, structurer=None, mapper=None) -> StructuredReport:
+    """Structure one raw report: section choice, findings, location labels.
+
+    Parameters
+    ----------
+    study_id : str
+    text : str
+        The raw report (MIMIC-CXR layout with ``NAME:`` headers, or plain text).
+    structurer : ReportStructurer, optional
+        Default: a new ``rules`` structurer (reuse one across calls: it is slow to build).
+    mapper : LocationMapper, optional
+        Default: ``lexicon``.
+
+    Returns
+    -------
+    StructuredReport
+        ``excluded`` holds the reason when no section could be chosen.
+    """
+    return structure_section(study_id, select_section(text), structurer=structurer, mapper=mapper)
+
+
+def structure_reports(items: Iterable[tuple[str, str]], cfg=None, *, structurer=None, mapper=None,
+                      batch_size: int = 256) -> Iterator[StructuredReport]:
+    """Structure many ``(study_id, raw_text)`` pairs, in input order, lazily.
+
+    Backends come from ``cfg.backends`` unless given; texts are processed in
+    batches (spaCy ``pipe`` for rules, concurrent requests for llm).
+    """
+    structurer = structurer or get_structurer(None, cfg)
+    mapper = mapper or get_location_mapper(None, cfg)
+    batch: list[tuple[str, SectionChoice]] = []
+
+    def flush() -> Iterator[StructuredReport]:
+        todo = [c.text for _, c in batch if not c.excluded]
+        results = iter(structurer.structure_many(todo))
+        for sid, choice in batch:
+            findings = [] if choice.excluded else next(results)
+            yield _report(sid, choice, _map_labels(findings, mapper))
+        batch.clear()
+
+    for sid, item in items:
+        batch.append((sid, item if isinstance(item, SectionChoice) else select_section(item)))
+        if len(batch) >= batch_size:
+            yield from flush()
+    if batch:
+        yield from flush()

@@ -1,0 +1,85 @@
+"""``cxrils structure``: reports -> one JSON line of structured findings per study."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import List, Optional
+
+import typer
+
+
+def register(app: typer.Typer) -> None:
+    """Add the report commands to the ``cxrils`` app."""
+    app.command("structure")(structure)
+
+
+def structure(
+    input: Path = typer.Argument(..., help="CSV (study_id,report), the IU CSV, or a folder of MIMIC .txt reports."),
+    out: Path = typer.Option(..., "--out", "-o", help="Output JSON Lines file."),
+    structurer: Optional[str] = typer.Option(None, help="rules | llm (default: config backends.report_structurer)."),
+    mapper: Optional[str] = typer.Option(None, help="lexicon | llm (default: config backends.location_mapper)."),
+    config: Optional[Path] = typer.Option(None, "--config", "-c", help="TOML configuration file."),
+    set_: List[str] = typer.Option([], "--set", help="Override as section.key=value (repeatable)."),
+) -> None:
+    """Structure reports (paper section 3.1 step 1): section choice, six-element findings, location labels.
+
+    Writes one JSON line per study: study_id, section_used, section_text, findings
+    (entity, sentence_index, presence, certainty, locations, labels, lesion_type,
+    predicted_lesion_type), excluded (reason or null), flags.
+    """
+    import json
+    from collections import Counter
+
+    from rich.console import Console
+    from rich.table import Table
+    from tqdm import tqdm
+
+    from cxrils.config import ConfigError, load_config
+    from cxrils.fsutil import atomic_path
+    from cxrils.report import get_location_mapper, get_structurer, structure_reports
+    from cxrils.report.inputs import ReportInputError, count_reports, read_reports
+    from cxrils.report.llm import LLMError
+
+    try:
+        cfg = load_config(config, set_)
+        s = get_structurer(structurer, cfg)
+        m = get_location_mapper(mapper, cfg)
+    except (ConfigError, ValueError, FileNotFoundError, ImportError) as err:
+        typer.echo(f"error: {err}", err=True)
+        raise typer.Exit(2) from err
+    n_total = count_reports(input) if input.exists() else None
+    sections, excluded, types = Counter(), Counter(), Counter()
+    n = 0
+    try:
+        with atomic_path(out) as tmp, open(tmp, "w", encoding="utf-8") as fh:
+            bar = tqdm(total=n_total, unit="report", desc="structure")
+            for rep in structure_reports(read_reports(input), cfg, structurer=s, mapper=m):
+                fh.write(json.dumps(rep.to_dict(), ensure_ascii=False) + "\n")
+                n += 1
+                bar.update(1)
+                if rep.excluded:
+                    excluded[rep.excluded] += 1
+                else:
+                    sections[rep.section_used] += 1
+                for f in rep.findings:
+                    if f.target_type:
+                        types[(f.target_type, f.presence)] += 1
+            bar.close()
+    except ReportInputError as err:
+        typer.echo(f"error: {err}", err=True)
+        raise typer.Exit(2) from err
+    except LLMError as err:
+        typer.echo(f"error: LLM backend: {err}", err=True)
+        raise typer.Exit(1) from err
+
+    console = Console()
+    table = Table(title=f"{n} studies -> {out}")
+    table.add_column("item")
+    table.add_column("count", justify="right")
+    for name, c in sections.most_common():
+        table.add_row(f"section used: {name}", str(c))
+    for reason, c in excluded.most_common():
+        table.add_row(f"excluded: {reason}", str(c))
+    for (t, pres), c in sorted(types.items()):
+        table.add_row(f"{t} ({pres})", str(c))
+    console.print(table)

@@ -1,0 +1,90 @@
+"""Readers for the report inputs of ``cxrils structure``.
+
+Three layouts are accepted:
+
+- a CSV with columns ``study_id`` and ``report`` (raw text with ``NAME:`` headers);
+- the Indiana University CSV (``nlmcxr_reports_all.csv``: ``report_id``,
+  ``findings``, ``impression``), whose sections are already split;
+- a folder of MIMIC-CXR-style ``.txt`` reports (searched recursively; the study
+  id is the file stem, e.g. ``s50414267``).
+"""
+
+from __future__ import annotations
+
+import csv
+from pathlib import Path
+from typing import Iterator
+
+from cxrils.report.sections import SectionChoice, select_iu_section
+
+
+class ReportInputError(ValueError):
+    """An input that cannot be read as reports; the message names the file and problem."""
+
+
+def count_reports(path: str | Path) -> int | None:
+    """Number of reports in ``path`` (for a progress bar); None if unknown."""
+    p = Path(path)
+    if p.is_dir():
+        return sum(1 for _ in p.rglob("*.txt"))
+    try:
+        with open(p, newline="", encoding="utf-8") as fh:
+            return max(sum(1 for _ in csv.reader(fh)) - 1, 0)
+    except (OSError, UnicodeDecodeError, csv.Error):
+        return None
+
+
+def read_reports(path: str | Path) -> Iterator[tuple[str, str | SectionChoice]]:
+    """Yield ``(study_id, raw report text)`` or, for the IU CSV, ``(study_id,
+    SectionChoice)`` with the paper's findings-else-impression choice.
+
+    Raises
+    ------
+    ReportInputError
+        If the path does not exist, a CSV lacks the needed columns, a study id is
+        empty or repeated, or a file is not UTF-8 text.
+    """
+    p = Path(path)
+    if not p.exists():
+        raise ReportInputError(f"{p}: no such file or folder")
+    if p.is_dir():
+        files = sorted(p.rglob("*.txt"))
+        if not files:
+            raise ReportInputError(f"{p}: folder holds no .txt reports")
+        for f in files:
+            try:
+                yield f.stem, f.read_text(encoding="utf-8")
+            except (OSError, UnicodeDecodeError) as err:
+                raise ReportInputError(f"{f}: cannot read report text: {err}") from err
+        return
+    try:
+        fh = open(p, newline="", encoding="utf-8")
+    except OSError as err:
+        raise ReportInputError(f"{p}: cannot open: {err}") from err
+    with fh:
+        try:
+            reader = csv.DictReader(fh)
+            cols = set(reader.fieldnames or [])
+            if {"study_id", "report"} <= cols:
+                kind = "generic"
+            elif {"report_id", "findings", "impression"} <= cols:
+                kind = "iu"
+            else:
+                raise ReportInputError(
+                    f"{p}: expected columns study_id,report (or the IU columns report_id,findings,"
+                    f"impression); found {sorted(cols)}")
+            seen: set[str] = set()
+            for line, row in enumerate(reader, start=2):
+                sid = (row["study_id"] if kind == "generic" else row["report_id"]) or ""
+                sid = sid.strip()
+                if not sid:
+                    raise ReportInputError(f"{p}:{line}: empty study id")
+                if sid in seen:
+                    raise ReportInputError(f"{p}:{line}: study id {sid!r} repeated")
+                seen.add(sid)
+                if kind == "generic":
+                    yield sid, row["report"] or ""
+                else:
+                    yield sid, select_iu_section(row["findings"], row["impression"])
+        except (UnicodeDecodeError, csv.Error) as err:
+            raise ReportInputError(f"{p}: not a readable UTF-8 CSV: {err}") from err

@@ -1,0 +1,232 @@
+"""Word lists of the rules backend, built on :data:`cxrils.vocab.LESION_SYNONYMS`.
+
+The seven lesion types and their report synonyms live in :mod:`cxrils.vocab`
+(the single source); this module adds what only the text side needs: findings
+outside the seven types (extracted with ``lesion_type=None``, as the paper's
+prompt extracts every disease or finding), token patterns for the phrasings of
+cardiomegaly, the ConText cue rules (negation, pseudo-negation, hedging,
+resolution, hypothetical, scope terminators) and the anatomical words that make
+up location phrases.
+
+Sources: paper section 3.1 step 1 and Appendix A.2 (Figure 9) for the extraction
+rules ("No change in pneumothorax" positive, "Pneumothorax has been resolved"
+negative, hedges tentative, devices ignored, "clear"/"normal" not negative).
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Final
+
+from cxrils.vocab import LESION_SYNONYMS, LESION_TYPES
+
+#: Findings that are none of the seven lesion types (lesion_type None). Devices
+#: (tubes, lines, catheters, pacemakers, clips, wires) are deliberately absent:
+#: the paper's prompt ignores them.
+OTHER_FINDINGS: Final[tuple[str, ...]] = (
+    "pneumothorax", "pneumothoraces", "hydropneumothorax", "pneumomediastinum",
+    "nodule", "nodules", "nodular opacity", "mass", "masses", "lesion", "lesions",
+    "emphysema", "emphysematous changes", "copd", "hyperinflation", "hyperexpansion",
+    "fibrosis", "fibrotic changes", "scarring", "scar", "granuloma", "granulomas",
+    "calcified granuloma", "calcified granulomas", "granulomatous disease",
+    "fracture", "fractures", "hernia", "hiatal hernia", "pleural thickening",
+    "adenopathy", "lymphadenopathy", "bronchiectasis", "cavitation", "cavity",
+    "cavitary lesion", "interstitial lung disease", "interstitial disease",
+    "interstitial markings", "pulmonary hypertension", "tortuosity", "calcification",
+    "calcifications", "degenerative changes", "scoliosis", "kyphosis", "osteopenia",
+    "effusion-related", "bullae", "bulla", "blebs", "tuberculosis", "metastases",
+    "metastatic disease", "aspiration", "hemorrhage", "eventration",
+    # Longer than the pneumonia synonym "infection", so the sequela of old disease wins.
+    "granulomatous infection", "old infection", "prior infection", "chronic infection",
+    # Not a pleural effusion.
+    "pericardial effusion", "pericardial effusions",
+)
+
+#: Non-specific findings that a report may say "represent" a disease (paper
+#: section 3.1: "opacity reflects pneumonia" -> predicted lesion type pneumonia).
+NONSPECIFIC_TYPES: Final[frozenset[str]] = frozenset({"opacity", "consolidation"})
+
+# Phrasings of cardiomegaly that fixed phrases cannot cover ("heart size is mildly
+# enlarged", "the cardiac silhouette remains enlarged"): spaCy token patterns.
+_HEART = [{"LOWER": {"IN": ["heart", "cardiac", "cardiomediastinal"]}},
+          {"LOWER": {"IN": ["size", "silhouette", "shadow", "contour", "contours"]}, "OP": "?"}]
+_COPULA = {"LOWER": {"IN": ["is", "are", "remains", "remain", "appears", "appear", "again", "still",
+                            "persistently", "stably", "is", "demonstrates", "appearing"]}, "OP": "*"}
+_DEGREE = {"LOWER": {"IN": ["mildly", "moderately", "markedly", "severely", "slightly", "minimally",
+                            "massively", "borderline", "top-normal", "at", "upper", "limits", "of",
+                            "normal", "to", "mild", "moderate", "marked", "severe", "-", "globally",
+                            "stably", "significantly", "grossly", "now"]}, "OP": "*"}
+CARDIOMEGALY_PATTERNS: Final[tuple[list[dict], ...]] = (
+    _HEART + [_COPULA, _DEGREE, {"LOWER": {"IN": ["enlarged", "increased", "prominent", "large"]}}],
+    [{"LOWER": {"IN": ["enlarged", "enlarging", "large", "increased", "prominent"]}},
+     {"LOWER": {"IN": ["heart", "cardiac", "cardiomediastinal"]}},
+     {"LOWER": {"IN": ["size", "silhouette", "shadow", "contour"]}, "OP": "?"}],
+    [{"LOWER": {"IN": ["enlargement", "enlargment"]}}, {"LOWER": "of"}, {"LOWER": "the"},
+     {"LOWER": {"IN": ["heart", "cardiac"]}}, {"LOWER": {"IN": ["silhouette", "shadow"]}, "OP": "?"}],
+)
+
+
+# Pulmonary vascular congestion phrasings ("prominence of the pulmonary vasculature",
+# "pulmonary vascularity is mildly prominent"): edema, as "vascular congestion" is in
+# cxrils.vocab (the CheXpert labeler counts vascular prominence as edema too).
+_VESSELS = {"LOWER": {"IN": ["vascularity", "vasculature", "vessels", "vascular"]}}
+_PROMINENT = {"LOWER": {"IN": ["prominent", "prominence", "engorged", "engorgement", "congested",
+                               "congestion", "indistinct", "indistinctness", "increased", "redistribution",
+                               "cephalization", "plethora", "plethoric", "enlarged"]}}
+EDEMA_PATTERNS: Final[tuple[list[dict], ...]] = (
+    [_PROMINENT, {"LOWER": {"IN": ["of", "the", "central", "pulmonary", "hilar", "interstitial"]}, "OP": "*"}, _VESSELS],
+    [_VESSELS, {"LOWER": {"IN": ["markings"]}, "OP": "?"}, _COPULA, _DEGREE, _PROMINENT],
+    [{"LOWER": {"IN": ["cephalization", "cephalisation"]}}],
+    [{"LOWER": "pulmonary"}, {"LOWER": "venous"}, {"LOWER": {"IN": ["hypertension", "congestion"]}}],
+)
+
+
+def lesion_terms() -> dict[str, str | None]:
+    """Every fixed finding phrase (lower case) -> lesion type or None.
+
+    Built from :data:`cxrils.vocab.LESION_SYNONYMS` plus :data:`OTHER_FINDINGS`.
+    A phrase listed for two types keeps the first type in
+    :data:`cxrils.vocab.LESION_TYPES` order.
+    """
+    out: dict[str, str | None] = {p: None for p in OTHER_FINDINGS}
+    for t in reversed(LESION_TYPES):
+        for phrase in LESION_SYNONYMS[t]:
+            out[phrase.lower()] = t
+    return out
+
+
+#: ConText cue rules as (literal, category, direction, max_scope). Categories:
+#: NEGATED_EXISTENCE (absent or resolved), POSSIBLE_EXISTENCE (tentative),
+#: HYPOTHETICAL (not asserted: dropped), PSEUDO (looks like a cue, is not),
+#: TERMINATE (ends a cue's scope).
+CONTEXT_RULES: Final[tuple[tuple[str, str, str, int | None], ...]] = (
+    # Negation (forward).
+    *((w, "NEGATED_EXISTENCE", "FORWARD", None) for w in (
+        "no", "not", "without", "negative for", "free of", "clear of", "absence of", "absent",
+        "no evidence of", "without evidence of", "no sign of", "no signs of", "without signs of",
+        "no definite", "no convincing", "no radiographic evidence of", "nor", "neither",
+        "resolution of", "interval resolution of", "near complete resolution of", "no longer",
+        "no new", "no acute", "there is no", "there are no", "rather than",
+    )),
+    # Negation and resolution (backward: "pneumothorax has resolved").
+    *((w, "NEGATED_EXISTENCE", "BACKWARD", 10) for w in (
+        "not seen", "not identified", "not visualized", "not appreciated", "not present",
+        "not demonstrated", "not evident", "not noted", "not detected", "is absent", "are absent",
+        "has resolved", "has been resolved",
+        "has cleared", "has largely cleared", "cleared", "has nearly resolved",
+        "no longer seen", "no longer visible", "no longer present", "no longer identified",
+        "is gone", "are gone", "ruled out", "has disappeared",
+    )),
+    # Resolution reaches back over a whole list: "consolidation and atelectasis have cleared".
+    *((w, "NEGATED_EXISTENCE", "BACKWARD", None) for w in (
+        "have cleared", "have resolved", "have been resolved", "have largely resolved",
+        "have nearly resolved", "have completely resolved", "has completely resolved",
+    )),
+    ("resolved", "NEGATED_EXISTENCE", "BIDIRECTIONAL", 4),
+    # Hedging (tentative, not negative).
+    *((w, "POSSIBLE_EXISTENCE", "FORWARD", None) for w in (
+        "possible", "possibly", "probable", "probably", "likely", "may", "might", "could",
+        "may represent", "may be", "could represent", "could be", "can not exclude",
+        "cannot exclude", "can't exclude", "cannot rule out", "can not rule out",
+        "cannot be excluded", "not excluded", "questionable", "question of", "suspicious for",
+        "concerning for", "worrisome for", "suggestive of", "suggests", "suggesting",
+        "presumably", "presumed", "suspected", "suspect", "equivocal", "difficult to exclude",
+        "difficult to rule out", "not entirely excluded", "differential", "versus", "vs",
+        "early", "developing", "evolving", "impossible to exclude", "not definitely", "question",
+        "suspicion for", "suspicion of", "may indicate", "alternatively", "differential diagnosis",
+        "differential considerations", "differential diagnosis includes", "consider", "considered",
+        "subtle", "cannot be entirely excluded", "may reflect", "could reflect", "perhaps",
+        "uncertain", "indeterminate", "equivocal for", "raising the possibility of",
+    )),
+    *((w, "POSSIBLE_EXISTENCE", "BACKWARD", 8) for w in (
+        "cannot be excluded", "can not be excluded", "can't be excluded", "not excluded",
+        "is not excluded", "is possible", "is suspected", "is questioned", "not ruled out",
+        "cannot be ruled out", "can not be ruled out", "is likely", "versus", "vs", "or",
+        "is not entirely excluded", "cannot be entirely excluded", "is a consideration",
+        "are possible", "not entirely excluded", "is difficult to exclude", "questionable",
+        "suspected", "are suspected", "is considered", "are not excluded", "less likely",
+    )),
+    # Hypothetical: the report asks, it does not state.
+    *((w, "HYPOTHETICAL", "FORWARD", None) for w in (
+        "evaluate for", "evaluation for", "assess for", "rule out", "r/o", "to exclude",
+        "to document", "document resolution", "ensure resolution", "confirm resolution",
+        "if", "in case of", "should be considered", "follow-up to", "followup to", "recommend",
+        "history of",
+    )),
+    # Pseudo-cues: "no interval change in the small effusion" is positive (stable).
+    *((w, "PSEUDO", "PSEUDO", None) for w in (
+        "no interval change", "no change", "no significant change", "no significant interval change",
+        "no substantial change", "not changed", "not significantly changed", "no increase",
+        "no decrease", "no appreciable change", "no definite change", "no marked change",
+        "no evidence of change", "not only", "no interval increase", "no interval decrease",
+        "without change", "without interval change", "without significant change",
+        "without significant interval change", "without substantial change", "no significant interval change of",
+        "no substantial interval change", "no other", "without other", "no additional",
+        "not worsened", "no worsening", "gram negative", "not unexpected", "no further",
+        "no longer distended",
+    )),
+    # Scope terminators: "no effusion, but right lower lobe consolidation".
+    *((w, "TERMINATE", "TERMINATE", None) for w in (
+        "but", "however", "although", "though", "which", "aside from", "apart from", "except",
+        "otherwise", ";", "there is", "there are", "there has been", "with", "while", "whereas",
+        "yet", "nonetheless", "still", "though", "other than", "persistent", "persists",
+        "unchanged", "stable", "again", "remains", "seen", "noted", "present",
+    )),
+)
+
+# --------------------------------------------------------------------------- locations
+#: Words that can make up a location phrase in report text. A run of these words is
+#: one raw location ("right lower lobe", "left lung base"); "hilar adenopathy" gives
+#: the location "hilar". Connectors may join words inside a run.
+LOCATION_WORDS: Final[tuple[str, ...]] = (
+    "right", "left", "right-sided", "left-sided", "bilateral", "bilaterally", "both", "bibasilar",
+    "bibasal", "bibasally", "bibasilarly", "biapical", "biapically", "upper", "middle", "mid",
+    "lower", "lobe", "lobes", "lobar", "lung", "lungs", "zone", "zones", "base", "bases", "basilar",
+    "basal", "basally", "basilarly", "apex", "apices", "apical", "apically", "perihilar", "hilar",
+    "hila", "hilum", "infrahilar", "suprahilar", "retrocardiac", "lingula", "lingular", "midlung",
+    "midlungs", "mid-lung", "hemithorax", "hemithoraces", "costophrenic", "angle", "angles",
+    "sulcus", "sulci", "retrosternal", "posterior", "anterior", "lateral", "medial", "superior",
+    "inferior", "segment", "segments", "subsegmental", "subpleural", "mediastinal", "mediastinum",
+    "paratracheal", "thoracic", "spine", "vertebral", "vertebra", "vertebrae", "rib", "ribs",
+    "clavicle", "clavicles", "scapula", "sternum", "sternal", "hemidiaphragm", "hemidiaphragms",
+    "diaphragm", "diaphragmatic", "paraspinal", "parenchyma", "parenchymal", "periphery",
+    "peripheral", "central", "axilla", "axillary", "fissure", "fissural", "field", "fields",
+    "region", "regions", "aspect", "portion", "pleural space", "pleural spaces", "cervical",
+    "lumbar", "abdomen", "abdominal", "breast", "trachea", "tracheal", "aorta", "aortic",
+    "apicolateral", "lingular segment", "retrocardiac region", "pericardial", "subcarinal",
+)
+_CONNECTORS = ("and", "of the", "the", "of", "to", "and/or", "or")
+#: Words that alone do not make a location (they only qualify one).
+LOCATION_QUALIFIERS: Final[frozenset[str]] = frozenset({
+    "posterior", "anterior", "lateral", "medial", "superior", "inferior", "segment", "segments",
+    "subsegmental", "central", "peripheral", "periphery", "aspect", "portion", "region", "regions",
+    "field", "fields", "zone", "zones", "lobe", "lobes", "angle", "angles", "lobar", "parenchyma",
+    "parenchymal", "upper", "lower", "middle", "mid", "lung", "thoracic",
+})
+
+
+def _word_alt(words) -> str:
+    return "|".join(re.escape(w).replace(r"\ ", r"\s+") for w in sorted(words, key=len, reverse=True))
+
+
+_LOC = rf"(?:{_word_alt(LOCATION_WORDS)})"
+#: A location run in text: location words joined by spaces or connectors.
+LOCATION_RE: Final[re.Pattern[str]] = re.compile(
+    rf"(?<![\w-]){_LOC}(?:(?:\s+|\s*-\s*|\s+(?:{_word_alt(_CONNECTORS)})\s+){_LOC})*(?![\w-])",
+    re.IGNORECASE,
+)
+
+
+def find_locations(text: str) -> list[tuple[int, int, str]]:
+    """Location phrases in ``text`` as ``(start, end, phrase)`` character spans.
+
+    A run of location words that holds only qualifiers ("lower", "segment") is not
+    a location. Trailing connectors are never part of a phrase.
+    """
+    out = []
+    for m in LOCATION_RE.finditer(text):
+        words = re.findall(r"[a-z/-]+", m.group(0).lower())
+        if all(w in LOCATION_QUALIFIERS or w in _CONNECTORS for w in words):
+            continue
+        out.append((m.start(), m.end(), " ".join(m.group(0).split())))
+    return out

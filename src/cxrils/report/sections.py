@@ -1,0 +1,235 @@
+"""Report sections and the paper's choice of one section per study.
+
+Reproduces the behaviour of the official MIMIC-CXR report pre-processing
+(``section_parser.py`` of the MIT-LCP ``mimic-cxr`` repository): a header is an
+upper-case name followed by a colon at the start of a line (indentation allowed),
+section names are normalised (common misspellings included), and the text used
+for structuring follows the paper's fallback (section 3.1 step 1, Appendix A.1):
+findings, else impression, else the last paragraph, else the study is excluded
+with a reason.
+
+A WET READ (a preliminary read) is kept apart and never chosen; an ADDENDUM is
+kept and flagged. Non-empty report text never silently yields an empty section:
+either a section with text is chosen or the study is excluded with a reason.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+
+#: Canonical section names and the spellings (lower case) that map to them.
+#: Misspellings are those the official MIMIC-CXR parser lists as frequent.
+SECTION_ALIASES: dict[str, tuple[str, ...]] = {
+    "findings": (
+        "findings", "finding", "findins", "findindgs", "findgings", "findngs", "findnings",
+        "finidngs", "fidings", "findigns", "pfi", "frontal and lateral chest radiographs",
+    ),
+    "impression": (
+        "impression", "impressions", "impresson", "imprression", "imoression", "impressoin",
+        "imprssion", "impresion", "imperssion", "mpression", "impession", "conclusion",
+        "conclusions", "summary", "opinion",
+    ),
+    "findings_impression": (
+        "findings and impression", "findings/impression", "findings/ impression",
+        "impression and findings", "findings and impressions",
+    ),
+    "comparison": (
+        "comparison", "comparisons", "comparison exam", "comparison film", "comparision",
+        "comparsion", "comparrison", "comparisions", "prior", "priors", "reference exam",
+    ),
+    "history": (
+        "history", "clinical history", "patient history", "indication", "indications",
+        "ndication", "idication", "clinical indication", "reason for examination",
+        "reason for exam", "clinical information", "clinical info", "hx", "reason",
+    ),
+    "technique": ("technique", "procedure", "examination", "exam", "type of examination",
+                  "chest, two views", "chest two views", "views"),
+    "addendum": ("addendum", "addenda"),
+    "wet_read": ("wet read", "wetread", "wet reading", "preliminary read", "preliminary report"),
+    "recommendation": ("recommendation", "recommendations", "recommendation(s)", "notification", "comment", "comments"),
+}
+_ALIAS_TO_NAME = {alias: name for name, aliases in SECTION_ALIASES.items() for alias in aliases}
+
+#: Sections that may hold the findings text (paper Appendix A.1 fallback order).
+FALLBACK_ORDER: tuple[str, ...] = ("findings", "impression", "last_paragraph")
+
+# Header: upper-case name + colon at a line start, indentation tolerated (official parser:
+# r'\n ([A-Z ()/,-]+):\s'); we also accept a header at the very start of the text.
+_HEADER = re.compile(r"(?m)^[ \t]*([A-Z][A-Z ()/,&-]{1,60}?)[ \t]*:(?=\s|$)")
+_PARAGRAPH_SPLIT = re.compile(r"\n[ \t]*\n")
+
+
+class SectionError(ValueError):
+    """Raised when a report input cannot be read (not for a report without sections)."""
+
+
+def normalize_section_name(name: str) -> str:
+    """Canonical name of a header: ``"IMPRESSON"`` -> ``"impression"``.
+
+    Unknown headers keep their lower-case, whitespace-collapsed spelling.
+    """
+    key = " ".join(name.lower().split())
+    return _ALIAS_TO_NAME.get(key, key)
+
+
+@dataclass
+class Sections:
+    """A report split into sections.
+
+    Attributes
+    ----------
+    preamble : str
+        Text before the first header (e.g. "FINAL REPORT", exam line).
+    sections : list of (name, text)
+        In report order, names normalised; a name may repeat (e.g. two addenda).
+    """
+
+    preamble: str
+    sections: list[tuple[str, str]] = field(default_factory=list)
+
+    def get(self, name: str) -> str:
+        """Text of the LAST non-empty section called ``name`` ("" if none). The official
+        parser also keeps the last occurrence."""
+        for n, t in reversed(self.sections):
+            if n == name and t.strip():
+                return t
+        return ""
+
+    @property
+    def names(self) -> list[str]:
+        return [n for n, _ in self.sections]
+
+
+def _clean(text: str) -> str:
+    """Collapse whitespace inside a section (line breaks of the fixed-width layout)."""
+    return " ".join(text.split())
+
+
+def split_sections(text: str) -> Sections:
+    """Split a raw report into its headed sections.
+
+    Parameters
+    ----------
+    text : str
+        Raw report text (MIMIC-CXR ``.txt`` layout or similar).
+
+    Returns
+    -------
+    Sections
+        Section texts keep their paragraph breaks (blank lines) for the
+        last-paragraph fallback; use :func:`select_section` for cleaned text.
+    """
+    matches = list(_HEADER.finditer(text))
+    if not matches:
+        return Sections(preamble=text, sections=[])
+    out = Sections(preamble=text[: matches[0].start()])
+    for i, m in enumerate(matches):
+        end = matches[i + 1].start() if i + 1 < len(matches) else len(text)
+        out.sections.append((normalize_section_name(m.group(1)), text[m.end():end]))
+    # A "findings and impression" section serves as both.
+    out.sections = [
+        (n, t) for name, t in out.sections
+        for n in (("findings", "impression") if name == "findings_impression" else (name,))
+    ]
+    return out
+
+
+def last_paragraph(text: str) -> str:
+    """Last non-empty paragraph of a report that is not a non-finding section.
+
+    Paragraphs are separated by blank lines (the official parser's
+    ``last_paragraph``). A paragraph that starts with a header other than findings
+    or impression (comparison, history, technique, wet read...) is skipped.
+    """
+    for para in reversed(_PARAGRAPH_SPLIT.split(text)):
+        if not para.strip():
+            continue
+        m = _HEADER.match(para.lstrip("\n"))
+        if m:
+            name = normalize_section_name(m.group(1))
+            if name not in ("findings", "impression", "findings_impression", "addendum"):
+                continue
+            para = para.lstrip("\n")[m.end():]
+        if para.strip():
+            return para
+    return ""
+
+
+@dataclass
+class SectionChoice:
+    """The section chosen for structuring (paper Appendix A.1).
+
+    ``name`` is "findings", "impression" or "last_paragraph" (None when excluded);
+    ``text`` is whitespace-collapsed; ``excluded`` gives the reason when no usable
+    text exists; ``flags`` may hold "addendum" and "wet_read"; ``wet_read`` and
+    ``addendum`` keep those texts apart.
+    """
+
+    name: str | None
+    text: str
+    excluded: str | None = None
+    flags: list[str] = field(default_factory=list)
+    wet_read: str = ""
+    addendum: str = ""
+
+
+def select_section(text: str) -> SectionChoice:
+    """Pick the text to structure from a raw report with the paper's fallback.
+
+    Findings, else impression, else the last paragraph, else excluded (paper
+    section 3.1 step 1, Appendix A.1). A WET READ is never chosen (it is
+    preliminary) but is returned in ``wet_read``; an ADDENDUM is flagged and
+    returned in ``addendum``.
+
+    Parameters
+    ----------
+    text : str
+        The raw report.
+
+    Returns
+    -------
+    SectionChoice
+    """
+    if text is None or not str(text).strip():
+        return SectionChoice(None, "", excluded="empty report text")
+    secs = split_sections(str(text))
+    flags: list[str] = []
+    wet = " ".join(_clean(t) for n, t in secs.sections if n == "wet_read" and t.strip())
+    add = " ".join(_clean(t) for n, t in secs.sections if n == "addendum" and t.strip())
+    if wet:
+        flags.append("wet_read")
+    if add:
+        flags.append("addendum")
+    for name in ("findings", "impression"):
+        body = _clean(secs.get(name))
+        if body:
+            return SectionChoice(name, body, flags=flags, wet_read=wet, addendum=add)
+    # Last paragraph of the report without its wet read (preliminary text is never used).
+    kept = str(text)
+    for n, t in secs.sections:
+        if n == "wet_read" and t.strip():
+            kept = kept.replace(t, "\n\n")
+    body = _clean(last_paragraph(kept))
+    if body:
+        return SectionChoice("last_paragraph", body, flags=flags, wet_read=wet, addendum=add)
+    return SectionChoice(
+        None, "", flags=flags, wet_read=wet, addendum=add,
+        excluded="no findings, impression or last-paragraph text (headers only"
+        + (", wet read only" if wet else "") + ")",
+    )
+
+
+def select_iu_section(findings: str | None, impression: str | None) -> SectionChoice:
+    """The paper's fallback on the Indiana University format (separate columns).
+
+    Findings, else impression, else excluded: the IU XML has no free text outside
+    its named sections, so there is no last paragraph to fall back on.
+    """
+    f = _clean(findings or "") if isinstance(findings, str) else ""
+    i = _clean(impression or "") if isinstance(impression, str) else ""
+    if f:
+        return SectionChoice("findings", f)
+    if i:
+        return SectionChoice("impression", i)
+    return SectionChoice(None, "", excluded="IU report has neither findings nor impression text")

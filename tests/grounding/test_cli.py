@@ -1,0 +1,122 @@
+"""``cxrils ground`` end to end on a synthetic case. The anatomy backend is replaced by
+a hand-built geometric segmenter (the real builtin anatomy model is tested in the
+anatomy stage); the report, anomaly, detector and grounding stages run for real."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+from PIL import Image
+from typer.testing import CliRunner
+
+from cxrils.cli import app
+from cxrils.types import AnatomyMasks
+from cxrils.vocab import ANATOMY_LABELS, LABEL_SIDE, LEFT_ZONES, RIGHT_ZONES
+
+N = 128
+ROWS = {"apical": (16, 30), "upper": (30, 52), "mid": (52, 76), "base": (76, 112)}
+COLS = {"right": (10, 58), "left": (70, 118)}  # patient right = image left
+
+
+def rect(r, c):
+    m = np.zeros((N, N), bool)
+    m[r[0]:r[1], c[0]:c[1]] = True
+    return m
+
+
+class GeometricSegmenter:
+    name, version = "geometric-test", "0"
+
+    def segment(self, x):
+        masks = {f"{s} lung": rect((16, 112), COLS[s]) for s in COLS}
+        for zones, side in ((RIGHT_ZONES, "right"), (LEFT_ZONES, "left")):
+            for zone, rows in zip(zones, ROWS.values()):
+                masks[zone] = rect(rows, COLS[side])
+        upper, lower = (16, 52), (76, 112)
+        masks["lung upper lobe right"] = rect(upper, COLS["right"])
+        masks["lung middle lobe right"] = rect((52, 76), COLS["right"])
+        masks["lung lower lobe right"] = rect(lower, COLS["right"])
+        masks["lung upper lobe left"] = rect((16, 70), COLS["left"])
+        masks["lung lower lobe left"] = rect((70, 112), COLS["left"])
+        masks["heart"] = rect((70, 105), (58, 70))
+        assert set(masks) == set(ANATOMY_LABELS) and all(l in masks for l in LABEL_SIDE)
+        return AnatomyMasks(masks=masks, shape=x.shape, backend=self.name, version=self.version)
+
+
+@pytest.fixture()
+def case(tmp_path, monkeypatch):
+    import cxrils.vision.anatomy as anatomy
+
+    monkeypatch.setattr(anatomy, "get_segmenter", lambda name, cfg: GeometricSegmenter())
+    x = np.full((N, N), 175, np.uint8)
+    seg = GeometricSegmenter().segment(x)
+    x[seg.union(("right lung", "left lung"))] = 55
+    x[82:110, 14:56] = 205  # dense consolidation in the patient-right lower lobe (image left)
+    path = tmp_path / "case.png"
+    Image.fromarray(x).save(path)
+    return path
+
+
+@pytest.mark.slow
+def test_ground_writes_all_outputs(case, tmp_path):
+    out = tmp_path / "out"
+    report = "FINDINGS: Right lower lobe consolidation. No pleural effusion."
+    res = CliRunner().invoke(app, ["ground", str(case), report, "-o", str(out)])
+    assert res.exit_code == 0, res.output
+    for name in ("x_hat.png", "x_ano.png", "overlay_anatomy.png", "overlay_anomaly.png", "overlay_boxes.png",
+                 "overlay_masks.png", "grounding.json"):
+        assert (out / name).is_file(), name
+    d = json.loads((out / "grounding.json").read_text())
+    cons = [f for f in d["findings"] if f["lesion_type"] == "consolidation"]
+    assert len(cons) == 1 and cons[0]["mask_file"], d["findings"]
+    assert cons[0]["grounded"] and set(cons[0]["grounded"]) <= set(cons[0]["reported"])
+    assert all(LABEL_SIDE[label] == "right" for label in cons[0]["grounded"])
+    kept = [b for b in cons[0]["boxes"] if b["kept"]]
+    assert kept and {"c1_iou_anatomy", "c2_confidence", "c3_signal", "c4_iou_right_lung"} <= set(kept[0])
+    mask = np.asarray(Image.open(out / cons[0]["mask_file"]))
+    assert set(np.unique(mask)) == {0, 255} and mask[90:100, 25:45].all()
+    assert not mask[:, 64:].any()
+    eff = [f for f in d["findings"] if f["lesion_type"] == "effusion"]
+    assert eff and eff[0]["mask_file"] is None and eff[0]["finding"]["presence"] == "negative"
+    # the effusion is absent: only the consolidation's locations are occupied
+    assert "left lung" in d["empty_locations"] and "right lung" not in d["empty_locations"]
+    x_ano = np.asarray(Image.open(out / "x_ano.png"))
+    assert x_ano.shape == (N, N) and x_ano[95, 35] > 0 and x_ano[30, 90] == 0
+    assert np.asarray(Image.open(out / "overlay_boxes.png")).shape == (N, N, 3)
+
+
+def test_ground_reports_user_errors(case, tmp_path):
+    runner = CliRunner()
+    res = runner.invoke(app, ["ground", str(tmp_path / "missing.png"), "text", "-o", str(tmp_path / "o")])
+    assert res.exit_code == 2 and "missing.png" in res.output
+    res = runner.invoke(app, ["ground", str(case), "  ", "-o", str(tmp_path / "o")])
+    assert res.exit_code == 2 and "empty" in res.output
+    res = runner.invoke(app, ["ground", str(case), "text", "-o", str(tmp_path / "o"), "--set", "grounding.nope=1"])
+    assert res.exit_code == 2 and "grounding.nope" in res.output
+
+
+@pytest.mark.slow
+@pytest.mark.needs_data
+def test_ground_real_image_with_builtin_backends(shared_data, tmp_path):
+    """Every real backend (io, rules report, builtin anatomy/anomaly/detector) on a
+    COVID-19 image with diffuse bilateral opacity (expert extent score 7.7 of 8)."""
+    image = shared_data / "covid_ieee8023" / "images" / "31BA3780-2323-493F-8AED-62081B9C383B.png"
+    if not image.is_file():
+        pytest.skip(f"{image} not found")
+    report = "FINDINGS: Bilateral consolidation in both lower lobes. Heart size is enlarged."
+    res = CliRunner().invoke(app, ["ground", str(image), report, "-o", str(tmp_path)])
+    assert res.exit_code == 0, res.output
+    d = json.loads((tmp_path / "grounding.json").read_text())
+    assert d["excluded"] is None and d["ctr"] is not None and 0.2 < d["ctr"] < 0.8
+    types = {f["lesion_type"]: f for f in d["findings"]}
+    assert {"consolidation", "cardiomegaly"} <= set(types)
+    assert types["cardiomegaly"]["mask_file"]
+    for f in d["findings"]:
+        assert set(f["grounded"]) <= set(f["reported"]) | {"heart"}
+        for b in f["boxes"]:
+            assert {"c1", "c2", "c3", "c4", "kept", "failed"} <= set(b)
+            assert b["kept"] == (b["c1"] and b["c2"] and b["c3"] and b["c4"])
+        if f["mask_file"]:
+            assert np.asarray(Image.open(tmp_path / f["mask_file"])).max() == 255

@@ -1,0 +1,194 @@
+"""ground_study: location verification (reported / grounded / empty), multi-location
+findings, cardiomegaly, drop reasons, QC exclusions and recall counts."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+from cxrils.config import Config
+from cxrils.grounding import empty_locations, ground_study, recall_counts, reported_locations
+from cxrils.grounding import grounding_to_dict
+from cxrils.types import LesionBox, StructuredReport
+from cxrils.vocab import EMPTY_LOCATION_CANDIDATES, LEFT_ZONES
+
+from grounding_helpers import H, W, anatomy, anomaly, finding
+
+CFG = Config()
+
+
+def report(*findings, excluded=None):
+    return StructuredReport(study_id="s1", section_used="impression", section_text="...",
+                            findings=list(findings), excluded=excluded)
+
+
+def bases_anomaly():
+    """Anomalies in both lung bases (rows 72-97): right at columns 5-45, left 55-95."""
+    x_ano = np.zeros((H, W), np.float32)
+    x_ano[72:98, 5:45] = 0.5
+    x_ano[72:98, 55:95] = 0.5
+    x = np.full((H, W), 60, np.uint8)
+    x[x_ano > 0] = 190
+    return anomaly(x_ano, x), x
+
+
+RIGHT_BASE_BOX = LesionBox(0.0, 70.0, 50.0, 100.0, 0.8, "Atelectasis")   # patient right = image left
+LEFT_BASE_BOX = LesionBox(50.0, 70.0, 100.0, 100.0, 0.8, "Atelectasis")
+
+
+def run(rep, boxes, **kw):
+    ano, x = bases_anomaly()
+    return ground_study(study_id="s1", image_id="i1", x=x, report=rep, anatomy=anatomy(), anomaly=ano,
+                        boxes=boxes, cfg=kw.pop("cfg", CFG), ctr=kw.pop("ctr", 0.4), **kw)
+
+
+def test_multi_location_finding_grounds_only_the_location_with_a_kept_box():
+    f = finding("atelectasis", "atelectasis", ["right lung base", "left lung base"])
+    sg = run(report(f), [RIGHT_BASE_BOX])
+    gf = sg.findings[0]
+    assert gf.reported == ["right lung base", "left lung base"]
+    # c1: box 1500 px vs M_union 3000 px -> IoU 0.5; box reaches right base only
+    assert gf.grounded == ["right lung base"]
+    assert gf.mask is not None and gf.mask[72:98, 5:45].all() and not gf.mask[:, 50:].any()
+    sg2 = run(report(f), [RIGHT_BASE_BOX, LEFT_BASE_BOX])
+    assert sg2.findings[0].grounded == ["right lung base", "left lung base"]
+    assert sg2.findings[0].mask[72:98, 55:95].all()
+
+
+def test_empty_locations_across_all_findings():
+    findings = [
+        finding("atelectasis", "atelectasis", ["right lung base"]),
+        finding("nodule", None, ["left upper zone lung"]),               # other finding counts too
+        finding("effusion", "effusion", ["left lung base"], presence="negative"),  # absent: no
+    ]
+    sg = run(report(*findings), [RIGHT_BASE_BOX])
+    assert sg.empty_locations == ["right apical zone lung", "right upper zone lung", "right mid zone lung",
+                                  "left apical zone lung", "left mid zone lung", "left lung base"]
+    assert all(gf.empty == sg.empty_locations for gf in sg.findings)
+
+
+def test_empty_locations_overlap_tolerance_and_whole_lung():
+    a = anatomy()
+    f = finding("opacity", "opacity", ["right lung"])
+    assert empty_locations([f], a) == ["left lung", *LEFT_ZONES]
+    # a zone touching the reported mask by one pixel is not empty, unless tolerated
+    a.masks["left apical zone lung"] = a.masks["left apical zone lung"].copy()
+    a.masks["left apical zone lung"][14, 49] = True
+    assert "left apical zone lung" not in empty_locations([f], a)
+    assert "left apical zone lung" in empty_locations([f], a, tol_px=1)
+
+
+def test_finding_without_location_blocks_all_empty_locations():
+    assert empty_locations([finding("edema", "edema", [])], anatomy()) == []
+    assert reported_locations(finding("edema", "edema", ["lung"])).implied
+    outside = reported_locations(finding("opacity", "opacity", ["mediastinum"]))
+    assert outside.labels == () and outside.outside == ("mediastinum",)
+
+
+def test_cardiomegaly_is_the_heart_mask_and_counts_for_empty_locations():
+    sg = run(report(finding("cardiomegaly", "cardiomegaly", ["heart"])), [])
+    gf = sg.findings[0]
+    assert gf.mask is not None and np.array_equal(gf.mask, anatomy()["heart"]) and gf.drop_reason is None
+    # the heart (rows 60-90, cols 40-60) overlaps both mid zones and bases, lungs
+    assert sg.empty_locations == ["right apical zone lung", "right upper zone lung",
+                                  "left apical zone lung", "left upper zone lung"]
+
+
+def test_drop_reasons_and_box_records():
+    findings = [
+        finding("pneumonia", "pneumonia", ["right lung base"]),
+        finding("effusion", "effusion", [], presence="negative"),
+        finding("pneumothorax", None, ["left lung"]),
+        finding("opacity", "opacity", ["mediastinum"]),
+    ]
+    weak = LesionBox(0.0, 70.0, 50.0, 100.0, 0.05, "Consolidation")
+    sg = run(report(*findings), [weak])
+    reasons = [gf.drop_reason for gf in sg.findings]
+    assert all(gf.mask is None for gf in sg.findings)
+    assert "c2 x1" in reasons[0]
+    assert reasons[1].startswith("negative finding")
+    assert reasons[2].startswith("not one of the seven")
+    assert "mediastinum" in reasons[3]
+    rec = sg.findings[0].box_checks[0]
+    assert rec["c2"] is False and rec["c2_confidence"] == 0.05 and rec["kept"] is False
+    assert rec["c1"] and rec["c3"] and rec["c4"]
+    assert run(report(findings[0]), []).findings[0].drop_reason == "no candidate boxes from the detector"
+
+
+def test_edema_uses_its_own_tau_ano_and_tau_conf():
+    x_ano = np.zeros((H, W), np.float32)
+    x_ano[:, 5:45] = 0.05            # faint, diffuse: below tau_ano 0.10, above edema's 0.01
+    x = np.full((H, W), 60, np.uint8)
+    box = LesionBox(0.0, 0.0, 50.0, 100.0, 0.015, "Infiltration")  # conf between 0.01 and 0.20
+    rep = report(finding("edema", "edema", ["right lung"]), finding("opacity", "opacity", ["right lung"]))
+    sg = ground_study(study_id="s", image_id="i", x=x, report=rep, anatomy=anatomy(), anomaly=anomaly(x_ano, x),
+                      boxes=[box], cfg=CFG, ctr=0.4)
+    edema, opacity = sg.findings
+    assert edema.mask is not None and edema.grounded == ["right lung"]
+    assert opacity.mask is None and "c2 x1, c3 x1" in opacity.drop_reason
+
+
+def test_edema_tau_ano_at_threshold():
+    x_ano = np.zeros((H, W), np.float32)
+    x_ano[10, 10], x_ano[10, 11] = CFG.grounding.tau_ano_edema, np.nextafter(np.float32(0.01), np.float32(0))
+    a = anomaly(x_ano).anomaly_set(CFG.grounding.tau_ano_for("edema"))
+    assert a[10, 10] and not a[10, 11]
+
+
+@pytest.mark.parametrize("kwargs, reason", [
+    ({"view_position": "LATERAL"}, "not a frontal view"),
+    ({"crosscheck": "anatomy cross-check: heart lowest y differs"}, "anatomy cross-check"),
+])
+def test_qc_exclusions(kwargs, reason):
+    sg = run(report(finding("atelectasis", "atelectasis", ["right lung base"])), [RIGHT_BASE_BOX], **kwargs)
+    assert sg.excluded.startswith(reason) and sg.findings == []
+    assert run(report(), [], view_position="AP").excluded is None
+    assert run(report(excluded="no findings, impression or last paragraph"), []).excluded.startswith("report:")
+
+
+def test_shape_mismatch_is_a_clear_error():
+    ano, x = bases_anomaly()
+    with pytest.raises(ValueError, match="anatomy masks"):
+        ground_study(study_id="s", image_id="i", x=x[:50], report=report(), anatomy=anatomy(), anomaly=ano,
+                     boxes=[], cfg=CFG, ctr=0.4)
+
+
+def test_missing_or_non_bool_anatomy_masks_are_clear_errors():
+    ano, x = bases_anomaly()
+    a = anatomy()
+    del a.masks["left lung base"]
+    with pytest.raises(ValueError, match="lacks masks"):
+        ground_study(study_id="s", image_id="i", x=x, report=report(), anatomy=a, anomaly=ano, boxes=[], cfg=CFG)
+    a = anatomy()
+    a.masks["heart"] = a.masks["heart"].astype(np.uint8) * 255
+    with pytest.raises(ValueError, match="not bool"):
+        ground_study(study_id="s", image_id="i", x=x, report=report(), anatomy=a, anomaly=ano, boxes=[], cfg=CFG)
+
+
+def test_recall_counts_and_json():
+    f = finding("atelectasis", "atelectasis", ["right lung base", "left lung base"])
+    g = finding("pneumonia", "pneumonia", ["left upper zone lung"])
+    sg = run(report(f, g), [RIGHT_BASE_BOX])
+    counts = recall_counts([sg, run(report(f), [], view_position="LL")])
+    assert counts["atelectasis"] == {"reported": 1, "grounded": 1, "recall": 1.0}
+    assert counts["pneumonia"] == {"reported": 1, "grounded": 0, "recall": 0.0}
+    assert counts["edema"]["reported"] == 0
+    d = json.loads(json.dumps(grounding_to_dict(sg)))
+    assert d["findings"][0]["grounded"] == ["right lung base"]
+    assert d["findings"][0]["mask_area"] == int(sg.findings[0].mask.sum())
+    assert d["findings"][0]["boxes"][0]["kept"] is True
+    assert set(d["empty_locations"]) <= set(EMPTY_LOCATION_CANDIDATES)
+    assert d["ctr"] == 0.4 and d["excluded"] is None
+
+
+def test_ctr_is_computed_from_the_anatomy_when_not_given():
+    ano, x = bases_anomaly()
+    sg = ground_study(study_id="s", image_id="i", x=x, report=report(), anatomy=anatomy(), anomaly=ano,
+                      boxes=[], cfg=CFG)
+    # heart columns 40-59 (20 px) over both lungs' columns 0-99 (100 px)
+    assert sg.ctr == pytest.approx(20 / 100)
+    no_heart = ground_study(study_id="s", image_id="i", x=x, report=report(), anatomy=anatomy(heart=False),
+                            anomaly=ano, boxes=[], cfg=CFG)
+    assert no_heart.ctr is None

@@ -1,0 +1,58 @@
+import pytest
+
+from cxrils.report import get_location_mapper
+from cxrils.report.locations import LexiconLocationMapper
+from cxrils.vocab import BROAD_CATEGORIES, LUNG_REGION_LABELS
+
+m = LexiconLocationMapper()
+
+
+@pytest.mark.parametrize("phrase,labels", [
+    ("bibasilar", ["right lung base", "left lung base"]),
+    ("right lower lobe", ["lung lower lobe right"]),
+    ("left midlung", ["left mid zone lung"]),
+    ("left mid lung", ["left mid zone lung"]),
+    ("retrocardiac", ["left lung base"]),
+    ("left", ["left lung"]),
+    ("bilateral", ["right lung", "left lung"]),
+    ("right-sided", ["right lung"]),
+    ("lingula", ["lung upper lobe left"]),
+    ("right apex", ["right apical zone lung"]),
+    ("left upper and lower lobes", ["lung upper lobe left", "lung lower lobe left"]),
+    ("right and left lower lobes", ["lung lower lobe right", "lung lower lobe left"]),
+    ("right upper and middle lobes", ["lung upper lobe right", "lung middle lobe right"]),
+    ("lung bases", ["right lung base", "left lung base"]),
+    ("right costophrenic angle", ["right lung base"]),
+    ("superior segment of the right lower lobe", ["lung lower lobe right"]),
+    ("bilateral perihilar", ["right mid zone lung", "left mid zone lung"]),
+])
+def test_lung_phrases(phrase, labels):
+    assert m.categories(phrase) == ["lung"]
+    assert m.map(phrase) == labels
+
+
+@pytest.mark.parametrize("phrase", ["retrosternal", "posterior costophrenic sulcus", "on the lateral view"])
+def test_lateral_only_terms(phrase):
+    assert m.map(phrase) == ["lateral view location"]
+
+
+@pytest.mark.parametrize("phrase,cat", [("hilar", "mediastinum"), ("thoracic spine", "thoracic spine"),
+                                        ("left hemidiaphragm", "diaphragm"), ("right clavicle", "clavicle")])
+def test_non_lung_categories(phrase, cat):
+    assert m.map(phrase) == [cat]
+
+
+@pytest.mark.parametrize("phrase", ["somewhere odd", "lung", "basilar", "", "zone"])
+def test_unknown_or_unspecific_maps_to_none(phrase):
+    assert m.map(phrase) == []
+
+
+def test_outputs_are_in_the_vocabulary():
+    for p in ["bibasilar", "hilar", "left upper and lower lobes", "retrosternal", "mid and lower lungs"]:
+        assert all(lab in LUNG_REGION_LABELS or lab in BROAD_CATEGORIES for lab in m.map(p))
+
+
+def test_registry():
+    assert get_location_mapper("lexicon").map("left base") == ["left lung base"]
+    with pytest.raises(ValueError, match="unknown location mapper"):
+        get_location_mapper("nope")

@@ -1,0 +1,130 @@
+"""The rules structurer on small sentences written for these tests (issue 3 cases)."""
+
+import pytest
+
+pytest.importorskip("medspacy", reason="the rules structurer needs the nlp extra (docs/report.md)")
+
+from cxrils.report import structure_report  # noqa: E402
+from cxrils.report.rules import RulesStructurer  # noqa: E402
+
+
+@pytest.fixture(scope="module")
+def rules():
+    return RulesStructurer()
+
+
+def run(rules, text):
+    return [(f.entity, f.presence, f.certainty, f.locations, f.lesion_type, f.predicted_lesion_type)
+            for f in rules.structure(text)]
+
+
+def by_type(rules, text):
+    return {f.lesion_type: f for f in rules.structure(text)}
+
+
+def test_negation_scope_ends_at_but(rules):
+    fs = by_type(rules, "No effusion, but right lower lobe consolidation.")
+    assert fs["effusion"].presence == "negative"
+    assert fs["consolidation"].presence == "positive"
+    assert fs["consolidation"].locations == ["right lower lobe"]
+
+
+def test_negation_scope_spans_a_list(rules):
+    out = run(rules, "No pneumothorax, pleural effusion, or focal consolidation.")
+    assert [o[1] for o in out] == ["negative", "negative", "negative"]
+    assert [o[4] for o in out] == [None, "effusion", "consolidation"]
+
+
+def test_pseudo_negation_is_positive_and_stable(rules):
+    (f,) = rules.structure("No interval change in the small left effusion.")
+    assert (f.lesion_type, f.presence, f.locations) == ("effusion", "positive", ["left"])
+
+
+@pytest.mark.parametrize("text", ["Cannot exclude pneumonia.", "Findings may represent pneumonia.",
+                                  "Possible pneumonia.", "Pneumonia cannot be excluded."])
+def test_hedging_is_tentative_not_negative(rules, text):
+    (f,) = rules.structure(text)
+    assert (f.lesion_type, f.presence, f.certainty) == ("pneumonia", "positive", "tentative")
+
+
+@pytest.mark.parametrize("text", ["The pneumonia has resolved.", "Left effusion has cleared.",
+                                  "Interval resolution of the left effusion.", "Resolved right pneumonia."])
+def test_resolved_is_negative(rules, text):
+    (f,) = rules.structure(text)
+    assert f.presence == "negative"
+
+
+@pytest.mark.parametrize("text", ["Without evidence of pneumonia.", "Negative for pneumonia.",
+                                  "There is no pneumonia.", "Pneumonia is not seen."])
+def test_negation_cues(rules, text):
+    (f,) = rules.structure(text)
+    assert (f.lesion_type, f.presence) == ("pneumonia", "negative")
+
+
+def test_per_location_polarity(rules):
+    a, b = rules.structure("No right effusion; small left effusion.")
+    assert (a.presence, a.locations) == ("negative", ["right"])
+    assert (b.presence, b.locations) == ("positive", ["left"])
+
+
+def test_multiword_located_negative(rules):
+    (f,) = rules.structure("No left lower lobe consolidation.")
+    assert (f.entity, f.presence, f.locations) == ("consolidation", "negative", ["left lower lobe"])
+
+
+def test_location_after_the_finding(rules):
+    (f,) = rules.structure("There is patchy opacity in the right upper lobe and left midlung.")
+    assert f.locations == ["right upper lobe and left midlung"]
+
+
+def test_devices_are_ignored(rules):
+    assert rules.structure("Endotracheal tube, right IJ central line and pacemaker leads in place.") == []
+
+
+def test_clear_normal_unremarkable_make_no_negative_finding(rules):
+    assert rules.structure("The lungs are clear. Heart size is normal. The mediastinum is unremarkable.") == []
+
+
+def test_predicted_lesion_type(rules):
+    (f,) = rules.structure("Left basilar opacity likely reflecting pneumonia.")
+    assert (f.lesion_type, f.predicted_lesion_type, f.certainty) == ("opacity", "pneumonia", "tentative")
+    assert f.locations == ["left basilar"]
+    (g,) = rules.structure("Right lower lobe opacity consistent with atelectasis.")
+    assert (g.predicted_lesion_type, g.certainty) == ("atelectasis", "definitive")
+
+
+def test_location_moved_out_of_entity(rules):
+    (f,) = rules.structure("Hilar adenopathy.")
+    assert (f.entity, f.locations, f.lesion_type) == ("adenopathy", ["hilar"], None)
+
+
+def test_cardiomegaly_phrasings(rules):
+    for text in ["The heart is mildly enlarged.", "Stable cardiomegaly.", "Enlarged cardiac silhouette."]:
+        (f,) = rules.structure(text)
+        assert (f.lesion_type, f.presence) == ("cardiomegaly", "positive")
+
+
+def test_coordinated_findings_share_location(rules):
+    a, b = rules.structure("Bibasilar atelectasis and effusions.")
+    assert a.locations == b.locations == ["bibasilar"]
+
+
+def test_sentence_index_is_one_based(rules):
+    fs = rules.structure("Heart size normal. No effusion. Mild pulmonary edema.")
+    assert [(f.lesion_type, f.sentence_index) for f in fs] == [("effusion", 2), ("edema", 3)]
+
+
+def test_structure_report_maps_labels(rules):
+    rep = structure_report("s1", "FINDINGS: Bibasilar atelectasis. No right effusion; small left effusion.",
+                           structurer=rules)
+    assert rep.section_used == "findings"
+    labels = {(f.lesion_type, f.presence): f.labels for f in rep.findings}
+    assert labels[("atelectasis", "positive")] == ["right lung base", "left lung base"]
+    assert labels[("effusion", "negative")] == ["right lung"]
+    assert labels[("effusion", "positive")] == ["left lung"]
+
+
+def test_structure_many_matches_structure(rules):
+    texts = ["No effusion.", "", "Mild edema."]
+    many = rules.structure_many(texts)
+    assert [[f.to_dict() for f in fs] for fs in many] == [[f.to_dict() for f in rules.structure(t)] for t in texts]

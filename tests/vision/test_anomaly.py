@@ -1,0 +1,188 @@
+"""Anomaly mappers: the x_ano contract, the builtin method's behaviour, and the
+RadEdit adapter's real code path with tiny randomly initialised diffusers components
+(the real RadEdit / SDXL VAE / BioViL-T weights are not available here)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from cxrils.config import AnomalyConfig, Config
+from cxrils.vision.anomaly import AnomalyBackendError, anomaly_result, get_anomaly_mapper
+
+
+def phantom(size=128, lesion=True):
+    """A chest-like phantom: bright body (170), two dark lungs (50), mediastinum
+    between them; optionally a dense opacity (200) in the lower patient-right lung
+    (image left)."""
+    x = np.full((size, size), 170, np.uint8)
+    right = np.zeros((size, size), bool)
+    left = np.zeros((size, size), bool)
+    right[20:110, 15:55] = True
+    left[20:110, 73:113] = True
+    x[right | left] = 50
+    if lesion:
+        x[80:100, 25:45] = 200
+    return x, right, left
+
+
+def test_builtin_marks_the_opacity_and_keeps_the_outside():
+    x, right, left = phantom()
+    res = get_anomaly_mapper("builtin", Config()).map(x, right | left)
+    assert res.x_hat.dtype == np.uint8 and res.x_ano.dtype == np.float32
+    assert np.array_equal(res.x_hat[~(right | left)], x[~(right | left)])
+    expected = np.clip(x.astype(int) - res.x_hat.astype(int), 0, None) / 255.0
+    assert np.allclose(res.x_ano, expected)
+    a = res.anomaly_set(0.10)
+    assert a[85:95, 30:40].all()                      # the opacity's core
+    assert not a[25:60, 20:50].any() and not a[:, 73:].any()  # healthy lung
+
+
+def test_builtin_healthy_phantom_has_no_anomaly_and_is_contrast_invariant():
+    x, right, left = phantom(lesion=False)
+    assert not get_anomaly_mapper("builtin", Config()).map(x, right | left).anomaly_set(0.10).any()
+    # halving the contrast leaves the anomaly set of the lesion phantom unchanged
+    x, right, left = phantom()
+    low = (x.astype(np.float32) * 0.5 + 60).astype(np.uint8)
+    m = get_anomaly_mapper("builtin", Config())
+    a_full, a_low = m.map(x, right | left).anomaly_set(0.10), m.map(low, right | left).anomaly_set(0.10)
+    assert (a_full ^ a_low).sum() <= 0.05 * a_full.sum()
+
+
+def test_builtin_leaves_the_heart_alone_when_told_where_the_lungs_are():
+    x, right, left = phantom(lesion=False)
+    heart = np.zeros_like(right)
+    heart[70:105, 55:73] = True  # soft-tissue bright, inside the edit region
+    region = right | left | heart
+    m = get_anomaly_mapper("builtin", Config())
+    res = m.map(x, region, lungs=right | left)
+    assert np.array_equal(res.x_hat[heart], x[heart]) and not res.anomaly_set(0.10).any()
+
+
+def test_builtin_rejects_bad_input():
+    x, right, left = phantom()
+    m = get_anomaly_mapper("builtin", Config())
+    with pytest.raises(ValueError, match="uint8"):
+        m.map(x.astype(np.float32), right)
+    with pytest.raises(ValueError, match="shape"):
+        m.map(x, right[:10])
+    with pytest.raises(ValueError, match="empty"):
+        m.map(x, np.zeros_like(right))
+    with pytest.raises(ValueError, match="contrast"):
+        m.map(np.full_like(x, 90), right | left)
+    with pytest.raises(AnomalyBackendError, match="unknown"):
+        get_anomaly_mapper("nope", Config())
+
+
+def test_atlas_coordinates_and_loading(tmp_path):
+    from cxrils.vision.anomaly.atlas import HealthyLungAtlas, lung_coordinates
+
+    _, right, left = phantom()
+    u, v = lung_coordinates(right | left)
+    assert u[20, 30] == 0 and u[109, 30] == 1                    # apex -> base
+    assert v[50, 15] == 1 and v[50, 54] == 0                     # patient right: lateral = image left
+    assert v[50, 73] == 0 and v[50, 112] == 1                    # patient left: lateral = image right
+    atlas = HealthyLungAtlas.load()
+    assert atlas.mu.shape == atlas.sd.shape and (atlas.sd > 0).all()
+    # normal lungs are brighter at the bases and the lateral edge than mid-medially
+    assert atlas.mu[-1].mean() > atlas.mu[2, 2] and atlas.mu[3, -1] > atlas.mu[3, 3]
+    (tmp_path / "bad.json").write_text("{}")
+    with pytest.raises(AnomalyBackendError, match="bad.json"):
+        get_anomaly_mapper("builtin", Config(anomaly=AnomalyConfig(atlas_path=str(tmp_path / "bad.json"))))
+
+
+def test_fit_atlas_recovers_a_known_brightness_pattern():
+    from cxrils.vision.anomaly.atlas import fit_atlas, lung_coordinates
+
+    _, right, left = phantom()
+    lungs = right | left
+    u, v = lung_coordinates(lungs)
+    maps = [np.where(lungs, 0.2 + 0.5 * u + k * 0.01, 0).astype(np.float32) for k in range(5)]
+    atlas = fit_atlas(maps, [lungs] * 5, n=4)
+    assert atlas.mu[3].mean() > atlas.mu[0].mean() + 0.3         # brighter towards the base
+    assert np.allclose(atlas.mu[:, 0], atlas.mu[:, 3], atol=1e-3)  # no medial-lateral trend
+    assert np.isfinite(atlas.mu).all() and (atlas.sd > 0).all()
+    mu, sd = atlas.lookup(lungs)
+    assert mu[~lungs].max() == 0 and mu[100, 30] > mu[25, 30]
+
+
+def test_anomaly_result_clips_negative_differences():
+    x = np.array([[100, 100]], np.uint8)
+    res = anomaly_result(x, np.array([[80, 130]], np.uint8), np.ones((1, 2), bool), "t")
+    assert res.x_ano.tolist() == [[pytest.approx(20 / 255), 0.0]]
+
+
+# --- RadEdit adapter with tiny components ------------------------------------------
+
+@pytest.fixture()
+def radedit_deps():
+    """Skip when the radedit extra is missing (imported lazily: diffusers is slow to import)."""
+    pytest.importorskip("diffusers", reason="radedit extra (diffusers) not installed")
+    pytest.importorskip("transformers", reason="radedit extra (transformers) not installed")
+
+
+def tiny_components(tmp_path):
+    import torch
+    from diffusers import AutoencoderKL, DDIMScheduler, UNet2DConditionModel
+    from transformers import BertConfig, BertModel, BertTokenizer
+
+    torch.manual_seed(0)
+    unet = UNet2DConditionModel(
+        sample_size=16, in_channels=4, out_channels=4, layers_per_block=1, block_out_channels=(8, 16),
+        down_block_types=("CrossAttnDownBlock2D", "DownBlock2D"), up_block_types=("UpBlock2D", "CrossAttnUpBlock2D"),
+        cross_attention_dim=16, attention_head_dim=2, norm_num_groups=4)
+    vae = AutoencoderKL(in_channels=3, out_channels=3, down_block_types=("DownEncoderBlock2D",) * 2,
+                        up_block_types=("UpDecoderBlock2D",) * 2, block_out_channels=(8, 8), latent_channels=4,
+                        norm_num_groups=4, layers_per_block=1)
+    text = BertModel(BertConfig(vocab_size=16, hidden_size=16, num_hidden_layers=1, num_attention_heads=2,
+                                intermediate_size=32, max_position_embeddings=128))
+    vocab = tmp_path / "vocab.txt"
+    vocab.write_text("\n".join(["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "no", "acute",
+                                "cardiopulmonary", "process"]) + "\n")
+    tok = BertTokenizer(str(vocab), model_max_length=12)
+    sched = DDIMScheduler(beta_schedule="linear", clip_sample=False, prediction_type="epsilon",
+                          timestep_spacing="trailing", steps_offset=1)
+    return unet, vae, text, tok, sched
+
+
+def small_cfg():
+    return AnomalyConfig(radedit_size=32, radedit_steps=4, radedit_skip_ratio=0.25)
+
+
+@pytest.mark.slow
+def test_radedit_tiny_code_path(tmp_path, radedit_deps):
+    from cxrils.vision.anomaly.radedit import RadEditAnomalyMapper
+
+    x, right, left = phantom(size=48)
+    x = x[:, :40].copy()  # non-square input: resized to 32 x 32 and back
+    region = (right | left)[:, :40]
+    mapper = RadEditAnomalyMapper(*tiny_components(tmp_path), cfg=small_cfg(), device="cpu")
+    res = mapper.map(x, region)
+    assert res.x_hat.shape == x.shape and res.x_hat.dtype == np.uint8
+    assert np.array_equal(res.x_hat[~region], x[~region])          # keep mask honoured
+    assert np.allclose(res.x_ano, np.clip(x.astype(int) - res.x_hat.astype(int), 0, None) / 255.0)
+    assert res.backend == "radedit"
+    again = mapper.map(x, region)
+    assert np.array_equal(res.x_hat, again.x_hat)                   # seeded, deterministic
+
+
+@pytest.mark.slow
+def test_radedit_from_config_loads_local_folders(tmp_path, radedit_deps):
+    unet, vae, text, tok, _ = tiny_components(tmp_path)
+    unet.save_pretrained(tmp_path / "radedit" / "unet")
+    vae.save_pretrained(tmp_path / "vae")
+    text.save_pretrained(tmp_path / "biovil")
+    tok.save_pretrained(tmp_path / "biovil")
+    cfg = Config()
+    cfg.anomaly = small_cfg()
+    with pytest.raises(AnomalyBackendError, match="backends.radedit_dir"):
+        get_anomaly_mapper("radedit", cfg)
+    cfg.backends.radedit_dir = str(tmp_path / "radedit")
+    cfg.anomaly.radedit_vae_dir = str(tmp_path / "missing")
+    with pytest.raises(AnomalyBackendError, match="not a folder"):
+        get_anomaly_mapper("radedit", cfg)
+    cfg.anomaly.radedit_vae_dir = str(tmp_path / "vae")
+    cfg.anomaly.radedit_text_encoder_dir = str(tmp_path / "biovil")
+    mapper = get_anomaly_mapper("radedit", cfg)
+    x, right, left = phantom(size=32)
+    assert mapper.map(x, right | left).x_hat.shape == (32, 32)

@@ -45,7 +45,8 @@ LESION_SYNONYMS: Final[dict[str, tuple[str, ...]]] = {
         "enlargement of the cardiac silhouette", "heart size is increased", "increased heart size",
         "enlarged cardiomediastinal silhouette", "cardiomediastinal silhouette is enlarged",
     ),
-    "pneumonia": ("pneumonia", "pneumonic", "bronchopneumonia", "infectious process", "infection"),
+    "pneumonia": ("pneumonia", "pneumonic", "bronchopneumonia", "infectious process", "infection",
+                  "pneumonitis"),  # MeSH lists pneumonitis as an entry term of Pneumonia
     "atelectasis": ("atelectasis", "atelectatic", "atelectases", "collapse", "volume loss"),
     "opacity": (
         "opacity", "opacities", "opacification", "opacifications", "infiltrate", "infiltrates",

@@ -99,7 +99,8 @@ def test_location_moved_out_of_entity(rules):
 
 
 def test_cardiomegaly_phrasings(rules):
-    for text in ["The heart is mildly enlarged.", "Stable cardiomegaly.", "Enlarged cardiac silhouette."]:
+    for text in ["The heart is mildly enlarged.", "Stable cardiomegaly.", "Enlarged cardiac silhouette.",
+                 "Borderline heart size.", "The cardiac silhouette size is borderline enlarged."]:
         (f,) = rules.structure(text)
         assert (f.lesion_type, f.presence) == ("cardiomegaly", "positive")
 
@@ -128,3 +129,23 @@ def test_structure_many_matches_structure(rules):
     texts = ["No effusion.", "", "Mild edema."]
     many = rules.structure_many(texts)
     assert [[f.to_dict() for f in fs] for fs in many] == [[f.to_dict() for f in rules.structure(t)] for t in texts]
+
+
+def test_alternatives_are_tentative_unless_asked_otherwise(rules):
+    f, scar = rules.structure("Left basilar atelectasis versus scar.")
+    assert (f.lesion_type, f.certainty, scar.certainty) == ("atelectasis", "tentative", "tentative")
+    mesh_like = RulesStructurer(alternatives_tentative=False)
+    g = mesh_like.structure("Left basilar atelectasis versus pneumonia.")[0]
+    assert (g.lesion_type, g.certainty) == ("atelectasis", "definitive")
+    (h,) = mesh_like.structure("May represent pneumonia.")
+    assert h.certainty == "tentative"
+
+
+def test_pericardial_effusion_is_not_pleural_effusion(rules):
+    (f,) = rules.structure("Small pericardial effusion.")
+    assert f.lesion_type is None
+
+
+def test_same_category_cues_do_not_cut_each_other(rules):
+    fs = rules.structure("Findings may indicate edema or atypical infection.")
+    assert [f.certainty for f in fs] == ["tentative", "tentative"]

@@ -46,6 +46,11 @@ def test_headers_only_excluded_with_reason():
     assert "no findings" in c.excluded
 
 
+def test_unknown_headers_are_text_for_the_last_paragraph():
+    c = select_section("PC: Fever. BG: Asthma. Patchy opacities bilaterally.")
+    assert (c.name, c.text) == ("last_paragraph", "PC: Fever. BG: Asthma. Patchy opacities bilaterally.")
+
+
 def test_empty_text_excluded():
     assert select_section("   ").excluded == "empty report text"
 
@@ -68,7 +73,7 @@ def test_wet_read_kept_apart_and_never_chosen():
     assert (c.name, c.text) == ("impression", "No pneumonia.")
     assert "wet_read" in c.flags and c.wet_read == "possible pneumonia"
     only_wet = select_section("WET READ: possible pneumonia")
-    assert only_wet.excluded and "wet read" in only_wet.excluded
+    assert only_wet.excluded and "wet-read" in only_wet.excluded and only_wet.text == ""
 
 
 def test_addendum_kept_and_flagged():

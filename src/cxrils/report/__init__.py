@@ -15,6 +15,7 @@ Sides are the PATIENT's ("right lung" is on the image's left on a frontal view).
 
 from __future__ import annotations
 
+from functools import lru_cache
 from typing import Iterable, Iterator, Protocol
 
 from cxrils.report.locations import LexiconLocationMapper, LocationMapper
@@ -84,6 +85,12 @@ def get_location_mapper(name: str | None = None, cfg=None) -> LocationMapper:
     raise ValueError(f"unknown location mapper {name!r}; choose 'lexicon' or 'llm'")
 
 
+@lru_cache(maxsize=1)
+def _default_structurer() -> ReportStructurer:
+    """One shared ``rules`` structurer (building medspaCy takes seconds)."""
+    return get_structurer("rules")
+
+
 def _map_labels(findings: list[Finding], mapper: LocationMapper) -> list[Finding]:
     for f in findings:
         labels: list[str] = []
@@ -102,7 +109,7 @@ def _report(study_id: str, choice: SectionChoice, findings: list[Finding]) -> St
 
 def structure_section(study_id: str, choice: SectionChoice, *, structurer=None, mapper=None) -> StructuredReport:
     """Structure an already chosen section (e.g. from the IU format)."""
-    structurer = structurer or get_structurer("rules")
+    structurer = structurer or _default_structurer()
     mapper = mapper or get_location_mapper("lexicon")
     findings = [] if choice.excluded else structurer.structure(choice.text)
     return _report(study_id, choice, _map_labels(findings, mapper))
@@ -117,7 +124,7 @@ def structure_report(study_id: str, text: str, *, structurer=None, mapper=None) 
     text : str
         The raw report (MIMIC-CXR layout with ``NAME:`` headers, or plain text).
     structurer : ReportStructurer, optional
-        Default: a new ``rules`` structurer (reuse one across calls: it is slow to build).
+        Default: a shared ``rules`` structurer, built on first use.
     mapper : LocationMapper, optional
         Default: ``lexicon``.
 

@@ -42,7 +42,8 @@ def read_reports(path: str | Path) -> Iterator[tuple[str, str | SectionChoice]]:
     ------
     ReportInputError
         If the path does not exist, a CSV lacks the needed columns, a study id is
-        empty or repeated, or a file is not UTF-8 text.
+        empty or repeated with a different report, or a file is not UTF-8 text.
+        Rows that repeat a study with the same report (one row per image) are skipped.
     """
     p = Path(path)
     if not p.exists():
@@ -73,17 +74,22 @@ def read_reports(path: str | Path) -> Iterator[tuple[str, str | SectionChoice]]:
                 raise ReportInputError(
                     f"{p}: expected columns study_id,report (or the IU columns report_id,findings,"
                     f"impression); found {sorted(cols)}")
-            seen: set[str] = set()
+            seen: dict[str, str] = {}
             for line, row in enumerate(reader, start=2):
                 sid = (row["study_id"] if kind == "generic" else row["report_id"]) or ""
                 sid = sid.strip()
                 if not sid:
                     raise ReportInputError(f"{p}:{line}: empty study id")
+                text = row["report"] if kind == "generic" else f"{row['findings']}\0{row['impression']}"
+                text = text or ""
                 if sid in seen:
-                    raise ReportInputError(f"{p}:{line}: study id {sid!r} repeated")
-                seen.add(sid)
+                    # One row per image of a study (e.g. the pairs CSVs): same report, structured once.
+                    if seen[sid] == text:
+                        continue
+                    raise ReportInputError(f"{p}:{line}: study id {sid!r} repeated with a different report")
+                seen[sid] = text
                 if kind == "generic":
-                    yield sid, row["report"] or ""
+                    yield sid, text
                 else:
                     yield sid, select_iu_section(row["findings"], row["impression"])
         except (UnicodeDecodeError, csv.Error) as err:

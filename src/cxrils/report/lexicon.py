@@ -39,7 +39,8 @@ OTHER_FINDINGS: Final[tuple[str, ...]] = (
     # Longer than the pneumonia synonym "infection", so the sequela of old disease wins.
     "granulomatous infection", "old infection", "prior infection", "chronic infection",
     # Not a pleural effusion.
-    "pericardial effusion", "pericardial effusions",
+    "pericardial effusion", "pericardial effusions", "tuberculous infection",
+    "tuberculosis infection", "tuberculous pneumonia", "tuberculosis pneumonia",
 )
 
 #: Non-specific findings that a report may say "represent" a disease (paper
@@ -49,19 +50,23 @@ NONSPECIFIC_TYPES: Final[frozenset[str]] = frozenset({"opacity", "consolidation"
 # Phrasings of cardiomegaly that fixed phrases cannot cover ("heart size is mildly
 # enlarged", "the cardiac silhouette remains enlarged"): spaCy token patterns.
 _HEART = [{"LOWER": {"IN": ["heart", "cardiac", "cardiomediastinal"]}},
-          {"LOWER": {"IN": ["size", "silhouette", "shadow", "contour", "contours"]}, "OP": "?"}]
+          {"LOWER": {"IN": ["size", "silhouette", "shadow", "contour", "contours"]}, "OP": "*"}]
 _COPULA = {"LOWER": {"IN": ["is", "are", "remains", "remain", "appears", "appear", "again", "still",
-                            "persistently", "stably", "is", "demonstrates", "appearing"]}, "OP": "*"}
+                            "persistently", "stably", "demonstrates", "appearing", "xxxx"]}, "OP": "*"}
 _DEGREE = {"LOWER": {"IN": ["mildly", "moderately", "markedly", "severely", "slightly", "minimally",
                             "massively", "borderline", "top-normal", "at", "upper", "limits", "of",
                             "normal", "to", "mild", "moderate", "marked", "severe", "-", "globally",
                             "stably", "significantly", "grossly", "now"]}, "OP": "*"}
 CARDIOMEGALY_PATTERNS: Final[tuple[list[dict], ...]] = (
-    _HEART + [_COPULA, _DEGREE, {"LOWER": {"IN": ["enlarged", "increased", "prominent", "large"]}}],
+    # "borderline" heart size is indexed as Cardiomegaly/borderline by NLM (MeSH).
+    _HEART + [_COPULA, _DEGREE, {"LOWER": {"IN": ["enlarged", "increased", "prominent", "large", "borderline"]}}],
+    [{"LOWER": "borderline"}, {"LOWER": {"IN": ["heart", "cardiac"]}},
+     {"LOWER": {"IN": ["size", "silhouette", "enlargement"]}}],
+    [{"LOWER": {"IN": ["heart", "cardiac"]}}, {"LOWER": "enlargement"}],
     [{"LOWER": {"IN": ["enlarged", "enlarging", "large", "increased", "prominent"]}},
      {"LOWER": {"IN": ["heart", "cardiac", "cardiomediastinal"]}},
      {"LOWER": {"IN": ["size", "silhouette", "shadow", "contour"]}, "OP": "?"}],
-    [{"LOWER": {"IN": ["enlargement", "enlargment"]}}, {"LOWER": "of"}, {"LOWER": "the"},
+    [{"LOWER": {"IN": ["enlargement", "enlargment"]}}, {"LOWER": "of"}, {"LOWER": "the", "OP": "?"},
      {"LOWER": {"IN": ["heart", "cardiac"]}}, {"LOWER": {"IN": ["silhouette", "shadow"]}, "OP": "?"}],
 )
 
@@ -95,11 +100,7 @@ def lesion_terms() -> dict[str, str | None]:
     return out
 
 
-#: ConText cue rules as (literal, category, direction, max_scope). Categories:
-#: NEGATED_EXISTENCE (absent or resolved), POSSIBLE_EXISTENCE (tentative),
-#: HYPOTHETICAL (not asserted: dropped), PSEUDO (looks like a cue, is not),
-#: TERMINATE (ends a cue's scope).
-CONTEXT_RULES: Final[tuple[tuple[str, str, str, int | None], ...]] = (
+_RAW_CONTEXT_RULES: tuple[tuple[str, str, str, int | None], ...] = (
     # Negation (forward).
     *((w, "NEGATED_EXISTENCE", "FORWARD", None) for w in (
         "no", "not", "without", "negative for", "free of", "clear of", "absence of", "absent",
@@ -116,6 +117,8 @@ CONTEXT_RULES: Final[tuple[tuple[str, str, str, int | None], ...]] = (
         "has cleared", "has largely cleared", "cleared", "has nearly resolved",
         "no longer seen", "no longer visible", "no longer present", "no longer identified",
         "is gone", "are gone", "ruled out", "has disappeared",
+        # "pulmonary vascular engorgement appears within limits of normal"
+        "within normal limits", "within limits of normal", "within the limits of normal",
     )),
     # Resolution reaches back over a whole list: "consolidation and atelectasis have cleared".
     *((w, "NEGATED_EXISTENCE", "BACKWARD", None) for w in (
@@ -131,27 +134,38 @@ CONTEXT_RULES: Final[tuple[tuple[str, str, str, int | None], ...]] = (
         "cannot be excluded", "not excluded", "questionable", "question of", "suspicious for",
         "concerning for", "worrisome for", "suggestive of", "suggests", "suggesting",
         "presumably", "presumed", "suspected", "suspect", "equivocal", "difficult to exclude",
-        "difficult to rule out", "not entirely excluded", "differential", "versus", "vs",
-        "early", "developing", "evolving", "impossible to exclude", "not definitely", "question",
-        "suspicion for", "suspicion of", "may indicate", "alternatively", "differential diagnosis",
+        "difficult to rule out", "not entirely excluded", "differential",
+        "impossible to exclude", "not definitely", "question",
+        "suspicion for", "suspicion of", "may indicate", "differential diagnosis", "concern for",
+        "raises concern for", "raise concern for", "concerning", "worrisome", "suspicious",
+        "difficult to completely exclude", "in the appropriate clinical setting",
+        "in the correct clinical setting", "in the proper clinical setting",
         "differential considerations", "differential diagnosis includes", "consider", "considered",
-        "subtle", "cannot be entirely excluded", "may reflect", "could reflect", "perhaps",
+        "cannot be entirely excluded", "may reflect", "could reflect", "perhaps",
         "uncertain", "indeterminate", "equivocal for", "raising the possibility of",
     )),
     *((w, "POSSIBLE_EXISTENCE", "BACKWARD", 8) for w in (
         "cannot be excluded", "can not be excluded", "can't be excluded", "not excluded",
         "is not excluded", "is possible", "is suspected", "is questioned", "not ruled out",
-        "cannot be ruled out", "can not be ruled out", "is likely", "versus", "vs", "or",
+        "cannot be ruled out", "can not be ruled out", "is likely",
         "is not entirely excluded", "cannot be entirely excluded", "is a consideration",
         "are possible", "not entirely excluded", "is difficult to exclude", "questionable",
         "suspected", "are suspected", "is considered", "are not excluded", "less likely",
+        "would be a consideration", "is also a consideration", "a consideration", "considerations",
+        "not excluded", "is not entirely excluded", "a possibility", "is a possibility",
+        "is in the differential", "in the differential", "is another consideration",
+        "another consideration",
     )),
+    # Alternatives ("atelectasis or pneumonia"): tentative. A category of its own, because
+    # ConText ends a cue's scope at the next cue of the same category.
+    *((w, "ALTERNATIVE", "BIDIRECTIONAL", 4) for w in ("or", "versus", "vs", "and/or", "alternatively")),
     # Hypothetical: the report asks, it does not state.
     *((w, "HYPOTHETICAL", "FORWARD", None) for w in (
         "evaluate for", "evaluation for", "assess for", "rule out", "r/o", "to exclude",
         "to document", "document resolution", "ensure resolution", "confirm resolution",
         "if", "in case of", "should be considered", "follow-up to", "followup to", "recommend",
-        "history of",
+        "history of", "correlate clinically for", "clinical correlation for", "correlate clinically",
+        "symptoms of", "signs and symptoms of",
     )),
     # Pseudo-cues: "no interval change in the small effusion" is positive (stable).
     *((w, "PSEUDO", "PSEUDO", None) for w in (
@@ -168,11 +182,35 @@ CONTEXT_RULES: Final[tuple[tuple[str, str, str, int | None], ...]] = (
     # Scope terminators: "no effusion, but right lower lobe consolidation".
     *((w, "TERMINATE", "TERMINATE", None) for w in (
         "but", "however", "although", "though", "which", "aside from", "apart from", "except",
-        "otherwise", ";", "there is", "there are", "there has been", "with", "while", "whereas",
+        "otherwise", ";", "there is", "there are", "there has been", "while", "whereas",
         "yet", "nonetheless", "still", "though", "other than", "persistent", "persists",
         "unchanged", "stable", "again", "remains", "seen", "noted", "present",
     )),
 )
+
+
+
+def _merge_directions(rules):
+    """One rule per (literal, category): a cue listed both forward and backward becomes
+    bidirectional (medspaCy keeps only one rule per literal match)."""
+    merged: dict[tuple[str, str], list] = {}
+    for lit, cat, direction, scope in rules:
+        key = (lit, cat)
+        if key not in merged:
+            merged[key] = [lit, cat, direction, scope]
+            continue
+        m = merged[key]
+        if m[2] != direction:
+            m[2] = "BIDIRECTIONAL"
+        m[3] = None if (m[3] is None or scope is None) else max(m[3], scope)
+    return tuple(tuple(m) for m in merged.values())
+
+
+#: ConText cue rules as (literal, category, direction, max_scope). Categories:
+#: NEGATED_EXISTENCE (absent or resolved), POSSIBLE_EXISTENCE and ALTERNATIVE
+#: (tentative), HYPOTHETICAL (not asserted: dropped), PSEUDO (looks like a cue, is
+#: not), TERMINATE (ends a cue's scope).
+CONTEXT_RULES: Final[tuple[tuple[str, str, str, int | None], ...]] = _merge_directions(_RAW_CONTEXT_RULES)
 
 # --------------------------------------------------------------------------- locations
 #: Words that can make up a location phrase in report text. A run of these words is

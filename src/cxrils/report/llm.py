@@ -393,7 +393,7 @@ class LLMStructurer(_LLMBase):
             return {"findings": obj}
         return obj
 
-    def _findings(self, obj: dict, text: str) -> list[Finding]:
+    def _findings(self, obj: dict) -> list[Finding]:
         out = []
         for d in obj["findings"]:
             out.append(Finding(
@@ -409,7 +409,7 @@ class LLMStructurer(_LLMBase):
         """Findings of one section text (labels empty). Raises as :meth:`ask`."""
         if not text or not text.strip():
             return []
-        return self._findings(self.ask(text), text)
+        return self._findings(self.ask(text))
 
     def structure_many(self, texts: Iterable[str]) -> list[list[Finding]]:
         """:meth:`structure` over many texts, requests running concurrently."""
@@ -418,7 +418,7 @@ class LLMStructurer(_LLMBase):
         answers = self.ask_many([texts[i] for i in idx])
         out: list[list[Finding]] = [[] for _ in texts]
         for i, obj in zip(idx, answers):
-            out[i] = self._findings(obj, texts[i])
+            out[i] = self._findings(obj)
         return out
 
 

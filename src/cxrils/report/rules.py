@@ -77,7 +77,6 @@ _CONJ = re.compile(r"^\s*(?:,|and|or|,\s*and|,\s*or|and/or)\s*$", re.IGNORECASE)
 
 @dataclass
 class _Mention:
-    ent: object  # spaCy Span
     start: int  # character offsets in the doc
     end: int
     entity: str
@@ -103,6 +102,12 @@ class RulesStructurer:
     ----------
     cfg : cxrils.config.Config, optional
         Unused today; accepted so that every backend has the same constructor.
+    alternatives_tentative : bool
+        Whether a finding offered as one of alternatives ("atelectasis versus scar",
+        "effusion or atelectasis") is tentative (default, the paper's reading of
+        expressed uncertainty). False reads alternatives as definitive, as NLM's MeSH
+        indexers do (benchmarks/report_mesh.py); possibility cues ("may", "possible",
+        "cannot exclude") stay tentative either way.
 
     Raises
     ------
@@ -112,8 +117,9 @@ class RulesStructurer:
 
     name = "rules"
 
-    def __init__(self, cfg=None) -> None:
+    def __init__(self, cfg=None, *, alternatives_tentative: bool = True) -> None:
         self._nlp = None
+        self._hedges = {"POSSIBLE_EXISTENCE", "ALTERNATIVE"} if alternatives_tentative else {"POSSIBLE_EXISTENCE"}
         self._lock = threading.Lock()
 
     # ------------------------------------------------------------------ pipeline
@@ -177,9 +183,9 @@ class RulesStructurer:
                 if "HYPOTHETICAL" in cats:
                     continue
                 negative = "NEGATED_EXISTENCE" in cats
-                tentative = "POSSIBLE_EXISTENCE" in cats
+                tentative = bool(cats & self._hedges)
                 ms.append(_Mention(
-                    ent=e, start=e.start_char, end=e.end_char, entity=_entity_name(e),
+                    start=e.start_char, end=e.end_char, entity=_entity_name(e),
                     lesion_type=None if e.label_ == _NO_TYPE else e.label_,
                     presence="negative" if negative else "positive",
                     certainty="tentative" if tentative and not negative else "definitive",

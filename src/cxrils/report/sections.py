@@ -51,17 +51,12 @@ SECTION_ALIASES: dict[str, tuple[str, ...]] = {
 }
 _ALIAS_TO_NAME = {alias: name for name, aliases in SECTION_ALIASES.items() for alias in aliases}
 
-#: Sections that may hold the findings text (paper Appendix A.1 fallback order).
-FALLBACK_ORDER: tuple[str, ...] = ("findings", "impression", "last_paragraph")
+_NON_FINDING_SECTIONS = frozenset({"comparison", "history", "technique", "wet_read", "recommendation"})
 
 # Header: upper-case name + colon at a line start, indentation tolerated (official parser:
 # r'\n ([A-Z ()/,-]+):\s'); we also accept a header at the very start of the text.
 _HEADER = re.compile(r"(?m)^[ \t]*([A-Z][A-Z ()/,&-]{1,60}?)[ \t]*:(?=\s|$)")
 _PARAGRAPH_SPLIT = re.compile(r"\n[ \t]*\n")
-
-
-class SectionError(ValueError):
-    """Raised when a report input cannot be read (not for a report without sections)."""
 
 
 def normalize_section_name(name: str) -> str:
@@ -139,8 +134,10 @@ def last_paragraph(text: str) -> str:
     """Last non-empty paragraph of a report that is not a non-finding section.
 
     Paragraphs are separated by blank lines (the official parser's
-    ``last_paragraph``). A paragraph that starts with a header other than findings
-    or impression (comparison, history, technique, wet read...) is skipped.
+    ``last_paragraph``). A paragraph that starts with the header of a known
+    non-finding section (comparison, history, technique, wet read,
+    recommendation) is skipped; a findings/impression/addendum header is dropped
+    from the text; an unknown header ("PC:", "BG:") is kept as text.
     """
     for para in reversed(_PARAGRAPH_SPLIT.split(text)):
         if not para.strip():
@@ -148,9 +145,10 @@ def last_paragraph(text: str) -> str:
         m = _HEADER.match(para.lstrip("\n"))
         if m:
             name = normalize_section_name(m.group(1))
-            if name not in ("findings", "impression", "findings_impression", "addendum"):
+            if name in _NON_FINDING_SECTIONS:
                 continue
-            para = para.lstrip("\n")[m.end():]
+            if name in SECTION_ALIASES:
+                para = para.lstrip("\n")[m.end():]
         if para.strip():
             return para
     return ""
@@ -215,8 +213,8 @@ def select_section(text: str) -> SectionChoice:
         return SectionChoice("last_paragraph", body, flags=flags, wet_read=wet, addendum=add)
     return SectionChoice(
         None, "", flags=flags, wet_read=wet, addendum=add,
-        excluded="no findings, impression or last-paragraph text (headers only"
-        + (", wet read only" if wet else "") + ")",
+        excluded="no findings or impression text, and no last paragraph outside "
+        "history/comparison/technique/wet-read sections",
     )
 
 

@@ -1,0 +1,78 @@
+import csv
+import json
+
+import pytest
+from typer.testing import CliRunner
+
+from cxrils.cli import app
+from cxrils.report.inputs import ReportInputError, read_reports
+
+pytest.importorskip("medspacy", reason="the rules structurer needs the nlp extra")
+
+runner = CliRunner()
+
+
+def write_csv(path, header, rows):
+    with open(path, "w", newline="", encoding="utf-8") as fh:
+        w = csv.writer(fh)
+        w.writerow(header)
+        w.writerows(rows)
+
+
+def test_structure_generic_csv(tmp_path):
+    src = tmp_path / "r.csv"
+    write_csv(src, ["study_id", "report"], [
+        ["s1", "FINDINGS: No right effusion; small left effusion.\n\nIMPRESSION: Effusion."],
+        ["s2", "INDICATION: cough\n\nCOMPARISON:"],
+    ])
+    out = tmp_path / "o.jsonl"
+    res = runner.invoke(app, ["structure", str(src), "-o", str(out)])
+    assert res.exit_code == 0, res.output
+    rows = [json.loads(line) for line in out.read_text().splitlines()]
+    assert [r["study_id"] for r in rows] == ["s1", "s2"]
+    f = rows[0]["findings"]
+    assert rows[0]["section_used"] == "findings"
+    assert [(x["presence"], x["labels"], x["lesion_type"]) for x in f] == [
+        ("negative", ["right lung"], "effusion"), ("positive", ["left lung"], "effusion")]
+    assert set(f[0]) >= {"entity", "sentence_index", "presence", "certainty", "locations", "labels",
+                         "lesion_type", "predicted_lesion_type"}
+    assert rows[1]["excluded"] and rows[1]["findings"] == []
+    assert "excluded" in res.output
+
+
+def test_structure_iu_csv_and_folder(tmp_path):
+    iu = tmp_path / "iu.csv"
+    write_csv(iu, ["report_id", "findings", "impression", "mesh_major"],
+              [["CXR1", "", "Bibasilar atelectasis.", "x"]])
+    out = tmp_path / "o.jsonl"
+    assert runner.invoke(app, ["structure", str(iu), "-o", str(out)]).exit_code == 0
+    row = json.loads(out.read_text())
+    assert row["section_used"] == "impression"
+    assert row["findings"][0]["labels"] == ["right lung base", "left lung base"]
+    folder = tmp_path / "files" / "p10"
+    folder.mkdir(parents=True)
+    (folder / "s5.txt").write_text("FINAL REPORT\n FINDINGS: Mild pulmonary edema.\n", encoding="utf-8")
+    assert runner.invoke(app, ["structure", str(tmp_path / "files"), "-o", str(out)]).exit_code == 0
+    row = json.loads(out.read_text())
+    assert row["study_id"] == "s5" and row["findings"][0]["lesion_type"] == "edema"
+
+
+def test_bad_inputs_exit_2_with_file_named(tmp_path):
+    bad = tmp_path / "bad.csv"
+    write_csv(bad, ["id", "text"], [["1", "x"]])
+    res = runner.invoke(app, ["structure", str(bad), "-o", str(tmp_path / "o.jsonl")])
+    assert res.exit_code == 2 and "bad.csv" in res.output and "study_id" in res.output
+    assert not (tmp_path / "o.jsonl").exists()
+    res = runner.invoke(app, ["structure", str(tmp_path / "nope.csv"), "-o", str(tmp_path / "o.jsonl")])
+    assert res.exit_code == 2 and "no such file" in res.output
+    res = runner.invoke(app, ["structure", str(bad), "-o", str(tmp_path / "o.jsonl"), "--structurer", "x"])
+    assert res.exit_code == 2 and "unknown report structurer" in res.output
+
+
+def test_repeated_study_id_rejected(tmp_path):
+    src = tmp_path / "r.csv"
+    write_csv(src, ["study_id", "report"], [["s1", "a"], ["s1", "a"], ["s2", "c"]])
+    assert list(read_reports(src)) == [("s1", "a"), ("s2", "c")]  # one row per image
+    write_csv(src, ["study_id", "report"], [["s1", "a"], ["s1", "b"]])
+    with pytest.raises(ReportInputError, match="repeated with a different report"):
+        list(read_reports(src))

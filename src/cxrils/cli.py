@@ -29,8 +29,13 @@ app.add_typer(config_app, name="config")
 
 #: Stage modules that contribute commands through ``register(app)``.
 COMMAND_MODULES: tuple[str, ...] = (
-    "cxrils.io.cli", "cxrils.report.cli", "cxrils.vision.anatomy.cli", "cxrils.grounding.cli",
-    "cxrils.dataset.cli", "cxrils.pipeline.cli",
+    "cxrils.io.cli",
+    "cxrils.report.cli",
+    "cxrils.vision.anatomy.cli",
+    "cxrils.grounding.cli",
+    "cxrils.dataset.cli",
+    "cxrils.evaluation.cli",
+    "cxrils.pipeline.cli",
 )
 
 

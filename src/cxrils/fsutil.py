@@ -14,6 +14,12 @@ from pathlib import Path
 from typing import Any, Iterator
 
 
+def _umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
+
+
 @contextmanager
 def atomic_path(dest: str | Path, suffix: str = "") -> Iterator[Path]:
     """Yield a temporary path beside ``dest``; on success rename it to ``dest``.
@@ -31,6 +37,7 @@ def atomic_path(dest: str | Path, suffix: str = "") -> Iterator[Path]:
         yield tmp_path
         with open(tmp_path, "rb+") as fh:
             os.fsync(fh.fileno())
+        os.chmod(tmp_path, 0o666 & ~_umask())  # mkstemp creates 0600; use the usual mode
         os.replace(tmp_path, dest)
     except BaseException:
         tmp_path.unlink(missing_ok=True)

@@ -8,7 +8,7 @@ from typing import List, Optional
 import typer
 
 #: Image suffixes ``cxrils anatomy`` reads from a folder.
-IMAGE_SUFFIXES = (".png", ".jpg", ".jpeg")
+IMAGE_SUFFIXES = (".png", ".jpg", ".jpeg", ".dcm", ".tif", ".tiff", ".bmp")
 
 
 def _fail(message: str) -> None:
@@ -50,7 +50,7 @@ def anatomy(
     from cxrils import __version__
     from cxrils.config import ConfigError, load_config
     from cxrils.vision.anatomy.base import AnatomyBackendError, get_segmenter
-    from cxrils.vision.anatomy.data import read_gray
+    from cxrils.io import ImageLoadError, load_image
     from cxrils.vision.anatomy.measures import cardiothoracic_ratio
     from cxrils.vision.anatomy.render import write_outputs
 
@@ -67,8 +67,8 @@ def anatomy(
     failed = 0
     for path in tqdm(files, desc="anatomy", unit="image", disable=len(files) < 2):
         try:
-            x = read_gray(path)
-        except ValueError as err:
+            x = load_image(path, max_pixels=cfg.io.max_pixels).pixels
+        except ImageLoadError as err:
             typer.echo(f"error: {err}", err=True)
             failed += 1
             continue

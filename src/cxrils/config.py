@@ -69,7 +69,10 @@ class InstructionConfig:
     seed: int = 0
     max_absent_negatives_per_type: int = 1  # Appendix C.2: at most one per type per study
     absent_negative_global_prob: float = 0.5  # share of absent-type negatives that are global (ours)
+    # Appendix C.2: a present type gets a basic negative at "one of the empty locations".
+    max_empty_location_negatives_per_type: int = 1
     paraphrase: bool = False  # Appendix C.3, off by default
+    paraphrase_variants_per_persona: int = 3  # Appendix C.3: nine variants for three personas
 
 
 @dataclass

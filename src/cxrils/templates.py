@@ -7,7 +7,9 @@ template string elsewhere.
 
 Locations are lists of instruction locations (:data:`cxrils.vocab.INSTRUCTION_LOCATIONS`,
 patient sides) phrased by :func:`location_phrase` in the canonical vocabulary order:
-one item as itself, two as "A and B", more as "A, B and C".
+one item as itself, two as "A and B", more as "A, B and C". An organ location of
+:data:`cxrils.vocab.ORGAN_LOCATIONS` ("heart", the cardiomegaly global answer) is
+accepted alone only.
 """
 
 from __future__ import annotations
@@ -48,11 +50,17 @@ class TemplateError(ValueError):
     """Raised when a template variable is invalid or a text matches no template."""
 
 
+_ORGANS: tuple[str, ...] = tuple(vocab.ORGAN_LOCATIONS.values())
+
+
 def _order(locations: Sequence[str]) -> list[str]:
+    if len(set(locations)) == 1 and locations[0] in _ORGANS:  # "heart", alone only
+        return [locations[0]]
     unknown = [loc for loc in locations if loc not in vocab.INSTRUCTION_LOCATIONS]
     if unknown:
         raise TemplateError(
             f"not instruction locations: {unknown}; expected items of {vocab.INSTRUCTION_LOCATIONS}"
+            f" (or one organ location of {_ORGANS} alone)"
         )
     if not locations:
         raise TemplateError("a location phrase needs at least one location")

@@ -107,6 +107,12 @@ LABEL_SIDE: Final[dict[str, str]] = {
 #: :func:`cxrils.templates.location_phrase`.
 INSTRUCTION_LOCATIONS: Final[tuple[str, ...]] = ("right lung",) + RIGHT_ZONES + ("left lung",) + LEFT_ZONES
 
+#: Organ locations named only by the global positive answer of an organ-level lesion
+#: type ("[SEG] It is located in the heart." for cardiomegaly, whose mask is the heart
+#: mask, section 3.2). The paper's Table 2 gives no other word for this slot; never
+#: combined with lung locations and never an empty-location candidate.
+ORGAN_LOCATIONS: Final[dict[str, str]] = {"cardiomegaly": "heart"}
+
 #: Lung regions used for "empty location" negatives (section 3.1 location
 #: verification): the eight zones and the two lungs.
 EMPTY_LOCATION_CANDIDATES: Final[tuple[str, ...]] = INSTRUCTION_LOCATIONS

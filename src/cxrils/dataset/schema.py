@@ -18,7 +18,8 @@ COLUMNS: dict[str, str] = {
     "patient_id": "patient id or '' (str)",
     "image_path": "path of the 8-bit PNG relative to the dataset folder (str)",
     "split": "train | validate | test",
-    "lesion_type": "one of cxrils.vocab.LESION_TYPES",
+    "lesion_type": "one of cxrils.vocab.LESION_TYPES: the source finding's type (lesion inference: the inferred type)",
+    "target": "the [Target] word of the instruction: the lesion type, or 'opacity' (tentative findings, lesion inference)",
     "instruction_type": "basic | global | lesion_inference",
     "polarity": "positive | negative",
     "locations": "instruction locations named by instruction or answer (list[str])",
@@ -32,5 +33,21 @@ COLUMNS: dict[str, str] = {
     "finding_entity": "entity of the source finding or '' (str)",
     "sentence_index": "1-based sentence index of the source finding, 0 if none (int32)",
     "sentence": "sentence text of the source finding or '' (str)",
+    "source_findings": "JSON text: [{entity, sentence_index, sentence}] of every finding the record merges or relies on",
+    "paraphrase_of": "record_id of the template record this row paraphrases, '' for template rows (Appendix C.3)",
+    "persona": "medical_expert | layperson | ai_developer for paraphrases, '' otherwise (Appendix C.3)",
     "provenance": "JSON text: backends and versions, thresholds, code version",
 }
+
+
+def arrow_schema():
+    """The pyarrow schema of a records shard (columns in :data:`COLUMNS` order)."""
+    import pyarrow as pa
+
+    types = {
+        "mask": pa.struct([("size", pa.list_(pa.int32())), ("counts", pa.string())]),
+        "locations": pa.list_(pa.string()),
+        "mask_area": pa.int64(), "height": pa.int32(), "width": pa.int32(), "sentence_index": pa.int32(),
+    }
+    return pa.schema([(name, types.get(name, pa.string())) for name in COLUMNS],
+                     metadata={"cxrils_schema_version": str(SCHEMA_VERSION)})

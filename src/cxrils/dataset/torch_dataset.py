@@ -1,0 +1,101 @@
+"""A torch ``Dataset`` over a finalized cxrils dataset folder."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Callable
+
+import numpy as np
+
+from cxrils.dataset.writer import DatasetError, read_records
+from cxrils.masks import decode_rle
+
+#: Record fields passed through with every item (besides image, mask, texts).
+ITEM_FIELDS: tuple[str, ...] = ("record_id", "study_id", "image_id", "lesion_type", "instruction_type",
+                                "polarity", "certainty", "split")
+
+
+class ILSDataset:
+    """Instruction-answer-mask items of one split, decoding image and mask on access.
+
+    Parameters
+    ----------
+    dataset_dir : path
+        A folder written by :class:`cxrils.dataset.DatasetWriter` and finalized.
+    split : str or None
+        "train", "validate", "test", or None for all rows.
+    augment : callable, optional
+        ``augment(x: uint8 (H, W), key: str) -> uint8 (H, W)``, e.g.
+        :class:`cxrils.dataset.HistogramEqualization` (Appendix F); the key is
+        ``"{epoch}:{record_id}"`` so that results do not depend on worker order.
+    size : int, optional
+        Resize image (area interpolation) and mask (nearest) to ``(size, size)`` so
+        that items of different images stack into a batch; None keeps the stored size.
+
+    Items are dicts: ``image`` float32 tensor (1, H, W) in [0, 1]; ``mask`` float32
+    tensor (H, W) in {0, 1} (all zero for negatives); ``instruction``, ``answer``
+    (str); and the fields of :data:`ITEM_FIELDS`.
+
+    Raises
+    ------
+    DatasetError
+        If the folder is not a finalized dataset, or an image is missing or does not
+        match its record's size.
+    """
+
+    def __init__(self, dataset_dir: str | Path, split: str | None = "train", *,
+                 augment: Callable[..., np.ndarray] | None = None, size: int | None = None):
+        self.dataset_dir = Path(dataset_dir)
+        self.records = read_records(self.dataset_dir, split).reset_index(drop=True)
+        self.augment, self.size, self.epoch = augment, size, 0
+        if size is not None and size < 1:
+            raise DatasetError(f"size must be >= 1, got {size}")
+
+    def __len__(self) -> int:
+        return len(self.records)
+
+    @property
+    def polarities(self) -> list[str]:
+        """Polarity of every item, for :class:`cxrils.dataset.BalancedBatchSampler`."""
+        return self.records["polarity"].tolist()
+
+    def set_epoch(self, epoch: int) -> None:
+        """Select the augmentation decisions of ``epoch``."""
+        self.epoch = int(epoch)
+
+    def load_image(self, index: int) -> np.ndarray:
+        """The stored uint8 (H, W) image of item ``index``."""
+        from PIL import Image
+
+        r = self.records.iloc[index]
+        path = self.dataset_dir / r["image_path"]
+        try:
+            with Image.open(path) as im:
+                x = np.asarray(im.convert("L"), dtype=np.uint8)
+        except OSError as err:
+            raise DatasetError(f"{path}: cannot read image of record {r['record_id']}: {err}") from err
+        if x.shape != (int(r["height"]), int(r["width"])):
+            raise DatasetError(f"{path}: image is {x.shape}, record {r['record_id']} says "
+                               f"{int(r['height'])}x{int(r['width'])}")
+        return x
+
+    def __getitem__(self, index: int) -> dict:
+        import cv2
+        import torch
+
+        r = self.records.iloc[index]
+        x = self.load_image(index)
+        mask = decode_rle(r["mask"])
+        if self.augment is not None:
+            x = self.augment(x, f"{self.epoch}:{r['record_id']}")
+        if self.size is not None:
+            x = cv2.resize(x, (self.size, self.size), interpolation=cv2.INTER_AREA)
+            mask = cv2.resize(mask.astype(np.uint8), (self.size, self.size), interpolation=cv2.INTER_NEAREST) > 0
+        item = {
+            "image": torch.from_numpy(x.astype(np.float32) / 255.0)[None],
+            "mask": torch.from_numpy(mask.astype(np.float32)),
+            "instruction": str(r["instruction"]),
+            "answer": str(r["answer"]),
+        }
+        item.update({k: str(r[k]) for k in ITEM_FIELDS})
+        return item

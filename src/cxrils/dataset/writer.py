@@ -1,0 +1,322 @@
+"""Writing and reading a cxrils dataset folder (Parquet shards + PNG images + manifest).
+
+Layout of ``out_dir``::
+
+    provenance.json              run provenance given to DatasetWriter
+    images/{image_id}.png        8-bit image x the masks refer to
+    parts/{image_id}.parquet     records of one finished study (the commit marker)
+    excluded/{image_id}.json     exclusion marker {"image_id", "reason"}
+    records/{split}-00000.parquet  deterministic shards written by finalize()
+    manifest.json                schema version, shards (rows, sha256), counts, provenance
+
+Every file is written atomically (:mod:`cxrils.fsutil`): a run killed at any point
+leaves only whole files plus hidden temporary files (``.name.*``) that are ignored
+and cleaned. A study is done once its part file or exclusion marker exists, so a
+rerun skips it (:meth:`DatasetWriter.done_ids`).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import re
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from cxrils.dataset.schema import COLUMNS, SCHEMA_VERSION, arrow_schema
+from cxrils.dataset.splits import SPLITS
+from cxrils.fsutil import atomic_path, atomic_write_json
+
+log = logging.getLogger(__name__)
+
+#: Rows per records shard (ours; ~50k rows keeps a shard near 10-20 MB).
+DEFAULT_SHARD_SIZE = 50_000
+_SAFE_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
+
+
+class DatasetError(ValueError):
+    """Raised for a malformed dataset folder, record or image (the message names the file)."""
+
+
+def image_relpath(image_id: str) -> str:
+    """Path of an image inside the dataset folder: ``images/{image_id}.png``."""
+    return f"images/{image_id}.png"
+
+
+def _check_id(image_id: str) -> None:
+    if not isinstance(image_id, str) or not _SAFE_ID.match(image_id):
+        raise DatasetError(f"image id {image_id!r} is not a safe file name (letters, digits, '.', '_', '-')")
+
+
+def _sha256(path: Path) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as fh:
+        for chunk in iter(lambda: fh.read(1 << 20), b""):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+def _record_key(record_id: str) -> tuple[str, int]:
+    image_id, _, index = str(record_id).rpartition(":")
+    return image_id, int(index)
+
+
+class DatasetWriter:
+    """Atomic, resumable writer of a dataset folder (layout in the module docstring).
+
+    Parameters
+    ----------
+    out_dir : path
+        Dataset folder; created if missing. Reopening an existing folder resumes.
+    provenance : dict
+        JSON-serialisable run description (backends and versions, thresholds, code
+        version); written to ``provenance.json`` and to the manifest.
+    shard_size : int
+        Rows per records shard written by :meth:`finalize`.
+    """
+
+    def __init__(self, out_dir: str | Path, provenance: dict, *, shard_size: int = DEFAULT_SHARD_SIZE):
+        if shard_size < 1:
+            raise DatasetError(f"shard_size must be >= 1, got {shard_size}")
+        self.out_dir = Path(out_dir)
+        self.provenance = dict(provenance)
+        self.shard_size = int(shard_size)
+        for sub in ("images", "parts", "excluded"):
+            (self.out_dir / sub).mkdir(parents=True, exist_ok=True)
+        prov_path = self.out_dir / "provenance.json"
+        if prov_path.exists():
+            try:
+                old = json.loads(prov_path.read_text(encoding="utf-8"))
+            except (OSError, json.JSONDecodeError) as err:
+                raise DatasetError(f"{prov_path}: unreadable provenance: {err}") from err
+            if old != json.loads(json.dumps(self.provenance, sort_keys=True, default=str)):
+                log.warning("%s: resuming with a different provenance; the manifest keeps the new one", prov_path)
+        atomic_write_json(prov_path, self.provenance)
+
+    def _clean_temp(self) -> None:
+        for sub in ("images", "parts", "excluded", "records"):
+            folder = self.out_dir / sub
+            if folder.is_dir():
+                for tmp in folder.glob(".*"):
+                    tmp.unlink(missing_ok=True)
+
+    def done_ids(self) -> set[str]:
+        """Image ids already committed (records or exclusion); temporary files ignored."""
+        done = {p.stem for p in (self.out_dir / "parts").glob("*.parquet") if not p.name.startswith(".")}
+        done |= {p.stem for p in (self.out_dir / "excluded").glob("*.json") if not p.name.startswith(".")}
+        return done
+
+    def commit_study(self, image_id: str, x: np.ndarray | None, records: list[dict] | None,
+                     excluded: str | None = None) -> None:
+        """Write one study atomically: its image, then its records (the commit marker).
+
+        Parameters
+        ----------
+        image_id : str
+            Safe file name (letters, digits, ``.``, ``_``, ``-``).
+        x : ndarray of uint8, shape (H, W), or None
+            The 8-bit image the masks refer to; required when ``records`` is non-empty.
+        records : list of dict or None
+            Rows with the columns of :data:`cxrils.dataset.schema.COLUMNS` (as made by
+            :func:`cxrils.instructions.generate_records`); ``image_path`` is set to
+            ``images/{image_id}.png``. An empty list marks the study done with no rows.
+        excluded : str or None
+            Exclusion reason (QC); then only the marker is written and ``records``
+            must be empty.
+
+        Raises
+        ------
+        DatasetError
+            On an unsafe id, a missing or malformed image, a record of another image,
+            or missing columns.
+        """
+        import pyarrow as pa
+        import pyarrow.parquet as pq
+        from PIL import Image
+
+        _check_id(image_id)
+        records = list(records or [])
+        if excluded is not None:
+            if records:
+                raise DatasetError(f"study {image_id}: excluded ({excluded}) but {len(records)} records given")
+            atomic_write_json(self.out_dir / "excluded" / f"{image_id}.json",
+                              {"image_id": image_id, "reason": str(excluded)})
+            return
+        rows = [self._check_record(image_id, r) for r in records]
+        if rows:
+            if x is None:
+                raise DatasetError(f"study {image_id}: records need the image x")
+            x = np.asarray(x)
+            if x.ndim != 2 or x.dtype != np.uint8:
+                raise DatasetError(f"study {image_id}: image must be uint8 (H, W), got {x.dtype} {x.shape}")
+            for r in rows:
+                if (r["height"], r["width"]) != x.shape:
+                    raise DatasetError(f"study {image_id}: record {r['record_id']} is {r['height']}x{r['width']}"
+                                       f" but the image is {x.shape[0]}x{x.shape[1]}")
+            with atomic_path(self.out_dir / image_relpath(image_id), suffix=".png") as tmp:
+                Image.fromarray(x).save(tmp, format="PNG")
+        try:
+            table = pa.Table.from_pylist(rows, schema=arrow_schema())
+        except (pa.ArrowInvalid, pa.ArrowTypeError) as err:
+            raise DatasetError(f"study {image_id}: records do not fit the schema: {err}") from err
+        with atomic_path(self.out_dir / "parts" / f"{image_id}.parquet", suffix=".parquet") as tmp:
+            pq.write_table(table, tmp)
+
+    def _check_record(self, image_id: str, record: dict) -> dict[str, Any]:
+        missing = [c for c in COLUMNS if c not in record and c != "image_path"]
+        if missing:
+            raise DatasetError(f"study {image_id}: record {record.get('record_id')!r} lacks columns {missing}")
+        if record["image_id"] != image_id or _record_key(record["record_id"])[0] != image_id:
+            raise DatasetError(f"study {image_id}: record {record['record_id']!r} belongs to image {record['image_id']!r}")
+        if record["split"] not in SPLITS:
+            raise DatasetError(f"study {image_id}: record {record['record_id']!r} has split {record['split']!r}")
+        row = {c: record.get(c) for c in COLUMNS}
+        row["image_path"] = image_relpath(image_id)
+        row["mask"] = {"size": [int(v) for v in record["mask"]["size"]], "counts": str(record["mask"]["counts"])}
+        return row
+
+    def exclusions(self) -> dict[str, str]:
+        """image_id -> exclusion reason of every excluded study."""
+        out = {}
+        for p in sorted((self.out_dir / "excluded").glob("*.json")):
+            if p.name.startswith("."):
+                continue
+            try:
+                out[p.stem] = json.loads(p.read_text(encoding="utf-8"))["reason"]
+            except (OSError, json.JSONDecodeError, KeyError) as err:
+                raise DatasetError(f"{p}: malformed exclusion marker: {err}") from err
+        return out
+
+    def finalize(self) -> Path:
+        """Compact the part files into deterministic shards and write ``manifest.json``.
+
+        Rows are sorted by (image_id, record index) and split into
+        ``records/{split}-{k:05d}.parquet`` of at most ``shard_size`` rows. The same
+        committed studies always give byte-identical shards. Hidden temporary files
+        of interrupted runs are deleted, so call it only once no writer is running.
+        Returns the manifest path.
+
+        Raises
+        ------
+        DatasetError
+            If a part file cannot be read.
+        """
+        import pyarrow as pa
+        import pyarrow.compute as pc
+        import pyarrow.parquet as pq
+
+        self._clean_temp()  # leftovers of interrupted runs (finalize runs after all writers stop)
+        parts = sorted(p for p in (self.out_dir / "parts").glob("*.parquet") if not p.name.startswith("."))
+        tables = []
+        for p in parts:
+            try:
+                tables.append(pq.read_table(p, schema=arrow_schema()))
+            except (OSError, pa.ArrowException) as err:
+                raise DatasetError(f"{p}: unreadable part file: {err}") from err
+        table = pa.concat_tables(tables) if tables else arrow_schema().empty_table()
+        keys = [_record_key(r) for r in table.column("record_id").to_pylist()]
+        order = sorted(range(len(keys)), key=keys.__getitem__)
+        table = table.take(pa.array(order, type=pa.int64()))
+        rec_dir = self.out_dir / "records"
+        rec_dir.mkdir(exist_ok=True)
+        shards, written = [], set()
+        for split in SPLITS:
+            sub = table.filter(pc.equal(table.column("split"), split))
+            for k, start in enumerate(range(0, sub.num_rows, self.shard_size)):
+                name = f"{split}-{k:05d}.parquet"
+                dest = rec_dir / name
+                with atomic_path(dest, suffix=".parquet") as tmp:
+                    pq.write_table(sub.slice(start, self.shard_size), tmp)
+                written.add(name)
+                shards.append({"path": f"records/{name}", "split": split,
+                               "rows": min(self.shard_size, sub.num_rows - start), "sha256": _sha256(dest)})
+        for stale in rec_dir.glob("*.parquet"):
+            if stale.name not in written:
+                stale.unlink()
+        exclusions = self.exclusions()
+        manifest = {
+            "schema_version": SCHEMA_VERSION,
+            "columns": list(COLUMNS),
+            "shards": shards,
+            "n_records": table.num_rows,
+            "n_images": len({r for r in table.column("image_id").to_pylist()}),
+            "counts": _counts(table.select(["split", "lesion_type", "instruction_type", "polarity"]).to_pylist()),
+            "exclusions": {"n": len(exclusions), "by_reason": dict(sorted(Counter(exclusions.values()).items()))},
+            "provenance": self.provenance,
+        }
+        path = self.out_dir / "manifest.json"
+        atomic_write_json(path, manifest)
+        return path
+
+
+def _counts(rows: list[dict]) -> dict:
+    """Counts by split, lesion type, instruction type and polarity (nested dicts)."""
+    def tally(key: str) -> dict[str, int]:
+        return dict(sorted(Counter(r[key] for r in rows).items()))
+
+    detail: dict[str, dict] = {}
+    for r in rows:
+        d = detail.setdefault(r["split"], {}).setdefault(r["lesion_type"], {}).setdefault(r["instruction_type"], {})
+        d[r["polarity"]] = d.get(r["polarity"], 0) + 1
+    return {"by_split": tally("split"), "by_lesion_type": tally("lesion_type"),
+            "by_instruction_type": tally("instruction_type"), "by_polarity": tally("polarity"),
+            "by_split_type_instruction_polarity": detail}
+
+
+def read_manifest(dataset_dir: str | Path) -> dict:
+    """The parsed ``manifest.json`` of a finalized dataset.
+
+    Raises
+    ------
+    DatasetError
+        If the manifest is missing (dataset not finalized), unreadable, or of another
+        schema version.
+    """
+    path = Path(dataset_dir) / "manifest.json"
+    if not path.is_file():
+        raise DatasetError(f"{path}: no manifest; is this a finalized cxrils dataset folder?")
+    try:
+        manifest = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, json.JSONDecodeError) as err:
+        raise DatasetError(f"{path}: unreadable manifest: {err}") from err
+    if manifest.get("schema_version") != SCHEMA_VERSION:
+        raise DatasetError(f"{path}: schema version {manifest.get('schema_version')!r}, this cxrils reads {SCHEMA_VERSION}")
+    return manifest
+
+
+def shard_paths(dataset_dir: str | Path, split: str | None = None) -> list[Path]:
+    """Absolute paths of the records shards (of one split, or all), in manifest order;
+    usable as ``datasets.load_dataset("parquet", data_files=...)``."""
+    manifest = read_manifest(dataset_dir)
+    if split is not None and split not in SPLITS:
+        raise DatasetError(f"unknown split {split!r}; expected one of {SPLITS}")
+    return [Path(dataset_dir) / s["path"] for s in manifest["shards"] if split is None or s["split"] == split]
+
+
+def read_records(dataset_dir: str | Path, split: str | None = None):
+    """All records of a finalized dataset (or of one split) as a pandas DataFrame.
+
+    Columns are those of :data:`cxrils.dataset.schema.COLUMNS`; ``mask`` holds dicts
+    ``{"size": array([H, W]), "counts": str}`` (decode with
+    :func:`cxrils.masks.decode_rle`); ``locations`` holds arrays of str.
+
+    Raises
+    ------
+    DatasetError
+        If the dataset is not finalized or a shard is missing or corrupt.
+    """
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    tables = []
+    for p in shard_paths(dataset_dir, split):
+        try:
+            tables.append(pq.read_table(p, schema=arrow_schema()))
+        except (OSError, pa.ArrowException) as err:
+            raise DatasetError(f"{p}: unreadable records shard: {err}") from err
+    table = pa.concat_tables(tables) if tables else arrow_schema().empty_table()
+    return table.to_pandas()

@@ -1,0 +1,407 @@
+"""Instruction-answer records from one grounded study (paper section 3.2, Appendix C).
+
+:func:`generate_records` turns a :class:`~cxrils.types.StudyGrounding` into rows of
+:data:`cxrils.dataset.schema.COLUMNS`. Every text comes from :mod:`cxrils.templates`;
+lung-region labels become instruction locations through
+:func:`cxrils.vocab.instruction_location`. The rules, and the decisions the paper
+leaves open, are written out in ``docs/instructions.md``; in short:
+
+* a finding's lesion type is ``GroundedFinding.lesion_type`` or else
+  ``Finding.target_type`` (the predicted type wins over the entity's type);
+* positives of one instruction target whose reported locations overlap are merged
+  into one record (union of masks and of grounded locations); disjoint findings give
+  one record each; a record is dropped when a lesion it should contain was reported
+  inside the named locations but not grounded there;
+* "opacity" is the superordinate concept of the paper's lesion inference: any
+  positive lung lesion (every type but cardiomegaly, :data:`OPACITY_FAMILY`) makes
+  opacity present in the study, so no record ever says "There is no opacity" where
+  a reported lesion lies.
+
+Sides are the patient's: "right lung" is on the image's left on a frontal image.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass
+from typing import Iterable, Sequence
+
+import numpy as np
+
+from cxrils import __version__, templates, vocab
+from cxrils.config import Config
+from cxrils.masks import encode_rle
+from cxrils.types import GroundedFinding, StudyGrounding
+
+#: Lesion types seen as an opacity on the image: the hyperintense lung lesions of the
+#: anomaly map ("opacities, consolidations, effusions, edema, and atelectasis, which
+#: all appear brighter", section 3.1) and pneumonia, a "specific type of opacity"
+#: (section 3.2). Every localized type; cardiomegaly (an organ state) is not one.
+OPACITY_FAMILY: tuple[str, ...] = ("pneumonia", "atelectasis", "opacity", "consolidation", "edema", "effusion")
+
+_SIDE_ZONES = {"right lung": vocab.RIGHT_ZONES, "left lung": vocab.LEFT_ZONES}
+
+
+class InstructionError(ValueError):
+    """Raised when a grounding is inconsistent (mask shape, unknown values)."""
+
+
+def _zones(labels: Iterable[str]) -> frozenset[str]:
+    """Lung zones covered by lung-region labels; a lobe counts as its whole lung
+    (the conservative reading: zones and lobes overlap on a frontal image)."""
+    out: set[str] = set()
+    for label in labels:
+        if label not in vocab.LUNG_REGION_LABELS:
+            continue
+        loc = vocab.instruction_location(label)
+        out.update(_SIDE_ZONES.get(loc, (loc,)))
+    return frozenset(out)
+
+
+def _locations(labels: Iterable[str]) -> list[str]:
+    """Canonical instruction locations naming lung-region labels: lobes become their
+    lung, and a zone is dropped when its whole lung is named too."""
+    locs = {vocab.instruction_location(lb) for lb in labels if lb in vocab.LUNG_REGION_LABELS}
+    for lung, zones in _SIDE_ZONES.items():
+        if lung in locs:
+            locs -= set(zones)
+    return sorted(locs, key=vocab.INSTRUCTION_LOCATIONS.index)
+
+
+@dataclass
+class _Item:
+    """One positive finding of the study, prepared for the rules."""
+
+    index: int
+    gf: GroundedFinding
+    lesion_type: str
+    target: str  # instruction target: the lesion type, or "opacity" when tentative
+    reported_zones: frozenset[str]  # reported and grounded lung zones
+    grounded_zones: frozenset[str]
+    grounded_locations: list[str]
+    mask: np.ndarray | None  # None when nothing was grounded
+
+    @property
+    def definitive(self) -> bool:
+        return self.gf.finding.certainty == "definitive"
+
+    @property
+    def localized(self) -> bool:
+        return bool(self.reported_zones)
+
+    @property
+    def ungrounded_zones(self) -> frozenset[str]:
+        return self.reported_zones - self.grounded_zones if self.mask is not None else self.reported_zones
+
+    @property
+    def fully_grounded(self) -> bool:
+        """The paper's global rule: grounded == reported locations (and not empty)."""
+        return self.mask is not None and bool(self.gf.reported) and set(self.gf.grounded) == set(self.gf.reported)
+
+
+def lesion_type_of(gf: GroundedFinding) -> str | None:
+    """The lesion type a grounded finding stands for.
+
+    ``gf.lesion_type`` (what the grounding stage grounded) when set, else
+    ``gf.finding.target_type`` (the predicted lesion type, else the entity's type;
+    "opacity likely reflecting pneumonia" is pneumonia). None, or a name outside
+    :data:`cxrils.vocab.LESION_TYPES`, means the finding makes no record.
+    """
+    t = gf.lesion_type or gf.finding.target_type
+    return t if t in vocab.LESION_TYPES else None
+
+
+def mentioned_types(gf: GroundedFinding) -> set[str]:
+    """Every lesion type a finding names: its entity type, predicted type and grounded
+    type ("opacity reflecting pneumonia" mentions both opacity and pneumonia)."""
+    f = gf.finding
+    return {t for t in (f.lesion_type, f.predicted_lesion_type, gf.lesion_type) if t in vocab.LESION_TYPES}
+
+
+def record_seed(base_seed: int, image_id: str) -> int:
+    """Seed of one image's random choices: SHA-256 of ``"{base_seed}:{image_id}"``
+    (stable across processes and Python versions, unlike ``hash()``)."""
+    digest = hashlib.sha256(f"{base_seed}:{image_id}".encode("utf-8")).digest()
+    return int.from_bytes(digest[:8], "little")
+
+
+def _components(items: Sequence[_Item]) -> list[list[_Item]]:
+    """Groups of items linked by overlapping reported zones (union-find), in input order."""
+    parent = list(range(len(items)))
+
+    def find(i: int) -> int:
+        while parent[i] != i:
+            parent[i] = parent[parent[i]]
+            i = parent[i]
+        return i
+
+    for i in range(len(items)):
+        for j in range(i + 1, len(items)):
+            if items[i].reported_zones & items[j].reported_zones:
+                parent[find(j)] = find(i)
+    groups: dict[int, list[_Item]] = {}
+    for i, it in enumerate(items):
+        groups.setdefault(find(i), []).append(it)
+    return list(groups.values())
+
+
+def _merge(component: Sequence[_Item]) -> tuple[list[str], np.ndarray] | None:
+    """Named locations and union mask of a component, or None when the record would
+    be incomplete: nothing grounded, or a member reported (but not grounded) inside
+    the named locations."""
+    grounded = [it for it in component if it.mask is not None and it.grounded_locations]
+    if not grounded:
+        return None
+    named_zones = frozenset().union(*(it.grounded_zones for it in grounded))
+    if any(it.ungrounded_zones & named_zones for it in component):
+        return None
+    mask = np.logical_or.reduce([it.mask for it in grounded])
+    return _locations(lb for it in grounded for lb in it.gf.grounded), mask
+
+
+class _Builder:
+    """Accumulates the records of one study."""
+
+    def __init__(self, g: StudyGrounding, split: str, patient_id: str, image_path: str, provenance: str):
+        self.g, self.split, self.patient_id, self.image_path = g, split, patient_id, image_path
+        self.provenance = provenance
+        self.records: list[dict] = []
+        self.empty_rle = encode_rle(np.zeros(g.shape, dtype=bool))
+
+    def add(self, *, lesion_type: str, target: str, instruction_type: str, polarity: str,
+            instruction: str, answer: str, locations: Sequence[str], certainty: str,
+            mask: np.ndarray | None, sources: Sequence[GroundedFinding]) -> None:
+        if any(r["instruction"] == instruction for r in self.records):
+            return  # one query per study: the same text never gets two answers
+        rle = encode_rle(mask) if mask is not None else self.empty_rle
+        primary = sources[0].finding if sources else None
+        self.records.append({
+            "record_id": f"{self.g.image_id}:{len(self.records)}",
+            "study_id": self.g.study_id, "image_id": self.g.image_id,
+            "patient_id": self.patient_id, "image_path": self.image_path, "split": self.split,
+            "lesion_type": lesion_type, "target": target, "instruction_type": instruction_type,
+            "polarity": polarity, "locations": list(locations), "certainty": certainty,
+            "instruction": instruction, "answer": answer, "mask": rle,
+            "mask_area": int(mask.sum()) if mask is not None else 0,
+            "height": int(self.g.shape[0]), "width": int(self.g.shape[1]),
+            "finding_entity": primary.entity if primary else "",
+            "sentence_index": int(primary.sentence_index) if primary else 0,
+            "sentence": primary.sentence if primary else "",
+            "source_findings": json.dumps(
+                [{"entity": s.finding.entity, "sentence_index": s.finding.sentence_index,
+                  "sentence": s.finding.sentence} for s in sources], sort_keys=True),
+            "paraphrase_of": "", "persona": "",
+            "provenance": self.provenance,
+        })
+
+
+def _prepare(g: StudyGrounding) -> list[_Item]:
+    items = []
+    for i, gf in enumerate(g.findings):
+        t = lesion_type_of(gf)
+        if gf.finding.presence != "positive" or t is None:
+            continue
+        if gf.finding.certainty not in vocab.CERTAINTIES:
+            raise InstructionError(f"image {g.image_id}: finding {gf.finding.entity!r} has certainty "
+                                   f"{gf.finding.certainty!r}; expected one of {vocab.CERTAINTIES}")
+        mask = gf.mask
+        if mask is not None:
+            mask = np.asarray(mask)
+            if mask.shape != tuple(g.shape):
+                raise InstructionError(f"image {g.image_id}: mask of finding {gf.finding.entity!r} has "
+                                       f"shape {mask.shape}, grounding shape is {tuple(g.shape)}")
+            mask = mask.astype(bool)
+            if not mask.any():
+                mask = None
+        grounded = list(gf.grounded) if mask is not None else []
+        if t not in vocab.ORGAN_LESION_TYPES and not _locations(grounded):
+            mask = None
+        target = "opacity" if (gf.finding.certainty == "tentative" and t not in vocab.ORGAN_LESION_TYPES) else t
+        items.append(_Item(
+            index=i, gf=gf, lesion_type=t, target=target,
+            reported_zones=_zones(list(gf.reported) + grounded),
+            grounded_zones=_zones(grounded), grounded_locations=_locations(grounded), mask=mask,
+        ))
+    return items
+
+
+def _positives(b: _Builder, items: list[_Item], g: StudyGrounding) -> None:
+    lung = [it for it in items if it.lesion_type not in vocab.ORGAN_LESION_TYPES]
+    opacity_pool = [it for it in lung if it.lesion_type in OPACITY_FAMILY]
+    targets = list(dict.fromkeys(it.target for it in items))
+    for target in targets:
+        if target == "cardiomegaly":
+            _cardiomegaly_positive(b, [it for it in items if it.target == "cardiomegaly"], g)
+            continue
+        owners = [it for it in lung if it.target == target]
+        pool = opacity_pool if target == "opacity" else owners
+        # Basic: "Segment the [Target] in the [Location]." -> "[SEG]"
+        for comp in _components(pool):
+            own = [it for it in comp if it.target == target and it.mask is not None]
+            merged = _merge(comp)
+            if not own or merged is None:
+                continue
+            locs, mask = merged
+            b.add(lesion_type=own[0].lesion_type, target=target, instruction_type="basic",
+                  polarity="positive", instruction=templates.render_instruction("basic", target, locs),
+                  answer=templates.render_answer("basic", "positive"), locations=locs,
+                  certainty=own[0].gf.finding.certainty, mask=mask, sources=[it.gf for it in comp])
+        # Global: only when every instance of the target is grounded where reported.
+        members = pool if target == "opacity" else [it for it in lung if it.lesion_type == target]
+        if members and all(it.fully_grounded for it in members) and (
+                target == "opacity" or all(it.definitive for it in members)):
+            locs = _locations(lb for it in members for lb in it.gf.grounded)
+            mask = np.logical_or.reduce([it.mask for it in members])
+            src = [it for it in members if it.target == target] + [it for it in members if it.target != target]
+            b.add(lesion_type=src[0].lesion_type, target=target, instruction_type="global",
+                  polarity="positive", instruction=templates.render_instruction("global", target),
+                  answer=templates.render_answer("global", "positive", locations=locs), locations=locs,
+                  certainty=src[0].gf.finding.certainty, mask=mask, sources=[it.gf for it in src])
+    # Lesion inference: "Segment the opacity in [Location] and predict its type."
+    for comp in _components(opacity_pool):
+        types = {it.lesion_type for it in comp}
+        if len(types) != 1 or not types <= set(vocab.INFERENCE_LESION_TYPES):
+            continue  # "its type" must be one of pneumonia/atelectasis/edema, unambiguous
+        merged = _merge(comp)
+        if merged is None:
+            continue
+        locs, mask = merged
+        lesion = types.pop()
+        certainty = "definitive" if any(it.definitive for it in comp if it.mask is not None) else "tentative"
+        b.add(lesion_type=lesion, target="opacity", instruction_type="lesion_inference",
+              polarity="positive", instruction=templates.render_instruction("lesion_inference", None, locs),
+              answer=templates.render_answer("lesion_inference", "positive", lesion=lesion, certainty=certainty),
+              locations=locs, certainty=certainty, mask=mask, sources=[it.gf for it in comp])
+
+
+def _cardiomegaly_positive(b: _Builder, items: list[_Item], g: StudyGrounding) -> None:
+    """Global only, heart mask (section 3.2, Appendix C.1); a report that only
+    suspects cardiomegaly makes no positive (a global instruction would claim it)."""
+    definitive = [it for it in items if it.definitive]
+    if not definitive:
+        return
+    mask = next((it.mask for it in definitive if it.mask is not None), None)
+    if mask is None and g.heart_mask is not None:
+        mask = np.asarray(g.heart_mask).astype(bool)
+        if mask.shape != tuple(g.shape):
+            raise InstructionError(f"image {g.image_id}: heart mask has shape {mask.shape}, "
+                                   f"grounding shape is {tuple(g.shape)}")
+    if mask is None or not mask.any():
+        return
+    locs = [vocab.ORGAN_LOCATIONS["cardiomegaly"]]
+    b.add(lesion_type="cardiomegaly", target="cardiomegaly", instruction_type="global", polarity="positive",
+          instruction=templates.render_instruction("global", "cardiomegaly"),
+          answer=templates.render_answer("global", "positive", locations=locs), locations=locs,
+          certainty="definitive", mask=mask, sources=[it.gf for it in definitive])
+
+
+def _negatives(b: _Builder, items: list[_Item], g: StudyGrounding, cfg: Config, rng: np.random.Generator) -> None:
+    positive_findings = [gf for gf in g.findings if gf.finding.presence == "positive"]
+    present = set().union(*(mentioned_types(gf) for gf in positive_findings)) if positive_findings else set()
+    opacity_pool = [it for it in items if it.lesion_type in OPACITY_FAMILY]
+    if opacity_pool:
+        present.add("opacity")
+    # Empty locations usable in an instruction: study-level empty (section 3.1), named
+    # by a zone or a whole lung (an empty lobe does not make its lung empty), and not
+    # touching any positive finding's reported or grounded lung region.
+    occupied = _zones(lb for gf in positive_findings for lb in list(gf.reported) + list(gf.grounded))
+    empty = [loc for loc in vocab.INSTRUCTION_LOCATIONS
+             if loc in set(g.empty_locations) and not (_zones([loc]) & occupied)]
+    ic = cfg.instructions
+    for t in vocab.LESION_TYPES:
+        negated = [gf for gf in g.findings if gf.finding.presence == "negative" and t in mentioned_types(gf)]
+        if t not in present:
+            if t == "cardiomegaly":  # Appendix D.3: only with a CTR known and <= 0.45
+                if g.ctr is not None and g.ctr <= cfg.qc.ctr_max_cardiomegaly_negative:
+                    _negative(b, t, "global", None, negated)
+                continue
+            for form, loc in _absent_choices(rng, ic.max_absent_negatives_per_type, ic.absent_negative_global_prob):
+                _negative(b, t, form, loc, negated)
+            continue
+        if t in vocab.ORGAN_LESION_TYPES:
+            continue
+        same = opacity_pool if t == "opacity" else [it for it in items if it.lesion_type == t]
+        if not empty or not all(it.localized for it in same):
+            continue  # an unlocalized positive could lie anywhere: no location negative
+        k = min(ic.max_empty_location_negatives_per_type, len(empty))
+        picks = sorted(rng.choice(len(empty), size=k, replace=False).tolist()) if k > 0 else []
+        for p in picks:
+            _negative(b, t, "basic", empty[p], [it.gf for it in same])
+            if t in vocab.INFERENCE_LESION_TYPES and all(it.localized for it in opacity_pool):
+                _negative(b, t, "lesion_inference", empty[p], [it.gf for it in same])
+
+
+def _absent_choices(rng: np.random.Generator, n: int, p_global: float) -> list[tuple[str, str | None]]:
+    """Up to ``n`` distinct negatives for an absent type: global with probability
+    ``p_global``, else basic at a uniformly drawn lung region (Appendix C.2)."""
+    cands: list[tuple[str, str | None]] = [("global", None)] + [("basic", loc) for loc in vocab.INSTRUCTION_LOCATIONS]
+    w = np.array([p_global] + [(1.0 - p_global) / (len(cands) - 1)] * (len(cands) - 1))
+    nonzero = np.flatnonzero(w > 0)
+    k = min(n, nonzero.size)
+    if k <= 0:
+        return []
+    picks = rng.choice(nonzero, size=k, replace=False, p=w[nonzero] / w[nonzero].sum())
+    return [cands[i] for i in sorted(picks.tolist())]
+
+
+def _negative(b: _Builder, t: str, form: str, loc: str | None, sources: Sequence[GroundedFinding]) -> None:
+    locs = [loc] if loc else []
+    if form == "lesion_inference":
+        instruction = templates.render_instruction("lesion_inference", None, locs)
+        answer = templates.render_answer("lesion_inference", "negative", locations=locs)
+        target = "opacity"
+    else:
+        instruction = templates.render_instruction(form, t, locs)
+        answer = templates.render_answer(form, "negative", target=t, locations=locs)
+        target = t
+    b.add(lesion_type=t, target=target, instruction_type=form, polarity="negative",
+          instruction=instruction, answer=answer, locations=locs, certainty="", mask=None,
+          sources=list(sources))
+
+
+def generate_records(grounding: StudyGrounding, *, split: str, patient_id: str, image_path: str,
+                     cfg: Config) -> list[dict]:
+    """Instruction-answer records of one image (paper section 3.2, Table 2, Appendix C).
+
+    Parameters
+    ----------
+    grounding : StudyGrounding
+        Grounded findings of the image: masks bool (H, W) at ``grounding.shape``;
+        reported / grounded / empty locations as lung-region labels (patient sides:
+        "right lung" is on the image's left on a frontal image); CTR or None.
+    split : str
+        "train", "validate" or "test" (see :func:`cxrils.dataset.assign_split`).
+    patient_id : str
+        Patient id or "".
+    image_path : str
+        Path of the 8-bit image relative to the dataset folder (``images/{image_id}.png``).
+    cfg : Config
+        ``cfg.instructions`` (seed, negatives per type, global share) and
+        ``cfg.qc.ctr_max_cardiomegaly_negative`` (0.45, Appendix D.3).
+
+    Returns
+    -------
+    list of dict
+        One dict per record with the columns of :data:`cxrils.dataset.schema.COLUMNS`;
+        ``mask`` is a COCO RLE dict (empty for negatives). ``record_id`` is
+        ``f"{image_id}:{index}"``. Empty when the grounding is excluded. The same
+        grounding, split and ``cfg.instructions.seed`` give the same records.
+
+    Raises
+    ------
+    InstructionError
+        If a mask does not have the grounding's shape or a certainty is unknown.
+    """
+    if grounding.excluded is not None:
+        return []
+    if split not in ("train", "validate", "test"):
+        raise InstructionError(f"image {grounding.image_id}: unknown split {split!r}")
+    provenance = json.dumps({"code_version": __version__, "grounding": grounding.provenance,
+                             "config": cfg.to_dict()}, sort_keys=True, default=str)
+    b = _Builder(grounding, split, patient_id, image_path, provenance)
+    items = _prepare(grounding)
+    rng = np.random.default_rng(record_seed(cfg.instructions.seed, grounding.image_id))
+    _positives(b, items, grounding)
+    _negatives(b, items, grounding, cfg, rng)
+    return b.records

@@ -7,7 +7,9 @@ positions. Instruction side: a vector from :class:`~cxrils.models.light.text.Ins
 goes through a learned MLP that gives FiLM parameters (gamma, beta) for the output
 of every encoder level and of every decoder level (Perez et al. 2018, FiLM).
 
-Heads, from the pooled, conditioned bottleneck and decoder features:
+Heads, from the pooled, conditioned bottleneck and decoder features, the instruction
+features and two summaries of the mask logits (maximum and log-mean-exp), so that the
+presence decision sees the mask decoder's evidence:
 
 * presence: one logit, "the requested lesion is present" (the mask is emptied when
   it says absent);
@@ -18,6 +20,8 @@ Heads, from the pooled, conditioned bottleneck and decoder features:
 """
 
 from __future__ import annotations
+
+import math
 
 import torch
 from monai.networks.nets import BasicUNet
@@ -54,7 +58,7 @@ class LightILSNet(nn.Module):
         self.film = nn.Linear(h, 2 * sum(self._film_channels))
         nn.init.zeros_(self.film.weight)
         nn.init.zeros_(self.film.bias)
-        pooled = 2 * (f[4] + f[3]) + h
+        pooled = 2 * (f[4] + f[3]) + h + 2
         self.head = nn.Sequential(nn.Linear(pooled, h), nn.GELU())
         self.presence = nn.Linear(h, 1)
         self.lesion = nn.Linear(h, len(vocab.INFERENCE_LESION_TYPES))
@@ -88,7 +92,9 @@ class LightILSNet(nn.Module):
         u2 = cond(u.upcat_2(u3, x1))
         u1 = cond(u.upcat_1(u2, x0))
         mask = u.final_conv(u1)
-        pooled = torch.cat([x4.mean((2, 3)), x4.amax((2, 3)), u4.mean((2, 3)), u4.amax((2, 3)), e], dim=1)
+        flat = mask.flatten(1)
+        evidence = torch.stack([flat.amax(1), torch.logsumexp(flat, 1) - math.log(flat.shape[1])], dim=1)
+        pooled = torch.cat([x4.mean((2, 3)), x4.amax((2, 3)), u4.mean((2, 3)), u4.amax((2, 3)), e, evidence], dim=1)
         z = self.head(pooled)
         return {
             "mask": mask,

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import math
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -155,6 +156,34 @@ def _coerce(section: str, key: str, value: Any, current: Any) -> Any:
     raise ConfigError(f"{section}.{key}: expected {expected.__name__}, got {value!r}")
 
 
+def _is_ratio(key: str) -> bool:
+    """Ratio-valued keys (thresholds and fractions), which must lie in [0, 1]."""
+    return key.startswith(("tau_", "ctr_")) or key.endswith(("_fraction", "_prob", "_tol"))
+
+
+def _check_value(section: str, key: str, value: Any) -> None:
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return
+    if not math.isfinite(value):
+        raise ConfigError(f"{section}.{key}: must be a finite number, got {value!r}")
+    if value < 0:
+        raise ConfigError(f"{section}.{key}: must be >= 0, got {value!r}")
+    if _is_ratio(key) and value > 1:
+        raise ConfigError(f"{section}.{key}: is a ratio and must lie in [0, 1], got {value!r}")
+
+
+def _check_config(cfg: Config) -> Config:
+    """Checks that involve more than one value."""
+    if cfg.io.max_pixels < 1:
+        raise ConfigError(f"io.max_pixels: must be >= 1, got {cfg.io.max_pixels}")
+    if cfg.split.val_fraction + cfg.split.test_fraction >= 1:
+        raise ConfigError(
+            f"split.val_fraction + split.test_fraction must be < 1, got "
+            f"{cfg.split.val_fraction} + {cfg.split.test_fraction}"
+        )
+    return cfg
+
+
 def _set(cfg: Config, section: str, key: str, value: Any) -> None:
     if not hasattr(cfg, section) or not dataclasses.is_dataclass(getattr(cfg, section)):
         raise ConfigError(f"unknown config section {section!r}; known: {[f.name for f in dataclasses.fields(cfg)]}")
@@ -162,18 +191,28 @@ def _set(cfg: Config, section: str, key: str, value: Any) -> None:
     names = {f.name for f in dataclasses.fields(sub)}
     if key not in names:
         raise ConfigError(f"unknown config key {section}.{key}; known: {sorted(names)}")
-    setattr(sub, key, _coerce(section, key, value, getattr(sub, key)))
+    coerced = _coerce(section, key, value, getattr(sub, key))
+    _check_value(section, key, coerced)
+    setattr(sub, key, coerced)
 
 
 def config_from_dict(data: dict[str, Any]) -> Config:
-    """Build a :class:`Config` from a nested dict, rejecting unknown keys."""
+    """Build a :class:`Config` from a nested dict.
+
+    Raises
+    ------
+    ConfigError
+        On an unknown section or key, a value of the wrong type, a non-finite or negative
+        number, a ratio (``tau_*``, ``ctr_*``, ``*_fraction``, ``*_prob``, ``*_tol``)
+        outside [0, 1], or inconsistent values.
+    """
     cfg = Config()
     for section, values in data.items():
         if not isinstance(values, dict):
             raise ConfigError(f"config section {section!r} must be a table, got {values!r}")
         for key, value in values.items():
             _set(cfg, section, key, value)
-    return cfg
+    return _check_config(cfg)
 
 
 def load_config(path: str | Path | None = None, overrides: list[str] | None = None) -> Config:
@@ -196,7 +235,7 @@ def load_config(path: str | Path | None = None, overrides: list[str] | None = No
         p = Path(path)
         try:
             data = tomllib.loads(p.read_text(encoding="utf-8"))
-        except OSError as err:
+        except (OSError, UnicodeDecodeError) as err:
             raise ConfigError(f"{p}: cannot read config: {err}") from err
         except tomllib.TOMLDecodeError as err:
             raise ConfigError(f"{p}: invalid TOML: {err}") from err
@@ -211,7 +250,7 @@ def apply_overrides(cfg: Config, overrides: list[str]) -> Config:
     Raises
     ------
     ConfigError
-        On a malformed item or an unknown key.
+        On a malformed item, an unknown key or a bad value (as :func:`config_from_dict`).
     """
     for item in overrides:
         if "=" not in item or "." not in item.split("=", 1)[0]:
@@ -219,7 +258,7 @@ def apply_overrides(cfg: Config, overrides: list[str]) -> Config:
         lhs, value = item.split("=", 1)
         section, key = lhs.strip().split(".", 1)
         _set(cfg, section, key, value.strip())
-    return cfg
+    return _check_config(cfg)
 
 
 def dump_toml(cfg: Config) -> str:

@@ -69,6 +69,48 @@ def encode_rle(mask: np.ndarray) -> RLE:
             "counts": counts.decode("ascii") if isinstance(counts, bytes) else str(counts)}
 
 
+def _compressed_runs(counts: bytes) -> np.ndarray:
+    """Run lengths of a COCO compressed ``counts`` string (the inverse of pycocotools'
+    ``rleToString``: 5-bit groups stored as ASCII 48..111, continuation bit 0x20, sign
+    bit 0x10 in a value's last group, runs after the second stored as differences from
+    the run two before).
+
+    pycocotools does not expose this and decodes malformed strings into wrong masks
+    without an error, so :func:`_to_coco` uses it to check the runs.
+
+    Returns
+    -------
+    ndarray of int64, shape (n_runs,)
+
+    Raises
+    ------
+    MaskError
+        On a character outside 48..111, a truncated value, or a negative run.
+    """
+    c = np.frombuffer(counts, dtype=np.uint8).astype(np.int64) - 48
+    if c.size == 0:
+        return np.zeros(0, dtype=np.int64)
+    bad = np.flatnonzero((c < 0) | (c >= 64))
+    if bad.size:
+        raise MaskError(f"RLE counts has an invalid character {chr(counts[bad[0]])!r} at {bad[0]}")
+    last = (c & 0x20) == 0  # the last 5-bit group of each value
+    if not last[-1]:
+        raise MaskError("RLE counts end in the middle of a value")
+    ends = np.flatnonzero(last)
+    starts = np.concatenate([[0], ends[:-1] + 1])
+    group = np.repeat(np.arange(ends.size), ends - starts + 1)
+    shift = 5 * (np.arange(c.size) - starts[group])
+    values = np.add.reduceat((c & 0x1F) << shift, starts)
+    negative = (c[ends] & 0x10) != 0
+    values[negative] -= np.int64(1) << (shift[ends[negative]] + 5)
+    runs = values.copy()
+    runs[1::2] = np.cumsum(values[1::2])  # run m = delta m + run m-2, for m > 2
+    runs[2::2] = np.cumsum(values[2::2])
+    if (runs < 0).any():
+        raise MaskError(f"RLE counts decode to a negative run at run {int(np.flatnonzero(runs < 0)[0])}")
+    return runs
+
+
 def _to_coco(rle: RLE | dict[str, Any]) -> dict[str, Any]:
     try:
         size = [int(rle["size"][0]), int(rle["size"][1])]
@@ -78,13 +120,25 @@ def _to_coco(rle: RLE | dict[str, Any]) -> dict[str, Any]:
     if size[0] < 0 or size[1] < 0:
         raise MaskError(f"RLE size must be non-negative, got {size}")
     if isinstance(counts, list):  # uncompressed COCO RLE
-        if sum(int(c) for c in counts) != size[0] * size[1]:
-            raise MaskError(f"uncompressed RLE counts sum to {sum(counts)}, expected {size[0] * size[1]}")
-        return _coco.frPyObjects({"size": size, "counts": [int(c) for c in counts]}, size[0], size[1])
+        try:
+            runs = [int(c) for c in counts]
+        except (TypeError, ValueError) as err:
+            raise MaskError(f"uncompressed RLE counts must be integers: {counts!r:.200}") from err
+        if any(r < 0 for r in runs):
+            raise MaskError("uncompressed RLE counts must be non-negative")
+        if sum(runs) != size[0] * size[1]:
+            raise MaskError(f"uncompressed RLE counts sum to {sum(runs)}, expected {size[0] * size[1]}")
+        return _coco.frPyObjects({"size": size, "counts": runs}, size[0], size[1])
     if isinstance(counts, str):
-        counts = counts.encode("ascii")
+        try:
+            counts = counts.encode("ascii")
+        except UnicodeEncodeError as err:
+            raise MaskError("RLE counts must be ASCII") from err
     if not isinstance(counts, bytes):
         raise MaskError(f"RLE counts must be str, bytes or list, got {type(counts).__name__}")
+    total = int(_compressed_runs(counts).sum())
+    if total != size[0] * size[1]:
+        raise MaskError(f"RLE counts cover {total} pixels, expected {size[0]}x{size[1]} = {size[0] * size[1]}")
     return {"size": size, "counts": counts}
 
 
@@ -177,12 +231,16 @@ def decode_start_length_rle(text: str, height: int, width: int) -> np.ndarray:
     Raises
     ------
     MaskError
-        On an odd number of values, a start < 1, or a run past the end of the image.
+        On a bad size, non-integer values, an odd number of values, a start < 1, a
+        negative length, or a run past the end of the image.
     """
-    out = np.zeros(height * width, dtype=bool)
+    if isinstance(height, bool) or isinstance(width, bool) or int(height) != height or int(width) != width \
+            or height < 0 or width < 0:
+        raise MaskError(f"start-length RLE needs a non-negative integer size, got {height}x{width}")
+    out = np.zeros(int(height) * int(width), dtype=bool)
     stripped = text.strip()
     if stripped in ("", "-1"):
-        return out.reshape(height, width)
+        return out.reshape(int(height), int(width))
     try:
         values = np.array(stripped.split(), dtype=np.int64)
     except ValueError as err:
@@ -196,4 +254,4 @@ def decode_start_length_rle(text: str, height: int, width: int) -> np.ndarray:
         raise MaskError(f"start-length RLE runs past the end of a {height}x{width} image")
     for s, n in zip(starts, lengths):
         out[s : s + n] = True
-    return out.reshape(height, width)  # row-major (C order)
+    return out.reshape(int(height), int(width))  # row-major (C order)

@@ -253,16 +253,29 @@ def parse_instruction(text: str) -> ParsedText:
     raise TemplateError(f"instruction matches no template: {text!r}")
 
 
-def parse_answer(text: str) -> ParsedText:
+def parse_answer(text: str, instruction_type: str | None = None) -> ParsedText:
     """Parse an answer rendered by :func:`render_answer` (exact, whitespace-trimmed).
+
+    Parameters
+    ----------
+    text : str
+    instruction_type : {"basic", "global", "lesion_inference"}, optional
+        The type of the instruction the answer replies to. Table 2 gives a basic negative
+        for opacity and a lesion-inference negative the same text ("[SEG] There is no
+        opacity in the ..."); without this hint such a text parses as lesion inference.
 
     Raises
     ------
     TemplateError
-        If the text matches no template or names an unknown variable.
+        If the text matches no template (of ``instruction_type`` when given) or names an
+        unknown variable.
     """
+    if instruction_type is not None and instruction_type not in INSTRUCTION_TEMPLATES:
+        raise TemplateError(f"unknown instruction type {instruction_type!r}")
     s = text.strip()
     for (itype, polarity), pat in _ANSWER_PATTERNS:
+        if instruction_type is not None and itype != instruction_type:
+            continue
         m = pat.match(s)
         if m:
             return _build(itype, polarity, m)

@@ -1,0 +1,78 @@
+"""Image loading and mask encoding speed.
+
+Prints:
+* images/s loading the JSRT PNGs of ``../shared/data/jsrt_scr/images`` (all of them);
+* images/s loading the CR DICOM (``RG1_UNCR.dcm``, 1955x1841, 15-bit) and its JPEG 2000
+  version (``RG1_J2KR.dcm``);
+* COCO RLE encode + decode time for a 1024x1024 mask (a lesion-like mask of a few blobs,
+  and a worst-case noisy mask).
+
+Run: ``nice -n 10 python benchmarks/io_bench.py [--data PATH]`` (single process).
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+from pathlib import Path
+
+import numpy as np
+
+from cxrils.io import load_image
+from cxrils.masks import decode_rle, encode_rle
+
+DEFAULT_DATA = Path(__file__).resolve().parents[1] / ".." / "shared" / "data"
+
+
+def _rate(paths: list[Path], repeats: int = 1) -> tuple[float, int]:
+    load_image(paths[0])  # warm-up (imports, decoder plugins)
+    n = 0
+    t0 = time.perf_counter()
+    for _ in range(repeats):
+        for p in paths:
+            load_image(p)
+            n += 1
+    return n / (time.perf_counter() - t0), n
+
+
+def _rle_ms(mask: np.ndarray, repeats: int) -> tuple[float, int]:
+    t0 = time.perf_counter()
+    for _ in range(repeats):
+        rle = encode_rle(mask)
+        out = decode_rle(rle)
+    dt = (time.perf_counter() - t0) / repeats
+    assert np.array_equal(out, mask)
+    return dt * 1000.0, len(rle["counts"])
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--data", type=Path, default=DEFAULT_DATA, help="the shared data folder")
+    parser.add_argument("--dicom-repeats", type=int, default=5)
+    args = parser.parse_args()
+    data = args.data.resolve()
+
+    pngs = sorted((data / "jsrt_scr" / "images").glob("*.png"))
+    if pngs:
+        rate, n = _rate(pngs)
+        print(f"JSRT PNG (512 px, 8-bit): {rate:.1f} images/s over {n} images")
+    else:
+        print(f"JSRT PNG: no images under {data / 'jsrt_scr' / 'images'}")
+    for name in ("RG1_UNCR.dcm", "RG1_J2KR.dcm"):
+        path = data / "dicom" / name
+        if path.is_file():
+            rate, n = _rate([path], args.dicom_repeats)
+            print(f"CR DICOM {name} (1955x1841, 15-bit): {rate:.2f} images/s over {n} loads")
+        else:
+            print(f"CR DICOM {name}: not found under {data / 'dicom'}")
+
+    yy, xx = np.mgrid[:1024, :1024]
+    blobs = ((yy - 600) ** 2 / 120**2 + (xx - 300) ** 2 / 80**2 <= 1) | ((yy - 650) ** 2 + (xx - 720) ** 2 <= 90**2)
+    noisy = np.random.default_rng(0).random((1024, 1024)) < 0.5
+    for label, mask, repeats in (("lesion-like (2 blobs)", blobs, 50), ("noisy (50% random)", noisy, 3)):
+        ms, nchar = _rle_ms(mask, repeats)
+        print(f"COCO RLE 1024x1024 {label}: encode+decode {ms:.2f} ms ({nchar} counts chars)")
+
+
+if __name__ == "__main__":
+    main()

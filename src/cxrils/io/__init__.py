@@ -1,0 +1,82 @@
+"""Image loading: DICOM, PNG, JPEG (TIFF, BMP) -> the paper's 8-bit gray image ``x``.
+
+One entry point, :func:`load_image`, returns a :class:`LoadedImage` whose ``pixels`` are
+uint8 (H, W) in [0, 255], oriented as displayed, and whose ``meta`` keeps a whitelist of
+facts about the file (shape, bit depth, photometric interpretation, view position, pixel
+spacing and its source, the transforms applied). Every failure raises
+:class:`ImageLoadError` naming the file and the reason.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from cxrils.io.base import ImageLoadError, ImageMeta, LoadedImage
+
+__all__ = ["ImageLoadError", "ImageMeta", "LoadedImage", "is_dicom", "load_image"]
+
+_DICOM_SUFFIXES = (".dcm", ".dicom", ".dic")
+
+
+def is_dicom(path: str | Path) -> bool:
+    """True if ``path`` has the DICOM preamble (``DICM`` at byte 128) or a DICOM suffix.
+
+    Raises
+    ------
+    ImageLoadError
+        If the file cannot be opened.
+    """
+    path = Path(path)
+    try:
+        with open(path, "rb") as fh:
+            head = fh.read(132)
+    except FileNotFoundError as err:
+        raise ImageLoadError(path, "file not found") from err
+    except IsADirectoryError as err:
+        raise ImageLoadError(path, "is a directory, not an image file") from err
+    except OSError as err:
+        raise ImageLoadError(path, f"cannot open: {err.strerror or err}") from err
+    return head[128:132] == b"DICM" or path.suffix.lower() in _DICOM_SUFFIXES
+
+
+def load_image(path: str | Path, *, max_pixels: int | None = None) -> LoadedImage:
+    """Load a chest radiograph as the 8-bit gray image the pipeline works on.
+
+    DICOM (detected by its preamble or a ``.dcm``/``.dicom`` suffix) goes through pydicom:
+    Modality LUT, VOI LUT or window (deterministic choice, recorded), MONOCHROME1
+    inversion, scaling to 8 bits (:mod:`cxrils.io.dicom`). Other files go through Pillow:
+    EXIF orientation, 16-bit stretched without clipping, colour and palette to gray
+    (:mod:`cxrils.io.raster`).
+
+    Parameters
+    ----------
+    path : str or Path
+    max_pixels : int, optional
+        Refuse images with more pixels than this, checked from the header before decoding.
+        Default :attr:`cxrils.config.IOConfig.max_pixels`.
+
+    Returns
+    -------
+    LoadedImage
+        ``pixels``: ndarray uint8 (H, W) in [0, 255], higher = brighter, as displayed (on a
+        frontal image the patient's right is on the image's left); ``meta``: :class:`ImageMeta`.
+
+    Raises
+    ------
+    ImageLoadError
+        For any failure (missing file, unknown format, too many pixels, compressed DICOM
+        without a decoder, corrupt or truncated data...), with the path and the reason.
+    """
+    if max_pixels is None:
+        from cxrils.config import IOConfig
+
+        max_pixels = IOConfig().max_pixels
+    if isinstance(max_pixels, bool) or not isinstance(max_pixels, int) or max_pixels < 1:
+        raise ValueError(f"max_pixels must be a positive int, got {max_pixels!r}")
+    if is_dicom(path):
+        from cxrils.io.dicom import load_dicom
+
+        return load_dicom(path, max_pixels=max_pixels)
+    from cxrils.io.raster import load_raster
+
+    return load_raster(path, max_pixels=max_pixels)

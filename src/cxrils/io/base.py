@@ -1,0 +1,132 @@
+"""Types shared by the image loaders: the result, its metadata and the error."""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+
+class ImageLoadError(ValueError):
+    """An image could not be loaded.
+
+    Parameters
+    ----------
+    path : str or Path
+        The file that failed.
+    reason : str
+        What went wrong, in words a user can act on.
+
+    Attributes
+    ----------
+    path : str
+    reason : str
+    """
+
+    def __init__(self, path: str | Path, reason: str) -> None:
+        self.path = str(path)
+        self.reason = reason
+        super().__init__(f"{self.path}: {reason}")
+
+    def __reduce__(self) -> tuple[Any, ...]:  # picklable across process pools
+        return (type(self), (self.path, self.reason))
+
+
+@dataclass(frozen=True)
+class ImageMeta:
+    """What :func:`cxrils.io.load_image` keeps about an image (a whitelist: no names, dates or IDs).
+
+    Attributes
+    ----------
+    format : str
+        ``"dicom"``, ``"png"``, ``"jpeg"``, ``"tiff"`` or ``"bmp"``.
+    original_shape : tuple of int
+        (H, W) in pixels of the stored image, before EXIF orientation is applied.
+    bits_stored : int
+        Bits per sample of the stored data (DICOM Bits Stored; 8 or 16 for PNG...).
+    photometric : str
+        DICOM Photometric Interpretation (``"MONOCHROME1"``, ``"MONOCHROME2"``, ``"RGB"``...),
+        or its equivalent for a raster file (``"MONOCHROME2"``, ``"RGB"``, ``"RGBA"``,
+        ``"PALETTE COLOR"``).
+    view_position : str or None
+        DICOM View Position (``"PA"``, ``"AP"``, ``"LL"``...) when present; None otherwise.
+    pixel_spacing : tuple of float or None
+        (row spacing, column spacing) in millimetres per pixel of the stored image.
+    pixel_spacing_source : str or None
+        ``"PixelSpacing"`` (calibrated at the patient), ``"ImagerPixelSpacing (uncalibrated)"``
+        (at the detector: magnification not corrected), or None when unknown.
+    transforms : list of str
+        The operations applied, in order, with their parameters (e.g.
+        ``"voi:window(center=15000, width=30000, function=LINEAR)"``, ``"invert:MONOCHROME1"``).
+    transfer_syntax : str or None
+        DICOM Transfer Syntax name (None for raster files).
+    """
+
+    format: str
+    original_shape: tuple[int, int]
+    bits_stored: int
+    photometric: str
+    view_position: str | None = None
+    pixel_spacing: tuple[float, float] | None = None
+    pixel_spacing_source: str | None = None
+    transforms: list[str] = field(default_factory=list)
+    transfer_syntax: str | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        """Plain JSON-serialisable dict."""
+        d = dataclasses.asdict(self)
+        d["original_shape"] = list(self.original_shape)
+        d["pixel_spacing"] = list(self.pixel_spacing) if self.pixel_spacing else None
+        return d
+
+
+@dataclass(frozen=True)
+class LoadedImage:
+    """An image as the pipeline sees it.
+
+    Attributes
+    ----------
+    pixels : ndarray of uint8, shape (H, W)
+        Gray values in [0, 255], oriented as displayed (higher = brighter, i.e. denser
+        tissue is bright as on a MONOCHROME2 display; EXIF orientation applied). This is the
+        8-bit image ``x`` of the paper. On a frontal image the patient's right is on the
+        image's left.
+    meta : ImageMeta
+    """
+
+    pixels: np.ndarray
+    meta: ImageMeta
+
+
+def unit_to_uint8(f: np.ndarray) -> np.ndarray:
+    """Map values in [0, 1] to uint8 [0, 255] by rounding (values are never wrapped).
+
+    Parameters
+    ----------
+    f : ndarray of float, shape (H, W)
+        Values in [0, 1] (anything outside is clipped; callers only pass in-range values).
+
+    Returns
+    -------
+    ndarray of uint8, shape (H, W)
+    """
+    return np.rint(np.clip(f, 0.0, 1.0) * 255.0).astype(np.uint8)
+
+
+def minmax_unit(values: np.ndarray) -> tuple[np.ndarray, float, float]:
+    """Scale ``values`` linearly so that their minimum is 0 and maximum 1 (no clipping).
+
+    A constant image maps to all zeros.
+
+    Returns
+    -------
+    (ndarray of float64, shape as input; lo; hi)
+    """
+    v = values.astype(np.float64, copy=False)
+    lo, hi = float(v.min()), float(v.max())
+    if hi <= lo:
+        return np.zeros(v.shape, dtype=np.float64), lo, hi
+    return (v - lo) / (hi - lo), lo, hi

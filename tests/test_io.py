@@ -1,0 +1,441 @@
+"""cxrils.io.load_image: real DICOMs and PNGs, and small files built here for each pitfall."""
+
+from __future__ import annotations
+
+import json
+import pickle
+from pathlib import Path
+
+import numpy as np
+import pydicom
+import pytest
+from PIL import Image
+from pydicom.dataset import Dataset, FileMetaDataset
+from pydicom.encaps import encapsulate
+from pydicom.pixels import get_decoder
+from pydicom.uid import (
+    ExplicitVRLittleEndian,
+    JPEG2000Lossless,
+    JPEGBaseline8Bit,
+    generate_uid,
+)
+
+from cxrils.config import IOConfig
+from cxrils.io import ImageLoadError, ImageMeta, LoadedImage, load_image
+
+CR_STORAGE = "1.2.840.10008.5.1.4.1.1.1"
+
+
+# --------------------------------------------------------------------------- helpers
+def make_dicom(path: Path, arr: np.ndarray | None, *, photometric: str = "MONOCHROME2",
+               bits_stored: int | None = None, signed: bool = False, pixel_bytes: bytes | None = None,
+               tsyntax: str = ExplicitVRLittleEndian, **tags) -> Path:
+    """Write a minimal single-frame CR DICOM; ``pixel_bytes`` overrides the raw Pixel Data."""
+    ds = Dataset()
+    ds.file_meta = FileMetaDataset()
+    ds.file_meta.TransferSyntaxUID = tsyntax
+    ds.file_meta.MediaStorageSOPClassUID = CR_STORAGE
+    ds.file_meta.MediaStorageSOPInstanceUID = generate_uid()
+    ds.SOPClassUID = CR_STORAGE
+    ds.SOPInstanceUID = ds.file_meta.MediaStorageSOPInstanceUID
+    ds.Modality = "CR"
+    if arr is not None:
+        samples = 3 if arr.ndim == 3 else 1
+        ds.Rows, ds.Columns = arr.shape[:2]
+        ds.SamplesPerPixel = samples
+        if samples == 3:
+            ds.PlanarConfiguration = 0
+        ds.PhotometricInterpretation = photometric
+        ds.BitsAllocated = arr.dtype.itemsize * 8
+        ds.BitsStored = bits_stored or arr.dtype.itemsize * 8
+        ds.HighBit = ds.BitsStored - 1
+        ds.PixelRepresentation = 1 if signed else 0
+        ds.PixelData = arr.tobytes() if pixel_bytes is None else pixel_bytes
+        if pixel_bytes is not None and tsyntax != ExplicitVRLittleEndian:
+            ds["PixelData"].VR = "OB"
+    for key, value in tags.items():
+        setattr(ds, key, value)
+    ds.save_as(path, enforce_file_format=True)
+    return path
+
+
+def ramp12(h: int = 8, w: int = 512) -> np.ndarray:
+    """uint16 (h, w) ramp over the 12-bit range 0..4095, increasing along columns."""
+    row = np.round(np.linspace(0, 4095, w)).astype(np.uint16)
+    return np.tile(row, (h, 1))
+
+
+def linear_window(values: np.ndarray, center: float, width: float) -> np.ndarray:
+    """DICOM PS3.3 C.11.2.1.2.1 LINEAR window to [0, 1], written out independently."""
+    c, w = center - 0.5, width - 1.0
+    return np.clip((values - c) / w + 0.5, 0.0, 1.0)
+
+
+def to8(f: np.ndarray) -> np.ndarray:
+    return np.rint(f * 255).astype(np.uint8)
+
+
+# --------------------------------------------------------------------------- real DICOMs
+@pytest.fixture(scope="module")
+def dicom_dir(shared_data: Path) -> Path:
+    d = shared_data / "dicom"
+    if not (d / "RG1_UNCR.dcm").is_file():
+        pytest.skip(f"{d} has no RG1_UNCR.dcm")
+    return d
+
+
+def test_cr_monochrome1_15bit_uncompressed(dicom_dir: Path) -> None:
+    img = load_image(dicom_dir / "RG1_UNCR.dcm")
+    ds = pydicom.dcmread(dicom_dir / "RG1_UNCR.dcm")
+    assert img.pixels.dtype == np.uint8 and img.pixels.shape == (1955, 1841)
+    m = img.meta
+    assert (m.format, m.bits_stored, m.photometric, m.view_position) == ("dicom", 15, "MONOCHROME1", "PA")
+    assert m.original_shape == (1955, 1841)
+    # The header's PixelSpacing is "0\0": not a usable spacing, so none is reported.
+    assert m.pixel_spacing is None and m.pixel_spacing_source is None
+    assert any(t.startswith("voi:window") for t in m.transforms)
+    assert m.transforms.index("invert:MONOCHROME1") > [i for i, t in enumerate(m.transforms) if t.startswith("voi")][0]
+    # Independent computation: window from the header, then MONOCHROME1 inversion.
+    raw = ds.pixel_array.astype(np.float64)
+    expected = to8(1.0 - linear_window(raw, float(ds.WindowCenter), float(ds.WindowWidth)))
+    assert np.abs(img.pixels.astype(int) - expected.astype(int)).max() <= 1
+    # MONOCHROME1: the highest stored value (densest in MONOCHROME1 = darkest) becomes the darkest.
+    assert img.pixels[raw == raw.max()].max() < img.pixels[raw == raw.min()].min()
+
+
+def test_cr_jpeg2000_equals_uncompressed(dicom_dir: Path) -> None:
+    a = load_image(dicom_dir / "RG1_UNCR.dcm")
+    b = load_image(dicom_dir / "RG1_J2KR.dcm")
+    assert b.meta.transfer_syntax and "JPEG 2000" in b.meta.transfer_syntax
+    np.testing.assert_array_equal(a.pixels, b.pixels)  # lossless
+
+
+def test_siim_jpeg_baseline_and_monochrome1_variant(dicom_dir: Path) -> None:
+    siim = next(dicom_dir.glob("siim_sample_*.dcm"))
+    mono2 = load_image(siim)
+    mono1 = load_image(dicom_dir / "xrv_fake_monochrome1.dcm")
+    assert mono2.meta.transfer_syntax == "JPEG Baseline (Process 1)"
+    assert (mono2.meta.photometric, mono1.meta.photometric) == ("MONOCHROME2", "MONOCHROME1")
+    assert mono2.meta.pixel_spacing == pytest.approx((0.168, 0.168))
+    assert mono2.meta.pixel_spacing_source == "PixelSpacing"
+    assert "invert:MONOCHROME1" in mono1.meta.transforms and "invert:MONOCHROME1" not in mono2.meta.transforms
+    # The variant holds the same stored pixels labelled MONOCHROME1: displayed, it is the negative.
+    raw = pydicom.dcmread(siim).pixel_array
+    np.testing.assert_array_equal(mono2.pixels, raw)  # full 0..255 range: min-max is the identity
+    np.testing.assert_array_equal(mono1.pixels, 255 - mono2.pixels)
+
+
+def test_real_dicom_meta_has_no_identifiers(dicom_dir: Path) -> None:
+    ds = pydicom.dcmread(dicom_dir / "RG1_UNCR.dcm")
+    text = json.dumps(load_image(dicom_dir / "RG1_UNCR.dcm").meta.to_dict())
+    for keyword in ("PatientName", "PatientID", "StudyDate", "StudyInstanceUID", "SOPInstanceUID",
+                    "InstitutionName", "AccessionNumber"):
+        value = str(ds.get(keyword, "") or "")
+        if len(value) >= 3:
+            assert value not in text, keyword
+
+
+# --------------------------------------------------------------------------- DICOM pitfalls
+def test_negative_rescale_slope_with_window(tmp_path: Path) -> None:
+    stored = ramp12()
+    neg = make_dicom(tmp_path / "neg.dcm", stored, bits_stored=12, RescaleSlope=-1, RescaleIntercept=4095,
+                     WindowCenter=2048, WindowWidth=4096)
+    # The same modality values written directly with the identity rescale.
+    pos = make_dicom(tmp_path / "pos.dcm", (4095 - stored).astype(np.uint16), bits_stored=12,
+                     RescaleSlope=1, RescaleIntercept=0, WindowCenter=2048, WindowWidth=4096)
+    a, b = load_image(neg), load_image(pos)
+    np.testing.assert_array_equal(a.pixels, b.pixels)
+    expected = to8(linear_window(4095.0 - stored, 2048, 4096))
+    np.testing.assert_array_equal(a.pixels, expected)
+    # Stored 0 -> modality 4095 -> brightest: the negative slope reverses the stored order.
+    assert a.pixels[0, 0] == 255 and a.pixels[0, -1] == 0
+    assert np.all(np.diff(a.pixels[0].astype(int)) <= 0)
+    assert "modality:rescale(slope=-1, intercept=4095)" in a.meta.transforms
+
+
+def test_negative_rescale_slope_without_window(tmp_path: Path) -> None:
+    stored = ramp12()
+    img = load_image(make_dicom(tmp_path / "n.dcm", stored, bits_stored=12, RescaleSlope=-2, RescaleIntercept=100))
+    modality = stored * -2.0 + 100
+    expected = to8((modality - modality.min()) / (modality.max() - modality.min()))
+    np.testing.assert_array_equal(img.pixels, expected)
+    assert any(t.startswith("voi:minmax") for t in img.meta.transforms)
+
+
+def _voi_lut_item(threshold: int) -> Dataset:
+    item = Dataset()
+    item.add_new(0x00283002, "US", [4096, 0, 16])  # LUT Descriptor: entries, first mapped, bits
+    lut = np.where(np.arange(4096) >= threshold, 4095, 0).astype(np.uint16)
+    item.add_new(0x00283006, "US", lut.tolist())  # LUT Data
+    return item
+
+
+def test_voi_lut_sequence_wins_over_window(tmp_path: Path) -> None:
+    stored = ramp12()
+    path = make_dicom(tmp_path / "lut.dcm", stored, bits_stored=12, WindowCenter=2048, WindowWidth=4096,
+                      VOILUTSequence=[_voi_lut_item(2000)])
+    img = load_image(path)
+    # The step LUT gives a binary image; the window would have given a ramp. The LUT's
+    # actual output range (0..4095 in a 16-bit LUT) is what maps to 0..255.
+    np.testing.assert_array_equal(img.pixels, np.where(stored >= 2000, 255, 0).astype(np.uint8))
+    assert any(t.startswith("voi:lut[0 of 1]") for t in img.meta.transforms)
+
+
+def test_window_first_of_several_and_recorded(tmp_path: Path) -> None:
+    stored = ramp12()
+    path = make_dicom(tmp_path / "w.dcm", stored, bits_stored=12, WindowCenter=[1000, 3000],
+                      WindowWidth=[500, 2000])
+    img = load_image(path)
+    np.testing.assert_array_equal(img.pixels, to8(linear_window(stored.astype(float), 1000, 500)))
+    assert "voi:window[0 of 2](center=1000, width=500, function=LINEAR)" in img.meta.transforms
+
+
+def test_sigmoid_window(tmp_path: Path) -> None:
+    stored = ramp12()
+    img = load_image(make_dicom(tmp_path / "s.dcm", stored, bits_stored=12, WindowCenter=2048,
+                                WindowWidth=1024, VOILUTFunction="SIGMOID"))
+    expected = to8(1.0 / (1.0 + np.exp(-4.0 * (stored - 2048.0) / 1024.0)))
+    assert np.abs(img.pixels.astype(int) - expected.astype(int)).max() <= 1
+    assert any("function=SIGMOID" in t for t in img.meta.transforms)
+
+
+def test_invalid_window_falls_back_to_minmax_and_says_so(tmp_path: Path) -> None:
+    stored = ramp12()
+    img = load_image(make_dicom(tmp_path / "bad.dcm", stored, bits_stored=12, WindowCenter=100, WindowWidth=0))
+    voi = [t for t in img.meta.transforms if t.startswith("voi")][0]
+    assert voi.startswith("voi:minmax") and "window ignored" in voi
+    assert img.pixels[0, 0] == 0 and img.pixels[0, -1] == 255
+
+
+def test_monochrome1_is_inverted(tmp_path: Path) -> None:
+    stored = np.tile(np.arange(256, dtype=np.uint8), (4, 1))
+    m2 = load_image(make_dicom(tmp_path / "m2.dcm", stored, photometric="MONOCHROME2"))
+    m1 = load_image(make_dicom(tmp_path / "m1.dcm", stored, photometric="MONOCHROME1"))
+    np.testing.assert_array_equal(m2.pixels, stored)
+    np.testing.assert_array_equal(m1.pixels, 255 - stored)
+    assert m1.meta.transforms[-2:] == ["invert:MONOCHROME1", "scale:uint8"]
+
+
+def test_monochrome1_inversion_after_window(tmp_path: Path) -> None:
+    stored = ramp12()
+    img = load_image(make_dicom(tmp_path / "m1w.dcm", stored, photometric="MONOCHROME1", bits_stored=12,
+                                WindowCenter=1000, WindowWidth=500))
+    # Inverting before the window would move the window to the other end of the range.
+    np.testing.assert_array_equal(img.pixels, to8(1.0 - linear_window(stored.astype(float), 1000, 500)))
+
+
+def test_bits_stored_below_allocated_ignores_junk_high_bits(tmp_path: Path) -> None:
+    stored = ramp12()
+    junk = stored | np.where(np.arange(stored.size).reshape(stored.shape) % 2 == 0, 0xF000, 0x5000).astype(np.uint16)
+    assert junk.max() > 4095
+    clean = load_image(make_dicom(tmp_path / "clean.dcm", stored, bits_stored=12))
+    dirty = load_image(make_dicom(tmp_path / "dirty.dcm", stored, bits_stored=12, pixel_bytes=junk.tobytes()))
+    np.testing.assert_array_equal(dirty.pixels, clean.pixels)
+    np.testing.assert_array_equal(dirty.pixels, to8(stored / 4095.0))
+
+
+def test_signed_bits_stored_below_allocated_sign_extends(tmp_path: Path) -> None:
+    values = np.tile(np.linspace(-2048, 2047, 256).round().astype(np.int16), (4, 1))
+    raw = ((values.view(np.uint16) & 0x0FFF) | 0xA000).astype(np.uint16)  # junk in the top nibble
+    img = load_image(make_dicom(tmp_path / "signed.dcm", values, bits_stored=12, signed=True,
+                                pixel_bytes=raw.tobytes(), WindowCenter=0, WindowWidth=4096))
+    np.testing.assert_array_equal(img.pixels, to8(linear_window(values.astype(float), 0, 4096)))
+    assert np.all(np.diff(img.pixels[0].astype(int)) >= 0)
+
+
+@pytest.mark.parametrize(("tsyntax", "package"), [
+    (JPEG2000Lossless, "pylibjpeg-openjpeg"),
+    (JPEGBaseline8Bit, "pylibjpeg-libjpeg"),
+])
+def test_compressed_without_decoder_names_syntax_and_package(tmp_path: Path, monkeypatch, tsyntax, package) -> None:
+    arr = np.zeros((4, 4), dtype=np.uint8)
+    path = make_dicom(tmp_path / "c.dcm", arr, tsyntax=tsyntax, pixel_bytes=encapsulate([b"\xff\xd8junk"]))
+    # Simulate a machine where no plugin for this syntax is installed.
+    monkeypatch.setattr(get_decoder(tsyntax), "_available", {})
+    with pytest.raises(ImageLoadError) as info:
+        load_image(path)
+    msg = str(info.value)
+    assert str(path) in msg and tsyntax in msg and pydicom.uid.UID(tsyntax).name in msg and package in msg
+
+
+def test_compressed_with_corrupt_data(tmp_path: Path) -> None:
+    arr = np.zeros((4, 4), dtype=np.uint8)
+    path = make_dicom(tmp_path / "c.dcm", arr, tsyntax=JPEG2000Lossless, pixel_bytes=encapsulate([b"notj2k!!"]))
+    with pytest.raises(ImageLoadError, match="cannot decode pixel data"):
+        load_image(path)
+
+
+def test_pixel_spacing_missing_and_imager_pixel_spacing(tmp_path: Path) -> None:
+    arr = np.zeros((4, 4), dtype=np.uint8)
+    none = load_image(make_dicom(tmp_path / "a.dcm", arr))
+    assert none.meta.pixel_spacing is None and none.meta.pixel_spacing_source is None
+    imager = load_image(make_dicom(tmp_path / "b.dcm", arr, ImagerPixelSpacing=[0.143, 0.139]))
+    assert imager.meta.pixel_spacing == pytest.approx((0.143, 0.139))
+    assert imager.meta.pixel_spacing_source == "ImagerPixelSpacing (uncalibrated)"
+    both = load_image(make_dicom(tmp_path / "c.dcm", arr, ImagerPixelSpacing=[0.143, 0.143], PixelSpacing=[0.2, 0.2]))
+    assert both.meta.pixel_spacing == pytest.approx((0.2, 0.2)) and both.meta.pixel_spacing_source == "PixelSpacing"
+
+
+def test_dicom_meta_whitelist(tmp_path: Path) -> None:
+    arr = np.zeros((4, 4), dtype=np.uint8)
+    secrets = dict(PatientName="Doe^Jane", PatientID="PID12345", PatientBirthDate="19500101",
+                   StudyDate="20240102", InstitutionName="General Hospital", AccessionNumber="ACC999",
+                   StudyDescription="CHEST PA private note")
+    img = load_image(make_dicom(tmp_path / "p.dcm", arr, ViewPosition="AP", **secrets))
+    text = json.dumps(img.meta.to_dict())
+    for value in secrets.values():
+        assert value not in text and value.split("^")[0] not in text
+    assert img.meta.view_position == "AP"
+    assert set(img.meta.to_dict()) == {f for f in ImageMeta.__dataclass_fields__}
+
+
+def test_rgb_dicom_to_gray(tmp_path: Path) -> None:
+    arr = np.zeros((2, 3, 3), dtype=np.uint8)
+    arr[0, 0] = (255, 0, 0)
+    arr[1, 2] = (255, 255, 255)
+    img = load_image(make_dicom(tmp_path / "rgb.dcm", arr, photometric="RGB"))
+    assert img.pixels.shape == (2, 3)
+    assert img.pixels[0, 0] == round(0.299 * 255) and img.pixels[1, 2] == 255 and img.pixels[0, 1] == 0
+
+
+def test_dicom_failures(tmp_path: Path) -> None:
+    no_pixels = make_dicom(tmp_path / "nopix.dcm", None)
+    with pytest.raises(ImageLoadError, match="no Pixel Data"):
+        load_image(no_pixels)
+    fake = tmp_path / "fake.dcm"
+    fake.write_text("hello, not DICOM")
+    with pytest.raises(ImageLoadError) as info:
+        load_image(fake)
+    assert str(fake) in str(info.value)
+    good = make_dicom(tmp_path / "good.dcm", ramp12(64, 64), bits_stored=12)
+    cut = tmp_path / "cut.dcm"
+    data = good.read_bytes()
+    cut.write_bytes(data[: len(data) - 2000])
+    with pytest.raises(ImageLoadError, match="cut.dcm"):
+        load_image(cut)
+    with pytest.raises(ImageLoadError, match="limit of 4000"):
+        load_image(good, max_pixels=4000)
+    frames = make_dicom(tmp_path / "mf.dcm", np.zeros((2, 4, 4), dtype=np.uint8).reshape(8, 4), NumberOfFrames=2)
+    with pytest.raises(ImageLoadError, match="multi-frame"):
+        load_image(frames)
+    pal = make_dicom(tmp_path / "pal.dcm", np.zeros((4, 4), dtype=np.uint8), photometric="PALETTE COLOR")
+    with pytest.raises(ImageLoadError, match="Photometric Interpretation"):
+        load_image(pal)
+
+
+# --------------------------------------------------------------------------- PNG / JPEG
+def test_png_8bit_unchanged(tmp_path: Path) -> None:
+    arr = np.random.default_rng(0).integers(0, 256, (20, 30), dtype=np.uint8)
+    Image.fromarray(arr).save(tmp_path / "a.png")
+    img = load_image(tmp_path / "a.png")
+    np.testing.assert_array_equal(img.pixels, arr)
+    assert (img.meta.format, img.meta.bits_stored, img.meta.photometric) == ("png", 8, "MONOCHROME2")
+    assert img.meta.transforms == []
+
+
+def test_png_16bit_scaled_without_clipping(tmp_path: Path) -> None:
+    arr = np.tile(np.linspace(1000, 60000, 300).round().astype(np.uint16), (5, 1))
+    Image.fromarray(arr).save(tmp_path / "d.png")
+    img = load_image(tmp_path / "d.png")
+    assert img.meta.bits_stored == 16
+    np.testing.assert_array_equal(img.pixels, to8((arr - 1000.0) / 59000.0))
+    assert img.pixels.min() == 0 and img.pixels.max() == 255
+    assert np.all(np.diff(img.pixels[0].astype(int)) >= 0)  # no wrap-around, no plateau from clipping
+    assert len(np.unique(img.pixels)) > 200
+
+
+def test_rgb_rgba_palette_to_gray(tmp_path: Path) -> None:
+    rgb = np.zeros((2, 2, 3), dtype=np.uint8)
+    rgb[0, 0] = (255, 0, 0)
+    rgb[0, 1] = (0, 255, 0)
+    rgb[1, 0] = (0, 0, 255)
+    rgb[1, 1] = (200, 200, 200)
+    expected = np.array([[76, 150], [29, 200]], dtype=np.uint8)  # ITU-R 601-2: 299/587/114
+    Image.fromarray(rgb).save(tmp_path / "rgb.png")
+    a = load_image(tmp_path / "rgb.png")
+    np.testing.assert_array_equal(a.pixels, expected)
+    assert a.meta.photometric == "RGB"
+    rgba = np.dstack([rgb, np.full((2, 2), 7, dtype=np.uint8)])
+    Image.fromarray(rgba).save(tmp_path / "rgba.png")
+    np.testing.assert_array_equal(load_image(tmp_path / "rgba.png").pixels, expected)
+    pal = Image.fromarray(rgb).quantize(colors=4, method=Image.Quantize.MEDIANCUT)
+    pal.save(tmp_path / "pal.png")
+    p = load_image(tmp_path / "pal.png")
+    assert p.meta.photometric == "PALETTE COLOR"
+    np.testing.assert_array_equal(p.pixels, np.asarray(pal.convert("RGB").convert("L")))
+    assert any(t.startswith("palette:") for t in p.meta.transforms)
+
+
+@pytest.mark.parametrize("fmt", ["PNG", "JPEG"])
+def test_exif_orientation_applied(tmp_path: Path, fmt: str) -> None:
+    stored = np.zeros((40, 60), dtype=np.uint8)
+    stored[:20, :20] = 255  # bright block at the stored top-left
+    im = Image.fromarray(stored)
+    exif = Image.Exif()
+    exif[0x0112] = 6  # "rotate 90 CW to display"
+    path = tmp_path / f"o.{fmt.lower()}"
+    im.save(path, format=fmt, exif=exif.tobytes(), **({"quality": 95} if fmt == "JPEG" else {}))
+    img = load_image(path)
+    assert img.meta.original_shape == (40, 60)
+    assert img.pixels.shape == (60, 40)
+    expected = np.rot90(stored, k=-1)  # the block ends at the displayed top-right
+    assert np.abs(img.pixels.astype(int) - expected.astype(int)).mean() < 3
+    assert img.pixels[5, 35] > 200 and img.pixels[5, 5] < 50
+    assert "exif_transpose(orientation=6)" in img.meta.transforms
+
+
+def test_pixel_limit(tmp_path: Path, monkeypatch) -> None:
+    Image.new("L", (100, 80)).save(tmp_path / "s.png")
+    with pytest.raises(ImageLoadError, match="limit of 5000"):
+        load_image(tmp_path / "s.png", max_pixels=5000)
+    assert load_image(tmp_path / "s.png", max_pixels=8000).pixels.shape == (80, 100)
+    # A huge image that compresses to little: refused by the default limit before decoding.
+    big = tmp_path / "big.png"
+    Image.new("1", (10_500, 10_000)).save(big)
+    assert 10_500 * 10_000 > IOConfig().max_pixels
+    with pytest.raises(ImageLoadError, match="io.max_pixels"):
+        load_image(big)
+    # Pillow's own decompression-bomb guard is also reported as ImageLoadError.
+    monkeypatch.setattr(Image, "MAX_IMAGE_PIXELS", 1000)
+    with pytest.raises(ImageLoadError, match="decompression bomb"):
+        load_image(tmp_path / "s.png", max_pixels=10**9)
+    with pytest.raises(ValueError, match="max_pixels"):
+        load_image(tmp_path / "s.png", max_pixels=0)
+
+
+def test_not_an_image_truncated_missing(tmp_path: Path) -> None:
+    txt = tmp_path / "notes.png"
+    txt.write_text("this is not an image\n" * 20)
+    with pytest.raises(ImageLoadError, match="not a recognised image") as info:
+        load_image(txt)
+    assert info.value.path == str(txt)
+    arr = np.random.default_rng(1).integers(0, 256, (200, 200), dtype=np.uint8)
+    Image.fromarray(arr).save(tmp_path / "full.png")
+    data = (tmp_path / "full.png").read_bytes()
+    (tmp_path / "cut.png").write_bytes(data[: len(data) // 2])
+    with pytest.raises(ImageLoadError, match="cut.png"):
+        load_image(tmp_path / "cut.png")
+    Image.fromarray(arr).save(tmp_path / "full.jpg")
+    data = (tmp_path / "full.jpg").read_bytes()
+    (tmp_path / "cut.jpg").write_bytes(data[: len(data) // 2])
+    with pytest.raises(ImageLoadError, match="cut.jpg"):
+        load_image(tmp_path / "cut.jpg")
+    with pytest.raises(ImageLoadError, match="file not found"):
+        load_image(tmp_path / "missing.png")
+    with pytest.raises(ImageLoadError, match="directory"):
+        load_image(tmp_path)
+
+
+def test_error_is_picklable() -> None:
+    err = pickle.loads(pickle.dumps(ImageLoadError("/x/y.png", "bad")))
+    assert (err.path, err.reason, str(err)) == ("/x/y.png", "bad", "/x/y.png: bad")
+
+
+def test_jsrt_png_loads_as_stored(shared_data: Path) -> None:
+    paths = sorted((shared_data / "jsrt_scr" / "images").glob("*.png"))[:3]
+    if not paths:
+        pytest.skip("no JSRT PNGs in ../shared/data/jsrt_scr/images")
+    for p in paths:
+        img = load_image(p)
+        assert isinstance(img, LoadedImage)
+        np.testing.assert_array_equal(img.pixels, np.asarray(Image.open(p).convert("L")))

@@ -220,3 +220,33 @@ def evaluate_run(seg: LightSegmenter, dataset_dir: str | Path, run_dir: str | Pa
     metrics = ils_metrics(dataset_dir, split, pq.read_table(path).to_pylist())
     atomic_write_json(Path(run_dir) / f"eval_{split}.json", metrics)
     return metrics
+
+
+def cli_train(dataset: str | Path, run_dir: str | Path, overrides: dict[str, str], *, resume: bool = True,
+              evaluate: bool = True, progress: bool = True) -> dict:
+    """``cxrils train --model light``: :func:`train_light` with ``--set key=value`` overrides.
+
+    Raises
+    ------
+    ValueError
+        On an unknown key or a value of the wrong type.
+    """
+    import dataclasses
+
+    fields = {f.name: f for f in dataclasses.fields(LightConfig) if f.init}
+    values: dict = {}
+    for key, raw in overrides.items():
+        if key not in fields:
+            raise ValueError(f"unknown light model setting {key!r}; known: {sorted(fields)}")
+        default = getattr(LightConfig(), key)
+        try:
+            if isinstance(default, tuple):
+                values[key] = tuple(int(v) for v in raw.split(","))
+            elif isinstance(default, bool):
+                values[key] = raw.lower() in ("1", "true", "yes")
+            else:
+                values[key] = type(default)(raw)
+        except ValueError as err:
+            raise ValueError(f"--set {key}={raw!r}: expected {type(default).__name__}") from err
+    config = LightConfig(**values) if values or not resume else None
+    return train_light(dataset, run_dir, config, resume=resume, progress=progress, evaluate=evaluate)

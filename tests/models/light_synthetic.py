@@ -1,12 +1,13 @@
 """A tiny synthetic cxrils dataset for the light model's tests.
 
-Each image (uint8, 80 x 96, dark noise) has one bright disc in one of four places:
+Two images in three (uint8, 80 x 96, dark noise) have one bright disc in one of four places:
 the lower or upper band of the image's left or right half. With the block anatomy
 of :func:`block_anatomy` (patient right lung = image left half, zones = four
 horizontal bands), those places are the instruction locations "right lung base",
-"right upper zone lung", "left lung base", "left upper zone lung". Records per
-image: basic positive and negative (effusion), global positive (effusion) and global
-negative (edema), plus a lesion-inference positive (atelectasis) on odd images.
+"right upper zone lung", "left lung base", "left upper zone lung". Records of an
+image with a disc: basic positive and negative (effusion), global positive (effusion),
+global negative (edema), and a lesion-inference positive (atelectasis) on odd images;
+of an image without: basic and global negatives (effusion) and global negative (edema).
 """
 
 from __future__ import annotations
@@ -77,18 +78,25 @@ def make_tiny_dataset(root: Path, n_train: int = 24, n_val: int = 8, n_test: int
         image_id = f"img{i:03d}"
         place = PLACES[i % 4]
         other = PLACES[(i + 1 + int(rng.integers(0, 3))) % 4]
-        m = disc_mask(place)
+        has_disc = i % 3 != 2
+        m = disc_mask(place) if has_disc else empty
         x = rng.integers(0, 60, size=(H, W)).astype(np.uint8)
         x[m] = rng.integers(200, 256, size=int(m.sum())).astype(np.uint8)
-        recs = [
-            _record(image_id, 0, split, "basic", "positive", "effusion", "effusion", [place], m, "definitive"),
-            _record(image_id, 1, split, "basic", "negative", "effusion", "effusion", [other], empty),
-            _record(image_id, 2, split, "global", "positive", "effusion", "effusion", [place], m, "definitive"),
-            _record(image_id, 3, split, "global", "negative", "edema", "edema", [], empty),
-        ]
-        if i % 2:
-            recs.append(_record(image_id, 4, split, "lesion_inference", "positive", "atelectasis", "opacity",
-                                [place], m, "definitive"))
+        if has_disc:
+            recs = [
+                _record(image_id, 0, split, "basic", "positive", "effusion", "effusion", [place], m, "definitive"),
+                _record(image_id, 1, split, "basic", "negative", "effusion", "effusion", [other], empty),
+                _record(image_id, 2, split, "global", "positive", "effusion", "effusion", [place], m, "definitive"),
+            ]
+        else:
+            recs = [
+                _record(image_id, 0, split, "basic", "negative", "effusion", "effusion", [place], empty),
+                _record(image_id, 1, split, "global", "negative", "effusion", "effusion", [], empty),
+            ]
+        recs.append(_record(image_id, len(recs), split, "global", "negative", "edema", "edema", [], empty))
+        if has_disc and i % 2:
+            recs.append(_record(image_id, len(recs), split, "lesion_inference", "positive", "atelectasis",
+                                "opacity", [place], m, "definitive"))
         writer.commit_study(image_id, x, recs)
     writer.finalize()
     return root

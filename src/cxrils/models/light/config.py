@@ -59,7 +59,7 @@ class LightConfig:
         Seed of initialisation, sampling and augmentation.
     """
 
-    image_size: int = 256
+    image_size: int = 128
     features: tuple[int, ...] = (8, 16, 32, 64, 128, 16)
     text_encoder: str = "structured"
     text_hidden: int = 128
@@ -71,7 +71,7 @@ class LightConfig:
     lr: float = 1e-3
     weight_decay: float = 1e-4
     batch_size: int = 16
-    steps: int = 1500
+    steps: int = 800
     tau_presence: float = 0.5
     tau_mask: float = 0.5
     tau_location: float = 0.10

@@ -8,7 +8,7 @@ goes through a learned MLP that gives FiLM parameters (gamma, beta) for the outp
 of every encoder level and of every decoder level (Perez et al. 2018, FiLM).
 
 Heads, from the pooled, conditioned bottleneck and decoder features, the instruction
-features and two summaries of the mask logits (maximum and log-mean-exp), so that the
+features and two summaries of the mask probabilities (maximum and mean), so that the
 presence decision sees the mask decoder's evidence:
 
 * presence: one logit, "the requested lesion is present" (the mask is emptied when
@@ -20,8 +20,6 @@ presence decision sees the mask decoder's evidence:
 """
 
 from __future__ import annotations
-
-import math
 
 import torch
 from monai.networks.nets import BasicUNet
@@ -92,8 +90,8 @@ class LightILSNet(nn.Module):
         u2 = cond(u.upcat_2(u3, x1))
         u1 = cond(u.upcat_1(u2, x0))
         mask = u.final_conv(u1)
-        flat = mask.flatten(1)
-        evidence = torch.stack([flat.amax(1), torch.logsumexp(flat, 1) - math.log(flat.shape[1])], dim=1)
+        prob = torch.sigmoid(mask.flatten(1))
+        evidence = torch.stack([prob.amax(1), prob.mean(1)], dim=1)
         pooled = torch.cat([x4.mean((2, 3)), x4.amax((2, 3)), u4.mean((2, 3)), u4.amax((2, 3)), e, evidence], dim=1)
         z = self.head(pooled)
         return {

@@ -36,7 +36,7 @@ COLUMNS: dict[str, str] = {
     "source_findings": "JSON text: [{entity, sentence_index, sentence}] of every finding the record merges or relies on",
     "paraphrase_of": "record_id of the template record this row paraphrases, '' for template rows (Appendix C.3)",
     "persona": "medical_expert | layperson | ai_developer for paraphrases, '' otherwise (Appendix C.3)",
-    "provenance": "JSON text: backends and versions, thresholds, code version",
+    "provenance": "JSON text: code version, grounding backends and versions, stage settings, config_sha256 (full config in the manifest)",
 }
 
 

@@ -35,7 +35,9 @@ log = logging.getLogger(__name__)
 
 #: Rows per records shard (ours; ~50k rows keeps a shard near 10-20 MB).
 DEFAULT_SHARD_SIZE = 50_000
-_SAFE_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
+#: An image id becomes a file name: no path separators, control characters or
+#: leading dot (hidden temp files start with one), at most 200 characters.
+_SAFE_ID = re.compile(r"^[^./\\\x00-\x1f][^/\\\x00-\x1f]{0,199}$")
 
 
 class DatasetError(ValueError):
@@ -49,7 +51,8 @@ def image_relpath(image_id: str) -> str:
 
 def _check_id(image_id: str) -> None:
     if not isinstance(image_id, str) or not _SAFE_ID.match(image_id):
-        raise DatasetError(f"image id {image_id!r} is not a safe file name (letters, digits, '.', '_', '-')")
+        raise DatasetError(f"image id {image_id!r} is not a safe file name "
+                           "(no '/', '\\', control characters or leading '.', at most 200 characters)")
 
 
 def _sha256(path: Path) -> str:
@@ -117,7 +120,7 @@ class DatasetWriter:
         Parameters
         ----------
         image_id : str
-            Safe file name (letters, digits, ``.``, ``_``, ``-``).
+            Used as a file name: no ``/``, ``\\``, control characters or leading ``.``.
         x : ndarray of uint8, shape (H, W), or None
             The 8-bit image the masks refer to; required when ``records`` is non-empty.
         records : list of dict or None
@@ -176,7 +179,10 @@ class DatasetWriter:
             raise DatasetError(f"study {image_id}: record {record['record_id']!r} has split {record['split']!r}")
         row = {c: record.get(c) for c in COLUMNS}
         row["image_path"] = image_relpath(image_id)
-        row["mask"] = {"size": [int(v) for v in record["mask"]["size"]], "counts": str(record["mask"]["counts"])}
+        try:
+            row["mask"] = {"size": [int(v) for v in record["mask"]["size"]], "counts": str(record["mask"]["counts"])}
+        except (KeyError, TypeError, ValueError) as err:
+            raise DatasetError(f"study {image_id}: record {record['record_id']!r} mask is not a COCO RLE dict: {err}") from err
         return row
 
     def exclusions(self) -> dict[str, str]:

@@ -22,6 +22,7 @@ Sides are the patient's: "right lung" is on the image's left on a frontal image.
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 from dataclasses import dataclass
@@ -31,6 +32,7 @@ import numpy as np
 
 from cxrils import __version__, templates, vocab
 from cxrils.config import Config
+from cxrils.dataset.splits import SplitError, normalize_split
 from cxrils.masks import encode_rle
 from cxrils.types import GroundedFinding, StudyGrounding
 
@@ -69,7 +71,7 @@ def _locations(labels: Iterable[str]) -> list[str]:
     return sorted(locs, key=vocab.INSTRUCTION_LOCATIONS.index)
 
 
-@dataclass
+@dataclass(eq=False)  # identity comparison (holds arrays)
 class _Item:
     """One positive finding of the study, prepared for the rules."""
 
@@ -243,10 +245,11 @@ def _positives(b: _Builder, items: list[_Item], g: StudyGrounding) -> None:
             if not own or merged is None:
                 continue
             locs, mask = merged
+            src = own + [it for it in comp if it not in own]  # the record's own finding first
             b.add(lesion_type=own[0].lesion_type, target=target, instruction_type="basic",
                   polarity="positive", instruction=templates.render_instruction("basic", target, locs),
                   answer=templates.render_answer("basic", "positive"), locations=locs,
-                  certainty=own[0].gf.finding.certainty, mask=mask, sources=[it.gf for it in comp])
+                  certainty=own[0].gf.finding.certainty, mask=mask, sources=[it.gf for it in src])
         # Global: only when every instance of the target is grounded where reported.
         members = pool if target == "opacity" else [it for it in lung if it.lesion_type == target]
         if members and all(it.fully_grounded for it in members) and (
@@ -371,7 +374,8 @@ def generate_records(grounding: StudyGrounding, *, split: str, patient_id: str, 
         reported / grounded / empty locations as lung-region labels (patient sides:
         "right lung" is on the image's left on a frontal image); CTR or None.
     split : str
-        "train", "validate" or "test" (see :func:`cxrils.dataset.assign_split`).
+        "train", "validate" or "test" (see :func:`cxrils.dataset.assign_split`);
+        aliases such as "val" are normalised.
     patient_id : str
         Patient id or "".
     image_path : str
@@ -391,14 +395,21 @@ def generate_records(grounding: StudyGrounding, *, split: str, patient_id: str, 
     Raises
     ------
     InstructionError
-        If a mask does not have the grounding's shape or a certainty is unknown.
+        If a mask does not have the grounding's shape, a certainty is unknown, or
+        the split name is unknown.
     """
     if grounding.excluded is not None:
         return []
-    if split not in ("train", "validate", "test"):
-        raise InstructionError(f"image {grounding.image_id}: unknown split {split!r}")
-    provenance = json.dumps({"code_version": __version__, "grounding": grounding.provenance,
-                             "config": cfg.to_dict()}, sort_keys=True, default=str)
+    try:
+        split = normalize_split(split)
+    except SplitError as err:
+        raise InstructionError(f"image {grounding.image_id}: {err}") from err
+    provenance = json.dumps({
+        "code_version": __version__, "grounding": grounding.provenance,
+        "config_sha256": hashlib.sha256(cfg.to_json().encode("utf-8")).hexdigest(),
+        "instructions": dataclasses.asdict(cfg.instructions),
+        "ctr_max_cardiomegaly_negative": cfg.qc.ctr_max_cardiomegaly_negative,
+    }, sort_keys=True, default=str)
     b = _Builder(grounding, split, patient_id, image_path, provenance)
     items = _prepare(grounding)
     rng = np.random.default_rng(record_seed(cfg.instructions.seed, grounding.image_id))

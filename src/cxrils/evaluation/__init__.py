@@ -1,0 +1,22 @@
+"""Evaluation of instruction-guided lesion segmentation (paper section 5, Tables 4, 5, 6, 14).
+
+gIoU and cIoU over positives (non-empty reference mask), N-Acc over negatives (empty
+reference mask), exact-match text accuracy of parsed answers, the paper's tables as
+JSON / CSV / Markdown, and baselines (``always-empty``, ``whole-lung``, ``oracle``).
+
+>>> from cxrils.evaluation import evaluate
+>>> report = evaluate([(pred_mask, ref_mask), ...])          # doctest: +SKIP
+>>> report.table4()["gIoU"], report.table4()["n_acc"]       # doctest: +SKIP
+"""
+
+from cxrils.evaluation.counts import InvalidRLE, MaskCounts, MaskSizeError, mask_counts, rle_areas, rle_mask_counts
+from cxrils.evaluation.evaluate import EvalSample, evaluate, evaluate_predictions
+from cxrils.evaluation.io import EvaluationError, read_predictions, write_predictions
+from cxrils.evaluation.metrics import SegmentationAccumulator, TextAccumulator, answer_correct
+from cxrils.evaluation.report import EvaluationReport
+
+__all__ = [
+    "EvalSample", "EvaluationError", "EvaluationReport", "InvalidRLE", "MaskCounts", "MaskSizeError",
+    "SegmentationAccumulator", "TextAccumulator", "answer_correct", "evaluate", "evaluate_predictions",
+    "mask_counts", "read_predictions", "rle_areas", "rle_mask_counts", "write_predictions",
+]

@@ -1,0 +1,235 @@
+"""Evaluate ILS predictions: over in-memory pairs, or a predictions file against a dataset."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Iterable
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from cxrils.evaluation.counts import InvalidRLE, MaskCounts, batch_mask_counts, rle_areas, rle_intersection
+from cxrils.evaluation.io import (
+    REFERENCE_COLUMNS,
+    EvaluationError,
+    mask_column,
+    iter_reference_batches,
+    predictions_from_table,
+    read_predictions,
+)
+from cxrils.evaluation.metrics import answer_correct
+from cxrils.evaluation.report import EvaluationReport
+from cxrils.templates import TemplateError, parse_answer
+
+
+@dataclass(frozen=True)
+class EvalSample:
+    """One (prediction, reference) pair with optional answers and record metadata.
+
+    Masks are bool (H, W) arrays (numeric: non-zero = foreground) or COCO RLE dicts.
+    ``ref_answer`` None means the text is not scored; ``pred_answer`` None with a
+    reference answer counts as wrong.
+    """
+
+    pred_mask: Any
+    ref_mask: Any
+    pred_answer: str | None = None
+    ref_answer: str | None = None
+    lesion_type: str | None = None
+    instruction_type: str | None = None
+    polarity: str | None = None
+
+
+def _as_sample(item: Any) -> EvalSample:
+    if isinstance(item, EvalSample):
+        return item
+    if isinstance(item, tuple) and len(item) in (2, 4):
+        return EvalSample(*item)
+    raise TypeError("evaluate() takes EvalSample, (pred_mask, ref_mask) or "
+                    f"(pred_mask, ref_mask, pred_answer, ref_answer) items, got {type(item).__name__}")
+
+
+def evaluate(items: Iterable[Any], *, metadata: dict[str, Any] | None = None,
+             batch_size: int = 1024) -> EvaluationReport:
+    """Evaluate (prediction, reference) pairs: gIoU, cIoU, N-Acc and text accuracy.
+
+    Streams ``items``: memory does not depend on their number, and the result does
+    not depend on their order (see :mod:`cxrils.evaluation.metrics`).
+
+    Parameters
+    ----------
+    items : iterable
+        :class:`EvalSample` objects, ``(pred_mask, ref_mask)`` tuples, or
+        ``(pred_mask, ref_mask, pred_answer, ref_answer)`` tuples. Masks are bool
+        (H, W) arrays or COCO RLE dicts; a pair must have the same (H, W).
+    metadata : dict, optional
+        Stored in the report's JSON.
+    batch_size : int
+        Items held at a time (RLE pairs are validated per batch); changes memory and
+        speed, never the result.
+
+    Returns
+    -------
+    EvaluationReport
+        ``report.table4()["gIoU"]`` etc.; values in [0, 1], None for a group with no
+        sample of the kind.
+
+    Raises
+    ------
+    cxrils.masks.MaskError
+        For a malformed mask or a size mismatch (message names the item index).
+    cxrils.templates.TemplateError
+        For a reference answer that matches no template.
+    """
+    if batch_size < 1:
+        raise ValueError(f"batch_size must be >= 1, got {batch_size}")
+    report = EvaluationReport(metadata)
+    start, chunk = 0, []
+    for item in items:
+        chunk.append(_as_sample(item))
+        if len(chunk) == batch_size:
+            _add_samples(report, chunk, start)
+            start, chunk = start + len(chunk), []
+    _add_samples(report, chunk, start)
+    return report
+
+
+def _add_samples(report: EvaluationReport, samples: list[EvalSample], start: int) -> None:
+    counts = batch_mask_counts([(s.pred_mask, s.ref_mask) for s in samples], start)
+    for k, (s, c) in enumerate(zip(samples, counts)):
+        text = None
+        if s.ref_answer is not None:
+            try:
+                text = answer_correct(s.pred_answer, s.ref_answer)
+            except TemplateError as err:
+                raise TemplateError(f"item {start + k}: reference answer: {err}") from None
+        report.add(c, lesion_type=s.lesion_type, instruction_type=s.instruction_type,
+                   polarity=s.polarity, text_correct=text)
+
+
+def _examples(ids: pa.Array, k: int = 5) -> list[str]:
+    return sorted(ids.slice(0, 1000).to_pylist())[:k]
+
+
+def _duplicates(ids: pa.Array) -> pa.Array:
+    counts = pc.value_counts(ids)
+    return counts.field("values").filter(pc.greater(counts.field("counts"), 1))
+
+
+def evaluate_predictions(dataset_dir: str | Path, predictions: str | Path | Any, *, split: str | None = "test",
+                         paraphrases: str = "exclude", batch_size: int = 1024) -> EvaluationReport:
+    """Evaluate a predictions file (or table) against the records of a dataset split.
+
+    Parameters
+    ----------
+    dataset_dir : path
+        A cxrils dataset folder (``records/*.parquet``, :mod:`cxrils.dataset.schema`).
+    predictions : path, pyarrow.Table or pandas.DataFrame
+        ``.parquet`` or JSON Lines with ``record_id``, ``mask`` (COCO RLE) and optional
+        ``answer``: exactly one row per record of the split. Without an ``answer``
+        column, text accuracy is not scored (n/a); with it, a null answer is wrong.
+    split : str or None
+        Split to evaluate ("test" as the paper); None for every record.
+    paraphrases : {"exclude", "include", "only"}
+        Rows with paraphrased instructions (Appendix C.3, ``paraphrase_of`` set):
+        left out (default: the paper's Tables 4-6 use the template instructions),
+        evaluated with the template rows, or evaluated alone (the Appendix C.3 test).
+    batch_size : int
+        Records per batch; changes memory use, never the result.
+
+    Returns
+    -------
+    EvaluationReport
+
+    Raises
+    ------
+    EvaluationError
+        Naming the file and the problem: unreadable files, missing or duplicate
+        record ids, ids that are not records of the split, masks whose size differs
+        from the reference, malformed RLE, reference answers that match no template.
+    """
+    if batch_size < 1:
+        raise ValueError(f"batch_size must be >= 1, got {batch_size}")
+    if isinstance(predictions, (str, Path)):
+        where = str(predictions)
+        pred = read_predictions(predictions)
+    else:
+        where = "predictions"
+        pred = predictions_from_table(predictions, where)
+    split_name = split if split is not None else "any"
+    # The join is kept in Arrow: ids and an int32 index per record, no Python object per record.
+    pred_ids = pred.column("record_id").combine_chunks()
+    dups = _duplicates(pred_ids)
+    if len(dups):
+        raise EvaluationError(f"{where}: {len(dups)} duplicate record ids, e.g. {_examples(dups)}")
+    ref_ids = pa.chunked_array([b.column("record_id").cast(pa.string()) for b in
+                                iter_reference_batches(dataset_dir, split, ["record_id"], batch_size,
+                                                       paraphrases=paraphrases)],
+                               type=pa.string()).combine_chunks()
+    if len(ref_ids) == 0:
+        raise EvaluationError(f"{dataset_dir}: no records in split {split_name!r}")
+    dups = _duplicates(ref_ids)
+    if len(dups):
+        raise EvaluationError(f"{dataset_dir}: {len(dups)} duplicate record ids in the dataset, e.g. {_examples(dups)}")
+    missing = ref_ids.filter(pc.invert(pc.is_in(ref_ids, value_set=pred_ids)))
+    if len(missing):
+        raise EvaluationError(f"{where}: {len(missing)} of {len(ref_ids)} {split_name} records have no prediction, "
+                              f"e.g. {_examples(missing)}")
+    extra = pred_ids.filter(pc.invert(pc.is_in(pred_ids, value_set=ref_ids)))
+    if len(extra):
+        hint = "" if paraphrases == "include" else f" (paraphrased instructions: {paraphrases}; see --paraphrases)"
+        raise EvaluationError(f"{where}: {len(extra)} record ids are not {split_name} records of "
+                              f"{dataset_dir}{hint}, e.g. {_examples(extra)}")
+    index = pc.index_in(ref_ids, value_set=pred_ids)  # row of each record's prediction, in dataset order
+    del ref_ids, pred_ids, missing, extra
+
+    score_text = "answer" in pred.column_names
+    report = EvaluationReport({"dataset": str(dataset_dir), "predictions": where, "split": split_name,
+                               "paraphrases": paraphrases, "text_scored": score_text})
+    offset = 0
+    for batch in iter_reference_batches(dataset_dir, split, REFERENCE_COLUMNS, batch_size, paraphrases=paraphrases):
+        rows = pred.take(index.slice(offset, batch.num_rows))
+        offset += batch.num_rows
+        _score_batch(report, batch, rows, score_text, str(dataset_dir), where)
+    return report
+
+
+def _score_batch(report: EvaluationReport, ref: pa.RecordBatch, pred: pa.Table, score_text: bool,
+                 dataset: str, where: str) -> None:
+    ids = ref.column("record_id").to_pylist()
+    r_counts, r_h, r_w = mask_column(ref.column("mask"), dataset)
+    p_counts, p_h, p_w = (pred.column(c).to_pylist() for c in ("counts", "height", "width"))
+    for rid, ph, pw, rh, rw in zip(ids, p_h, p_w, r_h, r_w):
+        if (ph, pw) != (rh, rw):
+            raise EvaluationError(f"{where}: record {rid!r}: mask is {ph}x{pw} (HxW) but the reference "
+                                  f"image is {rh}x{rw}")
+    try:
+        ref_areas = rle_areas(r_counts, r_h, r_w).tolist()
+    except InvalidRLE as err:
+        raise EvaluationError(f"{dataset}: record {ids[err.index]!r}: reference mask: {err.reason}") from None
+    try:
+        pred_areas = rle_areas(p_counts, p_h, p_w).tolist()
+    except InvalidRLE as err:
+        raise EvaluationError(f"{where}: record {ids[err.index]!r}: mask: {err.reason}") from None
+    answers = pred.column("answer").to_pylist() if score_text else [None] * len(ids)
+    columns = (ref.column(c).to_pylist() for c in ("lesion_type", "instruction_type", "polarity", "answer"))
+    for i, (lesion, itype, polarity, ref_answer) in enumerate(zip(*columns)):
+        pa_, ra = pred_areas[i], ref_areas[i]
+        inter = 0
+        if pa_ and ra:
+            inter = rle_intersection({"size": [p_h[i], p_w[i]], "counts": _as_bytes(p_counts[i])},
+                                     {"size": [r_h[i], r_w[i]], "counts": _as_bytes(r_counts[i])})
+        text = None
+        if score_text:
+            try:
+                ref_parsed = parse_answer(ref_answer)
+            except (TemplateError, AttributeError) as err:
+                raise EvaluationError(f"{dataset}: record {ids[i]!r}: reference answer: {err}") from None
+            text = answer_correct(answers[i], ref_parsed)
+        report.add(MaskCounts(inter, pa_ + ra - inter, pa_, ra), lesion_type=lesion, instruction_type=itype,
+                   polarity=polarity, text_correct=text)
+
+
+def _as_bytes(counts: str | bytes) -> bytes:
+    return counts if isinstance(counts, bytes) else counts.encode("ascii")

@@ -1,0 +1,148 @@
+"""Per-sample counts and streaming accumulators for gIoU, cIoU, N-Acc and text accuracy.
+
+Definitions (paper section 5 "Evaluation Methodology", following LISA):
+
+* A sample is **positive** when its reference mask is non-empty, **negative** when it
+  is empty. Positives and negatives are always reported separately.
+* ``gIoU`` = mean over positives of the per-sample IoU ``|P ∩ R| / |P ∪ R|``.
+* ``cIoU`` = ``sum |P ∩ R| / sum |P ∪ R|`` over positives.
+* ``n_acc`` (N-Acc.) = share of negatives whose predicted mask is entirely empty.
+* Text accuracy = share of samples whose predicted answer parses
+  (:func:`cxrils.templates.parse_answer`) to the same template and the same variables
+  (target, locations, lesion, certainty) as the reference answer.
+
+A group with no samples of a kind has the value ``None`` (written ``null`` in JSON,
+``n/a`` in CSV and Markdown), never NaN.
+
+Exactness: pixel counts are Python ints (``numpy.count_nonzero``), summed as
+integers. The per-sample IoU is the correctly rounded float64 of ``inter / union``;
+the sum of these floats is kept **exactly** as an integer in units of 2**-1074 (the
+smallest float64), so gIoU is the correctly rounded exact mean whatever the order or
+the grouping of the samples. Accumulators hold a fixed number of integers: memory
+does not grow with the number of samples.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, fields
+from cxrils.evaluation.counts import MaskCounts
+from cxrils.templates import ParsedText, TemplateError, parse_answer
+
+#: Fixed-point exponent of the exact IoU sum: every float64 in [0, 1] is an integer
+#: multiple of 2**-_IOU_EXP (2**-1074 is the smallest subnormal float64).
+_IOU_EXP = 1074
+
+
+@dataclass
+class SegmentationAccumulator:
+    """Streaming sums for gIoU, cIoU (positives) and N-Acc (negatives).
+
+    All fields are exact integers; :meth:`add` and :meth:`merge` are exact and
+    commutative, so results do not depend on record order or batching.
+
+    Attributes
+    ----------
+    n_positive : int
+        Positive samples (non-empty reference mask).
+    iou_sum : int
+        Sum of the per-sample float64 IoUs of the positives, in units of 2**-1074.
+    intersection, union : int
+        Summed intersection and union pixels over the positives.
+    n_negative : int
+        Negative samples (empty reference mask).
+    n_negative_empty : int
+        Negatives whose predicted mask is entirely empty.
+    """
+
+    n_positive: int = 0
+    iou_sum: int = 0
+    intersection: int = 0
+    union: int = 0
+    n_negative: int = 0
+    n_negative_empty: int = 0
+
+    def add(self, counts: MaskCounts) -> None:
+        """Add one sample's counts."""
+        if counts.is_positive:
+            num, den = (counts.intersection / counts.union).as_integer_ratio()
+            self.n_positive += 1
+            self.iou_sum += num << (_IOU_EXP - den.bit_length() + 1)  # den is a power of two
+            self.intersection += counts.intersection
+            self.union += counts.union
+        else:
+            self.n_negative += 1
+            self.n_negative_empty += int(counts.pred_area == 0)
+
+    def merge(self, other: "SegmentationAccumulator") -> None:
+        """Add another accumulator's sums into this one."""
+        for f in fields(self):
+            setattr(self, f.name, getattr(self, f.name) + getattr(other, f.name))
+
+    @property
+    def gIoU(self) -> float | None:  # noqa: N802 - the paper's symbol
+        """Mean per-sample IoU over positives in [0, 1]; None without positives."""
+        return self.iou_sum / (self.n_positive << _IOU_EXP) if self.n_positive else None
+
+    @property
+    def cIoU(self) -> float | None:  # noqa: N802 - the paper's symbol
+        """Total intersection / total union over positives in [0, 1]; None without positives."""
+        return self.intersection / self.union if self.n_positive else None
+
+    @property
+    def n_acc(self) -> float | None:
+        """Share of negatives predicted entirely empty in [0, 1]; None without negatives."""
+        return self.n_negative_empty / self.n_negative if self.n_negative else None
+
+
+@dataclass
+class TextAccumulator:
+    """Streaming exact-match text accuracy: ``n_correct`` of ``n`` scored answers."""
+
+    n: int = 0
+    n_correct: int = 0
+
+    def add(self, correct: bool) -> None:
+        """Add one scored answer."""
+        self.n += 1
+        self.n_correct += int(correct)
+
+    def merge(self, other: "TextAccumulator") -> None:
+        """Add another accumulator's counts into this one."""
+        self.n += other.n
+        self.n_correct += other.n_correct
+
+    @property
+    def accuracy(self) -> float | None:
+        """``n_correct / n`` in [0, 1]; None when no answer was scored."""
+        return self.n_correct / self.n if self.n else None
+
+
+def answer_correct(pred: str | None, ref: str | ParsedText) -> bool:
+    """Exact-match correctness of a predicted answer (paper section 5, Table 6).
+
+    Parameters
+    ----------
+    pred : str or None
+        The model's answer. None, or text that matches no template of
+        :mod:`cxrils.templates`, is wrong.
+    ref : str or ParsedText
+        The reference answer, or its parse.
+
+    Returns
+    -------
+    bool
+        True only when both parse to the same template (instruction type and
+        polarity) and the same target, locations, lesion and certainty.
+
+    Raises
+    ------
+    TemplateError
+        If the reference answer matches no template.
+    """
+    ref_parsed = ref if isinstance(ref, ParsedText) else parse_answer(ref)
+    if pred is None:
+        return False
+    try:
+        return parse_answer(pred) == ref_parsed
+    except TemplateError:
+        return False

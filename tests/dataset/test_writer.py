@@ -1,0 +1,148 @@
+"""Dataset folder: atomic per-study commits, resume, deterministic shards, readers."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pyarrow.parquet as pq
+import pytest
+
+from cxrils.dataset import DatasetError, DatasetWriter, ILSDataset, read_manifest, read_records, shard_paths
+from cxrils.dataset.schema import COLUMNS
+from cxrils.masks import decode_rle
+
+PROV = {"backends": {"anatomy": "builtin 0.1"}, "code_version": "0.1.0"}
+
+
+def write_all(out, studies, order=None, shard_size=7):
+    w = DatasetWriter(out, PROV, shard_size=shard_size)
+    for image_id in order or list(studies):
+        x, recs = studies[image_id]
+        w.commit_study(image_id, x, recs)
+    w.commit_study("bad1", None, None, excluded="lung_crosscheck")
+    w.commit_study("bad2", None, [], excluded="lung_crosscheck")
+    w.commit_study("bad3", None, None, excluded="not_frontal")
+    return w, w.finalize()
+
+
+def test_round_trip_with_our_reader_datasets_and_torch(tmp_path, studies):
+    w, manifest_path = write_all(tmp_path / "ds", studies)
+    all_records = {r["record_id"]: r for _, recs in studies.values() for r in recs}
+    df = read_records(tmp_path / "ds")
+    assert list(df.columns) == list(COLUMNS)
+    assert sorted(df["record_id"]) == sorted(all_records)
+    for row in df.itertuples():
+        orig = all_records[row.record_id]
+        assert row.instruction == orig["instruction"] and row.answer == orig["answer"]
+        assert list(row.locations) == orig["locations"]
+        assert np.array_equal(decode_rle(row.mask), decode_rle(orig["mask"]))
+        assert row.image_path == f"images/{row.image_id}.png"
+    train = read_records(tmp_path / "ds", "train")
+    assert set(train["split"]) == {"train"} and len(train) == sum(r["split"] == "train" for r in all_records.values())
+
+    import datasets
+
+    data_files = {s: [str(p) for p in shard_paths(tmp_path / "ds", s)] for s in ("train", "validate", "test")}
+    hf = datasets.load_dataset("parquet", data_files=data_files, cache_dir=str(tmp_path / "hf_cache"))
+    assert {s: hf[s].num_rows for s in hf} == {s: int((df["split"] == s).sum()) for s in data_files}
+    ex = hf["test"][0]
+    assert np.array_equal(decode_rle(ex["mask"]), decode_rle(all_records[ex["record_id"]]["mask"]))
+
+    ds = ILSDataset(tmp_path / "ds", "train")
+    assert len(ds) == len(train)
+    for i in range(len(ds)):
+        item = ds[i]
+        orig = all_records[item["record_id"]]
+        x = studies[orig["image_id"]][0]
+        assert item["image"].shape == (1, 64, 64) and item["image"].dtype.is_floating_point
+        assert np.allclose(item["image"][0].numpy(), x / 255.0)
+        assert np.array_equal(item["mask"].numpy() > 0, decode_rle(orig["mask"]))
+        assert item["instruction"] == orig["instruction"] and item["polarity"] == orig["polarity"]
+    small = ILSDataset(tmp_path / "ds", "train", size=32)[0]
+    assert small["image"].shape == (1, 32, 32) and small["mask"].shape == (32, 32)
+
+
+def test_manifest_counts_checksums_and_exclusions(tmp_path, studies):
+    _, manifest_path = write_all(tmp_path / "ds", studies, shard_size=7)
+    m = read_manifest(tmp_path / "ds")
+    df = read_records(tmp_path / "ds")
+    assert m["n_records"] == len(df) and m["n_images"] == len(studies)
+    assert m["counts"]["by_split"] == df["split"].value_counts().to_dict()
+    assert m["counts"]["by_polarity"] == df["polarity"].value_counts().to_dict()
+    n_lesion_basic_neg = sum(v.get("basic", {}).get("negative", 0)
+                             for s in m["counts"]["by_split_type_instruction_polarity"].values() for v in s.values())
+    assert n_lesion_basic_neg == int(((df["instruction_type"] == "basic") & (df["polarity"] == "negative")).sum())
+    assert m["exclusions"] == {"n": 3, "by_reason": {"lung_crosscheck": 2, "not_frontal": 1}}
+    assert m["provenance"] == PROV
+    import hashlib
+
+    for shard in m["shards"]:
+        path = tmp_path / "ds" / shard["path"]
+        assert hashlib.sha256(path.read_bytes()).hexdigest() == shard["sha256"]
+        assert pq.read_metadata(path).num_rows == shard["rows"] <= 7
+    train_ids = [r for s in shard_paths(tmp_path / "ds", "train") for r in pq.read_table(s)["record_id"].to_pylist()]
+    keys = [(r.rsplit(":", 1)[0], int(r.rsplit(":", 1)[1])) for r in train_ids]
+    assert keys == sorted(keys)  # sorted by (image_id, index) across shards
+
+
+def test_finalize_is_deterministic_whatever_the_commit_order(tmp_path, studies):
+    _, m1 = write_all(tmp_path / "a", studies)
+    _, m2 = write_all(tmp_path / "b", studies, order=list(reversed(list(studies))))
+    j1, j2 = json.loads(m1.read_text()), json.loads(m2.read_text())
+    assert j1["shards"] == j2["shards"]  # same names, rows and sha256
+    assert j1 == j2
+
+
+def test_resume_after_interruption(tmp_path, studies, monkeypatch):
+    out = tmp_path / "ds"
+    ids = list(studies)
+    w = DatasetWriter(out, PROV)
+    w.commit_study(ids[0], *studies[ids[0]])
+
+    def crash(*args, **kwargs):
+        raise KeyboardInterrupt("killed mid-write")
+
+    monkeypatch.setattr(pq, "write_table", crash)
+    with pytest.raises(KeyboardInterrupt):
+        w.commit_study(ids[1], *studies[ids[1]])
+    monkeypatch.undo()
+    # a half-written temporary file left by a hard kill is ignored
+    (out / "parts" / f".{ids[2]}.parquet.abc.parquet").write_bytes(b"PAR1 truncated")
+    assert w.done_ids() == {ids[0]}
+
+    w2 = DatasetWriter(out, PROV)  # the rerun
+    assert w2.done_ids() == {ids[0]}
+    for image_id in ids:
+        if image_id not in w2.done_ids():
+            w2.commit_study(image_id, *studies[image_id])
+    w2.finalize()
+    assert not list((out / "parts").glob(".*"))
+    _, ref = write_all(tmp_path / "ref", studies)
+    got = read_records(out).sort_values("record_id").reset_index(drop=True)
+    want = read_records(tmp_path / "ref").sort_values("record_id").reset_index(drop=True)
+    assert got["record_id"].tolist() == want["record_id"].tolist()
+    assert got["instruction"].tolist() == want["instruction"].tolist()
+
+
+def test_bad_input_is_refused_with_a_clear_error(tmp_path, studies):
+    w = DatasetWriter(tmp_path / "ds", PROV)
+    x, recs = studies["im0"]
+    with pytest.raises(DatasetError, match="safe file name"):
+        w.commit_study("../evil", x, recs)
+    with pytest.raises(DatasetError, match="belongs to image"):
+        w.commit_study("im9", x, recs)
+    with pytest.raises(DatasetError, match="uint8"):
+        w.commit_study("im0", x.astype(np.float32), recs)
+    with pytest.raises(DatasetError, match="image is 32x32"):
+        w.commit_study("im0", x[:32, :32], recs)
+    with pytest.raises(DatasetError, match="excluded"):
+        w.commit_study("im0", x, recs, excluded="qc")
+    with pytest.raises(DatasetError, match="lacks columns"):
+        w.commit_study("im0", x, [{k: v for k, v in recs[0].items() if k != "answer"}])
+    assert w.done_ids() == set()
+    with pytest.raises(DatasetError, match="no manifest"):
+        read_records(tmp_path / "ds")
+    w.commit_study("im0", x, [])  # done, no rows
+    w.commit_study("covid (1) PA", None, None, excluded="not_frontal")  # file-name-like ids are fine
+    assert w.done_ids() == {"im0", "covid (1) PA"}

@@ -1,0 +1,309 @@
+"""evaluate_predictions, baselines and the CLI on small datasets built in tmp_path."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import random
+from fractions import Fraction
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+from eval_data import H, W, hand_anatomy
+from typer.testing import CliRunner
+
+from cxrils.cli import app
+from cxrils.evaluation import EvaluationError, evaluate_predictions, write_predictions
+from cxrils.evaluation.baselines import baseline_predictions
+from cxrils.masks import encode_rle, rle_to_uncompressed_counts
+
+runner = CliRunner()
+
+
+def _cli(*args: str):
+    result = runner.invoke(app, [str(a) for a in args])
+    try:
+        text = result.output + (result.stderr or "")
+    except ValueError:  # older click: stderr mixed into output
+        text = result.output
+    return result.exit_code, text
+
+
+def _rows(dataset: Path, name: str = "oracle", split: str | None = "test") -> list[dict]:
+    return list(baseline_predictions(name, dataset, split=split,
+                                     anatomy_fn=lambda x: hand_anatomy(x.shape)))
+
+
+def _no_meta(d: dict) -> dict:
+    return {k: v for k, v in d.items() if k != "metadata"}
+
+
+def test_oracle_scores_one_everywhere(dataset: Path, tmp_path: Path) -> None:
+    pred = tmp_path / "oracle.parquet"
+    assert write_predictions(pred, _rows(dataset)) == 10
+    report = evaluate_predictions(dataset, pred)
+    t4 = report.table4()
+    assert (t4["gIoU"], t4["cIoU"], t4["n_acc"], t4["text_accuracy"]) == (1.0, 1.0, 1.0, 1.0)
+    assert (t4["n_positive"], t4["n_negative"], t4["n_text"]) == (6, 4, 10)
+    for row in report.table5().values():
+        assert row["gIoU"] in (1.0, None) and row["n_acc"] in (1.0, None)
+    for pols in report.table6().values():
+        assert all(v["accuracy"] in (1.0, None) for v in pols.values())
+
+
+def test_always_empty_baseline(dataset: Path, tmp_path: Path) -> None:
+    pred = tmp_path / "empty.jsonl"
+    write_predictions(pred, _rows(dataset, "always-empty"))
+    report = evaluate_predictions(dataset, pred)
+    t4 = report.table4()
+    assert (t4["gIoU"], t4["cIoU"], t4["n_acc"]) == (0.0, 0.0, 1.0)
+    # its answers are the instructions' negative templates: right on all 4 negatives, wrong on 6 positives
+    assert (t4["n_text_correct"], t4["n_text"]) == (4, 10)
+    t6 = report.table6()
+    assert t6["basic"]["negative"]["accuracy"] == 1.0 and t6["basic"]["positive"]["accuracy"] == 0.0
+    assert t6["lesion_inference"]["negative"]["accuracy"] == 1.0
+    assert t6["global"]["negative"]["n"] == 1
+
+
+def test_whole_lung_baseline_hand_computed(dataset: Path, tmp_path: Path) -> None:
+    pred = tmp_path / "lung.parquet"
+    rows = _rows(dataset, "whole-lung")
+    assert all(r["answer"] is None for r in rows)
+    write_predictions(pred, rows, with_answers=False)
+    report = evaluate_predictions(dataset, pred)
+    # (intersection, union) per positive with the hand-built anatomy (see eval_data.hand_anatomy):
+    pairs = [(48, 128), (192, 792), (24, 128), (30, 96), (96, 816), (600, 848)]
+    t4 = report.table4()
+    assert (t4["intersection"], t4["union"]) == (990, 2808)
+    assert t4["cIoU"] == 990 / 2808
+    assert t4["gIoU"] == float(sum(Fraction(i / u) for i, u in pairs) / len(pairs))
+    assert t4["n_acc"] == 0.0 and t4["text_accuracy"] is None and not report.text_scored
+    assert report.table5()["cardiomegaly"]["gIoU"] == 96 / 816
+    assert report.table5()["cardiomegaly"]["n_acc"] == 0.0
+
+
+def test_shuffling_batch_size_and_format_change_nothing(dataset: Path, tmp_path: Path) -> None:
+    rows = _rows(dataset, "whole-lung")
+    rng = np.random.default_rng(0)
+    for r in rows:  # make the answers a mix of right and wrong
+        r["answer"] = "[SEG]" if rng.random() < 0.5 else None
+    write_predictions(tmp_path / "a.parquet", rows)
+    base = evaluate_predictions(dataset, tmp_path / "a.parquet").to_dict()
+    for seed, batch_size in ((0, 1), (1, 3), (2, 1000)):
+        shuffled = rows[:]
+        random.Random(seed).shuffle(shuffled)
+        write_predictions(tmp_path / f"s{seed}.jsonl", shuffled)
+        got = evaluate_predictions(dataset, tmp_path / f"s{seed}.jsonl", batch_size=batch_size).to_dict()
+        assert _no_meta(got) == _no_meta(base)
+
+
+def test_split_selection(dataset: Path, tmp_path: Path) -> None:
+    write_predictions(tmp_path / "all.parquet", _rows(dataset, split=None))
+    assert evaluate_predictions(dataset, tmp_path / "all.parquet", split=None).n_samples == 12
+    with pytest.raises(EvaluationError, match="not test records"):
+        evaluate_predictions(dataset, tmp_path / "all.parquet")
+    frame = pq.read_table(tmp_path / "all.parquet").to_pandas()
+    train = evaluate_predictions(dataset, frame[frame.record_id.str.startswith("img2:")], split="train")
+    assert train.n_samples == 2 and train.table4()["gIoU"] == 1.0
+    with pytest.raises(EvaluationError, match="no records in split 'val'"):
+        evaluate_predictions(dataset, tmp_path / "all.parquet", split="val")
+    with pytest.raises(EvaluationError, match="unknown split name 'tset'"):
+        evaluate_predictions(dataset, tmp_path / "all.parquet", split="tset")
+    train_rows = frame[frame.record_id.str.startswith("img2:")]
+    assert evaluate_predictions(dataset, train_rows, split="Training").n_samples == 2
+
+
+def test_report_files(dataset: Path, tmp_path: Path) -> None:
+    pred = tmp_path / "empty.parquet"
+    write_predictions(pred, _rows(dataset, "always-empty"))
+    files = evaluate_predictions(dataset, pred).write(tmp_path / "rep")
+    names = sorted(f.name for f in files)
+    assert names == ["report.json", "report.md", "table14.csv", "table4.csv", "table5.csv", "table6.csv"]
+    data = json.loads((tmp_path / "rep" / "report.json").read_text())
+    assert data["table4_overall"]["n_acc"] == 1.0
+    assert data["table5_per_lesion_type"]["cardiomegaly"]["gIoU"] == 0.0
+    t5 = (tmp_path / "rep" / "table5.csv").read_text().splitlines()
+    assert t5[0].startswith("lesion_type,gIoU,cIoU,n_acc") and len(t5) == 1 + 7
+    t14 = (tmp_path / "rep" / "table14.csv").read_text()
+    assert "cardiomegaly,basic,positive,n/a,0,0" in t14 and "nan" not in t14.lower()
+    md = (tmp_path / "rep" / "report.md").read_text()
+    assert "## Table 4" in md and "| 0.0 | 0.0 | 100.0 | 40.0 | 6 | 4 |" in md
+
+
+# ---------------------------------------------------------------- CLI -------------------------------------------
+
+
+def test_cli_baseline_then_evaluate(dataset: Path, tmp_path: Path) -> None:
+    code, out = _cli("baseline", "oracle", "--dataset", dataset, "-o", tmp_path / "p.parquet")
+    assert code == 0, out
+    code, out = _cli("evaluate", "--dataset", dataset, "--predictions", tmp_path / "p.parquet",
+                     "-o", tmp_path / "rep")
+    assert code == 0, out
+    assert "gIoU 100.0  cIoU 100.0  N-Acc 100.0  text accuracy 100.0" in out
+    assert json.loads((tmp_path / "rep" / "report.json").read_text())["table4_overall"]["gIoU"] == 1.0
+
+
+def test_cli_unknown_baseline_and_missing_anatomy(dataset: Path, tmp_path: Path) -> None:
+    code, out = _cli("baseline", "random", "--dataset", dataset, "-o", tmp_path / "p.parquet")
+    assert code == 2 and "unknown baseline 'random'" in out
+    if importlib.util.find_spec("cxrils.vision.anatomy") is None:
+        code, out = _cli("baseline", "whole-lung", "--dataset", dataset, "-o", tmp_path / "p.parquet")
+        assert code == 2 and "anatomy stage" in out and "Traceback" not in out
+
+
+def _write_jsonl(path: Path, rows: list[dict]) -> Path:
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    return path
+
+
+@pytest.mark.parametrize("case", ["missing", "duplicate", "extra", "wrong_size", "truncated_rle",
+                                  "bad_json", "garbage_parquet", "no_file", "no_mask_column"])
+def test_cli_evaluate_errors(case: str, dataset: Path, tmp_path: Path) -> None:
+    rows = _rows(dataset)
+    pred = tmp_path / "p.jsonl"
+    expect: str
+    if case == "missing":
+        _write_jsonl(pred, rows[1:])
+        expect = "1 of 10 test records have no prediction, e.g. ['img0:0']"
+    elif case == "duplicate":
+        _write_jsonl(pred, rows + [rows[3]])
+        expect = "1 duplicate record ids, e.g. ['img0:3']"
+    elif case == "extra":
+        _write_jsonl(pred, rows + [{**rows[0], "record_id": "nope:0"}])
+        expect = "1 record ids are not test records"
+    elif case == "wrong_size":
+        rows[2]["mask"] = encode_rle(np.zeros((16, 16), bool))
+        _write_jsonl(pred, rows)
+        expect = f"record 'img0:2': mask is 16x16 (HxW) but the reference image is {H}x{W}"
+    elif case == "truncated_rle":
+        rows[0]["mask"] = {**rows[0]["mask"], "counts": rows[0]["mask"]["counts"][:-1]}
+        _write_jsonl(pred, rows)
+        expect = "record 'img0:0': mask: RLE"
+    elif case == "bad_json":
+        _write_jsonl(pred, rows)
+        with open(pred, "a") as fh:
+            fh.write("{not json\n")
+        expect = "line 11"
+    elif case == "garbage_parquet":
+        pred = tmp_path / "p.parquet"
+        pred.write_bytes(b"not a parquet file at all")
+        expect = "unreadable Parquet file"
+    elif case == "no_file":
+        pred = tmp_path / "absent.parquet"
+        expect = "predictions file not found"
+    else:
+        pred = tmp_path / "p.parquet"
+        pq.write_table(pa.table({"record_id": [r["record_id"] for r in rows]}), pred)
+        expect = "missing column 'mask'"
+    code, out = _cli("evaluate", "--dataset", dataset, "--predictions", pred, "-o", tmp_path / "rep")
+    assert code == 2, out
+    assert str(pred) in out and expect in out, out
+    assert "Traceback" not in out
+    assert not (tmp_path / "rep").exists()
+
+
+def test_cli_evaluate_bad_dataset(tmp_path: Path) -> None:
+    pred = tmp_path / "p.jsonl"
+    _write_jsonl(pred, [])
+    code, out = _cli("evaluate", "--dataset", tmp_path / "nowhere", "--predictions", pred, "-o", tmp_path / "r")
+    assert code == 2 and "dataset folder not found" in out
+    (tmp_path / "empty_ds").mkdir()
+    code, out = _cli("evaluate", "--dataset", tmp_path / "empty_ds", "--predictions", pred, "-o", tmp_path / "r")
+    assert code == 2 and "no records/*.parquet shards" in out
+
+
+def test_paraphrased_rows(tmp_path: Path) -> None:
+    from eval_data import box, make_record, standard_records, write_dataset
+
+    para = make_record("img0:9", lesion="pneumonia", itype="basic", mask=box(20, 26, 4, 12), paraphrase_of="img0:0",
+                       instruction="Could you outline the pneumonia at the bottom of the right lung?")
+    ds = write_dataset(tmp_path / "ds", standard_records() + [para])
+    counts = {}
+    for mode in ("exclude", "include", "only"):
+        pred = tmp_path / f"{mode}.parquet"
+        write_predictions(pred, baseline_predictions("oracle", ds, paraphrases=mode))
+        report = evaluate_predictions(ds, pred, paraphrases=mode)
+        counts[mode] = report.n_samples
+        assert report.table4()["gIoU"] == 1.0 and report.metadata["paraphrases"] == mode
+    assert counts == {"exclude": 10, "include": 11, "only": 1}
+    with pytest.raises(EvaluationError, match="see --paraphrases"):
+        evaluate_predictions(ds, tmp_path / "include.parquet")
+    # always-empty builds the negative answer of a paraphrase from the record's columns
+    rows = {r["record_id"]: r for r in baseline_predictions("always-empty", ds, paraphrases="only")}
+    assert rows["img0:9"]["answer"] == "[SEG] There is no pneumonia in the right lung base."
+    code, out = _cli("evaluate", "--dataset", ds, "--predictions", tmp_path / "only.parquet", "-o", tmp_path / "r",
+                     "--paraphrases", "only")
+    assert code == 0 and "1 records" in out, out
+    code, out = _cli("evaluate", "--dataset", ds, "--predictions", tmp_path / "only.parquet", "-o", tmp_path / "r",
+                     "--paraphrases", "sometimes")
+    assert code == 2 and "paraphrases must be one of" in out
+
+
+def test_jsonl_mask_variants_and_partial_answers(dataset: Path, tmp_path: Path) -> None:
+    rows = _rows(dataset)
+    lines = []
+    for k, r in enumerate(rows):
+        obj = {"record_id": r["record_id"], "mask": r["mask"]}
+        if k == 0:  # mask as JSON text
+            obj["mask"] = json.dumps(r["mask"])
+        if k == 1:  # uncompressed COCO RLE (column-major runs)
+            obj["mask"] = {"size": r["mask"]["size"], "counts": rle_to_uncompressed_counts(r["mask"])}
+        if k < 5:
+            obj["answer"] = r["answer"]  # the other five lines have no answer: scored wrong
+        lines.append(obj)
+    pred = _write_jsonl(tmp_path / "p.jsonl", lines)
+    t4 = evaluate_predictions(dataset, pred).table4()
+    assert (t4["gIoU"], t4["cIoU"], t4["n_acc"]) == (1.0, 1.0, 1.0)
+    assert (t4["n_text_correct"], t4["n_text"]) == (5, 10)
+
+
+def test_cli_whole_lung_with_the_configured_anatomy_backend(dataset: Path, tmp_path: Path, monkeypatch) -> None:
+    import sys
+    import types
+
+    calls = []
+
+    class Segmenter:
+        def segment(self, x: np.ndarray):
+            calls.append(x.shape)
+            return hand_anatomy(x.shape)
+
+    def get_segmenter(name, cfg):
+        if name != "builtin":
+            raise RuntimeError(f"unknown anatomy backend {name!r}")
+        return Segmenter()
+
+    fake = types.ModuleType("cxrils.vision.anatomy")
+    fake.get_segmenter = get_segmenter
+    monkeypatch.setitem(sys.modules, "cxrils.vision.anatomy", fake)
+    code, out = _cli("baseline", "whole-lung", "--dataset", dataset, "-o", tmp_path / "lung.parquet")
+    assert code == 0, out
+    assert calls == [(H, W), (H, W)]  # once per image, not per record
+    report = evaluate_predictions(dataset, tmp_path / "lung.parquet")
+    assert (report.table4()["intersection"], report.table4()["union"]) == (990, 2808)
+    code, out = _cli("baseline", "whole-lung", "--dataset", dataset, "-o", tmp_path / "x.parquet",
+                     "--set", "backends.anatomy=cxas")
+    assert code == 2 and "cannot build the anatomy backend 'cxas'" in out and "Traceback" not in out
+
+
+def test_dataset_written_by_the_dataset_writer(tmp_path: Path) -> None:
+    from eval_data import standard_records
+
+    from cxrils.dataset import DatasetWriter
+
+    writer = DatasetWriter(tmp_path / "ds", {"test": "evaluation"}, shard_size=4)
+    by_image: dict[str, list[dict]] = {}
+    for rec in standard_records():
+        by_image.setdefault(rec["image_id"], []).append(rec)
+    for image_id, recs in by_image.items():
+        writer.commit_study(image_id, np.full((H, W), 90, np.uint8), recs)
+    ds = writer.finalize().parent
+    for name in ("oracle", "always-empty"):
+        write_predictions(tmp_path / f"{name}.parquet", baseline_predictions(name, ds))
+    oracle = evaluate_predictions(ds, tmp_path / "oracle.parquet").table4()
+    empty = evaluate_predictions(ds, tmp_path / "always-empty.parquet").table4()
+    assert (oracle["gIoU"], oracle["cIoU"], oracle["n_acc"], oracle["text_accuracy"]) == (1.0, 1.0, 1.0, 1.0)
+    assert (empty["gIoU"], empty["cIoU"], empty["n_acc"], empty["n_positive"]) == (0.0, 0.0, 1.0, 6)

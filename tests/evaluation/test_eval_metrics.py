@@ -1,0 +1,200 @@
+"""Metric definitions with hand-computed values (paper section 5)."""
+
+from __future__ import annotations
+
+import json
+import math
+import random
+from fractions import Fraction
+
+import numpy as np
+import pytest
+
+from cxrils.evaluation import (
+    EvaluationReport,
+    InvalidRLE,
+    MaskSizeError,
+    evaluate,
+    mask_counts,
+    rle_areas,
+    rle_mask_counts,
+)
+from cxrils.masks import MaskError, encode_rle, rle_to_uncompressed_counts
+
+
+def _pairs_10_exact_1000_half() -> list[tuple[np.ndarray, np.ndarray]]:
+    ref_a = np.zeros((64, 64), bool)
+    ref_a[3, 0:10] = True  # area 10, predicted exactly
+    ref_b = np.zeros((64, 64), bool)
+    ref_b[10:30, 0:50] = True  # area 1000
+    pred_b = np.zeros((64, 64), bool)
+    pred_b[10:20, 0:50] = True  # covers half of it, nothing outside
+    return [(ref_a.copy(), ref_a), (pred_b, ref_b)]
+
+
+@pytest.mark.parametrize("as_rle", [False, True])
+def test_two_positives_hand_computed(as_rle: bool) -> None:
+    pairs = _pairs_10_exact_1000_half()
+    if as_rle:
+        pairs = [(encode_rle(p), encode_rle(r)) for p, r in pairs]
+    t4 = evaluate(pairs).table4()
+    # IoUs 10/10 and 500/1000 -> gIoU (1 + 0.5) / 2; cIoU (10 + 500) / (10 + 1000)
+    assert t4["gIoU"] == 0.75
+    assert t4["cIoU"] == 510 / 1010
+    assert (t4["intersection"], t4["union"]) == (510, 1010)
+    assert (t4["n_positive"], t4["n_negative"], t4["n_acc"]) == (2, 0, None)
+
+
+def test_always_empty_scores_zero_iou_and_full_n_acc() -> None:
+    pos = _pairs_10_exact_1000_half()
+    neg = [np.zeros((64, 64), bool)] * 3
+    items = [(np.zeros_like(r), r) for _, r in pos] + [(np.zeros_like(n), n) for n in neg]
+    t4 = evaluate(items).table4()
+    assert (t4["gIoU"], t4["cIoU"], t4["n_acc"]) == (0.0, 0.0, 1.0)
+    assert (t4["n_positive"], t4["n_negative"]) == (2, 3)
+
+
+def test_any_foreground_pixel_on_a_negative_is_wrong() -> None:
+    one = np.zeros((8, 8), bool)
+    one[7, 7] = True
+    t4 = evaluate([(one, np.zeros((8, 8), bool)), (np.zeros((8, 8)), np.zeros((8, 8)))]).table4()
+    assert t4["n_acc"] == 0.5
+
+
+def test_both_empty_is_never_nan() -> None:
+    report = evaluate([(np.zeros((4, 4), bool), np.zeros((4, 4), bool))])
+    t4 = report.table4()
+    assert t4["gIoU"] is None and t4["cIoU"] is None and t4["n_acc"] == 1.0
+    assert mask_counts(np.zeros((4, 4)), np.zeros((4, 4))).iou is None
+    text = json.dumps(report.to_dict(), allow_nan=False)  # raises on NaN/inf
+    assert "NaN" not in text and "nan" not in report.to_markdown().lower().replace("n/a", "")
+    empty = EvaluationReport().table4()
+    assert (empty["gIoU"], empty["cIoU"], empty["n_acc"], empty["text_accuracy"]) == (None, None, None, None)
+
+
+def test_large_mask_counts_are_exact() -> None:
+    # 4500 x 4500: counts beyond float32's exact range (2**24), summed over several pairs.
+    ref = np.zeros((4500, 4500), bool)
+    ref[:, :3000] = True  # 13,500,000 pixels
+    pred = np.zeros((4500, 4500), bool)
+    pred[:, 1500:] = True
+    pred[0, 0] = True  # one extra pixel inside ref
+    c = mask_counts(pred, ref)
+    assert c.intersection == 4500 * 1500 + 1
+    assert c.union == 4500 * 4500
+    assert c.pred_area == 4500 * 3000 + 1 and c.ref_area == 4500 * 3000
+    assert rle_mask_counts(encode_rle(pred), encode_rle(ref)) == c
+    t4 = evaluate([(pred, ref)] * 3).table4()
+    assert (t4["intersection"], t4["union"]) == (3 * (6_750_001), 3 * 20_250_000)
+    assert t4["cIoU"] == 6_750_001 / 20_250_000
+
+
+def test_rle_counts_match_array_counts_on_random_masks() -> None:
+    rng = np.random.default_rng(0)
+    for t in range(200):
+        h, w = (int(v) for v in rng.integers(1, 50, 2))
+        a = rng.random((h, w)) < rng.random()
+        b = rng.random((h, w)) < rng.random()
+        if t % 4 == 0:
+            a[:] = False
+        if t % 7 == 0:
+            b[:] = True
+        assert rle_mask_counts(encode_rle(a), encode_rle(b)) == mask_counts(a, b)
+        c = mask_counts(a, b)
+        assert c.intersection == int((a & b).sum()) and c.union == int((a | b).sum())
+    masks = [rng.random((13, 17)) < p for p in np.linspace(0, 1, 30)]
+    areas = rle_areas([encode_rle(m)["counts"] for m in masks], [13] * 30, [17] * 30)
+    assert areas.tolist() == [int(m.sum()) for m in masks]
+
+
+def test_mixed_rle_and_array_and_uncompressed_rle() -> None:
+    a = np.zeros((5, 6), bool)
+    a[1:3, 2:5] = True
+    uncompressed = {"size": [5, 6], "counts": rle_to_uncompressed_counts(encode_rle(a))}
+    assert sum(uncompressed["counts"]) == 30
+    assert mask_counts(encode_rle(a), a) == mask_counts(a, a)
+    assert rle_mask_counts(uncompressed, encode_rle(a)) == mask_counts(a, a)
+
+
+def test_malformed_rle_is_an_error_not_a_hang() -> None:
+    m = np.zeros((512, 512), bool)
+    m[100:300, 50:200] = True
+    good = encode_rle(m)
+    truncated = {"size": [512, 512], "counts": good["counts"][:-2]}  # pycocotools' merge never returns on this
+    with pytest.raises(MaskError, match="predicted mask"):
+        rle_mask_counts(truncated, good)
+    with pytest.raises(MaskError, match="characters"):
+        rle_mask_counts({"size": [512, 512], "counts": "ab~"}, good)
+    with pytest.raises(MaskError, match="ASCII"):
+        rle_mask_counts({"size": [512, 512], "counts": good["counts"] + "é"}, good)
+    with pytest.raises(InvalidRLE, match="ASCII"):
+        rle_areas(["0", "é"], [0, 1], [0, 1])
+    with pytest.raises(MaskError, match="cover"):
+        rle_mask_counts({"size": [512, 511], "counts": good["counts"]}, {"size": [512, 511], "counts":
+                                                                          good["counts"]})
+    with pytest.raises(MaskSizeError):
+        rle_mask_counts(encode_rle(np.zeros((4, 5), bool)), encode_rle(np.zeros((5, 4), bool)))
+    with pytest.raises(MaskSizeError):
+        mask_counts(np.zeros((4, 5), bool), np.zeros((5, 4), bool))
+    with pytest.raises(MaskError):
+        mask_counts(np.zeros((2, 2, 2)), np.zeros((2, 2, 2)))
+    with pytest.raises(InvalidRLE) as info:
+        rle_areas([good["counts"], good["counts"][:-2]], [512, 512], [512, 512])
+    assert info.value.index == 1
+
+
+def test_order_and_grouping_change_nothing_and_gIoU_is_the_exact_mean() -> None:
+    rng = np.random.default_rng(1)
+    items = []
+    for _ in range(120):
+        ref = rng.random((9, 11)) < 0.4
+        pred = rng.random((9, 11)) < 0.4
+        if rng.random() < 0.3:
+            ref[:] = False
+        items.append((pred, ref))
+    base = evaluate(items)
+    exact = [Fraction(c.intersection / c.union) for c in (mask_counts(p, r) for p, r in items) if c.ref_area]
+    assert base.table4()["gIoU"] == float(sum(exact) / len(exact))
+    for seed in range(5):
+        shuffled = items[:]
+        random.Random(seed).shuffle(shuffled)
+        assert evaluate(shuffled).to_dict() == base.to_dict()
+        # split into arbitrary batches, evaluate separately and merge
+        cut = sorted(random.Random(seed).sample(range(1, len(items)), 4))
+        merged = EvaluationReport()
+        for lo, hi in zip([0, *cut], [*cut, len(items)]):
+            merged.merge(evaluate(shuffled[lo:hi]))
+        assert merged.to_dict() == base.to_dict()
+    naive = math.fsum(float(f) for f in exact) / len(exact)
+    assert abs(naive - base.table4()["gIoU"]) < 1e-12
+
+
+def test_batch_size_changes_nothing_and_errors_name_the_item() -> None:
+    rng = np.random.default_rng(2)
+    items = []
+    for k in range(40):
+        ref = rng.random((12, 10)) < (0.5 if k % 3 else 0.0)
+        pred = rng.random((12, 10)) < 0.3
+        items.append((encode_rle(pred), encode_rle(ref)) if k % 2 else (pred, ref))
+    base = evaluate(items).to_dict()
+    for batch_size in (1, 3, 7, 1000):
+        assert evaluate(items, batch_size=batch_size).to_dict() == base
+    bad = items[:]
+    bad[5] = (bad[5][0], {"size": [12, 10], "counts": bad[5][1]["counts"][:-1]})
+    for batch_size in (2, 1000):
+        with pytest.raises(MaskError, match="item 5: reference mask"):
+            evaluate(bad, batch_size=batch_size)
+    with pytest.raises(MaskSizeError, match="item 1:"):
+        evaluate([items[0], (encode_rle(np.zeros((3, 3))), encode_rle(np.zeros((4, 3))))])
+
+
+def test_report_json_round_trip_and_merge() -> None:
+    rng = np.random.default_rng(3)
+    items = [(rng.random((6, 6)) < 0.5, rng.random((6, 6)) < (0.5 if k % 4 else 0.0)) for k in range(30)]
+    whole = evaluate(items)
+    halves = [EvaluationReport.from_dict(json.loads(json.dumps(evaluate(part).to_dict())))
+              for part in (items[:11], items[11:])]
+    halves[0].merge(halves[1])
+    assert halves[0].to_dict() == whole.to_dict()
+    with pytest.raises(ValueError, match="not a cxrils-evaluation/1 report"):
+        EvaluationReport.from_dict({"cells": []})

@@ -1,0 +1,363 @@
+"""Instruction-answer generation rules (paper section 3.2, Table 2, Appendix C)."""
+
+from __future__ import annotations
+
+import hashlib
+
+import numpy as np
+import pytest
+from ils_studies import (
+    ATELECTASIS_MASK, HEART_MASK, PNEUMONIA_MASK, SHAPE, box, finding, grounded, multi_lesion_study,
+    no_cardiomegaly_study,
+)
+
+from cxrils import templates, vocab
+from cxrils.config import Config
+from cxrils.dataset.schema import COLUMNS
+from cxrils.instructions import InstructionError, generate_records, record_seed
+from cxrils.masks import decode_rle
+from cxrils.types import StudyGrounding
+
+TYPES_WITHOUT_CM = [t for t in vocab.LESION_TYPES if t != "cardiomegaly"]
+
+
+def gen(g: StudyGrounding, cfg: Config | None = None) -> list[dict]:
+    return generate_records(g, split="train", patient_id="p1", image_path=f"images/{g.image_id}.png",
+                            cfg=cfg or Config())
+
+
+def key(r: dict) -> tuple:
+    return (r["lesion_type"], r["instruction_type"], r["polarity"], r["instruction"], r["answer"],
+            r["certainty"], tuple(r["locations"]))
+
+
+def only_global_absent() -> Config:
+    cfg = Config()
+    cfg.instructions.absent_negative_global_prob = 1.0
+    return cfg
+
+
+def check_consistent(records: list[dict]) -> None:
+    """Every record has the schema columns and texts that parse back to its fields."""
+    for r in records:
+        assert set(r) == set(COLUMNS)
+        ins, ans = templates.parse_instruction(r["instruction"]), templates.parse_answer(r["answer"])
+        assert ins.instruction_type == r["instruction_type"]
+        # Table 2 makes "[SEG] There is no opacity in the X." both the basic negative of
+        # target opacity and the lesion-inference negative; the parser reads the latter.
+        opacity_basic_negative = r["target"] == "opacity" and r["instruction_type"] == "basic" \
+            and r["polarity"] == "negative"
+        assert ans.instruction_type == ("lesion_inference" if opacity_basic_negative else r["instruction_type"])
+        assert ans.polarity == r["polarity"]
+        assert ins.target == r["target"]
+        mask = decode_rle(r["mask"])
+        assert mask.shape == SHAPE and int(mask.sum()) == r["mask_area"]
+        assert (r["mask_area"] > 0) == (r["polarity"] == "positive")
+        if r["instruction_type"] != "global":
+            assert tuple(r["locations"]) == ins.locations
+        elif r["polarity"] == "positive":
+            assert tuple(r["locations"]) == ans.locations
+
+
+def test_multi_lesion_study_exact_records():
+    records = gen(multi_lesion_study(), only_global_absent())
+    check_consistent(records)
+    L = "left apical zone lung"  # the only empty location an instruction can name
+    expected = {
+        # tentative pneumonia: "opacity" in basic, certainty carried by the inference answer
+        ("pneumonia", "basic", "positive", "Segment the opacity in the right upper zone lung.", "[SEG]",
+         "tentative", ("right upper zone lung",)),
+        ("pneumonia", "lesion_inference", "positive",
+         "Segment the opacity in the right upper zone lung and predict its type.",
+         "[SEG] It possibly reflects pneumonia.", "tentative", ("right upper zone lung",)),
+        # bibasilar atelectasis grounded on the right only: basic there, no global
+        ("atelectasis", "basic", "positive", "Segment the atelectasis in the right lung base.", "[SEG]",
+         "definitive", ("right lung base",)),
+        ("atelectasis", "lesion_inference", "positive",
+         "Segment the opacity in the right lung base and predict its type.",
+         "[SEG] It is highly suggestive of atelectasis.", "definitive", ("right lung base",)),
+        # reported cardiomegaly: global only, heart mask
+        ("cardiomegaly", "global", "positive", "Segment the cardiomegaly.", "[SEG] It is located in the heart.",
+         "definitive", ("heart",)),
+        # present types: negatives at the empty location (one per type)
+        ("pneumonia", "basic", "negative", f"Segment the pneumonia in the {L}.",
+         f"[SEG] There is no pneumonia in the {L}.", "", (L,)),
+        ("pneumonia", "lesion_inference", "negative", f"Segment the opacity in the {L} and predict its type.",
+         f"[SEG] There is no opacity in the {L}.", "", (L,)),
+        ("atelectasis", "basic", "negative", f"Segment the atelectasis in the {L}.",
+         f"[SEG] There is no atelectasis in the {L}.", "", (L,)),
+        ("opacity", "basic", "negative", f"Segment the opacity in the {L}.",
+         f"[SEG] There is no opacity in the {L}.", "", (L,)),
+        # absent (never mentioned) and negated types: one global negative each
+        ("consolidation", "global", "negative", "Segment the consolidation.", "[SEG] There is no consolidation.", "", ()),
+        ("edema", "global", "negative", "Segment the edema.", "[SEG] There is no edema.", "", ()),
+        ("effusion", "global", "negative", "Segment the effusion.", "[SEG] There is no effusion.", "", ()),
+    }
+    assert {key(r) for r in records} == expected
+    assert len(records) == len(expected)
+    assert [r["record_id"] for r in records] == [f"img1:{i}" for i in range(len(records))]
+    by_key = {key(r)[:4]: r for r in records}
+    pna = by_key[("pneumonia", "basic", "positive", "Segment the opacity in the right upper zone lung.")]
+    assert np.array_equal(decode_rle(pna["mask"]), PNEUMONIA_MASK)
+    assert pna["sentence"] == "Possible right upper zone pneumonia." and pna["sentence_index"] == 1
+    atel = by_key[("atelectasis", "basic", "positive", "Segment the atelectasis in the right lung base.")]
+    assert np.array_equal(decode_rle(atel["mask"]), ATELECTASIS_MASK)
+    cm = by_key[("cardiomegaly", "global", "positive", "Segment the cardiomegaly.")]
+    assert np.array_equal(decode_rle(cm["mask"]), HEART_MASK) and cm["finding_entity"] == "cardiomegaly"
+    eff = by_key[("effusion", "global", "negative", "Segment the effusion.")]
+    assert eff["sentence"] == "No pleural effusion." and eff["finding_entity"] == "effusion"
+    cons = by_key[("consolidation", "global", "negative", "Segment the consolidation.")]
+    assert cons["sentence"] == "" and cons["sentence_index"] == 0
+
+
+def test_multi_lesion_study_forbidden_records_never_appear():
+    for seed in range(20):
+        cfg = Config()
+        cfg.instructions.seed = seed
+        records = gen(multi_lesion_study(empty=("left apical zone lung", "left mid zone lung",
+                                                "lung upper lobe left")), cfg)
+        check_consistent(records)
+        texts = [r["instruction"] for r in records]
+        assert len(texts) == len(set(texts))
+        for r in records:
+            # no global for the partially grounded atelectasis, nor for tentative pneumonia
+            assert not (r["instruction_type"] == "global" and r["lesion_type"] in ("atelectasis", "pneumonia"))
+            # the tentative pneumonia is never named as pneumonia in a positive
+            assert not (r["polarity"] == "positive" and "Segment the pneumonia" in r["instruction"])
+            # nothing claims the ungrounded left base
+            assert not (r["polarity"] == "positive" and "left" in r["instruction"])
+            # cardiomegaly is reported: no negative; global instructions only
+            assert not (r["lesion_type"] == "cardiomegaly" and r["polarity"] == "negative")
+            assert not (r["lesion_type"] == "cardiomegaly" and r["instruction_type"] != "global")
+            # negatives of present types only at eligible empty zones (an empty lobe
+            # does not make "left lung" empty)
+            if r["polarity"] == "negative" and r["lesion_type"] in ("pneumonia", "atelectasis", "opacity"):
+                assert r["locations"] and set(r["locations"]) <= {"left apical zone lung", "left mid zone lung"}
+            # lesion inference for pneumonia, atelectasis, edema only
+            if r["instruction_type"] == "lesion_inference":
+                assert r["lesion_type"] in vocab.INFERENCE_LESION_TYPES
+        # at most one negative per type per instruction form
+        negs = [(r["lesion_type"], r["instruction_type"]) for r in records if r["polarity"] == "negative"]
+        assert len(negs) == len(set(negs))
+        assert {t for t, _ in negs} == {"pneumonia", "atelectasis", "opacity", "consolidation", "edema", "effusion"}
+
+
+def test_cardiomegaly_negative_depends_on_ctr():
+    def cm_negatives(ctr):
+        return [r for r in gen(no_cardiomegaly_study(ctr), only_global_absent())
+                if r["lesion_type"] == "cardiomegaly"]
+
+    allowed = cm_negatives(0.40)
+    assert [key(r) for r in allowed] == [("cardiomegaly", "global", "negative", "Segment the cardiomegaly.",
+                                          "[SEG] There is no cardiomegaly.", "", ())]
+    assert len(cm_negatives(0.45)) == 1  # Appendix D.3: CTR <= 0.45
+    assert cm_negatives(0.50) == []
+    assert cm_negatives(None) == []  # unknown CTR: never
+
+
+def test_effusion_study_exact_records():
+    records = gen(no_cardiomegaly_study(0.40), only_global_absent())
+    check_consistent(records)
+    expected = {
+        ("effusion", "basic", "positive", "Segment the effusion in the right lung base.", "[SEG]", "definitive",
+         ("right lung base",)),
+        ("effusion", "global", "positive", "Segment the effusion.", "[SEG] It is located in the right lung base.",
+         "definitive", ("right lung base",)),
+        ("effusion", "basic", "negative", "Segment the effusion in the left lung.",
+         "[SEG] There is no effusion in the left lung.", "", ("left lung",)),
+        # an effusion is an opacity on the image: opacity is present, negative at the empty lung
+        ("opacity", "basic", "negative", "Segment the opacity in the left lung.",
+         "[SEG] There is no opacity in the left lung.", "", ("left lung",)),
+        ("cardiomegaly", "global", "negative", "Segment the cardiomegaly.", "[SEG] There is no cardiomegaly.", "", ()),
+    } | {(t, "global", "negative", f"Segment the {t}.", f"[SEG] There is no {t}.", "", ())
+         for t in ("pneumonia", "atelectasis", "consolidation", "edema")}
+    assert {key(r) for r in records} == expected and len(records) == len(expected)
+
+
+def test_absent_negatives_random_but_deterministic():
+    forms = set()
+    outputs = {}
+    for i in range(40):
+        g = no_cardiomegaly_study(0.5, image_id=f"im{i}")
+        a, b = gen(g), gen(g)
+        assert a == b  # same image id and seed -> same records
+        outputs[i] = [key(r) for r in a]
+        for t in ("pneumonia", "atelectasis", "consolidation", "edema"):
+            negs = [r for r in a if r["lesion_type"] == t]
+            assert len(negs) == 1 and negs[0]["polarity"] == "negative"
+            r = negs[0]
+            forms.add(r["instruction_type"])
+            if r["instruction_type"] == "basic":
+                assert len(r["locations"]) == 1 and r["locations"][0] in vocab.INSTRUCTION_LOCATIONS
+            else:
+                assert r["instruction_type"] == "global" and r["locations"] == []
+    assert forms == {"basic", "global"}
+    assert len({tuple(v) for v in outputs.values()}) > 10  # the seed depends on the image id
+    cfg = Config()
+    cfg.instructions.seed = 7  # another base seed changes the draws
+    assert any([key(r) for r in gen(no_cardiomegaly_study(0.5, image_id=f"im{i}"), cfg)] != outputs[i]
+               for i in range(40))
+
+
+def test_record_seed_is_sha256_not_hash():
+    expected = int.from_bytes(hashlib.sha256(b"3:img9").digest()[:8], "little")
+    assert record_seed(3, "img9") == expected
+
+
+def _single(findings, empty=(), ctr=None, image_id="m1"):
+    return StudyGrounding(study_id="s", image_id=image_id, shape=SHAPE, findings=findings,
+                          empty_locations=list(empty), ctr=ctr, heart_mask=HEART_MASK)
+
+
+def test_two_disjoint_findings_of_one_type_give_one_positive_each_and_a_union_global():
+    m1, m2 = box(44, 54, 6, 22), box(14, 24, 40, 56)
+    f1 = finding("atelectasis", labels=["right lung base"], lesion_type="atelectasis", sentence_index=1)
+    f2 = finding("atelectasis", labels=["left upper zone lung"], lesion_type="atelectasis", sentence_index=3)
+    g = _single([grounded(f1, ["right lung base"], ["right lung base"], m1),
+                 grounded(f2, ["left upper zone lung"], ["left upper zone lung"], m2)])
+    records = gen(g, only_global_absent())
+    check_consistent(records)
+    pos = {r["instruction"]: r for r in records if r["polarity"] == "positive" and r["lesion_type"] == "atelectasis"}
+    assert np.array_equal(decode_rle(pos["Segment the atelectasis in the right lung base."]["mask"]), m1)
+    assert np.array_equal(decode_rle(pos["Segment the atelectasis in the left upper zone lung."]["mask"]), m2)
+    glob = pos["Segment the atelectasis."]
+    assert glob["answer"] == "[SEG] It is located in the right lung base and left upper zone lung."
+    assert np.array_equal(decode_rle(glob["mask"]), m1 | m2)
+    assert len(pos) == 5  # 2 basic + 1 global + 2 lesion inference
+
+
+def test_overlapping_findings_of_one_type_merge_into_one_mask():
+    m1, m2 = box(44, 50, 6, 14), box(48, 54, 12, 22)
+    f1 = finding("atelectasis", labels=["right lung base"], lesion_type="atelectasis", sentence_index=1)
+    f2 = finding("atelectasis", labels=["right lung base", "right mid zone lung"], lesion_type="atelectasis",
+                 sentence_index=2)
+    g = _single([grounded(f1, ["right lung base"], ["right lung base"], m1),
+                 grounded(f2, ["right lung base", "right mid zone lung"], ["right lung base", "right mid zone lung"], m2)])
+    basic = [r for r in gen(g) if r["instruction_type"] == "basic" and r["polarity"] == "positive"]
+    assert len(basic) == 1
+    assert basic[0]["instruction"] == "Segment the atelectasis in the right mid zone lung and right lung base."
+    assert np.array_equal(decode_rle(basic[0]["mask"]), m1 | m2)
+    assert len(eval(basic[0]["source_findings"].replace("null", "None"))) == 2
+
+
+def test_incomplete_merge_is_dropped():
+    """A second finding reported (not grounded) at the named location would be
+    missing from the mask: no positive names that location."""
+    m1 = box(44, 54, 6, 22)
+    f1 = finding("atelectasis", labels=["right lung base"], lesion_type="atelectasis")
+    f2 = finding("atelectasis", labels=["right lung base"], lesion_type="atelectasis", sentence_index=2)
+    g = _single([grounded(f1, ["right lung base"], ["right lung base"], m1), grounded(f2, ["right lung base"])])
+    records = gen(g)
+    assert [r for r in records if r["polarity"] == "positive"] == []
+
+
+def test_lobes_and_whole_lungs_become_instruction_locations():
+    m = box(40, 56, 4, 24)
+    f1 = finding("consolidation", labels=["lung lower lobe right"], lesion_type="consolidation")
+    g = _single([grounded(f1, ["lung lower lobe right"], ["lung lower lobe right"], m)])
+    basic = [r for r in gen(g) if r["polarity"] == "positive" and r["instruction_type"] == "basic"]
+    assert basic[0]["instruction"] == "Segment the consolidation in the right lung."
+    f2 = finding("edema", labels=["right lung", "right lung base"], lesion_type="edema")
+    g = _single([grounded(f2, ["right lung", "right lung base"], ["right lung", "right lung base"], m)])
+    pos = {r["instruction_type"]: r for r in gen(g) if r["polarity"] == "positive"}
+    assert pos["basic"]["instruction"] == "Segment the edema in the right lung."
+    assert pos["global"]["answer"] == "[SEG] It is located in the right lung."
+    assert pos["lesion_inference"]["answer"] == "[SEG] It is highly suggestive of edema."
+
+
+def test_predicted_lesion_type_wins_and_both_types_count_as_mentioned():
+    m = box(44, 54, 6, 22)
+    f = finding("opacity", labels=["right lung base"], lesion_type="opacity", predicted="pneumonia")
+    g = _single([grounded(f, ["right lung base"], ["right lung base"], m)], empty=["left lung"])
+    records = gen(g, only_global_absent())
+    pos = {(r["instruction_type"], r["instruction"]) for r in records if r["polarity"] == "positive"}
+    assert pos == {("basic", "Segment the pneumonia in the right lung base."), ("global", "Segment the pneumonia."),
+                   ("lesion_inference", "Segment the opacity in the right lung base and predict its type.")}
+    globals_neg = {r["lesion_type"] for r in records if r["polarity"] == "negative" and r["instruction_type"] == "global"}
+    assert "opacity" not in globals_neg and "pneumonia" not in globals_neg
+
+
+def test_inference_needs_one_unambiguous_type():
+    m1, m2 = box(44, 50, 6, 14), box(48, 54, 12, 22)
+    f1 = finding("pneumonia", labels=["right lung base"], lesion_type="pneumonia")
+    f2 = finding("effusion", labels=["right lung base"], lesion_type="effusion", sentence_index=2)
+    g = _single([grounded(f1, ["right lung base"], ["right lung base"], m1),
+                 grounded(f2, ["right lung base"], ["right lung base"], m2)])
+    records = gen(g)
+    assert not [r for r in records if r["instruction_type"] == "lesion_inference" and r["polarity"] == "positive"]
+    # each type still has its own basic positive with its own mask
+    basic = {r["lesion_type"]: r for r in records if r["instruction_type"] == "basic" and r["polarity"] == "positive"}
+    assert np.array_equal(decode_rle(basic["pneumonia"]["mask"]), m1)
+    assert np.array_equal(decode_rle(basic["effusion"]["mask"]), m2)
+
+
+def test_unlocalized_positive_blocks_location_negatives_of_its_type():
+    f = finding("pneumonia", lesion_type="pneumonia")  # no location: could be anywhere
+    g = _single([grounded(f)], empty=list(vocab.INSTRUCTION_LOCATIONS))
+    records = gen(g)
+    assert not [r for r in records if r["lesion_type"] == "pneumonia"]
+    assert not [r for r in records if r["lesion_type"] == "opacity"]
+
+
+def test_tentative_cardiomegaly_gives_neither_positive_nor_negative():
+    f = finding("cardiomegaly", certainty="tentative", lesion_type="cardiomegaly", labels=["heart"])
+    g = _single([grounded(f, ["heart"], ["heart"], HEART_MASK)], ctr=0.3)
+    assert not [r for r in gen(g) if r["lesion_type"] == "cardiomegaly"]
+
+
+def test_excluded_grounding_gives_no_records():
+    g = multi_lesion_study()
+    g.excluded = "crosscheck"
+    assert gen(g) == []
+
+
+def test_bad_inputs_raise_clear_errors():
+    g = multi_lesion_study()
+    g.findings[0].mask = np.ones((10, 10), dtype=bool)
+    with pytest.raises(InstructionError, match="img1.*shape"):
+        gen(g)
+    with pytest.raises(InstructionError, match="split"):
+        generate_records(multi_lesion_study(), split="dev", patient_id="", image_path="", cfg=Config())
+    val = generate_records(multi_lesion_study(), split="val", patient_id="", image_path="", cfg=Config())
+    assert {r["split"] for r in val} == {"validate"}
+
+
+def test_tentative_opacity_record_contains_overlapping_lesions_of_other_types():
+    """'Segment the opacity in the right lung base.' must cover every opacity there:
+    the tentative pneumonia and the definitive atelectasis reported at the same base."""
+    m1, m2 = box(44, 50, 6, 14), box(48, 56, 10, 22)
+    f1 = finding("pneumonia", certainty="tentative", labels=["right lung base"], lesion_type="pneumonia",
+                 sentence="Possible pneumonia at the right base.")
+    f2 = finding("atelectasis", labels=["right lung base"], lesion_type="atelectasis", sentence_index=2)
+    g = _single([grounded(f2, ["right lung base"], ["right lung base"], m2),
+                 grounded(f1, ["right lung base"], ["right lung base"], m1)], empty=["left lung"])
+    records = gen(g, only_global_absent())
+    check_consistent(records)
+    opacity = [r for r in records if r["target"] == "opacity" and r["polarity"] == "positive"]
+    by_type = {r["instruction_type"]: r for r in opacity}
+    assert set(by_type) == {"basic", "global"}  # no lesion inference: two types overlap
+    assert by_type["basic"]["instruction"] == "Segment the opacity in the right lung base."
+    assert np.array_equal(decode_rle(by_type["basic"]["mask"]), m1 | m2)
+    assert by_type["basic"]["lesion_type"] == "pneumonia"
+    assert by_type["basic"]["sentence"] == "Possible pneumonia at the right base."
+    assert by_type["global"]["answer"] == "[SEG] It is located in the right lung base."
+    atel = [r for r in records if r["lesion_type"] == "atelectasis" and r["polarity"] == "positive"]
+    assert {r["instruction_type"] for r in atel} == {"basic", "global"}
+    assert all(np.array_equal(decode_rle(r["mask"]), m2) for r in atel)
+
+
+def test_no_global_for_a_type_with_a_tentative_instance():
+    m1, m2 = box(44, 54, 6, 22), box(14, 24, 40, 56)
+    f1 = finding("pneumonia", labels=["right lung base"], lesion_type="pneumonia")
+    f2 = finding("pneumonia", certainty="tentative", labels=["left upper zone lung"], lesion_type="pneumonia",
+                 sentence_index=2)
+    g = _single([grounded(f1, ["right lung base"], ["right lung base"], m1),
+                 grounded(f2, ["left upper zone lung"], ["left upper zone lung"], m2)])
+    pos = {r["instruction"]: r for r in gen(g) if r["polarity"] == "positive"}
+    assert "Segment the pneumonia." not in pos  # would claim the suspected one too
+    assert {"Segment the pneumonia in the right lung base.", "Segment the opacity in the left upper zone lung.",
+            "Segment the opacity."} <= set(pos)
+    assert pos["Segment the opacity."]["answer"] == "[SEG] It is located in the right lung base and left upper zone lung."
+    assert np.array_equal(decode_rle(pos["Segment the opacity."]["mask"]), m1 | m2)
+    li = {r["answer"] for r in gen(g) if r["instruction_type"] == "lesion_inference" and r["polarity"] == "positive"}
+    assert li == {"[SEG] It is highly suggestive of pneumonia.", "[SEG] It possibly reflects pneumonia."}

@@ -17,10 +17,20 @@ from cxrils.masks import decode_rle
 from cxrils.models import Segmenter
 from cxrils.models.light import LightConfig
 from cxrils.models.light.train import TrainError, train_light
-from cxrils.models.metrics import ils_metrics
 from light_synthetic import block_anatomy, make_tiny_dataset
 
 TINY = dict(image_size=32, features=(4, 8, 8, 16, 16, 8), text_hidden=32, batch_size=8, lr=3e-3)
+
+
+@pytest.fixture(scope="module", autouse=True)
+def one_thread():
+    """One torch thread: the tiny networks gain nothing from more, and CI shares 2 cores."""
+    import torch
+
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)
 
 
 @pytest.fixture(scope="module")
@@ -58,12 +68,13 @@ def test_trained_model_separates_present_from_absent(trained, tiny_dataset):
     run, result = trained
     seg = Segmenter.from_pretrained(run, anatomy=block_anatomy)
     recs = read_records(tiny_dataset, "validate")
-    preds = pq.read_table(run / "predictions_validate.parquet").to_pylist()
-    score = {p["record_id"]: p["presence_score"] for p in preds}
     glob = recs[(recs["instruction_type"] == "global") & (recs["target"] == "effusion")]
-    pos = [score[r] for r in glob[glob["polarity"] == "positive"]["record_id"]]
-    neg = [score[r] for r in glob[glob["polarity"] == "negative"]["record_id"]]  # images without a disc
-    assert min(pos) > max(neg)
+    score = {}
+    for r in glob.itertuples():
+        x = np.asarray(Image.open(tiny_dataset / r.image_path))
+        score[r.polarity] = score.get(r.polarity, []) + [seg.predict(x, r.instruction).presence_score]
+    assert min(score["positive"]) > max(score["negative"])  # negatives: images without a disc
+    preds = pq.read_table(run / "predictions_validate.parquet").to_pylist()
     val = result["validate"]
     assert val["n_positive"] == int((recs["polarity"] == "positive").sum())
     assert val["gIoU"] > 0.2  # discs are learnable; an untrained model scores ~0.05
@@ -85,19 +96,6 @@ def test_resume_continues_from_checkpoint(tiny_dataset, tmp_path):
     assert [ln["step"] for ln in _lines(run / "metrics.jsonl")] == [2, 4, 6, 8]
     with pytest.raises(TrainError, match="another configuration"):
         train_light(tiny_dataset, run, LightConfig(**{**TINY, "lr": 1e-2}, steps=8), progress=False)
-
-
-def test_metrics_of_reference_predictions(tiny_dataset):
-    recs = read_records(tiny_dataset, "test")
-    perfect = [{"record_id": r.record_id, "mask": r.mask, "answer": r.answer} for r in recs.itertuples()]
-    m = ils_metrics(tiny_dataset, "test", perfect)
-    assert m["gIoU"] == 1.0 and m["cIoU"] == 1.0 and m["n_acc"] == 1.0 and m["text_acc"] == 1.0
-    empty = [{**p, "mask": {"size": p["mask"]["size"], "counts": ""}, "answer": ""} for p in perfect]
-    from cxrils.masks import encode_rle
-    for p in empty:
-        p["mask"] = encode_rle(np.zeros(tuple(int(v) for v in p["mask"]["size"]), bool))
-    m = ils_metrics(tiny_dataset, "test", empty)
-    assert m["gIoU"] == 0.0 and m["n_acc"] == 1.0 and m["text_acc"] == 0.0
 
 
 @pytest.mark.slow

@@ -73,7 +73,8 @@ def register(app: typer.Typer) -> None:
         typer.echo(f"trained {model} for {result['steps']} steps in {result['train_seconds']:.0f} s -> {out}")
         val = result.get("validate")
         if val:
-            fmt = {k: ("n/a" if v is None else f"{100 * v:.1f}%") for k, v in val.items() if not k.startswith("n_")}
+            fmt = {k: ("n/a" if val[k] is None else f"{100 * val[k]:.1f}%")
+                   for k in ("gIoU", "cIoU", "n_acc", "text_accuracy")}
             typer.echo("validate: " + ", ".join(f"{k} {v}" for k, v in fmt.items())
                        + f" ({val['n_positive']} positives, {val['n_negative']} negatives)")
 
@@ -97,10 +98,10 @@ def register(app: typer.Typer) -> None:
             _fail(str(err))
         if dataset is not None:
             from cxrils.dataset import DatasetError
-            from cxrils.models.predict import PREDICTION_SUFFIXES, predict_dataset
+            from cxrils.models.predict import predict_dataset
 
-            if out.suffix not in PREDICTION_SUFFIXES:
-                _fail(f"{out}: batch predictions must end in {' or '.join(PREDICTION_SUFFIXES)}")
+            if out.suffix not in (".parquet", ".jsonl"):
+                _fail(f"{out}: batch predictions must end in .parquet or .jsonl")
             try:
                 predict_dataset(seg, dataset, None if split == "all" else split, out)
             except (DatasetError, ValueError) as err:

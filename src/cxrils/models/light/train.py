@@ -102,7 +102,7 @@ def train_light(dataset_dir: str | Path, run_dir: str | Path, config: LightConfi
     -------
     dict
         ``steps``, ``train_seconds``, ``final_loss`` and, when evaluated, ``validate``
-        (the metrics of :func:`cxrils.models.metrics.ils_metrics`).
+        (Table 4 row of :meth:`cxrils.evaluation.EvaluationReport.table4`).
 
     Raises
     ------
@@ -201,15 +201,20 @@ def evaluate_run(seg: LightSegmenter, dataset_dir: str | Path, run_dir: str | Pa
                  *, progress: bool = True) -> dict | None:
     """Predict ``split``, write ``predictions_{split}.parquet`` and ``eval_{split}.json``.
 
+    Scores template instructions only, as the paper's Tables 4-6
+    (:func:`cxrils.evaluation.evaluate_predictions` with paraphrases excluded).
+
     Returns
     -------
     dict or None
-        Metrics of :func:`cxrils.models.metrics.ils_metrics`; None when the split is empty.
+        Table 4 row (``gIoU``, ``cIoU``, ``n_acc``, ``text_accuracy`` in [0, 1] and
+        counts); None when the split has no records.
     """
+    import pyarrow as pa
     import pyarrow.parquet as pq
 
     from cxrils.dataset import read_records
-    from cxrils.models.metrics import ils_metrics
+    from cxrils.evaluation import evaluate_predictions
     from cxrils.models.predict import predict_dataset
 
     if not len(read_records(dataset_dir, split)):
@@ -217,8 +222,11 @@ def evaluate_run(seg: LightSegmenter, dataset_dir: str | Path, run_dir: str | Pa
         return None
     path = predict_dataset(seg, dataset_dir, split, Path(run_dir) / f"predictions_{split}.parquet",
                            progress=progress)
-    metrics = ils_metrics(dataset_dir, split, pq.read_table(path).to_pylist())
-    atomic_write_json(Path(run_dir) / f"eval_{split}.json", metrics)
+    template_ids = set(read_records(dataset_dir, split).query("paraphrase_of == ''")["record_id"])
+    rows = [r for r in pq.read_table(path).to_pylist() if r["record_id"] in template_ids]
+    report = evaluate_predictions(dataset_dir, pa.Table.from_pylist(rows), split=split)
+    metrics = report.table4()
+    atomic_write_json(Path(run_dir) / f"eval_{split}.json", report.to_dict())
     return metrics
 
 

@@ -28,7 +28,9 @@ config_app = typer.Typer(help="Show or check the configuration (paper thresholds
 app.add_typer(config_app, name="config")
 
 #: Stage modules that contribute commands through ``register(app)``.
-COMMAND_MODULES: tuple[str, ...] = ("cxrils.dataset.cli", "cxrils.evaluation.cli", "cxrils.models.cli")
+COMMAND_MODULES: tuple[str, ...] = (
+    "cxrils.dataset.cli", "cxrils.evaluation.cli", "cxrils.vision.anatomy.cli", "cxrils.models.cli",
+)
 
 
 @app.callback()

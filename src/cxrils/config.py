@@ -64,6 +64,25 @@ class QCConfig:
 
 
 @dataclass
+class AnatomyConfig:
+    """Builtin anatomy backend: geometric lung zones and lobes (ours; docs/anatomy.md).
+
+    Fractions are of each lung's own height, measured from its apex (topmost row, 0)
+    to its base (lowest row, 1). They approximate CXAS's learned regions; the paper
+    (section 3.1 step 2) takes zones and lobes from CXAS itself.
+    """
+
+    zone_apical_end: float = 0.15  # apical zone: apex .. 0.15 (ours)
+    zone_upper_end: float = 0.40  # upper zone: 0.15 .. 0.40 (ours)
+    zone_mid_end: float = 0.70  # mid zone: 0.40 .. 0.70; lung base below (ours)
+    right_horizontal_fissure: float = 0.40  # right upper lobe above this level (ours)
+    left_upper_lobe_end: float = 0.50  # left upper lobe above this level, lingula below (ours)
+    lower_lobe_start: float = 0.80  # below this level all of a lung is lower lobe (ours)
+    medial_fraction: float = 0.50  # medial share of a row given to middle lobe / lingula (ours)
+    threshold: float = 0.5  # sigmoid probability for a builtin mask pixel (ours)
+
+
+@dataclass
 class InstructionConfig:
     """Instruction generation (paper section 3.2, Appendix C)."""
 
@@ -88,6 +107,7 @@ class BackendConfig:
     # Local paths; nothing is downloaded at run time.
     cxas_weights: str = ""
     hybridgnet_weights: str = ""
+    hybridgnet_dir: str = ""  # the user's clone of HybridGNet (GPL code, not vendored)
     radedit_dir: str = ""
     onnx_detector: str = ""
     # LLM backend: an OpenAI-compatible server on the user's machine, or a local model dir.
@@ -118,6 +138,7 @@ class Config:
 
     grounding: GroundingConfig = field(default_factory=GroundingConfig)
     qc: QCConfig = field(default_factory=QCConfig)
+    anatomy: AnatomyConfig = field(default_factory=AnatomyConfig)
     instructions: InstructionConfig = field(default_factory=InstructionConfig)
     backends: BackendConfig = field(default_factory=BackendConfig)
     io: IOConfig = field(default_factory=IOConfig)

@@ -17,7 +17,7 @@ import typer
 #: model name -> "module:function" of its command-line trainer.
 TRAINERS: dict[str, str] = {
     "light": "cxrils.models.light.train:cli_train",
-    "rosalia": "cxrils.models.rosalia.train:cli_train",
+    "rosalia": "cxrils.models.rosalia.training:cli_train",
 }
 
 

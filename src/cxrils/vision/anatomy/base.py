@@ -1,0 +1,90 @@
+"""The ``AnatomySegmenter`` protocol, its registry, and mask assembly."""
+
+from __future__ import annotations
+
+import importlib
+from typing import Protocol, runtime_checkable
+
+import numpy as np
+
+from cxrils.config import AnatomyConfig, Config
+from cxrils.types import AnatomyMasks
+from cxrils.vision.anatomy.regions import lung_regions
+from cxrils.vocab import ANATOMY_LABELS
+
+
+class AnatomyBackendError(RuntimeError):
+    """A backend cannot be built: unknown name, missing package, or missing weights.
+    The message names what to install or download and which config key to set."""
+
+
+@runtime_checkable
+class AnatomySegmenter(Protocol):
+    """Segments lungs, heart, lung zones and lobes of a frontal chest X-ray.
+
+    Implementations load their model once, at construction.
+    """
+
+    name: str
+    version: str
+
+    def segment(self, x: np.ndarray) -> AnatomyMasks:
+        """Masks of every label of :data:`cxrils.vocab.ANATOMY_LABELS`.
+
+        Parameters
+        ----------
+        x : numpy.ndarray, uint8, shape (H, W)
+            Frontal chest X-ray, [0, 255].
+
+        Returns
+        -------
+        AnatomyMasks
+            Bool (H, W) masks at the input's resolution; "right"/"left" are the
+            patient's sides (the patient's right lung is on the image's left).
+
+        Raises
+        ------
+        ValueError
+            If ``x`` is not a non-empty uint8 (H, W) array.
+        """
+        ...
+
+
+#: Backend name -> "module:class"; classes provide ``from_config(cfg: Config)``.
+BACKENDS: dict[str, str] = {
+    "builtin": "cxrils.vision.anatomy.builtin:BuiltinSegmenter",
+    "cxas": "cxrils.vision.anatomy.cxas:CxasSegmenter",
+    "hybridgnet": "cxrils.vision.anatomy.hybridgnet:HybridGNetSegmenter",
+}
+
+
+def get_segmenter(name: str, cfg: Config) -> AnatomySegmenter:
+    """Build the anatomy backend ``name`` (``builtin``, ``cxas`` or ``hybridgnet``).
+
+    Raises
+    ------
+    AnatomyBackendError
+        If the name is unknown, or the backend's package or weights are missing.
+    """
+    if name not in BACKENDS:
+        raise AnatomyBackendError(f"unknown anatomy backend {name!r}; choose one of {sorted(BACKENDS)}")
+    module, cls = BACKENDS[name].split(":")
+    return getattr(importlib.import_module(module), cls).from_config(cfg)
+
+
+def assemble(right: np.ndarray, left: np.ndarray, heart: np.ndarray, cfg: AnatomyConfig,
+             backend: str, version: str) -> AnatomyMasks:
+    """AnatomyMasks with all labels, zones and lobes derived geometrically
+    (:mod:`cxrils.vision.anatomy.regions`) from the lungs. Inputs bool (H, W),
+    patient sides."""
+    masks = lung_regions(right, left, cfg)
+    masks["heart"] = np.asarray(heart, dtype=bool)
+    return AnatomyMasks(masks={k: masks[k] for k in ANATOMY_LABELS}, shape=tuple(right.shape),
+                        backend=backend, version=version)
+
+
+def check_input(x: np.ndarray) -> None:
+    """Raise ValueError unless ``x`` is a non-empty uint8 (H, W) array."""
+    if not isinstance(x, np.ndarray) or x.ndim != 2 or x.dtype != np.uint8 or x.size == 0:
+        desc = f"{type(x).__name__} {getattr(x, 'dtype', '')} {getattr(x, 'shape', '')}"
+        raise ValueError(f"anatomy input must be a non-empty uint8 (H, W) array, got {desc}")

@@ -1,0 +1,118 @@
+"""Commands ``cxrils anatomy`` and ``cxrils train-anatomy``."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import List, Optional
+
+import typer
+
+#: Image suffixes ``cxrils anatomy`` reads from a folder.
+IMAGE_SUFFIXES = (".png", ".jpg", ".jpeg")
+
+
+def _fail(message: str) -> None:
+    typer.echo(f"error: {message}", err=True)
+    raise typer.Exit(2)
+
+
+def _inputs(path: Path) -> list[Path]:
+    if path.is_file():
+        return [path]
+    if not path.is_dir():
+        _fail(f"{path}: no such file or folder")
+    files = sorted(p for p in path.iterdir() if p.is_file() and p.suffix.lower() in IMAGE_SUFFIXES)
+    if not files:
+        _fail(f"{path}: no {'/'.join(IMAGE_SUFFIXES)} images in this folder")
+    stems: dict[str, Path] = {}
+    for p in files:
+        if p.stem in stems:
+            _fail(f"{p} and {stems[p.stem]} share the stem {p.stem!r}: output folders would collide")
+        stems[p.stem] = p
+    return files
+
+
+def anatomy(
+    input_path: Path = typer.Argument(..., metavar="INPUT", help="An image (PNG/JPEG) or a folder of images."),
+    out_dir: Path = typer.Option(..., "--out", "-o", help="Output folder (one subfolder per image)."),
+    backend: Optional[str] = typer.Option(None, "--backend", "-b", help="builtin | cxas | hybridgnet (default: config)."),
+    config: Optional[Path] = typer.Option(None, "--config", "-c", help="TOML configuration file."),
+    set_: List[str] = typer.Option([], "--set", help="Override as section.key=value (repeatable)."),
+) -> None:
+    """Segment lungs, heart, lung zones and lobes; write masks, an overlay and the CTR.
+
+    For each image: OUT/<stem>/overlay.png, one 0/255 PNG per label (spaces ->
+    underscores, e.g. right_lung.png, left_lung_base.png) and anatomy.json with the
+    cardiothoracic ratio and provenance. "right"/"left" are the patient's sides.
+    """
+    from tqdm import tqdm
+
+    from cxrils import __version__
+    from cxrils.config import ConfigError, load_config
+    from cxrils.vision.anatomy.base import AnatomyBackendError, get_segmenter
+    from cxrils.vision.anatomy.data import read_gray
+    from cxrils.vision.anatomy.measures import cardiothoracic_ratio
+    from cxrils.vision.anatomy.render import write_outputs
+
+    try:
+        cfg = load_config(config, set_)
+    except ConfigError as err:
+        _fail(str(err))
+    files = _inputs(input_path)
+    name = backend or cfg.backends.anatomy
+    try:
+        segmenter = get_segmenter(name, cfg)
+    except AnatomyBackendError as err:
+        _fail(str(err))
+    failed = 0
+    for path in tqdm(files, desc="anatomy", unit="image", disable=len(files) < 2):
+        try:
+            x = read_gray(path)
+        except ValueError as err:
+            typer.echo(f"error: {err}", err=True)
+            failed += 1
+            continue
+        masks = segmenter.segment(x)
+        try:
+            ctr, ctr_note = cardiothoracic_ratio(masks), None
+        except ValueError as err:
+            ctr, ctr_note = None, str(err)
+        info = {
+            "image": str(path), "ctr": ctr, "ctr_note": ctr_note,
+            "ctr_max_cardiomegaly_negative": cfg.qc.ctr_max_cardiomegaly_negative,
+            "cardiomegaly_negative_allowed": ctr is not None and ctr <= cfg.qc.ctr_max_cardiomegaly_negative,
+            "provenance": {"backend": masks.backend, "version": masks.version, "cxrils": __version__,
+                           "anatomy_config": cfg.to_dict()["anatomy"]},
+        }
+        write_outputs(out_dir / path.stem, x, masks, info)
+    typer.echo(f"{len(files) - failed} of {len(files)} images segmented into {out_dir}")
+    if failed:
+        raise typer.Exit(1)
+
+
+def train_anatomy(
+    data: Path = typer.Option(Path("../shared/data"), "--data", help="Folder with jsrt_scr/ and covid_ieee8023/."),
+    out: Path = typer.Option(Path("anatomy_builtin.safetensors"), "--out", "-o", help="Weights file to write."),
+    epochs: int = typer.Option(20, help="Training epochs."),
+    covid_per_epoch: int = typer.Option(120, help="COVID-19 images drawn per epoch (all JSRT images are used)."),
+    seed: int = typer.Option(0, help="Random seed."),
+    threads: int = typer.Option(1, help="torch CPU threads."),
+) -> None:
+    """Train the builtin anatomy network on the public JSRT/SCR and COVID-19 masks.
+
+    Uses only the 'train' part of the fixed patient-level split (docs/anatomy.md).
+    """
+    from cxrils.vision.anatomy.train import train_anatomy as run
+
+    try:
+        summary = run(data, out, epochs=epochs, covid_per_epoch=covid_per_epoch, seed=seed,
+                      threads=threads, progress=typer.echo)
+    except FileNotFoundError as err:
+        _fail(str(err))
+    typer.echo(f"wrote {out}: {summary}")
+
+
+def register(app: typer.Typer) -> None:
+    """Add ``anatomy`` and ``train-anatomy`` to the ``cxrils`` app."""
+    app.command("anatomy")(anatomy)
+    app.command("train-anatomy")(train_anatomy)

@@ -1,0 +1,102 @@
+"""Cardiothoracic ratio and the cross-check of two anatomy sources.
+
+Sources: paper Appendix D.3 (CTR <= 0.45 for cardiomegaly negatives,
+:attr:`cxrils.config.QCConfig.ctr_max_cardiomegaly_negative`) and Appendix D.2 (images
+whose lung masks' outermost x-coordinates or heart masks' lowest y-coordinate differ a
+lot between HybridGNet and CXAS are excluded; tolerances are ours, in
+:class:`cxrils.config.QCConfig`).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from cxrils.config import QCConfig
+from cxrils.types import AnatomyMasks
+
+
+def _cols(mask: np.ndarray) -> np.ndarray:
+    return np.flatnonzero(np.asarray(mask, dtype=bool).any(axis=0))
+
+
+def cardiothoracic_ratio(masks: AnatomyMasks) -> float:
+    """Cardiothoracic ratio: maximal transverse heart width / maximal thoracic width.
+
+    The heart width is the horizontal extent of the heart mask (rightmost minus
+    leftmost column + 1, pixels); the thoracic width is the horizontal extent of the
+    union of both lungs (outer edge of the patient's right lung, on the image's left,
+    to the outer edge of the left lung). Widths may be taken on different rows, as in
+    the radiological definition.
+
+    Parameters
+    ----------
+    masks : AnatomyMasks
+        Needs ``"heart"``, ``"right lung"`` and ``"left lung"`` (bool (H, W)).
+
+    Returns
+    -------
+    float
+        CTR, usually in [0.3, 0.7]. The paper uses only images with CTR <= 0.45 as
+        cardiomegaly negatives (Appendix D.3).
+
+    Raises
+    ------
+    ValueError
+        If the heart mask or both lung masks are empty.
+    KeyError
+        If a needed mask is missing.
+    """
+    heart = _cols(masks["heart"])
+    thorax = _cols(masks.union(("right lung", "left lung")))
+    if heart.size == 0:
+        raise ValueError(f"cannot compute CTR: the heart mask of backend {masks.backend!r} is empty")
+    if thorax.size == 0:
+        raise ValueError(f"cannot compute CTR: the lung masks of backend {masks.backend!r} are empty")
+    return float(heart[-1] - heart[0] + 1) / float(thorax[-1] - thorax[0] + 1)
+
+
+def _landmarks(masks: AnatomyMasks) -> dict[str, float | None]:
+    """Outermost lung x and lowest heart y, as fractions of width / height."""
+    h, w = masks.shape
+    right = _cols(masks["right lung"])
+    left = _cols(masks["left lung"])
+    heart_rows = np.flatnonzero(np.asarray(masks["heart"], dtype=bool).any(axis=1))
+    return {
+        # patient's right lung is on the image's left: its outer edge is its first column
+        "right lung outermost x": (right[0] + 0.5) / w if right.size else None,
+        "left lung outermost x": (left[-1] + 0.5) / w if left.size else None,
+        "heart lowest y": (heart_rows[-1] + 0.5) / h if heart_rows.size else None,
+    }
+
+
+def cross_check(a: AnatomyMasks, b: AnatomyMasks, cfg: QCConfig) -> str | None:
+    """Compare two anatomy sources of the same image (paper Appendix D.2).
+
+    Compares the outermost x-coordinate of each lung (as a fraction of the image
+    width) and the lowest y-coordinate of the heart (as a fraction of the height), so
+    the two sources may have different resolutions.
+
+    Parameters
+    ----------
+    a, b : AnatomyMasks
+        Two segmentations of one image (e.g. HybridGNet and CXAS).
+    cfg : QCConfig
+        ``crosscheck_lung_x_tol`` and ``crosscheck_heart_y_tol`` (fractions, ours).
+
+    Returns
+    -------
+    str or None
+        None when consistent; otherwise the reason to exclude the image.
+    """
+    la, lb = _landmarks(a), _landmarks(b)
+    for structure, key, tol in (("right lung", "right lung outermost x", cfg.crosscheck_lung_x_tol),
+                                ("left lung", "left lung outermost x", cfg.crosscheck_lung_x_tol),
+                                ("heart", "heart lowest y", cfg.crosscheck_heart_y_tol)):
+        va, vb = la[key], lb[key]
+        if va is None or vb is None:
+            empty = a.backend if va is None else b.backend
+            return f"anatomy cross-check: {structure} mask empty in {empty!r}"
+        if abs(va - vb) > tol:
+            return (f"anatomy cross-check: {key} differs by {abs(va - vb):.3f} (> {tol}) "
+                    f"between {a.backend!r} and {b.backend!r}")
+    return None

@@ -1,0 +1,66 @@
+"""Files written by ``cxrils anatomy``: label PNGs, an overlay, and ``anatomy.json``."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import cv2
+import numpy as np
+from PIL import Image
+
+from cxrils.fsutil import atomic_path, atomic_write_json
+from cxrils.types import AnatomyMasks
+from cxrils.vocab import LOBES, LUNG_ZONES
+
+#: Overlay colours (RGB) of the organs; zone borders are drawn in yellow, lobe
+#: borders in magenta.
+ORGAN_COLOURS = {"right lung": (230, 60, 60), "left lung": (60, 110, 240), "heart": (60, 200, 90)}
+ZONE_COLOUR = (255, 220, 0)
+LOBE_COLOUR = (230, 0, 230)
+
+
+def label_filename(label: str) -> str:
+    """PNG file name of a label: spaces -> underscores (``right lung`` -> ``right_lung.png``)."""
+    return label.replace(" ", "_") + ".png"
+
+
+def overlay(x: np.ndarray, masks: AnatomyMasks, alpha: float = 0.35) -> np.ndarray:
+    """RGB uint8 (H, W, 3): the image with organs tinted and zone/lobe borders drawn.
+
+    Parameters
+    ----------
+    x : numpy.ndarray, uint8, shape (H, W)
+    masks : AnatomyMasks at the same (H, W)
+    alpha : float
+        Tint opacity in [0, 1].
+    """
+    rgb = np.repeat(x[:, :, None], 3, axis=2).astype(np.float32)
+    for label, colour in ORGAN_COLOURS.items():
+        m = masks[label]
+        rgb[m] = (1 - alpha) * rgb[m] + alpha * np.array(colour, dtype=np.float32)
+    out = np.clip(rgb, 0, 255).astype(np.uint8)
+    thick = max(1, round(max(x.shape) / 400))
+    for labels, colour in ((LOBES, LOBE_COLOUR), (LUNG_ZONES, ZONE_COLOUR)):
+        for label in labels:
+            contours, _ = cv2.findContours(masks[label].astype(np.uint8), cv2.RETR_EXTERNAL,
+                                           cv2.CHAIN_APPROX_SIMPLE)
+            cv2.drawContours(out, contours, -1, colour, thick)
+    return out
+
+
+def _save_png(path: Path, array: np.ndarray) -> None:
+    with atomic_path(path, suffix=".png") as tmp:
+        Image.fromarray(array).save(tmp, format="PNG")
+
+
+def write_outputs(out_dir: Path, x: np.ndarray, masks: AnatomyMasks, info: dict) -> None:
+    """Write ``overlay.png``, one 0/255 PNG per label and ``anatomy.json`` into
+    ``out_dir`` (created), each atomically. ``info`` is merged into the JSON."""
+    out_dir.mkdir(parents=True, exist_ok=True)
+    files = {}
+    for label, mask in masks.masks.items():
+        name = label_filename(label)
+        _save_png(out_dir / name, mask.astype(np.uint8) * 255)
+        files[label] = {"file": name, "area_px": int(mask.sum())}
+    _save_png(out_dir / "overlay.png", overlay(x, masks))
+    atomic_write_json(out_dir / "anatomy.json", {**info, "shape": list(masks.shape), "labels": files})

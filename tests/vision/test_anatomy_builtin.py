@@ -1,0 +1,83 @@
+"""The builtin backend with the shipped weights on real JSRT images (held-out split)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from cxrils.config import Config
+from cxrils.vision.anatomy import AnatomyBackendError, cardiothoracic_ratio, get_segmenter
+from cxrils.vision.anatomy.builtin import BuiltinSegmenter
+from cxrils.vision.anatomy.data import read_gray, split_of
+from cxrils.vocab import ANATOMY_LABELS
+
+
+def _dice(a, b):
+    return 2 * (a & b).sum() / (a.sum() + b.sum())
+
+
+@pytest.fixture(scope="module")
+def segmenter():
+    return get_segmenter("builtin", Config())
+
+
+@pytest.fixture(scope="module")
+def jsrt_test_image(shared_data):
+    root = shared_data / "jsrt_scr"
+    iid = next(p.stem for p in sorted((root / "images").glob("*.png")) if split_of("jsrt_scr", p.stem) == "test")
+    masks = {n: read_gray(root / "masks" / n / f"{iid}.png") > 127 for n in ("right_lung", "left_lung", "heart")}
+    return read_gray(root / "images" / f"{iid}.png"), masks
+
+
+def test_patient_right_lung_is_on_image_left(segmenter, jsrt_test_image):
+    x, ref = jsrt_test_image
+    m = segmenter.segment(x)
+    assert set(m.masks) == set(ANATOMY_LABELS) and m.shape == x.shape
+    w = x.shape[1]
+    right_col = np.nonzero(m["right lung"])[1].mean()
+    left_col = np.nonzero(m["left lung"])[1].mean()
+    assert right_col < w / 2 < left_col
+    # the reference agrees ("right" in SCR mask names is the patient's right)
+    assert np.nonzero(ref["right_lung"])[1].mean() < w / 2
+    # the heart lies mostly on the patient's left, i.e. right of the thoracic midline
+    cols = np.flatnonzero((m["right lung"] | m["left lung"]).any(axis=0))
+    assert np.nonzero(m["heart"])[1].mean() > (cols[0] + cols[-1]) / 2
+    assert _dice(m["right lung"], ref["right_lung"]) > 0.9
+    assert _dice(m["left lung"], ref["left_lung"]) > 0.9
+    assert _dice(m["heart"], ref["heart"]) > 0.8
+    assert 0.3 < cardiothoracic_ratio(m) < 0.7
+
+
+def test_output_at_input_size_for_non_square_image(segmenter, jsrt_test_image):
+    x, ref = jsrt_test_image
+    crop = np.ascontiguousarray(x[40:, 30:470])  # (472, 440)
+    m = segmenter.segment(crop)
+    assert m.shape == crop.shape
+    assert all(v.shape == crop.shape and v.dtype == bool for v in m.masks.values())
+    assert _dice(m["right lung"], ref["right_lung"][40:, 30:470]) > 0.85
+
+
+def test_segmenter_rejects_bad_input(segmenter):
+    with pytest.raises(ValueError, match="uint8"):
+        segmenter.segment(np.zeros((64, 64), dtype=np.float32))
+
+
+def test_bad_weights_file(tmp_path):
+    bad = tmp_path / "w.safetensors"
+    bad.write_bytes(b"not safetensors")
+    with pytest.raises(AnatomyBackendError, match="w.safetensors"):
+        BuiltinSegmenter(bad)
+    with pytest.raises(AnatomyBackendError, match="not found"):
+        BuiltinSegmenter(tmp_path / "absent.safetensors")
+
+
+def test_largest_component_keeps_one_blob_with_holes_filled():
+    from cxrils.vision.anatomy.builtin import largest_component
+
+    m = np.zeros((50, 50), dtype=bool)
+    m[5:30, 5:30] = True
+    m[10:15, 10:15] = False  # a hole
+    m[40:45, 40:45] = True  # a smaller blob (e.g. on a burned-in letter)
+    out = largest_component(m)
+    assert out.sum() == 25 * 25 and out[12, 12] and not out[42, 42]
+    assert not largest_component(np.zeros((5, 5), dtype=bool)).any()

@@ -1,0 +1,87 @@
+"""``cxrils anatomy``: per-image folders, label PNGs at the input size, overlay, JSON."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+from PIL import Image
+from typer.testing import CliRunner
+
+from cxrils.cli import app
+from cxrils.vision.anatomy.data import split_of
+from cxrils.vocab import ANATOMY_LABELS
+
+
+@pytest.fixture()
+def image_folder(shared_data, tmp_path):
+    """Two held-out JSRT images and one COVID-19 image, linked (not copied) into a folder."""
+    folder = tmp_path / "in"
+    folder.mkdir()
+    jsrt = [p for p in sorted((shared_data / "jsrt_scr" / "images").glob("*.png"))
+            if split_of("jsrt_scr", p.stem) == "test"][:2]
+    covid = sorted((shared_data / "covid_ieee8023" / "images").glob("*.png"))[:1]
+    for p in jsrt + covid:
+        (folder / p.name).symlink_to(p)
+    return folder, jsrt + covid
+
+
+def test_anatomy_folder_outputs(image_folder, tmp_path, monkeypatch):
+    import cxrils.vision.anatomy.base as base
+
+    calls = []
+    real = base.get_segmenter
+    monkeypatch.setattr(base, "get_segmenter", lambda *a: calls.append(a) or real(*a))
+    folder, sources = image_folder
+    out = tmp_path / "out"
+    res = CliRunner().invoke(app, ["anatomy", str(folder), "-o", str(out)])
+    assert res.exit_code == 0, res.output
+    assert len(calls) == 1  # the model is built once for the whole folder
+    for src in sources:
+        sub = out / src.stem
+        size = Image.open(src).size
+        for label in ANATOMY_LABELS:
+            png = sub / (label.replace(" ", "_") + ".png")
+            arr = np.asarray(Image.open(png))
+            assert Image.open(png).size == size
+            assert set(np.unique(arr)) <= {0, 255}
+        assert (sub / "right_lung.png").is_file() and (sub / "left_lung_base.png").is_file()
+        ov = Image.open(sub / "overlay.png")
+        assert ov.size == size and ov.mode == "RGB"
+        info = json.loads((sub / "anatomy.json").read_text())
+        assert info["provenance"]["backend"] == "builtin" and info["provenance"]["version"]
+        assert info["shape"] == [size[1], size[0]]
+        assert info["labels"]["heart"]["area_px"] > 0
+        if info["ctr"] is not None:
+            assert 0.2 < info["ctr"] < 0.8
+            assert info["cardiomegaly_negative_allowed"] == (info["ctr"] <= 0.45)
+
+
+def test_anatomy_single_file(image_folder, tmp_path):
+    _, sources = image_folder
+    out = tmp_path / "one"
+    res = CliRunner().invoke(app, ["anatomy", str(sources[0]), "-o", str(out), "--backend", "builtin"])
+    assert res.exit_code == 0, res.output
+    assert sorted(p.name for p in out.iterdir()) == [sources[0].stem]
+
+
+def test_anatomy_errors(tmp_path):
+    runner = CliRunner()
+    res = runner.invoke(app, ["anatomy", str(tmp_path / "missing.png"), "-o", str(tmp_path / "o")])
+    assert res.exit_code == 2 and "missing.png" in res.output and "Traceback" not in res.output
+    img = tmp_path / "x.png"
+    Image.fromarray(np.zeros((32, 32), dtype=np.uint8)).save(img)
+    res = runner.invoke(app, ["anatomy", str(img), "-o", str(tmp_path / "o"), "--backend", "cxas"])
+    assert res.exit_code == 2 and "backends.cxas_weights" in res.output
+    res = runner.invoke(app, ["anatomy", str(img), "-o", str(tmp_path / "o"), "--backend", "nope"])
+    assert res.exit_code == 2 and "unknown anatomy backend" in res.output
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    res = runner.invoke(app, ["anatomy", str(empty), "-o", str(tmp_path / "o")])
+    assert res.exit_code == 2 and "no .png" in res.output
+    broken = tmp_path / "bad" / "b.png"
+    broken.parent.mkdir()
+    broken.write_bytes(b"not a png")
+    res = runner.invoke(app, ["anatomy", str(broken.parent), "-o", str(tmp_path / "o")])
+    assert res.exit_code == 1 and "b.png" in res.output

@@ -59,7 +59,7 @@ class LightConfig:
         Seed of initialisation, sampling and augmentation.
     """
 
-    image_size: int = 128
+    image_size: int = 96
     features: tuple[int, ...] = (8, 16, 32, 64, 128, 16)
     text_encoder: str = "structured"
     text_hidden: int = 128
@@ -68,10 +68,10 @@ class LightConfig:
     lambda_presence: float = 1.0  # ours
     lambda_type: float = 0.5  # ours
     hist_eq_prob: float = 0.5  # paper Appendix F
-    lr: float = 1e-3
+    lr: float = 2e-3
     weight_decay: float = 1e-4
     batch_size: int = 16
-    steps: int = 800
+    steps: int = 600
     tau_presence: float = 0.5
     tau_mask: float = 0.5
     tau_location: float = 0.10

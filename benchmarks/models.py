@@ -13,7 +13,7 @@ held-out split (``test``, template instructions as the paper's Table 4):
 
 Usage::
 
-    nice -n 10 python benchmarks/models.py --dataset DATASET [--steps 800]
+    nice -n 10 python benchmarks/models.py --dataset DATASET [--steps 600] [--image-size 96]
         [--encoders structured,minilm] [--split test] [--work runs/bench_models]
 
 The dataset is the one ``cxrils generate`` makes from ``../shared/data``.
@@ -91,6 +91,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--split", default="test", help="held-out split to score (default test)")
     ap.add_argument("--encoders", default="structured,minilm", help="instruction encoders to compare")
     ap.add_argument("--steps", type=int, default=None, help="training steps (default: LightConfig)")
+    ap.add_argument("--image-size", type=int, default=None, help="network input side (default: LightConfig)")
     ap.add_argument("--work", type=Path, default=Path("runs/bench_models"), help="run folders")
     ap.add_argument("--latency-queries", type=int, default=100)
     args = ap.parse_args(argv)
@@ -115,7 +116,8 @@ def main(argv: list[str] | None = None) -> int:
     timings: dict[str, tuple] = {}
     for enc in [e for e in args.encoders.split(",") if e]:
         torch.set_num_threads(2)
-        cfg = LightConfig(text_encoder=enc, **({} if args.steps is None else {"steps": args.steps}))
+        overrides = {k: v for k, v in (("steps", args.steps), ("image_size", args.image_size)) if v is not None}
+        cfg = LightConfig(text_encoder=enc, **overrides)
         run = args.work / f"light_{enc}"
         t0 = time.perf_counter()
         res = train_light(args.dataset, run, cfg, resume=False, progress=False, evaluate=False)

@@ -68,7 +68,7 @@ def register(app: typer.Typer) -> None:
             torch.set_num_threads(threads)
         try:
             result = trainer(dataset, out, overrides, resume=resume, evaluate=evaluate, progress=True)
-        except ValueError as err:
+        except (ValueError, RuntimeError) as err:  # bad settings or data; anatomy stage unavailable
             _fail(str(err))
         typer.echo(f"trained {model} for {result['steps']} steps in {result['train_seconds']:.0f} s -> {out}")
         val = result.get("validate")

@@ -28,7 +28,7 @@ config_app = typer.Typer(help="Show or check the configuration (paper thresholds
 app.add_typer(config_app, name="config")
 
 #: Stage modules that contribute commands through ``register(app)``.
-COMMAND_MODULES: tuple[str, ...] = ()
+COMMAND_MODULES: tuple[str, ...] = ("cxrils.serve.cli",)
 
 
 @app.callback()

@@ -212,3 +212,44 @@ def test_training_steps_reduce_loss(tiny, tmp_path):
     assert len(hist) == 12
     assert hist[-1]["loss"] < hist[0]["loss"]
     assert (tmp_path / "run" / "model.safetensors").is_file()
+
+
+@pytest.mark.slow
+def test_cli_train_tiny_rosalia_on_a_dataset(tmp_path):
+    """`cxrils train --model rosalia --set tiny=true` on a synthetic dataset: trains,
+    saves, resumes to a longer schedule, evaluates the validation split."""
+    import json
+
+    from typer.testing import CliRunner
+
+    from cxrils.cli import app
+    from cxrils.models.base import Segmenter
+    from light_synthetic import make_tiny_dataset
+
+    ds = make_tiny_dataset(tmp_path / "ds", n_train=8, n_val=2, n_test=1)
+    run = tmp_path / "run"
+    common = ["train", "--model", "rosalia", "--dataset", str(ds), "-o", str(run), "--set", "tiny=true",
+              "--set", "batch_size=2", "--set", "micro_batch_size=2"]
+    r = CliRunner().invoke(app, common + ["--set", "steps=2", "--no-evaluate"])
+    assert r.exit_code == 0, r.output
+    assert len((run / "train_log.jsonl").read_text().splitlines()) == 2
+    r = CliRunner().invoke(app, common + ["--set", "steps=3"])
+    assert r.exit_code == 0, r.output
+    assert len((run / "train_log.jsonl").read_text().splitlines()) == 3
+    ev = json.loads((run / "eval_validate.json").read_text())
+    assert ev  # the validation split was predicted and scored
+    seg = Segmenter.from_pretrained(run)
+    x = np.zeros((40, 30), np.uint8)
+    assert seg.predict(x, "Segment the edema.").mask.shape == (40, 30)
+
+
+def test_cli_train_rosalia_without_weights_says_what_to_get(tmp_path):
+    from typer.testing import CliRunner
+
+    from cxrils.cli import app
+    from light_synthetic import make_tiny_dataset
+
+    ds = make_tiny_dataset(tmp_path / "ds", n_train=4, n_val=1, n_test=1)
+    r = CliRunner().invoke(app, ["train", "--model", "rosalia", "--dataset", str(ds), "-o", str(tmp_path / "r")])
+    assert r.exit_code == 2
+    assert "lisa_checkpoint" in r.output

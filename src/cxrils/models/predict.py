@@ -8,12 +8,16 @@ A predictions file has one row per record: ``record_id`` (str), ``mask`` (COCO R
 
 from __future__ import annotations
 
+import logging
 from pathlib import Path
 
 import numpy as np
 
+from cxrils.fsutil import atomic_write_json
 from cxrils.masks import encode_rle
 from cxrils.models.base import Segmenter
+
+log = logging.getLogger(__name__)
 
 PREDICTION_SUFFIXES = (".parquet", ".jsonl")
 
@@ -76,3 +80,36 @@ def predict_dataset(segmenter: Segmenter, dataset_dir: str | Path, split: str | 
     rows.sort(key=lambda r: r["record_id"])
     write_predictions(out_path, rows)
     return Path(out_path)
+
+
+def evaluate_run(seg: Segmenter, dataset_dir: str | Path, run_dir: str | Path, split: str,
+                 *, progress: bool = True) -> dict | None:
+    """Predict ``split``, write ``predictions_{split}.parquet`` and ``eval_{split}.json``.
+
+    Scores template instructions only, as the paper's Tables 4-6
+    (:func:`cxrils.evaluation.evaluate_predictions` with paraphrases excluded).
+
+    Returns
+    -------
+    dict or None
+        Table 4 row (``gIoU``, ``cIoU``, ``n_acc``, ``text_accuracy`` in [0, 1] and
+        counts); None when the split has no records.
+    """
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from cxrils.dataset import read_records
+    from cxrils.evaluation import evaluate_predictions
+    from cxrils.models.predict import predict_dataset
+
+    if not len(read_records(dataset_dir, split)):
+        log.warning("%s: no %s records; skipping evaluation", dataset_dir, split)
+        return None
+    path = predict_dataset(seg, dataset_dir, split, Path(run_dir) / f"predictions_{split}.parquet",
+                           progress=progress)
+    template_ids = set(read_records(dataset_dir, split).query("paraphrase_of == ''")["record_id"])
+    rows = [r for r in pq.read_table(path).to_pylist() if r["record_id"] in template_ids]
+    report = evaluate_predictions(dataset_dir, pa.Table.from_pylist(rows), split=split)
+    metrics = report.table4()
+    atomic_write_json(Path(run_dir) / f"eval_{split}.json", report.to_dict())
+    return metrics

@@ -21,6 +21,7 @@ from cxrils.fsutil import atomic_path, atomic_write_json
 from cxrils.models.base import CONFIG_NAME
 from cxrils.models.light.config import LightConfig
 from cxrils.models.light.segmenter import AnatomyFn, LightSegmenter
+from cxrils.models.predict import evaluate_run
 
 log = logging.getLogger(__name__)
 
@@ -195,39 +196,6 @@ def train_light(dataset_dir: str | Path, run_dir: str | Path, config: LightConfi
         result["validate"] = evaluate_run(seg, dataset_dir, run, "validate", progress=progress)
     atomic_write_json(run / "train_summary.json", result)
     return result
-
-
-def evaluate_run(seg: LightSegmenter, dataset_dir: str | Path, run_dir: str | Path, split: str,
-                 *, progress: bool = True) -> dict | None:
-    """Predict ``split``, write ``predictions_{split}.parquet`` and ``eval_{split}.json``.
-
-    Scores template instructions only, as the paper's Tables 4-6
-    (:func:`cxrils.evaluation.evaluate_predictions` with paraphrases excluded).
-
-    Returns
-    -------
-    dict or None
-        Table 4 row (``gIoU``, ``cIoU``, ``n_acc``, ``text_accuracy`` in [0, 1] and
-        counts); None when the split has no records.
-    """
-    import pyarrow as pa
-    import pyarrow.parquet as pq
-
-    from cxrils.dataset import read_records
-    from cxrils.evaluation import evaluate_predictions
-    from cxrils.models.predict import predict_dataset
-
-    if not len(read_records(dataset_dir, split)):
-        log.warning("%s: no %s records; skipping evaluation", dataset_dir, split)
-        return None
-    path = predict_dataset(seg, dataset_dir, split, Path(run_dir) / f"predictions_{split}.parquet",
-                           progress=progress)
-    template_ids = set(read_records(dataset_dir, split).query("paraphrase_of == ''")["record_id"])
-    rows = [r for r in pq.read_table(path).to_pylist() if r["record_id"] in template_ids]
-    report = evaluate_predictions(dataset_dir, pa.Table.from_pylist(rows), split=split)
-    metrics = report.table4()
-    atomic_write_json(Path(run_dir) / f"eval_{split}.json", report.to_dict())
-    return metrics
 
 
 def cli_train(dataset: str | Path, run_dir: str | Path, overrides: dict[str, str], *, resume: bool = True,

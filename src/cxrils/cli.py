@@ -35,6 +35,8 @@ COMMAND_MODULES: tuple[str, ...] = (
     "cxrils.grounding.cli",
     "cxrils.dataset.cli",
     "cxrils.evaluation.cli",
+    "cxrils.models.cli",
+    "cxrils.serve.cli",
     "cxrils.pipeline.cli",
 )
 

@@ -1,0 +1,153 @@
+"""Benchmark of the light ILS model on a generated dataset (issue 9, docs/models.md).
+
+Trains the light model on the ``train`` split with 2 torch threads (once per
+instruction encoder asked for: ``structured`` and/or ``minilm``), then prints, on the
+held-out split (``test``, template instructions as the paper's Table 4):
+
+* gIoU, cIoU, N-Acc and text accuracy of each trained model, next to the
+  ``whole-lung`` and ``always-empty`` baselines of :mod:`cxrils.evaluation`;
+* the training wall time on 2 threads;
+* the inference latency per query on one thread (median and 90th percentile over
+  the held-out queries; image already decoded; includes the anatomy segmentation that
+  a global positive answer needs).
+
+Usage::
+
+    nice -n 10 python benchmarks/models.py --dataset DATASET [--steps 600] [--image-size 96]
+        [--encoders structured,minilm] [--split test] [--work runs/bench_models]
+
+The dataset is the one ``cxrils generate`` makes from ``../shared/data``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+
+def _pct(v) -> str:
+    return "  n/a" if v is None else f"{100 * v:5.1f}"
+
+
+def _row(name: str, t4: dict) -> str:
+    return (f"| {name:<24} | {_pct(t4['gIoU'])} | {_pct(t4['cIoU'])} | {_pct(t4['n_acc'])} "
+            f"| {_pct(t4['text_accuracy'])} | {t4['n_positive']:>4} | {t4['n_negative']:>4} |")
+
+
+def _template_rows(dataset: Path, split: str):
+    from cxrils.dataset import read_records
+
+    recs = read_records(dataset, split)
+    return recs[recs["paraphrase_of"] == ""].reset_index(drop=True)
+
+
+def _evaluate(dataset: Path, split: str, rows: list[dict]) -> dict:
+    import pyarrow as pa
+
+    from cxrils.evaluation import evaluate_predictions
+
+    return evaluate_predictions(dataset, pa.Table.from_pylist(rows), split=split).table4()
+
+
+def _baseline(name: str, dataset: Path, split: str) -> dict | str:
+    from cxrils.evaluation import EvaluationError
+    from cxrils.evaluation.baselines import baseline_predictions
+
+    try:
+        return _evaluate(dataset, split, list(baseline_predictions(name, dataset, split=split)))
+    except EvaluationError as err:
+        return f"n/a ({err})"
+
+
+def _latency(run: Path, dataset: Path, split: str, max_queries: int) -> tuple[float, float, int]:
+    import torch
+    from PIL import Image
+
+    from cxrils.models import Segmenter
+
+    torch.set_num_threads(1)
+    seg = Segmenter.from_pretrained(run)
+    recs = _template_rows(dataset, split).head(max_queries)
+    images = {p: np.asarray(Image.open(dataset / p).convert("L")) for p in recs["image_path"].unique()}
+    first = recs.iloc[0]
+    for _ in range(3):  # warm-up: first-call allocations, anatomy and text encoder loading
+        seg.predict(images[first["image_path"]], first["instruction"])
+    times = []
+    for r in recs.itertuples():
+        t0 = time.perf_counter()
+        seg.predict(images[r.image_path], r.instruction)
+        times.append(time.perf_counter() - t0)
+    return 1000 * float(np.median(times)), 1000 * float(np.percentile(times, 90)), len(times)
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--dataset", type=Path, required=True, help="cxrils dataset folder (cxrils generate)")
+    ap.add_argument("--split", default="test", help="held-out split to score (default test)")
+    ap.add_argument("--encoders", default="structured,minilm", help="instruction encoders to compare")
+    ap.add_argument("--steps", type=int, default=None, help="training steps (default: LightConfig)")
+    ap.add_argument("--image-size", type=int, default=None, help="network input side (default: LightConfig)")
+    ap.add_argument("--work", type=Path, default=Path("runs/bench_models"), help="run folders")
+    ap.add_argument("--latency-queries", type=int, default=100)
+    args = ap.parse_args(argv)
+
+    import torch
+
+    from cxrils.dataset import read_manifest
+    from cxrils.models.light import LightConfig
+    from cxrils.models.light.train import train_light
+    from cxrils.models.predict import predict_dataset
+    import pyarrow.parquet as pq
+
+    manifest = read_manifest(args.dataset)
+    print(f"dataset {args.dataset}: {manifest['n_images']} images, {manifest['n_records']} records, "
+          f"by split {manifest['counts']['by_split']}")
+    held_out = _template_rows(args.dataset, args.split)
+    if not len(held_out):
+        print(f"no {args.split} records: nothing to score")
+        return 1
+    ids = set(held_out["record_id"])
+    results: dict[str, dict | str] = {}
+    timings: dict[str, tuple] = {}
+    for enc in [e for e in args.encoders.split(",") if e]:
+        torch.set_num_threads(2)
+        overrides = {k: v for k, v in (("steps", args.steps), ("image_size", args.image_size)) if v is not None}
+        cfg = LightConfig(text_encoder=enc, **overrides)
+        run = args.work / f"light_{enc}"
+        t0 = time.perf_counter()
+        res = train_light(args.dataset, run, cfg, resume=False, progress=False, evaluate=False)
+        wall = time.perf_counter() - t0
+        from cxrils.models import Segmenter
+
+        seg = Segmenter.from_pretrained(run)
+        preds = args.work / f"light_{enc}_{args.split}.parquet"
+        predict_dataset(seg, args.dataset, args.split, preds, progress=False)
+        rows = [r for r in pq.read_table(preds).to_pylist() if r["record_id"] in ids]
+        results[f"light ({enc})"] = _evaluate(args.dataset, args.split, rows)
+        med, p90, n = _latency(run, args.dataset, args.split, args.latency_queries)
+        timings[enc] = (cfg.steps, cfg.batch_size, cfg.image_size, res["train_seconds"], wall, med, p90, n)
+    for name in ("whole-lung", "always-empty"):
+        results[name] = _baseline(name, args.dataset, args.split)
+
+    print(f"\n{args.split} split, template instructions (percent):")
+    print("| model                    |  gIoU |  cIoU | N-Acc |  text | pos  | neg  |")
+    print("|---|---|---|---|---|---|---|")
+    for name, t4 in results.items():
+        print(_row(name, t4) if isinstance(t4, dict) else f"| {name:<24} | {t4} |")
+    print("\ntraining (2 torch threads) and inference latency (1 thread, per query):")
+    for enc, (steps, bs, size, train_s, wall, med, p90, n) in timings.items():
+        print(f"  light ({enc}): {steps} steps x batch {bs} at {size} px: {train_s:.0f} s training "
+              f"({wall:.0f} s with setup); latency median {med:.1f} ms, p90 {p90:.1f} ms over {n} queries")
+    out = args.work / "results.json"
+    out.write_text(json.dumps({"results": results, "timings": timings}, indent=2, default=str))
+    print(f"\nresults -> {out}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

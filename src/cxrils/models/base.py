@@ -1,0 +1,175 @@
+"""The model API shared by every ILS model (light model, ROSALIA).
+
+A trained model lives in a run folder holding ``config.json`` whose ``model_type``
+names the implementation (:data:`MODEL_TYPES`) plus that model's weights.
+:meth:`Segmenter.from_pretrained` reads ``model_type`` and hands the folder to the
+registered class, so a new model plugs in by adding one entry to
+:data:`MODEL_TYPES` and subclassing :class:`Segmenter`.
+"""
+
+from __future__ import annotations
+
+import importlib
+import json
+from abc import ABC, abstractmethod
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+#: model_type -> "module:Class" of its :class:`Segmenter` (imported lazily).
+MODEL_TYPES: dict[str, str] = {
+    "light": "cxrils.models.light.segmenter:LightSegmenter",
+    "rosalia": "cxrils.models.rosalia.segmenter:RosaliaSegmenter",
+}
+
+CONFIG_NAME = "config.json"
+
+
+class ModelLoadError(ValueError):
+    """Raised when a run folder is missing, incomplete or of an unknown model type."""
+
+
+@dataclass(frozen=True)
+class Prediction:
+    """One answer of an ILS model to (image, instruction).
+
+    Attributes
+    ----------
+    mask : ndarray of bool, shape (H, W)
+        Lesion mask at the input image's resolution; all False when the model says
+        the requested lesion is absent (an empty target).
+    answer : str
+        Answer text following the templates of :mod:`cxrils.templates` (Table 2).
+    presence_score : float
+        Probability in [0, 1] that the requested lesion is present.
+    """
+
+    mask: np.ndarray
+    answer: str
+    presence_score: float
+
+    @property
+    def is_empty(self) -> bool:
+        """True when the predicted mask has no foreground pixel."""
+        return not bool(self.mask.any())
+
+
+def read_model_config(path: str | Path) -> dict:
+    """Read ``config.json`` of a run folder.
+
+    Raises
+    ------
+    ModelLoadError
+        If the folder or its config is missing or is not a JSON object with ``model_type``.
+    """
+    run = Path(path)
+    cfg_path = run / CONFIG_NAME
+    if not run.is_dir():
+        raise ModelLoadError(f"{run}: model folder not found")
+    if not cfg_path.is_file():
+        raise ModelLoadError(f"{cfg_path}: missing; is {run} a trained model folder (cxrils train -o ...)?")
+    try:
+        cfg = json.loads(cfg_path.read_text(encoding="utf-8"))
+    except (OSError, json.JSONDecodeError) as err:
+        raise ModelLoadError(f"{cfg_path}: not readable JSON: {err}") from err
+    if not isinstance(cfg, dict) or "model_type" not in cfg:
+        raise ModelLoadError(f"{cfg_path}: needs a 'model_type' key (one of {sorted(MODEL_TYPES)})")
+    return cfg
+
+
+def resolve_model_class(model_type: str) -> type["Segmenter"]:
+    """Import the :class:`Segmenter` subclass registered for ``model_type``.
+
+    Raises
+    ------
+    ModelLoadError
+        If the type is unknown or its module cannot be imported.
+    """
+    if model_type not in MODEL_TYPES:
+        raise ModelLoadError(f"unknown model_type {model_type!r}; known: {sorted(MODEL_TYPES)}")
+    module_name, cls_name = MODEL_TYPES[model_type].split(":")
+    try:
+        module = importlib.import_module(module_name)
+    except ImportError as err:
+        raise ModelLoadError(f"model_type {model_type!r} is not available: {err}") from err
+    return getattr(module, cls_name)
+
+
+class Segmenter(ABC):
+    """An instruction-guided lesion segmentation model (paper section 4).
+
+    Subclasses implement :meth:`_load` and :meth:`predict`; :meth:`predict_many`
+    may be overridden for batching.
+    """
+
+    model_type: str = ""
+
+    @classmethod
+    def from_pretrained(cls, path: str | Path, **kwargs) -> "Segmenter":
+        """Load a trained model from its run folder.
+
+        Parameters
+        ----------
+        path : path
+            Folder with ``config.json`` (``model_type``) and weights.
+        **kwargs
+            Passed to the model class (e.g. ``device``, ``anatomy``).
+
+        Raises
+        ------
+        ModelLoadError
+            If the folder is not a trained model or its type is unknown or mismatched.
+        """
+        cfg = read_model_config(path)
+        target = resolve_model_class(cfg["model_type"])
+        if cls is not Segmenter and not issubclass(target, cls):
+            raise ModelLoadError(f"{path}: holds a {cfg['model_type']!r} model, not {cls.__name__}")
+        return target._load(Path(path), cfg, **kwargs)
+
+    @classmethod
+    @abstractmethod
+    def _load(cls, path: Path, config: dict, **kwargs) -> "Segmenter":
+        """Build the model from its run folder and parsed ``config.json``."""
+
+    @abstractmethod
+    def predict(self, image: np.ndarray, instruction: str) -> Prediction:
+        """Answer one instruction about one image.
+
+        Parameters
+        ----------
+        image : ndarray of uint8, shape (H, W)
+            The 8-bit image x.
+        instruction : str
+            An instruction, ideally following Table 2 ("Segment the effusion in the
+            left lung base.").
+
+        Returns
+        -------
+        Prediction
+            Mask at (H, W), template answer, presence score.
+        """
+
+    def predict_many(self, images: list[np.ndarray], instructions: list[str]) -> list[Prediction]:
+        """Answer several (image, instruction) pairs; default: one by one."""
+        if len(images) != len(instructions):
+            raise ValueError(f"{len(images)} images but {len(instructions)} instructions")
+        return [self.predict(x, s) for x, s in zip(images, instructions)]
+
+
+def check_image(image: np.ndarray) -> np.ndarray:
+    """Validate a model input image.
+
+    Returns
+    -------
+    ndarray of uint8, shape (H, W)
+
+    Raises
+    ------
+    ValueError
+        If the array is not 2-D uint8 with both sides >= 1.
+    """
+    arr = np.asarray(image)
+    if arr.ndim != 2 or arr.dtype != np.uint8 or 0 in arr.shape:
+        raise ValueError(f"image must be uint8 (H, W) with H, W >= 1, got {arr.dtype} {arr.shape}")
+    return arr

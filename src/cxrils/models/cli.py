@@ -1,0 +1,127 @@
+"""``cxrils train`` and ``cxrils predict``: the model commands.
+
+``train --model NAME`` dispatches to the trainer registered in :data:`TRAINERS`
+(``module:function`` taking ``(dataset, run_dir, overrides, *, resume, evaluate,
+progress)``), so a new model only adds an entry. ``predict`` loads any run folder
+through :meth:`cxrils.models.Segmenter.from_pretrained`.
+"""
+
+from __future__ import annotations
+
+import importlib
+from pathlib import Path
+from typing import List, Optional
+
+import typer
+
+#: model name -> "module:function" of its command-line trainer.
+TRAINERS: dict[str, str] = {
+    "light": "cxrils.models.light.train:cli_train",
+    "rosalia": "cxrils.models.rosalia.training:cli_train",
+}
+
+
+def _fail(message: str) -> None:
+    typer.echo(f"error: {message}", err=True)
+    raise typer.Exit(2)
+
+
+def _parse_overrides(items: list[str]) -> dict[str, str]:
+    out = {}
+    for item in items:
+        if "=" not in item:
+            _fail(f"--set {item!r} is not of the form key=value")
+        key, value = item.split("=", 1)
+        out[key.strip()] = value.strip()
+    return out
+
+
+def register(app: typer.Typer) -> None:
+    """Add ``train`` and ``predict`` to the ``cxrils`` app."""
+
+    @app.command()
+    def train(
+        model: str = typer.Option("light", "--model", "-m", help=f"Model to train: {' | '.join(TRAINERS)}."),
+        dataset: Path = typer.Option(..., "--dataset", "-d", help="cxrils dataset folder (cxrils generate)."),
+        out: Path = typer.Option(..., "--out", "-o", help="Run folder: checkpoints, metrics.jsonl, weights."),
+        set_: List[str] = typer.Option([], "--set", help="Model config override key=value (repeatable), "
+                                       "e.g. --set steps=2000 --set text_encoder=minilm."),
+        resume: bool = typer.Option(True, "--resume/--no-resume", help="Continue from the run's checkpoint."),
+        evaluate: bool = typer.Option(True, "--evaluate/--no-evaluate",
+                                      help="Evaluate on the validation split at the end."),
+        threads: Optional[int] = typer.Option(None, "--threads", help="torch CPU threads."),
+    ) -> None:
+        """Train an ILS model on a dataset; resumable, with a metrics log and validation at the end."""
+        if model not in TRAINERS:
+            _fail(f"unknown model {model!r}; choose one of {sorted(TRAINERS)}")
+        if not (dataset / "manifest.json").is_file():
+            _fail(f"{dataset}: not a finalized cxrils dataset (no manifest.json)")
+        overrides = _parse_overrides(set_)
+        module_name, fn_name = TRAINERS[model].split(":")
+        try:
+            trainer = getattr(importlib.import_module(module_name), fn_name)
+        except ImportError as err:
+            _fail(f"model {model!r} is not available: {err}")
+        if threads is not None:
+            import torch
+
+            torch.set_num_threads(threads)
+        try:
+            result = trainer(dataset, out, overrides, resume=resume, evaluate=evaluate, progress=True)
+        except (ValueError, RuntimeError) as err:  # bad settings or data; anatomy stage unavailable
+            _fail(str(err))
+        typer.echo(f"trained {model} for {result['steps']} steps in {result['train_seconds']:.0f} s -> {out}")
+        val = result.get("validate")
+        if val:
+            fmt = {k: ("n/a" if val[k] is None else f"{100 * val[k]:.1f}%")
+                   for k in ("gIoU", "cIoU", "n_acc", "text_accuracy")}
+            typer.echo("validate: " + ", ".join(f"{k} {v}" for k, v in fmt.items())
+                       + f" ({val['n_positive']} positives, {val['n_negative']} negatives)")
+
+    @app.command()
+    def predict(
+        model: Path = typer.Option(..., "--model", "-m", help="Trained run folder (cxrils train -o)."),
+        image: Optional[Path] = typer.Argument(None, help="Image file (DICOM, PNG, JPEG)."),
+        instruction: Optional[str] = typer.Argument(None, help='e.g. "Segment the effusion in the left lung base."'),
+        out: Path = typer.Option(..., "--out", "-o", help="Output folder (single image) or predictions "
+                                 ".parquet/.jsonl file (--dataset)."),
+        dataset: Optional[Path] = typer.Option(None, "--dataset", "-d", help="Batch mode: predict a dataset split."),
+        split: str = typer.Option("test", "--split", help="Split of --dataset: train, validate, test or all."),
+        threads: Optional[int] = typer.Option(None, "--threads", help="torch CPU threads."),
+    ) -> None:
+        """Segment what an instruction asks for; write mask PNG + RLE, answer and overlay (or batch predictions)."""
+        from cxrils.models.base import ModelLoadError, Segmenter
+
+        try:
+            seg = Segmenter.from_pretrained(model, **({} if threads is None else {"num_threads": threads}))
+        except ModelLoadError as err:
+            _fail(str(err))
+        if dataset is not None:
+            from cxrils.dataset import DatasetError
+            from cxrils.models.predict import predict_dataset
+
+            if out.suffix not in (".parquet", ".jsonl"):
+                _fail(f"{out}: batch predictions must end in .parquet or .jsonl")
+            try:
+                predict_dataset(seg, dataset, None if split == "all" else split, out)
+            except (DatasetError, ValueError) as err:
+                _fail(str(err))
+            typer.echo(f"predictions -> {out}")
+            return
+        if image is None or instruction is None:
+            _fail("give IMAGE and INSTRUCTION, or --dataset for batch mode")
+        from cxrils.io import ImageLoadError, load_image
+        from cxrils.models.light.text import InstructionError
+        from cxrils.models.output import write_prediction
+
+        try:
+            x = load_image(image).pixels
+        except ImageLoadError as err:
+            _fail(str(err))
+        try:
+            pred = seg.predict(x, instruction)
+        except (InstructionError, RuntimeError) as err:
+            _fail(str(err))
+        write_prediction(out, x, instruction, pred)
+        typer.echo(pred.answer)
+        typer.echo(f"presence {pred.presence_score:.3f}, mask {int(pred.mask.sum())} px -> {out}")

@@ -1,0 +1,117 @@
+"""Answer text of the light model, composed from its structured predictions.
+
+The network predicts presence, a mask, a lesion type and a certainty; this module
+turns them into the Table 2 answer through :func:`cxrils.templates.render_answer`
+only, so every answer follows the templates. The global positive answer names the
+lung regions that the predicted mask lies in, measured against anatomy masks.
+"""
+
+from __future__ import annotations
+
+from typing import Sequence
+
+import numpy as np
+
+from cxrils import templates, vocab
+from cxrils.types import AnatomyMasks
+
+_SIDE_ZONES = {"right lung": vocab.RIGHT_ZONES, "left lung": vocab.LEFT_ZONES}
+
+
+def locations_from_mask(mask: np.ndarray, anatomy: AnatomyMasks, tau_location: float) -> list[str]:
+    """Instruction locations that a lesion mask lies in.
+
+    A lung zone of :data:`cxrils.vocab.LUNG_ZONES` is named when at least
+    ``tau_location`` of the mask's pixels fall inside it; when the four zones of a
+    lung are all named, the lung is named instead ("right lung"), as the instruction
+    generation does. A mask that meets no zone above the threshold is named by the
+    zone it overlaps most, else by the lung it overlaps most, else by the side of its
+    centroid (patient right = image left on a frontal image).
+
+    Parameters
+    ----------
+    mask : ndarray of bool, shape (H, W)
+        Predicted lesion mask, non-empty.
+    anatomy : AnatomyMasks
+        Masks of at least the eight lung zones (patient sides), at (H, W).
+    tau_location : float
+        Share in [0, 1] of the mask that must lie in a zone (ours).
+
+    Returns
+    -------
+    list of str
+        Canonical instruction locations (vocabulary order), at least one.
+
+    Raises
+    ------
+    ValueError
+        If the mask is empty or its shape differs from the anatomy's.
+    KeyError
+        If a lung zone mask is missing.
+    """
+    m = np.asarray(mask, dtype=bool)
+    if m.shape != tuple(anatomy.shape):
+        raise ValueError(f"mask shape {m.shape} differs from anatomy shape {tuple(anatomy.shape)}")
+    area = int(m.sum())
+    if area == 0:
+        raise ValueError("an empty mask has no location")
+    overlap = {z: int((m & anatomy[z]).sum()) for z in vocab.LUNG_ZONES}
+    chosen = [z for z in vocab.LUNG_ZONES if overlap[z] >= tau_location * area and overlap[z] > 0]
+    if not chosen:
+        best = max(vocab.LUNG_ZONES, key=lambda z: overlap[z])
+        if overlap[best] > 0:
+            chosen = [best]
+        else:
+            side_overlap = {lung: int((m & anatomy[lung]).sum()) if lung in anatomy else 0 for lung in _SIDE_ZONES}
+            lung = max(side_overlap, key=side_overlap.get)
+            if side_overlap[lung] == 0:
+                col = float(np.nonzero(m)[1].mean())
+                lung = "right lung" if col < m.shape[1] / 2.0 else "left lung"
+            return [lung]
+    locs = set(chosen)
+    for lung, zones in _SIDE_ZONES.items():
+        if set(zones) <= locs:
+            locs = (locs - set(zones)) | {lung}
+    return sorted(locs, key=vocab.INSTRUCTION_LOCATIONS.index)
+
+
+def compose_answer(
+    parsed: templates.ParsedText | None,
+    present: bool,
+    *,
+    locations: Sequence[str] = (),
+    lesion: str | None = None,
+    certainty: str | None = None,
+) -> str:
+    """Render the answer of Table 2 for a structured prediction.
+
+    Parameters
+    ----------
+    parsed : ParsedText or None
+        The instruction's content (:func:`~cxrils.models.light.text.interpret_instruction`);
+        None for free text naming no lesion, answered as a global "opacity" query.
+    present : bool
+        Whether the model found the requested lesion (non-empty mask).
+    locations : sequence of str
+        Where the predicted mask lies (global positives only).
+    lesion, certainty : str or None
+        Predicted lesion type and certainty (lesion-inference positives only).
+
+    Returns
+    -------
+    str
+        An answer that :func:`cxrils.templates.parse_answer` parses.
+    """
+    if parsed is None:
+        parsed = templates.ParsedText("global", None, "opacity", ())
+    itype, target = parsed.instruction_type, parsed.target
+    polarity = "positive" if present else "negative"
+    if itype == "basic":
+        return templates.render_answer("basic", polarity, target=target, locations=parsed.locations)
+    if itype == "global":
+        if present and target in vocab.ORGAN_LOCATIONS:
+            locations = [vocab.ORGAN_LOCATIONS[target]]
+        return templates.render_answer("global", polarity, target=target, locations=locations)
+    if present:
+        return templates.render_answer("lesion_inference", "positive", lesion=lesion, certainty=certainty)
+    return templates.render_answer("lesion_inference", "negative", locations=parsed.locations)

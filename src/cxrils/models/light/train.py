@@ -1,0 +1,228 @@
+"""Training of the light model on a cxrils dataset, with checkpoints and resume.
+
+A run folder holds ``config.json`` (model type and :class:`LightConfig`),
+``checkpoint.pt`` (network, optimiser, scheduler, step; rewritten atomically),
+``metrics.jsonl`` (one line per logged step), and at the end ``model.safetensors``,
+``predictions_validate.parquet`` and ``eval_validate.json`` (gIoU, cIoU, N-Acc, text
+accuracy on the validation split).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+from pathlib import Path
+
+import numpy as np
+
+from cxrils import vocab
+from cxrils.fsutil import atomic_path, atomic_write_json
+from cxrils.models.base import CONFIG_NAME
+from cxrils.models.light.config import LightConfig
+from cxrils.models.light.segmenter import AnatomyFn, LightSegmenter
+from cxrils.models.predict import evaluate_run
+
+log = logging.getLogger(__name__)
+
+CHECKPOINT_NAME = "checkpoint.pt"
+METRICS_NAME = "metrics.jsonl"
+WARMUP_STEPS = 100  # linear warm-up then linear decay to 0, as ROSALIA (Appendix F)
+
+
+class TrainError(ValueError):
+    """Raised for an unusable dataset or run folder (message names the path)."""
+
+
+def _lr_lambda(steps: int):
+    warm = min(WARMUP_STEPS, max(1, steps // 10))
+
+    def f(step: int) -> float:
+        if step < warm:
+            return (step + 1) / warm
+        return max(0.0, (steps - step) / max(1, steps - warm))
+
+    return f
+
+
+def _batch(ds, indices: list[int], encoder):
+    import torch
+
+    items = [ds[i] for i in indices]
+    x = torch.stack([it["image"] for it in items])
+    mask = torch.stack([it["mask"] for it in items])
+    t = torch.from_numpy(encoder.encode([it["instruction"] for it in items]))
+    lesion = torch.tensor([vocab.INFERENCE_LESION_TYPES.index(it["lesion_type"])
+                           if it["instruction_type"] == "lesion_inference" and it["polarity"] == "positive"
+                           and it["lesion_type"] in vocab.INFERENCE_LESION_TYPES else -1 for it in items])
+    certainty = torch.tensor([float(it["certainty"] == "definitive") for it in items])
+    return x, t, mask, lesion, certainty
+
+
+def _resolve_config(run_dir: Path, config: LightConfig | None, resume: bool) -> tuple[LightConfig, bool]:
+    stored_path = run_dir / CONFIG_NAME
+    ckpt = run_dir / CHECKPOINT_NAME
+    if resume and ckpt.is_file():
+        stored = LightConfig.from_dict(json.loads(stored_path.read_text(encoding="utf-8")))
+        if config is not None and config.to_dict() != stored.to_dict():
+            changed = sorted(k for k, v in config.to_dict().items() if stored.to_dict().get(k) != v)
+            if changed != ["steps"]:
+                raise TrainError(f"{run_dir}: a run with another configuration exists (differs in {changed}); "
+                                 "use a new run folder or --no-resume")
+            stored.steps = config.steps
+        return stored, True
+    return config or LightConfig(), False
+
+
+def train_light(dataset_dir: str | Path, run_dir: str | Path, config: LightConfig | None = None, *,
+                resume: bool = True, progress: bool = True, log_every: int = 10, checkpoint_every: int = 100,
+                evaluate: bool = True, anatomy: AnatomyFn | None = None) -> dict:
+    """Train the light model; resume from ``run_dir/checkpoint.pt`` when present.
+
+    Parameters
+    ----------
+    dataset_dir : path
+        A finalized cxrils dataset with ``train`` records (positives and negatives).
+    run_dir : path
+        Output folder (created).
+    config : LightConfig, optional
+        Hyper-parameters; default :class:`LightConfig`. On resume it must equal the
+        stored one except for ``steps`` (which may grow).
+    resume : bool
+        Continue from the checkpoint when one exists; False starts over.
+    progress : bool
+        Show a tqdm progress bar.
+    log_every, checkpoint_every : int
+        Steps between metric lines and between checkpoints.
+    evaluate : bool
+        Predict and score the validation split at the end.
+    anatomy : callable, optional
+        Anatomy segmenter for the answers' locations (see :class:`LightSegmenter`).
+
+    Returns
+    -------
+    dict
+        ``steps``, ``train_seconds``, ``final_loss`` and, when evaluated, ``validate``
+        (Table 4 row of :meth:`cxrils.evaluation.EvaluationReport.table4`).
+
+    Raises
+    ------
+    TrainError
+        If the dataset has no train positives or negatives, or the run folder holds
+        an incompatible run.
+    """
+    import torch
+    from tqdm import tqdm
+
+    from cxrils.dataset import BalancedBatchSampler, DatasetError, HistogramEqualization, ILSDataset
+    from cxrils.models.light.losses import light_loss
+
+    run = Path(run_dir)
+    run.mkdir(parents=True, exist_ok=True)
+    cfg, resuming = _resolve_config(run, config, resume)
+    torch.manual_seed(cfg.seed)
+    try:
+        ds = ILSDataset(dataset_dir, "train", augment=HistogramEqualization(cfg.hist_eq_prob, cfg.seed),
+                        size=cfg.image_size)
+        sampler = BalancedBatchSampler(ds.polarities, cfg.batch_size, seed=cfg.seed)
+    except (DatasetError, ValueError) as err:
+        raise TrainError(f"{dataset_dir}: cannot train on this dataset: {err}") from err
+
+    seg = LightSegmenter(cfg, anatomy=anatomy)
+    net = seg.net
+    opt = torch.optim.AdamW(net.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay)
+    sched = torch.optim.lr_scheduler.LambdaLR(opt, _lr_lambda(cfg.steps))
+    step, elapsed = 0, 0.0
+    if resuming:
+        state = torch.load(run / CHECKPOINT_NAME, map_location="cpu", weights_only=False)
+        net.load_state_dict(state["net"])
+        opt.load_state_dict(state["opt"])
+        step, elapsed = int(state["step"]), float(state["elapsed_s"])
+        sched = torch.optim.lr_scheduler.LambdaLR(opt, _lr_lambda(cfg.steps), last_epoch=step - 1)
+        log.info("resuming %s at step %d", run, step)
+    else:
+        (run / METRICS_NAME).unlink(missing_ok=True)
+    atomic_write_json(run / CONFIG_NAME, cfg.to_dict())
+
+    def checkpoint() -> None:
+        with atomic_path(run / CHECKPOINT_NAME, suffix=".pt") as tmp:
+            torch.save({"net": net.state_dict(), "opt": opt.state_dict(), "step": step,
+                        "elapsed_s": elapsed}, tmp)
+
+    net.train()
+    n_batches = len(sampler)
+    running: dict[str, list[float]] = {}
+    t0 = time.perf_counter()
+    bar = tqdm(total=cfg.steps, initial=step, desc="train light", disable=not progress, unit="step")
+    last_loss = float("nan")
+    while step < cfg.steps:
+        epoch, offset = divmod(step, n_batches)
+        sampler.set_epoch(epoch)
+        ds.set_epoch(epoch)
+        for b, indices in enumerate(sampler):
+            if b < offset:
+                continue
+            x, t, mask, lesion, certainty = _batch(ds, indices, seg.encoder)
+            terms = light_loss(net(x, t), mask, lesion, certainty, cfg)
+            opt.zero_grad(set_to_none=True)
+            terms["loss"].backward()
+            opt.step()
+            sched.step()
+            step += 1
+            last_loss = float(terms["loss"].detach())
+            for k, v in terms.items():
+                running.setdefault(k, []).append(float(v.detach()))
+            bar.update(1)
+            bar.set_postfix(loss=f"{last_loss:.3f}")
+            if step % log_every == 0 or step == cfg.steps:
+                line = {"step": step, "epoch": epoch, "lr": sched.get_last_lr()[0],
+                        "elapsed_s": elapsed + time.perf_counter() - t0,
+                        **{k: float(np.mean(v)) for k, v in running.items()}}
+                with open(run / METRICS_NAME, "a", encoding="utf-8") as fh:
+                    fh.write(json.dumps(line) + "\n")
+                running.clear()
+            if step % checkpoint_every == 0 or step == cfg.steps:
+                elapsed_now = elapsed + time.perf_counter() - t0
+                elapsed, t0 = elapsed_now, time.perf_counter()
+                checkpoint()
+            if step >= cfg.steps:
+                break
+    bar.close()
+    elapsed += time.perf_counter() - t0
+    net.eval()
+    seg.save(run)
+    result: dict = {"steps": step, "train_seconds": elapsed, "final_loss": last_loss}
+    if evaluate:
+        result["validate"] = evaluate_run(seg, dataset_dir, run, "validate", progress=progress)
+    atomic_write_json(run / "train_summary.json", result)
+    return result
+
+
+def cli_train(dataset: str | Path, run_dir: str | Path, overrides: dict[str, str], *, resume: bool = True,
+              evaluate: bool = True, progress: bool = True) -> dict:
+    """``cxrils train --model light``: :func:`train_light` with ``--set key=value`` overrides.
+
+    Raises
+    ------
+    ValueError
+        On an unknown key or a value of the wrong type.
+    """
+    import dataclasses
+
+    fields = {f.name: f for f in dataclasses.fields(LightConfig) if f.init}
+    values: dict = {}
+    for key, raw in overrides.items():
+        if key not in fields:
+            raise ValueError(f"unknown light model setting {key!r}; known: {sorted(fields)}")
+        default = getattr(LightConfig(), key)
+        try:
+            if isinstance(default, tuple):
+                values[key] = tuple(int(v) for v in raw.split(","))
+            elif isinstance(default, bool):
+                values[key] = raw.lower() in ("1", "true", "yes")
+            else:
+                values[key] = type(default)(raw)
+        except ValueError as err:
+            raise ValueError(f"--set {key}={raw!r}: expected {type(default).__name__}") from err
+    config = LightConfig(**values) if values or not resume else None
+    return train_light(dataset, run_dir, config, resume=resume, progress=progress, evaluate=evaluate)

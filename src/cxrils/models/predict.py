@@ -1,0 +1,115 @@
+"""Batch prediction over a dataset split, written in the evaluation's format.
+
+A predictions file has one row per record: ``record_id`` (str), ``mask`` (COCO RLE
+``{"size": [H, W], "counts": str}`` from :func:`cxrils.masks.encode_rle`) and
+``answer`` (str), written by :func:`cxrils.evaluation.write_predictions` as Parquet
+(``.parquet``) or JSON Lines (``.jsonl``), ready for ``cxrils evaluate``.
+"""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+
+import numpy as np
+
+from cxrils.fsutil import atomic_write_json
+from cxrils.masks import encode_rle
+from cxrils.models.base import Segmenter
+
+log = logging.getLogger(__name__)
+
+PREDICTION_SUFFIXES = (".parquet", ".jsonl")
+
+
+def predict_dataset(segmenter: Segmenter, dataset_dir: str | Path, split: str | None, out_path: str | Path,
+                    *, batch_size: int = 16, progress: bool = True) -> Path:
+    """Predict every record of a dataset split and write the predictions file.
+
+    Parameters
+    ----------
+    segmenter : Segmenter
+        Any loaded model.
+    dataset_dir : path
+        A finalized cxrils dataset (:mod:`cxrils.dataset`).
+    split : str or None
+        "train", "validate", "test", or None for all records.
+    out_path : path
+        ``.parquet`` or ``.jsonl`` file; every record of the split, paraphrased
+        instructions included (evaluate with ``paraphrases="include"`` to score them).
+    batch_size : int
+        (image, instruction) pairs per :meth:`Segmenter.predict_many` call.
+    progress : bool
+        Show a tqdm progress bar.
+
+    Returns
+    -------
+    Path
+        ``out_path``.
+
+    Raises
+    ------
+    cxrils.dataset.DatasetError
+        If the dataset is not readable or an image is missing.
+    """
+    from tqdm import tqdm
+
+    from cxrils.dataset import ILSDataset
+    from cxrils.evaluation import write_predictions
+
+    ds = ILSDataset(dataset_dir, split, augment=None, size=None)
+    recs = ds.records
+    rows: list[dict] = []
+    cache: dict[str, np.ndarray] = {}
+    order = np.argsort(recs["image_id"].to_numpy(), kind="stable")  # each image loaded once
+    with tqdm(total=len(order), desc=f"predict {split or 'all'}", disable=not progress, unit="rec") as bar:
+        for start in range(0, len(order), batch_size):
+            idx = [int(i) for i in order[start:start + batch_size]]
+            images = []
+            for i in idx:
+                image_id = recs.at[i, "image_id"]
+                if image_id not in cache:
+                    cache.clear()
+                    cache[image_id] = ds.load_image(i)
+                images.append(cache[image_id])
+            preds = segmenter.predict_many(images, [str(recs.at[i, "instruction"]) for i in idx])
+            for i, p in zip(idx, preds):
+                rows.append({"record_id": str(recs.at[i, "record_id"]), "mask": dict(encode_rle(p.mask)),
+                             "answer": p.answer})
+            bar.update(len(idx))
+    rows.sort(key=lambda r: r["record_id"])
+    write_predictions(out_path, rows)
+    return Path(out_path)
+
+
+def evaluate_run(seg: Segmenter, dataset_dir: str | Path, run_dir: str | Path, split: str,
+                 *, progress: bool = True) -> dict | None:
+    """Predict ``split``, write ``predictions_{split}.parquet`` and ``eval_{split}.json``.
+
+    Scores template instructions only, as the paper's Tables 4-6
+    (:func:`cxrils.evaluation.evaluate_predictions` with paraphrases excluded).
+
+    Returns
+    -------
+    dict or None
+        Table 4 row (``gIoU``, ``cIoU``, ``n_acc``, ``text_accuracy`` in [0, 1] and
+        counts); None when the split has no records.
+    """
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from cxrils.dataset import read_records
+    from cxrils.evaluation import evaluate_predictions
+    from cxrils.models.predict import predict_dataset
+
+    if not len(read_records(dataset_dir, split)):
+        log.warning("%s: no %s records; skipping evaluation", dataset_dir, split)
+        return None
+    path = predict_dataset(seg, dataset_dir, split, Path(run_dir) / f"predictions_{split}.parquet",
+                           progress=progress)
+    template_ids = set(read_records(dataset_dir, split).query("paraphrase_of == ''")["record_id"])
+    rows = [r for r in pq.read_table(path).to_pylist() if r["record_id"] in template_ids]
+    report = evaluate_predictions(dataset_dir, pa.Table.from_pylist(rows), split=split)
+    metrics = report.table4()
+    atomic_write_json(Path(run_dir) / f"eval_{split}.json", report.to_dict())
+    return metrics

@@ -1,0 +1,205 @@
+"""Training ROSALIA with accelerate (paper section 5, Appendix F).
+
+AdamW (lr 3e-4), 100 warm-up steps then linear decay to 0 (DeepSpeed's WarmupDecayLR),
+15 epochs, total batch 256 reached by gradient accumulation over micro-batches,
+1:1 positive/negative mini-batches (:class:`cxrils.dataset.BalancedBatchSampler`) and
+histogram equalisation with probability 0.5 (:class:`cxrils.dataset.HistogramEqualization`).
+For several GPUs run the same entry point under ``accelerate launch`` with the
+DeepSpeed ZeRO-2 configuration shipped as ``ds_zero2.json`` (see docs/rosalia.md).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+import time
+from pathlib import Path
+from typing import Callable, Iterable, Iterator, Sequence
+
+import numpy as np
+import torch
+
+from cxrils.models.rosalia.configuration import RosaliaConfig
+from cxrils.models.rosalia.segmenter import RosaliaSegmenter, build_model
+
+DEEPSPEED_CONFIG = Path(__file__).with_name("ds_zero2.json")
+
+
+def train_rosalia(
+    segmenter: RosaliaSegmenter,
+    batches: Iterable[Sequence[dict]],
+    out_dir: str | Path,
+    *,
+    total_steps: int,
+    log: Callable[[dict], None] | None = None,
+) -> list[dict]:
+    """Train ``segmenter.model`` on micro-batches and save it to ``out_dir``.
+
+    Parameters
+    ----------
+    segmenter : RosaliaSegmenter
+        Built with :func:`~cxrils.models.rosalia.segmenter.build_model` (LoRA applied).
+    batches : iterable of sequences of dict
+        Micro-batches (already 1:1 positive/negative, e.g. from
+        ``cxrils.dataset.BalancedBatchSampler``); each sample has ``image`` (uint8 (H, W)),
+        ``instruction``, ``answer`` and ``mask`` (bool (H, W)); augmentation is the data
+        side's job.
+    out_dir : path
+        Run folder; the model is saved there at the end.
+    total_steps : int
+        Optimiser steps of the schedule (warm-up ``cfg.warmup_steps``, then linear decay
+        to 0). One optimiser step accumulates ``cfg.batch_size // cfg.micro_batch_size``
+        micro-batches.
+
+    Returns
+    -------
+    list of dict
+        One log entry per optimiser step (step, lr, loss terms).
+    """
+    from accelerate import Accelerator
+    from transformers import get_linear_schedule_with_warmup
+
+    model, proc, cfg = segmenter.model, segmenter.processor, segmenter.model.cfg
+    accum = max(1, cfg.batch_size // cfg.micro_batch_size)
+    acc = Accelerator(gradient_accumulation_steps=accum, cpu=not torch.cuda.is_available())
+    params = [p for p in model.parameters() if p.requires_grad]
+    opt = torch.optim.AdamW(params, lr=cfg.lr, weight_decay=0.0)
+    sched = get_linear_schedule_with_warmup(opt, cfg.warmup_steps, total_steps)
+    model, opt, sched = acc.prepare(model, opt, sched)
+    model.train()
+    history: list[dict] = []
+    step = 0
+    for samples in batches:
+        encoded = [proc.encode(s["image"], s["instruction"], s["answer"], s["mask"]) for s in samples]
+        batch = proc.collate(encoded)
+        batch = {k: (v.to(acc.device) if torch.is_tensor(v) else [t.to(acc.device) for t in v]) for k, v in batch.items()}
+        with acc.accumulate(model):
+            out = model(**batch)
+            acc.backward(out.loss)
+            opt.step()
+            sched.step()
+            opt.zero_grad()
+        if acc.sync_gradients:
+            step += 1
+            entry = {"step": step, "lr": sched.get_last_lr()[0], "loss": float(out.loss.detach()),
+                     "loss_txt": float(out.loss_txt), "loss_bce": float(out.loss_bce), "loss_dice": float(out.loss_dice)}
+            if not all(math.isfinite(v) for v in entry.values()):
+                raise FloatingPointError(f"non-finite loss at step {step}: {entry}")
+            history.append(entry)
+            if log:
+                log(entry)
+            if step >= total_steps:
+                break
+    segmenter.model = acc.unwrap_model(model).eval()
+    out = Path(out_dir)
+    segmenter.save_pretrained(out)
+    (out / "train_log.jsonl").write_text("".join(json.dumps(h) + "\n" for h in history))
+    return history
+
+
+def _parse_overrides(overrides: dict[str, str]) -> tuple[RosaliaConfig, bool]:
+    """``--set key=value`` -> (RosaliaConfig, tiny); ``tiny=true`` starts from
+    :meth:`RosaliaConfig.tiny` (random miniature, CPU smoke runs)."""
+    items = dict(overrides)
+    tiny = items.pop("tiny", "false").lower() in ("1", "true", "yes")
+    cfg = RosaliaConfig.tiny() if tiny else RosaliaConfig()
+    fields = {f.name for f in dataclasses.fields(RosaliaConfig)} - {"llava_config", "sam_config"}
+    for key, raw in items.items():
+        if key not in fields:
+            raise ValueError(f"unknown ROSALIA setting {key!r}; known: {sorted(fields)} and tiny")
+        default = getattr(cfg, key)
+        try:
+            if isinstance(default, tuple):
+                value = tuple(v.strip() for v in raw.split(","))
+            elif isinstance(default, bool):
+                value = raw.lower() in ("1", "true", "yes")
+            else:
+                value = type(default)(raw)
+        except ValueError as err:
+            raise ValueError(f"--set {key}={raw!r}: expected {type(default).__name__}") from err
+        setattr(cfg, key, value)
+    return cfg, tiny
+
+
+def _tokenizer(cfg: RosaliaConfig, tiny: bool):
+    if tiny:
+        from cxrils.models.rosalia.tiny import build_tiny_tokenizer
+
+        return build_tiny_tokenizer()
+    source = cfg.tokenizer_path or cfg.llava_path or cfg.lisa_checkpoint
+    if not source:
+        raise ValueError("ROSALIA needs local weights: --set lisa_checkpoint=DIR (xinlai/LISA-7B-v1) or "
+                         "--set llava_path=DIR --set sam_path=DIR; or --set tiny=true for a CPU smoke run")
+    from transformers import AutoTokenizer
+
+    return AutoTokenizer.from_pretrained(source, local_files_only=True)
+
+
+def _batches(dataset, sampler) -> Iterator[list[dict]]:
+    """Micro-batches of uint8 images, bool masks and texts from an ILSDataset."""
+    from cxrils.masks import decode_rle
+
+    epoch = 0
+    while True:
+        dataset.set_epoch(epoch)
+        sampler.set_epoch(epoch)
+        for indices in sampler:
+            batch = []
+            for i in indices:
+                item = dataset[i]
+                x = np.rint(item["image"][0].numpy() * 255).astype(np.uint8)
+                batch.append({"image": x, "mask": decode_rle(dataset.records.iloc[i]["mask"]),
+                              "instruction": item["instruction"], "answer": item["answer"]})
+            yield batch
+        epoch += 1
+
+
+def cli_train(dataset: str | Path, run_dir: str | Path, overrides: dict[str, str], *, resume: bool = True,
+              evaluate: bool = True, progress: bool = True) -> dict:
+    """``cxrils train --model rosalia``: train on a cxrils dataset's train split.
+
+    Settings come from ``--set key=value`` (fields of :class:`RosaliaConfig`, plus
+    ``steps`` to override the schedule length and ``tiny=true`` for a CPU smoke run).
+    The schedule is ``epochs * ceil(n_train / batch_size)`` optimiser steps. With
+    ``resume`` and a finished run in ``run_dir``, the saved model is loaded and
+    trained for the steps still missing from its ``train_log.jsonl``.
+
+    Raises
+    ------
+    ValueError
+        On an unknown setting, missing local weights or a split without positives or
+        negatives.
+    """
+    from cxrils.dataset import BalancedBatchSampler, HistogramEqualization, ILSDataset
+    from cxrils.models.base import Segmenter
+    from cxrils.models.predict import evaluate_run
+
+    steps_override = overrides.pop("steps", None) if isinstance(overrides, dict) else None
+    cfg, tiny = _parse_overrides(overrides)
+    run = Path(run_dir)
+    done = 0
+    if resume and (run / "config.json").is_file() and (run / "train_log.jsonl").is_file():
+        seg = Segmenter.from_pretrained(run)
+        cfg = seg.model.cfg
+        done = sum(1 for line in (run / "train_log.jsonl").read_text().splitlines() if line.strip())
+    else:
+        model, proc = build_model(cfg, _tokenizer(cfg, tiny))
+        seg = RosaliaSegmenter(model, proc)
+    data = ILSDataset(dataset, "train", augment=HistogramEqualization(cfg.hist_eq_prob, seed=cfg.seed))
+    accum = max(1, cfg.batch_size // cfg.micro_batch_size)
+    total = int(steps_override) if steps_override else cfg.epochs * max(1, math.ceil(len(data) / cfg.batch_size))
+    remaining = max(0, total - done)
+    t0 = time.perf_counter()
+    if remaining:
+        sampler = BalancedBatchSampler(data.polarities, cfg.micro_batch_size, seed=cfg.seed,
+                                       num_batches=max(1, len(data) // cfg.micro_batch_size))
+        previous = (run / "train_log.jsonl").read_text() if done else ""
+        history = train_rosalia(seg, _batches(data, sampler), run, total_steps=remaining,
+                                log=(lambda e: print(json.dumps(e), flush=True)) if progress else None)
+        if previous:
+            (run / "train_log.jsonl").write_text(previous + "".join(json.dumps(h) + "\n" for h in history))
+    result = {"steps": total, "train_seconds": time.perf_counter() - t0, "accumulation": accum}
+    if evaluate:
+        result["validate"] = evaluate_run(seg, dataset, run, "validate", progress=progress)
+    return result

@@ -1,0 +1,1 @@
+"""Web page and REST service for instruction-guided segmentation (FastAPI)."""

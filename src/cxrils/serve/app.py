@@ -1,0 +1,161 @@
+"""The FastAPI application of ``cxrils serve``.
+
+Endpoints
+---------
+``POST /v1/segment``
+    multipart form: ``image`` (PNG, JPEG or DICOM file) and ``instruction`` (text) ->
+    JSON: ``mask`` (COCO RLE, ``size`` [H, W]), ``mask_area``, ``answer``,
+    ``presence_score``, ``width``, ``height``, ``image_png`` (the 8-bit image the model
+    saw, base64 PNG), ``mask_png`` (0/255 base64 PNG), ``overlay_png`` (base64 PNG).
+``GET /v1/health``, ``GET /v1/info``; the page at ``/``; OpenAPI docs at ``/docs``.
+
+Privacy: the upload is written to a private temporary folder only while the request
+runs (the image loader reads files) and removed before the response, unless
+``keep_uploads_dir`` is set; DICOM header fields never reach responses or logs (the
+loader returns pixels and a whitelist of technical fields only, and we return none).
+"""
+
+from __future__ import annotations
+
+import logging
+import tempfile
+import threading
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable
+
+import numpy as np
+from fastapi import FastAPI, File, Form, HTTPException, UploadFile
+from fastapi.responses import FileResponse
+from fastapi.staticfiles import StaticFiles
+
+from cxrils import __version__, templates, vocab
+from cxrils.masks import encode_rle
+from cxrils.serve.images import b64_png, overlay
+
+log = logging.getLogger(__name__)
+STATIC_DIR = Path(__file__).with_name("static")
+
+
+@dataclass
+class ServiceConfig:
+    """Limits of the service.
+
+    ``max_upload_bytes``: 50 MB by default (issue 10); ``max_instruction_chars``: 500;
+    ``keep_uploads_dir``: where to keep uploads if the operator asks (None = never kept).
+    """
+
+    max_upload_bytes: int = 50 * 1024 * 1024
+    max_instruction_chars: int = 500
+    keep_uploads_dir: Path | None = None
+
+
+def example_instructions() -> dict[str, list[str]]:
+    """Example instructions per lesion type, rendered by :mod:`cxrils.templates`."""
+    out: dict[str, list[str]] = {}
+    for t in vocab.LESION_TYPES:
+        ex = [templates.render_instruction("global", t)]
+        if t != "cardiomegaly":
+            ex.insert(0, templates.render_instruction("basic", t, ["right lung base"]))
+        if t in vocab.INFERENCE_LESION_TYPES:
+            ex.append(templates.render_instruction("lesion_inference", None, ["left mid zone lung"]))
+        out[t] = ex
+    return out
+
+
+def create_app(segmenter, *, model_name: str = "", config: ServiceConfig | None = None,
+               load_image: Callable | None = None) -> FastAPI:
+    """Build the app around a loaded model.
+
+    Parameters
+    ----------
+    segmenter : cxrils.models.base.Segmenter
+        Loaded once; ``predict(image uint8 (H, W), instruction) -> Prediction``.
+    model_name : str
+        Shown by ``/v1/info``.
+    config : ServiceConfig, optional
+    load_image : callable, optional
+        ``path -> LoadedImage``; defaults to :func:`cxrils.io.load_image`.
+    """
+    from cxrils.io import ImageLoadError
+    from cxrils.io import load_image as default_loader
+
+    cfg = config or ServiceConfig()
+    loader = load_image or default_loader
+    lock = threading.Lock()  # one inference at a time: a model's buffers are not thread-safe by contract
+    app = FastAPI(title="cxrils", version=__version__,
+                  description="Instruction-guided lesion segmentation for chest X-rays.")
+
+    @app.middleware("http")
+    async def limit_body(request, call_next):
+        # Refuse oversized bodies before they are spooled (multipart overhead allowed).
+        length = request.headers.get("content-length")
+        if length and length.isdigit() and int(length) > cfg.max_upload_bytes + 1024 * 1024:
+            from fastapi.responses import JSONResponse
+
+            return JSONResponse({"detail": f"the image is larger than the limit of "
+                                           f"{cfg.max_upload_bytes // (1024 * 1024)} MB"}, status_code=413)
+        return await call_next(request)
+
+    @app.get("/v1/health")
+    def health() -> dict:
+        return {"status": "ok"}
+
+    @app.get("/v1/info")
+    def info() -> dict:
+        return {
+            "name": "cxrils", "version": __version__, "model": model_name,
+            "model_type": getattr(segmenter, "model_type", type(segmenter).__name__),
+            "lesion_types": list(vocab.LESION_TYPES),
+            "locations": list(vocab.INSTRUCTION_LOCATIONS),
+            "examples": example_instructions(),
+            "max_upload_bytes": cfg.max_upload_bytes,
+            "max_instruction_chars": cfg.max_instruction_chars,
+        }
+
+    @app.post("/v1/segment")
+    def segment(image: UploadFile = File(..., description="PNG, JPEG or DICOM file"),
+                instruction: str = Form(..., description="e.g. 'Segment the effusion in the left lung base.'")) -> dict:
+        text = instruction.strip()
+        if not text:
+            raise HTTPException(422, "the instruction is empty")
+        if len(text) > cfg.max_instruction_chars:
+            raise HTTPException(422, f"the instruction has {len(text)} characters; the limit is {cfg.max_instruction_chars}")
+        data = image.file.read(cfg.max_upload_bytes + 1)
+        if len(data) > cfg.max_upload_bytes:
+            raise HTTPException(413, f"the image is larger than the limit of {cfg.max_upload_bytes // (1024 * 1024)} MB")
+        if not data:
+            raise HTTPException(400, "the uploaded file is empty")
+        suffix = Path(image.filename or "upload").suffix.lower()[:10]
+        t0 = time.perf_counter()
+        with tempfile.TemporaryDirectory(prefix="cxrils-upload-") as tmp:
+            path = Path(tmp) / f"upload{suffix}"
+            path.write_bytes(data)
+            try:
+                loaded = loader(path)
+            except ImageLoadError as err:
+                reason = getattr(err, "reason", str(err))
+                raise HTTPException(400, f"cannot read the uploaded file as a chest X-ray image: {reason}") from None
+            if cfg.keep_uploads_dir is not None:
+                cfg.keep_uploads_dir.mkdir(parents=True, exist_ok=True)
+                (cfg.keep_uploads_dir / f"{time.time_ns()}{suffix}").write_bytes(data)
+        x = loaded.pixels
+        with lock:
+            pred = segmenter.predict(x, text)
+        mask = np.asarray(pred.mask, dtype=bool)
+        log.info("segment: %dx%d image, mask area %d, %.0f ms", x.shape[1], x.shape[0], int(mask.sum()),
+                 1000 * (time.perf_counter() - t0))
+        return {
+            "mask": encode_rle(mask), "mask_area": int(mask.sum()), "answer": pred.answer,
+            "presence_score": float(pred.presence_score), "width": int(x.shape[1]), "height": int(x.shape[0]),
+            "image_png": b64_png(x), "mask_png": b64_png(mask.astype(np.uint8) * 255),
+            "overlay_png": b64_png(overlay(x, mask)),
+        }
+
+    @app.get("/", include_in_schema=False)
+    def page() -> FileResponse:
+        return FileResponse(STATIC_DIR / "index.html")
+
+    app.mount("/static", StaticFiles(directory=STATIC_DIR), name="static")
+    return app

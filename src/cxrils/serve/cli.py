@@ -1,0 +1,53 @@
+"""``cxrils serve``: the web page and REST API."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Optional
+
+import typer
+
+
+def default_model_dir() -> Path | None:
+    """The light model shipped in the package (``cxrils/weights/light_ils``), if present."""
+    from importlib import resources
+
+    path = Path(str(resources.files("cxrils") / "weights" / "light_ils"))
+    return path if (path / "config.json").is_file() else None
+
+
+def register(app: typer.Typer) -> None:
+    """Add ``serve`` to the ``cxrils`` command line."""
+
+    @app.command()
+    def serve(
+        model: Optional[Path] = typer.Option(None, "--model", "-m", help="Trained model folder (cxrils train -o ...)."),
+        host: str = typer.Option("127.0.0.1", help="Address to listen on (loopback by default)."),
+        port: int = typer.Option(8000, help="TCP port."),
+        max_upload_mb: int = typer.Option(50, help="Largest accepted upload, MB."),
+        max_instruction_chars: int = typer.Option(500, help="Longest accepted instruction."),
+        keep_uploads: Optional[Path] = typer.Option(None, help="Keep uploads in this folder (off by default)."),
+    ) -> None:
+        """Serve the segmentation page and REST API (POST /v1/segment) with one loaded model."""
+        import uvicorn
+
+        from cxrils.models.base import ModelLoadError, Segmenter
+        from cxrils.serve.app import ServiceConfig, create_app
+
+        run_dir = model or default_model_dir()
+        if run_dir is None:
+            typer.echo(
+                "error: no --model given and no built-in light model is installed.\n"
+                "Train one: cxrils demo (generates a dataset from ../shared/data), then\n"
+                "  cxrils train --model light --dataset DATASET -o RUN_DIR\n"
+                "and start the service with: cxrils serve --model RUN_DIR", err=True)
+            raise typer.Exit(2)
+        try:
+            segmenter = Segmenter.from_pretrained(run_dir)
+        except ModelLoadError as err:
+            typer.echo(f"error: {err}", err=True)
+            raise typer.Exit(2) from err
+        cfg = ServiceConfig(max_upload_bytes=max_upload_mb * 1024 * 1024,
+                            max_instruction_chars=max_instruction_chars, keep_uploads_dir=keep_uploads)
+        typer.echo(f"cxrils: serving {run_dir} on http://{host}:{port}/ (API docs at /docs)")
+        uvicorn.run(create_app(segmenter, model_name=str(run_dir), config=cfg), host=host, port=port, log_level="info")

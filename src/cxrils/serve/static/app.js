@@ -1,0 +1,107 @@
+// cxrils page: upload an image, send an instruction, draw the mask over the image.
+"use strict";
+const $ = (id) => document.getElementById(id);
+let file = null, baseImg = null, maskImg = null, maskPng = null;
+
+function showError(msg) { $("error").textContent = msg || ""; }
+
+function chooseFile(f) {
+  file = f;
+  $("drop-text").textContent = f ? `Selected: ${f.name} (${Math.round(f.size / 1024)} kB)` : "No file";
+  showError("");
+}
+
+function loadImage(b64) {
+  return new Promise((resolve, reject) => {
+    const im = new Image();
+    im.onload = () => resolve(im);
+    im.onerror = () => reject(new Error("the server returned an image the browser cannot show"));
+    im.src = "data:image/png;base64," + b64;
+  });
+}
+
+function draw() {
+  const c = $("view"), ctx = c.getContext("2d");
+  if (!baseImg) return;
+  c.width = baseImg.width; c.height = baseImg.height;
+  ctx.globalAlpha = 1; ctx.drawImage(baseImg, 0, 0);
+  if (!maskImg) return;
+  // Tint the mask: draw it on an offscreen canvas, keep white pixels as red.
+  const off = document.createElement("canvas"); off.width = c.width; off.height = c.height;
+  const octx = off.getContext("2d"); octx.drawImage(maskImg, 0, 0);
+  const d = octx.getImageData(0, 0, off.width, off.height);
+  for (let i = 0; i < d.data.length; i += 4) {
+    const on = d.data[i] > 127;
+    d.data[i] = 255; d.data[i + 1] = 64; d.data[i + 2] = 32; d.data[i + 3] = on ? 255 : 0;
+  }
+  octx.putImageData(d, 0, 0);
+  ctx.globalAlpha = Number($("opacity").value) / 100;
+  ctx.drawImage(off, 0, 0);
+  ctx.globalAlpha = 1;
+}
+
+async function run() {
+  showError("");
+  const instruction = $("instruction").value.trim();
+  if (!file) { showError("Choose an image first."); return; }
+  if (!instruction) { showError("Type an instruction, e.g. 'Segment the pneumonia in the right lung.'"); return; }
+  const form = new FormData();
+  form.append("image", file);
+  form.append("instruction", instruction);
+  $("run").disabled = true; $("answer").textContent = "…";
+  try {
+    const r = await fetch("/v1/segment", { method: "POST", body: form });
+    const body = await r.json().catch(() => ({}));
+    if (!r.ok) {
+      const detail = typeof body.detail === "string" ? body.detail : JSON.stringify(body.detail || body);
+      throw new Error(`${r.status}: ${detail}`);
+    }
+    baseImg = await loadImage(body.image_png);
+    maskImg = await loadImage(body.mask_png);
+    maskPng = body.mask_png;
+    $("answer").textContent = body.answer;
+    $("score").textContent = body.presence_score.toFixed(3);
+    $("area").textContent = body.mask_area;
+    $("download").disabled = false;
+    draw();
+    document.body.dataset.state = "done";
+  } catch (e) {
+    $("answer").textContent = "—";
+    showError("Request failed: " + e.message);
+  } finally {
+    $("run").disabled = false;
+  }
+}
+
+function download() {
+  if (!maskPng) return;
+  const a = document.createElement("a");
+  a.href = "data:image/png;base64," + maskPng;
+  a.download = "mask.png";
+  a.click();
+}
+
+async function loadExamples() {
+  try {
+    const info = await (await fetch("/v1/info")).json();
+    const dl = $("examples"), sel = $("lesion-type");
+    for (const [type, list] of Object.entries(info.examples)) {
+      const o = document.createElement("option"); o.value = type; o.textContent = type; sel.appendChild(o);
+      for (const ex of list) { const e = document.createElement("option"); e.value = ex; dl.appendChild(e); }
+    }
+    sel.addEventListener("change", () => { if (sel.value) $("instruction").value = info.examples[sel.value][0]; });
+  } catch (e) { showError("Could not load examples: " + e.message); }
+}
+
+const drop = $("drop");
+drop.addEventListener("click", () => $("file").click());
+drop.addEventListener("keydown", (e) => { if (e.key === "Enter" || e.key === " ") { e.preventDefault(); $("file").click(); } });
+drop.addEventListener("dragover", (e) => { e.preventDefault(); drop.classList.add("over"); });
+drop.addEventListener("dragleave", () => drop.classList.remove("over"));
+drop.addEventListener("drop", (e) => { e.preventDefault(); drop.classList.remove("over"); chooseFile(e.dataTransfer.files[0]); });
+$("file").addEventListener("change", (e) => chooseFile(e.target.files[0]));
+$("run").addEventListener("click", run);
+$("instruction").addEventListener("keydown", (e) => { if (e.key === "Enter") run(); });
+$("opacity").addEventListener("input", () => { $("opacity-value").textContent = $("opacity").value + "%"; draw(); });
+$("download").addEventListener("click", download);
+loadExamples();

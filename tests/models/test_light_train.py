@@ -1,0 +1,140 @@
+"""Training, resume, evaluation and the CLI of the light model on a tiny synthetic dataset."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pyarrow.parquet as pq
+import pytest
+from PIL import Image
+from typer.testing import CliRunner
+
+from cxrils import templates
+from cxrils.cli import app
+from cxrils.dataset import read_records
+from cxrils.masks import decode_rle
+from cxrils.models import Segmenter
+from cxrils.models.light import LightConfig
+from cxrils.models.light.train import TrainError, train_light
+from light_synthetic import block_anatomy, make_tiny_dataset
+
+TINY = dict(image_size=32, features=(4, 8, 8, 16, 16, 8), text_hidden=32, batch_size=8, lr=3e-3)
+
+
+@pytest.fixture(scope="module", autouse=True)
+def one_thread():
+    """One torch thread: the tiny networks gain nothing from more, and CI shares 2 cores."""
+    import torch
+
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)
+
+
+@pytest.fixture(scope="module")
+def tiny_dataset(tmp_path_factory):
+    return make_tiny_dataset(tmp_path_factory.mktemp("light") / "ds")
+
+
+@pytest.fixture(scope="module")
+def trained(tiny_dataset, tmp_path_factory):
+    run = tmp_path_factory.mktemp("light") / "run"
+    result = train_light(tiny_dataset, run, LightConfig(**TINY, steps=150), progress=False, log_every=10,
+                         checkpoint_every=50, anatomy=block_anatomy)
+    return run, result
+
+
+def _lines(path):
+    return [json.loads(s) for s in path.read_text().splitlines()]
+
+
+@pytest.mark.slow
+def test_training_reduces_loss_and_writes_run(trained):
+    run, result = trained
+    lines = _lines(run / "metrics.jsonl")
+    assert [ln["step"] for ln in lines] == list(range(10, 151, 10))
+    assert lines[-1]["loss"] < 0.5 * lines[0]["loss"]
+    assert lines[-1]["bce"] < lines[0]["bce"] and lines[-1]["dice"] < lines[0]["dice"]
+    for name in ("config.json", "model.safetensors", "checkpoint.pt", "eval_validate.json",
+                 "predictions_validate.parquet", "train_summary.json"):
+        assert (run / name).is_file(), name
+    assert result["steps"] == 150 and result["train_seconds"] > 0
+
+
+@pytest.mark.slow
+def test_trained_model_separates_present_from_absent(trained, tiny_dataset):
+    run, result = trained
+    seg = Segmenter.from_pretrained(run, anatomy=block_anatomy)
+    recs = read_records(tiny_dataset, "validate")
+    glob = recs[(recs["instruction_type"] == "global") & (recs["target"] == "effusion")]
+    score = {}
+    for r in glob.itertuples():
+        x = np.asarray(Image.open(tiny_dataset / r.image_path))
+        score[r.polarity] = score.get(r.polarity, []) + [seg.predict(x, r.instruction).presence_score]
+    assert min(score["positive"]) > max(score["negative"])  # negatives: images without a disc
+    preds = pq.read_table(run / "predictions_validate.parquet").to_pylist()
+    val = result["validate"]
+    assert val["n_positive"] == int((recs["polarity"] == "positive").sum())
+    assert val["gIoU"] > 0.2  # discs are learnable; an untrained model scores ~0.05
+    for p, r in zip(sorted(preds, key=lambda p: p["record_id"]), recs.sort_values("record_id").itertuples()):
+        templates.parse_answer(p["answer"], r.instruction_type)  # every answer follows the templates
+        assert decode_rle(p["mask"]).shape == (r.height, r.width)
+    x = np.asarray(Image.open(tiny_dataset / recs.iloc[0]["image_path"]))
+    assert seg.predict(x, "Segment the edema.").answer == "[SEG] There is no edema."
+
+
+def test_resume_continues_from_checkpoint(tiny_dataset, tmp_path):
+    run = tmp_path / "run"
+    cfg = LightConfig(**TINY, steps=6)
+    train_light(tiny_dataset, run, cfg, progress=False, log_every=2, checkpoint_every=3, evaluate=False)
+    assert [ln["step"] for ln in _lines(run / "metrics.jsonl")] == [2, 4, 6]
+    res = train_light(tiny_dataset, run, LightConfig(**TINY, steps=8), progress=False, log_every=2,
+                      evaluate=False)
+    assert res["steps"] == 8
+    assert [ln["step"] for ln in _lines(run / "metrics.jsonl")] == [2, 4, 6, 8]
+    with pytest.raises(TrainError, match="another configuration"):
+        train_light(tiny_dataset, run, LightConfig(**{**TINY, "lr": 1e-2}, steps=8), progress=False)
+
+
+@pytest.mark.slow
+def test_cli_train_and_predict(tiny_dataset, tmp_path, monkeypatch):
+    import cxrils.models.light.segmenter as segmod
+
+    monkeypatch.setattr(segmod, "default_anatomy", lambda: block_anatomy)
+    runner = CliRunner()
+    run = tmp_path / "run"
+    sets = ["--set", "image_size=32", "--set", "features=4,8,8,16,16,8", "--set", "batch_size=8",
+            "--set", "steps=6"]
+    res = runner.invoke(app, ["train", "--model", "light", "--dataset", str(tiny_dataset), "-o", str(run), *sets])
+    assert res.exit_code == 0, res.output
+    assert "validate: gIoU" in res.output and (run / "model.safetensors").is_file()
+
+    bad = runner.invoke(app, ["train", "--model", "light", "--dataset", str(tmp_path), "-o", str(run)])
+    assert bad.exit_code == 2 and "manifest.json" in bad.output
+    bad = runner.invoke(app, ["train", "--dataset", str(tiny_dataset), "-o", str(tmp_path / "r2"),
+                              "--set", "nope=1"])
+    assert bad.exit_code == 2 and "unknown light model setting" in bad.output
+
+    image = tiny_dataset / "images" / "img000.png"
+    out = tmp_path / "pred"
+    res = runner.invoke(app, ["predict", "--model", str(run), str(image),
+                              "Segment the effusion in the left lung base.", "-o", str(out)])
+    assert res.exit_code == 0, res.output
+    info = json.loads((out / "prediction.json").read_text())
+    templates.parse_answer(info["answer"], "basic")
+    mask = np.asarray(Image.open(out / "mask.png"))
+    assert mask.shape == (80, 96) and np.array_equal(mask > 0, decode_rle(info["mask"]))
+    assert np.asarray(Image.open(out / "overlay.png")).shape == (80, 96, 3)
+
+    preds = tmp_path / "preds.jsonl"
+    res = runner.invoke(app, ["predict", "--model", str(run), "--dataset", str(tiny_dataset), "--split", "test",
+                              "-o", str(preds)])
+    assert res.exit_code == 0, res.output
+    rows = [json.loads(s) for s in preds.read_text().splitlines()]
+    assert sorted(r["record_id"] for r in rows) == sorted(read_records(tiny_dataset, "test")["record_id"])
+
+    res = runner.invoke(app, ["predict", "--model", str(tmp_path / "nope"), str(image), "Segment the edema.",
+                              "-o", str(out)])
+    assert res.exit_code == 2 and "not found" in res.output

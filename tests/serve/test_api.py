@@ -1,0 +1,122 @@
+"""REST API of ``cxrils serve`` with good and bad inputs (httpx through TestClient)."""
+
+from __future__ import annotations
+
+import base64
+import io
+
+import numpy as np
+import pytest
+from PIL import Image
+
+pytest.importorskip("fastapi")
+from fastapi.testclient import TestClient  # noqa: E402
+
+from cxrils.masks import decode_rle  # noqa: E402
+from cxrils.serve.app import ServiceConfig, create_app  # noqa: E402
+
+
+def _png(array: np.ndarray) -> bytes:
+    buf = io.BytesIO()
+    Image.fromarray(array).save(buf, format="PNG")
+    return buf.getvalue()
+
+
+@pytest.fixture
+def image() -> np.ndarray:
+    rng = np.random.default_rng(0)
+    return (rng.random((64, 48)) * 255).astype(np.uint8)
+
+
+@pytest.fixture
+def client(segmenter):
+    return TestClient(create_app(segmenter, model_name="test", config=ServiceConfig(max_upload_bytes=200_000)))
+
+
+def test_health_info_docs(client):
+    assert client.get("/v1/health").json() == {"status": "ok"}
+    info = client.get("/v1/info").json()
+    assert info["lesion_types"][0] == "cardiomegaly" and "effusion" in info["examples"]
+    assert client.get("/docs").status_code == 200
+    page = client.get("/")
+    assert page.status_code == 200 and "drop" in page.text
+
+
+def test_segment_png_returns_exact_mask(client, image):
+    r = client.post("/v1/segment", files={"image": ("x.png", _png(image), "image/png")},
+                    data={"instruction": "Segment the effusion in the left lung base."})
+    assert r.status_code == 200, r.text
+    body = r.json()
+    expected = image >= np.percentile(image, 95)
+    assert np.array_equal(decode_rle(body["mask"]), expected)
+    assert body["mask_area"] == int(expected.sum())
+    assert (body["width"], body["height"]) == (48, 64)
+    assert body["answer"] == "[SEG]"
+    png = np.array(Image.open(io.BytesIO(base64.b64decode(body["mask_png"]))))
+    assert np.array_equal(png > 127, expected)
+    assert np.array(Image.open(io.BytesIO(base64.b64decode(body["image_png"])))).shape == (64, 48)
+    assert np.array(Image.open(io.BytesIO(base64.b64decode(body["overlay_png"])))).shape == (64, 48, 3)
+
+
+def test_segment_real_dicom(segmenter, client, shared_data):
+    path = shared_data / "dicom" / "RG1_UNCR.dcm"
+    if not path.is_file():
+        pytest.skip(f"{path} not present")
+    files = {"image": ("x.dcm", path.read_bytes(), "application/dicom")}
+    data = {"instruction": "Segment the pneumonia in the right lung."}
+    assert client.post("/v1/segment", files=files, data=data).status_code == 413  # over the 200 kB test limit
+    big = TestClient(create_app(segmenter))
+    r = big.post("/v1/segment", files=files, data=data)
+    assert r.status_code == 200, r.text
+    body = r.json()
+    assert body["mask"]["size"] == [body["height"], body["width"]] and body["height"] > 100
+    text = r.text.lower()
+    assert "patient" not in text and "institution" not in text  # no header fields in the response
+
+
+@pytest.mark.parametrize("files,data,status,words", [
+    ({"image": ("x.txt", b"hello, not an image", "text/plain")}, {"instruction": "Segment the edema."}, 400, "cannot read"),
+    ({"image": ("x.dcm", b"\0" * 128 + b"DICM" + b"\x02\x00", "application/dicom")}, {"instruction": "Segment the edema."}, 400, "cannot read"),
+    ({"image": ("x.png", b"", "image/png")}, {"instruction": "Segment the edema."}, 400, "empty"),
+    ({"image": ("x.png", b"\x89PNG" + b"\0" * 300_000, "image/png")}, {"instruction": "Segment the edema."}, 413, "limit"),
+])
+def test_bad_uploads(client, files, data, status, words):
+    r = client.post("/v1/segment", files=files, data=data)
+    assert r.status_code == status, r.text
+    assert words in r.json()["detail"]
+
+
+def test_bad_instructions(client, image):
+    files = {"image": ("x.png", _png(image), "image/png")}
+    r = client.post("/v1/segment", files=files, data={"instruction": "   "})
+    assert r.status_code == 422 and "empty" in r.json()["detail"]
+    r = client.post("/v1/segment", files=files, data={"instruction": "x" * 501})
+    assert r.status_code == 422 and "limit" in r.json()["detail"]
+    r = client.post("/v1/segment", files=files)
+    assert r.status_code == 422
+
+
+def test_upload_not_kept(client, image, tmp_path, monkeypatch):
+    import tempfile
+
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    r = client.post("/v1/segment", files={"image": ("x.png", _png(image), "image/png")},
+                    data={"instruction": "Segment the effusion in the left lung base."})
+    assert r.status_code == 200
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_concurrent_requests_do_not_mix(client):
+    from concurrent.futures import ThreadPoolExecutor
+
+    rng = np.random.default_rng(1)
+    images = [(rng.random((32 + i, 40)) * 255).astype(np.uint8) for i in range(8)]
+
+    def call(x):
+        r = client.post("/v1/segment", files={"image": ("x.png", _png(x), "image/png")},
+                        data={"instruction": "Segment the opacity in the right lung."})
+        return x, r.json()
+
+    with ThreadPoolExecutor(4) as pool:
+        for x, body in pool.map(call, images):
+            assert np.array_equal(decode_rle(body["mask"]), x >= np.percentile(x, 95))

@@ -82,18 +82,22 @@ def test_empty_locations_overlap_tolerance_and_whole_lung():
 
 def test_finding_without_location_blocks_all_empty_locations():
     assert empty_locations([finding("edema", "edema", [])], anatomy()) == []
+    # ... unless it lies outside the lungs (spine, bones, mediastinum)
+    assert "right lung" in empty_locations([finding("scoliosis", None, [])], anatomy())
+    assert reported_locations(finding("scoliosis", None, [])).labels == ()
+    assert empty_locations([finding("granuloma", None, [])], anatomy()) == []
     assert reported_locations(finding("edema", "edema", ["lung"])).implied
     outside = reported_locations(finding("opacity", "opacity", ["mediastinum"]))
     assert outside.labels == () and outside.outside == ("mediastinum",)
 
 
-def test_cardiomegaly_is_the_heart_mask_and_counts_for_empty_locations():
+def test_cardiomegaly_is_the_heart_mask_and_occupies_no_lung_region():
     sg = run(report(finding("cardiomegaly", "cardiomegaly", ["heart"])), [])
     gf = sg.findings[0]
     assert gf.mask is not None and np.array_equal(gf.mask, anatomy()["heart"]) and gf.drop_reason is None
-    # the heart (rows 60-90, cols 40-60) overlaps both mid zones and bases, lungs
-    assert sg.empty_locations == ["right apical zone lung", "right upper zone lung",
-                                  "left apical zone lung", "left upper zone lung"]
+    # the heart (rows 60-90, cols 40-60) overlaps both mid zones and bases, but it is
+    # not a lung finding: every lung region stays empty
+    assert sg.empty_locations == list(EMPTY_LOCATION_CANDIDATES)
 
 
 def test_drop_reasons_and_box_records():

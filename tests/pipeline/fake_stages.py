@@ -62,7 +62,7 @@ class _Segmenter:
 
 
 class _Mapper:
-    def map(self, x: np.ndarray, edit_region: np.ndarray) -> AnomalyResult:
+    def map(self, x: np.ndarray, edit_region: np.ndarray, *, lungs: np.ndarray | None = None) -> AnomalyResult:
         x_hat = np.where(edit_region, np.minimum(x, 100), x).astype(np.uint8)
         x_ano = (np.clip(x.astype(np.int16) - x_hat, 0, 255) / 255.0).astype(np.float32)
         return AnomalyResult(x_hat=x_hat, x_ano=x_ano, edit_region=edit_region, backend="fake")
@@ -123,7 +123,7 @@ class FakeStages:
             return "lung x-extent differs"
         return None
 
-    def ground_study(self, *, study_id, image_id, x, report, anatomy, anomaly, boxes, cfg):
+    def ground_study(self, *, study_id, image_id, x, report, anatomy, anomaly, boxes, cfg, organs=None):
         if "nogrounding" in image_id:
             raise ValueError("grounding failed on purpose")
         found = anomaly.anomaly_set(cfg.grounding.tau_ano)

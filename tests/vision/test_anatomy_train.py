@@ -6,7 +6,6 @@ from __future__ import annotations
 import json
 
 import numpy as np
-import pytest
 import torch
 from PIL import Image
 from typer.testing import CliRunner

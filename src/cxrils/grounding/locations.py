@@ -6,7 +6,9 @@ Definitions used here (labels are CXAS spellings, patient sides):
 - **reported** locations of a finding: its mapped labels that are lung regions
   (:data:`cxrils.vocab.LUNG_REGION_LABELS`). A finding whose labels name no lung
   region but only "lung" or "pleura", or nothing at all, is taken to be anywhere in
-  the lungs: reported = ["right lung", "left lung"] (``implied``). Cardiomegaly's
+  the lungs: reported = ["right lung", "left lung"] (``implied``), unless its entity
+  is a finding outside the lungs (:data:`NON_LUNG_ENTITIES`: spine, bones,
+  mediastinum, diaphragm, pericardium), which occupies no lung region. Cardiomegaly's
   location is the heart. Other broad categories (rib, mediastinum, ...) have no lung
   mask.
 - **grounded** locations: the reported labels ``l`` for which some box kept by
@@ -17,7 +19,9 @@ Definitions used here (labels are CXAS spellings, patient sides):
   :data:`cxrils.vocab.EMPTY_LOCATION_CANDIDATES` (both lungs and the eight zones)
   whose anatomy mask overlaps the anatomy mask of no reported location of any
   positive finding of the study (all seven types and other findings), allowing
-  ``empty_overlap_tol_px`` pixels (0: "does not overlap at all").
+  ``empty_overlap_tol_px`` pixels (0: "does not overlap at all"). Organ-level
+  findings (cardiomegaly: the heart) occupy no lung region: the heart mask's overlap
+  with the lung masks must not erase the empty lung regions.
 """
 
 from __future__ import annotations
@@ -27,10 +31,18 @@ from dataclasses import dataclass
 import numpy as np
 
 from cxrils.types import AnatomyMasks, Finding, LesionBox
-from cxrils.vocab import EMPTY_LOCATION_CANDIDATES, LUNG_REGION_LABELS, WHOLE_LUNGS
+from cxrils.vocab import EMPTY_LOCATION_CANDIDATES, LUNG_REGION_LABELS, ORGAN_LESION_TYPES, WHOLE_LUNGS
 
 #: Broad categories (location mapping step 1) that mean "somewhere in the lungs".
 LUNG_BROAD: frozenset[str] = frozenset({"lung", "pleura"})
+
+#: Entities (lower case, as the report stage extracts them) that lie outside the lungs
+#: when the report names no location: they occupy no lung region (ours).
+NON_LUNG_ENTITIES: frozenset[str] = frozenset({
+    "fracture", "fractures", "hernia", "hiatal hernia", "adenopathy", "lymphadenopathy",
+    "pulmonary hypertension", "tortuosity", "degenerative changes", "scoliosis", "kyphosis",
+    "osteopenia", "pericardial effusion", "pericardial effusions", "pneumomediastinum", "eventration",
+})
 
 
 @dataclass(frozen=True)
@@ -56,6 +68,8 @@ def reported_locations(finding: Finding) -> ReportedLocations:
     others = tuple(label for label in finding.labels if label not in LUNG_BROAD)
     if finding.labels and len(others) == len(finding.labels):
         return ReportedLocations((), implied=False, outside=others)
+    if not finding.labels and finding.entity.strip().lower() in NON_LUNG_ENTITIES:
+        return ReportedLocations((), implied=False, outside=(finding.entity,))
     return ReportedLocations(WHOLE_LUNGS, implied=True, outside=others)
 
 
@@ -104,5 +118,7 @@ def empty_locations(positive_findings: list[Finding], anatomy: AnatomyMasks, tol
     """
     occupied = np.zeros(anatomy.shape, dtype=bool)
     for finding in positive_findings:
+        if finding.target_type in ORGAN_LESION_TYPES:  # the heart is not a lung region
+            continue
         occupied |= anatomy.union(reported_locations(finding).labels)
     return [c for c in EMPTY_LOCATION_CANDIDATES if np.count_nonzero(anatomy[c] & occupied) <= tol_px]

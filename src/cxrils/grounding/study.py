@@ -53,8 +53,9 @@ def _check_inputs(x: np.ndarray, anatomy: AnatomyMasks, anomaly: AnomalyResult) 
         raise ValueError(f"anomaly map ({anomaly.backend}) has shape {anomaly.x_ano.shape}, image {x.shape}")
 
 
-def _ground_finding(finding: Finding, x: np.ndarray, anatomy: AnatomyMasks, anomaly: AnomalyResult,
-                    boxes: list[LesionBox], empty: list[str], cfg: Config) -> GroundedFinding:
+def _ground_finding(finding: Finding, x: np.ndarray, anatomy: AnatomyMasks, organs: AnatomyMasks,
+                    anomaly: AnomalyResult, boxes: list[LesionBox], empty: list[str],
+                    cfg: Config) -> GroundedFinding:
     loc = reported_locations(finding)
     lesion_type = finding.target_type if finding.target_type in LESION_TYPES else None
     result = GroundedFinding(finding=finding, lesion_type=lesion_type, reported=list(loc.labels),
@@ -64,8 +65,8 @@ def _ground_finding(finding: Finding, x: np.ndarray, anatomy: AnatomyMasks, anom
     elif lesion_type is None:
         result.drop_reason = f"not one of the seven lesion types (entity {finding.entity!r})"
     elif lesion_type == "cardiomegaly":
-        heart = anatomy["heart"]
-        if heart.any():  # section 3.2: cardiomegaly's mask is the heart mask
+        heart = organs["heart"]
+        if heart.any():  # section 3.2: cardiomegaly's mask is the (HybridGNet) heart mask
             result.mask, result.grounded = heart.copy(), ["heart"]
         else:
             result.drop_reason = "cardiomegaly: the heart mask is empty"
@@ -75,7 +76,7 @@ def _ground_finding(finding: Finding, x: np.ndarray, anatomy: AnatomyMasks, anom
         result.drop_reason = "no candidate boxes from the detector"
     else:
         g = cfg.grounding
-        right, left = anatomy["right lung"], anatomy["left lung"]
+        right, left = organs["right lung"], organs["left lung"]  # L_r, L_l of c4 (HybridGNet)
         out = algorithm1(x, anomaly.anomaly_set(g.tau_ano_for(lesion_type)), anatomy.union(loc.labels),
                          right, left, boxes, lesion_type, g)
         result.box_checks = [c.to_dict() for c in out.checks]
@@ -98,7 +99,7 @@ def _ground_finding(finding: Finding, x: np.ndarray, anatomy: AnatomyMasks, anom
 def ground_study(*, study_id: str, image_id: str, x: np.ndarray, report: StructuredReport,
                  anatomy: AnatomyMasks, anomaly: AnomalyResult, boxes: list[LesionBox], cfg: Config,
                  view_position: str | None = None, crosscheck: str | None = None,
-                 ctr: float | None = None) -> StudyGrounding:
+                 ctr: float | None = None, organs: AnatomyMasks | None = None) -> StudyGrounding:
     """Ground every finding of a study's report in one frontal image.
 
     Runs quality control, Algorithm 1 for each positive finding of the seven lesion
@@ -111,7 +112,8 @@ def ground_study(*, study_id: str, image_id: str, x: np.ndarray, report: Structu
     x : numpy.ndarray, uint8, shape (H, W)
     report : StructuredReport
     anatomy : AnatomyMasks
-        All of :data:`cxrils.vocab.ANATOMY_LABELS` at the image's resolution.
+        All of :data:`cxrils.vocab.ANATOMY_LABELS` at the image's resolution: the
+        location masks M_i (the paper's CXAS on ``x_hat``).
     anomaly : AnomalyResult
         x_ano at the image's resolution.
     boxes : list of LesionBox
@@ -129,6 +131,10 @@ def ground_study(*, study_id: str, image_id: str, x: np.ndarray, report: Structu
         ``cxrils.vision.anatomy.cardiothoracic_ratio`` when None (None again when the
         heart or lungs are empty). The instruction stage uses it for cardiomegaly
         negatives (CTR <= 0.45, Appendix D.3).
+    organs : AnatomyMasks, optional
+        Right lung, left lung and heart of ``x`` (the paper's HybridGNet, section 3.1):
+        L_r and L_l of condition c4 and the effusion refinement, the cardiomegaly mask
+        and the CTR. Defaults to ``anatomy`` (one segmentation for everything).
 
     Returns
     -------
@@ -143,16 +149,19 @@ def ground_study(*, study_id: str, image_id: str, x: np.ndarray, report: Structu
         If shapes disagree, ``x`` is not uint8 (H, W), or anatomy labels are missing.
     """
     _check_inputs(x, anatomy, anomaly)
+    organs = anatomy if organs is None else organs
+    if tuple(organs.shape) != x.shape:
+        raise ValueError(f"organ masks ({organs.backend}) have shape {tuple(organs.shape)}, image {x.shape}")
     provenance = {
         "anatomy": f"{anatomy.backend} {anatomy.version}".strip(),
         "anomaly": f"{anomaly.backend} {anomaly.version}".strip(),
         "grounding": dataclasses.asdict(cfg.grounding),
     }
-    heart = anatomy["heart"]
-    if ctr is None and heart.any() and anatomy.union(("right lung", "left lung")).any():
+    heart = organs["heart"]
+    if ctr is None and heart.any() and organs.union(("right lung", "left lung")).any():
         from cxrils.vision.anatomy import cardiothoracic_ratio
 
-        ctr = cardiothoracic_ratio(anatomy)
+        ctr = cardiothoracic_ratio(organs)
     base = dict(study_id=study_id, image_id=image_id, shape=tuple(x.shape), ctr=ctr, heart_mask=heart,
                 provenance=provenance)
     reason = (f"report: {report.excluded}" if report.excluded else None) \
@@ -161,7 +170,7 @@ def ground_study(*, study_id: str, image_id: str, x: np.ndarray, report: Structu
         return StudyGrounding(findings=[], empty_locations=[], excluded=reason, **base)
     positives = [f for f in report.findings if f.presence == "positive"]
     empty = empty_locations(positives, anatomy, cfg.grounding.empty_overlap_tol_px)
-    findings = [_ground_finding(f, x, anatomy, anomaly, boxes, empty, cfg) for f in report.findings]
+    findings = [_ground_finding(f, x, anatomy, organs, anomaly, boxes, empty, cfg) for f in report.findings]
     return StudyGrounding(findings=findings, empty_locations=empty, **base)
 
 

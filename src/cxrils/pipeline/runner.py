@@ -36,7 +36,7 @@ from typing import Any, Callable, Iterable, Iterator
 from cxrils.config import Config, config_from_dict
 from cxrils.fsutil import atomic_write_json
 from cxrils.pipeline.inputs import StudyInput, read_inputs
-from cxrils.pipeline.stages import DEFAULT_STAGES, StageLoadError
+from cxrils.pipeline.stages import DEFAULT_STAGES
 from cxrils.pipeline.study import Pipeline, StudyResult
 from cxrils.pipeline.summary import summarize
 from cxrils.types import StructuredReport

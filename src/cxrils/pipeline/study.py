@@ -246,7 +246,10 @@ class Pipeline:
     @_guarded("anomaly")
     def run_anomaly(self, state: StudyState) -> None:
         """Step 5: anomaly map inside lungs + heart."""
-        state.anomaly = self.anomaly_mapper.map(state.x, state.anatomy_x.union(EDIT_REGION_LABELS))
+        # Only the lungs are modelled as lung tissue: without ``lungs`` the builtin mapper
+        # would flag the normal heart as anomalous (RadEdit ignores it and edits the region).
+        state.anomaly = self.anomaly_mapper.map(state.x, state.anatomy_x.union(EDIT_REGION_LABELS),
+                                                lungs=state.anatomy_x.union(("right lung", "left lung")))
 
     @_guarded("anatomy")
     def run_anatomy_x_hat(self, state: StudyState) -> None:
@@ -278,7 +281,7 @@ class Pipeline:
                 grounding = self.stages.ground_study(
                     study_id=state.study.study_id, image_id=state.study.image_id, x=state.x,
                     report=state.report, anatomy=state.anatomy, anomaly=state.anomaly,
-                    boxes=state.boxes, cfg=self.cfg)
+                    boxes=state.boxes, cfg=self.cfg, organs=state.anatomy_x)
                 if grounding.excluded:
                     state.excluded = f"qc_grounding: {grounding.excluded}"
                 else:

@@ -361,3 +361,22 @@ def test_no_global_for_a_type_with_a_tentative_instance():
     assert np.array_equal(decode_rle(pos["Segment the opacity."]["mask"]), m1 | m2)
     li = {r["answer"] for r in gen(g) if r["instruction_type"] == "lesion_inference" and r["polarity"] == "positive"}
     assert li == {"[SEG] It is highly suggestive of pneumonia.", "[SEG] It possibly reflects pneumonia."}
+
+
+def test_absent_negatives_only_for_the_studys_chosen_image():
+    """Appendix C.2: at most one absent-type negative per type per *study*; a second
+    image of the same study gets none, but keeps its positives and location negatives."""
+    from cxrils.instructions import generate_records
+
+    g = no_cardiomegaly_study(0.40, image_id="im-second")
+    kw = dict(split="train", patient_id="p", image_path="images/im-second.png", cfg=Config())
+    first = generate_records(g, **kw)
+    second = generate_records(g, absent_negatives=False, **kw)
+    absent_types = {"pneumonia", "atelectasis", "consolidation", "edema", "cardiomegaly"}
+    assert any(r["lesion_type"] in absent_types for r in first)
+    assert not any(r["lesion_type"] in absent_types for r in second)
+    def kept(records):
+        return [(r["lesion_type"], r["instruction_type"], r["polarity"], r["instruction"], r["answer"])
+                for r in records if r["lesion_type"] not in absent_types]
+
+    assert kept(second) == kept(first) and kept(first)

@@ -141,7 +141,7 @@ class FakeStages:
         return StudyGrounding(study_id=study_id, image_id=image_id, shape=x.shape, findings=out,
                               empty_locations=["left upper zone lung"], ctr=0.4)
 
-    def generate_records(self, grounding, *, split, patient_id, image_path, cfg):
+    def generate_records(self, grounding, *, split, patient_id, image_path, cfg, absent_negatives=True):
         if "badrecords" in grounding.image_id:
             return [{"record_id": f"{grounding.image_id}:0", "image_id": grounding.image_id}]
         recs = []

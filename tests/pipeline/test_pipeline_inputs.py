@@ -176,3 +176,19 @@ def test_unknown_layouts(tmp_path):
         detect_input_kind(tmp_path / "y.csv")
     with pytest.raises(InputError, match="unknown input kind"):
         list(read_inputs(tmp_path / "y.csv", kind="dicomweb"))
+
+
+def test_only_the_first_image_of_a_study_is_first_of_study(tmp_path):
+    import csv
+
+    from cxrils.pipeline.inputs import read_inputs
+
+    for name in "abc":
+        (tmp_path / f"{name}.png").write_bytes(b"x")
+    path = tmp_path / "pairs.csv"
+    with open(path, "w", newline="") as fh:
+        w = csv.writer(fh)
+        w.writerow(["study_id", "image_path", "report"])
+        w.writerows([["s1", "a.png", "r"], ["s2", "b.png", "r"], ["s1", "c.png", "r"]])
+    items = list(read_inputs(path, "csv"))
+    assert [(s.study_id, s.first_of_study) for s in items] == [("s1", True), ("s2", True), ("s1", False)]

@@ -299,7 +299,8 @@ def _cardiomegaly_positive(b: _Builder, items: list[_Item], g: StudyGrounding) -
           certainty="definitive", mask=mask, sources=[it.gf for it in definitive])
 
 
-def _negatives(b: _Builder, items: list[_Item], g: StudyGrounding, cfg: Config, rng: np.random.Generator) -> None:
+def _negatives(b: _Builder, items: list[_Item], g: StudyGrounding, cfg: Config, rng: np.random.Generator,
+               absent: bool = True) -> None:
     positive_findings = [gf for gf in g.findings if gf.finding.presence == "positive"]
     present = set().union(*(mentioned_types(gf) for gf in positive_findings)) if positive_findings else set()
     opacity_pool = [it for it in items if it.lesion_type in OPACITY_FAMILY]
@@ -315,6 +316,8 @@ def _negatives(b: _Builder, items: list[_Item], g: StudyGrounding, cfg: Config, 
     for t in vocab.LESION_TYPES:
         negated = [gf for gf in g.findings if gf.finding.presence == "negative" and t in mentioned_types(gf)]
         if t not in present:
+            if not absent:
+                continue
             if t == "cardiomegaly":  # Appendix D.3: only with a CTR known and <= 0.45
                 if g.ctr is not None and g.ctr <= cfg.qc.ctr_max_cardiomegaly_negative:
                     _negative(b, t, "global", None, negated)
@@ -364,7 +367,7 @@ def _negative(b: _Builder, t: str, form: str, loc: str | None, sources: Sequence
 
 
 def generate_records(grounding: StudyGrounding, *, split: str, patient_id: str, image_path: str,
-                     cfg: Config) -> list[dict]:
+                     cfg: Config, absent_negatives: bool = True) -> list[dict]:
     """Instruction-answer records of one image (paper section 3.2, Table 2, Appendix C).
 
     Parameters
@@ -383,6 +386,10 @@ def generate_records(grounding: StudyGrounding, *, split: str, patient_id: str, 
     cfg : Config
         ``cfg.instructions`` (seed, negatives per type, global share) and
         ``cfg.qc.ctr_max_cardiomegaly_negative`` (0.45, Appendix D.3).
+    absent_negatives : bool
+        Emit the negatives of types absent from the report. At most one per type per
+        *study* (Appendix C.2): a study with several images passes True for one of
+        them only (the pipeline: its first image in input order).
 
     Returns
     -------
@@ -414,5 +421,5 @@ def generate_records(grounding: StudyGrounding, *, split: str, patient_id: str, 
     items = _prepare(grounding)
     rng = np.random.default_rng(record_seed(cfg.instructions.seed, grounding.image_id))
     _positives(b, items, grounding)
-    _negatives(b, items, grounding, cfg, rng)
+    _negatives(b, items, grounding, cfg, rng, absent_negatives)
     return b.records

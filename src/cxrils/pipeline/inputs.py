@@ -28,6 +28,8 @@ stage assigns one from the patient id).
 
 from __future__ import annotations
 
+import dataclasses
+
 import csv
 import gzip
 import hashlib
@@ -78,6 +80,9 @@ class StudyInput:
         for a frontal image of unknown projection), or None when unknown.
     split : str or None
         "train", "validate" or "test" from the input, or None.
+    first_of_study : bool
+        True for the first image of its study in input order: only that image gets the
+        study's absent-type negatives (at most one per type per study, Appendix C.2).
     """
 
     study_id: str
@@ -87,6 +92,7 @@ class StudyInput:
     report: str
     view: str | None
     split: str | None
+    first_of_study: bool = True
 
 
 def detect_input_kind(path: str | Path) -> str:
@@ -140,10 +146,14 @@ def read_inputs(path: str | Path, kind: str | None = None) -> Iterator[StudyInpu
     if kind not in readers:
         raise InputError(p, f"unknown input kind {kind!r}; known: {sorted(readers)}")
     seen: set[str] = set()
+    studies: set[str] = set()
     for item in readers[kind](p):
         if item.image_id in seen:
             raise InputError(p, f"duplicate image id {item.image_id!r}")
         seen.add(item.image_id)
+        if item.study_id in studies:
+            item = dataclasses.replace(item, first_of_study=False)
+        studies.add(item.study_id)
         yield item
 
 

@@ -48,7 +48,7 @@ class StageProvider(Protocol):
     def ground_study(self, **kwargs: Any) -> StudyGrounding: ...
 
     def generate_records(self, grounding: StudyGrounding, *, split: str, patient_id: str,
-                         image_path: str, cfg: Config) -> list[dict]: ...
+                         image_path: str, cfg: Config, absent_negatives: bool = True) -> list[dict]: ...
 
     def assign_split(self, patient_id: str, cfg: Config) -> str: ...
 
@@ -106,11 +106,12 @@ class BuiltinStages:
         return ground_study(**kwargs)
 
     def generate_records(self, grounding: StudyGrounding, *, split: str, patient_id: str,
-                         image_path: str, cfg: Config) -> list[dict]:
+                         image_path: str, cfg: Config, absent_negatives: bool = True) -> list[dict]:
         """Instruction-answer records of one image (section 3.2)."""
         from cxrils.instructions import generate_records
 
-        return generate_records(grounding, split=split, patient_id=patient_id, image_path=image_path, cfg=cfg)
+        return generate_records(grounding, split=split, patient_id=patient_id, image_path=image_path, cfg=cfg,
+                                absent_negatives=absent_negatives)
 
     def assign_split(self, patient_id: str, cfg: Config) -> str:
         """Deterministic patient-level split when the input has none."""

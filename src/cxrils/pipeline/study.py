@@ -289,7 +289,8 @@ class Pipeline:
                     split = study.split or self.stages.assign_split(study.patient_id or study.study_id, self.cfg)
                     records = self.stages.generate_records(
                         grounding, split=split, patient_id=study.patient_id,
-                        image_path=image_relpath(study.image_id), cfg=self.cfg)
+                        image_path=image_relpath(study.image_id), cfg=self.cfg,
+                        absent_negatives=study.first_of_study)
             except Exception as err:
                 step = "records" if grounding is not None and not grounding.excluded else "grounding"
                 state.excluded = f"error:{step}: {type(err).__name__}: {err}"

@@ -157,5 +157,6 @@ POLARITIES: Final[tuple[str, ...]] = ("positive", "negative")
 CERTAINTIES: Final[tuple[str, ...]] = ("definitive", "tentative")
 PRESENCES: Final[tuple[str, ...]] = ("positive", "negative")
 
-#: Frontal view positions accepted by quality control (Appendix D.1).
-FRONTAL_VIEWS: Final[frozenset[str]] = frozenset({"PA", "AP", "AP SUPINE"})
+#: Frontal view positions accepted by quality control (Appendix D.1: PA and AP), plus
+#: "FRONTAL", which sources without the projection (IU X-ray checked by eye) use.
+FRONTAL_VIEWS: Final[frozenset[str]] = frozenset({"PA", "AP", "AP SUPINE", "FRONTAL"})

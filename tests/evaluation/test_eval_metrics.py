@@ -198,3 +198,12 @@ def test_report_json_round_trip_and_merge() -> None:
     assert halves[0].to_dict() == whole.to_dict()
     with pytest.raises(ValueError, match="not a cxrils-evaluation/1 report"):
         EvaluationReport.from_dict({"cells": []})
+
+
+def test_probability_maps_are_refused_not_binarised() -> None:
+    from cxrils.evaluation.counts import mask_counts
+
+    ref = np.zeros((4, 4), bool)
+    with pytest.raises(MaskError, match="probability map"):
+        mask_counts(np.full((4, 4), 0.2, np.float32), ref)
+    assert mask_counts(np.zeros((4, 4), np.float32), ref).pred_area == 0

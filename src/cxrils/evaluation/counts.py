@@ -67,6 +67,10 @@ def _as_bool_mask(mask: Any, what: str) -> np.ndarray:
     if arr.dtype != bool:
         if not (np.issubdtype(arr.dtype, np.integer) or np.issubdtype(arr.dtype, np.floating)):
             raise MaskError(f"{what} mask must be bool or numeric, got dtype {arr.dtype}")
+        if np.issubdtype(arr.dtype, np.floating) and not np.isin(arr, (0.0, 1.0)).all():
+            # a probability map scored as "!= 0" would be nearly all foreground
+            raise MaskError(f"{what} mask is a float array with values other than 0 and 1 "
+                            "(a probability map?): threshold it into a binary mask first")
         arr = arr != 0
     return arr
 

@@ -40,9 +40,8 @@ from cxrils.types import AnatomyMasks, AnomalyResult, LesionBox, StructuredRepor
 
 log = logging.getLogger(__name__)
 
-#: Views that pass the frontal-only QC (Appendix D.1): PA and AP, plus "FRONTAL",
-#: which sources without the projection (IU X-ray checked by eye) use.
-ACCEPTED_VIEWS: frozenset[str] = vocab.FRONTAL_VIEWS | {"FRONTAL"}
+#: Views that pass the frontal-only QC (Appendix D.1); one set for every stage.
+ACCEPTED_VIEWS: frozenset[str] = vocab.FRONTAL_VIEWS
 
 #: Anatomy labels whose union is RadEdit's edit region (section 3.1 step 2).
 EDIT_REGION_LABELS: tuple[str, ...] = ("right lung", "left lung", "heart")

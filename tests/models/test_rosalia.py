@@ -129,7 +129,6 @@ def test_sam_key_renames():
 def _lisa_named_state(model) -> dict:
     """A state dict under LISA-7B-v1's key names, written from LISA's and
     segment-anything's module naming (not by inverting our mapping)."""
-    cfg = model.cfg
     sd = model.state_dict()
     g = lambda k: sd[k].clone()  # noqa: E731
     lisa = {}
@@ -233,9 +232,12 @@ def test_cli_train_tiny_rosalia_on_a_dataset(tmp_path):
     r = CliRunner().invoke(app, common + ["--set", "steps=2", "--no-evaluate"])
     assert r.exit_code == 0, r.output
     assert len((run / "train_log.jsonl").read_text().splitlines()) == 2
+    assert (run / "optimizer.pt").is_file()
     r = CliRunner().invoke(app, common + ["--set", "steps=3"])
     assert r.exit_code == 0, r.output
-    assert len((run / "train_log.jsonl").read_text().splitlines()) == 3
+    resumed = [json.loads(line) for line in (run / "train_log.jsonl").read_text().splitlines()]
+    assert [e["step"] for e in resumed] == [1, 2, 3]
+
     ev = json.loads((run / "eval_validate.json").read_text())
     assert ev  # the validation split was predicted and scored
     seg = Segmenter.from_pretrained(run)
@@ -253,3 +255,30 @@ def test_cli_train_rosalia_without_weights_says_what_to_get(tmp_path):
     r = CliRunner().invoke(app, ["train", "--model", "rosalia", "--dataset", str(ds), "-o", str(tmp_path / "r")])
     assert r.exit_code == 2
     assert "lisa_checkpoint" in r.output
+
+
+@pytest.mark.slow
+def test_interrupted_training_resumes_on_schedule(tmp_path):
+    """A run stopped after 2 of 4 steps and resumed from its checkpoint follows the
+    same learning-rate schedule as an uninterrupted 4-step run."""
+    from cxrils.models.rosalia.training import train_rosalia
+
+    def fresh():
+        torch.manual_seed(0)
+        tok = build_tiny_tokenizer()
+        cfg = RosaliaConfig.tiny(vocab_size=len(tok) + 2)
+        cfg.batch_size = cfg.micro_batch_size = 2
+        model, proc = build_model(cfg, tok)
+        return RosaliaSegmenter(model, proc)
+
+    pos, neg = _sample(positive=True), _sample(positive=False)
+    batch = [dict(zip(("image", "instruction", "answer", "mask"), s)) for s in (pos, neg)]
+    straight = train_rosalia(fresh(), [batch] * 4, tmp_path / "a", total_steps=4)
+    first = train_rosalia(fresh(), [batch] * 2, tmp_path / "b", total_steps=4)  # "killed" after step 2
+    assert len(first) == 2 and (tmp_path / "b" / "optimizer.pt").is_file()
+    from cxrils.models.base import Segmenter
+
+    resumed = train_rosalia(Segmenter.from_pretrained(tmp_path / "b"), [batch] * 2, tmp_path / "b",
+                            total_steps=4, start_step=2)
+    assert [e["step"] for e in resumed] == [1, 2, 3, 4]
+    assert [e["lr"] for e in resumed] == pytest.approx([e["lr"] for e in straight])

@@ -89,16 +89,20 @@ class RosaliaSegmenter(Segmenter):
         """Write config, tokenizer (``tokenizer/``) and weights to a run folder (see module docs)."""
         from safetensors.torch import save_file
 
+        from cxrils.fsutil import atomic_path
+
         out = Path(path)
         out.mkdir(parents=True, exist_ok=True)
         cfg = self.model.cfg
-        cfg.save(out / "config.json")
+        with atomic_path(out / "config.json") as tmp:
+            cfg.save(tmp)
         self.processor.tokenizer.save_pretrained(str(out / TOKENIZER_DIR))
         if _from_scratch(cfg):  # random backbone: keep everything (persistent buffers too)
             state = dict(self.model.state_dict())
         else:  # local LLaVA/SAM/LISA weights: keep what training changed
             state = {k: v for k, v in self.model.named_parameters() if v.requires_grad}
-        save_file({k: v.detach().clone().contiguous() for k, v in state.items()}, str(out / WEIGHTS_NAME))
+        with atomic_path(out / WEIGHTS_NAME) as tmp:
+            save_file({k: v.detach().clone().contiguous() for k, v in state.items()}, str(tmp))
 
     @torch.no_grad()
     def predict(self, image: np.ndarray, instruction: str) -> Prediction:

@@ -11,9 +11,11 @@ DeepSpeed ZeRO-2 configuration shipped as ``ds_zero2.json`` (see docs/rosalia.md
 from __future__ import annotations
 
 import dataclasses
+import itertools
 import json
 import math
 import time
+import warnings
 from pathlib import Path
 from typing import Callable, Iterable, Iterator, Sequence
 
@@ -32,9 +34,11 @@ def train_rosalia(
     out_dir: str | Path,
     *,
     total_steps: int,
+    start_step: int = 0,
+    save_every: int = 0,
     log: Callable[[dict], None] | None = None,
 ) -> list[dict]:
-    """Train ``segmenter.model`` on micro-batches and save it to ``out_dir``.
+    """Train ``segmenter.model`` on micro-batches, checkpointing to ``out_dir``.
 
     Parameters
     ----------
@@ -42,59 +46,84 @@ def train_rosalia(
         Built with :func:`~cxrils.models.rosalia.segmenter.build_model` (LoRA applied).
     batches : iterable of sequences of dict
         Micro-batches (already 1:1 positive/negative, e.g. from
-        ``cxrils.dataset.BalancedBatchSampler``); each sample has ``image`` (uint8 (H, W)),
-        ``instruction``, ``answer`` and ``mask`` (bool (H, W)); augmentation is the data
-        side's job.
+        ``cxrils.dataset.BalancedBatchSampler``), starting after those already used by
+        ``start_step``; each sample has ``image`` (uint8 (H, W)), ``instruction``,
+        ``answer`` and ``mask`` (bool (H, W)); augmentation is the data side's job.
     out_dir : path
-        Run folder; the model is saved there at the end.
+        Run folder: model, ``optimizer.pt`` and ``train_log.jsonl`` are written there
+        atomically every ``save_every`` optimiser steps (0: only at the end).
     total_steps : int
-        Optimiser steps of the schedule (warm-up ``cfg.warmup_steps``, then linear decay
-        to 0). One optimiser step accumulates ``cfg.batch_size // cfg.micro_batch_size``
-        micro-batches.
+        Optimiser steps of the whole schedule (warm-up ``cfg.warmup_steps``, then linear
+        decay to 0). One optimiser step accumulates ``cfg.batch_size //
+        cfg.micro_batch_size`` micro-batches.
+    start_step : int
+        Steps already done (resume): the schedule continues from there and the optimiser
+        state is read from ``out_dir/optimizer.pt`` when present.
 
     Returns
     -------
     list of dict
-        One log entry per optimiser step (step, lr, loss terms).
+        The whole log (one entry per optimiser step: step, lr, loss terms).
     """
     from accelerate import Accelerator
     from transformers import get_linear_schedule_with_warmup
 
+    from cxrils.fsutil import atomic_path, atomic_write_text
+
+    out = Path(out_dir)
+    log_path, opt_path = out / "train_log.jsonl", out / "optimizer.pt"
     model, proc, cfg = segmenter.model, segmenter.processor, segmenter.model.cfg
     accum = max(1, cfg.batch_size // cfg.micro_batch_size)
     acc = Accelerator(gradient_accumulation_steps=accum, cpu=not torch.cuda.is_available())
     params = [p for p in model.parameters() if p.requires_grad]
     opt = torch.optim.AdamW(params, lr=cfg.lr, weight_decay=0.0)
-    sched = get_linear_schedule_with_warmup(opt, cfg.warmup_steps, total_steps)
+    history: list[dict] = []
+    if start_step:
+        history = [json.loads(line) for line in log_path.read_text().splitlines() if line.strip()][:start_step]
+        if opt_path.is_file():
+            opt.load_state_dict(torch.load(opt_path, map_location="cpu", weights_only=True))
+    sched = get_linear_schedule_with_warmup(opt, cfg.warmup_steps, total_steps, last_epoch=-1)
+    with warnings.catch_warnings():  # fast-forward: no optimiser step is missed here
+        warnings.simplefilter("ignore", UserWarning)
+        for _ in range(start_step):  # continue the schedule where the run stopped
+            sched.step()
     model, opt, sched = acc.prepare(model, opt, sched)
     model.train()
-    history: list[dict] = []
-    step = 0
+
+    def save() -> None:
+        segmenter.model = acc.unwrap_model(model)
+        segmenter.save_pretrained(out)
+        with atomic_path(opt_path) as tmp:
+            torch.save(opt.state_dict(), tmp)
+        atomic_write_text(log_path, "".join(json.dumps(h) + "\n" for h in history))
+
+    step = start_step
     for samples in batches:
+        if step >= total_steps:
+            break
         encoded = [proc.encode(s["image"], s["instruction"], s["answer"], s["mask"]) for s in samples]
         batch = proc.collate(encoded)
         batch = {k: (v.to(acc.device) if torch.is_tensor(v) else [t.to(acc.device) for t in v]) for k, v in batch.items()}
         with acc.accumulate(model):
-            out = model(**batch)
-            acc.backward(out.loss)
+            result = model(**batch)
+            acc.backward(result.loss)
             opt.step()
             sched.step()
             opt.zero_grad()
         if acc.sync_gradients:
             step += 1
-            entry = {"step": step, "lr": sched.get_last_lr()[0], "loss": float(out.loss.detach()),
-                     "loss_txt": float(out.loss_txt), "loss_bce": float(out.loss_bce), "loss_dice": float(out.loss_dice)}
+            entry = {"step": step, "lr": sched.get_last_lr()[0], "loss": float(result.loss.detach()),
+                     "loss_txt": float(result.loss_txt), "loss_bce": float(result.loss_bce),
+                     "loss_dice": float(result.loss_dice)}
             if not all(math.isfinite(v) for v in entry.values()):
                 raise FloatingPointError(f"non-finite loss at step {step}: {entry}")
             history.append(entry)
             if log:
                 log(entry)
-            if step >= total_steps:
-                break
+            if save_every and step % save_every == 0:
+                save()
+    save()
     segmenter.model = acc.unwrap_model(model).eval()
-    out = Path(out_dir)
-    segmenter.save_pretrained(out)
-    (out / "train_log.jsonl").write_text("".join(json.dumps(h) + "\n" for h in history))
     return history
 
 
@@ -160,10 +189,11 @@ def cli_train(dataset: str | Path, run_dir: str | Path, overrides: dict[str, str
     """``cxrils train --model rosalia``: train on a cxrils dataset's train split.
 
     Settings come from ``--set key=value`` (fields of :class:`RosaliaConfig`, plus
-    ``steps`` to override the schedule length and ``tiny=true`` for a CPU smoke run).
-    The schedule is ``epochs * ceil(n_train / batch_size)`` optimiser steps. With
-    ``resume`` and a finished run in ``run_dir``, the saved model is loaded and
-    trained for the steps still missing from its ``train_log.jsonl``.
+    ``steps`` to override the schedule length, ``save_every`` (optimiser steps between
+    checkpoints, default 200) and ``tiny=true`` for a CPU smoke run). The schedule is
+    ``epochs * ceil(n_train / batch_size)`` optimiser steps. With ``resume`` and a
+    checkpoint in ``run_dir``, training continues from the last checkpoint: same
+    schedule position, optimiser state, and the batches not yet used.
 
     Raises
     ------
@@ -177,6 +207,7 @@ def cli_train(dataset: str | Path, run_dir: str | Path, overrides: dict[str, str
 
     steps_override = overrides.pop("steps", None) if isinstance(overrides, dict) else None
     cfg, tiny = _parse_overrides(overrides)
+    save_every = int(overrides.pop("save_every", "200")) if isinstance(overrides, dict) else 200
     run = Path(run_dir)
     done = 0
     if resume and (run / "config.json").is_file() and (run / "train_log.jsonl").is_file():
@@ -194,11 +225,9 @@ def cli_train(dataset: str | Path, run_dir: str | Path, overrides: dict[str, str
     if remaining:
         sampler = BalancedBatchSampler(data.polarities, cfg.micro_batch_size, seed=cfg.seed,
                                        num_batches=max(1, len(data) // cfg.micro_batch_size))
-        previous = (run / "train_log.jsonl").read_text() if done else ""
-        history = train_rosalia(seg, _batches(data, sampler), run, total_steps=remaining,
-                                log=(lambda e: print(json.dumps(e), flush=True)) if progress else None)
-        if previous:
-            (run / "train_log.jsonl").write_text(previous + "".join(json.dumps(h) + "\n" for h in history))
+        batches = itertools.islice(_batches(data, sampler), done * accum, None)  # skip used batches
+        train_rosalia(seg, batches, run, total_steps=total, start_step=done, save_every=save_every,
+                      log=(lambda e: print(json.dumps(e), flush=True)) if progress else None)
     result = {"steps": total, "train_seconds": time.perf_counter() - t0, "accumulation": accum}
     if evaluate:
         result["validate"] = evaluate_run(seg, dataset, run, "validate", progress=progress)

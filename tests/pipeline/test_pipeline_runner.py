@@ -11,6 +11,7 @@ from pipeline_helpers import FAKE, config, make_input, snapshot
 
 from cxrils.pipeline.inputs import read_inputs
 from cxrils.pipeline.runner import SUMMARY_NAME, RunError, generate
+from cxrils.pipeline.stages import StageLoadError
 from cxrils.pipeline.study import Pipeline
 
 
@@ -236,3 +237,21 @@ def test_a_structurer_failing_on_every_report_stops_the_run(tmp_path):
     with pytest.raises(StageLoadError, match="failed for every report, e.g. error:report: RuntimeError"):
         generate(path, tmp_path / "ds", config(), stages=FAKE)
     assert not list((tmp_path / "ds" / "excluded").glob("*.json"))
+
+
+def test_paraphrasing_is_wired_through_the_llm_backend(pairs):
+    """instructions.paraphrase=true: without an LLM the run stops before anything is
+    committed; with one, each record gets persona paraphrases linked to it (App. C.3)."""
+    cfg = config()
+    cfg.instructions.paraphrase = True
+    with pytest.raises(StageLoadError, match="llm_base_url"):
+        Pipeline(cfg, FAKE).load_models()
+    pipe = Pipeline(cfg, FAKE)
+    pipe.paraphrase_complete = lambda prompt: "Outline it, please.\nShow me where it is.\nMark it."
+    studies = {s.image_id: s for s in read_inputs(pairs)}
+    reports = pipe.structure([studies["im000"]])
+    res = pipe.process_study(studies["im000"], reports[(studies["im000"].study_id, studies["im000"].report)])
+    originals = [r for r in res.records if not r.get("paraphrase_of")]
+    copies = [r for r in res.records if r.get("paraphrase_of")]
+    assert originals and len(copies) == 9 * len(originals)
+    assert {r["paraphrase_of"] for r in copies} == {r["record_id"] for r in originals}

@@ -167,10 +167,26 @@ class Pipeline:
         """Lesion detector, loaded once; :class:`StageLoadError` if it cannot be."""
         return self._make("detection", self.stages.make_detector, self.cfg.backends.detector)
 
+    @cached_property
+    def paraphrase_complete(self) -> Callable[[str], str] | None:
+        """``prompt -> text`` of the ``llm`` backend when ``instructions.paraphrase`` is on
+        (Appendix C.3), else None; :class:`StageLoadError` if no LLM is configured."""
+        if not self.cfg.instructions.paraphrase:
+            return None
+
+        def factory(cfg: Config) -> Callable[[str], str]:
+            from cxrils.report.llm import client_from_config
+
+            client = client_from_config(cfg)
+            return lambda prompt: client.complete([{"role": "user", "content": prompt}],
+                                                  max_tokens=cfg.backends.llm_max_tokens).text
+
+        return self._make("paraphrase", factory, "llm")
+
     def load_models(self) -> None:
         """Build every model-backed stage now (raises :class:`StageLoadError`)."""
         self.edit_region_segmenter, self.anatomy_segmenter, self.anomaly_mapper, self.detector  # noqa: B018
-        self.anatomy_on_x_hat  # noqa: B018
+        self.anatomy_on_x_hat, self.paraphrase_complete  # noqa: B018
 
     # ------------------------------------------------------------ text side
 
@@ -290,6 +306,10 @@ class Pipeline:
                         grounding, split=split, patient_id=study.patient_id,
                         image_path=image_relpath(study.image_id), cfg=self.cfg,
                         absent_negatives=study.first_of_study)
+                    if self.paraphrase_complete is not None:  # Appendix C.3, off by default
+                        from cxrils.instructions import paraphrase_records
+
+                        records = records + paraphrase_records(records, self.paraphrase_complete, self.cfg)
             except Exception as err:
                 step = "records" if grounding is not None and not grounding.excluded else "grounding"
                 state.excluded = f"error:{step}: {type(err).__name__}: {err}"

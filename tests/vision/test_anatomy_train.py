@@ -142,7 +142,7 @@ def test_train_anatomy_command_writes_loadable_weights(tmp_path, monkeypatch):
 def test_train_anatomy_command_missing_data(tmp_path):
     res = CliRunner().invoke(app, ["train-anatomy", "--data", str(tmp_path), "-o", str(tmp_path / "w.safetensors")])
     assert res.exit_code == 2
+    assert "jsrt_scr" in res.output and "not found" in res.output
     res = CliRunner().invoke(app, ["train-anatomy", "--data", str(tmp_path), "-o", str(tmp_path / "w.safetensors"),
                                    "--init", str(tmp_path / "absent.safetensors")])
     assert res.exit_code == 2 and "absent.safetensors" in res.output
-    assert "jsrt_scr" in res.output and "not found" in res.output

@@ -81,3 +81,19 @@ def test_largest_component_keeps_one_blob_with_holes_filled():
     out = largest_component(m)
     assert out.sum() == 25 * 25 and out[12, 12] and not out[42, 42]
     assert not largest_component(np.zeros((5, 5), dtype=bool)).any()
+
+
+def test_heart_uses_its_own_threshold(monkeypatch):
+    from dataclasses import replace
+
+    cfg = Config().anatomy
+    probs = np.zeros((3, 64, 64), dtype=np.float32)
+    probs[0, 10:50, 5:25] = 0.9  # right lung (image left)
+    probs[1, 10:50, 40:60] = 0.9  # left lung
+    probs[2, 30:50, 20:45] = (cfg.threshold + cfg.heart_threshold) / 2  # above the lung cut, below the heart's
+    monkeypatch.setattr(BuiltinSegmenter, "probabilities", lambda self, x: probs)
+    x = np.zeros((64, 64), dtype=np.uint8)
+    assert not BuiltinSegmenter(cfg=cfg).segment(x)["heart"].any()
+    low = replace(cfg, heart_threshold=cfg.threshold)
+    heart = BuiltinSegmenter(cfg=low).segment(x)["heart"]
+    assert heart.sum() == 20 * 25

@@ -13,7 +13,7 @@ from typer.testing import CliRunner
 from cxrils.cli import app
 from cxrils.vision.anatomy.builtin import BuiltinSegmenter
 from cxrils.vision.anatomy.data import TEST_PERCENT, load_samples, split_both_lungs, split_of
-from cxrils.vision.anatomy.train import _loss
+from cxrils.vision.anatomy.train import _loss, is_validation, one_cycle_lr
 
 
 def test_split_is_fixed_and_patient_level():
@@ -45,6 +45,25 @@ def test_loss_ignores_heart_where_weight_is_zero():
     assert torch.isclose(_loss(logits, targets, w), _loss(logits, other, w))
     other[1, 2] = 1 - other[1, 2]  # an unmasked heart target does count
     assert not torch.isclose(_loss(logits, targets, w), _loss(logits, other, w))
+
+
+def test_one_cycle_lr_warms_up_then_anneals():
+    lrs = [one_cycle_lr(f, 3e-3) for f in np.linspace(0, 1, 101)]
+    assert lrs[0] == pytest.approx(3e-3 / 25) and lrs[10] == pytest.approx(3e-3)
+    assert lrs[-1] == pytest.approx(3e-3 / 25 / 1e4)
+    assert all(a < b for a, b in zip(lrs[:10], lrs[1:11]))
+    assert all(a > b for a, b in zip(lrs[10:-1], lrs[11:]))
+
+
+def test_validation_part_is_fixed_and_disjoint_from_the_split_rule():
+    ids = [f"P{i:04d}" for i in range(2000)]
+    val = [is_validation("jsrt_scr", p, 10) for p in ids]
+    assert val == [is_validation("jsrt_scr", p, 10) for p in ids]
+    assert abs(sum(val) / len(ids) - 0.10) < 0.03
+    assert not any(is_validation("jsrt_scr", p, 0) for p in ids)
+    # an independent hash: the validation share is the same inside train and test patients
+    train = [p for p, v in zip(ids, val) if split_of("jsrt_scr", p) == "train"]
+    assert abs(sum(is_validation("jsrt_scr", p, 10) for p in train) / len(train) - 0.10) < 0.04
 
 
 def _save(path, array):
@@ -98,13 +117,31 @@ def test_train_anatomy_command_writes_loadable_weights(tmp_path, monkeypatch):
     with safe_open(str(out), framework="pt") as fh:
         meta = fh.metadata()
     summary = json.loads(meta["training"])
-    assert summary["train_images"] == {"jsrt_scr": 4, "covid_ieee8023": 3}
+    used = {k: summary["train_images"][k] + summary["validation_images"][k] for k in summary["train_images"]}
+    assert used == {"jsrt_scr": 4, "covid_ieee8023": 3}  # every train-split image, none of the test split
+    assert 1 <= summary["best_epoch"] <= summary["epochs_run"] == 2
     seg = BuiltinSegmenter(out)
     m = seg.segment(np.zeros((50, 70), dtype=np.uint8))
     assert m.shape == (50, 70) and m["heart"].shape == (50, 70)
+
+    # fine-tuning starts from the given weights and keeps their architecture
+    out2 = tmp_path / "w2.safetensors"
+    res = CliRunner().invoke(app, ["train-anatomy", "--data", str(root), "-o", str(out2), "--epochs", "1",
+                                   "--covid-per-epoch", "2", "--init", str(out), "--lr", "1e-9",
+                                   "--val-percent", "0"])
+    assert res.exit_code == 0, res.output
+    from safetensors.torch import load_file
+
+    a, b = load_file(str(out)), load_file(str(out2))
+    assert a.keys() == b.keys()
+    weights = [k for k in a if k.endswith("conv.weight")]
+    assert weights and all(torch.allclose(a[k], b[k], atol=1e-5) for k in weights)  # lr ~0: unchanged
 
 
 def test_train_anatomy_command_missing_data(tmp_path):
     res = CliRunner().invoke(app, ["train-anatomy", "--data", str(tmp_path), "-o", str(tmp_path / "w.safetensors")])
     assert res.exit_code == 2
     assert "jsrt_scr" in res.output and "not found" in res.output
+    res = CliRunner().invoke(app, ["train-anatomy", "--data", str(tmp_path), "-o", str(tmp_path / "w.safetensors"),
+                                   "--init", str(tmp_path / "absent.safetensors")])
+    assert res.exit_code == 2 and "absent.safetensors" in res.output

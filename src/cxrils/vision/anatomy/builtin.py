@@ -117,12 +117,13 @@ class BuiltinSegmenter:
     def segment(self, x: np.ndarray) -> AnatomyMasks:
         """All anatomy labels of one image; see :class:`~cxrils.vision.anatomy.base.AnatomySegmenter`.
 
-        A pixel claimed by both lungs goes to the more probable one; each of the three
+        Lungs are thresholded at ``cfg.threshold``, the heart at ``cfg.heart_threshold``;
+        a pixel claimed by both lungs goes to the more probable one; each of the three
         organs keeps its largest connected component, holes filled.
         """
         p_right, p_left, p_heart = self.probabilities(x)
         t = self.cfg.threshold
         right = largest_component((p_right >= t) & (p_right >= p_left))
         left = largest_component((p_left >= t) & (p_left > p_right))
-        heart = largest_component(p_heart >= t)
+        heart = largest_component(p_heart >= self.cfg.heart_threshold)
         return assemble(right, left, heart, self.cfg, self.name, self.version)

@@ -93,10 +93,14 @@ def anatomy(
 def train_anatomy(
     data: Path = typer.Option(Path("../shared/data"), "--data", help="Folder with jsrt_scr/ and covid_ieee8023/."),
     out: Path = typer.Option(Path("anatomy_builtin.safetensors"), "--out", "-o", help="Weights file to write."),
-    epochs: int = typer.Option(20, help="Training epochs."),
+    epochs: int = typer.Option(20, help="Most training epochs."),
     covid_per_epoch: int = typer.Option(120, help="COVID-19 images drawn per epoch (all JSRT images are used)."),
     seed: int = typer.Option(0, help="Random seed."),
     threads: int = typer.Option(1, help="torch CPU threads."),
+    val_percent: int = typer.Option(10, help="Percent of training patients held out to pick the best epoch."),
+    init: Optional[Path] = typer.Option(None, help="Builtin weights to fine-tune from (their architecture is used)."),
+    lr: float = typer.Option(3e-3, help="Peak learning rate of the one-cycle schedule."),
+    max_minutes: Optional[float] = typer.Option(None, help="Wall-clock budget: the LR anneals within it, training stops when it is used."),
 ) -> None:
     """Train the builtin anatomy network on the public JSRT/SCR and COVID-19 masks.
 
@@ -106,8 +110,9 @@ def train_anatomy(
 
     try:
         summary = run(data, out, epochs=epochs, covid_per_epoch=covid_per_epoch, seed=seed,
-                      threads=threads, progress=typer.echo)
-    except FileNotFoundError as err:
+                      threads=threads, val_percent=val_percent, init=init, lr=lr,
+                      max_seconds=None if max_minutes is None else max_minutes * 60, progress=typer.echo)
+    except (FileNotFoundError, ValueError) as err:
         _fail(str(err))
     typer.echo(f"wrote {out}: {summary}")
 

@@ -2,14 +2,18 @@
 
 Data: the ``train`` part of :mod:`cxrils.vision.anatomy.data` (JSRT/SCR lungs + heart,
 COVID-19 v7labs lungs). The heart term of the loss is masked out for images without a
-heart reference. Loss: binary cross-entropy + soft Dice per channel (sigmoid,
-multi-label). Augmentation: small random affine (no horizontal flip: it would swap the
+heart reference. A validation part (``val_percent`` of the training patients, by a
+second fixed hash rule; the ``test`` split is never read) selects the epoch whose
+weights are kept. Loss: binary cross-entropy + soft Dice per channel (sigmoid,
+multi-label). Schedule: AdamW with a one-cycle (cosine-annealed) learning rate.
+Augmentation: small random affine (no horizontal flip: it would swap the
 patient's sides and put the heart on the wrong side), gamma/contrast jitter, and
 burned-in marks (letters, arrows) like those of journal figures in the COVID-19 set.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import logging
 import math
@@ -36,6 +40,45 @@ def _canvas_targets(sample: Sample, size: int) -> tuple[np.ndarray, np.ndarray, 
     targets = np.stack([box.forward(m.astype(np.float32), cv2.INTER_LINEAR) for m in masks])
     weights = np.array([1.0, 1.0, 0.0 if sample.heart is None else 1.0], dtype=np.float32)
     return canvas, targets, weights
+
+
+def one_cycle_lr(fraction: float, max_lr: float, warmup: float = 0.1) -> float:
+    """One-cycle learning rate at ``fraction`` in [0, 1] of training, the schedule of
+    ``torch.optim.lr_scheduler.OneCycleLR`` with its defaults: cosine warm-up from
+    ``max_lr / 25`` over the first ``warmup`` part, then cosine annealing to
+    ``max_lr / 25 / 1e4``."""
+    start = max_lr / 25
+    end = start / 1e4
+    if fraction < warmup:
+        lo, hi, t = start, max_lr, fraction / warmup
+    else:
+        lo, hi, t = max_lr, end, min((fraction - warmup) / (1 - warmup), 1.0)
+    return hi + (lo - hi) * 0.5 * (1 + math.cos(math.pi * t))
+
+
+def is_validation(source: str, patient_id: str, val_percent: int) -> bool:
+    """True for the training-split patients held out for validation (fixed hash rule,
+    independent of :func:`cxrils.vision.anatomy.data.split_of`)."""
+    digest = hashlib.sha256(f"validation:{source}:{patient_id}".encode("utf-8")).hexdigest()
+    return int(digest, 16) % 100 < val_percent
+
+
+def _val_dice(net, images: np.ndarray, targets: np.ndarray, weights: np.ndarray) -> float:
+    """Mean Dice over the channels with a reference (weights > 0), at the canvas size,
+    probabilities thresholded at 0.5; ``images`` (N, 1, S, S), ``targets`` (N, 3, S, S)."""
+    import torch
+
+    net.eval()
+    scores = []
+    with torch.no_grad():
+        for i in range(0, len(images), 8):
+            pred = net(torch.from_numpy(images[i:i + 8])).sigmoid().numpy() > 0.5
+            ref = targets[i:i + 8] > 0.5
+            inter = (pred & ref).sum(axis=(2, 3))
+            total = pred.sum(axis=(2, 3)) + ref.sum(axis=(2, 3))
+            dice = np.where(total > 0, 2 * inter / np.maximum(total, 1), 1.0)
+            scores.extend(dice[weights[i:i + 8] > 0].tolist())
+    return float(np.mean(scores))
 
 
 def _burn_in_marks(image: np.ndarray, rng: np.random.Generator) -> None:
@@ -98,6 +141,9 @@ def train_anatomy(
     lr: float = 3e-3,
     seed: int = 0,
     threads: int = 1,
+    val_percent: int = 10,
+    max_seconds: float | None = None,
+    init: str | Path | None = None,
     arch: dict[str, Any] | None = None,
     progress: Callable[[str], None] = log.info,
 ) -> dict[str, Any]:
@@ -111,9 +157,22 @@ def train_anatomy(
         Destination ``.safetensors`` file (written atomically); the architecture, the
         channel names and the training summary go into its metadata.
     epochs, batch_size, lr, seed, threads : training settings (AdamW, one-cycle schedule).
+        ``epochs`` is the most epochs run.
+    val_percent : int
+        Percent of the training patients held out for validation (:func:`is_validation`);
+        the weights of the epoch with the best validation Dice are saved. With 0, or
+        when no patient falls in the validation part, the last epoch's weights are saved.
+    max_seconds : float, optional
+        Wall-clock budget of the training loop (after data preparation). The learning
+        rate follows :func:`one_cycle_lr` over whichever is further along, the steps or
+        the elapsed time, so training anneals and stops within the budget on a loaded
+        machine.
     covid_per_epoch : int
         COVID-19 images drawn (without replacement) for each epoch, next to every JSRT
         training image; keeps an epoch short on a CPU.
+    init : path, optional
+        A builtin weights file to start from (fine-tuning); its architecture (from its
+        metadata) is used and ``arch`` is ignored.
     arch : dict, optional
         Architecture (keys of :data:`~cxrils.vision.anatomy.network.DEFAULT_ARCH`).
     progress : callable
@@ -127,7 +186,9 @@ def train_anatomy(
     Raises
     ------
     FileNotFoundError
-        If the public data folders are missing.
+        If the public data folders or the ``init`` file are missing.
+    ValueError
+        If ``init`` lacks the builtin network's ``arch`` metadata.
     """
     import torch
     from safetensors.torch import save_file
@@ -138,27 +199,61 @@ def train_anatomy(
     torch.manual_seed(seed)
     rng = np.random.default_rng(seed)
     arch = dict(arch or DEFAULT_ARCH)
+    init_state = None
+    if init is not None:
+        from safetensors import safe_open
+        from safetensors.torch import load_file
+
+        if not Path(init).is_file():
+            raise FileNotFoundError(f"{init}: weights file to fine-tune from not found")
+        with safe_open(str(init), framework="pt") as fh:
+            meta = fh.metadata() or {}
+        if "arch" not in meta:
+            raise ValueError(f"{init}: no 'arch' metadata; not a builtin anatomy weights file")
+        arch = json.loads(meta["arch"])
+        init_state = load_file(str(init))
     size = int(arch["input_size"])
     t0 = time.time()
-    samples = load_samples(data_root, "train")
-    if not samples:
+    all_train = load_samples(data_root, "train")
+    if not all_train:
         raise FileNotFoundError(f"{data_root}: no training images with masks found")
-    prepared = [_canvas_targets(s, size) for s in samples]
-    images = np.stack([p[0] for p in prepared])[:, None]
-    targets = np.stack([p[1] for p in prepared])
-    weights = np.stack([p[2] for p in prepared])
-    progress(f"prepared {len(samples)} training images in {time.time() - t0:.0f} s")
+    val_samples = [s for s in all_train if is_validation(s.source, s.patient_id, val_percent)]
+    samples = [s for s in all_train if not is_validation(s.source, s.patient_id, val_percent)]
+    if not samples:
+        raise FileNotFoundError(f"{data_root}: every training image fell into the validation part")
+
+    def stack(part: list[Sample]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        prepared = [_canvas_targets(s, size) for s in part]
+        return (np.stack([p[0] for p in prepared])[:, None], np.stack([p[1] for p in prepared]),
+                np.stack([p[2] for p in prepared]))
+
+    images, targets, weights = stack(samples)
+    val = stack(val_samples) if val_samples else None
+    progress(f"prepared {len(samples)} training + {len(val_samples)} validation images "
+             f"in {time.time() - t0:.0f} s")
 
     net = build_network(arch)
+    if init_state is not None:
+        net.load_state_dict(init_state)
     opt = torch.optim.AdamW(net.parameters(), lr=lr, weight_decay=1e-4)
     jsrt_idx = np.array([i for i, s in enumerate(samples) if s.heart is not None])
     covid_idx = np.array([i for i, s in enumerate(samples) if s.heart is None])
     n_covid = min(covid_per_epoch, len(covid_idx))
     per_epoch = len(jsrt_idx) + n_covid
     steps_per_epoch = math.ceil(per_epoch / batch_size)
-    sched = torch.optim.lr_scheduler.OneCycleLR(opt, max_lr=lr, total_steps=epochs * steps_per_epoch,
-                                                pct_start=0.1)
+    total_steps = epochs * steps_per_epoch
+    step = 0
+
+    def progress_fraction() -> float:
+        done = step / total_steps
+        if max_seconds is not None:
+            done = max(done, (time.time() - t_start) / max_seconds)
+        return min(done, 1.0)
+
+    t_start = time.time()
     loss_value = float("nan")
+    best: tuple[float, int, dict[str, Any]] | None = None
+    epochs_run = 0
     for epoch in range(epochs):
         net.train()
         chosen = rng.choice(covid_idx, size=n_covid, replace=False) if n_covid else covid_idx[:0]
@@ -172,18 +267,40 @@ def train_anatomy(
                     _burn_in_marks(xb[j, 0], rng)
             xt, yt = _augment(torch.from_numpy(xb), torch.from_numpy(targets[idx]), rng)
             loss = _loss(net(xt), yt, torch.from_numpy(weights[idx]))
+            for group in opt.param_groups:
+                group["lr"] = one_cycle_lr(progress_fraction(), lr)
             opt.zero_grad()
             loss.backward()
             opt.step()
-            sched.step()
+            step += 1
             total += loss.item() * len(idx)
         loss_value = total / per_epoch
-        progress(f"epoch {epoch + 1}/{epochs} loss {loss_value:.4f} ({time.time() - t0:.0f} s)")
+        epochs_run = epoch + 1
+        line = f"epoch {epoch + 1}/{epochs} loss {loss_value:.4f}"
+        if val is not None:
+            score = _val_dice(net, *val)
+            line += f" val Dice {score:.4f}"
+            if best is None or score > best[0]:
+                best = (score, epoch + 1, {k: v.detach().clone() for k, v in net.state_dict().items()})
+        progress(f"{line} ({time.time() - t0:.0f} s)")
+        if progress_fraction() >= 1.0:
+            if epoch + 1 < epochs:
+                progress(f"stopping: wall-clock budget of {max_seconds:.0f} s used")
+            break
+    if best is not None:
+        net.load_state_dict(best[2])
 
     summary = {
         "train_images": {src: sum(s.source == src for s in samples) for src in ("jsrt_scr", "covid_ieee8023")},
+        "validation_images": {src: sum(s.source == src for s in val_samples)
+                              for src in ("jsrt_scr", "covid_ieee8023")},
         "split_rule": f"sha256('<source>:<patient_id>') % 100 < {TEST_PERCENT} -> test",
-        "epochs": epochs, "covid_per_epoch": n_covid, "batch_size": batch_size, "lr": lr, "seed": seed,
+        "validation_rule": f"sha256('validation:<source>:<patient_id>') % 100 < {val_percent} (train split only)",
+        "init": Path(init).name if init is not None else None,
+        "epochs": epochs, "epochs_run": epochs_run,
+        "best_epoch": best[1] if best else epochs_run,
+        "best_val_dice": round(best[0], 5) if best else None,
+        "covid_per_epoch": n_covid, "batch_size": batch_size, "lr": lr, "seed": seed,
         "final_loss": round(loss_value, 5), "seconds": round(time.time() - t0, 1),
     }
     state = {k: v.detach().contiguous() for k, v in net.state_dict().items()}

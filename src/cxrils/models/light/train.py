@@ -123,7 +123,7 @@ def train_light(dataset_dir: str | Path, run_dir: str | Path, config: LightConfi
     torch.manual_seed(cfg.seed)
     try:
         ds = ILSDataset(dataset_dir, "train", augment=HistogramEqualization(cfg.hist_eq_prob, cfg.seed),
-                        size=cfg.image_size)
+                        size=cfg.image_size, cache=True)
         sampler = BalancedBatchSampler(ds.polarities, cfg.batch_size, seed=cfg.seed)
     except (DatasetError, ValueError) as err:
         raise TrainError(f"{dataset_dir}: cannot train on this dataset: {err}") from err

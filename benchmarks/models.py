@@ -15,6 +15,10 @@ Usage::
 
     nice -n 10 python benchmarks/models.py --dataset DATASET [--steps 600] [--image-size 96]
         [--encoders structured,minilm] [--split test] [--work runs/bench_models]
+    nice -n 10 python benchmarks/models.py --dataset DATASET --from-run RUN   # score a trained run
+
+With ``--from-run`` nothing is trained: the run's own ``train_summary.json`` gives the
+training time, and its thresholds (chosen on the validation split) are used as stored.
 
 The dataset is the one ``cxrils generate`` makes from ``../shared/data``.
 """
@@ -94,7 +98,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--image-size", type=int, default=None, help="network input side (default: LightConfig)")
     ap.add_argument("--work", type=Path, default=Path("runs/bench_models"), help="run folders")
     ap.add_argument("--latency-queries", type=int, default=100)
+    ap.add_argument("--from-run", type=Path, default=None,
+                    help="score this trained light run folder instead of training")
     args = ap.parse_args(argv)
+    args.work.mkdir(parents=True, exist_ok=True)
 
     import torch
 
@@ -114,14 +121,23 @@ def main(argv: list[str] | None = None) -> int:
     ids = set(held_out["record_id"])
     results: dict[str, dict | str] = {}
     timings: dict[str, tuple] = {}
-    for enc in [e for e in args.encoders.split(",") if e]:
+    encoders = [e for e in args.encoders.split(",") if e]
+    if args.from_run is not None:
+        encoders = [LightConfig.from_dict(json.loads((args.from_run / "config.json").read_text())).text_encoder]
+    for enc in encoders:
         torch.set_num_threads(2)
-        overrides = {k: v for k, v in (("steps", args.steps), ("image_size", args.image_size)) if v is not None}
-        cfg = LightConfig(text_encoder=enc, **overrides)
-        run = args.work / f"light_{enc}"
-        t0 = time.perf_counter()
-        res = train_light(args.dataset, run, cfg, resume=False, progress=False, evaluate=False)
-        wall = time.perf_counter() - t0
+        if args.from_run is not None:
+            run = args.from_run
+            cfg = LightConfig.from_dict(json.loads((run / "config.json").read_text()))
+            res = json.loads((run / "train_summary.json").read_text())
+            wall = float("nan")
+        else:
+            overrides = {k: v for k, v in (("steps", args.steps), ("image_size", args.image_size)) if v is not None}
+            cfg = LightConfig(text_encoder=enc, **overrides)
+            run = args.work / f"light_{enc}"
+            t0 = time.perf_counter()
+            res = train_light(args.dataset, run, cfg, resume=False, progress=False, evaluate=False)
+            wall = time.perf_counter() - t0
         from cxrils.models import Segmenter
 
         seg = Segmenter.from_pretrained(run)
@@ -130,7 +146,8 @@ def main(argv: list[str] | None = None) -> int:
         rows = [r for r in pq.read_table(preds).to_pylist() if r["record_id"] in ids]
         results[f"light ({enc})"] = _evaluate(args.dataset, args.split, rows)
         med, p90, n = _latency(run, args.dataset, args.split, args.latency_queries)
-        timings[enc] = (cfg.steps, cfg.batch_size, cfg.image_size, res["train_seconds"], wall, med, p90, n)
+        timings[enc] = (cfg.steps, cfg.batch_size, cfg.image_size, res["train_seconds"], wall, med, p90, n,
+                        cfg.tau_presence, cfg.tau_mask)
     for name in ("whole-lung", "always-empty"):
         results[name] = _baseline(name, args.dataset, args.split)
 
@@ -140,9 +157,10 @@ def main(argv: list[str] | None = None) -> int:
     for name, t4 in results.items():
         print(_row(name, t4) if isinstance(t4, dict) else f"| {name:<24} | {t4} |")
     print("\ntraining (2 torch threads) and inference latency (1 thread, per query):")
-    for enc, (steps, bs, size, train_s, wall, med, p90, n) in timings.items():
+    for enc, (steps, bs, size, train_s, wall, med, p90, n, tau_p, tau_m) in timings.items():
         print(f"  light ({enc}): {steps} steps x batch {bs} at {size} px: {train_s:.0f} s training "
-              f"({wall:.0f} s with setup); latency median {med:.1f} ms, p90 {p90:.1f} ms over {n} queries")
+              f"({wall:.0f} s with setup); latency median {med:.1f} ms, p90 {p90:.1f} ms over {n} queries; "
+              f"thresholds from the validation split: tau_presence {tau_p:.3f}, tau_mask {tau_m:.2f}")
     out = args.work / "results.json"
     out.write_text(json.dumps({"results": results, "timings": timings}, indent=2, default=str))
     print(f"\nresults -> {out}")

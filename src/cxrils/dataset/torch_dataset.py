@@ -31,6 +31,12 @@ class ILSDataset:
     size : int, optional
         Resize image (area interpolation) and mask (nearest) to ``(size, size)`` so
         that items of different images stack into a batch; None keeps the stored size.
+        The augmentation is applied after resizing, to the uint8 image at ``size``.
+    cache : bool
+        Keep every decoded (and resized) image and mask in memory after its first
+        use, so that training reads each PNG once per run instead of once per item;
+        items are identical with and without the cache. Memory: one uint8 image per
+        image id and one bool mask per record (e.g. 128 px: 16 KB each).
 
     Items are dicts: ``image`` float32 tensor (1, H, W) in [0, 1]; ``mask`` float32
     tensor (H, W) in {0, 1} (all zero for negatives); ``instruction``, ``answer``
@@ -44,10 +50,14 @@ class ILSDataset:
     """
 
     def __init__(self, dataset_dir: str | Path, split: str | None = "train", *,
-                 augment: Callable[..., np.ndarray] | None = None, size: int | None = None):
+                 augment: Callable[..., np.ndarray] | None = None, size: int | None = None,
+                 cache: bool = False):
         self.dataset_dir = Path(dataset_dir)
         self.records = read_records(self.dataset_dir, split).reset_index(drop=True)
         self.augment, self.size, self.epoch = augment, size, 0
+        self.cache = bool(cache)
+        self._images: dict[str, np.ndarray] = {}
+        self._masks: dict[int, np.ndarray] = {}
         if size is not None and size < 1:
             raise DatasetError(f"size must be >= 1, got {size}")
 
@@ -80,17 +90,12 @@ class ILSDataset:
         return x
 
     def __getitem__(self, index: int) -> dict:
-        import cv2
         import torch
 
         r = self.records.iloc[index]
-        x = self.load_image(index)
-        mask = decode_rle(r["mask"])
+        x, mask = self._image_and_mask(index)
         if self.augment is not None:
             x = self.augment(x, f"{self.epoch}:{r['record_id']}")
-        if self.size is not None:
-            x = cv2.resize(x, (self.size, self.size), interpolation=cv2.INTER_AREA)
-            mask = cv2.resize(mask.astype(np.uint8), (self.size, self.size), interpolation=cv2.INTER_NEAREST) > 0
         item = {
             "image": torch.from_numpy(x.astype(np.float32) / 255.0)[None],
             "mask": torch.from_numpy(mask.astype(np.float32)),
@@ -99,3 +104,26 @@ class ILSDataset:
         }
         item.update({k: str(r[k]) for k in ITEM_FIELDS})
         return item
+
+    def _image_and_mask(self, index: int) -> tuple[np.ndarray, np.ndarray]:
+        """Decoded uint8 (S, S) image and bool (S, S) mask of item ``index`` (cached
+        when ``cache``; callers must not modify them in place)."""
+        import cv2
+
+        image_id = str(self.records.at[index, "image_id"])
+        x = self._images.get(image_id)
+        if x is None:
+            x = self.load_image(index)
+            if self.size is not None:
+                x = cv2.resize(x, (self.size, self.size), interpolation=cv2.INTER_AREA)
+            if self.cache:
+                self._images[image_id] = x
+        mask = self._masks.get(index)
+        if mask is None:
+            mask = decode_rle(self.records.at[index, "mask"])
+            if self.size is not None:
+                mask = cv2.resize(mask.astype(np.uint8), (self.size, self.size),
+                                  interpolation=cv2.INTER_NEAREST) > 0
+            if self.cache:
+                self._masks[index] = mask
+        return x, mask

@@ -6,6 +6,6 @@
 >>> pred.mask, pred.answer, pred.presence_score                            # doctest: +SKIP
 """
 
-from cxrils.models.base import MODEL_TYPES, ModelLoadError, Prediction, Segmenter
+from cxrils.models.base import MODEL_TYPES, ModelLoadError, Prediction, Segmenter, default_model_dir
 
-__all__ = ["MODEL_TYPES", "ModelLoadError", "Prediction", "Segmenter"]
+__all__ = ["MODEL_TYPES", "ModelLoadError", "Prediction", "Segmenter", "default_model_dir"]

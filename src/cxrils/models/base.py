@@ -96,6 +96,15 @@ def resolve_model_class(model_type: str) -> type["Segmenter"]:
     return getattr(module, cls_name)
 
 
+def default_model_dir() -> Path | None:
+    """The light model shipped in the package (``cxrils/weights/light_ils``, see its
+    model card ``cxrils/weights/light_ils.md``), or None when it is not installed."""
+    from importlib import resources
+
+    path = Path(str(resources.files("cxrils") / "weights" / "light_ils"))
+    return path if (path / "config.json").is_file() else None
+
+
 class Segmenter(ABC):
     """An instruction-guided lesion segmentation model (paper section 4).
 

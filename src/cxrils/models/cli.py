@@ -80,7 +80,8 @@ def register(app: typer.Typer) -> None:
 
     @app.command()
     def predict(
-        model: Path = typer.Option(..., "--model", "-m", help="Trained run folder (cxrils train -o)."),
+        model: Optional[Path] = typer.Option(None, "--model", "-m", help="Trained run folder (cxrils train -o); "
+                                             "default: the light model shipped in the package."),
         image: Optional[Path] = typer.Argument(None, help="Image file (DICOM, PNG, JPEG)."),
         instruction: Optional[str] = typer.Argument(None, help='e.g. "Segment the effusion in the left lung base."'),
         out: Path = typer.Option(..., "--out", "-o", help="Output folder (single image) or predictions "
@@ -90,8 +91,12 @@ def register(app: typer.Typer) -> None:
         threads: Optional[int] = typer.Option(None, "--threads", help="torch CPU threads."),
     ) -> None:
         """Segment what an instruction asks for; write mask PNG + RLE, answer and overlay (or batch predictions)."""
-        from cxrils.models.base import ModelLoadError, Segmenter
+        from cxrils.models.base import ModelLoadError, Segmenter, default_model_dir
 
+        model = model or default_model_dir()
+        if model is None:
+            _fail("no --model given and no built-in light model is installed; train one with "
+                  "cxrils train --model light --dataset DATASET -o RUN_DIR")
         try:
             seg = Segmenter.from_pretrained(model, **({} if threads is None else {"num_threads": threads}))
         except ModelLoadError as err:

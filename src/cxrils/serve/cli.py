@@ -10,10 +10,9 @@ import typer
 
 def default_model_dir() -> Path | None:
     """The light model shipped in the package (``cxrils/weights/light_ils``), if present."""
-    from importlib import resources
+    from cxrils.models.base import default_model_dir as shipped
 
-    path = Path(str(resources.files("cxrils") / "weights" / "light_ils"))
-    return path if (path / "config.json").is_file() else None
+    return shipped()
 
 
 def register(app: typer.Typer) -> None:

@@ -37,6 +37,8 @@ class LightConfig:
         Mask loss weights, paper section 5 / Appendix F (5 and 1; Dice on positives only).
     lambda_presence : float
         Weight of the presence BCE (ours; the paper has no explicit presence head).
+    presence_pos_weight : float
+        Weight of the positive class in the presence BCE (ours; 1 = unweighted).
     lambda_type : float
         Weight of the lesion-type and certainty cross-entropies (ours), trained on
         lesion-inference positives only.
@@ -49,9 +51,17 @@ class LightConfig:
     steps : int
         Optimisation steps.
     tau_presence : float
-        Presence probability at or above which the lesion is called present (ours).
+        Presence probability at or above which the lesion is called present (ours;
+        chosen on the validation split after training, see
+        :mod:`cxrils.models.light.calibrate`).
     tau_mask : float
-        Pixel probability at or above which a pixel is foreground (ours).
+        Pixel probability at or above which a pixel is foreground (ours; chosen with
+        ``tau_presence``).
+    calibrate : bool
+        Choose ``tau_presence`` and ``tau_mask`` on the validation split after training.
+    calib_min_n_acc : float
+        N-Acc the chosen thresholds must reach on the validation split when possible
+        (issue 9's target, 0.90); among those, the highest gIoU wins.
     tau_location : float
         Share of a predicted mask that must fall in a lung region for the answer to
         name it (ours; the paper names locations from the grounded masks, section 3.1).
@@ -66,6 +76,7 @@ class LightConfig:
     lambda_bce: float = 5.0  # paper section 5 / Appendix F
     lambda_dice: float = 1.0  # paper section 5 / Appendix F (positives only)
     lambda_presence: float = 1.0  # ours
+    presence_pos_weight: float = 1.0  # ours
     lambda_type: float = 0.5  # ours
     hist_eq_prob: float = 0.5  # paper Appendix F
     lr: float = 2e-3
@@ -75,6 +86,8 @@ class LightConfig:
     tau_presence: float = 0.5
     tau_mask: float = 0.5
     tau_location: float = 0.10
+    calibrate: bool = True
+    calib_min_n_acc: float = 0.90  # issue 9 target
     seed: int = 0
     model_type: str = field(default=MODEL_TYPE, init=False)
 

@@ -1,7 +1,7 @@
 """Training loss of the light model (paper section 5 / Appendix F where it applies).
 
 L = lambda_bce * BCE(mask) + lambda_dice * Dice(mask, positives only)
-    + lambda_presence * BCE(presence) + lambda_type * [CE(lesion) + BCE(certainty)]
+    + lambda_presence * BCE(presence; positives weighted presence_pos_weight) + lambda_type * [CE(lesion) + BCE(certainty)]
 
 BCE is over every pixel of every sample (negatives teach empty masks); Dice only over
 samples with a non-empty reference mask, as the paper does, since Dice is undefined
@@ -47,7 +47,9 @@ def light_loss(out: dict[str, torch.Tensor], mask: torch.Tensor, lesion: torch.T
     positive = mask.flatten(1).amax(1) > 0
     bce = F.binary_cross_entropy_with_logits(logits, mask)
     dice = _DICE(logits[positive][:, None], mask[positive][:, None]) if positive.any() else logits.sum() * 0.0
-    presence = F.binary_cross_entropy_with_logits(out["presence"], positive.float())
+    presence = F.binary_cross_entropy_with_logits(
+        out["presence"], positive.float(),
+        pos_weight=torch.tensor(config.presence_pos_weight, dtype=logits.dtype))
     has_type = lesion >= 0
     if has_type.any():
         type_loss = F.cross_entropy(out["lesion"][has_type], lesion[has_type]) + \

@@ -3,6 +3,7 @@
 A run folder holds ``config.json`` (model type and :class:`LightConfig`),
 ``checkpoint.pt`` (network, optimiser, scheduler, step; rewritten atomically),
 ``metrics.jsonl`` (one line per logged step), and at the end ``model.safetensors``,
+``calibration.json`` (thresholds chosen on the validation split),
 ``predictions_validate.parquet`` and ``eval_validate.json`` (gIoU, cIoU, N-Acc, text
 accuracy on the validation split).
 """
@@ -27,6 +28,8 @@ log = logging.getLogger(__name__)
 
 CHECKPOINT_NAME = "checkpoint.pt"
 METRICS_NAME = "metrics.jsonl"
+CALIBRATION_NAME = "calibration.json"
+CALIBRATED = ("tau_presence", "tau_mask")  # set by calibration after training
 WARMUP_STEPS = 100  # linear warm-up then linear decay to 0, as ROSALIA (Appendix F)
 
 
@@ -66,7 +69,7 @@ def _resolve_config(run_dir: Path, config: LightConfig | None, resume: bool) -> 
         stored = LightConfig.from_dict(json.loads(stored_path.read_text(encoding="utf-8")))
         if config is not None and config.to_dict() != stored.to_dict():
             changed = sorted(k for k, v in config.to_dict().items() if stored.to_dict().get(k) != v)
-            if changed != ["steps"]:
+            if not set(changed) <= {"steps", *CALIBRATED}:
                 raise TrainError(f"{run_dir}: a run with another configuration exists (differs in {changed}); "
                                  "use a new run folder or --no-resume")
             stored.steps = config.steps
@@ -102,7 +105,9 @@ def train_light(dataset_dir: str | Path, run_dir: str | Path, config: LightConfi
     Returns
     -------
     dict
-        ``steps``, ``train_seconds``, ``final_loss`` and, when evaluated, ``validate``
+        ``steps``, ``train_seconds``, ``final_loss``; with ``config.calibrate``,
+        ``calibration`` (thresholds chosen on the validation split, also written to
+        ``calibration.json`` and stored in ``config.json``); when evaluated, ``validate``
         (Table 4 row of :meth:`cxrils.evaluation.EvaluationReport.table4`).
 
     Raises
@@ -123,7 +128,7 @@ def train_light(dataset_dir: str | Path, run_dir: str | Path, config: LightConfi
     torch.manual_seed(cfg.seed)
     try:
         ds = ILSDataset(dataset_dir, "train", augment=HistogramEqualization(cfg.hist_eq_prob, cfg.seed),
-                        size=cfg.image_size)
+                        size=cfg.image_size, cache=True)
         sampler = BalancedBatchSampler(ds.polarities, cfg.batch_size, seed=cfg.seed)
     except (DatasetError, ValueError) as err:
         raise TrainError(f"{dataset_dir}: cannot train on this dataset: {err}") from err
@@ -190,8 +195,20 @@ def train_light(dataset_dir: str | Path, run_dir: str | Path, config: LightConfi
     bar.close()
     elapsed += time.perf_counter() - t0
     net.eval()
-    seg.save(run)
     result: dict = {"steps": step, "train_seconds": elapsed, "final_loss": last_loss}
+    if cfg.calibrate:
+        from cxrils.dataset import read_records
+        from cxrils.models.light.calibrate import calibrate
+
+        val = read_records(dataset_dir, "validate")
+        if len(val) and val["polarity"].nunique() == 2:
+            result["calibration"] = calibrate(seg, dataset_dir, "validate")
+            atomic_write_json(run / CALIBRATION_NAME, result["calibration"])
+            log.info("thresholds chosen on validate: %s", result["calibration"])
+        else:
+            log.warning("%s: validate split lacks positives or negatives; keeping thresholds %s / %s",
+                        dataset_dir, cfg.tau_presence, cfg.tau_mask)
+    seg.save(run)
     if evaluate:
         result["validate"] = evaluate_run(seg, dataset_dir, run, "validate", progress=progress)
     atomic_write_json(run / "train_summary.json", result)

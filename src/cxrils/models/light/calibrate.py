@@ -1,0 +1,141 @@
+"""Choice of the light model's presence and mask thresholds on the validation split.
+
+The network gives a presence probability per query and a probability per pixel; the
+answer's mask is empty unless presence >= ``tau_presence``, and then holds the pixels
+with probability >= ``tau_mask``. Both thresholds are chosen here on the VALIDATION
+split (template instructions, as the paper's Tables 4-6), never on the test split:
+the pair with the highest gIoU among those whose N-Acc reaches
+:attr:`LightConfig.calib_min_n_acc`, or, when none does, the pair with the highest
+gIoU + N-Acc. Scores are computed at the network's resolution (reference masks
+resized by nearest neighbour), an approximation of the full-resolution evaluation.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+
+from cxrils.models.light.config import LightConfig
+
+#: Pixel-threshold candidates (ours).
+TAU_MASK_GRID: tuple[float, ...] = (0.3, 0.4, 0.5, 0.6, 0.7)
+
+
+def validation_scores(seg, dataset_dir: str | Path, split: str = "validate", *,
+                      batch_size: int = 32) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Presence scores, pixel probabilities and reference masks of a split's template records.
+
+    Parameters
+    ----------
+    seg : LightSegmenter
+    dataset_dir : path
+        A finalized cxrils dataset.
+    split : str
+        The split to score (``"validate"``; never the test split).
+
+    Returns
+    -------
+    presence : ndarray, float32 (N,)
+        Presence probabilities in [0, 1].
+    prob : ndarray, float32 (N, S, S)
+        Pixel probabilities at the network side ``S = config.image_size``.
+    ref : ndarray, bool (N, S, S)
+        Reference masks resized to ``(S, S)`` (nearest); all False for negatives.
+
+    Raises
+    ------
+    ValueError
+        If the split has no template records.
+    """
+    import torch
+
+    from cxrils.dataset import ILSDataset
+
+    ds = ILSDataset(dataset_dir, split, size=seg.config.image_size, cache=True)
+    idx = np.flatnonzero((ds.records["paraphrase_of"] == "").to_numpy())
+    if not len(idx):
+        raise ValueError(f"{dataset_dir}: no template records in split {split!r} to choose thresholds on")
+    presence, prob, ref = [], [], []
+    seg.net.eval()
+    for start in range(0, len(idx), batch_size):
+        items = [ds[int(i)] for i in idx[start:start + batch_size]]
+        x = torch.stack([it["image"] for it in items])
+        t = torch.from_numpy(seg.encoder.encode([it["instruction"] for it in items]))
+        with torch.inference_mode():
+            out = seg.net(x, t)
+        presence.append(torch.sigmoid(out["presence"]).numpy())
+        prob.append(torch.sigmoid(out["mask"][:, 0]).numpy())
+        ref.append(np.stack([it["mask"].numpy() > 0 for it in items]))
+    return np.concatenate(presence), np.concatenate(prob), np.concatenate(ref)
+
+
+def choose_thresholds(presence: np.ndarray, prob: np.ndarray, ref: np.ndarray,
+                      min_n_acc: float) -> dict:
+    """Grid search of ``(tau_presence, tau_mask)`` (see the module docstring).
+
+    Parameters
+    ----------
+    presence : ndarray, float (N,)
+    prob : ndarray, float (N, S, S)
+    ref : ndarray, bool (N, S, S)
+        As returned by :func:`validation_scores`; needs positives and negatives.
+    min_n_acc : float
+        N-Acc in [0, 1] the chosen pair must reach when any does.
+
+    Returns
+    -------
+    dict
+        ``tau_presence``, ``tau_mask``, and the validation ``gIoU``, ``cIoU``,
+        ``n_acc`` (at network resolution) of the chosen pair, ``constraint_met``.
+
+    Raises
+    ------
+    ValueError
+        If there are no positives or no negatives.
+    """
+    positive = ref.reshape(len(ref), -1).any(1)
+    if positive.all() or not positive.any():
+        raise ValueError("choosing thresholds needs both positive and negative records")
+    ref_pos = ref[positive].reshape(positive.sum(), -1)
+    tau_p_grid = np.unique(np.round(np.concatenate([np.linspace(0.05, 0.95, 19),
+                                                    np.quantile(presence, np.linspace(0.5, 0.99, 25))]), 4))
+    best = None
+    for tau_m in TAU_MASK_GRID:
+        fg = prob >= tau_m
+        flat = fg.reshape(len(fg), -1)
+        nonempty = flat.any(1)
+        inter = (flat[positive] & ref_pos).sum(1)
+        union_pred = (flat[positive] | ref_pos).sum(1)
+        ref_area = ref_pos.sum(1)
+        for tau_p in tau_p_grid:
+            on = presence >= tau_p
+            on_pos = on[positive]
+            i = np.where(on_pos, inter, 0)
+            u = np.where(on_pos, union_pred, ref_area)
+            g_iou = float(np.mean(i / u))
+            c_iou = float(i.sum() / u.sum())
+            n_acc = float(np.mean(~(on[~positive] & nonempty[~positive])))
+            met = n_acc >= min_n_acc
+            key = (met, g_iou if met else g_iou + n_acc)
+            if best is None or key > best[0]:
+                best = (key, {"tau_presence": float(tau_p), "tau_mask": float(tau_m), "gIoU": g_iou,
+                              "cIoU": c_iou, "n_acc": n_acc, "constraint_met": met})
+    return best[1]
+
+
+def calibrate(seg, dataset_dir: str | Path, split: str = "validate") -> dict:
+    """Choose and set ``seg.config.tau_presence`` / ``tau_mask`` on ``split``.
+
+    Returns
+    -------
+    dict
+        :func:`choose_thresholds`' result plus ``split`` and ``n_records``.
+    """
+    if split == "test":
+        raise ValueError("thresholds must not be chosen on the test split")
+    cfg: LightConfig = seg.config
+    presence, prob, ref = validation_scores(seg, dataset_dir, split)
+    chosen = choose_thresholds(presence, prob, ref, cfg.calib_min_n_acc)
+    cfg.tau_presence, cfg.tau_mask = chosen["tau_presence"], chosen["tau_mask"]
+    return {**chosen, "split": split, "n_records": int(len(presence))}

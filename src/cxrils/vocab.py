@@ -87,6 +87,9 @@ LOBES: Final[tuple[str, ...]] = (
 
 WHOLE_LUNGS: Final[tuple[str, ...]] = ("right lung", "left lung")
 
+#: The four zones of each whole lung (patient sides).
+ZONES_OF_LUNG: Final[dict[str, tuple[str, ...]]] = {"right lung": RIGHT_ZONES, "left lung": LEFT_ZONES}
+
 #: The lung-region labels of location mapping step 2. The paper says "14" but lists
 #: 15 names (8 zones + 5 lobes + 2 whole lungs); we keep all 15 listed names.
 LUNG_REGION_LABELS: Final[tuple[str, ...]] = LUNG_ZONES + LOBES + WHOLE_LUNGS

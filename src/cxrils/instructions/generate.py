@@ -42,7 +42,6 @@ from cxrils.types import GroundedFinding, StudyGrounding
 #: (section 3.2). Every localized type; cardiomegaly (an organ state) is not one.
 OPACITY_FAMILY: tuple[str, ...] = ("pneumonia", "atelectasis", "opacity", "consolidation", "edema", "effusion")
 
-_SIDE_ZONES = {"right lung": vocab.RIGHT_ZONES, "left lung": vocab.LEFT_ZONES}
 
 
 class InstructionError(ValueError):
@@ -57,7 +56,7 @@ def _zones(labels: Iterable[str]) -> frozenset[str]:
         if label not in vocab.LUNG_REGION_LABELS:
             continue
         loc = vocab.instruction_location(label)
-        out.update(_SIDE_ZONES.get(loc, (loc,)))
+        out.update(vocab.ZONES_OF_LUNG.get(loc, (loc,)))
     return frozenset(out)
 
 
@@ -65,7 +64,7 @@ def _locations(labels: Iterable[str]) -> list[str]:
     """Canonical instruction locations naming lung-region labels: lobes become their
     lung, and a zone is dropped when its whole lung is named too."""
     locs = {vocab.instruction_location(lb) for lb in labels if lb in vocab.LUNG_REGION_LABELS}
-    for lung, zones in _SIDE_ZONES.items():
+    for lung, zones in vocab.ZONES_OF_LUNG.items():
         if lung in locs:
             locs -= set(zones)
     return sorted(locs, key=vocab.INSTRUCTION_LOCATIONS.index)

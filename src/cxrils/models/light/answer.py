@@ -15,7 +15,6 @@ import numpy as np
 from cxrils import templates, vocab
 from cxrils.types import AnatomyMasks
 
-_SIDE_ZONES = {"right lung": vocab.RIGHT_ZONES, "left lung": vocab.LEFT_ZONES}
 
 
 def locations_from_mask(mask: np.ndarray, anatomy: AnatomyMasks, tau_location: float) -> list[str]:
@@ -62,14 +61,14 @@ def locations_from_mask(mask: np.ndarray, anatomy: AnatomyMasks, tau_location: f
         if overlap[best] > 0:
             chosen = [best]
         else:
-            side_overlap = {lung: int((m & anatomy[lung]).sum()) if lung in anatomy else 0 for lung in _SIDE_ZONES}
+            side_overlap = {lung: int((m & anatomy[lung]).sum()) if lung in anatomy else 0 for lung in vocab.ZONES_OF_LUNG}
             lung = max(side_overlap, key=side_overlap.get)
             if side_overlap[lung] == 0:
                 col = float(np.nonzero(m)[1].mean())
                 lung = "right lung" if col < m.shape[1] / 2.0 else "left lung"
             return [lung]
     locs = set(chosen)
-    for lung, zones in _SIDE_ZONES.items():
+    for lung, zones in vocab.ZONES_OF_LUNG.items():
         if set(zones) <= locs:
             locs = (locs - set(zones)) | {lung}
     return sorted(locs, key=vocab.INSTRUCTION_LOCATIONS.index)

@@ -31,26 +31,51 @@ class StageLoadError(RuntimeError):
 
 
 class StageProvider(Protocol):
-    """What the pipeline needs from the stages (see :class:`BuiltinStages` for the meaning)."""
+    """What the pipeline needs from the stages; ``--stages module:Name`` swaps in another
+    implementation (:class:`BuiltinStages` is the default). Sides are the patient's:
+    on a frontal image the patient's right lung lies on the image's left."""
 
-    def structure_reports(self, items: Iterable[tuple[str, str]], cfg: Config) -> Iterator[StructuredReport]: ...
+    def structure_reports(self, items: Iterable[tuple[str, str]], cfg: Config) -> Iterator[StructuredReport]:
+        """One :class:`StructuredReport` per ``(study_id, report_text)``, in order."""
+        ...
 
-    def load_image(self, path: Path, cfg: Config) -> tuple[np.ndarray, str | None]: ...
+    def load_image(self, path: Path, cfg: Config) -> tuple[np.ndarray, str | None]:
+        """``(x, view)``: the 8-bit image uint8 (H, W) and the file's view position
+        ("PA", "AP", ... or None); raises on an unreadable file."""
+        ...
 
-    def make_anatomy(self, cfg: Config) -> Any: ...
+    def make_anatomy(self, cfg: Config) -> Any:
+        """An object with ``segment(x uint8 (H, W)) -> AnatomyMasks`` (every label of
+        :data:`cxrils.vocab.ANATOMY_LABELS`, bool (H, W)), built once per worker."""
+        ...
 
-    def make_anomaly(self, cfg: Config) -> Any: ...
+    def make_anomaly(self, cfg: Config) -> Any:
+        """An object with ``map(x, edit_region bool (H, W), *, lungs=None) ->
+        AnomalyResult`` (x_hat uint8, x_ano float32 in [0, 1]), built once per worker."""
+        ...
 
-    def make_detector(self, cfg: Config) -> Any: ...
+    def make_detector(self, cfg: Config) -> Any:
+        """An object with ``detect(x, *, anomaly=None, anatomy=None) -> list[LesionBox]``
+        (boxes in pixels of ``x``), built once per worker."""
+        ...
 
-    def cross_check(self, a: AnatomyMasks, b: AnatomyMasks, cfg: Config) -> str | None: ...
+    def cross_check(self, a: AnatomyMasks, b: AnatomyMasks, cfg: Config) -> str | None:
+        """Appendix D.2: None when two anatomy sources agree, else the reason."""
+        ...
 
-    def ground_study(self, **kwargs: Any) -> StudyGrounding: ...
+    def ground_study(self, **kwargs: Any) -> StudyGrounding:
+        """Algorithm 1 and location verification; the keywords of
+        :func:`cxrils.grounding.ground_study`."""
+        ...
 
     def generate_records(self, grounding: StudyGrounding, *, split: str, patient_id: str,
-                         image_path: str, cfg: Config, absent_negatives: bool = True) -> list[dict]: ...
+                         image_path: str, cfg: Config, absent_negatives: bool = True) -> list[dict]:
+        """Dataset rows of one image (:func:`cxrils.instructions.generate_records`)."""
+        ...
 
-    def assign_split(self, patient_id: str, cfg: Config) -> str: ...
+    def assign_split(self, patient_id: str, cfg: Config) -> str:
+        """"train", "validate" or "test" for a patient (never per image)."""
+        ...
 
 
 class BuiltinStages:

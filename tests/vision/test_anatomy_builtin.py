@@ -86,7 +86,7 @@ def test_largest_component_keeps_one_blob_with_holes_filled():
 def test_heart_uses_its_own_threshold(monkeypatch):
     from dataclasses import replace
 
-    cfg = Config().anatomy
+    cfg = replace(Config().anatomy, heart_threshold=0.85)
     probs = np.zeros((3, 64, 64), dtype=np.float32)
     probs[0, 10:50, 5:25] = 0.9  # right lung (image left)
     probs[1, 10:50, 40:60] = 0.9  # left lung

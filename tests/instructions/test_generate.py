@@ -380,3 +380,21 @@ def test_absent_negatives_only_for_the_studys_chosen_image():
                 for r in records if r["lesion_type"] not in absent_types]
 
     assert kept(second) == kept(first) and kept(first)
+
+
+def test_a_reported_nodule_blocks_the_absent_opacity_negative():
+    """"There is no opacity." would be false when the report has a nodule or mass."""
+    from cxrils.types import StudyGrounding
+
+    nodule = grounded(finding("nodule", labels=["right upper zone lung"], sentence="Right upper lobe nodule."),
+                      ["right upper zone lung"])
+    g = StudyGrounding(study_id="s9", image_id="im9", shape=SHAPE, findings=[nodule],
+                       empty_locations=["left lung"], ctr=0.40, heart_mask=HEART_MASK)
+    records = gen(g)
+    opacity = [r for r in records if r["lesion_type"] == "opacity"]
+    assert all(r["instruction_type"] == "basic" and r["locations"] == ["left lung"] for r in opacity)
+    assert not any(r["answer"] == "[SEG] There is no opacity." for r in records)
+    # without the nodule the absent-type opacity negative is there (global or basic)
+    plain = StudyGrounding(study_id="s9", image_id="im9", shape=SHAPE, findings=[],
+                           empty_locations=["left lung"], ctr=0.40, heart_mask=HEART_MASK)
+    assert [r for r in gen(plain) if r["lesion_type"] == "opacity"]

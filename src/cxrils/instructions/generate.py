@@ -42,7 +42,13 @@ from cxrils.types import GroundedFinding, StudyGrounding
 #: (section 3.2). Every localized type; cardiomegaly (an organ state) is not one.
 OPACITY_FAMILY: tuple[str, ...] = ("pneumonia", "atelectasis", "opacity", "consolidation", "edema", "effusion")
 
-
+#: Findings outside the seven types that are opacities on a radiograph too (ours): a
+#: positive one makes "There is no opacity" false, so no absent-type opacity negative.
+OPACITY_LIKE_ENTITIES: frozenset[str] = frozenset({
+    "nodule", "nodules", "nodular opacity", "mass", "masses", "lesion", "lesions", "granuloma",
+    "granulomas", "calcified granuloma", "calcified granulomas", "scarring", "scar", "fibrosis",
+    "cavitary lesion", "metastases", "metastatic disease",
+})
 
 class InstructionError(ValueError):
     """Raised when a grounding is inconsistent (mask shape, unknown values)."""
@@ -303,7 +309,7 @@ def _negatives(b: _Builder, items: list[_Item], g: StudyGrounding, cfg: Config, 
     positive_findings = [gf for gf in g.findings if gf.finding.presence == "positive"]
     present = set().union(*(mentioned_types(gf) for gf in positive_findings)) if positive_findings else set()
     opacity_pool = [it for it in items if it.lesion_type in OPACITY_FAMILY]
-    if opacity_pool:
+    if opacity_pool or any(gf.finding.entity.strip().lower() in OPACITY_LIKE_ENTITIES for gf in positive_findings):
         present.add("opacity")
     # Empty locations usable in an instruction: study-level empty (section 3.1), named
     # by a zone or a whole lung (an empty lobe does not make its lung empty), and not

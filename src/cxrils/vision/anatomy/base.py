@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import importlib
 from typing import Protocol, runtime_checkable
 
 import numpy as np
@@ -10,6 +9,7 @@ import numpy as np
 from cxrils.config import AnatomyConfig, Config
 from cxrils.types import AnatomyMasks
 from cxrils.vision.anatomy.regions import lung_regions
+from cxrils.vision.registry import build_backend
 from cxrils.vocab import ANATOMY_LABELS
 
 
@@ -66,10 +66,7 @@ def get_segmenter(name: str, cfg: Config) -> AnatomySegmenter:
     AnatomyBackendError
         If the name is unknown, or the backend's package or weights are missing.
     """
-    if name not in BACKENDS:
-        raise AnatomyBackendError(f"unknown anatomy backend {name!r}; choose one of {sorted(BACKENDS)}")
-    module, cls = BACKENDS[name].split(":")
-    return getattr(importlib.import_module(module), cls).from_config(cfg)
+    return build_backend(BACKENDS, name, "anatomy", AnatomyBackendError, cfg)
 
 
 def assemble(right: np.ndarray, left: np.ndarray, heart: np.ndarray, cfg: AnatomyConfig,

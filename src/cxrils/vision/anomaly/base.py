@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-import importlib
 from typing import Protocol, runtime_checkable
 
 import numpy as np
 
 from cxrils.config import Config
 from cxrils.types import AnomalyResult
+from cxrils.vision.registry import build_backend
 
 #: 8-bit maximum intensity I_max of x_ano = (x - x_hat) / I_max (paper section 3.1).
 I_MAX = 255.0
@@ -72,10 +72,7 @@ def get_anomaly_mapper(name: str, cfg: Config) -> AnomalyMapper:
     AnomalyBackendError
         If the name is unknown, or the backend's package or weights are missing.
     """
-    if name not in BACKENDS:
-        raise AnomalyBackendError(f"unknown anomaly backend {name!r}; choose one of {sorted(BACKENDS)}")
-    module, cls = BACKENDS[name].split(":")
-    return getattr(importlib.import_module(module), cls).from_config(cfg)
+    return build_backend(BACKENDS, name, "anomaly", AnomalyBackendError, cfg)
 
 
 def check_inputs(x: np.ndarray, edit_region: np.ndarray) -> np.ndarray:

@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-import importlib
 from typing import Iterable, Protocol, runtime_checkable
 
 import numpy as np
 
 from cxrils.config import Config
 from cxrils.types import AnatomyMasks, AnomalyResult, LesionBox
+from cxrils.vision.registry import build_backend
 from cxrils.vocab import VINDR_KEPT
 
 
@@ -66,10 +66,7 @@ def get_detector(name: str, cfg: Config) -> LesionDetector:
     DetectorBackendError
         If the name is unknown, or the backend's package or model file is missing.
     """
-    if name not in BACKENDS:
-        raise DetectorBackendError(f"unknown detector backend {name!r}; choose one of {sorted(BACKENDS)}")
-    module, cls = BACKENDS[name].split(":")
-    return getattr(importlib.import_module(module), cls).from_config(cfg)
+    return build_backend(BACKENDS, name, "detector", DetectorBackendError, cfg)
 
 
 def keep_lesion_classes(boxes: Iterable[LesionBox]) -> list[LesionBox]:

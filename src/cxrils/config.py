@@ -22,6 +22,13 @@ else:  # pragma: no cover
     import tomli as tomllib
 
 
+#: Loss weights of ROSALIA / LISA training (paper section 5, "Loss function"):
+#: L = LAMBDA_TXT * L_txt + LAMBDA_BCE * L_bce + LAMBDA_DICE * L_dice (Dice on positives only).
+LAMBDA_TXT = 0.5
+LAMBDA_BCE = 5.0
+LAMBDA_DICE = 1.0
+
+
 class ConfigError(ValueError):
     """Raised for an unknown key, a value of the wrong type, or an unreadable file."""
 

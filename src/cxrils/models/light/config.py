@@ -13,6 +13,9 @@ import dataclasses
 from dataclasses import dataclass, field
 from typing import Any
 
+from cxrils.config import LAMBDA_BCE, LAMBDA_DICE
+from cxrils.dataset.augment import HIST_EQ_PROB
+
 MODEL_TYPE = "light"
 TEXT_ENCODERS = ("structured", "minilm")
 
@@ -73,12 +76,12 @@ class LightConfig:
     features: tuple[int, ...] = (8, 16, 32, 64, 128, 16)
     text_encoder: str = "structured"
     text_hidden: int = 128
-    lambda_bce: float = 5.0  # paper section 5 / Appendix F
-    lambda_dice: float = 1.0  # paper section 5 / Appendix F (positives only)
+    lambda_bce: float = LAMBDA_BCE  # paper section 5 / Appendix F
+    lambda_dice: float = LAMBDA_DICE  # paper section 5 / Appendix F (positives only)
     lambda_presence: float = 1.0  # ours
     presence_pos_weight: float = 1.0  # ours
     lambda_type: float = 0.5  # ours
-    hist_eq_prob: float = 0.5  # paper Appendix F
+    hist_eq_prob: float = HIST_EQ_PROB  # paper Appendix F
     lr: float = 2e-3
     weight_decay: float = 1e-4
     batch_size: int = 16

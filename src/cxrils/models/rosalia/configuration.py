@@ -12,6 +12,9 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from cxrils.config import LAMBDA_BCE, LAMBDA_DICE, LAMBDA_TXT
+from cxrils.dataset.augment import HIST_EQ_PROB
+
 SEG_TOKEN = "[SEG]"  # LISA's segmentation token (Lai et al. 2024); also cxrils.templates.SEG_TOKEN
 IMAGE_TOKEN = "<image>"
 #: LLaVA-v1 conversation preamble used by LISA-7B-v1 ("llava_v1" template).
@@ -63,15 +66,15 @@ class RosaliaConfig:
     lora_alpha: int = 256
     lora_dropout: float = 0.05
     lora_target_modules: tuple[str, ...] = ("q_proj", "v_proj")
-    lambda_txt: float = 0.5
-    lambda_bce: float = 5.0
-    lambda_dice: float = 1.0
+    lambda_txt: float = LAMBDA_TXT
+    lambda_bce: float = LAMBDA_BCE
+    lambda_dice: float = LAMBDA_DICE
     lr: float = 3e-4
     warmup_steps: int = 100
     epochs: int = 15
     batch_size: int = 256
     micro_batch_size: int = 2
-    hist_eq_prob: float = 0.5
+    hist_eq_prob: float = HIST_EQ_PROB
     seed: int = 0
 
     def save(self, path: str | Path) -> None:

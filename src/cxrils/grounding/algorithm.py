@@ -216,7 +216,7 @@ def refine(component: np.ndarray, x: np.ndarray, right_lung: np.ndarray, left_lu
 
 def algorithm1(x: np.ndarray, anomaly_set: np.ndarray, m_union: np.ndarray, right_lung: np.ndarray,
                left_lung: np.ndarray, boxes: list[LesionBox], lesion_type: str,
-               cfg: GroundingConfig) -> Algorithm1Result:
+               cfg: GroundingConfig, labels: np.ndarray | None = None) -> Algorithm1Result:
     """Lesion mask of one finding (paper Algorithm 1).
 
     Keeps box B_j when c1 IoU(B_j, M_union) >= tau_anatomy, c2 conf >= tau_conf,
@@ -239,6 +239,10 @@ def algorithm1(x: np.ndarray, anomaly_set: np.ndarray, m_union: np.ndarray, righ
         One of :data:`cxrils.vocab.LESION_TYPES` (selects edema thresholds and the
         effusion refinement).
     cfg : GroundingConfig
+    labels : numpy.ndarray, int, shape (H, W), optional
+        The 8-connected component labels of ``anomaly_set``
+        (``scipy.ndimage.label(A, structure=EIGHT)``), when the caller already has
+        them (several findings of a study share A); computed when None.
 
     Returns
     -------
@@ -247,7 +251,8 @@ def algorithm1(x: np.ndarray, anomaly_set: np.ndarray, m_union: np.ndarray, righ
         of ``boxes``.
     """
     mask = np.zeros(x.shape, dtype=bool)
-    labels, _ = ndi.label(anomaly_set, structure=EIGHT)
+    if labels is None:
+        labels, _ = ndi.label(anomaly_set, structure=EIGHT)
     checks = []
     for box in boxes:
         check = check_box(box, anomaly_set, m_union, right_lung, left_lung, lesion_type, cfg)

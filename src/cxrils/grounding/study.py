@@ -5,12 +5,13 @@ from __future__ import annotations
 
 import dataclasses
 from collections import Counter
-from typing import Iterable
+from typing import Callable, Iterable
 
 import numpy as np
+from scipy import ndimage as ndi
 
 from cxrils.config import Config
-from cxrils.grounding.algorithm import algorithm1
+from cxrils.grounding.algorithm import EIGHT, algorithm1
 from cxrils.grounding.locations import empty_locations, grounded_locations, reported_locations
 from cxrils.types import (
     AnatomyMasks,
@@ -54,8 +55,8 @@ def _check_inputs(x: np.ndarray, anatomy: AnatomyMasks, anomaly: AnomalyResult) 
 
 
 def _ground_finding(finding: Finding, x: np.ndarray, anatomy: AnatomyMasks, organs: AnatomyMasks,
-                    anomaly: AnomalyResult, boxes: list[LesionBox], empty: list[str],
-                    cfg: Config) -> GroundedFinding:
+                    anomaly_components: Callable[[float], tuple[np.ndarray, np.ndarray]],
+                    boxes: list[LesionBox], empty: list[str], cfg: Config) -> GroundedFinding:
     loc = reported_locations(finding)
     lesion_type = finding.target_type if finding.target_type in LESION_TYPES else None
     result = GroundedFinding(finding=finding, lesion_type=lesion_type, reported=list(loc.labels),
@@ -77,8 +78,9 @@ def _ground_finding(finding: Finding, x: np.ndarray, anatomy: AnatomyMasks, orga
     else:
         g = cfg.grounding
         right, left = organs["right lung"], organs["left lung"]  # L_r, L_l of c4 (HybridGNet)
-        out = algorithm1(x, anomaly.anomaly_set(g.tau_ano_for(lesion_type)), anatomy.union(loc.labels),
-                         right, left, boxes, lesion_type, g)
+        anomaly_set, labels = anomaly_components(g.tau_ano_for(lesion_type))
+        out = algorithm1(x, anomaly_set, anatomy.union(loc.labels), right, left, boxes, lesion_type, g,
+                         labels=labels)
         result.box_checks = [c.to_dict() for c in out.checks]
         result.kept_boxes = out.kept_boxes
         if not result.kept_boxes:
@@ -170,7 +172,17 @@ def ground_study(*, study_id: str, image_id: str, x: np.ndarray, report: Structu
         return StudyGrounding(findings=[], empty_locations=[], excluded=reason, **base)
     positives = [f for f in report.findings if f.presence == "positive"]
     empty = empty_locations(positives, anatomy, cfg.grounding.empty_overlap_tol_px)
-    findings = [_ground_finding(f, x, anatomy, organs, anomaly, boxes, empty, cfg) for f in report.findings]
+    components: dict[float, tuple[np.ndarray, np.ndarray]] = {}
+
+    def anomaly_components(tau_ano: float) -> tuple[np.ndarray, np.ndarray]:
+        """A = x_ano >= tau_ano and its 8-connected labels, once per threshold."""
+        if tau_ano not in components:
+            anomaly_set = anomaly.anomaly_set(tau_ano)
+            components[tau_ano] = (anomaly_set, ndi.label(anomaly_set, structure=EIGHT)[0])
+        return components[tau_ano]
+
+    findings = [_ground_finding(f, x, anatomy, organs, anomaly_components, boxes, empty, cfg)
+                for f in report.findings]
     return StudyGrounding(findings=findings, empty_locations=empty, **base)
 
 

@@ -23,7 +23,7 @@ PREDICTION_SUFFIXES = (".parquet", ".jsonl")
 
 
 def predict_dataset(segmenter: Segmenter, dataset_dir: str | Path, split: str | None, out_path: str | Path,
-                    *, batch_size: int = 16, progress: bool = True) -> Path:
+                    *, batch_size: int = 16, progress: bool = True, templates_only: bool = False) -> Path:
     """Predict every record of a dataset split and write the predictions file.
 
     Parameters
@@ -36,11 +36,15 @@ def predict_dataset(segmenter: Segmenter, dataset_dir: str | Path, split: str | 
         "train", "validate", "test", or None for all records.
     out_path : path
         ``.parquet`` or ``.jsonl`` file; every record of the split, paraphrased
-        instructions included (evaluate with ``paraphrases="include"`` to score them).
+        instructions included (evaluate with ``paraphrases="include"`` to score them)
+        unless ``templates_only``.
     batch_size : int
         (image, instruction) pairs per :meth:`Segmenter.predict_many` call.
     progress : bool
         Show a tqdm progress bar.
+    templates_only : bool
+        Predict only the Table 2 template records (``paraphrase_of`` empty), the ones
+        the paper's tables score.
 
     Returns
     -------
@@ -62,6 +66,8 @@ def predict_dataset(segmenter: Segmenter, dataset_dir: str | Path, split: str | 
     rows: list[dict] = []
     cache: dict[str, np.ndarray] = {}
     order = np.argsort(recs["image_id"].to_numpy(), kind="stable")  # each image loaded once
+    if templates_only:
+        order = order[(recs["paraphrase_of"].to_numpy()[order] == "")]
     with tqdm(total=len(order), desc=f"predict {split or 'all'}", disable=not progress, unit="rec") as bar:
         for start in range(0, len(order), batch_size):
             idx = [int(i) for i in order[start:start + batch_size]]
@@ -95,9 +101,6 @@ def evaluate_run(seg: Segmenter, dataset_dir: str | Path, run_dir: str | Path, s
         Table 4 row (``gIoU``, ``cIoU``, ``n_acc``, ``text_accuracy`` in [0, 1] and
         counts); None when the split has no records.
     """
-    import pyarrow as pa
-    import pyarrow.parquet as pq
-
     from cxrils.dataset import read_records
     from cxrils.evaluation import evaluate_predictions
     from cxrils.models.predict import predict_dataset
@@ -106,10 +109,8 @@ def evaluate_run(seg: Segmenter, dataset_dir: str | Path, run_dir: str | Path, s
         log.warning("%s: no %s records; skipping evaluation", dataset_dir, split)
         return None
     path = predict_dataset(seg, dataset_dir, split, Path(run_dir) / f"predictions_{split}.parquet",
-                           progress=progress)
-    template_ids = set(read_records(dataset_dir, split).query("paraphrase_of == ''")["record_id"])
-    rows = [r for r in pq.read_table(path).to_pylist() if r["record_id"] in template_ids]
-    report = evaluate_predictions(dataset_dir, pa.Table.from_pylist(rows), split=split)
+                           progress=progress, templates_only=True)
+    report = evaluate_predictions(dataset_dir, path, split=split)
     metrics = report.table4()
     atomic_write_json(Path(run_dir) / f"eval_{split}.json", report.to_dict())
     return metrics

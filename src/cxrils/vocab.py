@@ -111,6 +111,9 @@ LABEL_SIDE: Final[dict[str, str]] = {
 #: :func:`cxrils.templates.location_phrase`.
 INSTRUCTION_LOCATIONS: Final[tuple[str, ...]] = ("right lung",) + RIGHT_ZONES + ("left lung",) + LEFT_ZONES
 
+#: Anatomy labels whose union is RadEdit's edit region (paper section 3.1 step 2).
+EDIT_REGION_LABELS: Final[tuple[str, ...]] = ("right lung", "left lung", "heart")
+
 #: Organ locations named only by the global positive answer of an organ-level lesion
 #: type ("[SEG] It is located in the heart." for cardiomegaly, whose mask is the heart
 #: mask, section 3.2). The paper's Table 2 gives no other word for this slot; never

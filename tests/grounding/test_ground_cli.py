@@ -95,6 +95,10 @@ def test_ground_reports_user_errors(case, tmp_path):
     assert res.exit_code == 2 and "empty" in res.output
     res = runner.invoke(app, ["ground", str(case), "text", "-o", str(tmp_path / "o"), "--set", "grounding.nope=1"])
     assert res.exit_code == 2 and "grounding.nope" in res.output
+    res = runner.invoke(app, ["ground", str(case), "Small left effusion.", "-o", str(tmp_path / "o"),
+                              "--view", "lateral"])
+    assert res.exit_code == 1 and "view_not_frontal: LATERAL" in res.output
+    assert not (tmp_path / "o" / "grounding.json").exists()
 
 
 @pytest.mark.slow

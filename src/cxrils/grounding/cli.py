@@ -32,32 +32,28 @@ def ground(
     (x_ano x 255, 8-bit), lesion_<i>_<type>.png (0/255) per grounded finding, and
     grounding.json (every box with its four condition values and verdicts; reported,
     grounded and empty locations of every finding; CTR; exclusion reason).
+    The steps are the generation pipeline's own (``cxrils.pipeline.Pipeline``), so
+    the result is what ``cxrils generate`` would ground. Exit status 1 when the case
+    is excluded before grounding (view, report, a failing stage), 2 on bad input.
     """
     import numpy as np
 
     from cxrils.config import ConfigError, load_config
     from cxrils.fsutil import atomic_write_json
-    from cxrils.grounding import ground_study, grounding_to_dict
+    from cxrils.grounding import grounding_to_dict
     from cxrils.grounding.render import (
         anomaly_overlay, boxes_overlay, mask_filename, masks_overlay, write_png,
     )
     from cxrils.io import ImageLoadError, load_image
-    from cxrils.report import get_location_mapper, get_structurer, structure_report
-    from cxrils.vision.anatomy import get_segmenter
-    from cxrils.vision.anatomy.base import AnatomyBackendError
+    from cxrils.pipeline.inputs import StudyInput
+    from cxrils.pipeline.stages import BuiltinStages, StageLoadError
+    from cxrils.pipeline.study import Pipeline
     from cxrils.vision.anatomy.render import overlay as anatomy_overlay
-    from cxrils.vision.anomaly import AnomalyBackendError, get_anomaly_mapper
-    from cxrils.vision.detection import DetectorBackendError, get_detector
 
     try:
         cfg = load_config(config, set_)
     except ConfigError as err:
         _fail(str(err))
-    try:
-        loaded = load_image(image, max_pixels=cfg.io.max_pixels)
-    except ImageLoadError as err:
-        _fail(str(err))
-    x = loaded.pixels
     text_path = Path(report_text)
     try:
         text = text_path.read_text(encoding="utf-8") if text_path.is_file() else report_text
@@ -66,23 +62,34 @@ def ground(
     if not text.strip():
         _fail("REPORT_TEXT is empty")
     try:
-        structurer = get_structurer(None, cfg)
-        mapper = get_location_mapper(None, cfg)
-        segmenter = get_segmenter(cfg.backends.anatomy, cfg)
-        anomaly_mapper = get_anomaly_mapper(cfg.backends.anomaly, cfg)
-        detector = get_detector(cfg.backends.detector, cfg)
-    except (ValueError, AnatomyBackendError, AnomalyBackendError, DetectorBackendError) as err:
+        loaded = load_image(image, max_pixels=cfg.io.max_pixels)
+    except ImageLoadError as err:
         _fail(str(err))
-    report = structure_report(study_id, text, structurer=structurer, mapper=mapper)
-    anatomy = segmenter.segment(x)
-    edit_region = anatomy.union(("right lung", "left lung", "heart"))
+
+    class _Loaded(BuiltinStages):
+        """The pipeline's stages, with the image already loaded (its metadata is kept)."""
+
+        def load_image(self, path: Path, cfg) -> tuple[np.ndarray, str | None]:
+            return loaded.pixels, loaded.meta.view_position
+
+    pipe = Pipeline(cfg, _Loaded())
     try:
-        anomaly = anomaly_mapper.map(x, edit_region, lungs=anatomy.union(("right lung", "left lung")))
-        boxes = detector.detect(x, anomaly=anomaly, anatomy=anatomy)
-    except ValueError as err:
-        _fail(f"{image}: {err}")
-    sg = ground_study(study_id=study_id, image_id=image.stem, x=x, report=report, anatomy=anatomy,
-                      anomaly=anomaly, boxes=boxes, cfg=cfg, view_position=view or loaded.meta.view_position)
+        pipe.load_models()
+    except StageLoadError as err:
+        _fail(str(err))
+    study = StudyInput(study_id=study_id, image_id=image.stem, patient_id=study_id, image_path=image,
+                       report=text, view=view.strip().upper() if view else None, split=None)
+    try:
+        state = pipe.start(study, None)
+    except StageLoadError as err:
+        _fail(str(err))
+    for step in pipe.image_steps:
+        state = step(state)
+    sg = pipe.ground(state)
+    if sg is None:  # excluded before Algorithm 1 could run (view, report, a failing stage)
+        typer.echo(f"{image}: excluded, nothing grounded: {state.excluded}", err=True)
+        raise typer.Exit(1)
+    x, anatomy, anomaly, boxes, report = state.x, state.anatomy, state.anomaly, state.boxes, state.report
     out_dir.mkdir(parents=True, exist_ok=True)
     write_png(out_dir / "x_hat.png", anomaly.x_hat)
     write_png(out_dir / "x_ano.png", np.clip(np.rint(anomaly.x_ano * 255), 0, 255).astype(np.uint8))
@@ -101,7 +108,8 @@ def ground(
         "image": {"file": image.name, **loaded.meta.to_dict()},
         "report": report.to_dict(),
         "detector_boxes": [b.to_dict() for b in boxes],
-        "backends": {"anatomy": anatomy.backend, "anomaly": anomaly.backend, "detector": detector.name},
+        "backends": {"anatomy": anatomy.backend, "anomaly": anomaly.backend,
+                     "detector": getattr(pipe.detector, "name", type(pipe.detector).__name__)},
     })
     atomic_write_json(out_dir / "grounding.json", summary)
     grounded = [f"F{e['index']} {e['lesion_type']} {e['grounded']}" for e in summary["findings"] if e["mask_file"]]

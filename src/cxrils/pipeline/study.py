@@ -43,9 +43,6 @@ log = logging.getLogger(__name__)
 #: Views that pass the frontal-only QC (Appendix D.1); one set for every stage.
 ACCEPTED_VIEWS: frozenset[str] = vocab.FRONTAL_VIEWS
 
-#: Anatomy labels whose union is RadEdit's edit region (section 3.1 step 2).
-EDIT_REGION_LABELS: tuple[str, ...] = ("right lung", "left lung", "heart")
-
 
 @dataclass
 class StudyState:
@@ -253,6 +250,12 @@ class Pipeline:
             return
         state.x = x
 
+    @property
+    def image_steps(self) -> tuple[Callable[[StudyState], StudyState], ...]:
+        """Steps 4-7 in order, each ``step(state) -> state`` (a failure becomes the
+        state's exclusion; an excluded state passes through unchanged)."""
+        return (self.run_anatomy_x, self.run_anomaly, self.run_anatomy_x_hat, self.run_detector)
+
     @_guarded("anatomy")
     def run_anatomy_x(self, state: StudyState) -> None:
         """Step 4: anatomy of ``x`` (edit region of the anomaly mapper)."""
@@ -263,7 +266,7 @@ class Pipeline:
         """Step 5: anomaly map inside lungs + heart."""
         # Only the lungs are modelled as lung tissue: without ``lungs`` the builtin mapper
         # would flag the normal heart as anomalous (RadEdit ignores it and edits the region).
-        state.anomaly = self.anomaly_mapper.map(state.x, state.anatomy_x.union(EDIT_REGION_LABELS),
+        state.anomaly = self.anomaly_mapper.map(state.x, state.anatomy_x.union(vocab.EDIT_REGION_LABELS),
                                                 lungs=state.anatomy_x.union(("right lung", "left lung")))
 
     @_guarded("anatomy")
@@ -285,34 +288,46 @@ class Pipeline:
         """Step 7: lesion boxes on ``x``."""
         state.boxes = list(self.detector.detect(state.x, anomaly=state.anomaly, anatomy=state.anatomy))
 
+    def ground(self, state: StudyState) -> StudyGrounding | None:
+        """Step 8: Algorithm 1 and location verification (paper section 3.1) on a
+        study that passed steps 1-7. Returns None when the study is or becomes
+        excluded (``state.excluded`` says why; a QC exclusion of the grounding still
+        returns it); never raises."""
+        if state.excluded is not None:
+            return None
+        try:
+            grounding = self.stages.ground_study(
+                study_id=state.study.study_id, image_id=state.study.image_id, x=state.x,
+                report=state.report, anatomy=state.anatomy, anomaly=state.anomaly,
+                boxes=state.boxes, cfg=self.cfg, organs=state.anatomy_x)
+        except Exception as err:  # one bad study never stops the run
+            state.excluded = f"error:grounding: {type(err).__name__}: {err}"
+            log.warning("%s: excluded: %s", state.study.image_id, state.excluded)
+            return None
+        if grounding.excluded:
+            state.excluded = f"qc_grounding: {grounding.excluded}"
+        return grounding
+
     def finish(self, state: StudyState) -> StudyResult:
         """Steps 8-9: Algorithm 1 and records; never raises."""
         from cxrils.pipeline.summary import study_stats
 
-        grounding: StudyGrounding | None = None
+        grounding = self.ground(state)
         records: list[dict] | None = None
         if state.excluded is None:
             try:
-                grounding = self.stages.ground_study(
-                    study_id=state.study.study_id, image_id=state.study.image_id, x=state.x,
-                    report=state.report, anatomy=state.anatomy, anomaly=state.anomaly,
-                    boxes=state.boxes, cfg=self.cfg, organs=state.anatomy_x)
-                if grounding.excluded:
-                    state.excluded = f"qc_grounding: {grounding.excluded}"
-                else:
-                    study = state.study
-                    split = study.split or self.stages.assign_split(study.patient_id or study.study_id, self.cfg)
-                    records = self.stages.generate_records(
-                        grounding, split=split, patient_id=study.patient_id,
-                        image_path=image_relpath(study.image_id), cfg=self.cfg,
-                        absent_negatives=study.first_of_study)
-                    if self.paraphrase_complete is not None:  # Appendix C.3, off by default
-                        from cxrils.instructions import paraphrase_records
+                study = state.study
+                split = study.split or self.stages.assign_split(study.patient_id or study.study_id, self.cfg)
+                records = self.stages.generate_records(
+                    grounding, split=split, patient_id=study.patient_id,
+                    image_path=image_relpath(study.image_id), cfg=self.cfg,
+                    absent_negatives=study.first_of_study)
+                if self.paraphrase_complete is not None:  # Appendix C.3, off by default
+                    from cxrils.instructions import paraphrase_records
 
-                        records = records + paraphrase_records(records, self.paraphrase_complete, self.cfg)
-            except Exception as err:
-                step = "records" if grounding is not None and not grounding.excluded else "grounding"
-                state.excluded = f"error:{step}: {type(err).__name__}: {err}"
+                    records = records + paraphrase_records(records, self.paraphrase_complete, self.cfg)
+            except Exception as err:  # one bad study never stops the run
+                state.excluded = f"error:records: {type(err).__name__}: {err}"
                 log.warning("%s: excluded: %s", state.study.image_id, state.excluded)
                 records = None
         ok = state.excluded is None
@@ -333,6 +348,6 @@ class Pipeline:
             structured here otherwise.
         """
         state = self.start(study, report)
-        for step in (self.run_anatomy_x, self.run_anomaly, self.run_anatomy_x_hat, self.run_detector):
+        for step in self.image_steps:
             state = step(state)
         return self.finish(state)

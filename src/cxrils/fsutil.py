@@ -58,3 +58,18 @@ def atomic_write_text(dest: str | Path, text: str) -> None:
 def atomic_write_json(dest: str | Path, obj: Any, indent: int | None = 2) -> None:
     """Write ``obj`` as JSON (sorted keys) to ``dest`` atomically."""
     atomic_write_text(dest, json.dumps(obj, indent=indent, sort_keys=True, default=str) + "\n")
+
+
+def fsync_dir(folder: str | Path) -> None:
+    """Flush every file directly in ``folder``, then the folder itself, to disk (before
+    the folder is renamed into place as a whole)."""
+    folder = Path(folder)
+    for path in folder.iterdir():
+        if path.is_file():
+            with open(path, "rb") as fh:
+                os.fsync(fh.fileno())
+    fd = os.open(folder, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)

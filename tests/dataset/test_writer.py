@@ -125,6 +125,41 @@ def test_resume_after_interruption(tmp_path, studies, monkeypatch):
     assert got["instruction"].tolist() == want["instruction"].tolist()
 
 
+def test_interrupted_refinalize_keeps_the_last_complete_dataset(tmp_path, studies, monkeypatch):
+    out = tmp_path / "ds"
+    ids = list(studies)
+    w = DatasetWriter(out, PROV)
+    for image_id in ids[:-1]:
+        w.commit_study(image_id, *studies[image_id])
+    w.finalize()
+    before = read_records(out).sort_values("record_id")["record_id"].tolist()
+    w.commit_study(ids[-1], *studies[ids[-1]])
+    calls = []
+    real = pq.write_table
+
+    def crash_on_second_shard(*args, **kwargs):
+        calls.append(args)
+        if len(calls) == 2:
+            raise KeyboardInterrupt("killed mid-finalize")
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(pq, "write_table", crash_on_second_shard)
+    with pytest.raises(KeyboardInterrupt):
+        w.finalize()
+    monkeypatch.undo()
+    # the old shards and manifest are untouched: no mix of old and new shards
+    assert read_records(out).sort_values("record_id")["record_id"].tolist() == before
+    # an interruption between the two renames leaves records.old/ only: the next finalize restores it
+    (out / "records").rename(out / "records.old")
+    w.finalize()
+    assert not (out / "records.old").exists() and not (out / "records.new").exists()
+    ref = DatasetWriter(tmp_path / "ref", PROV)
+    for image_id in ids:
+        ref.commit_study(image_id, *studies[image_id])
+    assert json.loads((out / "manifest.json").read_text())["shards"] == \
+        json.loads(ref.finalize().read_text())["shards"]  # same names, rows and sha256
+
+
 def test_bad_input_is_refused_with_a_clear_error(tmp_path, studies):
     w = DatasetWriter(tmp_path / "ds", PROV)
     x, recs = studies["im0"]

@@ -21,6 +21,7 @@ import hashlib
 import json
 import logging
 import re
+import shutil
 from collections import Counter
 from pathlib import Path
 from typing import Any
@@ -29,7 +30,7 @@ import numpy as np
 
 from cxrils.dataset.schema import COLUMNS, SCHEMA_VERSION, arrow_schema
 from cxrils.dataset.splits import SPLITS
-from cxrils.fsutil import atomic_path, atomic_write_json
+from cxrils.fsutil import atomic_path, atomic_write_json, fsync_dir
 
 log = logging.getLogger(__name__)
 
@@ -206,6 +207,11 @@ class DatasetWriter:
         of interrupted runs are deleted, so call it only once no writer is running.
         Returns the manifest path.
 
+        The shards are written into ``records.new/``, which then replaces
+        ``records/`` by two renames (the old folder kept as ``records.old/`` until the
+        manifest is written), so an interrupted finalize never leaves a mix of old and
+        new shards; the next finalize restores or removes what an interruption left.
+
         Raises
         ------
         DatasetError
@@ -216,6 +222,14 @@ class DatasetWriter:
         import pyarrow.parquet as pq
 
         self._clean_temp()  # leftovers of interrupted runs (finalize runs after all writers stop)
+        rec_dir, new_dir, old_dir = (self.out_dir / name for name in ("records", "records.new", "records.old"))
+        if old_dir.is_dir():  # an interrupted swap: put the last complete shards back first
+            if rec_dir.is_dir():
+                shutil.rmtree(old_dir)
+            else:
+                old_dir.rename(rec_dir)
+        if new_dir.exists():
+            shutil.rmtree(new_dir)
         parts = sorted(p for p in (self.out_dir / "parts").glob("*.parquet") if not p.name.startswith("."))
         tables = []
         for p in parts:
@@ -227,22 +241,20 @@ class DatasetWriter:
         keys = [_record_key(r) for r in table.column("record_id").to_pylist()]
         order = sorted(range(len(keys)), key=keys.__getitem__)
         table = table.take(pa.array(order, type=pa.int64()))
-        rec_dir = self.out_dir / "records"
-        rec_dir.mkdir(exist_ok=True)
-        shards, written = [], set()
+        new_dir.mkdir()
+        shards = []
         for split in SPLITS:
             sub = table.filter(pc.equal(table.column("split"), split))
             for k, start in enumerate(range(0, sub.num_rows, self.shard_size)):
                 name = f"{split}-{k:05d}.parquet"
-                dest = rec_dir / name
-                with atomic_path(dest, suffix=".parquet") as tmp:
-                    pq.write_table(sub.slice(start, self.shard_size), tmp)
-                written.add(name)
+                pq.write_table(sub.slice(start, self.shard_size), new_dir / name)
                 shards.append({"path": f"records/{name}", "split": split,
-                               "rows": min(self.shard_size, sub.num_rows - start), "sha256": _sha256(dest)})
-        for stale in rec_dir.glob("*.parquet"):
-            if stale.name not in written:
-                stale.unlink()
+                               "rows": min(self.shard_size, sub.num_rows - start),
+                               "sha256": _sha256(new_dir / name)})
+        fsync_dir(new_dir)
+        if rec_dir.is_dir():
+            rec_dir.rename(old_dir)
+        new_dir.rename(rec_dir)
         exclusions = self.exclusions()
         manifest = {
             "schema_version": SCHEMA_VERSION,
@@ -256,6 +268,8 @@ class DatasetWriter:
         }
         path = self.out_dir / "manifest.json"
         atomic_write_json(path, manifest)
+        if old_dir.is_dir():
+            shutil.rmtree(old_dir)
         return path
 
 

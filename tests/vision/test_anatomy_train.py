@@ -146,3 +146,20 @@ def test_train_anatomy_command_missing_data(tmp_path):
     res = CliRunner().invoke(app, ["train-anatomy", "--data", str(tmp_path), "-o", str(tmp_path / "w.safetensors"),
                                    "--init", str(tmp_path / "absent.safetensors")])
     assert res.exit_code == 2 and "absent.safetensors" in res.output
+
+
+def test_train_anatomy_channels_option(tmp_path):
+    root, _ = _synthetic_root(tmp_path)
+    out = tmp_path / "w.safetensors"
+    res = CliRunner().invoke(app, ["train-anatomy", "--data", str(root), "-o", str(out), "--epochs", "1",
+                                   "--covid-per-epoch", "1", "--channels", "2,4,4", "--val-percent", "0"])
+    assert res.exit_code == 0, res.output
+    from safetensors import safe_open
+
+    with safe_open(str(out), framework="pt") as fh:
+        arch = json.loads(fh.metadata()["arch"])
+    assert arch["channels"] == [2, 4, 4] and arch["strides"] == [2, 2]
+    assert BuiltinSegmenter(out).segment(np.zeros((40, 40), dtype=np.uint8)).shape == (40, 40)
+    for bad in ("a,b", "8"):
+        res = CliRunner().invoke(app, ["train-anatomy", "--data", str(root), "-o", str(out), "--channels", bad])
+        assert res.exit_code == 2 and "--channels" in res.output

@@ -101,16 +101,27 @@ def train_anatomy(
     init: Optional[Path] = typer.Option(None, help="Builtin weights to fine-tune from (their architecture is used)."),
     lr: float = typer.Option(3e-3, help="Peak learning rate of the one-cycle schedule."),
     max_minutes: Optional[float] = typer.Option(None, help="Wall-clock budget: the LR anneals within it, training stops when it is used."),
+    channels: Optional[str] = typer.Option(None, help="U-Net widths from scratch, comma-separated (default 8,16,32,64,128); ignored with --init."),
 ) -> None:
     """Train the builtin anatomy network on the public JSRT/SCR and COVID-19 masks.
 
     Uses only the 'train' part of the fixed patient-level split (docs/anatomy.md).
     """
+    from cxrils.vision.anatomy.network import DEFAULT_ARCH
     from cxrils.vision.anatomy.train import train_anatomy as run
 
+    arch = None
+    if channels is not None:
+        try:
+            widths = [int(c) for c in channels.split(",")]
+        except ValueError:
+            _fail(f"--channels {channels!r}: expected comma-separated integers such as 12,24,48,96,192")
+        if len(widths) < 2 or min(widths) < 1:
+            _fail(f"--channels {channels!r}: need at least two positive widths")
+        arch = {**DEFAULT_ARCH, "channels": widths, "strides": [2] * (len(widths) - 1)}
     try:
         summary = run(data, out, epochs=epochs, covid_per_epoch=covid_per_epoch, seed=seed,
-                      threads=threads, val_percent=val_percent, init=init, lr=lr,
+                      threads=threads, val_percent=val_percent, init=init, lr=lr, arch=arch,
                       max_seconds=None if max_minutes is None else max_minutes * 60, progress=typer.echo)
     except (FileNotFoundError, ValueError) as err:
         _fail(str(err))

@@ -43,6 +43,12 @@ def block_anatomy(x: np.ndarray) -> AnatomyMasks:
     return AnatomyMasks(masks=masks, shape=(h, w), backend="test-blocks")
 
 
+def bright_anomaly(x: np.ndarray, edit_region: np.ndarray, lungs: np.ndarray) -> np.ndarray:
+    """Stand-in anomaly map for the synthetic images: brightness above 150 (the discs
+    are 200-255, the background 0-59), scaled to [0, 1], inside the lungs."""
+    return np.clip((x.astype(np.float32) - 150.0) / 105.0, 0.0, 1.0) * lungs
+
+
 def disc_mask(place: str, h: int = H, w: int = W) -> np.ndarray:
     """A disc of radius h/8 centred in the place's band (rows) and half (columns)."""
     side_col = w // 4 if place.startswith("right") else 3 * w // 4

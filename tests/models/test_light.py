@@ -15,33 +15,37 @@ from cxrils.models.light.answer import compose_answer, locations_from_mask
 from cxrils.models.light.network import LightILSNet
 from cxrils.models.light.text import (STRUCTURED_DIM, InstructionEncoder, InstructionError,
                                       interpret_instruction, structured_vector)
-from light_synthetic import H, W, block_anatomy, disc_mask
+from light_synthetic import H, W, block_anatomy, bright_anomaly, disc_mask
 
 TINY = dict(image_size=32, features=(4, 8, 8, 16, 16, 8), text_hidden=16, batch_size=4, steps=4)
 
 
 def _seg(presence_bias: float = 0.0, mask_bias: float = 0.0) -> LightSegmenter:
     torch.manual_seed(0)
-    seg = LightSegmenter(LightConfig(**TINY), anatomy=block_anatomy)
+    seg = LightSegmenter(LightConfig(**TINY), anatomy=block_anatomy, anomaly=bright_anomaly)
     with torch.no_grad():
         seg.net.presence.bias.fill_(presence_bias)
         seg.net.unet.final_conv.bias.fill_(mask_bias)
     return seg
 
 
-def test_forward_shapes():
-    cfg = LightConfig(**TINY)
+@pytest.mark.parametrize("priors", [True, False])
+def test_forward_shapes(priors):
+    cfg = LightConfig(**TINY, priors=priors)
     net = LightILSNet(cfg, STRUCTURED_DIM)
-    out = net(torch.rand(3, 1, 32, 32), torch.rand(3, STRUCTURED_DIM))
+    out = net(torch.rand(3, net.in_channels, 32, 32), torch.rand(3, STRUCTURED_DIM))
     assert out["mask"].shape == (3, 1, 32, 32)
     assert out["presence"].shape == (3,) and out["certainty"].shape == (3,)
     assert out["lesion"].shape == (3, len(vocab.INFERENCE_LESION_TYPES))
+    assert net.in_channels == (4 if priors else 1)
+    with pytest.raises(ValueError, match="input channels"):
+        net(torch.rand(3, 2, 32, 32), torch.rand(3, STRUCTURED_DIM))
 
 
 def test_film_conditions_on_instruction():
     net = LightILSNet(LightConfig(**TINY), STRUCTURED_DIM)
     torch.nn.init.normal_(net.film.weight, std=0.5)
-    x = torch.rand(1, 1, 32, 32)
+    x = torch.rand(1, net.in_channels, 32, 32)
     a = net(x, torch.from_numpy(structured_vector(templates.parse_instruction("Segment the edema.")))[None])
     b = net(x, torch.from_numpy(structured_vector(templates.parse_instruction("Segment the effusion.")))[None])
     assert not torch.allclose(a["mask"], b["mask"])
@@ -125,8 +129,12 @@ def test_locations_from_mask_with_hand_built_anatomy():
     assert locations_from_mask(left_half, anatomy, 0.1) == ["left lung"]
     with pytest.raises(ValueError, match="empty"):
         locations_from_mask(np.zeros((H, W), bool), anatomy, 0.1)
-    with pytest.raises(ValueError, match="shape"):
-        locations_from_mask(np.ones((4, 4), bool), anatomy, 0.1)
+    with pytest.raises(ValueError, match="2-D"):
+        locations_from_mask(np.ones((4, 4, 1), bool), anatomy, 0.1)
+    # a mask at the image's full size is resized to the (smaller) anatomy; one pixel survives
+    big = np.zeros((10 * H, 10 * W), bool)
+    big[9 * H, 2 * W] = True  # bottom rows, image left = patient right
+    assert locations_from_mask(big, anatomy, 0.1) == ["right lung base"]
 
 
 def test_compose_answer_lesion_inference():
@@ -143,7 +151,7 @@ def test_save_load_round_trip_identical(tmp_path):
     seg.save(tmp_path / "run")
     cfg = json.loads((tmp_path / "run" / "config.json").read_text())
     assert cfg["model_type"] == "light"
-    loaded = Segmenter.from_pretrained(tmp_path / "run", anatomy=block_anatomy)
+    loaded = Segmenter.from_pretrained(tmp_path / "run", anatomy=block_anatomy, anomaly=bright_anomaly)
     assert isinstance(loaded, LightSegmenter)
     rng = np.random.default_rng(1)
     x = rng.integers(0, 256, size=(H, W)).astype(np.uint8)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from cxrils.models.light.calibrate import choose_thresholds
+from cxrils.models.light.calibrate import choose_thresholds, n_acc_lower_bound
 
 
 def _case():
@@ -49,3 +49,28 @@ def test_needs_both_classes():
     presence, prob, ref = _case()
     with pytest.raises(ValueError, match="positive and negative"):
         choose_thresholds(presence[4:], prob[4:], ref[4:], 0.9)
+
+
+def test_ties_in_giou_go_to_the_higher_n_acc():
+    presence, prob, ref = _case()
+    presence[4:] = [0.15, 0.12, 0.05, 0.05, 0.05, 0.05]
+    c = choose_thresholds(presence, prob, ref, min_n_acc=0.5)
+    # every tau_presence <= 0.3 keeps the four positives (gIoU 1.0); those <= 0.15 also let
+    # negatives through, so of the tied pairs the one above 0.15 must win
+    assert c["gIoU"] == pytest.approx(1.0) and c["n_acc"] == pytest.approx(1.0)
+    assert 0.15 < c["tau_presence"] <= 0.3
+
+
+def test_wilson_lower_bound_and_confident_constraint():
+    # hand-computed Wilson score bound: p = 0.9, n = 100, z = 1.6449 (one-sided 95 %)
+    z, n, p = 1.6448536, 100, 0.9
+    centre = p + z * z / (2 * n)
+    half = z * np.sqrt(p * (1 - p) / n + z * z / (4 * n * n))
+    assert n_acc_lower_bound(90, 100, 0.95) == pytest.approx((centre - half) / (1 + z * z / n), abs=1e-6)
+    assert n_acc_lower_bound(90, 100, 0.0) == pytest.approx(0.9)
+    presence, prob, ref = _case()
+    loose = choose_thresholds(presence, prob, ref, min_n_acc=0.60)
+    strict = choose_thresholds(presence, prob, ref, min_n_acc=0.60, confidence=0.95)
+    # 6 negatives: the bound is 0.69 for 6/6 and 0.49 for 5/6, so only all 6 empty pass
+    assert strict["n_acc"] == 1.0 and strict["n_acc_lower"] == pytest.approx(0.689, abs=1e-3)
+    assert loose["constraint_met"] and loose["n_acc"] < 1.0

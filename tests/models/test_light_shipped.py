@@ -5,10 +5,12 @@ from __future__ import annotations
 import json
 
 import numpy as np
+import pytest
 
 from cxrils import templates
 from cxrils.models import Segmenter, default_model_dir
 from cxrils.models.light.segmenter import WEIGHTS_NAME
+from light_synthetic import block_anatomy, bright_anomaly
 
 
 def test_shipped_model_loads_and_predicts():
@@ -17,10 +19,27 @@ def test_shipped_model_loads_and_predicts():
     assert (path / WEIGHTS_NAME).stat().st_size < 8 * 1024 * 1024  # a few MB at most
     cfg = json.loads((path / "config.json").read_text())
     assert cfg["model_type"] == "light" and 0 < cfg["tau_presence"] < 1 and 0 < cfg["tau_mask"] < 1
-    seg = Segmenter.from_pretrained(path, anatomy=lambda x: None)
+    seg = Segmenter.from_pretrained(path, anatomy=block_anatomy, anomaly=bright_anomaly)
     rng = np.random.default_rng(0)
     x = rng.integers(0, 256, size=(120, 100), dtype=np.uint8)
     pred = seg.predict(x, "Segment the effusion in the left lung base.")
     assert pred.mask.shape == x.shape and pred.mask.dtype == bool
     assert 0.0 <= pred.presence_score <= 1.0
     templates.parse_answer(pred.answer, "basic")
+
+
+def test_shipped_model_with_the_builtin_stages_on_a_real_image(shared_data):
+    """Default anatomy and anomaly priors (no stand-ins) on a real JSRT radiograph."""
+    from PIL import Image
+
+    images = sorted((shared_data / "jsrt_scr" / "images").glob("*.png"))
+    if not images:
+        pytest.skip("no JSRT PNGs in ../shared/data/jsrt_scr/images")
+    x = np.asarray(Image.open(images[0]).convert("L"))
+    seg = Segmenter.from_pretrained(default_model_dir())
+    preds = seg.predict_many([x] * 3, ["Segment the effusion in the left lung base.", "Segment the pneumonia.",
+                                       "Segment the opacity in the right upper zone lung and predict its type."])
+    for pred, itype in zip(preds, ("basic", "global", "lesion_inference")):
+        assert pred.mask.shape == x.shape and pred.mask.dtype == bool
+        parsed = templates.parse_answer(pred.answer, itype)
+        assert (parsed.polarity == "positive") == bool(pred.mask.any())

@@ -30,9 +30,12 @@ def locations_from_mask(mask: np.ndarray, anatomy: AnatomyMasks, tau_location: f
     Parameters
     ----------
     mask : ndarray of bool, shape (H, W)
-        Predicted lesion mask, non-empty.
+        Predicted lesion mask, non-empty. When (H, W) differs from the anatomy's
+        shape (h, w), it is resized to (h, w) first, a pixel of the result being set
+        when any part of it is covered (area interpolation > 0), so a small lesion
+        never vanishes.
     anatomy : AnatomyMasks
-        Masks of at least the eight lung zones (patient sides), at (H, W).
+        Masks of at least the eight lung zones (patient sides), at (h, w).
     tau_location : float
         Share in [0, 1] of the mask that must lie in a zone (ours).
 
@@ -44,16 +47,21 @@ def locations_from_mask(mask: np.ndarray, anatomy: AnatomyMasks, tau_location: f
     Raises
     ------
     ValueError
-        If the mask is empty or its shape differs from the anatomy's.
+        If the mask is empty or not 2-D.
     KeyError
         If a lung zone mask is missing.
     """
     m = np.asarray(mask, dtype=bool)
-    if m.shape != tuple(anatomy.shape):
-        raise ValueError(f"mask shape {m.shape} differs from anatomy shape {tuple(anatomy.shape)}")
-    area = int(m.sum())
-    if area == 0:
+    if m.ndim != 2:
+        raise ValueError(f"mask must be 2-D (H, W), got shape {m.shape}")
+    if not m.any():
         raise ValueError("an empty mask has no location")
+    if m.shape != tuple(anatomy.shape):
+        import cv2
+
+        h, w = anatomy.shape
+        m = cv2.resize(m.astype(np.float32), (w, h), interpolation=cv2.INTER_AREA) > 0
+    area = int(m.sum())
     overlap = {z: int((m & anatomy[z]).sum()) for z in vocab.LUNG_ZONES}
     chosen = [z for z in vocab.LUNG_ZONES if overlap[z] >= tau_location * area and overlap[z] > 0]
     if not chosen:

@@ -34,6 +34,11 @@ class LightConfig:
     text_encoder : {"structured", "minilm"}
         Instruction encoder: multi-hot of the parsed instruction (target, instruction
         type, locations) or the all-MiniLM-L6-v2 sentence embedding (384-d).
+    priors : bool
+        Give the network the anatomy and anomaly priors of
+        :mod:`cxrils.models.light.priors` (region named by the instruction, lungs,
+        x_ano) as three extra input channels (ours; see docs/models.md for the
+        comparison without them and the caveat).
     text_hidden : int
         Width of the learned MLP that turns the instruction vector into FiLM parameters.
     lambda_bce, lambda_dice : float
@@ -65,6 +70,11 @@ class LightConfig:
     calib_min_n_acc : float
         N-Acc the chosen thresholds must reach on the validation split when possible
         (issue 9's target, 0.90); among those, the highest gIoU wins.
+    calib_confidence : float
+        One-sided confidence of the N-Acc constraint (ours): the Wilson lower bound of
+        the validation N-Acc at this confidence must reach ``calib_min_n_acc``
+        (:func:`cxrils.models.light.calibrate.n_acc_lower_bound`); 0 uses the point
+        estimate.
     tau_location : float
         Share of a predicted mask that must fall in a lung region for the answer to
         name it (ours; the paper names locations from the grounded masks, section 3.1).
@@ -75,6 +85,7 @@ class LightConfig:
     image_size: int = 96
     features: tuple[int, ...] = (8, 16, 32, 64, 128, 16)
     text_encoder: str = "structured"
+    priors: bool = True
     text_hidden: int = 128
     lambda_bce: float = LAMBDA_BCE  # paper section 5 / Appendix F
     lambda_dice: float = LAMBDA_DICE  # paper section 5 / Appendix F (positives only)
@@ -91,6 +102,7 @@ class LightConfig:
     tau_location: float = 0.10
     calibrate: bool = True
     calib_min_n_acc: float = 0.90  # issue 9 target
+    calib_confidence: float = 0.95  # ours
     seed: int = 0
     model_type: str = field(default=MODEL_TYPE, init=False)
 
@@ -102,6 +114,8 @@ class LightConfig:
             raise ValueError(f"features needs 6 integers (MONAI BasicUNet), got {self.features}")
         if self.image_size % 16:
             raise ValueError(f"image_size must be a multiple of 16 (four 2x poolings), got {self.image_size}")
+        if not 0.0 <= self.calib_confidence < 1.0:
+            raise ValueError(f"calib_confidence must be in [0, 1), got {self.calib_confidence}")
         if self.batch_size < 2 or self.batch_size % 2:
             raise ValueError(f"batch_size must be even and >= 2 (1:1 positives/negatives), got {self.batch_size}")
 

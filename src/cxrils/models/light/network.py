@@ -1,9 +1,10 @@
 """The light ILS network: a MONAI BasicUNet conditioned on the instruction by FiLM.
 
-Image side: MONAI's 2-D ``BasicUNet`` (no pretrained weights) on 3 input channels,
-the image in [0, 1] plus two coordinate channels (row and column in [-1, 1]) so the
-network can relate locations named in the instruction ("left lung base") to
-positions. Instruction side: a vector from :class:`~cxrils.models.light.text.InstructionEncoder`
+Image side: MONAI's 2-D ``BasicUNet`` (no pretrained weights) on the image in [0, 1],
+with ``config.priors`` the three prior channels of :mod:`cxrils.models.light.priors`
+(region named by the instruction, lungs, x_ano), plus two coordinate channels (row
+and column in [-1, 1]) so the network can relate locations named in the instruction
+("left lung base") to positions. Instruction side: a vector from :class:`~cxrils.models.light.text.InstructionEncoder`
 goes through a learned MLP that gives FiLM parameters (gamma, beta) for the output
 of every encoder level and of every decoder level (Perez et al. 2018, FiLM).
 
@@ -27,6 +28,7 @@ from torch import nn
 
 from cxrils import vocab
 from cxrils.models.light.config import LightConfig
+from cxrils.models.light.priors import PRIOR_CHANNELS
 
 
 class LightILSNet(nn.Module):
@@ -40,7 +42,8 @@ class LightILSNet(nn.Module):
 
     Notes
     -----
-    ``forward(x, t)`` takes ``x`` float32 (B, 1, S, S) in [0, 1] (S = image_size)
+    ``forward(x, t)`` takes ``x`` float32 (B, C, S, S) in [0, 1] (S = image_size;
+    C = 1 + 3 prior channels with ``config.priors``, else 1, see :attr:`in_channels`)
     and ``t`` float32 (B, text_dim); it returns a dict with ``mask`` (B, 1, S, S),
     ``presence`` (B,), ``lesion`` (B, 3) and ``certainty`` (B,), all logits.
     """
@@ -48,7 +51,9 @@ class LightILSNet(nn.Module):
     def __init__(self, config: LightConfig, text_dim: int) -> None:
         super().__init__()
         f = config.features
-        self.unet = BasicUNet(spatial_dims=2, in_channels=3, out_channels=1, features=f)
+        #: Image (and prior) channels expected by :meth:`forward` (coordinates are added inside).
+        self.in_channels = 1 + (len(PRIOR_CHANNELS) if config.priors else 0)
+        self.unet = BasicUNet(spatial_dims=2, in_channels=self.in_channels + 2, out_channels=1, features=f)
         # FiLM targets: encoder outputs x0..x4 (f0..f4), decoder outputs u4, u3, u2 (f3, f2, f1), u1 (f5).
         self._film_channels = [f[0], f[1], f[2], f[3], f[4], f[3], f[2], f[1], f[5]]
         h = config.text_hidden
@@ -70,7 +75,16 @@ class LightILSNet(nn.Module):
         return torch.cat([x, rows, cols], dim=1)
 
     def forward(self, x: torch.Tensor, t: torch.Tensor) -> dict[str, torch.Tensor]:
-        """Run the network; see the class notes for shapes."""
+        """Run the network; see the class notes for shapes.
+
+        Raises
+        ------
+        ValueError
+            If ``x`` does not have :attr:`in_channels` channels.
+        """
+        if x.shape[1] != self.in_channels:
+            raise ValueError(f"the light network expects {self.in_channels} input channels "
+                             f"(image{' + priors' if self.in_channels > 1 else ''}), got {x.shape[1]}")
         e = self.text_mlp(t)
         params = self.film(e).split([2 * c for c in self._film_channels], dim=1)
         film = iter(params)

@@ -8,7 +8,6 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Callable
 
 import numpy as np
 
@@ -17,29 +16,11 @@ from cxrils.fsutil import atomic_path, atomic_write_json
 from cxrils.models.base import CONFIG_NAME, ModelLoadError, Prediction, Segmenter, check_image
 from cxrils.models.light.answer import compose_answer, locations_from_mask
 from cxrils.models.light.config import LightConfig
+from cxrils.models.light.priors import (AnatomyFn, AnomalyFn, ImagePriors, PriorComputer, default_anatomy,
+                                        default_anomaly, prior_channels)
 from cxrils.models.light.text import InstructionEncoder, interpret_instruction
-from cxrils.types import AnatomyMasks
 
 WEIGHTS_NAME = "model.safetensors"
-AnatomyFn = Callable[[np.ndarray], AnatomyMasks]
-
-
-def default_anatomy() -> AnatomyFn:
-    """The configured anatomy segmenter's ``segment`` (``cxrils.vision.anatomy``, builtin).
-
-    Raises
-    ------
-    RuntimeError
-        If the anatomy stage is not installed.
-    """
-    try:
-        from cxrils.config import Config
-        from cxrils.vision.anatomy import get_segmenter
-    except ImportError as err:
-        raise RuntimeError("global positive answers name lung regions and need the anatomy stage "
-                           f"(cxrils.vision.anatomy), which is not available: {err}") from err
-    cfg = Config()
-    return get_segmenter(cfg.backends.anatomy, cfg).segment
 
 
 class LightSegmenter(Segmenter):
@@ -51,8 +32,13 @@ class LightSegmenter(Segmenter):
     net : LightILSNet, optional
         A network (randomly initialised from ``config`` when None).
     anatomy : callable, optional
-        ``anatomy(x uint8 (H, W)) -> AnatomyMasks`` used to name the locations of a
-        global positive answer; default: :func:`default_anatomy`, created on first use.
+        ``anatomy(x uint8 (h, w)) -> AnatomyMasks`` at (h, w), called on the reduced
+        image of :mod:`cxrils.models.light.priors`: gives the ``region`` and ``lungs``
+        priors (with ``config.priors``) and names the locations of a global positive
+        answer; default: :func:`~cxrils.models.light.priors.default_anatomy`, created on first use.
+    anomaly : callable, optional
+        An :data:`~cxrils.models.light.priors.AnomalyFn` for the ``x_ano`` prior;
+        default: the configured anomaly mapper (builtin), created on first use.
     num_threads : int, optional
         torch intra-op threads for inference (unchanged when None).
     """
@@ -60,7 +46,7 @@ class LightSegmenter(Segmenter):
     model_type = "light"
 
     def __init__(self, config: LightConfig, net=None, *, anatomy: AnatomyFn | None = None,
-                 num_threads: int | None = None) -> None:
+                 anomaly: AnomalyFn | None = None, num_threads: int | None = None) -> None:
         import torch
 
         from cxrils.models.light.network import LightILSNet
@@ -70,12 +56,14 @@ class LightSegmenter(Segmenter):
         self.net = net if net is not None else LightILSNet(config, self.encoder.dim)
         self.net.eval()
         self._anatomy = anatomy
+        self._anomaly = anomaly
+        self._prior_computer: PriorComputer | None = None
         if num_threads is not None:
             torch.set_num_threads(num_threads)
 
     @classmethod
     def _load(cls, path: Path, config: dict, *, anatomy: AnatomyFn | None = None,
-              num_threads: int | None = None) -> "LightSegmenter":
+              anomaly: AnomalyFn | None = None, num_threads: int | None = None) -> "LightSegmenter":
         from safetensors.torch import load_file
 
         try:
@@ -85,7 +73,7 @@ class LightSegmenter(Segmenter):
         weights = path / WEIGHTS_NAME
         if not weights.is_file():
             raise ModelLoadError(f"{weights}: missing; train the model first (cxrils train --model light)")
-        seg = cls(cfg, anatomy=anatomy, num_threads=num_threads)
+        seg = cls(cfg, anatomy=anatomy, anomaly=anomaly, num_threads=num_threads)
         try:
             state = load_file(str(weights))
             seg.net.load_state_dict(state)
@@ -106,20 +94,65 @@ class LightSegmenter(Segmenter):
         atomic_write_json(out / CONFIG_NAME, self.config.to_dict())
         return out
 
-    def anatomy(self, x: np.ndarray) -> AnatomyMasks:
-        """Anatomy masks of ``x`` (creates the default segmenter on first use)."""
-        if self._anatomy is None:
-            self._anatomy = default_anatomy()
-        return self._anatomy(x)
+    def image_priors(self, x: np.ndarray, key: str | None = None) -> ImagePriors:
+        """Anatomy (and, with ``config.priors``, anomaly) priors of ``x`` uint8 (H, W)
+        at the reduced working size, cached per image (``key`` or a pixel hash).
 
-    def _forward(self, images: list[np.ndarray], instructions: list[str]) -> dict[str, np.ndarray]:
+        Raises
+        ------
+        RuntimeError
+            If the default anatomy or anomaly stage cannot be built.
+        """
+        if self._prior_computer is None:
+            anatomy = self._anatomy or default_anatomy()
+            anomaly = (self._anomaly or default_anomaly()) if self.config.priors else None
+            self._prior_computer = PriorComputer(anatomy, anomaly)
+        return self._prior_computer.priors(x, with_anomaly=self.config.priors, key=key)
+
+    def clear_prior_cache(self) -> None:
+        """Forget cached image priors (e.g. to time a query on a new image)."""
+        if self._prior_computer is not None:
+            self._prior_computer.clear_cache()
+
+    def network_inputs(self, images, priors: list[ImagePriors] | None, instructions: list[str]):
+        """Network inputs of a batch.
+
+        Parameters
+        ----------
+        images : torch.Tensor, float32 (B, 1, S, S)
+            Images in [0, 1] at the network side S.
+        priors : list of ImagePriors, optional
+            One per item; required with ``config.priors``, else ignored.
+        instructions : list of str
+
+        Returns
+        -------
+        (torch.Tensor (B, C, S, S), torch.Tensor (B, D))
+            C = 1 + 3 prior channels with ``config.priors``, else 1; D the encoder's dimension.
+        """
+        import torch
+
+        x = images
+        if self.config.priors:
+            if priors is None or len(priors) != len(instructions):
+                raise ValueError("config.priors needs one ImagePriors per instruction")
+            s = self.config.image_size
+            maps = []
+            for p, text in zip(priors, instructions):
+                interp = interpret_instruction(text)
+                maps.append(prior_channels(p, interp.parsed if interp is not None else None, s))
+            x = torch.cat([images, torch.from_numpy(np.stack(maps))], dim=1)
+        return x, torch.from_numpy(self.encoder.encode(instructions))
+
+    def _forward(self, images: list[np.ndarray], priors: list[ImagePriors] | None,
+                 instructions: list[str]) -> dict[str, np.ndarray]:
         import cv2
         import torch
 
         s = self.config.image_size
         batch = np.stack([cv2.resize(x, (s, s), interpolation=cv2.INTER_AREA) for x in images])
-        x_t = torch.from_numpy(batch.astype(np.float32) / 255.0)[:, None]
-        t_t = torch.from_numpy(self.encoder.encode(instructions))
+        x_t, t_t = self.network_inputs(torch.from_numpy(batch.astype(np.float32) / 255.0)[:, None], priors,
+                                       instructions)
         with torch.inference_mode():
             out = self.net(x_t, t_t)
         return {
@@ -157,7 +190,8 @@ class LightSegmenter(Segmenter):
         if not images:
             return []
         images = [check_image(x) for x in images]
-        out = self._forward(images, list(instructions))
+        priors = [self.image_priors(x) for x in images] if self.config.priors else None
+        out = self._forward(images, priors, list(instructions))
         c = self.config
         preds = []
         for i, (x, text) in enumerate(zip(images, instructions)):
@@ -173,7 +207,8 @@ class LightSegmenter(Segmenter):
             locations: list[str] = []
             if present and (parsed is None or parsed.instruction_type == "global") and (
                     parsed is None or parsed.target not in vocab.ORGAN_LOCATIONS):
-                locations = locations_from_mask(mask, self.anatomy(x), c.tau_location)
+                anatomy = (priors[i] if priors is not None else self.image_priors(x)).anatomy
+                locations = locations_from_mask(mask, anatomy, c.tau_location)
             lesion = vocab.INFERENCE_LESION_TYPES[int(np.argmax(out["lesion"][i]))]
             certainty = "definitive" if out["certainty"][i] >= 0.5 else "tentative"
             answer = compose_answer(parsed, present, locations=locations, lesion=lesion, certainty=certainty)

@@ -1,0 +1,195 @@
+"""Anatomy and anomaly priors: extra input channels of the light model.
+
+With ``LightConfig.priors`` the network sees, next to the image, three maps computed
+by cxrils' own CPU stages on a copy of the image whose longer side is at most
+:data:`WORK_SIDE` pixels:
+
+* ``region``: the anatomy mask of the region the instruction names (the union of its
+  locations; both lungs for a global instruction or when it names none; the heart for
+  cardiomegaly, whose answer mask is the heart, paper section 3.2);
+* ``lungs``: both lungs;
+* ``x_ano``: the anomaly map in [0, 1] of the configured anomaly backend (builtin: a
+  healthy-lung atlas), inside the lungs (paper section 3.1 step 2).
+
+All three are resized to the network side ``S`` (area interpolation, float32 in
+[0, 1]). The anatomy of the reduced image also names the locations of global positive
+answers. docs/models.md explains why these priors matter and their caveat: on a
+dataset generated with the builtin backends, the reference masks are built from the
+same anatomy and anomaly maps, so part of what the model gains is agreement with the
+pipeline, not lesion recognition.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections import OrderedDict
+from dataclasses import dataclass
+from typing import Callable
+
+import numpy as np
+
+from cxrils import vocab
+from cxrils.templates import ParsedText
+from cxrils.types import AnatomyMasks
+
+#: Names of the prior channels, in input order (after the image).
+PRIOR_CHANNELS: tuple[str, ...] = ("region", "lungs", "x_ano")
+#: Longer side, in pixels, of the reduced image the priors are computed on (ours: the
+#: builtin anatomy network works at 256 px, so a larger copy adds time, not detail).
+WORK_SIDE = 256
+#: Images whose priors :class:`PriorComputer` keeps (least recently used dropped).
+CACHE_SIZE = 16
+
+AnatomyFn = Callable[[np.ndarray], AnatomyMasks]
+#: ``anomaly(x uint8 (h, w), edit_region bool (h, w), lungs bool (h, w)) -> x_ano float32 (h, w)``.
+AnomalyFn = Callable[[np.ndarray, np.ndarray, np.ndarray], np.ndarray]
+
+
+@dataclass(frozen=True)
+class ImagePriors:
+    """Priors of one image at the reduced working size (h, w).
+
+    Attributes
+    ----------
+    anatomy : AnatomyMasks
+        Bool (h, w) masks, CXAS labels, patient sides.
+    x_ano : ndarray, float32 (h, w)
+        Anomaly map in [0, 1], zero outside the lungs.
+    """
+
+    anatomy: AnatomyMasks
+    x_ano: np.ndarray
+
+
+def default_anatomy() -> AnatomyFn:
+    """The configured anatomy segmenter's ``segment`` (``cxrils.vision.anatomy``, builtin).
+
+    Raises
+    ------
+    RuntimeError
+        If the anatomy stage is not installed or cannot be built.
+    """
+    try:
+        from cxrils.config import Config
+        from cxrils.vision.anatomy import get_segmenter
+    except ImportError as err:
+        raise RuntimeError("the light model's priors and answers name lung regions and need the anatomy "
+                           f"stage (cxrils.vision.anatomy), which is not available: {err}") from err
+    cfg = Config()
+    return get_segmenter(cfg.backends.anatomy, cfg).segment
+
+
+def default_anomaly() -> AnomalyFn:
+    """The configured anomaly mapper (builtin by default) as an :data:`AnomalyFn`.
+
+    Raises
+    ------
+    RuntimeError
+        If the anomaly stage cannot be built.
+    """
+    from cxrils.config import Config
+    from cxrils.vision.anomaly import get_anomaly_mapper
+
+    cfg = Config()
+    mapper = get_anomaly_mapper(cfg.backends.anomaly, cfg)
+
+    def anomaly(x: np.ndarray, edit_region: np.ndarray, lungs: np.ndarray) -> np.ndarray:
+        return mapper.map(x, edit_region, lungs=lungs).x_ano
+
+    return anomaly
+
+
+def reduce_image(x: np.ndarray) -> np.ndarray:
+    """``x`` uint8 (H, W) shrunk (area interpolation, aspect kept) so that its longer
+    side is at most :data:`WORK_SIDE`; returned unchanged when already that small."""
+    import cv2
+
+    h, w = x.shape
+    scale = WORK_SIDE / max(h, w)
+    if scale >= 1.0:
+        return x
+    return cv2.resize(x, (max(1, round(w * scale)), max(1, round(h * scale))), interpolation=cv2.INTER_AREA)
+
+
+class PriorComputer:
+    """Computes (and caches) :class:`ImagePriors` of images.
+
+    Parameters
+    ----------
+    anatomy : callable
+        ``anatomy(x uint8 (h, w)) -> AnatomyMasks`` at (h, w).
+    anomaly : callable, optional
+        An :data:`AnomalyFn`; needed only for :meth:`priors` with ``with_anomaly``.
+    """
+
+    def __init__(self, anatomy: AnatomyFn, anomaly: AnomalyFn | None = None) -> None:
+        self._anatomy = anatomy
+        self._anomaly = anomaly
+        self._cache: OrderedDict[tuple[str, bool], ImagePriors] = OrderedDict()
+
+    def clear_cache(self) -> None:
+        """Forget the priors of every image seen so far."""
+        self._cache.clear()
+
+    def priors(self, x: np.ndarray, *, with_anomaly: bool = True, key: str | None = None) -> ImagePriors:
+        """Priors of ``x`` uint8 (H, W), computed on :func:`reduce_image` of it.
+
+        ``key`` identifies the image in the cache (default: a hash of its pixels).
+        Without ``with_anomaly`` the map is all zeros (only the anatomy is needed).
+
+        Raises
+        ------
+        ValueError
+            If the anatomy lacks a lung or the heart, or has another shape.
+        """
+        key = key or hashlib.blake2b(x.tobytes() + repr(x.shape).encode(), digest_size=16).hexdigest()
+        hit = self._cache.get((key, with_anomaly)) or (self._cache.get((key, True)) if not with_anomaly else None)
+        if hit is not None:
+            return hit
+        small = reduce_image(x)
+        anatomy = self._anatomy(small)
+        missing = [lb for lb in vocab.EDIT_REGION_LABELS if lb not in anatomy]
+        if missing or tuple(anatomy.shape) != small.shape:
+            raise ValueError(f"anatomy of a {small.shape} image has shape {tuple(anatomy.shape)} "
+                             f"and lacks {missing}; the light model's priors need both lungs and the heart")
+        x_ano = np.zeros(small.shape, dtype=np.float32)
+        if with_anomaly:
+            if self._anomaly is None:
+                raise ValueError("no anomaly mapper given; cannot compute the x_ano prior")
+            lungs = anatomy.union(("right lung", "left lung"))
+            x_ano = np.asarray(self._anomaly(small, anatomy.union(vocab.EDIT_REGION_LABELS), lungs),
+                               dtype=np.float32)
+        result = ImagePriors(anatomy=anatomy, x_ano=x_ano)
+        self._cache[(key, with_anomaly)] = result
+        while len(self._cache) > CACHE_SIZE:
+            self._cache.popitem(last=False)
+        return result
+
+
+def region_labels(parsed: ParsedText | None) -> tuple[str, ...]:
+    """Anatomy labels of the region an instruction names (see the module docstring)."""
+    if parsed is not None and parsed.target in vocab.ORGAN_LOCATIONS:
+        return (vocab.ORGAN_LOCATIONS[parsed.target],)
+    if parsed is None or parsed.instruction_type == "global" or not parsed.locations:
+        return ("right lung", "left lung")
+    return tuple(parsed.locations)
+
+
+def prior_channels(priors: ImagePriors, parsed: ParsedText | None, size: int) -> np.ndarray:
+    """The :data:`PRIOR_CHANNELS` of one (image, instruction) pair.
+
+    Returns
+    -------
+    ndarray, float32 (3, size, size)
+        region, lungs, x_ano, each in [0, 1] (area-resized to ``size`` x ``size``).
+
+    Raises
+    ------
+    KeyError
+        If the anatomy lacks a named region.
+    """
+    import cv2
+
+    maps = (priors.anatomy.union(region_labels(parsed)).astype(np.float32),
+            priors.anatomy.union(("right lung", "left lung")).astype(np.float32), priors.x_ano)
+    return np.stack([cv2.resize(m, (size, size), interpolation=cv2.INTER_AREA) for m in maps])

@@ -149,6 +149,20 @@ def test_interrupted_refinalize_keeps_the_last_complete_dataset(tmp_path, studie
     monkeypatch.undo()
     # the old shards and manifest are untouched: no mix of old and new shards
     assert read_records(out).sort_values("record_id")["record_id"].tolist() == before
+    # killed after the swap, before the manifest: readers refuse the mix instead of reading it
+    import cxrils.dataset.writer as writer_module
+
+    def crash(*args, **kwargs):
+        raise KeyboardInterrupt("killed before the manifest")
+
+    monkeypatch.setattr(writer_module, "atomic_write_json", crash)
+    with pytest.raises(KeyboardInterrupt):
+        w.finalize()
+    monkeypatch.undo()
+    with pytest.raises(DatasetError, match="finalize"):
+        read_records(out)
+    w.finalize()  # recovers
+    assert len(read_records(out)) > len(before)
     # an interruption between the two renames leaves records.old/ only: the next finalize restores it
     (out / "records").rename(out / "records.old")
     w.finalize()

@@ -6,8 +6,9 @@ import numpy as np
 import pytest
 
 from cxrils import templates
-from cxrils.models.light.priors import (PRIOR_CHANNELS, WORK_SIDE, PriorComputer, prior_channels,
-                                        reduce_image, region_labels)
+from cxrils.models.light.config import LightConfig
+from cxrils.models.light.priors import (PRIOR_CHANNELS, PRIOR_LABELS, WORK_SIDE, PackedMasks, PriorComputer,
+                                        prior_channels, reduce_image, region_labels)
 from cxrils.types import AnatomyMasks
 from light_synthetic import H, W, block_anatomy, bright_anomaly, disc_mask
 
@@ -62,6 +63,36 @@ def test_priors_are_cached_per_image():
     assert pc.priors(x, key="img1") is not a
     assert len(calls) == 2
     assert pc.priors(x, with_anomaly=False) is a  # anatomy-only requests reuse full priors
+    for i in range(20):  # a hit is "recently used": it survives while others are added
+        pc.priors(x)
+        pc.priors(np.full((H, W), i + 1, np.uint8))
+    assert pc.priors(x) is a
+
+
+def test_packed_masks_round_trip_and_failing_anomaly_stage():
+    m = block_anatomy(np.zeros((H, W), np.uint8))
+    packed = PackedMasks({lb: m[lb] for lb in PRIOR_LABELS}, m.shape)
+    for lb in PRIOR_LABELS:
+        assert np.array_equal(packed[lb], m[lb])
+    assert np.array_equal(packed.union(("right lung base", "heart")), m.union(("right lung base", "heart")))
+    assert "right lung" in packed and "spine" not in packed
+    with pytest.raises(KeyError, match="spine"):
+        packed["spine"]
+
+    def refusing(x, edit_region, lungs):
+        raise ValueError("no soft-tissue reference")
+
+    priors = PriorComputer(block_anatomy, refusing).priors(np.full((H, W), 50, np.uint8))
+    assert priors.x_ano.shape == (H, W) and not priors.x_ano.any()  # zeros, logged, no exception
+
+
+def test_old_run_configs_load_without_priors():
+    d = LightConfig().to_dict()
+    del d["priors"]
+    assert LightConfig.from_dict(d).priors is False
+    assert LightConfig.from_dict(LightConfig().to_dict()).priors is True
+    with pytest.raises(ValueError, match="calib_confidence"):
+        LightConfig(calib_confidence=0.3)
 
 
 def test_bad_anatomy_is_reported():

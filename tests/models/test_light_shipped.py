@@ -43,3 +43,13 @@ def test_shipped_model_with_the_builtin_stages_on_a_real_image(shared_data):
         assert pred.mask.shape == x.shape and pred.mask.dtype == bool
         parsed = templates.parse_answer(pred.answer, itype)
         assert (parsed.polarity == "positive") == bool(pred.mask.any())
+
+
+def test_shipped_model_answers_on_images_the_priors_cannot_use():
+    """Blank, tiny and flat images: the builtin anomaly stage refuses them, the priors
+    fall back to zeros and the model still answers (no exception)."""
+    seg = Segmenter.from_pretrained(default_model_dir())
+    for x in (np.zeros((200, 200), np.uint8), np.zeros((1, 1), np.uint8), np.full((50, 400), 90, np.uint8)):
+        pred = seg.predict(x, "Segment the effusion in the left lung base.")
+        assert pred.mask.shape == x.shape
+        templates.parse_answer(pred.answer, "basic")

@@ -160,6 +160,6 @@ def test_train_anatomy_channels_option(tmp_path):
         arch = json.loads(fh.metadata()["arch"])
     assert arch["channels"] == [2, 4, 4] and arch["strides"] == [2, 2]
     assert BuiltinSegmenter(out).segment(np.zeros((40, 40), dtype=np.uint8)).shape == (40, 40)
-    for bad in ("a,b", "8"):
+    for bad in ("a,b", "8", ",".join(["2"] * 10)):
         res = CliRunner().invoke(app, ["train-anatomy", "--data", str(root), "-o", str(out), "--channels", bad])
         assert res.exit_code == 2 and "--channels" in res.output

@@ -308,13 +308,40 @@ def read_manifest(dataset_dir: str | Path) -> dict:
     return manifest
 
 
-def shard_paths(dataset_dir: str | Path, split: str | None = None) -> list[Path]:
-    """Absolute paths of the records shards (of one split, or all), in manifest order;
-    usable as ``datasets.load_dataset("parquet", data_files=...)``."""
+def _shards(dataset_dir: str | Path, split: str | None) -> list[dict]:
+    """The manifest's shard entries (of one split, or all), after checking that
+    ``records/`` holds exactly the manifest's shards.
+
+    Raises
+    ------
+    DatasetError
+        If the split is unknown, or ``records/`` and the manifest list different
+        shards (a finalize interrupted between swapping the records folder and
+        writing the manifest, or files changed by hand).
+    """
     manifest = read_manifest(dataset_dir)
     if split is not None and split not in SPLITS:
         raise DatasetError(f"unknown split {split!r}; expected one of {SPLITS}")
-    return [Path(dataset_dir) / s["path"] for s in manifest["shards"] if split is None or s["split"] == split]
+    root = Path(dataset_dir)
+    listed = {s["path"] for s in manifest["shards"]}
+    on_disk = {f"records/{p.name}" for p in (root / "records").glob("*.parquet")}
+    if listed != on_disk:
+        raise DatasetError(f"{root}: records/ and manifest.json disagree (missing {sorted(listed - on_disk)}, "
+                           f"unlisted {sorted(on_disk - listed)}); an interrupted finalize? "
+                           "Run the finalize again (rerun `cxrils generate` with the same output folder)")
+    return [s for s in manifest["shards"] if split is None or s["split"] == split]
+
+
+def shard_paths(dataset_dir: str | Path, split: str | None = None) -> list[Path]:
+    """Absolute paths of the records shards (of one split, or all), in manifest order;
+    usable as ``datasets.load_dataset("parquet", data_files=...)``.
+
+    Raises
+    ------
+    DatasetError
+        As :func:`_shards`.
+    """
+    return [Path(dataset_dir) / s["path"] for s in _shards(dataset_dir, split)]
 
 
 def read_records(dataset_dir: str | Path, split: str | None = None):
@@ -327,16 +354,21 @@ def read_records(dataset_dir: str | Path, split: str | None = None):
     Raises
     ------
     DatasetError
-        If the dataset is not finalized or a shard is missing or corrupt.
+        If the dataset is not finalized, a shard is missing or corrupt, or a shard's
+        row count differs from the manifest's (shards of another finalize).
     """
     import pyarrow as pa
     import pyarrow.parquet as pq
 
     tables = []
-    for p in shard_paths(dataset_dir, split):
+    for shard in _shards(dataset_dir, split):
+        p = Path(dataset_dir) / shard["path"]
         try:
             tables.append(pq.read_table(p, schema=arrow_schema()))
         except (OSError, pa.ArrowException) as err:
             raise DatasetError(f"{p}: unreadable records shard: {err}") from err
+        if tables[-1].num_rows != shard["rows"]:
+            raise DatasetError(f"{p}: {tables[-1].num_rows} rows, manifest.json says {shard['rows']}; "
+                               "shards and manifest come from different finalize runs: finalize again")
     table = pa.concat_tables(tables) if tables else arrow_schema().empty_table()
     return table.to_pandas()

@@ -74,7 +74,7 @@ def ground(
 
     pipe = Pipeline(cfg, _Loaded())
     try:
-        pipe.load_models()
+        pipe.load_models(paraphrase=False)  # ground writes no records
     except StageLoadError as err:
         _fail(str(err))
     study = StudyInput(study_id=study_id, image_id=image.stem, patient_id=study_id, image_path=image,

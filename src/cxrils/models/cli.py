@@ -125,8 +125,8 @@ def register(app: typer.Typer) -> None:
             _fail(str(err))
         try:
             pred = seg.predict(x, instruction)
-        except (InstructionError, RuntimeError) as err:
-            _fail(str(err))
+        except (InstructionError, RuntimeError, ValueError) as err:
+            _fail(f"{image}: {err}")
         write_prediction(out, x, instruction, pred)
         typer.echo(pred.answer)
         typer.echo(f"presence {pred.presence_score:.3f}, mask {int(pred.mask.sum())} px -> {out}")

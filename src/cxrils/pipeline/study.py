@@ -180,10 +180,13 @@ class Pipeline:
 
         return self._make("paraphrase", factory, "llm")
 
-    def load_models(self) -> None:
-        """Build every model-backed stage now (raises :class:`StageLoadError`)."""
+    def load_models(self, *, paraphrase: bool = True) -> None:
+        """Build every model-backed stage now (raises :class:`StageLoadError`);
+        ``paraphrase=False`` leaves out the paraphrasing LLM (image side only)."""
         self.edit_region_segmenter, self.anatomy_segmenter, self.anomaly_mapper, self.detector  # noqa: B018
-        self.anatomy_on_x_hat, self.paraphrase_complete  # noqa: B018
+        self.anatomy_on_x_hat  # noqa: B018
+        if paraphrase:
+            self.paraphrase_complete  # noqa: B018
 
     # ------------------------------------------------------------ text side
 

@@ -114,8 +114,9 @@ class LightConfig:
             raise ValueError(f"features needs 6 integers (MONAI BasicUNet), got {self.features}")
         if self.image_size % 16:
             raise ValueError(f"image_size must be a multiple of 16 (four 2x poolings), got {self.image_size}")
-        if not 0.0 <= self.calib_confidence < 1.0:
-            raise ValueError(f"calib_confidence must be in [0, 1), got {self.calib_confidence}")
+        if not (self.calib_confidence == 0.0 or 0.5 <= self.calib_confidence < 1.0):
+            raise ValueError(f"calib_confidence must be 0 (point estimate) or in [0.5, 1), "
+                             f"got {self.calib_confidence}")
         if self.batch_size < 2 or self.batch_size % 2:
             raise ValueError(f"batch_size must be even and >= 2 (1:1 positives/negatives), got {self.batch_size}")
 
@@ -128,6 +129,8 @@ class LightConfig:
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> "LightConfig":
         """Inverse of :meth:`to_dict`; ignores ``model_type`` and rejects unknown keys.
+        A config without ``priors`` (runs saved before priors existed) loads with
+        ``priors=False``, the architecture its weights have.
 
         Raises
         ------
@@ -138,4 +141,5 @@ class LightConfig:
         unknown = set(d) - names - {"model_type"}
         if unknown:
             raise ValueError(f"unknown light model config keys: {sorted(unknown)}")
+        d = {"priors": False, **d}
         return cls(**{k: v for k, v in d.items() if k in names})

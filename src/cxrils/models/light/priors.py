@@ -13,7 +13,14 @@ by cxrils' own CPU stages on a copy of the image whose longer side is at most
 
 All three are resized to the network side ``S`` (area interpolation, float32 in
 [0, 1]). The anatomy of the reduced image also names the locations of global positive
-answers. docs/models.md explains why these priors matter and their caveat: on a
+answers. Only the labels the priors and answers use (:data:`PRIOR_LABELS`) are kept,
+bit-packed, with x_ano as float16: about 0.2 MB per image at 256 px, in training
+(every image of the split is cached) as at inference.
+
+When the anomaly stage fails on an image (the builtin mapper refuses images without
+a mediastinum or with flat lung contrast, e.g. blank or tiny images), x_ano is all
+zeros and a warning is logged; when the anatomy finds no lungs the region and lung
+channels are empty. So a prediction never fails because of the priors. docs/models.md explains why these priors matter and their caveat: on a
 dataset generated with the builtin backends, the reference masks are built from the
 same anatomy and anomaly maps, so part of what the model gains is agreement with the
 pipeline, not lesion recognition.
@@ -22,6 +29,7 @@ pipeline, not lesion recognition.
 from __future__ import annotations
 
 import hashlib
+import logging
 from collections import OrderedDict
 from dataclasses import dataclass
 from typing import Callable
@@ -32,6 +40,8 @@ from cxrils import vocab
 from cxrils.templates import ParsedText
 from cxrils.types import AnatomyMasks
 
+log = logging.getLogger(__name__)
+
 #: Names of the prior channels, in input order (after the image).
 PRIOR_CHANNELS: tuple[str, ...] = ("region", "lungs", "x_ano")
 #: Longer side, in pixels, of the reduced image the priors are computed on (ours: the
@@ -39,10 +49,47 @@ PRIOR_CHANNELS: tuple[str, ...] = ("region", "lungs", "x_ano")
 WORK_SIDE = 256
 #: Images whose priors :class:`PriorComputer` keeps (least recently used dropped).
 CACHE_SIZE = 16
+#: Anatomy labels kept in :class:`ImagePriors`: the instruction locations (lungs and
+#: zones, which also name a global answer's locations) and the heart (cardiomegaly).
+PRIOR_LABELS: tuple[str, ...] = vocab.INSTRUCTION_LOCATIONS + ("heart",)
 
 AnatomyFn = Callable[[np.ndarray], AnatomyMasks]
 #: ``anomaly(x uint8 (h, w), edit_region bool (h, w), lungs bool (h, w)) -> x_ano float32 (h, w)``.
 AnomalyFn = Callable[[np.ndarray, np.ndarray, np.ndarray], np.ndarray]
+
+
+class PackedMasks:
+    """Bool (h, w) masks of a few labels, bit-packed (``numpy.packbits``); read like
+    :class:`~cxrils.types.AnatomyMasks` (``masks[label]``, ``label in masks``,
+    ``union(labels)``, ``shape``).
+
+    Raises
+    ------
+    KeyError
+        On a label that was not kept.
+    """
+
+    def __init__(self, masks: dict[str, np.ndarray], shape: tuple[int, int]) -> None:
+        self.shape = (int(shape[0]), int(shape[1]))
+        self._bits = {label: np.packbits(np.asarray(m, dtype=bool).ravel()) for label, m in masks.items()}
+
+    def __getitem__(self, label: str) -> np.ndarray:
+        try:
+            bits = self._bits[label]
+        except KeyError:
+            raise KeyError(f"no prior mask for {label!r}; have {sorted(self._bits)}") from None
+        n = self.shape[0] * self.shape[1]
+        return np.unpackbits(bits, count=n).astype(bool).reshape(self.shape)
+
+    def __contains__(self, label: object) -> bool:
+        return label in self._bits
+
+    def union(self, labels) -> np.ndarray:
+        """Union of the named masks, bool (h, w)."""
+        out = np.zeros(self.shape, dtype=bool)
+        for label in labels:
+            out |= self[label]
+        return out
 
 
 @dataclass(frozen=True)
@@ -51,13 +98,14 @@ class ImagePriors:
 
     Attributes
     ----------
-    anatomy : AnatomyMasks
-        Bool (h, w) masks, CXAS labels, patient sides.
-    x_ano : ndarray, float32 (h, w)
-        Anomaly map in [0, 1], zero outside the lungs.
+    anatomy : PackedMasks
+        Bool (h, w) masks of :data:`PRIOR_LABELS` (CXAS labels, patient sides).
+    x_ano : ndarray, float16 (h, w)
+        Anomaly map in [0, 1], zero outside the lungs (all zero when not computed
+        or when the anomaly stage failed on the image).
     """
 
-    anatomy: AnatomyMasks
+    anatomy: PackedMasks
     x_ano: np.ndarray
 
 
@@ -136,30 +184,40 @@ class PriorComputer:
 
         ``key`` identifies the image in the cache (default: a hash of its pixels).
         Without ``with_anomaly`` the map is all zeros (only the anatomy is needed).
+        A failing anomaly stage also gives zeros (logged), see the module docstring.
 
         Raises
         ------
         ValueError
-            If the anatomy lacks a lung or the heart, or has another shape.
+            If the anatomy lacks a label of :data:`PRIOR_LABELS` or has another shape,
+            or ``with_anomaly`` is asked without an anomaly mapper.
         """
         key = key or hashlib.blake2b(x.tobytes() + repr(x.shape).encode(), digest_size=16).hexdigest()
-        hit = self._cache.get((key, with_anomaly)) or (self._cache.get((key, True)) if not with_anomaly else None)
-        if hit is not None:
-            return hit
+        for k in ((key, with_anomaly), (key, True)):
+            if k in self._cache:
+                self._cache.move_to_end(k)
+                return self._cache[k]
         small = reduce_image(x)
         anatomy = self._anatomy(small)
-        missing = [lb for lb in vocab.EDIT_REGION_LABELS if lb not in anatomy]
+        missing = [lb for lb in PRIOR_LABELS if lb not in anatomy]
         if missing or tuple(anatomy.shape) != small.shape:
             raise ValueError(f"anatomy of a {small.shape} image has shape {tuple(anatomy.shape)} "
-                             f"and lacks {missing}; the light model's priors need both lungs and the heart")
-        x_ano = np.zeros(small.shape, dtype=np.float32)
+                             f"and lacks {missing}; the light model's priors need the lungs, their "
+                             "zones and the heart")
+        x_ano = np.zeros(small.shape, dtype=np.float16)
         if with_anomaly:
             if self._anomaly is None:
                 raise ValueError("no anomaly mapper given; cannot compute the x_ano prior")
             lungs = anatomy.union(("right lung", "left lung"))
-            x_ano = np.asarray(self._anomaly(small, anatomy.union(vocab.EDIT_REGION_LABELS), lungs),
-                               dtype=np.float32)
-        result = ImagePriors(anatomy=anatomy, x_ano=x_ano)
+            if lungs.any():
+                try:
+                    x_ano = np.asarray(self._anomaly(small, anatomy.union(vocab.EDIT_REGION_LABELS), lungs),
+                                       dtype=np.float16)
+                except (ValueError, RuntimeError) as err:  # e.g. no mediastinum, flat contrast
+                    log.warning("x_ano prior set to zero: the anomaly stage failed on a %s image: %s",
+                                small.shape, err)
+        result = ImagePriors(anatomy=PackedMasks({lb: anatomy[lb] for lb in PRIOR_LABELS}, small.shape),
+                             x_ano=x_ano)
         self._cache[(key, with_anomaly)] = result
         while len(self._cache) > CACHE_SIZE:
             self._cache.popitem(last=False)
@@ -191,5 +249,6 @@ def prior_channels(priors: ImagePriors, parsed: ParsedText | None, size: int) ->
     import cv2
 
     maps = (priors.anatomy.union(region_labels(parsed)).astype(np.float32),
-            priors.anatomy.union(("right lung", "left lung")).astype(np.float32), priors.x_ano)
+            priors.anatomy.union(("right lung", "left lung")).astype(np.float32),
+            priors.x_ano.astype(np.float32))
     return np.stack([cv2.resize(m, (size, size), interpolation=cv2.INTER_AREA) for m in maps])

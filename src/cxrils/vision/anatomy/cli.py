@@ -101,7 +101,7 @@ def train_anatomy(
     init: Optional[Path] = typer.Option(None, help="Builtin weights to fine-tune from (their architecture is used)."),
     lr: float = typer.Option(3e-3, help="Peak learning rate of the one-cycle schedule."),
     max_minutes: Optional[float] = typer.Option(None, help="Wall-clock budget: the LR anneals within it, training stops when it is used."),
-    channels: Optional[str] = typer.Option(None, help="U-Net widths from scratch, comma-separated (default 8,16,32,64,128); ignored with --init."),
+    channels: Optional[str] = typer.Option(None, help="U-Net widths from scratch, comma-separated (default: the shipped 12,24,48,96,192); ignored with --init."),
 ) -> None:
     """Train the builtin anatomy network on the public JSRT/SCR and COVID-19 masks.
 
@@ -116,8 +116,10 @@ def train_anatomy(
             widths = [int(c) for c in channels.split(",")]
         except ValueError:
             _fail(f"--channels {channels!r}: expected comma-separated integers such as 12,24,48,96,192")
-        if len(widths) < 2 or min(widths) < 1:
-            _fail(f"--channels {channels!r}: need at least two positive widths")
+        size = int(DEFAULT_ARCH["input_size"])
+        if len(widths) < 2 or min(widths) < 1 or size % 2 ** (len(widths) - 1):
+            _fail(f"--channels {channels!r}: need 2 to {size.bit_length()} positive widths "
+                  f"(each level halves the {size} px input)")
         arch = {**DEFAULT_ARCH, "channels": widths, "strides": [2] * (len(widths) - 1)}
     try:
         summary = run(data, out, epochs=epochs, covid_per_epoch=covid_per_epoch, seed=seed,

@@ -11,9 +11,10 @@ from typing import Any
 #: Output channel order of the builtin network.
 CHANNELS: tuple[str, ...] = ("right lung", "left lung", "heart")
 
-#: Architecture used by ``cxrils train-anatomy`` (stored with the weights' metadata).
+#: Architecture used by ``cxrils train-anatomy`` (stored with the weights' metadata);
+#: the shipped weights have it (model card).
 DEFAULT_ARCH: dict[str, Any] = {
-    "channels": [8, 16, 32, 64, 128],
+    "channels": [12, 24, 48, 96, 192],
     "strides": [2, 2, 2, 2],
     "num_res_units": 1,
     "input_size": 256,

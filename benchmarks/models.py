@@ -15,7 +15,7 @@ held-out split (``test``, template instructions as the paper's Table 4):
 Usage::
 
     nice -n 10 python benchmarks/models.py --dataset DATASET [--steps 600] [--image-size 96]
-        [--encoders structured,minilm] [--split test] [--work runs/bench_models]
+        [--encoders structured,minilm] [--priors on,off] [--split test] [--work runs/bench_models]
     nice -n 10 python benchmarks/models.py --dataset DATASET --from-run RUN   # score a trained run
 
 With ``--from-run`` nothing is trained: the run's own ``train_summary.json`` gives the
@@ -131,7 +131,6 @@ def main(argv: list[str] | None = None) -> int:
         stored = LightConfig.from_dict(json.loads((args.from_run / "config.json").read_text()))
         variants = [(stored.text_encoder, stored.priors)]
     for enc, priors in variants:
-        name = f"light ({enc}, {'priors' if priors else 'no priors'})"
         torch.set_num_threads(2)
         if args.from_run is not None:
             run = args.from_run
@@ -147,6 +146,8 @@ def main(argv: list[str] | None = None) -> int:
             wall = time.perf_counter() - t0
         from cxrils.models import Segmenter
 
+        name = f"light ({enc}, {'priors' if priors else 'no priors'}" + \
+            (f", x{cfg.ensemble})" if cfg.ensemble > 1 else ")")
         seg = Segmenter.from_pretrained(run)
         preds = run / f"predictions_{args.split}.parquet"
         predict_dataset(seg, args.dataset, args.split, preds, progress=False, templates_only=True)

@@ -12,12 +12,12 @@ from cxrils import templates, vocab
 from cxrils.models import ModelLoadError, Prediction, Segmenter
 from cxrils.models.light import LightConfig, LightSegmenter
 from cxrils.models.light.answer import compose_answer, locations_from_mask
-from cxrils.models.light.network import LightILSNet
+from cxrils.models.light.network import LightEnsemble, LightILSNet
 from cxrils.models.light.text import (STRUCTURED_DIM, InstructionEncoder, InstructionError,
                                       interpret_instruction, structured_vector)
 from light_synthetic import H, W, block_anatomy, bright_anomaly, disc_mask
 
-TINY = dict(image_size=32, features=(4, 8, 8, 16, 16, 8), text_hidden=16, batch_size=4, steps=4)
+TINY = dict(ensemble=1, image_size=32, features=(4, 8, 8, 16, 16, 8), text_hidden=16, batch_size=4, steps=4)
 
 
 def _seg(presence_bias: float = 0.0, mask_bias: float = 0.0) -> LightSegmenter:
@@ -159,6 +159,32 @@ def test_save_load_round_trip_identical(tmp_path):
         a, b = seg.predict(x, text), loaded.predict(x, text)
         assert np.array_equal(a.mask, b.mask) and a.answer == b.answer
         assert a.presence_score == pytest.approx(b.presence_score, abs=1e-6)
+
+
+def test_ensemble_averages_member_probabilities_and_round_trips(tmp_path):
+    torch.manual_seed(0)
+    cfg = LightConfig(**{**TINY, "ensemble": 3})
+    ens = LightEnsemble(cfg, STRUCTURED_DIM)
+    for k, member in enumerate(ens.members):
+        with torch.no_grad():
+            member.presence.bias.fill_(float(k - 1))  # members disagree
+    x, t = torch.rand(2, ens.in_channels, 32, 32), torch.rand(2, STRUCTURED_DIM)
+    outs = ens.member_outputs(x, t)
+    avg = ens(x, t)
+    want = torch.stack([torch.sigmoid(o["presence"]) for o in outs]).mean(0)
+    assert torch.allclose(torch.sigmoid(avg["presence"]), want, atol=1e-5)
+    want_mask = torch.stack([torch.sigmoid(o["mask"]) for o in outs]).mean(0)
+    assert torch.allclose(torch.sigmoid(avg["mask"]), want_mask, atol=1e-5)
+    assert torch.allclose(torch.softmax(avg["lesion"], 1).sum(1), torch.ones(2), atol=1e-5)
+    seg = LightSegmenter(cfg, ens, anatomy=block_anatomy, anomaly=bright_anomaly)
+    seg.save(tmp_path / "ens")
+    loaded = Segmenter.from_pretrained(tmp_path / "ens", anatomy=block_anatomy, anomaly=bright_anomaly)
+    assert isinstance(loaded.net, LightEnsemble) and len(loaded.net.members) == 3
+    img = np.random.default_rng(2).integers(0, 256, size=(H, W)).astype(np.uint8)
+    a, b = seg.predict(img, "Segment the effusion."), loaded.predict(img, "Segment the effusion.")
+    assert np.array_equal(a.mask, b.mask) and a.presence_score == pytest.approx(b.presence_score, abs=1e-6)
+    with pytest.raises(ValueError, match="ensemble"):
+        LightConfig(ensemble=0)
 
 
 def test_from_pretrained_errors(tmp_path):

@@ -88,8 +88,9 @@ def test_packed_masks_round_trip_and_failing_anomaly_stage():
 
 def test_old_run_configs_load_without_priors():
     d = LightConfig().to_dict()
-    del d["priors"]
-    assert LightConfig.from_dict(d).priors is False
+    del d["priors"], d["ensemble"]
+    old = LightConfig.from_dict(d)
+    assert old.priors is False and old.ensemble == 1
     assert LightConfig.from_dict(LightConfig().to_dict()).priors is True
     with pytest.raises(ValueError, match="calib_confidence"):
         LightConfig(calib_confidence=0.3)

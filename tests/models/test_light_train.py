@@ -7,6 +7,7 @@ import json
 import numpy as np
 import pyarrow.parquet as pq
 import pytest
+import torch
 from PIL import Image
 from typer.testing import CliRunner
 
@@ -19,7 +20,7 @@ from cxrils.models.light import LightConfig
 from cxrils.models.light.train import TrainError, train_light
 from light_synthetic import block_anatomy, bright_anomaly, make_tiny_dataset
 
-TINY = dict(image_size=32, features=(4, 8, 8, 16, 16, 8), text_hidden=32, batch_size=8, lr=3e-3)
+TINY = dict(ensemble=1, image_size=32, features=(4, 8, 8, 16, 16, 8), text_hidden=32, batch_size=8, lr=3e-3)
 
 #: Hand-made anatomy and anomaly stages of the synthetic images (light_synthetic.py).
 STAGES = dict(anatomy=block_anatomy, anomaly=bright_anomaly)
@@ -93,6 +94,18 @@ def test_trained_model_separates_present_from_absent(trained, tiny_dataset):
     assert seg.predict(x, "Segment the edema.").answer == "[SEG] There is no edema."
 
 
+def test_ensemble_trains_each_member(tiny_dataset, tmp_path):
+    res = train_light(tiny_dataset, tmp_path / "ens", LightConfig(**{**TINY, "ensemble": 2}, steps=4), progress=False,
+                      evaluate=False, **STAGES)
+    assert res["steps"] == 4
+    from safetensors.torch import load_file
+
+    state = load_file(str(tmp_path / "ens" / "model.safetensors"))
+    a = state["members.0.presence.weight"]
+    b = state["members.1.presence.weight"]
+    assert a.shape == b.shape and not torch.equal(a, b)  # two members, different initialisations
+
+
 def test_resume_continues_from_checkpoint(tiny_dataset, tmp_path):
     run = tmp_path / "run"
     cfg = LightConfig(**TINY, steps=6)
@@ -115,7 +128,7 @@ def test_cli_train_and_predict(tiny_dataset, tmp_path, monkeypatch):
     monkeypatch.setattr(segmod, "default_anomaly", lambda: bright_anomaly)
     runner = CliRunner()
     run = tmp_path / "run"
-    sets = ["--set", "image_size=32", "--set", "features=4,8,8,16,16,8", "--set", "batch_size=8",
+    sets = ["--set", "ensemble=1", "--set", "image_size=32", "--set", "features=4,8,8,16,16,8", "--set", "batch_size=8",
             "--set", "steps=6"]
     res = runner.invoke(app, ["train", "--model", "light", "--dataset", str(tiny_dataset), "-o", str(run), *sets])
     assert res.exit_code == 0, res.output

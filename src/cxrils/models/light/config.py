@@ -39,6 +39,11 @@ class LightConfig:
         :mod:`cxrils.models.light.priors` (region named by the instruction, lungs,
         x_ano) as three extra input channels (ours; see docs/models.md for the
         comparison without them and the caveat).
+    ensemble : int
+        Number of networks trained side by side from different initialisations whose
+        probabilities are averaged (:class:`~cxrils.models.light.network.LightEnsemble`;
+        ours; 3 as the shipped model). Training and inference cost grow linearly with
+        it; 1 gives a single network.
     text_hidden : int
         Width of the learned MLP that turns the instruction vector into FiLM parameters.
     lambda_bce, lambda_dice : float
@@ -86,6 +91,7 @@ class LightConfig:
     features: tuple[int, ...] = (8, 16, 32, 64, 128, 16)
     text_encoder: str = "structured"
     priors: bool = True
+    ensemble: int = 3
     text_hidden: int = 128
     lambda_bce: float = LAMBDA_BCE  # paper section 5 / Appendix F
     lambda_dice: float = LAMBDA_DICE  # paper section 5 / Appendix F (positives only)
@@ -114,6 +120,9 @@ class LightConfig:
             raise ValueError(f"features needs 6 integers (MONAI BasicUNet), got {self.features}")
         if self.image_size % 16:
             raise ValueError(f"image_size must be a multiple of 16 (four 2x poolings), got {self.image_size}")
+        if int(self.ensemble) < 1:
+            raise ValueError(f"ensemble must be >= 1, got {self.ensemble}")
+        self.ensemble = int(self.ensemble)
         if not (self.calib_confidence == 0.0 or 0.5 <= self.calib_confidence < 1.0):
             raise ValueError(f"calib_confidence must be 0 (point estimate) or in [0.5, 1), "
                              f"got {self.calib_confidence}")
@@ -129,8 +138,8 @@ class LightConfig:
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> "LightConfig":
         """Inverse of :meth:`to_dict`; ignores ``model_type`` and rejects unknown keys.
-        A config without ``priors`` (runs saved before priors existed) loads with
-        ``priors=False``, the architecture its weights have.
+        A config without ``priors`` or ``ensemble`` (runs saved before they existed)
+        loads with ``priors=False`` and ``ensemble=1``, the architecture its weights have.
 
         Raises
         ------
@@ -141,5 +150,5 @@ class LightConfig:
         unknown = set(d) - names - {"model_type"}
         if unknown:
             raise ValueError(f"unknown light model config keys: {sorted(unknown)}")
-        d = {"priors": False, **d}
+        d = {"priors": False, "ensemble": 1, **d}
         return cls(**{k: v for k, v in d.items() if k in names})

@@ -114,3 +114,44 @@ class LightILSNet(nn.Module):
             "lesion": self.lesion(z),
             "certainty": self.certainty(z).squeeze(1),
         }
+
+
+class LightEnsemble(nn.Module):
+    """``config.ensemble`` :class:`LightILSNet` members from different random
+    initialisations, trained side by side on the same batches (each on its own loss,
+    see :meth:`member_outputs`); :meth:`forward` averages their probabilities.
+
+    Averaging members is a standard way to cut the variance of a small model trained
+    on little data (the paper does not use it; ours). Outputs keep the
+    :class:`LightILSNet` layout and are logits of the averaged probabilities
+    (``logit(mean(sigmoid))`` for mask, presence and certainty, ``log(mean(softmax))``
+    for the lesion type), so thresholds apply unchanged.
+    """
+
+    def __init__(self, config: LightConfig, text_dim: int) -> None:
+        super().__init__()
+        self.members = nn.ModuleList(LightILSNet(config, text_dim) for _ in range(config.ensemble))
+        #: Image (and prior) channels expected by :meth:`forward`.
+        self.in_channels = self.members[0].in_channels
+
+    def member_outputs(self, x: torch.Tensor, t: torch.Tensor) -> list[dict[str, torch.Tensor]]:
+        """Each member's own outputs (logits), for training."""
+        return [m(x, t) for m in self.members]
+
+    def forward(self, x: torch.Tensor, t: torch.Tensor) -> dict[str, torch.Tensor]:
+        """Averaged outputs; shapes as :meth:`LightILSNet.forward`."""
+        outs = self.member_outputs(x, t)
+        eps = 1e-6
+
+        def mean_logit(key: str) -> torch.Tensor:
+            p = torch.stack([torch.sigmoid(o[key]) for o in outs]).mean(0).clamp(eps, 1 - eps)
+            return torch.log(p) - torch.log1p(-p)
+
+        lesion = torch.stack([torch.softmax(o["lesion"], dim=1) for o in outs]).mean(0)
+        return {"mask": mean_logit("mask"), "presence": mean_logit("presence"),
+                "lesion": torch.log(lesion.clamp(min=eps)), "certainty": mean_logit("certainty")}
+
+
+def build_light_network(config: LightConfig, text_dim: int) -> nn.Module:
+    """:class:`LightILSNet`, or :class:`LightEnsemble` when ``config.ensemble > 1``."""
+    return LightEnsemble(config, text_dim) if config.ensemble > 1 else LightILSNet(config, text_dim)

@@ -29,8 +29,9 @@ class LightSegmenter(Segmenter):
     Parameters
     ----------
     config : LightConfig
-    net : LightILSNet, optional
-        A network (randomly initialised from ``config`` when None).
+    net : LightILSNet or LightEnsemble, optional
+        A network (randomly initialised from ``config`` when None; an ensemble when
+        ``config.ensemble > 1``).
     anatomy : callable, optional
         ``anatomy(x uint8 (h, w)) -> AnatomyMasks`` at (h, w), called on the reduced
         image of :mod:`cxrils.models.light.priors`: gives the ``region`` and ``lungs``
@@ -49,11 +50,11 @@ class LightSegmenter(Segmenter):
                  anomaly: AnomalyFn | None = None, num_threads: int | None = None) -> None:
         import torch
 
-        from cxrils.models.light.network import LightILSNet
+        from cxrils.models.light.network import build_light_network
 
         self.config = config
         self.encoder = InstructionEncoder(config.text_encoder)
-        self.net = net if net is not None else LightILSNet(config, self.encoder.dim)
+        self.net = net if net is not None else build_light_network(config, self.encoder.dim)
         self.net.eval()
         self._anatomy = anatomy
         self._anomaly = anomaly

@@ -195,7 +195,9 @@ def train_light(dataset_dir: str | Path, run_dir: str | Path, config: LightConfi
             if b < offset:
                 continue
             x, t, mask, lesion, certainty = _batch(seg, ds, indices, prior_cache)
-            terms = light_loss(net(x, t), mask, lesion, certainty, cfg)
+            outs = net.member_outputs(x, t) if hasattr(net, "member_outputs") else [net(x, t)]
+            member_terms = [light_loss(o, mask, lesion, certainty, cfg) for o in outs]
+            terms = {k: sum(m[k] for m in member_terms) / len(outs) for k in member_terms[0]}
             opt.zero_grad(set_to_none=True)
             terms["loss"].backward()
             opt.step()

@@ -161,6 +161,10 @@ def test_cli_train_and_predict(tiny_dataset, tmp_path, monkeypatch):
     res = runner.invoke(app, ["predict", "--model", str(tmp_path / "nope"), str(image), "Segment the edema.",
                               "-o", str(out)])
     assert res.exit_code == 2 and "not found" in res.output
+    res = runner.invoke(app, ["predict", "--model", str(run), str(image), "  ", "-o", str(out)])
+    assert res.exit_code == 2 and "instruction is empty" in res.output
+    res = runner.invoke(app, ["predict", "--model", str(run), str(image), "Segment the lungs.", "-o", str(out)])
+    assert res.exit_code == 2 and "instruction 'Segment the lungs.'" in res.output
 
 
 def test_cached_items_equal_uncached_items(tiny_dataset):

@@ -94,6 +94,9 @@ def test_bad_instructions(client, image):
     assert r.status_code == 422 and "limit" in r.json()["detail"]
     r = client.post("/v1/segment", files=files)
     assert r.status_code == 422
+    # the model cannot read it (names no lesion type): 422 with the model's reason, not a 500
+    r = client.post("/v1/segment", files=files, data={"instruction": "Segment the lungs."})
+    assert r.status_code == 422 and "lungs" in r.json()["detail"]
 
 
 def test_upload_not_kept(client, image, tmp_path, monkeypatch):

@@ -93,6 +93,8 @@ def register(app: typer.Typer) -> None:
         """Segment what an instruction asks for; write mask PNG + RLE, answer and overlay (or batch predictions)."""
         from cxrils.models.base import ModelLoadError, Segmenter, default_model_dir
 
+        if instruction is not None and not instruction.strip():
+            _fail("the instruction is empty")
         model = model or default_model_dir()
         if model is None:
             _fail("no --model given and no built-in light model is installed; train one with "
@@ -125,7 +127,9 @@ def register(app: typer.Typer) -> None:
             _fail(str(err))
         try:
             pred = seg.predict(x, instruction)
-        except (InstructionError, RuntimeError, ValueError) as err:
+        except InstructionError as err:
+            _fail(f"instruction {instruction!r}: {err}")
+        except (RuntimeError, ValueError) as err:
             _fail(f"{image}: {err}")
         write_prediction(out, x, instruction, pred)
         typer.echo(pred.answer)

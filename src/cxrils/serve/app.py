@@ -141,8 +141,11 @@ def create_app(segmenter, *, model_name: str = "", config: ServiceConfig | None 
                 cfg.keep_uploads_dir.mkdir(parents=True, exist_ok=True)
                 (cfg.keep_uploads_dir / f"{time.time_ns()}{suffix}").write_bytes(data)
         x = loaded.pixels
-        with lock:
-            pred = segmenter.predict(x, text)
+        try:
+            with lock:
+                pred = segmenter.predict(x, text)
+        except ValueError as err:  # InstructionError: names no lesion type; unusable image
+            raise HTTPException(422, str(err)) from None
         mask = np.asarray(pred.mask, dtype=bool)
         log.info("segment: %dx%d image, mask area %d, %.0f ms", x.shape[1], x.shape[0], int(mask.sum()),
                  1000 * (time.perf_counter() - t0))

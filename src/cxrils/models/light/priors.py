@@ -205,10 +205,13 @@ class PriorComputer:
                              f"and lacks {missing}; the light model's priors need the lungs, their "
                              "zones and the heart")
         x_ano = np.zeros(small.shape, dtype=np.float16)
+        lungs = anatomy.union(("right lung", "left lung"))
+        if not lungs.any():
+            log.warning("the anatomy stage found no lungs in this %s image (is it a frontal chest "
+                        "radiograph?): the priors are empty and answers will mostly be negative", x.shape)
         if with_anomaly:
             if self._anomaly is None:
                 raise ValueError("no anomaly mapper given; cannot compute the x_ano prior")
-            lungs = anatomy.union(("right lung", "left lung"))
             if lungs.any():
                 try:
                     x_ano = np.asarray(self._anomaly(small, anatomy.union(vocab.EDIT_REGION_LABELS), lungs),

@@ -19,7 +19,10 @@ Usage::
     nice -n 10 python benchmarks/models.py --dataset DATASET --from-run RUN   # score a trained run
 
 With ``--from-run`` nothing is trained: the run's own ``train_summary.json`` gives the
-training time, and its thresholds (chosen on the validation split) are used as stored.
+training time (n/a for the shipped model, ``src/cxrils/weights/light_ils``), and its
+thresholds (chosen on the validation split) are used as stored. Besides the table it
+prints each model's errors: negatives that get a mask and positives called absent,
+by lesion type.
 
 The dataset is the one ``cxrils generate`` makes from ``../shared/data``.
 """
@@ -57,6 +60,23 @@ def _evaluate(dataset: Path, split: str, rows: list[dict]) -> dict:
     from cxrils.evaluation import evaluate_predictions
 
     return evaluate_predictions(dataset, pa.Table.from_pylist(rows), split=split).table4()
+
+
+def _errors(dataset: Path, split: str, preds: Path) -> str:
+    """False-positive negatives and missed positives by lesion type, from a predictions file."""
+    from collections import Counter
+
+    import pyarrow.parquet as pq
+
+    from cxrils.masks import decode_rle
+
+    nonempty = {r["record_id"]: bool(decode_rle(r["mask"]).any()) for r in pq.read_table(preds).to_pylist()}
+    recs = _template_rows(dataset, split)
+    neg, pos = recs[recs["polarity"] == "negative"], recs[recs["polarity"] == "positive"]
+    fp = Counter(r.lesion_type for r in neg.itertuples() if nonempty[r.record_id])
+    missed = Counter(r.lesion_type for r in pos.itertuples() if not nonempty[r.record_id])
+    return (f"{sum(fp.values())} of {len(neg)} negatives get a mask {dict(fp.most_common())}; "
+            f"{sum(missed.values())} of {len(pos)} positives are called absent {dict(missed.most_common())}")
 
 
 def _baseline(name: str, dataset: Path, split: str) -> dict | str:
@@ -126,6 +146,7 @@ def main(argv: list[str] | None = None) -> int:
         return 1
     results: dict[str, dict | str] = {}
     timings: dict[str, tuple] = {}
+    errors: dict[str, str] = {}
     variants = [(e, p == "on") for e in args.encoders.split(",") if e for p in args.priors.split(",") if p]
     if args.from_run is not None:
         stored = LightConfig.from_dict(json.loads((args.from_run / "config.json").read_text()))
@@ -135,7 +156,8 @@ def main(argv: list[str] | None = None) -> int:
         if args.from_run is not None:
             run = args.from_run
             cfg = LightConfig.from_dict(json.loads((run / "config.json").read_text()))
-            res = json.loads((run / "train_summary.json").read_text())
+            summary = run / "train_summary.json"  # absent for the shipped model
+            res = json.loads(summary.read_text()) if summary.is_file() else {"train_seconds": float("nan")}
             wall = float("nan")
         else:
             overrides = {k: v for k, v in (("steps", args.steps), ("image_size", args.image_size)) if v is not None}
@@ -149,9 +171,10 @@ def main(argv: list[str] | None = None) -> int:
         name = f"light ({enc}, {'priors' if priors else 'no priors'}" + \
             (f", x{cfg.ensemble})" if cfg.ensemble > 1 else ")")
         seg = Segmenter.from_pretrained(run)
-        preds = run / f"predictions_{args.split}.parquet"
+        preds = args.work / f"{run.name}_predictions_{args.split}.parquet"  # never inside the run folder
         predict_dataset(seg, args.dataset, args.split, preds, progress=False, templates_only=True)
         results[name] = _evaluate(args.dataset, args.split, pq.read_table(preds).to_pylist())
+        errors[name] = _errors(args.dataset, args.split, preds)
         timings[name] = (cfg.steps, cfg.batch_size, cfg.image_size, res["train_seconds"], wall,
                          _latency(run, args.dataset, args.split, args.latency_queries),
                          cfg.tau_presence, cfg.tau_mask)
@@ -169,6 +192,9 @@ def main(argv: list[str] | None = None) -> int:
         print(f"  {name}: {steps} steps x batch {bs} at {size} px: {train_s:.0f} s training "
               f"({wall:.0f} s with setup); latency {lat} over {latency['cold'][2]} queries; "
               f"thresholds from the validation split: tau_presence {tau_p:.3f}, tau_mask {tau_m:.2f}")
+    print("\nerrors of each light model:")
+    for name, line in errors.items():
+        print(f"  {name}: {line}")
     out = args.work / "results.json"
     out.write_text(json.dumps({"results": results, "timings": timings}, indent=2, default=str))
     print(f"\nresults -> {out}")

@@ -1,0 +1,114 @@
+"""Publish a benchmark's printed table as ``docs/results/<name>.md``.
+
+Every number that README, docs or a model card quotes comes from one of these files:
+a benchmark prints its table and calls :func:`publish`, which writes the same text with
+the command that made it, the date and the machine. Documents embed a results file
+between markers, and ``python scripts/sync_results.py`` copies the file in::
+
+    <!-- results: anatomy -->
+    (generated text, do not edit)
+    <!-- /results -->
+
+``tests/test_docs_results.py`` fails when an embedded copy differs from its file or
+names a file that does not exist, so a stale number cannot stay in the docs.
+
+Use from a benchmark (run as ``python benchmarks/NAME.py``, so this folder is on
+``sys.path``)::
+
+    from results import publish
+    publish("anatomy", table_markdown)
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import os
+import platform
+import shlex
+import subprocess
+import sys
+from pathlib import Path
+
+#: Folder of the published results, relative to the repository root.
+RESULTS_DIR = Path(__file__).resolve().parents[1] / "docs" / "results"
+
+
+def machine_description() -> str:
+    """One line naming the machine: OS, CPU model, logical CPUs, 1-minute load average."""
+    cpu = platform.processor() or platform.machine()
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                cpu = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    try:
+        load = os.getloadavg()[0]
+        load_txt = f", load {load:.1f}"
+    except OSError:
+        load_txt = ""
+    return f"{platform.system()} {platform.machine()}, {os.cpu_count()} CPUs ({cpu}){load_txt}, no GPU used"
+
+
+def _code_version() -> str:
+    root = Path(__file__).resolve().parents[1]
+    try:
+        import cxrils
+
+        version = cxrils.__version__
+    except Exception:  # noqa: BLE001 - the header must never stop a benchmark
+        version = "?"
+    try:
+        commit = subprocess.run(["git", "-C", str(root), "rev-parse", "--short", "HEAD"],
+                                capture_output=True, text=True, check=True, timeout=10).stdout.strip()
+        dirty = subprocess.run(["git", "-C", str(root), "status", "--porcelain", "--untracked-files=no"],
+                               capture_output=True, text=True, check=True, timeout=10).stdout.strip()
+        commit += "+changes" if dirty else ""
+    except (OSError, subprocess.SubprocessError):
+        commit = "unknown commit"
+    return f"cxrils {version} at {commit}"
+
+
+def publish(name: str, body: str, command: str | None = None) -> Path:
+    """Write ``docs/results/<name>.md``: a provenance header, then ``body``.
+
+    Parameters
+    ----------
+    name : str
+        File stem, letters, digits, ``-`` and ``_`` (e.g. ``"anatomy"``).
+    body : str
+        Markdown the benchmark printed (tables, short lines), without a header.
+    command : str, optional
+        The command that ran; default: this process's ``python`` command line,
+        with the script path relative to the repository root.
+
+    Returns
+    -------
+    Path
+        The file written.
+
+    Raises
+    ------
+    ValueError
+        If ``name`` holds other characters.
+    """
+    if not name or not all(c.isalnum() or c in "-_" for c in name):
+        raise ValueError(f"results name {name!r}: use letters, digits, '-' and '_'")
+    if command is None:
+        root = Path(__file__).resolve().parents[1]
+        argv = list(sys.argv)
+        try:
+            argv[0] = str(Path(argv[0]).resolve().relative_to(root))
+        except ValueError:
+            pass
+        command = "python " + shlex.join(argv)
+    when = _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+    header = (f"Printed by `{command}` on {when}; {machine_description()}; {_code_version()}.\n")
+    RESULTS_DIR.mkdir(parents=True, exist_ok=True)
+    path = RESULTS_DIR / f"{name}.md"
+    tmp = path.with_suffix(".md.tmp")
+    tmp.write_text(header + "\n" + body.strip() + "\n", encoding="utf-8")
+    tmp.replace(path)
+    print(f"results written to {path.relative_to(RESULTS_DIR.parents[1])}")
+    return path

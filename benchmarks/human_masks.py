@@ -64,19 +64,17 @@ from pathlib import Path
 
 import numpy as np
 
+from cxrils.grounding.human import LUNGS as SIDES
+from cxrils.grounding.human import NORMAL_REPORT, report_from_label, sides_of_box, sides_of_mask
+
 ROOT = Path(__file__).resolve().parents[1]
 SOURCES = ("covid_qu_ex", "nih_bbox", "covid_severity", "xrv_tests", "jsrt_normals")
-#: A side is named in the report when it holds at least this share of the lesion's
-#: mask (or box) pixels (ours).
-SIDE_MIN_SHARE = 0.10
 #: The medial share of each lung's width scored separately on normal images (ours):
 #: heart border, mediastinum and hila border the lungs there.
 MEDIAL_FRACTION = 0.20
-NORMAL_REPORT = "No acute cardiopulmonary process. The lungs are clear."
 FALSE_REPORT = "There are opacities in both lungs."
 NIH_TYPES = {"Cardiomegaly": "cardiomegaly", "Pneumonia": "pneumonia", "Atelectasis": "atelectasis",
              "Infiltrate": "opacity"}
-SIDES = ("right lung", "left lung")
 
 
 @dataclass
@@ -96,34 +94,6 @@ class Case:
     severity: tuple[float, float] | None = None
     report: str = ""
     out: dict = field(default_factory=dict)
-
-
-# ----------------------------------------------------------------------------- reports
-
-def report_for(lesion_type: str, sides: tuple[str, ...]) -> str:
-    """A one-sentence report from a human label (patient sides)."""
-    if lesion_type == "cardiomegaly":
-        return "The heart is enlarged. There is cardiomegaly."
-    where = "both lungs" if len(sides) == 2 else (sides[0] if sides else "")
-    if lesion_type == "opacity":
-        return (f"There are opacities in {where}." if len(sides) == 2 else f"There is an opacity in the {where}.")
-    return f"There is {lesion_type} in {'both lungs' if len(sides) == 2 else 'the ' + where}."
-
-
-def sides_of_mask(lesion: np.ndarray, right: np.ndarray, left: np.ndarray) -> tuple[str, ...]:
-    """Patient sides holding at least SIDE_MIN_SHARE of the lesion pixels."""
-    total = max(1, int(lesion.sum()))
-    return tuple(s for s, m in zip(SIDES, (right, left)) if (lesion & m).sum() >= SIDE_MIN_SHARE * total)
-
-
-def sides_of_box(box, width: int) -> tuple[str, ...]:
-    """Patient sides of a box: its share left of the image's middle column is the
-    patient's right."""
-    x0, _, x1, _ = box
-    mid = width / 2
-    w = max(1e-6, x1 - x0)
-    right_share = max(0.0, min(x1, mid) - x0) / w
-    return tuple(s for s, share in zip(SIDES, (right_share, 1 - right_share)) if share >= SIDE_MIN_SHARE)
 
 
 # ----------------------------------------------------------------------------- sources
@@ -386,7 +356,7 @@ def run_case(r: Runner, case: Case) -> None:
     x = load_image(case.path).pixels
     o = case.out
     if case.kind == "positive":
-        case.report = report_for(case.lesion_type, case.sides)
+        case.report = report_from_label(case.lesion_type, case.sides)
         res = r.run_pipeline(case, [case.report])[0]
         o["excluded"] = res["excluded"]
         o["pos_records"] = [rec for rec in res["records"] if rec["polarity"] == "positive"]

@@ -163,7 +163,7 @@ def test_save_load_round_trip_identical(tmp_path):
 
 def test_ensemble_averages_member_probabilities_and_round_trips(tmp_path):
     torch.manual_seed(0)
-    cfg = LightConfig(**{**TINY, "ensemble": 3})
+    cfg = LightConfig(**{**TINY, "ensemble": 3, "ctr_input": False})
     ens = LightEnsemble(cfg, STRUCTURED_DIM)
     for k, member in enumerate(ens.members):
         with torch.no_grad():
@@ -185,6 +185,27 @@ def test_ensemble_averages_member_probabilities_and_round_trips(tmp_path):
     assert np.array_equal(a.mask, b.mask) and a.presence_score == pytest.approx(b.presence_score, abs=1e-6)
     with pytest.raises(ValueError, match="ensemble"):
         LightConfig(ensemble=0)
+
+
+def test_ctr_input_is_appended_to_the_instruction_vector():
+    from cxrils.models.light.priors import ctr_feature
+    from cxrils.vision.anatomy import cardiothoracic_ratio
+
+    assert ctr_feature(0.45) == 0.0 and ctr_feature(0.55) == pytest.approx(1.0)
+    assert ctr_feature(None) == 0.0 and ctr_feature(0.9) == 3.0 and ctr_feature(0.0) == -3.0
+    seg = LightSegmenter(LightConfig(**TINY), anatomy=block_anatomy, anomaly=bright_anomaly)
+    assert seg.text_dim == STRUCTURED_DIM + 1
+    img = np.random.default_rng(3).integers(0, 256, size=(H, W)).astype(np.uint8)
+    pri = seg.image_priors(img)
+    want = ctr_feature(cardiothoracic_ratio(block_anatomy(img)))
+    assert pri.ctr == pytest.approx(cardiothoracic_ratio(block_anatomy(img)))
+    _, t = seg.network_inputs(torch.zeros(2, 1, 32, 32), [pri, pri], ["Segment the cardiomegaly."] * 2)
+    assert t.shape == (2, STRUCTURED_DIM + 1) and t[:, -1].tolist() == pytest.approx([want, want])
+    with pytest.raises(ValueError, match="ImagePriors"):
+        seg.network_inputs(torch.zeros(1, 1, 32, 32), None, ["Segment the cardiomegaly."])
+    # a run saved before the CTR input existed loads without it (the architecture of its weights)
+    old = {k: v for k, v in LightConfig(**TINY).to_dict().items() if k != "ctr_input"}
+    assert LightConfig.from_dict(old).ctr_input is False
 
 
 def test_from_pretrained_errors(tmp_path):

@@ -286,3 +286,34 @@ def training_samples(data_root: str | Path, role: str, cfg: LesionDataConfig = L
     excluded = find_duplicates(data_root, cfg).excluded
     return [s for s in covid_qu_ex_samples(data_root, "tuning")
             if tuning_role(s.image_id) == role and s.image_id not in excluded]
+
+
+def network_input(x: np.ndarray, size: int) -> np.ndarray:
+    """The input of the built-in lesion networks (:mod:`cxrils.vision.lesion_nets`).
+
+    ``x`` uint8 (H, W) is squashed to ``size`` x ``size`` (area interpolation; aspect
+    NOT kept, as COVID-QU-Ex stored its images) and histogram-equalised, which makes the
+    input the same for any monotone grey-level mapping of the image (CR, DR, journal
+    figures). Returns float32 (size, size) in [0, 1].
+    """
+    small = cv2.resize(np.ascontiguousarray(x), (size, size), interpolation=cv2.INTER_AREA)
+    return cv2.equalizeHist(small).astype(np.float32) / 255.0
+
+
+def random_affine(rng: np.random.Generator, size: int, scale: float, rotate_deg: float,
+                  shift: float) -> np.ndarray:
+    """A random 2 x 3 affine matrix on a ``size`` x ``size`` grid (training
+    augmentation): zoom in [1 - scale, 1 + scale], rotation in +-``rotate_deg`` degrees
+    about the centre, shift in +-``shift`` x size pixels. No flip: it would swap the
+    patient's sides and put the heart on the wrong side."""
+    c = (size - 1) / 2.0
+    m = cv2.getRotationMatrix2D((c, c), float(rng.uniform(-rotate_deg, rotate_deg)),
+                                float(rng.uniform(1 - scale, 1 + scale)))
+    m[:, 2] += rng.uniform(-shift, shift, 2) * size
+    return m
+
+
+def warp(a: np.ndarray, m: np.ndarray, size: int, *, nearest: bool = False) -> np.ndarray:
+    """``a`` (size, size) float32 moved by the affine ``m``; zeros enter at the borders."""
+    flags = cv2.INTER_NEAREST if nearest else cv2.INTER_LINEAR
+    return cv2.warpAffine(a, m, (size, size), flags=flags, borderMode=cv2.BORDER_CONSTANT, borderValue=0.0)

@@ -13,7 +13,9 @@ by cxrils' own CPU stages on a copy of the image whose longer side is at most
 
 All three are resized to the network side ``S`` (area interpolation, float32 in
 [0, 1]). The anatomy of the reduced image also names the locations of global positive
-answers. Only the labels the priors and answers use (:data:`PRIOR_LABELS`) are kept,
+answers and gives the cardiothoracic ratio (``ctr``, the paper's Appendix D.3 measure,
+:func:`cxrils.vision.anatomy.cardiothoracic_ratio`), which ``LightConfig.ctr_input``
+feeds to the network next to the instruction (:func:`ctr_feature`). Only the labels the priors and answers use (:data:`PRIOR_LABELS`) are kept,
 bit-packed, with x_ano as float16: about 0.2 MB per image at 256 px, in training
 (every image of the split is cached) as at inference.
 
@@ -37,6 +39,7 @@ from typing import Callable
 import numpy as np
 
 from cxrils import vocab
+from cxrils.config import QCConfig
 from cxrils.templates import ParsedText
 from cxrils.types import AnatomyMasks
 
@@ -52,6 +55,11 @@ CACHE_SIZE = 16
 #: Anatomy labels kept in :class:`ImagePriors`: the instruction locations (lungs and
 #: zones, which also name a global answer's locations) and the heart (cardiomegaly).
 PRIOR_LABELS: tuple[str, ...] = vocab.INSTRUCTION_LOCATIONS + ("heart",)
+
+#: Centre and scale of the CTR input (:func:`ctr_feature`): the paper's cardiomegaly
+#: negative cut-off (0.45, Appendix D.3) maps to 0, and one tenth of CTR to 1 (ours).
+CTR_CENTRE = QCConfig().ctr_max_cardiomegaly_negative
+CTR_SCALE = 10.0
 
 AnatomyFn = Callable[[np.ndarray], AnatomyMasks]
 #: ``anomaly(x uint8 (h, w), edit_region bool (h, w), lungs bool (h, w)) -> x_ano float32 (h, w)``.
@@ -103,10 +111,14 @@ class ImagePriors:
     x_ano : ndarray, float16 (h, w)
         Anomaly map in [0, 1], zero outside the lungs (all zero when not computed
         or when the anomaly stage failed on the image).
+    ctr : float or None
+        Cardiothoracic ratio of the anatomy (heart width / thoracic width), None when
+        the heart or the lungs are empty.
     """
 
     anatomy: PackedMasks
     x_ano: np.ndarray
+    ctr: float | None = None
 
 
 def default_anatomy() -> AnatomyFn:
@@ -220,11 +232,30 @@ class PriorComputer:
                     log.warning("x_ano prior set to zero: the anomaly stage failed on a %s image: %s",
                                 small.shape, err)
         result = ImagePriors(anatomy=PackedMasks({lb: anatomy[lb] for lb in PRIOR_LABELS}, small.shape),
-                             x_ano=x_ano)
+                             x_ano=x_ano, ctr=_ctr(anatomy))
         self._cache[(key, with_anomaly)] = result
         while len(self._cache) > CACHE_SIZE:
             self._cache.popitem(last=False)
         return result
+
+
+def _ctr(anatomy: AnatomyMasks) -> float | None:
+    from cxrils.vision.anatomy import cardiothoracic_ratio
+
+    if not anatomy["heart"].any() or not anatomy.union(("right lung", "left lung")).any():
+        return None
+    try:
+        return float(cardiothoracic_ratio(anatomy))
+    except ValueError:
+        return None
+
+
+def ctr_feature(ctr: float | None) -> float:
+    """The CTR as the network's extra input: ``(ctr - CTR_CENTRE) * CTR_SCALE``,
+    clipped to [-3, 3]; 0 (the centre) when unknown."""
+    if ctr is None or not np.isfinite(ctr):
+        return 0.0
+    return float(np.clip((ctr - CTR_CENTRE) * CTR_SCALE, -3.0, 3.0))
 
 
 def region_labels(parsed: ParsedText | None) -> tuple[str, ...]:

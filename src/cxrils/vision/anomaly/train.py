@@ -1,0 +1,126 @@
+"""Training of the builtin anomaly map's network (``cxrils train-anomaly``).
+
+Data: the ``anomaly`` half of the COVID-QU-Ex tuning part
+(:func:`cxrils.vision.lesion_data.training_samples`; copies of other sources' or of
+report-part images left out): COVID-19 images with their expert-verified infection
+masks and Normal images (all-background targets). Loss: binary cross-entropy on every
+pixel plus soft Dice on the COVID-19 images (ours). A fixed hash share of these images
+(``val_fraction``) picks the best epoch by mean IoU at the best threshold, and that
+threshold is stored as ``p_star`` (:mod:`cxrils.vision.anomaly.builtin` maps it to
+Table 7's tau_ano). The detector's half and the report part are never read.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict
+from pathlib import Path
+
+import cv2
+import numpy as np
+
+from cxrils.config import AnomalyTrainConfig, LesionDataConfig
+from cxrils.vision.lesion_data import network_input, random_affine, training_samples, warp
+from cxrils.vision.lesion_nets import LesionSegNet
+from cxrils.vision.lesion_train import fit, save_weights, split_validation
+
+#: Candidate thresholds of the lesion probability for p_star (ours).
+P_GRID: tuple[float, ...] = tuple(np.round(np.arange(0.10, 0.91, 0.05), 2))
+
+
+def _area(m: np.ndarray, side: int) -> np.ndarray:
+    return cv2.resize(m.astype(np.float32), (side, side), interpolation=cv2.INTER_AREA)
+
+
+def best_threshold(prob: np.ndarray, ref: np.ndarray, grid: tuple[float, ...] = P_GRID) -> tuple[float, float]:
+    """``(threshold, mean IoU)``: the grid threshold of ``prob`` (N, h, w) with the
+    highest mean IoU against the bool masks ``ref`` (N, h, w) (an empty pair scores 1)."""
+    best = (grid[0], -1.0)
+    r = ref.reshape(len(ref), -1)
+    for t in grid:
+        f = prob.reshape(len(prob), -1) >= t
+        inter, union = (f & r).sum(1), (f | r).sum(1)
+        score = float(np.mean(np.where(union > 0, inter / np.maximum(union, 1), 1.0)))
+        if score > best[1]:
+            best = (float(t), score)
+    return best
+
+
+def train_anomaly(data_root: str | Path, out: str | Path, cfg: AnomalyTrainConfig = AnomalyTrainConfig(),
+                  data_cfg: LesionDataConfig = LesionDataConfig(), *, progress: bool = True) -> dict:
+    """Train the lesion map and write its weights (safetensors with metadata) to ``out``.
+
+    Returns
+    -------
+    dict
+        Training summary (also in the weights' metadata): images used, ``p_star``,
+        validation mean IoU at ``p_star``, per-epoch history, seconds.
+
+    Raises
+    ------
+    FileNotFoundError
+        If the COVID-QU-Ex folder is missing.
+    ValueError
+        If there are no training images.
+    """
+    import torch
+    import torch.nn.functional as F
+
+    samples = training_samples(data_root, "anomaly", data_cfg)
+    if not samples:
+        raise ValueError(f"{data_root}: no COVID-QU-Ex tuning images for the anomaly map")
+    s, half = cfg.input_size, cfg.input_size // 2
+    items = [(network_input(smp.image(), s), _area(smp.lesion(), s)) for smp in samples]
+    train_idx, val_idx = split_validation([smp.image_id for smp in samples], cfg.val_fraction, "anomaly-val")
+    val_pos = [i for i in val_idx if items[i][1].any()]
+
+    def make_batch(indices: list[int], rng: np.random.Generator):
+        xs, ys = [], []
+        for i in indices:
+            x, les = items[train_idx[i]]
+            m = random_affine(rng, s, cfg.aug_scale, cfg.aug_rotate_deg, cfg.aug_shift)
+            xs.append(warp(x, m, s))
+            ys.append(_area(warp(les, m, s), half))
+        return torch.from_numpy(np.stack(xs))[:, None], torch.from_numpy(np.stack(ys))[:, None]
+
+    def loss_fn(logits, target):
+        bce = F.binary_cross_entropy_with_logits(logits, target)
+        p = torch.sigmoid(logits).flatten(1)
+        t = target.flatten(1)
+        pos = t.sum(1) > 0
+        if not bool(pos.any()):
+            return cfg.bce_weight * bce
+        inter = (p * t).sum(1)[pos]
+        dice = 1 - (2 * inter + 1) / (p.sum(1)[pos] + t.sum(1)[pos] + 1)
+        return cfg.bce_weight * bce + cfg.dice_weight * dice.mean()
+
+    net = LesionSegNet(cfg.widths)
+    ref = np.stack([_area(items[i][1], half) >= 0.5 for i in val_pos]) if val_pos else np.zeros((0, half, half), bool)
+    chosen: dict = {}
+
+    def validate() -> float:
+        probs = []
+        for start in range(0, len(val_pos), 32):
+            chunk = val_pos[start:start + 32]
+            probs.append(torch.sigmoid(net(torch.from_numpy(np.stack([items[i][0] for i in chunk]))[:, None]))[:, 0]
+                         .numpy())
+        if not probs:
+            return 0.0
+        t, score = best_threshold(np.concatenate(probs), ref)
+        chosen[score] = t
+        return score
+
+    result = fit(net, len(train_idx), make_batch, loss_fn, validate, cfg, progress=progress)
+    n_pos = sum(smp.positive for smp in samples)
+    summary = {
+        "data": "COVID-QU-Ex infection segmentation, train split: 'anomaly' half of the tuning part "
+                "(cxrils.vision.lesion_data), copies of other sources' and report-part images excluded",
+        "images": len(samples), "covid_images": n_pos, "normal_images": len(samples) - n_pos,
+        "train_images": len(train_idx), "validation_images": len(val_idx),
+        "p_star": chosen[result["best_score"]], "validation_iou": round(result["best_score"], 4),
+        "best_epoch": result["best_epoch"],
+        "history": [{k: round(v, 4) if isinstance(v, float) else v for k, v in h.items()} for h in result["history"]],
+        "train_seconds": round(result["train_seconds"], 1),
+    }
+    save_weights(net, out, {"arch": {"widths": list(cfg.widths), "input_size": s}, "training": summary,
+                            "train_config": asdict(cfg), "data_config": asdict(data_cfg)})
+    return summary

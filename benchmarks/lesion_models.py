@@ -94,6 +94,16 @@ def detector_row(det, samples) -> str:
     return f"| {average_precision(dets, truths, 0.5):.3f} | {auc:.3f} | {len(pos)} | {len(neg)} |"
 
 
+def training_meta(path: Path) -> dict:
+    """The ``training`` summary stored in a weights file's metadata."""
+    import json
+
+    from safetensors import safe_open
+
+    with safe_open(str(path), framework="pt") as fh:
+        return json.loads(fh.metadata()["training"])
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--data", type=Path, default=ROOT.parent / "shared" / "data")
@@ -106,7 +116,9 @@ def main() -> None:
     torch.set_num_threads(args.threads)
     from cxrils.config import Config
     from cxrils.vision.anomaly import get_anomaly_mapper
+    from cxrils.vision.anomaly.builtin import default_weights as ano_weights
     from cxrils.vision.detection import get_detector
+    from cxrils.vision.detection.builtin import default_weights as det_weights
     from cxrils.vision.lesion_data import covid_qu_ex_samples, training_samples
 
     t0 = time.time()
@@ -133,6 +145,16 @@ def main() -> None:
         if label.startswith("tuning"):  # the detector trained on these
             continue
         lines.append(f"| {label} " + detector_row(det, samples))
+    lines += ["", "### Training runs (from the shipped weights' metadata, written by `cxrils train-*`)", "",
+              "| model | images (COVID-19 / normal) | train / validation | best epoch of | validation score "
+              "| seconds (load at the time) |", "|---|---|---|---|---|---|"]
+    for name, path in (("detector", det_weights()), ("anomaly map", ano_weights())):
+        t = training_meta(path)
+        score = (f"AP50 {t['validation_ap50']:.3f}" if "validation_ap50" in t
+                 else f"IoU {t['validation_iou']:.3f} at p_star {t['p_star']}")
+        lines.append(f"| {name} | {t['images']} ({t['covid_images']} / {t['normal_images']}) "
+                     f"| {t['train_images']} / {t['validation_images']} | {t['best_epoch']} of {len(t['history'])} "
+                     f"| {score} | {t['train_seconds']:.0f} |")
     lines.append(f"\nAnomaly weights {mappers['builtin (learned lesion map)'].version} (p_star "
                  f"{mappers['builtin (learned lesion map)'].p_star}); detector {det.version}; wall time "
                  f"{time.time() - t0:.0f} s.")

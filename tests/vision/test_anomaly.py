@@ -114,10 +114,10 @@ def _random_weights(tmp_path, p_star=0.5, size=64):
     from cxrils.vision.lesion_train import save_weights
 
     torch.manual_seed(0)
-    net = LesionSegNet((4, 4, 8, 8, 8))
+    net = LesionSegNet((4, 4, 8, 8, 8), in_channels=2)
     with torch.no_grad():
         net.head.bias.fill_(0.5)
-    meta = {"arch": {"widths": [4, 4, 8, 8, 8], "input_size": size}}
+    meta = {"arch": {"widths": [4, 4, 8, 8, 8], "input_size": size, "in_channels": 2}}
     if p_star is not None:
         meta["training"] = {"p_star": p_star}
     return save_weights(net, tmp_path / "ano.safetensors", meta)
@@ -132,9 +132,11 @@ def test_builtin_x_ano_is_the_scaled_lesion_probability_inside_the_lungs(tmp_pat
     heart = np.zeros_like(right)
     heart[70:105, 55:73] = True
     res = m.map(x, right | left | heart, lungs=right | left)
-    p = m.probability(x)
-    assert p.shape == x.shape and 0 <= p.min() and p.max() <= 1
     lungs = right | left
+    p = m.probability(x, lungs)
+    assert p.shape == x.shape and 0 <= p.min() and p.max() <= 1
+    with pytest.raises(ValueError, match="lungs"):
+        m.probability(x)
     want = np.where(lungs, np.clip(np.rint(x - 255 * np.minimum(1, 0.10 * p / 0.4)), 0, 255), x)
     assert np.array_equal(res.x_hat, want.astype(np.uint8))
     assert np.allclose(res.x_ano, np.clip(x.astype(int) - res.x_hat.astype(int), 0, None) / 255.0)

@@ -1,7 +1,8 @@
 """Small CPU networks of the built-in lesion models (plain torch, no pretrained weights).
 
-Both take one channel: the image squashed to ``S x S`` and histogram-equalised
-(:func:`cxrils.vision.lesion_data.network_input`), float32 in [0, 1], shape (B, 1, S, S).
+Both take the image squashed to ``S x S`` and histogram-equalised
+(:func:`cxrils.vision.lesion_data.network_input`), float32 in [0, 1]; the lesion map's
+network may take the lung mask at the same size as a second channel.
 
 * :class:`LesionSegNet` (the anomaly map's network, :mod:`cxrils.vision.anomaly.builtin`):
   an encoder-decoder (U-Net, Ronneberger et al. 2015) with a stride-2 stem, giving one
@@ -37,13 +38,15 @@ class Encoder(nn.Module):
     ----------
     widths : tuple of 5 int
         Channels of the five stages.
+    in_channels : int
+        Input channels.
     """
 
-    def __init__(self, widths: tuple[int, ...]) -> None:
+    def __init__(self, widths: tuple[int, ...], in_channels: int = 1) -> None:
         super().__init__()
         if len(widths) != 5:
             raise ValueError(f"the encoder needs 5 widths, got {widths}")
-        chans = (1,) + tuple(widths)
+        chans = (int(in_channels),) + tuple(widths)
         self.stages = nn.ModuleList(conv_block(chans[i], chans[i + 1], 2) for i in range(5))
 
     def forward(self, x: torch.Tensor) -> list[torch.Tensor]:
@@ -79,14 +82,15 @@ class _Decoder(nn.Module):
 class LesionSegNet(nn.Module):
     """Lesion probability per pixel.
 
-    ``forward(x)`` with x float32 (B, 1, S, S) returns logits (B, 1, S/2, S/2)
-    (S a multiple of 32).
+    ``forward(x)`` with x float32 (B, in_channels, S, S) (image; with 2 channels, then
+    the lung mask in {0, 1}) returns logits (B, 1, S/2, S/2) (S a multiple of 32).
     """
 
-    def __init__(self, widths: tuple[int, ...] = (16, 32, 64, 128, 128)) -> None:
+    def __init__(self, widths: tuple[int, ...] = (16, 32, 64, 128, 128), in_channels: int = 1) -> None:
         super().__init__()
         self.widths = tuple(int(w) for w in widths)
-        self.encoder = Encoder(self.widths)
+        self.in_channels = int(in_channels)
+        self.encoder = Encoder(self.widths, self.in_channels)
         self.decoder = _Decoder(self.widths, levels=4)
         self.head = nn.Conv2d(self.decoder.out_channels, 1, 1)
 

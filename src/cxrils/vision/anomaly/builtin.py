@@ -3,7 +3,8 @@
 The paper (section 3.1 step 2) removes lesions with RadEdit, a diffusion editor, and
 takes ``x_ano = (x - x_hat) / I_max``. Without a GPU or RadEdit's weights this backend
 estimates what to remove with a small segmentation network
-(:class:`cxrils.vision.lesion_nets.LesionSegNet`) trained by ``cxrils train-anomaly``
+(:class:`cxrils.vision.lesion_nets.LesionSegNet`; it reads the image and the lung mask)
+trained by ``cxrils train-anomaly``
 (:mod:`cxrils.vision.anomaly.train`) on the expert-verified COVID-19 infection masks
 and the normal images of one half of the COVID-QU-Ex tuning part. With ``p`` its lesion
 probability (resized to the image) and ``p_star`` its best-IoU threshold on the
@@ -53,7 +54,7 @@ def default_weights() -> Path:
 
 
 def _build(meta: dict) -> LesionSegNet:
-    return LesionSegNet(tuple(meta["arch"]["widths"]))
+    return LesionSegNet(tuple(meta["arch"]["widths"]), in_channels=int(meta["arch"].get("in_channels", 1)))
 
 
 class BuiltinAnomalyMapper:
@@ -93,12 +94,20 @@ class BuiltinAnomalyMapper:
         """Build from the ``anomaly`` section of a :class:`~cxrils.config.Config`."""
         return cls(cfg.anomaly)
 
-    def probability(self, x: np.ndarray) -> np.ndarray:
+    def probability(self, x: np.ndarray, lungs: np.ndarray | None = None) -> np.ndarray:
         """Lesion probability ``p`` of every pixel of ``x`` uint8 (H, W): float32 (H, W)
-        in [0, 1] (network output at ``input_size / 2``, bilinearly resized)."""
+        in [0, 1] (network output at ``input_size / 2``, bilinearly resized). A network
+        with a lung channel reads ``lungs`` (bool (H, W); required for it)."""
         torch = self._torch
+        s = self.input_size
+        channels = [network_input(x, s)]
+        if self.net.in_channels == 2:
+            if lungs is None:
+                raise ValueError("this lesion map reads the lung mask: pass lungs")
+            channels.append((cv2.resize(lungs.astype(np.float32), (s, s), interpolation=cv2.INTER_AREA) >= 0.5)
+                            .astype(np.float32))
         with torch.inference_mode():
-            logits = self.net(torch.from_numpy(network_input(x, self.input_size))[None, None])[0, 0]
+            logits = self.net(torch.from_numpy(np.stack(channels))[None])[0, 0]
         p = torch.sigmoid(logits).numpy().astype(np.float32)
         return cv2.resize(p, (x.shape[1], x.shape[0]), interpolation=cv2.INTER_LINEAR)
 
@@ -115,6 +124,6 @@ class BuiltinAnomalyMapper:
         region = edit if lungs is None else edit & check_inputs(x, lungs)
         if not region.any():
             raise ValueError("lungs and edit_region do not overlap")
-        removed = np.clip(self.cfg.builtin_reference_tau * self.probability(x) / self.p_star, 0.0, 1.0)
+        removed = np.clip(self.cfg.builtin_reference_tau * self.probability(x, region) / self.p_star, 0.0, 1.0)
         x_hat = np.clip(np.rint(x.astype(np.float32) - I_MAX * np.where(region, removed, 0.0)), 0, 255)
         return anomaly_result(x, x_hat.astype(np.uint8), edit, self.name, self.version)

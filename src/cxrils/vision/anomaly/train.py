@@ -3,7 +3,8 @@
 Data: the ``anomaly`` half of the COVID-QU-Ex tuning part
 (:func:`cxrils.vision.lesion_data.training_samples`; copies of other sources' or of
 report-part images left out): COVID-19 images with their expert-verified infection
-masks and Normal images (all-background targets). Loss: binary cross-entropy on every
+masks and Normal images (all-background targets); with ``lung_input`` the network
+also sees the image's expert lung mask. Loss: binary cross-entropy on every
 pixel plus soft Dice on the COVID-19 images (ours). A fixed hash share of these images
 (``val_fraction``) picks the best epoch by mean IoU at the best threshold, and that
 threshold is stored as ``p_star`` (:mod:`cxrils.vision.anomaly.builtin` maps it to
@@ -69,18 +70,34 @@ def train_anomaly(data_root: str | Path, out: str | Path, cfg: AnomalyTrainConfi
     if not samples:
         raise ValueError(f"{data_root}: no COVID-QU-Ex tuning images for the anomaly map")
     s, half = cfg.input_size, cfg.input_size // 2
-    items = [(network_input(smp.image(), s), _area(smp.lesion(), s)) for smp in samples]
+    items = []
+    for smp in samples:
+        right, left = smp.lungs()
+        items.append((network_input(smp.image(), s), _area(smp.lesion(), s), (_area(right | left, s) >= 0.5)
+                      .astype(np.float32)))
     train_idx, val_idx = split_validation([smp.image_id for smp in samples], cfg.val_fraction, "anomaly-val")
     val_pos = [i for i in val_idx if items[i][1].any()]
+
+    def _jitter(lungs: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+        """The lung channel grown or shrunk by up to ``lung_jitter_px`` pixels: at
+        inference it comes from the anatomy model, not from the expert."""
+        k = int(rng.integers(-cfg.lung_jitter_px, cfg.lung_jitter_px + 1))
+        if k == 0:
+            return lungs
+        op = cv2.dilate if k > 0 else cv2.erode
+        return op(lungs, np.ones((3, 3), np.uint8), iterations=abs(k))
+
+    def _channels(x: np.ndarray, lungs: np.ndarray) -> np.ndarray:
+        return np.stack([x, lungs]) if cfg.lung_input else x[None]
 
     def make_batch(indices: list[int], rng: np.random.Generator):
         xs, ys = [], []
         for i in indices:
-            x, les = items[train_idx[i]]
+            x, les, lungs = items[train_idx[i]]
             m = random_affine(rng, s, cfg.aug_scale, cfg.aug_rotate_deg, cfg.aug_shift)
-            xs.append(warp(x, m, s))
+            xs.append(_channels(warp(x, m, s), _jitter(warp(lungs, m, s, nearest=True), rng)))
             ys.append(_area(warp(les, m, s), half))
-        return torch.from_numpy(np.stack(xs))[:, None], torch.from_numpy(np.stack(ys))[:, None]
+        return torch.from_numpy(np.stack(xs)), torch.from_numpy(np.stack(ys))[:, None]
 
     def loss_fn(logits, target):
         bce = F.binary_cross_entropy_with_logits(logits, target)
@@ -93,7 +110,7 @@ def train_anomaly(data_root: str | Path, out: str | Path, cfg: AnomalyTrainConfi
         dice = 1 - (2 * inter + 1) / (p.sum(1)[pos] + t.sum(1)[pos] + 1)
         return cfg.bce_weight * bce + cfg.dice_weight * dice.mean()
 
-    net = LesionSegNet(cfg.widths)
+    net = LesionSegNet(cfg.widths, in_channels=2 if cfg.lung_input else 1)
     ref = np.stack([_area(items[i][1], half) >= 0.5 for i in val_pos]) if val_pos else np.zeros((0, half, half), bool)
     chosen: dict = {}
 
@@ -101,8 +118,8 @@ def train_anomaly(data_root: str | Path, out: str | Path, cfg: AnomalyTrainConfi
         probs = []
         for start in range(0, len(val_pos), 32):
             chunk = val_pos[start:start + 32]
-            probs.append(torch.sigmoid(net(torch.from_numpy(np.stack([items[i][0] for i in chunk]))[:, None]))[:, 0]
-                         .numpy())
+            inputs = np.stack([_channels(items[i][0], items[i][2]) for i in chunk])
+            probs.append(torch.sigmoid(net(torch.from_numpy(inputs)))[:, 0].numpy())
         if not probs:
             return 0.0
         t, score = best_threshold(np.concatenate(probs), ref)
@@ -121,6 +138,7 @@ def train_anomaly(data_root: str | Path, out: str | Path, cfg: AnomalyTrainConfi
         "history": [{k: round(v, 4) if isinstance(v, float) else v for k, v in h.items()} for h in result["history"]],
         "train_seconds": round(result["train_seconds"], 1),
     }
-    save_weights(net, out, {"arch": {"widths": list(cfg.widths), "input_size": s}, "training": summary,
+    save_weights(net, out, {"arch": {"widths": list(cfg.widths), "input_size": s, "in_channels": net.in_channels},
+                            "training": summary,
                             "train_config": asdict(cfg), "data_config": asdict(data_cfg)})
     return summary

@@ -2,10 +2,9 @@
 
 import pytest
 
-pytest.importorskip("medspacy", reason="the rules structurer needs the nlp extra (docs/report.md)")
-
-from cxrils.report import structure_report  # noqa: E402
-from cxrils.report.rules import RulesStructurer  # noqa: E402
+from cxrils.config import Config
+from cxrils.report import structure_report
+from cxrils.report.rules import RulesStructurer
 
 
 @pytest.fixture(scope="module")
@@ -134,7 +133,9 @@ def test_structure_many_matches_structure(rules):
 def test_alternatives_are_tentative_unless_asked_otherwise(rules):
     f, scar = rules.structure("Left basilar atelectasis versus scar.")
     assert (f.lesion_type, f.certainty, scar.certainty) == ("atelectasis", "tentative", "tentative")
-    mesh_like = RulesStructurer(alternatives_tentative=False)
+    cfg = Config()
+    cfg.report.differential_certainty = "definitive"
+    mesh_like = RulesStructurer(cfg)
     g = mesh_like.structure("Left basilar atelectasis versus pneumonia.")[0]
     assert (g.lesion_type, g.certainty) == ("atelectasis", "definitive")
     (h,) = mesh_like.structure("May represent pneumonia.")

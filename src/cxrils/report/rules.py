@@ -1,13 +1,15 @@
-"""The ``rules`` report structurer: lexicons + medspaCy ConText (CPU, no weights).
+"""The ``rules`` report structurer: lexicons + the ConText algorithm (CPU, no weights).
 
-Pipeline per section text (paper section 3.1 step 1, the six-element tuples):
+Pipeline per section text (paper section 3.1 step 1, the six-element tuples), one
+sentence at a time, so the work is linear in the text's length
+(:mod:`cxrils.report.tokens`):
 
-1. medspaCy's clinical tokenizer and spaCy's rule-based ``sentencizer``;
-2. medspaCy's ``TargetMatcher`` with our finding lexicon
-   (:func:`cxrils.report.lexicon.lesion_terms`, built on
-   :data:`cxrils.vocab.LESION_SYNONYMS`, plus token patterns for cardiomegaly);
-3. medspaCy's ``ConText`` with our cue rules
-   (:data:`cxrils.report.lexicon.CONTEXT_RULES`): negation and resolution ->
+1. sentences and tokens (:func:`cxrils.report.tokens.split_sentences`);
+2. findings: our finding lexicon (:func:`cxrils.report.lexicon.lesion_terms`, built on
+   :data:`cxrils.vocab.LESION_SYNONYMS`, plus token patterns for cardiomegaly and
+   vascular congestion), longest match wins;
+3. ConText (:mod:`cxrils.report.context`, medspaCy's algorithm restated) with our cue
+   rules (:data:`cxrils.report.lexicon.CONTEXT_RULES`): negation and resolution ->
    negative, hedging -> tentative, pseudo-cues ("no interval change in") ignored,
    hypothetical mentions dropped, scope ended by terminators ("but", ";");
 4. location phrases found in the sentence and attached to the nearest finding
@@ -22,18 +24,19 @@ and "unremarkable" name no finding, so they never give a negative finding.
 from __future__ import annotations
 
 import re
-import threading
-import warnings
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import Iterable
 
+from cxrils import __version__
+from cxrils.config import Config
+from cxrils.report.context import target_categories
 from cxrils.report.lexicon import (
     CARDIOMEGALY_PATTERNS, CONTEXT_RULES, EDEMA_PATTERNS, NONSPECIFIC_TYPES, find_locations, lesion_terms,
 )
+from cxrils.report.tokens import Matcher, Sentence, TokenPattern, split_sentences
 from cxrils.types import Finding
 from cxrils.vocab import INFERENCE_LESION_TYPES
-
-_NO_TYPE = "FINDING"  # TargetMatcher category of findings outside the seven types
 
 # Words allowed between a location and the finding it precedes ("left SMALL effusion").
 _PREMOD = re.compile(
@@ -91,51 +94,30 @@ class _Mention:
     absorbed: bool = False
 
 
-# medspaCy's unused regex matcher warns on every document (spaCy W036): silenced
-# around our calls only.
-
-
 class RulesStructurer:
-    """Rule-based structurer (default backend; CPU, no weights).
+    """Rule-based structurer (default backend; CPU, no weights, no model to load).
 
     Parameters
     ----------
     cfg : cxrils.config.Config, optional
-        Unused today; accepted so that every backend has the same constructor.
-    alternatives_tentative : bool
-        Whether a finding offered as one of alternatives ("atelectasis versus scar",
-        "effusion or atelectasis") is tentative (default, the paper's reading of
-        expressed uncertainty). False reads alternatives as definitive, as NLM's MeSH
-        indexers do (benchmarks/report_mesh.py); possibility cues ("may", "possible",
-        "cannot exclude") stay tentative either way.
-
-    Raises
-    ------
-    ImportError
-        If medspaCy is not installed (``pip install "cxrils[nlp]"``; see docs/report.md).
+        ``cfg.report`` gives ``differential_certainty`` (whether a finding offered as
+        one of alternatives, "atelectasis versus scar", is tentative) and
+        ``max_sentence_tokens``; default :class:`cxrils.config.ReportConfig`.
     """
 
     name = "rules"
 
-    def __init__(self, cfg=None, *, alternatives_tentative: bool = True) -> None:
-        self._nlp = None
-        self._hedges = {"POSSIBLE_EXISTENCE", "ALTERNATIVE"} if alternatives_tentative else {"POSSIBLE_EXISTENCE"}
-        self._lock = threading.Lock()
-
-    # ------------------------------------------------------------------ pipeline
-    @property
-    def nlp(self):
-        """The medspaCy pipeline, built on first use."""
-        with self._lock:
-            if self._nlp is None:
-                self._nlp = _build_pipeline()
-            return self._nlp
+    def __init__(self, cfg: Config | None = None) -> None:
+        rc = (cfg or Config()).report
+        self.differential_certainty = rc.differential_certainty
+        self.max_sentence_tokens = rc.max_sentence_tokens
+        self._hedges = {"POSSIBLE_EXISTENCE", "ALTERNATIVE"} if rc.differential_certainty == "tentative" \
+            else {"POSSIBLE_EXISTENCE"}
+        self._targets, self._cues = _matchers()
 
     @property
     def version(self) -> str:
-        import medspacy
-
-        return f"rules medspacy-{medspacy.__version__}"
+        return f"rules cxrils-{__version__} differential-{self.differential_certainty}"
 
     def structure(self, text: str) -> list[Finding]:
         """Structured findings of one section text (labels left empty: location
@@ -153,48 +135,39 @@ class RulesStructurer:
         """
         if not text or not text.strip():
             return []
-        nlp = self.nlp
-        with warnings.catch_warnings():
-            warnings.filterwarnings("ignore", message=r".*\[W036\]")
-            return self._findings(nlp(_prepare(text)))
+        doc = _prepare(text)
+        return self._findings(doc, split_sentences(doc, self.max_sentence_tokens))
 
     def structure_many(self, texts: Iterable[str]) -> list[list[Finding]]:
-        """:meth:`structure` over many texts (spaCy's ``nlp.pipe`` batching)."""
-        texts = list(texts)
-        out: list[list[Finding]] = [[] for _ in texts]
-        idx = [i for i, t in enumerate(texts) if t and t.strip()]
-        nlp = self.nlp
-        with warnings.catch_warnings():
-            warnings.filterwarnings("ignore", message=r".*\[W036\]")
-            for i, doc in zip(idx, nlp.pipe([_prepare(texts[i]) for i in idx], batch_size=64)):
-                out[i] = self._findings(doc)
-        return out
+        """:meth:`structure` over many texts, in order."""
+        return [self.structure(t) for t in texts]
 
     # ------------------------------------------------------------------ internals
-    def _findings(self, doc) -> list[Finding]:
+    def _findings(self, text: str, sentences: list[Sentence]) -> list[Finding]:
         mentions: list[_Mention] = []
-        for si, sent in enumerate(doc.sents, start=1):
-            ents = [e for e in doc.ents if e.start >= sent.start and e.end <= sent.end]
+        for sent in sentences:
+            ents = self._targets.find(sent.words)
             if not ents:
                 continue
+            cues = self._cues.find(sent.words)
+            cats_of = target_categories(len(sent.words), [(a, b) for a, b, _ in ents], cues)
             ms = []
-            for e in ents:
-                cats = {m.category for m in e._.modifiers}
+            for (a, b, (entity, lesion_type)), cats in zip(ents, cats_of):
                 if "HYPOTHETICAL" in cats:
                     continue
                 negative = "NEGATED_EXISTENCE" in cats
                 tentative = bool(cats & self._hedges)
+                start, end = sent.char_span(a, b)
                 ms.append(_Mention(
-                    start=e.start_char, end=e.end_char, entity=_entity_name(e),
-                    lesion_type=None if e.label_ == _NO_TYPE else e.label_,
+                    start=start, end=end, entity=entity, lesion_type=lesion_type,
                     presence="negative" if negative else "positive",
                     certainty="tentative" if tentative and not negative else "definitive",
-                    sentence_index=si, sentence=sent.text.strip(), pre=[], post=[],
+                    sentence_index=sent.index, sentence=sent.text.strip(), pre=[], post=[],
                 ))
             if not ms:
                 continue
-            self._attach_locations(doc.text, sent, ms)
-            self._predict_types(doc.text, ms)
+            self._attach_locations(text, sent, ms)
+            self._predict_types(text, ms)
             mentions.extend(m for m in ms if not m.absorbed)
         return [
             Finding(
@@ -208,7 +181,7 @@ class RulesStructurer:
     @staticmethod
     def _attach_locations(text: str, sent, ms: list[_Mention]) -> None:
         """Give each location phrase of the sentence to the finding it modifies."""
-        base = sent.start_char
+        base = sent.start
         spans = [(base + s, base + e, p) for s, e, p in find_locations(sent.text)]
         spans = [sp for sp in spans if not any(sp[0] < m.end and m.start < sp[1] for m in ms)]
         for s, e, phrase in spans:
@@ -272,14 +245,6 @@ def _prepare(text: str) -> str:
     return _MULTI_STOP.sub(". ", " ".join(text.split()))
 
 
-def _entity_name(ent) -> str:
-    """The finding name: the matched words, or the canonical name for a pattern match."""
-    rule = getattr(ent._, "target_rule", None)
-    if rule is not None and rule.pattern is not None:
-        return rule.literal
-    return " ".join(ent.text.lower().split())
-
-
 def _dedupe(items: list[str]) -> list[str]:
     seen: list[str] = []
     for x in items:
@@ -288,30 +253,13 @@ def _dedupe(items: list[str]) -> list[str]:
     return seen
 
 
-def _build_pipeline():
-    try:
-        import medspacy
-        from loguru import logger as _loguru  # a medspaCy dependency
-        from medspacy.context import ConTextRule
-        from medspacy.target_matcher import TargetRule
-    except ImportError as err:  # pragma: no cover - exercised only without the extra
-        raise ImportError(
-            "the 'rules' report structurer needs medspaCy: pip install 'cxrils[nlp]' and "
-            "'pip install --no-deps medspacy==1.3.1 pyrush==1.0.13 medspacy_quickumls==3.2' "
-            "(see docs/report.md for why --no-deps)"
-        ) from err
-    _loguru.disable("PyRuSH")  # PyRuSH (imported by medspaCy) logs every token at DEBUG level
-    nlp = medspacy.load(medspacy_enable=["medspacy_target_matcher"])
-    # spaCy's rule-based sentencizer: PyRuSH was ~50x slower on the IU reports
-    # (benchmarks/report_mesh.py), and section text is well punctuated.
-    nlp.add_pipe("sentencizer", first=True)
-    rules = [TargetRule(phrase, t or _NO_TYPE) for phrase, t in lesion_terms().items()]
-    rules += [TargetRule("cardiomegaly", "cardiomegaly", pattern=p) for p in CARDIOMEGALY_PATTERNS]
-    rules += [TargetRule("vascular congestion", "edema", pattern=p) for p in EDEMA_PATTERNS]
-    nlp.get_pipe("medspacy_target_matcher").add(rules)
-    context = nlp.add_pipe("medspacy_context", config={"rules": None, "span_attrs": None})
-    context.add([
-        ConTextRule(lit, cat, direction=direction, max_scope=scope)
-        for lit, cat, direction, scope in CONTEXT_RULES
-    ])
-    return nlp
+@lru_cache(maxsize=1)
+def _matchers() -> tuple[Matcher, Matcher]:
+    """The finding matcher and the ConText cue matcher, built once per process."""
+    targets = Matcher(
+        [(phrase, (phrase, t)) for phrase, t in lesion_terms().items()],
+        [TokenPattern(p, ("cardiomegaly", "cardiomegaly")) for p in CARDIOMEGALY_PATTERNS]
+        + [TokenPattern(p, ("vascular congestion", "edema")) for p in EDEMA_PATTERNS],
+    )
+    cues = Matcher([(rule[0], rule) for rule in CONTEXT_RULES])
+    return targets, cues

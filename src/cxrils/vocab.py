@@ -54,10 +54,9 @@ LESION_SYNONYMS: Final[dict[str, tuple[str, ...]]] = {
         "haziness", "hazy",
     ),
     "consolidation": ("consolidation", "consolidations", "consolidative", "airspace consolidation"),
-    "edema": (
-        "edema", "oedema", "pulmonary edema", "vascular congestion", "pulmonary congestion",
-        "interstitial edema", "fluid overload", "congestive heart failure", "chf",
-    ),
+    # Not vascular congestion, fluid overload or heart failure: they are not edema on the
+    # image (NLM's MeSH indexers keep Pulmonary Congestion and Heart Failure apart too).
+    "edema": ("edema", "oedema", "pulmonary edema", "interstitial edema", "alveolar edema"),
     "effusion": ("effusion", "effusions", "pleural effusion", "pleural fluid", "hydrothorax"),
 }
 

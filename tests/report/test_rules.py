@@ -86,10 +86,13 @@ def test_clear_normal_unremarkable_make_no_negative_finding(rules):
 
 def test_predicted_lesion_type(rules):
     (f,) = rules.structure("Left basilar opacity likely reflecting pneumonia.")
-    assert (f.lesion_type, f.predicted_lesion_type, f.certainty) == ("opacity", "pneumonia", "tentative")
+    # the opacity is stated (definitive); only the inference is hedged (split certainty)
+    assert (f.lesion_type, f.predicted_lesion_type, f.certainty, f.inference_certainty) == (
+        "opacity", "pneumonia", "definitive", "tentative")
+    assert f.type_certainty == "tentative"
     assert f.locations == ["left basilar"]
     (g,) = rules.structure("Right lower lobe opacity consistent with atelectasis.")
-    assert (g.predicted_lesion_type, g.certainty) == ("atelectasis", "definitive")
+    assert (g.predicted_lesion_type, g.certainty, g.inference_certainty) == ("atelectasis", "definitive", "definitive")
 
 
 def test_location_moved_out_of_entity(rules):

@@ -82,9 +82,10 @@ class Modifier:
         return tuple_overlaps((self.scope_start, self.scope_end), (start, end))
 
 
-def target_categories(n_tokens: int, targets: Sequence[tuple[int, int]],
-                      cues: Sequence[tuple[int, int, tuple[str, str, str, int | None]]]) -> list[set[str]]:
-    """ConText on one sentence: the cue categories that modify each target.
+def target_modifiers(n_tokens: int, targets: Sequence[tuple[int, int]],
+                     cues: Sequence[tuple[int, int, tuple[str, str, str, int | None]]]
+                     ) -> list[list[tuple[str, int, int]]]:
+    """ConText on one sentence: the cues that modify each target.
 
     Parameters
     ----------
@@ -98,8 +99,9 @@ def target_categories(n_tokens: int, targets: Sequence[tuple[int, int]],
 
     Returns
     -------
-    list of set of str
-        For each target, the categories of the cues that modify it.
+    list of list of (category, start, end)
+        For each target, the category and token span of every cue that modifies it,
+        in cue order.
     """
     mods = []
     for s, e, (_, category, direction, max_scope) in cues:
@@ -110,4 +112,4 @@ def target_categories(n_tokens: int, targets: Sequence[tuple[int, int]],
         for j in range(i + 1, len(mods)):
             mods[i].limit_scope(mods[j])
             mods[j].limit_scope(mods[i])
-    return [{m.category for m in mods if m.modifies(s, e)} for s, e in targets]
+    return [[(m.category, m.start, m.end) for m in mods if m.modifies(s, e)] for s, e in targets]

@@ -25,7 +25,9 @@ from cxrils.vocab import LESION_SYNONYMS, LESION_TYPES
 #: the paper's prompt ignores them.
 OTHER_FINDINGS: Final[tuple[str, ...]] = (
     "pneumothorax", "pneumothoraces", "hydropneumothorax", "pneumomediastinum",
-    "nodule", "nodules", "nodular opacity", "mass", "masses", "lesion", "lesions",
+    "nodule", "nodules", "nodular opacity", "nodular opacities", "nodular density", "nodular densities",
+    "calcified density", "calcified densities", "calcified opacity", "calcified opacities",
+    "mass", "masses", "lesion", "lesions",
     "emphysema", "emphysematous changes", "copd", "hyperinflation", "hyperexpansion",
     "fibrosis", "fibrotic changes", "scarring", "scar", "granuloma", "granulomas",
     "calcified granuloma", "calcified granulomas", "granulomatous disease",
@@ -41,11 +43,21 @@ OTHER_FINDINGS: Final[tuple[str, ...]] = (
     # Not a pleural effusion.
     "pericardial effusion", "pericardial effusions", "tuberculous infection",
     "tuberculosis infection", "tuberculous pneumonia", "tuberculosis pneumonia",
+    # Not edema on the image (cxrils.vocab): found, but of no lesion type.
+    "vascular congestion", "pulmonary congestion", "pulmonary vascular congestion", "fluid overload",
+    "volume overload", "congestive heart failure", "chf", "heart failure",
 )
 
 #: Non-specific findings that a report may say "represent" a disease (paper
 #: section 3.1: "opacity reflects pneumonia" -> predicted lesion type pneumonia).
 NONSPECIFIC_TYPES: Final[frozenset[str]] = frozenset({"opacity", "consolidation"})
+
+#: Broad categories (paper Appendix A.2, step 1) where a non-specific finding can be a
+#: lung lesion. A "density" located only in others (rib, sternum, heart, spine, breast,
+#: vessels, abdomen...) is of no lesion type. "Hilar" maps to mediastinum but a hilar
+#: opacity is read as a lung finding (:data:`HILAR_WORDS`).
+LUNG_FINDING_CATEGORIES: Final[frozenset[str]] = frozenset({"lung", "pleura", "lateral view location"})
+HILAR_WORDS: Final[re.Pattern[str]] = re.compile(r"\b(?:hilar|hila|hilum|perihilar)\b", re.IGNORECASE)
 
 # Phrasings of cardiomegaly that fixed phrases cannot cover ("heart size is mildly
 # enlarged", "the cardiac silhouette remains enlarged"): spaCy token patterns.
@@ -72,13 +84,13 @@ CARDIOMEGALY_PATTERNS: Final[tuple[list[dict], ...]] = (
 
 
 # Pulmonary vascular congestion phrasings ("prominence of the pulmonary vasculature",
-# "pulmonary vascularity is mildly prominent"): edema, as "vascular congestion" is in
-# cxrils.vocab (the CheXpert labeler counts vascular prominence as edema too).
+# "pulmonary vascularity is mildly prominent"): found as "vascular congestion", of no
+# lesion type (congestion is not edema on the image; see OTHER_FINDINGS).
 _VESSELS = {"LOWER": {"IN": ["vascularity", "vasculature", "vessels", "vascular"]}}
 _PROMINENT = {"LOWER": {"IN": ["prominent", "prominence", "engorged", "engorgement", "congested",
                                "congestion", "indistinct", "indistinctness", "increased", "redistribution",
                                "cephalization", "plethora", "plethoric", "enlarged"]}}
-EDEMA_PATTERNS: Final[tuple[list[dict], ...]] = (
+CONGESTION_PATTERNS: Final[tuple[list[dict], ...]] = (
     [_PROMINENT, {"LOWER": {"IN": ["of", "the", "central", "pulmonary", "hilar", "interstitial"]}, "OP": "*"}, _VESSELS],
     [_VESSELS, {"LOWER": {"IN": ["markings"]}, "OP": "?"}, _COPULA, _DEGREE, _PROMINENT],
     [{"LOWER": {"IN": ["cephalization", "cephalisation"]}}],
@@ -232,8 +244,13 @@ LOCATION_WORDS: Final[tuple[str, ...]] = (
     "region", "regions", "aspect", "portion", "pleural space", "pleural spaces", "cervical",
     "lumbar", "abdomen", "abdominal", "breast", "trachea", "tracheal", "aorta", "aortic",
     "apicolateral", "lingular segment", "retrocardiac region", "pericardial", "subcarinal",
+    "substernal", "glenoid", "heart", "heart border", "breasts", "humeral", "bibasilar lung",
+    "midlung zone", "midlung zones", "hemidiaphragmatic", "infraclavicular", "supraclavicular",
 )
-_CONNECTORS = ("and", "of the", "the", "of", "to", "and/or", "or")
+_CONNECTORS = ("and", "of the", "the", "of", "to", "and/or", "or", "through",
+               # "right greater than left": one phrase naming both sides
+               "greater than", "more than", "worse than", "larger than", "slightly greater than",
+               "much greater than", "more so than", "as well as")
 #: Words that alone do not make a location (they only qualify one).
 LOCATION_QUALIFIERS: Final[frozenset[str]] = frozenset({
     "posterior", "anterior", "lateral", "medial", "superior", "inferior", "segment", "segments",
@@ -241,6 +258,9 @@ LOCATION_QUALIFIERS: Final[frozenset[str]] = frozenset({
     "field", "fields", "zone", "zones", "lobe", "lobes", "angle", "angles", "lobar", "parenchyma",
     "parenchymal", "upper", "lower", "middle", "mid", "lung", "thoracic",
 })
+# A run of qualifiers that still names a place: "the lower lobes", "upper lung zones".
+_ZONE_RUN = re.compile(r"^(?:upper|lower|middle|mid)\b.*\b(?:lobes?|zones?|lungs?|fields?)$")
+_ORDINAL = r"(?:\d+(?:st|nd|rd|th)|t\d{1,2})"
 
 
 def _word_alt(words) -> str:
@@ -248,23 +268,28 @@ def _word_alt(words) -> str:
 
 
 _LOC = rf"(?:{_word_alt(LOCATION_WORDS)})"
-#: A location run in text: location words joined by spaces or connectors.
+_LINK = rf"(?:\s*[-/]\s*|\s+(?:(?:{_word_alt(_CONNECTORS)}|{_ORDINAL})\s+)*)"
+#: A location run in text: location words joined by spaces, hyphens, slashes or
+#: connectors (also rib numbers: "left 5th rib").
 LOCATION_RE: Final[re.Pattern[str]] = re.compile(
-    rf"(?<![\w-]){_LOC}(?:(?:\s+|\s*-\s*|\s+(?:{_word_alt(_CONNECTORS)})\s+){_LOC})*(?![\w-])",
+    rf"(?<![\w-]){_LOC}(?:{_LINK}{_LOC})*(?![\w-])",
     re.IGNORECASE,
 )
+_NOT_WORDS = frozenset(w for c in _CONNECTORS for w in c.split())
 
 
 def find_locations(text: str) -> list[tuple[int, int, str]]:
     """Location phrases in ``text`` as ``(start, end, phrase)`` character spans.
 
     A run of location words that holds only qualifiers ("lower", "segment") is not
-    a location. Trailing connectors are never part of a phrase.
+    a location, unless it names a zone or lobe ("the lower lobes"). Trailing
+    connectors are never part of a phrase.
     """
     out = []
     for m in LOCATION_RE.finditer(text):
-        words = re.findall(r"[a-z/-]+", m.group(0).lower())
-        if all(w in LOCATION_QUALIFIERS or w in _CONNECTORS for w in words):
+        phrase = " ".join(m.group(0).split())
+        words = [w for w in re.findall(r"[a-z][a-z/-]*", phrase.lower()) if w not in _NOT_WORDS]
+        if all(w in LOCATION_QUALIFIERS for w in words) and not _ZONE_RUN.match(" ".join(words)):
             continue
-        out.append((m.start(), m.end(), " ".join(m.group(0).split())))
+        out.append((m.start(), m.end(), phrase))
     return out

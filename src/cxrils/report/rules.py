@@ -23,6 +23,7 @@ and "unremarkable" name no finding, so they never give a negative finding.
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from dataclasses import dataclass
 from functools import lru_cache
@@ -30,10 +31,12 @@ from typing import Iterable
 
 from cxrils import __version__
 from cxrils.config import Config
-from cxrils.report.context import target_categories
+from cxrils.report.context import target_modifiers
 from cxrils.report.lexicon import (
-    CARDIOMEGALY_PATTERNS, CONTEXT_RULES, EDEMA_PATTERNS, NONSPECIFIC_TYPES, find_locations, lesion_terms,
+    CARDIOMEGALY_PATTERNS, CONGESTION_PATTERNS, CONTEXT_RULES, HILAR_WORDS, LUNG_FINDING_CATEGORIES,
+    NONSPECIFIC_TYPES, find_locations, lesion_terms,
 )
+from cxrils.report.locations import LexiconLocationMapper
 from cxrils.report.tokens import Matcher, Sentence, TokenPattern, split_sentences
 from cxrils.types import Finding
 from cxrils.vocab import INFERENCE_LESION_TYPES
@@ -70,12 +73,26 @@ _INFER = re.compile(
 )
 _HEDGE_INFER = re.compile(
     r"\b(?:likely|probably|possibly|possible|may|might|could|suggest\w*|concerning|suspicious|worrisome|"
-    r"favou?r\w*|presumably|question\w*|versus|vs|or|cannot|differential)\b",
+    r"favou?r\w*|presumably|question\w*|cannot|differential|perhaps|presumed|suspected|equivocal)\b",
     re.IGNORECASE,
 )
+# Alternatives in the inference ("versus", "or"): tentative when report.differential_certainty is.
+_ALT_INFER = re.compile(r"\b(?:versus|vs|or)\b", re.IGNORECASE)
 _ALT = re.compile(r"^\s*(?:,\s*)?(?:or|versus|vs\.?|and/or|/)\s*$", re.IGNORECASE)
 _MULTI_STOP = re.compile(r"\.{2,}\s*")
-_CONJ = re.compile(r"^\s*(?:,|and|or|,\s*and|,\s*or|and/or)\s*$", re.IGNORECASE)
+_CONJ = re.compile(r"^\s*(?:,|and|or|,\s*and|,\s*or|and/or|/)\s*$", re.IGNORECASE)
+# Between a located finding and an unlocated one that shares its place ("right pleural
+# effusion with adjacent atelectasis", "left base opacity, XXXX atelectasis").
+_SHARE_BREAK = re.compile(
+    r"[;:]|\b(?:but|however|although|whereas|while|no|not|without|there (?:is|are)|otherwise|"
+    r"elsewhere|other|contralateral|opposite)\b", re.IGNORECASE)
+# A sentence that refers back ("This may represent pneumonia", "These findings are
+# consistent with atelectasis").
+_ANAPHORA = re.compile(
+    r"^\W*(?:\d+\.\s*)?(?:this|these|it|which|findings?|the findings?|this finding|these findings|"
+    r"this appearance|the appearance|this area|the opacity|the opacities)\b", re.IGNORECASE)
+_SIDES = re.compile(r"\b(?:right|left)\b", re.IGNORECASE)
+_SLASH = re.compile(r"^\s*/\s*$")
 
 
 @dataclass
@@ -90,7 +107,10 @@ class _Mention:
     sentence: str
     pre: list[str]
     post: list[str]
+    mods: list[tuple[str, int, int]]  # ConText cues: (category, char start, char end)
     predicted: str | None = None
+    predicted_text: str | None = None
+    inference_certainty: str | None = None
     absorbed: bool = False
 
 
@@ -145,38 +165,59 @@ class RulesStructurer:
     # ------------------------------------------------------------------ internals
     def _findings(self, text: str, sentences: list[Sentence]) -> list[Finding]:
         mentions: list[_Mention] = []
+        prev: tuple[int, list[_Mention]] = (0, [])  # the last sentence with findings
         for sent in sentences:
             ents = self._targets.find(sent.words)
             if not ents:
                 continue
             cues = self._cues.find(sent.words)
-            cats_of = target_categories(len(sent.words), [(a, b) for a, b, _ in ents], cues)
+            mods_of = target_modifiers(len(sent.words), [(a, b) for a, b, _ in ents], cues)
             ms = []
-            for (a, b, (entity, lesion_type)), cats in zip(ents, cats_of):
+            for (a, b, (entity, lesion_type)), mods in zip(ents, mods_of):
+                cats = {c for c, _, _ in mods}
                 if "HYPOTHETICAL" in cats:
                     continue
-                negative = "NEGATED_EXISTENCE" in cats
-                tentative = bool(cats & self._hedges)
                 start, end = sent.char_span(a, b)
-                ms.append(_Mention(
-                    start=start, end=end, entity=entity, lesion_type=lesion_type,
-                    presence="negative" if negative else "positive",
-                    certainty="tentative" if tentative and not negative else "definitive",
-                    sentence_index=sent.index, sentence=sent.text.strip(), pre=[], post=[],
-                ))
+                m = _Mention(
+                    start=start, end=end, entity=entity, lesion_type=lesion_type, presence="positive",
+                    certainty="definitive", sentence_index=sent.index, sentence=sent.text.strip(),
+                    pre=[], post=[], mods=[(c, *sent.char_span(cs, ce)) for c, cs, ce in mods],
+                )
+                self._assert(m)
+                ms.append(m)
             if not ms:
                 continue
+            for a, b in zip(ms, ms[1:]):
+                if _SLASH.match(text[a.end:b.start]):  # "atelectasis/scarring": alternatives
+                    for m in (a, b):
+                        m.mods.append(("ALTERNATIVE", a.end, b.start))
+                        self._assert(m)
             self._attach_locations(text, sent, ms)
+            self._refer_back(text, sent, ms, prev)
             self._predict_types(text, ms)
+            ms = _split_sides(ms)
+            for m in ms:
+                if m.lesion_type in NONSPECIFIC_TYPES and _outside_lung(m.pre + m.post):
+                    m.lesion_type = None  # "density over the left 5th rib", "sclerotic density in the sternum"
             mentions.extend(m for m in ms if not m.absorbed)
+            prev = (sent.index, [m for m in ms if not m.absorbed])
         return [
             Finding(
                 entity=m.entity, sentence_index=m.sentence_index, presence=m.presence,
                 certainty=m.certainty, locations=_dedupe([p.lower() for p in m.pre + m.post]), labels=[],
                 lesion_type=m.lesion_type, predicted_lesion_type=m.predicted, sentence=m.sentence,
+                inference_certainty=m.inference_certainty, predicted_lesion_text=m.predicted_text,
             )
             for m in mentions
         ]
+
+    def _assert(self, m: _Mention, skip: tuple[int, int] | None = None) -> None:
+        """Presence and certainty of a mention from its ConText cues, leaving out the
+        cues inside the character span ``skip`` (those of an inference about it)."""
+        cats = {c for c, s, _ in m.mods if skip is None or not skip[0] <= s < skip[1]}
+        negative = "NEGATED_EXISTENCE" in cats
+        m.presence = "negative" if negative else "positive"
+        m.certainty = "tentative" if (cats & self._hedges) and not negative else "definitive"
 
     @staticmethod
     def _attach_locations(text: str, sent, ms: list[_Mention]) -> None:
@@ -198,7 +239,7 @@ class RulesStructurer:
             elif prev is not None and not _BREAK.search(gap_prev) and len(gap_prev.split()) <= 12:
                 prev.post.append(phrase)
         # Coordinated findings share locations: "bibasilar atelectasis and effusions",
-        # "atelectasis and effusion at the bases".
+        # "atelectasis and effusion at the bases", "atelectasis/scarring at the left base".
         for a, b in zip(ms, ms[1:]):
             if not _CONJ.match(text[a.end:b.start]) or a.presence != b.presence:
                 continue
@@ -206,11 +247,40 @@ class RulesStructurer:
                 b.pre = list(a.pre)
             elif b.post and not (a.pre or a.post) and a.lesion_type != "cardiomegaly":
                 a.post = list(b.post)
+        # An unlocated lung finding shares the place of the located finding just before
+        # it: "right pleural effusion with adjacent atelectasis".
+        for i, b in enumerate(ms):
+            if b.pre or b.post or b.lesion_type == "cardiomegaly" or i == 0:
+                continue
+            a = ms[i - 1]
+            gap = text[a.end:b.start]
+            if (a.pre or a.post) and a.presence == b.presence and a.lesion_type != "cardiomegaly" \
+                    and len(gap.split()) <= 8 and not _SHARE_BREAK.search(gap):
+                b.post = list(a.pre + a.post)
 
     @staticmethod
-    def _predict_types(text: str, ms: list[_Mention]) -> None:
+    def _refer_back(text: str, sent: Sentence, ms: list[_Mention], prev: tuple[int, list[_Mention]]) -> None:
+        """"Opacity in the left base. This may represent atelectasis.": the disease
+        of a sentence that refers back lies where the last located finding of the
+        previous sentence does."""
+        index, before = prev
+        if index != sent.index - 1 or not _ANAPHORA.match(sent.text):
+            return
+        located = [m for m in before if m.presence == "positive" and (m.pre or m.post)
+                   and m.lesion_type != "cardiomegaly"]
+        if not located:
+            return
+        for m in ms:
+            if m.presence == "positive" and not (m.pre or m.post) and m.lesion_type != "cardiomegaly" \
+                    and _INFER.search(text[sent.start:m.start]):
+                m.post = list(located[-1].pre + located[-1].post)
+
+    def _predict_types(self, text: str, ms: list[_Mention]) -> None:
         """"opacity likely reflecting pneumonia": the opacity gets predicted type
-        pneumonia and the disease mention(s) are absorbed into it."""
+        pneumonia and the disease mention(s) are absorbed into it. The opacity keeps
+        its own certainty (cues of the inference left out); the inference's goes to
+        ``inference_certainty``."""
+        differential = self.differential_certainty == "tentative"
         for i, a in enumerate(ms):
             if a.absorbed or a.presence != "positive" or a.lesion_type not in NONSPECIFIC_TYPES:
                 continue
@@ -221,23 +291,60 @@ class RulesStructurer:
                 j += 1
             if j >= len(ms):
                 continue
-            b = ms[j]
-            gap = text[ms[j - 1].end:b.start]
-            if b.lesion_type not in INFERENCE_LESION_TYPES or not _INFER.search(gap) or len(gap.split()) > 12:
+            gap = text[ms[j - 1].end:ms[j].start]
+            if not _INFER.search(gap) or len(gap.split()) > 12:
                 continue
             if re.search(r"[;]|\b(?:no|without|but|however)\b", gap, re.IGNORECASE):
                 continue
-            hedged = bool(_HEDGE_INFER.search(gap)) or b.certainty == "tentative"
-            b.absorbed = True
+            chain = [ms[j]]  # "atelectasis or scarring", "scarring versus atelectasis"
             k = j + 1
             while k < len(ms) and _ALT.match(text[ms[k - 1].end:ms[k].start]):
-                ms[k].absorbed = True
-                hedged = True
+                chain.append(ms[k])
                 k += 1
+            typed = [b for b in chain if b.lesion_type in INFERENCE_LESION_TYPES and b.presence == "positive"]
+            if not typed:
+                continue
+            b = typed[0]
+            hedged = bool(_HEDGE_INFER.search(gap)) or b.certainty == "tentative" \
+                or (differential and (len(chain) > 1 or bool(_ALT_INFER.search(gap))))
+            for x in chain:
+                x.absorbed = True
+            words = text[chain[0].start:chain[-1].end]
             for m in ms[i:j]:
+                self._assert(m, skip=(m.end, chain[-1].end))
                 m.predicted = b.lesion_type
-                if hedged:
-                    m.certainty = "tentative"
+                m.predicted_text = " ".join(words.lower().split())
+                m.inference_certainty = "tentative" if hedged or m.certainty == "tentative" else "definitive"
+
+
+def _split_sides(ms: list[_Mention]) -> list[_Mention]:
+    """"small right and moderate left effusions": one finding per side, each with its
+    own location (two separate location runs before one finding name two findings)."""
+    out = []
+    for m in ms:
+        sided = [p for p in m.pre if _SIDES.search(p)]
+        if len(m.pre) >= 2 and len(sided) == len(m.pre) and len({_SIDES.search(p).group(0).lower() for p in sided}) > 1:
+            for p in m.pre:
+                out.append(dataclasses.replace(m, pre=[p], post=list(m.post)))
+        else:
+            out.append(m)
+    return out
+
+
+_CATEGORIES = LexiconLocationMapper()
+
+
+@lru_cache(maxsize=4096)
+def _lung_compatible(phrase: str) -> bool:
+    """Whether a location phrase can be in the lung: one of its broad categories is in
+    :data:`LUNG_FINDING_CATEGORIES`, it names the hila, or it has no category at all."""
+    cats = _CATEGORIES.categories(phrase)
+    return not cats or bool(HILAR_WORDS.search(phrase)) or any(c in LUNG_FINDING_CATEGORIES for c in cats)
+
+
+def _outside_lung(phrases: list[str]) -> bool:
+    """Located, and every location is outside the lung (paper Appendix A.2 step 1)."""
+    return bool(phrases) and not any(_lung_compatible(p.lower()) for p in phrases)
 
 
 def _prepare(text: str) -> str:
@@ -259,7 +366,7 @@ def _matchers() -> tuple[Matcher, Matcher]:
     targets = Matcher(
         [(phrase, (phrase, t)) for phrase, t in lesion_terms().items()],
         [TokenPattern(p, ("cardiomegaly", "cardiomegaly")) for p in CARDIOMEGALY_PATTERNS]
-        + [TokenPattern(p, ("vascular congestion", "edema")) for p in EDEMA_PATTERNS],
+        + [TokenPattern(p, ("vascular congestion", None)) for p in CONGESTION_PATTERNS],
     )
     cues = Matcher([(rule[0], rule) for rule in CONTEXT_RULES])
     return targets, cues

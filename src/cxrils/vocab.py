@@ -47,7 +47,8 @@ LESION_SYNONYMS: Final[dict[str, tuple[str, ...]]] = {
     ),
     "pneumonia": ("pneumonia", "pneumonic", "bronchopneumonia", "infectious process", "infection",
                   "pneumonitis"),  # MeSH lists pneumonitis as an entry term of Pneumonia
-    "atelectasis": ("atelectasis", "atelectatic", "atelectases", "collapse", "volume loss"),
+    # Not "volume loss": a lost hemithorax volume (surgery, fibrosis) is not atelectasis.
+    "atelectasis": ("atelectasis", "atelectatic", "atelectases", "collapse"),
     "opacity": (
         "opacity", "opacities", "opacification", "opacifications", "infiltrate", "infiltrates",
         "infiltration", "airspace disease", "air space disease", "density", "densities",

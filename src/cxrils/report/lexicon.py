@@ -25,8 +25,10 @@ from cxrils.vocab import LESION_SYNONYMS, LESION_TYPES
 #: the paper's prompt ignores them.
 OTHER_FINDINGS: Final[tuple[str, ...]] = (
     "pneumothorax", "pneumothoraces", "hydropneumothorax", "pneumomediastinum",
-    "nodule", "nodules", "nodular opacity", "nodular opacities", "nodular density", "nodular densities",
-    "calcified density", "calcified densities", "calcified opacity", "calcified opacities",
+    # A "nodular opacity" stays an opacity (NLM indexes it as Opacity); nodular and
+    # calcified densities are nodules and granulomas.
+    "nodule", "nodules", "nodular density", "nodular densities", "calcified density",
+    "calcified densities", "calcific density", "calcific densities",
     "mass", "masses", "lesion", "lesions",
     "emphysema", "emphysematous changes", "copd", "hyperinflation", "hyperexpansion",
     "fibrosis", "fibrotic changes", "scarring", "scar", "granuloma", "granulomas",
@@ -46,17 +48,20 @@ OTHER_FINDINGS: Final[tuple[str, ...]] = (
     # Not edema on the image (cxrils.vocab): found, but of no lesion type.
     "vascular congestion", "pulmonary congestion", "pulmonary vascular congestion", "fluid overload",
     "volume overload", "congestive heart failure", "chf", "heart failure",
+    "volume loss",  # not atelectasis (cxrils.vocab)
 )
 
 #: Non-specific findings that a report may say "represent" a disease (paper
 #: section 3.1: "opacity reflects pneumonia" -> predicted lesion type pneumonia).
 NONSPECIFIC_TYPES: Final[frozenset[str]] = frozenset({"opacity", "consolidation"})
 
-#: Broad categories (paper Appendix A.2, step 1) where a non-specific finding can be a
-#: lung lesion. A "density" located only in others (rib, sternum, heart, spine, breast,
+#: Broad categories (paper Appendix A.2, step 1) where a "density" can be a lung
+#: lesion. A density located only in others (rib, sternum, heart, spine, breast,
 #: vessels, abdomen...) is of no lesion type. "Hilar" maps to mediastinum but a hilar
-#: opacity is read as a lung finding (:data:`HILAR_WORDS`).
+#: density is read as a lung finding (:data:`HILAR_WORDS`). An "opacity" keeps its type
+#: wherever it is: "opacity projecting over the 9th rib" is usually in the lung.
 LUNG_FINDING_CATEGORIES: Final[frozenset[str]] = frozenset({"lung", "pleura", "lateral view location"})
+DENSITY_ENTITIES: Final[frozenset[str]] = frozenset({"density", "densities"})
 HILAR_WORDS: Final[re.Pattern[str]] = re.compile(r"\b(?:hilar|hila|hilum|perihilar)\b", re.IGNORECASE)
 
 # Phrasings of cardiomegaly that fixed phrases cannot cover ("heart size is mildly
@@ -64,11 +69,17 @@ HILAR_WORDS: Final[re.Pattern[str]] = re.compile(r"\b(?:hilar|hila|hilum|perihil
 _HEART = [{"LOWER": {"IN": ["heart", "cardiac", "cardiomediastinal"]}},
           {"LOWER": {"IN": ["size", "silhouette", "shadow", "contour", "contours"]}, "OP": "*"}]
 _COPULA = {"LOWER": {"IN": ["is", "are", "remains", "remain", "appears", "appear", "again", "still",
-                            "persistently", "stably", "demonstrates", "appearing", "xxxx"]}, "OP": "*"}
+                            "persistently", "stably", "demonstrates", "appearing", "xxxx",
+                            # "the heart is not enlarged": matched whole, then negated (NEGATION_IN_PATTERN)
+                            "not", "no", "longer"]}, "OP": "*"}
 _DEGREE = {"LOWER": {"IN": ["mildly", "moderately", "markedly", "severely", "slightly", "minimally",
                             "massively", "borderline", "top-normal", "at", "upper", "limits", "of",
                             "normal", "to", "mild", "moderate", "marked", "severe", "-", "globally",
                             "stably", "significantly", "grossly", "now"]}, "OP": "*"}
+#: Words that negate a finding matched by a token pattern that contains them ("the
+#: heart is not enlarged"): a cue inside a finding's own words cannot modify it in
+#: ConText, so the structurer reads these itself.
+NEGATION_IN_PATTERN: Final[frozenset[str]] = frozenset({"not", "no"})
 CARDIOMEGALY_PATTERNS: Final[tuple[list[dict], ...]] = (
     # "borderline" heart size is indexed as Cardiomegaly/borderline by NLM (MeSH).
     _HEART + [_COPULA, _DEGREE, {"LOWER": {"IN": ["enlarged", "increased", "prominent", "large", "borderline"]}}],
@@ -98,14 +109,22 @@ CONGESTION_PATTERNS: Final[tuple[list[dict], ...]] = (
 )
 
 
+#: Verb forms that name a lesion type in reports only ("the right lower lobe is
+#: consolidated", "the left lower lobe is collapsed", "the left base is opacified").
+REPORT_VERB_FORMS: Final[dict[str, str]] = {
+    "consolidated": "consolidation", "collapsed": "atelectasis", "opacified": "opacity",
+}
+
+
 def lesion_terms() -> dict[str, str | None]:
     """Every fixed finding phrase (lower case) -> lesion type or None.
 
-    Built from :data:`cxrils.vocab.LESION_SYNONYMS` plus :data:`OTHER_FINDINGS`.
-    A phrase listed for two types keeps the first type in
+    Built from :data:`cxrils.vocab.LESION_SYNONYMS` plus :data:`OTHER_FINDINGS` and
+    :data:`REPORT_VERB_FORMS`. A phrase listed for two types keeps the first type in
     :data:`cxrils.vocab.LESION_TYPES` order.
     """
     out: dict[str, str | None] = {p: None for p in OTHER_FINDINGS}
+    out.update(REPORT_VERB_FORMS)
     for t in reversed(LESION_TYPES):
         for phrase in LESION_SYNONYMS[t]:
             out[phrase.lower()] = t
@@ -120,6 +139,7 @@ _RAW_CONTEXT_RULES: tuple[tuple[str, str, str, int | None], ...] = (
         "no definite", "no convincing", "no radiographic evidence of", "nor", "neither",
         "resolution of", "interval resolution of", "near complete resolution of", "no longer",
         "no new", "no acute", "there is no", "there are no", "rather than",
+        "clearing of", "interval clearing of", "interval clearing", "no history of",
     )),
     # Negation and resolution (backward: "pneumothorax has resolved").
     *((w, "NEGATED_EXISTENCE", "BACKWARD", 10) for w in (
@@ -128,6 +148,8 @@ _RAW_CONTEXT_RULES: tuple[tuple[str, str, str, int | None], ...] = (
         "has resolved", "has been resolved",
         "has cleared", "has largely cleared", "cleared", "has nearly resolved",
         "no longer seen", "no longer visible", "no longer present", "no longer identified",
+        "no longer visualized", "no longer appreciated", "no longer demonstrated", "no longer evident",
+        "no longer apparent", "not visualized", "is unlikely", "are unlikely", "unlikely", "is not likely",
         "is gone", "are gone", "ruled out", "has disappeared",
         # "pulmonary vascular engorgement appears within limits of normal"
         "within normal limits", "within limits of normal", "within the limits of normal",
@@ -165,6 +187,7 @@ _RAW_CONTEXT_RULES: tuple[tuple[str, str, str, int | None], ...] = (
         "suspected", "are suspected", "is considered", "are not excluded", "less likely",
         "would be a consideration", "is also a consideration", "a consideration", "considerations",
         "not excluded", "is not entirely excluded", "a possibility", "is a possibility",
+        "difficult to entirely exclude", "difficult to exclude", "not entirely excluded",
         "is in the differential", "in the differential", "is another consideration",
         "another consideration",
     )),
@@ -178,9 +201,15 @@ _RAW_CONTEXT_RULES: tuple[tuple[str, str, str, int | None], ...] = (
         "if", "in case of", "should be considered", "follow-up to", "followup to", "recommend",
         "history of", "correlate clinically for", "clinical correlation for", "correlate clinically",
         "symptoms of", "signs and symptoms of",
+        # an inline header inside the section: "History: pneumonia", "Indication: cough"
+        "history :", "clinical history :", "indication :", "indications :", "clinical indication :",
+        "reason for exam :", "reason for examination :", "comparison :",
     )),
     # Pseudo-cues: "no interval change in the small effusion" is positive (stable).
     *((w, "PSEUDO", "PSEUDO", None) for w in (
+        # "with" ends a scope (below), these phrases do not
+        "consistent with", "compatible with", "in keeping with", "associated with", "correlate with",
+        "with or without",
         "no interval change", "no change", "no significant change", "no significant interval change",
         "no substantial change", "not changed", "not significantly changed", "no increase",
         "no decrease", "no appreciable change", "no definite change", "no marked change",
@@ -197,6 +226,10 @@ _RAW_CONTEXT_RULES: tuple[tuple[str, str, str, int | None], ...] = (
         "otherwise", ";", "there is", "there are", "there has been", "while", "whereas",
         "yet", "nonetheless", "still", "though", "other than", "persistent", "persists",
         "unchanged", "stable", "again", "remains", "seen", "noted", "present",
+        # "negative for pneumothorax, positive for effusion"; "History: cough FINDINGS: effusion"
+        "positive for", "findings :", "impression :",
+        # "no cardiomegaly with bilateral small effusions"
+        "with",
     )),
 )
 

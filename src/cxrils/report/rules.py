@@ -33,8 +33,8 @@ from cxrils import __version__
 from cxrils.config import Config
 from cxrils.report.context import target_modifiers
 from cxrils.report.lexicon import (
-    CARDIOMEGALY_PATTERNS, CONGESTION_PATTERNS, CONTEXT_RULES, HILAR_WORDS, LUNG_FINDING_CATEGORIES,
-    NONSPECIFIC_TYPES, find_locations, lesion_terms,
+    CARDIOMEGALY_PATTERNS, CONGESTION_PATTERNS, CONTEXT_RULES, DENSITY_ENTITIES, HILAR_WORDS, LUNG_FINDING_CATEGORIES,
+    NEGATION_IN_PATTERN, NONSPECIFIC_TYPES, REPORT_VERB_FORMS, find_locations, lesion_terms,
 )
 from cxrils.report.locations import LexiconLocationMapper
 from cxrils.report.tokens import Matcher, Sentence, TokenPattern, split_sentences
@@ -178,6 +178,8 @@ class RulesStructurer:
                 if "HYPOTHETICAL" in cats:
                     continue
                 start, end = sent.char_span(a, b)
+                if any(w in NEGATION_IN_PATTERN for w in sent.words[a:b]):  # "the heart is not enlarged"
+                    mods = mods + [("NEGATED_EXISTENCE", a, b)]
                 m = _Mention(
                     start=start, end=end, entity=entity, lesion_type=lesion_type, presence="positive",
                     certainty="definitive", sentence_index=sent.index, sentence=sent.text.strip(),
@@ -197,7 +199,7 @@ class RulesStructurer:
             self._predict_types(text, ms)
             ms = _split_sides(ms)
             for m in ms:
-                if m.lesion_type in NONSPECIFIC_TYPES and _outside_lung(m.pre + m.post):
+                if m.entity in DENSITY_ENTITIES and _outside_lung(m.pre + m.post):
                     m.lesion_type = None  # "density over the left 5th rib", "sclerotic density in the sternum"
             mentions.extend(m for m in ms if not m.absorbed)
             prev = (sent.index, [m for m in ms if not m.absorbed])
@@ -364,7 +366,8 @@ def _dedupe(items: list[str]) -> list[str]:
 def _matchers() -> tuple[Matcher, Matcher]:
     """The finding matcher and the ConText cue matcher, built once per process."""
     targets = Matcher(
-        [(phrase, (phrase, t)) for phrase, t in lesion_terms().items()],
+        # a verb form ("is consolidated") is named by its type, as the paper's entity would be
+        [(phrase, (t if phrase in REPORT_VERB_FORMS else phrase, t)) for phrase, t in lesion_terms().items()],
         [TokenPattern(p, ("cardiomegaly", "cardiomegaly")) for p in CARDIOMEGALY_PATTERNS]
         + [TokenPattern(p, ("vascular congestion", None)) for p in CONGESTION_PATTERNS],
     )

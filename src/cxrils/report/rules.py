@@ -206,7 +206,7 @@ class RulesStructurer:
         return [
             Finding(
                 entity=m.entity, sentence_index=m.sentence_index, presence=m.presence,
-                certainty=m.certainty, locations=_dedupe([p.lower() for p in m.pre + m.post]), labels=[],
+                certainty=m.certainty, locations=_one_side(_dedupe([p.lower() for p in m.pre + m.post])), labels=[],
                 lesion_type=m.lesion_type, predicted_lesion_type=m.predicted, sentence=m.sentence,
                 inference_certainty=m.inference_certainty, predicted_lesion_text=m.predicted_text,
             )
@@ -232,7 +232,10 @@ class RulesStructurer:
             nxt = min((m for m in ms if m.start >= e), key=lambda m: m.start, default=None)
             gap_next = text[e:nxt.start] if nxt else None
             gap_prev = text[prev.end:s] if prev else None
-            if nxt is not None and _PREMOD.match(gap_next):
+            # "streaky opacity lateral right lung, atelectasis versus scarring": a place right
+            # after a finding, with a comma before the next, is the first finding's.
+            right_after = prev is not None and not gap_prev.strip() and nxt is not None and "," in gap_next
+            if nxt is not None and _PREMOD.match(gap_next) and not right_after:
                 nxt.pre.append(phrase)
             elif prev is not None and _POSTLINK.match(gap_prev) and len(gap_prev.split()) <= 10:
                 prev.post.append(phrase)
@@ -312,7 +315,9 @@ class RulesStructurer:
             for x in chain:
                 x.absorbed = True
             words = text[chain[0].start:chain[-1].end]
+            places = [p for x in chain for p in x.pre + x.post]  # "opacities consistent with edema in the bases"
             for m in ms[i:j]:
+                m.post += [p for p in places if p not in m.pre + m.post]
                 self._assert(m, skip=(m.end, chain[-1].end))
                 m.predicted = b.lesion_type
                 m.predicted_text = " ".join(words.lower().split())
@@ -331,6 +336,19 @@ def _split_sides(ms: list[_Mention]) -> list[_Mention]:
         else:
             out.append(m)
     return out
+
+
+_BOTH_WORDS = re.compile(r"\b(?:bilateral\w*|both|bi(?:basilar|basal|apical)\w*|lungs|bases|apices)\b")
+
+
+def _one_side(phrases: list[str]) -> list[str]:
+    """A finding's places without a side take the one side its other places name:
+    "minimal basilar infiltrate, left base" -> "left basilar", "left base"."""
+    sides = {m.group(0) for p in phrases for m in _SIDES.finditer(p)}
+    if len(sides) != 1:
+        return phrases
+    side = sides.pop()
+    return [p if _SIDES.search(p) or _BOTH_WORDS.search(p) else f"{side} {p}" for p in phrases]
 
 
 _CATEGORIES = LexiconLocationMapper()

@@ -234,7 +234,8 @@ class RulesStructurer:
             gap_prev = text[prev.end:s] if prev else None
             # "streaky opacity lateral right lung, atelectasis versus scarring": a place right
             # after a finding, with a comma before the next, is the first finding's.
-            right_after = prev is not None and not gap_prev.strip() and nxt is not None and "," in gap_next
+            right_after = prev is not None and nxt is not None and "," in gap_next \
+                and (not gap_prev.strip() or bool(_POSTLINK.match(gap_prev)))
             if nxt is not None and _PREMOD.match(gap_next) and not right_after:
                 nxt.pre.append(phrase)
             elif prev is not None and _POSTLINK.match(gap_prev) and len(gap_prev.split()) <= 10:
@@ -297,15 +298,17 @@ class RulesStructurer:
             if j >= len(ms):
                 continue
             gap = text[ms[j - 1].end:ms[j].start]
-            if not _INFER.search(gap) or len(gap.split()) > 12:
-                continue
-            if re.search(r"[;]|\b(?:no|without|but|however)\b", gap, re.IGNORECASE):
-                continue
             chain = [ms[j]]  # "atelectasis or scarring", "scarring versus atelectasis"
             k = j + 1
             while k < len(ms) and _ALT.match(text[ms[k - 1].end:ms[k].start]):
                 chain.append(ms[k])
                 k += 1
+            # "opacity in the right base, atelectasis versus pneumonia": a differential in apposition
+            appositive = len(chain) > 1 and gap.rstrip().endswith(",")
+            if not (_INFER.search(gap) or appositive) or len(gap.split()) > 12:
+                continue
+            if re.search(r"[;]|\b(?:no|without|but|however)\b", gap, re.IGNORECASE):
+                continue
             typed = [b for b in chain if b.lesion_type in INFERENCE_LESION_TYPES and b.presence == "positive"]
             if not typed:
                 continue

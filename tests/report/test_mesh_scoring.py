@@ -3,10 +3,11 @@ apart from the structurer: its mappings, its reading of findings and its split."
 
 import importlib.util
 import sys
-
-from conftest import REPO_ROOT
+from pathlib import Path
 
 from cxrils.types import Finding
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
 
 _spec = importlib.util.spec_from_file_location("mesh_scoring", REPO_ROOT / "benchmarks" / "mesh_scoring.py")
 ms = importlib.util.module_from_spec(_spec)

@@ -438,3 +438,37 @@ def test_interrupted_training_resumes_on_schedule(tmp_path):
                             total_steps=4, start_step=2)
     assert [e["step"] for e in resumed] == [1, 2, 3, 4]
     assert [e["lr"] for e in resumed] == pytest.approx([e["lr"] for e in straight])
+
+
+def test_teacher_forced_masks_as_the_authors_validate(release, released, tmp_path, monkeypatch):
+    """validate() runs model_forward(inference=True) on the conversation with the reference
+    answer: the mask of the reference [SEG], no generation. With the answer '[SEG]' that is
+    the state after 'ASSISTANT:', the one a generated first [SEG] uses."""
+    from typer.testing import CliRunner
+
+    from cxrils.cli import app
+    from light_synthetic import make_tiny_dataset
+
+    model = released.model
+    seg, eos = model.seg_token_id, released.processor.tokenizer.eos_token_id
+    x = _image(36, 44)
+    forced = released.predict_teacher_forced(x, INSTRUCTION, "[SEG]")
+    with monkeypatch.context() as mp:
+        mp.setattr(model.language_model, "generate",
+                   lambda inputs_embeds, **kw: torch.tensor([[seg, eos]] * inputs_embeds.shape[0]))
+        generated = released.predict(x, INSTRUCTION)
+    assert np.array_equal(forced.mask, generated.mask)
+    assert not released.predict_teacher_forced(x, INSTRUCTION, "There is no effusion.").mask.any()
+
+    ckpt, clip, _ = release
+    monkeypatch.setenv("CXRILS_CLIP_PATH", str(clip))
+    ds = make_tiny_dataset(tmp_path / "ds", n_train=1, n_val=1, n_test=2)
+    preds = tmp_path / "tf.jsonl"
+    r = CliRunner().invoke(app, ["predict", "--model", str(ckpt), "--dataset", str(ds), "--split", "test",
+                                 "--teacher-forced", "-o", str(preds)])
+    assert r.exit_code == 0, r.output
+    rows = [json.loads(line) for line in preds.read_text().splitlines()]
+    assert rows and all("answer" not in row for row in rows)
+    r = CliRunner().invoke(app, ["evaluate", "-d", str(ds), "-p", str(preds), "-o", str(tmp_path / "ev")])
+    assert r.exit_code == 0, r.output
+    assert "giou_pos" in r.output and "text accuracy n/a" in r.output

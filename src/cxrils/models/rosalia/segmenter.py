@@ -245,3 +245,31 @@ class RosaliaSegmenter(Segmenter):
             return Prediction(np.zeros(x.shape, dtype=bool), answer, 0.0)
         first = logits[0][0].float().cpu()
         return Prediction((first > 0).numpy(), answer, float(torch.sigmoid(first).max()))
+
+    @torch.no_grad()
+    def predict_teacher_forced(self, image: np.ndarray, instruction: str, answer: str) -> Prediction:
+        """The mask of the [SEG] in a given (reference) answer, as the authors' ``validate()``
+        scores the model (``model_forward(inference=True)`` on the conversation with the
+        reference answer: no generation, the text is not the model's).
+
+        Returns
+        -------
+        Prediction
+            Mask (empty when ``answer`` has no [SEG]), ``answer`` echoed, presence score.
+        """
+        x = check_image(image)
+        batch = self.processor.collate([self.processor.encode(x, instruction, answer, None)])
+        dtype = next(self.model.mm_projector.parameters()).dtype
+        batch = {k: v.to(self.device, dtype=dtype if v.is_floating_point() else None)
+                 for k, v in batch.items() if torch.is_tensor(v)}
+        m = self.model
+        seg = m.seg_hidden_positions(batch["input_ids"])
+        if not bool(seg.any()):
+            return Prediction(np.zeros(x.shape, dtype=bool), answer, 0.0)
+        emb, att, _, image_pos = m.inputs_embeds(batch["input_ids"], batch["attention_mask"], batch["pixel_values"])
+        hidden = m.language_model.model(inputs_embeds=emb, attention_mask=att).last_hidden_state
+        seg_e = m.expand_positions(seg, image_pos, emb.shape[1] - batch["input_ids"].shape[1] + 1)
+        prompt = m.text_hidden_fcs[0](hidden[0, int(seg_e[0].float().argmax())])[None]
+        logits = m.decode_masks(batch["sam_pixel_values"], [prompt], batch["reshaped_sizes"],
+                                batch["original_sizes"])[0][0].cpu()
+        return Prediction((logits > 0).numpy(), answer, float(torch.sigmoid(logits).max()))

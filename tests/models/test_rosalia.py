@@ -20,7 +20,7 @@ pytest.importorskip("peft")
 spm = pytest.importorskip("sentencepiece")
 
 from lisa_fixture import (  # noqa: E402
-    LAYERS, SAM, SAM_VIT_H, lisa_config, lisa_llm_keys, sam_original_shapes, write_clip, write_lisa_checkpoint,
+    LAYERS, SAM_VIT_H, lisa_config, lisa_llm_keys, sam_original_shapes, write_clip, write_lisa_checkpoint,
 )
 
 from cxrils import templates  # noqa: E402

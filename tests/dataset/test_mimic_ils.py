@@ -181,6 +181,7 @@ def test_cli_names_what_to_fetch(release, tmp_path):
                             "--masks", str(release.masks), "-o", str(tmp_path / "o2"), "--max-side", "0"])
     assert r.exit_code == 0, r.output
     assert "17 records of 4 images" in r.output and "missing_mask" in r.output
+    assert "download MIMIC-CXR-JPG 2.1.0" in r.output
 
 
 def _carried(df):

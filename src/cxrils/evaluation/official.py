@@ -26,7 +26,7 @@ integer multiples of 2**-1074), so the values do not depend on sample order.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, fields
+from dataclasses import dataclass
 from typing import Any
 
 from cxrils.evaluation.counts import MaskCounts
@@ -47,46 +47,40 @@ def sample_acc_iou(counts: MaskCounts) -> float:
 
 
 @dataclass
-class OfficialAccumulator:
-    """Streaming, exact sums of the authors' ``validate()`` (module docstring).
+class _Group:
+    """Exact sums of one group (positives or negatives)."""
 
-    Attributes
-    ----------
-    n_pos, n_neg : int
-        Positive / negative samples (reference mask non-empty / empty).
-    acc_pos, acc_neg : int
-        Sums of :func:`sample_acc_iou` over positives / negatives, in units of 2**-1074.
-    inter_pos, union_pos, inter_neg, union_neg : int
-        Summed intersection and union pixels.
-    """
-
-    n_pos: int = 0
-    acc_pos: int = 0
-    inter_pos: int = 0
-    union_pos: int = 0
-    n_neg: int = 0
-    acc_neg: int = 0
-    inter_neg: int = 0
-    union_neg: int = 0
+    n: int = 0
+    acc: int = 0  # sum of sample_acc_iou, in units of 2**-1074
+    inter: int = 0
+    union: int = 0
 
     def add(self, counts: MaskCounts) -> None:
-        """Add one sample's pixel counts."""
-        acc = fixed_point(sample_acc_iou(counts))
-        if counts.is_positive:
-            self.n_pos += 1
-            self.acc_pos += acc
-            self.inter_pos += counts.intersection
-            self.union_pos += counts.union
-        else:
-            self.n_neg += 1
-            self.acc_neg += acc
-            self.inter_neg += counts.intersection
-            self.union_neg += counts.union
+        self.n += 1
+        self.acc += fixed_point(sample_acc_iou(counts))
+        self.inter += counts.intersection
+        self.union += counts.union
+
+
+class OfficialAccumulator:
+    """Streaming, exact sums of the authors' ``validate()`` (module docstring): for
+    positives and for negatives, the count, the sum of :func:`sample_acc_iou` (in units
+    of 2**-1074) and the summed intersection and union pixels."""
+
+    _FIELDS = ("n", "acc", "inter", "union")
+
+    def __init__(self) -> None:
+        self.pos, self.neg = _Group(), _Group()
+
+    def add(self, counts: MaskCounts) -> None:
+        """Add one sample's pixel counts (positive when its reference mask is non-empty)."""
+        (self.pos if counts.is_positive else self.neg).add(counts)
 
     def merge(self, other: "OfficialAccumulator") -> None:
         """Add another accumulator's sums into this one."""
-        for f in fields(self):
-            setattr(self, f.name, getattr(self, f.name) + getattr(other, f.name))
+        for mine, theirs in ((self.pos, other.pos), (self.neg, other.neg)):
+            for name in self._FIELDS:
+                setattr(mine, name, getattr(mine, name) + getattr(theirs, name))
 
     @staticmethod
     def _mean(acc: int, n: int) -> float | None:
@@ -95,19 +89,21 @@ class OfficialAccumulator:
     def metrics(self) -> dict[str, Any]:
         """``giou_pos``, ``ciou_pos``, ``giou_neg``, ``giou``, ``ciou`` in [0, 1] (None
         for a group without samples) and the counts ``n_pos``, ``n_neg``."""
-        n = self.n_pos + self.n_neg
+        p, q = self.pos, self.neg
+        n = p.n + q.n
         return {
-            "giou_pos": self._mean(self.acc_pos, self.n_pos),
-            "ciou_pos": self.inter_pos / (self.union_pos + UNION_EPS) if self.n_pos else None,
-            "giou_neg": self._mean(self.acc_neg, self.n_neg),
-            "giou": self._mean(self.acc_pos + self.acc_neg, n),
-            "ciou": (self.inter_pos + self.inter_neg) / (self.union_pos + self.union_neg + UNION_EPS) if n else None,
-            "n_pos": self.n_pos, "n_neg": self.n_neg,
+            "giou_pos": self._mean(p.acc, p.n),
+            "ciou_pos": p.inter / (p.union + UNION_EPS) if p.n else None,
+            "giou_neg": self._mean(q.acc, q.n),
+            "giou": self._mean(p.acc + q.acc, n),
+            "ciou": (p.inter + q.inter) / (p.union + q.union + UNION_EPS) if n else None,
+            "n_pos": p.n, "n_neg": q.n,
         }
 
     def to_dict(self) -> dict[str, str]:
         """Raw sums as decimal strings (exact; the fixed-point sums exceed JSON's doubles)."""
-        return {f.name: str(getattr(self, f.name)) for f in fields(self)}
+        return {f"{g}_{name}": str(getattr(grp, name)) for g, grp in (("pos", self.pos), ("neg", self.neg))
+                for name in self._FIELDS}
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> "OfficialAccumulator":
@@ -118,7 +114,11 @@ class OfficialAccumulator:
         ValueError
             If a field is missing or not an integer.
         """
+        out = cls()
         try:
-            return cls(**{f.name: int(data[f.name]) for f in fields(cls)})
+            for g, grp in (("pos", out.pos), ("neg", out.neg)):
+                for name in cls._FIELDS:
+                    setattr(grp, name, int(data[f"{g}_{name}"]))
         except (KeyError, TypeError, ValueError) as err:
             raise ValueError(f"malformed official-protocol counts: {err!r}") from err
+        return out

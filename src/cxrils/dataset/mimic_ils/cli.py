@@ -47,6 +47,13 @@ def import_mimic_ils_cmd(
                f"{report['pairs_imported_this_run']} pairs; {report['samples_already_done']} samples already done")
     if report["n_problems"]:
         typer.echo(f"{report['n_problems']} problems {report['problems_by_kind']} listed in {out / PROBLEMS_NAME}")
+    kinds = report["problems_by_kind"]
+    if kinds.get("missing_image"):
+        typer.echo(f"{kinds['missing_image']} images not found under {images}: download MIMIC-CXR-JPG 2.1.0 (PhysioNet) "
+                   "and give its files/ folder as --images; rerun on the same -o to add them")
+    if kinds.get("missing_mask"):
+        typer.echo(f"{kinds['missing_mask']} masks not found under {masks}: the release's lesion_mask/ folder of "
+                   "MIMIC-CXR-Ext-ILS 1.0.0 (PhysioNet) is incomplete")
 
 
 def export_cmd(

@@ -15,7 +15,6 @@ stored image, so the records' masks are the grid the authors' ``validate()`` sco
 
 from __future__ import annotations
 
-import hashlib
 import json
 import logging
 from concurrent.futures import ProcessPoolExecutor
@@ -30,7 +29,7 @@ from cxrils.dataset.mimic_ils.format import (
     CERTAINTY_KEY, MASK_KEY, NEGATIVE_KEY, PAIR_KEYS, PAIRS_KEY, POSITIVE_KEY, SPLIT_FROM_RELEASE, JSON_NAME,
     MASK_DIR_NAME, ids_from_image_path, image_id_for, iter_samples, parse_pair, read_mask_png, resized_shape,
 )
-from cxrils.dataset.writer import DatasetError, DatasetWriter
+from cxrils.dataset.writer import DatasetError, DatasetWriter, _sha256
 from cxrils.fsutil import atomic_path, atomic_write_json, atomic_write_text
 from cxrils.masks import encode_rle
 
@@ -174,14 +173,6 @@ def _resize_mask(mask: np.ndarray, shape: tuple[int, int]) -> np.ndarray:
 
     img = Image.fromarray(mask.astype(np.uint8) * 255).resize((shape[1], shape[0]), Image.NEAREST)
     return np.asarray(img) > 0
-
-
-def _sha256(path: Path) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as fh:
-        for chunk in iter(lambda: fh.read(1 << 22), b""):
-            h.update(chunk)
-    return h.hexdigest()
 
 
 def _check_inputs(json_path: Path, images_dir: Path, masks_dir: Path) -> None:

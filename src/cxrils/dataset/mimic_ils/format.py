@@ -48,9 +48,6 @@ MASK_KEY = "seg_mask_path"
 #: Extra key written by ``cxrils export --format mimic-ils`` (ignored by the authors'
 #: loader, which reads only the keys above): the certainty the texts cannot carry.
 CERTAINTY_KEY = "certainty"
-#: SAM's pixel mean and std (RGB, 0-255): ROSALIA's ``preprocess`` (reason_seg_dataset.py).
-SAM_PIXEL_MEAN = (123.675, 116.28, 103.53)
-SAM_PIXEL_STD = (58.395, 57.12, 57.375)
 
 _SAFE_KEY = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]{0,199}$")
 

@@ -34,6 +34,7 @@ COMMAND_MODULES: tuple[str, ...] = (
     "cxrils.vision.anatomy.cli",
     "cxrils.grounding.cli",
     "cxrils.dataset.cli",
+    "cxrils.dataset.mimic_ils.cli",
     "cxrils.evaluation.cli",
     "cxrils.models.cli",
     "cxrils.serve.cli",

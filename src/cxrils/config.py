@@ -235,6 +235,19 @@ class DetectionConfig:
 
 
 @dataclass
+class MimicIlsConfig:
+    """Importing the released MIMIC-CXR-Ext-ILS 1.0.0 (``cxrils import-mimic-ils``)."""
+
+    # Longest image side stored (0 = keep the original MIMIC-CXR-JPG size). 1024 is the
+    # ResizeLongestSide(1024) with which KAIST-Edlab/ROSALIA's ReasonSegDataset feeds SAM and
+    # on whose grid its validate() scores masks (utils/reason_seg_dataset.py).
+    max_side: int = 1024
+    # A mask pixel is foreground when every colour channel equals this value: the
+    # ``(mask == 255)`` of ReasonSegDataset.__getitem__ (masks are 0/255 PNGs).
+    mask_foreground: int = 255
+
+
+@dataclass
 class Config:
     """The whole configuration of a cxrils run."""
 
@@ -248,6 +261,7 @@ class Config:
     split: SplitConfig = field(default_factory=SplitConfig)
     anomaly: AnomalyConfig = field(default_factory=AnomalyConfig)
     detection: DetectionConfig = field(default_factory=DetectionConfig)
+    mimic_ils: MimicIlsConfig = field(default_factory=MimicIlsConfig)
 
     def to_dict(self) -> dict[str, Any]:
         """Plain nested dict (JSON/TOML serialisable)."""

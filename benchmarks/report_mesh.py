@@ -1,216 +1,214 @@
-"""Agreement of the report structurer with NLM's manual MeSH indexing of the IU reports.
+"""Report structuring against NLM's manual MeSH indexing of the 3,955 IU reports, and its speed.
 
-For each of the seven lesion types: precision, recall and F1 of "the report says
-this type is present" against the type's MeSH major terms. "Says present" is a
-positive finding, whose lesion type or predicted lesion type is the type, that is
-not merely raised as a possibility: the MeSH indexers index findings offered as
-alternatives ("atelectasis versus scar": 80 of 87 indexed) but not possibilities
-("may represent pneumonia": 6 of 70 indexed), so the structurer runs with
-``alternatives_tentative=False`` and tentative findings are not counted. The F1
-that counts every positive finding is printed beside it (column F1 any); for MeSH terms with a side (left / right / bilateral), how often the sides
-of our labels agree; throughput of the structurer on one core; ten
-disagreements per type; for MeSH terms with a zone (base, upper lobe, lingula...),
-how often one of our zone or lobe labels agrees. How MeSH terms map: ``MESH_TO_TYPE``
-below and docs/report.md.
+Accuracy: for each of the seven lesion types, precision, recall and F1 of "the report
+says this type is present" against the type's MeSH major headings, with the strict
+and the lenient scoring of ``benchmarks/mesh_scoring.py`` (the yardstick, written
+apart from the structurer), on the two halves of the reports separately:
 
-The text given to the structurer is findings + impression, because the MeSH
-indexers read the whole report (``--paper-section`` uses the paper's
-findings-else-impression choice instead).
+    tuning half   = reports whose SHA-256(report_id)[0] is even (rules were changed
+                    by reading its failures; only its disagreements are printed)
+    untuned half  = the others (never read for failures)
+
+The structurer runs with the configuration that ``cxrils structure`` would use
+(``--config`` / ``--set``, e.g. ``--set report.differential_certainty=definitive``);
+the strict F1 of the other ``report.differential_certainty`` value is printed beside
+it. Text: findings + impression, since the MeSH indexers read both
+(``--paper-section``: the paper's findings-else-impression choice).
+
+Speed: reports per second of the cxrils text stage (section text -> findings with
+location labels, ``cxrils.report.structure_reports``) and, in the same process,
+back to back, of medspaCy's ConText with the same target lexicon (medspaCy's own
+cue rules, its clinical tokenizer, spaCy's rule-based sentencizer, which is faster
+than medspaCy's PyRuSH), over the same texts, pinned to one CPU core; repeated
+``--repeats`` times alternating the order; the median of the per-repeat ratios is
+the result. The load average is printed with each repeat and in the header.
 
 Usage::
 
-    PYTHONPATH=src python benchmarks/report_mesh.py [--csv PATH] [--backend rules]
+    PYTHONPATH=src python benchmarks/report_mesh.py [--csv PATH] [--set report.KEY=VALUE]
+        [--repeats 5] [--examples 10] [--no-speed] [--no-publish]
 """
 
 from __future__ import annotations
 
 import argparse
 import os
+import statistics
+import sys
 import time
-from collections import defaultdict
 from pathlib import Path
 
 os.environ.setdefault("OMP_NUM_THREADS", "1")
 
 import pandas as pd  # noqa: E402
+from mesh_scoring import LENIENT_MESH, STRICT_MESH, half, score, table  # noqa: E402
+from results import machine_description, publish  # noqa: E402
 
-from cxrils.report import get_location_mapper, get_structurer, select_iu_section  # noqa: E402
-from cxrils.vocab import LABEL_SIDE, LESION_TYPES, LUNG_REGION_LABELS  # noqa: E402
+from cxrils.config import DIFFERENTIAL_CERTAINTIES, load_config  # noqa: E402
+from cxrils.report import get_location_mapper, get_structurer, select_iu_section, structure_reports  # noqa: E402
+from cxrils.report.lexicon import CARDIOMEGALY_PATTERNS, CONGESTION_PATTERNS, lesion_terms  # noqa: E402
+from cxrils.report.sections import SectionChoice  # noqa: E402
+from cxrils.vocab import LESION_TYPES  # noqa: E402
 
-#: MeSH major heading (the part before the first "/") -> lesion type. Follows the
-#: synonyms of cxrils.vocab.LESION_SYNONYMS: Airspace Disease, Infiltrate and
-#: Density are opacity; Pulmonary Congestion and Heart Failure are edema (as
-#: "vascular congestion" and "CHF" are); Volume Loss is atelectasis.
-MESH_TO_TYPE: dict[str, str] = {
-    "Cardiomegaly": "cardiomegaly",
-    "Pneumonia": "pneumonia",
-    "Pulmonary Atelectasis": "atelectasis", "Volume Loss": "atelectasis",
-    "Opacity": "opacity", "Airspace Disease": "opacity", "Infiltrate": "opacity", "Density": "opacity",
-    "Consolidation": "consolidation",
-    "Pulmonary Edema": "edema", "Pulmonary Congestion": "edema", "Heart Failure": "edema",
-    "Pleural Effusion": "effusion",
-}
-#: Headings with a qualifier that makes them a lesion type ("Cardiac Shadow/enlarged").
-MESH_QUALIFIED: dict[tuple[str, str], str] = {
-    ("Cardiac Shadow", "enlarged"): "cardiomegaly", ("Heart", "enlarged"): "cardiomegaly",
-}
-_SIDES = {"right": {"right"}, "left": {"left"}, "bilateral": {"right", "left"}}
+DEFAULT_CSV = Path(__file__).resolve().parents[1] / ".." / "shared" / "data" / "iu_xray" / "nlmcxr_reports_all.csv"
 
 
-def mesh_types(mesh: str) -> dict[str, set[str] | None]:
-    """Lesion types in a ``mesh_major`` cell -> the sides MeSH gives (None: no side)."""
-    out: dict[str, set[str] | None] = {}
-    for term in (mesh or "").split("|"):
-        parts = [p.strip() for p in term.split("/")]
-        t = MESH_TO_TYPE.get(parts[0]) or next(
-            (v for (h, q), v in MESH_QUALIFIED.items() if parts[0] == h and q in parts[1:]), None)
-        if t is None:
-            continue
-        sides = set().union(*(_SIDES[p] for p in parts[1:] if p in _SIDES)) or None
-        if t not in out or out[t] is None:
-            out[t] = sides
-        elif sides:
-            out[t] |= sides
-    return out
+def pin_one_core() -> str:
+    """Pin this process to one CPU (Linux); returns a note on what was done."""
+    try:
+        cpus = sorted(os.sched_getaffinity(0))
+        os.sched_setaffinity(0, {cpus[0]})
+        return f"pinned to CPU {cpus[0]}"
+    except (AttributeError, OSError):
+        return "not pinned (no sched_setaffinity)"
 
 
-#: MeSH zone qualifiers -> the lung-region labels that agree with them ({s}: the side).
-_ZONE_LABELS = {
-    "base": ("{s} lung base", "lung lower lobe {s}"),
-    "lower lobe": ("{s} lung base", "lung lower lobe {s}"),
-    "upper lobe": ("lung upper lobe {s}", "{s} upper zone lung", "{s} apical zone lung"),
-    "apex": ("{s} apical zone lung", "{s} upper zone lung", "lung upper lobe {s}"),
-    "middle lobe": ("lung middle lobe right", "{s} mid zone lung"),
-    "lingula": ("lung upper lobe left", "left mid zone lung", "left lung base"),
-    "retrocardiac": ("left lung base", "lung lower lobe left"),
-    "hilum": ("{s} mid zone lung",),
-}
-_ZONE_LEVEL = set(LUNG_REGION_LABELS) - {"right lung", "left lung"}
+def load_average() -> str:
+    try:
+        return "{:.1f} {:.1f} {:.1f}".format(*os.getloadavg())
+    except OSError:
+        return "?"
 
 
-def mesh_zones(mesh: str) -> dict[str, list[set[str]]]:
-    """Lesion type -> for each of its MeSH terms with a zone, the labels that agree."""
-    out: dict[str, list[set[str]]] = defaultdict(list)
-    for term in (mesh or "").split("|"):
-        parts = [p.strip() for p in term.split("/")]
-        t = MESH_TO_TYPE.get(parts[0])
-        zones = [p for p in parts[1:] if p in _ZONE_LABELS]
-        if t is None or not zones:
-            continue
-        sides = set().union(*(_SIDES[p] for p in parts[1:] if p in _SIDES)) or {"right", "left"}
-        out[t].append({lab.format(s=s) for z in zones for lab in _ZONE_LABELS[z] for s in sides})
-    return out
+def context_peer():
+    """medspaCy's ConText with our target lexicon (medspaCy's default cue rules)."""
+    import medspacy
+    from medspacy.target_matcher import TargetRule
+
+    nlp = medspacy.load(medspacy_enable=["medspacy_tokenizer", "medspacy_target_matcher", "medspacy_context"])
+    nlp.add_pipe("sentencizer", first=True)
+    rules = [TargetRule(phrase, t or "FINDING") for phrase, t in lesion_terms().items()]
+    rules += [TargetRule("cardiomegaly", "cardiomegaly", pattern=p) for p in CARDIOMEGALY_PATTERNS]
+    rules += [TargetRule("vascular congestion", "FINDING", pattern=p) for p in CONGESTION_PATTERNS]
+    nlp.get_pipe("medspacy_target_matcher").add(rules)
+    return nlp
 
 
-def our_types(findings, tentative: bool = False) -> dict[str, set[str]]:
-    """Lesion types the structurer says are present -> sides of their lung labels."""
-    return {t: {LABEL_SIDE[lab] for lab in labels if lab in LABEL_SIDE}
-            for t, labels in our_labels(findings, tentative).items()}
+def run_peer(nlp, texts: list[str]) -> int:
+    """ConText over ``texts``; returns the number of (target, modifier) assertions read."""
+    n = 0
+    for doc in nlp.pipe(texts, batch_size=64):
+        for ent in doc.ents:
+            n += len(ent._.modifiers)
+    return n
 
 
-def our_labels(findings, tentative: bool = False) -> dict[str, set[str]]:
-    """Lesion types the structurer says are present -> their labels."""
-    out: dict[str, set[str]] = {}
-    for f in findings:
-        if f.presence != "positive":
-            continue
-        types = set()
-        if f.certainty == "definitive" or tentative:
-            types = {f.lesion_type, f.predicted_lesion_type}
-        elif f.predicted_lesion_type:
-            # "opacity, may represent atelectasis": the opacity is stated; only the
-            # inference is tentative.
-            types = {f.lesion_type}
-        for t in types - {None}:
-            out.setdefault(t, set()).update(f.labels)
-    return out
+def run_cxrils(items, cfg, structurer, mapper) -> list:
+    return list(structure_reports(items, cfg, structurer=structurer, mapper=mapper))
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--csv", type=Path,
-                    default=Path(__file__).resolve().parents[1] / ".." / "shared" / "data" / "iu_xray" / "nlmcxr_reports_all.csv")
-    ap.add_argument("--backend", default="rules")
+    ap.add_argument("--csv", type=Path, default=DEFAULT_CSV)
+    ap.add_argument("--backend", default="rules", help="report structurer (config backends.report_structurer)")
+    ap.add_argument("--config", type=Path, default=None, help="TOML configuration, as for cxrils structure")
+    ap.add_argument("--set", dest="overrides", action="append", default=[], help="section.key=value")
     ap.add_argument("--paper-section", action="store_true", help="findings else impression, as the pipeline")
-    ap.add_argument("--examples", type=int, default=10)
+    ap.add_argument("--examples", type=int, default=10, help="disagreements printed per kind (tuning half only)")
+    ap.add_argument("--repeats", type=int, default=5)
+    ap.add_argument("--no-speed", action="store_true")
+    ap.add_argument("--no-publish", action="store_true")
     args = ap.parse_args()
     if not args.csv.exists():
         raise SystemExit(f"{args.csv}: not found (the IU reports of ../shared/data)")
+    pinned = pin_one_core()
     df = pd.read_csv(args.csv, dtype=str).fillna("")
     if args.paper_section:
-        texts = [select_iu_section(f, i).text for f, i in zip(df.findings, df.impression)]
+        choices = [select_iu_section(f, i) for f, i in zip(df.findings, df.impression)]
     else:
-        texts = [" ".join(x for x in (f.strip(), i.strip()) if x) for f, i in zip(df.findings, df.impression)]
-    if args.backend == "rules":
-        from cxrils.report.rules import RulesStructurer
-
-        structurer = RulesStructurer(alternatives_tentative=False)
-    else:
-        structurer = get_structurer(args.backend)
-    mapper = get_location_mapper("lexicon")
-    structurer.structure_many(["warm up the pipeline."])
+        choices = []
+        for f, i in zip(df.findings, df.impression):
+            text = " ".join(x for x in (f.strip(), i.strip()) if x)
+            choices.append(SectionChoice("findings", text) if text else SectionChoice(None, "", excluded="empty"))
+    items = list(zip(df.report_id, choices))
+    halves = [half(r) for r in df.report_id]
+    cfg = load_config(args.config, args.overrides)
     t0 = time.perf_counter()
-    all_findings = structurer.structure_many(texts)
-    for fs in all_findings:
-        for f in fs:
-            f.labels = [lab for p in f.locations for lab in mapper.map(p)]
-    dt = time.perf_counter() - t0
+    structurer = get_structurer(args.backend, cfg)
+    build_ours = time.perf_counter() - t0
+    mapper = get_location_mapper(None, cfg)
+    reports = run_cxrils(items, cfg, structurer, mapper)
 
-    tp, fp, fn = defaultdict(int), defaultdict(int), defaultdict(int)
-    tp2, fp2, fn2 = defaultdict(int), defaultdict(int), defaultdict(int)
-    side_n, side_ok = defaultdict(int), defaultdict(int)
-    wrong: dict[str, list[str]] = defaultdict(list)
-    side_wrong: list[str] = []
-    zone_n, zone_ok = 0, 0
-    for rid, mesh, text, fs in zip(df.report_id, df.mesh_major, texts, all_findings):
-        gold, ours, ours2 = mesh_types(mesh), our_types(fs), our_types(fs, tentative=True)
-        labels = our_labels(fs)
-        for t, wanted in mesh_zones(mesh).items():
-            mine = labels.get(t, set()) & _ZONE_LEVEL
-            if mine:  # both MeSH and we give a zone or lobe for this type
-                for w in wanted:
-                    zone_n += 1
-                    zone_ok += bool(mine & w)
-        for t in LESION_TYPES:
-            tp2[t] += t in gold and t in ours2
-            fp2[t] += t in ours2 and t not in gold
-            fn2[t] += t in gold and t not in ours2
-            g, o = t in gold, t in ours
-            tp[t] += g and o
-            fp[t] += o and not g
-            fn[t] += g and not o
-            if g != o:
-                mine = [f"{f.entity}({f.presence},{f.certainty},{f.locations})" for f in fs
-                        if t in (f.lesion_type, f.predicted_lesion_type)]
-                wrong[t].append(f"{'FP' if o else 'FN'} {rid}: MeSH={mesh!r}\n      ours={mine}\n      text={text!r}")
-            if g and o and gold[t] and ours[t]:
-                side_n[t] += 1
-                side_ok[t] += gold[t] == ours[t]
-                if gold[t] != ours[t]:
-                    side_wrong.append(f"{rid} {t}: MeSH {sorted(gold[t])} ours {sorted(ours[t])}: {text!r}")
+    out: list[str] = [
+        f"IU reports: {len(df)} ({halves.count('tuning')} tuning, {halves.count('untuned')} untuned; "
+        "tuning = first byte of SHA-256(report_id) even). Backend: "
+        f"{args.backend}, mapper {cfg.backends.location_mapper}, report.differential_certainty = "
+        f"{cfg.report.differential_certainty}. Text: "
+        f"{'paper section choice (findings else impression)' if args.paper_section else 'findings + impression'}.",
+        "",
+        "Strict: MeSH " + ", ".join(f"{k} -> {v}" for k, v in STRICT_MESH.items())
+        + "; Cardiac Shadow/enlarged, Heart/enlarged -> cardiomegaly. Lenient adds "
+        + ", ".join(f"{k} -> {v}" for k, v in LENIENT_MESH.items() if k not in STRICT_MESH) + ".",
+    ]
+    wrong_tuning = {}
+    for h in ("untuned", "tuning"):
+        rows = [(m, rep.findings) for m, rep, hh in zip(df.mesh_major, reports, halves) if hh == h]
+        for strict in (True, False):
+            s, wrong = score(rows, strict)
+            out += ["", table(s, f"{h} half, {'strict' if strict else 'lenient'}")]
+            if h == "tuning" and strict:
+                idx = [i for i, hh in enumerate(halves) if hh == h]
+                wrong_tuning = {k: [idx[i] for i in v] for k, v in wrong.items()}
 
-    print(f"IU reports: {len(df)}  backend: {args.backend}  text: "
-          f"{'paper section choice' if args.paper_section else 'findings + impression'}")
-    print(f"{'type':<14}{'MeSH+':>6}{'ours+':>6}{'P':>7}{'R':>7}{'F1':>7}{'F1 any':>8}{'side n':>8}{'side agr':>9}")
-    for t in LESION_TYPES:
-        p = tp[t] / max(tp[t] + fp[t], 1)
-        r = tp[t] / max(tp[t] + fn[t], 1)
-        f1 = 2 * p * r / max(p + r, 1e-9)
-        f1t = 2 * tp2[t] / max(2 * tp2[t] + fp2[t] + fn2[t], 1)
-        sa = side_ok[t] / side_n[t] if side_n[t] else float("nan")
-        print(f"{t:<14}{tp[t] + fn[t]:>6}{tp[t] + fp[t]:>6}{p:>7.3f}{r:>7.3f}{f1:>7.3f}{f1t:>8.3f}{side_n[t]:>8}{sa:>9.3f}")
-    n_all, ok_all = sum(side_n.values()), sum(side_ok.values())
-    print(f"side agreement, all types: {ok_all}/{n_all} = {ok_all / max(n_all, 1):.3f}")
-    print(f"zone agreement (MeSH zone/lobe term matched by one of our zone or lobe labels): "
-          f"{zone_ok}/{zone_n} = {zone_ok / max(zone_n, 1):.3f}")
-    print(f"throughput: {len(texts) / dt:.0f} reports/s on one core ({dt:.1f} s for {len(texts)})")
-    for t in LESION_TYPES:
-        print(f"\n--- {t}: {len(wrong[t])} disagreements, first {args.examples}")
-        for line in wrong[t][: args.examples]:
-            print("  " + line)
-    print(f"\n--- side disagreements: {len(side_wrong)}, first {args.examples}")
-    for line in side_wrong[: args.examples]:
-        print("  " + line)
+    if args.backend == "rules":
+        other = next(v for v in DIFFERENTIAL_CERTAINTIES if v != cfg.report.differential_certainty)
+        cfg2 = load_config(args.config, args.overrides + [f"report.differential_certainty={other}"])
+        reports2 = run_cxrils(items, cfg2, get_structurer("rules", cfg2), mapper)
+        out += ["", f"Strict F1 with report.differential_certainty = {other}:", "",
+                "| half | " + " | ".join(LESION_TYPES) + " | sides |", "|---" * (len(LESION_TYPES) + 2) + "|"]
+        for h in ("untuned", "tuning"):
+            rows = [(m, rep.findings) for m, rep, hh in zip(df.mesh_major, reports2, halves) if hh == h]
+            s, _ = score(rows, True)
+            ok, n = s.sides()
+            out.append(f"| {h} | " + " | ".join(f"{s.f1(t):.3f}" for t in LESION_TYPES) + f" | {ok / max(n, 1):.3f} |")
+
+    if not args.no_speed and args.backend == "rules":
+        out += ["", speed(items, cfg, structurer, mapper, [c.text for c in choices], args.repeats, pinned,
+                          build_ours)]
+
+    text = "\n".join(out)
+    print(text)
+    if args.examples:
+        print(f"\n=== disagreements on the TUNING half (strict), first {args.examples} per kind ===")
+        for kind in sorted(wrong_tuning):
+            print(f"\n--- {kind}: {len(wrong_tuning[kind])}")
+            for i in wrong_tuning[kind][: args.examples]:
+                mine = [f"{f.entity}({f.presence},{f.certainty}/{f.inference_certainty},{f.lesion_type}/"
+                        f"{f.predicted_lesion_type},{f.locations}->{f.labels})" for f in reports[i].findings
+                        if f.lesion_type in LESION_TYPES or f.predicted_lesion_type in LESION_TYPES]
+                print(f"  {df.report_id[i]}: MeSH={df.mesh_major[i]!r}\n      ours={mine}\n"
+                      f"      text={choices[i].text!r}")
+    if not args.no_publish and not args.overrides and args.config is None and not args.paper_section:
+        publish("report_mesh", text)
+
+
+def speed(items, cfg, structurer, mapper, texts, repeats: int, pinned: str, build_ours: float) -> str:
+    """Back-to-back throughput of cxrils and medspaCy ConText; markdown lines."""
+    t0 = time.perf_counter()
+    nlp = context_peer()
+    build_peer = time.perf_counter() - t0
+    run_peer(nlp, texts[:50])
+    run_cxrils(items[:50], cfg, structurer, mapper)
+    lines = ["Speed, one core (" + pinned + f"), {len(items)} reports, {repeats} repeats back to back in one "
+             "process (order alternating):", "",
+             "| repeat | load avg (1/5/15 min) | cxrils reports/s | medspaCy ConText reports/s | ratio |",
+             "|---|---|---|---|---|"]
+    ratios = []
+    for r in range(repeats):
+        rates = {}
+        for who in (("cxrils", "peer") if r % 2 == 0 else ("peer", "cxrils")):
+            t0 = time.perf_counter()
+            if who == "cxrils":
+                run_cxrils(items, cfg, structurer, mapper)
+            else:
+                run_peer(nlp, texts)
+            rates[who] = len(items) / (time.perf_counter() - t0)
+        ratios.append(rates["cxrils"] / rates["peer"])
+        lines.append(f"| {r + 1} | {load_average()} | {rates['cxrils']:.0f} | {rates['peer']:.0f} | {ratios[-1]:.2f} |")
+        print(lines[-1], file=sys.stderr)
+    lines += ["", f"Median ratio cxrils / medspaCy ConText: **{statistics.median(ratios):.2f}** (goal >= 2). "
+              f"Building the pipelines (not timed above): cxrils {build_ours:.2f} s, medspaCy {build_peer:.2f} s."]
+    return "\n".join(lines)
 
 
 if __name__ == "__main__":

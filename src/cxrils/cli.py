@@ -35,6 +35,7 @@ COMMAND_MODULES: tuple[str, ...] = (
     "cxrils.vision.lesion_cli",
     "cxrils.grounding.cli",
     "cxrils.dataset.cli",
+    "cxrils.dataset.mimic_ils.cli",
     "cxrils.evaluation.cli",
     "cxrils.models.cli",
     "cxrils.serve.cli",

@@ -132,16 +132,53 @@ class BackendConfig:
     radedit_dir: str = ""
     onnx_detector: str = ""
     # LLM backend: an OpenAI-compatible server on the user's machine, or a local model dir.
+    # These shared keys serve every LLM use (also instruction paraphrasing); the
+    # llm_structure_* and llm_locations_* keys below override them per task.
     llm_base_url: str = ""
     llm_model: str = ""
     llm_model_path: str = ""
     llm_gguf_file: str = ""  # a GGUF file inside llm_model_path (transformers dequantises it)
+    # Report structuring (paper section 3.1 step 1: Mistral-Small-3.1-24B-Instruct-2503).
+    # Where the model runs (base_url, else model_path + gguf_file) falls back to the shared
+    # keys as a whole when both llm_structure_base_url and llm_structure_model_path are
+    # empty; the model name falls back to llm_model on its own.
+    llm_structure_base_url: str = ""
+    llm_structure_model: str = ""
+    llm_structure_model_path: str = ""
+    llm_structure_gguf_file: str = ""
+    # Location mapping (paper section 3.1 step 1, Appendix A.2: medgemma-27b-text-it); same fallback.
+    llm_locations_base_url: str = ""
+    llm_locations_model: str = ""
+    llm_locations_model_path: str = ""
+    llm_locations_gguf_file: str = ""
     llm_allow_remote: bool = False  # refuse non-local servers: report text must not leave the site (Appendix A.2)
     llm_max_tokens: int = 2048  # answer budget; hitting it is an error, never a shorter answer (ours)
     llm_max_retries: int = 2  # re-asks after an invalid answer (ours)
     llm_concurrency: int = 4  # requests in flight (ours)
     llm_timeout_s: float = 120.0  # per request (ours)
     llm_cache_dir: str = ""  # answers cached by report hash ("" = in memory only)
+
+
+#: Values of ``report.differential_certainty``.
+DIFFERENTIAL_CERTAINTIES = ("tentative", "definitive")
+
+
+@dataclass
+class ReportConfig:
+    """Report structuring by the ``rules`` backend (paper section 3.1 step 1; docs/report.md)."""
+
+    # Certainty of each item of a differential list ("atelectasis versus pneumonia",
+    # "effusion or atelectasis", "atelectasis/scarring"). "tentative" (default): the paper's
+    # certainty rule (uncertainty expressed -> tentative, section 3.1), so a basic instruction
+    # names the finding "opacity" and its lesion-inference answer says "possibly reflects".
+    # "definitive": the reading of NLM's MeSH indexers, who index listed alternatives
+    # (benchmarks/report_mesh.py prints both). Possibility cues ("may", "cannot exclude")
+    # are tentative either way. Used by `cxrils structure` and the benchmark alike.
+    differential_certainty: str = "tentative"
+    # A "sentence" longer than this many tokens is cut into pieces of at most this length,
+    # so that the work per sentence stays bounded on unpunctuated text (ours; sentences of
+    # the IU reports have far fewer tokens, see docs/report.md).
+    max_sentence_tokens: int = 200
 
 
 @dataclass
@@ -275,6 +312,19 @@ class AnomalyTrainConfig(LesionTrainConfig):
 
 
 @dataclass
+class MimicIlsConfig:
+    """Importing the released MIMIC-CXR-Ext-ILS 1.0.0 (``cxrils import-mimic-ils``)."""
+
+    # Longest image side stored (0 = keep the original MIMIC-CXR-JPG size). 1024 is the
+    # ResizeLongestSide(1024) with which KAIST-Edlab/ROSALIA's ReasonSegDataset feeds SAM and
+    # on whose grid its validate() scores masks (utils/reason_seg_dataset.py).
+    max_side: int = 1024
+    # A mask pixel is foreground when every colour channel equals this value: the
+    # ``(mask == 255)`` of ReasonSegDataset.__getitem__ (masks are 0/255 PNGs).
+    mask_foreground: int = 255
+
+
+@dataclass
 class Config:
     """The whole configuration of a cxrils run."""
 
@@ -283,10 +333,12 @@ class Config:
     anatomy: AnatomyConfig = field(default_factory=AnatomyConfig)
     instructions: InstructionConfig = field(default_factory=InstructionConfig)
     backends: BackendConfig = field(default_factory=BackendConfig)
+    report: ReportConfig = field(default_factory=ReportConfig)
     io: IOConfig = field(default_factory=IOConfig)
     split: SplitConfig = field(default_factory=SplitConfig)
     anomaly: AnomalyConfig = field(default_factory=AnomalyConfig)
     detection: DetectionConfig = field(default_factory=DetectionConfig)
+    mimic_ils: MimicIlsConfig = field(default_factory=MimicIlsConfig)
 
     def to_dict(self) -> dict[str, Any]:
         """Plain nested dict (JSON/TOML serialisable)."""
@@ -339,6 +391,11 @@ def _check_value(section: str, key: str, value: Any) -> None:
 
 def _check_config(cfg: Config) -> Config:
     """Checks that involve more than one value."""
+    if cfg.report.differential_certainty not in DIFFERENTIAL_CERTAINTIES:
+        raise ConfigError(f"report.differential_certainty: must be one of {DIFFERENTIAL_CERTAINTIES}, "
+                          f"got {cfg.report.differential_certainty!r}")
+    if cfg.report.max_sentence_tokens < 1:
+        raise ConfigError(f"report.max_sentence_tokens: must be >= 1, got {cfg.report.max_sentence_tokens}")
     if cfg.io.max_pixels < 1:
         raise ConfigError(f"io.max_pixels: must be >= 1, got {cfg.io.max_pixels}")
     if cfg.split.val_fraction + cfg.split.test_fraction >= 1:

@@ -38,9 +38,20 @@ class Finding:
         The entity mapped to one of :data:`cxrils.vocab.LESION_TYPES`, or None.
     predicted_lesion_type : str or None
         The disease a non-specific finding is said to represent ("opacity likely
-        reflecting pneumonia" -> "pneumonia"), or None.
+        reflecting pneumonia" -> "pneumonia") when it is one of
+        :data:`cxrils.vocab.LESION_TYPES`, else None.
     sentence : str
         The sentence text the finding came from.
+    inference_certainty : {"definitive", "tentative"} or None
+        Certainty of the inference that gave ``predicted_lesion_type``, when the
+        report states it apart from the observation: "opacity, may represent
+        atelectasis" is a definitive opacity (``certainty``) with a tentative
+        inference. None: the inference has the observation's certainty.
+    predicted_lesion_text : str or None
+        The disease the report says the finding represents, in the report's words
+        (the paper's sixth field), also when it is none of the seven types
+        ("opacity likely reflecting tuberculosis" -> "tuberculosis",
+        ``predicted_lesion_type`` None).
     """
 
     entity: str
@@ -52,12 +63,25 @@ class Finding:
     lesion_type: str | None = None
     predicted_lesion_type: str | None = None
     sentence: str = ""
+    inference_certainty: str | None = None
+    predicted_lesion_text: str | None = None
 
     @property
     def target_type(self) -> str | None:
         """The lesion type this finding grounds: the predicted type when given, else
         the entity's own type (section 3.1: "opacity reflects pneumonia" is pneumonia)."""
         return self.predicted_lesion_type or self.lesion_type
+
+    @property
+    def type_certainty(self) -> str:
+        """Certainty that the finding is :attr:`target_type`: the observation's
+        ``certainty`` when there is no predicted type, else tentative when either the
+        observation or the inference is ("opacity, may represent atelectasis" is a
+        tentative atelectasis). Instruction generation uses it for the instruction
+        target and the lesion-inference answer (paper section 3.2)."""
+        if self.predicted_lesion_type and self.inference_certainty == "tentative":
+            return "tentative"
+        return self.certainty
 
     def to_dict(self) -> dict:
         """JSON-ready dict with the keys of ``cxrils structure`` output."""
@@ -66,7 +90,8 @@ class Finding:
             "presence": self.presence, "certainty": self.certainty,
             "locations": list(self.locations), "labels": list(self.labels),
             "lesion_type": self.lesion_type, "predicted_lesion_type": self.predicted_lesion_type,
-            "sentence": self.sentence,
+            "sentence": self.sentence, "inference_certainty": self.inference_certainty,
+            "predicted_lesion_text": self.predicted_lesion_text,
         }
 
     @classmethod
@@ -77,6 +102,8 @@ class Finding:
             certainty=d["certainty"], locations=list(d.get("locations", [])),
             labels=list(d.get("labels", [])), lesion_type=d.get("lesion_type"),
             predicted_lesion_type=d.get("predicted_lesion_type"), sentence=d.get("sentence", ""),
+            inference_certainty=d.get("inference_certainty"),
+            predicted_lesion_text=d.get("predicted_lesion_text"),
         )
 
 

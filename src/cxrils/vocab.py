@@ -47,17 +47,17 @@ LESION_SYNONYMS: Final[dict[str, tuple[str, ...]]] = {
     ),
     "pneumonia": ("pneumonia", "pneumonic", "bronchopneumonia", "infectious process", "infection",
                   "pneumonitis"),  # MeSH lists pneumonitis as an entry term of Pneumonia
-    "atelectasis": ("atelectasis", "atelectatic", "atelectases", "collapse", "volume loss"),
+    # Not "volume loss": a lost hemithorax volume (surgery, fibrosis) is not atelectasis.
+    "atelectasis": ("atelectasis", "atelectatic", "atelectases", "collapse"),
     "opacity": (
         "opacity", "opacities", "opacification", "opacifications", "infiltrate", "infiltrates",
         "infiltration", "airspace disease", "air space disease", "density", "densities",
         "haziness", "hazy",
     ),
     "consolidation": ("consolidation", "consolidations", "consolidative", "airspace consolidation"),
-    "edema": (
-        "edema", "oedema", "pulmonary edema", "vascular congestion", "pulmonary congestion",
-        "interstitial edema", "fluid overload", "congestive heart failure", "chf",
-    ),
+    # Not vascular congestion, fluid overload or heart failure: they are not edema on the
+    # image (NLM's MeSH indexers keep Pulmonary Congestion and Heart Failure apart too).
+    "edema": ("edema", "oedema", "pulmonary edema", "interstitial edema", "alveolar edema"),
     "effusion": ("effusion", "effusions", "pleural effusion", "pleural fluid", "hydrothorax"),
 }
 

@@ -277,6 +277,31 @@ def test_predicted_lesion_type_wins_and_both_types_count_as_mentioned():
     assert "opacity" not in globals_neg and "pneumonia" not in globals_neg
 
 
+def test_split_certainty_observation_for_basic_inference_for_lesion_inference():
+    """ "Right basilar opacity, may represent pneumonia": a definitive opacity with a
+    tentative inference. The basic and global records keep the observation's certainty
+    and name the opacity (the type is tentative, section 3.2); the lesion-inference
+    answer carries the inference's certainty ("It possibly reflects pneumonia")."""
+    m = box(44, 54, 6, 22)
+    f = finding("opacity", labels=["right lung base"], lesion_type="opacity", predicted="pneumonia")
+    f.inference_certainty = "tentative"
+    g = _single([grounded(f, ["right lung base"], ["right lung base"], m)], empty=["left lung"])
+    pos = {r["instruction_type"]: r for r in gen(g, only_global_absent()) if r["polarity"] == "positive"}
+    assert pos["basic"]["instruction"] == "Segment the opacity in the right lung base."
+    assert pos["basic"]["certainty"] == "definitive"
+    assert pos["global"]["instruction"] == "Segment the opacity."
+    assert pos["global"]["certainty"] == "definitive"
+    inf = pos["lesion_inference"]
+    assert (inf["certainty"], inf["lesion_type"]) == ("tentative", "pneumonia")
+    assert inf["answer"] == templates.render_answer("lesion_inference", "positive", lesion="pneumonia",
+                                                    certainty="tentative")
+    # the same finding with a definitive inference ("highly suggestive of pneumonia")
+    f.inference_certainty = "definitive"
+    pos = {r["instruction_type"]: r for r in gen(g, only_global_absent()) if r["polarity"] == "positive"}
+    assert pos["basic"]["instruction"] == "Segment the pneumonia in the right lung base."
+    assert pos["lesion_inference"]["certainty"] == "definitive"
+
+
 def test_inference_needs_one_unambiguous_type():
     m1, m2 = box(44, 50, 6, 14), box(48, 54, 12, 22)
     f1 = finding("pneumonia", labels=["right lung base"], lesion_type="pneumonia")

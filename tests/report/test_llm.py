@@ -126,3 +126,75 @@ def test_extract_json_variants():
     assert extract_json("null") is None
     with pytest.raises(ValueError):
         extract_json("nothing")
+
+
+# ------------------------------------------------------------------ issue 17: parsing and tasks
+def test_backticks_inside_a_string_do_not_cut_the_answer():
+    """A fenced answer whose string holds triple backticks: the first complete JSON value
+    is read (a fence-cutting parser read '[]' from inside the string: 0 findings)."""
+    ans = {"findings": [{**GOOD["findings"][0], "entity": "opacity ```x``` noted", "location": []}]}
+    text = "```json\n" + json.dumps(ans) + "\n```"
+    (f,) = LLMStructurer(Scripted([text])).structure("x")
+    assert f.entity == "opacity ```x``` noted"
+    assert extract_json('Note [see below]: {"a": "x ``` y"} and {"b": 1}') == {"a": "x ``` y"}
+
+
+def test_incomplete_answer_is_not_read_as_an_inner_value():
+    # an unfinished outer object (finish reason "stop"): its first finding must not pass as the answer
+    c = Scripted(['{"findings": [' + json.dumps(GOOD["findings"][0]) + ', {"entity": "b"'])
+    with pytest.raises(LLMOutputError, match="schema"):
+        LLMStructurer(c, max_retries=0).structure("x")
+
+
+def test_predicted_lesion_type_keeps_the_reports_disease():
+    """The paper's sixth field holds whatever disease the report names: an eighth disease
+    never fails the section; it is kept as text and grounds as nothing."""
+    tb = {"findings": [{**GOOD["findings"][1], "predicted_lesion_type": "tuberculosis"},
+                       {**GOOD["findings"][1], "predicted_lesion_type": "Pneumonia"},
+                       {**GOOD["findings"][1], "predicted_lesion_type": "tuberculous pneumonia"}]}
+    a, b, c = LLMStructurer(Scripted([json.dumps(tb)]), max_retries=0).structure("x")
+    assert (a.lesion_type, a.predicted_lesion_type, a.predicted_lesion_text) == ("opacity", None, "tuberculosis")
+    assert a.target_type == "opacity"
+    assert (b.predicted_lesion_type, b.predicted_lesion_text) == ("pneumonia", "Pneumonia")
+    assert c.predicted_lesion_type is None  # the lexicon's longest phrase is no type
+
+
+def test_task_settings_and_their_fallback():
+    from cxrils.report.llm import llm_endpoint
+
+    cfg = Config()
+    cfg.backends.llm_base_url = "http://127.0.0.1:8000/v1"
+    cfg.backends.llm_model = "shared"
+    # the old shared keys still serve both tasks
+    assert llm_endpoint(cfg, "structure") == ("http://127.0.0.1:8000/v1", "", "", "shared")
+    assert llm_endpoint(cfg, "locations")[3] == "shared"
+    # a task's own model name on the shared server
+    cfg.backends.llm_structure_model = "mistralai/Mistral-Small-3.1-24B-Instruct-2503"
+    assert llm_endpoint(cfg, "structure") == ("http://127.0.0.1:8000/v1", "", "",
+                                              "mistralai/Mistral-Small-3.1-24B-Instruct-2503")
+    # a task's own server replaces the shared place as a whole
+    cfg.backends.llm_locations_base_url = "http://127.0.0.1:9000/v1"
+    cfg.backends.llm_locations_model = "google/medgemma-27b-text-it"
+    assert llm_endpoint(cfg, "locations") == ("http://127.0.0.1:9000/v1", "", "", "google/medgemma-27b-text-it")
+    s = LLMStructurer.from_config(cfg)
+    m = LLMLocationMapper.from_config(cfg)
+    assert (s.client.model, s.client.base_url) == ("mistralai/Mistral-Small-3.1-24B-Instruct-2503",
+                                                   "http://127.0.0.1:8000/v1")
+    assert (m.client.model, m.client.base_url) == ("google/medgemma-27b-text-it", "http://127.0.0.1:9000/v1")
+    with pytest.raises(ValueError, match="unknown LLM task"):
+        llm_endpoint(cfg, "paraphrase")
+
+
+def test_missing_task_model_is_a_clear_error():
+    from cxrils.report import get_location_mapper
+
+    with pytest.raises(ValueError, match="llm_locations_base_url.*llm_base_url"):
+        get_location_mapper("llm", Config())
+
+
+def test_same_endpoint_shares_one_client():
+    from cxrils.report.llm import client_from_config
+
+    cfg = Config()
+    cfg.backends.llm_base_url = "http://127.0.0.1:8001/v1"
+    assert client_from_config(cfg, "structure") is client_from_config(cfg, "locations")

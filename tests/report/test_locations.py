@@ -25,6 +25,21 @@ m = LexiconLocationMapper()
     ("right costophrenic angle", ["right lung base"]),
     ("superior segment of the right lower lobe", ["lung lower lobe right"]),
     ("bilateral perihilar", ["right mid zone lung", "left mid zone lung"]),
+    # a zone or lobe without a side overlaps both sides' labels (Appendix A.2: choose all)
+    ("basilar", ["right lung base", "left lung base"]),
+    ("the base", ["right lung base", "left lung base"]),
+    ("lower lobes", ["lung lower lobe right", "lung lower lobe left"]),
+    ("apical", ["right apical zone lung", "left apical zone lung"]),
+    ("right basilar", ["right lung base"]),
+    ("left basilar", ["left lung base"]),
+    # comparatives and slashes keep both parts
+    ("right greater than left", ["right lung", "left lung"]),
+    ("left greater than right basilar", ["right lung base", "left lung base"]),
+    ("retrocardiac/left base", ["left lung base"]),
+    ("right/left lower lobes", ["lung lower lobe right", "lung lower lobe left"]),
+    # a de-identified word inside a phrase keeps the side
+    ("right XXXX lobe", ["right lung"]),
+    ("left heart border", ["lung upper lobe left"]),
 ])
 def test_lung_phrases(phrase, labels):
     assert m.categories(phrase) == ["lung"]
@@ -37,12 +52,14 @@ def test_lateral_only_terms(phrase):
 
 
 @pytest.mark.parametrize("phrase,cat", [("hilar", "mediastinum"), ("thoracic spine", "thoracic spine"),
-                                        ("left hemidiaphragm", "diaphragm"), ("right clavicle", "clavicle")])
+                                        ("left hemidiaphragm", "diaphragm"), ("right clavicle", "clavicle"),
+                                        ("left 5th rib", "rib"), ("substernal", "sternum"), ("heart", "heart"),
+                                        ("right glenoid", "scapula")])
 def test_non_lung_categories(phrase, cat):
     assert m.map(phrase) == [cat]
 
 
-@pytest.mark.parametrize("phrase", ["somewhere odd", "lung", "basilar", "", "zone"])
+@pytest.mark.parametrize("phrase", ["somewhere odd", "lung", "", "zone", "parenchyma"])
 def test_unknown_or_unspecific_maps_to_none(phrase):
     assert m.map(phrase) == []
 

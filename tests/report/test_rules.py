@@ -2,10 +2,9 @@
 
 import pytest
 
-pytest.importorskip("medspacy", reason="the rules structurer needs the nlp extra (docs/report.md)")
-
-from cxrils.report import structure_report  # noqa: E402
-from cxrils.report.rules import RulesStructurer  # noqa: E402
+from cxrils.config import Config
+from cxrils.report import structure_report
+from cxrils.report.rules import RulesStructurer
 
 
 @pytest.fixture(scope="module")
@@ -87,10 +86,13 @@ def test_clear_normal_unremarkable_make_no_negative_finding(rules):
 
 def test_predicted_lesion_type(rules):
     (f,) = rules.structure("Left basilar opacity likely reflecting pneumonia.")
-    assert (f.lesion_type, f.predicted_lesion_type, f.certainty) == ("opacity", "pneumonia", "tentative")
+    # the opacity is stated (definitive); only the inference is hedged (split certainty)
+    assert (f.lesion_type, f.predicted_lesion_type, f.certainty, f.inference_certainty) == (
+        "opacity", "pneumonia", "definitive", "tentative")
+    assert f.type_certainty == "tentative"
     assert f.locations == ["left basilar"]
     (g,) = rules.structure("Right lower lobe opacity consistent with atelectasis.")
-    assert (g.predicted_lesion_type, g.certainty) == ("atelectasis", "definitive")
+    assert (g.predicted_lesion_type, g.certainty, g.inference_certainty) == ("atelectasis", "definitive", "definitive")
 
 
 def test_location_moved_out_of_entity(rules):
@@ -134,7 +136,9 @@ def test_structure_many_matches_structure(rules):
 def test_alternatives_are_tentative_unless_asked_otherwise(rules):
     f, scar = rules.structure("Left basilar atelectasis versus scar.")
     assert (f.lesion_type, f.certainty, scar.certainty) == ("atelectasis", "tentative", "tentative")
-    mesh_like = RulesStructurer(alternatives_tentative=False)
+    cfg = Config()
+    cfg.report.differential_certainty = "definitive"
+    mesh_like = RulesStructurer(cfg)
     g = mesh_like.structure("Left basilar atelectasis versus pneumonia.")[0]
     assert (g.lesion_type, g.certainty) == ("atelectasis", "definitive")
     (h,) = mesh_like.structure("May represent pneumonia.")

@@ -7,7 +7,6 @@ from typer.testing import CliRunner
 from cxrils.cli import app
 from cxrils.report.inputs import ReportInputError, read_reports
 
-pytest.importorskip("medspacy", reason="the rules structurer needs the nlp extra")
 
 runner = CliRunner()
 
@@ -76,3 +75,20 @@ def test_repeated_study_id_rejected(tmp_path):
     write_csv(src, ["study_id", "report"], [["s1", "a"], ["s1", "b"]])
     with pytest.raises(ReportInputError, match="repeated with a different report"):
         list(read_reports(src))
+
+
+def test_structure_reads_the_differential_key(tmp_path):
+    """One rule set for the command and the benchmark: report.differential_certainty."""
+    src = tmp_path / "r.csv"
+    write_csv(src, ["study_id", "report"], [["s1", "FINDINGS: Left basilar atelectasis versus scar."]])
+    certs = {}
+    for value in ("tentative", "definitive"):
+        out = tmp_path / f"{value}.jsonl"
+        res = runner.invoke(app, ["structure", str(src), "-o", str(out), "--set",
+                                  f"report.differential_certainty={value}"])
+        assert res.exit_code == 0, res.output
+        certs[value] = [x["certainty"] for x in json.loads(out.read_text())["findings"]]
+    assert certs == {"tentative": ["tentative", "tentative"], "definitive": ["definitive", "definitive"]}
+    res = runner.invoke(app, ["structure", str(src), "-o", str(tmp_path / "x.jsonl"), "--set",
+                              "report.differential_certainty=sometimes"])
+    assert res.exit_code == 2 and "report.differential_certainty" in res.output

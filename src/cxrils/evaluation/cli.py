@@ -49,6 +49,9 @@ def register(app: typer.Typer) -> None:
         typer.echo(f"{report.n_samples} records ({t4['n_positive']} positive, {t4['n_negative']} negative)")
         typer.echo(f"gIoU {pct(t4['gIoU'])}  cIoU {pct(t4['cIoU'])}  N-Acc {pct(t4['n_acc'])}  "
                    f"text accuracy {pct(t4['text_accuracy'])}  (%)")
+        o = report.official_protocol()
+        typer.echo(f"authors' protocol (ROSALIA train_ds.py validate()): giou_pos {pct(o['giou_pos'])}  "
+                   f"ciou_pos {pct(o['ciou_pos'])}  giou_neg {pct(o['giou_neg'])}  (%)")
         typer.echo("wrote " + ", ".join(str(f) for f in files))
 
     @app.command()

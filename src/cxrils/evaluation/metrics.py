@@ -33,6 +33,27 @@ from cxrils.templates import ParsedText, TemplateError, parse_answer
 _IOU_EXP = 1074
 
 
+def fixed_point(value: float) -> int:
+    """A non-negative float64 as the exact integer ``value * 2**1074``.
+
+    Sums of these integers are exact and order-independent; divide by
+    ``n << FIXED_POINT_EXP`` to get a correctly rounded mean.
+
+    Raises
+    ------
+    ValueError
+        If ``value`` is negative or not finite.
+    """
+    if not (value >= 0.0) or value == float("inf"):
+        raise ValueError(f"fixed_point needs a finite value >= 0, got {value!r}")
+    num, den = float(value).as_integer_ratio()
+    return num << (_IOU_EXP - den.bit_length() + 1)  # den is a power of two
+
+
+#: Exponent of :func:`fixed_point` (2**-1074 is the smallest subnormal float64).
+FIXED_POINT_EXP = _IOU_EXP
+
+
 @dataclass
 class SegmentationAccumulator:
     """Streaming sums for gIoU, cIoU (positives) and N-Acc (negatives).
@@ -64,9 +85,8 @@ class SegmentationAccumulator:
     def add(self, counts: MaskCounts) -> None:
         """Add one sample's counts."""
         if counts.is_positive:
-            num, den = (counts.intersection / counts.union).as_integer_ratio()
             self.n_positive += 1
-            self.iou_sum += num << (_IOU_EXP - den.bit_length() + 1)  # den is a power of two
+            self.iou_sum += fixed_point(counts.intersection / counts.union)
             self.intersection += counts.intersection
             self.union += counts.union
         else:

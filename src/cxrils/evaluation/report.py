@@ -16,6 +16,7 @@ from typing import Any, Iterable
 
 from cxrils import vocab
 from cxrils.evaluation.metrics import MaskCounts, SegmentationAccumulator, TextAccumulator
+from cxrils.evaluation.official import OfficialAccumulator
 from cxrils.fsutil import atomic_write_json, atomic_write_text
 
 REPORT_SCHEMA = "cxrils-evaluation/1"
@@ -53,6 +54,8 @@ class EvaluationReport:
     def __init__(self, metadata: dict[str, Any] | None = None) -> None:
         self.metadata: dict[str, Any] = dict(metadata or {})
         self._cells: dict[Cell, _CellAcc] = {}
+        #: The authors' validate() sums over every sample (:mod:`cxrils.evaluation.official`).
+        self.official = OfficialAccumulator()
 
     # -- accumulation -------------------------------------------------------
     def add(self, counts: MaskCounts, *, lesion_type: str | None = None,
@@ -76,6 +79,7 @@ class EvaluationReport:
         pol = polarity or ("positive" if counts.is_positive else "negative")
         acc = self._cells.setdefault((lesion_type, instruction_type, pol), _CellAcc())
         acc.seg.add(counts)
+        self.official.add(counts)
         if text_correct is not None:
             acc.text.add(text_correct)
 
@@ -83,6 +87,7 @@ class EvaluationReport:
         """Add the counts of another report (e.g. of another batch or worker)."""
         for key, acc in other._cells.items():
             self._cells.setdefault(key, _CellAcc()).merge(acc)
+        self.official.merge(other.official)
 
     def _sum(self, lesion: str | None = "*", itype: str | None = "*", polarity: str = "*") -> _CellAcc:
         out = _CellAcc()
@@ -153,6 +158,12 @@ class EvaluationReport:
                                 for pol in (*vocab.POLARITIES, "all")}
         return out
 
+    def official_protocol(self) -> dict[str, Any]:
+        """The authors' ``validate()`` numbers: ``giou_pos``, ``ciou_pos``, ``giou_neg``
+        (their Table 4 gIoU, cIoU, N-Acc.), ``giou``, ``ciou`` over all samples, in [0, 1]
+        (see :mod:`cxrils.evaluation.official` for where they differ from ours)."""
+        return self.official.metrics()
+
     def cells(self) -> list[dict[str, Any]]:
         """The raw integer counts of every cell (enough to rebuild every table)."""
         rows = []
@@ -170,7 +181,9 @@ class EvaluationReport:
         return {"schema": REPORT_SCHEMA, "metadata": self.metadata, "n_samples": self.n_samples,
                 "text_scored": self.text_scored, "table4_overall": self.table4(),
                 "table5_per_lesion_type": self.table5(), "table6_text_by_instruction_type": self.table6(),
-                "table14_text_by_lesion_and_instruction_type": self.table14(), "cells": self.cells()}
+                "table14_text_by_lesion_and_instruction_type": self.table14(),
+                "official_protocol": self.official_protocol(), "official_protocol_counts": self.official.to_dict(),
+                "cells": self.cells()}
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> "EvaluationReport":
@@ -196,6 +209,8 @@ class EvaluationReport:
                 report._cells.setdefault(key, _CellAcc()).merge(_CellAcc(seg, text))
         except (KeyError, TypeError, ValueError) as err:
             raise ValueError(f"malformed report cell: {err!r}") from err
+        if "official_protocol_counts" in data:  # reports written before it have none
+            report.official = OfficialAccumulator.from_dict(data["official_protocol_counts"])
         return report
 
     # -- output ---------------------------------------------------------------
@@ -244,6 +259,7 @@ class EvaluationReport:
                   "| gIoU | cIoU | N-Acc. | text acc. | positives | negatives |", "|---|---|---|---|---|---|",
                   f"| {pct(t4['gIoU'])} | {pct(t4['cIoU'])} | {pct(t4['n_acc'])} | {pct(t4['text_accuracy'])} "
                   f"| {t4['n_positive']} | {t4['n_negative']} |", "",
+                  *_official_lines(self.official_protocol()),
                   "## Table 5: per lesion type", "",
                   "| lesion type | gIoU | cIoU | N-Acc. | positives | negatives |", "|---|---|---|---|---|---|"]
         for les, row in self.table5().items():
@@ -274,6 +290,15 @@ _DEFINITIONS = (
     "**positives** (non-empty reference mask) only; N-Acc. is the share of **negatives** (empty "
     "reference mask) whose predicted mask is entirely empty. Text accuracy is exact match of the "
     "parsed answer (template and every variable). Values in %; n/a = no sample of that kind.")
+
+
+def _official_lines(o: dict[str, Any]) -> list[str]:
+    return ["## Table 4, the authors' protocol (KAIST-Edlab/ROSALIA train_ds.py validate())", "",
+            "| giou_pos | ciou_pos | giou_neg | giou (all) | ciou (all) |", "|---|---|---|---|---|",
+            f"| {pct(o['giou_pos'])} | {pct(o['ciou_pos'])} | {pct(o['giou_neg'])} | {pct(o['giou'])} "
+            f"| {pct(o['ciou'])} |", "",
+            "Per sample I / (U + 1e-5), + 1 when U = 0; means divide by (count + 1e-5); giou_neg is "
+            "N-Acc. up to that epsilon (docs/evaluation.md).", ""]
 
 
 def pct(value: float | None) -> str:

@@ -91,7 +91,9 @@ class _Item:
 
     @property
     def definitive(self) -> bool:
-        return self.gf.finding.certainty == "definitive"
+        """The finding is definitively of its lesion type (the inference's certainty
+        when the type was inferred: ``Finding.type_certainty``)."""
+        return self.gf.finding.type_certainty == "definitive"
 
     @property
     def localized(self) -> bool:
@@ -209,9 +211,10 @@ def _prepare(g: StudyGrounding) -> list[_Item]:
         t = lesion_type_of(gf)
         if gf.finding.presence != "positive" or t is None:
             continue
-        if gf.finding.certainty not in vocab.CERTAINTIES:
-            raise InstructionError(f"image {g.image_id}: finding {gf.finding.entity!r} has certainty "
-                                   f"{gf.finding.certainty!r}; expected one of {vocab.CERTAINTIES}")
+        for c in (gf.finding.certainty, gf.finding.inference_certainty or gf.finding.certainty):
+            if c not in vocab.CERTAINTIES:
+                raise InstructionError(f"image {g.image_id}: finding {gf.finding.entity!r} has certainty "
+                                       f"{c!r}; expected one of {vocab.CERTAINTIES}")
         mask = gf.mask
         if mask is not None:
             mask = np.asarray(mask)
@@ -224,7 +227,8 @@ def _prepare(g: StudyGrounding) -> list[_Item]:
         grounded = list(gf.grounded) if mask is not None else []
         if t not in vocab.ORGAN_LESION_TYPES and not _locations(grounded):
             mask = None
-        target = "opacity" if (gf.finding.certainty == "tentative" and t not in vocab.ORGAN_LESION_TYPES) else t
+        # A tentative type is named "opacity" (section 3.2); the record keeps the observation's certainty.
+        target = "opacity" if (gf.finding.type_certainty == "tentative" and t not in vocab.ORGAN_LESION_TYPES) else t
         items.append(_Item(
             index=i, gf=gf, lesion_type=t, target=target,
             reported_zones=_zones(list(gf.reported) + grounded),

@@ -25,6 +25,10 @@ MODEL_TYPES: dict[str, str] = {
 
 CONFIG_NAME = "config.json"
 
+#: ``config.json`` ``architectures`` entries of released checkpoints -> model_type: the
+#: LISA format of xinlai/LISA-7B-v1 and checkone/ROSALIA-7B-v1 (``model_type: llava``).
+ARCHITECTURE_TYPES: dict[str, str] = {"LISAForCausalLM": "rosalia"}
+
 
 class ModelLoadError(ValueError):
     """Raised when a run folder is missing, incomplete or of an unknown model type."""
@@ -76,6 +80,15 @@ def read_model_config(path: str | Path) -> dict:
     if not isinstance(cfg, dict) or "model_type" not in cfg:
         raise ModelLoadError(f"{cfg_path}: needs a 'model_type' key (one of {sorted(MODEL_TYPES)})")
     return cfg
+
+
+def model_type_of(config: dict) -> str:
+    """The cxrils model type of a folder's ``config.json``: a released architecture
+    (:data:`ARCHITECTURE_TYPES`) first, else its ``model_type``."""
+    for arch in config.get("architectures") or []:
+        if arch in ARCHITECTURE_TYPES:
+            return ARCHITECTURE_TYPES[arch]
+    return str(config["model_type"])
 
 
 def resolve_model_class(model_type: str) -> type["Segmenter"]:
@@ -131,9 +144,10 @@ class Segmenter(ABC):
             If the folder is not a trained model or its type is unknown or mismatched.
         """
         cfg = read_model_config(path)
-        target = resolve_model_class(cfg["model_type"])
+        model_type = model_type_of(cfg)
+        target = resolve_model_class(model_type)
         if cls is not Segmenter and not issubclass(target, cls):
-            raise ModelLoadError(f"{path}: holds a {cfg['model_type']!r} model, not {cls.__name__}")
+            raise ModelLoadError(f"{path}: holds a {model_type!r} model, not {cls.__name__}")
         return target._load(Path(path), cfg, **kwargs)
 
     @classmethod

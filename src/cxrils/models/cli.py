@@ -89,6 +89,9 @@ def register(app: typer.Typer) -> None:
         dataset: Optional[Path] = typer.Option(None, "--dataset", "-d", help="Batch mode: predict a dataset split."),
         split: str = typer.Option("test", "--split", help="Split of --dataset: train, validate, test or all."),
         threads: Optional[int] = typer.Option(None, "--threads", help="torch CPU threads."),
+        teacher_forced: bool = typer.Option(False, "--teacher-forced",
+                                            help="--dataset with ROSALIA: masks from the reference answers' [SEG], as "
+                                                 "the authors' validate() (no text generated, text not scored)."),
     ) -> None:
         """Segment what an instruction asks for; write mask PNG + RLE, answer and overlay (or batch predictions)."""
         from cxrils.models.base import ModelLoadError, Segmenter, default_model_dir
@@ -110,7 +113,7 @@ def register(app: typer.Typer) -> None:
             if out.suffix not in (".parquet", ".jsonl"):
                 _fail(f"{out}: batch predictions must end in .parquet or .jsonl")
             try:
-                predict_dataset(seg, dataset, None if split == "all" else split, out)
+                predict_dataset(seg, dataset, None if split == "all" else split, out, teacher_forced=teacher_forced)
             except (DatasetError, ValueError) as err:
                 _fail(str(err))
             typer.echo(f"predictions -> {out}")

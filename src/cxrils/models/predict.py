@@ -23,7 +23,8 @@ PREDICTION_SUFFIXES = (".parquet", ".jsonl")
 
 
 def predict_dataset(segmenter: Segmenter, dataset_dir: str | Path, split: str | None, out_path: str | Path,
-                    *, batch_size: int = 16, progress: bool = True, templates_only: bool = False) -> Path:
+                    *, batch_size: int = 16, progress: bool = True, templates_only: bool = False,
+                    teacher_forced: bool = False) -> Path:
     """Predict every record of a dataset split and write the predictions file.
 
     Parameters
@@ -45,6 +46,10 @@ def predict_dataset(segmenter: Segmenter, dataset_dir: str | Path, split: str | 
     templates_only : bool
         Predict only the Table 2 template records (``paraphrase_of`` empty), the ones
         the paper's tables score.
+    teacher_forced : bool
+        Masks from each record's reference answer instead of generated text, as the
+        authors' ``validate()`` (models with ``predict_teacher_forced``, i.e. ROSALIA); the
+        file then has no answers (text accuracy is not scored).
 
     Returns
     -------
@@ -78,13 +83,19 @@ def predict_dataset(segmenter: Segmenter, dataset_dir: str | Path, split: str | 
                     cache.clear()
                     cache[image_id] = ds.load_image(i)
                 images.append(cache[image_id])
-            preds = segmenter.predict_many(images, [str(recs.at[i, "instruction"]) for i in idx])
+            if teacher_forced:
+                if not hasattr(segmenter, "predict_teacher_forced"):
+                    raise ValueError(f"{type(segmenter).__name__} cannot predict from reference answers")
+                preds = [segmenter.predict_teacher_forced(x, str(recs.at[i, "instruction"]), str(recs.at[i, "answer"]))
+                         for x, i in zip(images, idx)]
+            else:
+                preds = segmenter.predict_many(images, [str(recs.at[i, "instruction"]) for i in idx])
             for i, p in zip(idx, preds):
                 rows.append({"record_id": str(recs.at[i, "record_id"]), "mask": dict(encode_rle(p.mask)),
                              "answer": p.answer})
             bar.update(len(idx))
     rows.sort(key=lambda r: r["record_id"])
-    write_predictions(out_path, rows)
+    write_predictions(out_path, rows, with_answers=not teacher_forced)
     return Path(out_path)
 
 

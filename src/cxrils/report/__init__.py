@@ -87,7 +87,7 @@ def get_location_mapper(name: str | None = None, cfg=None) -> LocationMapper:
 
 @lru_cache(maxsize=1)
 def _default_structurer() -> ReportStructurer:
-    """One shared ``rules`` structurer (building medspaCy takes seconds)."""
+    """One shared ``rules`` structurer with the default configuration."""
     return get_structurer("rules")
 
 
@@ -141,7 +141,7 @@ def structure_reports(items: Iterable[tuple[str, str]], cfg=None, *, structurer=
     """Structure many ``(study_id, raw_text)`` pairs, in input order, lazily.
 
     Backends come from ``cfg.backends`` unless given; texts are processed in
-    batches (spaCy ``pipe`` for rules, concurrent requests for llm).
+    batches (concurrent requests for llm).
     """
     structurer = structurer or get_structurer(None, cfg)
     mapper = mapper or get_location_mapper(None, cfg)

@@ -25,7 +25,11 @@ from cxrils.vocab import LESION_SYNONYMS, LESION_TYPES
 #: the paper's prompt ignores them.
 OTHER_FINDINGS: Final[tuple[str, ...]] = (
     "pneumothorax", "pneumothoraces", "hydropneumothorax", "pneumomediastinum",
-    "nodule", "nodules", "nodular opacity", "mass", "masses", "lesion", "lesions",
+    # A "nodular opacity" stays an opacity (NLM indexes it as Opacity); nodular and
+    # calcified densities are nodules and granulomas.
+    "nodule", "nodules", "nodular density", "nodular densities", "calcified density",
+    "calcified densities", "calcific density", "calcific densities",
+    "mass", "masses", "lesion", "lesions",
     "emphysema", "emphysematous changes", "copd", "hyperinflation", "hyperexpansion",
     "fibrosis", "fibrotic changes", "scarring", "scar", "granuloma", "granulomas",
     "calcified granuloma", "calcified granulomas", "granulomatous disease",
@@ -41,22 +45,41 @@ OTHER_FINDINGS: Final[tuple[str, ...]] = (
     # Not a pleural effusion.
     "pericardial effusion", "pericardial effusions", "tuberculous infection",
     "tuberculosis infection", "tuberculous pneumonia", "tuberculosis pneumonia",
+    # Not edema on the image (cxrils.vocab): found, but of no lesion type.
+    "vascular congestion", "pulmonary congestion", "pulmonary vascular congestion", "fluid overload",
+    "volume overload", "congestive heart failure", "chf", "heart failure",
+    "volume loss",  # not atelectasis (cxrils.vocab)
 )
 
 #: Non-specific findings that a report may say "represent" a disease (paper
 #: section 3.1: "opacity reflects pneumonia" -> predicted lesion type pneumonia).
 NONSPECIFIC_TYPES: Final[frozenset[str]] = frozenset({"opacity", "consolidation"})
 
+#: Broad categories (paper Appendix A.2, step 1) where a "density" can be a lung
+#: lesion. A density located only in others (rib, sternum, heart, spine, breast,
+#: vessels, abdomen...) is of no lesion type. "Hilar" maps to mediastinum but a hilar
+#: density is read as a lung finding (:data:`HILAR_WORDS`). An "opacity" keeps its type
+#: wherever it is: "opacity projecting over the 9th rib" is usually in the lung.
+LUNG_FINDING_CATEGORIES: Final[frozenset[str]] = frozenset({"lung", "pleura", "lateral view location"})
+DENSITY_ENTITIES: Final[frozenset[str]] = frozenset({"density", "densities"})
+HILAR_WORDS: Final[re.Pattern[str]] = re.compile(r"\b(?:hilar|hila|hilum|perihilar)\b", re.IGNORECASE)
+
 # Phrasings of cardiomegaly that fixed phrases cannot cover ("heart size is mildly
 # enlarged", "the cardiac silhouette remains enlarged"): spaCy token patterns.
 _HEART = [{"LOWER": {"IN": ["heart", "cardiac", "cardiomediastinal"]}},
           {"LOWER": {"IN": ["size", "silhouette", "shadow", "contour", "contours"]}, "OP": "*"}]
 _COPULA = {"LOWER": {"IN": ["is", "are", "remains", "remain", "appears", "appear", "again", "still",
-                            "persistently", "stably", "demonstrates", "appearing", "xxxx"]}, "OP": "*"}
+                            "persistently", "stably", "demonstrates", "appearing", "xxxx",
+                            # "the heart is not enlarged": matched whole, then negated (NEGATION_IN_PATTERN)
+                            "not", "no", "longer"]}, "OP": "*"}
 _DEGREE = {"LOWER": {"IN": ["mildly", "moderately", "markedly", "severely", "slightly", "minimally",
                             "massively", "borderline", "top-normal", "at", "upper", "limits", "of",
                             "normal", "to", "mild", "moderate", "marked", "severe", "-", "globally",
                             "stably", "significantly", "grossly", "now"]}, "OP": "*"}
+#: Words that negate a finding matched by a token pattern that contains them ("the
+#: heart is not enlarged"): a cue inside a finding's own words cannot modify it in
+#: ConText, so the structurer reads these itself.
+NEGATION_IN_PATTERN: Final[frozenset[str]] = frozenset({"not", "no"})
 CARDIOMEGALY_PATTERNS: Final[tuple[list[dict], ...]] = (
     # "borderline" heart size is indexed as Cardiomegaly/borderline by NLM (MeSH).
     _HEART + [_COPULA, _DEGREE, {"LOWER": {"IN": ["enlarged", "increased", "prominent", "large", "borderline"]}}],
@@ -72,13 +95,13 @@ CARDIOMEGALY_PATTERNS: Final[tuple[list[dict], ...]] = (
 
 
 # Pulmonary vascular congestion phrasings ("prominence of the pulmonary vasculature",
-# "pulmonary vascularity is mildly prominent"): edema, as "vascular congestion" is in
-# cxrils.vocab (the CheXpert labeler counts vascular prominence as edema too).
+# "pulmonary vascularity is mildly prominent"): found as "vascular congestion", of no
+# lesion type (congestion is not edema on the image; see OTHER_FINDINGS).
 _VESSELS = {"LOWER": {"IN": ["vascularity", "vasculature", "vessels", "vascular"]}}
 _PROMINENT = {"LOWER": {"IN": ["prominent", "prominence", "engorged", "engorgement", "congested",
                                "congestion", "indistinct", "indistinctness", "increased", "redistribution",
                                "cephalization", "plethora", "plethoric", "enlarged"]}}
-EDEMA_PATTERNS: Final[tuple[list[dict], ...]] = (
+CONGESTION_PATTERNS: Final[tuple[list[dict], ...]] = (
     [_PROMINENT, {"LOWER": {"IN": ["of", "the", "central", "pulmonary", "hilar", "interstitial"]}, "OP": "*"}, _VESSELS],
     [_VESSELS, {"LOWER": {"IN": ["markings"]}, "OP": "?"}, _COPULA, _DEGREE, _PROMINENT],
     [{"LOWER": {"IN": ["cephalization", "cephalisation"]}}],
@@ -86,14 +109,22 @@ EDEMA_PATTERNS: Final[tuple[list[dict], ...]] = (
 )
 
 
+#: Verb forms that name a lesion type in reports only ("the right lower lobe is
+#: consolidated", "the left lower lobe is collapsed", "the left base is opacified").
+REPORT_VERB_FORMS: Final[dict[str, str]] = {
+    "consolidated": "consolidation", "collapsed": "atelectasis", "opacified": "opacity",
+}
+
+
 def lesion_terms() -> dict[str, str | None]:
     """Every fixed finding phrase (lower case) -> lesion type or None.
 
-    Built from :data:`cxrils.vocab.LESION_SYNONYMS` plus :data:`OTHER_FINDINGS`.
-    A phrase listed for two types keeps the first type in
+    Built from :data:`cxrils.vocab.LESION_SYNONYMS` plus :data:`OTHER_FINDINGS` and
+    :data:`REPORT_VERB_FORMS`. A phrase listed for two types keeps the first type in
     :data:`cxrils.vocab.LESION_TYPES` order.
     """
     out: dict[str, str | None] = {p: None for p in OTHER_FINDINGS}
+    out.update(REPORT_VERB_FORMS)
     for t in reversed(LESION_TYPES):
         for phrase in LESION_SYNONYMS[t]:
             out[phrase.lower()] = t
@@ -108,6 +139,7 @@ _RAW_CONTEXT_RULES: tuple[tuple[str, str, str, int | None], ...] = (
         "no definite", "no convincing", "no radiographic evidence of", "nor", "neither",
         "resolution of", "interval resolution of", "near complete resolution of", "no longer",
         "no new", "no acute", "there is no", "there are no", "rather than",
+        "clearing of", "interval clearing of", "interval clearing", "no history of",
     )),
     # Negation and resolution (backward: "pneumothorax has resolved").
     *((w, "NEGATED_EXISTENCE", "BACKWARD", 10) for w in (
@@ -116,6 +148,8 @@ _RAW_CONTEXT_RULES: tuple[tuple[str, str, str, int | None], ...] = (
         "has resolved", "has been resolved",
         "has cleared", "has largely cleared", "cleared", "has nearly resolved",
         "no longer seen", "no longer visible", "no longer present", "no longer identified",
+        "no longer visualized", "no longer appreciated", "no longer demonstrated", "no longer evident",
+        "no longer apparent", "not visualized", "is unlikely", "are unlikely", "unlikely", "is not likely",
         "is gone", "are gone", "ruled out", "has disappeared",
         # "pulmonary vascular engorgement appears within limits of normal"
         "within normal limits", "within limits of normal", "within the limits of normal",
@@ -153,6 +187,7 @@ _RAW_CONTEXT_RULES: tuple[tuple[str, str, str, int | None], ...] = (
         "suspected", "are suspected", "is considered", "are not excluded", "less likely",
         "would be a consideration", "is also a consideration", "a consideration", "considerations",
         "not excluded", "is not entirely excluded", "a possibility", "is a possibility",
+        "difficult to entirely exclude", "difficult to exclude", "not entirely excluded",
         "is in the differential", "in the differential", "is another consideration",
         "another consideration",
     )),
@@ -166,9 +201,15 @@ _RAW_CONTEXT_RULES: tuple[tuple[str, str, str, int | None], ...] = (
         "if", "in case of", "should be considered", "follow-up to", "followup to", "recommend",
         "history of", "correlate clinically for", "clinical correlation for", "correlate clinically",
         "symptoms of", "signs and symptoms of",
+        # an inline header inside the section: "History: pneumonia", "Indication: cough"
+        "history :", "clinical history :", "indication :", "indications :", "clinical indication :",
+        "reason for exam :", "reason for examination :", "comparison :",
     )),
     # Pseudo-cues: "no interval change in the small effusion" is positive (stable).
     *((w, "PSEUDO", "PSEUDO", None) for w in (
+        # "with" ends a scope (below), these phrases do not
+        "consistent with", "compatible with", "in keeping with", "associated with", "correlate with",
+        "with or without",
         "no interval change", "no change", "no significant change", "no significant interval change",
         "no substantial change", "not changed", "not significantly changed", "no increase",
         "no decrease", "no appreciable change", "no definite change", "no marked change",
@@ -185,6 +226,10 @@ _RAW_CONTEXT_RULES: tuple[tuple[str, str, str, int | None], ...] = (
         "otherwise", ";", "there is", "there are", "there has been", "while", "whereas",
         "yet", "nonetheless", "still", "though", "other than", "persistent", "persists",
         "unchanged", "stable", "again", "remains", "seen", "noted", "present",
+        # "negative for pneumothorax, positive for effusion"; "History: cough FINDINGS: effusion"
+        "positive for", "findings :", "impression :",
+        # "no cardiomegaly with bilateral small effusions"
+        "with",
     )),
 )
 
@@ -232,8 +277,13 @@ LOCATION_WORDS: Final[tuple[str, ...]] = (
     "region", "regions", "aspect", "portion", "pleural space", "pleural spaces", "cervical",
     "lumbar", "abdomen", "abdominal", "breast", "trachea", "tracheal", "aorta", "aortic",
     "apicolateral", "lingular segment", "retrocardiac region", "pericardial", "subcarinal",
+    "substernal", "glenoid", "heart", "heart border", "breasts", "humeral", "bibasilar lung",
+    "midlung zone", "midlung zones", "hemidiaphragmatic", "infraclavicular", "supraclavicular",
 )
-_CONNECTORS = ("and", "of the", "the", "of", "to", "and/or", "or")
+_CONNECTORS = ("and", "of the", "the", "of", "to", "and/or", "or", "through",
+               # "right greater than left": one phrase naming both sides
+               "greater than", "more than", "worse than", "larger than", "slightly greater than",
+               "much greater than", "more so than", "as well as")
 #: Words that alone do not make a location (they only qualify one).
 LOCATION_QUALIFIERS: Final[frozenset[str]] = frozenset({
     "posterior", "anterior", "lateral", "medial", "superior", "inferior", "segment", "segments",
@@ -241,6 +291,9 @@ LOCATION_QUALIFIERS: Final[frozenset[str]] = frozenset({
     "field", "fields", "zone", "zones", "lobe", "lobes", "angle", "angles", "lobar", "parenchyma",
     "parenchymal", "upper", "lower", "middle", "mid", "lung", "thoracic",
 })
+# A run of qualifiers that still names a place: "the lower lobes", "upper lung zones".
+_ZONE_RUN = re.compile(r"^(?:upper|lower|middle|mid)\b.*\b(?:lobes?|zones?|lungs?|fields?)$")
+_ORDINAL = r"(?:\d+(?:st|nd|rd|th)|t\d{1,2})"
 
 
 def _word_alt(words) -> str:
@@ -248,23 +301,28 @@ def _word_alt(words) -> str:
 
 
 _LOC = rf"(?:{_word_alt(LOCATION_WORDS)})"
-#: A location run in text: location words joined by spaces or connectors.
+_LINK = rf"(?:\s*[-/]\s*|\s+(?:(?:{_word_alt(_CONNECTORS)}|{_ORDINAL})\s+)*)"
+#: A location run in text: location words joined by spaces, hyphens, slashes or
+#: connectors (also rib numbers: "left 5th rib").
 LOCATION_RE: Final[re.Pattern[str]] = re.compile(
-    rf"(?<![\w-]){_LOC}(?:(?:\s+|\s*-\s*|\s+(?:{_word_alt(_CONNECTORS)})\s+){_LOC})*(?![\w-])",
+    rf"(?<![\w-]){_LOC}(?:{_LINK}{_LOC})*(?![\w-])",
     re.IGNORECASE,
 )
+_NOT_WORDS = frozenset(w for c in _CONNECTORS for w in c.split())
 
 
 def find_locations(text: str) -> list[tuple[int, int, str]]:
     """Location phrases in ``text`` as ``(start, end, phrase)`` character spans.
 
     A run of location words that holds only qualifiers ("lower", "segment") is not
-    a location. Trailing connectors are never part of a phrase.
+    a location, unless it names a zone or lobe ("the lower lobes"). Trailing
+    connectors are never part of a phrase.
     """
     out = []
     for m in LOCATION_RE.finditer(text):
-        words = re.findall(r"[a-z/-]+", m.group(0).lower())
-        if all(w in LOCATION_QUALIFIERS or w in _CONNECTORS for w in words):
+        phrase = " ".join(m.group(0).split())
+        words = [w for w in re.findall(r"[a-z][a-z/-]*", phrase.lower()) if w not in _NOT_WORDS]
+        if all(w in LOCATION_QUALIFIERS for w in words) and not _ZONE_RUN.match(" ".join(words)):
             continue
-        out.append((m.start(), m.end(), " ".join(m.group(0).split())))
+        out.append((m.start(), m.end(), phrase))
     return out

@@ -7,8 +7,16 @@ on the user's machine or network (vLLM, llama.cpp server, Ollama) through httpx,
 or runs a model in-process with transformers; a server outside loopback/private
 addresses is refused unless ``llm_allow_remote`` is set.
 
-Answers must be one JSON object that a JSON Schema validates; answers wrapped in
-code fences or followed by prose are accepted. An answer cut off by the token
+Structuring and location mapping can use different models (the paper: Mistral-Small-
+3.1-24B-Instruct-2503 and medgemma-27b-text-it): ``backends.llm_structure_*`` and
+``backends.llm_locations_*``, falling back to the shared ``backends.llm_*`` keys.
+
+Answers must hold one JSON object that a JSON Schema validates; the first complete
+JSON value of the answer is read, so code fences and prose around it are skipped and
+backticks inside its strings do no harm. The predicted lesion type is the report's
+disease in its words (the paper's sixth field, any disease); it becomes
+``Finding.predicted_lesion_text`` and, where it names one of the seven types,
+``Finding.predicted_lesion_type``. An answer cut off by the token
 budget (finish reason "length") raises :class:`LLMTruncatedError` and is never
 "repaired" into fewer findings. Invalid answers are re-asked at most
 ``llm_max_retries`` times, then :class:`LLMOutputError` is raised. Answers are
@@ -32,7 +40,7 @@ from urllib.parse import urlparse
 from cxrils.fsutil import atomic_write_json
 from cxrils.report.lexicon import lesion_terms
 from cxrils.types import Finding
-from cxrils.vocab import BROAD_CATEGORIES, LESION_TYPES, LUNG_REGION_LABELS
+from cxrils.vocab import BROAD_CATEGORIES, LUNG_REGION_LABELS
 
 
 class LLMError(RuntimeError):
@@ -187,49 +195,91 @@ class TransformersChatClient:
         return Completion(self.tokenizer.decode(new, skip_special_tokens=True), reason)
 
 
-def client_from_config(cfg) -> ChatClient:
-    """The chat client ``cfg.backends`` describes (server URL, else local model path).
+#: Tasks with their own model settings (paper section 3.1 step 1: Mistral-Small-3.1-24B-
+#: Instruct-2503 structures reports, medgemma-27b-text-it maps locations).
+LLM_TASKS = ("structure", "locations")
+
+
+def llm_endpoint(cfg, task: str | None = None) -> tuple[str, str, str, str]:
+    """``(base_url, model_path, gguf_file, model)`` of the LLM for ``task``.
+
+    ``task`` "structure" or "locations" reads ``backends.llm_<task>_*``; where the
+    model runs (``base_url``, else ``model_path`` + ``gguf_file``) falls back to the
+    shared ``backends.llm_*`` keys as a whole when the task sets neither
+    ``llm_<task>_base_url`` nor ``llm_<task>_model_path``; the model name falls back to
+    ``backends.llm_model`` on its own. None: the shared keys (e.g. paraphrasing).
 
     Raises
     ------
     ValueError
-        If neither ``llm_base_url`` nor ``llm_model_path`` is set.
+        For a task not in :data:`LLM_TASKS`.
     """
     b = cfg.backends
-    if b.llm_base_url:
-        return OpenAIChatClient(b.llm_base_url, b.llm_model or "default", timeout_s=b.llm_timeout_s,
-                                allow_remote=b.llm_allow_remote)
-    if b.llm_model_path:
-        return TransformersChatClient(b.llm_model_path, b.llm_gguf_file or None)
-    raise ValueError("the llm backend needs backends.llm_base_url (an OpenAI-compatible server such as "
-                     "vLLM, llama.cpp server or Ollama) or backends.llm_model_path (a local model folder)")
+    if task is None:
+        return b.llm_base_url, b.llm_model_path, b.llm_gguf_file, b.llm_model
+    if task not in LLM_TASKS:
+        raise ValueError(f"unknown LLM task {task!r}; choose one of {LLM_TASKS}")
+    model = getattr(b, f"llm_{task}_model") or b.llm_model
+    url, path = getattr(b, f"llm_{task}_base_url"), getattr(b, f"llm_{task}_model_path")
+    if url or path:
+        return url, path, getattr(b, f"llm_{task}_gguf_file"), model
+    return b.llm_base_url, b.llm_model_path, b.llm_gguf_file, model
+
+
+_CLIENTS: dict[tuple, ChatClient] = {}
+_CLIENTS_LOCK = threading.Lock()
+
+
+def client_from_config(cfg, task: str | None = None) -> ChatClient:
+    """The chat client for ``task`` (see :func:`llm_endpoint`): a server URL, else a
+    local model. Two tasks on the same endpoint share one client (a local model is
+    loaded once).
+
+    Raises
+    ------
+    ValueError
+        If the task has no server URL and no local model path.
+    """
+    url, path, gguf, model = llm_endpoint(cfg, task)
+    b = cfg.backends
+    if not url and not path:
+        keys = f"backends.llm_{task}_base_url or backends.llm_{task}_model_path, or the shared " if task else ""
+        raise ValueError(
+            f"the llm backend{f' for {task}' if task else ''} needs {keys}backends.llm_base_url (an "
+            "OpenAI-compatible server such as vLLM, llama.cpp server or Ollama) or backends.llm_model_path "
+            "(a local model folder)")
+    key = (url, model or "default", b.llm_timeout_s, b.llm_allow_remote) if url else (path, gguf)
+    with _CLIENTS_LOCK:
+        if key not in _CLIENTS:
+            _CLIENTS[key] = (OpenAIChatClient(url, model or "default", timeout_s=b.llm_timeout_s,
+                                              allow_remote=b.llm_allow_remote) if url
+                             else TransformersChatClient(path, gguf or None))
+        return _CLIENTS[key]
 
 
 # ----------------------------------------------------------------------------- JSON
-_FENCE = re.compile(r"```(?:json)?\s*(.*?)```", re.DOTALL | re.IGNORECASE)
-
-
 def extract_json(text: str) -> Any:
-    """The first JSON value in a model answer, tolerating code fences and prose
-    before or after it.
+    """The first complete JSON object or array in a model answer.
+
+    Each ``{`` or ``[`` in turn is tried as the start of a JSON value, so code fences
+    and prose around the value are skipped, and backticks inside its strings are
+    kept (a fence is never used to cut the answer). "None" or "null" alone is None
+    (the paper's answer for no finding).
 
     Raises
     ------
     ValueError
-        If the text holds no JSON object or array.
+        If the text holds no complete JSON object or array.
     """
-    candidates = [m.group(1) for m in _FENCE.finditer(text)] + [text]
     dec = json.JSONDecoder()
-    for cand in candidates:
-        for i, ch in enumerate(cand):
-            if ch in "{[":
-                try:
-                    return dec.raw_decode(cand[i:])[0]
-                except json.JSONDecodeError:
-                    continue
-    if re.fullmatch(r"\s*(none|null)\s*\.?\s*", text, re.IGNORECASE):
+    for m in re.finditer(r"[\[{]", text):
+        try:
+            return dec.raw_decode(text, m.start())[0]
+        except json.JSONDecodeError:
+            continue
+    if re.fullmatch(r"\s*`*\s*(none|null)\s*\.?\s*`*\s*", text, re.IGNORECASE):
         return None
-    raise ValueError("no JSON object in the answer")
+    raise ValueError("no complete JSON object in the answer")
 
 
 FINDINGS_SCHEMA: dict = {
@@ -244,7 +294,8 @@ FINDINGS_SCHEMA: dict = {
             "presence": {"enum": ["positive", "negative"]},
             "certainty": {"enum": ["definitive", "tentative"]},
             "location": {"type": "array", "items": {"type": "string"}},
-            "predicted_lesion_type": {"enum": [*LESION_TYPES, None]},
+            # the disease the report names, in its words (any disease, not only the seven types)
+            "predicted_lesion_type": {"type": ["string", "null"]},
         },
     }}},
 }
@@ -263,11 +314,13 @@ def _prompt(name: str) -> str:
 
 
 def lesion_type_of(entity: str) -> str | None:
-    """The lesion type an entity names: the longest lexicon phrase it contains."""
+    """The lesion type an entity names: the type of the longest lexicon phrase it
+    contains (``rules``' lexicon, so "tuberculous pneumonia" is no type, as there);
+    None when that phrase is of no type or none is contained."""
     e = " ".join(entity.lower().split())
     best: tuple[int, str | None] = (0, None)
     for phrase, t in lesion_terms().items():
-        if t and len(phrase) > best[0] and re.search(rf"(?<!\w){re.escape(phrase)}(?!\w)", e):
+        if len(phrase) > best[0] and re.search(rf"(?<!\w){re.escape(phrase)}(?!\w)", e):
             best = (len(phrase), t)
     return best[1]
 
@@ -292,10 +345,12 @@ class _LLMBase:
         self._cache: dict[str, Any] = {}
         self._lock = threading.Lock()
 
+    task: str | None = None  # which backends.llm_<task>_* settings apply
+
     @classmethod
     def from_config(cls, cfg, client: ChatClient | None = None):
         b = cfg.backends
-        return cls(client or client_from_config(cfg), max_tokens=b.llm_max_tokens,
+        return cls(client or client_from_config(cfg, cls.task), max_tokens=b.llm_max_tokens,
                    max_retries=b.llm_max_retries, concurrency=b.llm_concurrency,
                    cache_dir=b.llm_cache_dir or None)
 
@@ -381,6 +436,7 @@ class LLMStructurer(_LLMBase):
     name = "llm"
     prompt_name = "structure.txt"
     schema = FINDINGS_SCHEMA
+    task = "structure"
 
     def _render(self, text: str) -> str:
         return self.template.replace("{report}", text)
@@ -396,12 +452,15 @@ class LLMStructurer(_LLMBase):
     def _findings(self, obj: dict) -> list[Finding]:
         out = []
         for d in obj["findings"]:
+            predicted = (d["predicted_lesion_type"] or "").strip() or None
             out.append(Finding(
                 entity=d["entity"].strip(), sentence_index=int(d["sentence_index"]),
                 presence=d["presence"], certainty=d["certainty"],
                 locations=[x.strip().lower() for x in d["location"] if x.strip()],
                 lesion_type=lesion_type_of(d["entity"]),
-                predicted_lesion_type=d["predicted_lesion_type"],
+                # the report's disease is kept as text; it grounds only when it is one of our types
+                predicted_lesion_type=lesion_type_of(predicted) if predicted else None,
+                predicted_lesion_text=predicted,
             ))
         return out
 
@@ -432,6 +491,7 @@ class LLMLocationMapper(_LLMBase):
     name = "llm"
     prompt_name = "locations.txt"
     schema = LOCATION_SCHEMA
+    task = "locations"
 
     def __init__(self, client: ChatClient, **kw) -> None:
         super().__init__(client, **{"max_tokens": 256, **kw})

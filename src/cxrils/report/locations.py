@@ -11,8 +11,11 @@ The paper's two steps (section 3.1 step 1, Appendix A.2 Figure 10):
    lung base, "right lower lobe" -> lung lower lobe right, "left midlung" -> left
    mid zone lung, "retrocardiac" -> left lung base.
 
-A phrase that matches no category, or a lung phrase that names no region
-("lung", "basilar" without a side), maps to nothing: never to a guess.
+A zone or lobe without a side overlaps the labels of both sides, so it maps to
+both, as the paper's rule says for a phrase that overlaps several labels
+("basilar" -> right lung base + left lung base, like "bibasilar"); a phrase that
+matches no category, or a lung phrase that names no region and no side ("lung",
+"parenchyma"), maps to nothing: never to a guess.
 ``Finding.labels`` holds lung-region labels, or the broad category for a finding
 outside the lung (e.g. "mediastinum" for "hilar").
 
@@ -46,12 +49,14 @@ _CATEGORY_RULES: tuple[tuple[str, re.Pattern[str]], ...] = (
     ("lumbar spine", re.compile(r"\blumbar\b")),
     ("thoracic spine", re.compile(r"\b(thoracic spine|spine|spinal|vertebra\w*|paraspinal|t-spine)\b")),
     ("clavicle", re.compile(r"\bclavic\w*")),
-    ("scapula", re.compile(r"\bscapula\w*")),
+    ("scapula", re.compile(r"\b(scapula\w*|glenoid)\b")),
     ("rib", re.compile(r"\bribs?\b")),
-    ("sternum", re.compile(r"\bstern(um|al)\b")),
+    ("sternum", re.compile(r"\b(stern(um|al)|substernal)\b")),
     ("diaphragm", re.compile(r"\b(hemi)?diaphragm\w*")),
     ("mediastinum", re.compile(r"\b(mediastin\w*|paratracheal|subcarinal|aortopulmonary|hilar|hila|hilum)\b")),
     ("abdomen", re.compile(r"\b(abdom\w*|subdiaphragmatic)\b")),
+    # "obscuring the left heart border": the lung next to the heart (silhouette sign).
+    ("lung", re.compile(r"\bheart borders?\b")),
     ("heart", re.compile(r"\b(heart|cardiac|pericardial)\b")),
     ("breast", re.compile(r"\bbreasts?\b")),
     ("trachea", re.compile(r"\btrache\w*")),
@@ -102,12 +107,16 @@ def _category(part: str) -> str | None:
 
 
 def _lung_labels(part: str) -> list[str]:
-    """Step 2 for one simple phrase (no coordination)."""
+    """Step 2 for one simple phrase (no coordination). A zone or lobe without a side
+    gets both sides (it overlaps both sides' labels)."""
     sides = _sides(part)
     if "retrocardiac" in part:
         return ["left lung base"]
-    if re.search(r"\blingula\w*", part):
+    if re.search(r"\blingula\w*", part) or (re.search(r"\bheart borders?\b", part) and sides == {"left"}):
         return ["lung upper lobe left"]
+    if re.search(r"\bheart borders?\b", part) and sides == {"right"}:
+        return ["lung middle lobe right"]
+    zoned = sides or {"right", "left"}
     labels: list[str] = []
     if _LOBE.search(part):
         for zone, lobe in (("upper", "upper"), ("mid", "middle"), ("base", "lower")):
@@ -116,11 +125,13 @@ def _lung_labels(part: str) -> list[str]:
                     # Only the right lung has a middle lobe; "middle lobe" alone is right.
                     labels.append("lung middle lobe right" if sides != {"left"} else "lung upper lobe left")
                 else:
-                    labels += [f"lung {lobe} lobe {s}" for s in sorted(sides)]
-        return labels
+                    labels += [f"lung {lobe} lobe {s}" for s in sorted(zoned)]
+        if labels or not sides:
+            return labels
+        return [f"{s} lung" for s in sorted(sides)]  # "right XXXX lobe": the side's lung
     for zone, rx in _ZONE_RULES:
         if rx.search(part):
-            labels += [_ZONE_LABEL[zone].format(s=s) for s in sorted(sides)]
+            labels += [_ZONE_LABEL[zone].format(s=s) for s in sorted(zoned)]
     if labels or not sides:
         return labels
     if _WHOLE.search(part):
@@ -152,7 +163,7 @@ def _parts(phrase: str) -> list[str]:
 
 
 def _normalise(phrase: str) -> str:
-    p = phrase.lower().replace("-", " ")
+    p = re.sub(r"\bxxxx\b", " ", phrase.lower()).replace("-", " ")
     p = re.sub(r"\b(right|left)\s+sided\b", r"\1", p)
     p = re.sub(r"\bmid\s*lung", "midlung", p)
     return " ".join(p.split())

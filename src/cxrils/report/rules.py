@@ -1,13 +1,15 @@
-"""The ``rules`` report structurer: lexicons + medspaCy ConText (CPU, no weights).
+"""The ``rules`` report structurer: lexicons + the ConText algorithm (CPU, no weights).
 
-Pipeline per section text (paper section 3.1 step 1, the six-element tuples):
+Pipeline per section text (paper section 3.1 step 1, the six-element tuples), one
+sentence at a time, so the work is linear in the text's length
+(:mod:`cxrils.report.tokens`):
 
-1. medspaCy's clinical tokenizer and spaCy's rule-based ``sentencizer``;
-2. medspaCy's ``TargetMatcher`` with our finding lexicon
-   (:func:`cxrils.report.lexicon.lesion_terms`, built on
-   :data:`cxrils.vocab.LESION_SYNONYMS`, plus token patterns for cardiomegaly);
-3. medspaCy's ``ConText`` with our cue rules
-   (:data:`cxrils.report.lexicon.CONTEXT_RULES`): negation and resolution ->
+1. sentences and tokens (:func:`cxrils.report.tokens.split_sentences`);
+2. findings: our finding lexicon (:func:`cxrils.report.lexicon.lesion_terms`, built on
+   :data:`cxrils.vocab.LESION_SYNONYMS`, plus token patterns for cardiomegaly and
+   vascular congestion), longest match wins;
+3. ConText (:mod:`cxrils.report.context`, medspaCy's algorithm restated) with our cue
+   rules (:data:`cxrils.report.lexicon.CONTEXT_RULES`): negation and resolution ->
    negative, hedging -> tentative, pseudo-cues ("no interval change in") ignored,
    hypothetical mentions dropped, scope ended by terminators ("but", ";");
 4. location phrases found in the sentence and attached to the nearest finding
@@ -21,19 +23,23 @@ and "unremarkable" name no finding, so they never give a negative finding.
 
 from __future__ import annotations
 
+import dataclasses
 import re
-import threading
-import warnings
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import Iterable
 
+from cxrils import __version__
+from cxrils.config import Config
+from cxrils.report.context import target_modifiers
 from cxrils.report.lexicon import (
-    CARDIOMEGALY_PATTERNS, CONTEXT_RULES, EDEMA_PATTERNS, NONSPECIFIC_TYPES, find_locations, lesion_terms,
+    CARDIOMEGALY_PATTERNS, CONGESTION_PATTERNS, CONTEXT_RULES, DENSITY_ENTITIES, HILAR_WORDS, LUNG_FINDING_CATEGORIES,
+    NEGATION_IN_PATTERN, NONSPECIFIC_TYPES, REPORT_VERB_FORMS, find_locations, lesion_terms,
 )
+from cxrils.report.locations import LexiconLocationMapper
+from cxrils.report.tokens import Matcher, Sentence, TokenPattern, split_sentences
 from cxrils.types import Finding
 from cxrils.vocab import INFERENCE_LESION_TYPES
-
-_NO_TYPE = "FINDING"  # TargetMatcher category of findings outside the seven types
 
 # Words allowed between a location and the finding it precedes ("left SMALL effusion").
 _PREMOD = re.compile(
@@ -67,12 +73,26 @@ _INFER = re.compile(
 )
 _HEDGE_INFER = re.compile(
     r"\b(?:likely|probably|possibly|possible|may|might|could|suggest\w*|concerning|suspicious|worrisome|"
-    r"favou?r\w*|presumably|question\w*|versus|vs|or|cannot|differential)\b",
+    r"favou?r\w*|presumably|question\w*|cannot|differential|perhaps|presumed|suspected|equivocal)\b",
     re.IGNORECASE,
 )
+# Alternatives in the inference ("versus", "or"): tentative when report.differential_certainty is.
+_ALT_INFER = re.compile(r"\b(?:versus|vs|or)\b", re.IGNORECASE)
 _ALT = re.compile(r"^\s*(?:,\s*)?(?:or|versus|vs\.?|and/or|/)\s*$", re.IGNORECASE)
 _MULTI_STOP = re.compile(r"\.{2,}\s*")
-_CONJ = re.compile(r"^\s*(?:,|and|or|,\s*and|,\s*or|and/or)\s*$", re.IGNORECASE)
+_CONJ = re.compile(r"^\s*(?:,|and|or|,\s*and|,\s*or|and/or|/)\s*$", re.IGNORECASE)
+# Between a located finding and an unlocated one that shares its place ("right pleural
+# effusion with adjacent atelectasis", "left base opacity, XXXX atelectasis").
+_SHARE_BREAK = re.compile(
+    r"[;:]|\b(?:but|however|although|whereas|while|no|not|without|there (?:is|are)|otherwise|"
+    r"elsewhere|other|contralateral|opposite)\b", re.IGNORECASE)
+# A sentence that refers back ("This may represent pneumonia", "These findings are
+# consistent with atelectasis").
+_ANAPHORA = re.compile(
+    r"^\W*(?:\d+\.\s*)?(?:this|these|it|which|findings?|the findings?|this finding|these findings|"
+    r"this appearance|the appearance|this area|the opacity|the opacities)\b", re.IGNORECASE)
+_SIDES = re.compile(r"\b(?:right|left)\b", re.IGNORECASE)
+_SLASH = re.compile(r"^\s*/\s*$")
 
 
 @dataclass
@@ -87,55 +107,37 @@ class _Mention:
     sentence: str
     pre: list[str]
     post: list[str]
+    mods: list[tuple[str, int, int]]  # ConText cues: (category, char start, char end)
     predicted: str | None = None
+    predicted_text: str | None = None
+    inference_certainty: str | None = None
     absorbed: bool = False
 
 
-# medspaCy's unused regex matcher warns on every document (spaCy W036): silenced
-# around our calls only.
-
-
 class RulesStructurer:
-    """Rule-based structurer (default backend; CPU, no weights).
+    """Rule-based structurer (default backend; CPU, no weights, no model to load).
 
     Parameters
     ----------
     cfg : cxrils.config.Config, optional
-        Unused today; accepted so that every backend has the same constructor.
-    alternatives_tentative : bool
-        Whether a finding offered as one of alternatives ("atelectasis versus scar",
-        "effusion or atelectasis") is tentative (default, the paper's reading of
-        expressed uncertainty). False reads alternatives as definitive, as NLM's MeSH
-        indexers do (benchmarks/report_mesh.py); possibility cues ("may", "possible",
-        "cannot exclude") stay tentative either way.
-
-    Raises
-    ------
-    ImportError
-        If medspaCy is not installed (``pip install "cxrils[nlp]"``; see docs/report.md).
+        ``cfg.report`` gives ``differential_certainty`` (whether a finding offered as
+        one of alternatives, "atelectasis versus scar", is tentative) and
+        ``max_sentence_tokens``; default :class:`cxrils.config.ReportConfig`.
     """
 
     name = "rules"
 
-    def __init__(self, cfg=None, *, alternatives_tentative: bool = True) -> None:
-        self._nlp = None
-        self._hedges = {"POSSIBLE_EXISTENCE", "ALTERNATIVE"} if alternatives_tentative else {"POSSIBLE_EXISTENCE"}
-        self._lock = threading.Lock()
-
-    # ------------------------------------------------------------------ pipeline
-    @property
-    def nlp(self):
-        """The medspaCy pipeline, built on first use."""
-        with self._lock:
-            if self._nlp is None:
-                self._nlp = _build_pipeline()
-            return self._nlp
+    def __init__(self, cfg: Config | None = None) -> None:
+        rc = (cfg or Config()).report
+        self.differential_certainty = rc.differential_certainty
+        self.max_sentence_tokens = rc.max_sentence_tokens
+        self._hedges = {"POSSIBLE_EXISTENCE", "ALTERNATIVE"} if rc.differential_certainty == "tentative" \
+            else {"POSSIBLE_EXISTENCE"}
+        self._targets, self._cues = _matchers()
 
     @property
     def version(self) -> str:
-        import medspacy
-
-        return f"rules medspacy-{medspacy.__version__}"
+        return f"rules cxrils-{__version__} differential-{self.differential_certainty}"
 
     def structure(self, text: str) -> list[Finding]:
         """Structured findings of one section text (labels left empty: location
@@ -153,62 +155,76 @@ class RulesStructurer:
         """
         if not text or not text.strip():
             return []
-        nlp = self.nlp
-        with warnings.catch_warnings():
-            warnings.filterwarnings("ignore", message=r".*\[W036\]")
-            return self._findings(nlp(_prepare(text)))
+        doc = _prepare(text)
+        return self._findings(doc, split_sentences(doc, self.max_sentence_tokens))
 
     def structure_many(self, texts: Iterable[str]) -> list[list[Finding]]:
-        """:meth:`structure` over many texts (spaCy's ``nlp.pipe`` batching)."""
-        texts = list(texts)
-        out: list[list[Finding]] = [[] for _ in texts]
-        idx = [i for i, t in enumerate(texts) if t and t.strip()]
-        nlp = self.nlp
-        with warnings.catch_warnings():
-            warnings.filterwarnings("ignore", message=r".*\[W036\]")
-            for i, doc in zip(idx, nlp.pipe([_prepare(texts[i]) for i in idx], batch_size=64)):
-                out[i] = self._findings(doc)
-        return out
+        """:meth:`structure` over many texts, in order."""
+        return [self.structure(t) for t in texts]
 
     # ------------------------------------------------------------------ internals
-    def _findings(self, doc) -> list[Finding]:
+    def _findings(self, text: str, sentences: list[Sentence]) -> list[Finding]:
         mentions: list[_Mention] = []
-        for si, sent in enumerate(doc.sents, start=1):
-            ents = [e for e in doc.ents if e.start >= sent.start and e.end <= sent.end]
+        prev: tuple[int, list[_Mention]] = (0, [])  # the last sentence with findings
+        for sent in sentences:
+            ents = self._targets.find(sent.words)
             if not ents:
                 continue
+            cues = self._cues.find(sent.words)
+            mods_of = target_modifiers(len(sent.words), [(a, b) for a, b, _ in ents], cues)
             ms = []
-            for e in ents:
-                cats = {m.category for m in e._.modifiers}
+            for (a, b, (entity, lesion_type)), mods in zip(ents, mods_of):
+                cats = {c for c, _, _ in mods}
                 if "HYPOTHETICAL" in cats:
                     continue
-                negative = "NEGATED_EXISTENCE" in cats
-                tentative = bool(cats & self._hedges)
-                ms.append(_Mention(
-                    start=e.start_char, end=e.end_char, entity=_entity_name(e),
-                    lesion_type=None if e.label_ == _NO_TYPE else e.label_,
-                    presence="negative" if negative else "positive",
-                    certainty="tentative" if tentative and not negative else "definitive",
-                    sentence_index=si, sentence=sent.text.strip(), pre=[], post=[],
-                ))
+                start, end = sent.char_span(a, b)
+                if any(w in NEGATION_IN_PATTERN for w in sent.words[a:b]):  # "the heart is not enlarged"
+                    mods = mods + [("NEGATED_EXISTENCE", a, b)]
+                m = _Mention(
+                    start=start, end=end, entity=entity, lesion_type=lesion_type, presence="positive",
+                    certainty="definitive", sentence_index=sent.index, sentence=sent.text.strip(),
+                    pre=[], post=[], mods=[(c, *sent.char_span(cs, ce)) for c, cs, ce in mods],
+                )
+                self._assert(m)
+                ms.append(m)
             if not ms:
                 continue
-            self._attach_locations(doc.text, sent, ms)
-            self._predict_types(doc.text, ms)
+            for a, b in zip(ms, ms[1:]):
+                if _SLASH.match(text[a.end:b.start]):  # "atelectasis/scarring": alternatives
+                    for m in (a, b):
+                        m.mods.append(("ALTERNATIVE", a.end, b.start))
+                        self._assert(m)
+            self._attach_locations(text, sent, ms)
+            self._refer_back(text, sent, ms, prev)
+            self._predict_types(text, ms)
+            ms = _split_sides(ms)
+            for m in ms:
+                if m.entity in DENSITY_ENTITIES and _outside_lung(m.pre + m.post):
+                    m.lesion_type = None  # "density over the left 5th rib", "sclerotic density in the sternum"
             mentions.extend(m for m in ms if not m.absorbed)
+            prev = (sent.index, [m for m in ms if not m.absorbed])
         return [
             Finding(
                 entity=m.entity, sentence_index=m.sentence_index, presence=m.presence,
-                certainty=m.certainty, locations=_dedupe([p.lower() for p in m.pre + m.post]), labels=[],
+                certainty=m.certainty, locations=_one_side(_dedupe([p.lower() for p in m.pre + m.post])), labels=[],
                 lesion_type=m.lesion_type, predicted_lesion_type=m.predicted, sentence=m.sentence,
+                inference_certainty=m.inference_certainty, predicted_lesion_text=m.predicted_text,
             )
             for m in mentions
         ]
 
+    def _assert(self, m: _Mention, skip: tuple[int, int] | None = None) -> None:
+        """Presence and certainty of a mention from its ConText cues, leaving out the
+        cues inside the character span ``skip`` (those of an inference about it)."""
+        cats = {c for c, s, _ in m.mods if skip is None or not skip[0] <= s < skip[1]}
+        negative = "NEGATED_EXISTENCE" in cats
+        m.presence = "negative" if negative else "positive"
+        m.certainty = "tentative" if (cats & self._hedges) and not negative else "definitive"
+
     @staticmethod
     def _attach_locations(text: str, sent, ms: list[_Mention]) -> None:
         """Give each location phrase of the sentence to the finding it modifies."""
-        base = sent.start_char
+        base = sent.start
         spans = [(base + s, base + e, p) for s, e, p in find_locations(sent.text)]
         spans = [sp for sp in spans if not any(sp[0] < m.end and m.start < sp[1] for m in ms)]
         for s, e, phrase in spans:
@@ -216,7 +232,11 @@ class RulesStructurer:
             nxt = min((m for m in ms if m.start >= e), key=lambda m: m.start, default=None)
             gap_next = text[e:nxt.start] if nxt else None
             gap_prev = text[prev.end:s] if prev else None
-            if nxt is not None and _PREMOD.match(gap_next):
+            # "streaky opacity lateral right lung, atelectasis versus scarring": a place right
+            # after a finding, with a comma before the next, is the first finding's.
+            right_after = prev is not None and nxt is not None and "," in gap_next \
+                and (not gap_prev.strip() or bool(_POSTLINK.match(gap_prev)))
+            if nxt is not None and _PREMOD.match(gap_next) and not right_after:
                 nxt.pre.append(phrase)
             elif prev is not None and _POSTLINK.match(gap_prev) and len(gap_prev.split()) <= 10:
                 prev.post.append(phrase)
@@ -225,7 +245,7 @@ class RulesStructurer:
             elif prev is not None and not _BREAK.search(gap_prev) and len(gap_prev.split()) <= 12:
                 prev.post.append(phrase)
         # Coordinated findings share locations: "bibasilar atelectasis and effusions",
-        # "atelectasis and effusion at the bases".
+        # "atelectasis and effusion at the bases", "atelectasis/scarring at the left base".
         for a, b in zip(ms, ms[1:]):
             if not _CONJ.match(text[a.end:b.start]) or a.presence != b.presence:
                 continue
@@ -233,11 +253,40 @@ class RulesStructurer:
                 b.pre = list(a.pre)
             elif b.post and not (a.pre or a.post) and a.lesion_type != "cardiomegaly":
                 a.post = list(b.post)
+        # An unlocated lung finding shares the place of the located finding just before
+        # it: "right pleural effusion with adjacent atelectasis".
+        for i, b in enumerate(ms):
+            if b.pre or b.post or b.lesion_type == "cardiomegaly" or i == 0:
+                continue
+            a = ms[i - 1]
+            gap = text[a.end:b.start]
+            if (a.pre or a.post) and a.presence == b.presence and a.lesion_type != "cardiomegaly" \
+                    and len(gap.split()) <= 8 and not _SHARE_BREAK.search(gap):
+                b.post = list(a.pre + a.post)
 
     @staticmethod
-    def _predict_types(text: str, ms: list[_Mention]) -> None:
+    def _refer_back(text: str, sent: Sentence, ms: list[_Mention], prev: tuple[int, list[_Mention]]) -> None:
+        """"Opacity in the left base. This may represent atelectasis.": the disease
+        of a sentence that refers back lies where the last located finding of the
+        previous sentence does."""
+        index, before = prev
+        if index != sent.index - 1 or not _ANAPHORA.match(sent.text):
+            return
+        located = [m for m in before if m.presence == "positive" and (m.pre or m.post)
+                   and m.lesion_type != "cardiomegaly"]
+        if not located:
+            return
+        for m in ms:
+            if m.presence == "positive" and not (m.pre or m.post) and m.lesion_type != "cardiomegaly" \
+                    and _INFER.search(text[sent.start:m.start]):
+                m.post = list(located[-1].pre + located[-1].post)
+
+    def _predict_types(self, text: str, ms: list[_Mention]) -> None:
         """"opacity likely reflecting pneumonia": the opacity gets predicted type
-        pneumonia and the disease mention(s) are absorbed into it."""
+        pneumonia and the disease mention(s) are absorbed into it. The opacity keeps
+        its own certainty (cues of the inference left out); the inference's goes to
+        ``inference_certainty``."""
+        differential = self.differential_certainty == "tentative"
         for i, a in enumerate(ms):
             if a.absorbed or a.presence != "positive" or a.lesion_type not in NONSPECIFIC_TYPES:
                 continue
@@ -248,36 +297,82 @@ class RulesStructurer:
                 j += 1
             if j >= len(ms):
                 continue
-            b = ms[j]
-            gap = text[ms[j - 1].end:b.start]
-            if b.lesion_type not in INFERENCE_LESION_TYPES or not _INFER.search(gap) or len(gap.split()) > 12:
+            gap = text[ms[j - 1].end:ms[j].start]
+            chain = [ms[j]]  # "atelectasis or scarring", "scarring versus atelectasis"
+            k = j + 1
+            while k < len(ms) and _ALT.match(text[ms[k - 1].end:ms[k].start]):
+                chain.append(ms[k])
+                k += 1
+            # "opacity in the right base, atelectasis versus pneumonia": a differential in apposition
+            appositive = len(chain) > 1 and gap.rstrip().endswith(",")
+            if not (_INFER.search(gap) or appositive) or len(gap.split()) > 12:
                 continue
             if re.search(r"[;]|\b(?:no|without|but|however)\b", gap, re.IGNORECASE):
                 continue
-            hedged = bool(_HEDGE_INFER.search(gap)) or b.certainty == "tentative"
-            b.absorbed = True
-            k = j + 1
-            while k < len(ms) and _ALT.match(text[ms[k - 1].end:ms[k].start]):
-                ms[k].absorbed = True
-                hedged = True
-                k += 1
+            typed = [b for b in chain if b.lesion_type in INFERENCE_LESION_TYPES and b.presence == "positive"]
+            if not typed:
+                continue
+            b = typed[0]
+            hedged = bool(_HEDGE_INFER.search(gap)) or b.certainty == "tentative" \
+                or (differential and (len(chain) > 1 or bool(_ALT_INFER.search(gap))))
+            for x in chain:
+                x.absorbed = True
+            words = text[chain[0].start:chain[-1].end]
+            places = [p for x in chain for p in x.pre + x.post]  # "opacities consistent with edema in the bases"
             for m in ms[i:j]:
+                m.post += [p for p in places if p not in m.pre + m.post]
+                self._assert(m, skip=(m.end, chain[-1].end))
                 m.predicted = b.lesion_type
-                if hedged:
-                    m.certainty = "tentative"
+                m.predicted_text = " ".join(words.lower().split())
+                m.inference_certainty = "tentative" if hedged or m.certainty == "tentative" else "definitive"
+
+
+def _split_sides(ms: list[_Mention]) -> list[_Mention]:
+    """"small right and moderate left effusions": one finding per side, each with its
+    own location (two separate location runs before one finding name two findings)."""
+    out = []
+    for m in ms:
+        sided = [p for p in m.pre if _SIDES.search(p)]
+        if len(m.pre) >= 2 and len(sided) == len(m.pre) and len({_SIDES.search(p).group(0).lower() for p in sided}) > 1:
+            for p in m.pre:
+                out.append(dataclasses.replace(m, pre=[p], post=list(m.post)))
+        else:
+            out.append(m)
+    return out
+
+
+_BOTH_WORDS = re.compile(r"\b(?:bilateral\w*|both|bi(?:basilar|basal|apical)\w*|lungs|bases|apices)\b")
+
+
+def _one_side(phrases: list[str]) -> list[str]:
+    """A finding's places without a side take the one side its other places name:
+    "minimal basilar infiltrate, left base" -> "left basilar", "left base"."""
+    sides = {m.group(0) for p in phrases for m in _SIDES.finditer(p)}
+    if len(sides) != 1:
+        return phrases
+    side = sides.pop()
+    return [p if _SIDES.search(p) or _BOTH_WORDS.search(p) else f"{side} {p}" for p in phrases]
+
+
+_CATEGORIES = LexiconLocationMapper()
+
+
+@lru_cache(maxsize=4096)
+def _lung_compatible(phrase: str) -> bool:
+    """Whether a location phrase can be in the lung: one of its broad categories is in
+    :data:`LUNG_FINDING_CATEGORIES`, it names the hila, or it has no category at all."""
+    cats = _CATEGORIES.categories(phrase)
+    return not cats or bool(HILAR_WORDS.search(phrase)) or any(c in LUNG_FINDING_CATEGORIES for c in cats)
+
+
+def _outside_lung(phrases: list[str]) -> bool:
+    """Located, and every location is outside the lung (paper Appendix A.2 step 1)."""
+    return bool(phrases) and not any(_lung_compatible(p.lower()) for p in phrases)
 
 
 def _prepare(text: str) -> str:
     """Whitespace collapsed and "effusion.. Left" split as a sentence end."""
     return _MULTI_STOP.sub(". ", " ".join(text.split()))
-
-
-def _entity_name(ent) -> str:
-    """The finding name: the matched words, or the canonical name for a pattern match."""
-    rule = getattr(ent._, "target_rule", None)
-    if rule is not None and rule.pattern is not None:
-        return rule.literal
-    return " ".join(ent.text.lower().split())
 
 
 def _dedupe(items: list[str]) -> list[str]:
@@ -288,30 +383,14 @@ def _dedupe(items: list[str]) -> list[str]:
     return seen
 
 
-def _build_pipeline():
-    try:
-        import medspacy
-        from loguru import logger as _loguru  # a medspaCy dependency
-        from medspacy.context import ConTextRule
-        from medspacy.target_matcher import TargetRule
-    except ImportError as err:  # pragma: no cover - exercised only without the extra
-        raise ImportError(
-            "the 'rules' report structurer needs medspaCy: pip install 'cxrils[nlp]' and "
-            "'pip install --no-deps medspacy==1.3.1 pyrush==1.0.13 medspacy_quickumls==3.2' "
-            "(see docs/report.md for why --no-deps)"
-        ) from err
-    _loguru.disable("PyRuSH")  # PyRuSH (imported by medspaCy) logs every token at DEBUG level
-    nlp = medspacy.load(medspacy_enable=["medspacy_target_matcher"])
-    # spaCy's rule-based sentencizer: PyRuSH was ~50x slower on the IU reports
-    # (benchmarks/report_mesh.py), and section text is well punctuated.
-    nlp.add_pipe("sentencizer", first=True)
-    rules = [TargetRule(phrase, t or _NO_TYPE) for phrase, t in lesion_terms().items()]
-    rules += [TargetRule("cardiomegaly", "cardiomegaly", pattern=p) for p in CARDIOMEGALY_PATTERNS]
-    rules += [TargetRule("vascular congestion", "edema", pattern=p) for p in EDEMA_PATTERNS]
-    nlp.get_pipe("medspacy_target_matcher").add(rules)
-    context = nlp.add_pipe("medspacy_context", config={"rules": None, "span_attrs": None})
-    context.add([
-        ConTextRule(lit, cat, direction=direction, max_scope=scope)
-        for lit, cat, direction, scope in CONTEXT_RULES
-    ])
-    return nlp
+@lru_cache(maxsize=1)
+def _matchers() -> tuple[Matcher, Matcher]:
+    """The finding matcher and the ConText cue matcher, built once per process."""
+    targets = Matcher(
+        # a verb form ("is consolidated") is named by its type, as the paper's entity would be
+        [(phrase, (t if phrase in REPORT_VERB_FORMS else phrase, t)) for phrase, t in lesion_terms().items()],
+        [TokenPattern(p, ("cardiomegaly", "cardiomegaly")) for p in CARDIOMEGALY_PATTERNS]
+        + [TokenPattern(p, ("vascular congestion", None)) for p in CONGESTION_PATTERNS],
+    )
+    cues = Matcher([(rule[0], rule) for rule in CONTEXT_RULES])
+    return targets, cues

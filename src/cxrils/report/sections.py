@@ -2,7 +2,8 @@
 
 Reproduces the behaviour of the official MIMIC-CXR report pre-processing
 (``section_parser.py`` of the MIT-LCP ``mimic-cxr`` repository): a header is an
-upper-case name followed by a colon at the start of a line (indentation allowed),
+upper-case name followed by a colon at the start of a line (indentation allowed;
+also a known section name in any case, "Indication:", for mixed-case reports),
 section names are normalised (common misspellings included), and the text used
 for structuring follows the paper's fallback (section 3.1 step 1, Appendix A.1):
 findings, else impression, else the last paragraph, else the study is excluded
@@ -56,6 +57,19 @@ _NON_FINDING_SECTIONS = frozenset({"comparison", "history", "technique", "wet_re
 # Header: upper-case name + colon at a line start, indentation tolerated (official parser:
 # r'\n ([A-Z ()/,-]+):\s'); we also accept a header at the very start of the text.
 _HEADER = re.compile(r"(?m)^[ \t]*([A-Z][A-Z ()/,&-]{1,60}?)[ \t]*:(?=\s|$)")
+# A known section name in any case ("Indication: pneumonia", "Findings:"), which the
+# official parser's upper-case rule misses in reports typed in mixed case.
+_KNOWN_HEADER = re.compile(
+    r"(?mi)^[ \t]*(" + "|".join(sorted((re.escape(a) for a in _ALIAS_TO_NAME), key=len, reverse=True))
+    + r")[ \t]*:(?=\s|$)")
+
+
+def _headers(text: str) -> list[re.Match]:
+    """Header matches in text order: upper-case names, and known names in any case."""
+    found = {m.start(): m for m in _KNOWN_HEADER.finditer(text)}
+    for m in _HEADER.finditer(text):
+        found.setdefault(m.start(), m)
+    return [found[k] for k in sorted(found)]
 _PARAGRAPH_SPLIT = re.compile(r"\n[ \t]*\n")
 
 
@@ -115,7 +129,7 @@ def split_sections(text: str) -> Sections:
         Section texts keep their paragraph breaks (blank lines) for the
         last-paragraph fallback; use :func:`select_section` for cleaned text.
     """
-    matches = list(_HEADER.finditer(text))
+    matches = _headers(text)
     if not matches:
         return Sections(preamble=text, sections=[])
     out = Sections(preamble=text[: matches[0].start()])
@@ -142,13 +156,14 @@ def last_paragraph(text: str) -> str:
     for para in reversed(_PARAGRAPH_SPLIT.split(text)):
         if not para.strip():
             continue
-        m = _HEADER.match(para.lstrip("\n"))
+        stripped = para.lstrip("\n")
+        m = _KNOWN_HEADER.match(stripped) or _HEADER.match(stripped)
         if m:
             name = normalize_section_name(m.group(1))
             if name in _NON_FINDING_SECTIONS:
                 continue
             if name in SECTION_ALIASES:
-                para = para.lstrip("\n")[m.end():]
+                para = stripped[m.end():]
         if para.strip():
             return para
     return ""

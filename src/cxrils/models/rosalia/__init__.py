@@ -1,7 +1,9 @@
-"""ROSALIA: the LISA architecture (LLaVA + SAM + [SEG], LoRA) for ILS (paper section 5).
+"""ROSALIA: the LISA architecture (LLaVA-v1 + SAM + [SEG], LoRA) for ILS (paper section 5).
 
-Full-scale use needs local weights (LISA-7B-v1, or LLaVA + SAM ViT-H) and GPUs; the
-tests run the exact code path on a tiny randomly initialised configuration on a CPU.
+Loads the released ``LISAForCausalLM`` checkpoints (checkone/ROSALIA-7B-v1,
+xinlai/LISA-7B-v1) from local folders, with the CLIP tower from its own folder
+(docs/rosalia.md). Full-scale use needs GPUs; the tests run the same code path on tiny
+models written in the released layout, on a CPU.
 """
 
 from cxrils.models.rosalia.configuration import RosaliaConfig

@@ -1,73 +1,52 @@
-"""ROSALIA: the LISA architecture (LLaVA + SAM with a ``[SEG]`` token) on transformers.
+"""ROSALIA: the LISA architecture (LLaVA-v1 + SAM with a ``[SEG]`` token) on transformers.
 
-Paper section 5 ("Model Training on MIMIC-ILS"); LISA (Lai et al. 2024). The VLM
-(``LlavaForConditionalGeneration``) reads the image and the instruction and writes the
-answer; the last-layer hidden state that predicts the ``[SEG]`` token goes through an
-MLP (hidden -> hidden -> 256) and becomes the sparse prompt of SAM's mask decoder
-(``SamModel``), whose image encoder is frozen. LoRA (peft) adapts the language model.
+Paper section 5; restated from KAIST-Edlab/ROSALIA ``model/LISA.py`` and
+``model/llava/model/llava_arch.py``:
+
+* the CLIP tower's hidden state ``mm_vision_select_layer`` (-2), patch tokens only (CLS
+  dropped), goes through ``mm_projector`` (one Linear for LISA-7B-v1) and replaces the
+  single -200 placeholder of ``input_ids`` (``prepare_inputs_labels_for_multimodal``;
+  labels there are -100);
+* the language model (LLaMA) runs on these embeddings; the final (normalised) hidden
+  state at the position **before** each ``[SEG]`` (``seg_token_mask = input_ids[:, 1:] ==
+  seg``, i.e. the state that predicts ``[SEG]``) goes through ``text_hidden_fcs[0]`` =
+  Linear(h, h) -> ReLU -> Linear(h, 256) -> Dropout(0);
+* that embedding is SAM's only sparse prompt (``text_embeds``), with SAM's "no mask"
+  dense embedding and positional encoding; the frozen image encoder reads the
+  1024 x 1024 SAM input; one mask (``multimask_output=False``) per ``[SEG]``;
+* ``postprocess_masks``: bilinear to 1024 x 1024, crop to the resized image, bilinear
+  to the output size (float32); a pixel is foreground where the logit is > 0;
+* losses (LISA.py ``model_forward``): ``ce_loss_weight * CE`` (next-token, mean over
+  answer tokens) + ``bce_loss_weight * mean_i BCE_i`` + ``dice_loss_weight * mean over
+  positives of Dice_i`` (ROSALIA skips Dice for empty targets).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Sequence
 
 import torch
 import torch.nn.functional as F
 from torch import nn
 
-from cxrils.models.rosalia.configuration import RosaliaConfig
+from cxrils.models.rosalia.configuration import ALL_LINEAR, RosaliaConfig
 from cxrils.models.rosalia.losses import mask_bce, mask_dice
+from cxrils.models.rosalia.tokenizer import IGNORE_INDEX, IMAGE_TOKEN_INDEX
 
 
-class LinearProjector(nn.Module):
-    """LLaVA-v1's single linear vision-to-text projector (LISA-7B-v1 uses it).
-
-    Replaces transformers' two-layer ``LlavaMultiModalProjector`` when
-    ``RosaliaConfig.projector_type == "linear"``.
-    """
-
-    def __init__(self, vision_hidden: int, text_hidden: int) -> None:
-        super().__init__()
-        self.linear = nn.Linear(vision_hidden, text_hidden)
-
-    def forward(self, image_features: torch.Tensor) -> torch.Tensor:
-        return self.linear(image_features)
-
-
-def build_llava(cfg: RosaliaConfig, image_token_id: int):
-    """Build or load the LLaVA backbone (transformers ``LlavaForConditionalGeneration``).
-
-    Loads from ``cfg.llava_path`` when given (local folder; never downloads), else builds
-    a randomly initialised model from ``cfg.llava_config``.
-    """
-    from transformers import LlavaConfig, LlavaForConditionalGeneration
-
-    if cfg.llava_path:
-        model = LlavaForConditionalGeneration.from_pretrained(cfg.llava_path, local_files_only=True)
-    else:
-        conf = LlavaConfig(**cfg.llava_config, image_token_index=image_token_id)
-        model = LlavaForConditionalGeneration(conf)
-    if cfg.projector_type == "linear" and not isinstance(model.model.multi_modal_projector, LinearProjector):
-        model.model.multi_modal_projector = LinearProjector(
-            model.config.vision_config.hidden_size, model.config.text_config.hidden_size
-        )
-    model.config.image_token_index = image_token_id
-    model.model.config.image_token_id = image_token_id
-    return model
-
-
-def build_sam(cfg: RosaliaConfig):
-    """Build or load SAM (transformers ``SamModel``) from ``cfg.sam_path`` or ``cfg.sam_config``."""
-    from transformers import SamConfig, SamModel
-
-    if cfg.sam_path:
-        return SamModel.from_pretrained(cfg.sam_path, local_files_only=True)
-    return SamModel(SamConfig(**cfg.sam_config))
+def build_projector(kind: str, vision_hidden: int, text_hidden: int) -> nn.Module:
+    """LLaVA's ``mm_projector``: one Linear (LISA-7B-v1), or Linear-GELU-Linear (LLaVA-1.5)."""
+    if kind == "linear":
+        return nn.Linear(vision_hidden, text_hidden)
+    if kind == "mlp2x_gelu":
+        return nn.Sequential(nn.Linear(vision_hidden, text_hidden), nn.GELU(), nn.Linear(text_hidden, text_hidden))
+    raise ValueError(f"unknown projector_type {kind!r}; expected 'linear' or 'mlp2x_gelu'")
 
 
 @dataclass
 class RosaliaOutput:
-    """Loss terms (scalars) and mask logits (list of (H_i, W_i) tensors at each
+    """Loss terms (scalars) and mask logits (list of (H_i, W_i) float32 tensors at each
     sample's original image size)."""
 
     loss: torch.Tensor
@@ -78,188 +57,237 @@ class RosaliaOutput:
 
 
 class RosaliaForSegmentation(nn.Module):
-    """LLaVA + SAM + the [SEG] projection MLP.
+    """LLaMA + CLIP tower + projector + SAM + the [SEG] MLP.
 
     Parameters
     ----------
     cfg : RosaliaConfig
-    llava : LlavaForConditionalGeneration
-    sam : SamModel
+    language_model : transformers.LlamaForCausalLM
+    vision_tower : transformers.CLIPVisionModel
+    sam : transformers.SamModel
     seg_token_id : int
-        Token id of ``[SEG]`` in the tokenizer.
+        Id of ``[SEG]`` in the tokenizer.
     """
 
-    def __init__(self, cfg: RosaliaConfig, llava, sam, seg_token_id: int) -> None:
+    def __init__(self, cfg: RosaliaConfig, language_model, vision_tower, sam, seg_token_id: int) -> None:
         super().__init__()
         self.cfg = cfg
-        self.llava = llava
+        self.language_model = language_model
+        self.vision_tower = vision_tower
+        hidden = language_model.config.hidden_size
+        self.mm_projector = build_projector(cfg.projector_type, vision_tower.config.hidden_size, hidden)
         self.sam = sam
+        self.text_hidden_fcs = nn.ModuleList([nn.Sequential(
+            nn.Linear(hidden, hidden), nn.ReLU(inplace=True), nn.Linear(hidden, cfg.seg_out_dim), nn.Dropout(0.0))])
         self.seg_token_id = seg_token_id
-        hidden = llava.config.text_config.hidden_size
-        # LISA's text_hidden_fcs: Linear(h, h) -> ReLU -> Linear(h, 256) -> Dropout(0).
-        self.text_hidden_fcs = nn.Sequential(
-            nn.Linear(hidden, hidden), nn.ReLU(inplace=True), nn.Linear(hidden, cfg.seg_out_dim), nn.Dropout(0.0)
-        )
         self.lora_applied = False
 
     # ----------------------------------------------------------------- set-up
+    def lora_target_names(self) -> list[str]:
+        """Module names (inside ``language_model``) that get LoRA: every ``nn.Linear`` of
+        the language model, ``lm_head`` included, as train_ds.py's ``find_linear_layers``
+        (which excludes only visual_model, vision_tower, mm_projector, text_hidden_fcs,
+        none of which is inside the language model); or those whose last name part is in
+        ``cfg.lora_target_modules``."""
+        names = [n for n, m in self.language_model.named_modules() if isinstance(m, nn.Linear)]
+        targets = self.cfg.lora_target_modules
+        if tuple(targets) != (ALL_LINEAR,):
+            names = [n for n in names if n.rsplit(".", 1)[-1] in targets]
+        if not names:
+            raise ValueError(f"lora_target_modules {targets} match no linear layer of the language model")
+        return sorted(names)
+
     def apply_lora(self) -> None:
-        """Inject LoRA (rank ``cfg.lora_r``, alpha ``cfg.lora_alpha``) into the language
-        model's ``cfg.lora_target_modules`` and set which parameters train: LoRA, SAM's
-        mask decoder, the [SEG] MLP, ``lm_head`` and the token embeddings (as LISA);
-        SAM's image encoder, the vision tower and the projector stay frozen."""
+        """Inject LoRA (rank ``cfg.lora_r``, alpha ``cfg.lora_alpha``) into
+        :meth:`lora_target_names` and set which parameters train (:meth:`set_trainable`)."""
         from peft import LoraConfig, inject_adapter_in_model
 
-        targets = "|".join(self.cfg.lora_target_modules)
-        lora = LoraConfig(
-            r=self.cfg.lora_r, lora_alpha=self.cfg.lora_alpha, lora_dropout=self.cfg.lora_dropout,
-            target_modules=rf".*language_model.*\.({targets})", bias="none",
-        )
-        inject_adapter_in_model(lora, self.llava)
+        if self.cfg.lora_r > 0:
+            lora = LoraConfig(r=self.cfg.lora_r, lora_alpha=self.cfg.lora_alpha, lora_dropout=self.cfg.lora_dropout,
+                              target_modules=self.lora_target_names(), bias="none")
+            inject_adapter_in_model(lora, self.language_model)
         self.lora_applied = True
         self.set_trainable()
 
     def set_trainable(self) -> None:
-        """Freeze everything but LoRA, mask decoder, [SEG] MLP, lm_head, embeddings."""
+        """Train LoRA, ``lm_head``, ``embed_tokens``, SAM's mask decoder and the [SEG] MLP
+        (train_ds.py: names containing lm_head, embed_tokens, mask_decoder,
+        text_hidden_fcs, plus peft's LoRA weights); freeze the rest (SAM's image and prompt
+        encoders, the CLIP tower, the projector, the LLaMA weights)."""
         for name, p in self.named_parameters():
-            p.requires_grad = (
-                "lora_" in name
-                or name.startswith("sam.mask_decoder.")
-                or name.startswith("text_hidden_fcs.")
-                or name.startswith("llava.lm_head.")
-                or "embed_tokens" in name
-            )
+            p.requires_grad = "lora_" in name or any(
+                s in name for s in ("lm_head", "embed_tokens", "mask_decoder", "text_hidden_fcs"))
 
     # ----------------------------------------------------------------- pieces
-    def seg_hidden_positions(self, input_ids: torch.Tensor) -> torch.Tensor:
-        """Bool (B, L) mask of the positions whose hidden state embeds each [SEG].
+    def encode_images(self, pixel_values: torch.Tensor) -> torch.Tensor:
+        """CLIP features -> projector: (B, 3, s, s) -> (B, N, hidden), N = patches."""
+        tower_dtype = next(self.vision_tower.parameters()).dtype
+        with torch.no_grad():
+            out = self.vision_tower(pixel_values.to(tower_dtype), output_hidden_states=True)
+            feats = out.hidden_states[self.cfg.mm_vision_select_layer][:, 1:]
+        return self.mm_projector(feats.to(self.mm_projector_dtype))
 
-        As LISA: the position **before** each [SEG] token, i.e. the hidden state whose
-        next-token prediction is [SEG] (``input_ids[:, 1:] == seg`` shifted left).
+    @property
+    def mm_projector_dtype(self) -> torch.dtype:
+        return next(self.mm_projector.parameters()).dtype
+
+    def inputs_embeds(self, input_ids: torch.Tensor, attention_mask: torch.Tensor, pixel_values: torch.Tensor,
+                      labels: torch.Tensor | None = None):
+        """Replace each sample's single -200 by its N image features.
+
+        Returns
+        -------
+        embeds : (B, L + N - 1, hidden)
+        attention_mask : (B, L + N - 1) long
+        labels : (B, L + N - 1) long or None (-100 on the image features)
+        image_pos : (B,) long, position of the placeholder in ``input_ids``
+
+        Raises
+        ------
+        ValueError
+            If a sample has no or several image placeholders.
         """
+        counts = (input_ids == IMAGE_TOKEN_INDEX).sum(dim=1)
+        if not bool((counts == 1).all()):
+            raise ValueError(f"every sample needs exactly one image placeholder ({IMAGE_TOKEN_INDEX}), got {counts.tolist()}")
+        feats = self.encode_images(pixel_values)
+        emb_layer = self.language_model.get_input_embeddings()
+        pos = (input_ids == IMAGE_TOKEN_INDEX).float().argmax(dim=1)
+        safe = input_ids.clamp(min=0)
+        text = emb_layer(safe)
+        n = feats.shape[1]
+        rows, masks, labs = [], [], []
+        for i in range(input_ids.shape[0]):
+            p = int(pos[i])
+            rows.append(torch.cat([text[i, :p], feats[i].to(text.dtype), text[i, p + 1:]], dim=0))
+            ones = torch.ones(n, dtype=attention_mask.dtype, device=attention_mask.device)
+            masks.append(torch.cat([attention_mask[i, :p], ones, attention_mask[i, p + 1:]]))
+            if labels is not None:
+                ign = torch.full((n,), IGNORE_INDEX, dtype=labels.dtype, device=labels.device)
+                labs.append(torch.cat([labels[i, :p], ign, labels[i, p + 1:]]))
+        return (torch.stack(rows), torch.stack(masks), torch.stack(labs) if labels is not None else None, pos)
+
+    def seg_hidden_positions(self, input_ids: torch.Tensor) -> torch.Tensor:
+        """Bool (B, L) mask of the positions whose hidden state embeds each [SEG]:
+        ``input_ids[:, 1:] == seg`` shifted left (the state that predicts [SEG])."""
         nxt = input_ids[:, 1:] == self.seg_token_id
         return torch.cat([nxt, torch.zeros_like(nxt[:, :1])], dim=1)
 
-    def seg_prompts(self, input_ids: torch.Tensor, last_hidden: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        """Prompt embeddings of the first [SEG] of each sample.
+    def expand_positions(self, mask: torch.Tensor, image_pos: torch.Tensor, n_image: int) -> torch.Tensor:
+        """A (B, L) mask over ``input_ids`` on the (B, L + N - 1) embedded sequence."""
+        out = torch.zeros((mask.shape[0], mask.shape[1] + n_image - 1), dtype=mask.dtype, device=mask.device)
+        for i in range(mask.shape[0]):
+            p = int(image_pos[i])
+            out[i, :p] = mask[i, :p]
+            out[i, p + n_image:] = mask[i, p + 1:]
+        return out
 
-        Returns
-        -------
-        prompts : tensor (B, seg_out_dim)
-        has_seg : bool tensor (B,)
-        """
-        pos = self.seg_hidden_positions(input_ids)
-        has_seg = pos.any(dim=1)
-        first = pos.float().argmax(dim=1)
-        h = last_hidden[torch.arange(input_ids.shape[0]), first]
-        return self.text_hidden_fcs(h), has_seg
-
-    def decode_masks(
-        self,
-        sam_pixel_values: torch.Tensor,
-        prompts: torch.Tensor,
-        reshaped_sizes: torch.Tensor,
-        original_sizes: torch.Tensor,
-    ) -> list[torch.Tensor]:
-        """Run SAM (frozen encoder) with one sparse prompt per image.
+    def decode_masks(self, sam_pixel_values: torch.Tensor, prompts: Sequence[torch.Tensor],
+                     reshaped_sizes: torch.Tensor, original_sizes: torch.Tensor) -> list[torch.Tensor]:
+        """SAM (frozen encoder) with each sample's [SEG] embeddings as sparse prompts.
 
         Parameters
         ----------
-        sam_pixel_values : (B, 3, S, S) float, SAM-normalised, padded to S = sam_image_size
-        prompts : (B, C) prompt embeddings
-        reshaped_sizes, original_sizes : (B, 2) int, (h, w) after SAM resize / of the image
+        sam_pixel_values : (B, 3, S, S) SAM-normalised, padded to S = sam_image_size
+        prompts : list of (K_i, C) tensors, one row per [SEG] (K_i >= 1)
+        reshaped_sizes, original_sizes : (B, 2) int, (h, w) after SAM's resize / of the image
 
         Returns
         -------
-        list of (H_i, W_i) mask logits at each original image size.
+        list of (K_i, H_i, W_i) float32 mask logits at each original image size
+        (``cfg.mask_geometry`` says how, see :class:`RosaliaConfig`).
         """
+        sam_dtype = next(self.sam.parameters()).dtype
         with torch.no_grad():
-            emb = self.sam.get_image_embeddings(sam_pixel_values)
-        b = emb.shape[0]
-        pos = self.sam.get_image_wide_positional_embeddings().repeat(b, 1, 1, 1).to(emb.dtype)
-        dense = self.sam.prompt_encoder.no_mask_embed.weight.reshape(1, -1, 1, 1).expand(b, -1, emb.shape[-2], emb.shape[-1])
-        low_res, _ = self.sam.mask_decoder(
-            image_embeddings=emb, image_positional_embeddings=pos,
-            sparse_prompt_embeddings=prompts[:, None, None, :].to(emb.dtype),
-            dense_prompt_embeddings=dense, multimask_output=False,
-        )[:2]
-        low_res = low_res[:, 0, 0]  # (B, h, w)
+            emb = self.sam.get_image_embeddings(sam_pixel_values.to(sam_dtype))
+        pe = self.sam.get_image_wide_positional_embeddings().to(emb.dtype)
+        dense_w = self.sam.prompt_encoder.no_mask_embed.weight
         s = self.cfg.sam_image_size
-        up = F.interpolate(low_res[:, None], size=(s, s), mode="bilinear", align_corners=False)[:, 0]
         out = []
-        for i in range(b):
+        for i, pr in enumerate(prompts):
+            k = pr.shape[0]
+            dense = dense_w.reshape(1, -1, 1, 1).expand(k, -1, emb.shape[-2], emb.shape[-1]).to(emb.dtype)
+            low_res, _ = self.sam.mask_decoder(
+                image_embeddings=emb[i:i + 1].expand(k, -1, -1, -1), image_positional_embeddings=pe.expand(k, -1, -1, -1),
+                sparse_prompt_embeddings=pr[:, None, None, :].to(emb.dtype), dense_prompt_embeddings=dense,
+                multimask_output=False)[:2]
+            masks = F.interpolate(low_res[:, 0].float(), size=(s, s), mode="bilinear", align_corners=False)
             rh, rw = (int(v) for v in reshaped_sizes[i])
             oh, ow = (int(v) for v in original_sizes[i])
-            crop = up[i, :rh, :rw][None, None]
-            out.append(F.interpolate(crop, size=(oh, ow), mode="bilinear", align_corners=False)[0, 0])
+            if self.cfg.mask_geometry == "padded":  # validate(): the crop stretched to the padded square
+                masks = F.interpolate(masks[..., :rh, :rw], size=(s, s), mode="bilinear", align_corners=False)
+            masks = F.interpolate(masks[..., :rh, :rw], size=(oh, ow), mode="bilinear", align_corners=False)
+            out.append(masks[:, 0] if masks.dim() == 4 else masks)
         return out
 
-    # ----------------------------------------------------------------- forward
-    def forward(
-        self,
-        input_ids: torch.Tensor,
-        attention_mask: torch.Tensor,
-        pixel_values: torch.Tensor,
-        sam_pixel_values: torch.Tensor,
-        reshaped_sizes: torch.Tensor,
-        original_sizes: torch.Tensor,
-        labels: torch.Tensor,
-        gt_masks: list[torch.Tensor],
-    ) -> RosaliaOutput:
-        """Teacher-forced forward pass and loss.
+    def _hidden(self, embeds: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
+        return self.language_model.model(inputs_embeds=embeds, attention_mask=attention_mask).last_hidden_state
 
-        ``input_ids`` (B, L) hold the prompt and the answer (with exactly one [SEG]);
-        ``labels`` (B, L) are -100 on the prompt. ``gt_masks`` are (H_i, W_i) {0, 1}
-        tensors at each image's original size (all zero for negatives).
+    # ----------------------------------------------------------------- forward
+    def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor, pixel_values: torch.Tensor,
+                sam_pixel_values: torch.Tensor, reshaped_sizes: torch.Tensor, original_sizes: torch.Tensor,
+                labels: torch.Tensor, gt_masks: list[torch.Tensor]) -> RosaliaOutput:
+        """Teacher-forced forward pass and loss (LISA.py ``model_forward``, training branch).
+
+        ``input_ids`` (B, L) hold prompt and answer (one -200, one [SEG]); ``labels`` (B, L)
+        are -100 outside the answer; ``gt_masks`` are (H_i, W_i) {0, 1} tensors at each
+        image's size (all zero for negatives).
 
         Raises
         ------
         ValueError
             If a sample has no [SEG] token.
         """
-        out = self.llava(
-            input_ids=input_ids, attention_mask=attention_mask, pixel_values=pixel_values,
-            labels=labels, output_hidden_states=True, return_dict=True,
-        )
-        prompts, has_seg = self.seg_prompts(input_ids, out.hidden_states[-1])
-        if not bool(has_seg.all()):
-            raise ValueError("every training answer must contain one [SEG] token")
-        logits = self.decode_masks(sam_pixel_values, prompts, reshaped_sizes, original_sizes)
-        l_bce = mask_bce(logits, gt_masks)
-        l_dice = mask_dice(logits, gt_masks)
-        loss = self.cfg.lambda_txt * out.loss + self.cfg.lambda_bce * l_bce + self.cfg.lambda_dice * l_dice
-        return RosaliaOutput(loss, out.loss.detach(), l_bce.detach(), l_dice.detach(), logits)
+        embeds, att, labs, image_pos = self.inputs_embeds(input_ids, attention_mask, pixel_values, labels)
+        hidden = self._hidden(embeds, att)
+        logits = self.language_model.lm_head(hidden).float()
+        loss_txt = F.cross_entropy(logits[:, :-1].reshape(-1, logits.shape[-1]), labs[:, 1:].reshape(-1),
+                                   ignore_index=IGNORE_INDEX)
+        seg = self.seg_hidden_positions(input_ids)
+        if not bool(seg.any(dim=1).all()):
+            raise ValueError("every training answer must contain a [SEG] token")
+        seg_e = self.expand_positions(seg, image_pos, embeds.shape[1] - input_ids.shape[1] + 1)
+        first = seg_e.float().argmax(dim=1)
+        h = hidden[torch.arange(hidden.shape[0]), first]
+        prompts = self.text_hidden_fcs[0](h)
+        masks = [m[0] for m in self.decode_masks(sam_pixel_values, [p[None] for p in prompts],
+                                                  reshaped_sizes, original_sizes)]
+        l_bce = mask_bce(masks, [g.to(masks[0].device) for g in gt_masks])
+        l_dice = mask_dice(masks, [g.to(masks[0].device) for g in gt_masks])
+        loss = self.cfg.lambda_txt * loss_txt + self.cfg.lambda_bce * l_bce + self.cfg.lambda_dice * l_dice
+        return RosaliaOutput(loss, loss_txt.detach(), l_bce.detach(), l_dice.detach(), masks)
 
     @torch.no_grad()
-    def generate(
-        self,
-        input_ids: torch.Tensor,
-        attention_mask: torch.Tensor,
-        pixel_values: torch.Tensor,
-        sam_pixel_values: torch.Tensor,
-        reshaped_sizes: torch.Tensor,
-        original_sizes: torch.Tensor,
-        eos_token_id: int | None = None,
-    ) -> tuple[torch.Tensor, list[torch.Tensor | None]]:
-        """Greedy answer generation, then a mask for each answer that contains [SEG].
+    def generate(self, input_ids: torch.Tensor, attention_mask: torch.Tensor, pixel_values: torch.Tensor,
+                 sam_pixel_values: torch.Tensor, reshaped_sizes: torch.Tensor, original_sizes: torch.Tensor,
+                 eos_token_id: int, pad_token_id: int) -> tuple[torch.Tensor, list[torch.Tensor | None]]:
+        """Greedy answer (LISA.py ``evaluate``: ``num_beams=1``, up to ``cfg.max_new_tokens``,
+        stop at ``</s>``), then one mask per generated [SEG].
 
         Returns
         -------
-        new_tokens : (B, T) generated token ids (prompt excluded)
-        mask_logits : list of (H_i, W_i) tensors, or None where no [SEG] was generated
+        new_tokens : (B, T) generated token ids (prompt excluded, padded with ``pad_token_id``)
+        mask_logits : list of (K_i, H_i, W_i) tensors, or None where no [SEG] was generated
         """
-        gen = self.llava.generate(
-            input_ids=input_ids, attention_mask=attention_mask, pixel_values=pixel_values,
-            max_new_tokens=self.cfg.max_new_tokens, do_sample=False, eos_token_id=eos_token_id,
-            pad_token_id=eos_token_id,
-        )
-        new_tokens = gen[:, input_ids.shape[1]:]
-        full_mask = torch.cat([attention_mask, torch.ones_like(new_tokens)], dim=1)
-        out = self.llava(input_ids=gen, attention_mask=full_mask, pixel_values=pixel_values,
-                         output_hidden_states=True, return_dict=True)
-        # Only a [SEG] in the generated part counts; positions before it are the prompt.
-        ids = gen.clone()
-        ids[:, : input_ids.shape[1]] = -1
-        prompts, has_seg = self.seg_prompts(ids, out.hidden_states[-1])
-        logits = self.decode_masks(sam_pixel_values, prompts, reshaped_sizes, original_sizes)
-        return new_tokens, [lg if bool(h) else None for lg, h in zip(logits, has_seg)]
+        embeds, att, _, _ = self.inputs_embeds(input_ids, attention_mask, pixel_values)
+        new = self.language_model.generate(inputs_embeds=embeds, attention_mask=att, max_new_tokens=self.cfg.max_new_tokens,
+                                           do_sample=False, num_beams=1, eos_token_id=eos_token_id,
+                                           pad_token_id=pad_token_id)
+        emb_new = self.language_model.get_input_embeddings()(new)
+        full = torch.cat([embeds, emb_new.to(embeds.dtype)], dim=1)
+        full_att = torch.cat([att, torch.ones_like(new, dtype=att.dtype)], dim=1)
+        hidden = self._hidden(full, full_att)
+        start = embeds.shape[1]
+        prompts, keep = [], []
+        for i in range(new.shape[0]):
+            at = (new[i] == self.seg_token_id).nonzero().flatten()
+            keep.append(len(at) > 0)
+            prompts.append(self.text_hidden_fcs[0](hidden[i, start + at - 1]) if len(at) else None)
+        masks: list[torch.Tensor | None] = [None] * new.shape[0]
+        idx = [i for i, k in enumerate(keep) if k]
+        if idx:
+            dec = self.decode_masks(sam_pixel_values[idx], [prompts[i] for i in idx], reshaped_sizes[idx],
+                                    original_sizes[idx])
+            for i, m in zip(idx, dec):
+                masks[i] = m
+        return new, masks

@@ -1,11 +1,25 @@
 """Turning (image, instruction, answer) into ROSALIA's tensors, and back.
 
-The prompt follows LLaVA-v1's conversation template used by LISA-7B-v1:
-``"{system} USER: <image>\\n{instruction} ASSISTANT: {answer}</s>"``. The single
-``<image>`` token is expanded to one token per CLIP patch (transformers' LLaVA
-convention). Images: the 8-bit CXR ``x`` (uint8 (H, W)) is replicated to RGB, then
-CLIP's and SAM's own processors (the PIL/numpy ones of transformers, which need no
-torchvision) resize and normalise it.
+Restated from KAIST-Edlab/ROSALIA (``inference_rosalia_example.py``, ``utils/dataset.py``
+``collate_fn``, ``utils/reason_seg_dataset.py``):
+
+* prompt: LLaVA's ``llava_v1`` conversation
+  ``"{system} USER: <im_start><image><im_end>\\n{instruction} ASSISTANT:"`` (with
+  ``mm_use_im_start_end``; ``"<image>\\n"`` without), training appends
+  ``" {answer}</s>"``; tokenised by :func:`~cxrils.models.rosalia.tokenizer.tokenizer_image_token`
+  (``<image>`` becomes -200, replaced by the CLIP patch features in the model);
+* labels (``collate_fn``): ``target[:1]`` and the instruction part
+  ``len(tokenizer_image_token("...ASSISTANT: ")) - 2`` tokens after it are ignored, and
+  everything after ``1 + len(tokenizer_image_token(conversation without "</s>"))``;
+  sequences are cut to ``model_max_length - 255`` tokens in training;
+* CLIP input: the checkpoint's CLIP image processor on the RGB image (LISA: resize the
+  shortest side to 224, centre crop 224, OpenAI mean/std);
+* SAM input: ``ResizeLongestSide(1024)`` (bilinear, new side ``int(side * 1024 / longest
+  + 0.5)``), ``(x - mean) / std`` with SAM's pixel mean/std, zero padding at the bottom
+  and right to 1024 x 1024.
+
+The 8-bit CXR ``x`` (uint8 (H, W)) is replicated to RGB, as ``cv2.imread`` of a gray
+image gives.
 """
 
 from __future__ import annotations
@@ -16,31 +30,32 @@ from typing import Any, Sequence
 import numpy as np
 import torch
 
-from cxrils.models.rosalia.configuration import IMAGE_TOKEN, SEG_TOKEN, SYSTEM_PROMPT, RosaliaConfig
+from cxrils.models.rosalia.configuration import SYSTEM_PROMPT, RosaliaConfig
+from cxrils.models.rosalia.tokenizer import (
+    IGNORE_INDEX, IM_END_TOKEN, IM_START_TOKEN, IMAGE_TOKEN, SEG_TOKEN, LisaTokenizer, tokenizer_image_token,
+)
+
+#: SAM's pixel mean and std (RGB, 0-255), segment-anything ``Sam.pixel_mean/pixel_std``.
+SAM_PIXEL_MEAN = (123.675, 116.28, 103.53)
+SAM_PIXEL_STD = (58.395, 57.12, 57.375)
+#: LLaVA-v1's "ASSISTANT: " separator (conv.sep + roles[1] + ": ").
+ASSISTANT_SEP = " ASSISTANT: "
 
 
-def _image_processors(cfg: RosaliaConfig):
-    try:  # transformers >= 5 names the PIL backends explicitly
-        from transformers import CLIPImageProcessorPil as ClipProc
-        from transformers import SamImageProcessorPil as SamProc
-    except ImportError:  # pragma: no cover - transformers 4.x
-        from transformers import CLIPImageProcessor as ClipProc
-        from transformers import SamImageProcessor as SamProc
-    s = cfg.clip_image_size
-    clip = ClipProc(size={"shortest_edge": s}, crop_size={"height": s, "width": s})
-    sam = SamProc(size={"longest_edge": cfg.sam_image_size},
-                  pad_size={"height": cfg.sam_image_size, "width": cfg.sam_image_size})
-    return clip, sam
+def sam_resize_shape(h: int, w: int, target: int) -> tuple[int, int]:
+    """segment-anything ``ResizeLongestSide.get_preprocess_shape``: longest side ``target``."""
+    scale = target * 1.0 / max(h, w)
+    return int(h * scale + 0.5), int(w * scale + 0.5)
 
 
 @dataclass
 class Encoded:
     """One encoded sample (tensors without batch dimension)."""
 
-    input_ids: torch.Tensor  # (L,) long
-    labels: torch.Tensor  # (L,) long, -100 on the prompt
-    pixel_values: torch.Tensor  # (3, clip, clip) float
-    sam_pixel_values: torch.Tensor  # (3, S, S) float
+    input_ids: torch.Tensor  # (L,) long, one IMAGE_TOKEN_INDEX
+    labels: torch.Tensor  # (L,) long, IGNORE_INDEX outside the answer
+    pixel_values: torch.Tensor  # (3, clip, clip) float32
+    sam_pixel_values: torch.Tensor  # (3, S, S) float32
     reshaped_size: torch.Tensor  # (2,) long (h, w) after SAM's resize
     original_size: torch.Tensor  # (2,) long (H, W)
     gt_mask: torch.Tensor | None  # (H, W) float {0, 1}
@@ -51,95 +66,109 @@ class RosaliaProcessor:
 
     Parameters
     ----------
-    tokenizer : transformers tokenizer
-        Must contain ``<image>`` and ``[SEG]`` (added by :meth:`prepare_tokenizer`).
+    tokenizer : LisaTokenizer
+        Must hold ``[SEG]`` (and ``<im_start>``/``<im_end>`` when ``cfg.mm_use_im_start_end``).
     cfg : RosaliaConfig
-    num_image_tokens : int
-        Tokens per image after LLaVA's feature selection: (clip_size / patch)^2.
+    clip_processor : callable
+        The CLIP image processor (``images=..., return_tensors="pt"``) of the vision tower.
+
+    Raises
+    ------
+    ValueError
+        If a needed token is missing from the tokenizer.
     """
 
-    def __init__(self, tokenizer: Any, cfg: RosaliaConfig, num_image_tokens: int) -> None:
+    def __init__(self, tokenizer: LisaTokenizer, cfg: RosaliaConfig, clip_processor: Any) -> None:
         self.tokenizer = tokenizer
         self.cfg = cfg
-        self.num_image_tokens = num_image_tokens
-        self.image_token_id = tokenizer.convert_tokens_to_ids(IMAGE_TOKEN)
+        self.clip = clip_processor
+        needed = [SEG_TOKEN] + ([IM_START_TOKEN, IM_END_TOKEN] if cfg.mm_use_im_start_end else [])
+        missing = [t for t in needed if tokenizer.convert_tokens_to_ids(t) is None]
+        if missing:
+            raise ValueError(f"tokenizer {tokenizer.folder} lacks {missing}; LISA checkpoints add "
+                             "<im_patch>, <im_start>, <im_end>, [SEG] (added_tokens.json)")
         self.seg_token_id = tokenizer.convert_tokens_to_ids(SEG_TOKEN)
-        self.clip, self.sam = _image_processors(cfg)
 
-    @staticmethod
-    def prepare_tokenizer(tokenizer: Any) -> Any:
-        """Add ``<image>`` and ``[SEG]`` as special tokens (idempotent) and a pad token."""
-        tokenizer.add_special_tokens({"additional_special_tokens": [IMAGE_TOKEN, SEG_TOKEN]})
-        if tokenizer.pad_token is None:
-            tokenizer.pad_token = tokenizer.unk_token or tokenizer.eos_token
-        return tokenizer
-
+    # ----------------------------------------------------------------- text
     def prompt(self, instruction: str) -> str:
-        """The LLaVA-v1 conversation up to the assistant's turn."""
-        return f"{SYSTEM_PROMPT} USER: {IMAGE_TOKEN}\n{instruction} ASSISTANT:"
+        """The llava_v1 conversation up to the assistant's turn (inference_rosalia_example.py)."""
+        image = IM_START_TOKEN + IMAGE_TOKEN + IM_END_TOKEN if self.cfg.mm_use_im_start_end else IMAGE_TOKEN
+        return f"{SYSTEM_PROMPT} USER: {image}\n{instruction} ASSISTANT:"
 
-    def _ids(self, text: str, add_bos: bool) -> list[int]:
-        ids = self.tokenizer(text, add_special_tokens=False)["input_ids"]
-        if add_bos and self.tokenizer.bos_token_id is not None:
-            ids = [self.tokenizer.bos_token_id] + ids
-        return ids
+    def conversation(self, instruction: str, answer: str) -> str:
+        """The training conversation: prompt, answer and ``</s>`` (llava_v1 ``get_prompt``)."""
+        return f"{self.prompt(instruction)} {answer}</s>"
 
-    def _expand_image(self, ids: list[int]) -> list[int]:
-        out: list[int] = []
-        for t in ids:
-            out.extend([t] * self.num_image_tokens if t == self.image_token_id else [t])
-        return out
+    def _labels(self, conversation: str, ids: list[int]) -> list[int]:
+        target = list(ids)
+        target[:1] = [IGNORE_INDEX]
+        cur = 1
+        for rou in conversation.split("</s>"):
+            if rou == "":
+                break
+            parts = rou.split(ASSISTANT_SEP)
+            if len(parts) != 2:
+                raise ValueError(f"conversation round needs exactly one {ASSISTANT_SEP.strip()!r}: {rou!r}")
+            round_len = len(tokenizer_image_token(rou, self.tokenizer))
+            instruction_len = len(tokenizer_image_token(parts[0] + ASSISTANT_SEP, self.tokenizer)) - 2
+            target[cur:cur + instruction_len] = [IGNORE_INDEX] * len(target[cur:cur + instruction_len])
+            cur += round_len
+        target[cur:] = [IGNORE_INDEX] * len(target[cur:])
+        return target
 
+    # ----------------------------------------------------------------- images
     def images(self, image: np.ndarray) -> dict[str, torch.Tensor]:
-        """CLIP and SAM inputs of one uint8 (H, W) image.
+        """CLIP and SAM inputs of one uint8 (H, W) image (module docstring).
 
         Raises
         ------
         ValueError
             If ``image`` is not a 2-D uint8 array.
         """
+        from PIL import Image
+
         if image.ndim != 2 or image.dtype != np.uint8:
             raise ValueError(f"expected a uint8 (H, W) image, got {image.dtype} {image.shape}")
         rgb = np.repeat(image[:, :, None], 3, axis=2)
-        clip = self.clip(images=rgb, return_tensors="pt")["pixel_values"][0]
-        sam = self.sam(images=rgb, return_tensors="pt")
-        return {
-            "pixel_values": clip, "sam_pixel_values": sam["pixel_values"][0],
-            "reshaped_size": sam["reshaped_input_sizes"][0].long(),
-            "original_size": torch.tensor(image.shape, dtype=torch.long),
-        }
+        clip = self.clip(images=rgb, return_tensors="pt")["pixel_values"][0].float()
+        s = self.cfg.sam_image_size
+        h, w = sam_resize_shape(*image.shape, s)
+        resized = np.asarray(Image.fromarray(rgb).resize((w, h), Image.BILINEAR), dtype=np.float32)
+        norm = (resized - np.asarray(SAM_PIXEL_MEAN, np.float32)) / np.asarray(SAM_PIXEL_STD, np.float32)
+        sam = np.zeros((s, s, 3), np.float32)
+        sam[:h, :w] = norm
+        return {"pixel_values": clip, "sam_pixel_values": torch.from_numpy(sam).permute(2, 0, 1).contiguous(),
+                "reshaped_size": torch.tensor([h, w], dtype=torch.long),
+                "original_size": torch.tensor(image.shape, dtype=torch.long)}
 
+    # ----------------------------------------------------------------- samples
     def encode(self, image: np.ndarray, instruction: str, answer: str | None = None,
                mask: np.ndarray | None = None) -> Encoded:
         """Encode one sample; with ``answer`` the labels cover the answer and ``</s>``."""
-        prompt_ids = self._expand_image(self._ids(self.prompt(instruction), add_bos=True))
-        labels = [-100] * len(prompt_ids)
-        ids = list(prompt_ids)
-        if answer is not None:
-            ans = self._ids(" " + answer, add_bos=False)
-            if self.tokenizer.eos_token_id is not None:
-                ans = ans + [self.tokenizer.eos_token_id]
-            ids += ans
-            labels += ans
+        if answer is None:
+            ids = tokenizer_image_token(self.prompt(instruction), self.tokenizer)
+            labels = [IGNORE_INDEX] * len(ids)
+        else:
+            conv = self.conversation(instruction, answer)
+            ids = tokenizer_image_token(conv, self.tokenizer)
+            labels = self._labels(conv, ids)
+            limit = self.tokenizer.model_max_length - 255  # collate_fn's training truncation
+            ids, labels = ids[:limit], labels[:limit]
         im = self.images(image)
         gt = None if mask is None else torch.from_numpy(np.asarray(mask, dtype=np.float32))
         return Encoded(torch.tensor(ids), torch.tensor(labels), im["pixel_values"], im["sam_pixel_values"],
                        im["reshaped_size"], im["original_size"], gt)
 
-    def collate(self, items: Sequence[Encoded], left_pad: bool = False) -> dict[str, Any]:
-        """Pad a list of :class:`Encoded` into a batch dict for the model.
-
-        Right padding for training; ``left_pad=True`` for generation.
-        """
+    def collate(self, items: Sequence[Encoded]) -> dict[str, Any]:
+        """Pad a list of :class:`Encoded` (right padding with ``pad = unk``, as collate_fn)."""
         pad = self.tokenizer.pad_token_id
         n = max(len(e.input_ids) for e in items)
         ids = torch.full((len(items), n), pad, dtype=torch.long)
-        labels = torch.full((len(items), n), -100, dtype=torch.long)
+        labels = torch.full((len(items), n), IGNORE_INDEX, dtype=torch.long)
         att = torch.zeros((len(items), n), dtype=torch.long)
         for i, e in enumerate(items):
             k = len(e.input_ids)
-            sl = slice(n - k, n) if left_pad else slice(0, k)
-            ids[i, sl], labels[i, sl], att[i, sl] = e.input_ids, e.labels, 1
+            ids[i, :k], labels[i, :k], att[i, :k] = e.input_ids, e.labels, 1
         batch: dict[str, Any] = {
             "input_ids": ids, "attention_mask": att,
             "pixel_values": torch.stack([e.pixel_values for e in items]),
@@ -153,12 +182,12 @@ class RosaliaProcessor:
         return batch
 
     def decode_answer(self, tokens: torch.Tensor) -> str:
-        """Answer text from generated ids: stops at ``</s>``, keeps ``[SEG]``, trims spaces."""
-        ids = tokens.tolist()
+        """Answer text from generated ids, as inference_rosalia_example.py: decoded with the
+        added tokens, cut at ``</s>``, newlines removed, spaces collapsed, ``[SEG]`` kept."""
+        ids = [int(t) for t in tokens.tolist()]
         eos = self.tokenizer.eos_token_id
-        if eos is not None and eos in ids:
+        if eos in ids:
             ids = ids[: ids.index(eos)]
-        specials = {t for t in (self.tokenizer.pad_token_id, self.tokenizer.bos_token_id) if t is not None}
-        ids = [t for t in ids if t not in specials]
-        text = self.tokenizer.decode(ids, skip_special_tokens=False)
+        ids = [t for t in ids if t not in (self.tokenizer.pad_token_id, self.tokenizer.bos_token_id) and t >= 0]
+        text = self.tokenizer.decode(ids).replace("\n", "")
         return " ".join(text.replace(SEG_TOKEN, f" {SEG_TOKEN} ").split())

@@ -1,17 +1,22 @@
-"""A tiny, offline tokenizer for ROSALIA's CPU tests and smoke runs.
+"""A tiny, offline LLaMA-style tokenizer for ROSALIA's CPU smoke runs (``--set tiny=true``).
 
-Real use loads the LLaVA / LISA tokenizer from a local folder. This byte-level BPE is
-trained in well under a second on the instruction and answer templates
-(:mod:`cxrils.templates`) so that the tiny model's whole path (tokenise, generate,
-decode, [SEG] -> mask) runs without any download.
+Real use reads the LLaMA tokenizer of the LISA checkpoint. This one has the same layout
+(sentencepiece ``tokenizer.model`` with ``<unk>``, ``<s>``, ``</s>`` at 0, 1, 2, then
+``added_tokens.json`` with LISA's 4 tokens, no ``<image>``) but a byte-fallback BPE of
+a few hundred pieces trained in well under a second on the instruction and answer
+templates (:mod:`cxrils.templates`), so the tiny model's whole path runs without any
+download.
 """
 
 from __future__ import annotations
 
-from typing import Any
+import io
+import json
+from pathlib import Path
 
 from cxrils import templates, vocab
 from cxrils.models.rosalia.configuration import SYSTEM_PROMPT
+from cxrils.models.rosalia.tokenizer import LISA_ADDED_TOKENS, LisaTokenizer
 
 
 def template_corpus() -> list[str]:
@@ -30,19 +35,28 @@ def template_corpus() -> list[str]:
     for lesion in vocab.INFERENCE_LESION_TYPES:
         for certainty in vocab.CERTAINTIES:
             lines.append(templates.render_answer("lesion_inference", "positive", lesion=lesion, certainty=certainty))
-    return lines
+    return [line.replace(templates.SEG_TOKEN, "") for line in lines]
 
 
-def build_tiny_tokenizer(vocab_size: int = 400) -> Any:
-    """A ``PreTrainedTokenizerFast`` (byte-level BPE) with <s>, </s>, <unk>, <pad>."""
-    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
-    from transformers import PreTrainedTokenizerFast
+def build_tiny_tokenizer(folder: str | Path, vocab_size: int = 400) -> LisaTokenizer:
+    """Train the tiny sentencepiece model, write a LISA-layout tokenizer folder, load it."""
+    import sentencepiece as spm
 
-    tok = Tokenizer(models.BPE(unk_token="<unk>"))
-    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
-    tok.decoder = decoders.ByteLevel()
-    trainer = trainers.BpeTrainer(vocab_size=vocab_size, special_tokens=["<unk>", "<s>", "</s>", "<pad>"],
-                                  initial_alphabet=pre_tokenizers.ByteLevel.alphabet())
-    tok.train_from_iterator(template_corpus(), trainer=trainer)
-    return PreTrainedTokenizerFast(tokenizer_object=tok, bos_token="<s>", eos_token="</s>",
-                                   unk_token="<unk>", pad_token="<pad>")
+    out = Path(folder)
+    out.mkdir(parents=True, exist_ok=True)
+    buf = io.BytesIO()
+    spm.SentencePieceTrainer.train(
+        sentence_iterator=iter(template_corpus()), model_writer=buf, vocab_size=vocab_size, model_type="bpe",
+        unk_id=0, bos_id=1, eos_id=2, pad_id=-1, byte_fallback=True, character_coverage=1.0,
+        normalization_rule_name="identity", add_dummy_prefix=True, remove_extra_whitespaces=False,
+        minloglevel=2)
+    (out / "tokenizer.model").write_bytes(buf.getvalue())
+    n = spm.SentencePieceProcessor(model_proto=buf.getvalue()).get_piece_size()
+    (out / "added_tokens.json").write_text(json.dumps({t: n + i for i, t in enumerate(LISA_ADDED_TOKENS)}))
+    special = {k: {"content": c, "lstrip": False, "normalized": True, "rstrip": False, "single_word": False}
+               for k, c in (("bos_token", "<s>"), ("eos_token", "</s>"), ("unk_token", "<unk>"))}
+    (out / "special_tokens_map.json").write_text(json.dumps(special))
+    (out / "tokenizer_config.json").write_text(json.dumps({
+        "tokenizer_class": "LlamaTokenizer", "add_bos_token": True, "add_eos_token": False, "model_max_length": 512,
+        "padding_side": "right", **special}))
+    return LisaTokenizer(out)

@@ -1,11 +1,16 @@
 """Training ROSALIA with accelerate (paper section 5, Appendix F).
 
-AdamW (lr 3e-4), 100 warm-up steps then linear decay to 0 (DeepSpeed's WarmupDecayLR),
-15 epochs, total batch 256 reached by gradient accumulation over micro-batches,
+AdamW (lr 3e-4, betas 0.9/0.95, no weight decay), 100 warm-up steps then linear decay to 0
+(DeepSpeed's WarmupDecayLR), gradient clipping 1.0 (train_ds.py ``ds_config``), 15 epochs,
+total batch 256 reached by gradient accumulation over micro-batches,
 1:1 positive/negative mini-batches (:class:`cxrils.dataset.BalancedBatchSampler`) and
 histogram equalisation with probability 0.5 (:class:`cxrils.dataset.HistogramEqualization`).
 For several GPUs run the same entry point under ``accelerate launch`` with the
 DeepSpeed ZeRO-2 configuration shipped as ``ds_zero2.json`` (see docs/rosalia.md).
+
+Precision: ``cfg.precision`` "auto" trains in bfloat16 on a GPU (train_ds.py's default):
+the frozen weights are stored in bf16, the trained ones in float32 (master weights, as
+DeepSpeed's bf16 optimiser keeps), and the forward pass runs under ``torch.autocast``.
 """
 
 from __future__ import annotations
@@ -23,7 +28,7 @@ import numpy as np
 import torch
 
 from cxrils.models.rosalia.configuration import RosaliaConfig
-from cxrils.models.rosalia.segmenter import RosaliaSegmenter, build_model
+from cxrils.models.rosalia.segmenter import TOKENIZER_DIR, RosaliaSegmenter, build_model, resolve_device_dtype
 
 DEEPSPEED_CONFIG = Path(__file__).with_name("ds_zero2.json")
 
@@ -74,9 +79,13 @@ def train_rosalia(
     log_path, opt_path = out / "train_log.jsonl", out / "optimizer.pt"
     model, proc, cfg = segmenter.model, segmenter.processor, segmenter.model.cfg
     accum = max(1, cfg.batch_size // cfg.micro_batch_size)
-    acc = Accelerator(gradient_accumulation_steps=accum, cpu=not torch.cuda.is_available())
+    device, dtype = resolve_device_dtype(cfg.precision)
+    acc = Accelerator(gradient_accumulation_steps=accum, cpu=device.type == "cpu")
+    model.to(device=acc.device, dtype=dtype)
     params = [p for p in model.parameters() if p.requires_grad]
-    opt = torch.optim.AdamW(params, lr=cfg.lr, weight_decay=0.0)
+    for p in params:  # master weights in float32
+        p.data = p.data.float()
+    opt = torch.optim.AdamW(params, lr=cfg.lr, betas=tuple(cfg.betas), weight_decay=0.0)
     history: list[dict] = []
     if start_step:
         history = [json.loads(line) for line in log_path.read_text().splitlines() if line.strip()][:start_step]
@@ -105,8 +114,11 @@ def train_rosalia(
         batch = proc.collate(encoded)
         batch = {k: (v.to(acc.device) if torch.is_tensor(v) else [t.to(acc.device) for t in v]) for k, v in batch.items()}
         with acc.accumulate(model):
-            result = model(**batch)
+            with torch.autocast(device_type=acc.device.type, dtype=dtype, enabled=dtype != torch.float32):
+                result = model(**batch)
             acc.backward(result.loss)
+            if acc.sync_gradients and cfg.grad_clip > 0:
+                acc.clip_grad_norm_(params, cfg.grad_clip)
             opt.step()
             sched.step()
             opt.zero_grad()
@@ -124,6 +136,7 @@ def train_rosalia(
                 save()
     save()
     segmenter.model = acc.unwrap_model(model).eval()
+    segmenter.device = acc.device
     return history
 
 
@@ -133,14 +146,15 @@ def _parse_overrides(overrides: dict[str, str]) -> tuple[RosaliaConfig, bool]:
     items = dict(overrides)
     tiny = items.pop("tiny", "false").lower() in ("1", "true", "yes")
     cfg = RosaliaConfig.tiny() if tiny else RosaliaConfig()
-    fields = {f.name for f in dataclasses.fields(RosaliaConfig)} - {"llava_config", "sam_config"}
+    fields = {f.name for f in dataclasses.fields(RosaliaConfig)} - {"llm_config", "clip_config", "sam_config"}
     for key, raw in items.items():
         if key not in fields:
             raise ValueError(f"unknown ROSALIA setting {key!r}; known: {sorted(fields)} and tiny")
         default = getattr(cfg, key)
         try:
             if isinstance(default, tuple):
-                value = tuple(v.strip() for v in raw.split(","))
+                kind = type(default[0]) if default else str
+                value = tuple(kind(v.strip()) for v in raw.split(","))
             elif isinstance(default, bool):
                 value = raw.lower() in ("1", "true", "yes")
             else:
@@ -148,21 +162,25 @@ def _parse_overrides(overrides: dict[str, str]) -> tuple[RosaliaConfig, bool]:
         except ValueError as err:
             raise ValueError(f"--set {key}={raw!r}: expected {type(default).__name__}") from err
         setattr(cfg, key, value)
+    try:
+        cfg.__post_init__()
+    except ValueError as err:
+        raise ValueError(f"--set: {err}") from err
     return cfg, tiny
 
 
-def _tokenizer(cfg: RosaliaConfig, tiny: bool):
+def _tokenizer(cfg: RosaliaConfig, tiny: bool, run_dir: Path):
+    """The tiny tokenizer (built into the run folder) or None (the checkpoint's own)."""
     if tiny:
         from cxrils.models.rosalia.tiny import build_tiny_tokenizer
 
-        return build_tiny_tokenizer()
-    source = cfg.tokenizer_path or cfg.llava_path or cfg.lisa_checkpoint
-    if not source:
-        raise ValueError("ROSALIA needs local weights: --set lisa_checkpoint=DIR (xinlai/LISA-7B-v1) or "
-                         "--set llava_path=DIR --set sam_path=DIR; or --set tiny=true for a CPU smoke run")
-    from transformers import AutoTokenizer
-
-    return AutoTokenizer.from_pretrained(source, local_files_only=True)
+        return build_tiny_tokenizer(run_dir / TOKENIZER_DIR)
+    if not cfg.checkpoint:
+        raise ValueError("ROSALIA needs local weights: --set checkpoint=DIR with xinlai/LISA-7B-v1 (to fine-tune as "
+                         "the paper) or checkone/ROSALIA-7B-v1 downloaded from the Hugging Face hub, and the CLIP "
+                         "folder openai/clip-vit-large-patch14 beside it (or --set clip_path=DIR); "
+                         "or --set tiny=true for a CPU smoke run")
+    return None
 
 
 def _batches(dataset, sampler) -> Iterator[list[dict]]:
@@ -215,7 +233,12 @@ def cli_train(dataset: str | Path, run_dir: str | Path, overrides: dict[str, str
         cfg = seg.model.cfg
         done = sum(1 for line in (run / "train_log.jsonl").read_text().splitlines() if line.strip())
     else:
-        model, proc = build_model(cfg, _tokenizer(cfg, tiny))
+        from cxrils.models.base import ModelLoadError
+
+        try:
+            model, proc = build_model(cfg, _tokenizer(cfg, tiny, run))
+        except ModelLoadError as err:
+            raise ValueError(str(err)) from err
         seg = RosaliaSegmenter(model, proc)
     data = ILSDataset(dataset, "train", augment=HistogramEqualization(cfg.hist_eq_prob, seed=cfg.seed))
     accum = max(1, cfg.batch_size // cfg.micro_batch_size)

@@ -1,0 +1,155 @@
+"""``cxrils export --format mimic-ils``: a cxrils dataset in the release layout.
+
+Writes what KAIST-Edlab/ROSALIA's ``train_ds.py`` reads (``--json_dir``,
+``--base_image_dir``, ``--base_mask_dir``; layout in
+:mod:`cxrils.dataset.mimic_ils.format`):
+
+* ``OUT/mimic_ils_instruction_answer.json`` with the splits ``train``, ``val``, ``test``
+  (always all three; the loader indexes ``json[split]``), one sample per image, keyed by
+  the image id; each pair has ``instruction``, ``answer``, ``target`` (the record's lesion
+  type, which the loader reads as ``disease``), positives also ``seg_mask_path``; and one
+  extra key, ``certainty``, which the authors' loader ignores and the importer reads back;
+* ``OUT/lesion_mask/{image_id}_{k}.png``: 0/255 8-bit masks, one per distinct mask of an
+  image, at the stored image size;
+* the 8-bit images, copied to the images folder the user names (default
+  ``OUT/files``) as ``{patient_id}/{study_id}/{image_id}.png`` (as MIMIC-CXR-JPG's
+  ``pXX/pXXXXXXXX/sXXXXXXXX/`` nesting ends, so ids read back) or ``{image_id}.png`` when the
+  record has no patient or study id; ``image_path`` is relative to that folder.
+
+Paraphrased rows (Appendix C.3) are left out unless asked for: the release format has
+no field to mark them. Columns the format does not carry (report sentences, finding
+entities, provenance) are not exported.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from cxrils.dataset.mimic_ils.format import (
+    CERTAINTY_KEY, JSON_NAME, MASK_DIR_NAME, MASK_KEY, NEGATIVE_KEY, PAIRS_KEY, POSITIVE_KEY, SPLIT_TO_RELEASE,
+)
+from cxrils.dataset.splits import SPLITS
+from cxrils.dataset.writer import DatasetError, image_relpath, read_records
+from cxrils.fsutil import atomic_path
+from cxrils.masks import decode_rle
+
+PARAPHRASE_MODES = ("exclude", "include")
+_SAFE_PART = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]{0,99}$")
+
+
+def _image_relpath(image_id: str, patient_id: str, study_id: str) -> str:
+    if _SAFE_PART.match(patient_id or "") and _SAFE_PART.match(study_id or ""):
+        return f"{patient_id}/{study_id}/{image_id}.png"
+    return f"{image_id}.png"
+
+
+def _write_mask(path: Path, mask: np.ndarray) -> None:
+    from PIL import Image
+
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with atomic_path(path, suffix=".png") as tmp:
+        Image.fromarray(mask.astype(np.uint8) * 255, mode="L").save(tmp, format="PNG")
+
+
+def _copy_image(src: Path, dest: Path) -> None:
+    if dest.is_file() and dest.stat().st_size == src.stat().st_size:
+        return  # already exported (resume)
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    with atomic_path(dest, suffix=".png") as tmp:
+        shutil.copyfile(src, tmp)
+
+
+def export_mimic_ils(dataset_dir: str | Path, out_dir: str | Path, *, images_dir: str | Path | None = None,
+                     paraphrases: str = "exclude") -> dict[str, Any]:
+    """Write a finalized cxrils dataset in the MIMIC-CXR-Ext-ILS layout (module docstring).
+
+    Parameters
+    ----------
+    dataset_dir : path
+        A finalized cxrils dataset.
+    out_dir : path
+        Receives the JSON and ``lesion_mask/``.
+    images_dir : path, optional
+        Where the images go and what ``image_path`` is relative to (``--base_image_dir``
+        of train_ds.py); default ``out_dir/files``.
+    paraphrases : {"exclude", "include"}
+        Whether paraphrased-instruction rows become pairs too.
+
+    Returns
+    -------
+    dict
+        Counts: samples and pairs per release split, masks and images written, and the paths.
+
+    Raises
+    ------
+    DatasetError
+        If the dataset is not readable, an image file is missing, or ``paraphrases`` is unknown.
+    """
+    if paraphrases not in PARAPHRASE_MODES:
+        raise DatasetError(f"paraphrases must be one of {PARAPHRASE_MODES}, got {paraphrases!r}")
+    ds, out = Path(dataset_dir), Path(out_dir)
+    images = Path(images_dir) if images_dir is not None else out / "files"
+    masks_dir = out / MASK_DIR_NAME
+    out.mkdir(parents=True, exist_ok=True)
+    counts: dict[str, Any] = {"samples": {}, "positive_pairs": {}, "negative_pairs": {}, "masks": 0, "images": 0}
+    with atomic_path(out / JSON_NAME, suffix=".json") as tmp, open(tmp, "w", encoding="utf-8") as fh:
+        fh.write("{")
+        for s_i, split in enumerate(SPLITS):
+            rsplit = SPLIT_TO_RELEASE[split]
+            recs = read_records(ds, split)
+            if paraphrases == "exclude" and len(recs):
+                recs = recs[recs["paraphrase_of"] == ""]
+            fh.write(("," if s_i else "") + json.dumps(rsplit) + ": {")
+            n_samples = n_pos = n_neg = 0
+            for image_id, group in recs.groupby("image_id", sort=True):
+                sample, written = _sample(ds, str(image_id), group, images, masks_dir)
+                counts["masks"] += written
+                counts["images"] += 1
+                fh.write(("," if n_samples else "") + "\n" + json.dumps(str(image_id)) + ": " + json.dumps(sample))
+                n_samples += 1
+                n_pos += len(sample[PAIRS_KEY][POSITIVE_KEY])
+                n_neg += len(sample[PAIRS_KEY][NEGATIVE_KEY])
+            fh.write("}")
+            counts["samples"][rsplit], counts["positive_pairs"][rsplit], counts["negative_pairs"][rsplit] = \
+                n_samples, n_pos, n_neg
+        fh.write("}\n")
+    counts.update({"json": str(out / JSON_NAME), "images_dir": str(images), "masks_dir": str(masks_dir)})
+    return counts
+
+
+def _sample(ds: Path, image_id: str, group, images: Path, masks_dir: Path) -> tuple[dict, int]:
+    first = group.iloc[0]
+    rel = _image_relpath(image_id, str(first["patient_id"]), str(first["study_id"]))
+    src = ds / image_relpath(image_id)
+    if not src.is_file():
+        raise DatasetError(f"{src}: image of {image_id} missing from the dataset")
+    dest = images / rel
+    if dest.resolve() != src.resolve():
+        _copy_image(src, dest)
+    mask_names: dict[str, str] = {}
+    pos, neg = [], []
+    written = 0
+    group = group.assign(_index=[int(str(r).rpartition(":")[2]) for r in group["record_id"]]).sort_values("_index")
+    for rec in group.itertuples(index=False):
+        pair = {"instruction": rec.instruction, "answer": rec.answer, "target": rec.lesion_type}
+        if rec.certainty:
+            pair[CERTAINTY_KEY] = rec.certainty
+        if rec.polarity == "positive":
+            rle = {"size": [int(v) for v in rec.mask["size"]], "counts": rec.mask["counts"]}
+            key = rle["counts"] + "|" + "x".join(map(str, rle["size"]))
+            if key not in mask_names:
+                name = f"{image_id}_{len(mask_names)}.png"
+                _write_mask(masks_dir / name, decode_rle(rle))
+                mask_names[key] = name
+                written += 1
+            pair[MASK_KEY] = mask_names[key]
+            pos.append(pair)
+        else:
+            neg.append(pair)
+    return {"image_path": rel, PAIRS_KEY: {POSITIVE_KEY: pos, NEGATIVE_KEY: neg}}, written

@@ -1,0 +1,282 @@
+"""MIMIC-CXR-Ext-ILS import/export on a fixture folder in the release layout.
+
+What is compared against outside truth: the fixture's JSON, images and 0/255 masks are
+written here in the released layout, and :func:`mimic_ils_fixture.reason_seg_samples`
+restates how the authors' ReasonSegDataset reads them (keys, path joins, mask == 255);
+the importer's records must be exactly those pairs, and an export must read back the
+same way.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+from mimic_ils_fixture import authors_mask, make_release, reason_seg_samples
+from PIL import Image
+from typer.testing import CliRunner
+
+from cxrils.cli import app
+from cxrils.config import MimicIlsConfig
+from cxrils.dataset import DatasetError, read_records
+from cxrils.dataset.mimic_ils import export_mimic_ils, import_mimic_ils
+from cxrils.dataset.mimic_ils.format import iter_samples
+from cxrils.dataset.mimic_ils.importer import PROBLEMS_NAME, REPORT_NAME
+from cxrils.masks import decode_rle
+
+SPLITS = {"train": "train", "val": "validate", "test": "test"}
+
+
+def _mask(rec) -> np.ndarray:
+    return decode_rle({"size": [int(v) for v in rec["mask"]["size"]], "counts": rec["mask"]["counts"]})
+
+
+def _problems(ds: Path) -> list[dict]:
+    return [json.loads(line) for line in (ds / PROBLEMS_NAME).read_text().splitlines()]
+
+
+@pytest.fixture
+def release(tmp_path):
+    return make_release(tmp_path / "physionet")
+
+
+@pytest.fixture
+def imported(release, tmp_path):
+    ds = tmp_path / "ds"
+    import_mimic_ils(release.json, release.images, release.masks, ds, cfg=MimicIlsConfig(max_side=0), progress=False)
+    return ds
+
+
+def test_records_are_the_pairs_the_authors_dataset_class_reads(release, imported):
+    recs = read_records(imported)
+    problems = _problems(imported)
+    kinds = sorted(p["kind"] for p in problems)
+    assert kinds == ["mask_size_differs", "missing_image", "missing_mask", "not_template"]
+    missing_image = next(p for p in problems if p["kind"] == "missing_image")
+    missing_mask = next(p for p in problems if p["kind"] == "missing_mask")
+    n_expected = 0
+    for rsplit, split in SPLITS.items():
+        for s in reason_seg_samples(release.json, release.images, release.masks, rsplit):
+            image_file = Path(s["image_path"])
+            if not image_file.exists():  # the authors' loader would crash here; we list it
+                assert missing_image["sample_key"] == image_file.stem
+                continue
+            if s["mask_path"] is not None and not Path(s["mask_path"]).exists():
+                assert missing_mask["sample_key"] == image_file.stem
+                continue
+            n_expected += 1
+            rows = recs[(recs["image_id"] == image_file.stem) & (recs["instruction"] == s["question"])
+                        & (recs["answer"] == s["answer"])]
+            assert len(rows) == 1, s
+            rec = rows.iloc[0]
+            assert rec["split"] == split and rec["lesion_type"] == s["disease"]
+            assert rec["polarity"] == ("negative" if s["mask_path"] is None else "positive")
+            x = np.asarray(Image.open(image_file).convert("L"))
+            stored = np.asarray(Image.open(imported / rec["image_path"]))
+            assert np.array_equal(stored, x) and (rec["height"], rec["width"]) == x.shape
+            ref = authors_mask(s["mask_path"], x.shape)
+            if ref.shape != x.shape:  # a mask stored at another size: stretched onto the image
+                ref = np.asarray(Image.fromarray(ref.astype(np.uint8) * 255).resize(x.shape[::-1], Image.NEAREST)) > 0
+            assert np.array_equal(_mask(rec), ref), s
+            assert rec["patient_id"] == Path(s["image_path"]).parts[-3]
+            assert rec["study_id"] == Path(s["image_path"]).parts[-2]
+    assert len(recs) == n_expected == 17
+    report = json.loads((imported / REPORT_NAME).read_text())
+    assert report["records_in_dataset"] == 17 and report["n_problems"] == 4
+
+
+def test_fields_parsed_from_the_template_texts(imported):
+    recs = read_records(imported)
+    by_ins = {(r.image_id[:8], r.instruction): r for r in recs.itertuples()}
+    li = by_ins[("02aa804e", "Segment the opacity in the left mid zone lung and predict its type.")]
+    assert (li.instruction_type, li.polarity, li.lesion_type, li.target, li.certainty) == \
+        ("lesion_inference", "positive", "atelectasis", "opacity", "tentative")
+    assert list(li.locations) == ["left mid zone lung"]
+    tent = by_ins[("02aa804e", "Segment the opacity in the left mid zone lung.")]
+    assert (tent.instruction_type, tent.lesion_type, tent.target, tent.certainty) == \
+        ("basic", "atelectasis", "opacity", "tentative")
+    glob = by_ins[("02aa804e", "Segment the effusion.")]
+    assert (glob.instruction_type, glob.polarity, list(glob.locations), glob.certainty) == \
+        ("global", "positive", ["right lung base"], "")  # the global texts do not say the certainty
+    basic = by_ins[("02aa804e", "Segment the effusion in the right lung base.")]
+    assert basic.certainty == "definitive"
+    neg = by_ins[("02aa804e", "Segment the effusion in the left upper zone lung.")]
+    assert (neg.polarity, neg.certainty, int(neg.mask_area)) == ("negative", "", 0)
+    free = by_ins[("096052b7", "Is there any consolidation?")]  # kept, unparsed fields empty
+    assert (free.instruction_type, free.lesion_type, list(free.locations)) == ("", "consolidation", [])
+
+
+def test_stored_size_follows_sams_resize_longest_side(release, tmp_path):
+    ds = tmp_path / "small"
+    import_mimic_ils(release.json, release.images, release.masks, ds, cfg=MimicIlsConfig(max_side=32), progress=False)
+    recs = read_records(ds)
+    rec = recs[recs["image_id"].str.startswith("02aa804e") & (recs["polarity"] == "positive")].iloc[0]
+    h, w = release.image_sizes[rec["image_id"]]  # 90 x 72
+    scale = 32 / max(h, w)
+    expected = (int(h * scale + 0.5), int(w * scale + 0.5))  # get_preprocess_shape of segment-anything
+    assert (rec["height"], rec["width"]) == expected == (32, 26)
+    full = authors_mask(str(release.masks / json.loads(rec["provenance"])["seg_mask_path"]), (h, w))
+    ref = np.asarray(Image.fromarray(full.astype(np.uint8) * 255).resize(expected[::-1], Image.NEAREST)) > 0
+    assert np.array_equal(_mask(rec), ref)
+
+
+def test_resume_skips_done_samples_and_keeps_the_report(release, imported, tmp_path):
+    first = json.loads((imported / REPORT_NAME).read_text())
+    again = import_mimic_ils(release.json, release.images, release.masks, imported,
+                             cfg=MimicIlsConfig(max_side=0), progress=False)
+    assert again["samples_imported_this_run"] == 0 and again["samples_already_done"] == 4
+    assert again["problems_by_kind"] == first["problems_by_kind"]
+    assert again["records_in_dataset"] == first["records_in_dataset"]
+    # the missing image arrives: only that sample is imported on the next run
+    src = next(release.images.rglob("*.jpg"))
+    dest = release.images / "p10/p10003019/s59003314/deadbeef-00000000-00000000-00000000-00000000.jpg"
+    dest.parent.mkdir(parents=True)
+    dest.write_bytes(src.read_bytes())
+    third = import_mimic_ils(release.json, release.images, release.masks, imported,
+                             cfg=MimicIlsConfig(max_side=0), progress=False)
+    assert third["samples_imported_this_run"] == 1 and third["records_in_dataset"] == 18
+    assert "missing_image" not in third["problems_by_kind"]
+    with pytest.raises(DatasetError, match="mix versions"):
+        import_mimic_ils(release.json, release.images, release.masks, imported,
+                         cfg=MimicIlsConfig(max_side=64), progress=False)
+
+
+def test_the_json_is_streamed_not_loaded():
+    """Samples come out before the end of the file is read: a stream cut after the first
+    sample still yields it, then fails naming the file."""
+    text = json.dumps({"train": {"a": {"image_path": "x.jpg", "instruction_answer_pairs": {}},
+                                 "b": {"image_path": "y.jpg", "instruction_answer_pairs": {}}}})
+    cut = text[: text.index('"b"') + 10].encode()
+    got = []
+    with pytest.raises(DatasetError, match="release.json: malformed JSON"):
+        for split, key, item in iter_samples(io.BytesIO(cut), "release.json"):
+            got.append((split, key, item["image_path"]))
+    assert got == [("train", "a", "x.jpg")]
+
+
+def test_workers_give_the_same_dataset(release, imported, tmp_path):
+    ds = tmp_path / "par"
+    import_mimic_ils(release.json, release.images, release.masks, ds, cfg=MimicIlsConfig(max_side=0),
+                     workers=2, progress=False)
+    a = read_records(imported).drop(columns=["provenance"])
+    b = read_records(ds).drop(columns=["provenance"])
+    assert a.astype(str).equals(b.astype(str))
+    for shard in sorted((imported / "records").glob("*.parquet")):
+        assert (ds / "records" / shard.name).read_bytes() == shard.read_bytes()
+
+
+def test_cli_names_what_to_fetch(release, tmp_path):
+    runner = CliRunner()
+    r = runner.invoke(app, ["import-mimic-ils", "--json", str(tmp_path / "nope.json"), "--images", str(release.images),
+                            "--masks", str(release.masks), "-o", str(tmp_path / "o")])
+    assert r.exit_code == 2 and "PhysioNet" in r.output and "mimic_ils_instruction_answer.json" in r.output
+    r = runner.invoke(app, ["import-mimic-ils", "--json", str(release.json), "--images", str(tmp_path / "none"),
+                            "--masks", str(release.masks), "-o", str(tmp_path / "o")])
+    assert r.exit_code == 2 and "MIMIC-CXR-JPG 2.1.0" in r.output
+    r = runner.invoke(app, ["import-mimic-ils", "--json", str(release.json), "--images", str(release.images),
+                            "--masks", str(release.masks), "-o", str(tmp_path / "o2"), "--max-side", "0"])
+    assert r.exit_code == 0, r.output
+    assert "17 records of 4 images" in r.output and "missing_mask" in r.output
+    assert "download MIMIC-CXR-JPG 2.1.0" in r.output
+
+
+def _carried(df):
+    """The columns the release format carries, one row per pair, in a stable order."""
+    cols = ["split", "image_id", "patient_id", "study_id", "instruction", "answer", "lesion_type", "target",
+            "instruction_type", "polarity", "certainty", "height", "width", "mask_area"]
+    out = df[cols].copy()
+    out["locations"] = [tuple(v) for v in df["locations"]]
+    out["mask"] = [decode_rle({"size": [int(v) for v in m["size"]], "counts": m["counts"]}).tobytes() for m in df["mask"]]
+    return out.sort_values(["image_id", "instruction", "answer"]).reset_index(drop=True)
+
+
+def test_export_reads_like_the_release_and_round_trips(imported, tmp_path):
+    out = tmp_path / "export"
+    counts = export_mimic_ils(imported, out)
+    js = out / "mimic_ils_instruction_answer.json"
+    assert sorted(json.loads(js.read_text())) == ["test", "train", "val"]
+    recs = read_records(imported)
+    n = 0
+    for rsplit, split in SPLITS.items():
+        for s in reason_seg_samples(js, out / "files", out / "lesion_mask", rsplit):
+            n += 1
+            assert Path(s["image_path"]).is_file()
+            rows = recs[(recs["split"] == split) & (recs["instruction"] == s["question"]) &
+                        (recs["answer"] == s["answer"]) & (recs["image_id"] == Path(s["image_path"]).stem)]
+            assert len(rows) == 1
+            x = np.asarray(Image.open(s["image_path"]))
+            assert np.array_equal(authors_mask(s["mask_path"], x.shape), _mask(rows.iloc[0]))
+            if s["mask_path"]:
+                assert set(np.unique(np.asarray(Image.open(s["mask_path"])))) <= {0, 255}
+    assert n == len(recs) == 17 and counts["masks"] == 4
+    back = tmp_path / "back"
+    import_mimic_ils(js, out / "files", out / "lesion_mask", back, progress=False)
+    again = read_records(back)
+    assert _carried(again).equals(_carried(recs))
+    for image_id in recs["image_id"].unique():
+        a = np.asarray(Image.open(imported / "images" / f"{image_id}.png"))
+        b = np.asarray(Image.open(back / "images" / f"{image_id}.png"))
+        assert np.array_equal(a, b)
+
+
+def test_generated_dataset_round_trips_with_certainty_and_ids(tmp_path):
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "models"))
+    from light_synthetic import make_tiny_dataset
+
+    ds = make_tiny_dataset(tmp_path / "gen", n_train=4, n_val=2, n_test=2)
+    out = tmp_path / "export"
+    r = CliRunner().invoke(app, ["export", str(ds), "--format", "mimic-ils", "-o", str(out)])
+    assert r.exit_code == 0, r.output
+    assert "--base_mask_dir" in r.output
+    back = tmp_path / "back"
+    import_mimic_ils(out / "mimic_ils_instruction_answer.json", out / "files", out / "lesion_mask", back,
+                     progress=False)
+    assert _carried(read_records(back)).equals(_carried(read_records(ds)))
+    bad = CliRunner().invoke(app, ["export", str(ds), "--format", "coco", "-o", str(out)])
+    assert bad.exit_code == 2 and "unknown format" in bad.output
+
+
+@pytest.mark.slow
+def test_commands_work_on_an_imported_dataset(imported, tmp_path, monkeypatch):
+    """stats, baseline, evaluate (both protocols), train and predict --dataset."""
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "models"))
+    from light_synthetic import block_anatomy, bright_anomaly
+
+    import cxrils.models.light.segmenter as segmod
+
+    runner = CliRunner()
+    r = runner.invoke(app, ["stats", str(imported), "--no-plot"])
+    assert r.exit_code == 0, r.output
+    assert "effusion" in r.output
+    oracle = tmp_path / "oracle.jsonl"
+    r = runner.invoke(app, ["baseline", "oracle", "-d", str(imported), "-o", str(oracle), "--split", "all"])
+    assert r.exit_code == 0, r.output
+    r = runner.invoke(app, ["evaluate", "-d", str(imported), "-p", str(oracle), "-o", str(tmp_path / "ev"),
+                            "--split", "all"])
+    assert r.exit_code == 0, r.output  # the oracle answers every record, the unparsed instruction too
+    assert "gIoU 100.0" in r.output and "N-Acc 100.0" in r.output and "giou_neg 100.0" in r.output
+    empty = tmp_path / "empty.jsonl"
+    r = runner.invoke(app, ["baseline", "always-empty", "-d", str(imported), "-o", str(empty), "--split", "test"])
+    assert r.exit_code == 0, r.output
+    r = runner.invoke(app, ["evaluate", "-d", str(imported), "-p", str(empty), "-o", str(tmp_path / "ev2")])
+    assert r.exit_code == 0, r.output
+    assert "giou_pos 0.0" in r.output and "N-Acc 100.0" in r.output
+
+    monkeypatch.setattr(segmod, "default_anatomy", lambda: block_anatomy)
+    monkeypatch.setattr(segmod, "default_anomaly", lambda: bright_anomaly)
+    run = tmp_path / "run"
+    sets = ["--set", "ensemble=1", "--set", "image_size=32", "--set", "features=4,8,8,16,16,8",
+            "--set", "batch_size=4", "--set", "steps=2"]
+    r = runner.invoke(app, ["train", "--model", "light", "--dataset", str(imported), "-o", str(run), *sets])
+    assert r.exit_code == 0, r.output
+    preds = tmp_path / "pred.jsonl"
+    r = runner.invoke(app, ["predict", "--model", str(run), "--dataset", str(imported), "--split", "test",
+                            "-o", str(preds)])
+    assert r.exit_code == 0, r.output
+    r = runner.invoke(app, ["evaluate", "-d", str(imported), "-p", str(preds), "-o", str(tmp_path / "ev4")])
+    assert r.exit_code == 0, r.output
+    assert "giou_pos" in r.output

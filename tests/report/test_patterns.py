@@ -1,0 +1,236 @@
+"""The failure patterns of issue 17, on sentences written for these tests.
+
+Each block is one pattern: sides, non-lung densities, split certainty, differential
+lists (one config key), cue gaps, section headers. Labels are the PATIENT's sides.
+"""
+
+import pytest
+
+from cxrils.config import Config
+from cxrils.report import structure_report
+from cxrils.report.rules import RulesStructurer
+from cxrils.report.sections import select_section
+
+
+@pytest.fixture(scope="module")
+def rules():
+    return RulesStructurer()
+
+
+def findings(rules, text):
+    """(entity, presence, certainty, lesion type, labels) of a findings section."""
+    rep = structure_report("s", "FINDINGS: " + text, structurer=rules)
+    return [(f.entity, f.presence, f.certainty, f.lesion_type, f.labels) for f in rep.findings]
+
+
+def labels_of(rules, text, lesion_type):
+    rep = structure_report("s", "FINDINGS: " + text, structurer=rules)
+    return [f.labels for f in rep.findings if lesion_type in (f.lesion_type, f.predicted_lesion_type)]
+
+
+# ------------------------------------------------------------------ sides
+def test_two_sides_with_their_own_sizes_give_two_findings(rules):
+    assert labels_of(rules, "Small right and moderate left effusions.", "effusion") == [
+        ["right lung"], ["left lung"]]
+
+
+@pytest.mark.parametrize("text,labels", [
+    ("Bibasilar atelectasis.", ["right lung base", "left lung base"]),
+    ("Basilar atelectasis.", ["right lung base", "left lung base"]),
+    ("Mild atelectasis at the bases.", ["right lung base", "left lung base"]),
+    ("Right basilar atelectasis.", ["right lung base"]),
+    ("Atelectasis in the left base.", ["left lung base"]),
+    # a side given elsewhere for the same finding: the side-less zone takes it
+    ("Minimal basilar atelectasis, left base.", ["left lung base"]),
+])
+def test_basilar_with_and_without_a_side(rules, text, labels):
+    assert labels_of(rules, text, "atelectasis") == [labels]
+
+
+def test_slash_shares_the_location(rules):
+    fs = structure_report("s", "FINDINGS: Left basilar atelectasis/scarring.", structurer=rules).findings
+    assert [(f.entity, f.labels) for f in fs] == [("atelectasis", ["left lung base"]),
+                                                 ("scarring", ["left lung base"])]
+    assert labels_of(rules, "Retrocardiac/left base opacity.", "opacity") == [["left lung base"]]
+
+
+@pytest.mark.parametrize("text", ["Bilateral pleural effusions, right greater than left.",
+                                  "Right greater than left pleural effusions.",
+                                  "Pleural effusions, left more than right."])
+def test_right_greater_than_left_keeps_both_sides(rules, text):
+    (labels,) = labels_of(rules, text, "effusion")
+    assert {"right lung", "left lung"} <= set(labels)
+
+
+def test_comparative_zone_names_both_bases(rules):
+    assert labels_of(rules, "Left greater than right basilar opacities.", "opacity") == [
+        ["right lung base", "left lung base"]]
+
+
+def test_anaphora_takes_the_place_of_the_previous_sentence(rules):
+    fs = labels_of(rules, "Patchy opacity in the right lower lobe. This likely represents pneumonia.", "pneumonia")
+    assert fs == [["lung lower lobe right"]]
+
+
+def test_a_finding_with_adjacent_atelectasis_shares_its_side(rules):
+    assert labels_of(rules, "Large right pleural effusion with adjacent atelectasis.", "atelectasis") == [
+        ["right lung"]]
+
+
+def test_a_place_after_a_finding_before_a_comma_is_that_findings(rules):
+    fs = structure_report("s", "FINDINGS: Streaky opacity lateral right lung, atelectasis versus scarring.",
+                          structurer=rules).findings
+    assert fs[0].entity == "opacity" and fs[0].labels == ["right lung"]
+
+
+def test_unrelated_findings_do_not_share_a_place(rules):
+    fs = findings(rules, "Left lower lobe consolidation. No pneumothorax, but there is a small effusion.")
+    eff = [f for f in fs if f[3] == "effusion"]
+    assert eff == [("effusion", "positive", "definitive", "effusion", [])]
+
+
+@pytest.mark.parametrize("text,expected", [
+    ("Heart size XXXX enlarged.", ("cardiomegaly", "positive")),
+    ("There are no XXXX of a pleural effusion.", ("effusion", "negative")),
+    ("The questionable nodule was not XXXX seen.", (None, "negative")),
+])
+def test_deidentification_tokens_inside_phrases(rules, text, expected):
+    (f,) = rules.structure(text)
+    assert (f.lesion_type, f.presence) == expected
+
+
+def test_deidentified_word_keeps_the_side_of_a_lobe(rules):
+    assert labels_of(rules, "Right XXXX lobe consolidation.", "consolidation") == [["right lung"]]
+
+
+# ------------------------------------------------------------------ non-lung densities
+@pytest.mark.parametrize("text", [
+    "Sclerotic density in the sternum.",
+    "Density overlying the left 5th rib.",
+    "Tubular densities overlying the heart.",
+    "Curvilinear density projected over the breast.",
+    "Calcified density in the left upper lobe, likely a granuloma.",
+    "Nodular density in the right midlung.",
+])
+def test_densities_outside_the_lung_are_no_lung_opacity(rules, text):
+    fs = rules.structure(text)
+    assert fs and all(f.lesion_type is None for f in fs)
+
+
+@pytest.mark.parametrize("text", ["Left lower lobe density.", "Right hilar density.",
+                                  "Opacity projecting over the right 9th rib.", "Increased retrocardiac density."])
+def test_lung_densities_and_opacities_stay_opacity(rules, text):
+    assert [f.lesion_type for f in rules.structure(text)] == ["opacity"]
+
+
+# ------------------------------------------------------------------ split certainty
+def test_the_observation_keeps_its_certainty_the_inference_has_its_own(rules):
+    (f,) = rules.structure("Left base opacity, may represent atelectasis.")
+    assert (f.lesion_type, f.certainty, f.predicted_lesion_type, f.inference_certainty) == (
+        "opacity", "definitive", "atelectasis", "tentative")
+    assert f.type_certainty == "tentative"
+    (g,) = rules.structure("Right lower lobe opacity consistent with pneumonia.")
+    assert (g.certainty, g.inference_certainty, g.type_certainty) == ("definitive", "definitive", "definitive")
+
+
+def test_a_tentative_observation_makes_its_inference_tentative(rules):
+    (f,) = rules.structure("Possible left basilar opacity, likely atelectasis.")
+    assert (f.certainty, f.inference_certainty) == ("tentative", "tentative")
+
+
+def test_alternatives_of_the_inference_are_not_the_observations(rules):
+    (f,) = rules.structure("Opacity at the left base which may represent atelectasis or scarring.")
+    assert (f.certainty, f.predicted_lesion_type, f.inference_certainty) == ("definitive", "atelectasis", "tentative")
+    assert f.predicted_lesion_text == "atelectasis or scarring"
+    assert f.labels == [] and f.locations == ["left base"]
+
+
+def test_inferred_disease_hands_its_place_to_the_opacity(rules):
+    rep = structure_report("s", "FINDINGS: Interstitial opacities consistent with edema in the lower lobes.",
+                           structurer=rules)
+    (f,) = rep.findings
+    assert f.predicted_lesion_type == "edema"
+    assert f.labels == ["lung lower lobe right", "lung lower lobe left"]
+
+
+# ------------------------------------------------------------------ differential lists: one key
+def test_differential_certainty_is_one_config_key():
+    assert Config().report.differential_certainty == "tentative"
+    text = "Left basilar atelectasis versus pneumonia."
+    default = RulesStructurer(Config()).structure(text)
+    assert [(f.lesion_type, f.certainty) for f in default] == [("atelectasis", "tentative"), ("pneumonia", "tentative")]
+    cfg = Config()
+    cfg.report.differential_certainty = "definitive"
+    mesh = RulesStructurer(cfg).structure(text)
+    assert [(f.lesion_type, f.certainty) for f in mesh] == [("atelectasis", "definitive"), ("pneumonia", "definitive")]
+    # possibility cues stay tentative either way; so does the inference of a differential
+    assert RulesStructurer(cfg).structure("May represent pneumonia.")[0].certainty == "tentative"
+    (o,) = RulesStructurer(Config()).structure("Opacity in the right base, atelectasis versus pneumonia.")
+    assert (o.certainty, o.inference_certainty) == ("definitive", "tentative")
+    (o2,) = RulesStructurer(cfg).structure("Opacity in the right base, atelectasis versus pneumonia.")
+    assert o2.inference_certainty == "definitive"
+
+
+def test_differential_certainty_is_checked():
+    from cxrils.config import ConfigError, load_config
+
+    with pytest.raises(ConfigError, match="report.differential_certainty"):
+        load_config(None, ["report.differential_certainty=maybe"])
+
+
+# ------------------------------------------------------------------ cue gaps
+@pytest.mark.parametrize("text,lesion_type", [
+    ("Interval clearing of the left basilar opacity.", "opacity"),
+    ("The left effusion is no longer visualized.", "effusion"),
+    ("Pneumonia is unlikely.", "pneumonia"),
+    ("The heart is not enlarged.", "cardiomegaly"),
+    ("Heart size is not significantly enlarged.", "cardiomegaly"),
+    ("No history of pneumonia.", "pneumonia"),
+])
+def test_negative_cue_gaps(rules, text, lesion_type):
+    fs = [f for f in rules.structure(text) if f.lesion_type == lesion_type]
+    assert fs and all(f.presence == "negative" for f in fs)
+
+
+@pytest.mark.parametrize("text,lesion_type,labels", [
+    ("The right lower lobe is consolidated.", "consolidation", ["lung lower lobe right"]),
+    ("The left lower lobe is collapsed.", "atelectasis", ["lung lower lobe left"]),
+    ("The left base is opacified.", "opacity", ["left lung base"]),
+])
+def test_verb_forms_are_findings(rules, text, lesion_type, labels):
+    rep = structure_report("s", "FINDINGS: " + text, structurer=rules)
+    (f,) = rep.findings
+    assert (f.lesion_type, f.presence, f.labels) == (lesion_type, "positive", labels)
+    assert f.entity == lesion_type  # named by its type, as the paper's entity
+
+
+@pytest.mark.parametrize("text", ["Negative for pneumothorax, positive for a small left effusion.",
+                                  "No cardiomegaly with small bilateral pleural effusions."])
+def test_negation_stops_before_a_positive_clause(rules, text):
+    eff = [f for f in rules.structure(text) if f.lesion_type == "effusion"]
+    assert [f.presence for f in eff] == ["positive"]
+
+
+def test_consistent_with_does_not_end_a_hedge(rules):
+    (f,) = rules.structure("Findings may be consistent with pneumonia.")
+    assert (f.presence, f.certainty) == ("positive", "tentative")
+
+
+def test_mixed_case_headers_are_sections():
+    c = select_section("Indication: pneumonia\n\nFindings: No effusion.")
+    assert (c.name, c.text) == ("findings", "No effusion.")
+    c = select_section("Indication: fever\nComparison: none\nImpression: Small left effusion.")
+    assert (c.name, c.text) == ("impression", "Small left effusion.")
+
+
+def test_an_inline_history_is_not_a_finding(rules):
+    fs = rules.structure("History: pneumonia. No effusion.")
+    assert [(f.lesion_type, f.presence) for f in fs] == [("effusion", "negative")]
+    fs = rules.structure("Indication: cough, pneumonia FINDINGS: small right effusion.")
+    assert [(f.lesion_type, f.presence) for f in fs] == [("effusion", "positive")]
+
+
+def test_congestion_and_heart_failure_are_not_edema(rules):
+    fs = rules.structure("Mild pulmonary vascular congestion. Findings of congestive heart failure.")
+    assert fs and all(f.lesion_type is None for f in fs)
+    assert [f.lesion_type for f in rules.structure("Mild interstitial edema.")] == ["edema"]

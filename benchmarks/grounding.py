@@ -24,6 +24,7 @@ from pathlib import Path
 
 import cv2
 import numpy as np
+from results import publish
 from PIL import Image
 from scipy.stats import spearmanr
 
@@ -165,11 +166,6 @@ def main() -> None:
     text = "\n".join(out)
     print(text)
     if args.publish:
-        import sys
-
-        sys.path.insert(0, str(Path(__file__).resolve().parent))
-        from results import publish
-
         publish(args.publish, text)
 
 

@@ -63,6 +63,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
+from results import publish
 
 from cxrils.grounding.human import LUNGS as SIDES
 from cxrils.grounding.human import NORMAL_REPORT, report_from_label, sides_of_box, sides_of_mask
@@ -686,11 +687,6 @@ def main() -> None:
     text = "\n".join(lines)
     print(text)
     if args.publish:
-        import sys
-
-        sys.path.insert(0, str(Path(__file__).resolve().parent))
-        from results import publish
-
         publish(args.publish, text)
 
 

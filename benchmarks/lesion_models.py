@@ -28,6 +28,7 @@ import time
 from pathlib import Path
 
 import numpy as np
+from results import publish
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -161,11 +162,6 @@ def main() -> None:
     text = "\n".join(lines)
     print(text)
     if args.publish:
-        import sys
-
-        sys.path.insert(0, str(Path(__file__).resolve().parent))
-        from results import publish
-
         publish(args.publish, text)
 
 

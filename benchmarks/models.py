@@ -36,6 +36,7 @@ import time
 from pathlib import Path
 
 import numpy as np
+from results import publish
 
 
 def _pct(v) -> str:
@@ -199,9 +200,6 @@ def main(argv: list[str] | None = None) -> int:
         lines.append(f"- {name}: {line}")
     print("\n" + "\n".join(lines[2:]))
     if args.publish:
-        sys.path.insert(0, str(Path(__file__).resolve().parent))
-        from results import publish
-
         publish(args.publish, "\n".join(lines))
     out = args.work / "results.json"
     out.write_text(json.dumps({"results": results, "timings": timings}, indent=2, default=str))

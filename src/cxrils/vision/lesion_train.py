@@ -20,8 +20,9 @@ from typing import Any, Callable, Sequence
 
 import numpy as np
 
-from cxrils.config import LesionTrainConfig
+from cxrils.config import LesionDataConfig, LesionTrainConfig
 from cxrils.fsutil import atomic_path
+from cxrils.vision.lesion_data import LesionSample, training_samples
 
 log = logging.getLogger(__name__)
 
@@ -33,6 +34,36 @@ def split_validation(ids: Sequence[str], fraction: float, salt: str) -> tuple[li
            if int(hashlib.sha256(f"{salt}:{s}".encode()).hexdigest(), 16) % 10_000 < fraction * 10_000]
     vs = set(val)
     return [i for i in range(len(ids)) if i not in vs], val
+
+
+def role_samples(data_root: str | Path, role: str, data_cfg: LesionDataConfig) -> list[LesionSample]:
+    """:func:`cxrils.vision.lesion_data.training_samples` of a role.
+
+    Raises
+    ------
+    ValueError
+        If there are none.
+    FileNotFoundError
+        If the COVID-QU-Ex folder is missing.
+    """
+    samples = training_samples(data_root, role, data_cfg)
+    if not samples:
+        raise ValueError(f"{data_root}: no COVID-QU-Ex tuning images for the {role} model")
+    return samples
+
+
+def run_summary(role: str, samples: list[LesionSample], n_train: int, n_val: int, result: dict) -> dict:
+    """The JSON-ready summary of a training run stored with its weights: data, image
+    counts, best epoch, per-epoch history (4 decimals) and seconds."""
+    n_pos = sum(s.positive for s in samples)
+    return {
+        "data": f"COVID-QU-Ex infection segmentation, train split: '{role}' half of the tuning part "
+                "(cxrils.vision.lesion_data), copies of other sources' and report-part images excluded",
+        "images": len(samples), "covid_images": n_pos, "normal_images": len(samples) - n_pos,
+        "train_images": n_train, "validation_images": n_val, "best_epoch": result["best_epoch"],
+        "history": [{k: round(v, 4) if isinstance(v, float) else v for k, v in h.items()} for h in result["history"]],
+        "train_seconds": round(result["train_seconds"], 1),
+    }
 
 
 def fit(net, n_train: int, make_batch: Callable[[list[int], np.random.Generator], tuple[Any, Any]],

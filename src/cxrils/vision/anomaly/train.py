@@ -20,9 +20,9 @@ import cv2
 import numpy as np
 
 from cxrils.config import AnomalyTrainConfig, LesionDataConfig
-from cxrils.vision.lesion_data import network_input, random_affine, training_samples, warp
+from cxrils.vision.lesion_data import network_input, random_affine, warp
 from cxrils.vision.lesion_nets import LesionSegNet
-from cxrils.vision.lesion_train import fit, save_weights, split_validation
+from cxrils.vision.lesion_train import fit, role_samples, run_summary, save_weights, split_validation
 
 #: Candidate thresholds of the lesion probability for p_star (ours).
 P_GRID: tuple[float, ...] = tuple(np.round(np.arange(0.10, 0.91, 0.05), 2))
@@ -66,9 +66,7 @@ def train_anomaly(data_root: str | Path, out: str | Path, cfg: AnomalyTrainConfi
     import torch
     import torch.nn.functional as F
 
-    samples = training_samples(data_root, "anomaly", data_cfg)
-    if not samples:
-        raise ValueError(f"{data_root}: no COVID-QU-Ex tuning images for the anomaly map")
+    samples = role_samples(data_root, "anomaly", data_cfg)
     s, half = cfg.input_size, cfg.input_size // 2
     items = []
     for smp in samples:
@@ -127,17 +125,8 @@ def train_anomaly(data_root: str | Path, out: str | Path, cfg: AnomalyTrainConfi
         return score
 
     result = fit(net, len(train_idx), make_batch, loss_fn, validate, cfg, progress=progress)
-    n_pos = sum(smp.positive for smp in samples)
-    summary = {
-        "data": "COVID-QU-Ex infection segmentation, train split: 'anomaly' half of the tuning part "
-                "(cxrils.vision.lesion_data), copies of other sources' and report-part images excluded",
-        "images": len(samples), "covid_images": n_pos, "normal_images": len(samples) - n_pos,
-        "train_images": len(train_idx), "validation_images": len(val_idx),
-        "p_star": chosen[result["best_score"]], "validation_iou": round(result["best_score"], 4),
-        "best_epoch": result["best_epoch"],
-        "history": [{k: round(v, 4) if isinstance(v, float) else v for k, v in h.items()} for h in result["history"]],
-        "train_seconds": round(result["train_seconds"], 1),
-    }
+    summary = {**run_summary("anomaly", samples, len(train_idx), len(val_idx), result),
+               "p_star": chosen[result["best_score"]], "validation_iou": round(result["best_score"], 4)}
     save_weights(net, out, {"arch": {"widths": list(cfg.widths), "input_size": s, "in_channels": net.in_channels},
                             "training": summary,
                             "train_config": asdict(cfg), "data_config": asdict(data_cfg)})

@@ -19,9 +19,9 @@ import numpy as np
 
 from cxrils.config import DetectorTrainConfig, LesionDataConfig
 from cxrils.vision.detection.centernet import STRIDE, average_precision, decode, loss, nms, targets
-from cxrils.vision.lesion_data import lesion_boxes, network_input, random_affine, training_samples, warp
+from cxrils.vision.lesion_data import lesion_boxes, network_input, random_affine, warp
 from cxrils.vision.lesion_nets import CenterNetDetector
-from cxrils.vision.lesion_train import fit, save_weights, split_validation
+from cxrils.vision.lesion_train import fit, role_samples, run_summary, save_weights, split_validation
 
 #: VinDr-CXR class the detector emits (the only one its training data supports).
 CLASSES: tuple[str, ...] = ("Lung Opacity",)
@@ -54,9 +54,7 @@ def train_detector(data_root: str | Path, out: str | Path, cfg: DetectorTrainCon
     """
     import torch
 
-    samples = training_samples(data_root, "detector", data_cfg)
-    if not samples:
-        raise ValueError(f"{data_root}: no COVID-QU-Ex tuning images for the detector")
+    samples = role_samples(data_root, "detector", data_cfg)
     s = cfg.input_size
     grid = s // STRIDE
     items = []
@@ -97,16 +95,8 @@ def train_detector(data_root: str | Path, out: str | Path, cfg: DetectorTrainCon
         return average_precision(dets, truths, 0.5)
 
     result = fit(net, len(train_idx), make_batch, loss_fn, validate, cfg, progress=progress)
-    n_pos = sum(smp.positive for smp in samples)
-    summary = {
-        "data": "COVID-QU-Ex infection segmentation, train split: 'detector' half of the tuning part "
-                "(cxrils.vision.lesion_data), copies of other sources' and report-part images excluded",
-        "images": len(samples), "covid_images": n_pos, "normal_images": len(samples) - n_pos,
-        "train_images": len(train_idx), "validation_images": len(val_idx),
-        "validation_ap50": round(result["best_score"], 4), "best_epoch": result["best_epoch"],
-        "history": [{k: round(v, 4) if isinstance(v, float) else v for k, v in h.items()} for h in result["history"]],
-        "train_seconds": round(result["train_seconds"], 1),
-    }
+    summary = {**run_summary("detector", samples, len(train_idx), len(val_idx), result),
+               "validation_ap50": round(result["best_score"], 4)}
     arch = {"widths": list(cfg.widths), "input_size": s, "n_classes": len(CLASSES)}
     save_weights(net, out, {"arch": arch, "classes": list(CLASSES), "training": summary,
                             "train_config": asdict(cfg), "data_config": asdict(data_cfg)})

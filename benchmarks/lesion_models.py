@@ -109,6 +109,8 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--data", type=Path, default=ROOT.parent / "shared" / "data")
     ap.add_argument("--limit", type=int, default=None, help="first N COVID-19 and N/2 normal images per set")
+    ap.add_argument("--candidate", action="append", default=[], metavar="LABEL=WEIGHTS",
+                    help="also score learned lesion-map weights not shipped (repeatable)")
     ap.add_argument("--publish", default=None)
     ap.add_argument("--threads", type=int, default=1)
     args = ap.parse_args()
@@ -126,6 +128,11 @@ def main() -> None:
     cfg = Config()
     mappers = {"builtin (learned lesion map)": get_anomaly_mapper("builtin", cfg),
                "atlas (normal JSRT images only)": get_anomaly_mapper("atlas", cfg)}
+    for item in args.candidate:
+        label, _, path = item.partition("=")
+        cand = Config()
+        cand.anomaly.builtin_weights = path
+        mappers[f"candidate, not shipped: {label}"] = get_anomaly_mapper("builtin", cand)
     det = get_detector("builtin", cfg)
     sets = {"tuning (detector half)": training_samples(args.data, "detector"),
             "report part": covid_qu_ex_samples(args.data, "report")}

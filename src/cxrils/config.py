@@ -304,11 +304,12 @@ class AnomalyTrainConfig(LesionTrainConfig):
 
     bce_weight: float = 1.0
     dice_weight: float = 1.0
-    # Give the network the lung mask as a second input channel (the expert lung masks
-    # in training, the anatomy stage's lungs at inference): COVID-QU-Ex's infection masks
-    # end at the lung border, which the network then need not learn (ours).
-    lung_input: bool = True
-    lung_jitter_px: int = 2  # training: the lung channel grown or shrunk by up to this many pixels (ours)
+    # Give the network the lung mask as a second input channel (the expert lung masks in
+    # training, the anatomy stage's lungs at inference). Off: measured no better on the
+    # tuning part (benchmarks/lesion_models.py, docs/grounding.md) and it would tie the map
+    # to the anatomy model (ours).
+    lung_input: bool = False
+    lung_jitter_px: int = 2  # with lung_input: the lung channel grown or shrunk by up to this many px (ours)
 
 
 @dataclass

@@ -3,8 +3,8 @@
 The paper (section 3.1 step 2) removes lesions with RadEdit, a diffusion editor, and
 takes ``x_ano = (x - x_hat) / I_max``. Without a GPU or RadEdit's weights this backend
 estimates what to remove with a small segmentation network
-(:class:`cxrils.vision.lesion_nets.LesionSegNet`; it reads the image and the lung mask)
-trained by ``cxrils train-anomaly``
+(:class:`cxrils.vision.lesion_nets.LesionSegNet`; it reads the image, and the lung mask
+when trained with ``AnomalyTrainConfig.lung_input``) trained by ``cxrils train-anomaly``
 (:mod:`cxrils.vision.anomaly.train`) on the expert-verified COVID-19 infection masks
 and the normal images of one half of the COVID-QU-Ex tuning part. With ``p`` its lesion
 probability (resized to the image) and ``p_star`` its best-IoU threshold on the

@@ -93,7 +93,8 @@ def train_anomaly(data_root: str | Path, out: str | Path, cfg: AnomalyTrainConfi
         for i in indices:
             x, les, lungs = items[train_idx[i]]
             m = random_affine(rng, s, cfg.aug_scale, cfg.aug_rotate_deg, cfg.aug_shift)
-            xs.append(_channels(warp(x, m, s), _jitter(warp(lungs, m, s, nearest=True), rng)))
+            lungs_w = _jitter(warp(lungs, m, s, nearest=True), rng) if cfg.lung_input else lungs
+            xs.append(_channels(warp(x, m, s), lungs_w))
             ys.append(_area(warp(les, m, s), half))
         return torch.from_numpy(np.stack(xs)), torch.from_numpy(np.stack(ys))[:, None]
 

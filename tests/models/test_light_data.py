@@ -46,3 +46,7 @@ def test_training_dataset_merges_generated_and_human_records(tmp_path):
     assert len(pos) and set(pos.lesion_type) == {"opacity"} and (pos.mask_area > 0).all()
     normals = {HUMAN_PREFIX + s.image_id for s in training_samples(root, "detector") if not s.positive}
     assert not set(pos.image_id) & normals
+    # COVID-19 images get no absent-type negatives ("There is no pneumonia" could be false)
+    covid_neg = human[(human.polarity == "negative") & ~human.image_id.isin(normals)]
+    assert set(covid_neg.lesion_type) <= {"opacity"}
+    assert len(set(human[human.image_id.isin(normals)].lesion_type)) > 1

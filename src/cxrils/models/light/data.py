@@ -14,7 +14,8 @@ from human lesion masks (issue 18).
    lungs the expert-verified infection mask lies in; Normal images get a normal report),
    grounded with the human mask instead of Algorithm 1
    (:func:`cxrils.grounding.human.human_grounding`) and turned into records by the
-   pipeline's own instruction generator. The ``anomaly`` half is left out on purpose:
+   pipeline's own instruction generator (absent-type negatives only on Normal images: a
+   COVID-19 infection may be pneumonia or consolidation, which the label does not say). The ``anomaly`` half is left out on purpose:
    the anomaly network trained on it, so its x_ano prior would be better there than on
    new images and the model would learn to trust it too much. A fixed hash share
    (:data:`VALIDATE_FRACTION`) goes to ``validate`` (threshold choice), the rest to
@@ -138,8 +139,10 @@ def build_training_dataset(generated: str | Path, data_root: str | Path, out: st
         anatomy = segment(x)
         g = human_grounding(study_id=image_id, image_id=image_id, report=report, anatomy=anatomy,
                             lesion=s.lesion(), cfg=cfg)
+        # no absent-type negatives on COVID-19 images: their label says "infection", which
+        # may well be pneumonia or consolidation, so "There is no pneumonia" would be false
         rows = generate_records(g, split="validate" if s.image_id in val_ids else "train", patient_id=image_id,
-                                image_path=f"images/{image_id}.png", cfg=cfg)
+                                image_path=f"images/{image_id}.png", cfg=cfg, absent_negatives=not s.positive)
         writer.commit_study(image_id, x, rows)
         n_human += len(rows)
     writer.finalize()

@@ -338,6 +338,9 @@ class Runner:
                 masks = [gf.mask for gf in sg.findings if gf.mask is not None and gf.mask.any()
                          and (not case.lesion_type or gf.lesion_type == case.lesion_type)]
                 out["mask"] = np.logical_or.reduce(masks) if masks else None
+                out["grounded"] = sorted({lb for gf in sg.findings if gf.mask is not None
+                                          and (not case.lesion_type or gf.lesion_type == case.lesion_type)
+                                          for lb in gf.grounded})
                 out["any_mask"] = any(gf.mask is not None and gf.mask.any() for gf in sg.findings)
                 if st.excluded is None:
                     out["records"] = self.pipe.stages.generate_records(
@@ -361,6 +364,7 @@ def run_case(r: Runner, case: Case) -> None:
         res = r.run_pipeline(case, [case.report])[0]
         o["excluded"] = res["excluded"]
         o["pos_records"] = [rec for rec in res["records"] if rec["polarity"] == "positive"]
+        o["grounded"] = res.get("grounded", [])
         o["ctr"] = res.get("ctr")
         gen = res["mask"]
         o["generated"] = gen is not None
@@ -533,7 +537,8 @@ def pipeline_tables(cases: list[Case]) -> list[str]:
         lines += ["", "### Left/right balance (patient sides): reports naming one side only, and positive records "
                   "whose locations are all on one side", "",
                   "| source | reports right-only : left-only | positive records right-only : left-only | "
-                  "records right : left ratio |", "|---|---|---|---|"]
+                  "records right : left ratio | bilateral reports grounded in both : right only : left only : none |",
+                  "|---|---|---|---|---|"]
         for src in dict.fromkeys(c.source for c in lr):
             g = [c for c in lr if c.source == src]
             rep_r = sum(c.sides == ("right lung",) for c in g)
@@ -541,7 +546,12 @@ def pipeline_tables(cases: list[Case]) -> list[str]:
             sides = [side_of_record(rec) for c in g for rec in c.out.get("pos_records", [])]
             rr, ll = sides.count("right"), sides.count("left")
             ratio = f"{rr / ll:.2f}" if ll else ("inf" if rr else "n/a")
-            lines.append(f"| {src} | {rep_r} : {rep_l} | {rr} : {ll} | {ratio} |")
+            bil = [c.out.get("grounded", []) for c in g if len(c.sides) == 2]
+            both = sum(set(SIDES) <= set(x) for x in bil)
+            r_only = sum("right lung" in x and "left lung" not in x for x in bil)
+            l_only = sum("left lung" in x and "right lung" not in x for x in bil)
+            lines.append(f"| {src} | {rep_r} : {rep_l} | {rr} : {ll} | {ratio} "
+                         f"| {both} : {r_only} : {l_only} : {len(bil) - both - r_only - l_only} |")
     return lines
 
 

@@ -178,7 +178,7 @@ class AnomalyConfig:
     # radedit backend (paper section 3.1 step 2, Appendix A.3; steps/guidance ours)
     radedit_size: int = 512  # RadEdit works at 512 x 512 (paper Appendix A.3)
     radedit_prompt: str = "No acute cardiopulmonary process"  # paper section 3.1
-    radedit_steps: int = 100  # DDIM steps (ours)
+    radedit_steps: int = 100  # scheduler timesteps N of inversion and editing (ours)
     radedit_guidance: float = 7.5  # classifier-free guidance scale (ours)
     # share of the schedule skipped before editing starts, skip = int(steps * ratio) as in
     # microsoft/radedit's pipeline (ours: 0.3, the value published calls of it pass; docs/adapters.md)

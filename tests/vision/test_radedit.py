@@ -3,7 +3,7 @@ randomly initialised diffusers components (the real RadEdit / SDXL VAE / BioViL-
 weights are not available here).
 
 Upstream, restated (never imported): inbarhub/DDPM_inversion
-``ddm_inversion/inversion_utils.py`` (``sample_xts_from_x0``, ``get_variance``,
+``ddm_inversion/inversion_utils.py`` at 6b73448 (``sample_xts_from_x0``, ``get_variance``,
 ``inversion_forward_process``, ``reverse_step``, ``inversion_reverse_process``) and the
 way microsoft/radedit's pipeline calls them: ``skip = int(N * skip_ratio)``, inversion
 with ``etas=1`` and the empty prompt, editing from the inverted latent at
@@ -87,32 +87,37 @@ def latents_and_generators(m, n=1, seed=0):
 # --- restatement of upstream (inbarhub/DDPM_inversion), for comparison ------------
 
 def upstream_inversion(m, z0, generator):
-    """inversion_forward_process with etas=1 and prompt "": all N steps, the noise maps
-    z = (x_{t-1} - mu) / sigma, the 'correction' x_{t-1} = mu + sigma z, zs[-1] = 0."""
+    """inversion_forward_process of DDPM_inversion at 6b73448 with etas=1 and prompt "":
+    xts[0] = x0 and xts[k] the latent at the k-th smallest timestep, drawn for
+    increasing t; the loop visits the timesteps in decreasing order, z = (x_{t-1} - mu)
+    / sigma, the 'correction' x_{t-1} = mu + sigma z written back into xts, zs[0] = 0.
+    RadEdit then edits from xts[N - skip] with zs[:N - skip]."""
     sched = m.scheduler
     ts = list(m.schedule.timesteps)
     n = len(ts)
+    t_to_idx = {t: k for k, t in enumerate(ts)}
     abar = sched.alphas_cumprod
     xts = [None] * (n + 1)
-    for idx in reversed(range(n)):  # sample_xts_from_x0: for t in reversed(timesteps)
+    xts[0] = z0
+    for t in reversed(ts):  # sample_xts_from_x0
         noise = torch.randn(z0.shape[1:], generator=generator)[None]
-        xts[idx] = z0 * abar[ts[idx]] ** 0.5 + noise * (1 - abar[ts[idx]]) ** 0.5
-    xts[n] = z0
+        xts[n - t_to_idx[t]] = z0 * abar[t] ** 0.5 + noise * (1 - abar[t]) ** 0.5
     uncond = m.embed([""])
     zs = [None] * n
     with torch.inference_mode():
-        for idx in reversed(range(n)):
-            t = ts[idx]
-            eps = m.unet(xts[idx], t, encoder_hidden_states=uncond).sample
-            x0_pred = (xts[idx] - (1 - abar[t]) ** 0.5 * eps) / abar[t] ** 0.5
+        for t in ts:
+            idx = n - t_to_idx[t] - 1
+            xt = xts[idx + 1]
+            eps = m.unet(xt, t, encoder_hidden_states=uncond).sample
+            x0_pred = (xt - (1 - abar[t]) ** 0.5 * eps) / abar[t] ** 0.5
             prev = t - sched.config.num_train_timesteps // n
             abar_prev = abar[prev] if prev >= 0 else sched.final_alpha_cumprod
             var = (1 - abar_prev) / (1 - abar[t]) * (1 - abar[t] / abar_prev)
             mu = abar_prev ** 0.5 * x0_pred + (1 - abar_prev - var) ** 0.5 * eps
-            z = (xts[idx + 1] - mu) / var ** 0.5
+            z = (xts[idx] - mu) / var ** 0.5
             zs[idx] = z
-            xts[idx + 1] = mu + var ** 0.5 * z
-    zs[-1] = torch.zeros_like(zs[-1])
+            xts[idx] = mu + var ** 0.5 * z
+    zs[0] = torch.zeros_like(zs[0])
     return xts, zs
 
 
@@ -152,8 +157,10 @@ def test_schedule_pins_timesteps_and_skip_against_upstream():
 
 
 def test_unet_calls_follow_the_schedule(components):
-    """Recorded UNet calls: the inversion's (increasing t, one latent per image, the
-    empty prompt), then the editing steps' (decreasing t, unconditional + conditional)."""
+    """Recorded UNet calls: the inversion's (one latent per image, the empty prompt),
+    then the editing steps' (unconditional + conditional), both in decreasing t as
+    upstream's loops; upstream also inverts the first `skip` steps, whose noise maps it
+    never uses."""
     m = mapper(components)
     calls = []
     real = m.unet.forward
@@ -171,7 +178,7 @@ def test_unet_calls_follow_the_schedule(components):
     ts = m.schedule.timesteps  # 6 steps: 999, 832, 666, 499, 332, 166; skip = int(1.8) = 1
     assert ts == (999, 832, 666, 499, 332, 166)
     edit_ts = list(ts[1:])
-    assert calls == [(t, 1) for t in reversed(edit_ts)] + [(t, 2) for t in edit_ts]
+    assert calls == [(t, 1) for t in edit_ts] + [(t, 2) for t in edit_ts]
     assert sum(b for _, b in calls) == unet_evaluations(6, 0.3)["total"] == 15
 
 
@@ -223,14 +230,16 @@ def test_matches_upstream_inversion_and_handles_its_last_step(components):
     xts, zs = upstream_inversion(m, z0, torch.Generator().manual_seed(m.cfg.radedit_seed))
     latents, noise = m.invert(z0, gens)
     n, skip = len(m.schedule.timesteps), m.schedule.skip
+    # ours: latents[i] / noise[i] at timesteps[i] (decreasing); upstream: xts[n - i] / zs[n - i - 1]
+    assert torch.allclose(latents[skip], xts[n - skip], atol=1e-6)  # RadEdit's start, xts[N - skip]
     for i in range(skip, n):
-        assert torch.allclose(latents[i], xts[i], atol=1e-6)  # same per-timestep noise draws
+        assert torch.allclose(latents[i], xts[n - i], atol=1e-6)  # same per-timestep noise draws
     for i in range(skip, n - 1):  # sigma_i > 0: n_i = sigma_i z_i
         _, _, var = m._coefficients(m.schedule.timesteps[i])
-        assert var > 0 and torch.allclose(noise[i], var ** 0.5 * zs[i], atol=1e-5)
+        assert var > 0 and torch.allclose(noise[i], var ** 0.5 * zs[n - i - 1], atol=1e-5)
     _, _, var_last = m._coefficients(m.schedule.timesteps[-1])
     assert var_last == 0.0
-    assert torch.isnan(xts[n]).all()  # upstream's x0 slot after the last inversion step
+    assert torch.isnan(xts[0]).all()  # upstream's x0 slot after the last inversion step
     assert torch.equal(latents[n], z0) and torch.isfinite(noise[n - 1]).all()
     # upstream pastes the keep region one step late: it ends on x_{t_{N-1}}, not z0
     assert (latents[n - 1] - z0).abs().mean() > 1e-3

@@ -14,8 +14,8 @@ microsoft/radedit model card assembles them:
   timesteps and cumulative alphas are used.
 
 The algorithm (restated from inbarhub/DDPM_inversion's ``inversion_forward_process``
-and ``inversion_reverse_process``, which RadEdit's pipeline builds on; see
-docs/adapters.md for what was verified against what), per image:
+and ``inversion_reverse_process`` at commit 6b73448, which RadEdit's pipeline builds
+on; see docs/adapters.md for what was verified against what), per image:
 
 1. ``x`` is resized to ``radedit_size`` (512), scaled to [-1, 1], replicated to 3
    channels and encoded: ``z0`` = a sample of the VAE posterior x ``scaling_factor``.
@@ -23,8 +23,9 @@ docs/adapters.md for what was verified against what), per image:
    radedit_skip_ratio)``; editing runs ``t_skip .. t_{N-1}``.
 3. Inversion (unconditional, empty prompt, as the model card's ``invert_prompt=""``):
    ``x_{t_i} = sqrt(abar_i) z0 + sqrt(1 - abar_i) e_i`` with independent noise ``e_i``
-   drawn for ``i = N-1, ..., skip`` in that order; for each such ``i`` the UNet's
-   noise estimate gives the DDPM posterior mean ``mu_i(x_{t_i})`` and the noise term
+   drawn for ``i = N-1, ..., skip`` in that order (increasing ``t``, as upstream); for
+   each such ``i`` the UNet's noise estimate (one evaluation) gives the DDPM posterior
+   mean ``mu_i(x_{t_i})`` and the noise term
    ``n_i = x_{t_{i+1}} - mu_i`` (``x_{t_N} = z0``). Upstream stores ``z_i = n_i /
    (eta sigma_i)`` and adds ``eta sigma_i z_i`` back; for every step with ``sigma_i >
    0`` that is the same number.
@@ -289,7 +290,7 @@ class RadEditAnomalyMapper(AnomalyMapper):
             latents[i] = abar ** 0.5 * z0 + (1 - abar) ** 0.5 * e
         uncond, _ = self._prompt_embeddings()
         noise = {}
-        for i in reversed(self.schedule.steps):
+        for i in self.schedule.steps:  # decreasing t, as upstream's loop (independent steps)
             eps = self._unet(latents[i], ts[i], uncond.expand(len(z0), -1, -1))
             noise[i] = latents[i + 1] - self._mean(latents[i], eps, ts[i])
         return latents, noise

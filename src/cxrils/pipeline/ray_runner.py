@@ -128,11 +128,11 @@ def step_options(cfg: Config, workers: int, cluster: dict[str, float]) -> dict[s
     opts: dict[str, dict[str, Any]] = {}
     for name in ACTOR_STEPS:
         sc = per_step[name]
-        for what, need, have in (("num_gpus", sc.num_gpus, gpus), ("num_cpus", sc.num_cpus, cpus)):
+        for what, unit, need, have in (("num_gpus", "GPUs", sc.num_gpus, gpus), ("num_cpus", "CPUs", sc.num_cpus, cpus)):
             if need * actors[name] > have + 1e-9:
                 raise RunError(f"pipeline.ray.{name}: {actors[name]} actor(s) x {what}={need:g} exceed the "
-                               f"cluster's {have:g} {what[4:].upper()}s; lower pipeline.ray.{name}.{what} or "
-                               f".actors, or add resources")
+                               f"cluster's {have:g} {unit}; lower pipeline.ray.{name}.{what} or .actors, "
+                               "or add resources")
         opts[name] = {"num_cpus": sc.num_cpus or share, "num_gpus": sc.num_gpus, "actors": actors[name],
                       "batch_size": sc.batch_size}
     for name in ("start", "finish"):

@@ -51,13 +51,15 @@ def test_bad_nested_overrides_are_refused(item: str, match: str) -> None:
         load_config(None, [item])
 
 
-def test_bad_nested_toml_is_refused(tmp_path: Path) -> None:
+@pytest.mark.parametrize(("toml", "match"), [
+    ("[pipeline]\nray = 3\n", "pipeline.ray must be a table"),
+    ("[pipeline.ray.anomaly]\nbatch_size = 0\n", "batch_size"),
+    ("[pipeline.ray.anomaly.num_gpus]\nx = 1\n", "unknown config section 'pipeline.ray.anomaly.num_gpus'"),
+])
+def test_bad_nested_toml_is_refused(tmp_path: Path, toml: str, match: str) -> None:
     path = tmp_path / "c.toml"
-    path.write_text("[pipeline]\nray = 3\n")
-    with pytest.raises(ConfigError, match="pipeline.ray must be a table"):
-        load_config(path)
-    path.write_text("[pipeline.ray.anomaly]\nbatch_size = 0\n")
-    with pytest.raises(ConfigError, match="batch_size"):
+    path.write_text(toml)
+    with pytest.raises(ConfigError, match=match):
         load_config(path)
 
 

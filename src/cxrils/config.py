@@ -166,6 +166,37 @@ class SplitConfig:
 
 
 @dataclass
+class RayStageConfig:
+    """Ray resources of one model-backed pipeline step (``pipeline.ray.<step>``).
+
+    Batch size and GPUs change how fast a step runs, never its results: every
+    image's output is independent of the batch it travels in (docs/pipeline.md).
+    """
+
+    num_gpus: float = 0.0  # GPUs per actor (fractions share one GPU); 0 = none
+    num_cpus: float = 0.0  # CPUs per actor; 0 = an even share of the cluster's CPUs
+    batch_size: int = 1  # images per call of the step's batch method
+    actors: int = 0  # actors in this step's pool; 0 = --workers
+
+
+@dataclass
+class RayConfig:
+    """One actor pool per model-backed step of the Ray runner (docs/pipeline.md)."""
+
+    anatomy_x: RayStageConfig = field(default_factory=RayStageConfig)  # anatomy of x (edit region)
+    anomaly: RayStageConfig = field(default_factory=RayStageConfig)  # x_hat, x_ano (RadEdit's role)
+    anatomy_x_hat: RayStageConfig = field(default_factory=RayStageConfig)  # location masks (CXAS's role)
+    detector: RayStageConfig = field(default_factory=RayStageConfig)  # lesion boxes (YOLO's role)
+
+
+@dataclass
+class PipelineConfig:
+    """How the runners execute the steps (results do not depend on it)."""
+
+    ray: RayConfig = field(default_factory=RayConfig)
+
+
+@dataclass
 class AnomalyConfig:
     """Builtin anomaly mapper (ours; docs/grounding.md). Pixel sizes are at 512 px on
     the longest side and scale with the image."""
@@ -208,37 +239,6 @@ class DetectionConfig:
 
 
 @dataclass
-class RayStageConfig:
-    """Ray resources of one model-backed pipeline step (``pipeline.ray.<step>``).
-
-    Batch size and GPUs change how fast a step runs, never its results: every
-    image's output is independent of the batch it travels in (docs/pipeline.md).
-    """
-
-    num_gpus: float = 0.0  # GPUs per actor (fractions share one GPU); 0 = none
-    num_cpus: float = 0.0  # CPUs per actor; 0 = an even share of the cluster's CPUs
-    batch_size: int = 1  # images per call of the step's batch method
-    actors: int = 0  # actors in this step's pool; 0 = --workers
-
-
-@dataclass
-class RayConfig:
-    """One actor pool per model-backed step of the Ray runner (docs/pipeline.md)."""
-
-    anatomy_x: RayStageConfig = field(default_factory=RayStageConfig)  # anatomy of x (edit region)
-    anomaly: RayStageConfig = field(default_factory=RayStageConfig)  # x_hat, x_ano (RadEdit's role)
-    anatomy_x_hat: RayStageConfig = field(default_factory=RayStageConfig)  # location masks (CXAS's role)
-    detector: RayStageConfig = field(default_factory=RayStageConfig)  # lesion boxes (YOLO's role)
-
-
-@dataclass
-class PipelineConfig:
-    """How the runners execute the steps (results do not depend on it)."""
-
-    ray: RayConfig = field(default_factory=RayConfig)
-
-
-@dataclass
 class Config:
     """The whole configuration of a cxrils run."""
 
@@ -249,9 +249,9 @@ class Config:
     backends: BackendConfig = field(default_factory=BackendConfig)
     io: IOConfig = field(default_factory=IOConfig)
     split: SplitConfig = field(default_factory=SplitConfig)
+    pipeline: PipelineConfig = field(default_factory=PipelineConfig)
     anomaly: AnomalyConfig = field(default_factory=AnomalyConfig)
     detection: DetectionConfig = field(default_factory=DetectionConfig)
-    pipeline: PipelineConfig = field(default_factory=PipelineConfig)
 
     def to_dict(self) -> dict[str, Any]:
         """Plain nested dict (JSON/TOML serialisable)."""
@@ -307,7 +307,19 @@ PRECISIONS: tuple[str, ...] = ("fp32", "fp16", "bf16")
 
 
 def _check_config(cfg: Config) -> Config:
-    """Checks that involve more than one value, or a value's allowed set."""
+    """Checks that involve more than one value."""
+    if cfg.io.max_pixels < 1:
+        raise ConfigError(f"io.max_pixels: must be >= 1, got {cfg.io.max_pixels}")
+    if cfg.split.val_fraction + cfg.split.test_fraction >= 1:
+        raise ConfigError(
+            f"split.val_fraction + split.test_fraction must be < 1, got "
+            f"{cfg.split.val_fraction} + {cfg.split.test_fraction}"
+        )
+    return _check_runtime(cfg)
+
+
+def _check_runtime(cfg: Config) -> Config:
+    """Checks of the image adapters' and runners' keys: allowed sets and ranges."""
     if cfg.backends.precision not in PRECISIONS:
         raise ConfigError(f"backends.precision: must be one of {list(PRECISIONS)}, got {cfg.backends.precision!r}")
     if not 0 < cfg.anomaly.radedit_eta <= 1:
@@ -316,13 +328,6 @@ def _check_config(cfg: Config) -> Config:
         if getattr(cfg.pipeline.ray, step.name).batch_size < 1:
             raise ConfigError(f"pipeline.ray.{step.name}.batch_size: must be >= 1, "
                               f"got {getattr(cfg.pipeline.ray, step.name).batch_size}")
-    if cfg.io.max_pixels < 1:
-        raise ConfigError(f"io.max_pixels: must be >= 1, got {cfg.io.max_pixels}")
-    if cfg.split.val_fraction + cfg.split.test_fraction >= 1:
-        raise ConfigError(
-            f"split.val_fraction + split.test_fraction must be < 1, got "
-            f"{cfg.split.val_fraction} + {cfg.split.test_fraction}"
-        )
     return cfg
 
 

@@ -10,10 +10,10 @@ say) that does not define one.
 A batch must give every image exactly the result it gets alone. The torch adapters
 therefore stack images into one forward pass only on CUDA; on CPU they run image by
 image, because oneDNN's batched CPU convolutions are not bitwise stable across batch
-sizes (a 3 x 3 convolution of 4 stacked 64 x 64 images differs from the same 4 run
-singly by up to 1e-6 in torch 2.13; with oneDNN disabled torch convolves each sample
-alone and the results agree bit for bit, but 2-3x slower). On CUDA results agree to
-float tolerance, not bit for bit (cuDNN picks kernels by shape).
+sizes (``benchmarks/cost_model.py`` measures it on RadEdit's first UNet layer). With
+oneDNN disabled torch convolves each sample alone and agrees bit for bit, but the
+switch is process-wide and would change the built-in models' numerics too. On CUDA
+results agree to float tolerance, not bit for bit (cuDNN picks kernels by shape).
 """
 
 from __future__ import annotations

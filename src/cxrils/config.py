@@ -3,7 +3,9 @@
 Every threshold of the paper lives here with its source. A configuration loads
 from TOML (:func:`load_config`) and takes ``section.key=value`` overrides
 (:func:`apply_overrides`), which is what ``--config`` and ``--set`` do on the
-command line; ``cxrils config show`` prints the effective configuration.
+command line; ``cxrils config show`` prints the effective configuration. Sections
+may nest (``[pipeline.ray.anomaly]`` in TOML, ``pipeline.ray.anomaly.num_gpus=1``
+with ``--set``).
 """
 
 from __future__ import annotations
@@ -157,6 +159,9 @@ class BackendConfig:
     llm_concurrency: int = 4  # requests in flight (ours)
     llm_timeout_s: float = 120.0  # per request (ours)
     llm_cache_dir: str = ""  # answers cached by report hash ("" = in memory only)
+    # Arithmetic of the torch-backed image adapters (radedit, cxas, hybridgnet) on CUDA:
+    # fp32 | fp16 | bf16 (autocast). CPU always computes in fp32. Changes their outputs.
+    precision: str = "fp32"
 
 
 #: Values of ``report.differential_certainty``.
@@ -198,6 +203,37 @@ class SplitConfig:
 
 
 @dataclass
+class RayStageConfig:
+    """Ray resources of one model-backed pipeline step (``pipeline.ray.<step>``).
+
+    Batch size and GPUs change how fast a step runs, never its results: every
+    image's output is independent of the batch it travels in (docs/pipeline.md).
+    """
+
+    num_gpus: float = 0.0  # GPUs per actor (fractions share one GPU); 0 = none
+    num_cpus: float = 0.0  # CPUs per actor; 0 = an even share of the cluster's CPUs
+    batch_size: int = 1  # images per call of the step's batch method
+    actors: int = 0  # actors in this step's pool; 0 = --workers
+
+
+@dataclass
+class RayConfig:
+    """One actor pool per model-backed step of the Ray runner (docs/pipeline.md)."""
+
+    anatomy_x: RayStageConfig = field(default_factory=RayStageConfig)  # anatomy of x (edit region)
+    anomaly: RayStageConfig = field(default_factory=RayStageConfig)  # x_hat, x_ano (RadEdit's role)
+    anatomy_x_hat: RayStageConfig = field(default_factory=RayStageConfig)  # location masks (CXAS's role)
+    detector: RayStageConfig = field(default_factory=RayStageConfig)  # lesion boxes (YOLO's role)
+
+
+@dataclass
+class PipelineConfig:
+    """How the runners execute the steps (results do not depend on it)."""
+
+    ray: RayConfig = field(default_factory=RayConfig)
+
+
+@dataclass
 class AnomalyConfig:
     """Anomaly mappers (docs/grounding.md). Pixel sizes are at ``reference_size_px`` on
     the longest side and scale with the image."""
@@ -220,9 +256,14 @@ class AnomalyConfig:
     # radedit backend (paper section 3.1 step 2, Appendix A.3; steps/guidance ours)
     radedit_size: int = 512  # RadEdit works at 512 x 512 (paper Appendix A.3)
     radedit_prompt: str = "No acute cardiopulmonary process"  # paper section 3.1
-    radedit_steps: int = 100  # DDIM steps (ours)
+    radedit_steps: int = 100  # scheduler timesteps N of inversion and editing (ours)
     radedit_guidance: float = 7.5  # classifier-free guidance scale (ours)
-    radedit_skip_ratio: float = 0.3  # share of DDIM steps skipped at the start (noise level, ours)
+    # share of the schedule skipped before editing starts, skip = int(steps * ratio) as in
+    # microsoft/radedit's pipeline (ours: 0.3, the value published calls of it pass; docs/adapters.md)
+    radedit_skip_ratio: float = 0.3
+    # DDPM inversion eta of the forward and reverse processes (microsoft/radedit calls
+    # inversion_forward_process with etas=1.0 and the reverse process with eta 1.0)
+    radedit_eta: float = 1.0
     radedit_seed: int = 0
     # Local copies (nothing is downloaded): the UNet is backends.radedit_dir (microsoft/radedit)
     radedit_vae_dir: str = ""  # stabilityai/sdxl-vae
@@ -337,6 +378,7 @@ class Config:
     report: ReportConfig = field(default_factory=ReportConfig)
     io: IOConfig = field(default_factory=IOConfig)
     split: SplitConfig = field(default_factory=SplitConfig)
+    pipeline: PipelineConfig = field(default_factory=PipelineConfig)
     anomaly: AnomalyConfig = field(default_factory=AnomalyConfig)
     detection: DetectionConfig = field(default_factory=DetectionConfig)
     mimic_ils: MimicIlsConfig = field(default_factory=MimicIlsConfig)
@@ -390,6 +432,10 @@ def _check_value(section: str, key: str, value: Any) -> None:
         raise ConfigError(f"{section}.{key}: is a ratio and must lie in [0, 1], got {value!r}")
 
 
+#: Values ``backends.precision`` accepts (see BackendConfig).
+PRECISIONS: tuple[str, ...] = ("fp32", "fp16", "bf16")
+
+
 def _check_config(cfg: Config) -> Config:
     """Checks that involve more than one value."""
     if cfg.report.differential_certainty not in DIFFERENTIAL_CERTAINTIES:
@@ -404,23 +450,56 @@ def _check_config(cfg: Config) -> Config:
             f"split.val_fraction + split.test_fraction must be < 1, got "
             f"{cfg.split.val_fraction} + {cfg.split.test_fraction}"
         )
+    return _check_runtime(cfg)
+
+
+def _check_runtime(cfg: Config) -> Config:
+    """Checks of the image adapters' and runners' keys: allowed sets and ranges."""
+    if cfg.backends.precision not in PRECISIONS:
+        raise ConfigError(f"backends.precision: must be one of {list(PRECISIONS)}, got {cfg.backends.precision!r}")
+    if not 0 < cfg.anomaly.radedit_eta <= 1:
+        raise ConfigError(f"anomaly.radedit_eta: must lie in (0, 1], got {cfg.anomaly.radedit_eta}")
+    for step in dataclasses.fields(cfg.pipeline.ray):
+        if getattr(cfg.pipeline.ray, step.name).batch_size < 1:
+            raise ConfigError(f"pipeline.ray.{step.name}.batch_size: must be >= 1, "
+                              f"got {getattr(cfg.pipeline.ray, step.name).batch_size}")
     return cfg
 
 
-def _set(cfg: Config, section: str, key: str, value: Any) -> None:
-    if not hasattr(cfg, section) or not dataclasses.is_dataclass(getattr(cfg, section)):
-        raise ConfigError(f"unknown config section {section!r}; known: {[f.name for f in dataclasses.fields(cfg)]}")
-    sub = getattr(cfg, section)
-    names = {f.name for f in dataclasses.fields(sub)}
+def _set(cfg: Config, path: list[str], value: Any) -> None:
+    """Set the leaf ``path`` (section names, then the key) of ``cfg`` to ``value``."""
+    obj, where = cfg, []
+    for name in path[:-1]:
+        child = getattr(obj, name, None) if name in {f.name for f in dataclasses.fields(obj)} else None
+        if not dataclasses.is_dataclass(child):
+            known = [f.name for f in dataclasses.fields(obj) if dataclasses.is_dataclass(getattr(obj, f.name))]
+            raise ConfigError(f"unknown config section {'.'.join(where + [name])!r}; known: {known}")
+        obj, where = child, where + [name]
+    section, key = ".".join(where), path[-1]
+    names = {f.name for f in dataclasses.fields(obj)}
     if key not in names:
         raise ConfigError(f"unknown config key {section}.{key}; known: {sorted(names)}")
-    coerced = _coerce(section, key, value, getattr(sub, key))
+    if dataclasses.is_dataclass(getattr(obj, key)):
+        raise ConfigError(f"config section {section}.{key} must be a table, got {value!r}")
+    coerced = _coerce(section, key, value, getattr(obj, key))
     _check_value(section, key, coerced)
-    setattr(sub, key, coerced)
+    setattr(obj, key, coerced)
+
+
+def _set_table(cfg: Config, where: list[str], values: Any) -> None:
+    """Apply a (possibly nested) TOML table found at section path ``where``."""
+    if not isinstance(values, dict):
+        raise ConfigError(f"config section {'.'.join(where)!r} must be a table, got {values!r}")
+    for key, value in values.items():
+        if isinstance(value, dict):
+            _set_table(cfg, where + [key], value)
+        else:
+            _set(cfg, where + [key], value)
 
 
 def config_from_dict(data: dict[str, Any]) -> Config:
-    """Build a :class:`Config` from a nested dict.
+    """Build a :class:`Config` from a nested dict (sections may nest, e.g.
+    ``{"pipeline": {"ray": {"anomaly": {"num_gpus": 1}}}}``).
 
     Raises
     ------
@@ -433,8 +512,7 @@ def config_from_dict(data: dict[str, Any]) -> Config:
     for section, values in data.items():
         if not isinstance(values, dict):
             raise ConfigError(f"config section {section!r} must be a table, got {values!r}")
-        for key, value in values.items():
-            _set(cfg, section, key, value)
+        _set_table(cfg, [section], values)
     return _check_config(cfg)
 
 
@@ -446,7 +524,8 @@ def load_config(path: str | Path | None = None, overrides: list[str] | None = No
     path : path or None
         TOML file; None gives the defaults.
     overrides : list of str, optional
-        Items like ``"grounding.tau_ano=0.05"`` applied after the file.
+        Items like ``"grounding.tau_ano=0.05"`` or ``"pipeline.ray.anomaly.num_gpus=1"``
+        applied after the file.
 
     Raises
     ------
@@ -468,7 +547,8 @@ def load_config(path: str | Path | None = None, overrides: list[str] | None = No
 
 
 def apply_overrides(cfg: Config, overrides: list[str]) -> Config:
-    """Apply ``section.key=value`` strings in place and return ``cfg``.
+    """Apply ``section.key=value`` strings in place and return ``cfg``; nested
+    sections are dotted too (``pipeline.ray.anomaly.batch_size=8``).
 
     Raises
     ------
@@ -476,11 +556,11 @@ def apply_overrides(cfg: Config, overrides: list[str]) -> Config:
         On a malformed item, an unknown key or a bad value (as :func:`config_from_dict`).
     """
     for item in overrides:
-        if "=" not in item or "." not in item.split("=", 1)[0]:
+        lhs, sep, value = item.partition("=")
+        path = [part.strip() for part in lhs.split(".")]
+        if not sep or len(path) < 2 or not all(path):
             raise ConfigError(f"override {item!r} is not of the form section.key=value")
-        lhs, value = item.split("=", 1)
-        section, key = lhs.strip().split(".", 1)
-        _set(cfg, section, key, value.strip())
+        _set(cfg, path, value.strip())
     return _check_config(cfg)
 
 

@@ -8,7 +8,9 @@ this folder on PYTHONPATH.
 
 Environment knobs: ``CXRILS_FAKE_DELAY`` (seconds slept per image in the detector,
 to make a run long enough to kill), ``CXRILS_FAKE_LOADS`` (a folder where each
-model construction drops a file, to count model loads per process).
+model construction drops a file, to count model loads per process),
+``CXRILS_FAKE_BATCHES`` (a folder where each batch call of the anatomy segmenter and
+the anomaly mapper drops a file ``{stage}-{batch size}-{Ray GPU ids}-...``).
 """
 
 from __future__ import annotations
@@ -32,6 +34,15 @@ def _note_load(name: str) -> None:
     folder = os.environ.get("CXRILS_FAKE_LOADS")
     if folder:
         Path(folder, f"{name}-{os.getpid()}-{uuid.uuid4().hex[:6]}").touch()
+
+
+def _note_batch(stage: str, n: int) -> None:
+    folder = os.environ.get("CXRILS_FAKE_BATCHES")
+    if folder:
+        import ray
+
+        gpus = "+".join(str(g) for g in ray.get_gpu_ids()) if ray.is_initialized() else ""
+        Path(folder, f"{stage}-{n}-{gpus or 'none'}-{uuid.uuid4().hex[:6]}").touch()
 
 
 class _Segmenter:
@@ -60,12 +71,20 @@ class _Segmenter:
         self.calls += 1
         return AnatomyMasks(masks=masks, shape=(h, w), backend=self.backend)
 
+    def segment_batch(self, xs):
+        _note_batch("anatomy", len(xs))
+        return [self.segment(x) for x in xs]
+
 
 class _Mapper:
     def map(self, x: np.ndarray, edit_region: np.ndarray, *, lungs: np.ndarray | None = None) -> AnomalyResult:
         x_hat = np.where(edit_region, np.minimum(x, 100), x).astype(np.uint8)
         x_ano = (np.clip(x.astype(np.int16) - x_hat, 0, 255) / 255.0).astype(np.float32)
         return AnomalyResult(x_hat=x_hat, x_ano=x_ano, edit_region=edit_region, backend="fake")
+
+    def map_batch(self, xs, edit_regions, *, lungs=None):
+        _note_batch("anomaly", len(xs))
+        return [self.map(x, r) for x, r in zip(xs, edit_regions)]
 
 
 class _Detector:

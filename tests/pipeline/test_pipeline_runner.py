@@ -255,3 +255,26 @@ def test_paraphrasing_is_wired_through_the_llm_backend(pairs):
     copies = [r for r in res.records if r.get("paraphrase_of")]
     assert originals and len(copies) == 9 * len(originals)
     assert {r["paraphrase_of"] for r in copies} == {r["record_id"] for r in originals}
+
+
+def test_runner_and_ray_runner_import_one_way_at_module_level():
+    """runner -> ray_runner -> stages (RunError), never back, and no function-level
+    import of either (which would only hide a cycle)."""
+    import ast
+    import inspect
+
+    import cxrils.pipeline.ray_runner as ray_runner
+    import cxrils.pipeline.runner as runner
+
+    def imports(module):
+        tree = ast.parse(inspect.getsource(module))
+        top = {node for node in tree.body if isinstance(node, (ast.Import, ast.ImportFrom))}
+        out = []
+        for node in ast.walk(tree):
+            if isinstance(node, ast.ImportFrom) and node.module and node.module.startswith("cxrils.pipeline"):
+                out.append((node.module, node in top))
+        return out
+
+    assert ("cxrils.pipeline.ray_runner", True) in imports(runner)
+    assert all(top for _, top in imports(runner)) and all(top for _, top in imports(ray_runner))
+    assert not any(mod == "cxrils.pipeline.runner" for mod, _ in imports(ray_runner))

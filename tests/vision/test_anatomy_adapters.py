@@ -1,12 +1,20 @@
-"""The cxas and hybridgnet adapters and the backend registry.
+"""The cxas adapter and the backend registry (HybridGNet: test_hybridgnet.py).
 
 CXAS cannot be imported here (it needs torchvision, which cxrils does not install), so
 its adapter runs with a tiny stand-in network with CXAS's output layout (one logit
-channel per label of a CXAS-style label table, at 512 x 512). HybridGNet's code is GPL
-and not installed: its landmark-to-mask path runs on landmarks made here.
+channel per label of a CXAS-style label table, at 512 x 512), and its checkpoint
+loader reads checkpoints saved the way a CXAS training script saves them: a dict with
+the state dict under "model" (keys prefixed "module." by DataParallel), as cxas
+0.0.20's ``models/__init__.py`` ``load_weights`` reads it, next to the run's other
+state (epoch, optimiser, arguments, numpy scores).
 """
 
 from __future__ import annotations
+
+import argparse
+import collections
+import os
+import pickle
 
 import numpy as np
 import pytest
@@ -14,8 +22,8 @@ import torch
 
 from cxrils.config import Config
 from cxrils.vision.anatomy import AnatomyBackendError, AnatomySegmenter, get_segmenter
-from cxrils.vision.anatomy.cxas import CXAS_INPUT_SIZE, CxasSegmenter, label_channels
-from cxrils.vision.anatomy.hybridgnet import CANVAS, HybridGNetSegmenter, landmarks_to_masks
+from cxrils.vision.anatomy.cxas import CXAS_INPUT_SIZE, CxasSegmenter, label_channels, load_checkpoint_state, load_into
+from cxrils.vision.anatomy.hybridgnet import HybridGNetSegmenter
 from cxrils.vocab import ANATOMY_LABELS
 
 
@@ -39,7 +47,7 @@ class _StandIn(torch.nn.Module):
     def forward(self, x):
         self.seen = x
         s = CXAS_INPUT_SIZE
-        out = torch.full((1, len(self.table), s, s), -8.0)
+        out = torch.full((x.shape[0], len(self.table), s, s), -8.0) + 0 * x.mean()
         ch = {name: int(i) for i, name in self.table.items()}
         out[:, ch["right lung"], :, : s // 3] = 8.0
         out[:, ch["left lung"], :, 2 * s // 3:] = 8.0
@@ -50,7 +58,7 @@ class _StandIn(torch.nn.Module):
 def test_cxas_adapter_maps_labels_and_resizes_back():
     table = _label_table()
     net = _StandIn(table)
-    seg = CxasSegmenter(net, table, version="stand-in")
+    seg = CxasSegmenter(net, table, version="stand-in", device="cpu")
     assert isinstance(seg, AnatomySegmenter)
     x = np.random.default_rng(0).integers(0, 256, (300, 210), dtype=np.uint8)
     m = seg.segment(x)
@@ -82,68 +90,85 @@ def test_cxas_from_config_needs_local_weights(tmp_path):
         get_segmenter("cxas", cfg)
 
 
-def _ring(cx, cy, rx, ry, n):
-    t = np.linspace(0, 2 * np.pi, n, endpoint=False)
-    return np.stack([cx + rx * np.cos(t), cy + ry * np.sin(t)], axis=1)
+class _TinyNet(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.conv = torch.nn.Conv2d(3, 4, 3)
+        self.head = torch.nn.Linear(4, 2)
 
 
-def _landmarks():
-    """Right lung (image left), left lung (image right), heart: ellipses on the canvas."""
-    return np.concatenate([_ring(300, 480, 150, 300, 44), _ring(724, 480, 150, 300, 50),
-                           _ring(560, 700, 140, 100, 26)])
+class _Evil:
+    def __reduce__(self):
+        return (os.system, ("echo pwned > /dev/null",))
 
 
-def test_landmarks_to_masks_scales_x_and_y_separately():
-    shape = (600, 300)  # H, W: y scale 600/1024, x scale 300/1024
-    m = landmarks_to_masks(_landmarks(), shape)
-    assert set(m) == {"right lung", "left lung", "heart"}
-    rows, cols = np.nonzero(m["right lung"])
-    assert cols.min() == pytest.approx(150 * 300 / 1024, abs=1.5)
-    assert cols.max() == pytest.approx(450 * 300 / 1024, abs=1.5)
-    assert rows.min() == pytest.approx(180 * 600 / 1024, abs=1.5)
-    assert rows.max() == pytest.approx(780 * 600 / 1024, abs=1.5)
-    # filled polygon: area close to the scaled ellipse's
-    expected = np.pi * (150 * 300 / 1024) * (300 * 600 / 1024)
-    assert m["right lung"].sum() == pytest.approx(expected, rel=0.05)
-    assert np.nonzero(m["left lung"])[1].mean() > np.nonzero(m["right lung"])[1].mean()
+def _cxas_style_checkpoint(path, extra=None):
+    net = _TinyNet()
+    state = collections.OrderedDict((f"module.{k}", v) for k, v in net.state_dict().items())
+    torch.save({"model": state, "epoch": 41, "optimizer": {"state": {}, "param_groups": [{"lr": 1e-4}]},
+                "args": argparse.Namespace(model="UNet_ResNet50_default", lr=1e-4),
+                "best_dice": np.float64(0.91), "history": np.zeros(3, np.float32), **(extra or {})}, path)
+    return net
 
 
-def test_landmarks_to_masks_rejects_bad_input():
-    with pytest.raises(ValueError, match="120, 2"):
-        landmarks_to_masks(np.zeros((100, 2)), (10, 10))
-    bad = _landmarks()
-    bad[3, 0] = np.nan
-    with pytest.raises(ValueError, match="finite"):
-        landmarks_to_masks(bad, (10, 10))
+def test_cxas_checkpoint_saved_the_cxas_way_loads_safely(tmp_path):
+    path = tmp_path / "UNet_ResNet50_default.pth"
+    original = _cxas_style_checkpoint(path)
+    with pytest.raises(pickle.UnpicklingError):  # plain weights_only=True refuses it ...
+        torch.load(path, weights_only=True)
+    state = load_checkpoint_state(path)  # ... the allow-list accepts its data-only types
+    assert set(state) == set(original.state_dict())  # "module." stripped as cxas does
+    fresh = _TinyNet()
+    load_into(fresh, state, path)
+    assert all(torch.equal(a, b) for a, b in zip(fresh.state_dict().values(), original.state_dict().values()))
+    bare = tmp_path / "bare.pth"  # a plain state dict works too
+    torch.save(original.state_dict(), bare)
+    assert set(load_checkpoint_state(bare)) == set(original.state_dict())
 
 
-def test_hybridgnet_segmenter_with_made_landmarks():
-    seen = {}
+def test_cxas_checkpoint_with_code_is_refused_without_running_it(tmp_path):
+    path = tmp_path / "evil.pth"
+    _cxas_style_checkpoint(path, {"hook": _Evil()})
+    with pytest.raises(AnatomyBackendError, match=r"names code cxrils will not unpickle: \['(posix|nt).system'\]"):
+        load_checkpoint_state(path)
+    junk = tmp_path / "junk.pth"
+    junk.write_bytes(b"<html>Google Drive quota exceeded</html>")
+    with pytest.raises(AnatomyBackendError, match="junk.pth: cannot load CXAS weights"):
+        load_checkpoint_state(junk)
+    nostate = tmp_path / "nostate.pth"
+    torch.save({"epoch": 3}, nostate)
+    with pytest.raises(AnatomyBackendError, match="no 'model' state dict"):
+        load_checkpoint_state(nostate)
+    partial = tmp_path / "partial.pth"
+    torch.save({"model": {"conv.weight": torch.zeros(4, 3, 3, 3)}}, partial)
+    with pytest.raises(AnatomyBackendError, match="lack 3 tensors"):
+        load_into(_TinyNet(), load_checkpoint_state(partial), partial)
+    wrong = tmp_path / "wrong.pth"
+    torch.save({"model": {**_TinyNet().state_dict(), "conv.weight": torch.zeros(1)}}, wrong)
+    with pytest.raises(AnatomyBackendError, match="do not fit"):
+        load_into(_TinyNet(), load_checkpoint_state(wrong), wrong)
 
-    def predictor(canvas):
-        seen["shape"], seen["dtype"], seen["max"] = canvas.shape, canvas.dtype, canvas.max()
-        return _landmarks()
 
-    seg = HybridGNetSegmenter(predictor, version="made")
-    assert isinstance(seg, AnatomySegmenter)
-    x = np.full((512, 400), 200, dtype=np.uint8)
-    m = seg.segment(x)
-    assert seen["shape"] == (CANVAS, CANVAS) and seen["dtype"] == np.float32 and seen["max"] <= 1.0
-    assert set(m.masks) == set(ANATOMY_LABELS) and m.shape == (512, 400) and m.backend == "hybridgnet"
-    assert (m["right lung base"] <= m["right lung"]).all()
+def test_cxas_batch_of_four_equals_four_singles_bit_for_bit():
+    table = _label_table()
 
+    class Conv(torch.nn.Module):  # a real (random) convolution, so batching could matter
+        def __init__(self):
+            super().__init__()
+            torch.manual_seed(0)
+            self.conv = torch.nn.Conv2d(3, len(table), 3, padding=1)
 
-def test_hybridgnet_from_config_errors(tmp_path):
-    cfg = Config()
-    with pytest.raises(AnatomyBackendError, match="hybridgnet_dir"):
-        get_segmenter("hybridgnet", cfg)
-    cfg.backends.hybridgnet_dir = str(tmp_path)
-    cfg.backends.hybridgnet_weights = str(tmp_path / "weights.pt")
-    with pytest.raises(AnatomyBackendError, match="weights.pt"):
-        get_segmenter("hybridgnet", cfg)
-    (tmp_path / "weights.pt").write_bytes(b"x")
-    with pytest.raises(AnatomyBackendError, match="cannot import HybridGNet"):
-        get_segmenter("hybridgnet", cfg)
+        def forward(self, x):
+            return self.conv(x)
+
+    seg = CxasSegmenter(Conv(), table, device="cpu")
+    rng = np.random.default_rng(1)
+    xs = [rng.integers(0, 256, s, dtype=np.uint8) for s in [(300, 210), (256, 256), (200, 320), (300, 210)]]
+    batch = seg.segment_batch(xs)
+    for b, x in zip(batch, xs):
+        single = seg.segment(x)
+        assert b.shape == x.shape and all(np.array_equal(b[k], single[k]) for k in ANATOMY_LABELS)
+    assert any(batch[0][k].any() for k in ANATOMY_LABELS)  # not trivially empty
 
 
 def test_unknown_backend():
@@ -154,6 +179,8 @@ def test_unknown_backend():
 @pytest.mark.parametrize("bad", [np.zeros((4, 4), dtype=np.float32), np.zeros((4, 4, 3), dtype=np.uint8),
                                  np.zeros((0, 4), dtype=np.uint8)])
 def test_adapters_reject_bad_images(bad):
-    seg = HybridGNetSegmenter(lambda c: _landmarks())
-    with pytest.raises(ValueError, match="uint8 \\(H, W\\)"):
-        seg.segment(bad)
+    table = _label_table()
+    for seg in (HybridGNetSegmenter(torch.nn.Identity(), device="cpu"),
+                CxasSegmenter(_StandIn(table), table, device="cpu")):
+        with pytest.raises(ValueError, match="uint8 \\(H, W\\)"):
+            seg.segment(bad)

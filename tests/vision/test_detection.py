@@ -1,6 +1,11 @@
 """Lesion detectors: the learned builtin CenterNet (box validity, independence of the
 anomaly map, against expert lesions), and the ONNX YOLO adapter run by onnxruntime on a
-tiny ONNX graph built here that emits known boxes."""
+tiny ONNX graph built here that emits known boxes.
+
+The tiny graphs follow ultralytics/yolov5 ``export.py`` (commit 2c666a8): input
+``images`` (1, 3, S, S) or, with ``--dynamic``, ("batch", 3, "height", "width");
+metadata ``stride`` and ``names`` written as ``str(model.names)`` (a dict).
+"""
 
 from __future__ import annotations
 
@@ -95,24 +100,35 @@ S = 64  # letterbox size used in these tests
 NC = len(VINDR_CLASSES)
 
 
-def yolo_graph(path, rows: np.ndarray) -> None:
-    """An ONNX model whose output is the constant ``rows`` (plus 0 x mean(input), so
-    the input is consumed): a YOLO head that always emits the same candidates."""
+def yolo_names(names=VINDR_CLASSES):
+    """yolov5's metadata value: str() of the model's {id: name} dict."""
+    return str(dict(enumerate(names)))
+
+
+def yolo_graph(path, rows: np.ndarray, input_shape=(1, 3, S, S), meta=None) -> None:
+    """An ONNX model whose output is the constant ``rows`` per image (plus 0 x the
+    image mean, so the input is consumed): a YOLO head that always emits the same
+    candidates. ``meta``: metadata_props as yolov5's export writes them."""
     from onnx import TensorProto, helper, numpy_helper
 
     nodes = [
-        helper.make_node("ReduceMean", ["images"], ["m"], keepdims=0),
-        helper.make_node("Mul", ["m", "zero"], ["z"]),
-        helper.make_node("Add", ["rows", "z"], ["output0"]),
+        helper.make_node("ReduceMean", ["images"], ["m"], axes=[1, 2, 3], keepdims=1),  # (B, 1, 1, 1)
+        helper.make_node("Reshape", ["m", "shape"], ["m2"]),  # (B, 1, 1)
+        helper.make_node("Mul", ["m2", "zero"], ["z"]),
+        helper.make_node("Add", ["rows", "z"], ["output0"]),  # broadcast to (B, N, K)
     ]
     graph = helper.make_graph(
         nodes, "tiny_yolo",
-        [helper.make_tensor_value_info("images", TensorProto.FLOAT, [1, 3, S, S])],
-        [helper.make_tensor_value_info("output0", TensorProto.FLOAT, list(rows.shape))],
+        [helper.make_tensor_value_info("images", TensorProto.FLOAT, list(input_shape))],
+        [helper.make_tensor_value_info("output0", TensorProto.FLOAT, ["B", *rows.shape[1:]])],
         initializer=[numpy_helper.from_array(rows.astype(np.float32), "rows"),
-                     numpy_helper.from_array(np.array(0.0, np.float32), "zero")])
+                     numpy_helper.from_array(np.array(0.0, np.float32), "zero"),
+                     numpy_helper.from_array(np.array([-1, 1, 1], np.int64), "shape")])
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
     model.ir_version = 8
+    for k, v in (meta or {}).items():
+        entry = model.metadata_props.add()
+        entry.key, entry.value = k, v
     onnx.checker.check_model(model)
     onnx.save(model, str(path))
 
@@ -141,12 +157,14 @@ def v5_rows():
     ])[None]
 
 
-def detector(tmp_path, rows):
+def detector(tmp_path, rows, input_shape=(1, 3, S, S), meta=None, input_size=640):
+    """The onnx backend on a tiny graph; the config's onnx_input_size (640 by default)
+    must not matter when the model's input shape is fixed."""
     path = tmp_path / "yolo.onnx"
-    yolo_graph(path, rows)
+    yolo_graph(path, rows, input_shape, meta)
     cfg = Config()
     cfg.backends.onnx_detector = str(path)
-    cfg.detection = DetectionConfig(onnx_input_size=S)
+    cfg.detection = DetectionConfig(onnx_input_size=input_size)
     return get_detector("onnx", cfg)
 
 
@@ -176,3 +194,63 @@ def test_onnx_errors(tmp_path):
     bad = detector(tmp_path, np.zeros((1, 7, 3)))
     with pytest.raises(ValueError, match="fits neither"):
         bad.detect(np.zeros((10, 10), np.uint8))
+
+
+def test_onnx_input_size_and_names_come_from_the_model(tmp_path):
+    meta = {"stride": "32", "names": yolo_names()}
+    det = detector(tmp_path, v5_rows(), meta=meta)  # fixed (1, 3, 64, 64), config says 640
+    assert det.input_size == (S, S) and not det.batched and det.names == list(VINDR_CLASSES)
+    boxes = det.detect(np.zeros((100, 50), np.uint8))
+    assert [boxes[0].x0, boxes[0].y0, boxes[0].x1, boxes[0].y1] == pytest.approx([10, 20, 30, 60], abs=1e-4)
+    # a list literal and other spacing/case are accepted (yolov5 wrote lists in older versions)
+    det = detector(tmp_path, v5_rows(), meta={"names": str([n.upper() for n in VINDR_CLASSES])})
+    assert det.names[0] == "AORTIC ENLARGEMENT"
+
+
+@pytest.mark.parametrize(("names", "match"), [
+    (["person", "bicycle"], "2 classes that are not the 14 VinDr-CXR classes"),
+    ([*VINDR_CLASSES[:4], VINDR_CLASSES[5], VINDR_CLASSES[4], *VINDR_CLASSES[6:]], "4: 'ILD' != 'Consolidation'"),
+    ([*VINDR_CLASSES, "No finding"], "15 classes"),
+])
+def test_onnx_refuses_a_model_of_other_classes(tmp_path, names, match):
+    with pytest.raises(DetectorBackendError, match=match):
+        detector(tmp_path, v5_rows(), meta={"names": yolo_names(names)})
+    with pytest.raises(DetectorBackendError, match="not a dict or list literal"):
+        detector(tmp_path, v5_rows(), meta={"names": "Aortic enlargement, Atelectasis"})
+
+
+def test_onnx_dynamic_shape_uses_the_config_size_and_checks_the_stride(tmp_path):
+    dynamic = ("batch", 3, "height", "width")
+    det = detector(tmp_path, v5_rows(), input_shape=dynamic, meta={"stride": "32"}, input_size=S)
+    assert det.input_size == (S, S) and det.batched and not det.stack  # CPU provider: one by one
+    assert [b.class_name for b in det.detect(np.zeros((100, 50), np.uint8))] == ["Consolidation", "Nodule/Mass"]
+    with pytest.raises(DetectorBackendError, match="onnx_input_size=70 is not a multiple of the model's stride 32"):
+        detector(tmp_path, v5_rows(), input_shape=dynamic, meta={"stride": "32"}, input_size=70)
+    with pytest.raises(DetectorBackendError, match="expected \\(B, 3, H, W\\)"):
+        detector(tmp_path, v5_rows(), input_shape=(1, 1, S, S))
+
+
+def test_onnx_rectangular_input_letterboxes_to_height_and_width(tmp_path):
+    h_in, w_in = 96, 64  # yolov5 --imgsz 96 64
+    s = min(h_in / 100, w_in / 50)
+    left, top = (w_in - round(50 * s)) // 2, (h_in - round(100 * s)) // 2
+    x0, y0, x1, y1 = 10 * s + left, 20 * s + top, 30 * s + left, 60 * s + top
+    row = np.zeros(5 + NC)
+    row[:5] = [(x0 + x1) / 2, (y0 + y1) / 2, x1 - x0, y1 - y0, 0.9]
+    row[5 + VINDR_CLASSES.index("Consolidation")] = 0.8
+    det = detector(tmp_path, row[None, None], input_shape=(1, 3, h_in, w_in))
+    assert det.input_size == (h_in, w_in)
+    (box,) = det.detect(np.zeros((100, 50), np.uint8))
+    assert [box.x0, box.y0, box.x1, box.y1] == pytest.approx([10, 20, 30, 60], abs=1e-4)
+
+
+def test_onnx_batch_of_four_equals_four_singles(tmp_path):
+    det = detector(tmp_path, v5_rows(), input_shape=("batch", 3, S, S))
+    xs = [np.zeros((100, 50), np.uint8), np.full((80, 120), 30, np.uint8), np.zeros((64, 64), np.uint8),
+          np.full((100, 50), 200, np.uint8)]
+    singles = [det.detect(x) for x in xs]
+    det.stack = True  # the stacked path the CUDA provider takes, on CPU
+    assert det.detect_batch(xs) == singles
+    assert singles[0] != singles[1]  # sizes differ, so do the boxes
+    with pytest.raises(ValueError, match="3 items given for 4 images"):
+        det.detect_batch(xs, anomalies=[None] * 3)

@@ -2,8 +2,9 @@
 
 The studies stream through one Ray Data step per pipeline step. Each
 model-backed step is a callable class run by its own actor pool, so it loads its
-model once per actor and scales on its own resources (a GPU for the anomaly
-mapper, CPUs for the rest):
+model once per actor and scales on its own resources, set per step in the
+configuration (``pipeline.ray.<step>``: ``num_gpus``, ``num_cpus``,
+``batch_size``, ``actors``; :class:`cxrils.config.RayStageConfig`):
 
 ==================  ==========  ==================================================
 step                executed    what
@@ -16,25 +17,32 @@ step                executed    what
 ``finish``          tasks       Algorithm 1, records
 ==================  ==========  ==================================================
 
-Rows carry the pickled :class:`~cxrils.pipeline.study.StudyState` (numpy arrays
-and dataclasses, which Arrow cannot hold as such). Order is preserved, the text
-side ran in the driver beforehand, and results are committed by the driver
-exactly as with the local runner, so both runners write the same dataset.
+An actor step receives ``batch_size`` studies at a time and hands them to the
+:class:`~cxrils.pipeline.study.Pipeline` step as one batch, which calls the
+backend's batch method once (``segment_batch`` / ``map_batch`` /
+``detect_batch``); every study's result is the one it gets alone, so batch size
+and GPUs never change the dataset. Rows carry the pickled
+:class:`~cxrils.pipeline.study.StudyState` (numpy arrays and dataclasses, which
+Arrow cannot hold as such). Order is preserved, the text side ran in the driver
+beforehand, and results are committed by the driver exactly as with the local
+runner, so both runners write the same dataset.
 """
 
 from __future__ import annotations
 
+import dataclasses
+import json
 import pickle
 from typing import Any, Iterator
 
-from cxrils.config import Config, config_from_dict
+from cxrils.config import Config, RayStageConfig, config_from_dict
 from cxrils.pipeline.inputs import StudyInput
-from cxrils.pipeline.runner import RunError
-from cxrils.pipeline.stages import DEFAULT_STAGES
+from cxrils.pipeline.stages import DEFAULT_STAGES, RunError
 from cxrils.pipeline.study import Pipeline, StudyResult
 from cxrils.types import StructuredReport
 
-#: Model-backed steps (one actor pool each) and the Pipeline method each calls.
+#: Model-backed steps (one actor pool each; the fields of ``pipeline.ray``) and the
+#: Pipeline method each calls.
 ACTOR_STEPS: dict[str, str] = {
     "anatomy_x": "run_anatomy_x",
     "anomaly": "run_anomaly",
@@ -47,8 +55,6 @@ _PIPELINES: dict[tuple[str, str], Pipeline] = {}
 
 def _pipeline(cfg_dict: dict, stages: str) -> Pipeline:
     """This Ray worker's Pipeline for (cfg, stages), built once per process."""
-    import json
-
     key = (json.dumps(cfg_dict, sort_keys=True), stages)
     if key not in _PIPELINES:
         _PIPELINES[key] = Pipeline(config_from_dict(cfg_dict), stages)
@@ -70,7 +76,8 @@ def _finish(batch: dict[str, Any], cfg_dict: dict, stages: str) -> dict[str, Any
 
 
 class StepActor:
-    """A Ray Data callable class: one model-backed step of :class:`Pipeline`.
+    """A Ray Data callable class: one model-backed step of :class:`Pipeline`, run on
+    each batch of studies as one batch.
 
     Parameters
     ----------
@@ -86,28 +93,74 @@ class StepActor:
         self.step = getattr(_pipeline(cfg_dict, stages), method)
 
     def __call__(self, batch: dict[str, Any]) -> dict[str, Any]:
-        return {"i": batch["i"], "state": [pickle.dumps(self.step(pickle.loads(b))) for b in batch["state"]]}
+        states = self.step([pickle.loads(b) for b in batch["state"]])
+        return {"i": batch["i"], "state": [pickle.dumps(s) for s in states]}
+
+
+def step_options(cfg: Config, workers: int, cluster: dict[str, float]) -> dict[str, dict[str, Any]]:
+    """Ray options of every step: ``{step: {"num_cpus", "num_gpus", "actors", "batch_size"}}``.
+
+    Steps without ``num_cpus`` share the cluster's CPUs evenly with the tasks
+    (``start``, ``finish``), so the whole pipeline fits even on a 2-CPU machine.
+
+    Parameters
+    ----------
+    cfg : Config
+        ``pipeline.ray.<step>`` gives each actor step's resources.
+    workers : int
+        Default actors per actor step (``--workers``) and the tasks' concurrency.
+    cluster : dict
+        ``ray.cluster_resources()`` (``"CPU"``, ``"GPU"``, ...).
+
+    Raises
+    ------
+    RunError
+        If a step asks for more GPUs or CPUs than the cluster has (its actors would
+        wait for ever).
+    """
+    workers = max(1, workers)
+    per_step: dict[str, RayStageConfig] = {f.name: getattr(cfg.pipeline.ray, f.name)
+                                           for f in dataclasses.fields(cfg.pipeline.ray)}
+    actors = {name: per_step[name].actors or workers for name in ACTOR_STEPS}
+    cpus, gpus = float(cluster.get("CPU", 1.0)), float(cluster.get("GPU", 0.0))
+    sharing = sum(actors[n] for n in ACTOR_STEPS if not per_step[n].num_cpus) + 2 * workers + 1
+    share = cpus / sharing
+    opts: dict[str, dict[str, Any]] = {}
+    for name in ACTOR_STEPS:
+        sc = per_step[name]
+        for what, unit, need, have in (("num_gpus", "GPUs", sc.num_gpus, gpus), ("num_cpus", "CPUs", sc.num_cpus, cpus)):
+            if need * actors[name] > have + 1e-9:
+                raise RunError(f"pipeline.ray.{name}: {actors[name]} actor(s) x {what}={need:g} exceed the "
+                               f"cluster's {have:g} {unit}; lower pipeline.ray.{name}.{what} or .actors, "
+                               "or add resources")
+        opts[name] = {"num_cpus": sc.num_cpus or share, "num_gpus": sc.num_gpus, "actors": actors[name],
+                      "batch_size": sc.batch_size}
+    for name in ("start", "finish"):
+        opts[name] = {"num_cpus": share, "num_gpus": 0.0, "actors": workers, "batch_size": 1}
+    return opts
 
 
 def run_ray(studies: list[StudyInput], reports: dict[tuple[str, str], StructuredReport], cfg: Config, *,
-            stages: str = DEFAULT_STAGES, workers: int = 1, address: str | None = None,
-            stage_options: dict[str, dict[str, Any]] | None = None) -> Iterator[StudyResult]:
+            stages: str = DEFAULT_STAGES, workers: int = 1, address: str | None = None) -> Iterator[StudyResult]:
     """Yield one :class:`StudyResult` per study, in the order of ``studies``.
 
     Parameters
     ----------
     studies, reports, cfg, stages
-        As :func:`cxrils.pipeline.runner.run_local`.
+        As :func:`cxrils.pipeline.runner.run_local`; ``cfg.pipeline.ray`` sets each
+        actor step's GPUs, CPUs, batch size and pool size (:func:`step_options`).
     workers : int
-        Actors per model-backed step (and the tasks' concurrency).
+        Actors per model-backed step unless ``pipeline.ray.<step>.actors`` is set,
+        and the tasks' concurrency.
     address : str, optional
         Ray cluster to connect to when Ray is not initialised yet; None starts a
         local instance (shut down again at the end).
-    stage_options : dict, optional
-        Per step (keys of :data:`ACTOR_STEPS`, ``"start"``, ``"finish"``) Ray
-        options that replace the defaults, e.g. ``{"anomaly": {"num_gpus": 1,
-        "num_cpus": 1}}``. Defaults: the cluster's CPUs shared evenly by all actors
-        and tasks, so the whole pipeline fits even on a 2-CPU machine.
+
+    Raises
+    ------
+    RunError
+        If a step needs more resources than the cluster has, or Ray fails or
+        returns studies out of order (committed studies stay; rerun to resume).
     """
     import ray
 
@@ -118,25 +171,22 @@ def run_ray(studies: list[StudyInput], reports: dict[tuple[str, str], Structured
         ctx = ray.data.DataContext.get_current()
         ctx.execution_options.preserve_order = True
         ctx.enable_progress_bars = False
-        workers = max(1, workers)
-        cpus = float(ray.cluster_resources().get("CPU", 1.0))
-        share = cpus / (len(ACTOR_STEPS) * workers + 2 * workers + 1)
-        opts = {name: {"num_cpus": share} for name in (*ACTOR_STEPS, "start", "finish")}
-        for name, o in (stage_options or {}).items():
-            if name not in opts:
-                raise ValueError(f"unknown Ray step {name!r}; known: {sorted(opts)}")
-            opts[name] = dict(o)
+        opts = step_options(cfg, workers, ray.cluster_resources())
         cfg_dict = cfg.to_dict()
         items = [{"i": i, "state": pickle.dumps((s, reports[(s.study_id, s.report)]))}
                  for i, s in enumerate(studies)]
         ds = ray.data.from_items(items, override_num_blocks=max(1, min(len(items), 200)))
+        o = opts["start"]
         ds = ds.map_batches(_start, fn_kwargs={"cfg_dict": cfg_dict, "stages": stages}, batch_size=1,
-                            compute=ray.data.TaskPoolStrategy(size=workers), **opts["start"])
+                            compute=ray.data.TaskPoolStrategy(size=o["actors"]), num_cpus=o["num_cpus"])
         for name, method in ACTOR_STEPS.items():
-            ds = ds.map_batches(StepActor, fn_constructor_args=(cfg_dict, stages, method), batch_size=1,
-                                compute=ray.data.ActorPoolStrategy(size=workers), **opts[name])
+            o = opts[name]
+            ds = ds.map_batches(StepActor, fn_constructor_args=(cfg_dict, stages, method),
+                                batch_size=o["batch_size"], compute=ray.data.ActorPoolStrategy(size=o["actors"]),
+                                num_cpus=o["num_cpus"], num_gpus=o["num_gpus"])
+        o = opts["finish"]
         ds = ds.map_batches(_finish, fn_kwargs={"cfg_dict": cfg_dict, "stages": stages}, batch_size=1,
-                            compute=ray.data.TaskPoolStrategy(size=workers), **opts["finish"])
+                            compute=ray.data.TaskPoolStrategy(size=o["actors"]), num_cpus=o["num_cpus"])
         expected = 0
         try:
             for row in ds.iter_rows():

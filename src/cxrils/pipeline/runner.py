@@ -36,7 +36,8 @@ from typing import Any, Callable, Iterable, Iterator
 from cxrils.config import Config, config_from_dict
 from cxrils.fsutil import atomic_write_json
 from cxrils.pipeline.inputs import StudyInput, read_inputs
-from cxrils.pipeline.stages import DEFAULT_STAGES
+from cxrils.pipeline.ray_runner import run_ray
+from cxrils.pipeline.stages import DEFAULT_STAGES, RunError
 from cxrils.pipeline.study import Pipeline, StudyResult
 from cxrils.pipeline.summary import summarize
 from cxrils.types import StructuredReport
@@ -46,11 +47,6 @@ log = logging.getLogger(__name__)
 RUNNERS: tuple[str, ...] = ("local", "ray")
 SUMMARY_NAME = "generate_summary.json"
 _STATE_DIR = "pipeline"
-
-
-class RunError(RuntimeError):
-    """A run that cannot start or continue (message says why and what to do);
-    :class:`~cxrils.pipeline.stages.StageLoadError` is one."""
 
 
 @dataclass
@@ -247,8 +243,6 @@ def generate(input_path: str | Path, out_dir: str | Path, cfg: Config, *, runner
             results: Iterable[StudyResult] = run_local(todo, reports, cfg, stages=stages, workers=workers,
                                                        pipeline=pipeline)
         else:
-            from cxrils.pipeline.ray_runner import run_ray
-
             results = run_ray(todo, reports, cfg, stages=stages, workers=workers, address=ray_address)
         for result in results:
             _commit(writer, state, result)

@@ -30,6 +30,12 @@ class StageLoadError(RuntimeError):
     configuration problem that stops the run, unlike a per-study failure."""
 
 
+class RunError(RuntimeError):
+    """A run that cannot start or continue (message says why and what to do). Defined
+    here, below both runners (:mod:`cxrils.pipeline.runner`,
+    :mod:`cxrils.pipeline.ray_runner`), so that they need not import each other."""
+
+
 class StageProvider(Protocol):
     """What the pipeline needs from the stages; ``--stages module:Name`` swaps in another
     implementation (:class:`BuiltinStages` is the default). Sides are the patient's:

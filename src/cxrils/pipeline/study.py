@@ -37,6 +37,10 @@ from cxrils.dataset.writer import image_relpath
 from cxrils.pipeline.inputs import StudyInput
 from cxrils.pipeline.stages import DEFAULT_STAGES, StageLoadError, StageProvider, resolve_stages
 from cxrils.types import AnatomyMasks, AnomalyResult, LesionBox, StructuredReport, StudyGrounding
+from cxrils.vision.anatomy.base import AnatomySegmenter
+from cxrils.vision.anomaly.base import AnomalyMapper
+from cxrils.vision.batching import call_batch
+from cxrils.vision.detection.base import LesionDetector
 
 log = logging.getLogger(__name__)
 
@@ -75,19 +79,32 @@ class StudyResult:
 
 
 def _guarded(step: str) -> Callable:
-    """Turn an exception inside ``step`` into the state's exclusion reason."""
+    """Make ``step`` take one state or a list of them (a batch), skipping excluded
+    states; an exception becomes the exclusion reason of the state it concerns. A
+    batch that fails is run again image by image, so one bad image never excludes the
+    rest of its batch (and every image ends as it would alone)."""
 
-    def wrap(fn: Callable[["Pipeline", StudyState], None]) -> Callable[["Pipeline", StudyState], StudyState]:
-        def run(self: "Pipeline", state: StudyState) -> StudyState:
-            if state.excluded is None:
-                try:
-                    fn(self, state)
-                except StageLoadError:
-                    raise  # a configuration problem: stop the run
-                except Exception as err:  # one bad study never stops the run
-                    state.excluded = f"error:{step}: {type(err).__name__}: {err}"
-                    log.warning("%s: excluded: %s", state.study.image_id, state.excluded)
-            return state
+    def wrap(fn: Callable[["Pipeline", list[StudyState]], None]) -> Callable:
+        def guard(self: "Pipeline", batch: list[StudyState]) -> None:
+            try:
+                fn(self, batch)
+            except StageLoadError:
+                raise  # a configuration problem: stop the run
+            except Exception as err:  # one bad study never stops the run
+                if len(batch) > 1:
+                    for state in batch:
+                        guard(self, [state])
+                    return
+                state = batch[0]
+                state.excluded = f"error:{step}: {type(err).__name__}: {err}"
+                log.warning("%s: excluded: %s", state.study.image_id, state.excluded)
+
+        def run(self: "Pipeline", states: StudyState | list[StudyState]) -> StudyState | list[StudyState]:
+            batch = [states] if isinstance(states, StudyState) else list(states)
+            active = [s for s in batch if s.excluded is None]
+            if active:
+                guard(self, active)
+            return states
 
         run.__name__ = fn.__name__
         run.__doc__ = fn.__doc__
@@ -241,7 +258,8 @@ class Pipeline:
         return state
 
     @_guarded("image")
-    def _load(self, state: StudyState) -> None:
+    def _load(self, states: list[StudyState]) -> None:
+        (state,) = states  # start() loads one study at a time
         from_file_view: str | None
         x, from_file_view = self.stages.load_image(state.study.image_path, self.cfg)
         if not (isinstance(x, np.ndarray) and x.ndim == 2 and x.dtype == np.uint8 and x.size):
@@ -254,42 +272,56 @@ class Pipeline:
         state.x = x
 
     @property
-    def image_steps(self) -> tuple[Callable[[StudyState], StudyState], ...]:
-        """Steps 4-7 in order, each ``step(state) -> state`` (a failure becomes the
-        state's exclusion; an excluded state passes through unchanged)."""
+    def image_steps(self) -> tuple[Callable, ...]:
+        """Steps 4-7 in order. Each takes a state or a list of states (a batch, whose
+        model calls go through the backends' batch methods) and returns what it was
+        given; a failure becomes the state's exclusion, an excluded state passes
+        through unchanged, and every state ends as it would in a batch of one."""
         return (self.run_anatomy_x, self.run_anomaly, self.run_anatomy_x_hat, self.run_detector)
 
     @_guarded("anatomy")
-    def run_anatomy_x(self, state: StudyState) -> None:
+    def run_anatomy_x(self, states: list[StudyState]) -> None:
         """Step 4: anatomy of ``x`` (edit region of the anomaly mapper)."""
-        state.anatomy_x = self.edit_region_segmenter.segment(state.x)
+        masks = call_batch(self.edit_region_segmenter, "segment_batch", AnatomySegmenter, [s.x for s in states])
+        for state, m in zip(states, masks, strict=True):
+            state.anatomy_x = m
 
     @_guarded("anomaly")
-    def run_anomaly(self, state: StudyState) -> None:
+    def run_anomaly(self, states: list[StudyState]) -> None:
         """Step 5: anomaly map inside lungs + heart."""
         # Only the lungs are modelled as lung tissue: without ``lungs`` the builtin mapper
         # would flag the normal heart as anomalous (RadEdit ignores it and edits the region).
-        state.anomaly = self.anomaly_mapper.map(state.x, state.anatomy_x.union(vocab.EDIT_REGION_LABELS),
-                                                lungs=state.anatomy_x.union(("right lung", "left lung")))
+        regions = [s.anatomy_x.union(vocab.EDIT_REGION_LABELS) for s in states]
+        lungs = [s.anatomy_x.union(("right lung", "left lung")) for s in states]
+        results = call_batch(self.anomaly_mapper, "map_batch", AnomalyMapper, [s.x for s in states], regions,
+                             lungs=lungs)
+        for state, result in zip(states, results, strict=True):
+            state.anomaly = result
 
     @_guarded("anatomy")
-    def run_anatomy_x_hat(self, state: StudyState) -> None:
+    def run_anatomy_x_hat(self, states: list[StudyState]) -> None:
         """Step 6: the location masks (anatomy of ``x_hat``, or of ``x`` by the
         anatomy backend) and their cross-check against step 4 (Appendix D.2). With a
         single segmentation (same backend, ``x`` only) there is nothing to cross-check."""
         if not self._second_anatomy:
-            state.anatomy = state.anatomy_x
+            for state in states:
+                state.anatomy = state.anatomy_x
             return
-        source = state.anomaly.x_hat if self.anatomy_on_x_hat else state.x
-        state.anatomy = self.anatomy_segmenter.segment(source)
-        reason = self.stages.cross_check(state.anatomy_x, state.anatomy, self.cfg)
-        if reason:
-            state.excluded = f"qc_crosscheck: {reason}"
+        sources = [s.anomaly.x_hat if self.anatomy_on_x_hat else s.x for s in states]
+        masks = call_batch(self.anatomy_segmenter, "segment_batch", AnatomySegmenter, sources)
+        for state, m in zip(states, masks, strict=True):
+            state.anatomy = m
+            reason = self.stages.cross_check(state.anatomy_x, m, self.cfg)
+            if reason:
+                state.excluded = f"qc_crosscheck: {reason}"
 
     @_guarded("detection")
-    def run_detector(self, state: StudyState) -> None:
+    def run_detector(self, states: list[StudyState]) -> None:
         """Step 7: lesion boxes on ``x``."""
-        state.boxes = list(self.detector.detect(state.x, anomaly=state.anomaly, anatomy=state.anatomy))
+        boxes = call_batch(self.detector, "detect_batch", LesionDetector, [s.x for s in states],
+                           anomalies=[s.anomaly for s in states], anatomies=[s.anatomy for s in states])
+        for state, found in zip(states, boxes, strict=True):
+            state.boxes = list(found)
 
     def ground(self, state: StudyState) -> StudyGrounding | None:
         """Step 8: Algorithm 1 and location verification (paper section 3.1) on a

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Protocol, runtime_checkable
+from typing import Protocol, Sequence, runtime_checkable
 
 import numpy as np
 
@@ -48,6 +48,29 @@ class AnatomySegmenter(Protocol):
             If ``x`` is not a non-empty uint8 (H, W) array.
         """
         ...
+
+    def segment_batch(self, xs: Sequence[np.ndarray]) -> list[AnatomyMasks]:
+        """:meth:`segment` of each image; each result is the one the image gets alone.
+
+        The default segments image by image; model-backed backends override it to
+        stack images on a GPU (:mod:`cxrils.vision.batching`).
+
+        Parameters
+        ----------
+        xs : sequence of numpy.ndarray, uint8, shape (H_i, W_i)
+            Frontal chest X-rays; sizes may differ.
+
+        Returns
+        -------
+        list of AnatomyMasks
+            One per image, in order, at each image's own (H_i, W_i).
+
+        Raises
+        ------
+        ValueError
+            If an image is not a non-empty uint8 (H, W) array.
+        """
+        return [self.segment(x) for x in xs]
 
 
 #: Backend name -> "module:class"; classes provide ``from_config(cfg: Config)``.

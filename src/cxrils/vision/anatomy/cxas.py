@@ -3,26 +3,35 @@
 CXAS (Seibold et al. 2023; paper section 3.1 step 2) segments 159 anatomical classes
 at 512 x 512 with a multi-label sigmoid head; its label names are the CXAS spellings
 that :mod:`cxrils.vocab` uses, so zones, lobes, lungs and heart are taken from it
-directly. The adapter reproduces CXAS's own preprocessing (grey -> RGB, [0, 1],
-ImageNet mean/std, resize to 512) and its post-processing (sigmoid > 0.5, nearest
-resize back to the input's size).
+directly. The adapter reproduces CXAS's own preprocessing (cxas 0.0.20
+``file_io.FileLoader``: grey -> RGB, [0, 1], ImageNet mean/std, then
+``F.interpolate(..., 512)``, i.e. nearest, to 512 x 512) and its post-processing
+(``BackboneUNet.threshold``: sigmoid > 0.5; ``CXAS.resize_to_numpy``: nearest resize
+back to the input's size).
 
 Weights come only from ``backends.cxas_weights`` (a local ``.pth``); the adapter
-builds the network itself and never calls CXAS's downloader. ``cxas`` needs
-torchvision (its ResNet-50 encoder), which cxrils does not install: see
-docs/anatomy.md.
+builds the network itself and never calls CXAS's downloader. cxas 0.0.20 loads its
+checkpoint with ``torch.load(..., weights_only=False)`` (``models/__init__.py``
+``load_weights``), which runs any code a pickle names; this adapter loads it with
+``weights_only=True`` plus an allow-list of the data-only types a training checkpoint
+holds besides tensors (:data:`SAFE_CHECKPOINT_GLOBALS`), and refuses anything else by
+name (:func:`load_checkpoint_state`). ``cxas`` needs torchvision (its ResNet-50
+encoder), which cxrils does not install: see docs/adapters.md.
 """
 
 from __future__ import annotations
 
+import importlib
+import pickle
 from pathlib import Path
-from typing import Mapping
+from typing import Any, Mapping, Sequence
 
 import numpy as np
 
 from cxrils.config import Config
 from cxrils.types import AnatomyMasks
-from cxrils.vision.anatomy.base import AnatomyBackendError, check_input
+from cxrils.vision.anatomy.base import AnatomyBackendError, AnatomySegmenter, check_input
+from cxrils.vision.batching import inference, stacked_groups, torch_device
 from cxrils.vocab import ANATOMY_LABELS
 
 #: CXAS's network input side, pixels (its FileLoader.base_size).
@@ -34,6 +43,15 @@ IMAGENET_MEAN = (0.485, 0.456, 0.406)
 IMAGENET_STD = (0.229, 0.224, 0.225)
 #: Sigmoid threshold of CXAS (BackboneUNet.threshold).
 CXAS_THRESHOLD = 0.5
+#: Globals a CXAS checkpoint may name besides tensors and plain containers: data-only
+#: types a training script saves next to ``"model"`` (its arguments, numpy scalars and
+#: arrays, e.g. the best score). Unpickling them constructs data, never runs code.
+SAFE_CHECKPOINT_GLOBALS: tuple[str, ...] = (
+    "argparse.Namespace", "collections.defaultdict", "collections.OrderedDict",
+    "numpy.core.multiarray.scalar", "numpy._core.multiarray.scalar",
+    "numpy.core.multiarray._reconstruct", "numpy._core.multiarray._reconstruct",
+    "numpy.ndarray", "numpy.dtype",
+)
 
 _GET_WEIGHTS = (
     f"download the CXAS weights '{CXAS_MODEL_NAME}.pth' from the CXAS project "
@@ -64,6 +82,85 @@ def label_channels(id2label: Mapping[str, str], labels=ANATOMY_LABELS) -> dict[s
     return {lab: by_name[lab] for lab in labels}
 
 
+def _safe_globals(names: Sequence[str]) -> list[Any]:
+    """The objects of allow-listed global names; with ``numpy.dtype`` come numpy's
+    per-type dtype classes (``numpy.dtypes.Float64DType`` ...), which unpickling a dtype
+    builds without naming them."""
+    objects = []
+    for name in names:
+        module, _, attr = name.rpartition(".")
+        objects.append(getattr(importlib.import_module(module), attr))
+    if "numpy.dtype" in names:
+        objects += [getattr(np.dtypes, n) for n in dir(np.dtypes) if n.endswith("DType")]
+    return objects
+
+
+def _allowed(name: str) -> bool:
+    return name in SAFE_CHECKPOINT_GLOBALS or (name.startswith("numpy.dtypes.") and name.endswith("DType"))
+
+
+def load_checkpoint_state(path: Path) -> dict[str, Any]:
+    """The network state dict of a CXAS checkpoint, loaded safely.
+
+    A CXAS ``.pth`` is a dict whose ``"model"`` entry is the state dict (cxas 0.0.20
+    reads ``checkpoint["model"]`` and strips a ``module.`` prefix left by
+    ``DataParallel``); a bare state dict is accepted too. The file is read with
+    ``torch.load(weights_only=True)``; when it names other globals, they must all be in
+    :data:`SAFE_CHECKPOINT_GLOBALS` (or numpy dtype classes) to be allowed.
+
+    Returns
+    -------
+    dict
+        Parameter name (without ``module.``) -> tensor.
+
+    Raises
+    ------
+    AnatomyBackendError
+        If the file is unreadable, names a global outside the allow-list (listed in
+        the message, with how to re-save the state dict), or holds no tensor state dict.
+    """
+    import torch
+
+    try:
+        try:
+            checkpoint = torch.load(str(path), map_location="cpu", weights_only=True)
+        except pickle.UnpicklingError:
+            names = list(torch.serialization.get_unsafe_globals_in_checkpoint(str(path)))
+            refused = [n for n in names if not _allowed(n)]
+            if refused:
+                raise AnatomyBackendError(
+                    f"{path}: the CXAS checkpoint names code cxrils will not unpickle: {refused}. If you trust "
+                    "the file, re-save its state dict in a trusted Python: torch.save(torch.load(f, "
+                    "weights_only=False)['model'], 'cxas_state.pth') and point backends.cxas_weights at it") from None
+            with torch.serialization.safe_globals(_safe_globals(names)):
+                checkpoint = torch.load(str(path), map_location="cpu", weights_only=True)
+    except AnatomyBackendError:
+        raise
+    except Exception as err:  # torch raises many types for a bad file
+        raise AnatomyBackendError(f"{path}: cannot load CXAS weights: {err}") from err
+    state = checkpoint.get("model", checkpoint) if isinstance(checkpoint, dict) else None
+    if not isinstance(state, dict) or not state or not all(torch.is_tensor(v) for v in state.values()):
+        raise AnatomyBackendError(f"{path}: not a CXAS checkpoint (no 'model' state dict of tensors)")
+    return {k.removeprefix("module."): v for k, v in state.items()}
+
+
+def load_into(network: Any, state: Mapping[str, Any], path: Path) -> None:
+    """Load ``state`` into ``network``; extra keys are ignored (cxas loads with
+    ``strict=False``) but every parameter of the network must be there.
+
+    Raises
+    ------
+    AnatomyBackendError
+        If tensors are missing or shapes differ.
+    """
+    try:
+        missing, _ = network.load_state_dict(dict(state), strict=False)
+    except RuntimeError as err:  # size mismatch
+        raise AnatomyBackendError(f"{path}: CXAS weights do not fit {CXAS_MODEL_NAME}: {err}") from err
+    if missing:
+        raise AnatomyBackendError(f"{path}: CXAS weights lack {len(missing)} tensors, e.g. {missing[:3]}")
+
+
 def _load_cxas_network(weights: Path):
     """Build CXAS's BackboneUNet offline and load ``weights``; returns
     (logits module, id2label)."""
@@ -78,15 +175,7 @@ def _load_cxas_network(weights: Path):
             f"(pip install cxas): {err}") from err
 
     net = BackboneUNet(CXAS_MODEL_NAME, len(id2label_dict))
-    try:
-        checkpoint = torch.load(str(weights), map_location="cpu", weights_only=True)
-        state = checkpoint.get("model", checkpoint)
-        state = {k.removeprefix("module."): v for k, v in state.items()}
-        missing, _ = net.load_state_dict(state, strict=False)
-    except Exception as err:  # torch raises many types for a bad file
-        raise AnatomyBackendError(f"{weights}: cannot load CXAS weights: {err}") from err
-    if missing:
-        raise AnatomyBackendError(f"{weights}: CXAS weights lack {len(missing)} tensors, e.g. {missing[:3]}")
+    load_into(net, load_checkpoint_state(weights), weights)
 
     class _Logits(torch.nn.Module):
         def __init__(self, inner):
@@ -99,17 +188,21 @@ def _load_cxas_network(weights: Path):
     return _Logits(net), dict(id2label_dict)
 
 
-class CxasSegmenter:
+class CxasSegmenter(AnatomySegmenter):
     """Lungs, heart, zones and lobes from a CXAS network.
 
     Parameters
     ----------
     network : torch.nn.Module
-        Maps float32 (1, 3, 512, 512) (ImageNet-normalised) to logits (1, C, 512, 512).
+        Maps float32 (B, 3, 512, 512) (ImageNet-normalised) to logits (B, C, 512, 512).
     id2label : mapping of str to str
         CXAS label table for the C output channels.
     version : str
         Provenance string.
+    device : str, optional
+        Torch device; default CUDA when available, else CPU.
+    precision : {"fp32", "fp16", "bf16"}
+        Autocast on CUDA (``backends.precision``); CPU always computes in fp32.
 
     Use :meth:`from_config` for the real network; tests pass a stand-in with the
     same output layout.
@@ -117,13 +210,13 @@ class CxasSegmenter:
 
     name = "cxas"
 
-    def __init__(self, network, id2label: Mapping[str, str], version: str = "") -> None:
-        import torch
-
-        self.network = network.eval()
+    def __init__(self, network, id2label: Mapping[str, str], version: str = "", device: str | None = None,
+                 precision: str = "fp32") -> None:
+        self.device = torch_device(device)
+        self.network = network.to(self.device).eval()
         self.channels = label_channels(id2label)
         self.version = version
-        self._torch = torch
+        self.precision = precision
 
     @classmethod
     def from_config(cls, cfg: Config) -> "CxasSegmenter":
@@ -132,8 +225,8 @@ class CxasSegmenter:
         Raises
         ------
         AnatomyBackendError
-            If the path is unset or missing, or the package ``cxas`` (with
-            torchvision) is not installed.
+            If the path is unset or missing, the checkpoint is unsafe or unfit, or
+            the package ``cxas`` (with torchvision) is not installed.
         """
         path = cfg.backends.cxas_weights
         if not path:
@@ -144,23 +237,40 @@ class CxasSegmenter:
         network, id2label = _load_cxas_network(weights)
         from importlib import metadata
 
-        return cls(network, id2label, version=f"cxas-{metadata.version('cxas')}:{weights.name}")
+        return cls(network, id2label, version=f"cxas-{metadata.version('cxas')}:{weights.name}",
+                   precision=cfg.backends.precision)
 
-    def segment(self, x: np.ndarray) -> AnatomyMasks:
-        """All anatomy labels of one image at its own (H, W); see
-        :class:`~cxrils.vision.anatomy.base.AnatomySegmenter`."""
-        check_input(x)
-        torch = self._torch
+    def _input(self, x: np.ndarray):
+        """CXAS's network input (3, 512, 512) of one image (module docstring)."""
+        import torch
         import torch.nn.functional as F
 
         rgb = torch.from_numpy(x).float().div(255.0)[None].expand(3, -1, -1)
         mean = torch.tensor(IMAGENET_MEAN).view(3, 1, 1)
         std = torch.tensor(IMAGENET_STD).view(3, 1, 1)
-        data = F.interpolate(((rgb - mean) / std)[None], size=(CXAS_INPUT_SIZE, CXAS_INPUT_SIZE))
+        return F.interpolate(((rgb - mean) / std)[None], size=(CXAS_INPUT_SIZE, CXAS_INPUT_SIZE))[0]
+
+    def segment(self, x: np.ndarray) -> AnatomyMasks:
+        """All anatomy labels of one image at its own (H, W); see
+        :class:`~cxrils.vision.anatomy.base.AnatomySegmenter`."""
+        return self.segment_batch([x])[0]
+
+    def segment_batch(self, xs: Sequence[np.ndarray]) -> list[AnatomyMasks]:
+        """See :meth:`~cxrils.vision.anatomy.base.AnatomySegmenter.segment_batch`:
+        stacked on CUDA, one by one on CPU (:mod:`cxrils.vision.batching`)."""
+        import torch
+        import torch.nn.functional as F
+
+        for x in xs:
+            check_input(x)
         idx = list(self.channels.values())
-        with torch.inference_mode():
-            logits = self.network(data)
-            masks = (logits[:, idx].sigmoid() > CXAS_THRESHOLD).float()
-            masks = F.interpolate(masks, size=x.shape, mode="nearest")[0].bool().numpy()
-        return AnatomyMasks(masks={lab: masks[i] for i, lab in enumerate(self.channels)},
-                            shape=tuple(x.shape), backend=self.name, version=self.version)
+        out: list[AnatomyMasks] = []
+        for group in stacked_groups(len(xs), self.device):
+            data = torch.stack([self._input(xs[i]) for i in group]).to(self.device)
+            with inference(self.device, self.precision):
+                chosen = (self.network(data)[:, idx].float().sigmoid() > CXAS_THRESHOLD).float()
+            for k, i in enumerate(group):
+                masks = F.interpolate(chosen[k:k + 1], size=xs[i].shape, mode="nearest")[0].bool().cpu().numpy()
+                out.append(AnatomyMasks(masks={lab: masks[j] for j, lab in enumerate(self.channels)},
+                                        shape=tuple(xs[i].shape), backend=self.name, version=self.version))
+        return out

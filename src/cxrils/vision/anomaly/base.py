@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
-from typing import Protocol, runtime_checkable
+from typing import Protocol, Sequence, runtime_checkable
 
 import numpy as np
 
 from cxrils.config import Config
 from cxrils.types import AnomalyResult
+from cxrils.vision.batching import check_lengths
 from cxrils.vision.registry import build_backend
 
 #: 8-bit maximum intensity I_max of x_ano = (x - x_hat) / I_max (paper section 3.1).
@@ -55,6 +56,35 @@ class AnomalyMapper(Protocol):
             If ``x`` is not uint8 (H, W), or ``edit_region`` has another shape or is empty.
         """
         ...
+
+    def map_batch(self, xs: Sequence[np.ndarray], edit_regions: Sequence[np.ndarray], *,
+                  lungs: Sequence[np.ndarray | None] | None = None) -> list[AnomalyResult]:
+        """:meth:`map` of each image; each result is the one the image gets alone.
+
+        The default maps image by image; model-backed backends override it to stack
+        images on a GPU (:mod:`cxrils.vision.batching`).
+
+        Parameters
+        ----------
+        xs : sequence of numpy.ndarray, uint8, shape (H_i, W_i)
+        edit_regions : sequence of numpy.ndarray, bool, shape (H_i, W_i)
+            One per image (lungs + heart).
+        lungs : sequence of (numpy.ndarray or None), optional
+            One per image (see :meth:`map`); None = None for every image.
+
+        Returns
+        -------
+        list of AnomalyResult
+            One per image, in order.
+
+        Raises
+        ------
+        ValueError
+            If the sequences differ in length or an image's inputs are invalid.
+        """
+        check_lengths("map_batch", len(xs), edit_regions, lungs)
+        lungs = [None] * len(xs) if lungs is None else lungs
+        return [self.map(x, r, lungs=lu) for x, r, lu in zip(xs, edit_regions, lungs)]
 
 
 #: Backend name -> "module:class"; classes provide ``from_config(cfg: Config)``.

@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
-from typing import Iterable, Protocol, runtime_checkable
+from typing import Iterable, Protocol, Sequence, runtime_checkable
 
 import numpy as np
 
 from cxrils.config import Config
 from cxrils.types import AnatomyMasks, AnomalyResult, LesionBox
+from cxrils.vision.batching import check_lengths
 from cxrils.vision.registry import build_backend
 from cxrils.vocab import VINDR_KEPT
 
@@ -49,6 +50,35 @@ class LesionDetector(Protocol):
             If ``x`` is not uint8 (H, W) or a needed input is missing or mis-shaped.
         """
         ...
+
+    def detect_batch(self, xs: Sequence[np.ndarray], *, anomalies: Sequence[AnomalyResult | None] | None = None,
+                     anatomies: Sequence[AnatomyMasks | None] | None = None) -> list[list[LesionBox]]:
+        """:meth:`detect` of each image; each result is the one the image gets alone.
+
+        The default detects image by image; model-backed backends override it to
+        stack images (:mod:`cxrils.vision.batching`).
+
+        Parameters
+        ----------
+        xs : sequence of numpy.ndarray, uint8, shape (H_i, W_i)
+        anomalies, anatomies : sequence, optional
+            One per image (see :meth:`detect`); None = None for every image.
+
+        Returns
+        -------
+        list of list of LesionBox
+            One list per image, in order, boxes in pixels of that image.
+
+        Raises
+        ------
+        ValueError
+            If the sequences differ in length or an image's inputs are invalid.
+        """
+        n = len(xs)
+        check_lengths("detect_batch", n, anomalies, anatomies)
+        anomalies = [None] * n if anomalies is None else anomalies
+        anatomies = [None] * n if anatomies is None else anatomies
+        return [self.detect(x, anomaly=a, anatomy=m) for x, a, m in zip(xs, anomalies, anatomies)]
 
 
 #: Backend name -> "module:class"; classes provide ``from_config(cfg: Config)``.

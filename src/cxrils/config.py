@@ -345,6 +345,8 @@ class AnomalyTrainConfig(LesionTrainConfig):
 
     bce_weight: float = 1.0
     dice_weight: float = 1.0
+    # candidate thresholds of the lesion probability for p_star (0.10, 0.15, ... 0.90; ours)
+    p_star_grid: tuple[float, ...] = tuple(round(0.10 + 0.05 * k, 2) for k in range(17))
     # Give the network the lung mask as a second input channel (the expert lung masks in
     # training, the anatomy stage's lungs at inference). Off: measured no better on the
     # tuning part (benchmarks/lesion_models.py, docs/grounding.md) and it would tie the map

@@ -40,11 +40,11 @@ def test_train_detector_writes_loadable_weights(data_root, tmp_path):
 @pytest.mark.slow
 def test_train_anomaly_writes_loadable_weights_with_p_star(data_root, tmp_path):
     from cxrils.vision.anomaly import get_anomaly_mapper
-    from cxrils.vision.anomaly.train import P_GRID, best_threshold, train_anomaly
+    from cxrils.vision.anomaly.train import best_threshold, train_anomaly
 
     out = tmp_path / "ano.safetensors"
     s = train_anomaly(data_root, out, dataclasses.replace(AnomalyTrainConfig(), **TINY), progress=False)
-    assert s["images"] == len(training_samples(data_root, "anomaly")) and s["p_star"] in P_GRID
+    assert s["images"] == len(training_samples(data_root, "anomaly")) and s["p_star"] in AnomalyTrainConfig().p_star_grid
     m = get_anomaly_mapper("builtin", Config(anomaly=AnomalyConfig(builtin_weights=str(out))))
     assert m.p_star == s["p_star"] and m.version.startswith("lesionseg-")
     # best_threshold by hand: the threshold separating the two values wins with IoU 1

@@ -24,15 +24,13 @@ from cxrils.vision.lesion_data import network_input, random_affine, warp
 from cxrils.vision.lesion_nets import LesionSegNet
 from cxrils.vision.lesion_train import fit, role_samples, run_summary, save_weights, split_validation
 
-#: Candidate thresholds of the lesion probability for p_star (ours).
-P_GRID: tuple[float, ...] = tuple(np.round(np.arange(0.10, 0.91, 0.05), 2))
 
 
 def _area(m: np.ndarray, side: int) -> np.ndarray:
     return cv2.resize(m.astype(np.float32), (side, side), interpolation=cv2.INTER_AREA)
 
 
-def best_threshold(prob: np.ndarray, ref: np.ndarray, grid: tuple[float, ...] = P_GRID) -> tuple[float, float]:
+def best_threshold(prob: np.ndarray, ref: np.ndarray, grid: tuple[float, ...]) -> tuple[float, float]:
     """``(threshold, mean IoU)``: the grid threshold of ``prob`` (N, h, w) with the
     highest mean IoU against the bool masks ``ref`` (N, h, w) (an empty pair scores 1)."""
     best = (grid[0], -1.0)
@@ -121,7 +119,7 @@ def train_anomaly(data_root: str | Path, out: str | Path, cfg: AnomalyTrainConfi
             probs.append(torch.sigmoid(net(torch.from_numpy(inputs)))[:, 0].numpy())
         if not probs:
             return 0.0
-        t, score = best_threshold(np.concatenate(probs), ref)
+        t, score = best_threshold(np.concatenate(probs), ref, cfg.p_star_grid)
         chosen[score] = t
         return score
 

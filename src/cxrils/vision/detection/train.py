@@ -17,7 +17,7 @@ from pathlib import Path
 
 import numpy as np
 
-from cxrils.config import DetectorTrainConfig, LesionDataConfig
+from cxrils.config import DetectionConfig, DetectorTrainConfig, LesionDataConfig
 from cxrils.vision.detection.centernet import STRIDE, average_precision, decode, loss, nms, targets
 from cxrils.vision.lesion_data import lesion_boxes, network_input, random_affine, warp
 from cxrils.vision.lesion_nets import CenterNetDetector
@@ -25,8 +25,6 @@ from cxrils.vision.lesion_train import fit, role_samples, run_summary, save_weig
 
 #: VinDr-CXR class the detector emits (the only one its training data supports).
 CLASSES: tuple[str, ...] = ("Lung Opacity",)
-#: Score floor and box count of the validation decoding (ours).
-VAL_MIN_SCORE, VAL_MAX_BOXES, NMS_IOU = 0.01, 10, 0.5
 
 
 def _resize_mask(m: np.ndarray, size: int) -> np.ndarray:
@@ -82,6 +80,7 @@ def train_detector(data_root: str | Path, out: str | Path, cfg: DetectorTrainCon
 
     net = CenterNetDetector(cfg.widths, n_classes=len(CLASSES))
     truths = [boxes_of(items[i][1], items[i][2]) for i in val_idx]
+    dc = DetectionConfig()  # validation decodes as the builtin backend does
 
     def validate() -> float:
         dets = []
@@ -91,7 +90,8 @@ def train_detector(data_root: str | Path, out: str | Path, cfg: DetectorTrainCon
             hm = torch.sigmoid(out["heatmap"]).numpy()
             for k in range(len(chunk)):
                 dets.append(nms(decode(hm[k], out["size"][k].numpy(), out["offset"][k].numpy(),
-                                       min_score=VAL_MIN_SCORE, max_boxes=VAL_MAX_BOXES), NMS_IOU))
+                                       min_score=dc.builtin_min_score, max_boxes=dc.builtin_max_boxes),
+                                dc.builtin_nms_iou))
         return average_precision(dets, truths, 0.5)
 
     result = fit(net, len(train_idx), make_batch, loss_fn, validate, cfg, progress=progress)

@@ -626,6 +626,35 @@ def x_ano_table(stats: list[dict]) -> list[str]:
     return lines
 
 
+def oracle_c1_lines(data: Path, tau_anatomy: float) -> list[str]:
+    """Condition c1 of Algorithm 1 with the EXPERT's own boxes (one per lesion component)
+    and the expert lungs, for the bilateral reports of the COVID-QU-Ex report part: on
+    which side can a box pass ``IoU(box, right lung + left lung) >= tau_anatomy`` at all?"""
+    from cxrils.vision.lesion_data import covid_qu_ex_samples, lesion_boxes
+
+    both = right = left = none = 0
+    for s in covid_qu_ex_samples(data, "report"):
+        if not s.positive:
+            continue
+        r, lf = s.lungs()
+        les = s.lesion()
+        if len(sides_of_mask(les, r, lf)) != 2:
+            continue
+        lungs = r | lf
+        ok = {"r": False, "l": False}
+        for box in lesion_boxes(les, 0.02, lungs):
+            b = box_mask(box, les.shape)
+            side = "r" if (b & r).sum() >= (b & lf).sum() else "l"
+            ok[side] |= iou(b, lungs) >= tau_anatomy
+        both += ok["r"] and ok["l"]
+        right += ok["r"] and not ok["l"]
+        left += ok["l"] and not ok["r"]
+        none += not (ok["r"] or ok["l"])
+    return ["", f"c1 with the expert's own boxes (one per lesion component) and the expert lungs, bilateral "
+            f"reports of the COVID-QU-Ex report part: a box passes IoU(box, both lungs) >= {tau_anatomy} on both "
+            f"sides : right only : left only : neither = {both} : {right} : {left} : {none}."]
+
+
 def duplicate_lines(data: Path) -> list[str]:
     from cxrils.vision.lesion_data import covid_qu_ex_samples, find_duplicates
 
@@ -692,6 +721,7 @@ def main() -> None:
             stats.append(x_ano_stats(r, s, part))
         lines += x_ano_table(stats)
     if "covid_qu_ex" in sources:
+        lines += oracle_c1_lines(args.data, r.cfg.grounding.tau_anatomy)
         lines += duplicate_lines(args.data)
     lines.append(f"\nWall time {time.time() - t0:.0f} s.")
     text = "\n".join(lines)

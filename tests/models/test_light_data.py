@@ -50,3 +50,21 @@ def test_training_dataset_merges_generated_and_human_records(tmp_path):
     covid_neg = human[(human.polarity == "negative") & ~human.image_id.isin(normals)]
     assert set(covid_neg.lesion_type) <= {"opacity"}
     assert len(set(human[human.image_id.isin(normals)].lesion_type)) > 1
+
+
+def test_cardiomegaly_positives_repeated_or_dropped_by_the_ctr():
+    from cxrils.config import Config
+    from cxrils.models.light.data import CARDIOMEGALY_REPEAT, _cardiomegaly_rows
+
+    def row(k, split, polarity, lesion):
+        return {"record_id": f"im:{k}", "image_id": "im", "split": split, "polarity": polarity, "lesion_type": lesion}
+
+    rows = [row(0, "train", "positive", "cardiomegaly"), row(1, "train", "negative", "effusion"),
+            row(2, "test", "positive", "cardiomegaly")]
+    out, rep, drop = _cardiomegaly_rows(rows, 0.58, Config())
+    assert (rep, drop) == (1, 0) and len(out) == len(rows) + CARDIOMEGALY_REPEAT - 1
+    assert len({r["record_id"] for r in out}) == len(out)          # new ids, no clash
+    assert sum(r["split"] == "test" for r in out) == 1               # test rows untouched
+    out, rep, drop = _cardiomegaly_rows(rows, 0.40, Config())        # CTR <= 0.45: report and measure disagree
+    assert (rep, drop) == (0, 1) and [r["record_id"] for r in out] == ["im:1", "im:2"]
+    assert _cardiomegaly_rows(rows, None, Config())[2] == 1

@@ -20,7 +20,12 @@ from human lesion masks (issue 18).
    new images and the model would learn to trust it too much. A fixed hash share
    (:data:`VALIDATE_FRACTION`) goes to ``validate`` (threshold choice), the rest to
    ``train``; none to ``test`` (the report part is the test, scored by
-   ``benchmarks/human_masks.py``).
+   ``benchmarks/human_masks.py``). Normal images get :data:`NORMAL_ABSENT_NEGATIVES`
+   absent-type negatives per type.
+
+Cardiomegaly: each generated train positive is repeated :data:`CARDIOMEGALY_REPEAT`
+times, or dropped when the image's CTR (builtin anatomy) is at most 0.45 (Appendix D.3's
+negative cut-off), where report and measurement disagree.
 
 Sides are the patient's: on a frontal image the patient's right lung is on the
 image's left.
@@ -28,6 +33,7 @@ image's left.
 
 from __future__ import annotations
 
+import copy
 import csv
 import logging
 from pathlib import Path
@@ -39,7 +45,7 @@ from cxrils.dataset import DatasetWriter, read_records
 from cxrils.grounding.human import NORMAL_REPORT, human_grounding, report_from_label, sides_of_mask
 from cxrils.instructions import generate_records
 from cxrils.report import structure_reports
-from cxrils.vision.anatomy import get_segmenter
+from cxrils.vision.anatomy import cardiothoracic_ratio, get_segmenter
 from cxrils.vision.anatomy.data import read_gray
 from cxrils.vision.lesion_data import covid_qu_ex_samples, near_duplicate_pairs, training_samples
 from cxrils.vision.lesion_train import split_validation
@@ -50,6 +56,14 @@ log = logging.getLogger(__name__)
 VALIDATE_FRACTION = 0.15
 #: Prefix of the image ids of the human-masked images in the training dataset.
 HUMAN_PREFIX = "cqx-"
+#: Absent-type negatives per type on a human-labelled Normal image (ours; the paper's
+#: generated dataset has at most 1, Appendix C.2): a normal image holds none of the seven
+#: types anywhere, and normal images are where the model must learn to answer "no".
+NORMAL_ABSENT_NEGATIVES = 3
+#: Times each generated cardiomegaly train positive appears (ours): the demo reports name
+#: cardiomegaly in only a handful of images, against hundreds of negatives; with the CTR
+#: input the presence decision can generalise from few, repeated, consistent examples.
+CARDIOMEGALY_REPEAT = 20
 
 
 def held_back_images(data_root: str | Path) -> list[Path]:
@@ -62,6 +76,28 @@ def held_back_images(data_root: str | Path) -> list[Path]:
     with open(cov / "severity_scores.csv", newline="") as fh:
         scored = [cov / "images" / f"{ids[r['filename']]}.png" for r in csv.DictReader(fh) if r["filename"] in ids]
     return [p for p in scored if p.is_file()] + [s.image_path for s in covid_qu_ex_samples(root, "report")]
+
+
+def _cardiomegaly_rows(rows: list[dict], ctr: float | None, cfg: Config) -> tuple[list[dict], int, int]:
+    """Train rows with each cardiomegaly positive repeated :data:`CARDIOMEGALY_REPEAT`
+    times (new record ids), or dropped when the image's CTR is at most the negative
+    cut-off (Appendix D.3: such a heart may be a cardiomegaly negative, so the
+    report and the measurement disagree). Returns (rows, repeated, dropped)."""
+    out, repeated, dropped = [], 0, 0
+    next_index = 1 + max(int(str(r["record_id"]).rpartition(":")[2]) for r in rows)
+    for r in rows:
+        if not (r["split"] == "train" and r["polarity"] == "positive" and r["lesion_type"] == "cardiomegaly"):
+            out.append(r)
+            continue
+        if ctr is None or ctr <= cfg.qc.ctr_max_cardiomegaly_negative:
+            dropped += 1
+            continue
+        out.append(r)
+        for _ in range(CARDIOMEGALY_REPEAT - 1):
+            out.append({**r, "record_id": f"{r['image_id']}:{next_index}"})
+            next_index += 1
+        repeated += 1
+    return out, repeated, dropped
 
 
 def _plain(record: dict) -> dict:
@@ -109,7 +145,8 @@ def build_training_dataset(generated: str | Path, data_root: str | Path, out: st
     image_ids = sorted(records["image_id"].unique())
     paths = [generated / "images" / f"{i}.png" for i in image_ids]
     held = {image_ids[i] for i, _, _ in near_duplicate_pairs(paths, held_back_images(root))}
-    dropped = 0
+    segment = get_segmenter(cfg.backends.anatomy, cfg).segment
+    dropped, cm_repeated, cm_dropped = 0, 0, 0
     for image_id, group in records.groupby("image_id", sort=True):
         if image_id in done:
             continue
@@ -118,11 +155,18 @@ def build_training_dataset(generated: str | Path, data_root: str | Path, out: st
             keep = [r for r in rows if r["split"] == "test"]
             dropped += len(rows) - len(keep)
             rows = keep
-        writer.commit_study(image_id, read_gray(generated / "images" / f"{image_id}.png"), rows)
+        x = read_gray(generated / "images" / f"{image_id}.png")
+        if any(r["lesion_type"] == "cardiomegaly" and r["polarity"] == "positive" for r in rows):
+            anatomy = segment(x)
+            ctr = cardiothoracic_ratio(anatomy) if anatomy["heart"].any() else None
+            rows, rep, drop = _cardiomegaly_rows(rows, ctr, cfg)
+            cm_repeated, cm_dropped = cm_repeated + rep, cm_dropped + drop
+        writer.commit_study(image_id, x, rows)
     samples = training_samples(root, "detector")
     _, val = split_validation([s.image_id for s in samples], VALIDATE_FRACTION, "light-val")
     val_ids = {samples[i].image_id for i in val}
-    segment = get_segmenter(cfg.backends.anatomy, cfg).segment
+    normal_cfg = copy.deepcopy(cfg)
+    normal_cfg.instructions.max_absent_negatives_per_type = NORMAL_ABSENT_NEGATIVES
     todo = [s for s in samples if HUMAN_PREFIX + s.image_id not in done]
     texts = []
     for s in todo:
@@ -142,11 +186,13 @@ def build_training_dataset(generated: str | Path, data_root: str | Path, out: st
         # no absent-type negatives on COVID-19 images: their label says "infection", which
         # may well be pneumonia or consolidation, so "There is no pneumonia" would be false
         rows = generate_records(g, split="validate" if s.image_id in val_ids else "train", patient_id=image_id,
-                                image_path=f"images/{image_id}.png", cfg=cfg, absent_negatives=not s.positive)
+                                image_path=f"images/{image_id}.png", cfg=cfg if s.positive else normal_cfg,
+                                absent_negatives=not s.positive)
         writer.commit_study(image_id, x, rows)
         n_human += len(rows)
     writer.finalize()
     return {"generated_images": len(image_ids), "held_back_images": len(held), "held_back_records_dropped": dropped,
+            "cardiomegaly_positives_repeated": cm_repeated, "cardiomegaly_positives_dropped": cm_dropped,
             "human_images": len(samples), "human_records_added": n_human}
 
 

@@ -136,6 +136,7 @@ def _print_statistics(dataset: Path) -> None:
     from cxrils.dataset.cli import stats
 
     typer.echo("")
-    stats(dataset, None, None, importlib.util.find_spec("matplotlib") is None)
+    stats(dataset, split=None, plot=None, no_plot=importlib.util.find_spec("matplotlib") is None, html=None,
+          per_cell=2)
     typer.echo(f"\nresults: {dataset.resolve()} (records/*.parquet, images/, manifest.json, "
                "generate_summary.json; read them with cxrils.dataset.read_records or datasets)")

@@ -41,6 +41,17 @@ def _parse_overrides(items: list[str]) -> dict[str, str]:
 TRAIN_OPTIONS: dict[str, str] = {"steps": "steps", "batch_size": "batch_size", "lr": "lr", "seed": "seed"}
 
 
+def _set_value(value) -> str:
+    """A default as it would be typed after ``--set KEY=``."""
+    if isinstance(value, bool):
+        return str(value).lower()
+    if isinstance(value, (tuple, list)):
+        return ",".join(str(v) for v in value)
+    if isinstance(value, dict):
+        return "(see config.json)"
+    return str(value) if value != "" else "''"
+
+
 def settings_help() -> str:
     """The ``--set`` keys of each trainer with their defaults, for ``cxrils train --help``
     (read from the models' config dataclasses, so the list cannot go stale)."""
@@ -49,14 +60,14 @@ def settings_help() -> str:
     from cxrils.models.light.config import LightConfig
     from cxrils.models.rosalia.configuration import RosaliaConfig
 
-    lines = ["Settings (--set KEY=VALUE, repeatable; defaults in brackets; --threads sets torch threads):"]
+    lines = ["Settings: --set KEY=VALUE (repeatable), shown with their defaults; --threads sets torch threads."]
     for name, cls, extra in (("light", LightConfig, {}),
-                             ("rosalia", RosaliaConfig, {"steps": "epochs x batches", "save_every": 200,
+                             ("rosalia", RosaliaConfig, {"steps": "(epochs x batches)", "save_every": 200,
                                                          "tiny": False})):
-        items = [f"{f.name} [{getattr(cls(), f.name) if f.default_factory is dataclasses.MISSING else '...'}]"
-                 for f in dataclasses.fields(cls) if f.init]
-        items += [f"{k} [{v}]" for k, v in extra.items()]
-        lines.append(f"{name}: " + ", ".join(items))
+        defaults = cls()
+        items = [f"{f.name}={_set_value(getattr(defaults, f.name))}" for f in dataclasses.fields(cls) if f.init]
+        items += [f"{k}={_set_value(v)}" for k, v in extra.items()]
+        lines.append(f"--model {name}: " + ", ".join(items))
     lines.append("Meanings: docs/models.md (light) and docs/rosalia.md.")
     return "\n\n".join(lines)
 

@@ -30,7 +30,7 @@ import numpy as np
 
 from cxrils import __version__
 from cxrils.extras import require_extra
-from cxrils.fsutil import atomic_path
+from cxrils.fsutil import atomic_write_bytes
 
 #: Source attributes the SEG needs to reference the image and match its frame.
 REFERENCE_FIELDS: tuple[str, ...] = ("SOPClassUID", "SOPInstanceUID", "StudyInstanceUID", "SeriesInstanceUID",
@@ -102,19 +102,17 @@ def source_reference(path: str | Path):
     return stub
 
 
-def write_dicom_seg(out_path: str | Path, source_path: str | Path, mask: np.ndarray, *,
-                    segment_label: str, description: str, model_name: str = "cxrils") -> Path:
-    """Write ``mask`` as a BINARY DICOM SEG referencing the source image, atomically.
+def make_dicom_seg(reference, mask: np.ndarray, *, segment_label: str, description: str,
+                   model_name: str = "cxrils"):
+    """Build the SEG of ``mask`` for a source read by :func:`source_reference`.
 
     Parameters
     ----------
-    out_path : path
-        The ``.dcm`` file to write.
-    source_path : path
-        The DICOM image the mask was predicted on (pixel-aligned: the mask is at the
-        image's stored Rows x Columns, as :func:`cxrils.io.load_image` returns it).
+    reference : pydicom.Dataset
+        :func:`source_reference` of the DICOM image the mask was predicted on.
     mask : ndarray of bool, shape (Rows, Columns)
-        The predicted lesion mask (may be empty: a negative answer).
+        The predicted lesion mask, pixel-aligned with the image (as
+        :func:`cxrils.io.load_image` returns it); may be empty (a negative answer).
     segment_label : str
         Segment Label, e.g. the lesion type ("pneumonia"); also picks the Segmented
         Property Type (:data:`PROPERTY_TYPES`, else "Lesion").
@@ -122,6 +120,60 @@ def write_dicom_seg(out_path: str | Path, source_path: str | Path, mask: np.ndar
         Series Description, e.g. the instruction answered (cut to 64 characters).
     model_name : str
         Manufacturer's Model Name and the algorithm's name (cut to 64 characters).
+
+    Returns
+    -------
+    highdicom.seg.Segmentation
+
+    Raises
+    ------
+    cxrils.extras.MissingExtraError
+        If highdicom (extra ``dicom``) is not installed.
+    DicomSegError
+        If the mask's shape is not the source's Rows x Columns.
+    """
+    require_extra("dicom", "DICOM SEG output")
+    import highdicom as hd
+    from pydicom.sr.codedict import codes
+
+    m = np.asarray(mask, dtype=bool)
+    if m.shape != (int(reference.Rows), int(reference.Columns)):
+        raise DicomSegError(f"the mask is {m.shape[0]}x{m.shape[1]} but the image is "
+                            f"{reference.Rows}x{reference.Columns} (Rows x Columns)")
+    label = _lo(segment_label or "lesion")
+    property_type = getattr(codes.SCT, PROPERTY_TYPES.get(segment_label, "Lesion"))
+    algorithm = hd.AlgorithmIdentificationSequence(name=_lo(model_name), version=__version__,
+                                                   family=codes.DCM.ArtificialIntelligence)
+    segment = hd.seg.SegmentDescription(
+        segment_number=1, segment_label=label,
+        segmented_property_category=codes.SCT.MorphologicallyAbnormalStructure,
+        segmented_property_type=property_type,
+        algorithm_type=hd.seg.SegmentAlgorithmTypeValues.AUTOMATIC, algorithm_identification=algorithm)
+    try:
+        return hd.seg.Segmentation(
+            source_images=[reference], pixel_array=m[None].astype(np.uint8),
+            segmentation_type=hd.seg.SegmentationTypeValues.BINARY, segment_descriptions=[segment],
+            series_instance_uid=hd.UID(), series_number=1, sop_instance_uid=hd.UID(), instance_number=1,
+            manufacturer="cxrils", manufacturer_model_name=_lo(model_name), software_versions=__version__,
+            device_serial_number="none", content_label="CXRILS", content_description=label,
+            series_description=_lo(description), omit_empty_frames=False)
+    except (ValueError, TypeError, AttributeError) as err:
+        raise DicomSegError(f"highdicom cannot build a SEG for this image: {err}") from None
+
+
+def dicom_seg_bytes(reference, mask: np.ndarray, **kwargs) -> bytes:
+    """:func:`make_dicom_seg` as the bytes of a DICOM file (Part 10, with preamble)."""
+    import io
+
+    buf = io.BytesIO()
+    make_dicom_seg(reference, mask, **kwargs).save_as(buf, enforce_file_format=True)
+    return buf.getvalue()
+
+
+def write_dicom_seg(out_path: str | Path, source_path: str | Path, mask: np.ndarray, *,
+                    segment_label: str, description: str, model_name: str = "cxrils") -> Path:
+    """Write ``mask`` as a BINARY DICOM SEG referencing the DICOM at ``source_path``,
+    atomically (see :func:`make_dicom_seg` for the parameters).
 
     Returns
     -------
@@ -133,38 +185,17 @@ def write_dicom_seg(out_path: str | Path, source_path: str | Path, mask: np.ndar
     cxrils.extras.MissingExtraError
         If highdicom (extra ``dicom``) is not installed.
     DicomSegError
-        If the source cannot be referenced or the mask's shape is not its Rows x Columns.
+        If the source cannot be referenced or the mask's shape is not its Rows x Columns
+        (the message names the source file).
     """
     require_extra("dicom", "DICOM SEG output")
-    import highdicom as hd
-    from pydicom.sr.codedict import codes
-
-    stub = source_reference(source_path)
-    m = np.asarray(mask, dtype=bool)
-    if m.shape != (int(stub.Rows), int(stub.Columns)):
-        raise DicomSegError(f"{source_path}: the mask is {m.shape[0]}x{m.shape[1]} but the image is "
-                            f"{stub.Rows}x{stub.Columns} (Rows x Columns)")
-    label = _lo(segment_label or "lesion")
-    property_type = getattr(codes.SCT, PROPERTY_TYPES.get(segment_label, "Lesion"))
-    algorithm = hd.AlgorithmIdentificationSequence(name=_lo(model_name), version=__version__,
-                                                   family=codes.DCM.ArtificialIntelligence)
-    segment = hd.seg.SegmentDescription(
-        segment_number=1, segment_label=label,
-        segmented_property_category=codes.SCT.MorphologicallyAbnormalStructure,
-        segmented_property_type=property_type,
-        algorithm_type=hd.seg.SegmentAlgorithmTypeValues.AUTOMATIC, algorithm_identification=algorithm)
+    reference = source_reference(source_path)
     try:
-        seg = hd.seg.Segmentation(
-            source_images=[stub], pixel_array=m[None].astype(np.uint8),
-            segmentation_type=hd.seg.SegmentationTypeValues.BINARY, segment_descriptions=[segment],
-            series_instance_uid=hd.UID(), series_number=1, sop_instance_uid=hd.UID(), instance_number=1,
-            manufacturer="cxrils", manufacturer_model_name=_lo(model_name), software_versions=__version__,
-            device_serial_number="none", content_label="CXRILS", content_description=label,
-            series_description=_lo(description), omit_empty_frames=False)
-    except (ValueError, TypeError, AttributeError) as err:
-        raise DicomSegError(f"{source_path}: highdicom cannot build a SEG for this image: {err}") from None
+        data = dicom_seg_bytes(reference, mask, segment_label=segment_label, description=description,
+                               model_name=model_name)
+    except DicomSegError as err:
+        raise DicomSegError(f"{source_path}: {err}") from None
     out = Path(out_path)
     out.parent.mkdir(parents=True, exist_ok=True)
-    with atomic_path(out, suffix=".dcm") as tmp:
-        seg.save_as(str(tmp), enforce_file_format=True)
+    atomic_write_bytes(out, data)
     return out

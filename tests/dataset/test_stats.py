@@ -56,7 +56,8 @@ def test_stats_tables_have_full_headers_and_image_counts(tmp_path, studies):
     res = CliRunner().invoke(app, ["stats", str(ds), "--no-plot"])
     assert res.exit_code == 0, res.output
     assert "\u2026" not in res.output  # rich's ellipsis: no header or cell is cut
-    for header in ("lesion inference", "basic", "global", "positive", "negative", "pairs"):
+    for header in ("lesion", "inference", "basic", "global", "+ / -", "all +", "all -", "pairs",
+                   "positive / negative"):
         assert header in res.output
     assert "{" not in res.output  # no Python dict printed
     rows = {}
@@ -67,6 +68,18 @@ def test_stats_tables_have_full_headers_and_image_counts(tmp_path, studies):
     assert rows == {"processed": str(len(studies) + 3), "with records": str(len(studies)),
                     "done, no records": "1", "excluded": "2"}
     assert "norec" in res.output and "qc_grounding" in res.output
+
+
+def test_count_table_fits_80_columns_without_cutting(tmp_path, studies):
+    from rich.console import Console
+
+    from cxrils.dataset.stats import rich_count_table
+
+    console = Console(width=80, record=True)
+    console.print(rich_count_table(count_table(read_records(make(tmp_path, studies)), "train"), "ds / train"))
+    text = console.export_text()
+    assert "\u2026" not in text and max(len(line.rstrip()) for line in text.splitlines()) <= 80
+    assert "inference" in text and "consolidation" in text
 
 
 def test_image_counts_explain_images_without_records(tmp_path, studies):

@@ -53,21 +53,20 @@ def count_table(records, split: str | None = None):
 
 
 def rich_count_table(table, title: str):
-    """A :func:`count_table` as a ``rich.table.Table`` with full headers.
-
-    Each instruction type's cell reads ``positives / negatives``; the last columns are
-    the positive, negative and all pairs of the row.
-    """
+    """A :func:`count_table` as a ``rich.table.Table`` with full headers that fits 80
+    columns: each instruction type's cell reads ``positives / negatives``; the last
+    columns are the row's positive, negative and all pairs."""
     from rich import box
     from rich.table import Table
 
     t = Table(title=f"{title}: instruction-answer pairs (layout of paper Tables 10-12)", box=box.SIMPLE_HEAD,
               caption="cells: positive / negative pairs", title_justify="left")
-    t.add_column("lesion type", no_wrap=True)
+    t.add_column("lesion type", no_wrap=True, vertical="bottom")
     for it in vocab.INSTRUCTION_TYPES:
-        t.add_column(f"{INSTRUCTION_TYPE_NAMES[it]}\n+ / -", justify="right")
-    for name in ("positive", "negative", "pairs"):
-        t.add_column(name, justify="right")
+        name = INSTRUCTION_TYPE_NAMES[it].replace(" ", "\n")
+        t.add_column(f"{name}\n+ / -", justify="right", no_wrap=True, vertical="bottom")
+    for name in ("all +", "all -", "pairs"):
+        t.add_column(name, justify="right", no_wrap=True, vertical="bottom")
     for lesion in table.index:
         cells = [f"{int(table.loc[lesion, (it, 'positive')])} / {int(table.loc[lesion, (it, 'negative')])}"
                  for it in vocab.INSTRUCTION_TYPES]

@@ -148,3 +148,5 @@ def _print_statistics(dataset: Path) -> None:
           per_cell=2)
     typer.echo(f"\nresults: {dataset.resolve()} (records/*.parquet, images/, manifest.json, "
                "generate_summary.json; read them with cxrils.dataset.read_records or datasets)")
+    typer.echo(f"look at sampled records and their masks: cxrils stats {dataset} --html {dataset / 'report.html'}\n"
+               "try the model on an image: cxrils serve   (then open http://127.0.0.1:8000/)")

@@ -212,9 +212,12 @@ def create_app(segmenter, *, model_name: str = "", config: ServiceConfig | None 
         mask = np.asarray(pred.mask, dtype=bool)
         seg = None
         if reference is not None:
-            seg = b64(dicom_seg_bytes(reference, mask, segment_label=segment_label(answered, pred.answer),
-                                      description=f"cxrils: {answered}",
-                                      model_name=f"cxrils {getattr(segmenter, 'model_type', '')}".strip()))
+            try:
+                seg = b64(dicom_seg_bytes(reference, mask, segment_label=segment_label(answered, pred.answer),
+                                          description=f"cxrils: {answered}",
+                                          model_name=f"cxrils {getattr(segmenter, 'model_type', '')}".strip()))
+            except DicomSegError as err:  # the response still carries PNG and RLE
+                log.warning("no DICOM SEG for this upload: %s", err)
         log.info("segment: %dx%d image, mask area %d, %.0f ms", x.shape[1], x.shape[0], int(mask.sum()),
                  1000 * (time.perf_counter() - t0))
         return {

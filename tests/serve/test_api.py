@@ -37,6 +37,7 @@ def test_health_info_docs(client):
     assert client.get("/v1/health").json() == {"status": "ok"}
     info = client.get("/v1/info").json()
     assert info["lesion_types"][0] == "cardiomegaly" and "effusion" in info["examples"]
+    assert "left lung base" in info["locations"] and "left lower lobe" in info["locations"]
     assert client.get("/docs").status_code == 200
     page = client.get("/")
     assert page.status_code == 200 and "drop" in page.text

@@ -164,7 +164,7 @@ class Segmenter(ABC):
         to; responses show it so that a rewritten instruction never goes unnoticed.
 
         Default: the text itself (whitespace collapsed), for models that read free text.
-        The light model returns its Table 2 reading ("where is the fluid in the left
+        The light model returns its Table 2 reading ("where is the pleural fluid at the left
         base?" -> "Segment the effusion in the left lung base.").
 
         Raises

@@ -160,7 +160,7 @@ def create_app(segmenter, *, model_name: str = "", config: ServiceConfig | None 
             "name": "cxrils", "version": __version__, "model": model_name,
             "model_type": getattr(segmenter, "model_type", type(segmenter).__name__),
             "lesion_types": list(vocab.LESION_TYPES),
-            "locations": list(vocab.INSTRUCTION_LOCATIONS),
+            "locations": [templates.location_phrase([loc]) for loc in vocab.QUERY_LOCATIONS],
             "examples": example_instructions(),
             "max_upload_bytes": cfg.max_upload_bytes,
             "max_instruction_chars": cfg.max_instruction_chars,

@@ -45,7 +45,7 @@ run_pip -e ".[$extras]"
 step 4 "installing medspaCy 1.3.1 without its pins (the default report structurer)"
 run_pip --no-deps medspacy==1.3.1 pyrush==1.0.13 medspacy_quickumls==3.2
 step 5 "checking the installation"
-version=$("$venv/bin/cxrils" version | head -n 1)
+version=$("$venv/bin/cxrils" version 2>&1 | sed -n 1p)  # sed reads all: no SIGPIPE under pipefail
 echo "$version installed in $venv in $(($(date +%s) - start)) s (pip log: $log)"
 echo "extras installed: $extras; add more with: bash scripts/install.sh $venv EXTRA[,EXTRA]"
 echo "  or: $venv/bin/python -m pip install -e '.[EXTRA]'   (extras: ray, models, radedit, detect, llm, hf, dev)"

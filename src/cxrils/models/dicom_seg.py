@@ -24,6 +24,7 @@ study (same Study Instance UID).
 
 from __future__ import annotations
 
+import logging
 from pathlib import Path
 
 import numpy as np
@@ -149,6 +150,12 @@ def make_dicom_seg(reference, mask: np.ndarray, *, segment_label: str, descripti
         segmented_property_category=codes.SCT.MorphologicallyAbnormalStructure,
         segmented_property_type=property_type,
         algorithm_type=hd.seg.SegmentAlgorithmTypeValues.AUTOMATIC, algorithm_identification=algorithm)
+    # highdicom logs, at INFO, each module it copies "from" the reference (which holds only
+    # the fields above); cxrils' INFO log would show that chatter to users as if patient
+    # data were copied.
+    hd_log = logging.getLogger("highdicom")
+    level = hd_log.level
+    hd_log.setLevel(max(level, logging.WARNING))
     try:
         return hd.seg.Segmentation(
             source_images=[reference], pixel_array=m[None].astype(np.uint8),
@@ -159,6 +166,8 @@ def make_dicom_seg(reference, mask: np.ndarray, *, segment_label: str, descripti
             series_description=_lo(description), omit_empty_frames=False)
     except (ValueError, TypeError, AttributeError) as err:
         raise DicomSegError(f"highdicom cannot build a SEG for this image: {err}") from None
+    finally:
+        hd_log.setLevel(level)
 
 
 def dicom_seg_bytes(reference, mask: np.ndarray, **kwargs) -> bytes:

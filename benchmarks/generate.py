@@ -93,10 +93,13 @@ def _run_part(part: str, args: argparse.Namespace, workers: int = 1, **extra: st
         cmd += [f"--{k}", v]
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO / "src"), os.environ.get("PYTHONPATH", "")]),
            "OMP_NUM_THREADS": str(args.threads)}
+    load0 = os.getloadavg()[0]
     res = subprocess.run(cmd, env=env, capture_output=True, text=True)
     if res.returncode != 0:
         raise SystemExit(f"part {part} failed:\n{res.stderr[-3000:]}")
-    return json.loads(res.stdout.strip().splitlines()[-1])
+    out = json.loads(res.stdout.strip().splitlines()[-1])
+    out["load"] = f"{load0:.1f} -> {os.getloadavg()[0]:.1f}"  # 1-minute load average at start and end
+    return out
 
 
 def summary_markdown(g: dict) -> str:
@@ -155,7 +158,8 @@ def main() -> None:
     print(f"text side : {t['reports']} IU reports in {t['seconds']:.1f} s = {t['per_s']:.0f} reports/s "
           f"(structurer load {t['load_s']:.1f} s; {t['findings']} findings); peak {t['peak_mb']:.0f} MB")
     rows = [f"| text side: {t['reports']} IU reports, one batch (rules + lexicon) | {t['seconds']:.1f} s "
-            f"(+ structurer load {t['load_s']:.1f} s) | {t['per_s']:.0f} reports/s | {t['peak_mb']:.0f} MB |"]
+            f"(+ structurer load {t['load_s']:.1f} s) | {t['per_s']:.0f} reports/s | {t['peak_mb']:.0f} MB | "
+            f"{t['load']} |"]
     runs = []
     for w in worker_counts:
         for runner in ("local",) + (() if args.skip_ray else ("ray",)):
@@ -167,11 +171,13 @@ def main() -> None:
                   f"images/s ({g['done']} done, {g['records']} records; includes model loading"
                   f"{' and Ray start' if runner == 'ray' else ''}); peak {mem}{g['peak_mb']:.0f} MB")
             rows.append(f"| full pipeline, {runner}, {what}, {g['images']} pairs | {g['seconds']:.1f} s | "
-                        f"{g['per_s']:.2f} images/s | {mem}{g['peak_mb']:.0f} MB |")
+                        f"{g['per_s']:.2f} images/s | {mem}{g['peak_mb']:.0f} MB | {g['load']} |")
     speed = "\n".join(["Times include model loading (and the Ray start for Ray rows); memory is peak RSS "
                        "(local, several workers: parent + workers x the largest worker, an upper bound; "
-                       "Ray: the driver only).", "",
-                       "| part | time | throughput | peak memory |", "|---|---:|---:|---:|", *rows])
+                       "Ray: the driver only). The machine's 1-minute load average at the start and end of each "
+                       f"row is in the last column: on {os.cpu_count()} CPUs, a load above {os.cpu_count()} means "
+                       "other jobs shared them, and rates then fall.", "",
+                       "| part | time | throughput | peak memory | load |", "|---|---:|---:|---:|---:|", *rows])
     publish("generate_speed", speed)
     publish("generate_summary", summary_markdown(runs[0]))
 

@@ -5,7 +5,8 @@ from __future__ import annotations
 import importlib.util
 from pathlib import Path
 
-from conftest import REPO_ROOT
+# Not "from conftest import REPO_ROOT": in a whole-suite run "conftest" may be another folder's.
+REPO_ROOT = Path(__file__).resolve().parents[1]
 
 
 def _load(path: Path):

@@ -61,6 +61,14 @@ def _run(input_path: Path, output: Path, config: Optional[Path], set_: List[str]
     if limit is not None and limit < 0:
         typer.echo(f"error: --limit must be >= 0, got {limit}", err=True)
         raise typer.Exit(2)
+    if runner == "ray":
+        from cxrils.extras import MissingExtraError, require_extra
+
+        try:
+            require_extra("ray", "--runner ray")
+        except MissingExtraError as err:
+            typer.echo(f"error: {err}", err=True)
+            raise typer.Exit(2) from err
     bar = tqdm(total=0, unit="image", desc="generate", disable=not progress, dynamic_ncols=True)
 
     def on_progress(done: int, total: int) -> None:
@@ -136,6 +144,9 @@ def _print_statistics(dataset: Path) -> None:
     from cxrils.dataset.cli import stats
 
     typer.echo("")
-    stats(dataset, None, None, importlib.util.find_spec("matplotlib") is None)
+    stats(dataset, split=None, plot=None, no_plot=importlib.util.find_spec("matplotlib") is None, html=None,
+          per_cell=2)
     typer.echo(f"\nresults: {dataset.resolve()} (records/*.parquet, images/, manifest.json, "
                "generate_summary.json; read them with cxrils.dataset.read_records or datasets)")
+    typer.echo(f"look at sampled records and their masks: cxrils stats {dataset} --html {dataset / 'report.html'}\n"
+               "try the model on an image: cxrils serve   (then open http://127.0.0.1:8000/)")

@@ -5,8 +5,8 @@ by cxrils' own CPU stages on a copy of the image whose longer side is at most
 :data:`WORK_SIDE` pixels:
 
 * ``region``: the anatomy mask of the region the instruction names (the union of its
-  locations; both lungs for a global instruction or when it names none; the heart for
-  cardiomegaly, whose answer mask is the heart, paper section 3.2);
+  locations, lobes included; both lungs for a global instruction or when it names
+  none; the heart for cardiomegaly, whose answer mask is the heart, paper section 3.2);
 * ``lungs``: both lungs;
 * ``x_ano``: the anomaly map in [0, 1] of the configured anomaly backend (builtin: a
   healthy-lung atlas), inside the lungs (paper section 3.1 step 2).
@@ -52,6 +52,9 @@ CACHE_SIZE = 16
 #: Anatomy labels kept in :class:`ImagePriors`: the instruction locations (lungs and
 #: zones, which also name a global answer's locations) and the heart (cardiomegaly).
 PRIOR_LABELS: tuple[str, ...] = vocab.INSTRUCTION_LOCATIONS + ("heart",)
+#: Labels also kept when the anatomy backend gives them: the lobes, which an instruction
+#: may name (``region`` prior of a lobe instruction).
+OPTIONAL_PRIOR_LABELS: tuple[str, ...] = vocab.LOBES
 
 AnatomyFn = Callable[[np.ndarray], AnatomyMasks]
 #: ``anomaly(x uint8 (h, w), edit_region bool (h, w), lungs bool (h, w)) -> x_ano float32 (h, w)``.
@@ -219,8 +222,8 @@ class PriorComputer:
                 except (ValueError, RuntimeError) as err:  # e.g. no mediastinum, flat contrast
                     log.warning("x_ano prior set to zero: the anomaly stage failed on a %s image: %s",
                                 small.shape, err)
-        result = ImagePriors(anatomy=PackedMasks({lb: anatomy[lb] for lb in PRIOR_LABELS}, small.shape),
-                             x_ano=x_ano)
+        kept = PRIOR_LABELS + tuple(lb for lb in OPTIONAL_PRIOR_LABELS if lb in anatomy)
+        result = ImagePriors(anatomy=PackedMasks({lb: anatomy[lb] for lb in kept}, small.shape), x_ano=x_ano)
         self._cache[(key, with_anomaly)] = result
         while len(self._cache) > CACHE_SIZE:
             self._cache.popitem(last=False)
@@ -228,7 +231,8 @@ class PriorComputer:
 
 
 def region_labels(parsed: ParsedText | None) -> tuple[str, ...]:
-    """Anatomy labels of the region an instruction names (see the module docstring)."""
+    """Anatomy labels of the region an instruction names (see the module docstring):
+    its locations as CXAS labels (zones, lungs, lobes), both lungs, or the heart."""
     if parsed is not None and parsed.target in vocab.ORGAN_LOCATIONS:
         return (vocab.ORGAN_LOCATIONS[parsed.target],)
     if parsed is None or parsed.instruction_type == "global" or not parsed.locations:
@@ -246,12 +250,18 @@ def prior_channels(priors: ImagePriors, parsed: ParsedText | None, size: int) ->
 
     Raises
     ------
-    KeyError
-        If the anatomy lacks a named region.
+    ValueError
+        If the anatomy lacks a named region (e.g. a lobe, with an anatomy backend that
+        does not segment lobes).
     """
     import cv2
 
-    maps = (priors.anatomy.union(region_labels(parsed)).astype(np.float32),
+    labels = region_labels(parsed)
+    missing = [lb for lb in labels if lb not in priors.anatomy]
+    if missing:
+        raise ValueError(f"the anatomy stage gave no mask for {missing}, which the instruction names; "
+                         "use an anatomy backend that segments it (builtin and cxas give lobes)")
+    maps = (priors.anatomy.union(labels).astype(np.float32),
             priors.anatomy.union(("right lung", "left lung")).astype(np.float32),
             priors.x_ano.astype(np.float32))
     return np.stack([cv2.resize(m, (size, size), interpolation=cv2.INTER_AREA) for m in maps])

@@ -9,7 +9,8 @@ from typing import Any, Iterable
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from cxrils.evaluation.counts import InvalidRLE, MaskCounts, batch_mask_counts, rle_areas, rle_intersection
+from cxrils.evaluation.counts import MaskCounts, batch_mask_counts, rle_intersection
+from cxrils.masks import InvalidRLE, rle_areas
 from cxrils.evaluation.io import (
     REFERENCE_COLUMNS,
     EvaluationError,

@@ -21,8 +21,7 @@ import pyarrow.parquet as pq
 from cxrils.dataset.schema import SCHEMA_VERSION
 from cxrils.dataset.splits import SplitError, normalize_split
 from cxrils.fsutil import atomic_path
-from cxrils.evaluation.counts import coco_rle
-from cxrils.masks import MaskError
+from cxrils.masks import MaskError, coco_rle
 
 
 class EvaluationError(ValueError):

@@ -44,7 +44,12 @@ class GroundingConfig:
     tau_size: float = 0.10  # c4: IoU(box, right or left lung) (Table 7)
     tau_ano: float = 0.10  # A = x_ano >= tau_ano (Table 7)
     tau_ano_edema: float = 0.01  # tau_ano for edema (Table 7)
+    # Connected components of A (FindIntersectingComponent) and the expansion's steps:
+    # 8 (diagonal neighbours join) or 4; the paper does not say (ours).
+    connectivity: int = 8
     # Refinement (Appendix A.5 names the operations, not their sizes: ours).
+    # Pixel sizes below are at this longest image side and scale with the image (ours).
+    reference_size_px: int = 512
     open_radius_px: int = 2  # erosion then dilation radius, pixels at 512 px
     grow_intensity_tol: float = 0.06  # expansion: |x - mean(component)| / 255 below this
     grow_iterations: int = 3  # dilation steps of the similar-intensity expansion
@@ -95,6 +100,11 @@ class AnatomyConfig:
     # rule, so the safer 0.5 is the default (docs/anatomy.md; the shipped network meets
     # its heart targets at 0.5).
     heart_threshold: float = 0.5
+    # CLAHE of the builtin network's input (ours; JSRT images are low contrast). The shipped
+    # weights were trained with these values (vision/anatomy/train.py): change them only
+    # together with retrained weights.
+    clahe_clip_limit: float = 2.0
+    clahe_tile_grid: int = 8  # tiles per side of the scaled image
 
 
 @dataclass
@@ -264,6 +274,12 @@ def _check_config(cfg: Config) -> Config:
     """Checks that involve more than one value."""
     if cfg.io.max_pixels < 1:
         raise ConfigError(f"io.max_pixels: must be >= 1, got {cfg.io.max_pixels}")
+    if cfg.grounding.connectivity not in (4, 8):
+        raise ConfigError(f"grounding.connectivity: must be 4 or 8, got {cfg.grounding.connectivity}")
+    for key, value in (("grounding.reference_size_px", cfg.grounding.reference_size_px),
+                       ("anatomy.clahe_tile_grid", cfg.anatomy.clahe_tile_grid)):
+        if value < 1:
+            raise ConfigError(f"{key}: must be >= 1, got {value}")
     if cfg.split.val_fraction + cfg.split.test_fraction >= 1:
         raise ConfigError(
             f"split.val_fraction + split.test_fraction must be < 1, got "

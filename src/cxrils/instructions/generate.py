@@ -32,9 +32,9 @@ import numpy as np
 
 from cxrils import __version__, templates, vocab
 from cxrils.config import Config
-from cxrils.dataset.splits import SplitError, normalize_split
 from cxrils.masks import encode_rle
 from cxrils.types import GroundedFinding, StudyGrounding
+from cxrils.vocab import SplitError, normalize_split
 
 #: Lesion types seen as an opacity on the image: the hyperintense lung lesions of the
 #: anomaly map ("opacities, consolidations, effusions, edema, and atelectasis, which

@@ -1,4 +1,9 @@
-"""Command ``cxrils ground``: run the image side of mask generation on one case."""
+"""Command ``cxrils ground``: run the image side of mask generation on one case.
+
+It runs the generation pipeline's own steps (:class:`cxrils.pipeline.Pipeline`), so it
+lives in the pipeline package, above the grounding stage whose result it writes
+(imports flow one way: the grounding stage never imports the pipeline).
+"""
 
 from __future__ import annotations
 

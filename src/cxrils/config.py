@@ -168,6 +168,24 @@ class SplitConfig:
     val_fraction: float = 0.1
     test_fraction: float = 0.1
     seed: int = 0
+    # What a hash split keeps together: "patient" (every image needs a patient id), or
+    # "study" for inputs where each study is a different patient (`--split-by study`).
+    by: str = "patient"
+
+
+@dataclass
+class InputConfig:
+    """Limits on the input rows (ours: the paper gives none).
+
+    A report over either cap is excluded with the reason, or with ``report_over_cap =
+    "truncate"`` cut at the last sentence end within the cap (the cut is recorded in
+    the records' provenance). The public pairs' longest report has 5,465 characters
+    and 41 sentences; MIMIC-CXR reports are of the same order.
+    """
+
+    report_max_chars: int = 20_000  # 0 = no character cap
+    report_max_sentences: int = 200  # 0 = no sentence cap; sentences end in . ! or ? before a space
+    report_over_cap: str = "exclude"  # exclude | truncate
 
 
 @dataclass
@@ -218,6 +236,7 @@ class Config:
     backends: BackendConfig = field(default_factory=BackendConfig)
     io: IOConfig = field(default_factory=IOConfig)
     split: SplitConfig = field(default_factory=SplitConfig)
+    inputs: InputConfig = field(default_factory=InputConfig)
     anomaly: AnomalyConfig = field(default_factory=AnomalyConfig)
     detection: DetectionConfig = field(default_factory=DetectionConfig)
 
@@ -274,6 +293,10 @@ def _check_config(cfg: Config) -> Config:
     """Checks that involve more than one value."""
     if cfg.io.max_pixels < 1:
         raise ConfigError(f"io.max_pixels: must be >= 1, got {cfg.io.max_pixels}")
+    if cfg.split.by not in ("patient", "study"):
+        raise ConfigError(f"split.by: must be patient or study, got {cfg.split.by!r}")
+    if cfg.inputs.report_over_cap not in ("exclude", "truncate"):
+        raise ConfigError(f"inputs.report_over_cap: must be exclude or truncate, got {cfg.inputs.report_over_cap!r}")
     if cfg.grounding.connectivity not in (4, 8):
         raise ConfigError(f"grounding.connectivity: must be 4 or 8, got {cfg.grounding.connectivity}")
     for key, value in (("grounding.reference_size_px", cfg.grounding.reference_size_px),

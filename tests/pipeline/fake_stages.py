@@ -13,7 +13,6 @@ model construction drops a file, to count model loads per process).
 
 from __future__ import annotations
 
-import hashlib
 import os
 import time
 import uuid
@@ -166,7 +165,3 @@ class FakeStages:
                 "provenance": "{}",
             })
         return recs
-
-    def assign_split(self, patient_id, cfg):
-        h = int(hashlib.sha1(patient_id.encode()).hexdigest(), 16) % 10
-        return "test" if h == 0 else "validate" if h == 1 else "train"

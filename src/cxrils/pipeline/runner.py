@@ -35,7 +35,7 @@ from typing import Any, Callable, Iterable, Iterator
 
 from cxrils.config import Config, config_from_dict
 from cxrils.fsutil import atomic_write_json
-from cxrils.pipeline.inputs import StudyInput, read_inputs
+from cxrils.pipeline.inputs import StudyInput, check_splits, read_inputs
 from cxrils.pipeline.stages import DEFAULT_STAGES
 from cxrils.pipeline.study import Pipeline, StudyResult
 from cxrils.pipeline.summary import summarize
@@ -222,14 +222,17 @@ def generate(input_path: str | Path, out_dir: str | Path, cfg: Config, *, runner
     Raises
     ------
     InputError
-        For an unreadable input.
+        For an unreadable input, images without a patient id (``cfg.split.by =
+        "patient"``) or a patient in two splits (:func:`~cxrils.pipeline.inputs.check_splits`).
     RunError
         For an unknown runner, a configuration mismatch on resume, or a dead worker.
     """
     if runner not in RUNNERS:
         raise RunError(f"unknown runner {runner!r}; choose one of {list(RUNNERS)}")
     out = Path(out_dir)
-    studies = list(itertools.islice(read_inputs(input_path), limit))
+    # Splits are checked on the whole input, so a patient's split never depends on --limit.
+    studies = check_splits(read_inputs(input_path), input_path, cfg.split.by)
+    studies = studies[:limit] if limit is not None else studies
     state = RunState(out)
     state.check_config(cfg, stages)
     state.remove_stale_temporaries()

@@ -2,9 +2,11 @@
 
 A *stage provider* builds the model-backed stages (anatomy segmenter, anomaly
 mapper, lesion detector) and gives the plain functions (report structuring, image
-loading, anatomy cross-check, Algorithm 1, instruction generation, split
-assignment). :class:`BuiltinStages` serves them from the cxrils stage packages with
-the backends named in ``cfg.backends``. Another provider can be named on the
+loading, anatomy cross-check, Algorithm 1, instruction generation). Split
+assignment is not a stage: the pipeline always splits by patient
+(:func:`cxrils.dataset.assign_split`), whatever the provider.
+:class:`BuiltinStages` serves the stages from the cxrils stage packages with the
+backends named in ``cfg.backends``. Another provider can be named on the
 command line (``cxrils generate --stages package.module:Name``) to plug in other
 implementations; it is resolved by import path in every worker, so it must be an
 importable module-level class or object.
@@ -73,9 +75,6 @@ class StageProvider(Protocol):
         """Dataset rows of one image (:func:`cxrils.instructions.generate_records`)."""
         ...
 
-    def assign_split(self, patient_id: str, cfg: Config) -> str:
-        """"train", "validate" or "test" for a patient (never per image)."""
-        ...
 
 
 class BuiltinStages:
@@ -137,12 +136,6 @@ class BuiltinStages:
 
         return generate_records(grounding, split=split, patient_id=patient_id, image_path=image_path, cfg=cfg,
                                 absent_negatives=absent_negatives)
-
-    def assign_split(self, patient_id: str, cfg: Config) -> str:
-        """Deterministic patient-level split when the input has none."""
-        from cxrils.dataset import assign_split
-
-        return assign_split(patient_id, cfg)
 
 
 def resolve_stages(spec: str) -> StageProvider:

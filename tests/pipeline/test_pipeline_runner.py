@@ -64,9 +64,9 @@ def test_generate_summary_and_json(pairs, tmp_path):
     assert summary["studies"]["excluded_by_reason"] == {
         "error:commit": 1, "error:grounding": 1, "error:image": 1, "qc_crosscheck": 1, "report": 1,
         "view_not_frontal": 1}
-    from cxrils.dataset import DatasetWriter
+    from cxrils.dataset import read_exclusions
 
-    reasons = DatasetWriter(out, {}).exclusions()
+    reasons = read_exclusions(out)
     assert reasons["badrecords"].startswith("error:commit: DatasetError: study badrecords: record 'badrecords:0'")
     assert not (out / "images" / "badrecords.png").exists()
     on_disk = json.loads((out / SUMMARY_NAME).read_text())
@@ -133,7 +133,8 @@ def test_resume_with_another_config_is_refused(pairs, tmp_path):
     generate(pairs, tmp_path / "ds", config(), stages=FAKE, limit=2)
     cfg = config()
     cfg.grounding.tau_ano = 0.3
-    with pytest.raises(RunError, match="another configuration"):
+    with pytest.raises(RunError, match=r"cannot resume: .* config\.grounding\.tau_ano: 0\.1, now 0\.3\. "
+                                       r"Resume only with .* to start over, delete"):
         generate(pairs, tmp_path / "ds", cfg, stages=FAKE)
 
 

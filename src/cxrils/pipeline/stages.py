@@ -137,6 +137,37 @@ class BuiltinStages:
         return generate_records(grounding, split=split, patient_id=patient_id, image_path=image_path, cfg=cfg,
                                 absent_negatives=absent_negatives)
 
+    def weight_files(self, cfg: Config) -> dict[str, list[str]]:
+        """The weight files (or folders) the backends of ``cfg`` load, by stage: hashed
+        into the run's provenance so a resume with other weights is refused.
+
+        Shipped weights (builtin anatomy network, builtin anomaly atlas) and every
+        local path the chosen backends read (``backends.*_weights``, ``*_dir``,
+        ``onnx_detector``, ``llm_model_path``, ``anomaly.radedit_*_dir``). A backend
+        that gains a weight file must be listed here.
+        """
+        from importlib import resources
+
+        from cxrils.vision.anatomy.builtin import default_weights
+        from cxrils.vision.anomaly.atlas import ATLAS_NAME
+
+        b = cfg.backends
+        atlas = cfg.anomaly.atlas_path or str(resources.files("cxrils") / "weights" / ATLAS_NAME)
+        anatomy_paths = {"builtin": [str(default_weights())], "cxas": [b.cxas_weights],
+                         "hybridgnet": [b.hybridgnet_weights]}
+        anomaly_paths = {"builtin": [atlas],
+                         "radedit": [b.radedit_dir, cfg.anomaly.radedit_vae_dir, cfg.anomaly.radedit_text_encoder_dir]}
+        detector_paths = {"onnx": [b.onnx_detector]}
+        out: dict[str, list[str]] = {}
+        for name in dict.fromkeys([b.anatomy, b.anatomy_edit_region or b.anatomy]):
+            out[f"anatomy ({name})"] = anatomy_paths.get(name, [])
+        out[f"anomaly ({b.anomaly})"] = anomaly_paths.get(b.anomaly, [])
+        out[f"detector ({b.detector})"] = detector_paths.get(b.detector, [])
+        uses_llm = "llm" in (b.report_structurer, b.location_mapper) or cfg.instructions.paraphrase
+        if uses_llm and b.llm_model_path:
+            out["llm"] = [b.llm_model_path]
+        return {label: [p for p in paths if p] for label, paths in out.items()}
+
 
 def resolve_stages(spec: str) -> StageProvider:
     """Import a provider from ``"package.module:Name"``; a class is instantiated.

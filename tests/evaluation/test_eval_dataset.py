@@ -295,18 +295,22 @@ def test_cli_whole_lung_with_the_configured_anatomy_backend(dataset: Path, tmp_p
     assert code == 2 and "cannot build the anatomy backend 'cxas'" in out and "Traceback" not in out
 
 
-def test_dataset_written_by_the_dataset_writer(tmp_path: Path) -> None:
+def _written_by_the_dataset_writer(root: Path) -> Path:
     from eval_data import standard_records
 
     from cxrils.dataset import DatasetWriter
 
-    writer = DatasetWriter(tmp_path / "ds", {"test": "evaluation"}, shard_size=4)
-    by_image: dict[str, list[dict]] = {}
-    for rec in standard_records():
-        by_image.setdefault(rec["image_id"], []).append(rec)
-    for image_id, recs in by_image.items():
-        writer.commit_study(image_id, np.full((H, W), 90, np.uint8), recs)
-    ds = writer.finalize().parent
+    with DatasetWriter(root, {"test": "evaluation"}, shard_size=4) as writer:
+        by_image: dict[str, list[dict]] = {}
+        for rec in standard_records():
+            by_image.setdefault(rec["image_id"], []).append(rec)
+        for image_id, recs in by_image.items():
+            writer.commit_study(image_id, np.full((H, W), 90, np.uint8), recs)
+        return writer.finalize().parent
+
+
+def test_dataset_written_by_the_dataset_writer(tmp_path: Path) -> None:
+    ds = _written_by_the_dataset_writer(tmp_path / "ds")
     for name in ("oracle", "always-empty"):
         write_predictions(tmp_path / f"{name}.parquet", baseline_predictions(name, ds))
     oracle = evaluate_predictions(ds, tmp_path / "oracle.parquet").table4()
@@ -339,17 +343,7 @@ def test_cli_evaluate_uncompressed_counts_that_are_not_integers(bad: str, datase
 
 
 def test_cli_evaluate_refuses_a_corrupt_shard(tmp_path: Path) -> None:
-    from eval_data import standard_records
-
-    from cxrils.dataset import DatasetWriter
-
-    with DatasetWriter(tmp_path / "ds", {"test": "evaluation"}, shard_size=4) as writer:
-        by_image: dict[str, list[dict]] = {}
-        for rec in standard_records():
-            by_image.setdefault(rec["image_id"], []).append(rec)
-        for image_id, recs in by_image.items():
-            writer.commit_study(image_id, np.full((H, W), 90, np.uint8), recs)
-        ds = writer.finalize().parent
+    ds = _written_by_the_dataset_writer(tmp_path / "ds")
     write_predictions(tmp_path / "oracle.parquet", baseline_predictions("oracle", ds))
     shard = sorted((ds / "records").glob("test-*.parquet"))[0]
     data = bytearray(shard.read_bytes())

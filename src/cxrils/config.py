@@ -11,6 +11,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import math
+import re
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -75,6 +76,21 @@ class QCConfig:
     # Appendix D.2 names the checks but not the tolerances: ours, as a fraction of width/height.
     crosscheck_lung_x_tol: float = 0.05
     crosscheck_heart_y_tol: float = 0.05
+    # Frontal-view plausibility of the anatomy (ours: the paper gives none). An image whose
+    # organs fail it (e.g. a lateral image without a view, segmented as if frontal) is
+    # excluded, so it never yields records or a cardiomegaly negative. Bounds: the range
+    # of the JSRT SCR human masks (247 PA images: lung area 0.069-0.250 of the image,
+    # smaller/larger lung 0.54-1.00, heart area 0.058-0.142, CTR 0.35-0.63, lungs' rows
+    # overlapping >= 0.95), widened (docs/grounding.md); the four IU lateral images fall
+    # outside on heart area (<= 0.012) and CTR (<= 0.33).
+    frontal_plausibility: bool = True
+    plausible_lung_area_min_fraction: float = 0.02  # each lung, of the image's pixels
+    plausible_lung_area_max_fraction: float = 0.40
+    plausible_lung_balance_min_fraction: float = 0.25  # smaller lung area / larger
+    plausible_lung_overlap_min_fraction: float = 0.50  # shared rows / rows of the shorter lung
+    plausible_heart_area_min_fraction: float = 0.02
+    ctr_plausible_min: float = 0.30  # a lower CTR is a failed heart mask, not a small heart
+    ctr_plausible_max: float = 0.85
 
 
 @dataclass
@@ -159,6 +175,9 @@ class IOConfig:
     """Image loading limits."""
 
     max_pixels: int = 100_000_000  # refuse larger images with ImageLoadError (decompression bombs)
+    # DICOM VOI: auto (first VOI LUT, else first window, else min-max) | lut[:k] | window[:k]
+    # (the k-th, 0 first) | minmax. Recorded in each image's transforms (docs/io.md).
+    voi: str = "auto"
 
 
 @dataclass
@@ -293,6 +312,13 @@ def _check_config(cfg: Config) -> Config:
     """Checks that involve more than one value."""
     if cfg.io.max_pixels < 1:
         raise ConfigError(f"io.max_pixels: must be >= 1, got {cfg.io.max_pixels}")
+    if not re.fullmatch(r"auto|minmax|(lut|window)(:\d+)?", cfg.io.voi):
+        raise ConfigError(f"io.voi: must be auto, minmax, lut, lut:K, window or window:K, got {cfg.io.voi!r}")
+    qc = cfg.qc
+    if not (qc.plausible_lung_area_min_fraction <= qc.plausible_lung_area_max_fraction
+            and qc.ctr_plausible_min <= qc.ctr_max_cardiomegaly_negative <= qc.ctr_plausible_max):
+        raise ConfigError("qc: need plausible_lung_area_min_fraction <= plausible_lung_area_max_fraction and "
+                          "ctr_plausible_min <= ctr_max_cardiomegaly_negative <= ctr_plausible_max")
     if cfg.split.by not in ("patient", "study"):
         raise ConfigError(f"split.by: must be patient or study, got {cfg.split.by!r}")
     if cfg.inputs.report_over_cap not in ("exclude", "truncate"):

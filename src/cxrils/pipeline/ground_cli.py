@@ -67,7 +67,7 @@ def ground(
     if not text.strip():
         _fail("REPORT_TEXT is empty")
     try:
-        loaded = load_image(image, max_pixels=cfg.io.max_pixels)
+        loaded = load_image(image, max_pixels=cfg.io.max_pixels, voi=cfg.io.voi)
     except ImageLoadError as err:
         _fail(str(err))
 

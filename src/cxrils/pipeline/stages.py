@@ -96,7 +96,7 @@ class BuiltinStages:
         ViewPosition) or None; raises ``cxrils.io.ImageLoadError``."""
         from cxrils.io import load_image
 
-        loaded = load_image(path, max_pixels=cfg.io.max_pixels)
+        loaded = load_image(path, max_pixels=cfg.io.max_pixels, voi=cfg.io.voi)
         return loaded.pixels, getattr(loaded.meta, "view_position", None)
 
     def make_anatomy(self, cfg: Config) -> Any:

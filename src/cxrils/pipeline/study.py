@@ -8,7 +8,8 @@ Per image (paper section 3.1 and Appendix D):
    whose report yielded no usable section is excluded (Appendix A.1).
 3. ``x`` = the 8-bit image (uint8 (H, W)).
 4. Anatomy on ``x``: lungs + heart give RadEdit's edit region (the paper uses
-   HybridGNet here, section 3.1 step 2).
+   HybridGNet here, section 3.1 step 2); organs that are not those of a frontal chest
+   radiograph (``cxrils.vision.anatomy.frontal_plausibility``, ours) exclude the image.
 5. Anomaly map: ``x_hat``, ``x_ano`` inside the edit region.
 6. Location masks: anatomy on ``x_hat`` (the paper runs CXAS on the edited image,
    Appendix A.3; ``backends.anatomy_on_x_hat``) or on ``x`` by a second backend,
@@ -40,6 +41,7 @@ from cxrils.dataset import assign_split, image_relpath
 from cxrils.pipeline.inputs import StudyInput, cap_report
 from cxrils.pipeline.stages import DEFAULT_STAGES, StageLoadError, StageProvider, resolve_stages
 from cxrils.types import AnatomyMasks, AnomalyResult, LesionBox, StructuredReport, StudyGrounding
+from cxrils.vision.anatomy import frontal_plausibility
 
 log = logging.getLogger(__name__)
 
@@ -296,8 +298,13 @@ class Pipeline:
 
     @_guarded("anatomy")
     def run_anatomy_x(self, state: StudyState) -> None:
-        """Step 4: anatomy of ``x`` (edit region of the anomaly mapper)."""
+        """Step 4: anatomy of ``x`` (edit region of the anomaly mapper), and its
+        frontal-view plausibility (``cfg.qc``): implausible organs (a lateral image
+        without a view, a failed segmentation) exclude the image as ``qc_anatomy``."""
         state.anatomy_x = self.edit_region_segmenter.segment(state.x)
+        reason = frontal_plausibility(state.anatomy_x, self.cfg.qc)
+        if reason:
+            state.excluded = f"qc_anatomy: {reason}"
 
     @_guarded("anomaly")
     def run_anomaly(self, state: StudyState) -> None:

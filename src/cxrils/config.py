@@ -81,7 +81,7 @@ class QCConfig:
     # excluded, so it never yields records or a cardiomegaly negative. Bounds: the range
     # of the JSRT SCR human masks (247 PA images: lung area 0.069-0.250 of the image,
     # smaller/larger lung 0.54-1.00, heart area 0.058-0.142, CTR 0.35-0.63, lungs' rows
-    # overlapping >= 0.95), widened (docs/grounding.md); the four IU lateral images fall
+    # overlapping >= 0.95), widened (docs/pipeline.md); the four IU lateral images fall
     # outside on heart area (<= 0.012) and CTR (<= 0.33).
     frontal_plausibility: bool = True
     plausible_lung_area_min_fraction: float = 0.02  # each lung, of the image's pixels

@@ -49,6 +49,7 @@ def as_bool_mask(mask: Any, what: str = "") -> np.ndarray:
     Returns
     -------
     ndarray of bool, shape (H, W)
+        ``mask`` itself when it already is a bool (H, W) array.
 
     Raises
     ------

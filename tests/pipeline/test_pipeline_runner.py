@@ -29,7 +29,8 @@ def test_process_study_bad_studies_become_exclusions(pairs):
     assert "broken.png" in res["broken"].excluded or "cannot identify" in res["broken"].excluded
     assert res["empty"].excluded == "report: no findings, impression or last paragraph"
     assert res["lat"].excluded == "view_not_frontal: LATERAL"
-    assert res["black"].excluded == "qc_anatomy: no right lung found: not a frontal chest view?"
+    assert res["black"].excluded == ("qc_anatomy: no right lung found: not a frontal chest view, or a failed "
+                                     "segmentation")
     assert res["bright"].excluded == "qc_crosscheck: lung x-extent differs"
     assert res["nogrounding"].excluded == "error:grounding: ValueError: grounding failed on purpose"
     for bad in ("broken", "empty", "lat", "black", "bright", "nogrounding"):
@@ -224,7 +225,7 @@ def test_edit_region_backend_of_its_own(through_step_6):
     assert pipe.edit_region_segmenter.calls == 1 and pipe.anatomy_segmenter.calls == 1
     assert state.excluded is None
     _, black = through_step_6(cfg, "black")  # the edit-region backend's organs are checked
-    assert black.excluded == "qc_anatomy: no right lung found: not a frontal chest view?"
+    assert black.excluded == "qc_anatomy: no right lung found: not a frontal chest view, or a failed segmentation"
 
 
 def test_a_structurer_failing_on_every_report_stops_the_run(tmp_path):

@@ -79,7 +79,8 @@ def frontal_plausibility(masks: AnatomyMasks, cfg: QCConfig) -> str | None:
     -------
     str or None
         None when plausible (or ``cfg.frontal_plausibility`` is off); else the reason,
-        e.g. ``"heart covers 0.001 of the image (< 0.02): not a frontal chest view?"``.
+        e.g. ``"heart covers 0.001 of the image (< 0.02): not a frontal chest view, or a
+        failed segmentation"``.
     """
     if not cfg.frontal_plausibility:
         return None
@@ -87,7 +88,7 @@ def frontal_plausibility(masks: AnatomyMasks, cfg: QCConfig) -> str | None:
     right = np.asarray(masks["right lung"], dtype=bool)
     left = np.asarray(masks["left lung"], dtype=bool)
     heart = np.asarray(masks["heart"], dtype=bool)
-    hint = ": not a frontal chest view?"
+    hint = ": not a frontal chest view, or a failed segmentation"
     areas = {}
     for side, lung in (("right", right), ("left", left)):
         if not lung.any():

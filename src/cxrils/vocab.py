@@ -208,3 +208,29 @@ PRESENCES: Final[tuple[str, ...]] = ("positive", "negative")
 #: Frontal view positions accepted by quality control (Appendix D.1: PA and AP), plus
 #: "FRONTAL", which sources without the projection (IU X-ray checked by eye) use.
 FRONTAL_VIEWS: Final[frozenset[str]] = frozenset({"PA", "AP", "AP SUPINE", "FRONTAL"})
+
+#: Split names of a cxrils dataset (the spelling of MIMIC-CXR's official split file), and
+#: the other spellings accepted for them.
+SPLITS: Final[tuple[str, ...]] = ("train", "validate", "test")
+SPLIT_ALIASES: Final[dict[str, str]] = {
+    "train": "train", "training": "train", "validate": "validate", "validation": "validate",
+    "val": "validate", "valid": "validate", "test": "test", "testing": "test",
+}
+
+
+class SplitError(ValueError):
+    """Raised for an unknown split name, a bad fraction, or a key missing from an official split."""
+
+
+def normalize_split(name: str) -> str:
+    """Map a split name ("val", "validation", "Test"...) to train | validate | test.
+
+    Raises
+    ------
+    SplitError
+        For a name that is none of :data:`SPLIT_ALIASES`.
+    """
+    try:
+        return SPLIT_ALIASES[str(name).strip().lower()]
+    except KeyError:
+        raise SplitError(f"unknown split name {name!r}; expected one of {SPLITS}") from None

@@ -42,7 +42,8 @@ def _default_data_dir() -> Path:
 
 
 def _run(input_path: Path, output: Path, config: Optional[Path], set_: List[str], runner: str, workers: int,
-         limit: Optional[int], stages: str, ray_address: Optional[str], progress: bool) -> dict:
+         limit: Optional[int], stages: str, ray_address: Optional[str], progress: bool,
+         split_by: Optional[str] = None) -> dict:
     """Load the configuration, run :func:`generate` with a progress bar, print the summary."""
     from tqdm import tqdm
     from tqdm.contrib.logging import logging_redirect_tqdm
@@ -54,7 +55,7 @@ def _run(input_path: Path, output: Path, config: Optional[Path], set_: List[str]
     from cxrils.pipeline.summary import format_summary
 
     try:
-        cfg = load_config(config, set_)
+        cfg = load_config(config, [*set_, *([f"split.by={split_by}"] if split_by else [])])
     except ConfigError as err:
         typer.echo(f"error: {err}", err=True)
         raise typer.Exit(2) from err
@@ -109,6 +110,10 @@ def register(app: typer.Typer) -> None:
         ray_address: Optional[str] = typer.Option(None, "--ray-address",
                                                   help="Ray cluster address (default: start a local one)."),
         progress: bool = typer.Option(True, "--progress/--no-progress", help="Show a progress bar."),
+        split_by: Optional[str] = typer.Option(
+            None, "--split-by", help="What a split keeps together: patient (default; every image needs a "
+                                     "patient_id or a split) | study (each study is a different patient). "
+                                     "Same as --set split.by=...; recorded in the manifest."),
     ) -> None:
         """Generate an instruction-answer-mask dataset from image-report pairs (resumable).
 
@@ -117,7 +122,7 @@ def register(app: typer.Typer) -> None:
         summary (also written as DATASET/generate_summary.json). Rerun the same
         command after an interruption to finish the rest.
         """
-        _run(input_path, output, config, set_, runner, workers, limit, stages, ray_address, progress)
+        _run(input_path, output, config, set_, runner, workers, limit, stages, ray_address, progress, split_by)
 
     @app.command()
     def demo(

@@ -334,6 +334,13 @@ class MimicIlsConfig:
     mask_foreground: int = 255
 
 
+#: Config sections that change how a run executes (Ray actors, GPUs per step, batch
+#: sizes), never what it writes: results do not depend on batch size or placement
+#: (tests/pipeline/test_pipeline_batches.py), so they stay out of the provenance and a
+#: resume may change them.
+EXECUTION_SECTIONS: tuple[str, ...] = ("pipeline",)
+
+
 @dataclass
 class Config:
     """The whole configuration of a cxrils run."""
@@ -356,9 +363,15 @@ class Config:
         """Plain nested dict (JSON/TOML serialisable)."""
         return dataclasses.asdict(self)
 
+    def dataset_settings(self) -> dict[str, Any]:
+        """:meth:`to_dict` without the sections that only say how a run executes
+        (:data:`EXECUTION_SECTIONS`): what a generated dataset depends on, recorded in
+        its provenance and compared when a run resumes."""
+        return {k: v for k, v in self.to_dict().items() if k not in EXECUTION_SECTIONS}
+
     def to_json(self) -> str:
-        """Stable JSON text (sorted keys), used for provenance."""
-        return json.dumps(self.to_dict(), sort_keys=True)
+        """Stable JSON text (sorted keys) of :meth:`dataset_settings`, used for provenance."""
+        return json.dumps(self.dataset_settings(), sort_keys=True)
 
 
 def _coerce(section: str, key: str, value: Any, current: Any) -> Any:

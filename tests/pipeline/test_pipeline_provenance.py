@@ -59,7 +59,7 @@ def test_provenance_records_the_code_version_and_refuses_another(tmp_path, monke
     generate(pairs, out, config(), stages=FAKE, limit=2)
     prov = read_manifest(out)["provenance"]
     assert prov["cxrils_version"] == cxrils.__version__ and prov["stages"] == FAKE
-    assert len(prov["code_sha256"]) == 64 and prov["config"] == json.loads(json.dumps(config().to_dict()))
+    assert len(prov["code_sha256"]) == 64 and prov["config"] == json.loads(json.dumps(config().dataset_settings()))
     assert "git_commit" in prov and prov["weights"] == {}  # the fake stages load no weights
     assert json.loads((out / "provenance.json").read_text()) == prov
     monkeypatch.setattr(cxrils, "__version__", "99.0")
@@ -72,6 +72,24 @@ def test_provenance_records_the_code_version_and_refuses_another(tmp_path, monke
     monkeypatch.undo()
     generate(pairs, out, config(), stages=FAKE)  # the same versions resume
     assert read_manifest(out)["n_images"] == 3
+
+
+def test_resume_may_change_how_a_run_executes_but_not_what_it_writes(tmp_path):
+    """Ray batch sizes and GPUs (``pipeline.*``) never change the records, so a resume
+    may change them; a threshold does change them, so a resume with another is refused."""
+    pairs = make_input(tmp_path / "in", n=3, bad=False)
+    out = tmp_path / "ds"
+    generate(pairs, out, config(), stages=FAKE, limit=1)
+    assert "pipeline" not in read_manifest(out)["provenance"]["config"]
+    faster = config()
+    faster.pipeline.ray.anomaly.batch_size = 8
+    faster.pipeline.ray.anomaly.num_gpus = 1.0
+    generate(pairs, out, faster, stages=FAKE, limit=2)
+    assert read_manifest(out)["n_images"] == 2
+    other = config()
+    other.grounding.tau_ano = 0.2
+    with pytest.raises(RunError, match=r"grounding"):
+        generate(pairs, out, other, stages=FAKE)
 
 
 def test_two_processes_cannot_write_one_dataset_folder(tmp_path):

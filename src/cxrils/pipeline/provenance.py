@@ -120,5 +120,5 @@ def run_provenance(cfg: Config, stages: str, provider: Any) -> dict[str, Any]:
     if files:
         log.info("hashing the weight files of %s", ", ".join(files))
     return {"generator": "cxrils generate", "cxrils_version": cxrils.__version__, "git_commit": git_commit(),
-            "code_sha256": code_sha256(), "stages": stages, "config": cfg.to_dict(),
+            "code_sha256": code_sha256(), "stages": stages, "config": cfg.dataset_settings(),
             "weights": weight_hashes(files)}

@@ -13,6 +13,8 @@ at about 3k records to show that memory does not grow with the number of records
 Usage::
 
     nice -n 10 python benchmarks/evaluation.py [--records 12235] [--positives 2354]
+
+Publishes ``docs/results/evaluation.md`` (``benchmarks/results.py``).
 """
 
 from __future__ import annotations
@@ -143,6 +145,8 @@ def main() -> None:
     if args.measure:
         measure(*args.measure)
         return
+    from results import publish
+
     env = {**os.environ, "OMP_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
     with tempfile.TemporaryDirectory() as tmp:
         results = []
@@ -163,6 +167,15 @@ def main() -> None:
         print(f"records x{big['records'] / small['records']:.1f} -> evaluation memory "
               f"{small['eval_mib']:.1f} -> {big['eval_mib']:.1f} MiB; time per record "
               f"{1e6 * big['seconds'] / big['records']:.0f} us")
+    rows = [f"| {r['records']:,} ({r['positives']:,} positives) | {r['seconds']:.2f} s / {r['warm_seconds']:.2f} s | "
+            f"{r['eval_mib']:.1f} MiB | {r['gIoU']:.3f} / {r['cIoU']:.3f} / {r['n_acc']:.3f} / "
+            f"{r['text_accuracy']:.3f} |" for r in results]
+    publish("evaluation", "\n".join([
+        f"Synthetic test-set-sized runs ({SIZE}x{SIZE} ellipse masks, composition of paper Table 12, a "
+        "simulated model), `evaluate_predictions` in a fresh process pinned to one core, pyarrow on one thread.",
+        "", "| records | time, one core (cold / warm) | evaluation memory (peak RSS above baseline) | "
+        "gIoU / cIoU / N-Acc / text of the simulated model |", "|---|---:|---:|---|", *rows,
+        "", f"Time per record: {1e6 * big['seconds'] / big['records']:.0f} us (cold, {big['records']:,} records)."]))
 
 
 if __name__ == "__main__":

@@ -4,6 +4,7 @@ Prints studies per second for ``generate_records`` and for ``DatasetWriter``
 (commit + finalize), records per study and bytes per record on disk, at 512 x 512
 (the size of the shared sample images). Run:
 ``PYTHONPATH=src nice -n 10 python benchmarks/instructions_dataset.py [N]``.
+Publishes ``docs/results/instructions_dataset.md`` (``benchmarks/results.py``).
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ import time
 from pathlib import Path
 
 import numpy as np
+from results import publish
 
 from cxrils.config import Config
 from cxrils.dataset import DatasetWriter
@@ -71,6 +73,14 @@ def main(n: int = 200) -> None:
     print(f"generate_records: {n / t_gen:.1f} studies/s")
     print(f"commit_study (image PNG + part): {n / t_commit:.1f} studies/s")
     print(f"finalize: {t_final:.2f} s; records shards {shard_bytes / n_rec:.0f} bytes/record")
+    publish("instructions_dataset", "\n".join([
+        f"{n} synthetic studies ({H}x{W}; a tentative pneumonia, bibasilar atelectasis grounded on the right, "
+        f"a negated effusion, cardiomegaly), {n_rec} records ({n_rec / n:.1f} per study), one process.", "",
+        "| step | speed |", "|---|---:|",
+        f"| `generate_records` | {n / t_gen:.1f} studies/s |",
+        f"| `DatasetWriter.commit_study` (image PNG + part file) | {n / t_commit:.1f} studies/s |",
+        f"| `DatasetWriter.finalize` | {t_final:.2f} s |",
+        f"| records shards on disk | {shard_bytes / n_rec:.0f} bytes/record |"]))
 
 
 if __name__ == "__main__":

@@ -8,6 +8,7 @@ Prints:
   and a worst-case noisy mask).
 
 Run: ``nice -n 10 python benchmarks/io_bench.py [--data PATH]`` (single process).
+Publishes ``docs/results/io.md`` (``benchmarks/results.py``).
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ import time
 from pathlib import Path
 
 import numpy as np
+from results import publish
 
 from cxrils.io import load_image
 from cxrils.masks import decode_rle, encode_rle
@@ -52,10 +54,12 @@ def main() -> None:
     args = parser.parse_args()
     data = args.data.resolve()
 
+    rows = []
     pngs = sorted((data / "jsrt_scr" / "images").glob("*.png"))
     if pngs:
         rate, n = _rate(pngs)
         print(f"JSRT PNG (512 px, 8-bit): {rate:.1f} images/s over {n} images")
+        rows.append(f"| load JSRT PNGs (512 px, 8-bit) | {rate:.1f} images/s | {n} images |")
     else:
         print(f"JSRT PNG: no images under {data / 'jsrt_scr' / 'images'}")
     for name in ("RG1_UNCR.dcm", "RG1_J2KR.dcm"):
@@ -63,6 +67,8 @@ def main() -> None:
         if path.is_file():
             rate, n = _rate([path], args.dicom_repeats)
             print(f"CR DICOM {name} (1955x1841, 15-bit): {rate:.2f} images/s over {n} loads")
+            kind = "uncompressed" if "UNCR" in name else "JPEG 2000 lossless"
+            rows.append(f"| load CR DICOM {name} (1955x1841, 15-bit, {kind}) | {rate:.2f} images/s | {n} loads |")
         else:
             print(f"CR DICOM {name}: not found under {data / 'dicom'}")
 
@@ -72,6 +78,8 @@ def main() -> None:
     for label, mask, repeats in (("lesion-like (2 blobs)", blobs, 50), ("noisy (50% random)", noisy, 3)):
         ms, nchar = _rle_ms(mask, repeats)
         print(f"COCO RLE 1024x1024 {label}: encode+decode {ms:.2f} ms ({nchar} counts chars)")
+        rows.append(f"| COCO RLE encode + decode, 1024x1024 {label} | {ms:.2f} ms | {nchar} counts characters |")
+    publish("io", "\n".join(["One process.", "", "| what | speed | over |", "|---|---:|---|", *rows]))
 
 
 if __name__ == "__main__":

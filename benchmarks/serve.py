@@ -5,7 +5,8 @@ Prints p50 / p95 latency and the error count. Usage::
     python benchmarks/serve.py [--model RUN_DIR] [--requests 50] [--image PATH]
 
 The model defaults to the built-in light model; the image to a real NIH CXR from
-../shared/data. Traffic goes to 127.0.0.1 only; the loop is bounded.
+../shared/data. Traffic goes to 127.0.0.1 only; the loop is bounded. Publishes
+``docs/results/serve.md`` (``benchmarks/results.py``).
 """
 
 from __future__ import annotations
@@ -30,6 +31,7 @@ def main() -> None:
 
     import httpx
     import uvicorn
+    from results import publish
 
     from cxrils.models.base import Segmenter
     from cxrils.serve.app import create_app
@@ -79,6 +81,18 @@ def main() -> None:
     print(f"requests: {len(results)} concurrent, wall {wall:.2f} s, throughput {len(results) / wall:.1f} req/s")
     print(f"latency p50: {statistics.median(lat) * 1000:.0f} ms, p95: {p95 * 1000:.0f} ms")
     print(f"errors: {errors}")
+    from PIL import Image
+
+    with Image.open(image) as im:
+        size = f"{im.width}x{im.height}"
+    publish("serve", "\n".join([
+        f"{len(results)} concurrent `POST /v1/segment` requests on 127.0.0.1 (one uvicorn process, inference "
+        f"serialised by the service's lock), model `{Path(run_dir).name}`, image {image.name} ({size} PNG), "
+        f"{len(instructions)} instructions in turn.", "",
+        "| requests | wall time | throughput | latency p50 | latency p95 | errors |",
+        "|---:|---:|---:|---:|---:|---:|",
+        f"| {len(results)} | {wall:.2f} s | {len(results) / wall:.1f} requests/s | "
+        f"{statistics.median(lat) * 1000:.0f} ms | {p95 * 1000:.0f} ms | {errors} |"]))
 
 
 if __name__ == "__main__":

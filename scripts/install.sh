@@ -1,6 +1,10 @@
 #!/usr/bin/env bash
-# Install cxrils into a fresh virtual environment.
-#   bash scripts/install.sh [VENV_DIR] [EXTRAS]      e.g.  bash scripts/install.sh .venv serve,models
+# Install cxrils into a fresh virtual environment, saying what it does at each step.
+#   bash scripts/install.sh [VENV_DIR] [EXTRAS]      e.g.  bash scripts/install.sh .venv ray,models
+# The default install has the core dependencies plus the extras serve (web page and REST
+# API) and dicom (compressed DICOM input, DICOM SEG output); EXTRAS (comma-separated, see
+# pyproject.toml) are added to those. A feature whose extra is missing says so in one line
+# with the command that installs it (cxrils.extras).
 # torch comes first from the CPU wheel (a plain 'torch' requirement would pull a CUDA
 # build of several GB); medspaCy (used by the default report structurer) goes in with
 # --no-deps because it pins spacy<3.8 (hence numpy<2) on Python < 3.12 while running fine
@@ -8,12 +12,41 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 venv=${1:-.venv}
-extras=${2:-}
+default_extras="serve,dicom"  # keep in step with cxrils.extras.DEFAULT_EXTRAS
+extras=${default_extras}${2:+,$2}
+log="$venv/install.log"
+start=$(date +%s)
+
+step() { echo "==> [$1/5] $2 ($(($(date +%s) - start)) s so far)"; }
+
+# pip's full output goes to the log; the terminal shows, as they happen, the packages pip
+# fetches and what it installed.
+run_pip() {
+  set +e
+  "$venv/bin/python" -m pip install --disable-pip-version-check "$@" 2>&1 | tee -a "$log" \
+    | { grep --line-buffered -E "^(Collecting|Successfully installed) " || true; } \
+    | sed -u -E 's/^(.{0,110}).*/    \1/'
+  local rc=${PIPESTATUS[0]}
+  set -e
+  if [ "$rc" -ne 0 ]; then
+    echo "error: pip failed (exit status $rc); the last lines of $log:" >&2
+    tail -n 25 "$log" >&2
+    exit 1
+  fi
+}
+
+step 1 "creating the virtual environment $venv with $(python3 --version 2>&1)"
 python3 -m venv "$venv"
-# shellcheck disable=SC1091
-. "$venv/bin/activate"
-export PIP_DISABLE_PIP_VERSION_CHECK=1
-pip install -q torch==2.13.0
-pip install -q -e ".${extras:+[$extras]}"
-pip install -q --no-deps medspacy==1.3.1 pyrush==1.0.13 medspacy_quickumls==3.2
-echo "cxrils installed in $venv ($(python -c 'import cxrils; print(cxrils.__version__)'))"
+: >"$log"
+step 2 "installing torch 2.13.0 first (the CPU wheel where pip's index offers it; the longest step)"
+run_pip torch==2.13.0
+step 3 "installing cxrils (editable, from $(pwd)) with its core dependencies and the extras: $extras"
+run_pip -e ".[$extras]"
+step 4 "installing medspaCy 1.3.1 without its pins (the default report structurer)"
+run_pip --no-deps medspacy==1.3.1 pyrush==1.0.13 medspacy_quickumls==3.2
+step 5 "checking the installation"
+version=$("$venv/bin/cxrils" version 2>&1 | sed -n 1p)  # sed reads all: no SIGPIPE under pipefail
+echo "$version installed in $venv in $(($(date +%s) - start)) s (pip log: $log)"
+echo "extras installed: $extras; add more with: bash scripts/install.sh $venv EXTRA[,EXTRA]"
+echo "  or: $venv/bin/python -m pip install -e '.[EXTRA]'   (extras: ray, models, radedit, detect, llm, hf, dev)"
+echo "next: $venv/bin/cxrils demo   (or $venv/bin/cxrils --help)"

@@ -19,3 +19,27 @@ def shared_data() -> Path:
     if not path.is_dir():
         pytest.skip(f"../shared/data not found: {path} (public sample data, see its README)")
     return path
+
+
+#: Launch flags of headless Debian Chromium in the browser tests (no sandbox in containers,
+#: no GPU, nothing that reaches the network).
+CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
+                 "--disable-component-update", "--disable-sync", "--no-first-run", "--disable-quic"]
+
+
+@pytest.fixture
+def chromium():
+    """A headless Debian Chromium driven by Playwright (a ``Browser``); skips with a
+    reason where Playwright or ``chromium`` is not installed (``.ci/run`` installs both)."""
+    import shutil
+
+    sync_api = pytest.importorskip("playwright.sync_api")
+    exe = shutil.which("chromium") or shutil.which("chromium-browser")
+    if exe is None:
+        pytest.skip("Debian chromium not installed (apt-get install -y chromium)")
+    with sync_api.sync_playwright() as pw:
+        browser = pw.chromium.launch(executable_path=exe, headless=True, args=CHROMIUM_ARGS)
+        try:
+            yield browser
+        finally:
+            browser.close()

@@ -56,9 +56,49 @@ def test_image_info_command(tmp_path: Path) -> None:
     info = json.loads(res.output)
     assert info["shape"] == [8, 8] and info["bits_stored"] == 16 and info["saved"] == str(out)
     saved = np.asarray(Image.open(out))
-    assert saved.dtype == np.uint8 and saved.min() == 0 and saved.max() == 255
+    # 16-bit gray is scaled by its container's range (docs/io.md): 63000 -> round(63000 * 255 / 65535)
+    assert saved.dtype == np.uint8 and saved.min() == 0 and saved.max() == round(63000 * 255 / 65535)
     bad = tmp_path / "bad.png"
     bad.write_text("nope")
     res = CliRunner().invoke(app, ["image-info", str(bad)])
     assert res.exit_code == 2
     assert "bad.png" in res.output and "Traceback" not in res.output
+
+
+def test_train_help_lists_the_training_settings() -> None:
+    import dataclasses
+
+    from cxrils.models.light.config import LightConfig
+
+    res = CliRunner().invoke(app, ["train", "--help"], terminal_width=200)
+    assert res.exit_code == 0, res.output
+    for option in ("--steps", "--batch-size", "--lr", "--seed", "--threads", "--set"):
+        assert option in res.output
+    text = " ".join(res.output.split())
+    for f in dataclasses.fields(LightConfig):
+        if f.init:
+            assert f"{f.name}=" in text, f.name
+    assert "steps=600" in text and "text_encoder=structured" in text
+
+
+def test_train_options_become_settings(tmp_path, monkeypatch) -> None:
+    import types
+
+    from cxrils.models import cli as models_cli
+
+    seen = {}
+
+    def fake_trainer(dataset, out, overrides, **kwargs):
+        seen.update(overrides)
+        return {"steps": int(overrides.get("steps", 0)), "train_seconds": 0.0}
+
+    monkeypatch.setitem(sys.modules, "fake_trainer_mod", types.SimpleNamespace(train=fake_trainer))
+    monkeypatch.setitem(models_cli.TRAINERS, "light", "fake_trainer_mod:train")
+    (tmp_path / "ds").mkdir()
+    (tmp_path / "ds" / "manifest.json").write_text("{}")
+    args = ["train", "--dataset", str(tmp_path / "ds"), "-o", str(tmp_path / "run")]
+    res = CliRunner().invoke(app, args + ["--steps", "7", "--batch-size", "8", "--lr", "0.01", "--set", "seed=3"])
+    assert res.exit_code == 0, res.output
+    assert seen == {"steps": "7", "batch_size": "8", "lr": "0.01", "seed": "3"}
+    res = CliRunner().invoke(app, args + ["--steps", "7", "--set", "steps=9"])
+    assert res.exit_code == 2 and "contradicts" in res.output

@@ -401,15 +401,28 @@ def test_png_8bit_unchanged(tmp_path: Path) -> None:
     assert img.meta.transforms == []
 
 
-def test_png_16bit_scaled_without_clipping(tmp_path: Path) -> None:
+def test_png_16bit_scaled_by_the_container_range(tmp_path: Path) -> None:
     arr = np.tile(np.linspace(1000, 60000, 300).round().astype(np.uint16), (5, 1))
     Image.fromarray(arr).save(tmp_path / "d.png")
     img = load_image(tmp_path / "d.png")
-    assert img.meta.bits_stored == 16
-    np.testing.assert_array_equal(img.pixels, to8((arr - 1000.0) / 59000.0))
-    assert img.pixels.min() == 0 and img.pixels.max() == 255
+    assert img.meta.bits_stored == 16 and img.meta.transforms == ["scale:linear(0..65535)->uint8"]
+    np.testing.assert_array_equal(img.pixels, to8(arr / 65535.0))  # not stretched to its own min..max
+    assert img.pixels.min() == to8(np.array(1000 / 65535)) and img.pixels.max() == to8(np.array(60000 / 65535))
     assert np.all(np.diff(img.pixels[0].astype(int)) >= 0)  # no wrap-around, no plateau from clipping
-    assert len(np.unique(img.pixels)) > 200
+
+
+def test_8bit_and_16bit_copies_give_the_same_x(tmp_path: Path, shared_data: Path) -> None:
+    """The one rule for both depths: v16 = 257 * v8 (the usual 8 -> 16-bit widening)
+    gives back exactly v8, on a real radiograph and on a constant image."""
+    v8 = np.asarray(Image.open(shared_data / "iu_xray" / "images" / "CXR1900_IM-0584-1001.png").convert("L"))
+    for name, arr in (("xray", v8), ("constant", np.full((40, 60), 100, np.uint8))):
+        Image.fromarray(arr).save(tmp_path / f"{name}8.png")
+        Image.fromarray(arr.astype(np.uint16) * 257).save(tmp_path / f"{name}16.png")
+        x8, x16 = load_image(tmp_path / f"{name}8.png"), load_image(tmp_path / f"{name}16.png")
+        assert (x8.meta.bits_stored, x16.meta.bits_stored) == (8, 16)
+        np.testing.assert_array_equal(x16.pixels, x8.pixels)
+        np.testing.assert_array_equal(x8.pixels, arr)
+    assert np.all(load_image(tmp_path / "constant16.png").pixels == 100)  # not zeroed, not stretched
 
 
 def test_rgb_rgba_palette_to_gray(tmp_path: Path) -> None:
@@ -463,10 +476,13 @@ def test_pixel_limit(tmp_path: Path, monkeypatch) -> None:
     assert 10_500 * 10_000 > IOConfig().max_pixels
     with pytest.raises(ImageLoadError, match="io.max_pixels"):
         load_image(big)
-    # Pillow's own decompression-bomb guard is also reported as ImageLoadError.
+    # io.max_pixels replaces Pillow's own decompression-bomb limit, also above it (here
+    # Pillow's 1000 pixels against an 8000-pixel image: Pillow alone refuses over 2000).
     monkeypatch.setattr(Image, "MAX_IMAGE_PIXELS", 1000)
-    with pytest.raises(ImageLoadError, match="decompression bomb"):
-        load_image(tmp_path / "s.png", max_pixels=10**9)
+    assert load_image(tmp_path / "s.png", max_pixels=10**9).pixels.shape == (80, 100)
+    assert Image.MAX_IMAGE_PIXELS == 1000  # put back
+    with pytest.raises(ImageLoadError, match="limit of 5000"):
+        load_image(tmp_path / "s.png", max_pixels=5000)
     with pytest.raises(ValueError, match="max_pixels"):
         load_image(tmp_path / "s.png", max_pixels=0)
 
@@ -514,7 +530,7 @@ def test_tiff_16bit_float_and_bilevel(tmp_path: Path) -> None:
     Image.fromarray(arr16).save(tmp_path / "a.tif")
     a = load_image(tmp_path / "a.tif")
     assert (a.meta.format, a.meta.bits_stored) == ("tiff", 16)
-    np.testing.assert_array_equal(a.pixels, to8(arr16 / 60000.0))
+    np.testing.assert_array_equal(a.pixels, to8(arr16 / 65535.0))
     arrf = np.linspace(-1, 3, 16, dtype=np.float32).reshape(4, 4)
     Image.fromarray(arrf).save(tmp_path / "f.tif")
     np.testing.assert_array_equal(load_image(tmp_path / "f.tif").pixels, to8((arrf.astype(float) + 1) / 4))
@@ -524,3 +540,103 @@ def test_tiff_16bit_float_and_bilevel(tmp_path: Path) -> None:
     b = load_image(tmp_path / "b.bmp")
     assert b.meta.bits_stored == 1
     np.testing.assert_array_equal(b.pixels, np.where(bits, 255, 0).astype(np.uint8))
+
+
+
+# --------------------------------------------------------------------------- orientation, VOI choice
+def _lr_marked(h: int = 6, w: int = 8) -> np.ndarray:
+    """uint8 (h, w): bright in the top-left corner only (rows, columns distinguishable)."""
+    arr = np.full((h, w), 10, np.uint8)
+    arr[0, 0] = 250
+    arr[0, 1] = 200
+    return arr
+
+
+@pytest.mark.parametrize("orientation, expect", [
+    ("L\\F", lambda a: a),  # standard: patient's right on the image's left
+    ("R\\F", lambda a: a[:, ::-1]),  # mirrored
+    ("L\\H", lambda a: a[::-1, :]),  # upside down
+    ("R\\H", lambda a: a[::-1, ::-1]),  # rotated 180 degrees
+    ("F\\L", lambda a: a.T),  # rows <-> columns
+    ("H\\R", lambda a: a.T[::-1, ::-1]),
+    ("LA\\FR", lambda a: a),  # first letters are the main directions
+])
+def test_patient_orientation_turns_a_frontal_image_to_the_standard_display(tmp_path: Path, orientation,
+                                                                           expect) -> None:
+    stored = load_image(make_dicom(tmp_path / "s.dcm", _lr_marked(), ViewPosition="PA")).pixels  # as stored
+    img = load_image(make_dicom(tmp_path / "o.dcm", _lr_marked(), PatientOrientation=orientation, ViewPosition="PA",
+                                PixelSpacing=[0.1, 0.2]))
+    np.testing.assert_array_equal(img.pixels, expect(stored))
+    assert img.meta.patient_orientation == tuple(orientation.split("\\"))
+    turned = [t for t in img.meta.transforms if t.startswith("orient:")]
+    standard = orientation.split("\\")[0][0] == "L" and orientation.split("\\")[1][0] == "F"
+    assert len(turned) == (0 if standard else 1) and all(t.endswith(f"{orientation} -> L\\F)") for t in turned)
+    transposed = orientation[0] in "HF"
+    assert img.meta.pixel_spacing == ((0.2, 0.1) if transposed else (0.1, 0.2))
+    assert img.meta.original_shape == (6, 8)
+
+
+@pytest.mark.parametrize("orientation, view, message", [
+    ("L\\R", "PA", "names one axis twice"),
+    ("A\\F", "PA", "View Position PA is frontal but Patient Orientation A\\\\F is not"),
+    ("L\\F", "LL", "View Position LL is lateral but Patient Orientation L\\\\F is frontal"),
+    ("X\\F", "PA", "is not two direction codes"),
+    ("L", "PA", "is not two direction codes"),
+])
+def test_contradictory_orientation_is_refused(tmp_path: Path, orientation, view, message) -> None:
+    path = make_dicom(tmp_path / "o.dcm", _lr_marked(), PatientOrientation=orientation, ViewPosition=view)
+    with pytest.raises(ImageLoadError, match=message):
+        load_image(path)
+
+
+def test_lateral_orientation_is_left_as_stored_and_recorded(tmp_path: Path) -> None:
+    stored = load_image(make_dicom(tmp_path / "s.dcm", _lr_marked(), ViewPosition="LL")).pixels
+    img = load_image(make_dicom(tmp_path / "o.dcm", _lr_marked(), PatientOrientation="P\\F", ViewPosition="LL"))
+    np.testing.assert_array_equal(img.pixels, stored)
+    assert img.meta.patient_orientation == ("P", "F")
+    assert "orient:none(PatientOrientation P\\F: not a frontal plane, left as stored)" in img.meta.transforms
+    assert img.meta.to_dict()["patient_orientation"] == ["P", "F"]
+
+
+def test_real_dicom_orientation_is_standard(dicom_dir: Path) -> None:
+    img = load_image(dicom_dir / "RG1_UNCR.dcm")
+    assert img.meta.patient_orientation == ("L", "F") and not any(t.startswith("orient:") for t in img.meta.transforms)
+
+
+def test_voi_choice_lut_or_which_window(tmp_path: Path) -> None:
+    stored = ramp12()
+    path = make_dicom(tmp_path / "v.dcm", stored, bits_stored=12, WindowCenter=["1000", "3000"],
+                      WindowWidth=["500", "800"], VOILUTSequence=[_voi_lut_item(2000)])
+    auto = load_image(path)
+    assert [t for t in auto.meta.transforms if t.startswith("voi")][0].startswith("voi:lut[0 of 1]")
+    second = load_image(path, voi="window:1")
+    voi = [t for t in second.meta.transforms if t.startswith("voi")][0]
+    assert voi == "voi:window[1 of 2](center=3000, width=800, function=LINEAR) (io.voi=window:1)"
+    np.testing.assert_array_equal(second.pixels, to8(linear_window(stored.astype(float), 3000, 800)))
+    first = load_image(path, voi="window")
+    np.testing.assert_array_equal(first.pixels, to8(linear_window(stored.astype(float), 1000, 500)))
+    plain = load_image(path, voi="minmax")
+    np.testing.assert_array_equal(plain.pixels, to8(stored / 4095.0))
+    missing = load_image(path, voi="window:5")
+    voi = [t for t in missing.meta.transforms if t.startswith("voi")][0]
+    assert voi.startswith("voi:minmax(0..4095) (io.voi=window:5); window 5 ignored")
+    with pytest.raises(ValueError, match="voi must be"):
+        load_image(path, voi="brightest")
+    from cxrils.config import ConfigError, load_config
+
+    assert load_config(None, ["io.voi=window:1"]).io.voi == "window:1"
+    with pytest.raises(ConfigError, match="io.voi"):
+        load_config(None, ["io.voi=window:x"])
+
+
+def test_codestream_precision_that_disagrees_with_bits_stored_is_recorded(dicom_dir: Path, tmp_path: Path) -> None:
+    if not get_decoder(JPEG2000Lossless).is_available:
+        pytest.skip("no JPEG 2000 decoder installed (pip install 'cxrils[dicom]')")
+    agree = load_image(dicom_dir / "RG1_J2KR.dcm")
+    assert agree.meta.bits_stored == 15 and agree.meta.codestream_precision is None
+    ds = pydicom.dcmread(dicom_dir / "RG1_J2KR.dcm")
+    ds.BitsStored, ds.HighBit = 12, 11  # the header says 12 bits, the codestream holds 15
+    ds.save_as(tmp_path / "wrong.dcm")
+    wrong = load_image(tmp_path / "wrong.dcm")
+    assert (wrong.meta.bits_stored, wrong.meta.codestream_precision) == (12, 15)
+    np.testing.assert_array_equal(wrong.pixels, agree.pixels)  # decoded at the codestream's precision

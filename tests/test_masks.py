@@ -165,3 +165,31 @@ def test_start_length_rle_empty_and_errors() -> None:
             decode_start_length_rle(text, 2, 3)
     with pytest.raises(MaskError, match="size"):
         decode_start_length_rle("1 1", -2, 3)
+
+
+@pytest.mark.parametrize("bad_run", [float("nan"), float("inf"), "3", True, 2.5, None])
+def test_uncompressed_counts_must_be_integers(bad_run) -> None:
+    # [7, 1, 4] is the one-pixel mask of test_one_pixel_mask_counts_by_hand; one run replaced.
+    rle = {"size": [3, 4], "counts": [7, bad_run, 4]}
+    with pytest.raises(MaskError, match="run 1"):
+        decode_rle(rle)
+    with pytest.raises(MaskError, match="run 1"):
+        rle_area(rle)
+
+
+def test_uncompressed_counts_integral_floats_accepted() -> None:
+    # JSON writers may emit 7.0 for 7; the runs are the same integers.
+    m = np.zeros((3, 4), dtype=bool)
+    m[1, 2] = True
+    np.testing.assert_array_equal(decode_rle({"size": [3, 4], "counts": [7.0, 1.0, 4.0]}), m)
+
+
+def test_one_implementation_of_the_rle_helpers() -> None:
+    # The evaluation uses the mask module's validator, decoder and converter (no copies).
+    import cxrils.evaluation.counts as counts
+    import cxrils.masks as masks
+
+    assert counts.rle_areas is masks.rle_areas and counts.coco_rle is masks.coco_rle
+    assert counts.as_bool_mask is masks.as_bool_mask and counts.InvalidRLE is masks.InvalidRLE
+    with pytest.raises(MaskError, match="probability map"):
+        encode_rle(np.full((2, 2), 0.3))

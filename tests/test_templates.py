@@ -44,14 +44,31 @@ def test_location_phrase_errors() -> None:
         location_phrase([])
     with pytest.raises(TemplateError, match="not instruction locations"):
         location_phrase(["right lower lobe"])
-    with pytest.raises(TemplateError, match="not instruction locations"):
-        location_phrase(["lung upper lobe right"])  # a lobe label is not an instruction location
     for bad in ("left lung base and right lung base",  # not canonical order
+                "lung lower lobe left",  # a lobe is written as a radiologist writes it
                 "right lung base, left lung base",  # missing "and"
                 "right lung base and right lung base",  # duplicate
                 "middle of nowhere"):
         with pytest.raises(TemplateError):
             parse_location_phrase(bad)
+
+
+def test_lobes_are_phrased_as_radiologists_write_them() -> None:
+    # CXAS lobe labels (vocab.LOBES) <-> "right lower lobe"; after the Table 9 locations.
+    assert location_phrase(["lung lower lobe left"]) == "left lower lobe"
+    assert location_phrase(["lung upper lobe right", "lung middle lobe right"]) == (
+        "right upper lobe and right middle lobe")
+    assert location_phrase(["lung lower lobe right", "left lung base"]) == "left lung base and right lower lobe"
+    assert parse_location_phrase("left lung base and right lower lobe") == ("left lung base", "lung lower lobe right")
+    text = render_instruction("basic", "pneumonia", ["lung lower lobe left"])
+    assert text == "Segment the pneumonia in the left lower lobe."
+    parsed = parse_instruction(text)
+    assert (parsed.instruction_type, parsed.target, parsed.locations) == ("basic", "pneumonia", ("lung lower lobe left",))
+    assert render_answer("basic", "negative", "pneumonia", ["lung lower lobe left"]) == (
+        "[SEG] There is no pneumonia in the left lower lobe.")
+    assert parse_answer("[SEG] There is no opacity in the right middle lobe.").locations == ("lung middle lobe right",)
+    for label in vocab.LOBES:
+        assert parse_location_phrase(location_phrase([label])) == (label,)
 
 
 def test_instruction_texts_are_table_2() -> None:
@@ -135,7 +152,7 @@ def test_render_errors(call) -> None:
 
 @pytest.mark.parametrize("text", [
     "Segment the tumour in the right lung.",
-    "Segment the edema in the right lower lobe.",
+    "Segment the edema in the right lower lobes.",
     "segment the edema.",
     "Segment the edema",
     "Please segment the edema.",

@@ -33,7 +33,7 @@ COMMAND_MODULES: tuple[str, ...] = (
     "cxrils.report.cli",
     "cxrils.vision.anatomy.cli",
     "cxrils.vision.lesion_cli",
-    "cxrils.grounding.cli",
+    "cxrils.pipeline.ground_cli",
     "cxrils.dataset.cli",
     "cxrils.dataset.mimic_ils.cli",
     "cxrils.evaluation.cli",

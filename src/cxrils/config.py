@@ -13,6 +13,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import math
+import re
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -46,7 +47,12 @@ class GroundingConfig:
     tau_size: float = 0.10  # c4: IoU(box, right or left lung) (Table 7)
     tau_ano: float = 0.10  # A = x_ano >= tau_ano (Table 7)
     tau_ano_edema: float = 0.01  # tau_ano for edema (Table 7)
+    # Connected components of A (FindIntersectingComponent) and the expansion's steps:
+    # 8 (diagonal neighbours join) or 4; the paper does not say (ours).
+    connectivity: int = 8
     # Refinement (Appendix A.5 names the operations, not their sizes: ours).
+    # Pixel sizes below are at this longest image side and scale with the image (ours).
+    reference_size_px: int = 512
     open_radius_px: int = 2  # erosion then dilation radius, pixels at 512 px
     grow_intensity_tol: float = 0.06  # expansion: |x - mean(component)| / 255 below this
     grow_iterations: int = 3  # dilation steps of the similar-intensity expansion
@@ -72,6 +78,20 @@ class QCConfig:
     # Appendix D.2 names the checks but not the tolerances: ours, as a fraction of width/height.
     crosscheck_lung_x_tol: float = 0.05
     crosscheck_heart_y_tol: float = 0.05
+    # Frontal-view plausibility of the anatomy (ours: the paper gives none). An image whose
+    # organs fail it (e.g. a lateral image without a view, segmented as if frontal) is
+    # excluded, so it never yields records or a cardiomegaly negative. Bounds: the range
+    # of each measure over the JSRT SCR human masks (247 PA images), widened; every JSRT
+    # annotation passes, the four IU lateral images fail (benchmarks/plausibility.py,
+    # docs/results/plausibility.md, docs/pipeline.md).
+    frontal_plausibility: bool = True
+    plausible_lung_area_min_fraction: float = 0.02  # each lung, of the image's pixels
+    plausible_lung_area_max_fraction: float = 0.40
+    plausible_lung_balance_min_fraction: float = 0.25  # smaller lung area / larger
+    plausible_lung_overlap_min_fraction: float = 0.50  # shared rows / rows of the shorter lung
+    plausible_heart_area_min_fraction: float = 0.02
+    ctr_plausible_min: float = 0.30  # a lower CTR is a failed heart mask, not a small heart
+    ctr_plausible_max: float = 0.85
 
 
 @dataclass
@@ -97,6 +117,11 @@ class AnatomyConfig:
     # rule, so the safer 0.5 is the default (docs/anatomy.md; the shipped network meets
     # its heart targets at 0.5).
     heart_threshold: float = 0.5
+    # CLAHE of the builtin network's input (ours; JSRT images are low contrast). The shipped
+    # weights were trained with these values (vision/anatomy/train.py): change them only
+    # together with retrained weights.
+    clahe_clip_limit: float = 2.0
+    clahe_tile_grid: int = 8  # tiles per side of the scaled image
 
 
 @dataclass
@@ -191,6 +216,9 @@ class IOConfig:
     """Image loading limits."""
 
     max_pixels: int = 100_000_000  # refuse larger images with ImageLoadError (decompression bombs)
+    # DICOM VOI: auto (first VOI LUT, else first window, else min-max) | lut[:k] | window[:k]
+    # (the k-th, 0 first) | minmax. Recorded in each image's transforms (docs/io.md).
+    voi: str = "auto"
 
 
 @dataclass
@@ -200,6 +228,24 @@ class SplitConfig:
     val_fraction: float = 0.1
     test_fraction: float = 0.1
     seed: int = 0
+    # What a hash split keeps together: "patient" (every image needs a patient id), or
+    # "study" for inputs where each study is a different patient (`--split-by study`).
+    by: str = "patient"
+
+
+@dataclass
+class InputConfig:
+    """Limits on the input rows (ours: the paper gives none).
+
+    A report over either cap is excluded with the reason, or with ``report_over_cap =
+    "truncate"`` cut at the last sentence end within the cap (the cut is recorded in
+    the records' provenance). The public pairs' longest report has 5,465 characters
+    and 41 sentences; MIMIC-CXR reports are of the same order.
+    """
+
+    report_max_chars: int = 20_000  # 0 = no character cap
+    report_max_sentences: int = 200  # 0 = no sentence cap; sentences end in . ! or ? before a space
+    report_over_cap: str = "exclude"  # exclude | truncate
 
 
 @dataclass
@@ -368,6 +414,13 @@ class MimicIlsConfig:
     mask_foreground: int = 255
 
 
+#: Config sections that change how a run executes (Ray actors, GPUs per step, batch
+#: sizes), never what it writes: results do not depend on batch size or placement
+#: (tests/pipeline/test_pipeline_batches.py), so they stay out of the provenance and a
+#: resume may change them.
+EXECUTION_SECTIONS: tuple[str, ...] = ("pipeline",)
+
+
 @dataclass
 class Config:
     """The whole configuration of a cxrils run."""
@@ -381,6 +434,7 @@ class Config:
     io: IOConfig = field(default_factory=IOConfig)
     split: SplitConfig = field(default_factory=SplitConfig)
     pipeline: PipelineConfig = field(default_factory=PipelineConfig)
+    inputs: InputConfig = field(default_factory=InputConfig)
     anomaly: AnomalyConfig = field(default_factory=AnomalyConfig)
     detection: DetectionConfig = field(default_factory=DetectionConfig)
     mimic_ils: MimicIlsConfig = field(default_factory=MimicIlsConfig)
@@ -389,9 +443,15 @@ class Config:
         """Plain nested dict (JSON/TOML serialisable)."""
         return dataclasses.asdict(self)
 
+    def dataset_settings(self) -> dict[str, Any]:
+        """:meth:`to_dict` without the sections that only say how a run executes
+        (:data:`EXECUTION_SECTIONS`): what a generated dataset depends on, recorded in
+        its provenance and compared when a run resumes."""
+        return {k: v for k, v in self.to_dict().items() if k not in EXECUTION_SECTIONS}
+
     def to_json(self) -> str:
-        """Stable JSON text (sorted keys), used for provenance."""
-        return json.dumps(self.to_dict(), sort_keys=True)
+        """Stable JSON text (sorted keys) of :meth:`dataset_settings`, used for provenance."""
+        return json.dumps(self.dataset_settings(), sort_keys=True)
 
 
 def _coerce(section: str, key: str, value: Any, current: Any) -> Any:
@@ -447,6 +507,23 @@ def _check_config(cfg: Config) -> Config:
         raise ConfigError(f"report.max_sentence_tokens: must be >= 1, got {cfg.report.max_sentence_tokens}")
     if cfg.io.max_pixels < 1:
         raise ConfigError(f"io.max_pixels: must be >= 1, got {cfg.io.max_pixels}")
+    if not re.fullmatch(r"auto|minmax|(lut|window)(:\d+)?", cfg.io.voi):
+        raise ConfigError(f"io.voi: must be auto, minmax, lut, lut:K, window or window:K, got {cfg.io.voi!r}")
+    qc = cfg.qc
+    if not (qc.plausible_lung_area_min_fraction <= qc.plausible_lung_area_max_fraction
+            and qc.ctr_plausible_min <= qc.ctr_max_cardiomegaly_negative <= qc.ctr_plausible_max):
+        raise ConfigError("qc: need plausible_lung_area_min_fraction <= plausible_lung_area_max_fraction and "
+                          "ctr_plausible_min <= ctr_max_cardiomegaly_negative <= ctr_plausible_max")
+    if cfg.split.by not in ("patient", "study"):
+        raise ConfigError(f"split.by: must be patient or study, got {cfg.split.by!r}")
+    if cfg.inputs.report_over_cap not in ("exclude", "truncate"):
+        raise ConfigError(f"inputs.report_over_cap: must be exclude or truncate, got {cfg.inputs.report_over_cap!r}")
+    if cfg.grounding.connectivity not in (4, 8):
+        raise ConfigError(f"grounding.connectivity: must be 4 or 8, got {cfg.grounding.connectivity}")
+    for key, value in (("grounding.reference_size_px", cfg.grounding.reference_size_px),
+                       ("anatomy.clahe_tile_grid", cfg.anatomy.clahe_tile_grid)):
+        if value < 1:
+            raise ConfigError(f"{key}: must be >= 1, got {value}")
     if cfg.split.val_fraction + cfg.split.test_fraction >= 1:
         raise ConfigError(
             f"split.val_fraction + split.test_fraction must be < 1, got "

@@ -1,11 +1,13 @@
 """Atomic file writes: a reader never sees a half-written file.
 
 Each function writes to a temporary file in the destination folder, flushes and
-fsyncs it, then renames it over the destination (``os.replace``, atomic on POSIX).
+fsyncs it, renames it over the destination (``os.replace``, atomic on POSIX), then
+fsyncs the folder, so that the rename itself survives a power cut.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import tempfile
@@ -39,6 +41,7 @@ def atomic_path(dest: str | Path, suffix: str = "") -> Iterator[Path]:
             os.fsync(fh.fileno())
         os.chmod(tmp_path, 0o666 & ~_umask())  # mkstemp creates 0600; use the usual mode
         os.replace(tmp_path, dest)
+        fsync_folder(dest.parent)
     except BaseException:
         tmp_path.unlink(missing_ok=True)
         raise
@@ -60,6 +63,15 @@ def atomic_write_json(dest: str | Path, obj: Any, indent: int | None = 2) -> Non
     atomic_write_text(dest, json.dumps(obj, indent=indent, sort_keys=True, default=str) + "\n")
 
 
+def fsync_folder(folder: str | Path) -> None:
+    """Flush a folder's entries (names created, renamed or removed in it) to disk."""
+    fd = os.open(folder, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
 def fsync_dir(folder: str | Path) -> None:
     """Flush every file directly in ``folder``, then the folder itself, to disk (before
     the folder is renamed into place as a whole)."""
@@ -68,8 +80,13 @@ def fsync_dir(folder: str | Path) -> None:
         if path.is_file():
             with open(path, "rb") as fh:
                 os.fsync(fh.fileno())
-    fd = os.open(folder, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
+    fsync_folder(folder)
+
+
+def sha256_file(path: str | Path) -> str:
+    """SHA-256 (hex) of a file's bytes, read in 1 MiB chunks."""
+    h = hashlib.sha256()
+    with open(path, "rb") as fh:
+        for chunk in iter(lambda: fh.read(1 << 20), b""):
+            h.update(chunk)
+    return h.hexdigest()

@@ -16,7 +16,8 @@ Masks in memory are ``numpy.ndarray`` of dtype bool, shape (H, W), row/col index
 from __future__ import annotations
 
 import json
-from typing import Any, TypedDict
+import math
+from typing import Any, Mapping, Sequence, TypedDict
 
 import numpy as np
 from pycocotools import mask as _coco
@@ -33,15 +34,45 @@ class MaskError(ValueError):
     """Raised for a malformed mask or RLE."""
 
 
-def _as_mask(mask: np.ndarray) -> np.ndarray:
+def as_bool_mask(mask: Any, what: str = "") -> np.ndarray:
+    """The one conversion of a mask to bool (H, W), used by the encoder and the evaluation.
+
+    Parameters
+    ----------
+    mask : ndarray of shape (H, W), or COCO RLE dict
+        bool; integer (non-zero = foreground); float holding only 0 and 1 (a
+        probability map is refused rather than binarised: "!= 0" would make it nearly
+        all foreground); or an RLE, decoded with :func:`decode_rle`.
+    what : str
+        Prefix of error messages naming the mask (e.g. ``"predicted "``).
+
+    Returns
+    -------
+    ndarray of bool, shape (H, W)
+        ``mask`` itself when it already is a bool (H, W) array.
+
+    Raises
+    ------
+    MaskError
+        If the array is not 2-D, not bool/numeric, a float array with values other
+        than 0 and 1, or a malformed RLE.
+    """
+    if isinstance(mask, Mapping):
+        try:
+            return decode_rle(mask)
+        except MaskError as err:
+            raise MaskError(f"{what}mask: {err}") from None
     arr = np.asarray(mask)
     if arr.ndim != 2:
-        raise MaskError(f"mask must be 2-D (H, W), got shape {arr.shape}")
-    if arr.dtype != bool:
-        if not np.issubdtype(arr.dtype, np.number):
-            raise MaskError(f"mask must be bool or numeric, got dtype {arr.dtype}")
-        arr = arr != 0
-    return arr
+        raise MaskError(f"{what}mask must be 2-D (H, W), got shape {arr.shape}")
+    if arr.dtype == bool:
+        return arr
+    if not (np.issubdtype(arr.dtype, np.integer) or np.issubdtype(arr.dtype, np.floating)):
+        raise MaskError(f"{what}mask must be bool or numeric, got dtype {arr.dtype}")
+    if np.issubdtype(arr.dtype, np.floating) and not np.isin(arr, (0.0, 1.0)).all():
+        raise MaskError(f"{what}mask is a float array with values other than 0 and 1 "
+                        "(a probability map?): threshold it into a binary mask first")
+    return arr != 0
 
 
 def encode_rle(mask: np.ndarray) -> RLE:
@@ -50,7 +81,7 @@ def encode_rle(mask: np.ndarray) -> RLE:
     Parameters
     ----------
     mask : ndarray, shape (H, W)
-        bool, or numeric where non-zero is foreground.
+        As :func:`as_bool_mask`: bool, integer (non-zero is foreground) or a 0/1 float array.
 
     Returns
     -------
@@ -60,86 +91,183 @@ def encode_rle(mask: np.ndarray) -> RLE:
     Raises
     ------
     MaskError
-        If ``mask`` is not 2-D or not bool/numeric.
+        If ``mask`` is not 2-D, not bool/numeric, or a float array other than 0/1.
     """
-    arr = _as_mask(mask)
+    arr = as_bool_mask(mask)
     rle = _coco.encode(np.asfortranarray(arr.astype(np.uint8)))
     counts = rle["counts"]
     return {"size": [int(rle["size"][0]), int(rle["size"][1])],
             "counts": counts.decode("ascii") if isinstance(counts, bytes) else str(counts)}
 
 
-def _compressed_runs(counts: bytes) -> np.ndarray:
-    """Run lengths of a COCO compressed ``counts`` string (the inverse of pycocotools'
-    ``rleToString``: 5-bit groups stored as ASCII 48..111, continuation bit 0x20, sign
-    bit 0x10 in a value's last group, runs after the second stored as differences from
-    the run two before).
+class InvalidRLE(MaskError):
+    """A malformed RLE in a batch; ``index`` is its position in the batch."""
 
-    pycocotools does not expose this and decodes malformed strings into wrong masks
-    without an error, so :func:`_to_coco` uses it to check the runs.
+    def __init__(self, index: int, reason: str) -> None:
+        super().__init__(reason)
+        self.index = index
+        self.reason = reason
+
+
+#: Most characters one run may take (5 bits each; runs are < 2**32, i.e. <= 7 chars).
+_MAX_CHARS_PER_RUN = 7
+
+
+def rle_areas(counts: Sequence[str | bytes], heights: Sequence[int], widths: Sequence[int]) -> np.ndarray:
+    """Validate a batch of COCO compressed RLE counts and return their foreground areas.
+
+    The one decoder of pycocotools' compressed counts (the inverse of its
+    ``rleToString``), vectorised over the batch: each character is 5 bits of a run
+    (ASCII 48..111), bit 0x20 continues the run, bit 0x10 of its last character is the
+    sign, and runs after the second are stored as differences to the run two before.
+    pycocotools does not validate compressed counts: ``area`` of a truncated string is
+    silently wrong and ``merge`` with it never returns, so every RLE is checked here
+    before pycocotools sees it.
+
+    Parameters
+    ----------
+    counts : sequence of str or bytes
+        ``counts`` of COCO compressed RLEs (column-major runs, background first).
+    heights, widths : sequence of int
+        The size of each mask in pixels.
 
     Returns
     -------
-    ndarray of int64, shape (n_runs,)
+    ndarray of int64, shape (len(counts),)
+        Foreground pixels of each mask.
+
+    Raises
+    ------
+    InvalidRLE
+        For the first mask (``.index``) with a character outside the alphabet
+        '0'..'o', a string ending inside a run, a negative or too long run, or runs
+        that do not add up to H*W.
+    """
+    n = len(counts)
+    raws = []
+    for i, c in enumerate(counts):
+        try:
+            raws.append(c.encode("ascii") if isinstance(c, str) else bytes(c))
+        except (UnicodeEncodeError, TypeError):
+            raise InvalidRLE(i, "RLE counts must be an ASCII string") from None
+    lens = np.fromiter(map(len, raws), dtype=np.int64, count=n)
+    hw = np.asarray(heights, dtype=np.int64).reshape(n) * np.asarray(widths, dtype=np.int64).reshape(n)
+    areas = np.zeros(n, dtype=np.int64)
+    if ((lens == 0) & (hw != 0)).any():
+        i = int(np.flatnonzero((lens == 0) & (hw != 0))[0])
+        raise InvalidRLE(i, f"empty RLE counts for a mask of {hw[i]} pixels")
+    nz = np.flatnonzero(lens)
+    if nz.size == 0:
+        return areas
+    ln = lens[nz]
+    v = np.frombuffer(b"".join(raws[i] for i in nz), dtype=np.uint8).astype(np.int64) - 48
+    seg_char = np.repeat(np.arange(nz.size), ln)
+    bad = (v < 0) | (v > 63)
+    if bad.any():
+        raise InvalidRLE(int(nz[seg_char[np.argmax(bad)]]), "RLE counts hold characters outside '0'..'o'")
+    more = (v & 0x20) != 0
+    ends = np.cumsum(ln) - 1
+    if more[ends].any():
+        raise InvalidRLE(int(nz[np.argmax(more[ends])]), "RLE counts end inside a run (truncated string)")
+    last = np.flatnonzero(~more)  # last character of each run
+    first = np.concatenate(([0], last[:-1] + 1))
+    n_chars = last - first + 1
+    if n_chars.max() > _MAX_CHARS_PER_RUN:
+        raise InvalidRLE(int(nz[seg_char[last[np.argmax(n_chars > _MAX_CHARS_PER_RUN)]]]),
+                         "RLE counts hold a run longer than 2**32")
+    k = np.arange(v.size) - np.repeat(first, n_chars)
+    x = np.add.reduceat((v & 0x1F) << (5 * k), first)
+    x -= np.where(v[last] & 0x10, np.left_shift(1, 5 * n_chars), 0)  # sign extension
+    seg_run = seg_char[last]
+    run_start = np.searchsorted(seg_run, np.arange(nz.size))
+    li = np.arange(x.size) - run_start[seg_run]  # index of the run within its mask
+    runs = x.copy()
+    for chain in (li % 2 == 1, (li % 2 == 0) & (li >= 2)):  # run i += run i - 2 (i > 2)
+        y = np.where(chain, x, 0)
+        cum = np.cumsum(y)
+        base = cum[run_start] - y[run_start]
+        runs[chain] = (cum - base[seg_run])[chain]
+    bad = (runs < 0) | (runs >= 1 << 32)
+    if bad.any():
+        raise InvalidRLE(int(nz[seg_run[np.argmax(bad)]]), "RLE counts decode to a negative or too long run")
+    total = np.add.reduceat(runs, run_start)
+    mismatch = total != hw[nz]
+    if mismatch.any():
+        j = int(np.argmax(mismatch))
+        raise InvalidRLE(int(nz[j]), f"RLE runs cover {total[j]} pixels, expected H*W = {hw[nz][j]}")
+    areas[nz] = np.add.reduceat(np.where(li % 2 == 1, runs, 0), run_start)
+    return areas
+
+
+def _uncompressed_runs(counts: list, what: str) -> list[int]:
+    """Integer runs of uncompressed COCO counts; NaN, infinities, text, booleans and
+    fractions are refused (JSON readers turn ``NaN``/``Infinity`` into floats)."""
+    runs = []
+    for k, c in enumerate(counts):
+        ok = isinstance(c, (int, np.integer)) and not isinstance(c, (bool, np.bool_))
+        if not ok and isinstance(c, (float, np.floating)) and math.isfinite(c) and float(c).is_integer():
+            ok = True
+        if not ok:
+            raise MaskError(f"{what}mask: uncompressed RLE counts must be non-negative integers; "
+                            f"run {k} is {c!r:.40}")
+        if c < 0:
+            raise MaskError(f"{what}mask: uncompressed RLE counts must be non-negative; run {k} is {c}")
+        runs.append(int(c))
+    return runs
+
+
+def coco_rle(rle: Mapping[str, Any] | Any, what: str = "") -> dict[str, Any]:
+    """``{"size": [H, W], "counts": bytes}`` for pycocotools from a COCO RLE dict: the one
+    structural check of an RLE.
+
+    Compressed counts (str or bytes) must be ASCII; their runs are checked by
+    :func:`rle_areas` (which :func:`decode_rle` calls; the evaluation calls it per
+    batch). Uncompressed counts (a list) must be non-negative integers summing to H*W;
+    they are compressed with pycocotools.
+
+    Parameters
+    ----------
+    rle : dict
+        ``{"size": [H, W], "counts": str | bytes | list}``.
+    what : str
+        Prefix of error messages naming the mask (e.g. ``"predicted "``).
 
     Raises
     ------
     MaskError
-        On a character outside 48..111, a truncated value, or a negative run.
+        If ``rle`` is not a COCO RLE, the size is negative, or uncompressed counts are
+        not integers (NaN, Infinity, text...), are negative or do not cover H*W pixels.
     """
-    c = np.frombuffer(counts, dtype=np.uint8).astype(np.int64) - 48
-    if c.size == 0:
-        return np.zeros(0, dtype=np.int64)
-    bad = np.flatnonzero((c < 0) | (c >= 64))
-    if bad.size:
-        raise MaskError(f"RLE counts has an invalid character {chr(counts[bad[0]])!r} at {bad[0]}")
-    last = (c & 0x20) == 0  # the last 5-bit group of each value
-    if not last[-1]:
-        raise MaskError("RLE counts end in the middle of a value")
-    ends = np.flatnonzero(last)
-    starts = np.concatenate([[0], ends[:-1] + 1])
-    group = np.repeat(np.arange(ends.size), ends - starts + 1)
-    shift = 5 * (np.arange(c.size) - starts[group])
-    values = np.add.reduceat((c & 0x1F) << shift, starts)
-    negative = (c[ends] & 0x10) != 0
-    values[negative] -= np.int64(1) << (shift[ends[negative]] + 5)
-    runs = values.copy()
-    runs[1::2] = np.cumsum(values[1::2])  # run m = delta m + run m-2, for m > 2
-    runs[2::2] = np.cumsum(values[2::2])
-    if (runs < 0).any():
-        raise MaskError(f"RLE counts decode to a negative run at run {int(np.flatnonzero(runs < 0)[0])}")
-    return runs
-
-
-def _to_coco(rle: RLE | dict[str, Any]) -> dict[str, Any]:
     try:
-        size = [int(rle["size"][0]), int(rle["size"][1])]
+        h, w = int(rle["size"][0]), int(rle["size"][1])
         counts = rle["counts"]
-    except (KeyError, TypeError, IndexError, ValueError) as err:
-        raise MaskError(f"not a COCO RLE (needs 'size' [H, W] and 'counts'): {rle!r:.200}") from err
-    if size[0] < 0 or size[1] < 0:
-        raise MaskError(f"RLE size must be non-negative, got {size}")
-    if isinstance(counts, list):  # uncompressed COCO RLE
-        try:
-            runs = [int(c) for c in counts]
-        except (TypeError, ValueError) as err:
-            raise MaskError(f"uncompressed RLE counts must be integers: {counts!r:.200}") from err
-        if any(r < 0 for r in runs):
-            raise MaskError("uncompressed RLE counts must be non-negative")
-        if sum(runs) != size[0] * size[1]:
-            raise MaskError(f"uncompressed RLE counts sum to {sum(runs)}, expected {size[0] * size[1]}")
-        return _coco.frPyObjects({"size": size, "counts": runs}, size[0], size[1])
+    except (KeyError, TypeError, IndexError, ValueError, OverflowError) as err:
+        raise MaskError(f"{what}mask is not a COCO RLE {{size: [H, W], counts}}: {rle!r:.120}") from err
+    if h < 0 or w < 0:
+        raise MaskError(f"{what}mask: RLE size must be non-negative, got {[h, w]}")
+    if isinstance(counts, list):
+        runs = _uncompressed_runs(counts, what)
+        if sum(runs) != h * w:
+            raise MaskError(f"{what}mask: uncompressed RLE counts sum to {sum(runs)}, expected H*W = {h * w}")
+        counts = _coco.frPyObjects({"size": [h, w], "counts": runs}, h, w)["counts"]
     if isinstance(counts, str):
         try:
             counts = counts.encode("ascii")
-        except UnicodeEncodeError as err:
-            raise MaskError("RLE counts must be ASCII") from err
+        except UnicodeEncodeError:
+            raise MaskError(f"{what}mask: RLE counts must be an ASCII string") from None
     if not isinstance(counts, bytes):
-        raise MaskError(f"RLE counts must be str, bytes or list, got {type(counts).__name__}")
-    total = int(_compressed_runs(counts).sum())
-    if total != size[0] * size[1]:
-        raise MaskError(f"RLE counts cover {total} pixels, expected {size[0]}x{size[1]} = {size[0] * size[1]}")
-    return {"size": size, "counts": counts}
+        raise MaskError(f"{what}mask: RLE counts must be str, bytes or list, got {type(counts).__name__}")
+    return {"size": [h, w], "counts": counts}
+
+
+def _to_coco(rle: RLE | dict[str, Any]) -> dict[str, Any]:
+    """:func:`coco_rle` with the compressed runs checked (:func:`rle_areas`)."""
+    coco = coco_rle(rle)
+    try:
+        rle_areas([coco["counts"]], [coco["size"][0]], [coco["size"][1]])
+    except InvalidRLE as err:
+        raise MaskError(f"RLE of size {coco['size']}: {err.reason}") from None
+    return coco
 
 
 def decode_rle(rle: RLE | dict[str, Any]) -> np.ndarray:

@@ -5,11 +5,14 @@ with :func:`render_instruction` / :func:`render_answer`, the evaluation and the
 models parse with :func:`parse_answer` / :func:`parse_instruction`. Never copy a
 template string elsewhere.
 
-Locations are lists of instruction locations (:data:`cxrils.vocab.INSTRUCTION_LOCATIONS`,
-patient sides) phrased by :func:`location_phrase` in the canonical vocabulary order:
-one item as itself, two as "A and B", more as "A, B and C". An organ location of
-:data:`cxrils.vocab.ORGAN_LOCATIONS` ("heart", the cardiomegaly global answer) is
-accepted alone only.
+Locations are lists of query locations (:data:`cxrils.vocab.QUERY_LOCATIONS`, patient
+sides: the paper's instruction locations, then the five lobes) phrased by
+:func:`location_phrase` in the canonical vocabulary order: one item as itself, two as
+"A and B", more as "A, B and C". Zones and lungs are written as their CXAS names
+("right lung base"), lobes as a radiologist writes them (:data:`cxrils.vocab.LOBE_PHRASES`:
+"lung lower lobe left" -> "left lower lobe"); generated records never name a lobe.
+An organ location of :data:`cxrils.vocab.ORGAN_LOCATIONS` ("heart", the cardiomegaly
+global answer) is accepted alone only.
 """
 
 from __future__ import annotations
@@ -51,20 +54,25 @@ class TemplateError(ValueError):
 
 
 _ORGANS: tuple[str, ...] = tuple(vocab.ORGAN_LOCATIONS.values())
+_LOBE_BY_PHRASE: dict[str, str] = {phrase: label for label, phrase in vocab.LOBE_PHRASES.items()}
 
 
 def _order(locations: Sequence[str]) -> list[str]:
     if len(set(locations)) == 1 and locations[0] in _ORGANS:  # "heart", alone only
         return [locations[0]]
-    unknown = [loc for loc in locations if loc not in vocab.INSTRUCTION_LOCATIONS]
+    unknown = [loc for loc in locations if loc not in vocab.QUERY_LOCATIONS]
     if unknown:
         raise TemplateError(
             f"not instruction locations: {unknown}; expected items of {vocab.INSTRUCTION_LOCATIONS}"
-            f" (or one organ location of {_ORGANS} alone)"
+            f" or lobes {vocab.LOBES} (or one organ location of {_ORGANS} alone)"
         )
     if not locations:
         raise TemplateError("a location phrase needs at least one location")
-    return sorted(set(locations), key=vocab.INSTRUCTION_LOCATIONS.index)
+    return sorted(set(locations), key=vocab.QUERY_LOCATIONS.index)
+
+
+def _word(location: str) -> str:
+    return vocab.LOBE_PHRASES.get(location, location)
 
 
 def location_phrase(locations: Sequence[str]) -> str:
@@ -73,35 +81,37 @@ def location_phrase(locations: Sequence[str]) -> str:
     Parameters
     ----------
     locations : sequence of str
-        Items of :data:`cxrils.vocab.INSTRUCTION_LOCATIONS` (patient sides); order and
-        duplicates do not matter.
+        Items of :data:`cxrils.vocab.QUERY_LOCATIONS` (patient sides; lobes as CXAS
+        labels); order and duplicates do not matter.
 
     Returns
     -------
     str
         ``"right lung base"``, ``"right lung base and left lung base"``,
-        ``"right upper zone lung, right mid zone lung and left lung base"``.
+        ``"right upper zone lung, right mid zone lung and left lung base"``,
+        ``"left lower lobe"`` (for ``["lung lower lobe left"]``).
 
     Raises
     ------
     TemplateError
-        On an empty list or a name that is not an instruction location.
+        On an empty list or a name that is not a query location.
     """
-    items = _order(locations)
+    items = [_word(loc) for loc in _order(locations)]
     if len(items) == 1:
         return items[0]
     return ", ".join(items[:-1]) + " and " + items[-1]
 
 
 def parse_location_phrase(text: str) -> tuple[str, ...]:
-    """Inverse of :func:`location_phrase`; returns the canonical tuple.
+    """Inverse of :func:`location_phrase`; returns the canonical tuple (lobes as CXAS
+    labels: ``"left lower lobe"`` -> ``("lung lower lobe left",)``).
 
     Raises
     ------
     TemplateError
         If ``text`` is not a phrase that :func:`location_phrase` can produce.
     """
-    parts = re.split(r", | and ", text.strip())
+    parts = [_LOBE_BY_PHRASE.get(p, p) for p in re.split(r", | and ", text.strip())]
     try:
         items = _order(parts)
     except TemplateError as err:

@@ -111,6 +111,48 @@ LABEL_SIDE: Final[dict[str, str]] = {
 #: :func:`cxrils.templates.location_phrase`.
 INSTRUCTION_LOCATIONS: Final[tuple[str, ...]] = ("right lung",) + RIGHT_ZONES + ("left lung",) + LEFT_ZONES
 
+#: How an instruction phrases each lobe (CXAS label -> words a radiologist writes).
+#: Lobes are not generated instruction locations (Table 9 lists lungs and zones), but
+#: users ask about them ("Is there consolidation in the right lower lobe?", paper
+#: section 1), and the anatomy stage segments them (CXAS labels).
+LOBE_PHRASES: Final[dict[str, str]] = {
+    "lung upper lobe right": "right upper lobe", "lung middle lobe right": "right middle lobe",
+    "lung lower lobe right": "right lower lobe", "lung upper lobe left": "left upper lobe",
+    "lung lower lobe left": "left lower lobe",
+}
+
+#: Locations a user's instruction may name: the instruction locations of the paper
+#: (Table 9), then the five lobes (CXAS labels, phrased by :data:`LOBE_PHRASES`).
+#: Generated records use :data:`INSTRUCTION_LOCATIONS` only.
+QUERY_LOCATIONS: Final[tuple[str, ...]] = INSTRUCTION_LOCATIONS + LOBES
+
+#: Other ways of writing query locations (lower case, words only) -> the locations
+#: they name. Abbreviations as in radiology reports (RUL, RML, RLL, LUL, LLL), the
+#: CXAS spellings of the lobes, and zone names without "lung". Ours.
+LOCATION_SYNONYMS: Final[dict[str, tuple[str, ...]]] = {
+    **{phrase: (label,) for label, phrase in LOBE_PHRASES.items()},
+    **{label: (label,) for label in LOBES},
+    "rul": ("lung upper lobe right",), "rml": ("lung middle lobe right",), "rll": ("lung lower lobe right",),
+    "lul": ("lung upper lobe left",), "lll": ("lung lower lobe left",),
+    **{z.replace(" zone lung", " zone"): (z,) for z in LUNG_ZONES if z.endswith(" zone lung")},
+    "right base": ("right lung base",), "left base": ("left lung base",),
+    "right lower zone": ("right lung base",), "left lower zone": ("left lung base",),
+    "right apex": ("right apical zone lung",), "left apex": ("left apical zone lung",),
+    "both lungs": ("right lung", "left lung"), "both bases": ("right lung base", "left lung base"),
+    "bilateral lung bases": ("right lung base", "left lung base"),
+    "both lung bases": ("right lung base", "left lung base"),
+}
+
+#: Words that say an instruction names a place (lower case). An instruction whose
+#: location words are not all read as query locations is refused rather than read
+#: without its location (which would answer another question).
+LOCATION_CUES: Final[frozenset[str]] = frozenset({
+    "right", "left", "upper", "middle", "mid", "lower", "base", "bases", "basal", "basilar", "bibasilar",
+    "apex", "apices", "apical", "zone", "zones", "lobe", "lobes", "lobar", "lingula", "lingular", "hilum",
+    "hilar", "perihilar", "bilateral", "bilaterally", "both", "retrocardiac", "costophrenic", "lateral",
+    "medial", "peripheral", "central",
+})
+
 #: Anatomy labels whose union is RadEdit's edit region (paper section 3.1 step 2).
 EDIT_REGION_LABELS: Final[tuple[str, ...]] = ("right lung", "left lung", "heart")
 
@@ -166,3 +208,29 @@ PRESENCES: Final[tuple[str, ...]] = ("positive", "negative")
 #: Frontal view positions accepted by quality control (Appendix D.1: PA and AP), plus
 #: "FRONTAL", which sources without the projection (IU X-ray checked by eye) use.
 FRONTAL_VIEWS: Final[frozenset[str]] = frozenset({"PA", "AP", "AP SUPINE", "FRONTAL"})
+
+#: Split names of a cxrils dataset (the spelling of MIMIC-CXR's official split file), and
+#: the other spellings accepted for them.
+SPLITS: Final[tuple[str, ...]] = ("train", "validate", "test")
+SPLIT_ALIASES: Final[dict[str, str]] = {
+    "train": "train", "training": "train", "validate": "validate", "validation": "validate",
+    "val": "validate", "valid": "validate", "test": "test", "testing": "test",
+}
+
+
+class SplitError(ValueError):
+    """Raised for an unknown split name, a bad fraction, or a key missing from an official split."""
+
+
+def normalize_split(name: str) -> str:
+    """Map a split name ("val", "validation", "Test"...) to train | validate | test.
+
+    Raises
+    ------
+    SplitError
+        For a name that is none of :data:`SPLIT_ALIASES`.
+    """
+    try:
+        return SPLIT_ALIASES[str(name).strip().lower()]
+    except KeyError:
+        raise SplitError(f"unknown split name {name!r}; expected one of {SPLITS}") from None

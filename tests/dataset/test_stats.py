@@ -7,14 +7,18 @@ from typer.testing import CliRunner
 from cxrils import vocab
 from cxrils.cli import app
 from cxrils.dataset import DatasetWriter, read_records
-from cxrils.dataset.stats import TOTAL, count_table
+from cxrils.dataset.stats import TOTAL, count_figure, count_table, image_counts
 
 
-def make(tmp_path, studies):
+def make(tmp_path, studies, *, empty_image=False):
     w = DatasetWriter(tmp_path / "ds", {"run": "test"})
     for image_id, (x, recs) in studies.items():
         w.commit_study(image_id, x, recs)
     w.commit_study("ex1", None, None, excluded="not_frontal")
+    w.commit_study("ex2", None, None, excluded="qc_grounding: lungs not found")
+    if empty_image:
+        x = next(iter(studies.values()))[0]
+        w.commit_study("norec", x, [])  # processed, but no record came out
     w.finalize()
     return tmp_path / "ds"
 
@@ -45,3 +49,58 @@ def test_stats_command_prints_tables_and_writes_chart(tmp_path, studies):
     assert res.exit_code == 2 and "no manifest" in res.output
     res = CliRunner().invoke(app, ["stats", str(ds), "--split", "dev", "--no-plot"])
     assert res.exit_code == 2 and "unknown split" in res.output
+
+
+def test_stats_tables_have_full_headers_and_image_counts(tmp_path, studies):
+    ds = make(tmp_path, studies, empty_image=True)
+    res = CliRunner().invoke(app, ["stats", str(ds), "--no-plot"])
+    assert res.exit_code == 0, res.output
+    assert "\u2026" not in res.output  # rich's ellipsis: no header or cell is cut
+    for header in ("lesion", "inference", "basic", "global", "+ / -", "all +", "all -", "pairs",
+                   "positive / negative"):
+        assert header in res.output
+    assert "{" not in res.output  # no Python dict printed
+    rows = {}
+    for line in res.output.splitlines():
+        for label in ("processed", "with records", "done, no records", "excluded"):
+            if line.strip().startswith(label + " "):
+                rows[label] = line.strip()[len(label):].split()[0]
+    assert rows == {"processed": str(len(studies) + 3), "with records": str(len(studies)),
+                    "done, no records": "1", "excluded": "2"}
+    assert "norec" in res.output and "qc_grounding" in res.output
+
+
+def test_count_table_fits_80_columns_without_cutting(tmp_path, studies):
+    from rich.console import Console
+
+    from cxrils.dataset.stats import rich_count_table
+
+    console = Console(width=80, record=True)
+    console.print(rich_count_table(count_table(read_records(make(tmp_path, studies)), "train"), "ds / train"))
+    text = console.export_text()
+    assert "\u2026" not in text and max(len(line.rstrip()) for line in text.splitlines()) <= 80
+    assert "inference" in text and "consolidation" in text
+
+
+def test_image_counts_explain_images_without_records(tmp_path, studies):
+    from cxrils.dataset import read_manifest
+
+    ds = make(tmp_path, studies, empty_image=True)
+    counts = image_counts(ds, read_manifest(ds))
+    assert counts == {"processed": len(studies) + 3, "with_records": len(studies), "without_records": ["norec"],
+                      "excluded": 2, "excluded_by_reason": {"not_frontal": 1, "qc_grounding": 1}}
+
+
+def test_chart_legend_does_not_cover_the_bars(tmp_path, studies):
+    import matplotlib.pyplot as plt
+
+    fig = count_figure(read_records(make(tmp_path, studies)))
+    try:
+        fig.canvas.draw()
+        renderer = fig.canvas.get_renderer()
+        legend = fig.legends[0].get_window_extent(renderer)
+        for ax in fig.axes:
+            assert not legend.overlaps(ax.get_window_extent(renderer)), "legend overlaps a panel"
+        assert len(fig.legends[0].get_texts()) == len(vocab.INSTRUCTION_TYPES) * len(vocab.POLARITIES)
+    finally:
+        plt.close(fig)

@@ -110,6 +110,7 @@ def test_resume_after_interruption(tmp_path, studies, monkeypatch):
     # a half-written temporary file left by a hard kill is ignored
     (out / "parts" / f".{ids[2]}.parquet.abc.parquet").write_bytes(b"PAR1 truncated")
     assert w.done_ids() == {ids[0]}
+    w.close()  # a killed process's lock goes with it
 
     w2 = DatasetWriter(out, PROV)  # the rerun
     assert w2.done_ids() == {ids[0]}
@@ -195,3 +196,41 @@ def test_bad_input_is_refused_with_a_clear_error(tmp_path, studies):
     w.commit_study("im0", x, [])  # done, no rows
     w.commit_study("covid (1) PA", None, None, excluded="not_frontal")  # file-name-like ids are fine
     assert w.done_ids() == {"im0", "covid (1) PA"}
+
+
+def test_a_corrupt_or_replaced_shard_is_refused_naming_it(tmp_path, studies):
+    write_all(tmp_path / "ds", studies, shard_size=7)
+    m = read_manifest(tmp_path / "ds")
+    shard = tmp_path / "ds" / m["shards"][1]["path"]
+    good = shard.read_bytes()
+    # One flipped byte inside the data pages: pyarrow may still read it, our check does not.
+    shard.write_bytes(good[:100] + bytes([good[100] ^ 0xFF]) + good[101:])
+    for read in (lambda: read_records(tmp_path / "ds"), lambda: shard_paths(tmp_path / "ds"),
+                 lambda: ILSDataset(tmp_path / "ds", m["shards"][1]["split"])):
+        with pytest.raises(DatasetError, match=rf"{shard.name}: records shard is corrupt or was replaced"):
+            read()
+    # A valid Parquet file with the same row count but other rows (replaced by hand).
+    table = pq.read_table(tmp_path / "ds" / m["shards"][0]["path"]).slice(0, m["shards"][1]["rows"])
+    pq.write_table(table, shard)
+    with pytest.raises(DatasetError, match="corrupt or was replaced: its SHA-256 is"):
+        read_records(tmp_path / "ds")
+    shard.write_bytes(good)
+    assert len(read_records(tmp_path / "ds")) == m["n_records"]
+    if m["shards"][0]["split"] != m["shards"][1]["split"]:  # the other split's shards are not read
+        assert len(read_records(tmp_path / "ds", m["shards"][0]["split"])) > 0
+
+
+def test_one_writer_per_folder_and_the_provenance_it_was_started_with(tmp_path, studies):
+    out = tmp_path / "ds"
+    w = DatasetWriter(out, PROV)
+    with pytest.raises(DatasetError, match="another process is writing this dataset"):
+        DatasetWriter(out, PROV)
+    w.close()
+    changed = {"backends": {"anatomy": "builtin 0.2"}, "code_version": "0.1.0", "weights": {"a": "1"}}
+    with pytest.raises(DatasetError, match=r"started with another provenance .*: backends\.anatomy: "
+                                           r"\"builtin 0\.1\", now \"builtin 0\.2\"; weights: absent, now"):
+        DatasetWriter(out, changed)
+    assert json.loads((out / "provenance.json").read_text()) == PROV  # not overwritten
+    with DatasetWriter(out, PROV) as again:  # the lock went with the failed attempts
+        again.commit_study("bad1", None, None, excluded="qc")
+    DatasetWriter(out, PROV).close()

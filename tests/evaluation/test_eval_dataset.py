@@ -103,7 +103,10 @@ def test_shuffling_batch_size_and_format_change_nothing(dataset: Path, tmp_path:
 def test_split_selection(dataset: Path, tmp_path: Path) -> None:
     write_predictions(tmp_path / "all.parquet", _rows(dataset, split=None))
     assert evaluate_predictions(dataset, tmp_path / "all.parquet", split=None).n_samples == 12
-    with pytest.raises(EvaluationError, match="not test records"):
+    # The message names the split asked for and where the other ids are.
+    with pytest.raises(EvaluationError, match=r"2 record ids are not records of split 'test' of .* "
+                                              r"\(2 in split 'train'\), e\.g\. \['img2:0', 'img2:1'\]; evaluate "
+                                              r"another split with --split"):
         evaluate_predictions(dataset, tmp_path / "all.parquet")
     frame = pq.read_table(tmp_path / "all.parquet").to_pandas()
     train = evaluate_predictions(dataset, frame[frame.record_id.str.startswith("img2:")], split="train")
@@ -173,7 +176,7 @@ def test_cli_evaluate_errors(case: str, dataset: Path, tmp_path: Path) -> None:
         expect = "1 duplicate record ids, e.g. ['img0:3']"
     elif case == "extra":
         _write_jsonl(pred, rows + [{**rows[0], "record_id": "nope:0"}])
-        expect = "1 record ids are not test records"
+        expect = "1 record ids are not records of split 'test' of"
     elif case == "wrong_size":
         rows[2]["mask"] = encode_rle(np.zeros((16, 16), bool))
         _write_jsonl(pred, rows)
@@ -229,8 +232,11 @@ def test_paraphrased_rows(tmp_path: Path) -> None:
         counts[mode] = report.n_samples
         assert report.table4()["gIoU"] == 1.0 and report.metadata["paraphrases"] == mode
     assert counts == {"exclude": 10, "include": 11, "only": 1}
-    with pytest.raises(EvaluationError, match="see --paraphrases"):
+    with pytest.raises(EvaluationError, match=r"1 record ids are not records of split 'test' of .*\(1 "
+                                              r"paraphrased-instruction rows, left out by --paraphrases exclude\)"):
         evaluate_predictions(ds, tmp_path / "include.parquet")
+    with pytest.raises(EvaluationError, match=r"10 template rows, left out by --paraphrases only"):
+        evaluate_predictions(ds, tmp_path / "include.parquet", paraphrases="only")
     # always-empty builds the negative answer of a paraphrase from the record's columns
     rows = {r["record_id"]: r for r in baseline_predictions("always-empty", ds, paraphrases="only")}
     assert rows["img0:9"]["answer"] == "[SEG] There is no pneumonia in the right lung base."
@@ -289,21 +295,59 @@ def test_cli_whole_lung_with_the_configured_anatomy_backend(dataset: Path, tmp_p
     assert code == 2 and "cannot build the anatomy backend 'cxas'" in out and "Traceback" not in out
 
 
-def test_dataset_written_by_the_dataset_writer(tmp_path: Path) -> None:
+def _written_by_the_dataset_writer(root: Path) -> Path:
     from eval_data import standard_records
 
     from cxrils.dataset import DatasetWriter
 
-    writer = DatasetWriter(tmp_path / "ds", {"test": "evaluation"}, shard_size=4)
-    by_image: dict[str, list[dict]] = {}
-    for rec in standard_records():
-        by_image.setdefault(rec["image_id"], []).append(rec)
-    for image_id, recs in by_image.items():
-        writer.commit_study(image_id, np.full((H, W), 90, np.uint8), recs)
-    ds = writer.finalize().parent
+    with DatasetWriter(root, {"test": "evaluation"}, shard_size=4) as writer:
+        by_image: dict[str, list[dict]] = {}
+        for rec in standard_records():
+            by_image.setdefault(rec["image_id"], []).append(rec)
+        for image_id, recs in by_image.items():
+            writer.commit_study(image_id, np.full((H, W), 90, np.uint8), recs)
+        return writer.finalize().parent
+
+
+def test_dataset_written_by_the_dataset_writer(tmp_path: Path) -> None:
+    ds = _written_by_the_dataset_writer(tmp_path / "ds")
     for name in ("oracle", "always-empty"):
         write_predictions(tmp_path / f"{name}.parquet", baseline_predictions(name, ds))
     oracle = evaluate_predictions(ds, tmp_path / "oracle.parquet").table4()
     empty = evaluate_predictions(ds, tmp_path / "always-empty.parquet").table4()
     assert (oracle["gIoU"], oracle["cIoU"], oracle["n_acc"], oracle["text_accuracy"]) == (1.0, 1.0, 1.0, 1.0)
     assert (empty["gIoU"], empty["cIoU"], empty["n_acc"], empty["n_positive"]) == (0.0, 0.0, 1.0, 6)
+
+
+@pytest.mark.parametrize("bad", ["NaN", "Infinity", '"7"'])
+def test_cli_evaluate_uncompressed_counts_that_are_not_integers(bad: str, dataset: Path, tmp_path: Path) -> None:
+    """The same clear error as the in-memory evaluate(), not a traceback."""
+    from cxrils.evaluation import evaluate
+    from cxrils.masks import MaskError
+
+    rows = _rows(dataset)
+    counts = rle_to_uncompressed_counts(rows[0]["mask"])
+    lines = [json.dumps(r) for r in rows]
+    first = dict(rows[0], mask={"size": rows[0]["mask"]["size"], "counts": [0] * len(counts)})
+    lines[0] = json.dumps(first).replace(", ".join(["0"] * len(counts)), ", ".join([bad] + [str(c) for c in counts]), 1)
+    assert bad in lines[0]
+    pred = tmp_path / "p.jsonl"
+    pred.write_text("\n".join(lines) + "\n")
+    value = json.loads(lines[0])["mask"]
+    reason = "uncompressed RLE counts must be non-negative integers; run 0 is"
+    with pytest.raises(MaskError, match=reason):
+        evaluate([(value, rows[0]["mask"])])
+    code, out = _cli("evaluate", "--dataset", dataset, "--predictions", pred, "-o", tmp_path / "rep")
+    assert code == 2 and f"{pred}: record 'img0:0': mask: {reason}" in out, out
+    assert "Traceback" not in out
+
+
+def test_cli_evaluate_refuses_a_corrupt_shard(tmp_path: Path) -> None:
+    ds = _written_by_the_dataset_writer(tmp_path / "ds")
+    write_predictions(tmp_path / "oracle.parquet", baseline_predictions("oracle", ds))
+    shard = sorted((ds / "records").glob("test-*.parquet"))[0]
+    data = bytearray(shard.read_bytes())
+    data[len(data) // 2] ^= 0x01
+    shard.write_bytes(bytes(data))
+    code, out = _cli("evaluate", "--dataset", ds, "--predictions", tmp_path / "oracle.parquet", "-o", tmp_path / "r")
+    assert code == 2 and f"{shard}: records shard is corrupt or was replaced" in out, out

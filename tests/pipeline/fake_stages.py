@@ -15,7 +15,6 @@ the anomaly mapper drops a file ``{stage}-{batch size}-{Ray GPU ids}-...``).
 
 from __future__ import annotations
 
-import hashlib
 import os
 import time
 import uuid
@@ -47,7 +46,10 @@ def _note_batch(stage: str, n: int) -> None:
 
 class _Segmenter:
     """Lungs = left/right image halves inside a margin (patient right = image left),
-    zones = horizontal bands, heart = lower middle block; black image -> no lungs."""
+    zones = horizontal bands, heart = lower middle block (plausible for a frontal view,
+    CTR 0.375); black image -> no lungs; an image more than half of whose pixels are
+    exactly 100 (what the fake mapper makes of a bright image's edit region) -> no lungs,
+    so the anatomy of x and of x_hat disagree (the cross-check case)."""
 
     def __init__(self, backend: str = "fake"):
         self.backend = backend
@@ -56,7 +58,7 @@ class _Segmenter:
     def segment(self, x: np.ndarray) -> AnatomyMasks:
         h, w = x.shape
         rows, cols = np.mgrid[0:h, 0:w]
-        body = x > 10
+        body = (x > 10) & ~((x == 100).mean() > 0.5)
         inside = (rows > h // 8) & (rows < 7 * h // 8) & body
         right = inside & (cols < w // 2) & (cols > w // 10)
         left = inside & (cols >= w // 2) & (cols < 9 * w // 10)
@@ -67,7 +69,7 @@ class _Segmenter:
                 masks[zone] = lung & (rows >= band[0]) & (rows <= band[-1])
         for lobe in vocab.LOBES:
             masks[lobe] = masks["right lung" if lobe.endswith("right") else "left lung"]
-        masks["heart"] = (rows > h // 2) & (rows < 7 * h // 8) & (abs(cols - w // 2) < w // 8) & body
+        masks["heart"] = (rows > h // 2) & (rows < 7 * h // 8) & (abs(cols - w // 2) < w // 6) & body
         self.calls += 1
         return AnatomyMasks(masks=masks, shape=(h, w), backend=self.backend)
 
@@ -186,6 +188,12 @@ class FakeStages:
             })
         return recs
 
-    def assign_split(self, patient_id, cfg):
-        h = int(hashlib.sha1(patient_id.encode()).hexdigest(), 16) % 10
-        return "test" if h == 0 else "validate" if h == 1 else "train"
+
+class FakeStagesRealLoader(FakeStages):
+    """The fake stages with the real image loader (``cxrils.io.load_image``): for
+    what the loader decides, such as a DICOM's orientation."""
+
+    def load_image(self, path, cfg):
+        from cxrils.pipeline.stages import BuiltinStages
+
+        return BuiltinStages().load_image(path, cfg)

@@ -55,9 +55,9 @@ def _image(i: int, size: int = 48) -> np.ndarray:
 
 def make_input(folder: Path, n: int = 12, bad: bool = True) -> Path:
     """A generic CSV input of ``n`` synthetic images; with ``bad`` it also has an
-    unreadable image, an empty report, a lateral view, a black image (fails the
-    cross-check), an image whose grounding raises and one whose records the
-    dataset writer rejects."""
+    unreadable image, an empty report, a lateral view, a black image (no lungs: fails
+    the frontal-view plausibility), a bright image (fails the cross-check), an image
+    whose grounding raises and one whose records the dataset writer rejects."""
     folder.mkdir(parents=True, exist_ok=True)
     (folder / "img").mkdir(exist_ok=True)
     rows = []
@@ -68,6 +68,7 @@ def make_input(folder: Path, n: int = 12, bad: bool = True) -> Path:
     if bad:
         (folder / "img" / "broken.png").write_bytes(b"not a png")
         Image.fromarray(np.zeros((48, 48), np.uint8)).save(folder / "img" / "black.png")
+        Image.fromarray(np.full((48, 48), 150, np.uint8)).save(folder / "img" / "bright.png")
         Image.fromarray(_image(99)).save(folder / "img" / "nogrounding.png")
         Image.fromarray(_image(98)).save(folder / "img" / "lat.png")
         Image.fromarray(_image(97)).save(folder / "img" / "empty.png")
@@ -78,6 +79,7 @@ def make_input(folder: Path, n: int = 12, bad: bool = True) -> Path:
             {"image_path": "img/lat.png", "report": REPORTS[1], "study_id": "sl", "patient_id": "pl",
              "view": "LATERAL"},
             {"image_path": "img/black.png", "report": REPORTS[1], "study_id": "sk", "patient_id": "pk", "view": "PA"},
+            {"image_path": "img/bright.png", "report": REPORTS[1], "study_id": "sc", "patient_id": "pc", "view": "PA"},
             {"image_path": "img/nogrounding.png", "report": REPORTS[3], "study_id": "sn", "patient_id": "pn",
              "view": ""},
             {"image_path": "img/badrecords.png", "report": REPORTS[0], "study_id": "sr", "patient_id": "pr",

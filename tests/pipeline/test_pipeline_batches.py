@@ -62,9 +62,15 @@ def test_one_bad_image_is_excluded_alone_and_configuration_errors_stop(tmp_path)
     pipe.edit_region_segmenter = _Flaky(pipe.anatomy_segmenter)
     live = [s for s in states if s.x is not None]
     live[2].x = np.full_like(live[2].x, 7)
+    alone = copy.deepcopy(live)
+    for s in alone:  # each image on its own: the verdicts a batch must reproduce
+        pipe.run_anatomy_x(s)
     pipe.run_anatomy_x(live)
     assert live[2].excluded == "error:anatomy: ValueError: cannot segment this image"
-    assert all(s.excluded is None and s.anatomy_x is not None for i, s in enumerate(live) if i != 2)
+    assert [s.excluded for s in live] == [s.excluded for s in alone]
+    # the rest keep their anatomy; the all-black image fails the frontal-view check
+    assert [s.study.image_id for i, s in enumerate(live) if i != 2 and s.excluded] == ["black"]
+    assert all(s.anatomy_x is not None for i, s in enumerate(live) if i != 2)
 
     class Broken:
         def map(self, *a, **k):

@@ -150,17 +150,40 @@ def test_generic_csv(tmp_path, shared_data):
     assert c.image_path == tmp_path / "c.png" and c.image_id == "c"
 
 
-@pytest.mark.parametrize("rows, message", [
-    ([{"image_path": "a.png", "report": "r", "split": "dev"}], r"line 2: split 'dev' is not one of"),
-    ([{"image_path": "", "report": "r"}], r"line 2: empty image_path"),
-    ([{"image_path": "a.png", "report": "r", "image_id": "k"},
-      {"image_path": "b.png", "report": "r", "image_id": "k"}], r"duplicate image id 'k'"),
-])
-def test_generic_csv_errors(tmp_path, rows, message):
+def test_generic_csv_errors(tmp_path):
     path = tmp_path / "in.csv"
-    _write_csv(path, rows)
-    with pytest.raises(InputError, match=message):
+    _write_csv(path, [{"image_path": "a.png", "report": "r", "image_id": "k"},
+                      {"image_path": "b.png", "report": "r", "image_id": "k"}])
+    with pytest.raises(InputError, match=r"duplicate image id 'k'"):
         list(read_inputs(path))
+    path.write_text("image_path,view\na.png,PA\n")
+    with pytest.raises(InputError, match=r"in\.csv: CSV has columns"):
+        list(read_inputs(path))
+
+
+def test_generic_csv_bad_rows_are_problems_not_errors(tmp_path):
+    """A huge field, bytes that are not UTF-8, a report-only row and a bad split each
+    spoil only their own row: it comes back with the reason (line, study id)."""
+    path = tmp_path / "in.csv"
+    huge = "Small left effusion. " * 50_000  # 1.05 MB, over csv's default field limit of 131,072
+    rows = [{"study_id": "s1", "image_path": "a.png", "report": "No acute process.", "split": ""},
+            {"study_id": "s2", "image_path": "b.png", "report": huge, "split": ""},
+            {"study_id": "s3", "image_path": "c.png", "report": "BADBYTE here.", "split": ""},
+            {"study_id": "s4", "image_path": "", "report": "Report only.", "split": ""},
+            {"study_id": "s5", "image_path": "e.png", "report": "r", "split": "dev"},
+            {"study_id": "s6", "image_path": "f.png", "report": "Multi\nline report.", "split": "val"}]
+    _write_csv(path, rows)
+    path.write_bytes(path.read_bytes().replace(b"BADBYTE", b"caf\xe9"))  # Latin-1 e-acute
+    items = list(read_inputs(path))
+    assert [s.problem is None for s in items] == [True, True, False, False, False, True]
+    assert items[1].report == huge and items[1].where == "row 2 (line 3)"
+    assert items[2].problem == ("row 3 (line 4), study s3: column 'report' holds a byte that is not UTF-8 "
+                                "(0xe9 at character 3)")
+    assert items[3].problem == ("row 4 (line 5), study s4: no image_path: a report-only row has no image "
+                                "to segment")
+    assert items[4].problem == "row 5 (line 6), study s5: split 'dev' is not one of ['train', 'validate', 'test']"
+    assert [s.image_id for s in items[2:5]] == ["row-3", "row-4", "row-5"]
+    assert items[5].split == "validate" and items[5].where == "row 6 (line 7)"
 
 
 def test_unknown_layouts(tmp_path):

@@ -35,7 +35,7 @@ def test_ray_runner_equals_local_runner(tmp_path, local_ray, loads):
     for p in loads.iterdir():
         p.unlink()
     summary = generate(pairs, tmp_path / "ray", config(), stages=FAKE, runner="ray", workers=1)
-    assert summary["runner"] == "ray" and summary["studies"]["total"] == 16
+    assert summary["runner"] == "ray" and summary["studies"]["total"] == 17
     assert snapshot(tmp_path / "ray") == snapshot(tmp_path / "local")
     # One actor pool per model-backed step: anatomy twice (on x and on x_hat), anomaly, detector.
     names = sorted(p.name.split("-")[0] for p in loads.iterdir())

@@ -29,9 +29,11 @@ def test_process_study_bad_studies_become_exclusions(pairs):
     assert "broken.png" in res["broken"].excluded or "cannot identify" in res["broken"].excluded
     assert res["empty"].excluded == "report: no findings, impression or last paragraph"
     assert res["lat"].excluded == "view_not_frontal: LATERAL"
-    assert res["black"].excluded == "qc_crosscheck: lung x-extent differs"
+    assert res["black"].excluded == ("qc_anatomy: no right lung found: not a frontal chest view, or a failed "
+                                     "segmentation")
+    assert res["bright"].excluded == "qc_crosscheck: lung x-extent differs"
     assert res["nogrounding"].excluded == "error:grounding: ValueError: grounding failed on purpose"
-    for bad in ("broken", "empty", "lat", "black", "nogrounding"):
+    for bad in ("broken", "empty", "lat", "black", "bright", "nogrounding"):
         assert res[bad].records is None and res[bad].x is None
     good = res["im000"]
     assert good.excluded is None and good.x.dtype == np.uint8 and good.x.shape == (48, 48)
@@ -59,14 +61,14 @@ def test_structure_falls_back_per_report_when_the_batch_fails(tmp_path):
 def test_generate_summary_and_json(pairs, tmp_path):
     out = tmp_path / "ds"
     summary = generate(pairs, out, config(), stages=FAKE)
-    assert summary["studies"]["total"] == 18
-    assert summary["studies"]["excluded"] == 6
+    assert summary["studies"]["total"] == 19
+    assert summary["studies"]["excluded"] == 7
     assert summary["studies"]["excluded_by_reason"] == {
-        "error:commit": 1, "error:grounding": 1, "error:image": 1, "qc_crosscheck": 1, "report": 1,
+        "error:commit": 1, "error:grounding": 1, "error:image": 1, "qc_anatomy": 1, "qc_crosscheck": 1, "report": 1,
         "view_not_frontal": 1}
-    from cxrils.dataset import DatasetWriter
+    from cxrils.dataset import read_exclusions
 
-    reasons = DatasetWriter(out, {}).exclusions()
+    reasons = read_exclusions(out)
     assert reasons["badrecords"].startswith("error:commit: DatasetError: study badrecords: record 'badrecords:0'")
     assert not (out / "images" / "badrecords.png").exists()
     on_disk = json.loads((out / SUMMARY_NAME).read_text())
@@ -94,7 +96,7 @@ def test_workers_give_the_same_dataset_and_load_models_once(pairs, tmp_path, mon
     monkeypatch.setenv("CXRILS_FAKE_LOADS", str(loads))
     generate(pairs, tmp_path / "one", config(), stages=FAKE, workers=1)
     one_loads = sorted(p.name.split("-")[0] for p in loads.iterdir())
-    assert one_loads == ["anatomy", "anomaly", "detector"]  # 18 images, each model once
+    assert one_loads == ["anatomy", "anomaly", "detector"]  # 19 images, each model once
     for p in loads.iterdir():
         p.unlink()
     generate(pairs, tmp_path / "two", config(), stages=FAKE, workers=2)
@@ -115,7 +117,7 @@ def test_resume_after_partial_run_equals_full_run(pairs, tmp_path):
     assert first["studies"]["total"] == 6
     seen = []
     generate(pairs, part, config(), stages=FAKE, progress=lambda d, t: seen.append((d, t)))
-    assert seen[0] == (6, 18) and seen[-1] == (18, 18) and len(seen) == 13
+    assert seen[0] == (6, 19) and seen[-1] == (19, 19) and len(seen) == 14
     assert snapshot(part) == snapshot(full)
 
 
@@ -133,7 +135,8 @@ def test_resume_with_another_config_is_refused(pairs, tmp_path):
     generate(pairs, tmp_path / "ds", config(), stages=FAKE, limit=2)
     cfg = config()
     cfg.grounding.tau_ano = 0.3
-    with pytest.raises(RunError, match="another configuration"):
+    with pytest.raises(RunError, match=r"cannot resume: .* config\.grounding\.tau_ano: 0\.1, now 0\.3\. "
+                                       r"Resume only with .* to start over, delete"):
         generate(pairs, tmp_path / "ds", cfg, stages=FAKE)
 
 
@@ -177,7 +180,7 @@ def through_step_6(tmp_path):
     """Run steps 1-6 of one image of the synthetic input; return (pipeline, state)."""
     studies = {s.image_id: s for s in read_inputs(make_input(tmp_path / "in"))}
 
-    def run(cfg, image_id="black"):
+    def run(cfg, image_id="bright"):
         pipe = Pipeline(cfg, FAKE)
         pipe.load_models()
         state = pipe.start(studies[image_id], None)
@@ -191,7 +194,7 @@ def through_step_6(tmp_path):
 def test_default_builtin_chain_segments_once_without_crosscheck(through_step_6):
     from cxrils.config import Config
 
-    pipe, state = through_step_6(Config())  # anomaly "builtin": x_hat is not a radiograph
+    pipe, state = through_step_6(Config(), "im000")  # anomaly "builtin": x_hat is not a radiograph
     assert pipe.anatomy_on_x_hat is False
     assert state.excluded is None and state.anatomy is state.anatomy_x
     assert pipe.anatomy_segmenter.calls == 1 and pipe.edit_region_segmenter is pipe.anatomy_segmenter
@@ -221,8 +224,8 @@ def test_edit_region_backend_of_its_own(through_step_6):
     assert state.anatomy_x.backend == "fake-hybridgnet" and state.anatomy.backend == "fake-cxas"
     assert pipe.edit_region_segmenter.calls == 1 and pipe.anatomy_segmenter.calls == 1
     assert state.excluded is None
-    _, black = through_step_6(cfg, "black")  # cross-checked on x
-    assert black.excluded == "qc_crosscheck: lung x-extent differs"
+    _, black = through_step_6(cfg, "black")  # the edit-region backend's organs are checked
+    assert black.excluded == "qc_anatomy: no right lung found: not a frontal chest view, or a failed segmentation"
 
 
 def test_a_structurer_failing_on_every_report_stops_the_run(tmp_path):

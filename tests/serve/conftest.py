@@ -2,7 +2,8 @@
 
 The service is under test here, not a model: ``BrightRegionSegmenter`` is a real
 :class:`~cxrils.models.base.Segmenter` whose mask is the brightest 5% of pixels and
-whose answer follows the templates, so every response can be checked exactly.
+whose answer follows the templates, so every response can be checked exactly. It reads
+instructions with the light model's reader (lobes, refusals).
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ import pytest
 
 from cxrils import templates
 from cxrils.models.base import Prediction, Segmenter, check_image
+from cxrils.models.light.text import InstructionEncoder
 
 
 class BrightRegionSegmenter(Segmenter):
@@ -23,9 +25,13 @@ class BrightRegionSegmenter(Segmenter):
     def _load(cls, path: Path, config: dict, **kwargs) -> "BrightRegionSegmenter":
         return cls()
 
+    def read_instruction(self, instruction: str) -> str:
+        # the light model's reader: Table 2 text, lobes, refusals that list what is accepted
+        return InstructionEncoder("structured").read(instruction)
+
     def predict(self, image: np.ndarray, instruction: str) -> Prediction:
         x = check_image(image)
-        parsed = templates.parse_instruction(instruction)
+        parsed = templates.parse_instruction(self.read_instruction(instruction))
         mask = x >= np.percentile(x, 95)
         if parsed.instruction_type == "global":
             return Prediction(np.zeros_like(mask), templates.render_answer("global", "negative", parsed.target), 0.1)

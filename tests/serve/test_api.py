@@ -37,6 +37,7 @@ def test_health_info_docs(client):
     assert client.get("/v1/health").json() == {"status": "ok"}
     info = client.get("/v1/info").json()
     assert info["lesion_types"][0] == "cardiomegaly" and "effusion" in info["examples"]
+    assert "left lung base" in info["locations"] and "left lower lobe" in info["locations"]
     assert client.get("/docs").status_code == 200
     page = client.get("/")
     assert page.status_code == 200 and "drop" in page.text
@@ -52,6 +53,8 @@ def test_segment_png_returns_exact_mask(client, image):
     assert body["mask_area"] == int(expected.sum())
     assert (body["width"], body["height"]) == (48, 64)
     assert body["answer"] == "[SEG]"
+    assert body["instruction_answered"] == "Segment the effusion in the left lung base."
+    assert body["dicom_seg"] is None  # a PNG has no DICOM to reference
     png = np.array(Image.open(io.BytesIO(base64.b64decode(body["mask_png"]))))
     assert np.array_equal(png > 127, expected)
     assert np.array(Image.open(io.BytesIO(base64.b64decode(body["image_png"])))).shape == (64, 48)
@@ -72,11 +75,21 @@ def test_segment_real_dicom(segmenter, client, shared_data):
     assert body["mask"]["size"] == [body["height"], body["width"]] and body["height"] > 100
     text = r.text.lower()
     assert "patient" not in text and "institution" not in text  # no header fields in the response
+    # the mask as DICOM SEG, referencing the uploaded image, pixel-aligned
+    hd = pytest.importorskip("highdicom")
+    import pydicom
+
+    seg = hd.seg.Segmentation.from_dataset(pydicom.dcmread(io.BytesIO(base64.b64decode(body["dicom_seg"]))))
+    src = pydicom.dcmread(path, stop_before_pixels=True)
+    assert seg.get_source_image_uids() == [(src.StudyInstanceUID, src.SeriesInstanceUID, src.SOPInstanceUID)]
+    got = seg.get_pixels_by_source_instance(source_sop_instance_uids=[src.SOPInstanceUID], segment_numbers=[1])
+    assert np.array_equal(got[0, :, :, 0] > 0, decode_rle(body["mask"]))
+    assert str(seg.PatientName) == "" and str(seg.PatientID) == ""
 
 
 @pytest.mark.parametrize("files,data,status,words", [
-    ({"image": ("x.txt", b"hello, not an image", "text/plain")}, {"instruction": "Segment the edema."}, 400, "cannot read"),
-    ({"image": ("x.dcm", b"\0" * 128 + b"DICM" + b"\x02\x00", "application/dicom")}, {"instruction": "Segment the edema."}, 400, "cannot read"),
+    ({"image": ("x.txt", b"hello, not an image", "text/plain")}, {"instruction": "Segment the edema."}, 400, "could not be read"),
+    ({"image": ("x.dcm", b"\0" * 128 + b"DICM" + b"\x02\x00", "application/dicom")}, {"instruction": "Segment the edema."}, 400, "could not be read"),
     ({"image": ("x.png", b"", "image/png")}, {"instruction": "Segment the edema."}, 400, "empty"),
     ({"image": ("x.png", b"\x89PNG" + b"\0" * 300_000, "image/png")}, {"instruction": "Segment the edema."}, 413, "limit"),
 ])
@@ -93,7 +106,7 @@ def test_bad_instructions(client, image):
     r = client.post("/v1/segment", files=files, data={"instruction": "x" * 501})
     assert r.status_code == 422 and "limit" in r.json()["detail"]
     r = client.post("/v1/segment", files=files)
-    assert r.status_code == 422
+    assert r.status_code == 422 and r.json()["detail"].startswith("no instruction was given")
     # the model cannot read it (names no lesion type): 422 with the model's reason, not a 500
     r = client.post("/v1/segment", files=files, data={"instruction": "Segment the lungs."})
     assert r.status_code == 422 and "lungs" in r.json()["detail"]
@@ -123,3 +136,31 @@ def test_concurrent_requests_do_not_mix(client):
     with ThreadPoolExecutor(4) as pool:
         for x, body in pool.map(call, images):
             assert np.array_equal(decode_rle(body["mask"]), x >= np.percentile(x, 95))
+
+
+def test_missing_fields_and_pages_answer_in_plain_words(client, image):
+    r = client.post("/v1/segment", data={"instruction": "Segment the edema."})
+    assert r.status_code == 422
+    assert r.json() == {"detail": "no image was uploaded: choose a PNG, JPEG or DICOM file of a chest X-ray"}
+    r = client.post("/v1/segment")
+    detail = r.json()["detail"]
+    assert isinstance(detail, str) and "no image" in detail and "no instruction" in detail
+    page = client.get("/no/such/page", headers={"accept": "text/html"})
+    assert page.status_code == 404 and page.headers["content-type"].startswith("text/html")
+    assert "<a href=\"/\">" in page.text and "detail" not in page.text
+    api = client.get("/v1/nothing")
+    assert api.status_code == 404 and "POST /v1/segment" in api.json()["detail"]
+    assert client.get("/v1/segment").json()["detail"].startswith("GET is not allowed")
+
+
+def test_the_response_says_which_instruction_was_answered(client, image):
+    files = {"image": ("x.png", _png(image), "image/png")}
+    r = client.post("/v1/segment", files=files, data={"instruction": "Is there pneumonia in the RLL?"})
+    assert r.status_code == 200, r.text
+    body = r.json()
+    assert body["instruction"] == "Is there pneumonia in the RLL?"
+    assert body["instruction_answered"] == "Segment the pneumonia in the right lower lobe."
+    r = client.post("/v1/segment", files=files, data={"instruction": "Segment the pneumonia in the lingula."})
+    assert r.status_code == 422
+    detail = r.json()["detail"]
+    assert "lingula" in detail and "accepted" in detail.lower() and "left lower lobe" in detail

@@ -14,6 +14,7 @@ from cxrils.dataset.writer import (
     DatasetError,
     DatasetWriter,
     image_relpath,
+    read_exclusions,
     read_manifest,
     read_records,
     shard_paths,
@@ -22,5 +23,5 @@ from cxrils.dataset.writer import (
 __all__ = [
     "HIST_EQ_PROB", "HistogramEqualization", "BalancedBatchSampler", "COLUMNS", "SCHEMA_VERSION",
     "SPLITS", "SplitError", "assign_split", "load_official_split", "normalize_split", "ILSDataset",
-    "DatasetError", "DatasetWriter", "image_relpath", "read_manifest", "read_records", "shard_paths",
+    "DatasetError", "DatasetWriter", "image_relpath", "read_exclusions", "read_manifest", "read_records", "shard_paths",
 ]

@@ -1,5 +1,5 @@
-"""``cxrils stats DATASET``: counts in the layout of the paper's Tables 10-12 and a
-Figure-4-style bar chart."""
+"""``cxrils stats DATASET``: counts in the layout of the paper's Tables 10-12, a
+Figure-4-style bar chart and, with ``--html``, a self-contained HTML report."""
 
 from __future__ import annotations
 
@@ -8,10 +8,23 @@ from typing import Optional
 
 import typer
 
+#: Width of the console when the output is not a terminal (a log file, a pipe), so that
+#: tables keep their full headers instead of rich's 80-column default.
+LOG_WIDTH = 120
+
 
 def register(app: typer.Typer) -> None:
     """Add the dataset commands to the ``cxrils`` app."""
     app.command("stats")(stats)
+
+
+def _console():
+    from rich.console import Console
+
+    console = Console()
+    if not console.is_terminal:
+        console = Console(width=max(LOG_WIDTH, console.width))
+    return console
 
 
 def stats(
@@ -19,15 +32,15 @@ def stats(
     split: Optional[str] = typer.Option(None, "--split", help="Only this split (train, validate, test)."),
     plot: Optional[Path] = typer.Option(None, "--plot", help="Bar chart PNG [default: DATASET/stats.png]."),
     no_plot: bool = typer.Option(False, "--no-plot", help="Do not write the bar chart."),
+    html: Optional[Path] = typer.Option(None, "--html", help="Also write a self-contained HTML report here: "
+                                        "tables, chart and a gallery of sampled records with their masks."),
+    per_cell: int = typer.Option(2, "--samples", min=1, max=20,
+                                 help="Gallery records per lesion type and polarity (--html)."),
 ) -> None:
-    """Print pairs by lesion type x instruction type x polarity per split (Tables 10-12)
-    and write a bar chart like Figure 4."""
-    from rich.console import Console
-    from rich.table import Table
-
-    from cxrils import vocab
+    """Print pairs by lesion type x instruction type x polarity per split (Tables 10-12),
+    image and exclusion counts, and write a bar chart like Figure 4 (and an HTML report)."""
     from cxrils.dataset.splits import SplitError, normalize_split
-    from cxrils.dataset.stats import TOTAL, count_table, plot_counts
+    from cxrils.dataset.stats import count_table, image_counts, plot_counts, rich_count_table
     from cxrils.dataset.writer import DatasetError, read_manifest, read_records
 
     try:
@@ -37,25 +50,45 @@ def stats(
     except (DatasetError, SplitError) as err:
         typer.echo(f"error: {err}", err=True)
         raise typer.Exit(2) from err
-    console = Console()
+    console = _console()
     for s in splits:
         if not (records["split"] == s).any():
             console.print(f"{dataset.name} / {s}: no records")
             continue
-        table = count_table(records, s)
-        t = Table(title=f"{dataset.name} / {s}: instruction-answer pairs (paper Tables 10-12 layout)")
-        t.add_column("lesion type", no_wrap=True)
-        cols = [(it, p) for it in vocab.INSTRUCTION_TYPES for p in vocab.POLARITIES] + \
-               [(TOTAL, "positive"), (TOTAL, "negative"), (TOTAL, TOTAL)]
-        short = {"lesion_inference": "infer.", "positive": "pos", "negative": "neg", TOTAL: "all"}
-        for it, p in cols:
-            t.add_column(f"{short.get(it, it)}\n{short[p]}", justify="right")
-        for lesion in table.index:
-            t.add_row(lesion, *(str(int(table.loc[lesion, c])) for c in cols), end_section=lesion == vocab.LESION_TYPES[-1])
-        console.print(t)
-    excl = manifest.get("exclusions", {})
-    console.print(f"images: {manifest.get('n_images', 0)}; excluded studies: {excl.get('n', 0)} "
-                  f"{excl.get('by_reason', {})}")
+        console.print(rich_count_table(count_table(records, s), f"{dataset.name} / {s}"))
+    console.print(_image_table(image_counts(dataset, manifest)))
     if not no_plot:
         out = plot_counts(records, plot or dataset / "stats.png")
         console.print(f"bar chart: {out}")
+    if html is not None:
+        from cxrils.dataset.html_report import write_html_report
+
+        try:
+            out = write_html_report(dataset, html, per_cell=per_cell)
+        except (DatasetError, OSError) as err:
+            typer.echo(f"error: {err}", err=True)
+            raise typer.Exit(2) from err
+        console.print(f"HTML report: {out}")
+
+
+def _image_table(counts: dict):
+    """Images processed, with and without records, excluded (by reason)."""
+    from rich import box
+    from rich.table import Table
+
+    t = Table(title="images", title_justify="left", box=box.SIMPLE_HEAD)
+    t.add_column("images", no_wrap=True)
+    t.add_column("count", justify="right")
+    t.add_column("note")
+    if counts["processed"] is not None:
+        t.add_row("processed", str(counts["processed"]), "committed by cxrils generate (done + excluded)")
+    t.add_row("with records", str(counts["with_records"]), "images the records refer to")
+    if counts["without_records"]:
+        ids = counts["without_records"]
+        t.add_row("done, no records", str(len(ids)),
+                  "processed, but no record came out (e.g. no finding grounded; absent-type negatives "
+                  "go to a study's first image only): " + ", ".join(ids[:3]) + (" ..." if len(ids) > 3 else ""))
+    t.add_row("excluded", str(counts["excluded"]), "QC or errors; reasons below and in DATASET/excluded/")
+    for reason, n in counts["excluded_by_reason"].items():
+        t.add_row(f"  {reason}", str(n), "")
+    return t

@@ -15,22 +15,9 @@ from pathlib import Path
 from typing import Mapping
 
 from cxrils.config import Config
+from cxrils.vocab import SPLITS, SplitError, normalize_split
 
-SPLITS: tuple[str, ...] = ("train", "validate", "test")
-_ALIASES = {"train": "train", "training": "train", "validate": "validate", "validation": "validate",
-            "val": "validate", "valid": "validate", "test": "test", "testing": "test"}
-
-
-class SplitError(ValueError):
-    """Raised for an unknown split name, a bad fraction, or a key missing from an official split."""
-
-
-def normalize_split(name: str) -> str:
-    """Map a split name ("val", "validation", "Test"...) to train | validate | test."""
-    try:
-        return _ALIASES[str(name).strip().lower()]
-    except KeyError:
-        raise SplitError(f"unknown split name {name!r}; expected one of {SPLITS}") from None
+__all__ = ["SPLITS", "SplitError", "assign_split", "load_official_split", "normalize_split"]
 
 
 def _unit_interval(seed: int, patient_id: str) -> float:

@@ -2,16 +2,21 @@
 
 Tables 10-12 count, per split, instruction-answer pairs by lesion type (rows) and by
 instruction type x polarity (columns); Figure 4 shows the pairs per lesion type.
+:func:`image_counts` says how many images were processed, have records or were
+excluded (a processed image can have no record, so these differ).
 """
 
 from __future__ import annotations
 
+from collections import Counter
 from pathlib import Path
 
 from cxrils import vocab
 from cxrils.fsutil import atomic_path
 
 TOTAL = "total"
+#: Column headers of the printed and HTML tables, per instruction type (Table 2 names).
+INSTRUCTION_TYPE_NAMES = {"basic": "basic", "global": "global", "lesion_inference": "lesion inference"}
 
 
 def count_table(records, split: str | None = None):
@@ -47,9 +52,67 @@ def count_table(records, split: str | None = None):
     return table
 
 
-def plot_counts(records, path: str | Path) -> Path:
-    """Write a Figure-4-style bar chart PNG: pairs per lesion type, one panel per
-    split, positive and negative bars stacked by instruction type. Returns ``path``."""
+def rich_count_table(table, title: str):
+    """A :func:`count_table` as a ``rich.table.Table`` with full headers that fits 80
+    columns: each instruction type's cell reads ``positives / negatives``; the last
+    columns are the row's positive, negative and all pairs."""
+    from rich import box
+    from rich.table import Table
+
+    t = Table(title=f"{title}: instruction-answer pairs (layout of paper Tables 10-12)", box=box.SIMPLE_HEAD,
+              caption="cells: positive / negative pairs", title_justify="left")
+    t.add_column("lesion type", no_wrap=True, vertical="bottom")
+    for it in vocab.INSTRUCTION_TYPES:
+        name = INSTRUCTION_TYPE_NAMES[it].replace(" ", "\n")
+        t.add_column(f"{name}\n+ / -", justify="right", no_wrap=True, vertical="bottom")
+    for name in ("all +", "all -", "pairs"):
+        t.add_column(name, justify="right", no_wrap=True, vertical="bottom")
+    for lesion in table.index:
+        cells = [f"{int(table.loc[lesion, (it, 'positive')])} / {int(table.loc[lesion, (it, 'negative')])}"
+                 for it in vocab.INSTRUCTION_TYPES]
+        totals = [str(int(table.loc[lesion, (TOTAL, k)])) for k in ("positive", "negative", TOTAL)]
+        t.add_row(lesion, *cells, *totals, end_section=lesion == vocab.LESION_TYPES[-1])
+    return t
+
+
+def image_counts(dataset_dir: str | Path, manifest: dict) -> dict:
+    """How many images a dataset's run processed, how many have records, which have none.
+
+    Parameters
+    ----------
+    dataset_dir : path
+        A finalized dataset (``parts/`` holds one file per image done, with or without
+        rows; ``excluded/`` one marker per excluded image).
+    manifest : dict
+        Its ``manifest.json``.
+
+    Returns
+    -------
+    dict
+        ``processed`` (done + excluded; None when ``parts/`` is gone), ``with_records``
+        (``manifest["n_images"]``), ``without_records`` (sorted image ids done with no
+        record), ``excluded`` and ``excluded_by_reason`` (category, the text before the
+        first ": ", -> count).
+    """
+    import pyarrow.parquet as pq
+
+    root = Path(dataset_dir)
+    excl = manifest.get("exclusions", {})
+    by_reason: Counter[str] = Counter()
+    for reason, n in excl.get("by_reason", {}).items():
+        by_reason[str(reason).split(": ", 1)[0]] += int(n)
+    parts = sorted(p for p in (root / "parts").glob("*.parquet") if not p.name.startswith("."))
+    empty = [p.stem for p in parts if pq.read_metadata(p).num_rows == 0]
+    n_excluded = int(excl.get("n", 0))
+    return {"processed": len(parts) + n_excluded if (root / "parts").is_dir() else None,
+            "with_records": int(manifest.get("n_images", 0)), "without_records": empty,
+            "excluded": n_excluded, "excluded_by_reason": dict(sorted(by_reason.items()))}
+
+
+def count_figure(records):
+    """The Figure-4-style bar chart as a matplotlib Figure: pairs per lesion type, one
+    panel per split, positive and negative bars stacked by instruction type, the legend
+    below the panels (never over a bar). Close it with ``matplotlib.pyplot.close``."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -57,7 +120,7 @@ def plot_counts(records, path: str | Path) -> Path:
     import numpy as np
 
     splits = [s for s in ("train", "validate", "test") if (records["split"] == s).any()] or ["train"]
-    fig, axes = plt.subplots(1, len(splits), figsize=(6 * len(splits), 4), squeeze=False)
+    fig, axes = plt.subplots(1, len(splits), figsize=(6 * len(splits), 4.6), squeeze=False)
     x = np.arange(len(vocab.LESION_TYPES))
     colors = {"basic": "#4c72b0", "global": "#dd8452", "lesion_inference": "#55a868"}
     for ax, split in zip(axes[0], splits):
@@ -67,13 +130,23 @@ def plot_counts(records, path: str | Path) -> Path:
             for itype in vocab.INSTRUCTION_TYPES:
                 h = table.loc[list(vocab.LESION_TYPES), (itype, pol)].to_numpy()
                 ax.bar(x + offset, h, 0.38, bottom=bottom, color=colors[itype], hatch=hatch,
-                       edgecolor="white", label=f"{itype} {pol}")
+                       edgecolor="white", label=f"{INSTRUCTION_TYPE_NAMES[itype]} {pol}")
                 bottom += h
         ax.set_xticks(x, vocab.LESION_TYPES, rotation=30, ha="right")
         ax.set_title(f"{split} ({int(table.loc[TOTAL, (TOTAL, TOTAL)])} pairs)")
         ax.set_ylabel("instruction-answer pairs")
-    axes[0][0].legend(fontsize=7, ncol=2)
-    fig.tight_layout()
+    handles, labels = axes[0][0].get_legend_handles_labels()
+    fig.legend(handles, labels, loc="lower center", ncol=3, fontsize=8, frameon=False,
+               title="left bar: positive, right bar (hatched): negative")
+    fig.tight_layout(rect=(0, 0.17, 1, 1))
+    return fig
+
+
+def plot_counts(records, path: str | Path) -> Path:
+    """Write :func:`count_figure` as a PNG at ``path`` (atomically); returns ``path``."""
+    import matplotlib.pyplot as plt
+
+    fig = count_figure(records)
     path = Path(path)
     with atomic_path(path, suffix=".png") as tmp:
         fig.savefig(tmp, format="png", dpi=120)

@@ -2,6 +2,7 @@
 
 Layout of ``out_dir``::
 
+    .cxrils-writer.lock          held by the one DatasetWriter open on the folder
     provenance.json              run provenance given to DatasetWriter
     images/{image_id}.png        8-bit image x the masks refer to
     parts/{image_id}.parquet     records of one finished study (the commit marker)
@@ -9,15 +10,18 @@ Layout of ``out_dir``::
     records/{split}-00000.parquet  deterministic shards written by finalize()
     manifest.json                schema version, shards (rows, sha256), counts, provenance
 
-Every file is written atomically (:mod:`cxrils.fsutil`): a run killed at any point
-leaves only whole files plus hidden temporary files (``.name.*``) that are ignored
-and cleaned. A study is done once its part file or exclusion marker exists, so a
-rerun skips it (:meth:`DatasetWriter.done_ids`).
+Every file is written atomically (:mod:`cxrils.fsutil`, folder fsynced after each
+rename): a run killed at any point leaves only whole files plus hidden temporary
+files (``.name.*``) that are ignored and cleaned. A study is done once its part file
+or exclusion marker exists, so a rerun skips it (:meth:`DatasetWriter.done_ids`).
+Only one writer at a time may hold a folder (a lock file; another process gets a
+:class:`DatasetError`), and a folder is reopened only with the provenance it was
+started with, so a dataset never mixes code, configuration or weight versions.
+Readers check every shard against the SHA-256 the manifest lists.
 """
 
 from __future__ import annotations
 
-import hashlib
 import json
 import logging
 import re
@@ -27,15 +31,18 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+from filelock import FileLock, Timeout
 
 from cxrils.dataset.schema import COLUMNS, SCHEMA_VERSION, arrow_schema
 from cxrils.dataset.splits import SPLITS
-from cxrils.fsutil import atomic_path, atomic_write_json, fsync_dir
+from cxrils.fsutil import atomic_path, atomic_write_json, fsync_dir, fsync_folder, sha256_file
 
 log = logging.getLogger(__name__)
 
 #: Rows per records shard (ours; ~50k rows keeps a shard near 10-20 MB).
 DEFAULT_SHARD_SIZE = 50_000
+#: Lock file of the folder's writer (hidden; flock-based, released when the process ends).
+LOCK_NAME = ".cxrils-writer.lock"
 #: An image id becomes a file name: no path separators, control characters or
 #: leading dot (hidden temp files start with one), at most 200 characters.
 _SAFE_ID = re.compile(r"^[^./\\\x00-\x1f][^/\\\x00-\x1f]{0,199}$")
@@ -56,12 +63,26 @@ def _check_id(image_id: str) -> None:
                            "(no '/', '\\', control characters or leading '.', at most 200 characters)")
 
 
-def _sha256(path: Path) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as fh:
-        for chunk in iter(lambda: fh.read(1 << 20), b""):
-            h.update(chunk)
-    return h.hexdigest()
+def provenance_changes(old: Any, new: Any, prefix: str = "") -> list[str]:
+    """What differs between two JSON-ready provenances, one line per leaf:
+    ``"config.grounding.tau_ano: 0.1, now 0.2"``; long strings (hashes) are shortened."""
+    if isinstance(old, dict) and isinstance(new, dict):
+        out = []
+        for key in sorted(set(old) | set(new), key=str):
+            where = f"{prefix}.{key}" if prefix else str(key)
+            if key not in new:
+                out.append(f"{where}: {_short(old[key])}, now absent")
+            elif key not in old:
+                out.append(f"{where}: absent, now {_short(new[key])}")
+            else:
+                out.extend(provenance_changes(old[key], new[key], where))
+        return out
+    return [] if old == new else [f"{prefix or 'provenance'}: {_short(old)}, now {_short(new)}"]
+
+
+def _short(value: Any) -> str:
+    text = json.dumps(value, sort_keys=True, default=str)
+    return text if len(text) <= 60 else text[:24] + "..." + text[-8:]
 
 
 def _record_key(record_id: str) -> tuple[str, int]:
@@ -81,6 +102,18 @@ class DatasetWriter:
         version); written to ``provenance.json`` and to the manifest.
     shard_size : int
         Rows per records shard written by :meth:`finalize`.
+
+    Raises
+    ------
+    DatasetError
+        If another writer holds the folder (its lock, :data:`LOCK_NAME`), or the folder
+        was started with a different provenance (the message lists what changed, see
+        :func:`provenance_changes`).
+
+    Notes
+    -----
+    The writer holds the folder's lock until :meth:`close` (or the end of a ``with``
+    block, or of the process). Use one writer per folder at a time.
     """
 
     def __init__(self, out_dir: str | Path, provenance: dict, *, shard_size: int = DEFAULT_SHARD_SIZE):
@@ -89,17 +122,47 @@ class DatasetWriter:
         self.out_dir = Path(out_dir)
         self.provenance = dict(provenance)
         self.shard_size = int(shard_size)
+        self.out_dir.mkdir(parents=True, exist_ok=True)
+        self._lock = FileLock(str(self.out_dir / LOCK_NAME), timeout=0)
+        try:
+            self._lock.acquire()
+        except Timeout:
+            raise DatasetError(f"{self.out_dir}: another process is writing this dataset (it holds "
+                               f"{self.out_dir / LOCK_NAME}); wait for it to finish, or write to another "
+                               "folder") from None
+        try:
+            self._open()
+        except BaseException:
+            self.close()
+            raise
+
+    def _open(self) -> None:
         for sub in ("images", "parts", "excluded"):
             (self.out_dir / sub).mkdir(parents=True, exist_ok=True)
         prov_path = self.out_dir / "provenance.json"
+        new = json.loads(json.dumps(self.provenance, sort_keys=True, default=str))
         if prov_path.exists():
             try:
                 old = json.loads(prov_path.read_text(encoding="utf-8"))
             except (OSError, json.JSONDecodeError) as err:
                 raise DatasetError(f"{prov_path}: unreadable provenance: {err}") from err
-            if old != json.loads(json.dumps(self.provenance, sort_keys=True, default=str)):
-                log.warning("%s: resuming with a different provenance; the manifest keeps the new one", prov_path)
-        atomic_write_json(prov_path, self.provenance)
+            if old != new:
+                changes = provenance_changes(old, new)
+                more = f" (and {len(changes) - 8} more)" if len(changes) > 8 else ""
+                raise DatasetError(f"{self.out_dir} was started with another provenance ({prov_path}): "
+                                   + "; ".join(changes[:8]) + more)
+        else:
+            atomic_write_json(prov_path, self.provenance)
+
+    def close(self) -> None:
+        """Release the folder's lock (the writer is not used afterwards)."""
+        self._lock.release()
+
+    def __enter__(self) -> "DatasetWriter":
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
 
     def _clean_temp(self) -> None:
         for sub in ("images", "parts", "excluded", "records"):
@@ -187,16 +250,8 @@ class DatasetWriter:
         return row
 
     def exclusions(self) -> dict[str, str]:
-        """image_id -> exclusion reason of every excluded study."""
-        out = {}
-        for p in sorted((self.out_dir / "excluded").glob("*.json")):
-            if p.name.startswith("."):
-                continue
-            try:
-                out[p.stem] = json.loads(p.read_text(encoding="utf-8"))["reason"]
-            except (OSError, json.JSONDecodeError, KeyError) as err:
-                raise DatasetError(f"{p}: malformed exclusion marker: {err}") from err
-        return out
+        """image_id -> exclusion reason of every excluded study (:func:`read_exclusions`)."""
+        return read_exclusions(self.out_dir)
 
     def finalize(self) -> Path:
         """Compact the part files into deterministic shards and write ``manifest.json``.
@@ -250,11 +305,12 @@ class DatasetWriter:
                 pq.write_table(sub.slice(start, self.shard_size), new_dir / name)
                 shards.append({"path": f"records/{name}", "split": split,
                                "rows": min(self.shard_size, sub.num_rows - start),
-                               "sha256": _sha256(new_dir / name)})
+                               "sha256": sha256_file(new_dir / name)})
         fsync_dir(new_dir)
         if rec_dir.is_dir():
             rec_dir.rename(old_dir)
         new_dir.rename(rec_dir)
+        fsync_folder(self.out_dir)  # the two renames reach the disk before the manifest names the shards
         exclusions = self.exclusions()
         manifest = {
             "schema_version": SCHEMA_VERSION,
@@ -270,7 +326,28 @@ class DatasetWriter:
         atomic_write_json(path, manifest)
         if old_dir.is_dir():
             shutil.rmtree(old_dir)
+            fsync_folder(self.out_dir)
         return path
+
+
+def read_exclusions(dataset_dir: str | Path) -> dict[str, str]:
+    """image_id -> exclusion reason of every excluded study of a dataset folder
+    (``excluded/*.json``); read-only, finalized or not.
+
+    Raises
+    ------
+    DatasetError
+        If a marker is malformed.
+    """
+    out = {}
+    for p in sorted((Path(dataset_dir) / "excluded").glob("*.json")):
+        if p.name.startswith("."):
+            continue
+        try:
+            out[p.stem] = json.loads(p.read_text(encoding="utf-8"))["reason"]
+        except (OSError, json.JSONDecodeError, KeyError, TypeError) as err:
+            raise DatasetError(f"{p}: malformed exclusion marker: {err}") from err
+    return out
 
 
 def _counts(rows: list[dict]) -> dict:
@@ -310,14 +387,16 @@ def read_manifest(dataset_dir: str | Path) -> dict:
 
 def _shards(dataset_dir: str | Path, split: str | None) -> list[dict]:
     """The manifest's shard entries (of one split, or all), after checking that
-    ``records/`` holds exactly the manifest's shards.
+    ``records/`` holds exactly the manifest's shards and that each of them has the
+    SHA-256 the manifest lists.
 
     Raises
     ------
     DatasetError
-        If the split is unknown, or ``records/`` and the manifest list different
+        If the split is unknown, ``records/`` and the manifest list different
         shards (a finalize interrupted between swapping the records folder and
-        writing the manifest, or files changed by hand).
+        writing the manifest, or files changed by hand), or a shard's bytes are not
+        those the manifest lists (corrupt or replaced; the message names it).
     """
     manifest = read_manifest(dataset_dir)
     if split is not None and split not in SPLITS:
@@ -329,7 +408,18 @@ def _shards(dataset_dir: str | Path, split: str | None) -> list[dict]:
         raise DatasetError(f"{root}: records/ and manifest.json disagree (missing {sorted(listed - on_disk)}, "
                            f"unlisted {sorted(on_disk - listed)}); an interrupted finalize? "
                            "Run the finalize again (rerun `cxrils generate` with the same output folder)")
-    return [s for s in manifest["shards"] if split is None or s["split"] == split]
+    chosen = [s for s in manifest["shards"] if split is None or s["split"] == split]
+    for shard in chosen:
+        path = root / shard["path"]
+        try:
+            digest = sha256_file(path)
+        except OSError as err:
+            raise DatasetError(f"{path}: unreadable records shard: {err}") from err
+        if digest != shard.get("sha256"):
+            raise DatasetError(f"{path}: records shard is corrupt or was replaced: its SHA-256 is {digest}, "
+                               f"manifest.json lists {shard.get('sha256')}; write the shards again from the committed "
+                               "studies (rerun `cxrils generate` with the same input and output folder)")
+    return chosen
 
 
 def shard_paths(dataset_dir: str | Path, split: str | None = None) -> list[Path]:
@@ -354,8 +444,9 @@ def read_records(dataset_dir: str | Path, split: str | None = None):
     Raises
     ------
     DatasetError
-        If the dataset is not finalized, a shard is missing or corrupt, or a shard's
-        row count differs from the manifest's (shards of another finalize).
+        If the dataset is not finalized, a shard is missing, corrupt or replaced (its
+        SHA-256 differs from the manifest's), or a shard's row count differs from the
+        manifest's (shards of another finalize).
     """
     import pyarrow as pa
     import pyarrow.parquet as pq

@@ -9,7 +9,8 @@ JSON / CSV / Markdown, and baselines (``always-empty``, ``whole-lung``, ``oracle
 >>> report.table4()["gIoU"], report.table4()["n_acc"]       # doctest: +SKIP
 """
 
-from cxrils.evaluation.counts import InvalidRLE, MaskCounts, MaskSizeError, mask_counts, rle_areas, rle_mask_counts
+from cxrils.evaluation.counts import MaskCounts, MaskSizeError, mask_counts, rle_mask_counts
+from cxrils.masks import InvalidRLE, rle_areas
 from cxrils.evaluation.evaluate import EvalSample, evaluate, evaluate_predictions
 from cxrils.evaluation.io import EvaluationError, read_predictions, write_predictions
 from cxrils.evaluation.metrics import SegmentationAccumulator, TextAccumulator, answer_correct

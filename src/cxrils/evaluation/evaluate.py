@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterable
@@ -9,7 +10,8 @@ from typing import Any, Iterable
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from cxrils.evaluation.counts import InvalidRLE, MaskCounts, batch_mask_counts, rle_areas, rle_intersection
+from cxrils.evaluation.counts import MaskCounts, batch_mask_counts, rle_intersection
+from cxrils.masks import InvalidRLE, rle_areas
 from cxrils.evaluation.io import (
     REFERENCE_COLUMNS,
     EvaluationError,
@@ -21,6 +23,7 @@ from cxrils.evaluation.io import (
 from cxrils.evaluation.metrics import answer_correct
 from cxrils.evaluation.report import EvaluationReport
 from cxrils.templates import TemplateError, parse_answer
+from cxrils.vocab import normalize_split
 
 
 @dataclass(frozen=True)
@@ -178,9 +181,7 @@ def evaluate_predictions(dataset_dir: str | Path, predictions: str | Path | Any,
                               f"e.g. {_examples(missing)}")
     extra = pred_ids.filter(pc.invert(pc.is_in(pred_ids, value_set=ref_ids)))
     if len(extra):
-        hint = "" if paraphrases == "include" else f" (paraphrased instructions: {paraphrases}; see --paraphrases)"
-        raise EvaluationError(f"{where}: {len(extra)} record ids are not {split_name} records of "
-                              f"{dataset_dir}{hint}, e.g. {_examples(extra)}")
+        raise EvaluationError(_outside_message(where, dataset_dir, extra, split, paraphrases, batch_size))
     index = pc.index_in(ref_ids, value_set=pred_ids)  # row of each record's prediction, in dataset order
     del ref_ids, pred_ids, missing, extra
 
@@ -193,6 +194,35 @@ def evaluate_predictions(dataset_dir: str | Path, predictions: str | Path | Any,
         offset += batch.num_rows
         _score_batch(report, batch, rows, score_text, str(dataset_dir), where)
     return report
+
+
+def _outside_message(where: str, dataset_dir: str | Path, extra: pa.Array, split: str | None, paraphrases: str,
+                     batch_size: int) -> str:
+    """Why predicted ids are not records of the evaluated split: in which split they
+    are, left out by ``--paraphrases``, or not in the dataset at all."""
+    chosen = normalize_split(split) if split is not None else None
+    where_found: Counter[str] = Counter()
+    for batch in iter_reference_batches(dataset_dir, None, ["record_id", "split"], batch_size,
+                                        optional=["paraphrase_of"], paraphrases="include"):
+        hit = batch.filter(pc.is_in(batch.column("record_id").cast(pa.string()), value_set=extra))
+        para = (hit.column("paraphrase_of").to_pylist() if "paraphrase_of" in hit.schema.names
+                else [""] * hit.num_rows)
+        for s, p in zip(hit.column("split").to_pylist(), para):
+            if chosen is not None and s != chosen:
+                where_found[f"in split {s!r}"] += 1
+            elif p:
+                where_found[f"paraphrased-instruction rows, left out by --paraphrases {paraphrases}"] += 1
+            else:
+                where_found[f"template rows, left out by --paraphrases {paraphrases}"] += 1
+    absent = len(extra) - sum(where_found.values())
+    if absent:
+        where_found["not in the dataset"] = absent
+    parts = ", ".join(f"{n} {what}" for what, n in sorted(where_found.items(), key=lambda kv: (-kv[1], kv[0])))
+    hint = "; evaluate another split with --split (train | validate | test | all)" if any(
+        k.startswith("in split") for k in where_found) else ""
+    records = f"records of split {chosen!r}" if chosen is not None else "records"
+    return (f"{where}: {len(extra)} record ids are not {records} of {dataset_dir} ({parts}), "
+            f"e.g. {_examples(extra)}{hint}")
 
 
 def _score_batch(report: EvaluationReport, ref: pa.RecordBatch, pred: pa.Table, score_text: bool,

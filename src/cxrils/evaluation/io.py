@@ -20,9 +20,9 @@ import pyarrow.parquet as pq
 
 from cxrils.dataset.schema import SCHEMA_VERSION
 from cxrils.dataset.splits import SplitError, normalize_split
+from cxrils.dataset.writer import DatasetError, shard_paths
 from cxrils.fsutil import atomic_path
-from cxrils.evaluation.counts import coco_rle
-from cxrils.masks import MaskError
+from cxrils.masks import MaskError, coco_rle
 
 
 class EvaluationError(ValueError):
@@ -38,13 +38,17 @@ REFERENCE_COLUMNS: tuple[str, ...] = (
 
 
 def dataset_shards(dataset_dir: str | Path) -> list[Path]:
-    """The sorted ``records/*.parquet`` shards of a dataset folder.
+    """The ``records/*.parquet`` shards of a dataset folder (sorted by name).
+
+    With a manifest that lists the shards (a folder finalized by
+    :class:`cxrils.dataset.DatasetWriter`), those shards in manifest order, each
+    checked against its SHA-256 (:func:`cxrils.dataset.shard_paths`).
 
     Raises
     ------
     EvaluationError
         If the folder, its ``records/`` shards or a readable ``manifest.json`` of this
-        schema version are missing.
+        schema version are missing, or a shard is not the one the manifest lists.
     """
     root = Path(dataset_dir)
     if not root.is_dir():
@@ -52,11 +56,17 @@ def dataset_shards(dataset_dir: str | Path) -> list[Path]:
     manifest = root / "manifest.json"
     if manifest.exists():
         try:
-            version = json.loads(manifest.read_text(encoding="utf-8")).get("schema_version", SCHEMA_VERSION)
+            data = json.loads(manifest.read_text(encoding="utf-8"))
+            version = data.get("schema_version", SCHEMA_VERSION)
         except (OSError, ValueError, AttributeError) as err:
             raise EvaluationError(f"{manifest}: unreadable manifest: {err}") from err
         if version != SCHEMA_VERSION:
             raise EvaluationError(f"{manifest}: schema_version {version!r}, this cxrils reads {SCHEMA_VERSION}")
+        if "shards" in data:  # written by DatasetWriter.finalize: the listing and each SHA-256 are checked
+            try:
+                return shard_paths(root)
+            except DatasetError as err:
+                raise EvaluationError(str(err)) from None
     shards = sorted((root / "records").glob("*.parquet"))
     if not shards:
         raise EvaluationError(f"{root}: no records/*.parquet shards (is this a cxrils dataset folder?)")

@@ -17,10 +17,15 @@ from scipy import ndimage as ndi
 from cxrils.config import GroundingConfig
 from cxrils.types import LesionBox
 
-#: Reference image size for the refinement's pixel sizes (longest side, pixels).
-REFERENCE_SIZE = 512
-#: 8-connectivity for connected components of the anomaly set.
-EIGHT = np.ones((3, 3), dtype=bool)
+
+def neighbourhood(cfg: GroundingConfig) -> np.ndarray:
+    """Structuring element of ``cfg.connectivity``: bool (3, 3), all True for 8-connectivity,
+    a cross for 4-connectivity (components of A and the expansion's steps)."""
+    if cfg.connectivity == 8:
+        return np.ones((3, 3), dtype=bool)
+    if cfg.connectivity == 4:
+        return np.array([[0, 1, 0], [1, 1, 1], [0, 1, 0]], dtype=bool)
+    raise ValueError(f"grounding.connectivity must be 4 or 8, got {cfg.connectivity}")
 
 
 def iou(a: np.ndarray, b: np.ndarray) -> float:
@@ -140,7 +145,7 @@ def intersecting_components(box_mask: np.ndarray, labels: np.ndarray) -> tuple[n
     box_mask : numpy.ndarray, bool, shape (H, W)
     labels : numpy.ndarray, int, shape (H, W)
         Connected-component labels of A (0 = background), e.g. from
-        ``scipy.ndimage.label(A, structure=np.ones((3, 3)))``.
+        ``scipy.ndimage.label(A, structure=neighbourhood(cfg))``.
 
     Returns
     -------
@@ -158,9 +163,11 @@ def refine(component: np.ndarray, x: np.ndarray, right_lung: np.ndarray, left_lu
     """Refine(C) of Algorithm 1 (paper Appendix A.5).
 
     1. Opening (erosion then dilation) with a disk of radius ``open_radius_px``
-       (scaled from 512 px to the image, at least 1 unless 0) removes specks.
+       (scaled from ``reference_size_px`` (512) to the image's longest side, at least 1
+       unless 0) removes specks.
     2. Expansion into adjacent pixels of similar intensity: ``grow_iterations``
-       (scaled likewise, at least 1 unless 0) 8-connected dilation steps, each only into lung pixels with
+       (scaled likewise, at least 1 unless 0) dilation steps (8- or 4-connected,
+       ``connectivity``), each only into lung pixels with
        ``|x - mean(x[C])| / 255 <= grow_intensity_tol``.
     3. Effusion only: for each lung the component reaches within its lowest
        ``effusion_base_fraction`` of height (a lung base), the lung mask is added from
@@ -180,7 +187,7 @@ def refine(component: np.ndarray, x: np.ndarray, right_lung: np.ndarray, left_lu
     numpy.ndarray, bool, shape (H, W)
         Possibly empty when the opening removed everything.
     """
-    scale = max(x.shape) / REFERENCE_SIZE
+    scale = max(x.shape) / cfg.reference_size_px
     radius = max(1, int(round(cfg.open_radius_px * scale))) if cfg.open_radius_px > 0 else 0
     mask = component.copy()
     if radius > 0:  # OpenCV: much faster than scipy.ndimage on large masks
@@ -194,8 +201,9 @@ def refine(component: np.ndarray, x: np.ndarray, right_lung: np.ndarray, left_lu
         mean = float(x[mask].mean())
         similar = np.abs(x.astype(np.float32) - mean) / 255.0 <= cfg.grow_intensity_tol
         allowed = (similar & lungs) | mask
+        step = neighbourhood(cfg).astype(np.uint8)
         for _ in range(steps):  # geodesic dilation: one 8-connected step at a time
-            grown = (cv2.dilate(mask.astype(np.uint8), np.ones((3, 3), np.uint8)) > 0) & allowed
+            grown = (cv2.dilate(mask.astype(np.uint8), step) > 0) & allowed
             if np.array_equal(grown, mask):
                 break
             mask = grown
@@ -240,8 +248,8 @@ def algorithm1(x: np.ndarray, anomaly_set: np.ndarray, m_union: np.ndarray, righ
         effusion refinement).
     cfg : GroundingConfig
     labels : numpy.ndarray, int, shape (H, W), optional
-        The 8-connected component labels of ``anomaly_set``
-        (``scipy.ndimage.label(A, structure=EIGHT)``), when the caller already has
+        The connected component labels of ``anomaly_set``
+        (``scipy.ndimage.label(A, structure=neighbourhood(cfg))``), when the caller already has
         them (several findings of a study share A); computed when None.
 
     Returns
@@ -252,7 +260,7 @@ def algorithm1(x: np.ndarray, anomaly_set: np.ndarray, m_union: np.ndarray, righ
     """
     mask = np.zeros(x.shape, dtype=bool)
     if labels is None:
-        labels, _ = ndi.label(anomaly_set, structure=EIGHT)
+        labels, _ = ndi.label(anomaly_set, structure=neighbourhood(cfg))
     checks = []
     for box in boxes:
         check = check_box(box, anomaly_set, m_union, right_lung, left_lung, lesion_type, cfg)

@@ -1,5 +1,8 @@
 """Files written by ``cxrils ground``: overlays for a person to check a case, the
-anomaly images, one PNG per grounded lesion mask, and ``grounding.json``."""
+anomaly images, one PNG per grounded lesion mask, and ``grounding.json``.
+
+Every overlay carries R/L side markers (the patient's right on the image's left) and
+a legend of its colours (:mod:`cxrils.overlay`)."""
 
 from __future__ import annotations
 
@@ -11,6 +14,7 @@ import numpy as np
 from PIL import Image
 
 from cxrils.fsutil import atomic_path
+from cxrils.overlay import draw_legend, draw_side_markers, gray_to_rgb, tint
 from cxrils.types import AnomalyResult, LesionBox, StudyGrounding
 
 KEPT_COLOUR = (40, 220, 40)       # RGB
@@ -24,10 +28,6 @@ def write_png(path: Path, image: np.ndarray) -> None:
         Image.fromarray(np.ascontiguousarray(image)).save(tmp, format="PNG")
 
 
-def _rgb(x: np.ndarray) -> np.ndarray:
-    return np.repeat(x[:, :, None], 3, axis=2).copy()
-
-
 def _thickness(shape: tuple[int, int]) -> int:
     return max(1, round(max(shape) / 400))
 
@@ -37,13 +37,15 @@ def anomaly_overlay(x: np.ndarray, anomaly: AnomalyResult, tau_ano: float) -> np
     anomaly set A = x_ano >= tau_ano outlined in white."""
     heat = cv2.applyColorMap(np.clip(anomaly.x_ano * 255 * 2, 0, 255).astype(np.uint8), cv2.COLORMAP_JET)
     heat = cv2.cvtColor(heat, cv2.COLOR_BGR2RGB)
-    out = _rgb(x)
+    out = gray_to_rgb(x)
     region = anomaly.edit_region
     out[region] = (0.55 * out[region] + 0.45 * heat[region]).astype(np.uint8)
     contours, _ = cv2.findContours(anomaly.anomaly_set(tau_ano).astype(np.uint8), cv2.RETR_EXTERNAL,
                                    cv2.CHAIN_APPROX_SIMPLE)
     cv2.drawContours(out, contours, -1, (255, 255, 255), _thickness(x.shape))
-    return out
+    legend = [("x_ano low", (0, 0, 255), "fill"), ("x_ano high", (255, 0, 0), "fill"),
+              (f"A: x_ano >= {tau_ano:g}", (255, 255, 255), "line")]
+    return draw_side_markers(draw_legend(out, legend))
 
 
 def _box(out: np.ndarray, box: LesionBox, colour, text: str) -> None:
@@ -57,7 +59,7 @@ def boxes_overlay(x: np.ndarray, sg: StudyGrounding, boxes: list[LesionBox]) -> 
     """RGB uint8: every detector box; green if some finding kept it, red otherwise,
     labelled with its confidence and, for each finding that rejected it, the failed
     conditions (e.g. ``F1:c1,c3``)."""
-    out = _rgb(x)
+    out = gray_to_rgb(x)
     for b in boxes:
         kept, failed = False, []
         for i, gf in enumerate(sg.findings, start=1):
@@ -68,30 +70,30 @@ def boxes_overlay(x: np.ndarray, sg: StudyGrounding, boxes: list[LesionBox]) -> 
                         failed.append(f"F{i}:{','.join(rec['failed'])}")
         label = f"{b.confidence:.2f}" + ("" if kept or not failed else " " + " ".join(failed))
         _box(out, b, KEPT_COLOUR if kept else REJECTED_COLOUR, label)
-    return out
+    legend = [("box kept by a finding", KEPT_COLOUR, "line"),
+              ("box rejected (failed conditions)", REJECTED_COLOUR, "line")]
+    return draw_side_markers(draw_legend(out, legend))
 
 
 def masks_overlay(x: np.ndarray, sg: StudyGrounding, alpha: float = 0.45) -> np.ndarray:
     """RGB uint8: each grounded lesion mask tinted in its own colour and outlined, with
-    a legend ``F<i> <type>`` in the top-left corner (finding numbers as in
-    grounding.json, 1-based)."""
-    out = _rgb(x).astype(np.float32)
+    a legend ``F<i> <type>`` in the bottom-left corner (finding numbers as in
+    grounding.json, 1-based) and R/L side markers."""
+    out = gray_to_rgb(x)
     labels = []
     for i, gf in enumerate(sg.findings, start=1):
         if gf.mask is None:
             continue
-        colour = np.array(MASK_COLOURS[(i - 1) % len(MASK_COLOURS)], np.float32)
-        out[gf.mask] = (1 - alpha) * out[gf.mask] + alpha * colour
-        labels.append((i, gf, tuple(int(c) for c in colour)))
-    out = out.astype(np.uint8)
+        colour = MASK_COLOURS[(i - 1) % len(MASK_COLOURS)]
+        out = tint(out, gf.mask, colour, alpha)
+        labels.append((i, gf, colour))
+    out = np.ascontiguousarray(out)
     t = _thickness(x.shape)
-    for line, (i, gf, colour) in enumerate(labels):
+    for i, gf, colour in labels:
         contours, _ = cv2.findContours(gf.mask.astype(np.uint8), cv2.RETR_EXTERNAL, cv2.CHAIN_APPROX_SIMPLE)
         cv2.drawContours(out, contours, -1, colour, t)
-        # legend in the top-left corner: masks of several findings often share a box
-        cv2.putText(out, f"F{i} {gf.lesion_type}", (4, (line + 1) * 14 * t), cv2.FONT_HERSHEY_SIMPLEX,
-                    0.4 * t, colour, t)
-    return out
+    legend = [(f"F{i} {gf.lesion_type}", colour, "fill") for i, gf, colour in labels]
+    return draw_side_markers(draw_legend(out, legend))
 
 
 def mask_filename(index: int, lesion_type: str) -> str:

@@ -11,7 +11,7 @@ import numpy as np
 from scipy import ndimage as ndi
 
 from cxrils.config import Config
-from cxrils.grounding.algorithm import EIGHT, algorithm1
+from cxrils.grounding.algorithm import algorithm1, neighbourhood
 from cxrils.grounding.locations import empty_locations, grounded_locations, reported_locations
 from cxrils.types import (
     AnatomyMasks,
@@ -175,10 +175,10 @@ def ground_study(*, study_id: str, image_id: str, x: np.ndarray, report: Structu
     components: dict[float, tuple[np.ndarray, np.ndarray]] = {}
 
     def anomaly_components(tau_ano: float) -> tuple[np.ndarray, np.ndarray]:
-        """A = x_ano >= tau_ano and its 8-connected labels, once per threshold."""
+        """A = x_ano >= tau_ano and its connected-component labels, once per threshold."""
         if tau_ano not in components:
             anomaly_set = anomaly.anomaly_set(tau_ano)
-            components[tau_ano] = (anomaly_set, ndi.label(anomaly_set, structure=EIGHT)[0])
+            components[tau_ano] = (anomaly_set, ndi.label(anomaly_set, structure=neighbourhood(cfg.grounding))[0])
         return components[tau_ano]
 
     findings = [_ground_finding(f, x, anatomy, organs, anomaly_components, boxes, empty, cfg)

@@ -32,9 +32,9 @@ import numpy as np
 
 from cxrils import __version__, templates, vocab
 from cxrils.config import Config
-from cxrils.dataset.splits import SplitError, normalize_split
 from cxrils.masks import encode_rle
 from cxrils.types import GroundedFinding, StudyGrounding
+from cxrils.vocab import SplitError, normalize_split
 
 #: Lesion types seen as an opacity on the image: the hyperintense lung lesions of the
 #: anomaly map ("opacities, consolidations, effusions, edema, and atelectasis, which
@@ -327,8 +327,8 @@ def _negatives(b: _Builder, items: list[_Item], g: StudyGrounding, cfg: Config, 
         if t not in present:
             if not absent:
                 continue
-            if t == "cardiomegaly":  # Appendix D.3: only with a CTR known and <= 0.45
-                if g.ctr is not None and g.ctr <= cfg.qc.ctr_max_cardiomegaly_negative:
+            if t == "cardiomegaly":  # Appendix D.3: only with a CTR known and <= 0.45 (and plausible)
+                if g.ctr is not None and cfg.qc.ctr_plausible_min <= g.ctr <= cfg.qc.ctr_max_cardiomegaly_negative:
                     _negative(b, t, "global", None, negated)
                 continue
             for form, loc in _absent_choices(rng, ic.max_absent_negatives_per_type, ic.absent_negative_global_prob):
@@ -394,7 +394,9 @@ def generate_records(grounding: StudyGrounding, *, split: str, patient_id: str, 
         Path of the 8-bit image relative to the dataset folder (``images/{image_id}.png``).
     cfg : Config
         ``cfg.instructions`` (seed, negatives per type, global share) and
-        ``cfg.qc.ctr_max_cardiomegaly_negative`` (0.45, Appendix D.3).
+        ``cfg.qc.ctr_max_cardiomegaly_negative`` (0.45, Appendix D.3): a cardiomegaly
+        negative needs ``ctr_plausible_min <= CTR <= 0.45`` (a lower CTR is a failed
+        heart mask, ours).
     absent_negatives : bool
         Emit the negatives of types absent from the report. At most one per type per
         *study* (Appendix C.2): a study with several images passes True for one of

@@ -1,10 +1,11 @@
 """Image loading: DICOM, PNG, JPEG (TIFF, BMP) -> the paper's 8-bit gray image ``x``.
 
 One entry point, :func:`load_image`, returns a :class:`LoadedImage` whose ``pixels`` are
-uint8 (H, W) in [0, 255], oriented as displayed, and whose ``meta`` keeps a whitelist of
-facts about the file (shape, bit depth, photometric interpretation, view position, pixel
-spacing and its source, the transforms applied). Every failure raises
-:class:`ImageLoadError` naming the file and the reason.
+uint8 (H, W) in [0, 255], oriented as displayed (a DICOM frontal image in the standard
+orientation, patient's right on the image's left), and whose ``meta`` keeps a whitelist
+of facts about the file (shape, bit depth, photometric interpretation, view position,
+patient orientation, pixel spacing and its source, the transforms applied). Every
+failure raises :class:`ImageLoadError` naming the file and the reason.
 """
 
 from __future__ import annotations
@@ -39,21 +40,26 @@ def is_dicom(path: str | Path) -> bool:
     return head[128:132] == b"DICM" or path.suffix.lower() in _DICOM_SUFFIXES
 
 
-def load_image(path: str | Path, *, max_pixels: int | None = None) -> LoadedImage:
+def load_image(path: str | Path, *, max_pixels: int | None = None, voi: str = "auto") -> LoadedImage:
     """Load a chest radiograph as the 8-bit gray image the pipeline works on.
 
     DICOM (detected by its preamble or a ``.dcm``/``.dicom`` suffix) goes through pydicom:
-    Modality LUT, VOI LUT or window (deterministic choice, recorded), MONOCHROME1
-    inversion, scaling to 8 bits (:mod:`cxrils.io.dicom`). Other files go through Pillow:
-    EXIF orientation, 16-bit stretched without clipping, colour and palette to gray
-    (:mod:`cxrils.io.raster`).
+    Modality LUT, VOI LUT or window (``voi``, recorded), MONOCHROME1 inversion, scaling
+    to 8 bits, Patient Orientation to the standard display (:mod:`cxrils.io.dicom`).
+    Other files go through Pillow: EXIF orientation, gray levels scaled by their
+    container's range (so 8- and 16-bit copies of one image give the same ``x``),
+    colour and palette to gray (:mod:`cxrils.io.raster`).
 
     Parameters
     ----------
     path : str or Path
     max_pixels : int, optional
-        Refuse images with more pixels than this, checked from the header before decoding.
+        Refuse images with more pixels than this, checked from the header before decoding;
+        it replaces Pillow's own limit (a larger value is honoured).
         Default :attr:`cxrils.config.IOConfig.max_pixels`.
+    voi : str
+        DICOM VOI choice (``io.voi``): ``"auto"`` (VOI LUT, else first window, else
+        min-max), ``"lut"``/``"lut:k"``, ``"window"``/``"window:k"``, ``"minmax"``.
 
     Returns
     -------
@@ -76,7 +82,7 @@ def load_image(path: str | Path, *, max_pixels: int | None = None) -> LoadedImag
     if is_dicom(path):
         from cxrils.io.dicom import load_dicom
 
-        return load_dicom(path, max_pixels=max_pixels)
+        return load_dicom(path, max_pixels=max_pixels, voi=voi)
     from cxrils.io.raster import load_raster
 
     return load_raster(path, max_pixels=max_pixels)

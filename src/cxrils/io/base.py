@@ -63,6 +63,15 @@ class ImageMeta:
         ``"voi:window(center=15000, width=30000, function=LINEAR)"``, ``"invert:MONOCHROME1"``).
     transfer_syntax : str or None
         DICOM Transfer Syntax name (None for raster files).
+    patient_orientation : tuple of str or None
+        DICOM Patient Orientation as stored (direction of increasing column, of
+        increasing row: ``("R", "F")`` is a mirrored frontal image), None when absent. The
+        pixels are turned to the standard display (``("L", "F")``: patient's right on the
+        image's left); ``transforms`` says how (``"orient:fliplr(...)"``).
+    codestream_precision : int or None
+        Sample precision of the JPEG / JPEG-LS / JPEG 2000 codestream when it differs from
+        ``bits_stored`` (the decoder uses the codestream's); None when they agree or the
+        data are not compressed.
     """
 
     format: str
@@ -74,12 +83,15 @@ class ImageMeta:
     pixel_spacing_source: str | None = None
     transforms: list[str] = field(default_factory=list)
     transfer_syntax: str | None = None
+    patient_orientation: tuple[str, str] | None = None
+    codestream_precision: int | None = None
 
     def to_dict(self) -> dict[str, Any]:
         """Plain JSON-serialisable dict."""
         d = dataclasses.asdict(self)
         d["original_shape"] = list(self.original_shape)
         d["pixel_spacing"] = list(self.pixel_spacing) if self.pixel_spacing else None
+        d["patient_orientation"] = list(self.patient_orientation) if self.patient_orientation else None
         return d
 
 
@@ -119,7 +131,7 @@ def unit_to_uint8(f: np.ndarray) -> np.ndarray:
 def minmax_unit(values: np.ndarray, where: np.ndarray | None = None) -> tuple[np.ndarray, float, float]:
     """Scale ``values`` linearly so that their minimum is 0 and maximum 1 (no clipping).
 
-    A constant image maps to all zeros.
+    A constant image maps to all zeros (no range to stretch).
 
     Parameters
     ----------

@@ -14,6 +14,7 @@ def image_info(
     save: Optional[Path] = typer.Option(None, "--save", help="Also write the 8-bit image as this PNG."),
     max_pixels: Optional[int] = typer.Option(None, "--max-pixels", min=1,
                                              help="Pixel limit (default: io.max_pixels of the config)."),
+    voi: str = typer.Option("auto", "--voi", help="DICOM VOI (io.voi): auto | lut[:K] | window[:K] | minmax."),
 ) -> None:
     """Load an image as the pipeline does and print its metadata and transforms as JSON."""
     from PIL import Image
@@ -22,8 +23,8 @@ def image_info(
     from cxrils.io import ImageLoadError, load_image
 
     try:
-        img = load_image(path, max_pixels=max_pixels)
-    except ImageLoadError as err:
+        img = load_image(path, max_pixels=max_pixels, voi=voi)
+    except (ImageLoadError, ValueError) as err:
         typer.echo(f"error: {err}", err=True)
         raise typer.Exit(2) from err
     info = {"shape": list(img.pixels.shape), **img.meta.to_dict()}

@@ -7,11 +7,17 @@ done in this order:
    (sign-extended when Pixel Representation is signed);
 2. Modality LUT: Modality LUT Sequence, or Rescale Slope / Intercept (negative slopes
    included) -- :func:`pydicom.pixels.apply_modality_lut`;
-3. VOI, chosen deterministically and recorded in ``meta.transforms``: the first item of
-   the VOI LUT Sequence if present, else the first Window Center / Width (with its VOI LUT
-   Function), else a min-max stretch of the modality values;
+3. VOI, chosen by ``voi`` (``io.voi``) and recorded in ``meta.transforms``: by default
+   (``"auto"``) the first item of the VOI LUT Sequence if present, else the first Window
+   Center / Width (with its VOI LUT Function), else a min-max stretch of the modality
+   values; ``"lut[:k]"`` / ``"window[:k]"`` ask for the k-th LUT / window (0 first),
+   ``"minmax"`` for the stretch;
 4. MONOCHROME1 inversion (so that higher = brighter, as MONOCHROME2);
-5. scaling to 8 bits (``round(255 * f)``, ``f`` in [0, 1]).
+5. scaling to 8 bits (``round(255 * f)``, ``f`` in [0, 1]);
+6. orientation (Patient Orientation (0020,0020)): a frontal image stored mirrored or
+   rotated is turned to the standard display, the patient's right on the image's left
+   and the head at the top (:func:`orient_frontal`); contradictory tags raise
+   :class:`~cxrils.io.ImageLoadError`.
 
 Only whitelisted header fields leave this module (see :class:`cxrils.io.ImageMeta`):
 no names, dates, UIDs or other identifiers.
@@ -38,6 +44,7 @@ from pydicom.uid import (
 )
 
 from cxrils.io.base import ImageLoadError, ImageMeta, LoadedImage, minmax_unit, unit_to_uint8
+from cxrils.vocab import FRONTAL_VIEWS
 
 _MONOCHROME = ("MONOCHROME1", "MONOCHROME2")
 _COLOUR = ("RGB", "YBR_FULL", "YBR_FULL_422", "YBR_RCT", "YBR_ICT")
@@ -46,6 +53,12 @@ _WINDOW_OUT_BITS = 16
 #: Largest number of stored levels handled through a lookup table (see _monochrome_to_uint8).
 _MAX_LEVELS = 1 << 20
 _VIEW_POSITION = re.compile(r"[A-Z]{1,8}( [A-Z]{1,8})?")
+#: ``io.voi`` values: automatic choice, the k-th VOI LUT or window, or a min-max stretch.
+VOI_CHOICE = re.compile(r"auto|minmax|(lut|window)(:\d+)?")
+#: View Position values of a lateral (sagittal-plane) radiograph.
+LATERAL_VIEWS = frozenset({"LL", "RL", "LATERAL", "LAT"})
+_DIRECTION = re.compile(r"[LRAPHF]{1,3}")
+_AXIS = {"L": "LR", "R": "LR", "A": "AP", "P": "AP", "H": "HF", "F": "HF"}
 
 
 def install_hint(uid: str) -> str:
@@ -103,14 +116,6 @@ def _transfer_syntax(path: Path, ds: Dataset) -> UID:
     return tsyntax
 
 
-def _first(ds: Dataset, keyword: str) -> tuple[float, int]:
-    """First value of a possibly multi-valued DS element, and its number of values."""
-    elem = ds[keyword]
-    if elem.VM > 1:
-        return float(elem.value[0]), int(elem.VM)
-    return float(elem.value), 1
-
-
 def _window_unit(values: np.ndarray, center: float, width: float, function: str) -> np.ndarray:
     """Window ``values`` to [0, 1] with pydicom's PS3.3 C.11.2.1.2 implementation.
 
@@ -135,41 +140,63 @@ def _window_unit(values: np.ndarray, center: float, width: float, function: str)
     return out / float(2**_WINDOW_OUT_BITS - 1)
 
 
-def _voi_unit(values: np.ndarray, ds: Dataset, present: np.ndarray | None = None) -> tuple[np.ndarray, str]:
-    """Apply the VOI transform of ``ds`` to modality values; output in [0, 1] and its record.
+def _nth(ds: Dataset, keyword: str, k: int) -> tuple[float, int]:
+    """The k-th value of a possibly multi-valued DS element, and its number of values."""
+    elem = ds[keyword]
+    values = list(elem.value) if elem.VM > 1 else [elem.value]
+    return float(values[k]), len(values)
 
-    The min-max fallback takes its range from ``values[present]`` when ``present`` is given.
+
+def _voi_unit(values: np.ndarray, ds: Dataset, present: np.ndarray | None = None,
+              voi: str = "auto") -> tuple[np.ndarray, str]:
+    """Apply the VOI transform of ``ds`` chosen by ``voi`` to modality values; output in
+    [0, 1] and its record (with ``io.voi=...`` when not ``"auto"``).
+
+    ``"auto"``: VOI LUT item 0, else window 0, else min-max. ``"lut[:k]"`` and
+    ``"window[:k]"``: the k-th item / window (0 first), min-max when the file has none
+    (said in the record). The min-max stretch takes its range from ``values[present]``
+    when ``present`` is given.
     """
+    kind, _, index = voi.partition(":")
+    k = int(index or 0)
+    tag = "" if voi == "auto" else f" (io.voi={voi})"
     seq = ds.get("VOILUTSequence")
-    if seq:
-        item = seq[0]
-        desc = item.get("LUTDescriptor")
-        if desc is not None and item.get("LUTData") is not None:
+    note = ""
+    if kind in ("auto", "lut") and seq:
+        if k < len(seq) and seq[k].get("LUTDescriptor") is not None and seq[k].get("LUTData") is not None:
+            item = seq[k]
+            desc = item.LUTDescriptor
             n_entries, first_map, bits = int(desc[0]) or 2**16, int(desc[1]), int(desc[2])
             iv = np.clip(np.rint(values), first_map, first_map + n_entries - 1).astype(np.int64)
             # pydicom reads the table (US/SS/OW, endianness); we index it with the clipped values.
-            lut = apply_voi(np.arange(first_map, first_map + n_entries, dtype=np.int64), ds, 0).astype(np.float64)
+            lut = apply_voi(np.arange(first_map, first_map + n_entries, dtype=np.int64), ds, k).astype(np.float64)
             lo, hi = float(lut.min()), float(lut.max())
             y = lut[iv - first_map]
             f = (y - lo) / (hi - lo) if hi > lo else np.zeros_like(y)
-            return f, (f"voi:lut[0 of {len(seq)}](entries={n_entries}, first={first_map}, bits={bits}, "
-                       f"output {lo:g}..{hi:g})")
-    note = ""
-    if "WindowCenter" in ds and "WindowWidth" in ds:
+            return f, (f"voi:lut[{k} of {len(seq)}](entries={n_entries}, first={first_map}, bits={bits}, "
+                       f"output {lo:g}..{hi:g}){tag}")
+        if kind == "lut":
+            note = f"; no usable VOI LUT item {k} (the file has {len(seq)})"
+    elif kind == "lut":
+        note = "; the file has no VOI LUT Sequence"
+    if kind in ("auto", "window") and "WindowCenter" in ds and "WindowWidth" in ds:
         try:
-            center, n_windows = _first(ds, "WindowCenter")
-            width, _ = _first(ds, "WindowWidth")
+            center, n_windows = _nth(ds, "WindowCenter", k)
+            width, _ = _nth(ds, "WindowWidth", k)
             function = str(ds.get("VOILUTFunction", "") or "LINEAR").strip().upper()
             f = _window_unit(values, center, width, function)
-            return f, f"voi:window[0 of {n_windows}](center={center:g}, width={width:g}, function={function})"
-        except (ValueError, TypeError, IndexError) as err:  # empty, non-numeric or out-of-range window
-            note = f"; window ignored: {err}"
+            return f, (f"voi:window[{k} of {n_windows}](center={center:g}, width={width:g}, "
+                       f"function={function}){tag}")
+        except (ValueError, TypeError, IndexError) as err:  # empty, non-numeric, out-of-range or no k-th window
+            note = f"; window{f' {k}' if k else ''} ignored: {err}"
+    elif kind == "window":
+        note = "; the file has no Window Center / Width"
     f, lo, hi = minmax_unit(values, present)
-    return f, f"voi:minmax({lo:g}..{hi:g}){note}"
+    return f, f"voi:minmax({lo:g}..{hi:g}){tag}{note}"
 
 
 def _display_unit(path: Path, stored: np.ndarray, ds: Dataset, photometric: str, transforms: list[str],
-                  present: np.ndarray | None = None) -> np.ndarray:
+                  present: np.ndarray | None = None, voi: str = "auto") -> np.ndarray:
     """Modality LUT -> VOI -> MONOCHROME1 inversion of stored values; output in [0, 1].
 
     ``present`` (bool, same shape as ``stored``) marks the values that occur in the image,
@@ -185,10 +212,10 @@ def _display_unit(path: Path, stored: np.ndarray, ds: Dataset, photometric: str,
         transforms.append(f"modality:rescale(slope={float(ds.RescaleSlope):g}, "
                           f"intercept={float(ds.RescaleIntercept):g})")
     try:
-        f, voi = _voi_unit(values, ds, present)
+        f, record = _voi_unit(values, ds, present, voi)
     except Exception as err:
         raise ImageLoadError(path, f"cannot apply the VOI LUT: {type(err).__name__}: {err}") from err
-    transforms.append(voi)
+    transforms.append(record)
     if photometric == "MONOCHROME1":
         f = 1.0 - f
         transforms.append("invert:MONOCHROME1")
@@ -196,7 +223,7 @@ def _display_unit(path: Path, stored: np.ndarray, ds: Dataset, photometric: str,
 
 
 def _monochrome_to_uint8(path: Path, arr: np.ndarray, ds: Dataset, photometric: str,
-                         transforms: list[str]) -> np.ndarray:
+                         transforms: list[str], voi: str = "auto") -> np.ndarray:
     """The 8-bit display image of integer stored values ``arr`` (H, W).
 
     The chain is applied once per stored level between the image's minimum and maximum
@@ -205,11 +232,11 @@ def _monochrome_to_uint8(path: Path, arr: np.ndarray, ds: Dataset, photometric: 
     """
     lo, hi = int(arr.min()), int(arr.max())
     if hi - lo >= _MAX_LEVELS:  # e.g. 32-bit data with a huge range: per pixel
-        return unit_to_uint8(_display_unit(path, arr, ds, photometric, transforms))
+        return unit_to_uint8(_display_unit(path, arr, ds, photometric, transforms, voi=voi))
     index = arr.astype(np.int64) - lo
     levels = np.arange(lo, hi + 1, dtype=np.int64).astype(arr.dtype)
     present = np.bincount(index.ravel(), minlength=levels.size) > 0
-    table = unit_to_uint8(_display_unit(path, levels, ds, photometric, transforms, present))
+    table = unit_to_uint8(_display_unit(path, levels, ds, photometric, transforms, present, voi))
     return table[index]
 
 
@@ -234,7 +261,118 @@ def _view_position(ds: Dataset) -> str | None:
     return value if _VIEW_POSITION.fullmatch(value) else None
 
 
-def load_dicom(path: str | Path, *, max_pixels: int) -> LoadedImage:
+def _patient_orientation(path: Path, ds: Dataset) -> tuple[str, str] | None:
+    """Patient Orientation (0020,0020) as two direction codes, or None when absent/empty.
+
+    Raises
+    ------
+    ImageLoadError
+        If present but not two codes of L, R, A, P, H, F (e.g. ``"L\\R"`` is read, and
+        refused later as naming one axis twice).
+    """
+    try:
+        elem = ds.get("PatientOrientation")
+        values = [] if elem is None or elem == "" else (list(elem) if not isinstance(elem, str) else [elem])
+    except Exception as err:  # a malformed element
+        raise ImageLoadError(path, f"unreadable Patient Orientation (0020,0020): {err}") from err
+    values = [str(v).strip().upper() for v in values]
+    if not any(values):
+        return None
+    if len(values) != 2 or not all(_DIRECTION.fullmatch(v) for v in values):
+        text = "\\".join(values)
+        raise ImageLoadError(path, f"Patient Orientation (0020,0020) {text!r} is not two direction codes "
+                                   "(L, R, A, P, H, F): cannot tell the patient's sides")
+    return values[0], values[1]
+
+
+def orient_frontal(pixels: np.ndarray, orientation: tuple[str, str] | None, view_position: str | None
+                   ) -> tuple[np.ndarray, list[str], bool]:
+    """Turn a frontal image to the standard display: the patient's right on the image's
+    left (columns run towards the patient's left, ``L``) and the head at the top (rows
+    run towards the feet, ``F``), i.e. Patient Orientation ``L\\F``.
+
+    The first value of Patient Orientation is the direction of increasing column index,
+    the second of increasing row index; each value's first letter is its main direction
+    (DICOM PS3.3 C.7.6.1.1.1). ``R\\F`` (mirrored) is flipped left-right, ``L\\H``
+    up-down, ``R\\H`` both; ``F\\L``-like values (rotated) are transposed first.
+
+    Parameters
+    ----------
+    pixels : ndarray, shape (H, W)
+    orientation : (str, str) or None
+        As read (:func:`_patient_orientation`); None leaves the image as stored.
+    view_position : str or None
+        View Position, to check the orientation against.
+
+    Returns
+    -------
+    (ndarray, list of str, bool)
+        The oriented pixels, the transforms done (e.g.
+        ``["orient:fliplr(PatientOrientation R\\F -> L\\F)"]``), and whether rows and
+        columns were swapped (for the pixel spacing).
+
+    Raises
+    ------
+    ValueError
+        If the two values name one axis (``L\\R``), or the orientation and the view
+        contradict each other (a coronal orientation with a lateral View Position, an
+        A/P direction with a PA/AP View Position).
+    """
+    if orientation is None:
+        return pixels, [], False
+    row_dir, col_dir = orientation
+    text = f"{row_dir}\\{col_dir}"
+    axes = (_AXIS[row_dir[0]], _AXIS[col_dir[0]])
+    if axes[0] == axes[1]:
+        raise ValueError(f"Patient Orientation {text} names one axis twice")
+    view = (view_position or "").strip().upper()
+    if "AP" in axes:  # a sagittal or axial plane: not a frontal radiograph
+        if view in FRONTAL_VIEWS:
+            raise ValueError(f"View Position {view} is frontal but Patient Orientation {text} is not "
+                             "(an A/P direction): the tags contradict each other")
+        return pixels, [f"orient:none(PatientOrientation {text}: not a frontal plane, left as stored)"], False
+    if view in LATERAL_VIEWS:
+        raise ValueError(f"View Position {view} is lateral but Patient Orientation {text} is frontal: "
+                         "the tags contradict each other")
+    ops, out, swapped = [], pixels, False
+    if axes[0] == "HF":  # columns run head-feet: rotated by 90 degrees
+        out, swapped = out.T, True
+        row_dir, col_dir = col_dir, row_dir
+        ops.append("transpose")
+    if row_dir[0] == "R":
+        out = out[:, ::-1]
+        ops.append("fliplr")
+    if col_dir[0] == "H":
+        out = out[::-1, :]
+        ops.append("flipud")
+    if not ops:
+        return pixels, [], False
+    return np.ascontiguousarray(out), [f"orient:{'+'.join(ops)}(PatientOrientation {text} -> L\\F)"], swapped
+
+
+def _codestream_precision(ds: Dataset, tsyntax: UID) -> int | None:
+    """Sample precision written in the first frame's JPEG / JPEG-LS / JPEG 2000
+    codestream header, or None (uncompressed data, or a header pydicom cannot parse)."""
+    if not tsyntax.is_compressed:
+        return None
+    try:
+        from pydicom.encaps import generate_frames
+        from pydicom.pixels import utils
+
+        frame = next(generate_frames(ds.PixelData, number_of_frames=1))
+        if tsyntax in JPEG2000TransferSyntaxes:
+            params = utils.get_j2k_parameters(frame)
+        elif tsyntax in JPEGTransferSyntaxes or tsyntax in JPEGLSTransferSyntaxes:
+            params = utils._get_jpg_parameters(frame)  # pydicom's own JPEG header parser
+        else:
+            return None
+        precision = params.get("precision")
+        return int(precision) if precision else None
+    except Exception:  # an unparsable header: the decoder reports real problems
+        return None
+
+
+def load_dicom(path: str | Path, *, max_pixels: int, voi: str = "auto") -> LoadedImage:
     """Load a single-frame DICOM radiograph as the paper's 8-bit image.
 
     Parameters
@@ -242,20 +380,28 @@ def load_dicom(path: str | Path, *, max_pixels: int) -> LoadedImage:
     path : str or Path
     max_pixels : int
         Refuse images with more than this many pixels (Rows x Columns), before decoding.
+    voi : str
+        VOI choice (``io.voi``): ``"auto"``, ``"lut"``, ``"lut:k"``, ``"window"``,
+        ``"window:k"`` or ``"minmax"`` (module docstring).
 
     Returns
     -------
     LoadedImage
-        ``pixels`` uint8 (H, W), brighter = denser, MONOCHROME1 inverted; ``meta`` as in
-        :class:`cxrils.io.ImageMeta`.
+        ``pixels`` uint8 (H, W), brighter = denser, MONOCHROME1 inverted, a frontal image
+        in the standard orientation (patient's right on the image's left); ``meta`` as in
+        :class:`cxrils.io.ImageMeta` (``patient_orientation`` as stored,
+        ``codestream_precision`` when it differs from Bits Stored).
 
     Raises
     ------
     ImageLoadError
         Not DICOM, no pixel data, multi-frame, unsupported photometric interpretation, too
         many pixels, compressed pixel data without an installed decoder (the message names
-        the transfer syntax and the package to install), or data that fails to decode.
+        the transfer syntax and the package to install), data that fails to decode, or a
+        Patient Orientation that is malformed or contradicts the View Position.
     """
+    if not VOI_CHOICE.fullmatch(voi):
+        raise ValueError(f"voi must be auto, minmax, lut[:k] or window[:k], got {voi!r}")
     path = Path(path)
     ds = _read(path)
     if "PixelData" not in ds:
@@ -287,7 +433,7 @@ def load_dicom(path: str | Path, *, max_pixels: int) -> LoadedImage:
     if photometric in _MONOCHROME:
         if arr.ndim != 2:
             raise ImageLoadError(path, f"expected a 2-D monochrome image, decoded shape {arr.shape}")
-        pixels = _monochrome_to_uint8(path, arr, ds, photometric, transforms)
+        pixels = _monochrome_to_uint8(path, arr, ds, photometric, transforms, voi)
     else:
         if arr.ndim != 3 or arr.shape[-1] != 3 or arr.dtype != np.uint8:
             raise ImageLoadError(path, f"expected 8-bit RGB pixel data, decoded {arr.dtype} {arr.shape}")
@@ -296,17 +442,28 @@ def load_dicom(path: str | Path, *, max_pixels: int) -> LoadedImage:
         pixels = np.asarray(Image.fromarray(arr).convert("L"), dtype=np.uint8)
         transforms.append(f"gray:{photometric}->L(ITU-R 601-2)")
     transforms.append("scale:uint8")
-
+    view = _view_position(ds)
+    orientation = _patient_orientation(path, ds)
+    try:
+        pixels, turned, swapped = orient_frontal(pixels, orientation, view)
+    except ValueError as err:
+        raise ImageLoadError(path, f"{err}: cannot tell the patient's sides") from err
+    transforms += turned
     spacing, spacing_source = _pixel_spacing(ds)
+    if swapped and spacing is not None:
+        spacing = (spacing[1], spacing[0])
+    precision = _codestream_precision(ds, tsyntax)
     meta = ImageMeta(
         format="dicom",
         original_shape=(rows, cols),
         bits_stored=bits_stored,
         photometric=photometric,
-        view_position=_view_position(ds),
+        view_position=view,
         pixel_spacing=spacing,
         pixel_spacing_source=spacing_source,
         transforms=transforms,
         transfer_syntax=tsyntax.name,
+        patient_orientation=orientation,
+        codestream_precision=precision if precision is not None and precision != bits_stored else None,
     )
     return LoadedImage(pixels=pixels, meta=meta)

@@ -2,18 +2,27 @@
 
 * EXIF orientation is applied (:func:`PIL.ImageOps.exif_transpose`), so the pixels are
   as displayed.
-* 8-bit gray is kept as is; 16-bit and 32-bit gray are stretched linearly from their
-  minimum to their maximum (never clipped, never wrapped); bilevel maps to 0/255.
+* Gray levels are scaled linearly by the range of their container, the one rule for
+  every integer depth: ``x = round(v * 255 / (2**bits - 1))``. 8-bit gray is kept as
+  is; a 16-bit copy ``v16 = 257 * v8`` of an 8-bit image gives back exactly the same
+  ``x``, and a constant image keeps its level (it is not stretched, nor zeroed). Bilevel
+  maps to 0/255. 32-bit integer and float images have no display range of their own:
+  they are stretched from their minimum to their maximum (never clipped, never
+  wrapped; a constant one maps to 0).
 * RGB, RGBA, LA and palette images are converted to gray with Pillow's ITU-R 601-2 luma
   (alpha is dropped).
-* The pixel count is checked from the header, before decoding, against ``max_pixels``;
-  Pillow's own decompression-bomb error is also turned into :class:`ImageLoadError`.
+* The pixel count is checked from the header, before decoding, against ``max_pixels``
+  (``io.max_pixels``), which replaces Pillow's own decompression-bomb limit: a limit
+  above Pillow's default is honoured.
 """
 
 from __future__ import annotations
 
+import threading
 import warnings
+from contextlib import contextmanager
 from pathlib import Path
+from typing import Iterator
 
 import numpy as np
 from PIL import Image, ImageOps
@@ -42,7 +51,9 @@ def _bits(im: Image.Image) -> int:
     return 8
 
 
-def _to_gray(im: Image.Image, transforms: list[str]) -> np.ndarray:
+def _to_gray(im: Image.Image, transforms: list[str], bits: int) -> np.ndarray:
+    """Gray uint8 of ``im``; ``bits`` is the stored depth (:func:`_bits` of the file, before
+    an EXIF transpose, which drops ``im.format``)."""
     mode = im.mode
     if mode == "L":
         return np.asarray(im, dtype=np.uint8)
@@ -50,6 +61,11 @@ def _to_gray(im: Image.Image, transforms: list[str]) -> np.ndarray:
         transforms.append("gray:1->L")
         return np.asarray(im.convert("L"), dtype=np.uint8)
     if mode in _HIGH_DEPTH:
+        if bits == 16 and mode != "F":
+            # Container range, exactly: (v * 255 + 32767) // 65535 = round(v * 255 / 65535).
+            v = np.clip(np.asarray(im, dtype=np.int64), 0, 65535)
+            transforms.append("scale:linear(0..65535)->uint8")
+            return ((v * 255 + 32767) // 65535).astype(np.uint8)
         f, lo, hi = minmax_unit(np.asarray(im))
         transforms.append(f"scale:minmax({lo:g}..{hi:g})->uint8")
         return unit_to_uint8(f)
@@ -58,6 +74,24 @@ def _to_gray(im: Image.Image, transforms: list[str]) -> np.ndarray:
         transforms.append(f"palette:{mode}->{im.mode}")
     transforms.append(f"gray:{im.mode}->L(ITU-R 601-2)")
     return np.asarray(im.convert("L"), dtype=np.uint8)
+
+
+_PILLOW_LIMIT = threading.Lock()
+
+
+@contextmanager
+def _pillow_limit(max_pixels: int) -> Iterator[None]:
+    """Raise Pillow's decompression-bomb limit (a process-wide setting) to at least
+    ``max_pixels`` while an image is opened, so that our own limit decides; Pillow's
+    value is never lowered and is put back afterwards."""
+    with _PILLOW_LIMIT:
+        old = Image.MAX_IMAGE_PIXELS
+        if old is not None and old < max_pixels:
+            Image.MAX_IMAGE_PIXELS = max_pixels
+        try:
+            yield
+        finally:
+            Image.MAX_IMAGE_PIXELS = old
 
 
 def load_raster(path: str | Path, *, max_pixels: int) -> LoadedImage:
@@ -87,7 +121,9 @@ def load_raster(path: str | Path, *, max_pixels: int) -> LoadedImage:
         with warnings.catch_warnings():
             # Our own limit is checked below; Pillow's warning level would only add noise.
             warnings.simplefilter("ignore", Image.DecompressionBombWarning)
-            with Image.open(path, formats=list(FORMATS)) as im:
+            with _pillow_limit(max_pixels):
+                opened = Image.open(path, formats=list(FORMATS))
+            with opened as im:
                 w, h = im.size
                 if w * h > max_pixels:
                     raise ImageLoadError(path, f"image has {h}x{w} = {w * h} pixels, more than the "
@@ -101,11 +137,12 @@ def load_raster(path: str | Path, *, max_pixels: int) -> LoadedImage:
                 oriented = ImageOps.exif_transpose(im)
                 if orientation not in (None, 1):
                     transforms.append(f"exif_transpose(orientation={orientation})")
-                gray = _to_gray(oriented, transforms)
+                gray = _to_gray(oriented, transforms, bits)
     except ImageLoadError:
         raise
-    except Image.DecompressionBombError as err:
-        raise ImageLoadError(path, f"refused as a possible decompression bomb: {err}") from err
+    except Image.DecompressionBombError as err:  # over twice max_pixels: Pillow refused it in open()
+        raise ImageLoadError(path, f"refused as a possible decompression bomb: more than the limit of "
+                                   f"{max_pixels} pixels (io.max_pixels): {err}") from err
     except FileNotFoundError as err:
         raise ImageLoadError(path, "file not found") from err
     except IsADirectoryError as err:

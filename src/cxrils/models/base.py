@@ -173,6 +173,22 @@ class Segmenter(ABC):
             Mask at (H, W), template answer, presence score.
         """
 
+    def read_instruction(self, instruction: str) -> str:
+        """The instruction as this model reads it, i.e. the question its answer replies
+        to; responses show it so that a rewritten instruction never goes unnoticed.
+
+        Default: the text itself (whitespace collapsed), for models that read free text.
+        The light model returns its Table 2 reading ("where is the pleural fluid at the left
+        base?" -> "Segment the effusion in the left lung base.").
+
+        Raises
+        ------
+        ValueError
+            (``InstructionError``) if the model cannot read the instruction; the
+            message says what it accepts.
+        """
+        return " ".join(instruction.split())
+
     def predict_many(self, images: list[np.ndarray], instructions: list[str]) -> list[Prediction]:
         """Answer several (image, instruction) pairs; default: one by one."""
         if len(images) != len(instructions):

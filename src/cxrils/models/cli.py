@@ -36,10 +36,46 @@ def _parse_overrides(items: list[str]) -> dict[str, str]:
     return out
 
 
+#: Settings with their own ``cxrils train`` option (each is also a ``--set`` key of
+#: every trainer): option name -> config key.
+TRAIN_OPTIONS: dict[str, str] = {"steps": "steps", "batch_size": "batch_size", "lr": "lr", "seed": "seed"}
+
+
+def _set_value(value) -> str:
+    """A default as it would be typed after ``--set KEY=``."""
+    if isinstance(value, bool):
+        return str(value).lower()
+    if isinstance(value, (tuple, list)):
+        return ",".join(str(v) for v in value)
+    if isinstance(value, dict):
+        return "(see config.json)"
+    return str(value) if value != "" else "''"
+
+
+def settings_help() -> str:
+    """The ``--set`` keys of each trainer with their defaults, for ``cxrils train --help``
+    (read from the models' config dataclasses, so the list cannot go stale)."""
+    import dataclasses
+
+    from cxrils.models.light.config import LightConfig
+    from cxrils.models.rosalia.configuration import RosaliaConfig
+
+    lines = ["Settings: --set KEY=VALUE (repeatable), shown with their defaults; --threads sets torch threads."]
+    for name, cls, extra in (("light", LightConfig, {}),
+                             ("rosalia", RosaliaConfig, {"steps": "(epochs x batches)", "save_every": 200,
+                                                         "tiny": False})):
+        defaults = cls()
+        items = [f"{f.name}={_set_value(getattr(defaults, f.name))}" for f in dataclasses.fields(cls) if f.init]
+        items += [f"{k}={_set_value(v)}" for k, v in extra.items()]
+        lines.append(f"--model {name}: " + ", ".join(items))
+    lines.append("Meanings: docs/models.md (light) and docs/rosalia.md.")
+    return "\n\n".join(lines)
+
+
 def register(app: typer.Typer) -> None:
     """Add ``train`` and ``predict`` to the ``cxrils`` app."""
 
-    @app.command()
+    @app.command(epilog=settings_help())
     def train(
         model: str = typer.Option("light", "--model", "-m", help=f"Model to train: {' | '.join(TRAINERS)}."),
         dataset: Path = typer.Option(..., "--dataset", "-d", help="cxrils dataset folder (cxrils generate)."),
@@ -50,18 +86,40 @@ def register(app: typer.Typer) -> None:
         evaluate: bool = typer.Option(True, "--evaluate/--no-evaluate",
                                       help="Evaluate on the validation split at the end."),
         threads: Optional[int] = typer.Option(None, "--threads", help="torch CPU threads."),
+        steps: Optional[int] = typer.Option(None, "--steps", min=1, help="Optimisation steps (= --set steps=N)."),
+        batch_size: Optional[int] = typer.Option(None, "--batch-size", min=2,
+                                                 help="Records per batch, half positive (= --set batch_size=N)."),
+        lr: Optional[float] = typer.Option(None, "--lr", help="AdamW learning rate (= --set lr=X)."),
+        seed: Optional[int] = typer.Option(None, "--seed", help="Seed of initialisation and sampling (= --set seed=N)."),
     ) -> None:
-        """Train an ILS model on a dataset; resumable, with a metrics log and validation at the end."""
+        """Train an ILS model on a dataset; resumable, with a metrics log and validation at the end.
+
+        Every setting of the chosen model can be changed with --set KEY=VALUE; the common
+        ones have their own option. The list below gives all of them with their defaults.
+        """
         if model not in TRAINERS:
             _fail(f"unknown model {model!r}; choose one of {sorted(TRAINERS)}")
         if not (dataset / "manifest.json").is_file():
             _fail(f"{dataset}: not a finalized cxrils dataset (no manifest.json)")
         overrides = _parse_overrides(set_)
+        for option, value in (("steps", steps), ("batch_size", batch_size), ("lr", lr), ("seed", seed)):
+            if value is not None:
+                key = TRAIN_OPTIONS[option]
+                if key in overrides and overrides[key] != str(value):
+                    _fail(f"--{option.replace('_', '-')} {value} contradicts --set {key}={overrides[key]}")
+                overrides[key] = str(value)
         module_name, fn_name = TRAINERS[model].split(":")
         try:
             trainer = getattr(importlib.import_module(module_name), fn_name)
         except ImportError as err:
             _fail(f"model {model!r} is not available: {err}")
+        if model == "rosalia":
+            from cxrils.extras import MissingExtraError, require_extra
+
+            try:
+                require_extra("models", "cxrils train --model rosalia")
+            except MissingExtraError as err:
+                _fail(str(err))
         if threads is not None:
             import torch
 
@@ -92,8 +150,15 @@ def register(app: typer.Typer) -> None:
         teacher_forced: bool = typer.Option(False, "--teacher-forced",
                                             help="--dataset with ROSALIA: masks from the reference answers' [SEG], as "
                                                  "the authors' validate() (no text generated, text not scored)."),
+        dicom_seg: Optional[bool] = typer.Option(None, "--dicom-seg/--no-dicom-seg",
+                                                 help="Also write the mask as DICOM SEG (mask.seg.dcm) referencing "
+                                                 "the source image [default: when IMAGE is a DICOM file]."),
     ) -> None:
-        """Segment what an instruction asks for; write mask PNG + RLE, answer and overlay (or batch predictions)."""
+        """Segment what an instruction asks for; write mask PNG + RLE, answer and overlay (or batch predictions).
+
+        Prints the instruction as the model read it, the answer and where the files are.
+        For a DICOM image the mask is also written as DICOM SEG (extra 'dicom').
+        """
         from cxrils.models.base import ModelLoadError, Segmenter, default_model_dir
 
         if instruction is not None and not instruction.strip():
@@ -120,20 +185,40 @@ def register(app: typer.Typer) -> None:
             return
         if image is None or instruction is None:
             _fail("give IMAGE and INSTRUCTION, or --dataset for batch mode")
+        from cxrils.extras import MissingExtraError
         from cxrils.io import ImageLoadError, load_image
-        from cxrils.models.light.text import InstructionError
+        from cxrils.models.dicom_seg import DicomSegError
         from cxrils.models.output import write_prediction
 
         try:
-            x = load_image(image).pixels
-        except ImageLoadError as err:
+            answered = seg.read_instruction(instruction)
+        except ValueError as err:  # InstructionError: the model cannot read it; says what it accepts
             _fail(str(err))
         try:
+            loaded = load_image(image)
+        except ImageLoadError as err:
+            _fail(str(err))
+        is_dicom = loaded.meta.format == "dicom"
+        if dicom_seg and not is_dicom:
+            _fail(f"{image}: --dicom-seg needs a DICOM image (a SEG references its source DICOM); "
+                  f"this is {loaded.meta.format}")
+        if dicom_seg is None and is_dicom:
+            from cxrils.extras import missing_module
+
+            dicom_seg = missing_module(["highdicom"]) is None
+            if not dicom_seg:
+                typer.echo("note: " + str(MissingExtraError("DICOM SEG output", "dicom", "highdicom")), err=True)
+        x = loaded.pixels
+        try:
             pred = seg.predict(x, instruction)
-        except InstructionError as err:
-            _fail(f"instruction {instruction!r}: {err}")
         except (RuntimeError, ValueError) as err:
             _fail(f"{image}: {err}")
-        write_prediction(out, x, instruction, pred)
-        typer.echo(pred.answer)
-        typer.echo(f"presence {pred.presence_score:.3f}, mask {int(pred.mask.sum())} px -> {out}")
+        try:
+            write_prediction(out, x, instruction, pred, answered=answered,
+                             dicom_source=image if dicom_seg else None, model_name=f"cxrils {seg.model_type}")
+        except (MissingExtraError, DicomSegError) as err:
+            _fail(str(err))
+        typer.echo(f"instruction answered: {answered}")
+        typer.echo(f"answer: {pred.answer}")
+        files = "mask.png, overlay.png, prediction.json" + (", mask.seg.dcm (DICOM SEG)" if dicom_seg else "")
+        typer.echo(f"presence {pred.presence_score:.3f}, mask {int(pred.mask.sum())} px -> {out} ({files})")

@@ -42,7 +42,8 @@ def _default_data_dir() -> Path:
 
 
 def _run(input_path: Path, output: Path, config: Optional[Path], set_: List[str], runner: str, workers: int,
-         limit: Optional[int], stages: str, ray_address: Optional[str], progress: bool) -> dict:
+         limit: Optional[int], stages: str, ray_address: Optional[str], progress: bool,
+         split_by: Optional[str] = None) -> dict:
     """Load the configuration, run :func:`generate` with a progress bar, print the summary."""
     from tqdm import tqdm
     from tqdm.contrib.logging import logging_redirect_tqdm
@@ -54,13 +55,21 @@ def _run(input_path: Path, output: Path, config: Optional[Path], set_: List[str]
     from cxrils.pipeline.summary import format_summary
 
     try:
-        cfg = load_config(config, set_)
+        cfg = load_config(config, [*set_, *([f"split.by={split_by}"] if split_by else [])])
     except ConfigError as err:
         typer.echo(f"error: {err}", err=True)
         raise typer.Exit(2) from err
     if limit is not None and limit < 0:
         typer.echo(f"error: --limit must be >= 0, got {limit}", err=True)
         raise typer.Exit(2)
+    if runner == "ray":
+        from cxrils.extras import MissingExtraError, require_extra
+
+        try:
+            require_extra("ray", "--runner ray")
+        except MissingExtraError as err:
+            typer.echo(f"error: {err}", err=True)
+            raise typer.Exit(2) from err
     bar = tqdm(total=0, unit="image", desc="generate", disable=not progress, dynamic_ncols=True)
 
     def on_progress(done: int, total: int) -> None:
@@ -101,6 +110,10 @@ def register(app: typer.Typer) -> None:
         ray_address: Optional[str] = typer.Option(None, "--ray-address",
                                                   help="Ray cluster address (default: start a local one)."),
         progress: bool = typer.Option(True, "--progress/--no-progress", help="Show a progress bar."),
+        split_by: Optional[str] = typer.Option(
+            None, "--split-by", help="What a split keeps together: patient (default; every image needs a "
+                                     "patient_id or a split) | study (each study is a different patient). "
+                                     "Same as --set split.by=...; recorded in the manifest."),
     ) -> None:
         """Generate an instruction-answer-mask dataset from image-report pairs (resumable).
 
@@ -109,7 +122,7 @@ def register(app: typer.Typer) -> None:
         summary (also written as DATASET/generate_summary.json). Rerun the same
         command after an interruption to finish the rest.
         """
-        _run(input_path, output, config, set_, runner, workers, limit, stages, ray_address, progress)
+        _run(input_path, output, config, set_, runner, workers, limit, stages, ray_address, progress, split_by)
 
     @app.command()
     def demo(
@@ -136,6 +149,9 @@ def _print_statistics(dataset: Path) -> None:
     from cxrils.dataset.cli import stats
 
     typer.echo("")
-    stats(dataset, None, None, importlib.util.find_spec("matplotlib") is None)
+    stats(dataset, split=None, plot=None, no_plot=importlib.util.find_spec("matplotlib") is None, html=None,
+          per_cell=2)
     typer.echo(f"\nresults: {dataset.resolve()} (records/*.parquet, images/, manifest.json, "
                "generate_summary.json; read them with cxrils.dataset.read_records or datasets)")
+    typer.echo(f"look at sampled records and their masks: cxrils stats {dataset} --html {dataset / 'report.html'}\n"
+               "try the model on an image: cxrils serve   (then open http://127.0.0.1:8000/)")

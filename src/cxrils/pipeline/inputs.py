@@ -19,33 +19,40 @@ Three layouts are recognised by :func:`detect_input_kind`:
 ``csv``
     A generic CSV file: ``image_path`` (relative to the CSV's folder, or absolute)
     and ``report`` (raw text); optional ``study_id``, ``patient_id``, ``image_id``,
-    ``view``, ``split``. Order: row order.
+    ``view``, ``split``. Order: row order. A row that cannot be used (bytes that are
+    not UTF-8, a report-only row without ``image_path``, a bad split value, a row the
+    CSV parser rejects) becomes a :class:`StudyInput` with ``problem`` set: the
+    pipeline excludes that row with the reason (row and line number, study id) and runs
+    the rest. Fields of any size are read (a too long report is the report-length
+    cap's business, ``cxrils.config.InputConfig``).
 
 Views are the PA/AP/LATERAL... strings of the source (upper-cased), or None when
-unknown; splits are ``train``/``validate``/``test`` or None (then the dataset
-stage assigns one from the patient id).
+unknown; splits are ``train``/``validate``/``test`` or None (then the pipeline
+assigns one by patient, :func:`check_splits` and :func:`cxrils.dataset.assign_split`).
 """
 
 from __future__ import annotations
 
-import dataclasses
-
 import csv
+import dataclasses
 import gzip
 import hashlib
 import io
+import itertools
 import logging
 import re
 import xml.etree.ElementTree as ET
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterator
+from typing import Iterable, Iterator
+
+from cxrils.vocab import SPLITS, SplitError, normalize_split
 
 log = logging.getLogger(__name__)
 
-#: Split names of a cxrils dataset (those of the official MIMIC-CXR split file).
-SPLITS: tuple[str, ...] = ("train", "validate", "test")
-_SPLIT_ALIASES = {"val": "validate", "valid": "validate", "validation": "validate"}
+#: ``split.by`` values: what a hash split keeps together (see :func:`check_splits`).
+SPLIT_BY: tuple[str, ...] = ("patient", "study")
 IMAGE_SUFFIXES: tuple[str, ...] = (".dcm", ".jpg", ".jpeg", ".png")
 _IU_SECTIONS = ("indication", "comparison", "findings", "impression")
 
@@ -83,6 +90,14 @@ class StudyInput:
     first_of_study : bool
         True for the first image of its study in input order: only that image gets the
         study's absent-type negatives (at most one per type per study, Appendix C.2).
+    where : str or None
+        Where the item is in the input, for messages: ``"row 3 (line 11)"`` of a
+        generic CSV (data rows counted from 1 below the header; a row's first line in
+        the file, which differs when reports span several lines).
+    problem : str or None
+        Why this input row cannot be processed (e.g. ``"row 6 (line 7), study s5: no
+        image_path: a report-only row..."``); the pipeline excludes it with this reason.
+        Then ``image_path`` is the input file itself and is never read.
     """
 
     study_id: str
@@ -93,6 +108,8 @@ class StudyInput:
     view: str | None
     split: str | None
     first_of_study: bool = True
+    where: str | None = None
+    problem: str | None = None
 
 
 def detect_input_kind(path: str | Path) -> str:
@@ -138,7 +155,9 @@ def read_inputs(path: str | Path, kind: str | None = None) -> Iterator[StudyInpu
     Raises
     ------
     InputError
-        For an unknown layout, a missing column, a bad split value, or duplicate ids.
+        For an unknown layout, a missing column, a bad split value in a MIMIC split
+        file, or duplicate ids. A bad row of a generic CSV is not an error: it is
+        yielded with ``problem`` set.
     """
     p = Path(path)
     kind = kind or detect_input_kind(p)
@@ -151,52 +170,163 @@ def read_inputs(path: str | Path, kind: str | None = None) -> Iterator[StudyInpu
         if item.image_id in seen:
             raise InputError(p, f"duplicate image id {item.image_id!r}")
         seen.add(item.image_id)
-        if item.study_id in studies:
-            item = dataclasses.replace(item, first_of_study=False)
-        studies.add(item.study_id)
+        if item.problem is None:
+            if item.study_id in studies:
+                item = dataclasses.replace(item, first_of_study=False)
+            studies.add(item.study_id)
         yield item
+
+
+def check_splits(studies: Iterable[StudyInput], source: str | Path, split_by: str = "patient") -> list[StudyInput]:
+    """Keep each patient's images in one split; return the studies (splits completed).
+
+    Images without a split from the input get one later from
+    :func:`cxrils.dataset.assign_split`, a hash of the patient id (``split_by =
+    "patient"``) or of the study id (``"study"``, for inputs where each study is a
+    different patient; the choice is part of the configuration and so recorded in the
+    manifest). Here: with ``"patient"``, every such image needs a patient id; a
+    patient whose rows name two different splits is refused; a patient's rows without
+    a split take the split its other rows name. Rows with a ``problem`` are passed
+    through untouched.
+
+    Parameters
+    ----------
+    studies : iterable of StudyInput
+        The whole input (not only a ``--limit`` part), so a patient's split does not
+        depend on how many rows a run takes.
+    source : path
+        The input, named in error messages.
+    split_by : {"patient", "study"}
+        ``cfg.split.by``.
+
+    Raises
+    ------
+    InputError
+        If an image has no split and no patient id (``"patient"``), or a patient's
+        rows name different splits, or ``split_by`` is unknown.
+    """
+    if split_by not in SPLIT_BY:
+        raise InputError(source, f"split.by must be one of {list(SPLIT_BY)}, got {split_by!r}")
+    items = list(studies)
+    good = [s for s in items if s.problem is None]
+    if split_by == "patient":
+        anonymous = [s for s in good if s.split is None and not s.patient_id]
+        if anonymous:
+            first = anonymous[0]
+            where = f"{first.where}, " if first.where else ""
+            raise InputError(source, f"{len(anonymous)} image(s) have no patient_id and no split (e.g. {where}"
+                                     f"image {first.image_id!r}): splits are made by patient so that a patient's "
+                                     "images never land in two splits. Add a patient_id column, give every row a "
+                                     "split, or pass --split-by study (set split.by = \"study\", recorded in the "
+                                     "manifest) if every study is a different patient")
+    key = (lambda s: s.patient_id) if split_by == "patient" else (lambda s: s.study_id)
+    given: dict[str, tuple[str, StudyInput]] = {}
+    for s in good:
+        if s.split is None or not key(s):
+            continue
+        seen = given.setdefault(key(s), (s.split, s))
+        if seen[0] != s.split:
+            other = seen[1]
+            raise InputError(source, f"{split_by} {key(s)!r} is in two splits: {seen[0]} (image "
+                                     f"{other.image_id!r}) and {s.split} (image {s.image_id!r}); a {split_by}'s "
+                                     "images must share one split")
+    out = []
+    for s in items:
+        if s.problem is None and s.split is None and key(s) in given:
+            s = dataclasses.replace(s, split=given[key(s)][0])
+        out.append(s)
+    return out
 
 
 # ---------------------------------------------------------------- helpers
 
 
+#: Largest CSV field the reader accepts: any (a field is at most the file's size, which is
+#: read whole anyway); Python's csv module refuses fields over 131,072 characters by default.
+_CSV_FIELD_LIMIT = 2**31 - 1
+
+
 def _open_text(path: Path):
+    """Text of a (gzipped) CSV; bytes that are not UTF-8 become lone surrogates
+    (``surrogateescape``) so one bad byte spoils only its own row (:func:`_undecodable`)."""
     if path.suffix == ".gz":
-        return io.TextIOWrapper(gzip.open(path, "rb"), encoding="utf-8", newline="")
-    return open(path, encoding="utf-8-sig", newline="")
+        return io.TextIOWrapper(gzip.open(path, "rb"), encoding="utf-8", errors="surrogateescape", newline="")
+    return open(path, encoding="utf-8-sig", errors="surrogateescape", newline="")
+
+
+@contextmanager
+def _any_field_size() -> Iterator[None]:
+    old = csv.field_size_limit(_CSV_FIELD_LIMIT)
+    try:
+        yield
+    finally:
+        csv.field_size_limit(old)
+
+
+_SURROGATE = re.compile("[\udc80-\udcff]")
+
+
+def _undecodable(row: dict[str, str]) -> str | None:
+    """The problem of a row with bytes that are not UTF-8 (as decoded by :func:`_open_text`)."""
+    for key, value in row.items():
+        m = _SURROGATE.search(value) or _SURROGATE.search(key)
+        if m:
+            byte = ord(m.group()) - 0xDC00
+            column = _SURROGATE.sub("?", key)
+            return f"column {column!r} holds a byte that is not UTF-8 (0x{byte:02x} at character {m.start()})"
+    return None
 
 
 def _csv_header(path: Path) -> list[str]:
     try:
-        with _open_text(path) as fh:
+        with _open_text(path) as fh, _any_field_size():
             return [h.strip() for h in next(csv.reader(fh), [])]
-    except (OSError, UnicodeDecodeError, csv.Error) as err:
+    except (OSError, csv.Error) as err:
         raise InputError(path, f"cannot read CSV: {err}") from err
 
 
-def _csv_rows(path: Path, required: tuple[str, ...]) -> Iterator[tuple[int, dict[str, str]]]:
-    """Yield (line number, row) with stripped keys; check required columns first."""
+def _csv_rows(path: Path, required: tuple[str, ...], *, strict: bool = True
+              ) -> Iterator[tuple[str, dict[str, str], str | None]]:
+    """Yield ``(where, row, problem)`` with stripped keys; check required columns first.
+
+    ``where`` is ``"row {n} (line {first line of the row})"``.
+    ``problem`` is None for a usable row; otherwise the row holds bytes that are not
+    UTF-8 or the CSV parser rejected it (then ``row`` is empty). With ``strict`` a
+    problem raises :class:`InputError` instead (metadata and split files, whose rows
+    must all be right).
+    """
     try:
-        with _open_text(path) as fh:
+        with _open_text(path) as fh, _any_field_size():
             reader = csv.DictReader(fh)
             header = [h.strip() for h in (reader.fieldnames or [])]
             missing = [c for c in required if c not in header]
             if missing:
                 raise InputError(path, f"missing column(s) {missing}; has {header}")
-            for row in reader:
-                yield reader.line_num, {(k or "").strip(): (v if v is not None else "") for k, v in row.items()}
-    except (OSError, UnicodeDecodeError, csv.Error) as err:
+            for n in itertools.count(1):
+                where = f"row {n} (line {reader.line_num + 1})"
+                try:
+                    raw = next(reader)
+                except StopIteration:
+                    return
+                except csv.Error as err:  # the parser goes on at the next line
+                    problem, row = f"the CSV parser rejects the row: {err}", {}
+                else:
+                    row = {(k or "").strip(): (v if isinstance(v, str) else "") for k, v in raw.items()}
+                    problem = _undecodable(row)
+                if problem and strict:
+                    raise InputError(path, f"{where}: {problem}")
+                yield where, row, problem
+    except OSError as err:
         raise InputError(path, f"cannot read CSV: {err}") from err
 
 
 def _norm_split(value: str, path: Path, where: str) -> str | None:
-    v = value.strip().lower()
-    if not v:
+    if not value.strip():
         return None
-    v = _SPLIT_ALIASES.get(v, v)
-    if v not in SPLITS:
-        raise InputError(path, f"{where}: split {value!r} is not one of {list(SPLITS)}")
-    return v
+    try:
+        return normalize_split(value)
+    except SplitError:
+        raise InputError(path, f"{where}: split {value!r} is not one of {list(SPLITS)}") from None
 
 
 def _norm_view(value: str | None) -> str | None:
@@ -207,17 +337,39 @@ def _norm_view(value: str | None) -> str | None:
 # ---------------------------------------------------------------- generic CSV
 
 
+def _bad_row(path: Path, where: str, row: dict[str, str], problem: str) -> StudyInput:
+    """The input item of a row that cannot be processed: excluded by the pipeline with
+    ``problem``. Its id is ``row-{n}`` (its own ids may be what is wrong with it)."""
+    study = row.get("study_id", "").strip()
+    study = "" if _SURROGATE.search(study) else study
+    row_id = "row-" + where.split()[1]
+    return StudyInput(study_id=study or row_id, image_id=row_id, patient_id="",
+                      image_path=path.resolve(), report="", view=None, split=None, first_of_study=False,
+                      where=where, problem=f"{where}" + (f", study {study}" if study else "") + f": {problem}")
+
+
 def _read_generic_csv(path: Path) -> Iterator[StudyInput]:
     base = path.parent
-    rows = list(_csv_rows(path, ("image_path", "report")))
+    rows = list(_csv_rows(path, ("image_path", "report"), strict=False))
     stems: dict[str, int] = {}
-    for _, row in rows:
-        stem = Path(row["image_path"].strip()).stem
-        stems[stem] = stems.get(stem, 0) + 1
-    for line, row in rows:
+    for _, row, problem in rows:
+        if problem is None:
+            stem = Path(row["image_path"].strip()).stem
+            stems[stem] = stems.get(stem, 0) + 1
+    for where, row, problem in rows:
+        if problem is not None:
+            yield _bad_row(path, where, row, problem)
+            continue
         rel = row["image_path"].strip()
         if not rel:
-            raise InputError(path, f"line {line}: empty image_path")
+            yield _bad_row(path, where, row, "no image_path: a report-only row has no image to segment")
+            continue
+        value = row.get("split", "")
+        try:
+            split = normalize_split(value) if value.strip() else None
+        except SplitError:
+            yield _bad_row(path, where, row, f"split {value!r} is not one of {list(SPLITS)}")
+            continue
         image_path = Path(rel) if Path(rel).is_absolute() else (base / rel)
         image_id = row.get("image_id", "").strip() or Path(rel).stem
         if not row.get("image_id", "").strip() and stems[Path(rel).stem] > 1:
@@ -230,7 +382,8 @@ def _read_generic_csv(path: Path) -> Iterator[StudyInput]:
             image_path=image_path.resolve(),
             report=row["report"],
             view=_norm_view(row.get("view")),
-            split=_norm_split(row.get("split", ""), path, f"line {line}"),
+            split=split,
+            where=where,
         )
 
 
@@ -271,7 +424,7 @@ def read_iu_reports(source: str | Path) -> Iterator[tuple[str, list[str], str]]:
             yield _parse_iu_xml(xml_path)
         return
     csv_path = src / "nlmcxr_reports_all.csv" if src.is_dir() else src
-    for _, row in _csv_rows(csv_path, ("report_id", "image_ids", "findings", "impression")):
+    for _, row, _ in _csv_rows(csv_path, ("report_id", "image_ids", "findings", "impression")):
         ids = [i.strip() for i in row["image_ids"].split(";") if i.strip()]
         yield row["report_id"].strip(), ids, iu_report_text(row)
 
@@ -306,7 +459,7 @@ def _read_iu(path: Path) -> Iterator[StudyInput]:
     reports = {rid: (ids, text) for rid, ids, text in read_iu_reports(source)}
     listing: list[tuple[str, str, str | None]] = []  # (image_id, report_id, view)
     if (folder / "images.csv").is_file():
-        for line, row in _csv_rows(folder / "images.csv", ("image_id", "report_id")):
+        for _, row, _ in _csv_rows(folder / "images.csv", ("image_id", "report_id")):
             view = row.get("view_visual") or row.get("view") or ""
             listing.append((row["image_id"].strip(), row["report_id"].strip(), _norm_view(view)))
     else:
@@ -350,7 +503,7 @@ def _find_csv(folder: Path, suffix: str) -> Path | None:
 def _mimic_table(path: Path | None, column: str) -> dict[str, str]:
     if path is None:
         return {}
-    return {row["dicom_id"].strip(): row[column] for _, row in _csv_rows(path, ("dicom_id", column))}
+    return {row["dicom_id"].strip(): row[column] for _, row, _ in _csv_rows(path, ("dicom_id", column))}
 
 
 def _read_mimic(path: Path) -> Iterator[StudyInput]:
@@ -391,3 +544,53 @@ def _read_mimic(path: Path) -> Iterator[StudyInput]:
                     )
     if n_no_image:
         log.info("MIMIC input %s: %d studies have a report but no image (skipped)", root, n_no_image)
+
+
+# ---------------------------------------------------------------- report length
+
+_SENTENCE_END = re.compile(r"[.!?](?=\s|$)")  # one character: no backtracking over runs
+
+
+def cap_report(text: str, max_chars: int, max_sentences: int) -> tuple[str, str | None]:
+    """Apply the report-length cap (``cfg.inputs``), in time linear in the text's length.
+
+    Parameters
+    ----------
+    text : str
+        Raw report text.
+    max_chars, max_sentences : int
+        Caps; 0 turns a cap off. A sentence ends in ``.``, ``!`` or ``?`` followed by
+        white space or the end of the text.
+
+    Returns
+    -------
+    (str, str or None)
+        ``(text, None)`` within the caps. Over a cap: the text cut after the last
+        sentence end that keeps both caps (a hard cut at ``max_chars`` when there is
+        none), and why, e.g. ``"1000000 characters, more than inputs.report_max_chars
+        = 20000"``.
+    """
+    reasons = []
+    cut = len(text)
+    if max_chars and len(text) > max_chars:
+        reasons.append(f"{len(text)} characters, more than inputs.report_max_chars = {max_chars}")
+        cut = max_chars
+    if max_sentences:
+        ends = []
+        for m in _SENTENCE_END.finditer(text, 0, cut):
+            ends.append(m.end())
+            if len(ends) > max_sentences:
+                reasons.append(f"more than inputs.report_max_sentences = {max_sentences} sentences")
+                cut = ends[max_sentences - 1]
+                break
+        else:
+            if cut < len(text) and ends:
+                cut = ends[-1]
+    elif cut < len(text):
+        last = None
+        for last in _SENTENCE_END.finditer(text, 0, cut):
+            pass
+        cut = last.end() if last is not None else cut
+    if not reasons:
+        return text, None
+    return text[:cut], "; ".join(reasons)

@@ -16,7 +16,9 @@
 A kill at any moment loses at most the images not yet committed; rerunning the
 same command commits the rest and produces the same dataset as an uninterrupted
 run, because every image's result depends only on the image, its report and the
-configuration. A rerun with a different configuration is refused.
+configuration. The dataset folder is locked while a run writes it, and a rerun with
+a different provenance (configuration, stage provider, code version, weight files:
+:func:`cxrils.pipeline.provenance.run_provenance`) is refused with what changed.
 """
 
 from __future__ import annotations
@@ -35,9 +37,10 @@ from typing import Any, Callable, Iterable, Iterator
 
 from cxrils.config import Config, config_from_dict
 from cxrils.fsutil import atomic_write_json
-from cxrils.pipeline.inputs import StudyInput, read_inputs
+from cxrils.pipeline.inputs import StudyInput, check_splits, read_inputs
+from cxrils.pipeline.provenance import run_provenance
 from cxrils.pipeline.ray_runner import run_ray
-from cxrils.pipeline.stages import DEFAULT_STAGES, RunError
+from cxrils.pipeline.stages import DEFAULT_STAGES, RunError, resolve_stages
 from cxrils.pipeline.study import Pipeline, StudyResult
 from cxrils.pipeline.summary import summarize
 from cxrils.types import StructuredReport
@@ -51,33 +54,14 @@ _STATE_DIR = "pipeline"
 
 @dataclass
 class RunState:
-    """The pipeline's own files inside a dataset folder: the run's configuration
-    (``pipeline/run.json``) and one counts file per committed image."""
+    """The pipeline's own files inside a dataset folder: one counts file per committed
+    image (``pipeline/studies/{image_id}.json``)."""
 
     out_dir: Path
 
     @property
     def studies_dir(self) -> Path:
         return self.out_dir / _STATE_DIR / "studies"
-
-    def check_config(self, cfg: Config, stages: str) -> None:
-        """Record the configuration, or refuse one that differs from the recorded one.
-
-        Raises
-        ------
-        RunError
-            If the dataset was started with another configuration or stage provider.
-        """
-        path = self.out_dir / _STATE_DIR / "run.json"
-        current = {"config": cfg.to_dict(), "stages": stages}
-        if path.is_file():
-            recorded = json.loads(path.read_text(encoding="utf-8"))
-            if recorded != json.loads(json.dumps(current)):
-                raise RunError(f"{self.out_dir}: this dataset was started with another configuration "
-                               f"or stage provider (see {path}); resume with the same --config/--set/--stages "
-                               "or write to a new folder")
-        else:
-            atomic_write_json(path, current)
 
     def remove_stale_temporaries(self) -> None:
         """Delete temporary files a killed run left behind (``cxrils.fsutil`` names
@@ -177,11 +161,25 @@ def _commit(writer: Any, state: RunState, result: StudyResult) -> None:
 
 
 def _open_writer(out_dir: Path, cfg: Config, stages: str) -> Any:
-    from cxrils import __version__
-    from cxrils.dataset import DatasetWriter
+    """The dataset writer (holding the folder's lock) with this run's provenance.
 
-    return DatasetWriter(out_dir, {"generator": "cxrils generate", "cxrils_version": __version__,
-                                   "stages": stages, "config": cfg.to_dict()})
+    Raises
+    ------
+    RunError
+        If another process writes the folder, or it was started with another
+        provenance (the message says what changed and how to start over).
+    """
+    from cxrils.dataset import DatasetError, DatasetWriter
+
+    provenance = run_provenance(cfg, stages, resolve_stages(stages))
+    try:
+        return DatasetWriter(out_dir, provenance)
+    except DatasetError as err:
+        if "another provenance" not in str(err):
+            raise RunError(str(err)) from None
+        raise RunError(f"cannot resume: {err}. Resume only with the code, configuration (--config, --set), "
+                       f"stage provider (--stages) and weight files it was started with; to start over, delete "
+                       f"{out_dir} or write to a new folder (-o)") from None
 
 
 def generate(input_path: str | Path, out_dir: str | Path, cfg: Config, *, runner: str = "local",
@@ -218,18 +216,33 @@ def generate(input_path: str | Path, out_dir: str | Path, cfg: Config, *, runner
     Raises
     ------
     InputError
-        For an unreadable input.
+        For an unreadable input, images without a patient id (``cfg.split.by =
+        "patient"``) or a patient in two splits (:func:`~cxrils.pipeline.inputs.check_splits`).
     RunError
-        For an unknown runner, a configuration mismatch on resume, or a dead worker.
+        For an unknown runner, a folder another process writes, a provenance mismatch on
+        resume (configuration, stages, code or weights), or a dead worker.
     """
     if runner not in RUNNERS:
         raise RunError(f"unknown runner {runner!r}; choose one of {list(RUNNERS)}")
     out = Path(out_dir)
-    studies = list(itertools.islice(read_inputs(input_path), limit))
+    # Splits are checked on the whole input, so a patient's split never depends on --limit.
+    studies = check_splits(read_inputs(input_path), input_path, cfg.split.by)
+    studies = studies[:limit] if limit is not None else studies
     state = RunState(out)
-    state.check_config(cfg, stages)
-    state.remove_stale_temporaries()
-    writer = _open_writer(out, cfg, stages)
+    with _open_writer(out, cfg, stages) as writer:
+        state.remove_stale_temporaries()
+        counts = _generate(studies, writer, state, cfg, runner=runner, workers=workers, stages=stages,
+                           progress=progress, ray_address=ray_address)
+        summary = {"input": str(input_path), "dataset": str(out), "runner": runner, **counts}
+        atomic_write_json(out / SUMMARY_NAME, summary)
+    return summary
+
+
+def _generate(studies: list[StudyInput], writer: Any, state: RunState, cfg: Config, *, runner: str, workers: int,
+              stages: str, progress: Callable[[int, int], Any] | None, ray_address: str | None) -> dict[str, Any]:
+    """The body of :func:`generate`, with the writer open (and the folder locked):
+    process and commit what is not done yet, finalize, return the counts of all
+    ``studies``."""
     done = set(writer.done_ids())
     todo = [s for s in studies if s.image_id not in done]
     n_total, n_done = len(studies), len(studies) - len(todo)
@@ -258,8 +271,7 @@ def generate(input_path: str | Path, out_dir: str | Path, cfg: Config, *, runner
             missing += 1
         else:
             stats.append(st)
-    summary = {"input": str(input_path), "dataset": str(out), "runner": runner, **summarize(stats)}
+    summary = summarize(stats)
     if missing:
         summary["studies"]["without_counts"] = missing
-    atomic_write_json(out / SUMMARY_NAME, summary)
     return summary

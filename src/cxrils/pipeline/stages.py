@@ -2,9 +2,11 @@
 
 A *stage provider* builds the model-backed stages (anatomy segmenter, anomaly
 mapper, lesion detector) and gives the plain functions (report structuring, image
-loading, anatomy cross-check, Algorithm 1, instruction generation, split
-assignment). :class:`BuiltinStages` serves them from the cxrils stage packages with
-the backends named in ``cfg.backends``. Another provider can be named on the
+loading, anatomy cross-check, Algorithm 1, instruction generation). Split
+assignment is not a stage: the pipeline always splits by patient
+(:func:`cxrils.dataset.assign_split`), whatever the provider.
+:class:`BuiltinStages` serves the stages from the cxrils stage packages with the
+backends named in ``cfg.backends``. Another provider can be named on the
 command line (``cxrils generate --stages package.module:Name``) to plug in other
 implementations; it is resolved by import path in every worker, so it must be an
 importable module-level class or object.
@@ -79,9 +81,6 @@ class StageProvider(Protocol):
         """Dataset rows of one image (:func:`cxrils.instructions.generate_records`)."""
         ...
 
-    def assign_split(self, patient_id: str, cfg: Config) -> str:
-        """"train", "validate" or "test" for a patient (never per image)."""
-        ...
 
 
 class BuiltinStages:
@@ -103,7 +102,7 @@ class BuiltinStages:
         ViewPosition) or None; raises ``cxrils.io.ImageLoadError``."""
         from cxrils.io import load_image
 
-        loaded = load_image(path, max_pixels=cfg.io.max_pixels)
+        loaded = load_image(path, max_pixels=cfg.io.max_pixels, voi=cfg.io.voi)
         return loaded.pixels, getattr(loaded.meta, "view_position", None)
 
     def make_anatomy(self, cfg: Config) -> Any:
@@ -144,11 +143,36 @@ class BuiltinStages:
         return generate_records(grounding, split=split, patient_id=patient_id, image_path=image_path, cfg=cfg,
                                 absent_negatives=absent_negatives)
 
-    def assign_split(self, patient_id: str, cfg: Config) -> str:
-        """Deterministic patient-level split when the input has none."""
-        from cxrils.dataset import assign_split
+    def weight_files(self, cfg: Config) -> dict[str, list[str]]:
+        """The weight files (or folders) the backends of ``cfg`` load, by stage: hashed
+        into the run's provenance so a resume with other weights is refused.
 
-        return assign_split(patient_id, cfg)
+        Shipped weights (builtin anatomy network, builtin anomaly atlas) and every
+        local path the chosen backends read (``backends.*_weights``, ``*_dir``,
+        ``onnx_detector``, ``llm_model_path``, ``anomaly.radedit_*_dir``). A backend
+        that gains a weight file must be listed here.
+        """
+        from importlib import resources
+
+        from cxrils.vision.anatomy.builtin import default_weights
+        from cxrils.vision.anomaly.atlas import ATLAS_NAME
+
+        b = cfg.backends
+        atlas = cfg.anomaly.atlas_path or str(resources.files("cxrils") / "weights" / ATLAS_NAME)
+        anatomy_paths = {"builtin": [str(default_weights())], "cxas": [b.cxas_weights],
+                         "hybridgnet": [b.hybridgnet_weights]}
+        anomaly_paths = {"builtin": [atlas],
+                         "radedit": [b.radedit_dir, cfg.anomaly.radedit_vae_dir, cfg.anomaly.radedit_text_encoder_dir]}
+        detector_paths = {"onnx": [b.onnx_detector]}
+        out: dict[str, list[str]] = {}
+        for name in dict.fromkeys([b.anatomy, b.anatomy_edit_region or b.anatomy]):
+            out[f"anatomy ({name})"] = anatomy_paths.get(name, [])
+        out[f"anomaly ({b.anomaly})"] = anomaly_paths.get(b.anomaly, [])
+        out[f"detector ({b.detector})"] = detector_paths.get(b.detector, [])
+        uses_llm = "llm" in (b.report_structurer, b.location_mapper) or cfg.instructions.paraphrase
+        if uses_llm and b.llm_model_path:
+            out["llm"] = [b.llm_model_path]
+        return {label: [p for p in paths if p] for label, paths in out.items()}
 
 
 def resolve_stages(spec: str) -> StageProvider:

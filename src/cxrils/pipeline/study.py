@@ -2,11 +2,14 @@
 
 Per image (paper section 3.1 and Appendix D):
 
+0. Input: a row the reader could not use (``StudyInput.problem``) is excluded.
 1. QC view (Appendix D.1): only frontal images (PA, AP) when ``cfg.qc.frontal_only``.
-2. Report: a study whose report yielded no usable section is excluded (Appendix A.1).
+2. Report: a report over the length cap (``cfg.inputs``) is excluded or cut; a study
+   whose report yielded no usable section is excluded (Appendix A.1).
 3. ``x`` = the 8-bit image (uint8 (H, W)).
 4. Anatomy on ``x``: lungs + heart give RadEdit's edit region (the paper uses
-   HybridGNet here, section 3.1 step 2).
+   HybridGNet here, section 3.1 step 2); organs that are not those of a frontal chest
+   radiograph (``cxrils.vision.anatomy.frontal_plausibility``, ours) exclude the image.
 5. Anomaly map: ``x_hat``, ``x_ano`` inside the edit region.
 6. Location masks: anatomy on ``x_hat`` (the paper runs CXAS on the edited image,
    Appendix A.3; ``backends.anatomy_on_x_hat``) or on ``x`` by a second backend,
@@ -14,7 +17,8 @@ Per image (paper section 3.1 and Appendix D):
    with one backend on ``x`` only, step 4's masks are used as they are.
 7. Lesion boxes on ``x``.
 8. Algorithm 1 + location verification -> :class:`~cxrils.types.StudyGrounding`.
-9. Instruction-answer records (section 3.2).
+9. Instruction-answer records (section 3.2), in the split of the image's patient
+   (:func:`cxrils.dataset.assign_split` unless the input gave one).
 
 Each step is guarded: an exception becomes the study's exclusion reason
 (``"error:<step>: <Type>: <message>"``) and never stops a run. Exclusion reasons
@@ -33,14 +37,15 @@ import numpy as np
 
 from cxrils import vocab
 from cxrils.config import Config
-from cxrils.dataset.writer import image_relpath
-from cxrils.pipeline.inputs import StudyInput
+from cxrils.dataset import assign_split, image_relpath
+from cxrils.pipeline.inputs import StudyInput, cap_report
 from cxrils.pipeline.stages import DEFAULT_STAGES, StageLoadError, StageProvider, resolve_stages
 from cxrils.types import AnatomyMasks, AnomalyResult, LesionBox, StructuredReport, StudyGrounding
 from cxrils.vision.anatomy.base import AnatomySegmenter
 from cxrils.vision.anomaly.base import AnomalyMapper
 from cxrils.vision.batching import call_batch
 from cxrils.vision.detection.base import LesionDetector
+from cxrils.vision.anatomy import frontal_plausibility
 
 log = logging.getLogger(__name__)
 
@@ -209,8 +214,12 @@ class Pipeline:
 
     def structure(self, studies: list[StudyInput]) -> dict[tuple[str, str], StructuredReport]:
         """Structure the reports of ``studies`` in one batch (each distinct
-        ``(study_id, text)`` once).
+        ``(study_id, text)`` once), keyed by ``(study_id, text)``.
 
+        A report over the length cap (``cfg.inputs``) becomes a StructuredReport with
+        ``excluded = "too long: ..."``, or with ``report_over_cap = "truncate"`` is
+        structured cut, with a ``"truncated: ..."`` flag. Rows with an input
+        ``problem`` are not structured (their key maps to an excluded placeholder).
         When the batch fails, reports are structured one by one and a report the
         structurer fails on becomes a StructuredReport with ``excluded =
         "error:report: ..."``.
@@ -221,24 +230,49 @@ class Pipeline:
             If every report fails (a broken or unreachable structurer, not bad
             reports): nothing is committed, so a rerun retries them.
         """
-        keys = list(dict.fromkeys((s.study_id, s.report) for s in studies))
+        out: dict[tuple[str, str], StructuredReport] = {}
+        todo: dict[tuple[str, str], tuple[str, list[str]]] = {}  # key -> (text to structure, flags)
+        inputs = self.cfg.inputs
+        for s in studies:
+            key = (s.study_id, s.report)
+            if s.problem is not None:
+                out.setdefault(key, StructuredReport(s.study_id, None, "", excluded=f"input: {s.problem}"))
+                continue
+            if key in todo:
+                continue
+            out.pop(key, None)
+            text, over = cap_report(s.report, inputs.report_max_chars, inputs.report_max_sentences)
+            where = f"study {s.study_id}" + (f", {s.where}" if s.where else "")
+            if over is None:
+                todo[key] = (s.report, [])
+            elif inputs.report_over_cap == "truncate":
+                todo[key] = (text, [f"truncated: {over} ({where}); cut to {len(text)} characters"])
+            else:
+                out[key] = StructuredReport(s.study_id, None, "", excluded=f"too long: {over} ({where})")
+        keys = list(todo)
+        items = [(k[0], todo[k][0]) for k in keys]
         try:
-            reports = list(self.stages.structure_reports(keys, self.cfg))
+            reports = list(self.stages.structure_reports(items, self.cfg)) if items else []
             if len(reports) != len(keys):
                 raise RuntimeError(f"structurer returned {len(reports)} reports for {len(keys)}")
-            return dict(zip(keys, reports))
         except Exception as err:
             log.warning("batch report structuring failed (%s); structuring one by one", err)
-        out = {}
-        for key in keys:
-            try:
-                out[key] = next(iter(self.stages.structure_reports([key], self.cfg)))
-            except Exception as err:
-                out[key] = StructuredReport(key[0], None, "", excluded=f"error:report: {type(err).__name__}: {err}")
-        if all(r.excluded and r.excluded.startswith("error:report") for r in out.values()):
-            first = next(iter(out.values())).excluded
-            raise StageLoadError(f"report structuring (backend {self.cfg.backends.report_structurer!r}) failed "
-                                 f"for every report, e.g. {first}")
+            reports = []
+            for item in items:
+                try:
+                    reports.append(next(iter(self.stages.structure_reports([item], self.cfg))))
+                except Exception as err:
+                    reports.append(StructuredReport(item[0], None, "",
+                                                    excluded=f"error:report: {type(err).__name__}: {err}"))
+            if all(r.excluded and r.excluded.startswith("error:report") for r in reports):
+                raise StageLoadError(f"report structuring (backend {self.cfg.backends.report_structurer!r}) failed "
+                                     f"for every report, e.g. {reports[0].excluded}")
+        for key, report in zip(keys, reports):
+            flags = todo[key][1]
+            if flags:
+                report.flags = list(report.flags) + flags
+                log.warning("%s", flags[0])
+            out[key] = report
         return out
 
     # ------------------------------------------------------------ image side
@@ -246,6 +280,9 @@ class Pipeline:
     def start(self, study: StudyInput, report: StructuredReport | None) -> StudyState:
         """Steps 1-3: view QC, report exclusion, image loading."""
         state = StudyState(study=study, report=report)
+        if study.problem is not None:
+            state.excluded = f"input: {study.problem}"
+            return state
         if report is None:
             state.report = self.structure([study])[(study.study_id, study.report)]
         if self.cfg.qc.frontal_only and study.view is not None and study.view not in ACCEPTED_VIEWS:
@@ -281,10 +318,15 @@ class Pipeline:
 
     @_guarded("anatomy")
     def run_anatomy_x(self, states: list[StudyState]) -> None:
-        """Step 4: anatomy of ``x`` (edit region of the anomaly mapper)."""
+        """Step 4: anatomy of ``x`` (edit region of the anomaly mapper), and its
+        frontal-view plausibility (``cfg.qc``): implausible organs (a lateral image
+        without a view, a failed segmentation) exclude the image as ``qc_anatomy``."""
         masks = call_batch(self.edit_region_segmenter, "segment_batch", AnatomySegmenter, [s.x for s in states])
         for state, m in zip(states, masks, strict=True):
             state.anatomy_x = m
+            reason = frontal_plausibility(m, self.cfg.qc)
+            if reason:
+                state.excluded = f"qc_anatomy: {reason}"
 
     @_guarded("anomaly")
     def run_anomaly(self, states: list[StudyState]) -> None:
@@ -341,6 +383,9 @@ class Pipeline:
             return None
         if grounding.excluded:
             state.excluded = f"qc_grounding: {grounding.excluded}"
+        truncated = [f for f in state.report.flags if f.startswith("truncated: ")]
+        if truncated:  # recorded in every record's provenance
+            grounding.provenance = {**grounding.provenance, "report": truncated[0]}
         return grounding
 
     def finish(self, state: StudyState) -> StudyResult:
@@ -352,7 +397,10 @@ class Pipeline:
         if state.excluded is None:
             try:
                 study = state.study
-                split = study.split or self.stages.assign_split(study.patient_id or study.study_id, self.cfg)
+                # By patient (split.by = "patient", an empty id is a SplitError) or, when the
+                # input says each study is a patient, by study: never by image.
+                key = study.patient_id if self.cfg.split.by == "patient" else study.study_id
+                split = study.split or assign_split(key, self.cfg)
                 records = self.stages.generate_records(
                     grounding, split=split, patient_id=study.patient_id,
                     image_path=image_relpath(study.image_id), cfg=self.cfg,

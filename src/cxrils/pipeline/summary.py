@@ -93,23 +93,27 @@ def summarize(stats: Iterable[dict[str, Any]]) -> dict[str, Any]:
 
 
 def format_summary(summary: dict[str, Any]) -> str:
-    """Plain-text tables of a :func:`summarize` result (what ``cxrils generate`` prints)."""
+    """Plain-text tables of a :func:`summarize` result (what ``cxrils generate`` prints),
+    with full column headers so that a log keeps them readable."""
     st = summary["studies"]
     lines = [f"images: {st['total']}  done: {st['done']}  excluded: {st['excluded']}"]
     for reason, count in st["excluded_by_reason"].items():
         lines.append(f"  excluded {reason}: {count}")
     lines.append("")
-    lines.append(f"{'lesion type':<15}{'reported':>9}{'grounded':>9}{'recall':>8}{'rec +':>8}{'rec -':>8}")
+    head = ("lesion type", "reported", "grounded", "recall", "positive records", "negative records")
+    lines.append(f"{head[0]:<15}{head[1]:>10}{head[2]:>10}{head[3]:>8}{head[4]:>18}{head[5]:>18}")
     for t, f in summary["findings"].items():
         rec = summary["records"]["by_lesion_type"].get(t)
         pos, neg = (rec["positive"], rec["negative"]) if rec else (
             sum(v["positive"] for v in summary["records"]["by_lesion_type"].values()),
             sum(v["negative"] for v in summary["records"]["by_lesion_type"].values()))
         r = "-" if f["recall"] is None else f"{100 * f['recall']:.1f}%"
-        lines.append(f"{t:<15}{f['reported']:>9}{f['grounded']:>9}{r:>8}{pos:>8}{neg:>8}")
+        lines.append(f"{t:<15}{f['reported']:>10}{f['grounded']:>10}{r:>8}{pos:>18}{neg:>18}")
+    lines.append("(reported: positive findings of images that reached Algorithm 1; grounded: those with a "
+                 "non-empty mask; recall = grounded / reported)")
     lines.append("")
-    lines.append(f"{'instruction type':<18}{'positive':>9}{'negative':>9}")
+    lines.append(f"{'instruction type':<18}{'positive records':>18}{'negative records':>18}")
     for i, v in summary["records"]["by_instruction_type"].items():
-        lines.append(f"{i:<18}{v['positive']:>9}{v['negative']:>9}")
+        lines.append(f"{i.replace('_', ' '):<18}{v['positive']:>18}{v['negative']:>18}")
     lines.append(f"records: {summary['records']['total']}")
     return "\n".join(lines)

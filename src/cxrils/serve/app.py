@@ -4,10 +4,17 @@ Endpoints
 ---------
 ``POST /v1/segment``
     multipart form: ``image`` (PNG, JPEG or DICOM file) and ``instruction`` (text) ->
-    JSON: ``mask`` (COCO RLE, ``size`` [H, W]), ``mask_area``, ``answer``,
-    ``presence_score``, ``width``, ``height``, ``image_png`` (the 8-bit image the model
-    saw, base64 PNG), ``mask_png`` (0/255 base64 PNG), ``overlay_png`` (base64 PNG).
+    JSON: ``instruction`` (as sent), ``instruction_answered`` (as the model read it,
+    :meth:`~cxrils.models.base.Segmenter.read_instruction`), ``mask`` (COCO RLE,
+    ``size`` [H, W]), ``mask_area``, ``answer``, ``presence_score``, ``width``,
+    ``height``, ``image_png`` (the 8-bit image the model saw, base64 PNG), ``mask_png``
+    (0/255 base64 PNG), ``overlay_png`` (base64 PNG), ``dicom_seg`` (for a DICOM
+    upload: the mask as DICOM SEG referencing it, base64; else null).
 ``GET /v1/health``, ``GET /v1/info``; the page at ``/``; OpenAPI docs at ``/docs``.
+
+Errors are JSON ``{"detail": "<one sentence in plain words>"}`` (a missing form field
+too, never FastAPI's validation list); a browser asking for a page that does not exist
+gets a short HTML page with a link back.
 
 Privacy: the upload is written to a private temporary folder only while the request
 runs (the image loader reads files) and removed before the response, unless
@@ -26,13 +33,15 @@ from pathlib import Path
 from typing import Callable
 
 import numpy as np
-from fastapi import FastAPI, File, Form, HTTPException, UploadFile
-from fastapi.responses import FileResponse
+from fastapi import FastAPI, File, Form, HTTPException, Request, UploadFile
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import FileResponse, HTMLResponse, JSONResponse
 from fastapi.staticfiles import StaticFiles
+from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from cxrils import __version__, templates, vocab
 from cxrils.masks import encode_rle
-from cxrils.serve.images import b64_png, overlay
+from cxrils.serve.images import b64, b64_png, overlay
 
 log = logging.getLogger(__name__)
 STATIC_DIR = Path(__file__).with_name("static")
@@ -51,6 +60,29 @@ class ServiceConfig:
     keep_uploads_dir: Path | None = None
 
 
+#: Plain-words messages for form fields missing from a request (FastAPI validation).
+MISSING_FIELD_MESSAGES: dict[str, str] = {
+    "image": "no image was uploaded: choose a PNG, JPEG or DICOM file of a chest X-ray",
+    "instruction": "no instruction was given: type what to segment, e.g. 'Segment the effusion in the left lung base.'",
+}
+
+_NOT_FOUND_PAGE = """<!doctype html><html lang="en"><head><meta charset="utf-8"><title>cxrils: page not found</title>
+<link rel="stylesheet" href="/static/style.css"></head><body><header><h1>cxrils</h1></header><main>
+<p>There is no page at this address. <a href="/">Go to the segmentation page</a>.</p></main></body></html>"""
+
+
+def validation_message(errors: list[dict]) -> str:
+    """One sentence for FastAPI's validation ``errors`` (missing or malformed form fields)."""
+    words = []
+    for err in errors:
+        field = str(err.get("loc", ["", ""])[-1])
+        if err.get("type") == "missing" and field in MISSING_FIELD_MESSAGES:
+            words.append(MISSING_FIELD_MESSAGES[field])
+        else:
+            words.append(f"the form field '{field}' is not valid: {err.get('msg', 'bad value')}")
+    return "; ".join(dict.fromkeys(words)) or "the request is not a valid form"
+
+
 def example_instructions() -> dict[str, list[str]]:
     """Example instructions per lesion type, rendered by :mod:`cxrils.templates`."""
     out: dict[str, list[str]] = {}
@@ -58,6 +90,7 @@ def example_instructions() -> dict[str, list[str]]:
         ex = [templates.render_instruction("global", t)]
         if t != "cardiomegaly":
             ex.insert(0, templates.render_instruction("basic", t, ["right lung base"]))
+            ex.insert(1, templates.render_instruction("basic", t, ["lung lower lobe left"]))
         if t in vocab.INFERENCE_LESION_TYPES:
             ex.append(templates.render_instruction("lesion_inference", None, ["left mid zone lung"]))
         out[t] = ex
@@ -78,8 +111,13 @@ def create_app(segmenter, *, model_name: str = "", config: ServiceConfig | None 
     load_image : callable, optional
         ``path -> LoadedImage``; defaults to :func:`cxrils.io.load_image`.
     """
+    from cxrils.extras import missing_module
     from cxrils.io import ImageLoadError
     from cxrils.io import load_image as default_loader
+    from cxrils.models.dicom_seg import DicomSegError, dicom_seg_bytes, source_reference
+    from cxrils.models.output import segment_label
+
+    dicom_seg_available = missing_module(["highdicom"]) is None
 
     cfg = config or ServiceConfig()
     loader = load_image or default_loader
@@ -92,11 +130,25 @@ def create_app(segmenter, *, model_name: str = "", config: ServiceConfig | None 
         # Refuse oversized bodies before they are spooled (multipart overhead allowed).
         length = request.headers.get("content-length")
         if length and length.isdigit() and int(length) > cfg.max_upload_bytes + 1024 * 1024:
-            from fastapi.responses import JSONResponse
-
             return JSONResponse({"detail": f"the image is larger than the limit of "
                                            f"{cfg.max_upload_bytes // (1024 * 1024)} MB"}, status_code=413)
         return await call_next(request)
+
+    @app.exception_handler(RequestValidationError)
+    async def plain_validation_error(request: Request, exc: RequestValidationError):
+        return JSONResponse({"detail": validation_message(list(exc.errors()))}, status_code=422)
+
+    @app.exception_handler(StarletteHTTPException)
+    async def http_error(request: Request, exc: StarletteHTTPException):
+        wants_page = "text/html" in request.headers.get("accept", "") and not request.url.path.startswith("/v1/")
+        if exc.status_code == 404 and wants_page:
+            return HTMLResponse(_NOT_FOUND_PAGE, status_code=404)
+        detail = exc.detail if isinstance(exc.detail, str) else "the request failed"
+        if exc.status_code == 404:
+            detail = f"there is nothing at {request.url.path}; the API is POST /v1/segment (see /docs)"
+        elif exc.status_code == 405:
+            detail = f"{request.method} is not allowed at {request.url.path} (see /docs)"
+        return JSONResponse({"detail": detail}, status_code=exc.status_code, headers=getattr(exc, "headers", None))
 
     @app.get("/v1/health")
     def health() -> dict:
@@ -108,10 +160,11 @@ def create_app(segmenter, *, model_name: str = "", config: ServiceConfig | None 
             "name": "cxrils", "version": __version__, "model": model_name,
             "model_type": getattr(segmenter, "model_type", type(segmenter).__name__),
             "lesion_types": list(vocab.LESION_TYPES),
-            "locations": list(vocab.INSTRUCTION_LOCATIONS),
+            "locations": [templates.location_phrase([loc]) for loc in vocab.QUERY_LOCATIONS],
             "examples": example_instructions(),
             "max_upload_bytes": cfg.max_upload_bytes,
             "max_instruction_chars": cfg.max_instruction_chars,
+            "dicom_seg": dicom_seg_available,
         }
 
     @app.post("/v1/segment")
@@ -127,8 +180,13 @@ def create_app(segmenter, *, model_name: str = "", config: ServiceConfig | None 
             raise HTTPException(413, f"the image is larger than the limit of {cfg.max_upload_bytes // (1024 * 1024)} MB")
         if not data:
             raise HTTPException(400, "the uploaded file is empty")
+        try:
+            answered = segmenter.read_instruction(text)
+        except ValueError as err:  # InstructionError: says what the model accepts
+            raise HTTPException(422, f"the model cannot read this instruction: {err}") from None
         suffix = Path(image.filename or "upload").suffix.lower()[:10]
         t0 = time.perf_counter()
+        reference = None
         with tempfile.TemporaryDirectory(prefix="cxrils-upload-") as tmp:
             path = Path(tmp) / f"upload{suffix}"
             path.write_bytes(data)
@@ -136,7 +194,12 @@ def create_app(segmenter, *, model_name: str = "", config: ServiceConfig | None 
                 loaded = loader(path)
             except ImageLoadError as err:
                 reason = getattr(err, "reason", str(err))
-                raise HTTPException(400, f"cannot read the uploaded file as a chest X-ray image: {reason}") from None
+                raise HTTPException(400, f"the file could not be read as a chest X-ray image: {reason}") from None
+            if getattr(loaded.meta, "format", None) == "dicom" and dicom_seg_available:
+                try:
+                    reference = source_reference(path)  # header only: the UIDs a SEG needs
+                except DicomSegError as err:
+                    log.info("no DICOM SEG for this upload: %s", str(err).replace(str(path), "upload"))
             if cfg.keep_uploads_dir is not None:
                 cfg.keep_uploads_dir.mkdir(parents=True, exist_ok=True)
                 (cfg.keep_uploads_dir / f"{time.time_ns()}{suffix}").write_bytes(data)
@@ -144,16 +207,25 @@ def create_app(segmenter, *, model_name: str = "", config: ServiceConfig | None 
         try:
             with lock:
                 pred = segmenter.predict(x, text)
-        except ValueError as err:  # InstructionError: names no lesion type; unusable image
-            raise HTTPException(422, str(err)) from None
+        except ValueError as err:  # an unusable image, or an instruction a free-text model refuses
+            raise HTTPException(422, f"the model could not answer: {err}") from None
         mask = np.asarray(pred.mask, dtype=bool)
+        seg = None
+        if reference is not None:
+            try:
+                seg = b64(dicom_seg_bytes(reference, mask, segment_label=segment_label(answered, pred.answer),
+                                          description=f"cxrils: {answered}",
+                                          model_name=f"cxrils {getattr(segmenter, 'model_type', '')}".strip()))
+            except DicomSegError as err:  # the response still carries PNG and RLE
+                log.warning("no DICOM SEG for this upload: %s", err)
         log.info("segment: %dx%d image, mask area %d, %.0f ms", x.shape[1], x.shape[0], int(mask.sum()),
                  1000 * (time.perf_counter() - t0))
         return {
+            "instruction": text, "instruction_answered": answered,
             "mask": encode_rle(mask), "mask_area": int(mask.sum()), "answer": pred.answer,
             "presence_score": float(pred.presence_score), "width": int(x.shape[1]), "height": int(x.shape[0]),
             "image_png": b64_png(x), "mask_png": b64_png(mask.astype(np.uint8) * 255),
-            "overlay_png": b64_png(overlay(x, mask)),
+            "overlay_png": b64_png(overlay(x, mask)), "dicom_seg": seg,
         }
 
     @app.get("/", include_in_schema=False)

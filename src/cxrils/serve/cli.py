@@ -28,6 +28,13 @@ def register(app: typer.Typer) -> None:
         keep_uploads: Optional[Path] = typer.Option(None, help="Keep uploads in this folder (off by default)."),
     ) -> None:
         """Serve the segmentation page and REST API (POST /v1/segment) with one loaded model."""
+        from cxrils.extras import MissingExtraError, require_extra
+
+        try:
+            require_extra("serve", "cxrils serve")
+        except MissingExtraError as err:
+            typer.echo(f"error: {err}", err=True)
+            raise typer.Exit(2) from err
         import uvicorn
 
         from cxrils.models.base import ModelLoadError, Segmenter

@@ -29,8 +29,8 @@ from cxrils.dataset.mimic_ils.format import (
     CERTAINTY_KEY, MASK_KEY, NEGATIVE_KEY, PAIR_KEYS, PAIRS_KEY, POSITIVE_KEY, SPLIT_FROM_RELEASE, JSON_NAME,
     MASK_DIR_NAME, ids_from_image_path, image_id_for, iter_samples, parse_pair, read_mask_png, resized_shape,
 )
-from cxrils.dataset.writer import DatasetError, DatasetWriter, _sha256
-from cxrils.fsutil import atomic_path, atomic_write_json, atomic_write_text
+from cxrils.dataset.writer import DatasetError, DatasetWriter
+from cxrils.fsutil import atomic_path, atomic_write_json, atomic_write_text, sha256_file
 from cxrils.masks import encode_rle
 
 log = logging.getLogger(__name__)
@@ -246,7 +246,7 @@ def import_mimic_ils(json_path: str | Path, images_dir: str | Path, masks_dir: s
     cfg = cfg or MimicIlsConfig()
     json_path, images_dir, masks_dir, out = Path(json_path), Path(images_dir), Path(masks_dir), Path(out_dir)
     _check_inputs(json_path, images_dir, masks_dir)
-    provenance = {"source": SOURCE, "json": json_path.name, "json_sha256": _sha256(json_path),
+    provenance = {"source": SOURCE, "json": json_path.name, "json_sha256": sha256_file(json_path),
                   "max_side": cfg.max_side, "mask_foreground": cfg.mask_foreground}
     prov_path = out / "provenance.json"
     if prov_path.is_file():

@@ -5,8 +5,8 @@ by cxrils' own CPU stages on a copy of the image whose longer side is at most
 :data:`WORK_SIDE` pixels:
 
 * ``region``: the anatomy mask of the region the instruction names (the union of its
-  locations; both lungs for a global instruction or when it names none; the heart for
-  cardiomegaly, whose answer mask is the heart, paper section 3.2);
+  locations, lobes included; both lungs for a global instruction or when it names
+  none; the heart for cardiomegaly, whose answer mask is the heart, paper section 3.2);
 * ``lungs``: both lungs;
 * ``x_ano``: the anomaly map in [0, 1] of the configured anomaly backend (builtin: a
   healthy-lung atlas), inside the lungs (paper section 3.1 step 2).
@@ -42,6 +42,7 @@ from cxrils import vocab
 from cxrils.config import QCConfig
 from cxrils.templates import ParsedText
 from cxrils.types import AnatomyMasks
+from cxrils.vision.anatomy.measures import cardiothoracic_ratio
 
 log = logging.getLogger(__name__)
 
@@ -55,6 +56,9 @@ CACHE_SIZE = 16
 #: Anatomy labels kept in :class:`ImagePriors`: the instruction locations (lungs and
 #: zones, which also name a global answer's locations) and the heart (cardiomegaly).
 PRIOR_LABELS: tuple[str, ...] = vocab.INSTRUCTION_LOCATIONS + ("heart",)
+#: Labels also kept when the anatomy backend gives them: the lobes, which an instruction
+#: may name (``region`` prior of a lobe instruction).
+OPTIONAL_PRIOR_LABELS: tuple[str, ...] = vocab.LOBES
 
 #: Centre and scale of the CTR input (:func:`ctr_feature`): the paper's cardiomegaly
 #: negative cut-off (0.45, Appendix D.3) maps to 0, and one tenth of CTR to 1 (ours).
@@ -231,8 +235,9 @@ class PriorComputer:
                 except (ValueError, RuntimeError) as err:  # e.g. no mediastinum, flat contrast
                     log.warning("x_ano prior set to zero: the anomaly stage failed on a %s image: %s",
                                 small.shape, err)
-        result = ImagePriors(anatomy=PackedMasks({lb: anatomy[lb] for lb in PRIOR_LABELS}, small.shape),
-                             x_ano=x_ano, ctr=_ctr(anatomy))
+        kept = PRIOR_LABELS + tuple(lb for lb in OPTIONAL_PRIOR_LABELS if lb in anatomy)
+        result = ImagePriors(anatomy=PackedMasks({lb: anatomy[lb] for lb in kept}, small.shape), x_ano=x_ano,
+                             ctr=_ctr(anatomy))
         self._cache[(key, with_anomaly)] = result
         while len(self._cache) > CACHE_SIZE:
             self._cache.popitem(last=False)
@@ -240,8 +245,6 @@ class PriorComputer:
 
 
 def _ctr(anatomy: AnatomyMasks) -> float | None:
-    from cxrils.vision.anatomy import cardiothoracic_ratio
-
     if not anatomy["heart"].any() or not anatomy.union(("right lung", "left lung")).any():
         return None
     try:
@@ -259,7 +262,8 @@ def ctr_feature(ctr: float | None) -> float:
 
 
 def region_labels(parsed: ParsedText | None) -> tuple[str, ...]:
-    """Anatomy labels of the region an instruction names (see the module docstring)."""
+    """Anatomy labels of the region an instruction names (see the module docstring):
+    its locations as CXAS labels (zones, lungs, lobes), both lungs, or the heart."""
     if parsed is not None and parsed.target in vocab.ORGAN_LOCATIONS:
         return (vocab.ORGAN_LOCATIONS[parsed.target],)
     if parsed is None or parsed.instruction_type == "global" or not parsed.locations:
@@ -277,12 +281,18 @@ def prior_channels(priors: ImagePriors, parsed: ParsedText | None, size: int) ->
 
     Raises
     ------
-    KeyError
-        If the anatomy lacks a named region.
+    ValueError
+        If the anatomy lacks a named region (e.g. a lobe, with an anatomy backend that
+        does not segment lobes).
     """
     import cv2
 
-    maps = (priors.anatomy.union(region_labels(parsed)).astype(np.float32),
+    labels = region_labels(parsed)
+    missing = [lb for lb in labels if lb not in priors.anatomy]
+    if missing:
+        raise ValueError(f"the anatomy stage gave no mask for {missing}, which the instruction names; "
+                         "use an anatomy backend that segments it (builtin and cxas give lobes)")
+    maps = (priors.anatomy.union(labels).astype(np.float32),
             priors.anatomy.union(("right lung", "left lung")).astype(np.float32),
             priors.x_ano.astype(np.float32))
     return np.stack([cv2.resize(m, (size, size), interpolation=cv2.INTER_AREA) for m in maps])

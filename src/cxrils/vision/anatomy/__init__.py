@@ -5,14 +5,15 @@ whose ``.segment(x)`` returns :class:`cxrils.types.AnatomyMasks` with every labe
 :data:`cxrils.vocab.ANATOMY_LABELS` at the input's resolution. "right"/"left" are the
 patient's sides: the patient's right lung is on the image's left on a frontal image.
 Paper sources: section 3.1 step 2 (HybridGNet lungs/heart, CXAS zones/lobes),
-Appendix D.2 (cross-check), Appendix D.3 (CTR rule).
+Appendix D.2 (cross-check), Appendix D.3 (CTR rule); the frontal-view plausibility
+check is ours.
 """
 
 from cxrils.vision.anatomy.base import AnatomyBackendError, AnatomySegmenter, get_segmenter
-from cxrils.vision.anatomy.measures import cardiothoracic_ratio, cross_check
+from cxrils.vision.anatomy.measures import cardiothoracic_ratio, cross_check, frontal_plausibility
 from cxrils.vision.anatomy.regions import lung_regions
 
 __all__ = [
     "AnatomyBackendError", "AnatomySegmenter", "get_segmenter", "cardiothoracic_ratio",
-    "cross_check", "lung_regions",
+    "cross_check", "frontal_plausibility", "lung_regions",
 ]

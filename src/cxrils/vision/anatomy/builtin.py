@@ -108,7 +108,7 @@ class BuiltinSegmenter:
             Probabilities in [0, 1] of right lung, left lung, heart (patient sides).
         """
         check_input(x)
-        canvas, box = prepare(x, self.input_size)
+        canvas, box = prepare(x, self.input_size, self.cfg)
         torch = self._torch
         with torch.inference_mode():
             logits = self.network(torch.from_numpy(canvas)[None, None])[0]

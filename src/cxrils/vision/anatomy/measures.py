@@ -1,10 +1,12 @@
-"""Cardiothoracic ratio and the cross-check of two anatomy sources.
+"""Cardiothoracic ratio, the frontal-view plausibility of the anatomy, and the
+cross-check of two anatomy sources.
 
 Sources: paper Appendix D.3 (CTR <= 0.45 for cardiomegaly negatives,
 :attr:`cxrils.config.QCConfig.ctr_max_cardiomegaly_negative`) and Appendix D.2 (images
 whose lung masks' outermost x-coordinates or heart masks' lowest y-coordinate differ a
 lot between HybridGNet and CXAS are excluded; tolerances are ours, in
-:class:`cxrils.config.QCConfig`).
+:class:`cxrils.config.QCConfig`). The plausibility bounds are ours (the paper has
+none), from the JSRT SCR human masks (:class:`cxrils.config.QCConfig`).
 """
 
 from __future__ import annotations
@@ -53,6 +55,70 @@ def cardiothoracic_ratio(masks: AnatomyMasks) -> float:
     if thorax.size == 0:
         raise ValueError(f"cannot compute CTR: the lung masks of backend {masks.backend!r} are empty")
     return float(heart[-1] - heart[0] + 1) / float(thorax[-1] - thorax[0] + 1)
+
+
+def frontal_plausibility(masks: AnatomyMasks, cfg: QCConfig) -> str | None:
+    """Whether the organs look like those of a frontal chest radiograph.
+
+    Checks, in order (bounds in ``cfg``, ours): both lungs present, each covering
+    ``plausible_lung_area_min/max_fraction`` of the image, the smaller at least
+    ``plausible_lung_balance_min_fraction`` of the larger, side by side (their rows
+    overlap by ``plausible_lung_overlap_min_fraction`` of the shorter one) with the
+    patient's right lung on the image's left (its centroid column left of the left
+    lung's); a heart of at least ``plausible_heart_area_min_fraction`` whose centroid
+    lies between the lungs' centroids; a cardiothoracic ratio in
+    [``ctr_plausible_min``, ``ctr_plausible_max``].
+
+    Parameters
+    ----------
+    masks : AnatomyMasks
+        ``"right lung"``, ``"left lung"``, ``"heart"`` bool (H, W) (patient sides).
+    cfg : QCConfig
+
+    Returns
+    -------
+    str or None
+        None when plausible (or ``cfg.frontal_plausibility`` is off); else the reason,
+        e.g. ``"heart covers 0.001 of the image (< 0.02): not a frontal chest view, or a
+        failed segmentation"``.
+    """
+    if not cfg.frontal_plausibility:
+        return None
+    h, w = masks.shape
+    right = np.asarray(masks["right lung"], dtype=bool)
+    left = np.asarray(masks["left lung"], dtype=bool)
+    heart = np.asarray(masks["heart"], dtype=bool)
+    hint = ": not a frontal chest view, or a failed segmentation"
+    areas = {}
+    for side, lung in (("right", right), ("left", left)):
+        if not lung.any():
+            return f"no {side} lung found{hint}"
+        areas[side] = float(lung.mean())
+        if not (cfg.plausible_lung_area_min_fraction <= areas[side] <= cfg.plausible_lung_area_max_fraction):
+            return (f"{side} lung covers {areas[side]:.3f} of the image (outside "
+                    f"{cfg.plausible_lung_area_min_fraction}..{cfg.plausible_lung_area_max_fraction}){hint}")
+    balance = min(areas.values()) / max(areas.values())
+    if balance < cfg.plausible_lung_balance_min_fraction:
+        return f"the smaller lung is {balance:.2f} of the larger (< {cfg.plausible_lung_balance_min_fraction}){hint}"
+    r_rows, l_rows = (np.flatnonzero(m.any(axis=1)) for m in (right, left))
+    shared = min(r_rows[-1], l_rows[-1]) - max(r_rows[0], l_rows[0]) + 1
+    overlap = max(0, shared) / min(r_rows[-1] - r_rows[0] + 1, l_rows[-1] - l_rows[0] + 1)
+    if overlap < cfg.plausible_lung_overlap_min_fraction:
+        return f"the lungs share {overlap:.2f} of their rows (< {cfg.plausible_lung_overlap_min_fraction}){hint}"
+    cx_right, cx_left = np.nonzero(right)[1].mean() / w, np.nonzero(left)[1].mean() / w
+    if not cx_right < cx_left:
+        return (f"the right lung (centroid at {cx_right:.2f} of the width) is not on the image's left of the "
+                f"left lung ({cx_left:.2f}): mirrored image or lungs swapped")
+    heart_area = float(heart.mean())
+    if not heart.any() or heart_area < cfg.plausible_heart_area_min_fraction:
+        return f"heart covers {heart_area:.3f} of the image (< {cfg.plausible_heart_area_min_fraction}){hint}"
+    cx_heart = np.nonzero(heart)[1].mean() / w
+    if not cx_right < cx_heart < cx_left:
+        return f"heart centroid ({cx_heart:.2f} of the width) is not between the lungs ({cx_right:.2f}, {cx_left:.2f})"
+    ctr = cardiothoracic_ratio(masks)
+    if not (cfg.ctr_plausible_min <= ctr <= cfg.ctr_plausible_max):
+        return f"cardiothoracic ratio {ctr:.3f} outside {cfg.ctr_plausible_min}..{cfg.ctr_plausible_max}{hint}"
+    return None
 
 
 def _landmarks(masks: AnatomyMasks) -> dict[str, float | None]:

@@ -13,9 +13,7 @@ from dataclasses import dataclass
 import cv2
 import numpy as np
 
-#: CLAHE settings (ours): clip limit and tile grid, applied on the scaled image.
-CLAHE_CLIP_LIMIT = 2.0
-CLAHE_TILES = (8, 8)
+from cxrils.config import AnatomyConfig
 
 
 @dataclass(frozen=True)
@@ -67,13 +65,17 @@ class Letterbox:
         return np.stack([cv2.resize(c, (w, h), interpolation=cv2.INTER_LINEAR) for c in crop])
 
 
-def equalise(x: np.ndarray) -> np.ndarray:
-    """CLAHE contrast equalisation of a uint8 (H, W) image (returns uint8 (H, W))."""
-    clahe = cv2.createCLAHE(clipLimit=CLAHE_CLIP_LIMIT, tileGridSize=CLAHE_TILES)
+def equalise(x: np.ndarray, cfg: AnatomyConfig | None = None) -> np.ndarray:
+    """CLAHE contrast equalisation of a uint8 (H, W) image (returns uint8 (H, W)) with
+    ``cfg.clahe_clip_limit`` and a ``cfg.clahe_tile_grid`` x ``cfg.clahe_tile_grid`` grid
+    (:class:`cxrils.config.AnatomyConfig`, ours; defaults when ``cfg`` is None)."""
+    cfg = cfg or AnatomyConfig()
+    grid = int(cfg.clahe_tile_grid)
+    clahe = cv2.createCLAHE(clipLimit=float(cfg.clahe_clip_limit), tileGridSize=(grid, grid))
     return clahe.apply(np.ascontiguousarray(x))
 
 
-def prepare(x: np.ndarray, size: int) -> tuple[np.ndarray, Letterbox]:
+def prepare(x: np.ndarray, size: int, cfg: AnatomyConfig | None = None) -> tuple[np.ndarray, Letterbox]:
     """Network input for one image.
 
     Parameters
@@ -82,6 +84,9 @@ def prepare(x: np.ndarray, size: int) -> tuple[np.ndarray, Letterbox]:
         Grayscale image, [0, 255].
     size : int
         Canvas side in pixels (the model's input size).
+    cfg : AnatomyConfig, optional
+        CLAHE settings (:func:`equalise`); the defaults, which the shipped weights were
+        trained with, when None.
 
     Returns
     -------
@@ -100,5 +105,5 @@ def prepare(x: np.ndarray, size: int) -> tuple[np.ndarray, Letterbox]:
     box = Letterbox.fit(x.shape, size)
     scaled = cv2.resize(x, (box.width, box.height), interpolation=cv2.INTER_AREA)
     canvas = np.zeros((size, size), dtype=np.float32)
-    canvas[box.top:box.top + box.height, box.left:box.left + box.width] = equalise(scaled) / 255.0
+    canvas[box.top:box.top + box.height, box.left:box.left + box.width] = equalise(scaled, cfg) / 255.0
     return canvas, box

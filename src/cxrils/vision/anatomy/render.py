@@ -9,6 +9,7 @@ import numpy as np
 from PIL import Image
 
 from cxrils.fsutil import atomic_path, atomic_write_json
+from cxrils.overlay import draw_legend, draw_side_markers, gray_to_rgb, text_scale, tint
 from cxrils.types import AnatomyMasks
 from cxrils.vocab import LOBES, LUNG_ZONES
 
@@ -25,7 +26,9 @@ def label_filename(label: str) -> str:
 
 
 def overlay(x: np.ndarray, masks: AnatomyMasks, alpha: float = 0.35) -> np.ndarray:
-    """RGB uint8 (H, W, 3): the image with organs tinted and zone/lobe borders drawn.
+    """RGB uint8 (H, W, 3): the image with organs tinted, zone and lobe borders drawn,
+    a legend of the colours (bottom left) and R/L side markers (the patient's right
+    on the image's left, see :mod:`cxrils.overlay`).
 
     Parameters
     ----------
@@ -34,18 +37,19 @@ def overlay(x: np.ndarray, masks: AnatomyMasks, alpha: float = 0.35) -> np.ndarr
     alpha : float
         Tint opacity in [0, 1].
     """
-    rgb = np.repeat(x[:, :, None], 3, axis=2).astype(np.float32)
+    out = gray_to_rgb(x)
     for label, colour in ORGAN_COLOURS.items():
-        m = masks[label]
-        rgb[m] = (1 - alpha) * rgb[m] + alpha * np.array(colour, dtype=np.float32)
-    out = np.clip(rgb, 0, 255).astype(np.uint8)
-    thick = max(1, round(max(x.shape) / 400))
+        out = tint(out, masks[label], colour, alpha)
+    out = np.ascontiguousarray(out)
+    thick = max(1, text_scale(x.shape)[1])
     for labels, colour in ((LOBES, LOBE_COLOUR), (LUNG_ZONES, ZONE_COLOUR)):
         for label in labels:
             contours, _ = cv2.findContours(masks[label].astype(np.uint8), cv2.RETR_EXTERNAL,
                                            cv2.CHAIN_APPROX_SIMPLE)
             cv2.drawContours(out, contours, -1, colour, thick)
-    return out
+    legend = [(label, colour, "fill") for label, colour in ORGAN_COLOURS.items()]
+    legend += [("zone borders", ZONE_COLOUR, "line"), ("lobe borders", LOBE_COLOUR, "line")]
+    return draw_side_markers(draw_legend(out, legend))
 
 
 def _save_png(path: Path, array: np.ndarray) -> None:

@@ -1,4 +1,9 @@
-"""Command ``cxrils ground``: run the image side of mask generation on one case."""
+"""Command ``cxrils ground``: run the image side of mask generation on one case.
+
+It runs the generation pipeline's own steps (:class:`cxrils.pipeline.Pipeline`), so it
+lives in the pipeline package, above the grounding stage whose result it writes
+(imports flow one way: the grounding stage never imports the pipeline).
+"""
 
 from __future__ import annotations
 
@@ -62,7 +67,7 @@ def ground(
     if not text.strip():
         _fail("REPORT_TEXT is empty")
     try:
-        loaded = load_image(image, max_pixels=cfg.io.max_pixels)
+        loaded = load_image(image, max_pixels=cfg.io.max_pixels, voi=cfg.io.voi)
     except ImageLoadError as err:
         _fail(str(err))
 

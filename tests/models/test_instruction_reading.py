@@ -1,0 +1,127 @@
+"""The light model reads lobe instructions as written, refuses what it cannot read, and
+says which instruction it answered (issue 16: an instruction is never silently rewritten)."""
+
+from __future__ import annotations
+
+import cv2
+import numpy as np
+import pytest
+
+from cxrils import templates, vocab
+from cxrils.models.light.priors import PriorComputer, prior_channels
+from cxrils.models.light.text import (InstructionEncoder, InstructionError, interpret_instruction,
+                                      structured_vector)
+from cxrils.types import AnatomyMasks
+from light_synthetic import H, W, block_anatomy, bright_anomaly
+
+
+def lobe_anatomy(x: np.ndarray) -> AnatomyMasks:
+    """block_anatomy plus lobes: each lower lobe is the lower half of its lung's lateral half,
+    so that a lobe differs from every zone and from its lung."""
+    base = block_anatomy(x)
+    h, w = base.shape
+    masks = dict(base.masks)
+    rows, cols = np.mgrid[:h, :w]
+    lower = rows >= h // 2
+    masks["lung lower lobe right"] = masks["right lung"] & lower & (cols < w // 4)
+    masks["lung lower lobe left"] = masks["left lung"] & lower & (cols >= 3 * w // 4)
+    masks["lung upper lobe right"] = masks["right lung"] & ~lower
+    masks["lung middle lobe right"] = masks["right lung"] & lower & (cols >= w // 4)
+    masks["lung upper lobe left"] = masks["left lung"] & ~masks["lung lower lobe left"]
+    return AnatomyMasks(masks=masks, shape=(h, w), backend="test-lobes")
+
+
+@pytest.mark.parametrize("text,itype,target,locations,exact", [
+    ("Segment the pneumonia in the left lower lobe.", "basic", "pneumonia", ("lung lower lobe left",), True),
+    ("Segment the opacity in the right middle lobe and predict its type.", "lesion_inference", "opacity",
+     ("lung middle lobe right",), True),
+    ("Is there consolidation in the right lower lobe?", "basic", "consolidation", ("lung lower lobe right",), False),
+    ("show the pneumonia in the RLL and the LUL", "basic", "pneumonia",
+     ("lung upper lobe left", "lung lower lobe right"), False),
+    ("any pleural effusion at the left base?", "basic", "effusion", ("left lung base",), False),
+    ("Segment the edema in both lungs.", "basic", "edema", ("right lung", "left lung"), False),
+    ("Segment the effusion.", "global", "effusion", (), True),
+])
+def test_lobes_and_natural_locations_are_read_as_written(text, itype, target, locations, exact):
+    interp = interpret_instruction(text)
+    assert interp is not None and interp.exact is exact
+    p = interp.parsed
+    assert (p.instruction_type, p.target, set(p.locations)) == (itype, target, set(locations))
+
+
+@pytest.mark.parametrize("text,word", [
+    ("Segment the pneumonia in the lingula.", "lingula"),
+    ("Segment the effusion on the left side.", "left"),
+    ("Segment the opacity in the perihilar region.", "perihilar"),
+    ("Segment the pneumonia in the right lower lobes.", "lobes"),
+])
+def test_an_unreadable_location_is_refused_with_what_is_accepted(text, word):
+    with pytest.raises(InstructionError) as err:
+        interpret_instruction(text)
+    message = str(err.value)
+    assert word in message and "accepted" in message.lower()
+    for lobe in vocab.LOBE_PHRASES.values():
+        assert lobe in message
+    assert "left lung base" in message and "pneumonia" in message
+    with pytest.raises(InstructionError):
+        InstructionEncoder("structured").encode([text])
+
+
+def test_read_gives_the_instruction_answered():
+    enc = InstructionEncoder("structured")
+    assert enc.read("Segment the pneumonia in the left lower lobe.") == "Segment the pneumonia in the left lower lobe."
+    assert enc.read("Is there consolidation in the RLL?") == "Segment the consolidation in the right lower lobe."
+    assert enc.read("where is the pleural fluid?") == "Segment the effusion."
+    with pytest.raises(InstructionError, match="no known lesion type"):
+        enc.read("Segment the lungs.")
+    assert InstructionEncoder("minilm").read("  describe   the lungs ") == "describe the lungs"
+
+
+def test_a_lobe_sets_its_lung_slot_and_keeps_the_vector_layout():
+    lobe = templates.parse_instruction("Segment the pneumonia in the left lower lobe.")
+    lung = templates.parse_instruction("Segment the pneumonia in the left lung.")
+    v = structured_vector(lobe)
+    assert v.shape == (20,)
+    assert np.array_equal(v, structured_vector(lung))
+
+
+def test_the_region_prior_of_a_lobe_is_the_lobe_mask():
+    x = np.zeros((H, W), np.uint8)
+    priors = PriorComputer(lobe_anatomy, bright_anomaly).priors(x)
+    anatomy = lobe_anatomy(x)
+    for label, phrase in vocab.LOBE_PHRASES.items():
+        region = prior_channels(priors, templates.parse_instruction(f"Segment the pneumonia in the {phrase}."),
+                                H)[0]
+        want = cv2.resize(anatomy[label].astype(np.float32), (H, H), interpolation=cv2.INTER_AREA)
+        assert np.allclose(region, want), label
+        lung = cv2.resize(anatomy[f"{vocab.LABEL_SIDE[label]} lung"].astype(np.float32), (H, H),
+                          interpolation=cv2.INTER_AREA)
+        assert not np.allclose(region, lung)
+    # an anatomy without lobes: a lobe instruction fails in words, never silently as the lung
+    no_lobes = PriorComputer(block_anatomy, bright_anomaly).priors(x)
+    with pytest.raises(ValueError, match="no mask for"):
+        prior_channels(no_lobes, templates.parse_instruction("Segment the pneumonia in the left lower lobe."), H)
+
+
+def test_shipped_model_answers_a_lobe_instruction_as_written(shared_data):
+    """The shipped weights with the builtin stages on a real NIH radiograph."""
+    from PIL import Image
+
+    from cxrils.models import Segmenter, default_model_dir
+
+    images = sorted((shared_data / "nih_bbox").rglob("*.png"))
+    if not images:
+        pytest.skip("no NIH image under ../shared/data/nih_bbox")
+    x = np.asarray(Image.open(images[0]).convert("L"))
+    seg = Segmenter.from_pretrained(default_model_dir())
+    text = "Segment the pneumonia in the right lower lobe."
+    assert seg.read_instruction(text) == text
+    for pred, question in zip(seg.predict_many([x, x], [text, "Segment the pneumonia in the left lower lobe."]),
+                              ("lung lower lobe right", "lung lower lobe left")):
+        parsed = templates.parse_answer(pred.answer, "basic")
+        if parsed.polarity == "negative":  # the answer names the lobe that was asked about
+            assert parsed.locations == (question,) and parsed.target == "pneumonia"
+        else:
+            assert pred.answer == "[SEG]" and pred.mask.any()
+    with pytest.raises(InstructionError, match="lingula"):
+        seg.predict(x, "Segment the pneumonia in the lingula.")

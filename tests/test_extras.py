@@ -1,0 +1,92 @@
+"""Every feature whose optional dependency is missing fails with ONE line naming the
+extra and the exact command that installs it (cxrils.extras); the installer's default
+extras are the ones the code declares."""
+
+from __future__ import annotations
+
+import re
+import sys
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from cxrils import extras
+from cxrils.cli import app
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+
+try:
+    import tomllib
+except ModuleNotFoundError:  # Python 3.10
+    import tomli as tomllib
+
+
+def _one_line_error(res, extra: str) -> str:
+    assert res.exit_code == 2, res.output
+    lines = [line for line in res.output.splitlines() if line.strip()]
+    assert len(lines) == 1, res.output
+    assert "Traceback" not in res.output
+    assert f"'{extra}' extra" in lines[0]
+    assert f"{sys.executable} -m pip install 'cxrils[{extra}]'" in lines[0]
+    return lines[0]
+
+
+def test_serve_without_the_serve_extra(monkeypatch):
+    monkeypatch.setitem(sys.modules, "uvicorn", None)
+    line = _one_line_error(CliRunner().invoke(app, ["serve"]), "serve")
+    assert line.startswith("error: cxrils serve needs")
+
+
+def test_ray_runner_without_ray(monkeypatch, tmp_path):
+    monkeypatch.setitem(sys.modules, "ray", None)
+    csv = tmp_path / "pairs.csv"
+    csv.write_text("image_path,report\nx.png,FINDINGS: normal.\n")
+    res = CliRunner().invoke(app, ["generate", str(csv), "-o", str(tmp_path / "ds"), "--runner", "ray",
+                                   "--no-progress"])
+    _one_line_error(res, "ray")
+    assert not (tmp_path / "ds").exists()  # refused before anything is written
+
+
+def test_rosalia_training_without_the_models_extra(monkeypatch, tmp_path):
+    monkeypatch.setitem(sys.modules, "peft", None)
+    (tmp_path / "ds").mkdir()
+    (tmp_path / "ds" / "manifest.json").write_text("{}")
+    res = CliRunner().invoke(app, ["train", "--model", "rosalia", "--dataset", str(tmp_path / "ds"),
+                                   "-o", str(tmp_path / "run")])
+    _one_line_error(res, "models")
+
+
+def test_minilm_encoder_without_the_models_extra(monkeypatch):
+    from cxrils.models.light.text import InstructionEncoder, InstructionError
+
+    monkeypatch.setitem(sys.modules, "sentence_transformers", None)
+    with pytest.raises(InstructionError, match=r"'models' extra .* pip install 'cxrils\[models\]'"):
+        InstructionEncoder("minilm").encode(["Segment the edema."])
+
+
+def test_require_names_the_first_missing_module(monkeypatch):
+    monkeypatch.setitem(sys.modules, "multipart", None)
+    with pytest.raises(extras.MissingExtraError) as err:
+        extras.require_extra("serve", "the page")
+    assert err.value.module == "multipart" and err.value.extra == "serve"
+    assert str(err.value).count("\n") == 0
+    assert extras.missing_module(["json", "no_such_module_xyz"]) == "no_such_module_xyz"
+    assert extras.missing_module(["json"]) is None
+
+
+def test_extras_match_pyproject_and_the_installer():
+    project = tomllib.loads((REPO_ROOT / "pyproject.toml").read_text())["project"]
+    declared = project["optional-dependencies"]
+    for extra in extras.EXTRA_MODULES:
+        assert extra in declared, f"cxrils.extras names an extra {extra!r} that pyproject.toml lacks"
+    deps = " ".join(declared["dicom"])
+    assert "highdicom" in deps and "pylibjpeg" in deps
+    for name in ("fastapi", "uvicorn", "python-multipart"):
+        assert name in " ".join(declared["serve"])
+    script = (REPO_ROOT / "scripts" / "install.sh").read_text()
+    m = re.search(r'^default_extras="([^"]+)"', script, re.M)
+    assert m and tuple(m.group(1).split(",")) == extras.DEFAULT_EXTRAS
+    ci = (REPO_ROOT / ".ci" / "run").read_text()
+    ci_extras = re.search(r'install\.sh \.venv-ci "([^"]+)"', ci).group(1).split(",")
+    assert set(declared) <= set(ci_extras), "CI must install every extra"

@@ -1,0 +1,82 @@
+"""cxrils.overlay: side markers on the right sides, legends, mask tints; the anatomy overlay uses them."""
+
+from __future__ import annotations
+
+import cv2
+import numpy as np
+import pytest
+
+from cxrils import overlay
+from cxrils.overlay import LESION_RGB, draw_legend, draw_side_markers, mask_overlay
+
+
+def _glyph(patch: np.ndarray) -> np.ndarray:
+    """Binary glyph of a marker box: its bright pixels, cropped to their bounding box."""
+    on = patch[..., 0] > 200
+    rows, cols = np.flatnonzero(on.any(1)), np.flatnonzero(on.any(0))
+    return on[rows[0]:rows[-1] + 1, cols[0]:cols[-1] + 1]
+
+
+def _letter(letter: str, shape: tuple[int, int]) -> np.ndarray:
+    canvas = np.zeros((200, 200), np.uint8)
+    cv2.putText(canvas, letter, (40, 150), cv2.FONT_HERSHEY_SIMPLEX, 4, 255, 8)
+    g = _glyph(np.repeat(canvas[..., None], 3, axis=2))
+    return cv2.resize(g.astype(np.uint8), (shape[1], shape[0]), interpolation=cv2.INTER_NEAREST).astype(bool)
+
+
+def _closer_to(glyph: np.ndarray) -> str:
+    return min("RL", key=lambda c: np.mean(_letter(c, glyph.shape) != glyph))
+
+
+def test_patient_right_marker_is_on_the_image_left():
+    rgb = np.full((600, 500, 3), 60, np.uint8)
+    out = draw_side_markers(rgb)
+    assert np.array_equal(rgb, np.full_like(rgb, 60))  # input untouched
+    h, w = out.shape[:2]
+    left, right = out[: h // 6, : w // 5], out[: h // 6, -w // 5:]
+    assert _closer_to(_glyph(left)) == "R"
+    assert _closer_to(_glyph(right)) == "L"
+    assert (out[h // 3:] == 60).all()  # nothing drawn below the top band
+
+
+def test_legend_shows_each_colour_in_the_bottom_left():
+    rgb = np.full((400, 400, 3), 128, np.uint8)
+    items = [("right lung", (230, 60, 60), "fill"), ("zone borders", (255, 220, 0), "line")]
+    out = draw_legend(rgb, items)
+    corner = out[200:, :200].reshape(-1, 3)
+    for _, colour, _ in items:
+        assert (corner == colour).all(1).any(), colour
+    assert (out[:200] == 128).all() and (out[:, 300:] == 128).all()
+
+
+def test_mask_overlay_tints_only_the_mask():
+    x = np.full((300, 300), 100, np.uint8)
+    mask = np.zeros_like(x, bool)
+    mask[100:200, 100:200] = True
+    out = mask_overlay(x, mask, label=None, markers=False)
+    expected = np.round(0.55 * 100 + 0.45 * np.array(LESION_RGB)).astype(int)
+    assert (np.abs(out[150, 150].astype(int) - expected) <= 1).all()
+    assert (out[~mask] == 100).all()
+    with pytest.raises(ValueError, match="shape"):
+        mask_overlay(x, mask[:10])
+    with pytest.raises(ValueError, match="uint8"):
+        overlay.gray_to_rgb(x.astype(np.float32))
+
+
+def test_anatomy_overlay_has_legend_and_side_markers():
+    from cxrils.types import AnatomyMasks
+    from cxrils.vision.anatomy.render import ORGAN_COLOURS
+    from cxrils.vision.anatomy.render import overlay as anatomy_overlay
+    from cxrils.vocab import ANATOMY_LABELS
+
+    h, w = 512, 512
+    masks = {label: np.zeros((h, w), bool) for label in ANATOMY_LABELS}
+    masks["right lung"][100:400, 60:230] = True  # image left = patient right
+    masks["left lung"][100:400, 280:450] = True
+    masks["heart"][250:400, 200:330] = True
+    out = anatomy_overlay(np.full((h, w), 90, np.uint8), AnatomyMasks(masks=masks, shape=(h, w), backend="test"))
+    corner = out[h // 2:, : w // 2].reshape(-1, 3)
+    for colour in ORGAN_COLOURS.values():
+        assert (corner == colour).all(1).any(), f"legend swatch {colour} missing"
+    assert _closer_to(_glyph(out[: h // 8, : w // 8])) == "R"
+    assert _closer_to(_glyph(out[: h // 8, -w // 8:])) == "L"

@@ -16,8 +16,8 @@ from cxrils.fsutil import atomic_path, atomic_write_json
 from cxrils.models.base import CONFIG_NAME, ModelLoadError, Prediction, Segmenter, check_image
 from cxrils.models.light.answer import compose_answer, locations_from_mask
 from cxrils.models.light.config import LightConfig
-from cxrils.models.light.priors import (AnatomyFn, AnomalyFn, ImagePriors, PriorComputer, ctr_feature,
-                                        default_anatomy, default_anomaly, prior_channels)
+from cxrils.models.light.priors import (AnatomyFn, AnomalyFn, DetectorFn, ImagePriors, PriorComputer, ctr_feature,
+                                        default_anatomy, default_anomaly, default_detector, prior_channels)
 from cxrils.models.light.text import InstructionEncoder, interpret_instruction
 
 WEIGHTS_NAME = "model.safetensors"
@@ -40,6 +40,9 @@ class LightSegmenter(Segmenter):
     anomaly : callable, optional
         An :data:`~cxrils.models.light.priors.AnomalyFn` for the ``x_ano`` prior;
         default: the configured anomaly mapper (builtin), created on first use.
+    detector : callable, optional
+        A :data:`~cxrils.models.light.priors.DetectorFn` for the ``boxes`` prior (with
+        ``config.box_prior``); default: the configured lesion detector (builtin).
     num_threads : int, optional
         torch intra-op threads for inference (unchanged when None).
     """
@@ -47,7 +50,8 @@ class LightSegmenter(Segmenter):
     model_type = "light"
 
     def __init__(self, config: LightConfig, net=None, *, anatomy: AnatomyFn | None = None,
-                 anomaly: AnomalyFn | None = None, num_threads: int | None = None) -> None:
+                 anomaly: AnomalyFn | None = None, detector: DetectorFn | None = None,
+                 num_threads: int | None = None) -> None:
         import torch
 
         from cxrils.models.light.network import build_light_network
@@ -60,13 +64,15 @@ class LightSegmenter(Segmenter):
         self.net.eval()
         self._anatomy = anatomy
         self._anomaly = anomaly
+        self._detector = detector
         self._prior_computer: PriorComputer | None = None
         if num_threads is not None:
             torch.set_num_threads(num_threads)
 
     @classmethod
     def _load(cls, path: Path, config: dict, *, anatomy: AnatomyFn | None = None,
-              anomaly: AnomalyFn | None = None, num_threads: int | None = None) -> "LightSegmenter":
+              anomaly: AnomalyFn | None = None, detector: DetectorFn | None = None,
+              num_threads: int | None = None) -> "LightSegmenter":
         from safetensors.torch import load_file
 
         try:
@@ -76,7 +82,7 @@ class LightSegmenter(Segmenter):
         weights = path / WEIGHTS_NAME
         if not weights.is_file():
             raise ModelLoadError(f"{weights}: missing; train the model first (cxrils train --model light)")
-        seg = cls(cfg, anatomy=anatomy, anomaly=anomaly, num_threads=num_threads)
+        seg = cls(cfg, anatomy=anatomy, anomaly=anomaly, detector=detector, num_threads=num_threads)
         try:
             state = load_file(str(weights))
             seg.net.load_state_dict(state)
@@ -109,7 +115,9 @@ class LightSegmenter(Segmenter):
         if self._prior_computer is None:
             anatomy = self._anatomy or default_anatomy()
             anomaly = (self._anomaly or default_anomaly()) if self.config.priors else None
-            self._prior_computer = PriorComputer(anatomy, anomaly)
+            use_boxes = self.config.priors and self.config.box_prior
+            detector = (self._detector or default_detector()) if use_boxes else None
+            self._prior_computer = PriorComputer(anatomy, anomaly, detector)
         return self._prior_computer.priors(x, with_anomaly=self.config.priors, key=key)
 
     def clear_prior_cache(self) -> None:
@@ -145,7 +153,8 @@ class LightSegmenter(Segmenter):
             maps = []
             for p, text in zip(priors, instructions):
                 interp = interpret_instruction(text)
-                maps.append(prior_channels(p, interp.parsed if interp is not None else None, s))
+                maps.append(prior_channels(p, interp.parsed if interp is not None else None, s,
+                                           boxes=self.config.box_prior))
             x = torch.cat([images, torch.from_numpy(np.stack(maps))], dim=1)
         t = self.encoder.encode(instructions)
         if self.config.ctr_input:

@@ -612,6 +612,14 @@ def cardiomegaly_table(cases: list[Case]) -> list[str]:
                      f"| {c.out.get('light_score', float('nan')):.2f} |")
     found = sum(c.out.get("light_present", False) for c in cm)
     lines.append(f"\nLight model found cardiomegaly on {found} of {len(cm)} held-back images.")
+    normals = [c for c in cases if c.kind == "normal" and c.out.get("ctr") is not None]
+    if normals:
+        parts = []
+        for src in dict.fromkeys(c.source for c in normals):
+            v = np.array([c.out["ctr"] for c in normals if c.source == src])
+            parts.append(f"{src} {int((v >= 0.5).sum())}/{len(v)} (median {np.median(v):.2f})")
+        lines.append("Normal images whose CTR (pipeline anatomy) is at least 0.50, the radiographic cut-off of "
+                     "cardiomegaly: " + ", ".join(parts) + ".")
     return lines
 
 

@@ -36,6 +36,7 @@ import time
 from pathlib import Path
 
 import numpy as np
+from results import publish
 
 
 def _pct(v) -> str:
@@ -126,6 +127,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--latency-queries", type=int, default=100)
     ap.add_argument("--from-run", type=Path, default=None,
                     help="score this trained light run folder instead of training")
+    ap.add_argument("--publish", default=None, help="also write the tables to docs/results/NAME.md")
     args = ap.parse_args(argv)
     args.work.mkdir(parents=True, exist_ok=True)
 
@@ -181,20 +183,24 @@ def main(argv: list[str] | None = None) -> int:
     for name in ("whole-lung", "always-empty"):
         results[name] = _baseline(name, args.dataset, args.split)
 
-    print(f"\n{args.split} split, template instructions (percent):")
-    print("| model                    |  gIoU |  cIoU | N-Acc |  text | pos  | neg  |")
-    print("|---|---|---|---|---|---|---|")
+    lines = [f"dataset {args.dataset.name}: {manifest['n_images']} images, {manifest['n_records']} records, "
+             f"by split {manifest['counts']['by_split']}", "",
+             f"{args.split} split, template instructions (percent):", "",
+             "| model                    |  gIoU |  cIoU | N-Acc |  text | pos  | neg  |", "|---|---|---|---|---|---|---|"]
     for name, t4 in results.items():
-        print(_row(name, t4) if isinstance(t4, dict) else f"| {name:<34} | {t4} |")
-    print("\ntraining (2 torch threads) and inference latency (1 thread, per query):")
+        lines.append(_row(name, t4) if isinstance(t4, dict) else f"| {name:<34} | {t4} |")
+    lines += ["", "training and inference latency (1 thread, per query):", ""]
     for name, (steps, bs, size, train_s, wall, latency, tau_p, tau_m) in timings.items():
         lat = "; ".join(f"{kind} median {med:.1f} ms, p90 {p90:.1f} ms" for kind, (med, p90, _) in latency.items())
-        print(f"  {name}: {steps} steps x batch {bs} at {size} px: {train_s:.0f} s training "
-              f"({wall:.0f} s with setup); latency {lat} over {latency['cold'][2]} queries; "
-              f"thresholds from the validation split: tau_presence {tau_p:.3f}, tau_mask {tau_m:.2f}")
-    print("\nerrors of each light model:")
+        lines.append(f"- {name}: {steps} steps x batch {bs} at {size} px: {train_s:.0f} s training "
+                     f"({wall:.0f} s with setup); latency {lat} over {latency['cold'][2]} queries; "
+                     f"thresholds from the validation split: tau_presence {tau_p:.3f}, tau_mask {tau_m:.2f}")
+    lines += ["", "errors of each light model:", ""]
     for name, line in errors.items():
-        print(f"  {name}: {line}")
+        lines.append(f"- {name}: {line}")
+    print("\n" + "\n".join(lines[2:]))
+    if args.publish:
+        publish(args.publish, "\n".join(lines))
     out = args.work / "results.json"
     out.write_text(json.dumps({"results": results, "timings": timings}, indent=2, default=str))
     print(f"\nresults -> {out}")

@@ -144,7 +144,7 @@ class BackendConfig:
     report_structurer: str = "rules"  # rules | llm
     location_mapper: str = "lexicon"  # lexicon | llm
     anatomy: str = "builtin"  # builtin | cxas | hybridgnet
-    anomaly: str = "builtin"  # builtin | radedit
+    anomaly: str = "builtin"  # builtin | atlas | radedit
     detector: str = "builtin"  # builtin | onnx
     # Segmenter of x whose lungs + heart are the anomaly mapper's edit region; the paper
     # uses HybridGNet here (section 3.1 step 2) and CXAS for the location masks. "" = anatomy.
@@ -281,14 +281,24 @@ class PipelineConfig:
 
 @dataclass
 class AnomalyConfig:
-    """Builtin anomaly mapper (ours; docs/grounding.md). Pixel sizes are at 512 px on
+    """Anomaly mappers (docs/grounding.md). Pixel sizes are at ``reference_size_px`` on
     the longest side and scale with the image."""
 
+    # builtin backend (default): the learned lesion map (cxrils train-anomaly; ours).
+    # x_ano = builtin_reference_tau * p / p_star inside the lungs, with p the network's
+    # lesion probability and p_star its best-IoU threshold on the tuning images (stored
+    # with the weights), so A = x_ano >= tau_ano is {p >= p_star} at Table 7's 0.10.
+    builtin_weights: str = ""  # safetensors file; empty = cxrils/weights/anomaly_builtin.safetensors
+    builtin_reference_tau: float = 0.10  # the tau_ano (Table 7) that p_star maps to
+    # atlas backend: brightness above a healthy-lung atlas fitted on normal images (ours)
+    reference_size_px: int = 512  # image side the pixel sizes below refer to
     smooth_sigma_px: float = 5.0  # Gaussian smoothing of x before the comparison (ours)
     dark_percentile: float = 1.0  # aerated-lung reference: this percentile of the lungs (ours)
     healthy_sd: float = 2.0  # healthy ceiling = atlas mean + healthy_sd * atlas sd (ours)
     atlas_path: str = ""  # healthy-lung atlas JSON; empty = cxrils/weights/anomaly_atlas.json
     min_contrast: float = 20.0  # grey levels; lower lung-to-mediastinum contrast is an error (ours)
+    atlas_bridge_fraction: float = 0.3  # width of the closing that bridges the lungs, share of image width (ours)
+    atlas_min_reference_px: int = 50  # fewest mediastinum pixels for the soft-tissue reference (ours)
     # radedit backend (paper section 3.1 step 2, Appendix A.3; steps/guidance ours)
     radedit_size: int = 512  # RadEdit works at 512 x 512 (paper Appendix A.3)
     radedit_prompt: str = "No acute cardiopulmonary process"  # paper section 3.1
@@ -315,10 +325,80 @@ class DetectionConfig:
     onnx_input_size: int = 640
     onnx_min_score: float = 0.005
     onnx_nms_iou: float = 0.5
-    # builtin backend: connected regions of the smoothed anomaly map inside the lungs (ours)
-    builtin_tau_ano: float = 0.10  # same as Table 7 tau_ano
-    builtin_min_area_frac: float = 0.005  # of the lung area; smaller regions are not proposed
-    builtin_conf_ref: float = 0.30  # mean x_ano giving confidence 1
+    # builtin backend: the learned CenterNet detector (cxrils train-detector; ours). Its
+    # score floor stays below tau_conf_edema (0.01, Table 7) so c2 decides, as for onnx.
+    builtin_weights: str = ""  # safetensors file; empty = cxrils/weights/detector_builtin.safetensors
+    builtin_min_score: float = 0.005
+    builtin_max_boxes: int = 10  # highest-scoring peaks kept per image
+    builtin_nms_iou: float = 0.5  # boxes of one class overlapping a better one by more are dropped
+
+
+@dataclass(frozen=True)
+class LesionDataConfig:
+    """Human lesion labels the built-in lesion models train on (``cxrils.vision.lesion_data``;
+    ours). Changing a value changes which images train the shipped detector and anomaly
+    map, hence the generated dataset."""
+
+    # Near-duplicate rule: coarse thumbnails (squashed to a square, as COVID-QU-Ex did
+    # to its sources) must correlate >= dup_coarse_min, then high-pass thumbnails >=
+    # dup_fine_min. Chosen by eye on the shared data (ours): copies of one image score
+    # 0.8-1.0 on the fine test; images of one patient on other days and a few
+    # look-alikes 0.7-0.8 (also excluded: it only costs training images); the best
+    # match of a COVID-QU-Ex image among the JSRT images (which COVID-QU-Ex does not
+    # contain) stays near 0.7.
+    dup_coarse_side: int = 32
+    dup_coarse_min: float = 0.85
+    dup_fine_side: int = 64
+    dup_fine_sigma: float = 3.0
+    dup_fine_min: float = 0.70
+    # Detector targets: components of an infection mask smaller than this share of the
+    # lung area are specks, not boxes (ours).
+    box_min_area_frac: float = 0.02
+
+
+@dataclass(frozen=True)
+class LesionTrainConfig:
+    """Training of a built-in lesion network on the COVID-QU-Ex tuning part (ours;
+    ``cxrils train-detector``, ``cxrils train-anomaly``). Sizes fit a 2-core CPU."""
+
+    input_size: int = 128  # network input side S (the image is squashed to S x S)
+    widths: tuple[int, ...] = (12, 24, 48, 96, 128)  # encoder stage channels
+    epochs: int = 12
+    batch_size: int = 16
+    lr: float = 3e-3  # AdamW peak of a one-cycle schedule (torch OneCycleLR defaults otherwise)
+    weight_decay: float = 1e-4
+    val_fraction: float = 0.15  # share of the role's images (by hash) that picks the best epoch
+    aug_scale: float = 0.10  # random zoom +-10%
+    aug_rotate_deg: float = 7.0  # random rotation +-7 degrees
+    aug_shift: float = 0.06  # random shift +-6% of the side
+    seed: int = 0
+
+
+@dataclass(frozen=True)
+class DetectorTrainConfig(LesionTrainConfig):
+    """The CenterNet detector's training (Zhou et al. 2019, "Objects as Points")."""
+
+    focal_alpha: float = 2.0  # penalty-reduced focal loss exponents (CenterNet eq. 1)
+    focal_beta: float = 4.0
+    size_weight: float = 1.0  # L1 on log box size (ours; CenterNet regresses raw sizes with 0.1)
+    offset_weight: float = 1.0  # L1 on the centre offset (CenterNet)
+    gaussian_alpha: float = 0.54  # centre heatmap sigma = alpha * side / 6 (TTFNet, Liu et al. 2020)
+
+
+@dataclass(frozen=True)
+class AnomalyTrainConfig(LesionTrainConfig):
+    """The learned anomaly map's training: BCE + soft Dice on the infection mask (ours)."""
+
+    bce_weight: float = 1.0
+    dice_weight: float = 1.0
+    # candidate thresholds of the lesion probability for p_star (0.10, 0.15, ... 0.90; ours)
+    p_star_grid: tuple[float, ...] = tuple(round(0.10 + 0.05 * k, 2) for k in range(17))
+    # Give the network the lung mask as a second input channel (the expert lung masks in
+    # training, the anatomy stage's lungs at inference). Off: measured no better on the
+    # tuning part (benchmarks/lesion_models.py, docs/grounding.md) and it would tie the map
+    # to the anatomy model (ours).
+    lung_input: bool = False
+    lung_jitter_px: int = 2  # with lung_input: the lung channel grown or shrunk by up to this many px (ours)
 
 
 @dataclass

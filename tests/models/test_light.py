@@ -17,7 +17,8 @@ from cxrils.models.light.text import (STRUCTURED_DIM, InstructionEncoder, Instru
                                       interpret_instruction, structured_vector)
 from light_synthetic import H, W, block_anatomy, bright_anomaly, disc_mask
 
-TINY = dict(ensemble=1, image_size=32, features=(4, 8, 8, 16, 16, 8), text_hidden=16, batch_size=4, steps=4)
+TINY = dict(ensemble=1, image_size=32, features=(4, 8, 8, 16, 16, 8), text_hidden=16, batch_size=4, steps=4,
+            box_prior=False)
 
 
 def _seg(presence_bias: float = 0.0, mask_bias: float = 0.0) -> LightSegmenter:
@@ -163,7 +164,7 @@ def test_save_load_round_trip_identical(tmp_path):
 
 def test_ensemble_averages_member_probabilities_and_round_trips(tmp_path):
     torch.manual_seed(0)
-    cfg = LightConfig(**{**TINY, "ensemble": 3})
+    cfg = LightConfig(**{**TINY, "ensemble": 3, "ctr_input": False})
     ens = LightEnsemble(cfg, STRUCTURED_DIM)
     for k, member in enumerate(ens.members):
         with torch.no_grad():
@@ -185,6 +186,52 @@ def test_ensemble_averages_member_probabilities_and_round_trips(tmp_path):
     assert np.array_equal(a.mask, b.mask) and a.presence_score == pytest.approx(b.presence_score, abs=1e-6)
     with pytest.raises(ValueError, match="ensemble"):
         LightConfig(ensemble=0)
+
+
+def test_ctr_input_is_appended_to_the_instruction_vector():
+    from cxrils.models.light.priors import ctr_feature
+    from cxrils.vision.anatomy import cardiothoracic_ratio
+
+    assert ctr_feature(0.45) == 0.0 and ctr_feature(0.55) == pytest.approx(1.0)
+    assert ctr_feature(None) == 0.0 and ctr_feature(0.9) == 3.0 and ctr_feature(0.0) == -3.0
+    seg = LightSegmenter(LightConfig(**TINY), anatomy=block_anatomy, anomaly=bright_anomaly)
+    assert seg.text_dim == STRUCTURED_DIM + 1
+    img = np.random.default_rng(3).integers(0, 256, size=(H, W)).astype(np.uint8)
+    pri = seg.image_priors(img)
+    want = ctr_feature(cardiothoracic_ratio(block_anatomy(img)))
+    assert pri.ctr == pytest.approx(cardiothoracic_ratio(block_anatomy(img)))
+    _, t = seg.network_inputs(torch.zeros(2, 1, 32, 32), [pri, pri], ["Segment the cardiomegaly."] * 2)
+    assert t.shape == (2, STRUCTURED_DIM + 1) and t[:, -1].tolist() == pytest.approx([want, want])
+    with pytest.raises(ValueError, match="ImagePriors"):
+        seg.network_inputs(torch.zeros(1, 1, 32, 32), None, ["Segment the cardiomegaly."])
+    # a run saved before the CTR input existed loads without it (the architecture of its weights)
+    old = {k: v for k, v in LightConfig(**TINY).to_dict().items() if k != "ctr_input"}
+    assert LightConfig.from_dict(old).ctr_input is False
+
+
+def test_box_prior_is_the_detector_confidence_channel():
+    from cxrils.models.light.priors import box_map
+    from cxrils.types import LesionBox
+
+    m = box_map([LesionBox(2, 1, 6, 4, 0.7, "Lung Opacity"), LesionBox(4, 2, 8, 6, 0.9, "Lung Opacity")], (8, 10))
+    assert m.dtype == np.float16 and m[1, 2] == np.float16(0.7) and m[3, 5] == np.float16(0.9) and m[7, 0] == 0
+    assert m[1, 5] == np.float16(0.7) and m.max() == np.float16(0.9)
+
+    def detector(x):  # one box over the image's left half (the patient's right lung)
+        h, w = x.shape
+        return [LesionBox(0, 0, w / 2, h, 0.8, "Lung Opacity")]
+
+    seg = LightSegmenter(LightConfig(**{**TINY, "box_prior": True}), anatomy=block_anatomy, anomaly=bright_anomaly,
+                         detector=detector)
+    assert seg.net.in_channels == 5
+    img = np.random.default_rng(4).integers(0, 256, size=(H, W)).astype(np.uint8)
+    pri = seg.image_priors(img)
+    x, _ = seg.network_inputs(torch.zeros(1, 1, 32, 32), [pri], ["Segment the opacity."])
+    boxes = x[0, 4].numpy()
+    assert boxes[:, :14].min() == pytest.approx(0.8, abs=1e-3) and boxes[:, 18:].max() == 0.0
+    assert seg.predict(img, "Segment the opacity.").mask.shape == img.shape
+    old = {k: v for k, v in LightConfig(**TINY).to_dict().items() if k != "box_prior"}
+    assert LightConfig.from_dict(old).box_prior is False  # runs saved before it load without it
 
 
 def test_from_pretrained_errors(tmp_path):

@@ -39,8 +39,10 @@ def test_prior_channels_mark_the_named_region_and_the_anomaly():
     x[disc] = 255
     priors = PriorComputer(block_anatomy, bright_anomaly).priors(x)
     maps = prior_channels(priors, _parsed("Segment the effusion in the left lung base."), 32)
-    assert maps.shape == (len(PRIOR_CHANNELS), 32, 32) and maps.dtype == np.float32
+    assert maps.shape == (len(PRIOR_CHANNELS) - 1, 32, 32) and maps.dtype == np.float32  # no boxes asked
     region, lungs, x_ano = maps
+    with_boxes = prior_channels(priors, _parsed("Segment the effusion in the left lung base."), 32, boxes=True)
+    assert with_boxes.shape == (len(PRIOR_CHANNELS), 32, 32) and with_boxes[3].max() == 0.0  # no detector: zeros
     # block anatomy: patient left lung = image right half, base = bottom quarter
     assert region[28:, 20:].min() == pytest.approx(1.0) and region[:20].max() == 0.0 and region[:, :12].max() == 0.0
     assert lungs.min() == pytest.approx(1.0)

@@ -1,5 +1,6 @@
-"""Anomaly mappers: the x_ano contract and the builtin method's behaviour (the RadEdit
-adapter is tested in test_radedit.py)."""
+"""Anomaly mappers: the x_ano contract, the learned builtin map (formula, weights, and
+against expert masks) and the atlas method's behaviour (the RadEdit adapter is tested in
+test_radedit.py)."""
 
 from __future__ import annotations
 
@@ -25,9 +26,9 @@ def phantom(size=128, lesion=True):
     return x, right, left
 
 
-def test_builtin_marks_the_opacity_and_keeps_the_outside():
+def test_atlas_marks_the_opacity_and_keeps_the_outside():
     x, right, left = phantom()
-    res = get_anomaly_mapper("builtin", Config()).map(x, right | left)
+    res = get_anomaly_mapper("atlas", Config()).map(x, right | left)
     assert res.x_hat.dtype == np.uint8 and res.x_ano.dtype == np.float32
     assert np.array_equal(res.x_hat[~(right | left)], x[~(right | left)])
     expected = np.clip(x.astype(int) - res.x_hat.astype(int), 0, None) / 255.0
@@ -37,30 +38,30 @@ def test_builtin_marks_the_opacity_and_keeps_the_outside():
     assert not a[25:60, 20:50].any() and not a[:, 73:].any()  # healthy lung
 
 
-def test_builtin_healthy_phantom_has_no_anomaly_and_is_contrast_invariant():
+def test_atlas_healthy_phantom_has_no_anomaly_and_is_contrast_invariant():
     x, right, left = phantom(lesion=False)
-    assert not get_anomaly_mapper("builtin", Config()).map(x, right | left).anomaly_set(0.10).any()
+    assert not get_anomaly_mapper("atlas", Config()).map(x, right | left).anomaly_set(0.10).any()
     # halving the contrast leaves the anomaly set of the lesion phantom unchanged
     x, right, left = phantom()
     low = (x.astype(np.float32) * 0.5 + 60).astype(np.uint8)
-    m = get_anomaly_mapper("builtin", Config())
+    m = get_anomaly_mapper("atlas", Config())
     a_full, a_low = m.map(x, right | left).anomaly_set(0.10), m.map(low, right | left).anomaly_set(0.10)
     assert (a_full ^ a_low).sum() <= 0.05 * a_full.sum()
 
 
-def test_builtin_leaves_the_heart_alone_when_told_where_the_lungs_are():
+def test_atlas_leaves_the_heart_alone_when_told_where_the_lungs_are():
     x, right, left = phantom(lesion=False)
     heart = np.zeros_like(right)
     heart[70:105, 55:73] = True  # soft-tissue bright, inside the edit region
     region = right | left | heart
-    m = get_anomaly_mapper("builtin", Config())
+    m = get_anomaly_mapper("atlas", Config())
     res = m.map(x, region, lungs=right | left)
     assert np.array_equal(res.x_hat[heart], x[heart]) and not res.anomaly_set(0.10).any()
 
 
-def test_builtin_rejects_bad_input():
+def test_atlas_rejects_bad_input():
     x, right, left = phantom()
-    m = get_anomaly_mapper("builtin", Config())
+    m = get_anomaly_mapper("atlas", Config())
     with pytest.raises(ValueError, match="uint8"):
         m.map(x.astype(np.float32), right)
     with pytest.raises(ValueError, match="shape"):
@@ -87,7 +88,7 @@ def test_atlas_coordinates_and_loading(tmp_path):
     assert atlas.mu[-1].mean() > atlas.mu[2, 2] and atlas.mu[3, -1] > atlas.mu[3, 3]
     (tmp_path / "bad.json").write_text("{}")
     with pytest.raises(AnomalyBackendError, match="bad.json"):
-        get_anomaly_mapper("builtin", Config(anomaly=AnomalyConfig(atlas_path=str(tmp_path / "bad.json"))))
+        get_anomaly_mapper("atlas", Config(anomaly=AnomalyConfig(atlas_path=str(tmp_path / "bad.json"))))
 
 
 def test_fit_atlas_recovers_a_known_brightness_pattern():
@@ -103,6 +104,80 @@ def test_fit_atlas_recovers_a_known_brightness_pattern():
     assert np.isfinite(atlas.mu).all() and (atlas.sd > 0).all()
     mu, sd = atlas.lookup(lungs)
     assert mu[~lungs].max() == 0 and mu[100, 30] > mu[25, 30]
+
+
+def _random_weights(tmp_path, p_star=0.5, size=64):
+    import torch
+
+    from cxrils.vision.lesion_nets import LesionSegNet
+    from cxrils.vision.lesion_train import save_weights
+
+    torch.manual_seed(0)
+    net = LesionSegNet((4, 4, 8, 8, 8), in_channels=2)
+    with torch.no_grad():
+        net.head.bias.fill_(0.5)
+    meta = {"arch": {"widths": [4, 4, 8, 8, 8], "input_size": size, "in_channels": 2}}
+    if p_star is not None:
+        meta["training"] = {"p_star": p_star}
+    return save_weights(net, tmp_path / "ano.safetensors", meta)
+
+
+def test_builtin_x_ano_is_the_scaled_lesion_probability_inside_the_lungs(tmp_path):
+    """x_hat = x - 255 * min(1, 0.10 * p / p_star) in the lungs, x elsewhere; x_ano
+    follows from x_hat; A(0.10) = {p >= p_star} up to the 8-bit rounding."""
+    cfg = Config(anomaly=AnomalyConfig(builtin_weights=str(_random_weights(tmp_path, p_star=0.4))))
+    m = get_anomaly_mapper("builtin", cfg)
+    x, right, left = phantom()
+    heart = np.zeros_like(right)
+    heart[70:105, 55:73] = True
+    res = m.map(x, right | left | heart, lungs=right | left)
+    lungs = right | left
+    p = m.probability(x, lungs)
+    assert p.shape == x.shape and 0 <= p.min() and p.max() <= 1
+    with pytest.raises(ValueError, match="lungs"):
+        m.probability(x)
+    want = np.where(lungs, np.clip(np.rint(x - 255 * np.minimum(1, 0.10 * p / 0.4)), 0, 255), x)
+    assert np.array_equal(res.x_hat, want.astype(np.uint8))
+    assert np.allclose(res.x_ano, np.clip(x.astype(int) - res.x_hat.astype(int), 0, None) / 255.0)
+    assert res.x_ano[~lungs].max() == 0.0                        # heart and body untouched
+    sure = lungs & (np.abs(p - 0.4) > 0.02) & (x >= 26)            # away from the threshold, bright enough
+    assert np.array_equal(res.anomaly_set(0.10)[sure], (p >= 0.4)[sure])
+
+
+def test_builtin_weights_errors(tmp_path):
+    with pytest.raises(AnomalyBackendError, match="not found"):
+        get_anomaly_mapper("builtin", Config(anomaly=AnomalyConfig(builtin_weights=str(tmp_path / "none.st"))))
+    bad = _random_weights(tmp_path, p_star=None)
+    with pytest.raises(AnomalyBackendError, match="p_star"):
+        get_anomaly_mapper("builtin", Config(anomaly=AnomalyConfig(builtin_weights=str(bad))))
+    (tmp_path / "junk.safetensors").write_bytes(b"not a safetensors file")
+    with pytest.raises(AnomalyBackendError, match="junk"):
+        get_anomaly_mapper("builtin", Config(anomaly=AnomalyConfig(builtin_weights=str(tmp_path / "junk.safetensors"))))
+
+
+def test_shipped_builtin_map_follows_expert_lesion_masks(shared_data):
+    """On held-back COVID-QU-Ex images (report part, never trained on), the shipped map
+    is higher on the expert infection mask than on the rest of the expert lungs, and low
+    on normal images."""
+    from cxrils.vision.lesion_data import covid_qu_ex_samples
+
+    m = get_anomaly_mapper("builtin", Config())
+    samples = covid_qu_ex_samples(shared_data, "report")
+    covid = [s for s in samples if s.positive][:8]
+    normal = [s for s in samples if not s.positive][:8]
+    inside, outside, normal_mean = [], [], []
+    for s in covid + normal:
+        right, left = s.lungs()
+        lungs = right | left
+        xa = m.map(s.image(), lungs, lungs=lungs).x_ano
+        lesion = s.lesion() & lungs
+        if s.positive:
+            inside.append(xa[lesion].mean())
+            outside.append(xa[lungs & ~lesion].mean() if (lungs & ~lesion).any() else 0.0)
+        else:
+            normal_mean.append(xa[lungs].mean())
+    assert np.mean(inside) > 3 * np.mean(outside)
+    assert np.mean(normal_mean) < 0.5 * np.mean(inside)
 
 
 def test_anomaly_result_clips_negative_differences():

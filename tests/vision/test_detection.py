@@ -1,5 +1,6 @@
-"""Lesion detectors: the builtin anomaly-region proposals, and the ONNX YOLO
-adapter run by onnxruntime on a tiny ONNX graph built here that emits known boxes.
+"""Lesion detectors: the learned builtin CenterNet (box validity, independence of the
+anomaly map, against expert lesions), and the ONNX YOLO adapter run by onnxruntime on a
+tiny ONNX graph built here that emits known boxes.
 
 The tiny graphs follow ultralytics/yolov5 ``export.py`` (commit 2c666a8): input
 ``images`` (1, 3, S, S) or, with ``--dynamic``, ("batch", 3, "height", "width");
@@ -17,52 +18,70 @@ from cxrils.vision.detection import DetectorBackendError, get_detector, keep_les
 from cxrils.vocab import VINDR_CLASSES, VINDR_KEPT
 
 
-def anomaly_with_blobs():
-    h = w = 200
-    x_ano = np.zeros((h, w), np.float32)
-    x_ano[120:170, 20:80] = 0.45    # strong opacity, patient-right lung (image left)
-    x_ano[40:80, 130:170] = 0.15    # faint opacity, left lung
-    x_ano[100:104, 150:154] = 0.9   # speck: below the minimum area
-    x_ano[10:60, 90:110] = 0.9      # between the lungs: not a lung region
-    lungs = np.zeros((h, w), bool)
-    lungs[10:190, 10:90] = lungs[10:190, 110:190] = True
-    x = np.full((h, w), 80, np.uint8)
-    return x, AnomalyResult(x_hat=x, x_ano=x_ano, edit_region=lungs, backend="hand")
+def _random_detector(tmp_path, size=64):
+    import torch
+
+    from cxrils.vision.lesion_nets import CenterNetDetector
+    from cxrils.vision.lesion_train import save_weights
+
+    torch.manual_seed(0)
+    net = CenterNetDetector((4, 4, 8, 8, 8))
+    with torch.no_grad():
+        net.heatmap[-1].bias.fill_(0.0)  # peaks everywhere around 0.5: many candidate boxes
+    path = save_weights(net, tmp_path / "det.safetensors",
+                        {"arch": {"widths": [4, 4, 8, 8, 8], "input_size": size, "n_classes": 1},
+                         "classes": ["Lung Opacity"]})
+    return Config(detection=DetectionConfig(builtin_weights=str(path)))
 
 
-def test_builtin_boxes_follow_anomaly_regions_inside_the_lungs():
-    x, ano = anomaly_with_blobs()
-    boxes = get_detector("builtin", Config()).detect(x, anomaly=ano)
-    assert len(boxes) == 2
-    strong, faint = boxes  # highest confidence first
-    assert strong.confidence > faint.confidence > 0
-    assert strong.class_name in VINDR_KEPT
-    # boxes enclose their region (smoothing widens them by a few pixels)
-    assert strong.x0 <= 20 and strong.x1 >= 80 and strong.y0 <= 120 and strong.y1 >= 170
-    assert strong.x1 <= 90 and faint.x0 >= 110   # stays in its lung
-    assert faint.y1 <= 100
-
-
-def test_builtin_uses_the_anatomy_lungs_when_given():
+def test_builtin_boxes_are_valid_and_ignore_the_anomaly_map_and_anatomy(tmp_path):
     from cxrils.types import AnatomyMasks
 
-    x, ano = anomaly_with_blobs()
-    right = np.zeros(x.shape, bool)
-    right[10:190, 10:90] = True  # only the patient-right lung: the left-lung blob is ignored
-    masks = AnatomyMasks(masks={"right lung": right, "left lung": np.zeros_like(right)}, shape=x.shape,
-                         backend="hand")
-    boxes = get_detector("builtin", Config()).detect(x, anomaly=ano, anatomy=masks)
-    assert len(boxes) == 1 and boxes[0].x1 <= 90
-
-
-def test_builtin_needs_the_anomaly_map():
-    x, ano = anomaly_with_blobs()
-    with pytest.raises(ValueError, match="anomaly"):
-        get_detector("builtin", Config()).detect(x)
-    with pytest.raises(ValueError, match="shape"):
-        get_detector("builtin", Config()).detect(x[:50], anomaly=ano)
+    cfg = _random_detector(tmp_path)
+    det = get_detector("builtin", cfg)
+    rng = np.random.default_rng(0)
+    x = rng.integers(0, 256, (150, 210)).astype(np.uint8)
+    boxes = det.detect(x)
+    assert 0 < len(boxes) <= cfg.detection.builtin_max_boxes
+    assert all(b.class_name == "Lung Opacity" and 0 <= b.x0 < b.x1 <= 210 and 0 <= b.y0 < b.y1 <= 150 for b in boxes)
+    conf = [b.confidence for b in boxes]
+    assert conf == sorted(conf, reverse=True) and min(conf) >= cfg.detection.builtin_min_score and max(conf) <= 1
+    ano = AnomalyResult(x_hat=x, x_ano=np.ones(x.shape, np.float32), edit_region=np.ones(x.shape, bool), backend="hand")
+    masks = AnatomyMasks(masks={"right lung": np.zeros(x.shape, bool)}, shape=x.shape, backend="hand")
+    assert det.detect(x, anomaly=ano, anatomy=masks) == boxes  # independent of both
+    with pytest.raises(ValueError, match="uint8"):
+        det.detect(x.astype(np.float32))
     with pytest.raises(DetectorBackendError, match="unknown"):
         get_detector("yolo9000", Config())
+    with pytest.raises(DetectorBackendError, match="not found"):
+        get_detector("builtin", Config(detection=DetectionConfig(builtin_weights=str(tmp_path / "none"))))
+
+
+def test_shipped_detector_finds_expert_lesions_on_held_back_images(shared_data):
+    """On held-back COVID-QU-Ex images (report part): the best box of most COVID-19
+    images overlaps an expert lesion component (IoU >= 0.3), and normal images get
+    lower top confidences than COVID-19 images."""
+    from cxrils.vision.detection.centernet import box_iou
+    from cxrils.vision.lesion_data import covid_qu_ex_samples, lesion_boxes
+
+    det = get_detector("builtin", Config())
+    samples = covid_qu_ex_samples(shared_data, "report")
+    covid = [s for s in samples if s.positive][:12]
+    normal = [s for s in samples if not s.positive][:12]
+    hits, top_covid, top_normal = 0, [], []
+    for s in covid + normal:
+        boxes = det.detect(s.image())
+        top = boxes[0].confidence if boxes else 0.0
+        if s.positive:
+            right, left = s.lungs()
+            truth = lesion_boxes(s.lesion(), 0.02, right | left)
+            b = boxes[0] if boxes else None
+            hits += b is not None and max(box_iou((b.x0, b.y0, b.x1, b.y1), t) for t in truth) >= 0.3
+            top_covid.append(top)
+        else:
+            top_normal.append(top)
+    assert hits >= 0.6 * len(covid)
+    assert np.mean(top_covid) > np.mean(top_normal) + 0.1
 
 
 def test_keep_lesion_classes_drops_non_hyperintense_classes():

@@ -21,6 +21,7 @@ from pathlib import Path
 import numpy as np
 
 from cxrils.models.light.config import LightConfig
+from cxrils.models.light.inputs import dataset_inputs
 
 #: Pixel-threshold candidates (ours).
 TAU_MASK_GRID: tuple[float, ...] = (0.3, 0.4, 0.5, 0.6, 0.7)
@@ -55,7 +56,6 @@ def validation_scores(seg, dataset_dir: str | Path, split: str = "validate", *,
     import torch
 
     from cxrils.dataset import ILSDataset
-    from cxrils.models.light.train import dataset_inputs
 
     ds = ILSDataset(dataset_dir, split, size=seg.config.image_size, cache=True)
     idx = np.flatnonzero((ds.records["paraphrase_of"] == "").to_numpy())

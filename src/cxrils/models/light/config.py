@@ -39,6 +39,15 @@ class LightConfig:
         :mod:`cxrils.models.light.priors` (region named by the instruction, lungs,
         x_ano) as three extra input channels (ours; see docs/models.md for the
         comparison without them and the caveat).
+    box_prior : bool
+        With ``priors``, a fourth prior channel: the configured lesion detector's box
+        confidences (:func:`cxrils.models.light.priors.box_map`; ours, issue 18: the
+        evidence Algorithm 1's c2 reads, independent of x_ano).
+    ctr_input : bool
+        Append the image's cardiothoracic ratio (from the anatomy prior,
+        :func:`cxrils.models.light.priors.ctr_feature`) to the instruction vector, so
+        the presence decision for "Segment the cardiomegaly." sees the measure the
+        paper defines cardiomegaly by (Appendix D.3; ours, issue 18).
     ensemble : int
         Number of networks trained side by side from different initialisations whose
         probabilities are averaged (:class:`~cxrils.models.light.network.LightEnsemble`;
@@ -91,6 +100,8 @@ class LightConfig:
     features: tuple[int, ...] = (8, 16, 32, 64, 128, 16)
     text_encoder: str = "structured"
     priors: bool = True
+    box_prior: bool = True
+    ctr_input: bool = True
     ensemble: int = 3
     text_hidden: int = 128
     lambda_bce: float = LAMBDA_BCE  # paper section 5 / Appendix F
@@ -138,8 +149,9 @@ class LightConfig:
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> "LightConfig":
         """Inverse of :meth:`to_dict`; ignores ``model_type`` and rejects unknown keys.
-        A config without ``priors`` or ``ensemble`` (runs saved before they existed)
-        loads with ``priors=False`` and ``ensemble=1``, the architecture its weights have.
+        A config without ``priors``, ``ensemble``, ``ctr_input`` or ``box_prior`` (runs
+        saved before they existed) loads with ``priors=False``, ``ensemble=1``,
+        ``ctr_input=False``, ``box_prior=False``, the architecture its weights have.
 
         Raises
         ------
@@ -150,5 +162,5 @@ class LightConfig:
         unknown = set(d) - names - {"model_type"}
         if unknown:
             raise ValueError(f"unknown light model config keys: {sorted(unknown)}")
-        d = {"priors": False, "ensemble": 1, **d}
+        d = {"priors": False, "ensemble": 1, "ctr_input": False, "box_prior": False, **d}
         return cls(**{k: v for k, v in d.items() if k in names})

@@ -52,7 +52,7 @@ class LightILSNet(nn.Module):
         super().__init__()
         f = config.features
         #: Image (and prior) channels expected by :meth:`forward` (coordinates are added inside).
-        self.in_channels = 1 + (len(PRIOR_CHANNELS) if config.priors else 0)
+        self.in_channels = 1 + (len(PRIOR_CHANNELS) - (0 if config.box_prior else 1) if config.priors else 0)
         self.unet = BasicUNet(spatial_dims=2, in_channels=self.in_channels + 2, out_channels=1, features=f)
         # FiLM targets: encoder outputs x0..x4 (f0..f4), decoder outputs u4, u3, u2 (f3, f2, f1), u1 (f5).
         self._film_channels = [f[0], f[1], f[2], f[3], f[4], f[3], f[2], f[1], f[5]]

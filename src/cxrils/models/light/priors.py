@@ -8,12 +8,17 @@ by cxrils' own CPU stages on a copy of the image whose longer side is at most
   locations, lobes included; both lungs for a global instruction or when it names
   none; the heart for cardiomegaly, whose answer mask is the heart, paper section 3.2);
 * ``lungs``: both lungs;
-* ``x_ano``: the anomaly map in [0, 1] of the configured anomaly backend (builtin: a
-  healthy-lung atlas), inside the lungs (paper section 3.1 step 2).
+* ``x_ano``: the anomaly map in [0, 1] of the configured anomaly backend (builtin: the
+  learned lesion map), inside the lungs (paper section 3.1 step 2);
+* ``boxes`` (with ``LightConfig.box_prior``): the configured lesion detector's boxes
+  (builtin: the learned CenterNet), each pixel the highest confidence of a box covering
+  it: the evidence Algorithm 1's c2 reads, from a model independent of x_ano.
 
-All three are resized to the network side ``S`` (area interpolation, float32 in
+All are resized to the network side ``S`` (area interpolation, float32 in
 [0, 1]). The anatomy of the reduced image also names the locations of global positive
-answers. Only the labels the priors and answers use (:data:`PRIOR_LABELS`) are kept,
+answers and gives the cardiothoracic ratio (``ctr``, the paper's Appendix D.3 measure,
+:func:`cxrils.vision.anatomy.cardiothoracic_ratio`), which ``LightConfig.ctr_input``
+feeds to the network next to the instruction (:func:`ctr_feature`). Only the labels the priors and answers use (:data:`PRIOR_LABELS`) are kept,
 bit-packed, with x_ano as float16: about 0.2 MB per image at 256 px, in training
 (every image of the split is cached) as at inference.
 
@@ -37,13 +42,16 @@ from typing import Callable
 import numpy as np
 
 from cxrils import vocab
+from cxrils.config import QCConfig
 from cxrils.templates import ParsedText
-from cxrils.types import AnatomyMasks
+from cxrils.types import AnatomyMasks, LesionBox
+from cxrils.vision.anatomy.measures import cardiothoracic_ratio
 
 log = logging.getLogger(__name__)
 
-#: Names of the prior channels, in input order (after the image).
-PRIOR_CHANNELS: tuple[str, ...] = ("region", "lungs", "x_ano")
+#: Names of the prior channels, in input order (after the image); ``boxes`` only with
+#: ``LightConfig.box_prior``.
+PRIOR_CHANNELS: tuple[str, ...] = ("region", "lungs", "x_ano", "boxes")
 #: Longer side, in pixels, of the reduced image the priors are computed on (ours: the
 #: builtin anatomy network works at 256 px, so a larger copy adds time, not detail).
 WORK_SIDE = 256
@@ -56,7 +64,14 @@ PRIOR_LABELS: tuple[str, ...] = vocab.INSTRUCTION_LOCATIONS + ("heart",)
 #: may name (``region`` prior of a lobe instruction).
 OPTIONAL_PRIOR_LABELS: tuple[str, ...] = vocab.LOBES
 
+#: Centre and scale of the CTR input (:func:`ctr_feature`): the paper's cardiomegaly
+#: negative cut-off (0.45, Appendix D.3) maps to 0, and one tenth of CTR to 1 (ours).
+CTR_CENTRE = QCConfig().ctr_max_cardiomegaly_negative
+CTR_SCALE = 10.0
+
 AnatomyFn = Callable[[np.ndarray], AnatomyMasks]
+#: ``detector(x uint8 (h, w)) -> list of LesionBox`` in pixels of ``x``.
+DetectorFn = Callable[[np.ndarray], list[LesionBox]]
 #: ``anomaly(x uint8 (h, w), edit_region bool (h, w), lungs bool (h, w)) -> x_ano float32 (h, w)``.
 AnomalyFn = Callable[[np.ndarray, np.ndarray, np.ndarray], np.ndarray]
 
@@ -106,10 +121,18 @@ class ImagePriors:
     x_ano : ndarray, float16 (h, w)
         Anomaly map in [0, 1], zero outside the lungs (all zero when not computed
         or when the anomaly stage failed on the image).
+    ctr : float or None
+        Cardiothoracic ratio of the anatomy (heart width / thoracic width), None when
+        the heart or the lungs are empty.
+    boxes : ndarray, float16 (h, w), or None
+        Highest detector confidence of a box covering each pixel (None when no
+        detector was given).
     """
 
     anatomy: PackedMasks
     x_ano: np.ndarray
+    ctr: float | None = None
+    boxes: np.ndarray | None = None
 
 
 def default_anatomy() -> AnatomyFn:
@@ -150,6 +173,31 @@ def default_anomaly() -> AnomalyFn:
     return anomaly
 
 
+def default_detector() -> DetectorFn:
+    """The configured lesion detector (builtin by default) as a :data:`DetectorFn`.
+
+    Raises
+    ------
+    RuntimeError
+        If the detection stage cannot be built.
+    """
+    from cxrils.config import Config
+    from cxrils.vision.detection import get_detector
+
+    cfg = Config()
+    return get_detector(cfg.backends.detector, cfg).detect
+
+
+def box_map(boxes: list[LesionBox], shape: tuple[int, int]) -> np.ndarray:
+    """float16 (h, w): at each pixel the highest confidence of a box covering it
+    (boxes rasterised with :meth:`LesionBox.to_mask`), 0 elsewhere."""
+    out = np.zeros(shape, np.float32)
+    for b in boxes:
+        m = b.to_mask(shape)
+        out[m] = np.maximum(out[m], float(np.clip(b.confidence, 0.0, 1.0)))
+    return out.astype(np.float16)
+
+
 def reduce_image(x: np.ndarray) -> np.ndarray:
     """``x`` uint8 (H, W) shrunk (area interpolation, aspect kept) so that its longer
     side is at most :data:`WORK_SIDE`; returned unchanged when already that small."""
@@ -171,11 +219,15 @@ class PriorComputer:
         ``anatomy(x uint8 (h, w)) -> AnatomyMasks`` at (h, w).
     anomaly : callable, optional
         An :data:`AnomalyFn`; needed only for :meth:`priors` with ``with_anomaly``.
+    detector : callable, optional
+        A :data:`DetectorFn`; when given, :attr:`ImagePriors.boxes` is computed.
     """
 
-    def __init__(self, anatomy: AnatomyFn, anomaly: AnomalyFn | None = None) -> None:
+    def __init__(self, anatomy: AnatomyFn, anomaly: AnomalyFn | None = None,
+                 detector: DetectorFn | None = None) -> None:
         self._anatomy = anatomy
         self._anomaly = anomaly
+        self._detector = detector
         self._cache: OrderedDict[tuple[str, bool], ImagePriors] = OrderedDict()
 
     def clear_cache(self) -> None:
@@ -222,12 +274,37 @@ class PriorComputer:
                 except (ValueError, RuntimeError) as err:  # e.g. no mediastinum, flat contrast
                     log.warning("x_ano prior set to zero: the anomaly stage failed on a %s image: %s",
                                 small.shape, err)
+        boxes = None
+        if self._detector is not None and with_anomaly:
+            try:
+                boxes = box_map(list(self._detector(small)), small.shape)
+            except (ValueError, RuntimeError) as err:
+                log.warning("box prior set to zero: the detection stage failed on a %s image: %s", small.shape, err)
+                boxes = np.zeros(small.shape, np.float16)
         kept = PRIOR_LABELS + tuple(lb for lb in OPTIONAL_PRIOR_LABELS if lb in anatomy)
-        result = ImagePriors(anatomy=PackedMasks({lb: anatomy[lb] for lb in kept}, small.shape), x_ano=x_ano)
+        result = ImagePriors(anatomy=PackedMasks({lb: anatomy[lb] for lb in kept}, small.shape), x_ano=x_ano,
+                             ctr=_ctr(anatomy), boxes=boxes)
         self._cache[(key, with_anomaly)] = result
         while len(self._cache) > CACHE_SIZE:
             self._cache.popitem(last=False)
         return result
+
+
+def _ctr(anatomy: AnatomyMasks) -> float | None:
+    if not anatomy["heart"].any() or not anatomy.union(("right lung", "left lung")).any():
+        return None
+    try:
+        return float(cardiothoracic_ratio(anatomy))
+    except ValueError:
+        return None
+
+
+def ctr_feature(ctr: float | None) -> float:
+    """The CTR as the network's extra input: ``(ctr - CTR_CENTRE) * CTR_SCALE``,
+    clipped to [-3, 3]; 0 (the centre) when unknown."""
+    if ctr is None or not np.isfinite(ctr):
+        return 0.0
+    return float(np.clip((ctr - CTR_CENTRE) * CTR_SCALE, -3.0, 3.0))
 
 
 def region_labels(parsed: ParsedText | None) -> tuple[str, ...]:
@@ -240,13 +317,15 @@ def region_labels(parsed: ParsedText | None) -> tuple[str, ...]:
     return tuple(parsed.locations)
 
 
-def prior_channels(priors: ImagePriors, parsed: ParsedText | None, size: int) -> np.ndarray:
+def prior_channels(priors: ImagePriors, parsed: ParsedText | None, size: int, *,
+                   boxes: bool = False) -> np.ndarray:
     """The :data:`PRIOR_CHANNELS` of one (image, instruction) pair.
 
     Returns
     -------
-    ndarray, float32 (3, size, size)
-        region, lungs, x_ano, each in [0, 1] (area-resized to ``size`` x ``size``).
+    ndarray, float32 (3 or 4, size, size)
+        region, lungs, x_ano and, with ``boxes``, the box map (zeros when the priors
+        have none), each in [0, 1] (area-resized to ``size`` x ``size``).
 
     Raises
     ------
@@ -261,7 +340,10 @@ def prior_channels(priors: ImagePriors, parsed: ParsedText | None, size: int) ->
     if missing:
         raise ValueError(f"the anatomy stage gave no mask for {missing}, which the instruction names; "
                          "use an anatomy backend that segments it (builtin and cxas give lobes)")
-    maps = (priors.anatomy.union(labels).astype(np.float32),
+    maps = [priors.anatomy.union(labels).astype(np.float32),
             priors.anatomy.union(("right lung", "left lung")).astype(np.float32),
-            priors.x_ano.astype(np.float32))
+            priors.x_ano.astype(np.float32)]
+    if boxes:
+        maps.append(priors.boxes.astype(np.float32) if priors.boxes is not None
+                    else np.zeros(priors.x_ano.shape, np.float32))
     return np.stack([cv2.resize(m, (size, size), interpolation=cv2.INTER_AREA) for m in maps])

@@ -16,8 +16,8 @@ from cxrils.fsutil import atomic_path, atomic_write_json
 from cxrils.models.base import CONFIG_NAME, ModelLoadError, Prediction, Segmenter, check_image
 from cxrils.models.light.answer import compose_answer, locations_from_mask
 from cxrils.models.light.config import LightConfig
-from cxrils.models.light.priors import (AnatomyFn, AnomalyFn, ImagePriors, PriorComputer, default_anatomy,
-                                        default_anomaly, prior_channels)
+from cxrils.models.light.priors import (AnatomyFn, AnomalyFn, DetectorFn, ImagePriors, PriorComputer, ctr_feature,
+                                        default_anatomy, default_anomaly, default_detector, prior_channels)
 from cxrils.models.light.text import InstructionEncoder, interpret_instruction
 
 WEIGHTS_NAME = "model.safetensors"
@@ -40,6 +40,9 @@ class LightSegmenter(Segmenter):
     anomaly : callable, optional
         An :data:`~cxrils.models.light.priors.AnomalyFn` for the ``x_ano`` prior;
         default: the configured anomaly mapper (builtin), created on first use.
+    detector : callable, optional
+        A :data:`~cxrils.models.light.priors.DetectorFn` for the ``boxes`` prior (with
+        ``config.box_prior``); default: the configured lesion detector (builtin).
     num_threads : int, optional
         torch intra-op threads for inference (unchanged when None).
     """
@@ -47,24 +50,29 @@ class LightSegmenter(Segmenter):
     model_type = "light"
 
     def __init__(self, config: LightConfig, net=None, *, anatomy: AnatomyFn | None = None,
-                 anomaly: AnomalyFn | None = None, num_threads: int | None = None) -> None:
+                 anomaly: AnomalyFn | None = None, detector: DetectorFn | None = None,
+                 num_threads: int | None = None) -> None:
         import torch
 
         from cxrils.models.light.network import build_light_network
 
         self.config = config
         self.encoder = InstructionEncoder(config.text_encoder)
-        self.net = net if net is not None else build_light_network(config, self.encoder.dim)
+        #: Length of the network's instruction vector: the encoder's, plus the CTR input.
+        self.text_dim = self.encoder.dim + (1 if config.ctr_input else 0)
+        self.net = net if net is not None else build_light_network(config, self.text_dim)
         self.net.eval()
         self._anatomy = anatomy
         self._anomaly = anomaly
+        self._detector = detector
         self._prior_computer: PriorComputer | None = None
         if num_threads is not None:
             torch.set_num_threads(num_threads)
 
     @classmethod
     def _load(cls, path: Path, config: dict, *, anatomy: AnatomyFn | None = None,
-              anomaly: AnomalyFn | None = None, num_threads: int | None = None) -> "LightSegmenter":
+              anomaly: AnomalyFn | None = None, detector: DetectorFn | None = None,
+              num_threads: int | None = None) -> "LightSegmenter":
         from safetensors.torch import load_file
 
         try:
@@ -74,7 +82,7 @@ class LightSegmenter(Segmenter):
         weights = path / WEIGHTS_NAME
         if not weights.is_file():
             raise ModelLoadError(f"{weights}: missing; train the model first (cxrils train --model light)")
-        seg = cls(cfg, anatomy=anatomy, anomaly=anomaly, num_threads=num_threads)
+        seg = cls(cfg, anatomy=anatomy, anomaly=anomaly, detector=detector, num_threads=num_threads)
         try:
             state = load_file(str(weights))
             seg.net.load_state_dict(state)
@@ -107,7 +115,9 @@ class LightSegmenter(Segmenter):
         if self._prior_computer is None:
             anatomy = self._anatomy or default_anatomy()
             anomaly = (self._anomaly or default_anomaly()) if self.config.priors else None
-            self._prior_computer = PriorComputer(anatomy, anomaly)
+            use_boxes = self.config.priors and self.config.box_prior
+            detector = (self._detector or default_detector()) if use_boxes else None
+            self._prior_computer = PriorComputer(anatomy, anomaly, detector)
         return self._prior_computer.priors(x, with_anomaly=self.config.priors, key=key)
 
     def clear_prior_cache(self) -> None:
@@ -123,27 +133,38 @@ class LightSegmenter(Segmenter):
         images : torch.Tensor, float32 (B, 1, S, S)
             Images in [0, 1] at the network side S.
         priors : list of ImagePriors, optional
-            One per item; required with ``config.priors``, else ignored.
+            One per item; required with ``config.priors`` or ``config.ctr_input``,
+            else ignored.
         instructions : list of str
 
         Returns
         -------
         (torch.Tensor (B, C, S, S), torch.Tensor (B, D))
-            C = 1 + 3 prior channels with ``config.priors``, else 1; D the encoder's dimension.
+            C = 1 + 3 prior channels with ``config.priors``, else 1; D = :attr:`text_dim`
+            (the encoder's dimension, plus the CTR feature with ``config.ctr_input``).
         """
         import torch
 
         x = images
+        if self.needs_priors and (priors is None or len(priors) != len(instructions)):
+            raise ValueError("config.priors / config.ctr_input need one ImagePriors per instruction")
         if self.config.priors:
-            if priors is None or len(priors) != len(instructions):
-                raise ValueError("config.priors needs one ImagePriors per instruction")
             s = self.config.image_size
             maps = []
             for p, text in zip(priors, instructions):
                 interp = interpret_instruction(text)
-                maps.append(prior_channels(p, interp.parsed if interp is not None else None, s))
+                maps.append(prior_channels(p, interp.parsed if interp is not None else None, s,
+                                           boxes=self.config.box_prior))
             x = torch.cat([images, torch.from_numpy(np.stack(maps))], dim=1)
-        return x, torch.from_numpy(self.encoder.encode(instructions))
+        t = self.encoder.encode(instructions)
+        if self.config.ctr_input:
+            t = np.concatenate([t, np.array([[ctr_feature(p.ctr)] for p in priors], np.float32)], axis=1)
+        return x, torch.from_numpy(t)
+
+    @property
+    def needs_priors(self) -> bool:
+        """Whether the network inputs need :class:`ImagePriors` (priors or the CTR input)."""
+        return bool(self.config.priors or self.config.ctr_input)
 
     def _forward(self, images: list[np.ndarray], priors: list[ImagePriors] | None,
                  instructions: list[str]) -> dict[str, np.ndarray]:
@@ -195,7 +216,7 @@ class LightSegmenter(Segmenter):
         if not images:
             return []
         images = [check_image(x) for x in images]
-        priors = [self.image_priors(x) for x in images] if self.config.priors else None
+        priors = [self.image_priors(x) for x in images] if self.needs_priors else None
         out = self._forward(images, priors, list(instructions))
         c = self.config
         preds = []

@@ -20,7 +20,9 @@ import numpy as np
 from cxrils import vocab
 from cxrils.fsutil import atomic_path, atomic_write_json
 from cxrils.models.base import CONFIG_NAME
+from cxrils.models.light.calibrate import calibrate
 from cxrils.models.light.config import LightConfig
+from cxrils.models.light.inputs import dataset_inputs
 from cxrils.models.light.priors import AnatomyFn, AnomalyFn, ImagePriors
 from cxrils.models.light.segmenter import LightSegmenter
 from cxrils.models.predict import evaluate_run
@@ -47,31 +49,6 @@ def _lr_lambda(steps: int):
         return max(0.0, (steps - step) / max(1, steps - warm))
 
     return f
-
-
-def dataset_inputs(seg: LightSegmenter, ds, indices: list[int],
-                   cache: dict[str, ImagePriors]) -> tuple[list[dict], object, object]:
-    """Items of ``ds`` (an :class:`~cxrils.dataset.ILSDataset` at the network side) and
-    the network inputs ``(x, t)`` of :meth:`LightSegmenter.network_inputs` for them.
-
-    With ``config.priors``, each image's priors are computed once from its stored
-    full-size image and kept in ``cache`` (image id -> priors; grows to the split's
-    image count, about 0.2 MB per image, see :mod:`cxrils.models.light.priors`)."""
-    import torch
-
-    items = [ds[i] for i in indices]
-    priors = None
-    if seg.config.priors:
-        priors = []
-        for i in indices:
-            image_id = str(ds.records.at[i, "image_id"])
-            if image_id not in cache:
-                # keyed by dataset and image id in the segmenter's own (small) cache
-                cache[image_id] = seg.image_priors(ds.load_image(i), key=f"{ds.dataset_dir}:{image_id}")
-            priors.append(cache[image_id])
-    x, t = seg.network_inputs(torch.stack([it["image"] for it in items]), priors,
-                              [it["instruction"] for it in items])
-    return items, x, t
 
 
 def _batch(seg: LightSegmenter, ds, indices: list[int], cache: dict[str, ImagePriors]):
@@ -227,7 +204,6 @@ def train_light(dataset_dir: str | Path, run_dir: str | Path, config: LightConfi
     result: dict = {"steps": step, "train_seconds": elapsed, "final_loss": last_loss}
     if cfg.calibrate:
         from cxrils.dataset import read_records
-        from cxrils.models.light.calibrate import calibrate
 
         val = read_records(dataset_dir, "validate")
         if len(val) and val["polarity"].nunique() == 2:

@@ -1,17 +1,30 @@
-"""Healthy-lung brightness atlas of the builtin anomaly mapper.
+"""The ``atlas`` anomaly mapper: contrast-standardised brightness against a healthy-lung atlas.
 
-The brightness of a normal lung depends on where one looks: bases, apices and the
-lateral edge are brighter than the mid-lung (soft tissue, diaphragm, ribs overlap).
-The atlas stores, on an ``n x n`` grid of lung coordinates, the mean ``mu`` and the
-spread ``sd`` over normal images of the median *standardised brightness*
+A healthy-image estimate learned only from normal images (no lesion label), kept as
+the alternative to the default learned map (:mod:`cxrils.vision.anomaly.builtin`);
+docs/grounding.md gives both measured against human lesion masks. The method:
 
-    z = (x_s - dark) / (soft - dark)
+1. ``x_s`` = ``x`` smoothed by a Gaussian (``smooth_sigma_px``, scaled to the image)
+   within the lungs only (normalised convolution, :func:`masked_blur`);
+2. the aerated-lung reference ``dark`` = the ``dark_percentile`` of ``x_s`` in the
+   lungs, and the soft-tissue reference ``soft`` = the median of ``x_s`` in the
+   mediastinum, i.e. the pixels between the lungs (a horizontal closing of the lung
+   mask minus the lungs); ``c = soft - dark`` is the image's own lung-to-mediastinum
+   contrast and ``z = (x_s - dark) / c`` the standardised brightness;
+3. a healthy lung at lung coordinates p is no brighter than ``mu(p) + healthy_sd *
+   sd(p)`` (the atlas, below); the excess ``e = clip(z - mu - healthy_sd * sd, 0, 1)``
+   is removed: ``x_hat = x - 255 * e`` inside the lungs.
 
-where ``x_s`` is the image smoothed inside the lungs, ``dark`` the 1st percentile of
-``x_s`` in the lungs (aerated lung) and ``soft`` the median of the mediastinum
-(:mod:`cxrils.vision.anomaly.builtin`). Lung coordinates, per lung: ``u`` = row
-fraction from the lung's apex (0) to its base (1); ``v`` = column fraction from its
-medial (0) to its lateral (1) edge. The patient's right lung is the image-left one.
+So ``x_ano = max(x - x_hat, 0) / 255`` is the brightness above the healthy ceiling as
+a fraction of the lung-to-mediastinum contrast. ``x_hat`` is a contrast-standardised
+pseudo-healthy image, not a realistic edited radiograph. The heart is left as it is.
+
+The atlas: the brightness of a normal lung depends on where one looks (bases, apices
+and the lateral edge are brighter than the mid-lung). It stores, on an ``n x n`` grid
+of lung coordinates, the mean ``mu`` and the spread ``sd`` over normal images of the
+median standardised brightness ``z``. Lung coordinates, per lung: ``u`` = row fraction
+from the lung's apex (0) to its base (1); ``v`` = column fraction from its medial (0)
+to its lateral (1) edge. The patient's right lung is the image-left one.
 
 Fitted by ``python -m cxrils.vision.anomaly.atlas --data ../shared/data`` on the 93
 normal (non-nodule) JSRT images with their SCR lung masks, histogram-equalised as the
@@ -26,11 +39,102 @@ from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
 
+import cv2
 import numpy as np
 from scipy import ndimage as ndi
 
+from cxrils.config import AnomalyConfig, Config
+from cxrils.types import AnomalyResult
+from cxrils.vision.anomaly.base import I_MAX, AnomalyBackendError, anomaly_result, check_inputs
+
 #: File name of the shipped atlas inside ``cxrils/weights``.
 ATLAS_NAME = "anomaly_atlas.json"
+
+
+def masked_blur(x: np.ndarray, region: np.ndarray, sigma: float) -> np.ndarray:
+    """Gaussian smoothing of ``x`` inside ``region`` only (normalised convolution:
+    ``blur(x * region) / blur(region)``), so bright tissue outside the lungs does not
+    leak into the lung edges; outside the region, the plain blur.
+
+    Parameters
+    ----------
+    x : numpy.ndarray, shape (H, W)
+        Any real dtype (grey levels, or x_ano).
+    region : numpy.ndarray, bool, shape (H, W)
+    sigma : float
+        Gaussian sigma in pixels; <= 0 returns ``x`` as float32.
+
+    Returns
+    -------
+    numpy.ndarray, float32, shape (H, W)
+    """
+    xf = x.astype(np.float32)
+    if sigma <= 0:
+        return xf
+    w = region.astype(np.float32)
+    num = cv2.GaussianBlur(xf * w, (0, 0), sigma)
+    den = cv2.GaussianBlur(w, (0, 0), sigma)
+    plain = cv2.GaussianBlur(xf, (0, 0), sigma)
+    return np.where(region & (den > 1e-3), num / np.maximum(den, 1e-3), plain).astype(np.float32)
+
+
+def soft_tissue_reference(xs: np.ndarray, region: np.ndarray, cfg: AnomalyConfig) -> float:
+    """Median grey level of the mediastinum: pixels between the lungs.
+
+    Parameters
+    ----------
+    xs : numpy.ndarray, float32, shape (H, W)
+        Smoothed image.
+    region : numpy.ndarray, bool, shape (H, W)
+        Lungs (+ heart).
+    cfg : AnomalyConfig
+        ``atlas_bridge_fraction`` (closing width, share of the image width) and
+        ``atlas_min_reference_px``.
+
+    Returns
+    -------
+    float
+        Grey level in [0, 255]. Falls back to the median of the region's bounding box
+        outside the region when fewer than ``atlas_min_reference_px`` mediastinum
+        pixels exist.
+
+    Raises
+    ------
+    ValueError
+        If no pixel outside the region lies within its bounding box.
+    """
+    width = max(3, int(cfg.atlas_bridge_fraction * region.shape[1]) | 1)
+    kernel = cv2.getStructuringElement(cv2.MORPH_RECT, (width, 1))
+    bridged = cv2.morphologyEx(region.astype(np.uint8), cv2.MORPH_CLOSE, kernel) > 0
+    between = bridged & ~region
+    if between.sum() >= cfg.atlas_min_reference_px:
+        return float(np.median(xs[between]))
+    rows, cols = np.nonzero(region)
+    box = np.zeros_like(region)
+    box[rows.min():rows.max() + 1, cols.min():cols.max() + 1] = True
+    around = box & ~region
+    if not around.any():
+        raise ValueError("no soft-tissue reference: the edit region fills its whole bounding box")
+    return float(np.median(xs[around]))
+
+
+def standardised_brightness(x: np.ndarray, lungs: np.ndarray, cfg: AnomalyConfig) -> tuple[np.ndarray, float]:
+    """``z = (x_s - dark) / c`` (float32 (H, W)) and the contrast ``c`` in grey levels
+    (module docstring, steps 1-2).
+
+    Raises
+    ------
+    ValueError
+        When ``c`` is below ``cfg.min_contrast`` (a blank or saturated image, or a
+        failed lung mask).
+    """
+    xs = masked_blur(x, lungs, cfg.smooth_sigma_px * max(x.shape) / cfg.reference_size_px)
+    dark = float(np.percentile(xs[lungs], cfg.dark_percentile))
+    contrast = soft_tissue_reference(xs, lungs, cfg) - dark
+    if contrast < cfg.min_contrast:
+        raise ValueError(f"lung-to-mediastinum contrast {contrast:.1f} grey levels is below "
+                         f"anomaly.min_contrast={cfg.min_contrast}: image too flat for the atlas mapper")
+    return ((xs - dark) / contrast).astype(np.float32), contrast
 
 
 def split_lungs(lungs: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -137,15 +241,65 @@ def fit_atlas(z_maps: list[np.ndarray], lung_masks: list[np.ndarray], n: int = 8
     return HealthyLungAtlas(mu, sd)
 
 
+class AtlasAnomalyMapper:
+    """CPU anomaly mapper (see module docstring for the method).
+
+    Parameters
+    ----------
+    cfg : AnomalyConfig
+        ``smooth_sigma_px``, ``dark_percentile``, ``healthy_sd``, ``min_contrast``,
+        ``atlas_bridge_fraction``, ``atlas_min_reference_px``, ``atlas_path`` (empty:
+        the atlas shipped in the package).
+
+    Raises
+    ------
+    AnomalyBackendError
+        If the atlas cannot be loaded.
+    """
+
+    name = "atlas"
+    version = "atlas-1"
+
+    def __init__(self, cfg: AnomalyConfig | None = None) -> None:
+        self.cfg = cfg or AnomalyConfig()
+        try:
+            self.atlas = HealthyLungAtlas.load(self.cfg.atlas_path or None)
+        except ValueError as err:
+            raise AnomalyBackendError(f"atlas anomaly mapper: {err}") from err
+
+    @classmethod
+    def from_config(cls, cfg: Config) -> "AtlasAnomalyMapper":
+        """Build from the ``anomaly`` section of a :class:`~cxrils.config.Config`."""
+        return cls(cfg.anomaly)
+
+    def map(self, x: np.ndarray, edit_region: np.ndarray, *, lungs: np.ndarray | None = None) -> AnomalyResult:
+        """See :meth:`cxrils.vision.anomaly.AnomalyMapper.map`. Only ``lungs`` (default:
+        the whole edit region) is modelled and edited; the heart keeps ``x_hat == x``.
+        The lungs are split into the patient's right (image left) and left lung at the
+        middle column of their extent, for the atlas coordinates.
+
+        Raises
+        ------
+        ValueError
+            On bad inputs, or when the lung-to-mediastinum contrast is below
+            ``min_contrast`` grey levels.
+        """
+        edit = check_inputs(x, edit_region)
+        region = edit if lungs is None else edit & check_inputs(x, lungs)
+        if not region.any():
+            raise ValueError("lungs and edit_region do not overlap")
+        z, _ = standardised_brightness(x, region, self.cfg)
+        mu, sd = self.atlas.lookup(region)
+        excess = np.where(region, np.clip(z - mu - self.cfg.healthy_sd * sd, 0.0, 1.0), 0.0)
+        x_hat = np.clip(np.rint(x.astype(np.float32) - I_MAX * excess), 0, 255).astype(np.uint8)
+        return anomaly_result(x, x_hat, edit, self.name, self.version)
+
+
 def main() -> None:  # pragma: no cover - writes the shipped file
     import argparse
 
-    import cv2
     import pandas as pd
     from PIL import Image
-
-    from cxrils.config import AnomalyConfig
-    from cxrils.vision.anomaly.builtin import standardised_brightness
 
     ap = argparse.ArgumentParser(description="Fit the healthy-lung atlas on normal JSRT images.")
     ap.add_argument("--data", type=Path, required=True, help="../shared/data")

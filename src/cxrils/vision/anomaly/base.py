@@ -39,7 +39,7 @@ class AnomalyMapper(Protocol):
             section 3.1 step 2). Outside it ``x_hat == x``.
         lungs : numpy.ndarray, bool, shape (H, W), optional
             The lung part of the edit region (right + left lung). Backends that model
-            only lung tissue (``builtin``) edit only there, leaving the heart as it is
+            only lung tissue (``builtin``, ``atlas``) edit only there, leaving the heart as it is
             (a normal heart is brighter than lung, not a lesion); None = the whole
             edit region is lung. ``radedit`` edits the whole edit region regardless.
 
@@ -90,12 +90,13 @@ class AnomalyMapper(Protocol):
 #: Backend name -> "module:class"; classes provide ``from_config(cfg: Config)``.
 BACKENDS: dict[str, str] = {
     "builtin": "cxrils.vision.anomaly.builtin:BuiltinAnomalyMapper",
+    "atlas": "cxrils.vision.anomaly.atlas:AtlasAnomalyMapper",
     "radedit": "cxrils.vision.anomaly.radedit:RadEditAnomalyMapper",
 }
 
 
 def get_anomaly_mapper(name: str, cfg: Config) -> AnomalyMapper:
-    """Build the anomaly backend ``name`` (``builtin`` or ``radedit``).
+    """Build the anomaly backend ``name`` (``builtin``, ``atlas`` or ``radedit``).
 
     Raises
     ------

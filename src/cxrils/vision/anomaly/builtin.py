@@ -1,176 +1,129 @@
-"""Builtin anomaly mapper: contrast-standardised brightness against a healthy-lung atlas.
+"""Builtin anomaly mapper: a lesion map learned from expert-verified lesion masks.
 
-The paper (section 3.1 step 2) removes lesions with RadEdit, a diffusion editor.
-Without a GPU or its weights, this backend estimates the healthy image from a
-statistical model of normal lungs (docs/grounding.md):
+The paper (section 3.1 step 2) removes lesions with RadEdit, a diffusion editor, and
+takes ``x_ano = (x - x_hat) / I_max``. Without a GPU or RadEdit's weights this backend
+estimates what to remove with a small segmentation network
+(:class:`cxrils.vision.lesion_nets.LesionSegNet`; it reads the image, and the lung mask
+when trained with ``AnomalyTrainConfig.lung_input``) trained by ``cxrils train-anomaly``
+(:mod:`cxrils.vision.anomaly.train`) on the expert-verified COVID-19 infection masks
+and the normal images of one half of the COVID-QU-Ex tuning part. With ``p`` its lesion
+probability (resized to the image) and ``p_star`` its best-IoU threshold on the
+training role's validation images (stored with the weights)::
 
-1. ``x_s`` = ``x`` smoothed by a Gaussian (``smooth_sigma_px``, scaled to the image)
-   within the lungs only (normalised convolution, :func:`masked_blur`);
-2. the aerated-lung reference ``dark`` = the ``dark_percentile`` of ``x_s`` in the
-   lungs, and the soft-tissue reference ``soft`` = the median of ``x_s`` in the
-   mediastinum, i.e. the pixels between the lungs (a horizontal closing of the lung
-   mask minus the lungs); ``c = soft - dark`` is the image's own lung-to-mediastinum
-   contrast and ``z = (x_s - dark) / c`` the standardised brightness;
-3. a healthy lung at lung coordinates p is no brighter than ``mu(p) + healthy_sd *
-   sd(p)`` (the atlas of :mod:`cxrils.vision.anomaly.atlas`, fitted on normal JSRT
-   images); the excess ``e = clip(z - mu - healthy_sd * sd, 0, 1)`` is removed:
-   ``x_hat = x - 255 * e`` inside the lungs.
+    x_hat = x - 255 * clip(builtin_reference_tau * p / p_star, 0, 1)   inside the lungs
+    x_ano = max(x - x_hat, 0) / 255
 
-So ``x_ano = max(x - x_hat, 0) / 255`` is the brightness above the healthy ceiling as
-a fraction of the lung-to-mediastinum contrast, which makes ``tau_ano`` mean the same
-on images of very different contrast. ``x_hat`` is therefore a contrast-standardised
-pseudo-healthy image, not a realistic edited radiograph (the ``radedit`` backend gives
-one). The heart, part of the paper's edit region, is left as it is.
+so ``A = x_ano >= tau_ano`` is ``{p >= p_star}`` at Table 7's ``tau_ano`` = 0.10
+(edema's 0.01: ``p >= p_star / 10``). ``x_hat`` is the image with the predicted lesion
+brightness taken out (about ``0.1 / p_star * 255`` grey levels where the network is
+sure), a pseudo-healthy image in the paper's sense but not a realistic radiograph;
+``x_ano`` is a scaled lesion probability, not a measured intensity difference. The
+heart and the mediastinum are never edited, so the normal heart border cannot light
+up. Weights ship in the package (``cxrils/weights/anomaly_builtin.safetensors``, model
+card ``anomaly_builtin.md``).
+
+Independence from the detector (Algorithm 1's c3 against c2): the detector
+(:mod:`cxrils.vision.detection.builtin`) is another network with another target (box
+centres and sizes), trained on the other half of the tuning images; neither reads the
+other's output (docs/grounding.md).
 """
 
 from __future__ import annotations
+
+import hashlib
+from importlib import resources
+from pathlib import Path
 
 import cv2
 import numpy as np
 
 from cxrils.config import AnomalyConfig, Config
 from cxrils.types import AnomalyResult
-from cxrils.vision.anomaly.atlas import HealthyLungAtlas
 from cxrils.vision.anomaly.base import I_MAX, AnomalyBackendError, anomaly_result, check_inputs
+from cxrils.vision.lesion_data import network_input
+from cxrils.vision.lesion_nets import LesionSegNet
+from cxrils.vision.lesion_train import load_weights
 
-#: Reference image size for pixel parameters (longest side, pixels).
-REFERENCE_SIZE = 512
-#: Width of the horizontal closing that bridges the lungs, fraction of image width (ours).
-MEDIASTINUM_BRIDGE_FRAC = 0.3
-#: Fewest mediastinum pixels for a reliable soft-tissue reference (ours).
-MIN_REFERENCE_PX = 50
-
-
-def masked_blur(x: np.ndarray, region: np.ndarray, sigma: float) -> np.ndarray:
-    """Gaussian smoothing of ``x`` inside ``region`` only (normalised convolution:
-    ``blur(x * region) / blur(region)``), so bright tissue outside the lungs does not
-    leak into the lung edges; outside the region, the plain blur.
-
-    Parameters
-    ----------
-    x : numpy.ndarray, shape (H, W)
-        Any real dtype (grey levels, or x_ano).
-    region : numpy.ndarray, bool, shape (H, W)
-    sigma : float
-        Gaussian sigma in pixels; <= 0 returns ``x`` as float32.
-
-    Returns
-    -------
-    numpy.ndarray, float32, shape (H, W)
-    """
-    xf = x.astype(np.float32)
-    if sigma <= 0:
-        return xf
-    w = region.astype(np.float32)
-    num = cv2.GaussianBlur(xf * w, (0, 0), sigma)
-    den = cv2.GaussianBlur(w, (0, 0), sigma)
-    plain = cv2.GaussianBlur(xf, (0, 0), sigma)
-    return np.where(region & (den > 1e-3), num / np.maximum(den, 1e-3), plain).astype(np.float32)
+#: File name of the shipped weights inside ``cxrils/weights``.
+WEIGHTS_NAME = "anomaly_builtin.safetensors"
 
 
-def soft_tissue_reference(xs: np.ndarray, region: np.ndarray) -> float:
-    """Median grey level of the mediastinum: pixels between the lungs.
-
-    Parameters
-    ----------
-    xs : numpy.ndarray, float32, shape (H, W)
-        Smoothed image.
-    region : numpy.ndarray, bool, shape (H, W)
-        Lungs (+ heart).
-
-    Returns
-    -------
-    float
-        Grey level in [0, 255]. Falls back to the median of the region's bounding box
-        outside the region when fewer than 50 mediastinum pixels exist.
-
-    Raises
-    ------
-    ValueError
-        If no pixel outside the region lies within its bounding box.
-    """
-    width = max(3, int(MEDIASTINUM_BRIDGE_FRAC * region.shape[1]) | 1)
-    kernel = cv2.getStructuringElement(cv2.MORPH_RECT, (width, 1))
-    bridged = cv2.morphologyEx(region.astype(np.uint8), cv2.MORPH_CLOSE, kernel) > 0
-    between = bridged & ~region
-    if between.sum() >= MIN_REFERENCE_PX:
-        return float(np.median(xs[between]))
-    rows, cols = np.nonzero(region)
-    box = np.zeros_like(region)
-    box[rows.min():rows.max() + 1, cols.min():cols.max() + 1] = True
-    around = box & ~region
-    if not around.any():
-        raise ValueError("no soft-tissue reference: the edit region fills its whole bounding box")
-    return float(np.median(xs[around]))
+def default_weights() -> Path:
+    """Path of the anomaly-map weights shipped in the package."""
+    return Path(str(resources.files("cxrils") / "weights" / WEIGHTS_NAME))
 
 
-def standardised_brightness(x: np.ndarray, lungs: np.ndarray, cfg: AnomalyConfig) -> tuple[np.ndarray, float]:
-    """``z = (x_s - dark) / c`` (float32 (H, W)) and the contrast ``c`` in grey levels
-    (module docstring, steps 1-2).
-
-    Raises
-    ------
-    ValueError
-        When ``c`` is below ``cfg.min_contrast`` (a blank or saturated image, or a
-        failed lung mask).
-    """
-    xs = masked_blur(x, lungs, cfg.smooth_sigma_px * max(x.shape) / REFERENCE_SIZE)
-    dark = float(np.percentile(xs[lungs], cfg.dark_percentile))
-    contrast = soft_tissue_reference(xs, lungs) - dark
-    if contrast < cfg.min_contrast:
-        raise ValueError(f"lung-to-mediastinum contrast {contrast:.1f} grey levels is below "
-                         f"anomaly.min_contrast={cfg.min_contrast}: image too flat for the builtin mapper")
-    return ((xs - dark) / contrast).astype(np.float32), contrast
+def _build(meta: dict) -> LesionSegNet:
+    return LesionSegNet(tuple(meta["arch"]["widths"]), in_channels=int(meta["arch"].get("in_channels", 1)))
 
 
 class BuiltinAnomalyMapper:
-    """CPU anomaly mapper (see module docstring for the method).
+    """The learned lesion map (see module docstring).
 
     Parameters
     ----------
     cfg : AnomalyConfig
-        ``smooth_sigma_px``, ``dark_percentile``, ``healthy_sd``, ``min_contrast``,
-        ``atlas_path`` (empty: the atlas shipped in the package).
+        ``builtin_weights`` (empty: shipped) and ``builtin_reference_tau``.
 
     Raises
     ------
     AnomalyBackendError
-        If the atlas cannot be loaded.
+        If the weights are missing, do not fit the network or lack ``p_star``.
     """
 
     name = "builtin"
-    version = "atlas-1"
 
     def __init__(self, cfg: AnomalyConfig | None = None) -> None:
+        import torch
+
         self.cfg = cfg or AnomalyConfig()
+        path = Path(self.cfg.builtin_weights) if self.cfg.builtin_weights else default_weights()
+        self.net, meta = load_weights(path, _build, AnomalyBackendError)
         try:
-            self.atlas = HealthyLungAtlas.load(self.cfg.atlas_path or None)
-        except ValueError as err:
-            raise AnomalyBackendError(f"builtin anomaly mapper: {err}") from err
+            self.input_size = int(meta["arch"]["input_size"])
+            self.p_star = float(meta["training"]["p_star"])
+        except (KeyError, TypeError, ValueError) as err:
+            raise AnomalyBackendError(f"{path}: weights lack their input size or p_star: {err}") from err
+        if not 0 < self.p_star < 1:
+            raise AnomalyBackendError(f"{path}: p_star {self.p_star} is not in (0, 1)")
+        self.version = "lesionseg-" + hashlib.sha256(path.read_bytes()).hexdigest()[:12]
+        self._torch = torch
 
     @classmethod
     def from_config(cls, cfg: Config) -> "BuiltinAnomalyMapper":
         """Build from the ``anomaly`` section of a :class:`~cxrils.config.Config`."""
         return cls(cfg.anomaly)
 
+    def probability(self, x: np.ndarray, lungs: np.ndarray | None = None) -> np.ndarray:
+        """Lesion probability ``p`` of every pixel of ``x`` uint8 (H, W): float32 (H, W)
+        in [0, 1] (network output at ``input_size / 2``, bilinearly resized). A network
+        with a lung channel reads ``lungs`` (bool (H, W); required for it)."""
+        torch = self._torch
+        s = self.input_size
+        channels = [network_input(x, s)]
+        if self.net.in_channels == 2:
+            if lungs is None:
+                raise ValueError("this lesion map reads the lung mask: pass lungs")
+            channels.append((cv2.resize(lungs.astype(np.float32), (s, s), interpolation=cv2.INTER_AREA) >= 0.5)
+                            .astype(np.float32))
+        with torch.inference_mode():
+            logits = self.net(torch.from_numpy(np.stack(channels))[None])[0, 0]
+        p = torch.sigmoid(logits).numpy().astype(np.float32)
+        return cv2.resize(p, (x.shape[1], x.shape[0]), interpolation=cv2.INTER_LINEAR)
+
     def map(self, x: np.ndarray, edit_region: np.ndarray, *, lungs: np.ndarray | None = None) -> AnomalyResult:
         """See :meth:`cxrils.vision.anomaly.AnomalyMapper.map`. Only ``lungs`` (default:
-        the whole edit region) is modelled and edited; the heart keeps ``x_hat == x``.
-        The lungs are split into the patient's right (image left) and left lung at the
-        middle column of their extent, for the atlas coordinates.
+        the whole edit region) is edited; the heart keeps ``x_hat == x``.
 
         Raises
         ------
         ValueError
-            On bad inputs, or when the lung-to-mediastinum contrast is below
-            ``min_contrast`` grey levels.
+            On bad inputs, or when ``lungs`` and ``edit_region`` do not overlap.
         """
         edit = check_inputs(x, edit_region)
         region = edit if lungs is None else edit & check_inputs(x, lungs)
         if not region.any():
             raise ValueError("lungs and edit_region do not overlap")
-        z, _ = standardised_brightness(x, region, self.cfg)
-        mu, sd = self.atlas.lookup(region)
-        excess = np.where(region, np.clip(z - mu - self.cfg.healthy_sd * sd, 0.0, 1.0), 0.0)
-        x_hat = np.clip(np.rint(x.astype(np.float32) - I_MAX * excess), 0, 255).astype(np.uint8)
-        return anomaly_result(x, x_hat, edit, self.name, self.version)
+        removed = np.clip(self.cfg.builtin_reference_tau * self.probability(x, region) / self.p_star, 0.0, 1.0)
+        x_hat = np.clip(np.rint(x.astype(np.float32) - I_MAX * np.where(region, removed, 0.0)), 0, 255)
+        return anomaly_result(x, x_hat.astype(np.uint8), edit, self.name, self.version)

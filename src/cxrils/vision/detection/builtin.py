@@ -1,47 +1,76 @@
-"""Builtin lesion detector: boxes around hyperintense regions of the anomaly map.
+"""Builtin lesion detector: a small CenterNet trained on expert-verified lesion masks.
 
-Not a learned detector (the paper uses a VinDr-CXR YOLO, section 3.1 step 2): it
-proposes one box per connected region of ``x_ano >= builtin_tau_ano`` inside the
-lungs, after a Gaussian smoothing of ``x_ano`` within the lungs only (sigma 1% of the
-image's longest side, to merge speckle into regions; anomalies outside the lungs do
-not leak in). Regions smaller than ``builtin_min_area_frac`` of
-the lung area are skipped. The confidence is ``min(1, mean x_ano over the region /
-builtin_conf_ref)`` scaled by ``min(1, sqrt(area / (4 * min_area)))``: brighter and
-larger regions score higher. Class name "Lung Opacity" (a VinDr-CXR kept class).
+It plays the VinDr-CXR YOLO's role of the paper (section 3.1 step 2): boxes with
+confidences from a model trained on human annotations. Weights ship in the package
+(``cxrils/weights/detector_builtin.safetensors``, model card ``detector_builtin.md``),
+trained by ``cxrils train-detector`` (:mod:`cxrils.vision.detection.train`) on one half
+of the COVID-QU-Ex tuning part, with one box per connected component of the infection
+masks. It emits one VinDr-CXR class, "Lung Opacity", the only one its data supports.
 
-Because the boxes come from the same anomaly map that Algorithm 1's c3 reads, c3
-is weaker evidence with this backend than with an independent detector.
+It reads only the image: not the anomaly map, not the anatomy. The anomaly map
+(:mod:`cxrils.vision.anomaly.builtin`) is another network with another target (pixel
+masks, not box centres), trained on the other half of the tuning images, so
+Algorithm 1's c3 (anomaly signal inside the box) checks the detector against an
+independent model (docs/grounding.md).
 """
 
 from __future__ import annotations
 
+import hashlib
+from importlib import resources
+from pathlib import Path
+
 import numpy as np
-from scipy import ndimage as ndi
 
 from cxrils.config import Config, DetectionConfig
 from cxrils.types import AnatomyMasks, AnomalyResult, LesionBox
-from cxrils.vision.anomaly.builtin import masked_blur
-from cxrils.vision.detection.base import check_image, keep_lesion_classes
+from cxrils.vision.detection.base import DetectorBackendError, check_image, keep_lesion_classes
+from cxrils.vision.detection.centernet import decode, nms
+from cxrils.vision.lesion_data import network_input
+from cxrils.vision.lesion_nets import CenterNetDetector
+from cxrils.vision.lesion_train import load_weights
 
-#: Smoothing of x_ano, fraction of the longest image side (ours).
-SMOOTH_FRAC = 0.01
-CLASS_NAME = "Lung Opacity"
+#: File name of the shipped weights inside ``cxrils/weights``.
+WEIGHTS_NAME = "detector_builtin.safetensors"
+
+
+def default_weights() -> Path:
+    """Path of the detector weights shipped in the package."""
+    return Path(str(resources.files("cxrils") / "weights" / WEIGHTS_NAME))
+
+
+def _build(meta: dict) -> CenterNetDetector:
+    arch = meta["arch"]
+    return CenterNetDetector(tuple(arch["widths"]), n_classes=int(arch["n_classes"]))
 
 
 class BuiltinDetector:
-    """Anomaly-region box proposals (see module docstring).
+    """The learned CenterNet detector (see module docstring).
 
     Parameters
     ----------
     cfg : DetectionConfig
-        ``builtin_tau_ano``, ``builtin_min_area_frac``, ``builtin_conf_ref``.
+        ``builtin_weights`` (empty: shipped), ``builtin_min_score``,
+        ``builtin_max_boxes``, ``builtin_nms_iou``.
+
+    Raises
+    ------
+    DetectorBackendError
+        If the weights are missing or do not fit the network.
     """
 
     name = "builtin"
-    version = "anomaly-regions-1"
 
     def __init__(self, cfg: DetectionConfig | None = None) -> None:
+        import torch
+
         self.cfg = cfg or DetectionConfig()
+        path = Path(self.cfg.builtin_weights) if self.cfg.builtin_weights else default_weights()
+        self.net, meta = load_weights(path, _build, DetectorBackendError)
+        self.input_size = int(meta["arch"]["input_size"])
+        self.classes = list(meta["classes"])
+        self.version = "centernet-" + hashlib.sha256(path.read_bytes()).hexdigest()[:12]
+        self._torch = torch
 
     @classmethod
     def from_config(cls, cfg: Config) -> "BuiltinDetector":
@@ -50,42 +79,24 @@ class BuiltinDetector:
 
     def detect(self, x: np.ndarray, *, anomaly: AnomalyResult | None = None,
                anatomy: AnatomyMasks | None = None) -> list[LesionBox]:
-        """See :meth:`cxrils.vision.detection.LesionDetector.detect`.
-
-        The lungs are ``anatomy["right lung"] | anatomy["left lung"]`` when given,
-        else the anomaly's edit region.
+        """See :meth:`cxrils.vision.detection.LesionDetector.detect`. ``anomaly`` and
+        ``anatomy`` are ignored (the detector is independent of both).
 
         Raises
         ------
         ValueError
-            If ``anomaly`` is missing or its shape differs from ``x``.
+            If ``x`` is not uint8 (H, W).
         """
         check_image(x)
-        if anomaly is None:
-            raise ValueError("the builtin detector needs the anomaly map (anomaly=...)")
-        if anomaly.x_ano.shape != x.shape:
-            raise ValueError(f"anomaly map shape {anomaly.x_ano.shape} differs from image shape {x.shape}")
-        if anatomy is not None:
-            if tuple(anatomy.shape) != x.shape:
-                raise ValueError(f"anatomy shape {anatomy.shape} differs from image shape {x.shape}")
-            lungs = anatomy.union(("right lung", "left lung"))
-        else:
-            lungs = anomaly.edit_region.astype(bool)
-        lung_area = int(lungs.sum())
-        if lung_area == 0:
-            return []
-        smooth = masked_blur(anomaly.x_ano, lungs, SMOOTH_FRAC * max(x.shape))
-        regions, n = ndi.label((smooth >= self.cfg.builtin_tau_ano) & lungs, structure=np.ones((3, 3)))
-        min_area = max(1.0, self.cfg.builtin_min_area_frac * lung_area)
-        boxes = []
-        for index, sl in enumerate(ndi.find_objects(regions), start=1):
-            region = regions[sl] == index
-            area = int(region.sum())
-            if area < min_area:
-                continue
-            strength = float(smooth[sl][region].mean()) / self.cfg.builtin_conf_ref
-            extent = float(np.sqrt(area / (4.0 * min_area)))
-            conf = min(1.0, strength) * min(1.0, extent)
-            boxes.append(LesionBox(float(sl[1].start), float(sl[0].start), float(sl[1].stop),
-                                   float(sl[0].stop), conf, CLASS_NAME))
-        return keep_lesion_classes(boxes)
+        s = self.input_size
+        torch = self._torch
+        with torch.inference_mode():
+            out = self.net(torch.from_numpy(network_input(x, s))[None, None])
+        found = decode(torch.sigmoid(out["heatmap"][0]).numpy(), out["size"][0].numpy(), out["offset"][0].numpy(),
+                       min_score=self.cfg.builtin_min_score, max_boxes=self.cfg.builtin_max_boxes)
+        h, w = x.shape
+        sx, sy = w / s, h / s
+        boxes = [LesionBox(float(np.clip(x0 * sx, 0, w)), float(np.clip(y0 * sy, 0, h)), float(np.clip(x1 * sx, 0, w)),
+                           float(np.clip(y1 * sy, 0, h)), float(score), self.classes[c])
+                 for x0, y0, x1, y1, score, c in nms(found, self.cfg.builtin_nms_iou)]
+        return keep_lesion_classes(b for b in boxes if b.x1 > b.x0 and b.y1 > b.y0)

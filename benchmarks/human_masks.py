@@ -1,0 +1,742 @@
+"""Benchmark: the pipeline's lesion masks and the light model against HUMAN lesion labels.
+
+For every image of the shared sources below, a short report is written from the human
+label (lesion type, and the patient's side read from the expert mask or box: the
+patient's right is the image's left), the generation pipeline's own steps run on it
+(``cxrils.pipeline.Pipeline``: ``start``, ``image_steps``, ``ground``, then
+``generate_records``, as ``cxrils ground`` / ``cxrils generate`` do), and the light
+model is asked the matching basic instruction. Printed per source and lesion type:
+
+* pipeline: recall (share of reported lesions that get a mask), IoU / Dice / pixel
+  precision of the generated masks against the human mask, the whole-named-lung
+  baseline (IoU of the union of the reported lungs of the pipeline's own anatomy; on
+  all reported lesions and on the images that got a mask), positive records on normal
+  images with a normal report, masks on normal images given a (false) lesion report,
+  and the left/right balance of positive records next to that of the reports;
+* boxes (NIH, TBX11K): a mask is not compared to a rectangle by IoU. Precision = share
+  of the mask inside the expert box; coverage = share of the box covered by the mask;
+* severity scores (93 COVID-19 images, 3 experts' geographic extent 0-8 and opacity
+  0-6, no mask): recall and the Spearman correlation of the mask's share of the lungs
+  with the scores;
+* the light model (basic instruction, e.g. "Segment the opacity in the right lung."):
+  presence recall, IoU over all reported lesions (an empty answer scores 0) and over
+  answered ones, N-Acc on normal images per type, and "Segment the cardiomegaly." on
+  the held-back cardiomegaly images;
+* the anomaly map ``x_ano`` (pipeline anatomy, inside the HUMAN lung masks of
+  COVID-QU-Ex): mean on normal images (whole lungs, the medial fifth of each lung's
+  width, where heart border, mediastinum and hila lie, and the rest), mean on lesion and
+  on non-lesion lung pixels of COVID-19 images, and the pixel-level AUROC of x_ano
+  (lesion pixels against non-lesion lung pixels of both classes) on the tuning part and
+  the report part;
+* near-duplicates between COVID-QU-Ex and the other sources (``cxrils.vision.lesion_data``).
+
+Confidence intervals: 95 % Wilson intervals for proportions, 95 % percentile bootstrap
+(1,000 resamples of images, seed 0) for mean IoU.
+
+Sources (``../shared/data``): ``covid_qu_ex`` report part (held back by
+``cxrils.vision.lesion_data.part_of``: 360 COVID-19 images with expert-verified infection
+masks = opacity, 172 normals); ``nih_bbox`` (12 expert boxes: cardiomegaly, pneumonia,
+atelectasis, infiltrate = opacity; nodules and the mass are not among the seven lesion
+types and are skipped); ``covid_ieee8023`` severity scores (93); ``xrv_tests`` (NIH
+cardiomegaly label, two normals, two TBX11K tuberculosis boxes = opacity); ``jsrt_scr``
+(93 non-nodule images as normals; the anatomy model trained on JSRT, so they are not
+unseen by it; the nodules are not among the seven types).
+
+Run (2 shared CPU cores, a few minutes per 500 images)::
+
+    PYTHONPATH=src nice -n 10 python benchmarks/human_masks.py [--data ../shared/data]
+        [--limit N] [--sources covid_qu_ex,nih_bbox,...] [--model DIR | --no-light]
+        [--tuning-auroc-limit N] [--publish NAME]
+
+``--limit N`` keeps the first N cases of each source (a fixed subset, for development);
+the published run uses every case.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import logging
+import math
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+from results import publish
+
+from cxrils.grounding.human import LUNGS as SIDES
+from cxrils.grounding.human import NORMAL_REPORT, report_from_label, sides_of_box, sides_of_mask
+
+ROOT = Path(__file__).resolve().parents[1]
+SOURCES = ("covid_qu_ex", "nih_bbox", "covid_severity", "xrv_tests", "jsrt_normals")
+#: The medial share of each lung's width scored separately on normal images (ours):
+#: heart border, mediastinum and hila border the lungs there.
+MEDIAL_FRACTION = 0.20
+FALSE_REPORT = "There are opacities in both lungs."
+NIH_TYPES = {"Cardiomegaly": "cardiomegaly", "Pneumonia": "pneumonia", "Atelectasis": "atelectasis",
+             "Infiltrate": "opacity"}
+
+
+@dataclass
+class Case:
+    """One image and its human label. ``kind``: positive | normal; ``sides``: patient
+    sides named in the report; ``mask`` bool (H, W) or None; ``box`` (x0, y0, x1, y1)."""
+
+    source: str
+    image_id: str
+    path: Path
+    kind: str
+    lesion_type: str = ""
+    sides: tuple[str, ...] = ()
+    mask_path: Path | None = None
+    lung_path: Path | None = None
+    box: tuple[float, float, float, float] | None = None
+    severity: tuple[float, float] | None = None
+    report: str = ""
+    out: dict = field(default_factory=dict)
+
+
+# ----------------------------------------------------------------------------- sources
+
+def covid_qu_ex_cases(data: Path, part: str) -> list[Case]:
+    from cxrils.vision.lesion_data import covid_qu_ex_samples
+
+    cases = []
+    for s in covid_qu_ex_samples(data, part):
+        c = Case("covid_qu_ex", s.image_id, s.image_path, "positive" if s.positive else "normal",
+                 mask_path=s.lesion_path, lung_path=s.lung_path)
+        if s.positive:
+            right, left = s.lungs()
+            c.lesion_type, c.sides = "opacity", sides_of_mask(s.lesion(), right, left)
+        cases.append(c)
+    return cases
+
+
+def nih_cases(data: Path) -> list[Case]:
+    from PIL import Image
+
+    root = data / "nih_bbox"
+    cases = []
+    with open(root / "bboxes.csv", newline="") as fh:
+        for row in csv.DictReader(fh):
+            t = NIH_TYPES.get(row["finding"])
+            if t is None:
+                continue
+            path = root / "images" / row["image_id"]
+            box = (float(row["x"]), float(row["y"]), float(row["x"]) + float(row["w"]),
+                   float(row["y"]) + float(row["h"]))
+            with Image.open(path) as im:
+                width = im.size[0]
+            cases.append(Case("nih_bbox", Path(row["image_id"]).stem, path, "positive", t,
+                              () if t == "cardiomegaly" else sides_of_box(box, width), box=box))
+    return cases
+
+
+def severity_cases(data: Path) -> list[Case]:
+    root = data / "covid_ieee8023"
+    with open(root / "metadata.csv", newline="", encoding="utf-8", errors="replace") as fh:
+        ids = {r["orig_filename"]: r["image_id"] for r in csv.DictReader(fh)}
+    cases = []
+    with open(root / "severity_scores.csv", newline="") as fh:
+        for row in csv.DictReader(fh):
+            iid = ids.get(row["filename"])
+            if iid is None or not (root / "images" / f"{iid}.png").is_file():
+                continue
+            geo, opa = float(row["geographic_mean"]), float(row["opacity_mean"])
+            # extent is summed over both lungs (0-8) without a side: the report says both lungs
+            kind = "positive" if geo > 0 else "normal"
+            cases.append(Case("covid_severity", iid, root / "images" / f"{iid}.png", kind,
+                              "opacity" if geo > 0 else "", SIDES if geo > 0 else (), severity=(geo, opa)))
+    return cases
+
+
+def xrv_cases(data: Path) -> list[Case]:
+    from PIL import Image
+
+    root = data / "xrv_tests"
+    boxes: dict[str, list] = {}
+    with open(root / "tbx11k_boxes.csv", newline="") as fh:
+        for row in csv.DictReader(fh):
+            x, y, w, h = (float(row[k]) for k in "xywh")
+            boxes.setdefault(row["image_id"], []).append((x, y, x + w, y + h))
+    cases = []
+    with open(root / "images.csv", newline="") as fh:
+        for row in csv.DictReader(fh):
+            iid, labels = row["image_id"], row["labels"]
+            path = root / "images" / f"{iid}.png"
+            if labels == "Cardiomegaly":
+                cases.append(Case("xrv_tests", iid, path, "positive", "cardiomegaly"))
+            elif labels in ("No Finding", "healthy"):
+                cases.append(Case("xrv_tests", iid, path, "normal"))
+            elif iid in boxes:  # tuberculosis: an opacity; one case per expert box
+                with Image.open(path) as im:
+                    width = im.size[0]
+                for k, box in enumerate(boxes[iid]):
+                    cases.append(Case("xrv_tests", f"{iid}#{k}", path, "positive", "opacity",
+                                      sides_of_box(box, width), box=box))
+    return cases
+
+
+def jsrt_normal_cases(data: Path) -> list[Case]:
+    root = data / "jsrt_scr"
+    with open(root / "non_nodules.csv", newline="") as fh:
+        ids = [r["image_id"] for r in csv.DictReader(fh)]
+    return [Case("jsrt_normals", i, root / "images" / f"{i}.png", "normal") for i in ids]
+
+
+def load_cases(data: Path, sources: list[str], limit: int | None) -> list[Case]:
+    makers = {"covid_qu_ex": lambda: covid_qu_ex_cases(data, "report"), "nih_bbox": lambda: nih_cases(data),
+              "covid_severity": lambda: severity_cases(data), "xrv_tests": lambda: xrv_cases(data),
+              "jsrt_normals": lambda: jsrt_normal_cases(data)}
+    cases = []
+    for name in sources:
+        got = makers[name]()
+        if limit:
+            pos = [c for c in got if c.kind == "positive"][:limit]
+            neg = [c for c in got if c.kind == "normal"][:max(1, limit // 2)]
+            got = pos + neg
+        cases += got
+    return cases
+
+
+# ----------------------------------------------------------------------------- metrics
+
+def iou(a: np.ndarray, b: np.ndarray) -> float:
+    u = int((a | b).sum())
+    return int((a & b).sum()) / u if u else 0.0
+
+
+def dice(a: np.ndarray, b: np.ndarray) -> float:
+    s = int(a.sum()) + int(b.sum())
+    return 2 * int((a & b).sum()) / s if s else 0.0
+
+
+def precision(pred: np.ndarray, ref: np.ndarray) -> float:
+    return int((pred & ref).sum()) / max(1, int(pred.sum()))
+
+
+def box_mask(box, shape) -> np.ndarray:
+    from cxrils.types import LesionBox
+
+    return LesionBox(*box, 1.0, "").to_mask(shape)
+
+
+def wilson(k: int, n: int) -> tuple[float, float]:
+    if n == 0:
+        return (math.nan, math.nan)
+    z, p = 1.959964, k / n
+    den = 1 + z * z / n
+    mid = (p + z * z / (2 * n)) / den
+    half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / den
+    return (max(0.0, mid - half), min(1.0, mid + half))
+
+
+def boot(values: list[float]) -> tuple[float, float]:
+    if not values:
+        return (math.nan, math.nan)
+    v = np.asarray(values, float)
+    rng = np.random.default_rng(0)
+    means = v[rng.integers(0, len(v), (1000, len(v)))].mean(1)
+    return (float(np.percentile(means, 2.5)), float(np.percentile(means, 97.5)))
+
+
+def pct(v: float) -> str:
+    return "n/a" if v is None or (isinstance(v, float) and math.isnan(v)) else f"{100 * v:.1f}"
+
+
+def with_ci(v: float, ci: tuple[float, float]) -> str:
+    if v is None or (isinstance(v, float) and math.isnan(v)):
+        return "n/a"
+    return f"{100 * v:.1f} [{pct(ci[0])}, {pct(ci[1])}]"
+
+
+def prop(k: int, n: int) -> str:
+    return f"{k}/{n} = " + with_ci(k / n if n else math.nan, wilson(k, n))
+
+
+def mean(v: list[float]) -> float:
+    return float(np.mean(v)) if v else math.nan
+
+
+# ----------------------------------------------------------------------------- running
+
+def read_mask(path: Path) -> np.ndarray:
+    from cxrils.vision.anatomy.data import read_gray
+
+    return read_gray(path) > 127
+
+
+def side_of_record(record: dict) -> str:
+    locs = list(record["locations"])
+    if locs and all(loc.startswith("right") for loc in locs):
+        return "right"
+    if locs and all(loc.startswith("left") for loc in locs):
+        return "left"
+    return "both" if locs else "none"
+
+
+class _Cached:
+    """An anatomy segmenter whose results are kept per image (the pipeline, its runs
+    with a second report and the light model's priors ask for the same image)."""
+
+    def __init__(self, seg) -> None:
+        self.seg, self.name, self._cache = seg, getattr(seg, "name", "anatomy"), {}
+
+    def segment(self, x: np.ndarray):
+        import hashlib
+
+        key = hashlib.blake2b(x.tobytes() + repr(x.shape).encode(), digest_size=16).hexdigest()
+        if key not in self._cache:
+            if len(self._cache) > 8:
+                self._cache.clear()
+            self._cache[key] = self.seg.segment(x)
+        return self._cache[key]
+
+
+class Runner:
+    """The pipeline (builtin stages, default config) and optionally the light model."""
+
+    def __init__(self, model_dir: Path | None) -> None:
+        from cxrils.config import Config
+        from cxrils.pipeline.study import Pipeline
+
+        self.cfg = Config()
+        self.pipe = Pipeline(self.cfg)
+        self.pipe.load_models(paraphrase=False)
+        anatomy = _Cached(self.pipe.anatomy_segmenter)
+        self.pipe.anatomy_segmenter = self.pipe.edit_region_segmenter = anatomy
+        self.seg = None
+        if model_dir is not None:
+            from cxrils.models import Segmenter
+
+            self.seg = Segmenter.from_pretrained(model_dir, anatomy=anatomy.segment)
+
+    def run_pipeline(self, case: Case, reports: list[str]) -> list[dict]:
+        """Grounding of one image with each report (the image steps run once): the
+        generated mask of the case's type, the positive records and the anatomy."""
+        import dataclasses
+
+        from cxrils.pipeline.inputs import StudyInput
+
+        studies = [StudyInput(study_id=f"{case.image_id}-{k}", image_id=case.image_id.replace("#", "_"),
+                              patient_id=case.image_id, image_path=case.path, report=text, view=None,
+                              split="test") for k, text in enumerate(reports)]
+        structured = self.pipe.structure(studies)
+        state = self.pipe.start(studies[0], structured[(studies[0].study_id, reports[0])])
+        for step in self.pipe.image_steps:
+            state = step(state)
+        outs = []
+        for study in studies:
+            st = dataclasses.replace(state, study=study, report=structured[(study.study_id, study.report)])
+            if st.report.excluded and st.excluded is None:
+                st.excluded = f"report: {st.report.excluded}"
+            sg = self.pipe.ground(st)
+            out = {"excluded": st.excluded, "anatomy": st.anatomy, "mask": None, "records": [],
+                   "any_mask": False, "ctr": None}
+            if sg is not None:
+                masks = [gf.mask for gf in sg.findings if gf.mask is not None and gf.mask.any()
+                         and (not case.lesion_type or gf.lesion_type == case.lesion_type)]
+                out["mask"] = np.logical_or.reduce(masks) if masks else None
+                out["grounded"] = sorted({lb for gf in sg.findings if gf.mask is not None
+                                          and (not case.lesion_type or gf.lesion_type == case.lesion_type)
+                                          for lb in gf.grounded})
+                out["any_mask"] = any(gf.mask is not None and gf.mask.any() for gf in sg.findings)
+                if st.excluded is None:
+                    out["records"] = self.pipe.stages.generate_records(
+                        sg, split="test", patient_id=case.image_id, image_path="images/x.png", cfg=self.cfg)
+                out["ctr"] = sg.ctr
+            outs.append(out)
+        return outs
+
+    def ask(self, x: np.ndarray, instructions: list[str]):
+        return self.seg.predict_many([x] * len(instructions), instructions)
+
+
+def run_case(r: Runner, case: Case) -> None:
+    from cxrils.io import load_image
+    from cxrils.templates import render_instruction
+
+    x = load_image(case.path).pixels
+    o = case.out
+    if case.kind == "positive":
+        case.report = report_from_label(case.lesion_type, case.sides)
+        res = r.run_pipeline(case, [case.report])[0]
+        o["excluded"] = res["excluded"]
+        o["pos_records"] = [rec for rec in res["records"] if rec["polarity"] == "positive"]
+        o["grounded"] = res.get("grounded", [])
+        o["ctr"] = res.get("ctr")
+        gen = res["mask"]
+        o["generated"] = gen is not None
+        anat = res["anatomy"]
+        named = (anat.union(case.sides) if case.sides else anat["heart"]) if anat is not None else \
+            np.zeros(x.shape, bool)
+        if case.mask_path is not None:
+            ref = read_mask(case.mask_path)
+            o["wl_iou"] = iou(named, ref)
+            if gen is not None:
+                o.update(iou=iou(gen, ref), dice=dice(gen, ref), prec=precision(gen, ref))
+        if case.box is not None:
+            b = box_mask(case.box, x.shape)
+            o["wl_prec"], o["wl_cov"] = precision(named, b), precision(b, named)
+            if gen is not None:
+                o.update(box_prec=precision(gen, b), box_cov=precision(b, gen))
+        if case.severity is not None or case.source == "covid_severity":
+            lungs = anat.union(SIDES) if anat is not None else np.zeros(x.shape, bool)
+            o["frac"] = float((gen & lungs).sum() / max(1, lungs.sum())) if gen is not None else 0.0
+        if r.seg is not None:
+            if case.lesion_type == "cardiomegaly":
+                instruction = render_instruction("global", "cardiomegaly")
+            else:
+                instruction = render_instruction("basic", case.lesion_type, list(case.sides))
+            pred = r.ask(x, [instruction])[0]
+            m = pred.mask
+            o["light_present"] = bool(m.any())
+            o["light_score"] = float(pred.presence_score)
+            if case.mask_path is not None:
+                o["light_iou"] = iou(m, ref)
+            if case.box is not None:
+                b = box_mask(case.box, x.shape)
+                if m.any():
+                    o.update(light_box_prec=precision(m, b), light_box_cov=precision(b, m))
+            if case.source == "covid_severity" and anat is not None:
+                lungs = anat.union(SIDES)
+                o["light_frac"] = float((m & lungs).sum() / max(1, lungs.sum()))
+    else:
+        res, false = r.run_pipeline(case, [NORMAL_REPORT, FALSE_REPORT])
+        o["excluded"] = res["excluded"]
+        o["pos_records_normal"] = sum(rec["polarity"] == "positive" for rec in res["records"])
+        o["false_mask"] = bool(false.get("any_mask"))
+        o["ctr"] = res.get("ctr")
+        if case.source == "covid_severity":
+            o["frac"] = 0.0
+        if r.seg is not None:
+            qs = [render_instruction("basic", "opacity", ["right lung"]),
+                  render_instruction("basic", "opacity", ["left lung"]),
+                  render_instruction("global", "opacity"),
+                  render_instruction("global", "cardiomegaly")]
+            preds = r.ask(x, qs)
+            o["light_neg"] = {"opacity": [not p.mask.any() for p in preds[:3]],
+                              "cardiomegaly": [not preds[3].mask.any()]}
+            if case.source == "covid_severity":
+                o["light_frac"] = 0.0
+
+
+# ----------------------------------------------------------------------------- x_ano
+
+def x_ano_stats(r: Runner, samples, label: str) -> dict:
+    """x_ano statistics over COVID-QU-Ex samples (module docstring)."""
+    from cxrils import vocab
+
+    hist_pos = np.zeros(256, np.int64)
+    hist_neg = np.zeros(256, np.int64)
+    normal_all, normal_med, normal_lat, les, nonles = [], [], [], [], []
+    failed = 0
+    for s in samples:
+        x = s.image()
+        try:
+            anat = r.pipe.edit_region_segmenter.segment(x)
+            res = r.pipe.anomaly_mapper.map(x, anat.union(vocab.EDIT_REGION_LABELS), lungs=anat.union(SIDES))
+        except Exception:  # noqa: BLE001 - counted, not fatal
+            failed += 1
+            continue
+        xa = res.x_ano
+        right, left = s.lungs()
+        lungs = right | left
+        lesion = s.lesion() & lungs
+        k = np.clip(np.rint(xa * 255), 0, 255).astype(np.int64)
+        hist_pos += np.bincount(k[lesion], minlength=256)
+        hist_neg += np.bincount(k[lungs & ~lesion], minlength=256)
+        if s.positive:
+            if lesion.any():
+                les.append(float(xa[lesion].mean()))
+            if (lungs & ~lesion).any():
+                nonles.append(float(xa[lungs & ~lesion].mean()))
+        else:
+            medial = np.zeros_like(lungs)
+            for lung, lateral_left in ((right, True), (left, False)):
+                cols = np.flatnonzero(lung.any(0))
+                if cols.size == 0:
+                    continue
+                w = cols[-1] - cols[0] + 1
+                band = slice(cols[-1] + 1 - int(MEDIAL_FRACTION * w), cols[-1] + 1) if lateral_left else \
+                    slice(cols[0], cols[0] + int(MEDIAL_FRACTION * w))
+                medial[:, band] |= lung[:, band]
+            normal_all.append(float(xa[lungs].mean()))
+            normal_med.append(float(xa[medial].mean()) if medial.any() else 0.0)
+            normal_lat.append(float(xa[lungs & ~medial].mean()))
+    # exact AUROC from the 256-level histograms (x_ano is k / 255), ties count one half
+    neg_below = np.concatenate([[0], np.cumsum(hist_neg)[:-1]])
+    auc = float((hist_pos * (neg_below + 0.5 * hist_neg)).sum() / max(1, hist_pos.sum() * hist_neg.sum()))
+    return {"label": label, "n": len(samples) - failed, "failed": failed, "normal": mean(normal_all),
+            "medial": mean(normal_med), "lateral": mean(normal_lat), "lesion": mean(les),
+            "nonlesion": mean(nonles), "auroc": auc}
+
+
+# ----------------------------------------------------------------------------- tables
+
+def pipeline_tables(cases: list[Case]) -> list[str]:
+    lines = ["### Pipeline (builtin backends), reported lesions with an expert mask", "",
+             "| source | type | n | recall | IoU of generated masks | Dice | pixel precision "
+             "| whole named lung, same images | whole named lung, all | IoU, all reported (none = 0) |",
+             "|---|---|---|---|---|---|---|---|---|---|"]
+    groups: dict[tuple[str, str], list[Case]] = {}
+    for c in cases:
+        if c.kind == "positive" and c.mask_path is not None:
+            groups.setdefault((c.source, c.lesion_type), []).append(c)
+    allc = [c for g in groups.values() for c in g]
+    for (src, t), g in list(groups.items()) + ([(("all", "all"), allc)] if len(groups) > 1 else []):
+        gen = [c for c in g if c.out.get("generated")]
+        ious = [c.out["iou"] for c in gen]
+        all_iou = [c.out.get("iou", 0.0) for c in g]
+        lines.append(f"| {src} | {t} | {len(g)} | {prop(len(gen), len(g))} | {with_ci(mean(ious), boot(ious))} "
+                     f"| {pct(mean([c.out['dice'] for c in gen]))} | {pct(mean([c.out['prec'] for c in gen]))} "
+                     f"| {pct(mean([c.out['wl_iou'] for c in gen]))} | {pct(mean([c.out['wl_iou'] for c in g]))} "
+                     f"| {with_ci(mean(all_iou), boot(all_iou))} |")
+    boxes = [c for c in cases if c.kind == "positive" and c.box is not None]
+    if boxes:
+        lines += ["", "### Pipeline, reported lesions with an expert box (precision = share of the mask inside "
+                  "the box; coverage = share of the box covered by the mask)", "",
+                  "| source | type | n | recall | precision in box | box coverage "
+                  "| whole named lung (heart for cardiomegaly): precision | coverage |", "|---|---|---|---|---|---|---|---|"]
+        bg: dict[tuple[str, str], list[Case]] = {}
+        for c in boxes:
+            bg.setdefault((c.source, c.lesion_type), []).append(c)
+        for (src, t), g in sorted(bg.items()):
+            gen = [c for c in g if c.out.get("generated")]
+            lines.append(f"| {src} | {t} | {len(g)} | {len(gen)}/{len(g)} | {pct(mean([c.out['box_prec'] for c in gen]))} "
+                         f"| {pct(mean([c.out['box_cov'] for c in gen]))} | {pct(mean([c.out['wl_prec'] for c in g]))} "
+                         f"| {pct(mean([c.out['wl_cov'] for c in g]))} |")
+    sev = [c for c in cases if c.source == "covid_severity"]
+    if sev:
+        from scipy.stats import spearmanr
+
+        pos = [c for c in sev if c.kind == "positive"]
+        gen = [c for c in pos if c.out.get("generated")]
+        geo = [c.severity[0] for c in sev]
+        opa = [c.severity[1] for c in sev]
+        frac = [c.out.get("frac", 0.0) for c in sev]
+        lines += ["", "### Pipeline, COVID-19 severity scores (no mask; report: opacities in both lungs when the "
+                  "extent score is above 0)", "",
+                  "| n | recall (extent > 0) | Spearman: mask share of lungs vs geographic extent | vs opacity |",
+                  "|---|---|---|---|",
+                  f"| {len(sev)} | {prop(len(gen), len(pos))} | {spearmanr(frac, geo).statistic:.3f} "
+                  f"| {spearmanr(frac, opa).statistic:.3f} |"]
+    normals = [c for c in cases if c.kind == "normal"]
+    if normals:
+        lines += ["", "### Pipeline on normal images", "",
+                  f"| source | n | positive records, normal report | images with a mask given the false report "
+                  f"\"{FALSE_REPORT}\" |", "|---|---|---|---|"]
+        for src in dict.fromkeys(c.source for c in normals):
+            g = [c for c in normals if c.source == src]
+            k = sum(c.out["pos_records_normal"] > 0 for c in g)
+            f = sum(c.out["false_mask"] for c in g)
+            lines.append(f"| {src} | {len(g)} | {k} | {prop(f, len(g))} |")
+    lr = [c for c in cases if c.kind == "positive" and c.lesion_type != "cardiomegaly"]
+    if lr:
+        lines += ["", "### Left/right balance (patient sides): reports naming one side only, and positive records "
+                  "whose locations are all on one side", "",
+                  "| source | reports right-only : left-only | positive records right-only : left-only | "
+                  "records right : left ratio | bilateral reports grounded in both : right only : left only : none |",
+                  "|---|---|---|---|---|"]
+        for src in dict.fromkeys(c.source for c in lr):
+            g = [c for c in lr if c.source == src]
+            rep_r = sum(c.sides == ("right lung",) for c in g)
+            rep_l = sum(c.sides == ("left lung",) for c in g)
+            sides = [side_of_record(rec) for c in g for rec in c.out.get("pos_records", [])]
+            rr, ll = sides.count("right"), sides.count("left")
+            ratio = f"{rr / ll:.2f}" if ll else ("inf" if rr else "n/a")
+            bil = [c.out.get("grounded", []) for c in g if len(c.sides) == 2]
+            both = sum(set(SIDES) <= set(x) for x in bil)
+            r_only = sum("right lung" in x and "left lung" not in x for x in bil)
+            l_only = sum("left lung" in x and "right lung" not in x for x in bil)
+            lines.append(f"| {src} | {rep_r} : {rep_l} | {rr} : {ll} | {ratio} "
+                         f"| {both} : {r_only} : {l_only} : {len(bil) - both - r_only - l_only} |")
+    return lines
+
+
+def light_tables(cases: list[Case]) -> list[str]:
+    pos = [c for c in cases if c.kind == "positive" and "light_present" in c.out and c.lesion_type != "cardiomegaly"]
+    if not pos and not any("light_neg" in c.out for c in cases):
+        return []
+    lines = ["", "### Light model, basic instruction (\"Segment the {type} in the {named lungs}.\")", "",
+             "| source | type | n | presence recall | IoU, all reported (empty = 0) | IoU when answered "
+             "| whole named lung IoU | precision in box | box coverage |", "|---|---|---|---|---|---|---|---|---|"]
+    groups: dict[tuple[str, str], list[Case]] = {}
+    for c in pos:
+        groups.setdefault((c.source, c.lesion_type), []).append(c)
+    masked = [c for c in pos if c.mask_path is not None]
+    extra = [(("all (expert masks)", "all"), masked)] if len({k for k, g in groups.items()
+                                                              if g[0].mask_path is not None}) > 1 else []
+    for (src, t), g in list(groups.items()) + extra:
+        k = sum(c.out["light_present"] for c in g)
+        ious = [c.out["light_iou"] for c in g if "light_iou" in c.out]
+        ans = [c.out["light_iou"] for c in g if "light_iou" in c.out and c.out["light_present"]]
+        wl = [c.out["wl_iou"] for c in g if "wl_iou" in c.out]
+        bp = [c.out["light_box_prec"] for c in g if "light_box_prec" in c.out]
+        bc = [c.out["light_box_cov"] for c in g if "light_box_cov" in c.out]
+        lines.append(f"| {src} | {t} | {len(g)} | {prop(k, len(g))} | {with_ci(mean(ious), boot(ious))} "
+                     f"| {pct(mean(ans))} | {pct(mean(wl))} | {pct(mean(bp))} | {pct(mean(bc))} |")
+    sev = [c for c in cases if c.source == "covid_severity" and "light_frac" in c.out]
+    if sev:
+        from scipy.stats import spearmanr
+
+        lines += ["", f"Light model on the {len(sev)} severity-scored images: Spearman of the answered mask's share "
+                  f"of the lungs with geographic extent {spearmanr([c.out['light_frac'] for c in sev], [c.severity[0] for c in sev]).statistic:.3f}, "
+                  f"with opacity {spearmanr([c.out['light_frac'] for c in sev], [c.severity[1] for c in sev]).statistic:.3f}."]
+    neg = [c for c in cases if "light_neg" in c.out]
+    if neg:
+        lines += ["", "### Light model on normal images: N-Acc (share of questions answered with an empty mask; "
+                  "opacity: basic right lung, basic left lung, global; cardiomegaly: global)", "",
+                  "| source | type | questions | N-Acc |", "|---|---|---|---|"]
+        for src in list(dict.fromkeys(c.source for c in neg)) + ["all"]:
+            g = [c for c in neg if src == "all" or c.source == src]
+            for t in ("opacity", "cardiomegaly"):
+                v = [ok for c in g for ok in c.out["light_neg"][t]]
+                lines.append(f"| {src} | {t} | {len(v)} | {prop(sum(v), len(v))} |")
+    return lines
+
+
+def cardiomegaly_table(cases: list[Case]) -> list[str]:
+    cm = [c for c in cases if c.lesion_type == "cardiomegaly"]
+    if not cm:
+        return []
+    lines = ["", "### Held-back cardiomegaly images", "",
+             "| source | image | CTR (pipeline anatomy) | pipeline positive record | light model: "
+             "\"Segment the cardiomegaly.\" | presence score |", "|---|---|---|---|---|---|"]
+    for c in cm:
+        ctr = c.out.get("ctr")
+        lines.append(f"| {c.source} | {c.image_id} | {'n/a' if ctr is None else f'{ctr:.2f}'} "
+                     f"| {'yes' if c.out.get('pos_records') else 'no'} "
+                     f"| {('found' if c.out['light_present'] else 'not found') if 'light_present' in c.out else 'n/a'} "
+                     f"| {c.out.get('light_score', float('nan')):.2f} |")
+    found = sum(c.out.get("light_present", False) for c in cm)
+    lines.append(f"\nLight model found cardiomegaly on {found} of {len(cm)} held-back images.")
+    normals = [c for c in cases if c.kind == "normal" and c.out.get("ctr") is not None]
+    if normals:
+        parts = []
+        for src in dict.fromkeys(c.source for c in normals):
+            v = np.array([c.out["ctr"] for c in normals if c.source == src])
+            parts.append(f"{src} {int((v >= 0.5).sum())}/{len(v)} (median {np.median(v):.2f})")
+        lines.append("Normal images whose CTR (pipeline anatomy) is at least 0.50, the radiographic cut-off of "
+                     "cardiomegaly: " + ", ".join(parts) + ".")
+    return lines
+
+
+def x_ano_table(stats: list[dict]) -> list[str]:
+    lines = ["", "### Anomaly map x_ano inside the expert lung masks of COVID-QU-Ex", "",
+             "| part | images | normals: mean in lungs | normals: medial fifth | normals: rest "
+             "| COVID-19: lesion pixels | COVID-19: non-lesion lung pixels | pixel AUROC |",
+             "|---|---|---|---|---|---|---|---|"]
+    for s in stats:
+        lines.append(f"| {s['label']} | {s['n']} | {s['normal']:.4f} | {s['medial']:.4f} | {s['lateral']:.4f} "
+                     f"| {s['lesion']:.4f} | {s['nonlesion']:.4f} | {s['auroc']:.3f} |")
+    return lines
+
+
+def oracle_c1_lines(data: Path, tau_anatomy: float) -> list[str]:
+    """Condition c1 of Algorithm 1 with the EXPERT's own boxes (one per lesion component)
+    and the expert lungs, for the bilateral reports of the COVID-QU-Ex report part: on
+    which side can a box pass ``IoU(box, right lung + left lung) >= tau_anatomy`` at all?"""
+    from cxrils.vision.lesion_data import covid_qu_ex_samples, lesion_boxes
+
+    both = right = left = none = 0
+    for s in covid_qu_ex_samples(data, "report"):
+        if not s.positive:
+            continue
+        r, lf = s.lungs()
+        les = s.lesion()
+        if len(sides_of_mask(les, r, lf)) != 2:
+            continue
+        lungs = r | lf
+        ok = {"r": False, "l": False}
+        for box in lesion_boxes(les, 0.02, lungs):
+            b = box_mask(box, les.shape)
+            side = "r" if (b & r).sum() >= (b & lf).sum() else "l"
+            ok[side] |= iou(b, lungs) >= tau_anatomy
+        both += ok["r"] and ok["l"]
+        right += ok["r"] and not ok["l"]
+        left += ok["l"] and not ok["r"]
+        none += not (ok["r"] or ok["l"])
+    return ["", f"c1 with the expert's own boxes (one per lesion component) and the expert lungs, bilateral "
+            f"reports of the COVID-QU-Ex report part: a box passes IoU(box, both lungs) >= {tau_anatomy} on both "
+            f"sides : right only : left only : neither = {both} : {right} : {left} : {none}."]
+
+
+def duplicate_lines(data: Path) -> list[str]:
+    from cxrils.vision.lesion_data import covid_qu_ex_samples, find_duplicates
+
+    rep = find_duplicates(data)
+    part = {s.image_id: s.part for s in covid_qu_ex_samples(data)}
+    lines = ["", "### Near-duplicates of COVID-QU-Ex images (`cxrils.vision.lesion_data.find_duplicates`)", "",
+             "| other source | COVID-QU-Ex images copying one of its images (tuning part / report part) "
+             "| fine correlation >= 0.9 | 0.8-0.9 | 0.7-0.8 |", "|---|---|---|---|---|"]
+    by: dict[str, list] = {}
+    for iid, other, c in rep.cross:
+        by.setdefault(other.split("/")[0], []).append((iid, c))
+    for src, items in sorted(by.items()):
+        ids = {i for i, _ in items}
+        t = sum(part[i] == "tuning" for i in ids)
+        cs = [c for _, c in items]
+        lines.append(f"| {src} | {len(ids)} ({t} / {len(ids) - t}) | {sum(c >= 0.9 for c in cs)} "
+                     f"| {sum(0.8 <= c < 0.9 for c in cs)} | {sum(c < 0.8 for c in cs)} |")
+    lines.append(f"\nCopies across COVID-QU-Ex's own split (tuning image ~ report image): {len(rep.within)} pairs. "
+                 f"Tuning-part images no model trains on: {len(rep.excluded)}.")
+    return lines
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--data", type=Path, default=ROOT.parent / "shared" / "data")
+    ap.add_argument("--sources", default=",".join(SOURCES))
+    ap.add_argument("--limit", type=int, default=None, help="first N positives (N/2 normals) per source")
+    ap.add_argument("--model", type=Path, default=None, help="light model folder (default: the shipped one)")
+    ap.add_argument("--no-light", action="store_true")
+    ap.add_argument("--tuning-auroc-limit", type=int, default=None,
+                    help="x_ano statistics on the first N tuning-part images only")
+    ap.add_argument("--no-x-ano", action="store_true")
+    ap.add_argument("--publish", default=None, help="write docs/results/NAME.md")
+    ap.add_argument("--threads", type=int, default=2)
+    args = ap.parse_args()
+    import torch
+
+    torch.set_num_threads(args.threads)
+    logging.basicConfig(level=logging.ERROR)
+    from cxrils.models import default_model_dir
+    from cxrils.vision.lesion_data import covid_qu_ex_samples
+
+    t0 = time.time()
+    model = None if args.no_light else (args.model or default_model_dir())
+    r = Runner(model)
+    sources = [s for s in args.sources.split(",") if s]
+    cases = load_cases(args.data, sources, args.limit)
+    for i, c in enumerate(cases, 1):
+        run_case(r, c)
+        if i % 50 == 0:
+            print(f"  {i}/{len(cases)} cases, {time.time() - t0:.0f} s", flush=True)
+    lines = [f"Cases: {len(cases)} ({', '.join(f'{s} {sum(c.source == s for c in cases)}' for s in sources)})"
+             + (f", first {args.limit} positives per source" if args.limit else "")
+             + f"; light model: {model.name if model else 'none'}; backends: anatomy "
+             f"{r.cfg.backends.anatomy}, anomaly {r.cfg.backends.anomaly}, detector {r.cfg.backends.detector}.", ""]
+    lines += pipeline_tables(cases) + light_tables(cases) + cardiomegaly_table(cases)
+    if not args.no_x_ano and "covid_qu_ex" in sources:
+        stats = []
+        for part in ("tuning", "report"):
+            s = covid_qu_ex_samples(args.data, part)
+            n = args.tuning_auroc_limit if part == "tuning" else args.limit
+            if n:
+                s = [x for x in s if x.positive][:n] + [x for x in s if not x.positive][:max(1, n // 2)]
+            stats.append(x_ano_stats(r, s, part))
+        lines += x_ano_table(stats)
+    if "covid_qu_ex" in sources:
+        lines += oracle_c1_lines(args.data, r.cfg.grounding.tau_anatomy)
+        lines += duplicate_lines(args.data)
+    lines.append(f"\nWall time {time.time() - t0:.0f} s.")
+    text = "\n".join(lines)
+    print(text)
+    if args.publish:
+        publish(args.publish, text)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,41 @@
+#!/usr/bin/env bash
+# Retrain the built-in lesion models, regenerate the demo dataset and retrain the shipped
+# light model, then rerun the benchmarks that the model cards and docs quote (issue 18).
+# Run from the repository root after merging: `bash scripts/retrain_builtin.sh [DATA] [WORK]`.
+# DATA: the shared public data (default ../shared/data); WORK: scratch folder (default runs/retrain).
+# The anatomy model is retrained separately (src/cxrils/weights/anatomy_builtin.md); the
+# detector and the anomaly map read only images, so an anatomy change needs only steps 3-7.
+set -euo pipefail
+DATA=${1:-../shared/data}
+WORK=${2:-runs/retrain}
+THREADS=${THREADS:-2}     # on a machine shared with other jobs, THREADS=1 is much faster (no oversubscription)
+LIGHT_STEPS=${LIGHT_STEPS:-1500}
+LIGHT_SET="--set steps=$LIGHT_STEPS --set ensemble=1 --set calib_min_n_acc=0.95"
+W=src/cxrils/weights
+PY=${PYTHON:-python}
+CX=${CXRILS:-cxrils}
+mkdir -p "$WORK"
+# 1-2. the detector and the anomaly map, each on its own half of the COVID-QU-Ex tuning part
+$CX train-detector --data "$DATA" -o "$W/detector_builtin.safetensors" --threads "$THREADS"
+$CX train-anomaly --data "$DATA" -o "$W/anomaly_builtin.safetensors" --threads "$THREADS"
+# 3. the demo dataset with the new defaults (as `cxrils demo` does)
+rm -rf "$WORK/demo"
+$CX generate "$DATA/pairs/all_pairs.csv" -o "$WORK/demo" --workers 2 --no-progress
+# 4. the light model's training data: demo records (held-back images out) + human-mask records
+rm -rf "$WORK/light_data"
+$PY -m cxrils.models.light.data --generated "$WORK/demo" --data "$DATA" -o "$WORK/light_data"
+# 5. the light model (thresholds chosen on the validation split), then ship it
+rm -rf "$WORK/light"
+$CX train --model light --dataset "$WORK/light_data" -o "$WORK/light" $LIGHT_SET --threads "$THREADS" --no-evaluate
+cp "$WORK/light/config.json" "$WORK/light/model.safetensors" "$W/light_ils/"
+# 6. the benchmarks quoted by the model cards and docs
+$PY benchmarks/lesion_models.py --data "$DATA" --publish lesion_models
+$PY benchmarks/models.py --dataset "$WORK/light_data" --from-run "$W/light_ils" --work "$WORK/bench_models" \
+    --publish light_model
+$PY benchmarks/human_masks.py --data "$DATA" --publish human_masks
+$PY benchmarks/grounding.py --data "$DATA" --publish grounding
+# benchmarks of other pages whose numbers depend on the builtin lesion models
+$PY benchmarks/generate.py --data "$DATA" --workers 1,2
+$PY benchmarks/cost_model.py --data "$DATA" --images 30 --radedit-evals 2
+# 7. copy the results into the docs and model cards
+$PY scripts/sync_results.py

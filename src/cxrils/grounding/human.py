@@ -1,0 +1,117 @@
+"""Reports and groundings written from HUMAN lesion labels instead of Algorithm 1.
+
+Used to score the pipeline against expert masks (``benchmarks/human_masks.py``: the
+report of an image is written from its label) and to build training records directly
+from human-masked images (the light model's extra data, :mod:`cxrils.models.light.data`).
+Sides are the patient's: on a frontal image the patient's right lung is on the
+image's left.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from cxrils.config import Config
+from cxrils.grounding.locations import empty_locations, reported_locations
+from cxrils.types import AnatomyMasks, GroundedFinding, StructuredReport, StudyGrounding
+
+#: The two lungs, patient sides.
+LUNGS: tuple[str, str] = ("right lung", "left lung")
+#: A side is named in a report written from a label when it holds at least this share
+#: of the lesion's mask (or box) pixels (ours).
+SIDE_MIN_SHARE = 0.10
+#: Report of an image whose label says it is normal.
+NORMAL_REPORT = "No acute cardiopulmonary process. The lungs are clear."
+
+
+def report_from_label(lesion_type: str, sides: tuple[str, ...]) -> str:
+    """A one-sentence report of a human label, read by the rule-based structurer.
+
+    Parameters
+    ----------
+    lesion_type : str
+        One of :data:`cxrils.vocab.LESION_TYPES`.
+    sides : tuple of str
+        Subset of :data:`LUNGS` (patient sides); ignored for cardiomegaly.
+
+    Examples
+    --------
+    >>> report_from_label("opacity", ("right lung", "left lung"))
+    'There are opacities in both lungs.'
+    >>> report_from_label("atelectasis", ("left lung",))
+    'There is atelectasis in the left lung.'
+    """
+    if lesion_type == "cardiomegaly":
+        return "The heart is enlarged. There is cardiomegaly."
+    where = "both lungs" if len(sides) == 2 else f"the {sides[0]}" if sides else "the lungs"
+    if lesion_type == "opacity":
+        return f"There are opacities in {where}." if len(sides) == 2 else f"There is an opacity in {where}."
+    return f"There is {lesion_type} in {where}."
+
+
+def sides_of_mask(lesion: np.ndarray, right: np.ndarray, left: np.ndarray) -> tuple[str, ...]:
+    """Patient sides (of :data:`LUNGS`) holding at least :data:`SIDE_MIN_SHARE` of the
+    lesion's pixels, from bool (H, W) masks of the lesion and of each lung."""
+    total = max(1, int(lesion.sum()))
+    return tuple(s for s, m in zip(LUNGS, (right, left)) if int((lesion & m).sum()) >= SIDE_MIN_SHARE * total)
+
+
+def sides_of_box(box: tuple[float, float, float, float], width: int) -> tuple[str, ...]:
+    """Patient sides of a box ``(x0, y0, x1, y1)``: its share of columns left of the
+    image's middle column is on the patient's right."""
+    x0, _, x1, _ = box
+    span = max(1e-6, x1 - x0)
+    right = max(0.0, min(x1, width / 2) - x0) / span
+    return tuple(s for s, share in zip(LUNGS, (right, 1 - right)) if share >= SIDE_MIN_SHARE)
+
+
+def human_grounding(*, study_id: str, image_id: str, report: StructuredReport, anatomy: AnatomyMasks,
+                    lesion: np.ndarray, cfg: Config) -> StudyGrounding:
+    """A :class:`~cxrils.types.StudyGrounding` whose lesion masks are a human mask.
+
+    Every positive finding of the report's lesion types (but cardiomegaly, whose mask is
+    the heart, section 3.2) gets ``lesion`` as its mask, grounded in the reported lung
+    regions the mask reaches; the empty locations, the heart mask and the CTR come from
+    ``anatomy`` exactly as :func:`cxrils.grounding.ground_study` computes them.
+
+    Parameters
+    ----------
+    report : StructuredReport
+    anatomy : AnatomyMasks
+        Every label of :data:`cxrils.vocab.ANATOMY_LABELS`, bool (H, W).
+    lesion : numpy.ndarray, bool, shape (H, W)
+        The human lesion mask (all False for a normal image).
+    cfg : Config
+
+    Raises
+    ------
+    ValueError
+        If ``lesion`` and ``anatomy`` differ in shape.
+    """
+    from cxrils.vision.anatomy import cardiothoracic_ratio
+
+    if tuple(lesion.shape) != tuple(anatomy.shape):
+        raise ValueError(f"lesion mask shape {lesion.shape} differs from anatomy shape {tuple(anatomy.shape)}")
+    positives = [f for f in report.findings if f.presence == "positive"]
+    empty = empty_locations(positives, anatomy, cfg.grounding.empty_overlap_tol_px)
+    heart = anatomy["heart"]
+    ctr = cardiothoracic_ratio(anatomy) if heart.any() and anatomy.union(LUNGS).any() else None
+    findings = []
+    for f in report.findings:
+        reported = list(reported_locations(f).labels)
+        gf = GroundedFinding(finding=f, lesion_type=f.target_type, reported=reported, grounded=[], empty=list(empty))
+        if f.presence != "positive" or f.target_type is None:
+            gf.drop_reason = "not a positive finding of the seven types"
+        elif f.target_type == "cardiomegaly":
+            gf.mask, gf.grounded = heart.copy(), ["heart"]
+        else:
+            gf.grounded = [lb for lb in reported if (anatomy[lb] & lesion).any()]
+            if gf.grounded:
+                gf.mask = lesion.copy()
+            else:
+                gf.drop_reason = "the human mask reaches no reported location"
+        findings.append(gf)
+    return StudyGrounding(study_id=study_id, image_id=image_id, shape=tuple(lesion.shape), findings=findings,
+                          empty_locations=empty, ctr=ctr, heart_mask=heart,
+                          provenance={"anatomy": f"{anatomy.backend} {anatomy.version}".strip(),
+                                      "lesion_masks": "human"})

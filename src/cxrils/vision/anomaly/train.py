@@ -1,0 +1,132 @@
+"""Training of the builtin anomaly map's network (``cxrils train-anomaly``).
+
+Data: the ``anomaly`` half of the COVID-QU-Ex tuning part
+(:func:`cxrils.vision.lesion_data.training_samples`; copies of other sources' or of
+report-part images left out): COVID-19 images with their expert-verified infection
+masks and Normal images (all-background targets); with ``lung_input`` the network
+also sees the image's expert lung mask. Loss: binary cross-entropy on every
+pixel plus soft Dice on the COVID-19 images (ours). A fixed hash share of these images
+(``val_fraction``) picks the best epoch by mean IoU at the best threshold, and that
+threshold is stored as ``p_star`` (:mod:`cxrils.vision.anomaly.builtin` maps it to
+Table 7's tau_ano). The detector's half and the report part are never read.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict
+from pathlib import Path
+
+import cv2
+import numpy as np
+
+from cxrils.config import AnomalyTrainConfig, LesionDataConfig
+from cxrils.vision.lesion_data import network_input, random_affine, warp
+from cxrils.vision.lesion_nets import LesionSegNet
+from cxrils.vision.lesion_train import fit, role_samples, run_summary, save_weights, split_validation
+
+
+
+def _area(m: np.ndarray, side: int) -> np.ndarray:
+    return cv2.resize(m.astype(np.float32), (side, side), interpolation=cv2.INTER_AREA)
+
+
+def best_threshold(prob: np.ndarray, ref: np.ndarray, grid: tuple[float, ...]) -> tuple[float, float]:
+    """``(threshold, mean IoU)``: the grid threshold of ``prob`` (N, h, w) with the
+    highest mean IoU against the bool masks ``ref`` (N, h, w) (an empty pair scores 1)."""
+    best = (grid[0], -1.0)
+    r = ref.reshape(len(ref), -1)
+    for t in grid:
+        f = prob.reshape(len(prob), -1) >= t
+        inter, union = (f & r).sum(1), (f | r).sum(1)
+        score = float(np.mean(np.where(union > 0, inter / np.maximum(union, 1), 1.0)))
+        if score > best[1]:
+            best = (float(t), score)
+    return best
+
+
+def train_anomaly(data_root: str | Path, out: str | Path, cfg: AnomalyTrainConfig = AnomalyTrainConfig(),
+                  data_cfg: LesionDataConfig = LesionDataConfig(), *, progress: bool = True) -> dict:
+    """Train the lesion map and write its weights (safetensors with metadata) to ``out``.
+
+    Returns
+    -------
+    dict
+        Training summary (also in the weights' metadata): images used, ``p_star``,
+        validation mean IoU at ``p_star``, per-epoch history, seconds.
+
+    Raises
+    ------
+    FileNotFoundError
+        If the COVID-QU-Ex folder is missing.
+    ValueError
+        If there are no training images.
+    """
+    import torch
+    import torch.nn.functional as F
+
+    samples = role_samples(data_root, "anomaly", data_cfg)
+    s, half = cfg.input_size, cfg.input_size // 2
+    items = []
+    for smp in samples:
+        right, left = smp.lungs()
+        items.append((network_input(smp.image(), s), _area(smp.lesion(), s), (_area(right | left, s) >= 0.5)
+                      .astype(np.float32)))
+    train_idx, val_idx = split_validation([smp.image_id for smp in samples], cfg.val_fraction, "anomaly-val")
+    val_pos = [i for i in val_idx if items[i][1].any()]
+
+    def _jitter(lungs: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+        """The lung channel grown or shrunk by up to ``lung_jitter_px`` pixels: at
+        inference it comes from the anatomy model, not from the expert."""
+        k = int(rng.integers(-cfg.lung_jitter_px, cfg.lung_jitter_px + 1))
+        if k == 0:
+            return lungs
+        op = cv2.dilate if k > 0 else cv2.erode
+        return op(lungs, np.ones((3, 3), np.uint8), iterations=abs(k))
+
+    def _channels(x: np.ndarray, lungs: np.ndarray) -> np.ndarray:
+        return np.stack([x, lungs]) if cfg.lung_input else x[None]
+
+    def make_batch(indices: list[int], rng: np.random.Generator):
+        xs, ys = [], []
+        for i in indices:
+            x, les, lungs = items[train_idx[i]]
+            m = random_affine(rng, s, cfg.aug_scale, cfg.aug_rotate_deg, cfg.aug_shift)
+            lungs_w = _jitter(warp(lungs, m, s, nearest=True), rng) if cfg.lung_input else lungs
+            xs.append(_channels(warp(x, m, s), lungs_w))
+            ys.append(_area(warp(les, m, s), half))
+        return torch.from_numpy(np.stack(xs)), torch.from_numpy(np.stack(ys))[:, None]
+
+    def loss_fn(logits, target):
+        bce = F.binary_cross_entropy_with_logits(logits, target)
+        p = torch.sigmoid(logits).flatten(1)
+        t = target.flatten(1)
+        pos = t.sum(1) > 0
+        if not bool(pos.any()):
+            return cfg.bce_weight * bce
+        inter = (p * t).sum(1)[pos]
+        dice = 1 - (2 * inter + 1) / (p.sum(1)[pos] + t.sum(1)[pos] + 1)
+        return cfg.bce_weight * bce + cfg.dice_weight * dice.mean()
+
+    net = LesionSegNet(cfg.widths, in_channels=2 if cfg.lung_input else 1)
+    ref = np.stack([_area(items[i][1], half) >= 0.5 for i in val_pos]) if val_pos else np.zeros((0, half, half), bool)
+    chosen: dict = {}
+
+    def validate() -> float:
+        probs = []
+        for start in range(0, len(val_pos), 32):
+            chunk = val_pos[start:start + 32]
+            inputs = np.stack([_channels(items[i][0], items[i][2]) for i in chunk])
+            probs.append(torch.sigmoid(net(torch.from_numpy(inputs)))[:, 0].numpy())
+        if not probs:
+            return 0.0
+        t, score = best_threshold(np.concatenate(probs), ref, cfg.p_star_grid)
+        chosen[score] = t
+        return score
+
+    result = fit(net, len(train_idx), make_batch, loss_fn, validate, cfg, progress=progress)
+    summary = {**run_summary("anomaly", samples, len(train_idx), len(val_idx), result),
+               "p_star": chosen[result["best_score"]], "validation_iou": round(result["best_score"], 4)}
+    save_weights(net, out, {"arch": {"widths": list(cfg.widths), "input_size": s, "in_channels": net.in_channels},
+                            "training": summary,
+                            "train_config": asdict(cfg), "data_config": asdict(data_cfg)})
+    return summary

@@ -1,0 +1,103 @@
+"""Training of the built-in lesion detector (``cxrils train-detector``).
+
+Data: the ``detector`` half of the COVID-QU-Ex tuning part
+(:func:`cxrils.vision.lesion_data.training_samples`; copies of other sources' or of
+report-part images left out). Targets: one "Lung Opacity" box per 8-connected component
+of the expert-verified infection mask (components under
+``LesionDataConfig.box_min_area_frac`` of the lungs dropped); Normal images have no box.
+A fixed hash share of these images (``val_fraction``) picks the best epoch by average
+precision at IoU 0.5. The anomaly map's half and the report part are never read: the
+detector and the anomaly map never learn from the same image (docs/grounding.md).
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict
+from pathlib import Path
+
+import numpy as np
+
+from cxrils.config import DetectionConfig, DetectorTrainConfig, LesionDataConfig
+from cxrils.vision.detection.centernet import STRIDE, average_precision, decode, loss, nms, targets
+from cxrils.vision.lesion_data import lesion_boxes, network_input, random_affine, warp
+from cxrils.vision.lesion_nets import CenterNetDetector
+from cxrils.vision.lesion_train import fit, role_samples, run_summary, save_weights, split_validation
+
+#: VinDr-CXR class the detector emits (the only one its training data supports).
+CLASSES: tuple[str, ...] = ("Lung Opacity",)
+
+
+def _resize_mask(m: np.ndarray, size: int) -> np.ndarray:
+    import cv2
+
+    return (cv2.resize(m.astype(np.float32), (size, size), interpolation=cv2.INTER_AREA) >= 0.5).astype(np.float32)
+
+
+def train_detector(data_root: str | Path, out: str | Path, cfg: DetectorTrainConfig = DetectorTrainConfig(),
+                   data_cfg: LesionDataConfig = LesionDataConfig(), *, progress: bool = True) -> dict:
+    """Train the detector and write its weights (safetensors with metadata) to ``out``.
+
+    Returns
+    -------
+    dict
+        The training summary written into the weights' metadata: images used,
+        validation AP at IoU 0.5 of the best epoch, per-epoch history, seconds.
+
+    Raises
+    ------
+    FileNotFoundError
+        If the COVID-QU-Ex folder is missing.
+    ValueError
+        If there are no training images.
+    """
+    import torch
+
+    samples = role_samples(data_root, "detector", data_cfg)
+    s = cfg.input_size
+    grid = s // STRIDE
+    items = []
+    for smp in samples:
+        right, left = smp.lungs()
+        items.append((network_input(smp.image(), s), _resize_mask(smp.lesion(), s), _resize_mask(right | left, s)))
+    train_idx, val_idx = split_validation([smp.image_id for smp in samples], cfg.val_fraction, "detector-val")
+
+    def boxes_of(lesion: np.ndarray, lungs: np.ndarray) -> list:
+        return lesion_boxes(lesion > 0.5, data_cfg.box_min_area_frac, lungs > 0.5)
+
+    def make_batch(indices: list[int], rng: np.random.Generator):
+        xs, tg = [], []
+        for i in indices:
+            x, les, lungs = items[train_idx[i]]
+            m = random_affine(rng, s, cfg.aug_scale, cfg.aug_rotate_deg, cfg.aug_shift)
+            les_w, lungs_w = warp(les, m, s, nearest=True), warp(lungs, m, s, nearest=True)
+            xs.append(warp(x, m, s))
+            tg.append(targets(boxes_of(les_w, lungs_w), grid, gaussian_alpha=cfg.gaussian_alpha))
+        batch = {k: torch.from_numpy(np.stack([t[k] for t in tg])) for k in tg[0]}
+        return torch.from_numpy(np.stack(xs))[:, None], batch
+
+    def loss_fn(outputs, tgt):
+        return loss(outputs, tgt, cfg.focal_alpha, cfg.focal_beta, cfg.size_weight, cfg.offset_weight)
+
+    net = CenterNetDetector(cfg.widths, n_classes=len(CLASSES))
+    truths = [boxes_of(items[i][1], items[i][2]) for i in val_idx]
+    dc = DetectionConfig()  # validation decodes as the builtin backend does
+
+    def validate() -> float:
+        dets = []
+        for start in range(0, len(val_idx), 32):
+            chunk = val_idx[start:start + 32]
+            out = net(torch.from_numpy(np.stack([items[i][0] for i in chunk]))[:, None])
+            hm = torch.sigmoid(out["heatmap"]).numpy()
+            for k in range(len(chunk)):
+                dets.append(nms(decode(hm[k], out["size"][k].numpy(), out["offset"][k].numpy(),
+                                       min_score=dc.builtin_min_score, max_boxes=dc.builtin_max_boxes),
+                                dc.builtin_nms_iou))
+        return average_precision(dets, truths, 0.5)
+
+    result = fit(net, len(train_idx), make_batch, loss_fn, validate, cfg, progress=progress)
+    summary = {**run_summary("detector", samples, len(train_idx), len(val_idx), result),
+               "validation_ap50": round(result["best_score"], 4)}
+    arch = {"widths": list(cfg.widths), "input_size": s, "n_classes": len(CLASSES)}
+    save_weights(net, out, {"arch": arch, "classes": list(CLASSES), "training": summary,
+                            "train_config": asdict(cfg), "data_config": asdict(data_cfg)})
+    return summary

@@ -1,0 +1,319 @@
+"""Human lesion labels of the shared public data, their fixed split and near-duplicates.
+
+The built-in lesion models (the learned detector, :mod:`cxrils.vision.detection`, and
+the learned anomaly map, :mod:`cxrils.vision.anomaly`) train on expert-verified
+COVID-19 infection masks of COVID-QU-Ex (``covid_qu_ex/``, Tahir et al. 2021; masks
+proposed by a network and corrected by medical doctors), and ``benchmarks/human_masks.py``
+scores the pipeline against them. Read from ``../shared/data``; never copied into the
+project.
+
+Split (fixed, shared with the anatomy model): an image is in the held-back **report
+part** when :func:`cxrils.vision.anatomy.data.split_of` ``("covid_qu_ex", image_id)``
+is ``"test"`` (COVID-QU-Ex has no patient ids, so the image id stands in for the
+patient); the rest is the **tuning part**, the only part any model here trains or is
+tuned on. The tuning part is cut once more, by :func:`tuning_role`, into two disjoint
+halves: one trains the detector, the other the anomaly map, so that the two models of
+Algorithm 1's c2 and c3 never learn from the same image (docs/grounding.md).
+
+Near-duplicates: COVID-QU-Ex is assembled from public collections and holds copies of
+images of ``covid_ieee8023`` (and possibly of the other shared sources), some of
+which are held back for reporting (the 93 severity-scored images, NIH, JSRT,
+xrv_tests). :func:`near_duplicate_pairs` finds copies by thumbnails (resized,
+re-cropped or re-exposed copies included); :func:`excluded_from_training` lists the
+tuning-part images that copy an image of another shared source or of the report part:
+no model trains on them.
+
+Sides: "right"/"left" are the patient's; on these frontal images the patient's right
+lung is on the image's left.
+"""
+
+from __future__ import annotations
+
+import csv
+import hashlib
+from dataclasses import dataclass
+from functools import lru_cache
+from pathlib import Path
+
+import cv2
+import numpy as np
+from scipy import ndimage as ndi
+
+from cxrils.config import LesionDataConfig
+from cxrils.vision.anatomy.data import read_gray, split_both_lungs, split_of
+
+#: Folder of COVID-QU-Ex under the data root.
+COVID_QU_EX = "covid_qu_ex"
+#: Other shared sources whose images a COVID-QU-Ex image may copy (folder, image glob).
+OTHER_SOURCES: tuple[tuple[str, str], ...] = (
+    ("covid_ieee8023", "images/*.png"), ("nih_bbox", "images/*.png"), ("xrv_tests", "images/*.png"),
+    ("jsrt_scr", "images/*.png"), ("iu_xray", "images/*.png"), ("pip_packaged", "images/*.png"),
+)
+#: The two halves of the tuning part (:func:`tuning_role`).
+ROLES: tuple[str, ...] = ("detector", "anomaly")
+
+
+@dataclass(frozen=True)
+class LesionSample:
+    """One COVID-QU-Ex image with its human labels.
+
+    Attributes
+    ----------
+    image_id : str
+    image_path : Path
+    cls : {"COVID-19", "Normal"}
+    part : {"tuning", "report"}
+        The fixed split (module docstring).
+    lesion_path : Path or None
+        0/255 PNG of the expert-verified infection mask (None for Normal images).
+    lung_path : Path
+        0/255 PNG of both lungs (one mask).
+    """
+
+    image_id: str
+    image_path: Path
+    cls: str
+    part: str
+    lesion_path: Path | None
+    lung_path: Path
+
+    @property
+    def positive(self) -> bool:
+        """True for a COVID-19 image (an infection mask exists)."""
+        return self.lesion_path is not None
+
+    def image(self) -> np.ndarray:
+        """The image, uint8 (H, W) (256 x 256 as distributed)."""
+        return read_gray(self.image_path)
+
+    def lesion(self) -> np.ndarray:
+        """Infection mask, bool (H, W); all False for a Normal image."""
+        if self.lesion_path is None:
+            return np.zeros(read_gray(self.lung_path).shape, dtype=bool)
+        return read_gray(self.lesion_path) > 127
+
+    def lungs(self) -> tuple[np.ndarray, np.ndarray]:
+        """(right lung, left lung), bool (H, W), patient sides, cut from the one
+        both-lungs mask by :func:`cxrils.vision.anatomy.data.split_both_lungs`."""
+        return split_both_lungs(read_gray(self.lung_path) > 127)
+
+
+def part_of(image_id: str) -> str:
+    """``"report"`` (held back) or ``"tuning"`` for a COVID-QU-Ex image id (module docstring)."""
+    return "report" if split_of(COVID_QU_EX, image_id) == "test" else "tuning"
+
+
+def tuning_role(image_id: str) -> str:
+    """``"detector"`` or ``"anomaly"``: which built-in model may train on this
+    tuning-part image (``sha256("covid_qu_ex-role:<id>")`` even/odd; ours, fixed)."""
+    digest = hashlib.sha256(f"{COVID_QU_EX}-role:{image_id}".encode("utf-8")).hexdigest()
+    return ROLES[int(digest, 16) % 2]
+
+
+def covid_qu_ex_samples(data_root: str | Path, part: str | None = None) -> list[LesionSample]:
+    """COVID-QU-Ex images listed in ``images.csv``, sorted by image id.
+
+    Parameters
+    ----------
+    data_root : path
+        The shared data folder (``../shared/data``).
+    part : {"tuning", "report"}, optional
+        Only this part of the fixed split (default: both).
+
+    Raises
+    ------
+    FileNotFoundError
+        If ``<data_root>/covid_qu_ex/images.csv`` does not exist.
+    ValueError
+        On an unknown ``part``.
+    """
+    if part not in (None, "tuning", "report"):
+        raise ValueError(f"part must be 'tuning' or 'report', got {part!r}")
+    root = Path(data_root) / COVID_QU_EX
+    table = root / "images.csv"
+    if not table.is_file():
+        raise FileNotFoundError(f"{table}: COVID-QU-Ex table not found (see ../shared/data/README.md)")
+    out = []
+    with open(table, newline="", encoding="utf-8") as fh:
+        for row in csv.DictReader(fh):
+            iid = row["image_id"]
+            p = part_of(iid)
+            if part is not None and p != part:
+                continue
+            lesion = root / row["infection_mask"] if row.get("infection_mask") else None
+            out.append(LesionSample(iid, root / "images" / f"{iid}.png", row["cls"], p, lesion,
+                                    root / row["lung_mask"]))
+    return sorted(out, key=lambda s: s.image_id)
+
+
+def lesion_boxes(lesion: np.ndarray, min_area_frac: float, lungs: np.ndarray | None = None
+                 ) -> list[tuple[float, float, float, float]]:
+    """Boxes ``(x0, y0, x1, y1)`` (pixels, x = column, x1/y1 exclusive) of the
+    8-connected components of a lesion mask, the detector's training targets.
+
+    Components smaller than ``min_area_frac`` of the lung area (of the whole image
+    when ``lungs`` is None) are dropped as specks.
+
+    Parameters
+    ----------
+    lesion : numpy.ndarray, bool, shape (H, W)
+    min_area_frac : float
+        In [0, 1].
+    lungs : numpy.ndarray, bool, shape (H, W), optional
+    """
+    ref = int(lungs.sum()) if lungs is not None and lungs.any() else lesion.size
+    labels, _ = ndi.label(lesion, structure=np.ones((3, 3), bool))
+    boxes = []
+    for index, sl in enumerate(ndi.find_objects(labels), start=1):
+        if sl is None or int((labels[sl] == index).sum()) < min_area_frac * ref:
+            continue
+        boxes.append((float(sl[1].start), float(sl[0].start), float(sl[1].stop), float(sl[0].stop)))
+    return boxes
+
+
+def _thumb(x: np.ndarray, side: int, highpass_sigma: float) -> np.ndarray:
+    t = cv2.resize(x, (side, side), interpolation=cv2.INTER_AREA).astype(np.float32)
+    if highpass_sigma > 0:
+        t = t - cv2.GaussianBlur(t, (0, 0), highpass_sigma)
+    t = t.ravel() - t.mean()
+    norm = float(np.linalg.norm(t))
+    return t / norm if norm > 0 else t
+
+
+@lru_cache(maxsize=8192)
+def fingerprints(path: Path, cfg: LesionDataConfig = LesionDataConfig()) -> tuple[np.ndarray, np.ndarray]:
+    """The two thumbnails compared by :func:`near_duplicate_pairs`, each a unit
+    vector (their dot product is a Pearson correlation).
+
+    ``coarse``: the image squashed (aspect NOT kept, as COVID-QU-Ex squashed its
+    sources to 256 x 256) to ``dup_coarse_side`` squared; ``fine``: squashed to
+    ``dup_fine_side`` squared minus its Gaussian blur (sigma ``dup_fine_sigma``), i.e.
+    the image's own edges and texture, which tell a copy from a look-alike.
+    """
+    x = read_gray(path)
+    return _thumb(x, cfg.dup_coarse_side, 0.0), _thumb(x, cfg.dup_fine_side, cfg.dup_fine_sigma)
+
+
+def near_duplicate_pairs(a: list[Path], b: list[Path], cfg: LesionDataConfig = LesionDataConfig(),
+                         *, same_list: bool = False) -> list[tuple[int, int, float]]:
+    """Pairs ``(i, j, fine correlation)`` of images ``a[i]``, ``b[j]`` that are copies.
+
+    A pair is a copy when the coarse thumbnails correlate at ``dup_coarse_min`` or
+    more and the fine (high-pass) thumbnails at ``dup_fine_min`` or more
+    (:func:`fingerprints`). With ``same_list`` (``a is b``), only ``i < j``.
+    """
+    if not a or not b:
+        return []
+    ca, fa = map(np.stack, zip(*(fingerprints(Path(p), cfg) for p in a)))
+    cb, fb = map(np.stack, zip(*(fingerprints(Path(p), cfg) for p in b)))
+    out = []
+    for start in range(0, len(a), 512):
+        coarse = ca[start:start + 512] @ cb.T
+        for i, j in zip(*np.nonzero(coarse >= cfg.dup_coarse_min)):
+            i, j = start + int(i), int(j)
+            if same_list and j <= i:
+                continue
+            fine = float(fa[i] @ fb[j])
+            if fine >= cfg.dup_fine_min:
+                out.append((i, j, fine))
+    return out
+
+
+def other_source_images(data_root: str | Path) -> list[Path]:
+    """Images of the other shared sources (:data:`OTHER_SOURCES`) that exist, sorted."""
+    root = Path(data_root)
+    return [p for name, pattern in OTHER_SOURCES for p in sorted((root / name).glob(pattern))]
+
+
+@dataclass(frozen=True)
+class DuplicateReport:
+    """What :func:`find_duplicates` found.
+
+    ``cross``: (COVID-QU-Ex image id, other source's image path relative to the data
+    root, fine correlation); ``within``: (tuning-part id, report-part id, correlation)
+    copies across the fixed split; ``excluded``: the tuning-part ids no model trains on.
+    """
+
+    cross: list[tuple[str, str, float]]
+    within: list[tuple[str, str, float]]
+    excluded: frozenset[str]
+
+
+def find_duplicates(data_root: str | Path, cfg: LesionDataConfig = LesionDataConfig()) -> DuplicateReport:
+    """Copies between COVID-QU-Ex and the other shared sources, and across its split.
+
+    Reads every image once (a few seconds for the shared data). A tuning-part image is
+    excluded from training when it copies any image of another source (some are held
+    back: severity scores, NIH, JSRT, xrv_tests; the rest feed the demo dataset whose
+    test split must stay unseen too) or a report-part image.
+
+    Raises
+    ------
+    FileNotFoundError
+        If the COVID-QU-Ex table is missing.
+    """
+    root = Path(data_root)
+    samples = covid_qu_ex_samples(root)
+    others = other_source_images(root)
+    paths = [s.image_path for s in samples]
+    cross = [(samples[i].image_id, str(others[j].relative_to(root)), round(c, 4))
+             for i, j, c in near_duplicate_pairs(paths, others, cfg)]
+    within = []
+    for i, j, c in near_duplicate_pairs(paths, paths, cfg, same_list=True):
+        a, b = samples[i], samples[j]
+        if a.part != b.part:
+            tune, rep = (a, b) if a.part == "tuning" else (b, a)
+            within.append((tune.image_id, rep.image_id, round(c, 4)))
+    part = {s.image_id: s.part for s in samples}
+    excluded = {iid for iid, _, _ in cross if part[iid] == "tuning"} | {t for t, _, _ in within}
+    return DuplicateReport(cross, within, frozenset(excluded))
+
+
+def training_samples(data_root: str | Path, role: str, cfg: LesionDataConfig = LesionDataConfig()
+                     ) -> list[LesionSample]:
+    """Tuning-part samples of one role (:func:`tuning_role`) that are no copies of
+    another source's or the report part's images (:func:`find_duplicates`).
+
+    Raises
+    ------
+    ValueError
+        On an unknown role.
+    FileNotFoundError
+        If the COVID-QU-Ex table is missing.
+    """
+    if role not in ROLES:
+        raise ValueError(f"role must be one of {ROLES}, got {role!r}")
+    excluded = find_duplicates(data_root, cfg).excluded
+    return [s for s in covid_qu_ex_samples(data_root, "tuning")
+            if tuning_role(s.image_id) == role and s.image_id not in excluded]
+
+
+def network_input(x: np.ndarray, size: int) -> np.ndarray:
+    """The input of the built-in lesion networks (:mod:`cxrils.vision.lesion_nets`).
+
+    ``x`` uint8 (H, W) is squashed to ``size`` x ``size`` (area interpolation; aspect
+    NOT kept, as COVID-QU-Ex stored its images) and histogram-equalised, which makes the
+    input the same for any monotone grey-level mapping of the image (CR, DR, journal
+    figures). Returns float32 (size, size) in [0, 1].
+    """
+    small = cv2.resize(np.ascontiguousarray(x), (size, size), interpolation=cv2.INTER_AREA)
+    return cv2.equalizeHist(small).astype(np.float32) / 255.0
+
+
+def random_affine(rng: np.random.Generator, size: int, scale: float, rotate_deg: float,
+                  shift: float) -> np.ndarray:
+    """A random 2 x 3 affine matrix on a ``size`` x ``size`` grid (training
+    augmentation): zoom in [1 - scale, 1 + scale], rotation in +-``rotate_deg`` degrees
+    about the centre, shift in +-``shift`` x size pixels. No flip: it would swap the
+    patient's sides and put the heart on the wrong side."""
+    c = (size - 1) / 2.0
+    m = cv2.getRotationMatrix2D((c, c), float(rng.uniform(-rotate_deg, rotate_deg)),
+                                float(rng.uniform(1 - scale, 1 + scale)))
+    m[:, 2] += rng.uniform(-shift, shift, 2) * size
+    return m
+
+
+def warp(a: np.ndarray, m: np.ndarray, size: int, *, nearest: bool = False) -> np.ndarray:
+    """``a`` (size, size) float32 moved by the affine ``m``; zeros enter at the borders."""
+    flags = cv2.INTER_NEAREST if nearest else cv2.INTER_LINEAR
+    return cv2.warpAffine(a, m, (size, size), flags=flags, borderMode=cv2.BORDER_CONSTANT, borderValue=0.0)

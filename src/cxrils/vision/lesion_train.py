@@ -1,0 +1,176 @@
+"""The training loop shared by the built-in lesion networks (``cxrils train-detector``,
+``cxrils train-anomaly``).
+
+Each trainer gives its network, a batch function (augmented inputs and targets) and a
+validation score; this module runs AdamW with a one-cycle learning rate
+(``torch.optim.lr_scheduler.OneCycleLR``), scores the validation images after every
+epoch, keeps the weights of the best epoch and writes them as safetensors with their
+metadata. The validation images are a fixed hash share of the training role's
+tuning-part images (:func:`split_validation`); the report part is never read.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import time
+from pathlib import Path
+from typing import Any, Callable, Sequence
+
+import numpy as np
+
+from cxrils.config import LesionDataConfig, LesionTrainConfig
+from cxrils.fsutil import atomic_path
+from cxrils.vision.lesion_data import LesionSample, training_samples
+
+log = logging.getLogger(__name__)
+
+
+def split_validation(ids: Sequence[str], fraction: float, salt: str) -> tuple[list[int], list[int]]:
+    """Indices (train, validation) of ``ids``: an id is validation when
+    ``sha256("<salt>:<id>")`` modulo 10,000 is below ``fraction * 10,000`` (fixed)."""
+    val = [i for i, s in enumerate(ids)
+           if int(hashlib.sha256(f"{salt}:{s}".encode()).hexdigest(), 16) % 10_000 < fraction * 10_000]
+    vs = set(val)
+    return [i for i in range(len(ids)) if i not in vs], val
+
+
+def role_samples(data_root: str | Path, role: str, data_cfg: LesionDataConfig) -> list[LesionSample]:
+    """:func:`cxrils.vision.lesion_data.training_samples` of a role.
+
+    Raises
+    ------
+    ValueError
+        If there are none.
+    FileNotFoundError
+        If the COVID-QU-Ex folder is missing.
+    """
+    samples = training_samples(data_root, role, data_cfg)
+    if not samples:
+        raise ValueError(f"{data_root}: no COVID-QU-Ex tuning images for the {role} model")
+    return samples
+
+
+def run_summary(role: str, samples: list[LesionSample], n_train: int, n_val: int, result: dict) -> dict:
+    """The JSON-ready summary of a training run stored with its weights: data, image
+    counts, best epoch, per-epoch history (4 decimals) and seconds."""
+    n_pos = sum(s.positive for s in samples)
+    return {
+        "data": f"COVID-QU-Ex infection segmentation, train split: '{role}' half of the tuning part "
+                "(cxrils.vision.lesion_data), copies of other sources' and report-part images excluded",
+        "images": len(samples), "covid_images": n_pos, "normal_images": len(samples) - n_pos,
+        "train_images": n_train, "validation_images": n_val, "best_epoch": result["best_epoch"],
+        "history": [{k: round(v, 4) if isinstance(v, float) else v for k, v in h.items()} for h in result["history"]],
+        "train_seconds": round(result["train_seconds"], 1),
+    }
+
+
+def fit(net, n_train: int, make_batch: Callable[[list[int], np.random.Generator], tuple[Any, Any]],
+        loss_fn: Callable[[Any, Any], Any], validate: Callable[[], float], cfg: LesionTrainConfig, *,
+        progress: bool = True) -> dict:
+    """Train ``net`` in place and load the weights of its best validation epoch.
+
+    Parameters
+    ----------
+    net : torch.nn.Module
+    n_train : int
+        Number of training items; batches are drawn from a fresh permutation per epoch.
+    make_batch : callable
+        ``make_batch(indices, rng) -> (inputs, targets)`` (augmented).
+    loss_fn : callable
+        ``loss_fn(net(inputs), targets) -> scalar tensor``.
+    validate : callable
+        Higher-is-better score of the current weights on the validation images (the
+        net is put in eval mode around the call).
+    cfg : LesionTrainConfig
+
+    Returns
+    -------
+    dict
+        ``best_epoch``, ``best_score``, ``history`` (per epoch: loss, score, seconds),
+        ``train_seconds``.
+    """
+    import copy
+
+    import torch
+    from tqdm import tqdm
+
+    torch.manual_seed(cfg.seed)
+    rng = np.random.default_rng(cfg.seed)
+    steps_per_epoch = max(1, n_train // cfg.batch_size)
+    opt = torch.optim.AdamW(net.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay)
+    sched = torch.optim.lr_scheduler.OneCycleLR(opt, max_lr=cfg.lr, total_steps=cfg.epochs * steps_per_epoch)
+    best: tuple[float, int, dict] | None = None
+    history = []
+    t_start = time.perf_counter()
+    for epoch in range(cfg.epochs):
+        t0 = time.perf_counter()
+        net.train()
+        order = rng.permutation(n_train)
+        losses = []
+        bar = tqdm(range(steps_per_epoch), desc=f"epoch {epoch + 1}/{cfg.epochs}", disable=not progress,
+                   unit="batch", leave=False)
+        for b in bar:
+            inputs, targets = make_batch([int(i) for i in order[b * cfg.batch_size:(b + 1) * cfg.batch_size]], rng)
+            loss = loss_fn(net(inputs), targets)
+            opt.zero_grad(set_to_none=True)
+            loss.backward()
+            opt.step()
+            sched.step()
+            losses.append(float(loss.detach()))
+            bar.set_postfix(loss=f"{np.mean(losses[-20:]):.4f}")
+        net.eval()
+        with torch.inference_mode():
+            score = float(validate())
+        history.append({"epoch": epoch + 1, "loss": float(np.mean(losses)), "score": score,
+                        "seconds": time.perf_counter() - t0})
+        log.info("epoch %d: loss %.4f, validation %.4f (%.0f s)", epoch + 1, history[-1]["loss"], score,
+                 history[-1]["seconds"])
+        if progress:
+            print(f"epoch {epoch + 1}/{cfg.epochs}: loss {history[-1]['loss']:.4f}, validation {score:.4f}, "
+                  f"{history[-1]['seconds']:.0f} s", flush=True)
+        if best is None or score > best[0]:
+            best = (score, epoch + 1, copy.deepcopy(net.state_dict()))
+    net.load_state_dict(best[2])
+    net.eval()
+    return {"best_epoch": best[1], "best_score": best[0], "history": history,
+            "train_seconds": time.perf_counter() - t_start}
+
+
+def save_weights(net, path: str | Path, metadata: dict[str, Any]) -> Path:
+    """Write ``net``'s state dict to ``path`` (safetensors, atomically) with
+    ``metadata`` stored as JSON strings (``safetensors`` metadata are str -> str)."""
+    from safetensors.torch import save_file
+
+    out = Path(path)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    state = {k: v.detach().contiguous().cpu() for k, v in net.state_dict().items()}
+    with atomic_path(out, suffix=".safetensors") as tmp:
+        save_file(state, str(tmp), metadata={k: json.dumps(v) for k, v in metadata.items()})
+    return out
+
+
+def load_weights(path: str | Path, build: Callable[[dict], Any], error: type[Exception]):
+    """``(net, metadata)`` from a file written by :func:`save_weights`; ``build(meta)``
+    makes the network from the metadata.
+
+    Raises
+    ------
+    error
+        If the file is missing or does not fit the network (the message names the file).
+    """
+    from safetensors import SafetensorError
+    from safetensors.torch import load_file, safe_open
+
+    p = Path(path)
+    if not p.is_file():
+        raise error(f"{p}: weights not found")
+    try:
+        with safe_open(str(p), framework="pt") as fh:
+            meta = {k: json.loads(v) for k, v in (fh.metadata() or {}).items()}
+        net = build(meta)
+        net.load_state_dict(load_file(str(p)))
+    except (SafetensorError, KeyError, ValueError, TypeError, RuntimeError, OSError) as err:
+        raise error(f"{p}: not usable weights: {err}") from err
+    return net.eval(), meta

@@ -1,0 +1,65 @@
+"""Reports and groundings written from human labels (cxrils.grounding.human)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from grounding_helpers import H, W, anatomy, rect
+
+from cxrils.config import Config
+from cxrils.grounding.human import (NORMAL_REPORT, human_grounding, report_from_label, sides_of_box,
+                                    sides_of_mask)
+from cxrils.instructions import generate_records
+from cxrils.report import structure_reports
+
+
+def _structure(text: str):
+    return next(iter(structure_reports([("s", text)], Config())))
+
+
+@pytest.mark.parametrize("lesion_type,sides,labels", [
+    ("opacity", ("right lung", "left lung"), ["right lung", "left lung"]),
+    ("opacity", ("left lung",), ["left lung"]),
+    ("pneumonia", ("right lung",), ["right lung"]),
+    ("atelectasis", ("right lung", "left lung"), ["right lung", "left lung"]),
+])
+def test_reports_from_labels_read_back_as_the_label(lesion_type, sides, labels):
+    f, = _structure(report_from_label(lesion_type, sides)).findings
+    assert f.presence == "positive" and f.target_type == lesion_type and sorted(f.labels) == sorted(labels)
+
+
+def test_cardiomegaly_and_normal_reports():
+    r = _structure(report_from_label("cardiomegaly", ()))
+    assert r.findings and all(f.target_type == "cardiomegaly" and f.presence == "positive" for f in r.findings)
+    assert not [f for f in _structure(NORMAL_REPORT).findings if f.presence == "positive"]
+
+
+def test_sides_of_masks_and_boxes_are_the_patients():
+    right, left = rect(0, H, 0, 50), rect(0, H, 50, W)
+    assert sides_of_mask(rect(10, 40, 5, 30), right, left) == ("right lung",)     # image left = patient right
+    assert sides_of_mask(rect(10, 40, 5, 95), right, left) == ("right lung", "left lung")
+    assert sides_of_mask(rect(10, 40, 46, 95), right, left) == ("left lung",)     # 4 of 49 columns: under 10%
+    assert sides_of_box((300, 10, 400, 60), 512) == ("left lung",)
+    assert sides_of_box((100, 10, 400, 60), 512) == ("right lung", "left lung")
+
+
+def test_human_grounding_puts_the_expert_mask_in_the_reported_lungs():
+    anat = anatomy()
+    lesion = rect(70, 95, 5, 45)                    # patient right lung base
+    report = _structure("There is an opacity in the right lung.")
+    g = human_grounding(study_id="s", image_id="i", report=report, anatomy=anat, lesion=lesion, cfg=Config())
+    f, = g.findings
+    assert np.array_equal(f.mask, lesion) and f.grounded == ["right lung"]
+    assert "left lung" in g.empty_locations and "right lung" not in g.empty_locations
+    assert g.ctr is not None and np.array_equal(g.heart_mask, anat["heart"])
+    rows = generate_records(g, split="train", patient_id="p", image_path="images/i.png", cfg=Config())
+    pos = [r for r in rows if r["polarity"] == "positive"]
+    assert pos and all(r["mask_area"] == lesion.sum() for r in pos)
+    assert any(r["polarity"] == "negative" and r["locations"] and r["locations"][0].startswith("left")
+               for r in rows)
+    # a mask in the other lung than the report says grounds nothing
+    g2 = human_grounding(study_id="s", image_id="i", report=report, anatomy=anat, lesion=rect(70, 95, 55, 95),
+                         cfg=Config())
+    assert g2.findings[0].mask is None and "reaches no reported location" in g2.findings[0].drop_reason
+    with pytest.raises(ValueError, match="shape"):
+        human_grounding(study_id="s", image_id="i", report=report, anatomy=anat, lesion=lesion[:50], cfg=Config())

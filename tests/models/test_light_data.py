@@ -1,0 +1,70 @@
+"""The light model's training dataset: generated records with held-back images' train
+records dropped, plus records written from human masks of the detector half."""
+
+from __future__ import annotations
+
+import csv
+import shutil
+
+import pytest
+from lesion_fixtures import write_covid_qu_ex
+from light_synthetic import make_tiny_dataset
+
+from cxrils.dataset import read_records
+from cxrils.models.light.data import HUMAN_PREFIX, build_training_dataset
+from cxrils.vision.lesion_data import covid_qu_ex_samples, training_samples
+
+
+@pytest.mark.slow
+def test_training_dataset_merges_generated_and_human_records(tmp_path):
+    gen = make_tiny_dataset(tmp_path / "gen", n_train=6, n_val=2, n_test=2)
+    root = write_covid_qu_ex(tmp_path / "data", n_covid=20, n_normal=10)
+    cov = root / "covid_ieee8023"
+    (cov / "images").mkdir(parents=True)
+    # a severity-scored image that is a copy of a generated train image, and one of a test image
+    shutil.copy(gen / "images" / "img000.png", cov / "images" / "s1.png")
+    shutil.copy(gen / "images" / "img008.png", cov / "images" / "s2.png")
+    with open(cov / "metadata.csv", "w", newline="") as fh:
+        w = csv.writer(fh)
+        w.writerows([["image_id", "orig_filename"], ["s1", "s1.jpeg"], ["s2", "s2.jpeg"]])
+    with open(cov / "severity_scores.csv", "w", newline="") as fh:
+        w = csv.writer(fh)
+        w.writerows([["filename", "geographic_mean", "opacity_mean"], ["s1.jpeg", "3", "2"], ["s2.jpeg", "1", "1"]])
+    out = tmp_path / "light_data"
+    summary = build_training_dataset(gen, root, out)
+    recs = read_records(out)
+    before = read_records(gen)
+    assert summary["held_back_images"] == 2
+    assert not len(recs[(recs.image_id == "img000")]), "train records of a held-back image are dropped"
+    assert len(recs[recs.image_id == "img008"]) == len(before[before.image_id == "img008"]), "test records stay"
+    human = recs[recs.image_id.str.startswith(HUMAN_PREFIX)]
+    want = {HUMAN_PREFIX + s.image_id for s in training_samples(root, "detector")}
+    assert set(human.image_id) == want and set(human.split) <= {"train", "validate"}
+    reported = {HUMAN_PREFIX + s.image_id for s in covid_qu_ex_samples(root, "report")}
+    assert not reported & set(recs.image_id)
+    pos = human[human.polarity == "positive"]
+    assert len(pos) and set(pos.lesion_type) == {"opacity"} and (pos.mask_area > 0).all()
+    normals = {HUMAN_PREFIX + s.image_id for s in training_samples(root, "detector") if not s.positive}
+    assert not set(pos.image_id) & normals
+    # COVID-19 images get no absent-type negatives ("There is no pneumonia" could be false)
+    covid_neg = human[(human.polarity == "negative") & ~human.image_id.isin(normals)]
+    assert set(covid_neg.lesion_type) <= {"opacity"}
+    assert len(set(human[human.image_id.isin(normals)].lesion_type)) > 1
+
+
+def test_cardiomegaly_positives_repeated_or_dropped_by_the_ctr():
+    from cxrils.config import Config
+    from cxrils.models.light.data import CARDIOMEGALY_REPEAT, _cardiomegaly_rows
+
+    def row(k, split, polarity, lesion):
+        return {"record_id": f"im:{k}", "image_id": "im", "split": split, "polarity": polarity, "lesion_type": lesion}
+
+    rows = [row(0, "train", "positive", "cardiomegaly"), row(1, "train", "negative", "effusion"),
+            row(2, "test", "positive", "cardiomegaly")]
+    out, rep, drop = _cardiomegaly_rows(rows, 0.58, Config())
+    assert (rep, drop) == (1, 0) and len(out) == len(rows) + CARDIOMEGALY_REPEAT - 1
+    assert len({r["record_id"] for r in out}) == len(out)          # new ids, no clash
+    assert sum(r["split"] == "test" for r in out) == 1               # test rows untouched
+    out, rep, drop = _cardiomegaly_rows(rows, 0.40, Config())        # CTR <= 0.45: report and measure disagree
+    assert (rep, drop) == (0, 1) and [r["record_id"] for r in out] == ["im:1", "im:2"]
+    assert _cardiomegaly_rows(rows, None, Config())[2] == 1

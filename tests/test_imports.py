@@ -32,9 +32,6 @@ LAYERS: tuple[tuple[str, ...], ...] = (
 #: the builtin anomaly atlas and the light model's
 #: calibration (issue 18), and batch prediction calling the evaluation (models).
 ALLOWED: frozenset[tuple[str, str]] = frozenset({
-    ("cxrils.vision.anomaly.atlas", "cxrils.vision.anomaly.builtin"),
-    ("cxrils.models.light.train", "cxrils.models.light.calibrate"),
-    ("cxrils.models.light.calibrate", "cxrils.models.light.train"),
     ("cxrils.models.predict", "cxrils.evaluation"),
 })
 

@@ -28,29 +28,43 @@ def _sha(path: Path) -> str:
 
 @pytest.mark.needs_data
 def test_resume_after_changing_a_weight_file_is_refused(tmp_path, shared_data):
-    """The builtin stages (real wiring): the anomaly atlas they load is hashed; editing
-    it between two runs of one dataset stops the second with the file and both hashes."""
-    atlas = tmp_path / "atlas.json"
-    shutil.copy(resources.files("cxrils") / "weights" / "anomaly_atlas.json", atlas)
-    cfg = load_config(None, [f"anomaly.atlas_path={atlas}"])
+    """The builtin stages (real wiring): the weights they load (anatomy network, lesion
+    map, detector) are hashed; changing the lesion map's file between two runs of one
+    dataset stops the second with the file and both hashes."""
+    shipped = resources.files("cxrils") / "weights"
+    lesion_map = tmp_path / "lesion_map.safetensors"
+    shutil.copy(shipped / "anomaly_builtin.safetensors", lesion_map)
+    cfg = load_config(None, [f"anomaly.builtin_weights={lesion_map}"])
     pairs = shared_data / "pairs" / "iu_pairs.csv"
     out = tmp_path / "ds"
     generate(pairs, out, cfg, limit=1)
     weights = read_manifest(out)["provenance"]["weights"]
-    shipped = Path(str(resources.files("cxrils") / "weights" / "anatomy_builtin.safetensors"))
-    assert weights["anatomy (builtin)"] == {"cxrils/weights/anatomy_builtin.safetensors": _sha(shipped)}
-    old = _sha(atlas)
-    assert weights["anomaly (builtin)"] == {str(atlas): old}
-    data = json.loads(atlas.read_text())
-    data["mu"][0][0] += 0.01  # a retrained atlas
-    atlas.write_text(json.dumps(data))
+    anatomy = Path(str(shipped / "anatomy_builtin.safetensors"))
+    detector = Path(str(shipped / "detector_builtin.safetensors"))
+    assert weights["anatomy (builtin)"] == {"cxrils/weights/anatomy_builtin.safetensors": _sha(anatomy)}
+    assert weights["detector (builtin)"] == {"cxrils/weights/detector_builtin.safetensors": _sha(detector)}
+    old = _sha(lesion_map)
+    assert weights["anomaly (builtin)"] == {str(lesion_map): old}
+    data = bytearray(lesion_map.read_bytes())
+    data[-1] ^= 0x01  # a retrained lesion map (one weight changed)
+    lesion_map.write_bytes(bytes(data))
     with pytest.raises(RunError) as info:
         generate(pairs, out, cfg, limit=2)
     message = str(info.value)
-    assert f"weights.anomaly (builtin).{atlas}: \"{old[:23]}" in message
-    assert f"now \"{_sha(atlas)[:23]}" in message
+    assert f"weights.anomaly (builtin).{lesion_map}: \"{old[:23]}" in message
+    assert f"now \"{_sha(lesion_map)[:23]}" in message
     assert f"to start over, delete {out} or write to a new folder (-o)" in message
     assert len(list((out / "parts").glob("*.parquet"))) + len(list((out / "excluded").glob("*.json"))) == 1
+
+
+def test_atlas_backend_hashes_the_atlas(tmp_path):
+    """backends.anomaly=atlas lists the atlas file it reads (no run needed)."""
+    from cxrils.pipeline.stages import BuiltinStages
+
+    atlas = tmp_path / "atlas.json"
+    atlas.write_text("{}")
+    cfg = load_config(None, ["backends.anomaly=atlas", f"anomaly.atlas_path={atlas}"])
+    assert BuiltinStages().weight_files(cfg)["anomaly (atlas)"] == [str(atlas)]
 
 
 def test_provenance_records_the_code_version_and_refuses_another(tmp_path, monkeypatch):

@@ -147,23 +147,29 @@ class BuiltinStages:
         """The weight files (or folders) the backends of ``cfg`` load, by stage: hashed
         into the run's provenance so a resume with other weights is refused.
 
-        Shipped weights (builtin anatomy network, builtin anomaly atlas) and every
-        local path the chosen backends read (``backends.*_weights``, ``*_dir``,
-        ``onnx_detector``, ``llm_model_path``, ``anomaly.radedit_*_dir``). A backend
-        that gains a weight file must be listed here.
+        Shipped weights (builtin anatomy network, builtin lesion map, builtin detector,
+        anomaly atlas) and every local path the chosen backends read
+        (``backends.*_weights``, ``*_dir``, ``onnx_detector``, ``llm_model_path``,
+        ``anomaly.radedit_*_dir``, ``anomaly.builtin_weights``,
+        ``detection.builtin_weights``). A backend that gains a weight file must be
+        listed here.
         """
         from importlib import resources
 
-        from cxrils.vision.anatomy.builtin import default_weights
+        from cxrils.vision.anatomy.builtin import default_weights as anatomy_weights
         from cxrils.vision.anomaly.atlas import ATLAS_NAME
+        from cxrils.vision.anomaly.builtin import default_weights as lesion_map_weights
+        from cxrils.vision.detection.builtin import default_weights as detector_weights
 
         b = cfg.backends
         atlas = cfg.anomaly.atlas_path or str(resources.files("cxrils") / "weights" / ATLAS_NAME)
-        anatomy_paths = {"builtin": [str(default_weights())], "cxas": [b.cxas_weights],
+        anatomy_paths = {"builtin": [str(anatomy_weights())], "cxas": [b.cxas_weights],
                          "hybridgnet": [b.hybridgnet_weights]}
-        anomaly_paths = {"builtin": [atlas],
+        anomaly_paths = {"builtin": [cfg.anomaly.builtin_weights or str(lesion_map_weights())],
+                         "atlas": [atlas],
                          "radedit": [b.radedit_dir, cfg.anomaly.radedit_vae_dir, cfg.anomaly.radedit_text_encoder_dir]}
-        detector_paths = {"onnx": [b.onnx_detector]}
+        detector_paths = {"builtin": [cfg.detection.builtin_weights or str(detector_weights())],
+                          "onnx": [b.onnx_detector]}
         out: dict[str, list[str]] = {}
         for name in dict.fromkeys([b.anatomy, b.anatomy_edit_region or b.anatomy]):
             out[f"anatomy ({name})"] = anatomy_paths.get(name, [])

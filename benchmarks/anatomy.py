@@ -10,8 +10,12 @@ process's peak resident memory; and what the near-duplicate rule of
 
 With the shipped weights the tables are published as ``docs/results/anatomy.md``
 (``benchmarks/results.py``); with ``--weights`` (a candidate) they are only printed.
+``--part validation`` scores the validation part of ``cxrils train-anatomy`` instead
+(carved from the train split, default 10 %), the part on which candidates and settings
+are chosen; it is never published.
 
-Usage: ``PYTHONPATH=src nice -n 10 python benchmarks/anatomy.py [--data ../shared/data] [--weights W]``
+Usage: ``PYTHONPATH=src nice -n 10 python benchmarks/anatomy.py [--data ../shared/data] [--weights W]
+[--part test|validation]``
 """
 
 from __future__ import annotations
@@ -116,6 +120,8 @@ def main() -> None:
     parser.add_argument("--weights", type=Path, default=None,
                         help="candidate weights (printed only); default: the shipped weights (published)")
     parser.add_argument("--timing-images", type=int, default=20)
+    parser.add_argument("--part", choices=("test", "validation"), default="test")
+    parser.add_argument("--val-percent", type=int, default=10, help="with --part validation")
     args = parser.parse_args()
 
     import torch
@@ -123,8 +129,15 @@ def main() -> None:
     torch.set_num_threads(1)
     from cxrils.vision.anatomy.builtin import BuiltinSegmenter
     from cxrils.vision.anatomy.data import load_split, read_gray, split_of
+    from cxrils.vision.anatomy.train import is_validation
 
     seg = BuiltinSegmenter(args.weights)
+    if args.part == "validation":
+        split = load_split(args.data)
+        val = [s for s in split.train if is_validation(s.source, s.patient_id, args.val_percent)]
+        print(f"Builtin anatomy `{seg.version}` on the validation part ({args.val_percent} % of the train split)\n")
+        print(accuracy_table(seg, val))
+        return
     # timing and memory first, before the data set is loaded (the peak would count it)
     jsrt = sorted(p for p in (args.data / "jsrt_scr" / "images").glob("*.png")
                   if split_of("jsrt_scr", p.stem) == "test")[: args.timing_images]

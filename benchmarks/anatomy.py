@@ -114,6 +114,56 @@ def duplicate_lines(split, data_root: Path) -> str:
     return "\n".join(lines)
 
 
+#: Thumbnail correlation from which a COVID-19 / COVID-QU-Ex pair is taken as the same
+#: image for :func:`reference_agreement` (ours; stricter than the leakage rule so that
+#: follow-up images of one patient are not compared).
+SAME_IMAGE_CORRELATION = 0.97
+
+
+def reference_agreement(data_root: Path) -> str:
+    """Markdown line: Dice between the COVID-19 collection's v7labs masks and
+    COVID-QU-Ex's masks of the same images (pairs at :data:`SAME_IMAGE_CORRELATION`),
+    the v7labs mask resized (nearest) onto COVID-QU-Ex's 256 x 256 square. Different
+    crops of one image lower it, so it is a lower bound of the references' agreement."""
+    import cv2
+
+    from cxrils.vision.anatomy.data import covid_qu_ex_samples, covid_samples, near_duplicates
+
+    v7, qu = covid_samples(data_root), covid_qu_ex_samples(data_root)
+    scores: dict[str, list[float]] = {"both lungs": [], "right lung": [], "left lung": []}
+    for i, j, _ in near_duplicates([s.image_path for s in qu], [s.image_path for s in v7], SAME_IMAGE_CORRELATION):
+        q, v = qu[i], v7[j]
+
+        def onto(m: np.ndarray) -> np.ndarray:
+            return cv2.resize(m.astype(np.uint8), q.right_lung.shape[::-1], interpolation=cv2.INTER_NEAREST) > 0
+
+        scores["both lungs"].append(dice(q.right_lung | q.left_lung, onto(v.right_lung | v.left_lung)))
+        scores["right lung"].append(dice(q.right_lung, onto(v.right_lung)))
+        scores["left lung"].append(dice(q.left_lung, onto(v.left_lung)))
+    return (f"Agreement of the two sources' reference masks on the same images ({len(scores['both lungs'])} "
+            f"COVID-QU-Ex / COVID-19 v7labs pairs, thumbnail correlation >= {SAME_IMAGE_CORRELATION}, any split): "
+            + ", ".join(f"Dice {k} {np.mean(v):.3f}" for k, v in scores.items())
+            + " (v7labs masks reach the mediastinum, COVID-QU-Ex's follow the heart border).")
+
+
+def training_line(weights: Path) -> str:
+    """Markdown line: the training summary stored in the weights' metadata by
+    ``cxrils train-anatomy`` (counts, schedule, chosen epoch, wall and CPU time)."""
+    import json
+
+    from safetensors import safe_open
+
+    with safe_open(str(weights), framework="pt") as fh:
+        t = json.loads((fh.metadata() or {}).get("training", "{}"))
+    if not t:
+        return "Training summary: none in the weights' metadata."
+    keys = ("init", "epochs", "epochs_run", "per_epoch", "batch_size", "lr", "seed", "best_epoch", "best_val_dice",
+            "best_val_dice_per_source", "train_images", "validation_images", "near_duplicates_left_out",
+            "final_loss", "seconds", "cpu_seconds")
+    return "Training summary (weights metadata, written by `cxrils train-anatomy`): " + "; ".join(
+        f"{k} {json.dumps(t[k])}" for k in keys if k in t) + "."
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--data", type=Path, default=Path(__file__).resolve().parents[1] / ".." / "shared" / "data")
@@ -127,7 +177,7 @@ def main() -> None:
     import torch
 
     torch.set_num_threads(1)
-    from cxrils.vision.anatomy.builtin import BuiltinSegmenter
+    from cxrils.vision.anatomy.builtin import BuiltinSegmenter, default_weights
     from cxrils.vision.anatomy.data import load_split, read_gray, split_of
     from cxrils.vision.anatomy.train import is_validation
 
@@ -159,7 +209,8 @@ def main() -> None:
     split = load_split(args.data)
     parts = [f"Builtin anatomy `{seg.version}` on the held-out `test` split (never trained on, never used "
              "to choose anything).", "", accuracy_table(seg, split.test), "", timing,
-             "", duplicate_lines(split, args.data)]
+             "", reference_agreement(args.data), "", duplicate_lines(split, args.data),
+             "", training_line(args.weights or default_weights())]
     text = "\n".join(parts)
     print(text)
     if args.weights is None:

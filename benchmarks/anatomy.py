@@ -1,23 +1,37 @@
 """Benchmark of the builtin anatomy backend on the held-out split (never trained on).
 
-Prints, per source of the held-out ``test`` split (docs/anatomy.md):
-Dice of right lung, left lung and heart against the reference masks; the absolute
-error of the cardiothoracic ratio against the CTR of the reference masks (JSRT/SCR,
-the only source with hearts); milliseconds per image for ``segment()`` on 512 x 512
-JSRT images with one CPU thread; and the process's peak resident memory.
+Prints, per source of the held-out ``test`` split (JSRT/SCR, COVID-19 v7labs,
+COVID-QU-Ex; docs/anatomy.md): Dice of right lung, left lung, both lungs and heart
+against the reference masks; the absolute error of the cardiothoracic ratio against
+the CTR of the reference masks (JSRT/SCR, the only source with hearts); milliseconds
+per image for ``segment()`` on 512 x 512 JSRT images with one CPU thread; the
+process's peak resident memory; and what the near-duplicate rule of
+``cxrils.vision.anatomy.data`` found across and within the sources.
 
-Usage: ``PYTHONPATH=src nice -n 10 python benchmarks/anatomy.py [--data ../shared/data]``
+With the shipped weights the tables are published as ``docs/results/anatomy.md``
+(``benchmarks/results.py``); with ``--weights`` (a candidate) they are only printed.
+``--part validation`` scores the validation part of ``cxrils train-anatomy`` instead
+(carved from the train split, default 10 %), the part on which candidates and settings
+are chosen; it is never published.
+
+Usage: ``PYTHONPATH=src nice -n 10 python benchmarks/anatomy.py [--data ../shared/data] [--weights W]
+[--part test|validation]``
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import resource
 import statistics
 import time
+from collections import Counter
 from pathlib import Path
 
 import numpy as np
+
+#: Display names of the sources, in table order.
+SOURCE_NAMES = {"jsrt_scr": "JSRT/SCR", "covid_ieee8023": "COVID-19 v7labs", "covid_qu_ex": "COVID-QU-Ex"}
 
 
 def dice(a: np.ndarray, b: np.ndarray) -> float:
@@ -26,26 +40,12 @@ def dice(a: np.ndarray, b: np.ndarray) -> float:
     return 1.0 if s == 0 else float(2 * (a & b).sum() / s)
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--data", type=Path, default=Path(__file__).resolve().parents[1] / ".." / "shared" / "data")
-    parser.add_argument("--weights", type=Path, default=None, help="default: the shipped weights")
-    parser.add_argument("--timing-images", type=int, default=20)
-    args = parser.parse_args()
-
-    import torch
-
-    torch.set_num_threads(1)
+def accuracy_table(seg, samples) -> str:
+    """Markdown table of Dice per organ and CTR error per source of ``samples``."""
     from cxrils.types import AnatomyMasks
     from cxrils.vision.anatomy import cardiothoracic_ratio
-    from cxrils.vision.anatomy.builtin import BuiltinSegmenter
-    from cxrils.vision.anatomy.data import load_samples, read_gray
+    from cxrils.vision.anatomy.data import read_gray
 
-    seg = BuiltinSegmenter(args.weights)
-    samples = load_samples(args.data, "test")
-    print(f"builtin anatomy {seg.version}; held-out test images: "
-          f"{sum(s.source == 'jsrt_scr' for s in samples)} JSRT/SCR, "
-          f"{sum(s.source == 'covid_ieee8023' for s in samples)} COVID-19 v7labs")
     rows: dict[str, dict[str, list[float]]] = {}
     for s in samples:
         m = seg.segment(read_gray(s.image_path))
@@ -58,19 +58,141 @@ def main() -> None:
             ref = AnatomyMasks({"right lung": s.right_lung, "left lung": s.left_lung, "heart": s.heart},
                                s.right_lung.shape, "reference")
             r["ctr_err"].append(abs(cardiothoracic_ratio(m) - cardiothoracic_ratio(ref)))
-    print(f"{'source':16} {'n':>4} {'Dice RL':>8} {'Dice LL':>8} {'Dice lungs':>10} {'Dice heart':>10} "
-          f"{'CTR |err| mean':>14} {'median':>7} {'max':>6}")
-    for source, r in rows.items():
-        def mean(key):
-            return f"{np.mean(r[key]):.4f}" if r[key] else "-"
-        ctr = (f"{np.mean(r['ctr_err']):14.4f} {np.median(r['ctr_err']):7.4f} {np.max(r['ctr_err']):6.3f}"
-               if r["ctr_err"] else f"{'-':>14} {'-':>7} {'-':>6}")
-        print(f"{source:16} {len(r['right lung']):4d} {mean('right lung'):>8} {mean('left lung'):>8} "
-              f"{mean('both lungs'):>10} {mean('heart'):>10} {ctr}")
+    lines = ["| source | n | Dice right lung | Dice left lung | Dice both lungs | Dice heart | "
+             "CTR abs. error mean / median / max | lowest both-lungs Dice |",
+             "|---|---|---|---|---|---|---|---|"]
+    for source in SOURCE_NAMES:
+        r = rows.get(source)
+        if r is None:
+            continue
 
-    jsrt = [s for s in samples if s.source == "jsrt_scr"][: args.timing_images]
-    images = [read_gray(s.image_path) for s in jsrt]
-    assert all(x.shape == (512, 512) for x in images)
+        def mean(key):
+            return f"{np.mean(r[key]):.3f}" if r[key] else "-"
+
+        e = r["ctr_err"]
+        ctr = f"{np.mean(e):.4f} / {np.median(e):.4f} / {np.max(e):.3f}" if e else "-"
+        lines.append(f"| {SOURCE_NAMES[source]} | {len(r['right lung'])} | {mean('right lung')} | "
+                     f"{mean('left lung')} | {mean('both lungs')} | {mean('heart')} | {ctr} | "
+                     f"{np.min(r['both lungs']):.3f} |")
+    return "\n".join(lines)
+
+
+def duplicate_lines(split, data_root: Path) -> str:
+    """Markdown: split counts per source and what the near-duplicate rule found among
+    all image files of the sources (with or without masks)."""
+    from cxrils.vision.anatomy.data import DUPLICATE_MIN_CORRELATION, near_duplicates
+
+    files = [(source, p) for source in SOURCE_NAMES
+             for p in sorted((data_root / source / "images").glob("*.png"))]
+    order = list(SOURCE_NAMES)
+    pairs: Counter = Counter()
+    with_copy: dict[tuple[str, str], set[str]] = {}
+    for i, j, _ in near_duplicates([f[1] for f in files], [f[1] for f in files]):
+        (a, pa), (b, pb) = files[i], files[j]
+        if a != b:
+            if order.index(a) < order.index(b):
+                pairs[(a, b)] += 1
+            with_copy.setdefault((a, b), set()).add(pa.stem)
+    excluded = Counter(s.source for s, _ in split.excluded)
+    train, test = Counter(s.source for s in split.train), Counter(s.source for s in split.test)
+    lines = ["| source | image files | train (used) | train left out as near-duplicates of held-back images "
+             "| test (held back, with masks) |", "|---|---|---|---|---|"]
+    n_files = Counter(f[0] for f in files)
+    for source, name in SOURCE_NAMES.items():
+        lines.append(f"| {name} | {n_files[source]} | {train[source]} | {excluded[source]} | {test[source]} |")
+    lines += ["", f"Near-duplicates between sources (thumbnail correlation >= {DUPLICATE_MIN_CORRELATION}, "
+                  "all image files, any split):", "",
+              "| sources A - B | pairs | images of A with a match in B | images of B with a match in A |",
+              "|---|---|---|---|"]
+    for a_i, a in enumerate(order):
+        for b in order[a_i + 1:]:
+            lines.append(f"| {SOURCE_NAMES[a]} - {SOURCE_NAMES[b]} | {pairs[(a, b)]} | "
+                         f"{len(with_copy.get((a, b), ()))} | {len(with_copy.get((b, a), ()))} |")
+    by_match = Counter((s.source, src) for s, m in split.excluded for src in {t[0] for t in m})
+    lines += ["", "Train images left out, by the source of the held-back image they match: " + ", ".join(
+        f"{SOURCE_NAMES[a]} ~ {SOURCE_NAMES[b]} {n}" for (a, b), n in sorted(by_match.items())) + "."]
+    return "\n".join(lines)
+
+
+#: Thumbnail correlation from which a COVID-19 / COVID-QU-Ex pair is taken as the same
+#: image for :func:`reference_agreement` (ours; stricter than the leakage rule so that
+#: follow-up images of one patient are not compared).
+SAME_IMAGE_CORRELATION = 0.97
+
+
+def reference_agreement(data_root: Path) -> str:
+    """Markdown line: Dice between the COVID-19 collection's v7labs masks and
+    COVID-QU-Ex's masks of the same images (pairs at :data:`SAME_IMAGE_CORRELATION`),
+    the v7labs mask resized (nearest) onto COVID-QU-Ex's 256 x 256 square. Different
+    crops of one image lower it, so it is a lower bound of the references' agreement."""
+    import cv2
+
+    from cxrils.vision.anatomy.data import covid_qu_ex_samples, covid_samples, near_duplicates
+
+    v7, qu = covid_samples(data_root), covid_qu_ex_samples(data_root)
+    scores: dict[str, list[float]] = {"both lungs": [], "right lung": [], "left lung": []}
+    for i, j, _ in near_duplicates([s.image_path for s in qu], [s.image_path for s in v7], SAME_IMAGE_CORRELATION):
+        q, v = qu[i], v7[j]
+
+        def onto(m: np.ndarray) -> np.ndarray:
+            return cv2.resize(m.astype(np.uint8), q.right_lung.shape[::-1], interpolation=cv2.INTER_NEAREST) > 0
+
+        scores["both lungs"].append(dice(q.right_lung | q.left_lung, onto(v.right_lung | v.left_lung)))
+        scores["right lung"].append(dice(q.right_lung, onto(v.right_lung)))
+        scores["left lung"].append(dice(q.left_lung, onto(v.left_lung)))
+    return (f"Agreement of the two sources' reference masks on the same images ({len(scores['both lungs'])} "
+            f"COVID-QU-Ex / COVID-19 v7labs pairs, thumbnail correlation >= {SAME_IMAGE_CORRELATION}, any split): "
+            + ", ".join(f"Dice {k} {np.mean(v):.3f}" for k, v in scores.items())
+            + " (v7labs masks reach the mediastinum, COVID-QU-Ex's follow the heart border).")
+
+
+def training_line(weights: Path) -> str:
+    """Markdown line: the training summary stored in the weights' metadata by
+    ``cxrils train-anatomy`` (counts, schedule, chosen epoch, wall and CPU time)."""
+    import json
+
+    from safetensors import safe_open
+
+    with safe_open(str(weights), framework="pt") as fh:
+        t = json.loads((fh.metadata() or {}).get("training", "{}"))
+    if not t:
+        return "Training summary: none in the weights' metadata."
+    keys = ("init", "epochs", "epochs_run", "per_epoch", "batch_size", "lr", "seed", "best_epoch", "best_val_dice",
+            "best_val_dice_per_source", "train_images", "validation_images", "near_duplicates_left_out",
+            "final_loss", "seconds", "cpu_seconds")
+    return "Training summary (weights metadata, written by `cxrils train-anatomy`): " + "; ".join(
+        f"{k} {json.dumps(t[k])}" for k in keys if k in t) + "."
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--data", type=Path, default=Path(__file__).resolve().parents[1] / ".." / "shared" / "data")
+    parser.add_argument("--weights", type=Path, default=None,
+                        help="candidate weights (printed only); default: the shipped weights (published)")
+    parser.add_argument("--timing-images", type=int, default=20)
+    parser.add_argument("--part", choices=("test", "validation"), default="test")
+    parser.add_argument("--val-percent", type=int, default=10, help="with --part validation")
+    args = parser.parse_args()
+
+    import torch
+
+    torch.set_num_threads(1)
+    from cxrils.vision.anatomy.builtin import BuiltinSegmenter, default_weights
+    from cxrils.vision.anatomy.data import load_split, read_gray, split_of
+    from cxrils.vision.anatomy.train import is_validation
+
+    seg = BuiltinSegmenter(args.weights)
+    if args.part == "validation":
+        split = load_split(args.data)
+        val = [s for s in split.train if is_validation(s.source, s.patient_id, args.val_percent)]
+        print(f"Builtin anatomy `{seg.version}` on the validation part ({args.val_percent} % of the train split)\n")
+        print(accuracy_table(seg, val))
+        return
+    # timing and memory first, before the data set is loaded (the peak would count it)
+    jsrt = sorted(p for p in (args.data / "jsrt_scr" / "images").glob("*.png")
+                  if split_of("jsrt_scr", p.stem) == "test")[: args.timing_images]
+    images = [read_gray(p) for p in jsrt]
+    assert images and all(x.shape == (512, 512) for x in images)
     for x in images[:2]:
         seg.segment(x)  # warm-up
     times = []
@@ -78,10 +200,23 @@ def main() -> None:
         t0 = time.perf_counter()
         seg.segment(x)
         times.append((time.perf_counter() - t0) * 1000)
-    print(f"time per 512x512 image, 1 thread: median {statistics.median(times):.1f} ms, "
-          f"mean {statistics.mean(times):.1f} ms (n={len(times)}; machine shared, load "
-          f"{open('/proc/loadavg').read().split()[0] if Path('/proc/loadavg').exists() else '?'})")
-    print(f"peak resident memory of this process: {resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024:.0f} MB")
+    timing = (f"Time per 512 x 512 JSRT image (whole `segment()`), 1 torch thread: median "
+              f"{statistics.median(times):.1f} ms, mean {statistics.mean(times):.1f} ms (n={len(times)}; "
+              f"load {os.getloadavg()[0]:.1f}). Peak resident memory of the process up to here "
+              f"(model + imports, before the data set is loaded): "
+              f"{resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024:.0f} MB.")
+
+    split = load_split(args.data)
+    parts = [f"Builtin anatomy `{seg.version}` on the held-out `test` split (never trained on, never used "
+             "to choose anything).", "", accuracy_table(seg, split.test), "", timing,
+             "", reference_agreement(args.data), "", duplicate_lines(split, args.data),
+             "", training_line(args.weights or default_weights())]
+    text = "\n".join(parts)
+    print(text)
+    if args.weights is None:
+        from results import publish
+
+        publish("anatomy", text)
 
 
 if __name__ == "__main__":

@@ -1,4 +1,4 @@
-"""The builtin backend with the shipped weights on real JSRT images (held-out split)."""
+"""The builtin backend with the shipped weights on real JSRT and COVID-QU-Ex images (held-out split)."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import pytest
 from cxrils.config import Config
 from cxrils.vision.anatomy import AnatomyBackendError, cardiothoracic_ratio, get_segmenter
 from cxrils.vision.anatomy.builtin import BuiltinSegmenter
-from cxrils.vision.anatomy.data import read_gray, split_of
+from cxrils.vision.anatomy.data import read_gray, split_both_lungs, split_of
 from cxrils.vocab import ANATOMY_LABELS
 
 
@@ -46,6 +46,23 @@ def test_patient_right_lung_is_on_image_left(segmenter, jsrt_test_image):
     assert _dice(m["left lung"], ref["left_lung"]) > 0.9
     assert _dice(m["heart"], ref["heart"]) > 0.8
     assert 0.3 < cardiothoracic_ratio(m) < 0.7
+
+
+def test_held_back_covid_qu_ex_lungs(segmenter, shared_data):
+    """The first 10 held-back COVID-QU-Ex images (256 x 256, their own lung masks cut into
+    the patient's sides): lungs on the right sides and a mean Dice above 0.9."""
+    root = shared_data / "covid_qu_ex"
+    if not root.is_dir():
+        pytest.skip("../shared/data/covid_qu_ex not found")
+    ids = sorted(p.stem for p in (root / "images").glob("*.png") if split_of("covid_qu_ex", p.stem) == "test")[:10]
+    scores = []
+    for iid in ids:
+        m = segmenter.segment(read_gray(root / "images" / f"{iid}.png"))
+        right, left = split_both_lungs(read_gray(root / "lung_masks" / f"{iid}.png") > 127)
+        assert np.nonzero(m["right lung"])[1].mean() < 128 < np.nonzero(m["left lung"])[1].mean()
+        scores.append(_dice(m["right lung"] | m["left lung"], right | left))
+        scores.append(_dice(m["left lung"], left))
+    assert len(ids) == 10 and np.mean(scores) > 0.9
 
 
 def test_output_at_input_size_for_non_square_image(segmenter, jsrt_test_image):

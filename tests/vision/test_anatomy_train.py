@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 
+import cv2
 import numpy as np
 import pytest
 import torch
@@ -13,8 +14,9 @@ from typer.testing import CliRunner
 
 from cxrils.cli import app
 from cxrils.vision.anatomy.builtin import BuiltinSegmenter
-from cxrils.vision.anatomy.data import TEST_PERCENT, load_samples, split_both_lungs, split_of
-from cxrils.vision.anatomy.train import _loss, is_validation, one_cycle_lr
+from cxrils.vision.anatomy.data import (DUPLICATE_SIZE, TEST_PERCENT, fingerprint, load_samples, load_split,
+                                       split_both_lungs, split_of)
+from cxrils.vision.anatomy.train import _loss, _val_dice, is_validation, one_cycle_lr
 
 
 def test_split_is_fixed_and_patient_level():
@@ -73,7 +75,11 @@ def _save(path, array):
 
 
 def _synthetic_root(tmp_path):
-    """A data folder with the layout of ../shared/data: 4 JSRT-like + 3 COVID-like images."""
+    """A data folder with the layout of ../shared/data: 4 JSRT-like + 3 COVID-19-like +
+    3 COVID-QU-Ex-like training images, a held-back JSRT and COVID-QU-Ex image, and a
+    COVID-19 training image that is a re-scaled, brighter copy of the held-back
+    COVID-QU-Ex image (returned: ids of the held-back JSRT image, the held-back
+    COVID-QU-Ex image and the copy)."""
     rng = np.random.default_rng(0)
     root = tmp_path / "data"
     rr, cc = np.mgrid[:64, :64]
@@ -82,35 +88,110 @@ def _synthetic_root(tmp_path):
         return (((rr - cy) / ry) ** 2 + ((cc - cx) / rx) ** 2 <= 1)
 
     right, left, heart = organ(30, 18, 20, 10), organ(30, 46, 20, 10), organ(44, 36, 8, 10)
-    img = (60 + 120 * (right | left) - 40 * heart + rng.integers(0, 20, (64, 64))).astype(np.uint8)
+
+    def image():  # every image its own noise, so only the planted copy is a near-duplicate
+        return (60 + 120 * (right | left) - 40 * heart + rng.integers(0, 80, (64, 64))).astype(np.uint8)
+
+    img = image()
     ids = [f"SYN{i:03d}" for i in range(40)]
     train_ids = [i for i in ids if split_of("jsrt_scr", i) == "train"][:4]
     test_id = next(i for i in ids if split_of("jsrt_scr", i) == "test")
     for iid in train_ids + [test_id]:
-        _save(root / "jsrt_scr" / "images" / f"{iid}.png", img)
+        _save(root / "jsrt_scr" / "images" / f"{iid}.png", image())
         for name, m in (("right_lung", right), ("left_lung", left), ("heart", heart)):
             _save(root / "jsrt_scr" / "masks" / name / f"{iid}.png", m.astype(np.uint8) * 255)
     rows = ["image_id,patientid"]
     covid = [i for i in ids if split_of("covid_ieee8023", i) == "train"][:3]
     for iid in covid:
-        _save(root / "covid_ieee8023" / "images" / f"{iid}.png", img)
+        _save(root / "covid_ieee8023" / "images" / f"{iid}.png", image())
         _save(root / "covid_ieee8023" / "masks_lung_v7labs" / f"{iid}.png", (right | left).astype(np.uint8) * 255)
         rows.append(f"{iid},{iid}")
+    qu_rows = ["image_id,cls,lung_mask"]
+    qu_train = [i for i in ids if split_of("covid_qu_ex", i) == "train"][:3]
+    qu_test = next(i for i in ids if split_of("covid_qu_ex", i) == "test")
+    held_back = image()
+    for iid in qu_train + [qu_test]:
+        _save(root / "covid_qu_ex" / "images" / f"{iid}.png", held_back if iid == qu_test else image())
+        _save(root / "covid_qu_ex" / "lung_masks" / f"{iid}.png", (right | left).astype(np.uint8) * 255)
+        qu_rows.append(f"{iid},Normal,lung_masks/{iid}.png")
+    (root / "covid_qu_ex" / "images.csv").write_text("\n".join(qu_rows) + "\n")
+    # the copy: another (train-split) COVID-19 patient, stored larger and brighter
+    copy_id = [i for i in ids if split_of("covid_ieee8023", i) == "train"][3]
+    big = cv2.resize(held_back, (96, 80), interpolation=cv2.INTER_LINEAR)
+    _save(root / "covid_ieee8023" / "images" / f"{copy_id}.png", np.clip(big * 0.8 + 40, 0, 255).astype(np.uint8))
+    _save(root / "covid_ieee8023" / "masks_lung_v7labs" / f"{copy_id}.png",
+          cv2.resize((right | left).astype(np.uint8) * 255, (96, 80), interpolation=cv2.INTER_NEAREST))
+    rows.append(f"{copy_id},{copy_id}")
     (root / "covid_ieee8023" / "metadata.csv").write_text("\n".join(rows) + "\n")
-    return root, test_id
+    return root, test_id, qu_test, copy_id
+
+
+def test_split_leaves_out_copies_of_held_back_images(tmp_path):
+    root, test_id, qu_test, copy_id = _synthetic_root(tmp_path)
+    split = load_split(root)
+    assert {s.image_id for s in split.test} == {test_id, qu_test}
+    assert all(split_of(s.source, s.patient_id) == "train" for s in split.train)
+    # the COVID-19 training image that copies the held-back COVID-QU-Ex image is not trained on
+    assert copy_id not in {s.image_id for s in split.train}
+    [(left_out, matches)] = split.excluded
+    assert left_out.image_id == copy_id and [m[:2] for m in matches] == [("covid_qu_ex", qu_test)]
+    assert matches[0][2] > 0.95
+    assert [s.image_id for s in load_samples(root, "train")] == [s.image_id for s in split.train]
+    with pytest.raises(ValueError, match="split"):
+        load_samples(root, "validation")
+
+
+def test_fingerprint_matches_rescaled_copies_not_other_images():
+    rng = np.random.default_rng(1)
+    x = cv2.GaussianBlur(rng.integers(0, 255, (300, 240)).astype(np.uint8), (0, 0), 6)
+    x = cv2.normalize(x, None, 0, 255, cv2.NORM_MINMAX)
+    squashed = cv2.resize(x, (256, 256), interpolation=cv2.INTER_AREA)  # like COVID-QU-Ex's square copies
+    darker = (squashed * 0.7 + 10).astype(np.uint8)
+    other = cv2.normalize(cv2.GaussianBlur(rng.integers(0, 255, (300, 240)).astype(np.uint8), (0, 0), 6),
+                          None, 0, 255, cv2.NORM_MINMAX)
+    f = fingerprint(x)
+    assert f.shape == (DUPLICATE_SIZE ** 2,) and f.dtype == np.float32
+    assert float(f @ f) == pytest.approx(1.0, abs=1e-5)
+    assert float(f @ fingerprint(darker)) > 0.98
+    assert float(f @ fingerprint(other)) < 0.5
+    assert not fingerprint(np.full((20, 20), 7, dtype=np.uint8)).any()
+
+
+def test_validation_dice_is_the_mean_over_sources():
+    import torch
+
+    class Perfect:  # logits reproducing the targets of the first two images, nothing for the others
+        def eval(self):
+            return self
+
+        def __call__(self, x):
+            return torch.where(x > 0.5, 20.0, -20.0).repeat(1, 3, 1, 1)
+
+    images = np.zeros((4, 1, 8, 8), dtype=np.uint8)
+    images[:2, :, 2:6, 2:6] = 255
+    targets = np.zeros((4, 3, 8, 8), dtype=np.uint8)
+    targets[:, :, 2:6, 2:6] = 255
+    weights = np.array([[1, 1, 0]] * 4, dtype=np.float32)
+    groups = np.array(["a", "a", "b", "b"])
+    score, per_source = _val_dice(Perfect(), images, targets, weights, groups)
+    assert per_source == {"a": pytest.approx(1.0), "b": pytest.approx(0.0)}
+    assert score == pytest.approx(0.5)
+    # three images of "a" and one of "b": still the mean of the two sources, not of the images
+    score, _ = _val_dice(Perfect(), images[[0, 1, 0, 2]], targets, weights, np.array(["a", "a", "a", "b"]))
+    assert score == pytest.approx(0.5)
 
 
 def test_train_anatomy_command_writes_loadable_weights(tmp_path, monkeypatch):
-    root, test_id = _synthetic_root(tmp_path)
+    root, test_id, qu_test, copy_id = _synthetic_root(tmp_path)
     train = load_samples(root, "train")
-    assert test_id not in {s.image_id for s in train}
-    assert {s.source for s in train} == {"jsrt_scr", "covid_ieee8023"}
-    assert all(s.heart is None for s in train if s.source == "covid_ieee8023")
+    assert not {test_id, qu_test, copy_id} & {s.image_id for s in train}
+    assert {s.source for s in train} == {"jsrt_scr", "covid_ieee8023", "covid_qu_ex"}
+    assert all(s.heart is None for s in train if s.source != "jsrt_scr")
     tiny = {"channels": [4, 8, 8, 8, 8], "strides": [2, 2, 2, 2], "num_res_units": 1, "input_size": 32}
     monkeypatch.setattr("cxrils.vision.anatomy.train.DEFAULT_ARCH", tiny)
     out = tmp_path / "w.safetensors"
     res = CliRunner().invoke(app, ["train-anatomy", "--data", str(root), "-o", str(out), "--epochs", "2",
-                                   "--covid-per-epoch", "2"])
+                                   "--covid-per-epoch", "2", "--qu-ex-per-epoch", "2"])
     assert res.exit_code == 0, res.output
     assert "epoch 2/2" in res.output
     from safetensors import safe_open
@@ -119,7 +200,11 @@ def test_train_anatomy_command_writes_loadable_weights(tmp_path, monkeypatch):
         meta = fh.metadata()
     summary = json.loads(meta["training"])
     used = {k: summary["train_images"][k] + summary["validation_images"][k] for k in summary["train_images"]}
-    assert used == {"jsrt_scr": 4, "covid_ieee8023": 3}  # every train-split image, none of the test split
+    # every train-split image, none of the test split, not the copy of a held-back image
+    assert used == {"jsrt_scr": 4, "covid_ieee8023": 3, "covid_qu_ex": 3}
+    assert summary["near_duplicates_left_out"] == {"jsrt_scr": 0, "covid_ieee8023": 1, "covid_qu_ex": 0}
+    assert summary["per_epoch"] == {"jsrt_scr": summary["train_images"]["jsrt_scr"], "covid_ieee8023": 2,
+                                    "covid_qu_ex": 2}
     assert 1 <= summary["best_epoch"] <= summary["epochs_run"] == 2
     seg = BuiltinSegmenter(out)
     m = seg.segment(np.zeros((50, 70), dtype=np.uint8))
@@ -149,7 +234,7 @@ def test_train_anatomy_command_missing_data(tmp_path):
 
 
 def test_train_anatomy_channels_option(tmp_path):
-    root, _ = _synthetic_root(tmp_path)
+    root, *_ = _synthetic_root(tmp_path)
     out = tmp_path / "w.safetensors"
     res = CliRunner().invoke(app, ["train-anatomy", "--data", str(root), "-o", str(out), "--epochs", "1",
                                    "--covid-per-epoch", "1", "--channels", "2,4,4", "--val-percent", "0"])

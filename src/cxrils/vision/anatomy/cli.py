@@ -91,10 +91,12 @@ def anatomy(
 
 
 def train_anatomy(
-    data: Path = typer.Option(Path("../shared/data"), "--data", help="Folder with jsrt_scr/ and covid_ieee8023/."),
+    data: Path = typer.Option(Path("../shared/data"), "--data",
+                              help="Folder with jsrt_scr/, covid_ieee8023/ and covid_qu_ex/."),
     out: Path = typer.Option(Path("anatomy_builtin.safetensors"), "--out", "-o", help="Weights file to write."),
     epochs: int = typer.Option(20, help="Most training epochs."),
-    covid_per_epoch: int = typer.Option(120, help="COVID-19 images drawn per epoch (all JSRT images are used)."),
+    covid_per_epoch: int = typer.Option(120, help="COVID-19 v7labs images drawn per epoch (all JSRT images are used)."),
+    qu_ex_per_epoch: int = typer.Option(240, help="COVID-QU-Ex images drawn per epoch."),
     seed: int = typer.Option(0, help="Random seed."),
     threads: int = typer.Option(1, help="torch CPU threads."),
     val_percent: int = typer.Option(10, help="Percent of training patients held out to pick the best epoch."),
@@ -103,7 +105,7 @@ def train_anatomy(
     max_minutes: Optional[float] = typer.Option(None, help="Wall-clock budget: the LR anneals within it, training stops when it is used."),
     channels: Optional[str] = typer.Option(None, help="U-Net widths from scratch, comma-separated (default: the shipped 12,24,48,96,192); ignored with --init."),
 ) -> None:
-    """Train the builtin anatomy network on the public JSRT/SCR and COVID-19 masks.
+    """Train the builtin anatomy network on the public JSRT/SCR, COVID-19 and COVID-QU-Ex masks.
 
     Uses only the 'train' part of the fixed patient-level split (docs/anatomy.md).
     """
@@ -122,7 +124,8 @@ def train_anatomy(
                   f"(each level halves the {size} px input)")
         arch = {**DEFAULT_ARCH, "channels": widths, "strides": [2] * (len(widths) - 1)}
     try:
-        summary = run(data, out, epochs=epochs, covid_per_epoch=covid_per_epoch, seed=seed,
+        summary = run(data, out, epochs=epochs, covid_per_epoch=covid_per_epoch,
+                      qu_ex_per_epoch=qu_ex_per_epoch, seed=seed,
                       threads=threads, val_percent=val_percent, init=init, lr=lr, arch=arch,
                       max_seconds=None if max_minutes is None else max_minutes * 60, progress=typer.echo)
     except (FileNotFoundError, ValueError) as err:

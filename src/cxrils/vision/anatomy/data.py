@@ -1,26 +1,41 @@
 """Public training data of the builtin anatomy model and its fixed patient-level split.
 
-Sources (read from ``../shared/data``; never copied into the project):
+Sources (read from ``../shared/data``; never copied into the project), :data:`SOURCES`:
 
 - ``jsrt_scr``: JSRT PA images with SCR masks of right lung, left lung and heart
   (one image per patient, so the image id is the patient id).
 - ``covid_ieee8023``: the COVID-19 image collection's hand-drawn ``masks_lung_v7labs``
   (both lungs in one mask, no heart); the patient id comes from ``metadata.csv``.
+- ``covid_qu_ex``: the COVID-QU-Ex infection-segmentation train split (256 x 256
+  images, ``lung_masks/ID.png`` holds both lungs in one mask, no heart). COVID-QU-Ex
+  gives no patient ids, so the image id stands in for the patient: two images of one
+  patient can fall on both sides of the split unless the near-duplicate rule below
+  catches them.
 
 "left"/"right" in mask names are the patient's sides; the patient's right lung is on
-the image's left.
+the image's left. Both-lungs masks are cut into the two lungs by :func:`split_both_lungs`.
 
 Split rule (ours, fixed): a patient is in the held-out ``test`` part when
 ``sha256("<source>:<patient_id>")`` read as an integer, modulo 100, is below
 :data:`TEST_PERCENT`; otherwise ``train``. Training never reads ``test`` patients.
+
+Near-duplicates across and within sources (COVID-QU-Ex is assembled from public
+collections and holds many images of ``covid_ieee8023``): a ``train`` image whose
+:func:`fingerprint` correlates at :data:`DUPLICATE_MIN_CORRELATION` or more with any
+``test`` image of any source is left out of training (:func:`load_split`), so no
+held-back image is trained on through another source (not applied between two JSRT
+images: :data:`DISTINCT_PATIENT_SOURCES`).
 """
 
 from __future__ import annotations
 
 import csv
 import hashlib
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from functools import lru_cache
 from pathlib import Path
+
+import cv2
 
 import numpy as np
 from PIL import Image
@@ -28,12 +43,32 @@ from PIL import Image
 #: Percentage of patients held out for testing (ours).
 TEST_PERCENT = 20
 
+#: The data sources, folder names under the data root.
+SOURCES: tuple[str, ...] = ("jsrt_scr", "covid_ieee8023", "covid_qu_ex")
+
+#: Side of the square thumbnail compared by the near-duplicate rule, pixels (ours).
+DUPLICATE_SIZE = 64
+
+#: Pearson correlation of two thumbnails from which two images count as near-duplicates
+#: (ours, chosen by eye on pairs of the shared data: copies of one image, also
+#: re-cropped, re-scaled or re-exposed, lie above 0.93; the best match of a COVID-QU-Ex
+#: image among the JSRT images, which share no image with it, stays below 0.94).
+#: Conservative: follow-up images of one patient and some look-alikes also pass, which
+#: only costs training images.
+DUPLICATE_MIN_CORRELATION = 0.93
+
+#: Sources of one curated image per patient, within which the near-duplicate rule is
+#: not applied: JSRT's standardised PA technique makes images of different patients
+#: correlate above :data:`DUPLICATE_MIN_CORRELATION` (checked by eye), while its
+#: patients are known to be distinct.
+DISTINCT_PATIENT_SOURCES: tuple[str, ...] = ("jsrt_scr",)
+
 
 @dataclass(frozen=True)
 class Sample:
     """One training or test image with its reference masks.
 
-    ``heart`` is None where the source has no heart mask (COVID-19 v7labs).
+    ``heart`` is None where the source has no heart mask (COVID-19 v7labs, COVID-QU-Ex).
     Arrays are bool (H, W) at the image's stored size.
     """
 
@@ -133,17 +168,160 @@ def covid_samples(data_root: Path) -> list[Sample]:
     return out
 
 
-def load_samples(data_root: str | Path, split: str) -> list[Sample]:
-    """Samples of one split (``"train"`` or ``"test"``) from both sources.
+def covid_qu_ex_samples(data_root: Path) -> list[Sample]:
+    """COVID-QU-Ex images (``images.csv``) with their both-lungs mask split into the two
+    lungs; the image id is the patient id (the dataset gives none)."""
+    root = Path(data_root) / "covid_qu_ex"
+    with open(root / "images.csv", newline="", encoding="utf-8") as fh:
+        rows = list(csv.DictReader(fh))
+    out = []
+    for row in rows:
+        iid = row["image_id"]
+        ipath, mpath = root / "images" / f"{iid}.png", root / row["lung_mask"]
+        if not ipath.is_file() or not mpath.is_file():
+            continue
+        both = _read_mask(mpath)
+        if both.sum() == 0:
+            continue
+        right, left = split_both_lungs(both)
+        out.append(Sample("covid_qu_ex", iid, iid, ipath, right, left, None))
+    return out
+
+
+def held_back_images(data_root: str | Path) -> list[tuple[str, str, Path]]:
+    """``(source, image_id, path)`` of every image of a ``test``-split patient in the
+    source folders, with or without reference masks (a COVID-19 image without a v7labs
+    mask is held back too: other stages report on it).
 
     Raises
     ------
     FileNotFoundError
-        If ``data_root`` lacks ``jsrt_scr`` or ``covid_ieee8023``.
+        If a source's image list (``metadata.csv``, ``images.csv``) is missing.
     """
     root = Path(data_root)
-    for name in ("jsrt_scr", "covid_ieee8023"):
+    out = [("jsrt_scr", p.stem, p) for p in sorted((root / "jsrt_scr" / "images").glob("*.png"))
+           if split_of("jsrt_scr", p.stem) == "test"]
+    with open(root / "covid_ieee8023" / "metadata.csv", newline="", encoding="utf-8", errors="replace") as fh:
+        for row in csv.DictReader(fh):
+            path = root / "covid_ieee8023" / "images" / f"{row['image_id']}.png"
+            if split_of("covid_ieee8023", row["patientid"]) == "test" and path.is_file():
+                out.append(("covid_ieee8023", row["image_id"], path))
+    with open(root / "covid_qu_ex" / "images.csv", newline="", encoding="utf-8") as fh:
+        for row in csv.DictReader(fh):
+            path = root / "covid_qu_ex" / "images" / f"{row['image_id']}.png"
+            if split_of("covid_qu_ex", row["image_id"]) == "test" and path.is_file():
+                out.append(("covid_qu_ex", row["image_id"], path))
+    return out
+
+
+@lru_cache(maxsize=8192)
+def _fingerprint_of_file(path: Path) -> np.ndarray:
+    return fingerprint(read_gray(path))
+
+
+def fingerprint(x: np.ndarray) -> np.ndarray:
+    """Thumbnail compared by the near-duplicate rule.
+
+    Parameters
+    ----------
+    x : numpy.ndarray, uint8, shape (H, W)
+
+    Returns
+    -------
+    numpy.ndarray, float32, shape (DUPLICATE_SIZE ** 2,)
+        The image resized to :data:`DUPLICATE_SIZE` squared (area averaging, aspect
+        ratio NOT kept, so a copy squashed to a square still matches), minus its mean,
+        divided by its norm: the dot product of two fingerprints is the Pearson
+        correlation of the thumbnails (0 for a constant image).
+    """
+    small = cv2.resize(x.astype(np.float32), (DUPLICATE_SIZE, DUPLICATE_SIZE),
+                       interpolation=cv2.INTER_AREA).ravel()
+    small -= small.mean()
+    norm = float(np.linalg.norm(small))
+    return small / norm if norm > 0 else small
+
+
+def near_duplicates(a: list[Path], b: list[Path],
+                    min_correlation: float = DUPLICATE_MIN_CORRELATION) -> list[tuple[int, int, float]]:
+    """Pairs ``(i, j, correlation)`` of image files ``a[i]`` and ``b[j]`` whose
+    :func:`fingerprint` s correlate at ``min_correlation`` or more (a file listed in both
+    pairs with itself).
+
+    Raises
+    ------
+    ValueError
+        If a file cannot be read as an image.
+    """
+    if not a or not b:
+        return []
+    fa = np.stack([_fingerprint_of_file(Path(p)) for p in a])
+    fb = np.stack([_fingerprint_of_file(Path(p)) for p in b])
+    out = []
+    for start in range(0, len(a), 512):
+        corr = fa[start:start + 512] @ fb.T
+        for i, j in zip(*np.nonzero(corr >= min_correlation)):
+            out.append((start + int(i), int(j), float(corr[i, j])))
+    return out
+
+
+@dataclass(frozen=True)
+class Split:
+    """The fixed split of all sources.
+
+    ``train``: train-split images that may be trained on; ``test``: the held-back
+    images with reference masks; ``excluded``: train-split images left out because they
+    are near-duplicates of a held-back image (:func:`held_back_images`), each with the
+    held-back images it matches as ``(source, image_id, correlation)``.
+    """
+
+    train: list[Sample]
+    test: list[Sample]
+    excluded: list[tuple[Sample, list[tuple[str, str, float]]]] = field(default_factory=list)
+
+
+def load_split(data_root: str | Path) -> Split:
+    """All sources of :data:`SOURCES`, split by :func:`split_of`, with the train-split
+    near-duplicates of held-back images (:func:`near_duplicates` against
+    :func:`held_back_images`; pairs within one source of
+    :data:`DISTINCT_PATIENT_SOURCES` excepted) removed from ``train``.
+
+    Reads every image once for its fingerprint (about 20 s for the shared data).
+
+    Raises
+    ------
+    FileNotFoundError
+        If ``data_root`` lacks one of the source folders.
+    """
+    root = Path(data_root)
+    for name in SOURCES:
         if not (root / name).is_dir():
             raise FileNotFoundError(f"{root / name}: public data folder not found")
-    samples = jsrt_samples(root) + covid_samples(root)
-    return [s for s in samples if split_of(s.source, s.patient_id) == split]
+    samples = jsrt_samples(root) + covid_samples(root) + covid_qu_ex_samples(root)
+    test = [s for s in samples if split_of(s.source, s.patient_id) == "test"]
+    train = [s for s in samples if split_of(s.source, s.patient_id) == "train"]
+    held = held_back_images(root)
+    matches: dict[int, list[tuple[str, str, float]]] = {}
+    for i, j, corr in near_duplicates([s.image_path for s in train], [h[2] for h in held]):
+        source, image_id, _ = held[j]
+        if train[i].source == source and source in DISTINCT_PATIENT_SOURCES:
+            continue
+        matches.setdefault(i, []).append((source, image_id, round(corr, 4)))
+    return Split([s for i, s in enumerate(train) if i not in matches], test,
+                 [(train[i], m) for i, m in sorted(matches.items())])
+
+
+def load_samples(data_root: str | Path, split: str) -> list[Sample]:
+    """Samples of one split (``"train"`` or ``"test"``) from all sources; ``"train"``
+    without the near-duplicates of held-back images (:func:`load_split`).
+
+    Raises
+    ------
+    FileNotFoundError
+        If ``data_root`` lacks one of the source folders.
+    ValueError
+        If ``split`` is neither ``"train"`` nor ``"test"``.
+    """
+    if split not in ("train", "test"):
+        raise ValueError(f"split must be 'train' or 'test', got {split!r}")
+    parts = load_split(data_root)
+    return parts.train if split == "train" else parts.test

@@ -1,11 +1,12 @@
 """Training of the builtin anatomy network (``cxrils train-anatomy``).
 
 Data: the ``train`` part of :mod:`cxrils.vision.anatomy.data` (JSRT/SCR lungs + heart,
-COVID-19 v7labs lungs). The heart term of the loss is masked out for images without a
-heart reference. A validation part (``val_percent`` of the training patients, by a
-second fixed hash rule; the ``test`` split is never read) selects the epoch whose
-weights are kept. Loss: binary cross-entropy + soft Dice per channel (sigmoid,
-multi-label). Schedule: AdamW with a one-cycle (cosine-annealed) learning rate.
+COVID-19 v7labs lungs, COVID-QU-Ex lungs; near-duplicates of held-back images left
+out). The heart term of the loss is masked out for images without a heart reference
+(every image but JSRT's). A validation part (``val_percent`` of the training patients,
+by a second fixed hash rule; the ``test`` split is never read) selects the epoch whose
+weights are kept, by the mean over the sources of each source's mean Dice. Loss:
+binary cross-entropy + soft Dice per channel (sigmoid, multi-label). Schedule: AdamW with a one-cycle (cosine-annealed) learning rate.
 Augmentation: small random affine (no horizontal flip: it would swap the
 patient's sides and put the heart on the wrong side), gamma/contrast jitter, and
 burned-in marks (letters, arrows) like those of journal figures in the COVID-19 set.
@@ -24,7 +25,7 @@ from typing import Any, Callable
 import cv2
 import numpy as np
 
-from cxrils.vision.anatomy.data import TEST_PERCENT, Sample, load_samples, read_gray
+from cxrils.vision.anatomy.data import SOURCES, TEST_PERCENT, Sample, load_split, read_gray
 from cxrils.vision.anatomy.network import CHANNELS, DEFAULT_ARCH, build_network
 from cxrils.vision.anatomy.preprocess import prepare
 
@@ -32,14 +33,26 @@ log = logging.getLogger(__name__)
 
 
 def _canvas_targets(sample: Sample, size: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """(image (S, S), targets (3, S, S), channel weights (3,)) float32 for one sample."""
+    """(image (S, S), targets (3, S, S), channel weights (3,) float32) for one sample.
+
+    Image and targets are uint8 (255 = 1.0) to keep thousands of images in memory: the
+    canvas of :func:`prepare` is an 8-bit image over 255, so this loses nothing; the
+    bilinear target fractions are rounded to 1/255."""
     x = read_gray(sample.image_path)
     canvas, box = prepare(x, size)
     masks = [sample.right_lung, sample.left_lung,
              sample.heart if sample.heart is not None else np.zeros_like(sample.right_lung)]
     targets = np.stack([box.forward(m.astype(np.float32), cv2.INTER_LINEAR) for m in masks])
     weights = np.array([1.0, 1.0, 0.0 if sample.heart is None else 1.0], dtype=np.float32)
-    return canvas, targets, weights
+    return _to_uint8(canvas), _to_uint8(targets), weights
+
+
+def _to_uint8(a: np.ndarray) -> np.ndarray:
+    return np.rint(np.clip(a, 0.0, 1.0) * 255).astype(np.uint8)
+
+
+def _to_float(a: np.ndarray) -> np.ndarray:
+    return a.astype(np.float32) / 255.0
 
 
 def one_cycle_lr(fraction: float, max_lr: float, warmup: float = 0.1) -> float:
@@ -63,22 +76,30 @@ def is_validation(source: str, patient_id: str, val_percent: int) -> bool:
     return int(digest, 16) % 100 < val_percent
 
 
-def _val_dice(net, images: np.ndarray, targets: np.ndarray, weights: np.ndarray) -> float:
-    """Mean Dice over the channels with a reference (weights > 0), at the canvas size,
-    probabilities thresholded at 0.5; ``images`` (N, 1, S, S), ``targets`` (N, 3, S, S)."""
+def _val_dice(net, images: np.ndarray, targets: np.ndarray, weights: np.ndarray,
+              groups: np.ndarray) -> tuple[float, dict[str, float]]:
+    """Validation Dice at the canvas size, probabilities thresholded at 0.5.
+
+    ``images`` (N, 1, S, S) and ``targets`` (N, 3, S, S) uint8, ``weights`` (N, 3),
+    ``groups`` (N,) the source of each image. Returns the mean over the sources of each
+    source's mean Dice over its channels with a reference (weights > 0), so that the
+    largest source does not decide alone, and the per-source means."""
     import torch
 
     net.eval()
-    scores = []
+    scores: list[np.ndarray] = []
     with torch.no_grad():
         for i in range(0, len(images), 8):
-            pred = net(torch.from_numpy(images[i:i + 8])).sigmoid().numpy() > 0.5
-            ref = targets[i:i + 8] > 0.5
+            pred = net(torch.from_numpy(_to_float(images[i:i + 8]))).sigmoid().numpy() > 0.5
+            ref = targets[i:i + 8] > 127
             inter = (pred & ref).sum(axis=(2, 3))
             total = pred.sum(axis=(2, 3)) + ref.sum(axis=(2, 3))
             dice = np.where(total > 0, 2 * inter / np.maximum(total, 1), 1.0)
-            scores.extend(dice[weights[i:i + 8] > 0].tolist())
-    return float(np.mean(scores))
+            w = weights[i:i + 8] > 0
+            scores.extend((dice * w).sum(axis=1) / w.sum(axis=1))
+    per_image = np.asarray(scores)
+    per_source = {str(g): float(per_image[groups == g].mean()) for g in dict.fromkeys(groups.tolist())}
+    return float(np.mean(list(per_source.values()))), per_source
 
 
 def _burn_in_marks(image: np.ndarray, rng: np.random.Generator) -> None:
@@ -137,6 +158,7 @@ def train_anatomy(
     *,
     epochs: int = 20,
     covid_per_epoch: int = 120,
+    qu_ex_per_epoch: int = 240,
     batch_size: int = 8,
     lr: float = 3e-3,
     seed: int = 0,
@@ -152,7 +174,8 @@ def train_anatomy(
     Parameters
     ----------
     data_root : path
-        Folder holding ``jsrt_scr`` and ``covid_ieee8023`` (``../shared/data``).
+        Folder holding ``jsrt_scr``, ``covid_ieee8023`` and ``covid_qu_ex``
+        (``../shared/data``).
     out_path : path
         Destination ``.safetensors`` file (written atomically); the architecture, the
         channel names and the training summary go into its metadata.
@@ -167,9 +190,10 @@ def train_anatomy(
         rate follows :func:`one_cycle_lr` over whichever is further along, the steps or
         the elapsed time, so training anneals and stops within the budget on a loaded
         machine.
-    covid_per_epoch : int
-        COVID-19 images drawn (without replacement) for each epoch, next to every JSRT
-        training image; keeps an epoch short on a CPU.
+    covid_per_epoch, qu_ex_per_epoch : int
+        COVID-19 v7labs and COVID-QU-Ex images drawn (without replacement) for each
+        epoch, next to every JSRT training image; keeps an epoch short on a CPU and
+        keeps JSRT, the only source of hearts, from being drowned out.
     init : path, optional
         A builtin weights file to start from (fine-tuning); its architecture (from its
         metadata) is used and ``arch`` is ignored.
@@ -181,7 +205,9 @@ def train_anatomy(
     Returns
     -------
     dict
-        Training summary (counts, epochs, final loss, seconds).
+        Training summary (counts, epochs, final loss, wall ``seconds`` and the
+        process's ``cpu_seconds`` summed over its threads, which a loaded machine
+        stretches less).
 
     Raises
     ------
@@ -213,8 +239,9 @@ def train_anatomy(
         arch = json.loads(meta["arch"])
         init_state = load_file(str(init))
     size = int(arch["input_size"])
-    t0 = time.time()
-    all_train = load_samples(data_root, "train")
+    t0, cpu0 = time.time(), time.process_time()
+    split = load_split(data_root)
+    all_train = split.train
     if not all_train:
         raise FileNotFoundError(f"{data_root}: no training images with masks found")
     val_samples = [s for s in all_train if is_validation(s.source, s.patient_id, val_percent)]
@@ -222,12 +249,12 @@ def train_anatomy(
     if not samples:
         raise FileNotFoundError(f"{data_root}: every training image fell into the validation part")
 
-    def stack(part: list[Sample]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    def stack(part: list[Sample]) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
         prepared = [_canvas_targets(s, size) for s in part]
         return (np.stack([p[0] for p in prepared])[:, None], np.stack([p[1] for p in prepared]),
-                np.stack([p[2] for p in prepared]))
+                np.stack([p[2] for p in prepared]), np.array([s.source for s in part]))
 
-    images, targets, weights = stack(samples)
+    images, targets, weights, _ = stack(samples)
     val = stack(val_samples) if val_samples else None
     progress(f"prepared {len(samples)} training + {len(val_samples)} validation images "
              f"in {time.time() - t0:.0f} s")
@@ -236,10 +263,12 @@ def train_anatomy(
     if init_state is not None:
         net.load_state_dict(init_state)
     opt = torch.optim.AdamW(net.parameters(), lr=lr, weight_decay=1e-4)
-    jsrt_idx = np.array([i for i, s in enumerate(samples) if s.heart is not None])
-    covid_idx = np.array([i for i, s in enumerate(samples) if s.heart is None])
-    n_covid = min(covid_per_epoch, len(covid_idx))
-    per_epoch = len(jsrt_idx) + n_covid
+    by_source = {src: np.array([i for i, s in enumerate(samples) if s.source == src], dtype=int)
+                 for src in SOURCES}
+    draws = {"jsrt_scr": len(by_source["jsrt_scr"]),
+             "covid_ieee8023": min(covid_per_epoch, len(by_source["covid_ieee8023"])),
+             "covid_qu_ex": min(qu_ex_per_epoch, len(by_source["covid_qu_ex"]))}
+    per_epoch = sum(draws.values())
     steps_per_epoch = math.ceil(per_epoch / batch_size)
     total_steps = epochs * steps_per_epoch
     step = 0
@@ -252,20 +281,20 @@ def train_anatomy(
 
     t_start = time.time()
     loss_value = float("nan")
-    best: tuple[float, int, dict[str, Any]] | None = None
+    best: tuple[float, int, dict[str, Any], dict[str, float]] | None = None
     epochs_run = 0
     for epoch in range(epochs):
         net.train()
-        chosen = rng.choice(covid_idx, size=n_covid, replace=False) if n_covid else covid_idx[:0]
-        order = rng.permutation(np.concatenate([jsrt_idx, chosen]).astype(int))
+        order = rng.permutation(np.concatenate([rng.choice(by_source[src], size=n, replace=False)
+                                                for src, n in draws.items()]).astype(int))
         total = 0.0
         for i in range(0, len(order), batch_size):
             idx = order[i:i + batch_size]
-            xb = images[idx].copy()
+            xb = _to_float(images[idx])
             for j in range(len(idx)):
                 if rng.random() < 0.3:
                     _burn_in_marks(xb[j, 0], rng)
-            xt, yt = _augment(torch.from_numpy(xb), torch.from_numpy(targets[idx]), rng)
+            xt, yt = _augment(torch.from_numpy(xb), torch.from_numpy(_to_float(targets[idx])), rng)
             loss = _loss(net(xt), yt, torch.from_numpy(weights[idx]))
             for group in opt.param_groups:
                 group["lr"] = one_cycle_lr(progress_fraction(), lr)
@@ -278,10 +307,11 @@ def train_anatomy(
         epochs_run = epoch + 1
         line = f"epoch {epoch + 1}/{epochs} loss {loss_value:.4f}"
         if val is not None:
-            score = _val_dice(net, *val)
-            line += f" val Dice {score:.4f}"
+            score, per_source = _val_dice(net, *val)
+            line += f" val Dice {score:.4f} (" + ", ".join(f"{k} {v:.4f}" for k, v in per_source.items()) + ")"
             if best is None or score > best[0]:
-                best = (score, epoch + 1, {k: v.detach().clone() for k, v in net.state_dict().items()})
+                best = (score, epoch + 1, {k: v.detach().clone() for k, v in net.state_dict().items()},
+                        per_source)
         progress(f"{line} ({time.time() - t0:.0f} s)")
         if progress_fraction() >= 1.0:
             if epoch + 1 < epochs:
@@ -291,17 +321,19 @@ def train_anatomy(
         net.load_state_dict(best[2])
 
     summary = {
-        "train_images": {src: sum(s.source == src for s in samples) for src in ("jsrt_scr", "covid_ieee8023")},
-        "validation_images": {src: sum(s.source == src for s in val_samples)
-                              for src in ("jsrt_scr", "covid_ieee8023")},
+        "train_images": {src: sum(s.source == src for s in samples) for src in SOURCES},
+        "validation_images": {src: sum(s.source == src for s in val_samples) for src in SOURCES},
+        "near_duplicates_left_out": {src: sum(s.source == src for s, _ in split.excluded) for src in SOURCES},
         "split_rule": f"sha256('<source>:<patient_id>') % 100 < {TEST_PERCENT} -> test",
         "validation_rule": f"sha256('validation:<source>:<patient_id>') % 100 < {val_percent} (train split only)",
         "init": Path(init).name if init is not None else None,
         "epochs": epochs, "epochs_run": epochs_run,
         "best_epoch": best[1] if best else epochs_run,
         "best_val_dice": round(best[0], 5) if best else None,
-        "covid_per_epoch": n_covid, "batch_size": batch_size, "lr": lr, "seed": seed,
+        "best_val_dice_per_source": {k: round(v, 5) for k, v in best[3].items()} if best else None,
+        "per_epoch": draws, "batch_size": batch_size, "lr": lr, "seed": seed,
         "final_loss": round(loss_value, 5), "seconds": round(time.time() - t0, 1),
+        "cpu_seconds": round(time.process_time() - cpu0, 1),
     }
     state = {k: v.detach().contiguous() for k, v in net.state_dict().items()}
     metadata = {"arch": json.dumps(arch), "channels": json.dumps(list(CHANNELS)),

@@ -68,3 +68,40 @@ def test_cardiomegaly_positives_repeated_or_dropped_by_the_ctr():
     out, rep, drop = _cardiomegaly_rows(rows, 0.40, Config())        # CTR <= 0.45: report and measure disagree
     assert (rep, drop) == (0, 1) and [r["record_id"] for r in out] == ["im:1", "im:2"]
     assert _cardiomegaly_rows(rows, None, Config())[2] == 1
+
+
+@pytest.mark.needs_data
+def test_jsrt_cardiomegaly_records_follow_the_radiologists_masks(shared_data):
+    """JSRT nodule images of the anatomy's train split: the CTR of the SCR masks
+    (restated here: widest heart row span / widest span of the two lungs) decides
+    cardiomegaly by Appendix D.3's cut-offs; a positive's answer mask is the SCR heart."""
+    import numpy as np
+    from pycocotools import mask as mask_utils
+
+    from cxrils.config import Config
+    from cxrils.models.light.data import _jsrt_rows, jsrt_cardiomegaly_samples
+    from cxrils.vision.anatomy import get_segmenter
+    from cxrils.vision.anatomy.data import split_of
+
+    def width(m):
+        cols = np.flatnonzero(m.any(axis=0))
+        return cols[-1] - cols[0] + 1
+
+    cfg = Config()
+    picked = jsrt_cardiomegaly_samples(shared_data, cfg)
+    assert len(picked) > 40
+    for s, ctr, positive in picked:
+        assert s.image_id.startswith("JPCLN") and split_of("jsrt_scr", s.image_id) == "train"
+        ref = width(s.heart) / width(s.right_lung | s.left_lung)
+        assert abs(ctr - ref) < 0.01
+        assert (ref > 0.5) if positive else (ref <= 0.45)
+    segment = get_segmenter("builtin", cfg).segment
+    s, _, _ = next(p for p in picked if p[2])
+    _, rows = _jsrt_rows(s, True, "train", segment, cfg)
+    assert {r["lesion_type"] for r in rows} == {"cardiomegaly"} and {r["polarity"] for r in rows} == {"positive"}
+    assert len({r["record_id"] for r in rows}) == len(rows) > 1
+    got = mask_utils.decode({"size": rows[0]["mask"]["size"], "counts": rows[0]["mask"]["counts"]}).astype(bool)
+    assert (got == s.heart).all()
+    s, _, _ = next(p for p in picked if not p[2])
+    _, rows = _jsrt_rows(s, False, "train", segment, cfg)
+    assert [(r["lesion_type"], r["polarity"]) for r in rows] == [("cardiomegaly", "negative")]

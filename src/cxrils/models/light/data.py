@@ -23,9 +23,19 @@ from human lesion masks (issue 18).
    ``benchmarks/human_masks.py``). Normal images get :data:`NORMAL_ABSENT_NEGATIVES`
    absent-type negatives per type.
 
+3. cardiomegaly records of the JSRT/SCR nodule images of the anatomy's ``train`` split
+   (:func:`jsrt_cardiomegaly_samples`; the non-nodule images stay out: the human-mask
+   benchmark scores them as normals, and the ``test`` split is the anatomy benchmark's):
+   the cardiothoracic ratio of the radiologists' SCR heart and lung masks decides, by
+   the paper's Appendix D.3 rule: above :data:`JSRT_CTR_MIN_POSITIVE` a cardiomegaly
+   positive whose answer mask is the SCR heart, at most 0.45
+   (``qc.ctr_max_cardiomegaly_negative``) a cardiomegaly negative, in between nothing.
+   Only cardiomegaly records are kept (a nodule image is not free of opacities).
+
 Cardiomegaly: each generated train positive is repeated :data:`CARDIOMEGALY_REPEAT`
 times, or dropped when the image's CTR (builtin anatomy) is at most 0.45 (Appendix D.3's
-negative cut-off), where report and measurement disagree.
+negative cut-off), where report and measurement disagree; each JSRT train positive is
+repeated :data:`JSRT_CARDIOMEGALY_REPEAT` times.
 
 Sides are the patient's: on a frontal image the patient's right lung is on the
 image's left.
@@ -64,6 +74,17 @@ NORMAL_ABSENT_NEGATIVES = 3
 #: cardiomegaly in only a handful of images, against hundreds of negatives; with the CTR
 #: input the presence decision can generalise from few, repeated, consistent examples.
 CARDIOMEGALY_REPEAT = 20
+#: Reference CTR above which a JSRT image is a cardiomegaly positive: the radiological
+#: definition of an enlarged heart on a PA film (CTR > 0.5), the cut-off the paper's
+#: Appendix D.3 names beside its 0.45 negative rule.
+JSRT_CTR_MIN_POSITIVE = 0.5
+#: Times each JSRT cardiomegaly train positive appears (ours; fewer than the generated
+#: ones: there are about ten times as many).
+JSRT_CARDIOMEGALY_REPEAT = 5
+#: Prefix of the image ids of the JSRT images in the training dataset.
+JSRT_PREFIX = "jsrt-"
+#: Report of a JSRT image whose reference CTR makes it a cardiomegaly positive.
+ENLARGED_HEART_REPORT = "The heart is enlarged. There is cardiomegaly."
 
 
 def held_back_images(data_root: str | Path) -> list[Path]:
@@ -98,6 +119,50 @@ def _cardiomegaly_rows(rows: list[dict], ctr: float | None, cfg: Config) -> tupl
             next_index += 1
         repeated += 1
     return out, repeated, dropped
+
+
+def jsrt_cardiomegaly_samples(data_root: str | Path, cfg: Config) -> list[tuple[object, float, bool]]:
+    """``(sample, reference CTR, positive)`` of the JSRT/SCR nodule images (``JPCLN*``) of
+    the anatomy's ``train`` split whose SCR masks give a CTR above
+    :data:`JSRT_CTR_MIN_POSITIVE` (positive) or at most ``qc.ctr_max_cardiomegaly_negative``
+    (negative); ``sample`` is a :class:`cxrils.vision.anatomy.data.Sample`. Empty when
+    the shared data has no ``jsrt_scr``."""
+    from cxrils.types import AnatomyMasks
+    from cxrils.vision.anatomy.data import jsrt_samples, split_of
+
+    if not (Path(data_root) / "jsrt_scr" / "images").is_dir():
+        return []
+    out = []
+    for s in jsrt_samples(Path(data_root)):
+        if not s.image_id.startswith("JPCLN") or split_of("jsrt_scr", s.patient_id) != "train":
+            continue
+        ref = AnatomyMasks({"right lung": s.right_lung, "left lung": s.left_lung, "heart": s.heart},
+                           s.heart.shape, "reference")
+        ctr = cardiothoracic_ratio(ref)
+        if ctr > JSRT_CTR_MIN_POSITIVE or ctr <= cfg.qc.ctr_max_cardiomegaly_negative:
+            out.append((s, ctr, ctr > JSRT_CTR_MIN_POSITIVE))
+    return out
+
+
+def _jsrt_rows(sample, positive: bool, split: str, segment, cfg: Config) -> tuple[np.ndarray, list[dict]]:
+    """Image and cardiomegaly records of one JSRT sample (module docstring, item 3)."""
+    from cxrils.types import AnatomyMasks
+
+    image_id = JSRT_PREFIX + sample.image_id
+    x = read_gray(sample.image_path)
+    auto = segment(x)
+    anatomy = AnatomyMasks({**auto.masks, "right lung": sample.right_lung, "left lung": sample.left_lung,
+                            "heart": sample.heart}, tuple(x.shape), "SCR reference + " + auto.backend, auto.version)
+    report = next(iter(structure_reports([(image_id, ENLARGED_HEART_REPORT if positive else NORMAL_REPORT)], cfg)))
+    g = human_grounding(study_id=image_id, image_id=image_id, report=report, anatomy=anatomy,
+                        lesion=np.zeros(x.shape, bool), cfg=cfg)
+    rows = [r for r in generate_records(g, split=split, patient_id=image_id, image_path=f"images/{image_id}.png",
+                                        cfg=cfg, absent_negatives=True)
+            if r["lesion_type"] == "cardiomegaly"]
+    if positive and split == "train" and rows:
+        first = rows[0]
+        rows += [{**first, "record_id": f"{image_id}:{len(rows) + k}"} for k in range(JSRT_CARDIOMEGALY_REPEAT - 1)]
+    return x, rows
 
 
 def _plain(record: dict) -> dict:
@@ -140,7 +205,8 @@ def build_training_dataset(generated: str | Path, data_root: str | Path, out: st
     records = read_records(generated)
     writer = DatasetWriter(out, {"builder": "cxrils.models.light.data.build_training_dataset",
                                  "generated": str(generated), "data_root": str(root),
-                                 "human": "COVID-QU-Ex tuning part, detector half, expert-verified infection masks"})
+                                 "human": "COVID-QU-Ex tuning part, detector half, expert-verified infection masks; "
+                                          "JSRT/SCR train-split nodule images, cardiomegaly by the SCR masks' CTR"})
     done = writer.done_ids()
     image_ids = sorted(records["image_id"].unique())
     paths = [generated / "images" / f"{i}.png" for i in image_ids]
@@ -190,10 +256,23 @@ def build_training_dataset(generated: str | Path, data_root: str | Path, out: st
                                 absent_negatives=not s.positive)
         writer.commit_study(image_id, x, rows)
         n_human += len(rows)
+    jsrt = jsrt_cardiomegaly_samples(root, cfg)
+    _, jval = split_validation([s.image_id for s, _, _ in jsrt], VALIDATE_FRACTION, "light-val-jsrt")
+    jval_ids = {jsrt[i][0].image_id for i in jval}
+    n_jsrt = 0
+    for s, _, positive in jsrt:
+        if JSRT_PREFIX + s.image_id in done:
+            continue
+        x, rows = _jsrt_rows(s, positive, "validate" if s.image_id in jval_ids else "train", segment, cfg)
+        if rows:
+            writer.commit_study(JSRT_PREFIX + s.image_id, x, rows)
+            n_jsrt += len(rows)
     writer.finalize()
     return {"generated_images": len(image_ids), "held_back_images": len(held), "held_back_records_dropped": dropped,
             "cardiomegaly_positives_repeated": cm_repeated, "cardiomegaly_positives_dropped": cm_dropped,
-            "human_images": len(samples), "human_records_added": n_human}
+            "human_images": len(samples), "human_records_added": n_human,
+            "jsrt_cardiomegaly_positives": sum(p for _, _, p in jsrt),
+            "jsrt_cardiomegaly_negatives": sum(not p for _, _, p in jsrt), "jsrt_records_added": n_jsrt}
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -192,8 +192,10 @@ def main(argv: list[str] | None = None) -> int:
     lines += ["", "training and inference latency (1 thread, per query):", ""]
     for name, (steps, bs, size, train_s, wall, latency, tau_p, tau_m) in timings.items():
         lat = "; ".join(f"{kind} median {med:.1f} ms, p90 {p90:.1f} ms" for kind, (med, p90, _) in latency.items())
-        lines.append(f"- {name}: {steps} steps x batch {bs} at {size} px: {train_s:.0f} s training "
-                     f"({wall:.0f} s with setup); latency {lat} over {latency['cold'][2]} queries; "
+        trained = (f"{train_s:.0f} s training" if train_s == train_s else "training time not stored with the run")
+        setup = f" ({wall:.0f} s with setup)" if wall == wall else ""
+        lines.append(f"- {name}: {steps} steps x batch {bs} at {size} px: {trained}{setup}; "
+                     f"latency {lat} over {latency['cold'][2]} queries; "
                      f"thresholds from the validation split: tau_presence {tau_p:.3f}, tau_mask {tau_m:.2f}")
     lines += ["", "errors of each light model:", ""]
     for name, line in errors.items():

@@ -38,11 +38,13 @@ def measures(m: AnatomyMasks) -> dict[str, float]:
     """The quantities the check bounds, for one image."""
     right, left, heart = (np.asarray(m[k], bool) for k in ("right lung", "left lung", "heart"))
     r_rows, l_rows = np.flatnonzero(right.any(1)), np.flatnonzero(left.any(1))
+    r_cols, l_cols = np.flatnonzero(right.any(0)), np.flatnonzero(left.any(0))
     shared = min(r_rows[-1], l_rows[-1]) - max(r_rows[0], l_rows[0]) + 1
     return {"smaller lung's area (of the image)": min(right.mean(), left.mean()),
             "larger lung's area (of the image)": max(right.mean(), left.mean()),
             "smaller / larger lung": min(right.mean(), left.mean()) / max(right.mean(), left.mean()),
             "lungs' shared rows": max(0, shared) / min(r_rows[-1] - r_rows[0] + 1, l_rows[-1] - l_rows[0] + 1),
+            "lungs' shared columns": np.intersect1d(r_cols, l_cols).size / min(r_cols.size, l_cols.size),
             "heart area (of the image)": heart.mean(), "CTR": cardiothoracic_ratio(m)}
 
 

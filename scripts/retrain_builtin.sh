@@ -27,7 +27,7 @@ $PY -m cxrils.models.light.data --generated "$WORK/demo" --data "$DATA" -o "$WOR
 # 5. the light model (thresholds chosen on the validation split), then ship it
 rm -rf "$WORK/light"
 $CX train --model light --dataset "$WORK/light_data" -o "$WORK/light" $LIGHT_SET --threads "$THREADS" --no-evaluate
-cp "$WORK/light/config.json" "$WORK/light/model.safetensors" "$W/light_ils/"
+cp "$WORK/light/config.json" "$WORK/light/model.safetensors" "$WORK/light/train_summary.json" "$W/light_ils/"
 # 6. the benchmarks quoted by the model cards and docs
 $PY benchmarks/lesion_models.py --data "$DATA" --publish lesion_models
 $PY benchmarks/models.py --dataset "$WORK/light_data" --from-run "$W/light_ils" --work "$WORK/bench_models" \
@@ -37,5 +37,7 @@ $PY benchmarks/grounding.py --data "$DATA" --publish grounding
 # benchmarks of other pages whose numbers depend on the builtin lesion models
 $PY benchmarks/generate.py --data "$DATA" --workers 1,2
 $PY benchmarks/cost_model.py --data "$DATA" --images 30 --radedit-evals 2
+$PY benchmarks/plausibility.py --data "$DATA"
+$PY benchmarks/serve.py --image "$DATA/nih_bbox/images/00001369_000.png"
 # 7. copy the results into the docs and model cards
 $PY scripts/sync_results.py

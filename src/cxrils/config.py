@@ -89,6 +89,9 @@ class QCConfig:
     plausible_lung_area_max_fraction: float = 0.40
     plausible_lung_balance_min_fraction: float = 0.25  # smaller lung area / larger
     plausible_lung_overlap_min_fraction: float = 0.50  # shared rows / rows of the shorter lung
+    # shared columns / columns of the narrower lung: 0 on all 247 JSRT human masks and on
+    # the builtin anatomy of all 391 public frontal pairs, about 0.25 on the IU laterals
+    plausible_lung_column_overlap_max_fraction: float = 0.10
     plausible_heart_area_min_fraction: float = 0.02
     ctr_plausible_min: float = 0.30  # a lower CTR is a failed heart mask, not a small heart
     ctr_plausible_max: float = 0.85

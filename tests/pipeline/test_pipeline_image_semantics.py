@@ -23,10 +23,6 @@ from cxrils.pipeline.runner import generate
 from cxrils.types import StudyGrounding
 from cxrils.vision.anatomy import frontal_plausibility, get_segmenter
 
-REPORT = ("FINDINGS: There is a focal opacity in the right lower lung. The left lung is clear.\n\n"
-          "IMPRESSION: Right lower lung opacity.")
-
-
 def _write_pairs(folder: Path, rows: list[dict]) -> Path:
     path = folder / "pairs.csv"
     with open(path, "w", newline="") as fh:
@@ -74,22 +70,25 @@ def chest(shared_data: Path) -> tuple[Path, np.ndarray, np.ndarray, np.ndarray]:
 
 
 @pytest.mark.needs_data
-def test_mirrored_dicom_opacity_in_the_right_lung_gets_a_right_lung_mask(tmp_path, chest):
+def test_mirrored_dicom_reaches_the_builtin_anatomy_in_the_standard_display(tmp_path, chest):
+    """Real loader and anatomy network: a DICOM stored mirrored (Patient Orientation
+    R\\F) is turned back, so the builtin anatomy's patient-right lung is the one on the
+    image's left, where the added opacity is (the lesion models' part of the same path is
+    tested with fake stages below: a synthetic blob is not a lesion the learned lesion
+    map and detector were trained on)."""
     src, shown, right, left = chest
     dcm = _mirrored_dicom(src, shown, tmp_path / "mirrored.dcm")
     loaded = load_image(dcm)
     assert "orient:fliplr(PatientOrientation R\\F -> L\\F)" in loaded.meta.transforms
     assert loaded.meta.patient_orientation == ("R", "F")
-    out = tmp_path / "ds"
-    generate(_write_pairs(tmp_path, [{"study_id": "s1", "patient_id": "p1", "image_path": "mirrored.dcm",
-                                      "view": "PA", "report": REPORT}]), out, Config())
-    records = read_records(out)
-    positives = records[(records["polarity"] == "positive") & (records["lesion_type"] == "opacity")]
-    assert len(positives) > 0, read_exclusions(out)
-    for rec in positives.itertuples():
-        mask = decode_rle({"size": list(rec.mask["size"]), "counts": rec.mask["counts"]})
-        assert (mask & right).sum() >= 0.9 * mask.sum() and not (mask & left).any()
-        assert all(loc.startswith("right") for loc in rec.locations)
+    got = loaded.pixels.astype(float).ravel()  # the loader may rescale the levels (VOI), not turn them
+    assert np.corrcoef(got, shown.astype(float).ravel())[0, 1] > 0.99
+    assert np.corrcoef(got, shown[:, ::-1].astype(float).ravel())[0, 1] < 0.9
+    organs = get_segmenter("builtin", Config()).segment(loaded.pixels)
+    got_right, got_left = organs["right lung"], organs["left lung"]
+    assert np.nonzero(got_right)[1].mean() < np.nonzero(got_left)[1].mean()
+    overlap = (got_right & right).sum() / max(1, min(got_right.sum(), right.sum()))
+    assert overlap > 0.8 and not (got_right & left).sum() > 0.05 * got_right.sum()
 
 
 def test_mirrored_dicom_is_turned_before_the_stages_see_it(tmp_path):

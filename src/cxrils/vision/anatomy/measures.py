@@ -63,8 +63,10 @@ def frontal_plausibility(masks: AnatomyMasks, cfg: QCConfig) -> str | None:
     Checks, in order (bounds in ``cfg``, ours): both lungs present, each covering
     ``plausible_lung_area_min/max_fraction`` of the image, the smaller at least
     ``plausible_lung_balance_min_fraction`` of the larger, side by side (their rows
-    overlap by ``plausible_lung_overlap_min_fraction`` of the shorter one) with the
-    patient's right lung on the image's left (its centroid column left of the left
+    overlap by ``plausible_lung_overlap_min_fraction`` of the shorter one, and at most
+    ``plausible_lung_column_overlap_max_fraction`` of the narrower one's columns are
+    shared, as on a lateral view where the two lung fields lie behind each other) with
+    the patient's right lung on the image's left (its centroid column left of the left
     lung's); a heart of at least ``plausible_heart_area_min_fraction`` whose centroid
     lies between the lungs' centroids; a cardiothoracic ratio in
     [``ctr_plausible_min``, ``ctr_plausible_max``].
@@ -105,6 +107,11 @@ def frontal_plausibility(masks: AnatomyMasks, cfg: QCConfig) -> str | None:
     overlap = max(0, shared) / min(r_rows[-1] - r_rows[0] + 1, l_rows[-1] - l_rows[0] + 1)
     if overlap < cfg.plausible_lung_overlap_min_fraction:
         return f"the lungs share {overlap:.2f} of their rows (< {cfg.plausible_lung_overlap_min_fraction}){hint}"
+    r_cols, l_cols = (np.flatnonzero(m.any(axis=0)) for m in (right, left))
+    column_overlap = np.intersect1d(r_cols, l_cols).size / min(r_cols.size, l_cols.size)
+    if column_overlap > cfg.plausible_lung_column_overlap_max_fraction:
+        return (f"the lungs share {column_overlap:.2f} of their columns "
+                f"(> {cfg.plausible_lung_column_overlap_max_fraction}): lungs behind each other{hint}")
     cx_right, cx_left = np.nonzero(right)[1].mean() / w, np.nonzero(left)[1].mean() / w
     if not cx_right < cx_left:
         return (f"the right lung (centroid at {cx_right:.2f} of the width) is not on the image's left of the "

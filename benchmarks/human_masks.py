@@ -623,6 +623,82 @@ def cardiomegaly_table(cases: list[Case]) -> list[str]:
     return lines
 
 
+def targets_table(cases: list[Case]) -> list[str]:
+    """Issue 18's targets against this run's numbers (met / missed), pipeline and light model."""
+    rows: list[tuple[str, str, str, bool]] = []
+
+    def add(what: str, target: str, value: float, ok: bool, fmt: str = "{:.1f}") -> None:
+        rows.append((what, target, fmt.format(value), ok))
+
+    masked = [c for c in cases if c.kind == "positive" and c.mask_path is not None and c.lesion_type != "cardiomegaly"]
+    gen = [c for c in masked if c.out.get("generated")]
+    if gen:
+        add("pipeline: IoU of generated masks, expert-mask sources", ">= 50", 100 * mean([c.out["iou"] for c in gen]),
+            mean([c.out["iou"] for c in gen]) >= 0.5)
+        add("pipeline: pixel precision", ">= 60", 100 * mean([c.out["prec"] for c in gen]),
+            mean([c.out["prec"] for c in gen]) >= 0.6)
+    for src in dict.fromkeys(c.source for c in cases if c.kind == "positive" and c.lesion_type != "cardiomegaly"):
+        g = [c for c in cases if c.source == src and c.kind == "positive" and c.lesion_type != "cardiomegaly"]
+        gg = [c for c in g if c.out.get("generated")]
+        if g[0].mask_path is not None and gg:
+            v, base = mean([c.out["iou"] for c in gg]), mean([c.out["wl_iou"] for c in gg])
+            add(f"pipeline, {src}: IoU minus whole-named-lung IoU (same images)", ">= 0", 100 * (v - base), v >= base)
+        elif g[0].box is not None and gg:
+            v, base = mean([c.out["box_prec"] for c in gg]), mean([c.out["wl_prec"] for c in gg])
+            add(f"pipeline, {src}: precision in box minus the whole named lung's (n={len(gg)})", ">= 0",
+                100 * (v - base), v >= base)
+    pos = [c for c in cases if c.kind == "positive"]
+    if pos:
+        k = sum(bool(c.out.get("generated")) for c in pos)
+        add("pipeline: recall, all sources and types", ">= 60", 100 * k / len(pos), k / len(pos) >= 0.6)
+    normals = [c for c in cases if c.kind == "normal"]
+    if normals:
+        k = sum(c.out["pos_records_normal"] > 0 for c in normals)
+        add("pipeline: normal images with a positive record (normal reports)", "0", k, k == 0, "{:.0f}")
+    for src in dict.fromkeys(c.source for c in pos if c.lesion_type != "cardiomegaly"):
+        sides = [side_of_record(rec) for c in pos if c.source == src and c.lesion_type != "cardiomegaly"
+                 for rec in c.out.get("pos_records", [])]
+        rr, ll = sides.count("right"), sides.count("left")
+        if rr + ll >= 10:
+            ratio = max(rr, ll) / max(1, min(rr, ll))
+            add(f"pipeline, {src}: one-sided positive records, larger : smaller side ({rr} right, {ll} left)",
+                "<= 1.5", ratio, ratio <= 1.5, "{:.2f}")
+    lp = [c for c in cases if c.kind == "positive" and "light_present" in c.out and c.lesion_type != "cardiomegaly"]
+    lm = [c for c in lp if "light_iou" in c.out]
+    if lm:
+        v = mean([c.out["light_iou"] for c in lm])
+        add("light: basic-instruction IoU, expert-mask sources (empty = 0)", ">= 45", 100 * v, v >= 0.45)
+    for src in dict.fromkeys(c.source for c in lp):
+        g = [c for c in lp if c.source == src]
+        if "light_iou" in g[0].out:
+            v, base = mean([c.out["light_iou"] for c in g]), mean([c.out["wl_iou"] for c in g if "wl_iou" in c.out])
+            add(f"light, {src}: IoU minus whole-named-lung IoU", ">= 0", 100 * (v - base), v >= base)
+        else:
+            bp = [c for c in g if "light_box_prec" in c.out]
+            if bp:
+                v, base = mean([c.out["light_box_prec"] for c in bp]), mean([c.out["wl_prec"] for c in bp])
+                add(f"light, {src}: precision in box minus the whole named lung's (n={len(bp)})", ">= 0",
+                    100 * (v - base), v >= base)
+    if lp:
+        k = sum(c.out["light_present"] for c in lp)
+        add("light: presence recall, all sources", ">= 80", 100 * k / len(lp), k / len(lp) >= 0.8)
+    neg = [ok for c in cases if "light_neg" in c.out for t in ("opacity", "cardiomegaly") for ok in c.out["light_neg"][t]]
+    if neg:
+        add("light: N-Acc on normal images (opacity and cardiomegaly questions)", ">= 95", 100 * mean(neg),
+            mean(neg) >= 0.95)
+    cm = [c for c in cases if c.lesion_type == "cardiomegaly" and "light_present" in c.out]
+    if cm:
+        k = sum(c.out["light_present"] for c in cm)
+        add(f"light: held-back cardiomegaly images found (of {len(cm)})", ">= 3 of 4", k, k >= 0.75 * len(cm), "{:.0f}")
+    if not rows:
+        return []
+    lines = ["", "### Issue 18's targets on this run (percent unless stated)", "",
+             "| target | goal | this run | |", "|---|---|---|---|"]
+    lines += [f"| {w} | {t} | {v} | {'met' if ok else '**missed**'} |" for w, t, v, ok in rows]
+    lines.append(f"\nMet {sum(r[3] for r in rows)} of {len(rows)}.")
+    return lines
+
+
 def x_ano_table(stats: list[dict]) -> list[str]:
     lines = ["", "### Anomaly map x_ano inside the expert lung masks of COVID-QU-Ex", "",
              "| part | images | normals: mean in lungs | normals: medial fifth | normals: rest "
@@ -718,7 +794,7 @@ def main() -> None:
              + (f", first {args.limit} positives per source" if args.limit else "")
              + f"; light model: {model.name if model else 'none'}; backends: anatomy "
              f"{r.cfg.backends.anatomy}, anomaly {r.cfg.backends.anomaly}, detector {r.cfg.backends.detector}.", ""]
-    lines += pipeline_tables(cases) + light_tables(cases) + cardiomegaly_table(cases)
+    lines += pipeline_tables(cases) + light_tables(cases) + cardiomegaly_table(cases) + targets_table(cases)
     if not args.no_x_ano and "covid_qu_ex" in sources:
         stats = []
         for part in ("tuning", "report"):

@@ -57,7 +57,10 @@ def accuracy_table(seg, samples) -> str:
             r["heart"].append(dice(m["heart"], s.heart))
             ref = AnatomyMasks({"right lung": s.right_lung, "left lung": s.left_lung, "heart": s.heart},
                                s.right_lung.shape, "reference")
-            r["ctr_err"].append(abs(cardiothoracic_ratio(m) - cardiothoracic_ratio(ref)))
+            if m["heart"].any() and (m["right lung"] | m["left lung"]).any():
+                r["ctr_err"].append(abs(cardiothoracic_ratio(m) - cardiothoracic_ratio(ref)))
+            else:  # no heart or lungs found: no CTR to compare; counted below the table
+                r["no_ctr"] = r.get("no_ctr", 0) + 1
     lines = ["| source | n | Dice right lung | Dice left lung | Dice both lungs | Dice heart | "
              "CTR abs. error mean / median / max | lowest both-lungs Dice |",
              "|---|---|---|---|---|---|---|---|"]
@@ -71,6 +74,8 @@ def accuracy_table(seg, samples) -> str:
 
         e = r["ctr_err"]
         ctr = f"{np.mean(e):.4f} / {np.median(e):.4f} / {np.max(e):.3f}" if e else "-"
+        if r.get("no_ctr"):
+            ctr += f" ({r['no_ctr']} images without a heart or lungs)"
         lines.append(f"| {SOURCE_NAMES[source]} | {len(r['right lung'])} | {mean('right lung')} | "
                      f"{mean('left lung')} | {mean('both lungs')} | {mean('heart')} | {ctr} | "
                      f"{np.min(r['both lungs']):.3f} |")

@@ -74,3 +74,18 @@ def test_cross_check_empty_mask_is_a_reason():
     b = _masks(backend="b")
     b.masks["heart"][:] = False
     assert "heart mask empty in 'b'" in cross_check(a, b, QCConfig())
+
+
+def test_lungs_sharing_columns_are_not_frontal():
+    """Side-by-side boxes pass; the same lungs shifted to overlap in 30 of their 70
+    columns (as the two lung fields of a lateral view) fail on the column check, whose
+    bound is qc.plausible_lung_column_overlap_max_fraction."""
+    from cxrils.vision.anatomy import frontal_plausibility
+
+    qc = QCConfig()
+    assert frontal_plausibility(_masks(), qc) is None
+    overlapping = _masks(right=(40, 160, 20, 90), left=(40, 160, 60, 130), heart=(100, 170, 58, 92))
+    reason = frontal_plausibility(overlapping, qc)
+    assert reason is not None and reason.startswith("the lungs overlap in 0.43 of their columns"), reason
+    qc.plausible_lung_column_overlap_max_fraction = 0.5
+    assert not (frontal_plausibility(overlapping, qc) or "").startswith("the lungs overlap")

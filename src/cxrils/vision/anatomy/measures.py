@@ -110,7 +110,7 @@ def frontal_plausibility(masks: AnatomyMasks, cfg: QCConfig) -> str | None:
     r_cols, l_cols = (np.flatnonzero(m.any(axis=0)) for m in (right, left))
     column_overlap = np.intersect1d(r_cols, l_cols).size / min(r_cols.size, l_cols.size)
     if column_overlap > cfg.plausible_lung_column_overlap_max_fraction:
-        return (f"the lungs share {column_overlap:.2f} of their columns "
+        return (f"the lungs overlap in {column_overlap:.2f} of their columns "
                 f"(> {cfg.plausible_lung_column_overlap_max_fraction}): lungs behind each other{hint}")
     cx_right, cx_left = np.nonzero(right)[1].mean() / w, np.nonzero(left)[1].mean() / w
     if not cx_right < cx_left:

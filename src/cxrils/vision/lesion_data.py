@@ -300,6 +300,13 @@ def network_input(x: np.ndarray, size: int) -> np.ndarray:
     return cv2.equalizeHist(small).astype(np.float32) / 255.0
 
 
+def network_mask(m: np.ndarray, size: int) -> np.ndarray:
+    """A bool (H, W) mask on the grid of :func:`network_input`: squashed to ``size`` x
+    ``size`` by area interpolation and kept where at least half a cell is covered.
+    Returns float32 (size, size) in {0, 1}."""
+    return (cv2.resize(m.astype(np.float32), (size, size), interpolation=cv2.INTER_AREA) >= 0.5).astype(np.float32)
+
+
 def random_affine(rng: np.random.Generator, size: int, scale: float, rotate_deg: float,
                   shift: float) -> np.ndarray:
     """A random 2 x 3 affine matrix on a ``size`` x ``size`` grid (training

@@ -248,16 +248,6 @@ def import_mimic_ils(json_path: str | Path, images_dir: str | Path, masks_dir: s
     _check_inputs(json_path, images_dir, masks_dir)
     provenance = {"source": SOURCE, "json": json_path.name, "json_sha256": sha256_file(json_path),
                   "max_side": cfg.max_side, "mask_foreground": cfg.mask_foreground}
-    prov_path = out / "provenance.json"
-    if prov_path.is_file():
-        try:
-            old = json.loads(prov_path.read_text(encoding="utf-8"))
-        except (OSError, json.JSONDecodeError) as err:
-            raise DatasetError(f"{prov_path}: unreadable: {err}") from err
-        if old != provenance:
-            raise DatasetError(f"{out}: was written from {old.get('json')} (sha256 {str(old.get('json_sha256'))[:12]}, "
-                               f"max_side {old.get('max_side')}); resuming with other inputs would mix versions: "
-                               "use a new output folder")
     writer = DatasetWriter(out, provenance, **({} if shard_size is None else {"shard_size": shard_size}))
     done = writer.done_ids()
     (out / PROBLEM_DIR).mkdir(exist_ok=True)

@@ -40,7 +40,7 @@ import numpy as np
 from cxrils.config import AnomalyConfig, Config
 from cxrils.types import AnomalyResult
 from cxrils.vision.anomaly.base import I_MAX, AnomalyBackendError, anomaly_result, check_inputs
-from cxrils.vision.lesion_data import network_input
+from cxrils.vision.lesion_data import network_input, network_mask
 from cxrils.vision.lesion_nets import LesionSegNet
 from cxrils.vision.lesion_train import load_weights
 
@@ -104,8 +104,7 @@ class BuiltinAnomalyMapper:
         if self.net.in_channels == 2:
             if lungs is None:
                 raise ValueError("this lesion map reads the lung mask: pass lungs")
-            channels.append((cv2.resize(lungs.astype(np.float32), (s, s), interpolation=cv2.INTER_AREA) >= 0.5)
-                            .astype(np.float32))
+            channels.append(network_mask(lungs, s))
         with torch.inference_mode():
             logits = self.net(torch.from_numpy(np.stack(channels))[None])[0, 0]
         p = torch.sigmoid(logits).numpy().astype(np.float32)

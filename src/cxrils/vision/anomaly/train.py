@@ -20,7 +20,7 @@ import cv2
 import numpy as np
 
 from cxrils.config import AnomalyTrainConfig, LesionDataConfig
-from cxrils.vision.lesion_data import network_input, random_affine, warp
+from cxrils.vision.lesion_data import network_input, network_mask, random_affine, warp
 from cxrils.vision.lesion_nets import LesionSegNet
 from cxrils.vision.lesion_train import fit, role_samples, run_summary, save_weights, split_validation
 
@@ -69,8 +69,7 @@ def train_anomaly(data_root: str | Path, out: str | Path, cfg: AnomalyTrainConfi
     items = []
     for smp in samples:
         right, left = smp.lungs()
-        items.append((network_input(smp.image(), s), _area(smp.lesion(), s), (_area(right | left, s) >= 0.5)
-                      .astype(np.float32)))
+        items.append((network_input(smp.image(), s), _area(smp.lesion(), s), network_mask(right | left, s)))
     train_idx, val_idx = split_validation([smp.image_id for smp in samples], cfg.val_fraction, "anomaly-val")
     val_pos = [i for i in val_idx if items[i][1].any()]
 

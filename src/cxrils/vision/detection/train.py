@@ -19,18 +19,12 @@ import numpy as np
 
 from cxrils.config import DetectionConfig, DetectorTrainConfig, LesionDataConfig
 from cxrils.vision.detection.centernet import STRIDE, average_precision, decode, loss, nms, targets
-from cxrils.vision.lesion_data import lesion_boxes, network_input, random_affine, warp
+from cxrils.vision.lesion_data import lesion_boxes, network_input, network_mask, random_affine, warp
 from cxrils.vision.lesion_nets import CenterNetDetector
 from cxrils.vision.lesion_train import fit, role_samples, run_summary, save_weights, split_validation
 
 #: VinDr-CXR class the detector emits (the only one its training data supports).
 CLASSES: tuple[str, ...] = ("Lung Opacity",)
-
-
-def _resize_mask(m: np.ndarray, size: int) -> np.ndarray:
-    import cv2
-
-    return (cv2.resize(m.astype(np.float32), (size, size), interpolation=cv2.INTER_AREA) >= 0.5).astype(np.float32)
 
 
 def train_detector(data_root: str | Path, out: str | Path, cfg: DetectorTrainConfig = DetectorTrainConfig(),
@@ -58,7 +52,7 @@ def train_detector(data_root: str | Path, out: str | Path, cfg: DetectorTrainCon
     items = []
     for smp in samples:
         right, left = smp.lungs()
-        items.append((network_input(smp.image(), s), _resize_mask(smp.lesion(), s), _resize_mask(right | left, s)))
+        items.append((network_input(smp.image(), s), network_mask(smp.lesion(), s), network_mask(right | left, s)))
     train_idx, val_idx = split_validation([smp.image_id for smp in samples], cfg.val_fraction, "detector-val")
 
     def boxes_of(lesion: np.ndarray, lungs: np.ndarray) -> list:

@@ -296,8 +296,18 @@ def decode_rle(rle: RLE | dict[str, Any]) -> np.ndarray:
 
 
 def rle_area(rle: RLE | dict[str, Any]) -> int:
-    """Foreground pixel count of an RLE, without decoding."""
-    return int(_coco.area(_to_coco(rle)))
+    """Foreground pixel count of an RLE, without decoding.
+
+    Raises
+    ------
+    MaskError
+        If the RLE is malformed or its runs do not add up to H*W.
+    """
+    coco = coco_rle(rle)
+    try:
+        return int(rle_areas([coco["counts"]], [coco["size"][0]], [coco["size"][1]])[0])
+    except InvalidRLE as err:
+        raise MaskError(f"RLE of size {coco['size']}: {err.reason}") from None
 
 
 def rle_bbox(rle: RLE | dict[str, Any]) -> tuple[float, float, float, float]:

@@ -39,12 +39,13 @@ def stats(
 ) -> None:
     """Print pairs by lesion type x instruction type x polarity per split (Tables 10-12),
     image and exclusion counts, and write a bar chart like Figure 4 (and an HTML report)."""
+    from cxrils import vocab
     from cxrils.dataset.splits import SplitError, normalize_split
     from cxrils.dataset.stats import count_table, image_counts, plot_counts, rich_count_table
     from cxrils.dataset.writer import DatasetError, read_manifest, read_records
 
     try:
-        splits = [normalize_split(split)] if split else ["train", "validate", "test"]
+        splits = [normalize_split(split)] if split else list(vocab.SPLITS)
         manifest = read_manifest(dataset)
         records = read_records(dataset, splits[0] if split else None)
     except (DatasetError, SplitError) as err:

@@ -160,7 +160,7 @@ def write_html_report(dataset_dir: str | Path, out_path: str | Path, *, per_cell
              "Masks are the dataset's own (automatically generated); no expert reviewed them.</p>",
              "<h2>Images</h2>", _images_html(image_counts(root, manifest)),
              "<h2>Instruction-answer pairs per split (layout of paper Tables 10-12)</h2>"]
-    for split in ("train", "validate", "test"):
+    for split in vocab.SPLITS:
         if (records["split"] == split).any():
             parts.append(_count_html(count_table(records, split), split))
     if len(records):

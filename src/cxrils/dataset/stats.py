@@ -119,7 +119,7 @@ def count_figure(records):
     import matplotlib.pyplot as plt
     import numpy as np
 
-    splits = [s for s in ("train", "validate", "test") if (records["split"] == s).any()] or ["train"]
+    splits = [s for s in vocab.SPLITS if (records["split"] == s).any()] or ["train"]
     fig, axes = plt.subplots(1, len(splits), figsize=(6 * len(splits), 4.6), squeeze=False)
     x = np.arange(len(vocab.LESION_TYPES))
     colors = {"basic": "#4c72b0", "global": "#dd8452", "lesion_inference": "#55a868"}

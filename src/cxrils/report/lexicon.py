@@ -18,6 +18,7 @@ from __future__ import annotations
 import re
 from typing import Final
 
+from cxrils.report.tokens import DEID_TOKEN
 from cxrils.vocab import LESION_SYNONYMS, LESION_TYPES
 
 #: Findings that are none of the seven lesion types (lesion_type None). Devices
@@ -69,7 +70,7 @@ HILAR_WORDS: Final[re.Pattern[str]] = re.compile(r"\b(?:hilar|hila|hilum|perihil
 _HEART = [{"LOWER": {"IN": ["heart", "cardiac", "cardiomediastinal"]}},
           {"LOWER": {"IN": ["size", "silhouette", "shadow", "contour", "contours"]}, "OP": "*"}]
 _COPULA = {"LOWER": {"IN": ["is", "are", "remains", "remain", "appears", "appear", "again", "still",
-                            "persistently", "stably", "demonstrates", "appearing", "xxxx",
+                            "persistently", "stably", "demonstrates", "appearing", DEID_TOKEN,
                             # "the heart is not enlarged": matched whole, then negated (NEGATION_IN_PATTERN)
                             "not", "no", "longer"]}, "OP": "*"}
 _DEGREE = {"LOWER": {"IN": ["mildly", "moderately", "markedly", "severely", "slightly", "minimally",

@@ -27,6 +27,7 @@ from __future__ import annotations
 import re
 from typing import Protocol
 
+from cxrils.report.tokens import DEID_TOKEN
 from cxrils.vocab import BROAD_CATEGORIES, LUNG_REGION_LABELS
 
 
@@ -163,7 +164,7 @@ def _parts(phrase: str) -> list[str]:
 
 
 def _normalise(phrase: str) -> str:
-    p = re.sub(r"\bxxxx\b", " ", phrase.lower()).replace("-", " ")
+    p = re.sub(rf"\b{DEID_TOKEN}\b", " ", phrase.lower()).replace("-", " ")
     p = re.sub(r"\b(right|left)\s+sided\b", r"\1", p)
     p = re.sub(r"\bmid\s*lung", "midlung", p)
     return " ".join(p.split())

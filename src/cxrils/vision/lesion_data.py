@@ -86,10 +86,11 @@ class LesionSample:
         """The image, uint8 (H, W) (256 x 256 as distributed)."""
         return read_gray(self.image_path)
 
-    def lesion(self) -> np.ndarray:
-        """Infection mask, bool (H, W); all False for a Normal image."""
+    def lesion(self, shape: tuple[int, int] | None = None) -> np.ndarray:
+        """Infection mask, bool (H, W); all False for a Normal image (of ``shape`` when
+        given, which saves reading the lung mask for its size)."""
         if self.lesion_path is None:
-            return np.zeros(read_gray(self.lung_path).shape, dtype=bool)
+            return np.zeros(shape if shape is not None else read_gray(self.lung_path).shape, dtype=bool)
         return read_gray(self.lesion_path) > 127
 
     def lungs(self) -> tuple[np.ndarray, np.ndarray]:

@@ -290,13 +290,16 @@ def import_mimic_ils(json_path: str | Path, images_dir: str | Path, masks_dir: s
                 continue
             yield job
 
-    with open(json_path, "rb") as fh:
-        bar = _Progress(fh, json_path.stat().st_size, progress)
-        try:
-            _run(jobs(fh), commit, workers, lambda: bar.update(pairs=stats["pairs_imported"]))
-        finally:
-            bar.close()
-    manifest = writer.finalize()
+    try:
+        with open(json_path, "rb") as fh:
+            bar = _Progress(fh, json_path.stat().st_size, progress)
+            try:
+                _run(jobs(fh), commit, workers, lambda: bar.update(pairs=stats["pairs_imported"]))
+            finally:
+                bar.close()
+        manifest = writer.finalize()
+    finally:
+        writer.close()  # release the folder's lock
     report = _write_report(out, run_problems, stats, manifest)
     return report
 

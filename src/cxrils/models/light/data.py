@@ -15,9 +15,9 @@ from human lesion masks (issue 18).
    grounded with the human mask instead of Algorithm 1
    (:func:`cxrils.grounding.human.human_grounding`) and turned into records by the
    pipeline's own instruction generator (absent-type negatives only on Normal images: a
-   COVID-19 infection may be pneumonia or consolidation, which the label does not say). The ``anomaly`` half is left out on purpose:
-   the anomaly network trained on it, so its x_ano prior would be better there than on
-   new images and the model would learn to trust it too much. A fixed hash share
+   COVID-19 infection may be pneumonia or consolidation, which the label does not say).
+   The ``anomaly`` half is left out on purpose: the anomaly network trained on it, so
+   its x_ano prior would be better there than on new images and the model would learn to trust it too much. A fixed hash share
    (:data:`VALIDATE_FRACTION`) goes to ``validate`` (threshold choice), the rest to
    ``train``; none to ``test`` (the report part is the test, scored by
    ``benchmarks/human_masks.py``). Normal images get :data:`NORMAL_ABSENT_NEGATIVES`
@@ -207,72 +207,75 @@ def build_training_dataset(generated: str | Path, data_root: str | Path, out: st
                                  "generated": str(generated), "data_root": str(root),
                                  "human": "COVID-QU-Ex tuning part, detector half, expert-verified infection masks; "
                                           "JSRT/SCR train-split nodule images, cardiomegaly by the SCR masks' CTR"})
-    done = writer.done_ids()
-    image_ids = sorted(records["image_id"].unique())
-    paths = [generated / "images" / f"{i}.png" for i in image_ids]
-    held = {image_ids[i] for i, _, _ in near_duplicate_pairs(paths, held_back_images(root))}
-    segment = get_segmenter(cfg.backends.anatomy, cfg).segment
-    dropped, cm_repeated, cm_dropped = 0, 0, 0
-    for image_id, group in records.groupby("image_id", sort=True):
-        if image_id in done:
-            continue
-        rows = [_plain(r) for r in group.to_dict("records")]
-        if image_id in held:
-            keep = [r for r in rows if r["split"] == "test"]
-            dropped += len(rows) - len(keep)
-            rows = keep
-        x = read_gray(generated / "images" / f"{image_id}.png")
-        if any(r["lesion_type"] == "cardiomegaly" and r["polarity"] == "positive" for r in rows):
+    try:
+        done = writer.done_ids()
+        image_ids = sorted(records["image_id"].unique())
+        paths = [generated / "images" / f"{i}.png" for i in image_ids]
+        held = {image_ids[i] for i, _, _ in near_duplicate_pairs(paths, held_back_images(root))}
+        segment = get_segmenter(cfg.backends.anatomy, cfg).segment
+        dropped, cm_repeated, cm_dropped = 0, 0, 0
+        for image_id, group in records.groupby("image_id", sort=True):
+            if image_id in done:
+                continue
+            rows = [_plain(r) for r in group.to_dict("records")]
+            if image_id in held:
+                keep = [r for r in rows if r["split"] == "test"]
+                dropped += len(rows) - len(keep)
+                rows = keep
+            x = read_gray(generated / "images" / f"{image_id}.png")
+            if any(r["lesion_type"] == "cardiomegaly" and r["polarity"] == "positive" for r in rows):
+                anatomy = segment(x)
+                ctr = cardiothoracic_ratio(anatomy) if anatomy["heart"].any() else None
+                rows, rep, drop = _cardiomegaly_rows(rows, ctr, cfg)
+                cm_repeated, cm_dropped = cm_repeated + rep, cm_dropped + drop
+            writer.commit_study(image_id, x, rows)
+        samples = training_samples(root, "detector")
+        _, val = split_validation([s.image_id for s in samples], VALIDATE_FRACTION, "light-val")
+        val_ids = {samples[i].image_id for i in val}
+        normal_cfg = copy.deepcopy(cfg)
+        normal_cfg.instructions.max_absent_negatives_per_type = NORMAL_ABSENT_NEGATIVES
+        todo = [s for s in samples if HUMAN_PREFIX + s.image_id not in done]
+        texts = []
+        for s in todo:
+            if s.positive:
+                right, left = s.lungs()
+                texts.append(report_from_label("opacity", sides_of_mask(s.lesion(right.shape), right, left)))
+            else:
+                texts.append(NORMAL_REPORT)
+        reports = list(structure_reports([(HUMAN_PREFIX + s.image_id, t) for s, t in zip(todo, texts)], cfg))
+        n_human = 0
+        for s, report in zip(todo, reports):
+            image_id = HUMAN_PREFIX + s.image_id
+            x = s.image()
             anatomy = segment(x)
-            ctr = cardiothoracic_ratio(anatomy) if anatomy["heart"].any() else None
-            rows, rep, drop = _cardiomegaly_rows(rows, ctr, cfg)
-            cm_repeated, cm_dropped = cm_repeated + rep, cm_dropped + drop
-        writer.commit_study(image_id, x, rows)
-    samples = training_samples(root, "detector")
-    _, val = split_validation([s.image_id for s in samples], VALIDATE_FRACTION, "light-val")
-    val_ids = {samples[i].image_id for i in val}
-    normal_cfg = copy.deepcopy(cfg)
-    normal_cfg.instructions.max_absent_negatives_per_type = NORMAL_ABSENT_NEGATIVES
-    todo = [s for s in samples if HUMAN_PREFIX + s.image_id not in done]
-    texts = []
-    for s in todo:
-        if s.positive:
-            right, left = s.lungs()
-            texts.append(report_from_label("opacity", sides_of_mask(s.lesion(), right, left)))
-        else:
-            texts.append(NORMAL_REPORT)
-    reports = list(structure_reports([(HUMAN_PREFIX + s.image_id, t) for s, t in zip(todo, texts)], cfg))
-    n_human = 0
-    for s, report in zip(todo, reports):
-        image_id = HUMAN_PREFIX + s.image_id
-        x = s.image()
-        anatomy = segment(x)
-        g = human_grounding(study_id=image_id, image_id=image_id, report=report, anatomy=anatomy,
-                            lesion=s.lesion(), cfg=cfg)
-        # no absent-type negatives on COVID-19 images: their label says "infection", which
-        # may well be pneumonia or consolidation, so "There is no pneumonia" would be false
-        rows = generate_records(g, split="validate" if s.image_id in val_ids else "train", patient_id=image_id,
-                                image_path=f"images/{image_id}.png", cfg=cfg if s.positive else normal_cfg,
-                                absent_negatives=not s.positive)
-        writer.commit_study(image_id, x, rows)
-        n_human += len(rows)
-    jsrt = jsrt_cardiomegaly_samples(root, cfg)
-    _, jval = split_validation([s.image_id for s, _, _ in jsrt], VALIDATE_FRACTION, "light-val-jsrt")
-    jval_ids = {jsrt[i][0].image_id for i in jval}
-    n_jsrt = 0
-    for s, _, positive in jsrt:
-        if JSRT_PREFIX + s.image_id in done:
-            continue
-        x, rows = _jsrt_rows(s, positive, "validate" if s.image_id in jval_ids else "train", segment, cfg)
-        if rows:
-            writer.commit_study(JSRT_PREFIX + s.image_id, x, rows)
-            n_jsrt += len(rows)
-    writer.finalize()
-    return {"generated_images": len(image_ids), "held_back_images": len(held), "held_back_records_dropped": dropped,
-            "cardiomegaly_positives_repeated": cm_repeated, "cardiomegaly_positives_dropped": cm_dropped,
-            "human_images": len(samples), "human_records_added": n_human,
-            "jsrt_cardiomegaly_positives": sum(p for _, _, p in jsrt),
-            "jsrt_cardiomegaly_negatives": sum(not p for _, _, p in jsrt), "jsrt_records_added": n_jsrt}
+            g = human_grounding(study_id=image_id, image_id=image_id, report=report, anatomy=anatomy,
+                                lesion=s.lesion(x.shape), cfg=cfg)
+            # no absent-type negatives on COVID-19 images: their label says "infection", which
+            # may well be pneumonia or consolidation, so "There is no pneumonia" would be false
+            rows = generate_records(g, split="validate" if s.image_id in val_ids else "train", patient_id=image_id,
+                                    image_path=f"images/{image_id}.png", cfg=cfg if s.positive else normal_cfg,
+                                    absent_negatives=not s.positive)
+            writer.commit_study(image_id, x, rows)
+            n_human += len(rows)
+        jsrt = jsrt_cardiomegaly_samples(root, cfg)
+        _, jval = split_validation([s.image_id for s, _, _ in jsrt], VALIDATE_FRACTION, "light-val-jsrt")
+        jval_ids = {jsrt[i][0].image_id for i in jval}
+        n_jsrt = 0
+        for s, _, positive in jsrt:
+            if JSRT_PREFIX + s.image_id in done:
+                continue
+            x, rows = _jsrt_rows(s, positive, "validate" if s.image_id in jval_ids else "train", segment, cfg)
+            if rows:
+                writer.commit_study(JSRT_PREFIX + s.image_id, x, rows)
+                n_jsrt += len(rows)
+        writer.finalize()
+        return {"generated_images": len(image_ids), "held_back_images": len(held), "held_back_records_dropped": dropped,
+                "cardiomegaly_positives_repeated": cm_repeated, "cardiomegaly_positives_dropped": cm_dropped,
+                "human_images": len(samples), "human_records_added": n_human,
+                "jsrt_cardiomegaly_positives": sum(p for _, _, p in jsrt),
+                "jsrt_cardiomegaly_negatives": sum(not p for _, _, p in jsrt), "jsrt_records_added": n_jsrt}
+    finally:
+        writer.close()  # release the folder's lock
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -31,12 +31,13 @@ import shutil
 from pathlib import Path
 from typing import Any
 
+from cxrils.templates import SEG_TOKEN
+
 #: LLaVA's image placeholder id in ``input_ids`` (``utils/utils.py`` IMAGE_TOKEN_INDEX).
 IMAGE_TOKEN_INDEX = -200
-IGNORE_INDEX = -100
+IGNORE_INDEX = -100  # label id the loss skips (LISA utils/utils.py, as transformers' CrossEntropyLoss default)
 IMAGE_TOKEN = "<image>"
 IM_PATCH_TOKEN, IM_START_TOKEN, IM_END_TOKEN = "<im_patch>", "<im_start>", "<im_end>"
-SEG_TOKEN = "[SEG]"
 #: Added tokens of LISA-7B-v1 / ROSALIA-7B-v1, in id order after LLaMA's 32,000.
 LISA_ADDED_TOKENS = (IM_PATCH_TOKEN, IM_START_TOKEN, IM_END_TOKEN, SEG_TOKEN)
 TOKENIZER_FILES = ("tokenizer.model", "tokenizer_config.json", "special_tokens_map.json", "added_tokens.json")

@@ -10,7 +10,6 @@ component, holes filled). Zones and lobes come from the geometric rule of
 
 from __future__ import annotations
 
-import hashlib
 import json
 from importlib import resources
 from pathlib import Path
@@ -19,6 +18,7 @@ import cv2
 import numpy as np
 
 from cxrils.config import AnatomyConfig, Config
+from cxrils.fsutil import sha256_file
 from cxrils.types import AnatomyMasks
 from cxrils.vision.anatomy.base import AnatomyBackendError, assemble, check_input
 from cxrils.vision.anatomy.network import CHANNELS, build_network
@@ -87,7 +87,7 @@ class BuiltinSegmenter:
         self.cfg = cfg or AnatomyConfig()
         self.input_size = int(arch["input_size"])
         self.network = net.eval()
-        self.version = "unet-" + hashlib.sha256(path.read_bytes()).hexdigest()[:12]
+        self.version = "unet-" + sha256_file(path)[:12]
         self._torch = torch
 
     @classmethod

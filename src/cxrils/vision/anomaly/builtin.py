@@ -30,7 +30,6 @@ other's output (docs/grounding.md).
 
 from __future__ import annotations
 
-import hashlib
 from importlib import resources
 from pathlib import Path
 
@@ -38,6 +37,7 @@ import cv2
 import numpy as np
 
 from cxrils.config import AnomalyConfig, Config
+from cxrils.fsutil import sha256_file
 from cxrils.types import AnomalyResult
 from cxrils.vision.anomaly.base import I_MAX, AnomalyBackendError, anomaly_result, check_inputs
 from cxrils.vision.lesion_data import network_input, network_mask
@@ -86,7 +86,7 @@ class BuiltinAnomalyMapper:
             raise AnomalyBackendError(f"{path}: weights lack their input size or p_star: {err}") from err
         if not 0 < self.p_star < 1:
             raise AnomalyBackendError(f"{path}: p_star {self.p_star} is not in (0, 1)")
-        self.version = "lesionseg-" + hashlib.sha256(path.read_bytes()).hexdigest()[:12]
+        self.version = "lesionseg-" + sha256_file(path)[:12]
         self._torch = torch
 
     @classmethod

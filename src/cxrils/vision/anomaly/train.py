@@ -69,7 +69,8 @@ def train_anomaly(data_root: str | Path, out: str | Path, cfg: AnomalyTrainConfi
     items = []
     for smp in samples:
         right, left = smp.lungs()
-        items.append((network_input(smp.image(), s), _area(smp.lesion(), s), network_mask(right | left, s)))
+        items.append((network_input(smp.image(), s), _area(smp.lesion(right.shape), s),
+                      network_mask(right | left, s)))
     train_idx, val_idx = split_validation([smp.image_id for smp in samples], cfg.val_fraction, "anomaly-val")
     val_pos = [i for i in val_idx if items[i][1].any()]
 

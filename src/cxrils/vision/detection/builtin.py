@@ -16,13 +16,13 @@ independent model (docs/grounding.md).
 
 from __future__ import annotations
 
-import hashlib
 from importlib import resources
 from pathlib import Path
 
 import numpy as np
 
 from cxrils.config import Config, DetectionConfig
+from cxrils.fsutil import sha256_file
 from cxrils.types import AnatomyMasks, AnomalyResult, LesionBox
 from cxrils.vision.detection.base import DetectorBackendError, check_image, keep_lesion_classes
 from cxrils.vision.detection.centernet import decode, nms
@@ -69,7 +69,7 @@ class BuiltinDetector:
         self.net, meta = load_weights(path, _build, DetectorBackendError)
         self.input_size = int(meta["arch"]["input_size"])
         self.classes = list(meta["classes"])
-        self.version = "centernet-" + hashlib.sha256(path.read_bytes()).hexdigest()[:12]
+        self.version = "centernet-" + sha256_file(path)[:12]
         self._torch = torch
 
     @classmethod

@@ -52,7 +52,8 @@ def train_detector(data_root: str | Path, out: str | Path, cfg: DetectorTrainCon
     items = []
     for smp in samples:
         right, left = smp.lungs()
-        items.append((network_input(smp.image(), s), network_mask(smp.lesion(), s), network_mask(right | left, s)))
+        items.append((network_input(smp.image(), s), network_mask(smp.lesion(right.shape), s),
+                      network_mask(right | left, s)))
     train_idx, val_idx = split_validation([smp.image_id for smp in samples], cfg.val_fraction, "detector-val")
 
     def boxes_of(lesion: np.ndarray, lungs: np.ndarray) -> list:

@@ -43,7 +43,7 @@ class LightILSNet(nn.Module):
     Notes
     -----
     ``forward(x, t)`` takes ``x`` float32 (B, C, S, S) in [0, 1] (S = image_size;
-    C = 1 + 3 prior channels with ``config.priors``, else 1, see :attr:`in_channels`)
+    C = 1 + 3 prior channels with ``config.priors`` (1 + 4 with ``config.box_prior`` too), else 1, see :attr:`in_channels`)
     and ``t`` float32 (B, text_dim); it returns a dict with ``mask`` (B, 1, S, S),
     ``presence`` (B,), ``lesion`` (B, 3) and ``certainty`` (B,), all logits.
     """

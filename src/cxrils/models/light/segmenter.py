@@ -140,7 +140,7 @@ class LightSegmenter(Segmenter):
         Returns
         -------
         (torch.Tensor (B, C, S, S), torch.Tensor (B, D))
-            C = 1 + 3 prior channels with ``config.priors``, else 1; D = :attr:`text_dim`
+            C = 1 + 3 prior channels with ``config.priors`` (1 + 4 with ``config.box_prior``), else 1; D = :attr:`text_dim`
             (the encoder's dimension, plus the CTR feature with ``config.ctr_input``).
         """
         import torch

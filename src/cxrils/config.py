@@ -194,6 +194,10 @@ class BackendConfig:
 
 #: Values of ``report.differential_certainty``.
 DIFFERENTIAL_CERTAINTIES = ("tentative", "definitive")
+#: Values of ``io.voi`` (how a DICOM's stored values become grey levels, docs/io.md).
+VOI_CHOICE = re.compile(r"auto|minmax|(lut|window)(:\d+)?")
+#: ``split.by`` values: what a hash split keeps together.
+SPLIT_BY: tuple[str, ...] = ("patient", "study")
 
 
 @dataclass
@@ -510,15 +514,15 @@ def _check_config(cfg: Config) -> Config:
         raise ConfigError(f"report.max_sentence_tokens: must be >= 1, got {cfg.report.max_sentence_tokens}")
     if cfg.io.max_pixels < 1:
         raise ConfigError(f"io.max_pixels: must be >= 1, got {cfg.io.max_pixels}")
-    if not re.fullmatch(r"auto|minmax|(lut|window)(:\d+)?", cfg.io.voi):
+    if not VOI_CHOICE.fullmatch(cfg.io.voi):
         raise ConfigError(f"io.voi: must be auto, minmax, lut, lut:K, window or window:K, got {cfg.io.voi!r}")
     qc = cfg.qc
     if not (qc.plausible_lung_area_min_fraction <= qc.plausible_lung_area_max_fraction
             and qc.ctr_plausible_min <= qc.ctr_max_cardiomegaly_negative <= qc.ctr_plausible_max):
         raise ConfigError("qc: need plausible_lung_area_min_fraction <= plausible_lung_area_max_fraction and "
                           "ctr_plausible_min <= ctr_max_cardiomegaly_negative <= ctr_plausible_max")
-    if cfg.split.by not in ("patient", "study"):
-        raise ConfigError(f"split.by: must be patient or study, got {cfg.split.by!r}")
+    if cfg.split.by not in SPLIT_BY:
+        raise ConfigError(f"split.by: must be {' or '.join(SPLIT_BY)}, got {cfg.split.by!r}")
     if cfg.inputs.report_over_cap not in ("exclude", "truncate"):
         raise ConfigError(f"inputs.report_over_cap: must be exclude or truncate, got {cfg.inputs.report_over_cap!r}")
     if cfg.grounding.connectivity not in (4, 8):

@@ -14,9 +14,10 @@ import numpy as np
 from cxrils.config import Config
 from cxrils.grounding.locations import empty_locations, reported_locations
 from cxrils.types import AnatomyMasks, GroundedFinding, StructuredReport, StudyGrounding
+from cxrils.vocab import WHOLE_LUNGS
 
 #: The two lungs, patient sides.
-LUNGS: tuple[str, str] = ("right lung", "left lung")
+LUNGS: tuple[str, ...] = WHOLE_LUNGS
 #: A side is named in a report written from a label when it holds at least this share
 #: of the lesion's mask (or box) pixels (ours).
 SIDE_MIN_SHARE = 0.10

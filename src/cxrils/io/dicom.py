@@ -43,6 +43,7 @@ from pydicom.uid import (
     UID,
 )
 
+from cxrils.config import VOI_CHOICE
 from cxrils.io.base import ImageLoadError, ImageMeta, LoadedImage, minmax_unit, unit_to_uint8
 from cxrils.vocab import FRONTAL_VIEWS
 
@@ -54,7 +55,6 @@ _WINDOW_OUT_BITS = 16
 _MAX_LEVELS = 1 << 20
 _VIEW_POSITION = re.compile(r"[A-Z]{1,8}( [A-Z]{1,8})?")
 #: ``io.voi`` values: automatic choice, the k-th VOI LUT or window, or a min-max stretch.
-VOI_CHOICE = re.compile(r"auto|minmax|(lut|window)(:\d+)?")
 #: View Position values of a lateral (sagittal-plane) radiograph.
 LATERAL_VIEWS = frozenset({"LL", "RL", "LATERAL", "LAT"})
 _DIRECTION = re.compile(r"[LRAPHF]{1,3}")

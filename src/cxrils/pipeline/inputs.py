@@ -47,12 +47,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterable, Iterator
 
+from cxrils.config import SPLIT_BY
 from cxrils.vocab import SPLITS, SplitError, normalize_split
 
 log = logging.getLogger(__name__)
 
-#: ``split.by`` values: what a hash split keeps together (see :func:`check_splits`).
-SPLIT_BY: tuple[str, ...] = ("patient", "study")
 IMAGE_SUFFIXES: tuple[str, ...] = (".dcm", ".jpg", ".jpeg", ".png")
 _IU_SECTIONS = ("indication", "comparison", "findings", "impression")
 

@@ -25,6 +25,7 @@ cached by a hash of (model, prompt, text); many texts run concurrently.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import ipaddress
 import json
@@ -313,15 +314,21 @@ def _prompt(name: str) -> str:
     return resources.files("cxrils.report").joinpath("prompts", name).read_text(encoding="utf-8")
 
 
+@functools.lru_cache(maxsize=1)
+def _lesion_phrase_patterns() -> tuple[tuple[re.Pattern, int, str | None], ...]:
+    """The lexicon's phrases as whole-word patterns (compiled once), with length and type."""
+    return tuple((re.compile(rf"(?<!\w){re.escape(p)}(?!\w)"), len(p), t) for p, t in lesion_terms().items())
+
+
 def lesion_type_of(entity: str) -> str | None:
     """The lesion type an entity names: the type of the longest lexicon phrase it
     contains (``rules``' lexicon, so "tuberculous pneumonia" is no type, as there);
     None when that phrase is of no type or none is contained."""
     e = " ".join(entity.lower().split())
     best: tuple[int, str | None] = (0, None)
-    for phrase, t in lesion_terms().items():
-        if len(phrase) > best[0] and re.search(rf"(?<!\w){re.escape(phrase)}(?!\w)", e):
-            best = (len(phrase), t)
+    for pattern, n, t in _lesion_phrase_patterns():
+        if n > best[0] and pattern.search(e):
+            best = (n, t)
     return best[1]
 
 

@@ -234,3 +234,62 @@ def test_congestion_and_heart_failure_are_not_edema(rules):
     fs = rules.structure("Mild pulmonary vascular congestion. Findings of congestive heart failure.")
     assert fs and all(f.lesion_type is None for f in fs)
     assert [f.lesion_type for f in rules.structure("Mild interstitial edema.")] == ["edema"]
+
+
+# ------------------------------------------------------------------ remaining patterns (tuning half)
+@pytest.mark.parametrize("text", [
+    "No interval change in the small right effusion or the left basal atelectasis.",
+    "No significant change in the left pleural fluid or the right lower lobe collapse.",
+])
+def test_or_inside_a_no_change_list_joins_it_offers_no_alternative(rules, text):
+    fs = rules.structure(text)
+    assert len(fs) == 2 and all((f.presence, f.certainty) == ("positive", "definitive") for f in fs)
+
+
+def test_or_after_a_terminated_negation_is_still_a_differential(rules):
+    fs = rules.structure("No pneumothorax, but atelectasis or pneumonia in the right base.")
+    assert [(f.lesion_type, f.presence, f.certainty) for f in fs] == [
+        (None, "negative", "definitive"), ("atelectasis", "positive", "tentative"),
+        ("pneumonia", "positive", "tentative")]
+
+
+@pytest.mark.parametrize("text,disease", [
+    ("Streaky right basal opacity, probable atelectasis or scarring.", "atelectasis"),
+    ("Dense left base opacity, possible pneumonia.", "pneumonia"),
+    ("Patchy perihilar opacities, likely edema.", "edema"),
+])
+def test_a_hedged_disease_in_apposition_is_the_observations_inference(rules, text, disease):
+    (f,) = rules.structure(text)
+    assert (f.lesion_type, f.certainty, f.predicted_lesion_type, f.inference_certainty) == (
+        "opacity", "definitive", disease, "tentative")
+
+
+def test_a_place_with_no_finding_goes_to_the_finding_inferred_from_it(rules):
+    assert labels_of(rules, "Blunting of the left costophrenic angle, consistent with a small effusion.",
+                     "effusion") == [["left lung base"]]
+    assert labels_of(rules, "Elevation of the right hemidiaphragm. Small effusion.", "effusion") == [[]]
+
+
+@pytest.mark.parametrize("second", ["This is atelectasis.", "The appearance XXXX subsegmental atelectasis.",
+                                    "These are atelectasis."])
+def test_a_copula_or_deidentified_verb_refers_back(rules, second):
+    assert labels_of(rules, "Streaky left base opacity. " + second, "atelectasis") == [["left lung base"]]
+
+
+def test_a_new_statement_does_not_refer_back(rules):
+    assert labels_of(rules, "Streaky left base opacity. Atelectasis is also present.", "atelectasis") == [[]]
+
+
+@pytest.mark.parametrize("text", ["Ovoid retrocardiac density, consistent with a hiatal hernia.",
+                                  "Rounded density in the right midlung corresponding to a calcified granuloma."])
+def test_a_density_said_to_be_another_finding_is_no_lung_opacity(rules, text):
+    assert [f.lesion_type for f in rules.structure(text) if f.entity == "density"] == [None]
+    (o,) = [f for f in rules.structure("Left base density, likely atelectasis.") if f.entity == "density"]
+    assert (o.lesion_type, o.predicted_lesion_type) == ("opacity", "atelectasis")
+
+
+def test_clear_directly_before_a_finding_negates_it(rules):
+    (f,) = rules.structure("The lungs are expanded and clear airspace disease.")
+    assert (f.lesion_type, f.presence) == ("opacity", "negative")
+    (g,) = rules.structure("The lungs are clear, except for atelectasis at the left base.")
+    assert (g.lesion_type, g.presence) == ("atelectasis", "positive")

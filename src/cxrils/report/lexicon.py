@@ -142,6 +142,9 @@ _RAW_CONTEXT_RULES: tuple[tuple[str, str, str, int | None], ...] = (
         "no new", "no acute", "there is no", "there are no", "rather than",
         "clearing of", "interval clearing of", "interval clearing", "no history of",
     )),
+    # "The lungs are clear airspace disease" (a dropped "of"): only a finding right after it,
+    # so that "the lungs are clear, atelectasis at the left base" stays positive.
+    ("clear", "NEGATED_EXISTENCE", "FORWARD", 1),
     # Negation and resolution (backward: "pneumothorax has resolved").
     *((w, "NEGATED_EXISTENCE", "BACKWARD", 10) for w in (
         "not seen", "not identified", "not visualized", "not appreciated", "not present",

@@ -37,7 +37,7 @@ from cxrils.report.lexicon import (
     NEGATION_IN_PATTERN, NONSPECIFIC_TYPES, REPORT_VERB_FORMS, find_locations, lesion_terms,
 )
 from cxrils.report.locations import LexiconLocationMapper
-from cxrils.report.tokens import Matcher, Sentence, TokenPattern, split_sentences
+from cxrils.report.tokens import DEID_TOKEN, Matcher, Sentence, TokenPattern, split_sentences
 from cxrils.types import Finding
 from cxrils.vocab import INFERENCE_LESION_TYPES
 
@@ -68,16 +68,20 @@ _BREAK = re.compile(r"[;:]|\b(?:but|however|although|whereas|while|with|without|
 _INFER = re.compile(
     r"\b(?:represent\w*|reflect\w*|consistent with|compatible with|suggest\w*|concerning for|suspicious for|"
     r"worrisome for|likely|probably|possibly|may be|could be|due to|secondary to|related to|"
-    r"indicative of|characteristic of|favou?r\w*|most likely|presumably|typical of|which is|which are)\b",
+    r"indicative of|characteristic of|favou?r\w*|most likely|presumably|typical of|which is|which are|"
+    r"correspond\w* to)\b",
     re.IGNORECASE,
 )
 _HEDGE_INFER = re.compile(
     r"\b(?:likely|probably|possibly|possible|may|might|could|suggest\w*|concerning|suspicious|worrisome|"
-    r"favou?r\w*|presumably|question\w*|cannot|differential|perhaps|presumed|suspected|equivocal)\b",
+    r"favou?r\w*|presumably|question\w*|cannot|differential|perhaps|presumed|suspected|equivocal|probable)\b",
     re.IGNORECASE,
 )
 # Alternatives in the inference ("versus", "or"): tentative when report.differential_certainty is.
 _ALT_INFER = re.compile(r"\b(?:versus|vs|or)\b", re.IGNORECASE)
+# A disease in apposition with a hedge: "opacity in the right base, probable atelectasis".
+_HEDGED_APPOSITION = re.compile(
+    r"^\s*,\s*(?:most\s+)?(?:probable|possible|likely|presumed|suspected|questionable)\s+$", re.IGNORECASE)
 _ALT = re.compile(r"^\s*(?:,\s*)?(?:or|versus|vs\.?|and/or|/)\s*$", re.IGNORECASE)
 _MULTI_STOP = re.compile(r"\.{2,}\s*")
 _CONJ = re.compile(r"^\s*(?:,|and|or|,\s*and|,\s*or|and/or|/)\s*$", re.IGNORECASE)
@@ -91,6 +95,16 @@ _SHARE_BREAK = re.compile(
 _ANAPHORA = re.compile(
     r"^\W*(?:\d+\.\s*)?(?:this|these|it|which|findings?|the findings?|this finding|these findings|"
     r"this appearance|the appearance|this area|the opacity|the opacities)\b", re.IGNORECASE)
+# What links a place with no finding of its own to the finding inferred from it: "blunting
+# of the left costophrenic angle, consistent with a small effusion".
+_PLACE_INFER = re.compile(
+    r"^[\s,]*(?:(?:which|that)\s+(?:is|are|may be|could be)\s+)?(?:most\s+)?(?:consistent with|compatible with|"
+    r"suggestive of|suspicious for|concerning for|likely|probably|possibly|represent\w*|reflect\w*|"
+    r"due to|secondary to|related to)\b",
+    re.IGNORECASE)
+# What may stand between a referring word and the disease it names: "This is atelectasis",
+# "The appearance XXXX subsegmental atelectasis" (a de-identified verb).
+_REFER_LINK = re.compile(rf"^(?:\s+(?:is|are|{DEID_TOKEN}))+\b", re.IGNORECASE)
 _SIDES = re.compile(r"\b(?:right|left)\b", re.IGNORECASE)
 _SLASH = re.compile(r"^\s*/\s*$")
 
@@ -170,7 +184,7 @@ class RulesStructurer:
             ents = self._targets.find(sent.words)
             if not ents:
                 continue
-            cues = self._cues.find(sent.words)
+            cues = _listing_or(self._cues.find(sent.words))
             mods_of = target_modifiers(len(sent.words), [(a, b) for a, b, _ in ents], cues)
             ms = []
             for (a, b, (entity, lesion_type)), mods in zip(ents, mods_of):
@@ -198,9 +212,11 @@ class RulesStructurer:
             self._refer_back(text, sent, ms, prev)
             self._predict_types(text, ms)
             ms = _split_sides(ms)
-            for m in ms:
-                if m.entity in DENSITY_ENTITIES and _outside_lung(m.pre + m.post):
-                    m.lesion_type = None  # "density over the left 5th rib", "sclerotic density in the sternum"
+            for i, m in enumerate(ms):
+                if m.entity in DENSITY_ENTITIES and (_outside_lung(m.pre + m.post) or _named_other(text, ms, i)):
+                    # "density over the left 5th rib", "sclerotic density in the sternum",
+                    # "retrocardiac density consistent with a hiatal hernia"
+                    m.lesion_type = None
             mentions.extend(m for m in ms if not m.absorbed)
             prev = (sent.index, [m for m in ms if not m.absorbed])
         return [
@@ -240,6 +256,8 @@ class RulesStructurer:
                 nxt.pre.append(phrase)
             elif prev is not None and _POSTLINK.match(gap_prev) and len(gap_prev.split()) <= 10:
                 prev.post.append(phrase)
+            elif nxt is not None and (prev is None or _BREAK.search(gap_prev)) and _place_of_inference(gap_next):
+                nxt.pre.append(phrase)
             elif nxt is not None and len(gap_next.split()) <= 3 and not _BREAK.search(gap_next):
                 nxt.pre.append(phrase)
             elif prev is not None and not _BREAK.search(gap_prev) and len(gap_prev.split()) <= 12:
@@ -276,9 +294,12 @@ class RulesStructurer:
                    and m.lesion_type != "cardiomegaly"]
         if not located:
             return
+        anaphor = _ANAPHORA.match(sent.text)
         for m in ms:
-            if m.presence == "positive" and not (m.pre or m.post) and m.lesion_type != "cardiomegaly" \
-                    and _INFER.search(text[sent.start:m.start]):
+            lead = text[sent.start:m.start]
+            linked = _INFER.search(lead) or _PREMOD.match(_REFER_LINK.sub("", lead[anaphor.end():], count=1)) \
+                and _REFER_LINK.match(lead[anaphor.end():])
+            if m.presence == "positive" and not (m.pre or m.post) and m.lesion_type != "cardiomegaly" and linked:
                 m.post = list(located[-1].pre + located[-1].post)
 
     def _predict_types(self, text: str, ms: list[_Mention]) -> None:
@@ -304,7 +325,7 @@ class RulesStructurer:
                 chain.append(ms[k])
                 k += 1
             # "opacity in the right base, atelectasis versus pneumonia": a differential in apposition
-            appositive = len(chain) > 1 and gap.rstrip().endswith(",")
+            appositive = (len(chain) > 1 and gap.rstrip().endswith(",")) or bool(_HEDGED_APPOSITION.match(gap))
             if not (_INFER.search(gap) or appositive) or len(gap.split()) > 12:
                 continue
             if re.search(r"[;]|\b(?:no|without|but|however)\b", gap, re.IGNORECASE):
@@ -325,6 +346,40 @@ class RulesStructurer:
                 m.predicted = b.lesion_type
                 m.predicted_text = " ".join(words.lower().split())
                 m.inference_certainty = "tentative" if hedged or m.certainty == "tentative" else "definitive"
+
+
+def _listing_or(cues: list) -> list:
+    """Cue matches of a sentence, less the alternatives that only join a negated list:
+    "no change in the effusion or the atelectasis", "no effusion or pneumothorax" (a
+    negation or a "no change" pseudo-cue before the "or", no terminator between)."""
+    out, listing = [], False
+    for cue in cues:
+        literal, category, direction, _ = cue[2]
+        if category == "NEGATED_EXISTENCE" and direction != "BACKWARD" \
+                or category == "PSEUDO" and literal.split()[0] in ("no", "not", "without"):
+            listing = True
+        elif category == "TERMINATE":
+            listing = False
+        elif category == "ALTERNATIVE" and listing:
+            continue
+        out.append(cue)
+    return out
+
+
+def _place_of_inference(gap: str) -> bool:
+    """Whether ``gap`` (text from a place to the next finding) infers that finding from
+    the place: ", consistent with a small" before "effusion"."""
+    m = _PLACE_INFER.match(gap)
+    return bool(m) and len(gap.split()) <= 8 and bool(_PREMOD.match(gap[m.end():]))
+
+
+def _named_other(text: str, ms: list[_Mention], i: int) -> bool:
+    """Whether the finding ``ms[i]`` is said to be the non-lesion finding that follows it:
+    "density consistent with a hiatal hernia", "density corresponding to a granuloma"."""
+    if i + 1 >= len(ms) or ms[i + 1].lesion_type is not None or ms[i + 1].entity in DENSITY_ENTITIES:
+        return False
+    gap = text[ms[i].end:ms[i + 1].start]
+    return bool(_INFER.search(gap)) and len(gap.split()) <= 10 and not re.search(r"[;]|\b(?:no|not|without|but)\b", gap)
 
 
 def _split_sides(ms: list[_Mention]) -> list[_Mention]:

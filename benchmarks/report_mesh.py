@@ -12,8 +12,12 @@ apart from the structurer), on the two halves of the reports separately:
 The structurer runs with the configuration that ``cxrils structure`` would use
 (``--config`` / ``--set``, e.g. ``--set report.differential_certainty=definitive``);
 the strict F1 of the other ``report.differential_certainty`` value is printed beside
-it. Text: findings + impression, since the MeSH indexers read both
-(``--paper-section``: the paper's findings-else-impression choice).
+it, with the issue's targets checked for both values. A third table says how the MeSH
+indexers treat each certainty class of ours: of the (report, type) pairs that we give
+as definitive, as definitive only when differential items count
+(``differential_certainty = definitive``), or as tentative only (hedged: "possible",
+"may represent"), how many MeSH indexes. Text: findings + impression, since the MeSH
+indexers read both (``--paper-section``: the paper's findings-else-impression choice).
 
 Speed: reports per second of the cxrils text stage (section text -> findings with
 location labels, ``cxrils.report.structure_reports``) and, in the same process,
@@ -41,7 +45,9 @@ from pathlib import Path
 os.environ.setdefault("OMP_NUM_THREADS", "1")
 
 import pandas as pd  # noqa: E402
-from mesh_scoring import LENIENT_MESH, STRICT_MESH, half, score, table  # noqa: E402
+from mesh_scoring import (  # noqa: E402
+    LENIENT_MESH, STRICT_MESH, any_types, half, mesh_types, score, strict_types, table,
+)
 from results import machine_description, publish  # noqa: E402
 
 from cxrils.config import DIFFERENTIAL_CERTAINTIES, load_config  # noqa: E402
@@ -49,6 +55,10 @@ from cxrils.report import get_location_mapper, get_structurer, select_iu_section
 from cxrils.report.lexicon import CARDIOMEGALY_PATTERNS, CONGESTION_PATTERNS, lesion_terms  # noqa: E402
 from cxrils.report.sections import SectionChoice  # noqa: E402
 from cxrils.vocab import LESION_TYPES  # noqa: E402
+
+#: Issue 17's strict-F1 targets on the untuned half (sides: agreement over all types).
+TARGETS: dict[str, float] = {"cardiomegaly": 0.90, "effusion": 0.90, "edema": 0.90, "pneumonia": 0.85,
+                             "atelectasis": 0.85, "opacity": 0.85, "consolidation": 0.85, "sides": 0.92}
 
 DEFAULT_CSV = Path(__file__).resolve().parents[1] / ".." / "shared" / "data" / "iu_xray" / "nlmcxr_reports_all.csv"
 
@@ -161,6 +171,9 @@ def main() -> None:
             s, _ = score(rows, True)
             ok, n = s.sides()
             out.append(f"| {h} | " + " | ".join(f"{s.f1(t):.3f}" for t in LESION_TYPES) + f" | {ok / max(n, 1):.3f} |")
+        by_value = {cfg.report.differential_certainty: reports, other: reports2}
+        out += ["", targets_table(df.mesh_major, by_value, halves), "",
+                certainty_classes(df.mesh_major, by_value["tentative"], by_value["definitive"], halves)]
 
     if not args.no_speed and args.backend == "rules":
         out += ["", speed(items, cfg, structurer, mapper, [c.text for c in choices], args.repeats, pinned,
@@ -180,6 +193,53 @@ def main() -> None:
                       f"      text={choices[i].text!r}")
     if not args.no_publish and not args.overrides and args.config is None and not args.paper_section:
         publish("report_mesh", text)
+
+
+def targets_table(mesh, by_value: dict, halves: list[str]) -> str:
+    """Issue 17's targets on the untuned half, strict F1, for each differential_certainty value."""
+    lines = ["Targets on the untuned half (strict F1; met when >= target):", "",
+             "| report.differential_certainty | " + " | ".join(f"{k} (>= {v:.2f})" for k, v in TARGETS.items())
+             + " | met |", "|---" * (len(TARGETS) + 2) + "|"]
+    for value, reps in by_value.items():
+        rows = [(m, r.findings) for m, r, h in zip(mesh, reps, halves) if h == "untuned"]
+        s, _ = score(rows, True)
+        ok, n = s.sides()
+        got = {t: s.f1(t) for t in LESION_TYPES} | {"sides": ok / max(n, 1)}
+        met = [k for k, v in TARGETS.items() if got[k] >= v]
+        lines.append(f"| {value} | " + " | ".join(f"{got[k]:.3f}" + ("" if got[k] >= v else " (missed)")
+                                                  for k, v in TARGETS.items())
+                     + f" | {len(met)}/{len(TARGETS)} |")
+    return "\n".join(lines)
+
+
+def certainty_classes(mesh, tentative_reps, definitive_reps, halves: list[str]) -> str:
+    """How often MeSH indexes a type, by the certainty class of our findings of that type.
+
+    For each (report, type): "definitive" when the type is definitively present with
+    differential items tentative, "differential item" when it is so only with them
+    definitive, "hedged" when it is present only tentatively (a possibility cue), else
+    "absent". Cells: indexed by MeSH (strict mapping) / pairs of that class.
+    """
+    classes = ("definitive", "differential item", "hedged", "absent")
+    lines = ["How MeSH indexes our certainty classes (strict mapping; cells: MeSH indexes the type / "
+             "(report, type) pairs of the class):", "",
+             "| half | type | " + " | ".join(classes) + " |", "|---" * (len(classes) + 2) + "|"]
+    for h in ("tuning", "untuned"):
+        counts = {(t, c): [0, 0] for t in LESION_TYPES for c in classes}
+        for m, rt, rd, hh in zip(mesh, tentative_reps, definitive_reps, halves):
+            if hh != h:
+                continue
+            gold = mesh_types(m, STRICT_MESH)
+            st, sd, an = strict_types(rt.findings), strict_types(rd.findings), any_types(rt.findings)
+            for t in LESION_TYPES:
+                c = ("definitive" if t in st else "differential item" if t in sd else "hedged" if t in an
+                     else "absent")
+                counts[(t, c)][0] += t in gold
+                counts[(t, c)][1] += 1
+        for t in LESION_TYPES:
+            lines.append(f"| {h} | {t} | " + " | ".join(f"{counts[(t, c)][0]}/{counts[(t, c)][1]}" for c in classes)
+                         + " |")
+    return "\n".join(lines)
 
 
 def speed(items, cfg, structurer, mapper, texts, repeats: int, pinned: str, build_ours: float) -> str:

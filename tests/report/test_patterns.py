@@ -293,3 +293,15 @@ def test_clear_directly_before_a_finding_negates_it(rules):
     assert (f.lesion_type, f.presence) == ("opacity", "negative")
     (g,) = rules.structure("The lungs are clear, except for atelectasis at the left base.")
     assert (g.lesion_type, g.presence) == ("atelectasis", "positive")
+
+
+@pytest.mark.parametrize("text", ["Right basal atelectasis, otherwise clear lungs.",
+                                  "The lungs are clear, atelectasis at the right base."])
+def test_a_place_said_to_be_clear_is_no_findings_place(rules, text):
+    assert labels_of(rules, text, "atelectasis") == [["right lung base"]]
+
+
+def test_a_clause_after_a_semicolon_that_refers_back_shares_the_place(rules):
+    assert labels_of(rules, "Streaky bibasilar opacities; the appearance suggests atelectasis.", "atelectasis") == [
+        ["right lung base", "left lung base"]]
+    assert labels_of(rules, "Streaky bibasilar opacities; atelectasis is present too.", "atelectasis") == [[]]

@@ -63,7 +63,9 @@ _POSTLINK = re.compile(
     r"persistent|stable|small|mild|moderate|large|trace|minimal|there)\b)*$",
     re.IGNORECASE,
 )
-_BREAK = re.compile(r"[;:]|\b(?:but|however|although|whereas|while|with|without|no)\b", re.IGNORECASE)
+# A place said to be clear is no finding's place: "left basilar atelectasis, otherwise clear lungs".
+_BREAK = re.compile(r"[;:]|\b(?:but|however|although|whereas|while|with|without|no|otherwise|elsewhere|clear|"
+                    r"normal|unremarkable)\b", re.IGNORECASE)
 # Inference cues between a non-specific finding and the disease it represents.
 _INFER = re.compile(
     r"\b(?:represent\w*|reflect\w*|consistent with|compatible with|suggest\w*|concerning for|suspicious for|"
@@ -278,8 +280,10 @@ class RulesStructurer:
                 continue
             a = ms[i - 1]
             gap = text[a.end:b.start]
+            # "streaky bibasilar opacities; the appearance suggests atelectasis": a clause that refers back
             if (a.pre or a.post) and a.presence == b.presence and a.lesion_type != "cardiomegaly" \
-                    and len(gap.split()) <= 8 and not _SHARE_BREAK.search(gap):
+                    and len(gap.split()) <= 8 and (not _SHARE_BREAK.search(gap)
+                                                   or gap.lstrip().startswith(";") and _refers(gap)):
                 b.post = list(a.pre + a.post)
 
     @staticmethod
@@ -294,12 +298,9 @@ class RulesStructurer:
                    and m.lesion_type != "cardiomegaly"]
         if not located:
             return
-        anaphor = _ANAPHORA.match(sent.text)
         for m in ms:
-            lead = text[sent.start:m.start]
-            linked = _INFER.search(lead) or _PREMOD.match(_REFER_LINK.sub("", lead[anaphor.end():], count=1)) \
-                and _REFER_LINK.match(lead[anaphor.end():])
-            if m.presence == "positive" and not (m.pre or m.post) and m.lesion_type != "cardiomegaly" and linked:
+            if m.presence == "positive" and not (m.pre or m.post) and m.lesion_type != "cardiomegaly" \
+                    and _refers(text[sent.start:m.start]):
                 m.post = list(located[-1].pre + located[-1].post)
 
     def _predict_types(self, text: str, ms: list[_Mention]) -> None:
@@ -346,6 +347,18 @@ class RulesStructurer:
                 m.predicted = b.lesion_type
                 m.predicted_text = " ".join(words.lower().split())
                 m.inference_certainty = "tentative" if hedged or m.certainty == "tentative" else "definitive"
+
+
+def _refers(lead: str) -> bool:
+    """Whether ``lead`` (from a clause's start to a disease) refers back to what came
+    before: a referring word, then an inference cue ("This may represent"), a copula or a
+    de-identified verb ("This is", "The appearance XXXX subsegmental")."""
+    anaphor = _ANAPHORA.match(lead)
+    if not anaphor:
+        return False
+    rest = lead[anaphor.end():]
+    link = _REFER_LINK.match(rest)
+    return bool(_INFER.search(lead)) or (link is not None and bool(_PREMOD.match(rest[link.end():])))
 
 
 def _listing_or(cues: list) -> list:

@@ -305,3 +305,27 @@ def test_a_clause_after_a_semicolon_that_refers_back_shares_the_place(rules):
     assert labels_of(rules, "Streaky bibasilar opacities; the appearance suggests atelectasis.", "atelectasis") == [
         ["right lung base", "left lung base"]]
     assert labels_of(rules, "Streaky bibasilar opacities; atelectasis is present too.", "atelectasis") == [[]]
+
+
+def test_a_long_subject_called_a_consideration_is_tentative(rules):
+    fs = rules.structure("A pneumonia superimposed on chronic emphysema and scarring would be a consideration.")
+    assert [(f.lesion_type, f.certainty) for f in fs if f.lesion_type] == [("pneumonia", "tentative")]
+
+
+def test_suggest_is_a_hedge_and_the_appearances_refer_back(rules):
+    fs = structure_report("s", "FINDINGS: Bandlike right lung opacities. The appearances suggest atelectasis.",
+                          structurer=rules).findings
+    assert [(f.lesion_type, f.certainty, f.labels) for f in fs] == [
+        ("opacity", "definitive", ["right lung"]), ("atelectasis", "tentative", ["right lung"])]
+
+
+@pytest.mark.parametrize("text,inference", [
+    ("Bandlike left base opacities XXXX scarring or atelectasis.", "tentative"),  # a differential
+    ("Left base opacities, XXXX atelectatic changes.", "definitive"),  # no hedge left in the words
+])
+def test_a_deidentified_link_word_makes_an_inference(rules, text, inference):
+    (f,) = rules.structure(text)
+    assert (f.lesion_type, f.certainty, f.predicted_lesion_type, f.inference_certainty) == (
+        "opacity", "definitive", "atelectasis", inference)
+    fs = rules.structure("Left base opacity and XXXX effusion.")  # a conjunction is no link
+    assert [f.lesion_type for f in fs] == ["opacity", "effusion"]

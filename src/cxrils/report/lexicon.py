@@ -170,7 +170,7 @@ _RAW_CONTEXT_RULES: tuple[tuple[str, str, str, int | None], ...] = (
         "may represent", "may be", "could represent", "could be", "can not exclude",
         "cannot exclude", "can't exclude", "cannot rule out", "can not rule out",
         "cannot be excluded", "not excluded", "questionable", "question of", "suspicious for",
-        "concerning for", "worrisome for", "suggestive of", "suggests", "suggesting",
+        "concerning for", "worrisome for", "suggestive of", "suggest", "suggests", "suggesting",
         "presumably", "presumed", "suspected", "suspect", "equivocal", "difficult to exclude",
         "difficult to rule out", "not entirely excluded", "differential",
         "impossible to exclude", "not definitely", "question",
@@ -194,6 +194,12 @@ _RAW_CONTEXT_RULES: tuple[tuple[str, str, str, int | None], ...] = (
         "difficult to entirely exclude", "difficult to exclude", "not entirely excluded",
         "is in the differential", "in the differential", "is another consideration",
         "another consideration",
+    )),
+    # A sentence that closes by calling its subject a consideration hedges all of it, however
+    # long the subject: "a pneumonia superimposed on chronic scarring would be a consideration".
+    *((w, "POSSIBLE_EXISTENCE", "BACKWARD", None) for w in (
+        "would be a consideration", "is a consideration", "is also a consideration", "is another consideration",
+        "is in the differential", "is a possibility", "would be a possibility",
     )),
     # Alternatives ("atelectasis or pneumonia"): tentative. A category of its own, because
     # ConText ends a cue's scope at the next cue of the same category.

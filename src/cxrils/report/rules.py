@@ -84,6 +84,10 @@ _ALT_INFER = re.compile(r"\b(?:versus|vs|or)\b", re.IGNORECASE)
 # A disease in apposition with a hedge: "opacity in the right base, probable atelectasis".
 _HEDGED_APPOSITION = re.compile(
     r"^\s*,\s*(?:most\s+)?(?:probable|possible|likely|presumed|suspected|questionable)\s+$", re.IGNORECASE)
+# Only de-identified words between an observation and a disease: the link word was removed
+# ("opacities XXXX scarring or atelectasis"). Its certainty comes from the words left (no
+# hedge is assumed for the removed word, as for any text without a cue).
+_DEID_LINK = re.compile(rf"^[\s,]*(?:{DEID_TOKEN}\b[\s,]*)+", re.IGNORECASE)
 _ALT = re.compile(r"^\s*(?:,\s*)?(?:or|versus|vs\.?|and/or|/)\s*$", re.IGNORECASE)
 _MULTI_STOP = re.compile(r"\.{2,}\s*")
 _CONJ = re.compile(r"^\s*(?:,|and|or|,\s*and|,\s*or|and/or|/)\s*$", re.IGNORECASE)
@@ -96,7 +100,7 @@ _SHARE_BREAK = re.compile(
 # consistent with atelectasis").
 _ANAPHORA = re.compile(
     r"^\W*(?:\d+\.\s*)?(?:this|these|it|which|findings?|the findings?|this finding|these findings|"
-    r"this appearance|the appearance|this area|the opacity|the opacities)\b", re.IGNORECASE)
+    r"this appearance|the appearances?|these appearances|the features|these features|this area|the opacity|the opacities)\b", re.IGNORECASE)
 # What links a place with no finding of its own to the finding inferred from it: "blunting
 # of the left costophrenic angle, consistent with a small effusion".
 _PLACE_INFER = re.compile(
@@ -327,7 +331,9 @@ class RulesStructurer:
                 k += 1
             # "opacity in the right base, atelectasis versus pneumonia": a differential in apposition
             appositive = (len(chain) > 1 and gap.rstrip().endswith(",")) or bool(_HEDGED_APPOSITION.match(gap))
-            if not (_INFER.search(gap) or appositive) or len(gap.split()) > 12:
+            deid = _DEID_LINK.match(gap)
+            hidden = deid is not None and bool(_PREMOD.match(gap[deid.end():]))
+            if not (_INFER.search(gap) or appositive or hidden) or len(gap.split()) > 12:
                 continue
             if re.search(r"[;]|\b(?:no|without|but|however)\b", gap, re.IGNORECASE):
                 continue

@@ -329,3 +329,9 @@ def test_a_deidentified_link_word_makes_an_inference(rules, text, inference):
         "opacity", "definitive", "atelectasis", inference)
     fs = rules.structure("Left base opacity and XXXX effusion.")  # a conjunction is no link
     assert [f.lesion_type for f in fs] == ["opacity", "effusion"]
+
+
+@pytest.mark.parametrize("text", ["Slightly increased opacity of the right base compared to the left.",
+                                  "Increased density of the right base relative to the left base."])
+def test_the_term_of_a_comparison_is_not_the_findings_place(rules, text):
+    assert labels_of(rules, text, "opacity") == [["right lung base"]]

@@ -111,6 +111,10 @@ _PLACE_INFER = re.compile(
 # What may stand between a referring word and the disease it names: "This is atelectasis",
 # "The appearance XXXX subsegmental atelectasis" (a de-identified verb).
 _REFER_LINK = re.compile(rf"^(?:\s+(?:is|are|{DEID_TOKEN}))+\b", re.IGNORECASE)
+# A place named as the term of a comparison is not where the finding is: "increased
+# opacity of the right base compared to the left".
+_REFERENCE_PLACE = re.compile(r"\b(?:compared (?:to|with)|in comparison (?:to|with)|relative to)\s+(?:the\s+)?$",
+                              re.IGNORECASE)
 _SIDES = re.compile(r"\b(?:right|left)\b", re.IGNORECASE)
 _SLASH = re.compile(r"^\s*/\s*$")
 
@@ -248,7 +252,8 @@ class RulesStructurer:
         """Give each location phrase of the sentence to the finding it modifies."""
         base = sent.start
         spans = [(base + s, base + e, p) for s, e, p in find_locations(sent.text)]
-        spans = [sp for sp in spans if not any(sp[0] < m.end and m.start < sp[1] for m in ms)]
+        spans = [sp for sp in spans if not any(sp[0] < m.end and m.start < sp[1] for m in ms)
+                 and not _REFERENCE_PLACE.search(text[max(base, sp[0] - 30):sp[0]])]
         for s, e, phrase in spans:
             prev = max((m for m in ms if m.end <= s), key=lambda m: m.end, default=None)
             nxt = min((m for m in ms if m.start >= e), key=lambda m: m.start, default=None)

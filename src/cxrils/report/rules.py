@@ -100,7 +100,8 @@ _SHARE_BREAK = re.compile(
 # consistent with atelectasis").
 _ANAPHORA = re.compile(
     r"^\W*(?:\d+\.\s*)?(?:this|these|it|which|findings?|the findings?|this finding|these findings|"
-    r"this appearance|the appearances?|these appearances|the features|these features|this area|the opacity|the opacities)\b", re.IGNORECASE)
+    r"this appearance|the appearances?|these appearances|the features|these features|this area|the opacity|"
+    r"the opacities)\b", re.IGNORECASE)
 # What links a place with no finding of its own to the finding inferred from it: "blunting
 # of the left costophrenic angle, consistent with a small effusion".
 _PLACE_INFER = re.compile(

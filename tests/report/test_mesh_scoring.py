@@ -72,3 +72,42 @@ def test_score_counts_and_disagreement_indices():
     lenient, _ = ms.score(rows, strict=False)
     assert lenient.tp["atelectasis"] == 1 and lenient.fp["atelectasis"] == 0
     assert "| effusion | 1 | 2 |" in ms.table(s, "t")
+
+
+def _report_mesh():
+    sys.path.insert(0, str(REPO_ROOT / "benchmarks"))  # report_mesh imports mesh_scoring and results
+    try:
+        spec = importlib.util.spec_from_file_location("report_mesh", REPO_ROOT / "benchmarks" / "report_mesh.py")
+        mod = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(mod)
+        return mod
+    finally:
+        sys.path.remove(str(REPO_ROOT / "benchmarks"))
+
+
+def test_certainty_classes_count_what_mesh_indexes_per_class():
+    from types import SimpleNamespace as R
+
+    rm = _report_mesh()
+    mesh = ["Pulmonary Atelectasis", "Pulmonary Atelectasis", "normal", "Pneumonia"]
+    # report 1: definitive; 2: a differential item (definitive only when lists are); 3: hedged; 4: absent
+    tentative = [R(findings=[f("atelectasis")]), R(findings=[f("atelectasis", certainty="tentative")]),
+                 R(findings=[f("atelectasis", certainty="tentative")]), R(findings=[])]
+    definitive = [R(findings=[f("atelectasis")]), R(findings=[f("atelectasis")]),
+                  R(findings=[f("atelectasis", certainty="tentative")]), R(findings=[])]
+    text = rm.certainty_classes(mesh, tentative, definitive, ["tuning"] * 4)
+    row = next(line for line in text.splitlines() if line.startswith("| tuning | atelectasis |"))
+    assert row == "| tuning | atelectasis | 1/1 | 1/1 | 0/1 | 0/1 |"
+    row = next(line for line in text.splitlines() if line.startswith("| tuning | pneumonia |"))
+    assert row == "| tuning | pneumonia | 0/0 | 0/0 | 0/0 | 1/4 |"
+
+
+def test_targets_table_marks_misses():
+    from types import SimpleNamespace as R
+
+    rm = _report_mesh()
+    mesh = ["Cardiomegaly", "Cardiomegaly", "normal"]
+    reps = [R(findings=[f("cardiomegaly")]), R(findings=[]), R(findings=[])]  # F1 = 2/3
+    text = rm.targets_table(mesh, {"tentative": reps}, ["untuned"] * 3)
+    row = text.splitlines()[-1]
+    assert row.startswith("| tentative | 0.667 (missed) |")

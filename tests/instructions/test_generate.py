@@ -423,3 +423,25 @@ def test_a_reported_nodule_blocks_the_absent_opacity_negative():
     plain = StudyGrounding(study_id="s9", image_id="im9", shape=SHAPE, findings=[],
                            empty_locations=["left lung"], ctr=0.40, heart_mask=HEART_MASK)
     assert [r for r in gen(plain) if r["lesion_type"] == "opacity"]
+
+
+def test_absent_forms_replace_the_random_draws():
+    """``absent_forms`` asks every absent lung type exactly the given negatives (the light
+    model's normal images); cardiomegaly keeps the CTR rule; () asks no lung type."""
+    g = no_cardiomegaly_study(0.40)
+    forms = [("global", None), ("basic", "right lung"), ("basic", "left lung")]
+    records = generate_records(g, split="train", patient_id="p1", image_path="images/x.png", cfg=Config(),
+                               absent_forms=forms)
+    check_consistent(records)
+    for t in ("pneumonia", "atelectasis", "consolidation", "edema"):  # absent from the report
+        got = sorted(r["instruction"] for r in records if r["lesion_type"] == t)
+        assert got == sorted([f"Segment the {t}.", f"Segment the {t} in the right lung.",
+                              f"Segment the {t} in the left lung."])
+    assert [r["instruction"] for r in records if r["lesion_type"] == "cardiomegaly"] == ["Segment the cardiomegaly."]
+    none = generate_records(g, split="train", patient_id="p1", image_path="images/x.png", cfg=Config(),
+                            absent_forms=())
+    assert not {r["lesion_type"] for r in none} & {"pneumonia", "atelectasis", "consolidation", "edema"}
+    assert any(r["lesion_type"] == "cardiomegaly" for r in none)  # CTR 0.40 <= 0.45
+    with pytest.raises(InstructionError, match="absent negative"):
+        generate_records(g, split="train", patient_id="p1", image_path="images/x.png", cfg=Config(),
+                         absent_forms=[("basic", "the spleen")])

@@ -49,10 +49,35 @@ def test_training_dataset_merges_generated_and_human_records(tmp_path):
     assert len(pos) and set(pos.lesion_type) == {"opacity"} and (pos.mask_area > 0).all()
     normals = {HUMAN_PREFIX + s.image_id for s in training_samples(root, "detector") if not s.positive}
     assert not set(pos.image_id) & normals
-    # COVID-19 images get no absent-type negatives ("There is no pneumonia" could be false)
+    # COVID-19 images get no absent-type lung negatives ("There is no pneumonia" could be
+    # false); cardiomegaly only by the CTR rule
     covid_neg = human[(human.polarity == "negative") & ~human.image_id.isin(normals)]
-    assert set(covid_neg.lesion_type) <= {"opacity"}
-    assert len(set(human[human.image_id.isin(normals)].lesion_type)) > 1
+    assert set(covid_neg.lesion_type) <= {"opacity", "cardiomegaly"}
+    assert not len(covid_neg[(covid_neg.lesion_type == "cardiomegaly") & (covid_neg.instruction_type != "global")])
+    # a Normal image is asked the global and both whole-lung questions of every lung type
+    # (types whose answer needs a region of the anatomy the synthetic image may lack aside)
+    normal_recs = human[human.image_id.isin(normals)]
+    assert set(normal_recs.polarity) == {"negative"}
+    for image_id, group in normal_recs.groupby("image_id"):
+        asked = set(zip(group.lesion_type, group.instruction))
+        for t in ("opacity", "pneumonia", "edema"):
+            assert (t, f"Segment the {t}.") in asked, (image_id, t)
+            assert (t, f"Segment the {t} in the right lung.") in asked, (image_id, t)
+            assert (t, f"Segment the {t} in the left lung.") in asked, (image_id, t)
+
+
+def test_normal_forms_ask_global_whole_lungs_and_seeded_zones():
+    from cxrils import vocab
+    from cxrils.models.light.data import NORMAL_ABSENT_ZONES, normal_forms
+
+    a, b = normal_forms("cqx-a"), normal_forms("cqx-a")
+    assert a == b                                                  # same id, same questions
+    assert a[:3] == [("global", None), ("basic", "right lung"), ("basic", "left lung")]
+    zones = [loc for _, loc in a[3:]]
+    assert len(set(zones)) == len(zones) == NORMAL_ABSENT_ZONES
+    assert all(z in vocab.INSTRUCTION_LOCATIONS and z not in ("right lung", "left lung") for z in zones)
+    drawn = {tuple(normal_forms(f"cqx-{k}")[3:]) for k in range(40)}
+    assert len(drawn) > 5                                           # zones vary between images
 
 
 def test_cardiomegaly_positives_repeated_or_dropped_by_the_ctr():

@@ -309,7 +309,7 @@ def _cardiomegaly_positive(b: _Builder, items: list[_Item], g: StudyGrounding) -
 
 
 def _negatives(b: _Builder, items: list[_Item], g: StudyGrounding, cfg: Config, rng: np.random.Generator,
-               absent: bool = True) -> None:
+               absent: bool = True, absent_forms: Sequence[tuple[str, str | None]] | None = None) -> None:
     positive_findings = [gf for gf in g.findings if gf.finding.presence == "positive"]
     present = set().union(*(mentioned_types(gf) for gf in positive_findings)) if positive_findings else set()
     opacity_pool = [it for it in items if it.lesion_type in OPACITY_FAMILY]
@@ -331,7 +331,9 @@ def _negatives(b: _Builder, items: list[_Item], g: StudyGrounding, cfg: Config, 
                 if g.ctr is not None and cfg.qc.ctr_plausible_min <= g.ctr <= cfg.qc.ctr_max_cardiomegaly_negative:
                     _negative(b, t, "global", None, negated)
                 continue
-            for form, loc in _absent_choices(rng, ic.max_absent_negatives_per_type, ic.absent_negative_global_prob):
+            forms = absent_forms if absent_forms is not None else \
+                _absent_choices(rng, ic.max_absent_negatives_per_type, ic.absent_negative_global_prob)
+            for form, loc in forms:
                 _negative(b, t, form, loc, negated)
             continue
         if t in vocab.ORGAN_LESION_TYPES:
@@ -376,7 +378,8 @@ def _negative(b: _Builder, t: str, form: str, loc: str | None, sources: Sequence
 
 
 def generate_records(grounding: StudyGrounding, *, split: str, patient_id: str, image_path: str,
-                     cfg: Config, absent_negatives: bool = True) -> list[dict]:
+                     cfg: Config, absent_negatives: bool = True,
+                     absent_forms: Sequence[tuple[str, str | None]] | None = None) -> list[dict]:
     """Instruction-answer records of one image (paper section 3.2, Table 2, Appendix C).
 
     Parameters
@@ -401,6 +404,13 @@ def generate_records(grounding: StudyGrounding, *, split: str, patient_id: str, 
         Emit the negatives of types absent from the report. At most one per type per
         *study* (Appendix C.2): a study with several images passes True for one of
         them only (the pipeline: its first image in input order).
+    absent_forms : sequence of (form, location or None), optional
+        Ask every absent type (cardiomegaly aside, which follows the CTR rule) exactly
+        these negatives instead of :func:`_absent_choices`' random draws: ``("global",
+        None)`` or ``("basic", loc)`` with ``loc`` in
+        :data:`cxrils.vocab.INSTRUCTION_LOCATIONS`. Not used by the pipeline; the light
+        model's training data asks its radiologist-labelled normal images the global and
+        whole-lung questions this way.
 
     Returns
     -------
@@ -432,5 +442,10 @@ def generate_records(grounding: StudyGrounding, *, split: str, patient_id: str, 
     items = _prepare(grounding)
     rng = np.random.default_rng(record_seed(cfg.instructions.seed, grounding.image_id))
     _positives(b, items, grounding)
-    _negatives(b, items, grounding, cfg, rng, absent_negatives)
+    if absent_forms is not None:
+        for form, loc in absent_forms:
+            if form not in ("global", "basic") or (form == "basic") != (loc in vocab.INSTRUCTION_LOCATIONS):
+                raise InstructionError(f"image {grounding.image_id}: absent negative {(form, loc)!r} is not "
+                                       "('global', None) or ('basic', an instruction location)")
+    _negatives(b, items, grounding, cfg, rng, absent_negatives, absent_forms)
     return b.records

@@ -20,8 +20,12 @@ from human lesion masks (issue 18).
    its x_ano prior would be better there than on new images and the model would learn to trust it too much. A fixed hash share
    (:data:`VALIDATE_FRACTION`) goes to ``validate`` (threshold choice), the rest to
    ``train``; none to ``test`` (the report part is the test, scored by
-   ``benchmarks/human_masks.py``). Normal images get :data:`NORMAL_ABSENT_NEGATIVES`
-   absent-type negatives per type.
+   ``benchmarks/human_masks.py``). Normal images are asked, for every type, the questions
+   a user asks of a normal image (:data:`NORMAL_ABSENT_FORMS`: the global one and each
+   whole lung) plus :data:`NORMAL_ABSENT_ZONES` zone questions drawn per image, and the
+   cardiomegaly negative at any plausible CTR (the radiologists' Normal label vouches for
+   the heart, where the paper's generated data, without such a label, needs CTR <= 0.45).
+   COVID-19 images get only the paper's CTR-ruled cardiomegaly negative.
 
 3. cardiomegaly records of the JSRT/SCR nodule images of the anatomy's ``train`` split
    (:func:`jsrt_cardiomegaly_samples`; the non-nodule images stay out: the human-mask
@@ -50,10 +54,11 @@ from pathlib import Path
 
 import numpy as np
 
+from cxrils import vocab
 from cxrils.config import Config
 from cxrils.dataset import DatasetWriter, read_records
 from cxrils.grounding.human import NORMAL_REPORT, human_grounding, report_from_label, sides_of_mask
-from cxrils.instructions import generate_records
+from cxrils.instructions import generate_records, record_seed
 from cxrils.report import structure_reports
 from cxrils.vision.anatomy import cardiothoracic_ratio, get_segmenter
 from cxrils.vision.anatomy.data import read_gray
@@ -66,10 +71,17 @@ log = logging.getLogger(__name__)
 VALIDATE_FRACTION = 0.15
 #: Prefix of the image ids of the human-masked images in the training dataset.
 HUMAN_PREFIX = "cqx-"
-#: Absent-type negatives per type on a human-labelled Normal image (ours; the paper's
-#: generated dataset has at most 1, Appendix C.2): a normal image holds none of the seven
-#: types anywhere, and normal images are where the model must learn to answer "no".
-NORMAL_ABSENT_NEGATIVES = 3
+#: Negatives asked for every type on a human-labelled Normal image (ours; the paper's
+#: generated dataset has at most 1 per type, Appendix C.2): a normal image holds none of
+#: the seven types anywhere, and normal images are where the model must learn to answer
+#: "no". Random zone draws alone rarely ask the global and whole-lung questions, and the
+#: model trained so (the shipped light model before this change) answered "Segment the
+#: opacity." with a mask on 30% of the validation normals (runs of issue 18).
+NORMAL_ABSENT_FORMS: tuple[tuple[str, str | None], ...] = (("global", None), ("basic", "right lung"),
+                                                           ("basic", "left lung"))
+#: Zone questions (``basic`` at a zone of :data:`cxrils.vocab.INSTRUCTION_LOCATIONS`)
+#: drawn per Normal image and type besides :data:`NORMAL_ABSENT_FORMS` (ours).
+NORMAL_ABSENT_ZONES = 2
 #: Times each generated cardiomegaly train positive appears (ours): the demo reports name
 #: cardiomegaly in only a handful of images, against hundreds of negatives; with the CTR
 #: input the presence decision can generalise from few, repeated, consistent examples.
@@ -165,6 +177,16 @@ def _jsrt_rows(sample, positive: bool, split: str, segment, cfg: Config) -> tupl
     return x, rows
 
 
+def normal_forms(image_id: str, seed: int = 0) -> list[tuple[str, str | None]]:
+    """Absent-type negatives of a human-labelled Normal image: :data:`NORMAL_ABSENT_FORMS`
+    and :data:`NORMAL_ABSENT_ZONES` zones of :data:`cxrils.vocab.INSTRUCTION_LOCATIONS`
+    (not whole lungs) drawn with a seed from ``image_id`` (the same id, the same zones)."""
+    zones = [loc for loc in vocab.INSTRUCTION_LOCATIONS if loc not in vocab.WHOLE_LUNGS]
+    rng = np.random.default_rng(record_seed(seed, image_id))
+    picks = sorted(rng.choice(len(zones), size=min(NORMAL_ABSENT_ZONES, len(zones)), replace=False).tolist())
+    return list(NORMAL_ABSENT_FORMS) + [("basic", zones[i]) for i in picks]
+
+
 def _plain(record: dict) -> dict:
     out = dict(record)
     out["locations"] = [str(v) for v in record["locations"]]
@@ -232,8 +254,8 @@ def build_training_dataset(generated: str | Path, data_root: str | Path, out: st
         samples = training_samples(root, "detector")
         _, val = split_validation([s.image_id for s in samples], VALIDATE_FRACTION, "light-val")
         val_ids = {samples[i].image_id for i in val}
-        normal_cfg = copy.deepcopy(cfg)
-        normal_cfg.instructions.max_absent_negatives_per_type = NORMAL_ABSENT_NEGATIVES
+        normal_cfg = copy.deepcopy(cfg)  # a Normal label vouches for the heart at any plausible CTR
+        normal_cfg.qc.ctr_max_cardiomegaly_negative = normal_cfg.qc.ctr_plausible_max
         todo = [s for s in samples if HUMAN_PREFIX + s.image_id not in done]
         texts = []
         for s in todo:
@@ -250,11 +272,12 @@ def build_training_dataset(generated: str | Path, data_root: str | Path, out: st
             anatomy = segment(x)
             g = human_grounding(study_id=image_id, image_id=image_id, report=report, anatomy=anatomy,
                                 lesion=s.lesion(x.shape), cfg=cfg)
-            # no absent-type negatives on COVID-19 images: their label says "infection", which
-            # may well be pneumonia or consolidation, so "There is no pneumonia" would be false
+            # no absent-type lung negatives on COVID-19 images (forms ()): their label says
+            # "infection", which may well be pneumonia or consolidation, so "There is no
+            # pneumonia" would be false; the cardiomegaly negative follows the CTR rule
             rows = generate_records(g, split="validate" if s.image_id in val_ids else "train", patient_id=image_id,
-                                    image_path=f"images/{image_id}.png", cfg=cfg if s.positive else normal_cfg,
-                                    absent_negatives=not s.positive)
+                                    image_path=f"images/{image_id}.png", cfg=normal_cfg if not s.positive else cfg,
+                                    absent_forms=normal_forms(image_id, cfg.instructions.seed) if not s.positive else ())
             writer.commit_study(image_id, x, rows)
             n_human += len(rows)
         jsrt = jsrt_cardiomegaly_samples(root, cfg)

@@ -51,10 +51,12 @@ Run (2 shared CPU cores, a few minutes per 500 images)::
 
     PYTHONPATH=src nice -n 10 python benchmarks/human_masks.py [--data ../shared/data]
         [--limit N] [--sources covid_qu_ex,nih_bbox,...] [--model DIR | --no-light]
-        [--tuning-auroc-limit N] [--publish NAME]
+        [--tuning-auroc-limit N] [--set SECTION.KEY=VALUE ...] [--publish NAME]
 
 ``--limit N`` keeps the first N cases of each source (a fixed subset, for development);
-the published run uses every case.
+the published run uses every case. ``--set`` runs the pipeline with configuration
+overrides (as ``cxrils generate --set``), e.g. ``--set grounding.c1_bilateral=per_lung``
+(published as ``human_masks_c1_per_lung``, not over the default run's ``human_masks``).
 """
 
 from __future__ import annotations
@@ -311,13 +313,14 @@ class _Cached:
 
 
 class Runner:
-    """The pipeline (builtin stages, default config) and optionally the light model."""
+    """The pipeline (builtin stages; the default config with ``overrides``,
+    ``section.key=value`` items) and optionally the light model."""
 
-    def __init__(self, model_dir: Path | None) -> None:
-        from cxrils.config import Config
+    def __init__(self, model_dir: Path | None, overrides: list[str] | None = None) -> None:
+        from cxrils.config import load_config
         from cxrils.pipeline.study import Pipeline
 
-        self.cfg = Config()
+        self.cfg = load_config(None, overrides)
         self.pipe = Pipeline(self.cfg)
         self.pipe.load_models(paraphrase=False)
         anatomy = _Cached(self.pipe.anatomy_segmenter)
@@ -733,10 +736,13 @@ def x_ano_table(stats: list[dict]) -> list[str]:
     return lines
 
 
-def oracle_c1_lines(data: Path, tau_anatomy: float) -> list[str]:
-    """Condition c1 of Algorithm 1 with the EXPERT's own boxes (one per lesion component)
-    and the expert lungs, for the bilateral reports of the COVID-QU-Ex report part: on
-    which side can a box pass ``IoU(box, right lung + left lung) >= tau_anatomy`` at all?"""
+def oracle_c1_lines(data: Path, cfg) -> list[str]:
+    """Condition c1 of Algorithm 1 (``cfg``'s: the paper's ``IoU(box, right lung + left
+    lung) >= tau_anatomy``, or its ``per_lung`` variant) with the EXPERT's own boxes (one
+    per lesion component) and the expert lungs, for the bilateral reports of the
+    COVID-QU-Ex report part: on which side can a box pass c1 at all?"""
+    from cxrils.grounding.algorithm import check_box
+    from cxrils.types import LesionBox
     from cxrils.vision.lesion_data import covid_qu_ex_samples, lesion_boxes
 
     both = right = left = none = 0
@@ -752,13 +758,15 @@ def oracle_c1_lines(data: Path, tau_anatomy: float) -> list[str]:
         for box in lesion_boxes(les, 0.02, lungs):
             b = box_mask(box, les.shape)
             side = "r" if (b & r).sum() >= (b & lf).sum() else "l"
-            ok[side] |= iou(b, lungs) >= tau_anatomy
+            ok[side] |= check_box(LesionBox(*box, 1.0, ""), lungs, lungs, r, lf, "opacity", cfg, (r, lf)).c1
         both += ok["r"] and ok["l"]
         right += ok["r"] and not ok["l"]
         left += ok["l"] and not ok["r"]
         none += not (ok["r"] or ok["l"])
+    rule = f"IoU(box, both lungs) >= {cfg.tau_anatomy}" if cfg.c1_bilateral == "union" else \
+        f"IoU(box, both lungs, the right lung or the left lung) >= {cfg.tau_anatomy} (c1_bilateral = per_lung)"
     return ["", f"c1 with the expert's own boxes (one per lesion component) and the expert lungs, bilateral "
-            f"reports of the COVID-QU-Ex report part: a box passes IoU(box, both lungs) >= {tau_anatomy} on both "
+            f"reports of the COVID-QU-Ex report part: a box passes {rule} on both "
             f"sides : right only : left only : neither = {both} : {right} : {left} : {none}."]
 
 
@@ -794,6 +802,8 @@ def main() -> None:
     ap.add_argument("--tuning-auroc-limit", type=int, default=None,
                     help="x_ano statistics on the first N tuning-part images only")
     ap.add_argument("--no-x-ano", action="store_true")
+    ap.add_argument("--set", dest="overrides", action="append", default=[], metavar="SECTION.KEY=VALUE",
+                    help="configuration override for the pipeline (repeatable), e.g. grounding.c1_bilateral=per_lung")
     ap.add_argument("--publish", default=None, help="write docs/results/NAME.md")
     ap.add_argument("--threads", type=int, default=2)
     args = ap.parse_args()
@@ -806,7 +816,12 @@ def main() -> None:
 
     t0 = time.time()
     model = None if args.no_light else (args.model or default_model_dir())
-    r = Runner(model)
+    from cxrils.config import ConfigError
+
+    try:
+        r = Runner(model, args.overrides)
+    except ConfigError as err:
+        ap.error(f"--set: {err}")
     sources = [s for s in args.sources.split(",") if s]
     cases = load_cases(args.data, sources, args.limit)
     for i, c in enumerate(cases, 1):
@@ -816,7 +831,8 @@ def main() -> None:
     lines = [f"Cases: {len(cases)} ({', '.join(f'{s} {sum(c.source == s for c in cases)}' for s in sources)})"
              + (f", first {args.limit} positives per source" if args.limit else "")
              + f"; light model: {model.name if model else 'none'}; backends: anatomy "
-             f"{r.cfg.backends.anatomy}, anomaly {r.cfg.backends.anomaly}, detector {r.cfg.backends.detector}.", ""]
+             f"{r.cfg.backends.anatomy}, anomaly {r.cfg.backends.anomaly}, detector {r.cfg.backends.detector}"
+             + (f"; config overrides: {', '.join(args.overrides)}" if args.overrides else "") + ".", ""]
     lines += pipeline_tables(cases) + light_tables(cases) + cardiomegaly_table(cases) + targets_table(cases)
     if not args.no_x_ano and "covid_qu_ex" in sources:
         stats = []
@@ -828,7 +844,7 @@ def main() -> None:
             stats.append(x_ano_stats(r, s, part))
         lines += x_ano_table(stats)
     if "covid_qu_ex" in sources:
-        lines += oracle_c1_lines(args.data, r.cfg.grounding.tau_anatomy)
+        lines += oracle_c1_lines(args.data, r.cfg.grounding)
         lines += duplicate_lines(args.data)
     lines.append(f"\nWall time {time.time() - t0:.0f} s.")
     text = "\n".join(lines)

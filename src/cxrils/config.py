@@ -59,6 +59,12 @@ class GroundingConfig:
     effusion_base_fraction: float = 0.25  # lower part of the lung mask added for basal effusion
     # Empty locations overlap no reported anatomy mask "at all" (section 3.1 step 4): 0 pixels.
     empty_overlap_tol_px: int = 0
+    # c1 when the reported locations lie in both lungs (one of C1_BILATERAL). "union": the
+    # paper's IoU(B, M_union) >= tau_anatomy (Algorithm 1). "per_lung" (ours, a departure
+    # from the paper, docs/grounding.md): the box also passes when its IoU with the right-side
+    # part or the left-side part of the reported locations reaches tau_anatomy, so a box over
+    # one lung of a bilateral finding is not measured against both lungs.
+    c1_bilateral: str = "union"
 
     def tau_conf_for(self, lesion_type: str) -> float:
         """tau_conf for a lesion type (edema has its own, Table 7)."""
@@ -501,6 +507,9 @@ def _check_value(section: str, key: str, value: Any) -> None:
         raise ConfigError(f"{section}.{key}: is a ratio and must lie in [0, 1], got {value!r}")
 
 
+#: Values ``grounding.c1_bilateral`` accepts (see GroundingConfig): the paper's c1 first.
+C1_BILATERAL: tuple[str, ...] = ("union", "per_lung")
+
 #: Values ``backends.precision`` accepts (see BackendConfig).
 PRECISIONS: tuple[str, ...] = ("fp32", "fp16", "bf16")
 
@@ -525,6 +534,9 @@ def _check_config(cfg: Config) -> Config:
         raise ConfigError(f"split.by: must be {' or '.join(SPLIT_BY)}, got {cfg.split.by!r}")
     if cfg.inputs.report_over_cap not in ("exclude", "truncate"):
         raise ConfigError(f"inputs.report_over_cap: must be exclude or truncate, got {cfg.inputs.report_over_cap!r}")
+    if cfg.grounding.c1_bilateral not in C1_BILATERAL:
+        raise ConfigError(f"grounding.c1_bilateral: must be one of {list(C1_BILATERAL)}, "
+                          f"got {cfg.grounding.c1_bilateral!r}")
     if cfg.grounding.connectivity not in (4, 8):
         raise ConfigError(f"grounding.connectivity: must be 4 or 8, got {cfg.grounding.connectivity}")
     for key, value in (("grounding.reference_size_px", cfg.grounding.reference_size_px),

@@ -15,7 +15,8 @@ import numpy as np
 from scipy import ndimage as ndi
 
 from cxrils.config import GroundingConfig
-from cxrils.types import LesionBox
+from cxrils.types import AnatomyMasks, LesionBox
+from cxrils.vocab import LABEL_SIDE
 
 
 def neighbourhood(cfg: GroundingConfig) -> np.ndarray:
@@ -54,6 +55,10 @@ class BoxCheck:
         tau_size.
     n_components : int
         Connected components of A touching the box (0 unless kept).
+    iou_anatomy_sides : tuple of float, optional
+        ``grounding.c1_bilateral = "per_lung"`` only, for reported locations in both
+        lungs: (IoU(B, M_right), IoU(B, M_left)) with the right-side and left-side parts
+        of the reported locations (:func:`c1_sides`); None otherwise.
     """
 
     box: LesionBox
@@ -67,6 +72,7 @@ class BoxCheck:
     c3: bool
     c4: bool
     n_components: int = 0
+    iou_anatomy_sides: tuple[float, float] | None = None
 
     @property
     def kept(self) -> bool:
@@ -79,10 +85,13 @@ class BoxCheck:
         return [n for n, ok in (("c1", self.c1), ("c2", self.c2), ("c3", self.c3), ("c4", self.c4)) if not ok]
 
     def to_dict(self) -> dict:
-        """JSON-ready dict."""
+        """JSON-ready dict; ``c1_iou_right_part`` / ``c1_iou_left_part`` only when
+        :attr:`iou_anatomy_sides` was evaluated."""
+        sides = {} if self.iou_anatomy_sides is None else {
+            "c1_iou_right_part": self.iou_anatomy_sides[0], "c1_iou_left_part": self.iou_anatomy_sides[1]}
         return {
             **self.box.to_dict(),
-            "c1_iou_anatomy": self.iou_anatomy, "c1": self.c1,
+            "c1_iou_anatomy": self.iou_anatomy, **sides, "c1": self.c1,
             "c2_confidence": self.confidence, "c2": self.c2,
             "c3_signal": self.signal, "c3": self.c3,
             "c4_iou_right_lung": self.iou_right_lung, "c4_iou_left_lung": self.iou_left_lung, "c4": self.c4,
@@ -103,9 +112,48 @@ class Algorithm1Result:
         return [c.box for c in self.checks if c.kept]
 
 
+def c1_sides(labels: tuple[str, ...] | list[str], anatomy: AnatomyMasks) -> tuple[np.ndarray, np.ndarray] | None:
+    """The right-side and left-side parts of the reported locations, for the
+    ``per_lung`` variant of c1 (``grounding.c1_bilateral``; ours, not the paper's).
+
+    ``M_right`` is the union of the anatomy masks of the reported labels on the
+    patient's right (:data:`cxrils.vocab.LABEL_SIDE`), ``M_left`` likewise; e.g.
+    "both lower zones" -> ("right lung base", "left lung base") -> M_right = right lung
+    base, M_left = left lung base; ("right upper zone lung", "right lung base", "left
+    lung") -> M_right = right upper zone | right lung base, M_left = left lung. Labels
+    without a side (none of the lung-region labels) count in M_union only.
+
+    Parameters
+    ----------
+    labels : sequence of str
+        The reported lung-region labels (CXAS spellings).
+    anatomy : AnatomyMasks
+        Holds every label of ``labels``.
+
+    Returns
+    -------
+    tuple of numpy.ndarray (bool, shape (H, W)) or None
+        (M_right, M_left) when the labels name both sides, else None (one-sided
+        reports: c1 is the paper's).
+    """
+    right = [label for label in labels if LABEL_SIDE.get(label) == "right"]
+    left = [label for label in labels if LABEL_SIDE.get(label) == "left"]
+    if not right or not left:
+        return None
+    return anatomy.union(right), anatomy.union(left)
+
+
 def check_box(box: LesionBox, anomaly_set: np.ndarray, m_union: np.ndarray, right_lung: np.ndarray,
-              left_lung: np.ndarray, lesion_type: str, cfg: GroundingConfig) -> BoxCheck:
+              left_lung: np.ndarray, lesion_type: str, cfg: GroundingConfig,
+              m_sides: tuple[np.ndarray, np.ndarray] | None = None) -> BoxCheck:
     """Evaluate conditions c1-c4 of Algorithm 1 for one box.
+
+    c1 is the paper's ``IoU(B, M_union) >= tau_anatomy``. With
+    ``cfg.c1_bilateral == "per_lung"`` and ``m_sides`` given (reported locations in
+    both lungs), c1 also holds when ``IoU(B, M_right) >= tau_anatomy`` or
+    ``IoU(B, M_left) >= tau_anatomy`` (ours, docs/grounding.md); so a box passing the
+    paper's c1 always passes, and a box straddling both lungs is still measured against
+    M_union. Under ``"union"`` ``m_sides`` is ignored.
 
     Parameters
     ----------
@@ -119,20 +167,27 @@ def check_box(box: LesionBox, anomaly_set: np.ndarray, m_union: np.ndarray, righ
     lesion_type : str
         Selects tau_conf (edema: 0.01, Table 7).
     cfg : GroundingConfig
-        tau_anatomy 0.25, tau_conf 0.20, tau_signal 0.20, tau_size 0.10 (Table 7).
+        tau_anatomy 0.25, tau_conf 0.20, tau_signal 0.20, tau_size 0.10 (Table 7);
+        ``c1_bilateral``.
+    m_sides : tuple of numpy.ndarray (bool, shape (H, W)), optional
+        (M_right, M_left), the reported locations' right-side and left-side parts
+        (:func:`c1_sides`); None for a one-sided report.
     """
     b = box.to_mask(anomaly_set.shape)
     area = int(np.count_nonzero(b))
     iou_anatomy = iou(b, m_union)
+    sides = (iou(b, m_sides[0]), iou(b, m_sides[1])) \
+        if m_sides is not None and cfg.c1_bilateral == "per_lung" else None
     signal = int(np.count_nonzero(b & anomaly_set)) / area if area else 0.0
     iou_r, iou_l = iou(b, right_lung), iou(b, left_lung)
     return BoxCheck(
         box=box, iou_anatomy=iou_anatomy, confidence=float(box.confidence), signal=signal,
         iou_right_lung=iou_r, iou_left_lung=iou_l,
-        c1=bool(iou_anatomy >= cfg.tau_anatomy),
+        c1=bool(iou_anatomy >= cfg.tau_anatomy or (sides is not None and max(sides) >= cfg.tau_anatomy)),
         c2=bool(box.confidence >= cfg.tau_conf_for(lesion_type)),
         c3=bool(signal >= cfg.tau_signal),
         c4=bool(iou_r >= cfg.tau_size or iou_l >= cfg.tau_size),
+        iou_anatomy_sides=sides,
     )
 
 
@@ -224,10 +279,12 @@ def refine(component: np.ndarray, x: np.ndarray, right_lung: np.ndarray, left_lu
 
 def algorithm1(x: np.ndarray, anomaly_set: np.ndarray, m_union: np.ndarray, right_lung: np.ndarray,
                left_lung: np.ndarray, boxes: list[LesionBox], lesion_type: str,
-               cfg: GroundingConfig, labels: np.ndarray | None = None) -> Algorithm1Result:
+               cfg: GroundingConfig, labels: np.ndarray | None = None,
+               m_sides: tuple[np.ndarray, np.ndarray] | None = None) -> Algorithm1Result:
     """Lesion mask of one finding (paper Algorithm 1).
 
-    Keeps box B_j when c1 IoU(B_j, M_union) >= tau_anatomy, c2 conf >= tau_conf,
+    Keeps box B_j when c1 IoU(B_j, M_union) >= tau_anatomy (``per_lung`` variant:
+    :func:`check_box`), c2 conf >= tau_conf,
     c3 |B_j ∩ A| / |B_j| >= tau_signal and c4 IoU(B_j, L_r) >= tau_size or
     IoU(B_j, L_l) >= tau_size all hold; for each kept box takes the connected
     components of A touching it, refines them (:func:`refine`) and unions the results.
@@ -251,6 +308,9 @@ def algorithm1(x: np.ndarray, anomaly_set: np.ndarray, m_union: np.ndarray, righ
         The connected component labels of ``anomaly_set``
         (``scipy.ndimage.label(A, structure=neighbourhood(cfg))``), when the caller already has
         them (several findings of a study share A); computed when None.
+    m_sides : tuple of numpy.ndarray (bool, shape (H, W)), optional
+        (M_right, M_left) of :func:`c1_sides`, used by c1 when ``cfg.c1_bilateral`` is
+        ``"per_lung"``.
 
     Returns
     -------
@@ -263,7 +323,7 @@ def algorithm1(x: np.ndarray, anomaly_set: np.ndarray, m_union: np.ndarray, righ
         labels, _ = ndi.label(anomaly_set, structure=neighbourhood(cfg))
     checks = []
     for box in boxes:
-        check = check_box(box, anomaly_set, m_union, right_lung, left_lung, lesion_type, cfg)
+        check = check_box(box, anomaly_set, m_union, right_lung, left_lung, lesion_type, cfg, m_sides)
         if check.kept:
             component, check.n_components = intersecting_components(box.to_mask(x.shape), labels)
             if check.n_components:

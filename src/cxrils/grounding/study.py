@@ -11,7 +11,7 @@ import numpy as np
 from scipy import ndimage as ndi
 
 from cxrils.config import Config
-from cxrils.grounding.algorithm import algorithm1, neighbourhood
+from cxrils.grounding.algorithm import algorithm1, c1_sides, neighbourhood
 from cxrils.grounding.locations import empty_locations, grounded_locations, reported_locations
 from cxrils.types import (
     AnatomyMasks,
@@ -79,8 +79,9 @@ def _ground_finding(finding: Finding, x: np.ndarray, anatomy: AnatomyMasks, orga
         g = cfg.grounding
         right, left = organs["right lung"], organs["left lung"]  # L_r, L_l of c4 (HybridGNet)
         anomaly_set, labels = anomaly_components(g.tau_ano_for(lesion_type))
+        m_sides = c1_sides(loc.labels, anatomy) if g.c1_bilateral == "per_lung" else None
         out = algorithm1(x, anomaly_set, anatomy.union(loc.labels), right, left, boxes, lesion_type, g,
-                         labels=labels)
+                         labels=labels, m_sides=m_sides)
         result.box_checks = [c.to_dict() for c in out.checks]
         result.kept_boxes = out.kept_boxes
         if not result.kept_boxes:

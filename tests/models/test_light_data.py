@@ -99,15 +99,16 @@ def test_cardiomegaly_positives_repeated_or_dropped_by_the_ctr():
 
 
 @pytest.mark.needs_data
-def test_jsrt_cardiomegaly_records_follow_the_radiologists_masks(shared_data):
+def test_jsrt_records_follow_the_radiologists_masks_and_nodules(shared_data):
     """JSRT nodule images of the anatomy's train split: the CTR of the SCR masks
     (restated here: widest heart row span / widest span of the two lungs) decides
-    cardiomegaly by Appendix D.3's cut-offs; a positive's answer mask is the SCR heart."""
+    cardiomegaly by Appendix D.3's cut-offs, a positive's answer mask is the SCR heart;
+    the nodule of ``nodules.csv`` gives opacity negatives in the other lung only."""
     import numpy as np
     from pycocotools import mask as mask_utils
 
     from cxrils.config import Config
-    from cxrils.models.light.data import _jsrt_rows, jsrt_cardiomegaly_samples
+    from cxrils.models.light.data import _jsrt_rows, jsrt_training_samples
     from cxrils.vision.anatomy import get_segmenter
     from cxrils.vision.anatomy.data import split_of
 
@@ -116,20 +117,36 @@ def test_jsrt_cardiomegaly_records_follow_the_radiologists_masks(shared_data):
         return cols[-1] - cols[0] + 1
 
     cfg = Config()
-    picked = jsrt_cardiomegaly_samples(shared_data, cfg)
-    assert len(picked) > 40
-    for s, ctr, positive in picked:
+    picked = jsrt_training_samples(shared_data, cfg)
+    assert sum(cm is not None for _, _, cm, _ in picked) > 40
+    for s, ctr, cm, side in picked:
         assert s.image_id.startswith("JPCLN") and split_of("jsrt_scr", s.image_id) == "train"
         ref = width(s.heart) / width(s.right_lung | s.left_lung)
         assert abs(ctr - ref) < 0.01
-        assert (ref > 0.5) if positive else (ref <= 0.45)
+        assert cm is (True if ref > 0.5 else False if ref <= 0.45 else None)
+    # JSRT's own words for two nodules (nodules.csv, "l.upper lobe", "r.lower lobe"...):
+    # the side from the mask must agree with the lobe the radiologists wrote
+    import csv
+    with open(shared_data / "jsrt_scr" / "nodules.csv", newline="") as fh:
+        lobe = {r["image_id"]: r["location_and_diagnosis_raw"].strip().lower() for r in csv.DictReader(fh)}
+    sided = [(s.image_id, side) for s, _, _, side in picked if side]
+    assert len(sided) > 80
+    agree = sum(lobe[i].startswith(side[0] + ".") for i, side in sided if lobe[i][:2] in ("l.", "r."))
+    named = sum(lobe[i][:2] in ("l.", "r.") for i, _ in sided)
+    assert named > 50 and agree >= 0.95 * named
     segment = get_segmenter("builtin", cfg).segment
-    s, _, _ = next(p for p in picked if p[2])
-    _, rows = _jsrt_rows(s, True, "train", segment, cfg)
+    s, _, _, side = next(p for p in picked if p[2] is True)
+    _, rows = _jsrt_rows(s, True, None, "train", segment, cfg)
     assert {r["lesion_type"] for r in rows} == {"cardiomegaly"} and {r["polarity"] for r in rows} == {"positive"}
     assert len({r["record_id"] for r in rows}) == len(rows) > 1
     got = mask_utils.decode({"size": rows[0]["mask"]["size"], "counts": rows[0]["mask"]["counts"]}).astype(bool)
     assert (got == s.heart).all()
-    s, _, _ = next(p for p in picked if not p[2])
-    _, rows = _jsrt_rows(s, False, "train", segment, cfg)
-    assert [(r["lesion_type"], r["polarity"]) for r in rows] == [("cardiomegaly", "negative")]
+    s, _, _, side = next(p for p in picked if p[2] is False and p[3])
+    _, rows = _jsrt_rows(s, False, side, "train", segment, cfg)
+    assert [(r["lesion_type"], r["polarity"]) for r in rows if r["lesion_type"] == "cardiomegaly"] == \
+        [("cardiomegaly", "negative")]
+    opacity = [r for r in rows if r["lesion_type"] == "opacity"]
+    other = "left" if side == "right" else "right"
+    assert {r["polarity"] for r in opacity} == {"negative"} and len(opacity) == 5
+    assert all(r["locations"][0].startswith(other) for r in opacity)         # never the nodule's lung
+    assert f"Segment the opacity in the {other} lung." in {r["instruction"] for r in opacity}

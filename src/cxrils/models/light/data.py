@@ -27,14 +27,19 @@ from human lesion masks (issue 18).
    the heart, where the paper's generated data, without such a label, needs CTR <= 0.45).
    COVID-19 images get only the paper's CTR-ruled cardiomegaly negative.
 
-3. cardiomegaly records of the JSRT/SCR nodule images of the anatomy's ``train`` split
-   (:func:`jsrt_cardiomegaly_samples`; the non-nodule images stay out: the human-mask
+3. records of the JSRT/SCR nodule images of the anatomy's ``train`` split
+   (:func:`jsrt_training_samples`; the non-nodule images stay out: the human-mask
    benchmark scores them as normals, and the ``test`` split is the anatomy benchmark's):
-   the cardiothoracic ratio of the radiologists' SCR heart and lung masks decides, by
-   the paper's Appendix D.3 rule: above :data:`JSRT_CTR_MIN_POSITIVE` a cardiomegaly
-   positive whose answer mask is the SCR heart, at most 0.45
-   (``qc.ctr_max_cardiomegaly_negative``) a cardiomegaly negative, in between nothing.
-   Only cardiomegaly records are kept (a nodule image is not free of opacities).
+   the cardiothoracic ratio of the radiologists' SCR heart and lung masks decides
+   cardiomegaly by the paper's Appendix D.3 rule: above :data:`JSRT_CTR_MIN_POSITIVE` a
+   cardiomegaly positive whose answer mask is the SCR heart, at most 0.45
+   (``qc.ctr_max_cardiomegaly_negative``) a cardiomegaly negative, in between nothing;
+   and the JSRT radiologists' nodule position (``nodules.csv``) gives opacity negatives
+   in the other lung: a report "There is a nodule in the {side} lung." turned into
+   records by the paper's empty-location rule (every empty location of the nodule-free
+   lung, :data:`JSRT_EMPTY_LOCATION_NEGATIVES`). Only those opacity negatives and the
+   cardiomegaly records are kept: the nodule itself, often barely visible, is no
+   positive, and the image is not known to be free of the other types.
 
 Cardiomegaly: each generated train positive is repeated :data:`CARDIOMEGALY_REPEAT`
 times, or dropped when the image's CTR (builtin anatomy) is at most 0.45 (Appendix D.3's
@@ -97,6 +102,10 @@ JSRT_CARDIOMEGALY_REPEAT = 5
 JSRT_PREFIX = "jsrt-"
 #: Report of a JSRT image whose reference CTR makes it a cardiomegaly positive.
 ENLARGED_HEART_REPORT = "The heart is enlarged. There is cardiomegaly."
+#: Empty-location opacity negatives per JSRT nodule image (ours): all five locations of
+#: the nodule-free lung (the whole lung and its four zones); the only normal lungs of
+#: JSRT's digitised films the model sees, whose look differs from the COVID-QU-Ex normals.
+JSRT_EMPTY_LOCATION_NEGATIVES = 5
 
 
 def held_back_images(data_root: str | Path) -> list[Path]:
@@ -133,31 +142,62 @@ def _cardiomegaly_rows(rows: list[dict], ctr: float | None, cfg: Config) -> tupl
     return out, repeated, dropped
 
 
-def jsrt_cardiomegaly_samples(data_root: str | Path, cfg: Config) -> list[tuple[object, float, bool]]:
-    """``(sample, reference CTR, positive)`` of the JSRT/SCR nodule images (``JPCLN*``) of
-    the anatomy's ``train`` split whose SCR masks give a CTR above
-    :data:`JSRT_CTR_MIN_POSITIVE` (positive) or at most ``qc.ctr_max_cardiomegaly_negative``
-    (negative); ``sample`` is a :class:`cxrils.vision.anatomy.data.Sample`. Empty when
-    the shared data has no ``jsrt_scr``."""
+def jsrt_nodule_sides(data_root: str | Path, samples) -> dict[str, str]:
+    """Patient side ("right" / "left") of each JSRT nodule, by the SCR lung mask holding
+    the nodule centre of ``nodules.csv`` (``x_512``, ``y_512``: column, row on the
+    512 px images); images whose centre lies in neither lung are left out."""
+    path = Path(data_root) / "jsrt_scr" / "nodules.csv"
+    if not path.is_file():
+        return {}
+    by_id = {s.image_id: s for s in samples}
+    out = {}
+    with open(path, newline="", encoding="utf-8") as fh:
+        for r in csv.DictReader(fh):
+            s = by_id.get(r["image_id"])
+            if s is None:
+                continue
+            h, w = s.right_lung.shape
+            col = int(round(float(r["x_512"]) * w / 512.0))
+            row = int(round(float(r["y_512"]) * h / 512.0))
+            if not (0 <= row < h and 0 <= col < w):
+                continue
+            if s.right_lung[row, col]:
+                out[s.image_id] = "right"
+            elif s.left_lung[row, col]:
+                out[s.image_id] = "left"
+    return out
+
+
+def jsrt_training_samples(data_root: str | Path, cfg: Config) -> list[tuple[object, float, bool | None, str | None]]:
+    """``(sample, reference CTR, cardiomegaly, nodule side)`` of the JSRT/SCR nodule images
+    (``JPCLN*``) of the anatomy's ``train`` split; ``sample`` is a
+    :class:`cxrils.vision.anatomy.data.Sample`. ``cardiomegaly``: True when the SCR masks
+    give a CTR above :data:`JSRT_CTR_MIN_POSITIVE`, False at most
+    ``qc.ctr_max_cardiomegaly_negative``, None in between; ``nodule side``: patient side
+    of the nodule (:func:`jsrt_nodule_sides`) or None. Images with neither are left out.
+    Empty when the shared data has no ``jsrt_scr``."""
     from cxrils.types import AnatomyMasks
     from cxrils.vision.anatomy.data import jsrt_samples, split_of
 
     if not (Path(data_root) / "jsrt_scr" / "images").is_dir():
         return []
+    picked = [s for s in jsrt_samples(Path(data_root))
+              if s.image_id.startswith("JPCLN") and split_of("jsrt_scr", s.patient_id) == "train"]
+    sides = jsrt_nodule_sides(data_root, picked)
     out = []
-    for s in jsrt_samples(Path(data_root)):
-        if not s.image_id.startswith("JPCLN") or split_of("jsrt_scr", s.patient_id) != "train":
-            continue
+    for s in picked:
         ref = AnatomyMasks({"right lung": s.right_lung, "left lung": s.left_lung, "heart": s.heart},
                            s.heart.shape, "reference")
         ctr = cardiothoracic_ratio(ref)
-        if ctr > JSRT_CTR_MIN_POSITIVE or ctr <= cfg.qc.ctr_max_cardiomegaly_negative:
-            out.append((s, ctr, ctr > JSRT_CTR_MIN_POSITIVE))
+        cm = True if ctr > JSRT_CTR_MIN_POSITIVE else False if ctr <= cfg.qc.ctr_max_cardiomegaly_negative else None
+        if cm is not None or sides.get(s.image_id):
+            out.append((s, ctr, cm, sides.get(s.image_id)))
     return out
 
 
-def _jsrt_rows(sample, positive: bool, split: str, segment, cfg: Config) -> tuple[np.ndarray, list[dict]]:
-    """Image and cardiomegaly records of one JSRT sample (module docstring, item 3)."""
+def _jsrt_rows(sample, cardiomegaly: bool | None, side: str | None, split: str, segment,
+               cfg: Config) -> tuple[np.ndarray, list[dict]]:
+    """Image and records of one JSRT sample (module docstring, item 3)."""
     from cxrils.types import AnatomyMasks
 
     image_id = JSRT_PREFIX + sample.image_id
@@ -165,14 +205,20 @@ def _jsrt_rows(sample, positive: bool, split: str, segment, cfg: Config) -> tupl
     auto = segment(x)
     anatomy = AnatomyMasks({**auto.masks, "right lung": sample.right_lung, "left lung": sample.left_lung,
                             "heart": sample.heart}, tuple(x.shape), "SCR reference + " + auto.backend, auto.version)
-    report = next(iter(structure_reports([(image_id, ENLARGED_HEART_REPORT if positive else NORMAL_REPORT)], cfg)))
+    text = (ENLARGED_HEART_REPORT + " " if cardiomegaly else "") + \
+        (f"There is a nodule in the {side} lung." if side else "")
+    report = next(iter(structure_reports([(image_id, text or NORMAL_REPORT)], cfg)))
+    jcfg = copy.deepcopy(cfg)
+    jcfg.instructions.max_empty_location_negatives_per_type = JSRT_EMPTY_LOCATION_NEGATIVES
     g = human_grounding(study_id=image_id, image_id=image_id, report=report, anatomy=anatomy,
-                        lesion=np.zeros(x.shape, bool), cfg=cfg)
+                        lesion=np.zeros(x.shape, bool), cfg=jcfg)
     rows = [r for r in generate_records(g, split=split, patient_id=image_id, image_path=f"images/{image_id}.png",
-                                        cfg=cfg, absent_negatives=True)
-            if r["lesion_type"] == "cardiomegaly"]
-    if positive and split == "train" and rows:
-        first = rows[0]
+                                        cfg=jcfg, absent_forms=())
+            if (r["lesion_type"] == "cardiomegaly" and cardiomegaly is not None)
+            or (side and r["lesion_type"] == "opacity" and r["polarity"] == "negative"
+                and r["instruction_type"] == "basic")]
+    first = next((r for r in rows if r["lesion_type"] == "cardiomegaly" and r["polarity"] == "positive"), None)
+    if first is not None and split == "train":
         rows += [{**first, "record_id": f"{image_id}:{len(rows) + k}"} for k in range(JSRT_CARDIOMEGALY_REPEAT - 1)]
     return x, rows
 
@@ -280,14 +326,15 @@ def build_training_dataset(generated: str | Path, data_root: str | Path, out: st
                                     absent_forms=normal_forms(image_id, cfg.instructions.seed) if not s.positive else ())
             writer.commit_study(image_id, x, rows)
             n_human += len(rows)
-        jsrt = jsrt_cardiomegaly_samples(root, cfg)
-        _, jval = split_validation([s.image_id for s, _, _ in jsrt], VALIDATE_FRACTION, "light-val-jsrt")
+        jsrt = jsrt_training_samples(root, cfg)
+        _, jval = split_validation([s.image_id for s, _, _, _ in jsrt], VALIDATE_FRACTION, "light-val-jsrt")
         jval_ids = {jsrt[i][0].image_id for i in jval}
         n_jsrt = 0
-        for s, _, positive in jsrt:
+        for s, _, cardiomegaly, side in jsrt:
             if JSRT_PREFIX + s.image_id in done:
                 continue
-            x, rows = _jsrt_rows(s, positive, "validate" if s.image_id in jval_ids else "train", segment, cfg)
+            x, rows = _jsrt_rows(s, cardiomegaly, side, "validate" if s.image_id in jval_ids else "train", segment,
+                                 cfg)
             if rows:
                 writer.commit_study(JSRT_PREFIX + s.image_id, x, rows)
                 n_jsrt += len(rows)
@@ -295,8 +342,9 @@ def build_training_dataset(generated: str | Path, data_root: str | Path, out: st
         return {"generated_images": len(image_ids), "held_back_images": len(held), "held_back_records_dropped": dropped,
                 "cardiomegaly_positives_repeated": cm_repeated, "cardiomegaly_positives_dropped": cm_dropped,
                 "human_images": len(samples), "human_records_added": n_human,
-                "jsrt_cardiomegaly_positives": sum(p for _, _, p in jsrt),
-                "jsrt_cardiomegaly_negatives": sum(not p for _, _, p in jsrt), "jsrt_records_added": n_jsrt}
+                "jsrt_cardiomegaly_positives": sum(cm is True for _, _, cm, _ in jsrt),
+                "jsrt_cardiomegaly_negatives": sum(cm is False for _, _, cm, _ in jsrt),
+                "jsrt_nodule_images": sum(side is not None for _, _, _, side in jsrt), "jsrt_records_added": n_jsrt}
     finally:
         writer.close()  # release the folder's lock
 

@@ -55,12 +55,11 @@ def test_training_dataset_merges_generated_and_human_records(tmp_path):
     assert set(covid_neg.lesion_type) <= {"opacity", "cardiomegaly"}
     assert not len(covid_neg[(covid_neg.lesion_type == "cardiomegaly") & (covid_neg.instruction_type != "global")])
     # a Normal image is asked the global and both whole-lung questions of every lung type
-    # (types whose answer needs a region of the anatomy the synthetic image may lack aside)
     normal_recs = human[human.image_id.isin(normals)]
     assert set(normal_recs.polarity) == {"negative"}
     for image_id, group in normal_recs.groupby("image_id"):
         asked = set(zip(group.lesion_type, group.instruction))
-        for t in ("opacity", "pneumonia", "edema"):
+        for t in ("pneumonia", "atelectasis", "opacity", "consolidation", "edema", "effusion"):
             assert (t, f"Segment the {t}.") in asked, (image_id, t)
             assert (t, f"Segment the {t} in the right lung.") in asked, (image_id, t)
             assert (t, f"Segment the {t} in the left lung.") in asked, (image_id, t)

@@ -335,3 +335,65 @@ def test_a_deidentified_link_word_makes_an_inference(rules, text, inference):
                                   "Increased density of the right base relative to the left base."])
 def test_the_term_of_a_comparison_is_not_the_findings_place(rules, text):
     assert labels_of(rules, text, "opacity") == [["right lung base"]]
+
+
+# ------------------------------------------------------------------ regressions a reviewer found
+# Sentences of the review of commits 71dfb28, 34924fa, df0082c, 4309449; the expected readings
+# are the clinical ones (what the rules gave before those commits).
+@pytest.mark.parametrize("text", ["The right lung is clear, left basilar atelectasis or pneumonia.",
+                                  "Lungs are clear bilaterally, left base atelectasis versus pneumonia."])
+def test_a_clear_place_opens_no_negated_list_past_its_scope(rules, text):
+    fs = rules.structure(text)
+    assert [(f.lesion_type, f.presence, f.certainty) for f in fs] == [
+        ("atelectasis", "positive", "tentative"), ("pneumonia", "positive", "tentative")]
+    assert labels_of(rules, text, "atelectasis") == [["left lung base"]]  # "clear bilaterally" is no place of it
+
+
+def test_a_negated_list_still_swallows_its_or(rules):
+    fs = rules.structure("The lungs are clear of focal airspace disease, pneumothorax, or pleural effusion.")
+    assert [(f.presence, f.certainty) for f in fs] == [("negative", "definitive")] * 3
+
+
+@pytest.mark.parametrize("text", ["Right upper lobe density consistent with a nodule.",
+                                  "Right upper lobe density, likely a mass.",
+                                  "Right upper lobe density, likely scarring."])
+def test_a_density_said_to_be_a_lung_lesion_stays_an_opacity(rules, text):
+    assert [f.lesion_type for f in rules.structure(text) if f.entity == "density"] == ["opacity"]
+
+
+def test_a_density_with_a_typed_alternative_keeps_its_type(rules):
+    (d,) = [f for f in rules.structure("Left base density, likely scarring or atelectasis.") if f.entity == "density"]
+    assert (d.lesion_type, d.predicted_lesion_type) == ("opacity", "atelectasis")
+
+
+@pytest.mark.parametrize("text,disease", [
+    ("There is opacity in the right base, probable atelectasis.", "atelectasis"),  # docs/report.md's example
+    ("Opacity at the right base, possible pneumonia.", "pneumonia"),
+])
+def test_a_hedged_disease_in_apposition_after_the_place_is_absorbed(rules, text, disease):
+    (f,) = rules.structure(text)
+    assert (f.lesion_type, f.certainty, f.predicted_lesion_type, f.inference_certainty) == (
+        "opacity", "definitive", disease, "tentative")
+    assert labels_of(rules, text, disease) == [["right lung base"]]
+
+
+def test_clear_as_an_adjective_negates_nothing(rules):
+    (f,) = rules.structure("There is clear consolidation in the right lower lobe.")
+    assert (f.lesion_type, f.presence, f.certainty) == ("consolidation", "positive", "definitive")
+
+
+def test_a_consideration_after_a_comma_hedges_only_its_own_finding(rules):
+    fs = rules.structure("Moderate cardiomegaly, bibasilar atelectasis and a small left effusion, "
+                         "edema is also a consideration.")
+    assert [(f.lesion_type, f.certainty) for f in fs] == [
+        ("cardiomegaly", "definitive"), ("atelectasis", "definitive"), ("effusion", "definitive"),
+        ("edema", "tentative")]
+    # an alternative running up to the comma stays in the hedge's subject
+    fs = rules.structure("Cardiomegaly or less likely, pericardial effusion is suspected.")
+    assert [(f.entity, f.certainty) for f in fs] == [("cardiomegaly", "tentative"),
+                                                     ("pericardial effusion", "tentative")]
+
+
+def test_a_compared_place_followed_by_its_finding_is_that_findings_place(rules):
+    assert labels_of(rules, "Opacity in the left base is unchanged compared to the right base opacity.",
+                     "opacity") == [["left lung base"], ["right lung base"]]

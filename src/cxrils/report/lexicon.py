@@ -63,6 +63,16 @@ NONSPECIFIC_TYPES: Final[frozenset[str]] = frozenset({"opacity", "consolidation"
 #: wherever it is: "opacity projecting over the 9th rib" is usually in the lung.
 LUNG_FINDING_CATEGORIES: Final[frozenset[str]] = frozenset({"lung", "pleura", "lateral view location"})
 DENSITY_ENTITIES: Final[frozenset[str]] = frozenset({"density", "densities"})
+#: Findings that are no lung opacity: a density the report says is one of these gets no
+#: lesion type ("retrocardiac density consistent with a hiatal hernia", "density
+#: corresponding to a calcified granuloma"), as a density outside the lung does (paper
+#: Appendix A.2 step 1). Lung lesions of no type of ours (nodule, mass, scarring) are not
+#: here: "right upper lobe density, likely a mass" stays an opacity.
+NON_LESION_DENSITY_FINDINGS: Final[frozenset[str]] = frozenset({
+    "hernia", "hiatal hernia", "granuloma", "granulomas", "calcified granuloma", "calcified granulomas",
+    "calcification", "calcifications", "fracture", "fractures", "pericardial effusion", "pericardial effusions",
+    "adenopathy", "lymphadenopathy", "eventration", "tortuosity", "degenerative changes",
+})
 HILAR_WORDS: Final[re.Pattern[str]] = re.compile(r"\b(?:hilar|hila|hilum|perihilar)\b", re.IGNORECASE)
 
 # Phrasings of cardiomegaly that fixed phrases cannot cover ("heart size is mildly
@@ -142,9 +152,15 @@ _RAW_CONTEXT_RULES: tuple[tuple[str, str, str, int | None], ...] = (
         "no new", "no acute", "there is no", "there are no", "rather than",
         "clearing of", "interval clearing of", "interval clearing", "no history of",
     )),
-    # "The lungs are clear airspace disease" (a dropped "of"): only a finding right after it,
-    # so that "the lungs are clear, atelectasis at the left base" stays positive.
-    ("clear", "NEGATED_EXISTENCE", "FORWARD", 1),
+    # "The lungs are clear airspace disease" (a dropped "of"): a place said to be clear, then
+    # a finding right after it, so that "the lungs are clear, atelectasis at the left base"
+    # stays positive. Only after a copula or "expanded and": "there is clear consolidation"
+    # states the consolidation (a PSEUDO cue below).
+    *((w + end, "NEGATED_EXISTENCE", "FORWARD", scope)
+      for w in ("is clear", "are clear", "appear clear", "appears clear", "remain clear", "remains clear",
+                "expanded and clear")
+      # "the lungs are clear of airspace disease, pneumothorax, or effusion": the whole list
+      for end, scope in (("", 1), (" of", None))),
     # Negation and resolution (backward: "pneumothorax has resolved").
     *((w, "NEGATED_EXISTENCE", "BACKWARD", 10) for w in (
         "not seen", "not identified", "not visualized", "not appreciated", "not present",
@@ -153,7 +169,7 @@ _RAW_CONTEXT_RULES: tuple[tuple[str, str, str, int | None], ...] = (
         "has cleared", "has largely cleared", "cleared", "has nearly resolved",
         "no longer seen", "no longer visible", "no longer present", "no longer identified",
         "no longer visualized", "no longer appreciated", "no longer demonstrated", "no longer evident",
-        "no longer apparent", "not visualized", "is unlikely", "are unlikely", "unlikely", "is not likely",
+        "no longer apparent", "is unlikely", "are unlikely", "unlikely", "is not likely",
         "is gone", "are gone", "ruled out", "has disappeared",
         # "pulmonary vascular engorgement appears within limits of normal"
         "within normal limits", "within limits of normal", "within the limits of normal",
@@ -186,17 +202,18 @@ _RAW_CONTEXT_RULES: tuple[tuple[str, str, str, int | None], ...] = (
         "cannot be excluded", "can not be excluded", "can't be excluded", "not excluded",
         "is not excluded", "is possible", "is suspected", "is questioned", "not ruled out",
         "cannot be ruled out", "can not be ruled out", "is likely",
-        "is not entirely excluded", "cannot be entirely excluded", "is a consideration",
+        "is not entirely excluded", "cannot be entirely excluded",
         "are possible", "not entirely excluded", "is difficult to exclude", "questionable",
         "suspected", "are suspected", "is considered", "are not excluded", "less likely",
-        "would be a consideration", "is also a consideration", "a consideration", "considerations",
-        "not excluded", "is not entirely excluded", "a possibility", "is a possibility",
-        "difficult to entirely exclude", "difficult to exclude", "not entirely excluded",
-        "is in the differential", "in the differential", "is another consideration",
-        "another consideration",
+        "a consideration", "considerations", "a possibility",
+        "difficult to entirely exclude", "difficult to exclude",
+        "in the differential", "another consideration",
     )),
     # A sentence that closes by calling its subject a consideration hedges all of it, however
-    # long the subject: "a pneumonia superimposed on chronic scarring would be a consideration".
+    # long the subject ("a pneumonia superimposed on chronic scarring would be a
+    # consideration"), up to a comma that starts a new finding ("..., edema is also a
+    # consideration": the edema only; rules._clause_scope ends the scope there, as it does
+    # for the windowed hedges above).
     *((w, "POSSIBLE_EXISTENCE", "BACKWARD", None) for w in (
         "would be a consideration", "is a consideration", "is also a consideration", "is another consideration",
         "is in the differential", "is a possibility", "would be a possibility",
@@ -228,13 +245,13 @@ _RAW_CONTEXT_RULES: tuple[tuple[str, str, str, int | None], ...] = (
         "without significant interval change", "without substantial change", "no significant interval change of",
         "no substantial interval change", "no other", "without other", "no additional",
         "not worsened", "no worsening", "gram negative", "not unexpected", "no further",
-        "no longer distended",
+        "no longer distended", "there is clear", "there are clear",
     )),
     # Scope terminators: "no effusion, but right lower lobe consolidation".
     *((w, "TERMINATE", "TERMINATE", None) for w in (
         "but", "however", "although", "though", "which", "aside from", "apart from", "except",
         "otherwise", ";", "there is", "there are", "there has been", "while", "whereas",
-        "yet", "nonetheless", "still", "though", "other than", "persistent", "persists",
+        "yet", "nonetheless", "still", "other than", "persistent", "persists",
         "unchanged", "stable", "again", "remains", "seen", "noted", "present",
         # "negative for pneumothorax, positive for effusion"; "History: cough FINDINGS: effusion"
         "positive for", "findings :", "impression :",

@@ -24,6 +24,7 @@ and "unremarkable" name no finding, so they never give a negative finding.
 from __future__ import annotations
 
 import dataclasses
+import math
 import re
 from dataclasses import dataclass
 from functools import lru_cache
@@ -34,7 +35,8 @@ from cxrils.config import Config
 from cxrils.report.context import target_modifiers
 from cxrils.report.lexicon import (
     CARDIOMEGALY_PATTERNS, CONGESTION_PATTERNS, CONTEXT_RULES, DENSITY_ENTITIES, HILAR_WORDS, LUNG_FINDING_CATEGORIES,
-    NEGATION_IN_PATTERN, NONSPECIFIC_TYPES, REPORT_VERB_FORMS, find_locations, lesion_terms,
+    NEGATION_IN_PATTERN, NON_LESION_DENSITY_FINDINGS, NONSPECIFIC_TYPES, REPORT_VERB_FORMS, find_locations,
+    lesion_terms,
 )
 from cxrils.report.locations import LexiconLocationMapper
 from cxrils.report.tokens import DEID_TOKEN, Matcher, Sentence, TokenPattern, split_sentences
@@ -81,9 +83,11 @@ _HEDGE_INFER = re.compile(
 )
 # Alternatives in the inference ("versus", "or"): tentative when report.differential_certainty is.
 _ALT_INFER = re.compile(r"\b(?:versus|vs|or)\b", re.IGNORECASE)
-# A disease in apposition with a hedge: "opacity in the right base, probable atelectasis".
+# A disease in apposition with a hedge: "opacity, probable atelectasis"; the observation's
+# place may come first ("opacity in the right base, probable atelectasis": _hedged_apposition).
 _HEDGED_APPOSITION = re.compile(
-    r"^\s*,\s*(?:most\s+)?(?:probable|possible|likely|presumed|suspected|questionable)\s+$", re.IGNORECASE)
+    r"^(?P<place>[^,;]*),\s*(?:most\s+)?(?:probable|possible|likely|presumed|suspected|questionable)\s+$",
+    re.IGNORECASE)
 # Only de-identified words between an observation and a disease: the link word was removed
 # ("opacities XXXX scarring or atelectasis"). Its certainty comes from the words left (no
 # hedge is assumed for the removed word, as for any text without a cue).
@@ -113,9 +117,16 @@ _PLACE_INFER = re.compile(
 # "The appearance XXXX subsegmental atelectasis" (a de-identified verb).
 _REFER_LINK = re.compile(rf"^(?:\s+(?:is|are|{DEID_TOKEN}))+\b", re.IGNORECASE)
 # A place named as the term of a comparison is not where the finding is: "increased
-# opacity of the right base compared to the left".
+# opacity of the right base compared to the left" (_compared_place).
 _REFERENCE_PLACE = re.compile(r"\b(?:compared (?:to|with)|in comparison (?:to|with)|relative to)\s+(?:the\s+)?$",
                               re.IGNORECASE)
+# Tokens that join findings into one list (a backward hedge's subject stays the whole list).
+_LIST_WORDS = frozenset({"and", "or", "versus", "vs", "/", ";"})
+# A place said to be clear, right before or after the word: "the lungs are clear
+# bilaterally, left base atelectasis" (neither "lungs" nor "bilaterally" is the atelectasis's).
+_CLEAR_BEFORE = re.compile(r"\b(?:clear|normal|unremarkable)\s+$", re.IGNORECASE)
+_CLEAR_AFTER = re.compile(
+    r"^\s+(?:(?:is|are|appears?|remains?)\s+)?(?:clear|normal|unremarkable)\b(?!\s+of\b)", re.IGNORECASE)
 _SIDES = re.compile(r"\b(?:right|left)\b", re.IGNORECASE)
 _SLASH = re.compile(r"^\s*/\s*$")
 
@@ -195,7 +206,7 @@ class RulesStructurer:
             ents = self._targets.find(sent.words)
             if not ents:
                 continue
-            cues = _listing_or(self._cues.find(sent.words))
+            cues = _clause_scope(sent.words, [(a, b) for a, b, _ in ents], _listing_or(self._cues.find(sent.words)))
             mods_of = target_modifiers(len(sent.words), [(a, b) for a, b, _ in ents], cues)
             ms = []
             for (a, b, (entity, lesion_type)), mods in zip(ents, mods_of):
@@ -254,7 +265,9 @@ class RulesStructurer:
         base = sent.start
         spans = [(base + s, base + e, p) for s, e, p in find_locations(sent.text)]
         spans = [sp for sp in spans if not any(sp[0] < m.end and m.start < sp[1] for m in ms)
-                 and not _REFERENCE_PLACE.search(text[max(base, sp[0] - 30):sp[0]])]
+                 and not _compared_place(text, base, sp, ms)
+                 and not _CLEAR_BEFORE.search(text[max(base, sp[0] - 20):sp[0]])
+                 and not _CLEAR_AFTER.match(text[sp[1]:sp[1] + 30])]
         for s, e, phrase in spans:
             prev = max((m for m in ms if m.end <= s), key=lambda m: m.end, default=None)
             nxt = min((m for m in ms if m.start >= e), key=lambda m: m.start, default=None)
@@ -336,7 +349,7 @@ class RulesStructurer:
                 chain.append(ms[k])
                 k += 1
             # "opacity in the right base, atelectasis versus pneumonia": a differential in apposition
-            appositive = (len(chain) > 1 and gap.rstrip().endswith(",")) or bool(_HEDGED_APPOSITION.match(gap))
+            appositive = (len(chain) > 1 and gap.rstrip().endswith(",")) or _hedged_apposition(gap)
             deid = _DEID_LINK.match(gap)
             hidden = deid is not None and bool(_PREMOD.match(gap[deid.end():]))
             if not (_INFER.search(gap) or appositive or hidden) or len(gap.split()) > 12:
@@ -361,6 +374,19 @@ class RulesStructurer:
                 m.inference_certainty = "tentative" if hedged or m.certainty == "tentative" else "definitive"
 
 
+def _hedged_apposition(gap: str) -> bool:
+    """Whether ``gap`` (text from an observation to a disease) puts the disease in
+    apposition with a hedge, after the observation's place or none: ", probable ",
+    " in the right base, probable ", " at the right base, possible "."""
+    m = _HEDGED_APPOSITION.match(gap)
+    if not m:
+        return False
+    place = m.group("place")
+    for s, e, _ in reversed(find_locations(place)):
+        place = place[:s] + " " + place[e:]
+    return bool(_POSTLINK.match(place))
+
+
 def _refers(lead: str) -> bool:
     """Whether ``lead`` (from a clause's start to a disease) refers back to what came
     before: a referring word, then an inference cue ("This may represent"), a copula or a
@@ -374,21 +400,74 @@ def _refers(lead: str) -> bool:
 
 
 def _listing_or(cues: list) -> list:
-    """Cue matches of a sentence, less the alternatives that only join a negated list:
-    "no change in the effusion or the atelectasis", "no effusion or pneumothorax" (a
-    negation or a "no change" pseudo-cue before the "or", no terminator between)."""
-    out, listing = [], False
+    """Cue matches ``(start, end, rule)`` of a sentence (token indices), less the
+    alternatives that only join a negated list: "no change in the effusion or the
+    atelectasis", "no effusion or pneumothorax" (a negation or a "no change" pseudo-cue
+    before the "or", no terminator between). The list ends where the negation's scope
+    does: a cue with a ``max_scope`` ("lungs are clear", one token) lists nothing past
+    it, so "the right lung is clear, left basilar atelectasis or pneumonia" keeps its
+    differential."""
+    out, listing_until = [], -1.0  # token index where the open negated list ends
     for cue in cues:
-        literal, category, direction, _ = cue[2]
+        start, end, (literal, category, direction, max_scope) = cue
         if category == "NEGATED_EXISTENCE" and direction != "BACKWARD" \
                 or category == "PSEUDO" and literal.split()[0] in ("no", "not", "without"):
-            listing = True
+            listing_until = max(listing_until, end + max_scope if max_scope is not None else math.inf)
         elif category == "TERMINATE":
-            listing = False
-        elif category == "ALTERNATIVE" and listing:
+            listing_until = -1.0
+        elif category == "ALTERNATIVE" and start < listing_until:
             continue
         out.append(cue)
     return out
+
+
+def _clause_scope(words: list[str], targets: list[tuple[int, int]], cues: list) -> list:
+    """Cue matches ``(start, end, rule)`` of a sentence, with the scope of each backward
+    hedge ended at a comma that starts a new finding: "moderate cardiomegaly, bibasilar
+    atelectasis and a small left effusion, edema is also a consideration" hedges the
+    edema only. The subject is the finding just before the cue, with its modifiers, when
+    a comma comes before it and no "and"/"or" joins it to the findings before; otherwise
+    the scope stays the rule's ("a pneumonia superimposed on chronic scarring would be a
+    consideration", "atelectasis or pneumonia is possible"), and so it does when an
+    alternative runs up to the comma ("cardiomegaly or less likely, pericardial effusion
+    is suspected"). ``targets`` are the finding token spans ``(start, end)`` of the
+    sentence."""
+    out = []
+    for cue in cues:
+        start, end, (literal, category, direction, max_scope) = cue
+        subject = max(((a, b) for a, b in targets if b <= start), key=lambda t: t[1], default=None)
+        if category != "POSSIBLE_EXISTENCE" or direction != "BACKWARD" or subject is None \
+                or any(w in _LIST_WORDS for w in words[subject[1]:start]):
+            out.append(cue)
+            continue
+        comma = None
+        for k in range(subject[0] - 1, -1, -1):
+            if words[k] == ",":
+                comma = k
+                break
+            if words[k] in _LIST_WORDS or any(a <= k < b for a, b in targets):
+                break
+        # "cardiomegaly or less XXXX, pericardial effusion is suspected": the comma
+        # continues an alternative, it starts no new finding
+        before = max((b for a, b in targets if b <= comma), default=0) if comma is not None else 0
+        if comma is not None and any(w in _LIST_WORDS for w in words[before:comma]):
+            comma = None
+        if comma is not None and (max_scope is None or start - comma - 1 < max_scope):
+            cue = (start, end, (literal, category, direction, start - comma - 1))
+        out.append(cue)
+    return out
+
+
+def _compared_place(text: str, base: int, span: tuple[int, int, str], ms: list[_Mention]) -> bool:
+    """Whether the place ``span`` (document character offsets) is only the term of a
+    comparison: "opacity of the right base compared to the left". Not when a finding
+    follows it directly, whose place it is: "... compared to the right base opacity".
+    ``base`` is the sentence's start."""
+    s, e, _ = span
+    if not _REFERENCE_PLACE.search(text[max(base, s - 30):s]):
+        return False
+    nxt = min((m for m in ms if m.start >= e), key=lambda m: m.start, default=None)
+    return nxt is None or not _PREMOD.match(text[e:nxt.start])
 
 
 def _place_of_inference(gap: str) -> bool:
@@ -399,10 +478,18 @@ def _place_of_inference(gap: str) -> bool:
 
 
 def _named_other(text: str, ms: list[_Mention], i: int) -> bool:
-    """Whether the finding ``ms[i]`` is said to be the non-lesion finding that follows it:
-    "density consistent with a hiatal hernia", "density corresponding to a granuloma"."""
-    if i + 1 >= len(ms) or ms[i + 1].lesion_type is not None or ms[i + 1].entity in DENSITY_ENTITIES:
+    """Whether the density ``ms[i]`` is said to be a finding that is no lung opacity
+    (:data:`cxrils.report.lexicon.NON_LESION_DENSITY_FINDINGS`): "density consistent with
+    a hiatal hernia", "density corresponding to a calcified granuloma". Never when the
+    density has a predicted lesion type or a finding of a lesion type is among the
+    alternatives offered ("left base density, likely scarring or atelectasis")."""
+    if ms[i].predicted is not None or i + 1 >= len(ms) or ms[i + 1].entity not in NON_LESION_DENSITY_FINDINGS:
         return False
+    k = i + 2  # the alternatives offered with it: "hiatal hernia or atelectasis"
+    while k < len(ms) and _ALT.match(text[ms[k - 1].end:ms[k].start]):
+        if ms[k].lesion_type is not None:
+            return False
+        k += 1
     gap = text[ms[i].end:ms[i + 1].start]
     return bool(_INFER.search(gap)) and len(gap.split()) <= 10 and not re.search(r"[;]|\b(?:no|not|without|but)\b", gap)
 

@@ -400,8 +400,8 @@ def run_case(r: Runner, case: Case) -> None:
             o["wl_prec"], o["wl_cov"] = precision(named, b), precision(b, named)
             if gen is not None:
                 o.update(box_prec=precision(gen, b), box_cov=precision(b, gen))
+        lungs = anat.union(SIDES) if anat is not None else np.zeros(x.shape, bool)
         if case.severity is not None or case.source == "covid_severity":
-            lungs = anat.union(SIDES) if anat is not None else np.zeros(x.shape, bool)
             o["frac"] = float((gen & lungs).sum() / max(1, lungs.sum())) if gen is not None else 0.0
         if r.seg is not None:
             if case.lesion_type == "cardiomegaly":
@@ -414,12 +414,9 @@ def run_case(r: Runner, case: Case) -> None:
             o["light_score"] = float(pred.presence_score)
             if case.mask_path is not None:
                 o["light_iou"] = iou(m, ref)
-            if case.box is not None:
-                b = box_mask(case.box, x.shape)
-                if m.any():
-                    o.update(light_box_prec=precision(m, b), light_box_cov=precision(b, m))
+            if case.box is not None and m.any():
+                o.update(light_box_prec=precision(m, b), light_box_cov=precision(b, m))
             if case.source == "covid_severity" and anat is not None:
-                lungs = anat.union(SIDES)
                 o["light_frac"] = float((m & lungs).sum() / max(1, lungs.sum()))
     else:
         res, false = r.run_pipeline(case, [NORMAL_REPORT, FALSE_REPORT])

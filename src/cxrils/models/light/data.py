@@ -310,21 +310,20 @@ def build_training_dataset(generated: str | Path, data_root: str | Path, out: st
         normal_cfg = copy.deepcopy(cfg)
         normal_cfg.qc.ctr_max_cardiomegaly_negative = normal_cfg.qc.ctr_plausible_max
         todo = [s for s in samples if HUMAN_PREFIX + s.image_id not in done]
-        texts = []
-        for s in todo:
-            if s.positive:
-                right, left = s.lungs()
-                texts.append(report_from_label("opacity", sides_of_mask(s.lesion(right.shape), right, left)))
-            else:
-                texts.append(NORMAL_REPORT)
-        reports = list(structure_reports([(HUMAN_PREFIX + s.image_id, t) for s, t in zip(todo, texts)], cfg))
         n_human = 0
-        for s, report in zip(todo, reports):
+        for s in todo:
             image_id = HUMAN_PREFIX + s.image_id
             x = s.image()
+            lesion = s.lesion(x.shape)  # read once: the report's sides and the grounding
+            if s.positive:
+                right, left = s.lungs()
+                text = report_from_label("opacity", sides_of_mask(lesion, right, left))
+            else:
+                text = NORMAL_REPORT
+            report = next(iter(structure_reports([(image_id, text)], cfg)))
             anatomy = segment(x)
             g = human_grounding(study_id=image_id, image_id=image_id, report=report, anatomy=anatomy,
-                                lesion=s.lesion(x.shape), cfg=cfg)
+                                lesion=lesion, cfg=cfg)
             # no absent-type lung negatives on COVID-19 images (forms ()): their label says
             # "infection", which may well be pneumonia or consolidation, so "There is no
             # pneumonia" would be false; the cardiomegaly negative follows the CTR rule

@@ -461,7 +461,7 @@ def x_ano_stats(r: Runner, samples, label: str) -> dict:
         xa = res.x_ano
         right, left = s.lungs()
         lungs = right | left
-        lesion = s.lesion() & lungs
+        lesion = s.lesion(lungs.shape) & lungs
         k = np.clip(np.rint(xa * 255), 0, 255).astype(np.int64)
         hist_pos += np.bincount(k[lesion], minlength=256)
         hist_neg += np.bincount(k[lungs & ~lesion], minlength=256)

@@ -66,7 +66,7 @@ def anomaly_rows(mappers: dict, samples, tau: float) -> list[str]:
             except ValueError:  # the atlas refuses flat images: scored as an empty map
                 xa, failed = np.zeros(lungs.shape, np.float32), failed + 1
             k = np.clip(np.rint(xa * 255), 0, 255).astype(np.int64)
-            lesion = s.lesion() & lungs
+            lesion = s.lesion(lungs.shape) & lungs
             hp += np.bincount(k[lesion], minlength=256)
             hn += np.bincount(k[lungs & ~lesion], minlength=256)
             a = (xa >= tau) & lungs

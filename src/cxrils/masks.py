@@ -260,14 +260,20 @@ def coco_rle(rle: Mapping[str, Any] | Any, what: str = "") -> dict[str, Any]:
     return {"size": [h, w], "counts": counts}
 
 
-def _to_coco(rle: RLE | dict[str, Any]) -> dict[str, Any]:
-    """:func:`coco_rle` with the compressed runs checked (:func:`rle_areas`)."""
+def _checked(rle: RLE | dict[str, Any]) -> tuple[dict[str, Any], int]:
+    """:func:`coco_rle` with the compressed runs checked (:func:`rle_areas`), and the
+    foreground pixel count they give."""
     coco = coco_rle(rle)
     try:
-        rle_areas([coco["counts"]], [coco["size"][0]], [coco["size"][1]])
+        area = int(rle_areas([coco["counts"]], [coco["size"][0]], [coco["size"][1]])[0])
     except InvalidRLE as err:
         raise MaskError(f"RLE of size {coco['size']}: {err.reason}") from None
-    return coco
+    return coco, area
+
+
+def _to_coco(rle: RLE | dict[str, Any]) -> dict[str, Any]:
+    """:func:`coco_rle` with the compressed runs checked."""
+    return _checked(rle)[0]
 
 
 def decode_rle(rle: RLE | dict[str, Any]) -> np.ndarray:
@@ -303,11 +309,7 @@ def rle_area(rle: RLE | dict[str, Any]) -> int:
     MaskError
         If the RLE is malformed or its runs do not add up to H*W.
     """
-    coco = coco_rle(rle)
-    try:
-        return int(rle_areas([coco["counts"]], [coco["size"][0]], [coco["size"][1]])[0])
-    except InvalidRLE as err:
-        raise MaskError(f"RLE of size {coco['size']}: {err.reason}") from None
+    return _checked(rle)[1]
 
 
 def rle_bbox(rle: RLE | dict[str, Any]) -> tuple[float, float, float, float]:

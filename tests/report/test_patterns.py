@@ -288,6 +288,12 @@ def test_a_density_said_to_be_another_finding_is_no_lung_opacity(rules, text):
     assert (o.lesion_type, o.predicted_lesion_type) == ("opacity", "atelectasis")
 
 
+@pytest.mark.parametrize("text", ["Retrocardiac density, not consistent with a hiatal hernia.",
+                                  "Retrocardiac density, NOT consistent with a hiatal hernia."])
+def test_a_density_denied_to_be_another_finding_stays_an_opacity(rules, text):
+    assert [f.lesion_type for f in rules.structure(text) if f.entity == "density"] == ["opacity"]
+
+
 def test_clear_directly_before_a_finding_negates_it(rules):
     (f,) = rules.structure("The lungs are expanded and clear airspace disease.")
     assert (f.lesion_type, f.presence) == ("opacity", "negative")

@@ -54,7 +54,6 @@ _WINDOW_OUT_BITS = 16
 #: Largest number of stored levels handled through a lookup table (see _monochrome_to_uint8).
 _MAX_LEVELS = 1 << 20
 _VIEW_POSITION = re.compile(r"[A-Z]{1,8}( [A-Z]{1,8})?")
-#: ``io.voi`` values: automatic choice, the k-th VOI LUT or window, or a min-max stretch.
 #: View Position values of a lateral (sagittal-plane) radiograph.
 LATERAL_VIEWS = frozenset({"LL", "RL", "LATERAL", "LAT"})
 _DIRECTION = re.compile(r"[LRAPHF]{1,3}")

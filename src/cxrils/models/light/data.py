@@ -64,9 +64,9 @@ from cxrils.config import Config
 from cxrils.dataset import DatasetWriter, read_records
 from cxrils.grounding.human import NORMAL_REPORT, human_grounding, report_from_label, sides_of_mask
 from cxrils.instructions import generate_records, record_seed
-from cxrils.report import structure_reports
+from cxrils.report import get_location_mapper, get_structurer, structure_reports
 from cxrils.vision.anatomy import cardiothoracic_ratio, get_segmenter
-from cxrils.vision.anatomy.data import read_gray
+from cxrils.vision.anatomy.data import Sample, read_gray
 from cxrils.vision.lesion_data import covid_qu_ex_samples, near_duplicate_pairs, training_samples
 from cxrils.vision.lesion_train import split_validation
 
@@ -100,8 +100,6 @@ JSRT_CTR_MIN_POSITIVE = 0.5
 JSRT_CARDIOMEGALY_REPEAT = 5
 #: Prefix of the image ids of the JSRT images in the training dataset.
 JSRT_PREFIX = "jsrt-"
-#: Report of a JSRT image whose reference CTR makes it a cardiomegaly positive.
-ENLARGED_HEART_REPORT = "The heart is enlarged. There is cardiomegaly."
 #: Empty-location opacity negatives per JSRT nodule image (ours): every location of the
 #: nodule-free lung (the whole lung and its four zones); the only normal lungs of JSRT's
 #: digitised films the model sees, whose look differs from the COVID-QU-Ex normals. The
@@ -144,10 +142,25 @@ def _cardiomegaly_rows(rows: list[dict], ctr: float | None, cfg: Config) -> tupl
     return out, repeated, dropped
 
 
-def jsrt_nodule_sides(data_root: str | Path, samples) -> dict[str, str]:
+def jsrt_nodule_sides(data_root: str | Path, samples: list[Sample]) -> dict[str, str]:
     """Patient side ("right" / "left") of each JSRT nodule, by the SCR lung mask holding
     the nodule centre of ``nodules.csv`` (``x_512``, ``y_512``: column, row on the
-    512 px images); images whose centre lies in neither lung are left out."""
+    512 px images, rescaled to the masks' size).
+
+    Parameters
+    ----------
+    data_root : path
+        The shared data folder (``jsrt_scr/nodules.csv``).
+    samples : list of cxrils.vision.anatomy.data.Sample
+        JSRT samples whose ``right_lung`` / ``left_lung`` are the SCR masks, bool (H, W),
+        patient sides (the patient's right lung on the image's left).
+
+    Returns
+    -------
+    dict
+        ``image_id -> side``; images whose centre lies in neither lung (or without a row in
+        ``nodules.csv``) are left out; empty without ``nodules.csv``.
+    """
     path = Path(data_root) / "jsrt_scr" / "nodules.csv"
     if not path.is_file():
         return {}
@@ -170,7 +183,7 @@ def jsrt_nodule_sides(data_root: str | Path, samples) -> dict[str, str]:
     return out
 
 
-def jsrt_training_samples(data_root: str | Path, cfg: Config) -> list[tuple[object, float, bool | None, str | None]]:
+def jsrt_training_samples(data_root: str | Path, cfg: Config) -> list[tuple[Sample, float, bool | None, str | None]]:
     """``(sample, reference CTR, cardiomegaly, nodule side)`` of the JSRT/SCR nodule images
     (``JPCLN*``) of the anatomy's ``train`` split; ``sample`` is a
     :class:`cxrils.vision.anatomy.data.Sample`. ``cardiomegaly``: True when the SCR masks
@@ -197,9 +210,19 @@ def jsrt_training_samples(data_root: str | Path, cfg: Config) -> list[tuple[obje
     return out
 
 
+def _jsrt_config(cfg: Config) -> Config:
+    """``cfg`` asking every empty location of the nodule-free lung (:data:`JSRT_EMPTY_LOCATION_NEGATIVES`)."""
+    jcfg = copy.deepcopy(cfg)
+    jcfg.instructions.max_empty_location_negatives_per_type = JSRT_EMPTY_LOCATION_NEGATIVES
+    return jcfg
+
+
 def _jsrt_rows(sample, cardiomegaly: bool | None, side: str | None, split: str, segment,
-               cfg: Config) -> tuple[np.ndarray, list[dict]]:
-    """Image and records of one JSRT sample (module docstring, item 3)."""
+               cfg: Config, *, jcfg: Config | None = None, structurer=None,
+               mapper=None) -> tuple[np.ndarray, list[dict]]:
+    """Image and records of one JSRT sample (module docstring, item 3); ``jcfg``
+    (default :func:`_jsrt_config` of ``cfg``), ``structurer`` and ``mapper`` may be
+    built once by the caller."""
     from cxrils.types import AnatomyMasks
 
     image_id = JSRT_PREFIX + sample.image_id
@@ -207,11 +230,11 @@ def _jsrt_rows(sample, cardiomegaly: bool | None, side: str | None, split: str, 
     auto = segment(x)
     anatomy = AnatomyMasks({**auto.masks, "right lung": sample.right_lung, "left lung": sample.left_lung,
                             "heart": sample.heart}, tuple(x.shape), "SCR reference + " + auto.backend, auto.version)
-    text = (ENLARGED_HEART_REPORT + " " if cardiomegaly else "") + \
+    text = (report_from_label("cardiomegaly", ()) + " " if cardiomegaly else "") + \
         (f"There is a nodule in the {side} lung." if side else "")
-    report = next(iter(structure_reports([(image_id, text or NORMAL_REPORT)], cfg)))
-    jcfg = copy.deepcopy(cfg)
-    jcfg.instructions.max_empty_location_negatives_per_type = JSRT_EMPTY_LOCATION_NEGATIVES
+    report = next(iter(structure_reports([(image_id, text or NORMAL_REPORT)], cfg, structurer=structurer,
+                                         mapper=mapper)))
+    jcfg = jcfg or _jsrt_config(cfg)
     g = human_grounding(study_id=image_id, image_id=image_id, report=report, anatomy=anatomy,
                         lesion=np.zeros(x.shape, bool), cfg=jcfg)
     rows = [r for r in generate_records(g, split=split, patient_id=image_id, image_path=f"images/{image_id}.png",
@@ -310,6 +333,7 @@ def build_training_dataset(generated: str | Path, data_root: str | Path, out: st
         normal_cfg = copy.deepcopy(cfg)
         normal_cfg.qc.ctr_max_cardiomegaly_negative = normal_cfg.qc.ctr_plausible_max
         todo = [s for s in samples if HUMAN_PREFIX + s.image_id not in done]
+        structurer, mapper = get_structurer(None, cfg), get_location_mapper(None, cfg)  # once, not per image
         n_human = 0
         for s in todo:
             image_id = HUMAN_PREFIX + s.image_id
@@ -320,7 +344,7 @@ def build_training_dataset(generated: str | Path, data_root: str | Path, out: st
                 text = report_from_label("opacity", sides_of_mask(lesion, right, left))
             else:
                 text = NORMAL_REPORT
-            report = next(iter(structure_reports([(image_id, text)], cfg)))
+            report = next(iter(structure_reports([(image_id, text)], cfg, structurer=structurer, mapper=mapper)))
             anatomy = segment(x)
             g = human_grounding(study_id=image_id, image_id=image_id, report=report, anatomy=anatomy,
                                 lesion=lesion, cfg=cfg)
@@ -333,6 +357,7 @@ def build_training_dataset(generated: str | Path, data_root: str | Path, out: st
             writer.commit_study(image_id, x, rows)
             n_human += len(rows)
         jsrt = jsrt_training_samples(root, cfg)
+        jcfg = _jsrt_config(cfg)
         _, jval = split_validation([s.image_id for s, _, _, _ in jsrt], VALIDATE_FRACTION, "light-val-jsrt")
         jval_ids = {jsrt[i][0].image_id for i in jval}
         n_jsrt = 0
@@ -340,7 +365,7 @@ def build_training_dataset(generated: str | Path, data_root: str | Path, out: st
             if JSRT_PREFIX + s.image_id in done:
                 continue
             x, rows = _jsrt_rows(s, cardiomegaly, side, "validate" if s.image_id in jval_ids else "train", segment,
-                                 cfg)
+                                 cfg, jcfg=jcfg, structurer=structurer, mapper=mapper)
             if rows:
                 writer.commit_study(JSRT_PREFIX + s.image_id, x, rows)
                 n_jsrt += len(rows)

@@ -179,7 +179,7 @@ def main(argv: list[str] | None = None) -> int:
         errors[name] = _errors(args.dataset, args.split, preds)
         timings[name] = (cfg.steps, cfg.batch_size, cfg.image_size, res["train_seconds"], wall,
                          _latency(run, args.dataset, args.split, args.latency_queries),
-                         cfg.tau_presence, cfg.tau_mask)
+                         cfg.tau_presence, cfg.tau_mask, cfg.tau_presence_by_target)
     for name in ("whole-lung", "always-empty"):
         results[name] = _baseline(name, args.dataset, args.split)
 
@@ -190,13 +190,15 @@ def main(argv: list[str] | None = None) -> int:
     for name, t4 in results.items():
         lines.append(_row(name, t4) if isinstance(t4, dict) else f"| {name:<34} | {t4} |")
     lines += ["", "training and inference latency (1 thread, per query):", ""]
-    for name, (steps, bs, size, train_s, wall, latency, tau_p, tau_m) in timings.items():
+    for name, (steps, bs, size, train_s, wall, latency, tau_p, tau_m, by_target) in timings.items():
         lat = "; ".join(f"{kind} median {med:.1f} ms, p90 {p90:.1f} ms" for kind, (med, p90, _) in latency.items())
         trained = (f"{train_s:.0f} s training" if train_s == train_s else "training time not stored with the run")
         setup = f" ({wall:.0f} s with setup)" if wall == wall else ""
         lines.append(f"- {name}: {steps} steps x batch {bs} at {size} px: {trained}{setup}; "
                      f"latency {lat} over {latency['cold'][2]} queries; "
-                     f"thresholds from the validation split: tau_presence {tau_p:.3f}, tau_mask {tau_m:.2f}")
+                     f"thresholds from the validation split: tau_presence {tau_p:.3f}, tau_mask {tau_m:.2f}"
+                     + ("; tau_presence by target: " + ", ".join(f"{t} {v:.3f}" for t, v in sorted(by_target.items()))
+                        if by_target else ""))
     lines += ["", "errors of each light model:", ""]
     for name, line in errors.items():
         lines.append(f"- {name}: {line}")

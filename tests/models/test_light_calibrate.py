@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from cxrils.models.light.calibrate import choose_thresholds, n_acc_lower_bound
+from cxrils.models.light.calibrate import choose_target_thresholds, choose_thresholds, n_acc_lower_bound
 
 
 def _case():
@@ -74,3 +74,64 @@ def test_wilson_lower_bound_and_confident_constraint():
     # 6 negatives: the bound is 0.69 for 6/6 and 0.49 for 5/6, so only all 6 empty pass
     assert strict["n_acc"] == 1.0 and strict["n_acc_lower"] == pytest.approx(0.689, abs=1e-3)
     assert loose["constraint_met"] and loose["n_acc"] < 1.0
+
+
+def _two_targets():
+    """Target "easy": 4 positives (scores 0.9-0.6) and 40 negatives all at 0.05. Target
+    "hard": 4 positives at 0.99 and 40 negatives, 10 of them at 0.92 (the rest 0.05).
+    Every mask is a perfect 4x4 square on positives and one blob on negatives."""
+    s, n = 8, 88
+    ref = np.zeros((n, s, s), bool)
+    prob = np.full((n, s, s), 0.05, np.float32)
+    presence = np.full(n, 0.05, np.float32)
+    targets = np.array(["effusion"] * 44 + ["opacity"] * 44)
+    for i in list(range(4)) + list(range(44, 48)):
+        ref[i, 2:6, 2:6] = True
+        prob[i, 2:6, 2:6] = 0.9
+    presence[:4] = [0.9, 0.8, 0.7, 0.6]
+    presence[44:48] = 0.99
+    prob[4:44, 0, 0] = 0.9
+    prob[48:, 0, 0] = 0.9
+    presence[48:58] = 0.92
+    return presence, prob, ref, targets
+
+
+def test_per_target_threshold_holds_each_target_to_the_n_acc():
+    presence, prob, ref, targets = _two_targets()
+    shared = choose_thresholds(presence, prob, ref, min_n_acc=0.85)
+    # pooled: 10 of 80 negatives above 0.6 -> N-Acc 0.875 passes with every positive kept
+    assert shared["tau_presence"] <= 0.6 and shared["n_acc"] == pytest.approx(70 / 80)
+    by = choose_target_thresholds(presence, prob, ref, targets, shared["tau_mask"], 0.85,
+                                  min_positives=4, min_negatives=40)
+    # "opacity" alone has N-Acc 30/40 = 0.75 at the shared threshold: its own must exceed 0.92
+    assert 0.92 < by["opacity"]["tau_presence"] <= 0.99 and by["opacity"]["n_acc"] == 1.0
+    assert by["opacity"]["gIoU"] == pytest.approx(1.0)
+    assert by["effusion"]["tau_presence"] <= 0.6 and by["effusion"]["gIoU"] == pytest.approx(1.0)
+    assert (by["opacity"]["n_positive"], by["opacity"]["n_negative"]) == (4, 40)
+    few = choose_target_thresholds(presence, prob, ref, targets, shared["tau_mask"], 0.85,
+                                   min_positives=5, min_negatives=40)
+    assert few == {}  # 4 positives each: too few for a threshold of its own
+
+
+def test_segmenter_uses_the_threshold_of_the_instruction_target():
+    from cxrils.models.light.config import LightConfig
+    from cxrils.models.light.segmenter import LightSegmenter
+    from cxrils.templates import ParsedText
+
+    cfg = LightConfig(priors=False, box_prior=False, ctr_input=False, ensemble=1, tau_presence=0.4,
+                      tau_presence_by_target={"opacity": 0.93})
+    seg = LightSegmenter(cfg)
+    assert seg.presence_threshold(ParsedText("basic", None, "opacity", ("left lung",))) == 0.93
+    assert seg.presence_threshold(ParsedText("global", None, "cardiomegaly")) == 0.4
+    assert seg.presence_threshold(None) == 0.4
+
+
+def test_per_target_thresholds_are_checked():
+    from cxrils.models.light.config import LightConfig
+
+    with pytest.raises(ValueError, match="tau_presence_by_target"):
+        LightConfig(tau_presence_by_target={"nodule": 0.5})
+    with pytest.raises(ValueError, match="tau_presence_by_target"):
+        LightConfig(tau_presence_by_target={"opacity": 1.5})
+    back = LightConfig.from_dict(LightConfig(tau_presence_by_target={"opacity": 0.9}).to_dict())
+    assert back.tau_presence_by_target == {"opacity": 0.9}

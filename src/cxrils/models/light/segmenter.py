@@ -184,6 +184,12 @@ class LightSegmenter(Segmenter):
             "certainty": torch.sigmoid(out["certainty"]).numpy(),
         }
 
+    def presence_threshold(self, parsed) -> float:
+        """``tau_presence_by_target[target]`` of the instruction's target when calibrated
+        for it, else ``tau_presence`` (``parsed``: the instruction's ParsedText or None)."""
+        target = parsed.target if parsed is not None else None
+        return self.config.tau_presence_by_target.get(target, self.config.tau_presence)
+
     def read_instruction(self, instruction: str) -> str:
         """The Table 2 reading of ``instruction`` (:meth:`InstructionEncoder.read`)."""
         return self.encoder.read(instruction)
@@ -222,13 +228,13 @@ class LightSegmenter(Segmenter):
         preds = []
         for i, (x, text) in enumerate(zip(images, instructions)):
             p = float(out["presence"][i])
+            interp = interpret_instruction(text)
+            parsed = interp.parsed if interp is not None else None
             mask = np.zeros(x.shape, dtype=bool)
-            if p >= c.tau_presence:
+            if p >= self.presence_threshold(parsed):
                 logits = F.interpolate(out["mask_logits"][i][None, None], size=x.shape, mode="bilinear",
                                        align_corners=False)[0, 0]
                 mask = (torch.sigmoid(logits) >= c.tau_mask).numpy()
-            interp = interpret_instruction(text)
-            parsed = interp.parsed if interp is not None else None
             present = bool(mask.any())
             locations: list[str] = []
             if present and (parsed is None or parsed.instruction_type == "global") and (

@@ -32,7 +32,7 @@ log = logging.getLogger(__name__)
 CHECKPOINT_NAME = "checkpoint.pt"
 METRICS_NAME = "metrics.jsonl"
 CALIBRATION_NAME = "calibration.json"
-CALIBRATED = ("tau_presence", "tau_mask")  # set by calibration after training
+CALIBRATED = ("tau_presence", "tau_mask", "tau_presence_by_target")  # set by calibration after training
 WARMUP_STEPS = 100  # linear warm-up then linear decay to 0, as ROSALIA (Appendix F)
 
 
@@ -240,11 +240,16 @@ def cli_train(dataset: str | Path, run_dir: str | Path, overrides: dict[str, str
         try:
             if isinstance(default, tuple):
                 values[key] = tuple(int(v) for v in raw.split(","))
+            elif isinstance(default, dict):
+                values[key] = json.loads(raw)
+                if not isinstance(values[key], dict):
+                    raise ValueError(raw)
             elif isinstance(default, bool):
                 values[key] = raw.lower() in ("1", "true", "yes")
             else:
                 values[key] = type(default)(raw)
-        except ValueError as err:
-            raise ValueError(f"--set {key}={raw!r}: expected {type(default).__name__}") from err
+        except ValueError as err:  # json.JSONDecodeError is a ValueError
+            raise ValueError(f"--set {key}={raw!r}: expected {type(default).__name__}"
+                             + (' as JSON, e.g. {"opacity": 0.9}' if isinstance(default, dict) else "")) from err
     config = LightConfig(**values) if values or not resume else None
     return train_light(dataset, run_dir, config, resume=resume, progress=progress, evaluate=evaluate)

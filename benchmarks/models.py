@@ -158,7 +158,7 @@ def main(argv: list[str] | None = None) -> int:
         if args.from_run is not None:
             run = args.from_run
             cfg = LightConfig.from_dict(json.loads((run / "config.json").read_text()))
-            summary = run / "train_summary.json"  # absent for the shipped model
+            summary = run / "train_summary.json"  # absent for runs saved without training
             res = json.loads(summary.read_text()) if summary.is_file() else {"train_seconds": float("nan")}
             wall = float("nan")
         else:

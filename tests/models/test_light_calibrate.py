@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 import pytest
+import torch
 
 from cxrils.models.light.calibrate import choose_target_thresholds, choose_thresholds, n_acc_lower_bound
 
@@ -113,17 +116,77 @@ def test_per_target_threshold_holds_each_target_to_the_n_acc():
     assert few == {}  # 4 positives each: too few for a threshold of its own
 
 
-def test_segmenter_uses_the_threshold_of_the_instruction_target():
+def test_per_target_minimums_and_confidence():
+    presence, prob, ref, targets = _two_targets()
+    # each target has 40 negatives: a minimum of 41 leaves none with its own threshold
+    assert choose_target_thresholds(presence, prob, ref, targets, 0.5, 0.85, min_positives=4,
+                                    min_negatives=41) == {}
+    with pytest.raises(ValueError, match="at least one positive"):
+        choose_target_thresholds(presence, prob, ref, targets, 0.5, 0.85, min_positives=0, min_negatives=1)
+    # "effusion": 40 of 40 negatives empty. Point estimate 1.0 meets 0.95; the one-sided 95 %
+    # Wilson bound of 40/40 is 0.937 (z = 1.645: (1 + z^2/80 - z^2/80) / (1 + z^2/40)), which does not
+    point = choose_target_thresholds(presence, prob, ref, targets, 0.5, 0.95, min_positives=4, min_negatives=40)
+    bound = choose_target_thresholds(presence, prob, ref, targets, 0.5, 0.95, 0.95, min_positives=4,
+                                     min_negatives=40)
+    assert point["effusion"]["constraint_met"] and point["effusion"]["n_acc"] == 1.0
+    assert not bound["effusion"]["constraint_met"]
+    assert bound["effusion"]["n_acc_lower"] == pytest.approx(1 / (1 + 1.6448536 ** 2 / 40), abs=1e-4)
+
+
+def test_calibrate_stores_only_targets_that_meet_the_constraint(monkeypatch):
+    from types import SimpleNamespace
+
+    from cxrils.models.light import calibrate as cal
+    from cxrils.models.light.config import LightConfig
+
+    scores = _two_targets()
+    monkeypatch.setattr(cal, "validation_scores", lambda seg, ds, split: scores)
+    seg = SimpleNamespace(config=LightConfig(calib_min_n_acc=0.85, calib_confidence=0.0,
+                                             calib_target_min_positives=4, calib_target_min_negatives=40))
+    out = cal.calibrate(seg, "unused")
+    assert set(seg.config.tau_presence_by_target) == {"effusion", "opacity"}
+    assert seg.config.tau_presence_by_target["opacity"] == out["by_target"]["opacity"]["tau_presence"] > 0.92
+    # at 0.95 with 95 % confidence neither target's 40 negatives can show it (bound 0.937): both
+    # keep the shared threshold, though the result still lists their search
+    seg = SimpleNamespace(config=LightConfig(calib_min_n_acc=0.95, calib_confidence=0.95,
+                                             calib_target_min_positives=4, calib_target_min_negatives=40))
+    out = cal.calibrate(seg, "unused")
+    assert seg.config.tau_presence_by_target == {}
+    assert set(out["by_target"]) == {"effusion", "opacity"}
+    assert not any(c["constraint_met"] for c in out["by_target"].values())
+    seg.config.calib_per_target = False
+    assert cal.calibrate(seg, "unused")["by_target"] == {}
+
+
+class _FixedNet(torch.nn.Module):
+    """Presence probability 0.8 and a foreground mask for every query."""
+
+    def forward(self, x, t):
+        b, _, s, _ = x.shape
+        return {"mask": torch.full((b, 1, s, s), 5.0), "presence": torch.full((b,), math.log(0.8 / 0.2)),
+                "lesion": torch.zeros(b, 3), "certainty": torch.zeros(b)}
+
+
+def test_predict_uses_the_threshold_of_the_instruction_target():
     from cxrils.models.light.config import LightConfig
     from cxrils.models.light.segmenter import LightSegmenter
     from cxrils.templates import ParsedText
 
-    cfg = LightConfig(priors=False, box_prior=False, ctr_input=False, ensemble=1, tau_presence=0.4,
-                      tau_presence_by_target={"opacity": 0.93})
-    seg = LightSegmenter(cfg)
-    assert seg.presence_threshold(ParsedText("basic", None, "opacity", ("left lung",))) == 0.93
-    assert seg.presence_threshold(ParsedText("global", None, "cardiomegaly")) == 0.4
-    assert seg.presence_threshold(None) == 0.4
+    cfg = LightConfig(priors=False, box_prior=False, ctr_input=False, ensemble=1, image_size=32, tau_presence=0.5,
+                      tau_presence_by_target={"opacity": 0.9})
+    seg = LightSegmenter(cfg, net=_FixedNet())
+    assert seg.presence_threshold(ParsedText("basic", None, "opacity", ("left lung",))) == 0.9
+    assert seg.presence_threshold(ParsedText("global", None, "cardiomegaly")) == 0.5
+    assert seg.presence_threshold(None) == 0.5
+    x = np.full((40, 40), 128, np.uint8)
+    # presence 0.8: below opacity's 0.9, above the shared 0.5
+    opacity, effusion, inference = seg.predict_many(
+        [x] * 3, ["Segment the opacity in the left lung.", "Segment the effusion in the left lung.",
+                  "What lesion is in the left lung?"])  # lesion inference names opacity: its threshold
+    assert not opacity.mask.any() and opacity.answer == "[SEG] There is no opacity in the left lung."
+    assert effusion.mask.all() and effusion.answer == "[SEG]"
+    assert not inference.mask.any()
+    assert opacity.presence_score == pytest.approx(0.8)
 
 
 def test_per_target_thresholds_are_checked():
@@ -133,5 +196,9 @@ def test_per_target_thresholds_are_checked():
         LightConfig(tau_presence_by_target={"nodule": 0.5})
     with pytest.raises(ValueError, match="tau_presence_by_target"):
         LightConfig(tau_presence_by_target={"opacity": 1.5})
+    with pytest.raises(ValueError, match="tau_presence_by_target"):  # JSON null from --set
+        LightConfig(tau_presence_by_target={"opacity": None})
+    with pytest.raises(ValueError, match="tau_presence_by_target"):
+        LightConfig(tau_presence_by_target=[0.5])
     back = LightConfig.from_dict(LightConfig(tau_presence_by_target={"opacity": 0.9}).to_dict())
     assert back.tau_presence_by_target == {"opacity": 0.9}

@@ -22,7 +22,10 @@ normal images. So, after the shared pair is chosen, every instruction target wit
 :attr:`LightConfig.calib_target_min_positives` positives and
 :attr:`LightConfig.calib_target_min_negatives` negatives in the split gets its own
 ``tau_presence`` by the same rule on its own records (``tau_mask`` kept), stored in
-:attr:`LightConfig.tau_presence_by_target`; the other targets keep the shared one.
+:attr:`LightConfig.tau_presence_by_target` when its N-Acc constraint is met; a target
+that misses it, and every other target, keeps the shared one. The target is what the
+instruction names (``ParsedText.target``): a lesion-inference question ("What lesion is
+in the left lung?") names "opacity", so it uses the opacity threshold.
 """
 
 from __future__ import annotations
@@ -200,7 +203,15 @@ def choose_target_thresholds(presence: np.ndarray, prob: np.ndarray, ref: np.nda
         target -> ``tau_presence``, ``gIoU``, ``cIoU``, ``n_acc``, ``n_acc_lower``,
         ``constraint_met``, ``n_positive``, ``n_negative`` (validation, network resolution);
         targets with too few records are absent.
+
+    Raises
+    ------
+    ValueError
+        If ``min_positives`` or ``min_negatives`` is below 1.
     """
+    if min(min_positives, min_negatives) < 1:
+        raise ValueError(f"a target needs at least one positive and one negative for its own threshold, "
+                         f"got min_positives={min_positives}, min_negatives={min_negatives}")
     positive = ref.reshape(len(ref), -1).any(1)
     fg = prob >= tau_mask
     out: dict[str, dict] = {}
@@ -215,12 +226,20 @@ def choose_target_thresholds(presence: np.ndarray, prob: np.ndarray, ref: np.nda
 
 
 def calibrate(seg, dataset_dir: str | Path, split: str = "validate") -> dict:
-    """Choose and set ``seg.config.tau_presence`` / ``tau_mask`` on ``split``.
+    """Choose and set ``seg.config.tau_presence`` / ``tau_mask`` on ``split``, and with
+    ``calib_per_target`` also ``tau_presence_by_target`` (module docstring).
 
     Returns
     -------
     dict
-        :func:`choose_thresholds`' result plus ``split`` and ``n_records``.
+        :func:`choose_thresholds`' result plus ``by_target`` (the result of
+        :func:`choose_target_thresholds`, including targets that missed the constraint
+        and so keep the shared threshold), ``split`` and ``n_records``.
+
+    Raises
+    ------
+    ValueError
+        If ``split`` is the test split or has no template records.
     """
     if split == "test":
         raise ValueError("thresholds must not be chosen on the test split")
@@ -233,5 +252,5 @@ def calibrate(seg, dataset_dir: str | Path, split: str = "validate") -> dict:
         by_target = choose_target_thresholds(presence, prob, ref, targets, cfg.tau_mask, cfg.calib_min_n_acc,
                                              cfg.calib_confidence, min_positives=cfg.calib_target_min_positives,
                                              min_negatives=cfg.calib_target_min_negatives)
-    cfg.tau_presence_by_target = {t: c["tau_presence"] for t, c in by_target.items()}
+    cfg.tau_presence_by_target = {t: c["tau_presence"] for t, c in by_target.items() if c["constraint_met"]}
     return {**chosen, "by_target": by_target, "split": split, "n_records": int(len(presence))}

@@ -155,12 +155,15 @@ class LightConfig:
         if not (self.calib_confidence == 0.0 or 0.5 <= self.calib_confidence < 1.0):
             raise ValueError(f"calib_confidence must be 0 (point estimate) or in [0.5, 1), "
                              f"got {self.calib_confidence}")
-        self.tau_presence_by_target = {str(k): float(v) for k, v in dict(self.tau_presence_by_target).items()}
-        bad = {k: v for k, v in self.tau_presence_by_target.items()
-               if k not in vocab.LESION_TYPES or not 0.0 <= v <= 1.0}
+        by_target = self.tau_presence_by_target
+        if not isinstance(by_target, dict):
+            raise ValueError(f"tau_presence_by_target must map lesion types to thresholds, got {by_target!r}")
+        bad = {k: v for k, v in by_target.items() if k not in vocab.LESION_TYPES or isinstance(v, bool)
+               or not isinstance(v, (int, float)) or not 0.0 <= v <= 1.0}
         if bad:
             raise ValueError(f"tau_presence_by_target needs lesion types of {vocab.LESION_TYPES} with thresholds "
                              f"in [0, 1], got {bad}")
+        self.tau_presence_by_target = {str(k): float(v) for k, v in by_target.items()}
         if min(self.calib_target_min_positives, self.calib_target_min_negatives) < 1:
             raise ValueError("calib_target_min_positives and calib_target_min_negatives must be >= 1")
         if self.batch_size < 2 or self.batch_size % 2:

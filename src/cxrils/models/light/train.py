@@ -63,6 +63,15 @@ def _batch(seg: LightSegmenter, ds, indices: list[int], cache: dict[str, ImagePr
     return x, t, mask, lesion, certainty
 
 
+def _summary_loss(run_dir: Path) -> float | None:
+    """``final_loss`` of the run's earlier ``train_summary.json``, None when there is none."""
+    try:
+        value = json.loads((run_dir / "train_summary.json").read_text(encoding="utf-8")).get("final_loss")
+    except (OSError, ValueError, AttributeError):
+        return None
+    return float(value) if isinstance(value, (int, float)) and value == value else None
+
+
 def _resolve_config(run_dir: Path, config: LightConfig | None, resume: bool) -> tuple[LightConfig, bool]:
     stored_path = run_dir / CONFIG_NAME
     ckpt = run_dir / CHECKPOINT_NAME
@@ -108,7 +117,8 @@ def train_light(dataset_dir: str | Path, run_dir: str | Path, config: LightConfi
     Returns
     -------
     dict
-        ``steps``, ``train_seconds``, ``final_loss``; with ``config.calibrate``,
+        ``steps``, ``train_seconds``, ``final_loss`` (loss of the last step; None when
+        unknown, e.g. a resumed run whose checkpoint predates it); with ``config.calibrate``,
         ``calibration`` (thresholds chosen on the validation split, also written to
         ``calibration.json`` and stored in ``config.json``); when evaluated, ``validate``
         (Table 4 row of :meth:`cxrils.evaluation.EvaluationReport.table4`).
@@ -141,11 +151,13 @@ def train_light(dataset_dir: str | Path, run_dir: str | Path, config: LightConfi
     opt = torch.optim.AdamW(net.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay)
     sched = torch.optim.lr_scheduler.LambdaLR(opt, _lr_lambda(cfg.steps))
     step, elapsed = 0, 0.0
+    last_loss: float | None = None
     if resuming:
         state = torch.load(run / CHECKPOINT_NAME, map_location="cpu", weights_only=False)
         net.load_state_dict(state["net"])
         opt.load_state_dict(state["opt"])
         step, elapsed = int(state["step"]), float(state["elapsed_s"])
+        last_loss = state.get("loss", _summary_loss(run))  # checkpoints before "loss" was stored
         sched = torch.optim.lr_scheduler.LambdaLR(opt, _lr_lambda(cfg.steps), last_epoch=step - 1)
         log.info("resuming %s at step %d", run, step)
     else:
@@ -155,7 +167,7 @@ def train_light(dataset_dir: str | Path, run_dir: str | Path, config: LightConfi
     def checkpoint() -> None:
         with atomic_path(run / CHECKPOINT_NAME, suffix=".pt") as tmp:
             torch.save({"net": net.state_dict(), "opt": opt.state_dict(), "step": step,
-                        "elapsed_s": elapsed}, tmp)
+                        "elapsed_s": elapsed, "loss": last_loss}, tmp)
 
     net.train()
     prior_cache: dict[str, ImagePriors] = {}
@@ -163,7 +175,6 @@ def train_light(dataset_dir: str | Path, run_dir: str | Path, config: LightConfi
     running: dict[str, list[float]] = {}
     t0 = time.perf_counter()
     bar = tqdm(total=cfg.steps, initial=step, desc="train light", disable=not progress, unit="step")
-    last_loss = float("nan")
     while step < cfg.steps:
         epoch, offset = divmod(step, n_batches)
         sampler.set_epoch(epoch)
@@ -211,8 +222,8 @@ def train_light(dataset_dir: str | Path, run_dir: str | Path, config: LightConfi
             atomic_write_json(run / CALIBRATION_NAME, result["calibration"])
             log.info("thresholds chosen on validate: %s", result["calibration"])
         else:
-            log.warning("%s: validate split lacks positives or negatives; keeping thresholds %s / %s",
-                        dataset_dir, cfg.tau_presence, cfg.tau_mask)
+            log.warning("%s: validate split lacks positives or negatives; keeping thresholds %s / %s "
+                        "(by target: %s)", dataset_dir, cfg.tau_presence, cfg.tau_mask, cfg.tau_presence_by_target)
     seg.save(run)
     if evaluate:
         result["validate"] = evaluate_run(seg, dataset_dir, run, "validate", progress=progress)

@@ -111,6 +111,9 @@ def test_ground_reports_user_errors(case, tmp_path):
     assert res.exit_code == 2 and "missing.png" in res.output
     res = runner.invoke(app, ["ground", str(case), "  ", "-o", str(tmp_path / "o")])
     assert res.exit_code == 2 and "empty" in res.output
+    # a mistyped report path is not taken for the report's text
+    res = runner.invoke(app, ["ground", str(case), str(tmp_path / "nope.txt"), "-o", str(tmp_path / "o")])
+    assert res.exit_code == 2 and "no such report file" in res.output
     res = runner.invoke(app, ["ground", str(case), "text", "-o", str(tmp_path / "o"), "--set", "grounding.nope=1"])
     assert res.exit_code == 2 and "grounding.nope" in res.output
     res = runner.invoke(app, ["ground", str(case), "Small left effusion.", "-o", str(tmp_path / "o"),

@@ -41,6 +41,9 @@ def lobe_anatomy(x: np.ndarray) -> AnatomyMasks:
     ("any pleural effusion at the left base?", "basic", "effusion", ("left lung base",), False),
     ("Segment the edema in both lungs.", "basic", "edema", ("right lung", "left lung"), False),
     ("Segment the effusion.", "global", "effusion", (), True),
+    # a place that is the whole film or both lungs asks the global question
+    ("Is there an opacity in this image?", "global", "opacity", (), False),
+    ("Any edema in the lungs?", "global", "edema", (), False),
 ])
 def test_lobes_and_natural_locations_are_read_as_written(text, itype, target, locations, exact):
     interp = interpret_instruction(text)
@@ -54,6 +57,10 @@ def test_lobes_and_natural_locations_are_read_as_written(text, itype, target, lo
     ("Segment the effusion on the left side.", "left"),
     ("Segment the opacity in the perihilar region.", "perihilar"),
     ("Segment the pneumonia in the right lower lobes.", "lobes"),
+    # a place that is no lung region at all is refused too, and named
+    ("Segment the opacity in the knee.", "knee"),
+    ("Segment the effusion on the left side.", "side"),
+    ("Is there an opacity in the left knee?", "unread words: left, knee"),
 ])
 def test_an_unreadable_location_is_refused_with_what_is_accepted(text, word):
     with pytest.raises(InstructionError) as err:

@@ -147,6 +147,9 @@ def test_cli_train_and_predict(tiny_dataset, tmp_path, monkeypatch):
     assert res.exit_code == 0, res.output
     info = json.loads((out / "prediction.json").read_text())
     templates.parse_answer(info["answer"], "basic")
+    stored = json.loads((run / "config.json").read_text())
+    assert info["presence_threshold"] == stored["tau_presence_by_target"].get("effusion", stored["tau_presence"])
+    assert f"(a mask from {info['presence_threshold']:.3f})" in res.output
     mask = np.asarray(Image.open(out / "mask.png"))
     assert mask.shape == (80, 96) and np.array_equal(mask > 0, decode_rle(info["mask"]))
     assert np.asarray(Image.open(out / "overlay.png")).shape == (80, 96, 3)
@@ -165,6 +168,11 @@ def test_cli_train_and_predict(tiny_dataset, tmp_path, monkeypatch):
     assert res.exit_code == 2 and "instruction is empty" in res.output
     res = runner.invoke(app, ["predict", "--model", str(run), str(image), "Segment the lungs.", "-o", str(out)])
     assert res.exit_code == 2 and "instruction 'Segment the lungs.'" in res.output
+    res = runner.invoke(app, ["predict", "--model", str(run), str(image), "Segment the edema.", "-o", str(image)])
+    assert res.exit_code == 2 and "exists and is not a folder" in res.output  # never overwrites a file
+    res = runner.invoke(app, ["predict", "--model", str(run), str(image), "Segment the edema.",
+                              "-o", str(tmp_path / "mask.png")])
+    assert res.exit_code == 2 and "output folder" in res.output and not (tmp_path / "mask.png").exists()
 
 
 def test_cached_items_equal_uncached_items(tiny_dataset):
@@ -200,3 +208,22 @@ def torch_equal(a, b) -> bool:
     import torch
 
     return a.shape == b.shape and bool(torch.equal(a, b))
+
+
+def test_resuming_a_finished_run_only_calibrates_and_keeps_its_loss(tiny_dataset, tmp_path):
+    run = tmp_path / "run"
+    cfg = LightConfig(**TINY, steps=4, calib_target_min_positives=1, calib_target_min_negatives=1)
+    first = train_light(tiny_dataset, run, cfg, progress=False, log_every=2, evaluate=False, **STAGES)
+    assert isinstance(first["final_loss"], float) and np.isfinite(first["final_loss"])
+    again = train_light(tiny_dataset, run, cfg, progress=False, log_every=2, evaluate=False, **STAGES)
+    assert again["steps"] == 4 and again["final_loss"] == first["final_loss"]
+    assert [ln["step"] for ln in _lines(run / "metrics.jsonl")] == [2, 4]  # no step trained again
+    text = (run / "train_summary.json").read_text()
+    json.loads(text, parse_constant=lambda c: pytest.fail(f"train_summary.json holds {c}"))  # strict JSON
+    cal = json.loads((run / "calibration.json").read_text())
+    stored = json.loads((run / "config.json").read_text())
+    assert cal["by_target"]  # every target of the tiny set has a positive and a negative
+    assert stored["tau_presence_by_target"] == {t: c["tau_presence"] for t, c in cal["by_target"].items()
+                                                if c["constraint_met"]}
+    seg = Segmenter.from_pretrained(run, **STAGES)
+    assert seg.config.tau_presence_by_target == stored["tau_presence_by_target"]

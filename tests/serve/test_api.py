@@ -53,6 +53,7 @@ def test_segment_png_returns_exact_mask(client, image):
     assert body["mask_area"] == int(expected.sum())
     assert (body["width"], body["height"]) == (48, 64)
     assert body["answer"] == "[SEG]"
+    assert body["presence_threshold"] is None  # this segmenter has no presence threshold
     assert body["instruction_answered"] == "Segment the effusion in the left lung base."
     assert body["dicom_seg"] is None  # a PNG has no DICOM to reference
     png = np.array(Image.open(io.BytesIO(base64.b64decode(body["mask_png"]))))

@@ -173,6 +173,13 @@ class Segmenter(ABC):
             Mask at (H, W), template answer, presence score.
         """
 
+    def presence_threshold_for(self, instruction: str) -> float | None:
+        """The presence score at or above which this model answers ``instruction`` with a
+        mask, shown beside the score so that an answer "absent" at score 0.87 is not a
+        puzzle; None (the default) for models with no such threshold (ROSALIA decides by
+        the mask its ``[SEG]`` token gives)."""
+        return None
+
     def read_instruction(self, instruction: str) -> str:
         """The instruction as this model reads it, i.e. the question its answer replies
         to; responses show it so that a rewritten instruction never goes unnoticed.

@@ -152,7 +152,7 @@ def register(app: typer.Typer) -> None:
                                                  "the authors' validate() (no text generated, text not scored)."),
         dicom_seg: Optional[bool] = typer.Option(None, "--dicom-seg/--no-dicom-seg",
                                                  help="Also write the mask as DICOM SEG (mask.seg.dcm) referencing "
-                                                 "the source image [default: when IMAGE is a DICOM file]."),
+                                                 "the source image; default: when IMAGE is a DICOM file."),
     ) -> None:
         """Segment what an instruction asks for; write mask PNG + RLE, answer and overlay (or batch predictions).
 
@@ -185,6 +185,12 @@ def register(app: typer.Typer) -> None:
             return
         if image is None or instruction is None:
             _fail("give IMAGE and INSTRUCTION, or --dataset for batch mode")
+        if out.exists() and not out.is_dir():
+            _fail(f"{out}: exists and is not a folder; -o names the output folder (mask.png, overlay.png and "
+                  "prediction.json are written into it)")
+        if not out.exists() and out.suffix.lower() in (".png", ".jpg", ".jpeg", ".json", ".dcm", ".parquet", ".jsonl"):
+            _fail(f"{out}: -o names the output folder for one image (mask.png, overlay.png and prediction.json "
+                  "are written into it), not a file; .parquet/.jsonl files are for --dataset")
         from cxrils.extras import MissingExtraError
         from cxrils.io import ImageLoadError, load_image
         from cxrils.models.dicom_seg import DicomSegError
@@ -213,12 +219,15 @@ def register(app: typer.Typer) -> None:
             pred = seg.predict(x, instruction)
         except (RuntimeError, ValueError) as err:
             _fail(f"{image}: {err}")
+        threshold = seg.presence_threshold_for(instruction)
         try:
             write_prediction(out, x, instruction, pred, answered=answered,
-                             dicom_source=image if dicom_seg else None, model_name=f"cxrils {seg.model_type}")
+                             dicom_source=image if dicom_seg else None, model_name=f"cxrils {seg.model_type}",
+                             presence_threshold=threshold)
         except (MissingExtraError, DicomSegError) as err:
             _fail(str(err))
         typer.echo(f"instruction answered: {answered}")
         typer.echo(f"answer: {pred.answer}")
         files = "mask.png, overlay.png, prediction.json" + (", mask.seg.dcm (DICOM SEG)" if dicom_seg else "")
-        typer.echo(f"presence {pred.presence_score:.3f}, mask {int(pred.mask.sum())} px -> {out} ({files})")
+        shown = "" if threshold is None else f" (a mask from {threshold:.3f})"
+        typer.echo(f"presence {pred.presence_score:.3f}{shown}, mask {int(pred.mask.sum())} px -> {out} ({files})")

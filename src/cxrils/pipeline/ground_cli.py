@@ -37,8 +37,8 @@ def ground(
     (x_ano x 255, 8-bit), lesion_<i>_<type>.png (0/255) per grounded finding, and
     grounding.json (every box with its four condition values and verdicts; reported,
     grounded and empty locations of every finding; CTR; exclusion reason).
-    The steps are the generation pipeline's own (``cxrils.pipeline.Pipeline``), so
-    the result is what ``cxrils generate`` would ground. Exit status 1 when the case
+    The steps are the generation pipeline's own (cxrils.pipeline.Pipeline), so
+    the result is what "cxrils generate" would ground. Exit status 1 when the case
     is excluded before grounding (view, report, a failing stage), 2 on bad input.
     """
     import numpy as np
@@ -60,6 +60,11 @@ def ground(
     except ConfigError as err:
         _fail(str(err))
     text_path = Path(report_text)
+    one_word = len(report_text.split()) == 1
+    if not text_path.is_file() and one_word and ("/" in report_text or "\\" in report_text
+                                                 or text_path.suffix.lower() in (".txt", ".md", ".csv", ".json")):
+        _fail(f"{report_text}: no such report file (REPORT_TEXT is the report itself or the path of a text file "
+              "holding it)")
     try:
         text = text_path.read_text(encoding="utf-8") if text_path.is_file() else report_text
     except (OSError, UnicodeDecodeError) as err:

@@ -190,6 +190,17 @@ class LightSegmenter(Segmenter):
         target = parsed.target if parsed is not None else None
         return self.config.tau_presence_by_target.get(target, self.config.tau_presence)
 
+    def presence_threshold_for(self, instruction: str) -> float:
+        """:meth:`presence_threshold` of the instruction as read (see :meth:`Segmenter.presence_threshold_for`).
+
+        Raises
+        ------
+        cxrils.models.light.text.InstructionError
+            If the instruction cannot be read.
+        """
+        interp = interpret_instruction(instruction)
+        return self.presence_threshold(interp.parsed if interp is not None else None)
+
     def read_instruction(self, instruction: str) -> str:
         """The Table 2 reading of ``instruction`` (:meth:`InstructionEncoder.read`)."""
         return self.encoder.read(instruction)

@@ -68,6 +68,36 @@ _LOCATION_WORDS: list[tuple[str, tuple[str, ...]]] = sorted(
     key=lambda p: -len(p[0]))
 
 
+#: Words after which a free-text instruction names a place ("in the knee").
+_PLACE_PREPOSITIONS = frozenset({"in", "on", "at", "within", "inside", "near", "over", "along", "behind"})
+#: Articles and determiners skipped between such a word and the place.
+_PLACE_DETERMINERS = frozenset({"the", "this", "these", "that", "a", "an", "his", "her", "its", "their", "my"})
+#: Places that name no region of the lungs, so that a question about them is a global one
+#: ("Is there an opacity in this image?", "... in the lungs?").
+_WHOLE_IMAGE_PLACES = frozenset({"image", "images", "picture", "x", "xray", "radiograph", "radiographs", "film",
+                                 "chest", "study", "scan", "cxr", "patient", "view", "lung", "lungs", "thorax"})
+
+
+#: Stands for a location already read, in the words left to check ("in the _read_place_").
+_READ_PLACE = "_read_place_"
+
+
+def _unread_places(words: list[str]) -> list[str]:
+    """Words the reader could not take as a query location (``words``: the instruction's
+    words left after its locations and lesion were read): location cues ("left" of "left
+    knee") and the place named after a preposition ("knee" of "in the left knee")."""
+    out = [w for w in words if w in vocab.LOCATION_CUES]
+    for i, w in enumerate(words):
+        if w not in _PLACE_PREPOSITIONS:
+            continue
+        j = i + 1
+        while j < len(words) and (words[j] in _PLACE_DETERMINERS or words[j] in vocab.LOCATION_CUES):
+            j += 1
+        if j < len(words) and words[j] not in _WHOLE_IMAGE_PLACES | _PLACE_PREPOSITIONS | {_READ_PLACE}:
+            out.append(words[j])
+    return list(dict.fromkeys(out))
+
+
 def accepted_help() -> str:
     """One paragraph naming what the structured reader accepts (for error messages)."""
     forms = "; ".join(repr(t) for t in templates.INSTRUCTION_TEMPLATES.values())
@@ -88,14 +118,14 @@ def _keyword_interpretation(text: str) -> templates.ParsedText | None:
     for phrase, locs in _LOCATION_WORDS:
         while f" {phrase} " in rest:
             locations.extend(locs)
-            rest = rest.replace(f" {phrase} ", " ")
+            rest = rest.replace(f" {phrase} ", f" {_READ_PLACE} ", 1)
     target = None
     for syn, lesion in _SYNONYMS:
         if f" {syn} " in rest:
             target = lesion
             rest = rest.replace(f" {syn} ", " ")
             break
-    unread = [w for w in rest.split() if w in vocab.LOCATION_CUES]
+    unread = _unread_places(rest.split())
     if unread:
         raise InstructionError(f"cannot read where instruction {text!r} asks to look (unread words: "
                                f"{', '.join(unread)}), and it is not answered without its location. "

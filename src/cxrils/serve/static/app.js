@@ -103,7 +103,8 @@ async function run() {
     segDcm = body.dicom_seg || null;
     $("answer").textContent = body.answer;
     $("answered").textContent = body.instruction_answered;
-    $("score").textContent = body.presence_score.toFixed(3);
+    $("score").textContent = body.presence_score.toFixed(3) +
+      (body.presence_threshold == null ? "" : " (a mask from " + body.presence_threshold.toFixed(3) + ")");
     $("area").textContent = body.mask_area;
     $("download").disabled = false;
     $("download-seg").hidden = !segDcm;

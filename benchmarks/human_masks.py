@@ -72,9 +72,9 @@ from pathlib import Path
 import numpy as np
 from results import publish
 
+from cxrils.config import CTR_MIN_CARDIOMEGALY
 from cxrils.grounding.human import LUNGS as SIDES
 from cxrils.grounding.human import NORMAL_REPORT, report_from_label, sides_of_box, sides_of_mask
-from cxrils.models.light.data import JSRT_CTR_MIN_POSITIVE
 
 ROOT = Path(__file__).resolve().parents[1]
 SOURCES = ("covid_qu_ex", "nih_bbox", "covid_severity", "xrv_tests", "jsrt_normals")
@@ -432,7 +432,7 @@ def run_case(r: Runner, case: Case) -> None:
                   render_instruction("global", "opacity"),
                   render_instruction("global", "cardiomegaly")]
             preds = r.ask(x, qs)
-            enlarged = case.reference_ctr is not None and case.reference_ctr > JSRT_CTR_MIN_POSITIVE
+            enlarged = case.reference_ctr is not None and case.reference_ctr > CTR_MIN_CARDIOMEGALY
             o["light_neg"] = {"opacity": [not p.mask.any() for p in preds[:3]],
                               "cardiomegaly": [] if enlarged else [not preds[3].mask.any()]}
             o["enlarged_heart"] = enlarged
@@ -606,7 +606,7 @@ def light_tables(cases: list[Case]) -> list[str]:
     if neg:
         lines += ["", "### Light model on normal images: N-Acc (share of questions answered with an empty mask; "
                   "opacity: basic right lung, basic left lung, global; cardiomegaly: global, not asked where the "
-                  f"radiologists' SCR masks give a CTR above {JSRT_CTR_MIN_POSITIVE})", "",
+                  f"radiologists' SCR masks give a CTR above {CTR_MIN_CARDIOMEGALY})", "",
                   "| source | type | questions | N-Acc |", "|---|---|---|---|"]
         for src in list(dict.fromkeys(c.source for c in neg)) + ["all"]:
             g = [c for c in neg if src == "all" or c.source == src]
@@ -707,7 +707,7 @@ def targets_table(cases: list[Case]) -> list[str]:
     if neg:
         skipped = sum(bool(c.out.get("enlarged_heart")) for c in cases)
         add(f"light: N-Acc on normal images (opacity and cardiomegaly questions; cardiomegaly not asked on "
-            f"{skipped} JSRT images whose SCR CTR > {JSRT_CTR_MIN_POSITIVE})", ">= 95", 100 * mean(neg),
+            f"{skipped} JSRT images whose SCR CTR > {CTR_MIN_CARDIOMEGALY})", ">= 95", 100 * mean(neg),
             mean(neg) >= 0.95)
     cm = [c for c in cases if c.lesion_type == "cardiomegaly" and "light_present" in c.out]
     if cm:

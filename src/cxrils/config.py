@@ -30,6 +30,12 @@ else:  # pragma: no cover
 LAMBDA_TXT = 0.5
 LAMBDA_BCE = 5.0
 LAMBDA_DICE = 1.0
+#: Cardiothoracic ratio above which a heart is enlarged on a PA film: the radiological
+#: definition of cardiomegaly, the cut-off the paper's Appendix D.3 names beside its 0.45
+#: negative rule (QCConfig.ctr_max_cardiomegaly_negative). Used where the CTR is taken as
+#: the answer: the JSRT records built from the radiologists' SCR masks and the light model's
+#: cardiomegaly answer (LightConfig.cardiomegaly_min_ctr).
+CTR_MIN_CARDIOMEGALY = 0.5
 
 
 class ConfigError(ValueError):

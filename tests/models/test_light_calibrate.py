@@ -202,3 +202,41 @@ def test_per_target_thresholds_are_checked():
         LightConfig(tau_presence_by_target=[0.5])
     back = LightConfig.from_dict(LightConfig(tau_presence_by_target={"opacity": 0.9}).to_dict())
     assert back.tau_presence_by_target == {"opacity": 0.9}
+
+
+def test_cardiomegaly_is_answered_present_only_above_the_ctr_cut_off():
+    from cxrils.models.light.config import LightConfig
+    from cxrils.models.light.priors import ImagePriors, PackedMasks
+    from cxrils.models.light.segmenter import LightSegmenter
+
+    cfg = LightConfig(priors=False, box_prior=False, ctr_input=True, ensemble=1, image_size=32, tau_presence=0.5)
+    seg = LightSegmenter(cfg, net=_FixedNet())
+    x = np.full((40, 40), 128, np.uint8)
+    empty = PackedMasks({}, (8, 8))
+
+    def answer(ctr):
+        seg.image_priors = lambda image: ImagePriors(anatomy=empty, x_ano=np.zeros((8, 8), np.float16), ctr=ctr)
+        return seg.predict(x, "Segment the cardiomegaly.")
+
+    # presence 0.8 is above tau_presence 0.5 every time; the CTR decides, > 0.5 (Appendix D.3)
+    enlarged = answer(0.56)
+    assert enlarged.mask.all() and enlarged.note is None
+    for ctr in (0.5, 0.47, None):  # at the cut-off, below it, no CTR measured
+        normal = answer(ctr)
+        assert not normal.mask.any() and normal.answer == "[SEG] There is no cardiomegaly."
+        assert "cut-off" in normal.note and normal.presence_score == pytest.approx(0.8)
+    seg.image_priors = lambda image: ImagePriors(anatomy=empty, x_ano=np.zeros((8, 8), np.float16), ctr=0.47)
+    assert seg.predict(x, "Segment the effusion in the left lung.").mask.all()  # other targets: no CTR rule
+    seg.config.cardiomegaly_min_ctr = 0.0
+    assert answer(0.47).mask.all()  # turned off
+
+
+def test_runs_saved_before_the_ctr_rule_load_without_it():
+    from cxrils.models.light.config import LightConfig
+
+    old = LightConfig().to_dict()
+    del old["cardiomegaly_min_ctr"]
+    assert LightConfig.from_dict(old).cardiomegaly_min_ctr == 0.0
+    assert LightConfig().cardiomegaly_min_ctr == 0.5
+    with pytest.raises(ValueError, match="cardiomegaly_min_ctr"):
+        LightConfig(cardiomegaly_min_ctr=1.2)

@@ -227,3 +227,11 @@ def test_resuming_a_finished_run_only_calibrates_and_keeps_its_loss(tiny_dataset
                                                 if c["constraint_met"]}
     seg = Segmenter.from_pretrained(run, **STAGES)
     assert seg.config.tau_presence_by_target == stored["tau_presence_by_target"]
+    # a setting of the answers only may change on resume; one of the weights may not
+    later = LightConfig(**TINY, steps=4, calib_target_min_positives=1, calib_target_min_negatives=1,
+                        cardiomegaly_min_ctr=0.6)
+    train_light(tiny_dataset, run, later, progress=False, evaluate=False, **STAGES)
+    assert json.loads((run / "config.json").read_text())["cardiomegaly_min_ctr"] == 0.6
+    with pytest.raises(TrainError, match="another configuration"):
+        train_light(tiny_dataset, run, LightConfig(**{**TINY, "text_hidden": 16}, steps=4), progress=False,
+                    evaluate=False, **STAGES)

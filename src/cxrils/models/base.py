@@ -47,11 +47,15 @@ class Prediction:
         Answer text following the templates of :mod:`cxrils.templates` (Table 2).
     presence_score : float
         Probability in [0, 1] that the requested lesion is present.
+    note : str or None
+        Why the answer differs from what the score alone says (e.g. the light model's
+        cardiomegaly rule on the CTR), for the user; None when it does not.
     """
 
     mask: np.ndarray
     answer: str
     presence_score: float
+    note: str | None = None
 
     @property
     def is_empty(self) -> bool:

@@ -228,6 +228,8 @@ def register(app: typer.Typer) -> None:
             _fail(str(err))
         typer.echo(f"instruction answered: {answered}")
         typer.echo(f"answer: {pred.answer}")
+        if pred.note:
+            typer.echo(f"note: {pred.note}")
         files = "mask.png, overlay.png, prediction.json" + (", mask.seg.dcm (DICOM SEG)" if dicom_seg else "")
         shown = "" if threshold is None else f" (a mask from {threshold:.3f})"
         typer.echo(f"presence {pred.presence_score:.3f}{shown}, mask {int(pred.mask.sum())} px -> {out} ({files})")

@@ -39,7 +39,7 @@ def write_prediction(out_dir: str | Path, x: np.ndarray, instruction: str, pred:
 
     Files: ``mask.png`` (0/255), ``overlay.png`` (mask tinted, legend, R/L side
     markers), ``prediction.json`` (instruction as given, ``instruction_answered``,
-    answer, presence_score, presence_threshold, mask as COCO RLE, mask_area, files) and, when
+    answer, presence_score, presence_threshold, note, mask as COCO RLE, mask_area, files) and, when
     ``dicom_source`` is given, :data:`DICOM_SEG_NAME`.
 
     Parameters
@@ -85,7 +85,7 @@ def write_prediction(out_dir: str | Path, x: np.ndarray, instruction: str, pred:
         Image.fromarray(mask_overlay(x, pred.mask, label="predicted mask")).save(tmp, format="PNG")
     atomic_write_json(out / "prediction.json", {
         "instruction": instruction, "instruction_answered": answered, "answer": pred.answer,
-        "presence_score": float(pred.presence_score), "presence_threshold": presence_threshold,
+        "presence_score": float(pred.presence_score), "presence_threshold": presence_threshold, "note": pred.note,
         "mask": dict(encode_rle(pred.mask)),
         "mask_area": int(pred.mask.sum()), "files": files,
     })

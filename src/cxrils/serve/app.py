@@ -6,7 +6,7 @@ Endpoints
     multipart form: ``image`` (PNG, JPEG or DICOM file) and ``instruction`` (text) ->
     JSON: ``instruction`` (as sent), ``instruction_answered`` (as the model read it,
     :meth:`~cxrils.models.base.Segmenter.read_instruction`), ``mask`` (COCO RLE,
-    ``size`` [H, W]), ``mask_area``, ``answer``, ``presence_score``, ``presence_threshold``, ``width``,
+    ``size`` [H, W]), ``mask_area``, ``answer``, ``presence_score``, ``presence_threshold``, ``note``, ``width``,
     ``height``, ``image_png`` (the 8-bit image the model saw, base64 PNG), ``mask_png``
     (0/255 base64 PNG), ``overlay_png`` (base64 PNG), ``dicom_seg`` (for a DICOM
     upload: the mask as DICOM SEG referencing it, base64; else null).
@@ -223,7 +223,7 @@ def create_app(segmenter, *, model_name: str = "", config: ServiceConfig | None 
         return {
             "instruction": text, "instruction_answered": answered,
             "mask": encode_rle(mask), "mask_area": int(mask.sum()), "answer": pred.answer,
-            "presence_score": float(pred.presence_score), "presence_threshold": segmenter.presence_threshold_for(text),
+            "presence_score": float(pred.presence_score), "presence_threshold": segmenter.presence_threshold_for(text), "note": pred.note,
             "width": int(x.shape[1]), "height": int(x.shape[0]),
             "image_png": b64_png(x), "mask_png": b64_png(mask.astype(np.uint8) * 255),
             "overlay_png": b64_png(overlay(x, mask)), "dicom_seg": seg,

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from cxrils import vocab
-from cxrils.config import LAMBDA_BCE, LAMBDA_DICE
+from cxrils.config import CTR_MIN_CARDIOMEGALY, LAMBDA_BCE, LAMBDA_DICE
 from cxrils.dataset.augment import HIST_EQ_PROB
 
 MODEL_TYPE = "light"
@@ -103,6 +103,13 @@ class LightConfig:
     calib_target_min_positives, calib_target_min_negatives : int
         Validation positives and negatives a target needs for its own threshold (ours:
         30 and 100, so that its N-Acc bound and gIoU rest on more than a handful of records).
+    cardiomegaly_min_ctr : float
+        "Segment the cardiomegaly." is answered present only where the cardiothoracic
+        ratio of the priors' anatomy exceeds this, whatever the presence score: the
+        radiological definition of an enlarged heart on a PA film (CTR > 0.5), the cut-off
+        the paper's Appendix D.3 names beside its 0.45 negative rule. 0 turns it off (runs
+        saved before it existed load with 0). An inference setting: it changes no weight
+        and may differ on resume. Thresholds are chosen on the network's scores before it.
     tau_location : float
         Share of a predicted mask that must fall in a lung region for the answer to
         name it (ours; the paper names locations from the grounded masks, section 3.1).
@@ -131,6 +138,7 @@ class LightConfig:
     tau_presence: float = 0.5
     tau_mask: float = 0.5
     tau_presence_by_target: dict[str, float] = field(default_factory=dict)
+    cardiomegaly_min_ctr: float = CTR_MIN_CARDIOMEGALY  # Appendix D.3 / radiological definition
     tau_location: float = 0.10
     calibrate: bool = True
     calib_min_n_acc: float = 0.90  # issue 9 target
@@ -164,6 +172,8 @@ class LightConfig:
             raise ValueError(f"tau_presence_by_target needs lesion types of {vocab.LESION_TYPES} with thresholds "
                              f"in [0, 1], got {bad}")
         self.tau_presence_by_target = {str(k): float(v) for k, v in by_target.items()}
+        if not 0.0 <= self.cardiomegaly_min_ctr < 1.0:
+            raise ValueError(f"cardiomegaly_min_ctr must be in [0, 1), got {self.cardiomegaly_min_ctr}")
         if min(self.calib_target_min_positives, self.calib_target_min_negatives) < 1:
             raise ValueError("calib_target_min_positives and calib_target_min_negatives must be >= 1")
         if self.batch_size < 2 or self.batch_size % 2:
@@ -180,7 +190,8 @@ class LightConfig:
         """Inverse of :meth:`to_dict`; ignores ``model_type`` and rejects unknown keys.
         A config without ``priors``, ``ensemble``, ``ctr_input`` or ``box_prior`` (runs
         saved before they existed) loads with ``priors=False``, ``ensemble=1``,
-        ``ctr_input=False``, ``box_prior=False``, the architecture its weights have.
+        ``ctr_input=False``, ``box_prior=False``, the architecture its weights have, and
+        one without ``cardiomegaly_min_ctr`` with 0 (the answers it gave).
 
         Raises
         ------
@@ -191,5 +202,5 @@ class LightConfig:
         unknown = set(d) - names - {"model_type"}
         if unknown:
             raise ValueError(f"unknown light model config keys: {sorted(unknown)}")
-        d = {"priors": False, "ensemble": 1, "ctr_input": False, "box_prior": False, **d}
+        d = {"priors": False, "ensemble": 1, "ctr_input": False, "box_prior": False, "cardiomegaly_min_ctr": 0.0, **d}
         return cls(**{k: v for k, v in d.items() if k in names})

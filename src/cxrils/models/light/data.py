@@ -31,7 +31,7 @@ from human lesion masks (issue 18).
    (:func:`jsrt_training_samples`; the non-nodule images stay out: the human-mask
    benchmark scores them as normals, and the ``test`` split is the anatomy benchmark's):
    the cardiothoracic ratio of the radiologists' SCR heart and lung masks decides
-   cardiomegaly by the paper's Appendix D.3 rule: above :data:`JSRT_CTR_MIN_POSITIVE` a
+   cardiomegaly by the paper's Appendix D.3 rule: above :data:`cxrils.config.CTR_MIN_CARDIOMEGALY` a
    cardiomegaly positive whose answer mask is the SCR heart, at most 0.45
    (``qc.ctr_max_cardiomegaly_negative``) a cardiomegaly negative, in between nothing;
    and the JSRT radiologists' nodule position (``nodules.csv``) gives opacity negatives
@@ -60,7 +60,7 @@ from pathlib import Path
 import numpy as np
 
 from cxrils import vocab
-from cxrils.config import Config
+from cxrils.config import CTR_MIN_CARDIOMEGALY, Config
 from cxrils.dataset import DatasetWriter, read_records
 from cxrils.grounding.human import NORMAL_REPORT, human_grounding, report_from_label, sides_of_mask
 from cxrils.instructions import generate_records, record_seed
@@ -91,10 +91,6 @@ NORMAL_ABSENT_ZONES = 2
 #: cardiomegaly in only a handful of images, against hundreds of negatives; with the CTR
 #: input the presence decision can generalise from few, repeated, consistent examples.
 CARDIOMEGALY_REPEAT = 20
-#: Reference CTR above which a JSRT image is a cardiomegaly positive: the radiological
-#: definition of an enlarged heart on a PA film (CTR > 0.5), the cut-off the paper's
-#: Appendix D.3 names beside its 0.45 negative rule.
-JSRT_CTR_MIN_POSITIVE = 0.5
 #: Times each JSRT cardiomegaly train positive appears (ours; fewer than the generated
 #: ones: there are about ten times as many).
 JSRT_CARDIOMEGALY_REPEAT = 5
@@ -187,7 +183,7 @@ def jsrt_training_samples(data_root: str | Path, cfg: Config) -> list[tuple[Samp
     """``(sample, reference CTR, cardiomegaly, nodule side)`` of the JSRT/SCR nodule images
     (``JPCLN*``) of the anatomy's ``train`` split; ``sample`` is a
     :class:`cxrils.vision.anatomy.data.Sample`. ``cardiomegaly``: True when the SCR masks
-    give a CTR above :data:`JSRT_CTR_MIN_POSITIVE`, False at most
+    give a CTR above :data:`cxrils.config.CTR_MIN_CARDIOMEGALY`, False at most
     ``qc.ctr_max_cardiomegaly_negative``, None in between; ``nodule side``: patient side
     of the nodule (:func:`jsrt_nodule_sides`) or None. Images with neither are left out.
     Empty when the shared data has no ``jsrt_scr``."""
@@ -204,7 +200,7 @@ def jsrt_training_samples(data_root: str | Path, cfg: Config) -> list[tuple[Samp
         ref = AnatomyMasks({"right lung": s.right_lung, "left lung": s.left_lung, "heart": s.heart},
                            s.heart.shape, "reference")
         ctr = cardiothoracic_ratio(ref)
-        cm = True if ctr > JSRT_CTR_MIN_POSITIVE else False if ctr <= cfg.qc.ctr_max_cardiomegaly_negative else None
+        cm = True if ctr > CTR_MIN_CARDIOMEGALY else False if ctr <= cfg.qc.ctr_max_cardiomegaly_negative else None
         if cm is not None or sides.get(s.image_id):
             out.append((s, ctr, cm, sides.get(s.image_id)))
     return out

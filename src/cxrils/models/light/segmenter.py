@@ -190,6 +190,19 @@ class LightSegmenter(Segmenter):
         target = parsed.target if parsed is not None else None
         return self.config.tau_presence_by_target.get(target, self.config.tau_presence)
 
+    def _ctr_rule(self, parsed, priors: ImagePriors | None, x: np.ndarray) -> str | None:
+        """Why a cardiomegaly answer the score calls present is absent (``cardiomegaly_min_ctr``:
+        the anatomy's CTR is not above it, or there is no CTR), else None."""
+        gate = self.config.cardiomegaly_min_ctr
+        if not gate or parsed is None or parsed.target != "cardiomegaly":
+            return None
+        ctr = (priors if priors is not None else self.image_priors(x)).ctr
+        if ctr is not None and ctr > gate:
+            return None
+        measured = "no CTR (heart or lungs not found)" if ctr is None else f"CTR {ctr:.2f}"
+        return (f"answered absent: the anatomy gives {measured}, not above {gate:.2f}, the cardiomegaly "
+                "cut-off (LightConfig.cardiomegaly_min_ctr)")
+
     def presence_threshold_for(self, instruction: str) -> float:
         """:meth:`presence_threshold` of the instruction as read (see :meth:`Segmenter.presence_threshold_for`).
 
@@ -242,7 +255,9 @@ class LightSegmenter(Segmenter):
             interp = interpret_instruction(text)
             parsed = interp.parsed if interp is not None else None
             mask = np.zeros(x.shape, dtype=bool)
-            if p >= self.presence_threshold(parsed):
+            on = p >= self.presence_threshold(parsed)
+            note = self._ctr_rule(parsed, priors[i] if priors is not None else None, x) if on else None
+            if note is None and on:
                 logits = F.interpolate(out["mask_logits"][i][None, None], size=x.shape, mode="bilinear",
                                        align_corners=False)[0, 0]
                 mask = (torch.sigmoid(logits) >= c.tau_mask).numpy()
@@ -255,5 +270,5 @@ class LightSegmenter(Segmenter):
             lesion = vocab.INFERENCE_LESION_TYPES[int(np.argmax(out["lesion"][i]))]
             certainty = "definitive" if out["certainty"][i] >= 0.5 else "tentative"
             answer = compose_answer(parsed, present, locations=locations, lesion=lesion, certainty=certainty)
-            preds.append(Prediction(mask=mask, answer=answer, presence_score=p))
+            preds.append(Prediction(mask=mask, answer=answer, presence_score=p, note=note))
         return preds

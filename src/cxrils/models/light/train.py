@@ -33,6 +33,8 @@ CHECKPOINT_NAME = "checkpoint.pt"
 METRICS_NAME = "metrics.jsonl"
 CALIBRATION_NAME = "calibration.json"
 CALIBRATED = ("tau_presence", "tau_mask", "tau_presence_by_target")  # set by calibration after training
+#: Settings that change no weight (answers only), so they may differ when a run is resumed.
+INFERENCE_ONLY = ("cardiomegaly_min_ctr", "tau_location")
 WARMUP_STEPS = 100  # linear warm-up then linear decay to 0, as ROSALIA (Appendix F)
 
 
@@ -79,10 +81,12 @@ def _resolve_config(run_dir: Path, config: LightConfig | None, resume: bool) -> 
         stored = LightConfig.from_dict(json.loads(stored_path.read_text(encoding="utf-8")))
         if config is not None and config.to_dict() != stored.to_dict():
             changed = sorted(k for k, v in config.to_dict().items() if stored.to_dict().get(k) != v)
-            if not set(changed) <= {"steps", *CALIBRATED}:
+            if not set(changed) <= {"steps", *CALIBRATED, *INFERENCE_ONLY}:
                 raise TrainError(f"{run_dir}: a run with another configuration exists (differs in {changed}); "
                                  "use a new run folder or --no-resume")
             stored.steps = config.steps
+            for key in INFERENCE_ONLY:
+                setattr(stored, key, getattr(config, key))
         return stored, True
     return config or LightConfig(), False
 

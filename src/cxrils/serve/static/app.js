@@ -101,7 +101,7 @@ async function run() {
     maskImg = await loadImage(body.mask_png);
     maskPng = body.mask_png;
     segDcm = body.dicom_seg || null;
-    $("answer").textContent = body.answer;
+    $("answer").textContent = body.answer + (body.note ? " (" + body.note + ")" : "");
     $("answered").textContent = body.instruction_answered;
     $("score").textContent = body.presence_score.toFixed(3) +
       (body.presence_threshold == null ? "" : " (a mask from " + body.presence_threshold.toFixed(3) + ")");

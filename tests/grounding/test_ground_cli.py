@@ -114,12 +114,27 @@ def test_ground_reports_user_errors(case, tmp_path):
     # a mistyped report path is not taken for the report's text
     res = runner.invoke(app, ["ground", str(case), str(tmp_path / "nope.txt"), "-o", str(tmp_path / "o")])
     assert res.exit_code == 2 and "no such report file" in res.output
+    res = runner.invoke(app, ["ground", str(case), str(tmp_path / "r1"), "-o", str(tmp_path / "o")])
+    assert res.exit_code == 2 and "no such report file" in res.output  # its folder exists
     res = runner.invoke(app, ["ground", str(case), "text", "-o", str(tmp_path / "o"), "--set", "grounding.nope=1"])
     assert res.exit_code == 2 and "grounding.nope" in res.output
     res = runner.invoke(app, ["ground", str(case), "Small left effusion.", "-o", str(tmp_path / "o"),
                               "--view", "lateral"])
     assert res.exit_code == 1 and "view_not_frontal: LATERAL" in res.output
     assert not (tmp_path / "o" / "grounding.json").exists()
+    long_report = "Small left pleural effusion without pneumothorax; " * 8  # longer than a file name may be
+    res = runner.invoke(app, ["ground", str(case), long_report, "-o", str(tmp_path / "long")])
+    assert res.exit_code == 0 and res.exception is None, res.output
+
+
+def test_ground_takes_short_and_long_report_text_as_text():
+    from cxrils.pipeline.ground_cli import _missing_report_path
+
+    assert not _missing_report_path("N/A") and not _missing_report_path("Normal.")
+    assert not _missing_report_path("Small left effusion.")
+    assert _missing_report_path("report.txt")
+    long_report = "No acute cardiopulmonary process; " * 12  # longer than a file name may be
+    assert not _missing_report_path(long_report)
 
 
 @pytest.mark.slow

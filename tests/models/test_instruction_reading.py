@@ -132,3 +132,44 @@ def test_shipped_model_answers_a_lobe_instruction_as_written(shared_data):
             assert pred.answer == "[SEG]" and pred.mask.any()
     with pytest.raises(InstructionError, match="lingula"):
         seg.predict(x, "Segment the pneumonia in the lingula.")
+
+
+@pytest.mark.parametrize("text", [
+    "Is there an effusion at all?", "Any opacity in general?", "Is there consolidation on the PA view?",
+    "Any opacity on this frontal radiograph?", "Is there pneumonia in this case?", "Is there edema in either lung?",
+    "Any opacity in there?", "Any pneumonia at this time?", "Is there opacity in the image please",
+    "Any effusion in the chest x-ray?", "Is there cardiomegaly in this patient?",
+])
+def test_a_place_that_is_the_whole_film_asks_the_global_question(text):
+    p = interpret_instruction(text).parsed
+    assert p.instruction_type == "global" and p.locations == ()
+
+
+@pytest.mark.parametrize("text,unread", [
+    ("Is there an opacity under the diaphragm?", "diaphragm"),
+    ("Segment the opacity in the chest wall.", "chest wall"),
+    ("Segment the opacity in this patient's knee.", "knee"),
+    ("Segment the opacity in the x-ray of the knee.", "knee"),
+    ("Is there an opacity outside the lungs?", "outside"),
+    ("Any opacity in the middle of the right lung?", "unread words: middle)"),
+])
+def test_a_place_outside_the_query_locations_is_refused_and_named(text, unread):
+    with pytest.raises(InstructionError, match="unread words") as err:
+        interpret_instruction(text)
+    assert unread in str(err.value)
+
+
+def test_located_free_text_keeps_reading_after_the_place():
+    p = interpret_instruction("Segment the opacity in the left lung and tell me its type").parsed
+    assert (p.instruction_type, p.locations) == ("lesion_inference", ("left lung",))
+    p = interpret_instruction("Segment the consolidation in the right lung base please").parsed
+    assert (p.instruction_type, p.target, p.locations) == ("basic", "consolidation", ("right lung base",))
+
+
+def test_the_heart_named_as_a_location():
+    p = interpret_instruction("Segment the cardiomegaly in the heart.").parsed
+    assert (p.instruction_type, p.target, p.locations) == ("global", "cardiomegaly", ())
+    with pytest.raises(InstructionError, match="unread words: heart"):
+        interpret_instruction("Segment the opacity in the heart.")
+    with pytest.raises(InstructionError):
+        InstructionEncoder("structured").encode(["Segment the opacity in the heart."])

@@ -240,3 +240,18 @@ def test_runs_saved_before_the_ctr_rule_load_without_it():
     assert LightConfig().cardiomegaly_min_ctr == 0.5
     with pytest.raises(ValueError, match="cardiomegaly_min_ctr"):
         LightConfig(cardiomegaly_min_ctr=1.2)
+
+
+def test_a_model_without_anatomy_inputs_answers_cardiomegaly_by_its_score():
+    from cxrils.models.light.config import LightConfig
+    from cxrils.models.light.segmenter import LightSegmenter
+
+    cfg = LightConfig(priors=False, box_prior=False, ctr_input=False, ensemble=1, image_size=32, tau_presence=0.5)
+    seg = LightSegmenter(cfg, net=_FixedNet())
+
+    def no_anatomy(image):
+        raise RuntimeError("the anatomy stage is not installed")
+
+    seg.image_priors = no_anatomy  # never needed: the CTR rule has no CTR to read here
+    pred = seg.predict(np.full((40, 40), 128, np.uint8), "Segment the cardiomegaly.")
+    assert pred.note is None and pred.mask.any()

@@ -235,3 +235,23 @@ def test_resuming_a_finished_run_only_calibrates_and_keeps_its_loss(tiny_dataset
     with pytest.raises(TrainError, match="another configuration"):
         train_light(tiny_dataset, run, LightConfig(**{**TINY, "text_hidden": 16}, steps=4), progress=False,
                     evaluate=False, **STAGES)
+
+
+def test_cli_resume_keeps_answer_settings_it_was_not_given(tiny_dataset, tmp_path, monkeypatch):
+    import cxrils.models.light.segmenter as segmod
+    from cxrils.models.light.train import cli_train
+
+    monkeypatch.setattr(segmod, "default_anatomy", lambda: block_anatomy)
+    monkeypatch.setattr(segmod, "default_anomaly", lambda: bright_anomaly)
+    sets = {"ensemble": "1", "image_size": "32", "features": "4,8,8,16,16,8", "text_hidden": "32",
+            "batch_size": "8", "lr": "0.003", "steps": "4"}
+    run = tmp_path / "run"
+    first = cli_train(tiny_dataset, run, {**sets, "tau_location": "0.2", "cardiomegaly_min_ctr": "0"},
+                      evaluate=False, progress=False)
+    again = cli_train(tiny_dataset, run, sets, evaluate=False, progress=False)  # resumes, trains nothing
+    stored = json.loads((run / "config.json").read_text())
+    assert (stored["tau_location"], stored["cardiomegaly_min_ctr"]) == (0.2, 0.0)  # not reset to defaults
+    assert again["train_seconds"] == first["train_seconds"]  # no step ran: the training time stays
+    cli_train(tiny_dataset, run, {**sets, "cardiomegaly_min_ctr": "0.5"}, evaluate=False, progress=False)
+    stored = json.loads((run / "config.json").read_text())
+    assert (stored["tau_location"], stored["cardiomegaly_min_ctr"]) == (0.2, 0.5)

@@ -160,6 +160,7 @@ def register(app: typer.Typer) -> None:
         For a DICOM image the mask is also written as DICOM SEG (extra 'dicom').
         """
         from cxrils.models.base import ModelLoadError, Segmenter, default_model_dir
+        from cxrils.models.predict import PREDICTION_SUFFIXES
 
         if instruction is not None and not instruction.strip():
             _fail("the instruction is empty")
@@ -175,7 +176,7 @@ def register(app: typer.Typer) -> None:
             from cxrils.dataset import DatasetError
             from cxrils.models.predict import predict_dataset
 
-            if out.suffix not in (".parquet", ".jsonl"):
+            if out.suffix not in PREDICTION_SUFFIXES:
                 _fail(f"{out}: batch predictions must end in .parquet or .jsonl")
             try:
                 predict_dataset(seg, dataset, None if split == "all" else split, out, teacher_forced=teacher_forced)
@@ -188,7 +189,7 @@ def register(app: typer.Typer) -> None:
         if out.exists() and not out.is_dir():
             _fail(f"{out}: exists and is not a folder; -o names the output folder (mask.png, overlay.png and "
                   "prediction.json are written into it)")
-        if not out.exists() and out.suffix.lower() in (".png", ".jpg", ".jpeg", ".json", ".dcm", ".parquet", ".jsonl"):
+        if not out.exists() and out.suffix.lower() in (".png", ".jpg", ".jpeg", ".json", ".dcm", *PREDICTION_SUFFIXES):
             _fail(f"{out}: -o names the output folder for one image (mask.png, overlay.png and prediction.json "
                   "are written into it), not a file; .parquet/.jsonl files are for --dataset")
         from cxrils.extras import MissingExtraError
@@ -229,7 +230,7 @@ def register(app: typer.Typer) -> None:
         typer.echo(f"instruction answered: {answered}")
         typer.echo(f"answer: {pred.answer}")
         if pred.note:
-            typer.echo(f"note: {pred.note}")
+            typer.echo(f"why: {pred.note}")
         files = "mask.png, overlay.png, prediction.json" + (", mask.seg.dcm (DICOM SEG)" if dicom_seg else "")
         shown = "" if threshold is None else f" (a mask from {threshold:.3f})"
         typer.echo(f"presence {pred.presence_score:.3f}{shown}, mask {int(pred.mask.sum())} px -> {out} ({files})")

@@ -60,13 +60,15 @@ def ground(
     except ConfigError as err:
         _fail(str(err))
     text_path = Path(report_text)
-    one_word = len(report_text.split()) == 1
-    if not text_path.is_file() and one_word and ("/" in report_text or "\\" in report_text
-                                                 or text_path.suffix.lower() in (".txt", ".md", ".csv", ".json")):
+    try:
+        is_file = text_path.is_file()
+    except (OSError, ValueError):  # e.g. a report longer than a file name may be: it is text
+        is_file = False
+    if not is_file and _missing_report_path(report_text):
         _fail(f"{report_text}: no such report file (REPORT_TEXT is the report itself or the path of a text file "
               "holding it)")
     try:
-        text = text_path.read_text(encoding="utf-8") if text_path.is_file() else report_text
+        text = text_path.read_text(encoding="utf-8") if is_file else report_text
     except (OSError, UnicodeDecodeError) as err:
         _fail(f"{text_path}: cannot read report text: {err}")
     if not text.strip():
@@ -126,6 +128,20 @@ def ground(
     typer.echo(f"{out_dir}: {len(sg.findings)} findings, {len(grounded)} grounded"
                + (f" ({'; '.join(grounded)})" if grounded else "")
                + (f"; excluded: {sg.excluded}" if sg.excluded else ""))
+
+
+def _missing_report_path(arg: str) -> bool:
+    """Whether a REPORT_TEXT that is no file was meant as one: a single word with a text
+    file's suffix, or whose folder exists ("reports/s1.txt", "/data/r1"; not "N/A")."""
+    if len(arg.split()) != 1:
+        return False
+    path = Path(arg)
+    if path.suffix.lower() in (".txt", ".md", ".csv", ".json"):
+        return True
+    try:
+        return ("/" in arg or "\\" in arg) and str(path.parent) not in ("", ".") and path.parent.is_dir()
+    except (OSError, ValueError):
+        return False
 
 
 def register(app: typer.Typer) -> None:

@@ -190,13 +190,13 @@ class LightSegmenter(Segmenter):
         target = parsed.target if parsed is not None else None
         return self.config.tau_presence_by_target.get(target, self.config.tau_presence)
 
-    def _ctr_rule(self, parsed, priors: ImagePriors | None, x: np.ndarray) -> str | None:
+    def _ctr_rule(self, parsed, priors: ImagePriors | None) -> str | None:
         """Why a cardiomegaly answer the score calls present is absent (``cardiomegaly_min_ctr``:
         the anatomy's CTR is not above it, or there is no CTR), else None."""
         gate = self.config.cardiomegaly_min_ctr
-        if not gate or parsed is None or parsed.target != "cardiomegaly":
-            return None
-        ctr = (priors if priors is not None else self.image_priors(x)).ctr
+        if not gate or parsed is None or parsed.target != "cardiomegaly" or priors is None:
+            return None  # a model without anatomy inputs (no priors, no CTR input) has no CTR to apply
+        ctr = priors.ctr
         if ctr is not None and ctr > gate:
             return None
         measured = "no CTR (heart or lungs not found)" if ctr is None else f"CTR {ctr:.2f}"
@@ -256,7 +256,7 @@ class LightSegmenter(Segmenter):
             parsed = interp.parsed if interp is not None else None
             mask = np.zeros(x.shape, dtype=bool)
             on = p >= self.presence_threshold(parsed)
-            note = self._ctr_rule(parsed, priors[i] if priors is not None else None, x) if on else None
+            note = self._ctr_rule(parsed, priors[i] if priors is not None else None) if on else None
             if note is None and on:
                 logits = F.interpolate(out["mask_logits"][i][None, None], size=x.shape, mode="bilinear",
                                        align_corners=False)[0, 0]

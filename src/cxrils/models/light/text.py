@@ -69,15 +69,21 @@ _LOCATION_WORDS: list[tuple[str, tuple[str, ...]]] = sorted(
 
 
 #: Words after which a free-text instruction names a place ("in the knee").
-_PLACE_PREPOSITIONS = frozenset({"in", "on", "at", "within", "inside", "near", "over", "along", "behind"})
-#: Articles and determiners skipped between such a word and the place.
-_PLACE_DETERMINERS = frozenset({"the", "this", "these", "that", "a", "an", "his", "her", "its", "their", "my"})
+_PLACE_PREPOSITIONS = frozenset({"in", "on", "at", "within", "inside", "near", "over", "along", "behind", "outside",
+                                 "under", "below", "above", "around", "beneath", "beside", "across"})
+#: Words skipped between such a preposition and the place: determiners and the adjectives
+#: of a film ("on this frontal radiograph"), "s" of a possessive ("this patient's knee").
+_PLACE_SKIPPED = frozenset({"the", "this", "these", "that", "a", "an", "his", "her", "its", "their", "my", "our",
+                            "your", "either", "any", "each", "every", "pa", "ap", "frontal", "portable", "supine",
+                            "upright", "current", "same", "whole", "entire", "given", "s"})
 #: Places that name no region of the lungs, so that a question about them is a global one
-#: ("Is there an opacity in this image?", "... in the lungs?").
-_WHOLE_IMAGE_PLACES = frozenset({"image", "images", "picture", "x", "xray", "radiograph", "radiographs", "film",
-                                 "chest", "study", "scan", "cxr", "patient", "view", "lung", "lungs", "thorax"})
-
-
+#: ("Is there an opacity in this image?", "... in the lungs?", "... at all?").
+_WHOLE_IMAGE_PLACES = frozenset({"image", "images", "picture", "x", "ray", "xray", "radiograph", "radiographs",
+                                 "film", "chest", "study", "scan", "cxr", "patient", "view", "lung", "lungs",
+                                 "thorax", "all", "general", "detail", "case", "exam", "examination", "there",
+                                 "here", "one", "time", "moment"})
+#: Places that begin like a whole-image one but are outside the lungs ("the chest wall").
+_NON_LUNG_AFTER_WHOLE = frozenset({"wall", "tube", "port", "spine", "bones"})
 #: Stands for a location already read, in the words left to check ("in the _read_place_").
 _READ_PLACE = "_read_place_"
 
@@ -85,16 +91,37 @@ _READ_PLACE = "_read_place_"
 def _unread_places(words: list[str]) -> list[str]:
     """Words the reader could not take as a query location (``words``: the instruction's
     words left after its locations and lesion were read): location cues ("left" of "left
-    knee") and the place named after a preposition ("knee" of "in the left knee")."""
+    knee") and, after a preposition, the first word that is neither a location read, a
+    whole-image place nor a determiner ("knee" of "in the left knee", "wall" of "in the
+    chest wall"; "of" continues the place: "in the x-ray of the knee")."""
     out = [w for w in words if w in vocab.LOCATION_CUES]
     for i, w in enumerate(words):
         if w not in _PLACE_PREPOSITIONS:
             continue
-        j = i + 1
-        while j < len(words) and (words[j] in _PLACE_DETERMINERS or words[j] in vocab.LOCATION_CUES):
-            j += 1
-        if j < len(words) and words[j] not in _WHOLE_IMAGE_PLACES | _PLACE_PREPOSITIONS | {_READ_PLACE}:
-            out.append(words[j])
+        if w == "outside":  # "outside the lungs": no query location
+            out.append(w)
+            continue
+        j, named = i + 1, False
+        while j < len(words):
+            word = words[j]
+            if word in _PLACE_SKIPPED or word in vocab.LOCATION_CUES or (word == "of" and not named):
+                j += 1  # "the middle of the right lung": the place goes on
+                continue
+            if word in _WHOLE_IMAGE_PLACES or word == _READ_PLACE:
+                named = True
+                nxt = words[j + 1] if j + 1 < len(words) else ""
+                if nxt in _NON_LUNG_AFTER_WHOLE:
+                    out.append(f"{word} {nxt}")
+                    break
+                if nxt in ("s", "of"):  # "this patient's knee", "the x-ray of the knee"
+                    named = False
+                    j += 2
+                    continue
+                j += 1
+                continue
+            if not named and word not in _PLACE_PREPOSITIONS and word not in ("and", "or"):
+                out.append(word)
+            break
     return list(dict.fromkeys(out))
 
 
@@ -162,11 +189,27 @@ def interpret_instruction(text: str) -> Interpretation | None:
         (e.g. "in the lingula"): answering without it would answer another question.
     """
     try:
-        return Interpretation(templates.parse_instruction(text), exact=True)
+        parsed = templates.parse_instruction(text)
     except templates.TemplateError:
         pass
+    else:
+        return Interpretation(_organ_as_global(text, parsed), exact=True)
     parsed = _keyword_interpretation(text)
     return None if parsed is None else Interpretation(parsed, exact=False)
+
+
+def _organ_as_global(text: str, parsed: templates.ParsedText) -> templates.ParsedText:
+    """An organ named as the location (Table 2's answer word "heart", which the template
+    parser also reads in an instruction): "Segment the cardiomegaly in the heart." is the
+    global cardiomegaly question; the organ of another target is no query location."""
+    organs = set(vocab.ORGAN_LOCATIONS.values())
+    named = [loc for loc in parsed.locations if loc in organs]
+    if not named:
+        return parsed
+    if parsed.target in vocab.ORGAN_LOCATIONS and set(parsed.locations) == {vocab.ORGAN_LOCATIONS[parsed.target]}:
+        return templates.ParsedText("global", None, parsed.target, ())
+    raise InstructionError(f"cannot read where instruction {text!r} asks to look (unread words: "
+                           f"{', '.join(named)}), and it is not answered without its location. " + accepted_help())
 
 
 def structured_vector(parsed: templates.ParsedText) -> np.ndarray:

@@ -65,16 +65,17 @@ def _batch(seg: LightSegmenter, ds, indices: list[int], cache: dict[str, ImagePr
     return x, t, mask, lesion, certainty
 
 
-def _summary_loss(run_dir: Path) -> float | None:
-    """``final_loss`` of the run's earlier ``train_summary.json``, None when there is none."""
+def _summary_number(run_dir: Path, key: str) -> float | None:
+    """``key`` of the run's earlier ``train_summary.json`` (a finite number), else None."""
     try:
-        value = json.loads((run_dir / "train_summary.json").read_text(encoding="utf-8")).get("final_loss")
+        value = json.loads((run_dir / "train_summary.json").read_text(encoding="utf-8")).get(key)
     except (OSError, ValueError, AttributeError):
         return None
     return float(value) if isinstance(value, (int, float)) and value == value else None
 
 
-def _resolve_config(run_dir: Path, config: LightConfig | None, resume: bool) -> tuple[LightConfig, bool]:
+def _resolve_config(run_dir: Path, config: LightConfig | None, resume: bool,
+                    inference_keys: tuple[str, ...] = INFERENCE_ONLY) -> tuple[LightConfig, bool]:
     stored_path = run_dir / CONFIG_NAME
     ckpt = run_dir / CHECKPOINT_NAME
     if resume and ckpt.is_file():
@@ -85,7 +86,8 @@ def _resolve_config(run_dir: Path, config: LightConfig | None, resume: bool) -> 
                 raise TrainError(f"{run_dir}: a run with another configuration exists (differs in {changed}); "
                                  "use a new run folder or --no-resume")
             stored.steps = config.steps
-            for key in INFERENCE_ONLY:
+        if config is not None:
+            for key in inference_keys:  # only those the caller set: the others keep the run's
                 setattr(stored, key, getattr(config, key))
         return stored, True
     return config or LightConfig(), False
@@ -94,7 +96,7 @@ def _resolve_config(run_dir: Path, config: LightConfig | None, resume: bool) -> 
 def train_light(dataset_dir: str | Path, run_dir: str | Path, config: LightConfig | None = None, *,
                 resume: bool = True, progress: bool = True, log_every: int = 10, checkpoint_every: int = 100,
                 evaluate: bool = True, anatomy: AnatomyFn | None = None,
-                anomaly: AnomalyFn | None = None) -> dict:
+                anomaly: AnomalyFn | None = None, inference_keys: tuple[str, ...] = INFERENCE_ONLY) -> dict:
     """Train the light model; resume from ``run_dir/checkpoint.pt`` when present.
 
     Parameters
@@ -117,6 +119,10 @@ def train_light(dataset_dir: str | Path, run_dir: str | Path, config: LightConfi
     anatomy, anomaly : callable, optional
         Anatomy segmenter and anomaly mapper of the priors and the answers' locations
         (see :class:`LightSegmenter`; default: the configured builtin stages).
+    inference_keys : tuple of str
+        On resume, the settings of :data:`INFERENCE_ONLY` taken from ``config``; the
+        others keep the run's stored values (``cxrils train`` passes those given by
+        ``--set``, so a resumed run's answer settings are not reset to the defaults).
 
     Returns
     -------
@@ -141,7 +147,7 @@ def train_light(dataset_dir: str | Path, run_dir: str | Path, config: LightConfi
 
     run = Path(run_dir)
     run.mkdir(parents=True, exist_ok=True)
-    cfg, resuming = _resolve_config(run, config, resume)
+    cfg, resuming = _resolve_config(run, config, resume, inference_keys)
     torch.manual_seed(cfg.seed)
     try:
         ds = ILSDataset(dataset_dir, "train", augment=HistogramEqualization(cfg.hist_eq_prob, cfg.seed),
@@ -161,7 +167,7 @@ def train_light(dataset_dir: str | Path, run_dir: str | Path, config: LightConfi
         net.load_state_dict(state["net"])
         opt.load_state_dict(state["opt"])
         step, elapsed = int(state["step"]), float(state["elapsed_s"])
-        last_loss = state.get("loss", _summary_loss(run))  # checkpoints before "loss" was stored
+        last_loss = state.get("loss", _summary_number(run, "final_loss"))  # checkpoints before "loss" was stored
         sched = torch.optim.lr_scheduler.LambdaLR(opt, _lr_lambda(cfg.steps), last_epoch=step - 1)
         log.info("resuming %s at step %d", run, step)
     else:
@@ -214,7 +220,11 @@ def train_light(dataset_dir: str | Path, run_dir: str | Path, config: LightConfi
             if step >= cfg.steps:
                 break
     bar.close()
-    elapsed += time.perf_counter() - t0
+    resumed_at = int(state["step"]) if resuming else -1
+    if step == resumed_at:  # nothing trained: the earlier summary's time, not the last checkpoint's
+        elapsed = _summary_number(run, "train_seconds") or elapsed
+    else:
+        elapsed += time.perf_counter() - t0
     net.eval()
     result: dict = {"steps": step, "train_seconds": elapsed, "final_loss": last_loss}
     if cfg.calibrate:
@@ -267,4 +277,5 @@ def cli_train(dataset: str | Path, run_dir: str | Path, overrides: dict[str, str
             raise ValueError(f"--set {key}={raw!r}: expected {type(default).__name__}"
                              + (' as JSON, e.g. {"opacity": 0.9}' if isinstance(default, dict) else "")) from err
     config = LightConfig(**values) if values or not resume else None
-    return train_light(dataset, run_dir, config, resume=resume, progress=progress, evaluate=evaluate)
+    return train_light(dataset, run_dir, config, resume=resume, progress=progress, evaluate=evaluate,
+                       inference_keys=tuple(k for k in INFERENCE_ONLY if k in values))

@@ -187,6 +187,7 @@ def test_predict_uses_the_threshold_of_the_instruction_target():
     assert effusion.mask.all() and effusion.answer == "[SEG]"
     assert not inference.mask.any()
     assert opacity.presence_score == pytest.approx(0.8)
+    assert (opacity.presence_threshold, effusion.presence_threshold, inference.presence_threshold) == (0.9, 0.5, 0.9)
 
 
 def test_per_target_thresholds_are_checked():

@@ -47,6 +47,10 @@ class Prediction:
         Answer text following the templates of :mod:`cxrils.templates` (Table 2).
     presence_score : float
         Probability in [0, 1] that the requested lesion is present.
+    presence_threshold : float or None
+        The score at or above which the model answered with a mask, shown beside the
+        score so that "absent" at 0.87 is no puzzle; None for models without one (ROSALIA
+        decides by the mask its ``[SEG]`` token gives).
     note : str or None
         Why the answer differs from what the score alone says (e.g. the light model's
         cardiomegaly rule on the CTR), for the user; None when it does not.
@@ -55,6 +59,7 @@ class Prediction:
     mask: np.ndarray
     answer: str
     presence_score: float
+    presence_threshold: float | None = None
     note: str | None = None
 
     @property
@@ -176,13 +181,6 @@ class Segmenter(ABC):
         Prediction
             Mask at (H, W), template answer, presence score.
         """
-
-    def presence_threshold_for(self, instruction: str) -> float | None:
-        """The presence score at or above which this model answers ``instruction`` with a
-        mask, shown beside the score so that an answer "absent" at score 0.87 is not a
-        puzzle; None (the default) for models with no such threshold (ROSALIA decides by
-        the mask its ``[SEG]`` token gives)."""
-        return None
 
     def read_instruction(self, instruction: str) -> str:
         """The instruction as this model reads it, i.e. the question its answer replies

@@ -220,11 +220,9 @@ def register(app: typer.Typer) -> None:
             pred = seg.predict(x, instruction)
         except (RuntimeError, ValueError) as err:
             _fail(f"{image}: {err}")
-        threshold = seg.presence_threshold_for(instruction)
         try:
             write_prediction(out, x, instruction, pred, answered=answered,
-                             dicom_source=image if dicom_seg else None, model_name=f"cxrils {seg.model_type}",
-                             presence_threshold=threshold)
+                             dicom_source=image if dicom_seg else None, model_name=f"cxrils {seg.model_type}")
         except (MissingExtraError, DicomSegError) as err:
             _fail(str(err))
         typer.echo(f"instruction answered: {answered}")
@@ -232,5 +230,5 @@ def register(app: typer.Typer) -> None:
         if pred.note:
             typer.echo(f"why: {pred.note}")
         files = "mask.png, overlay.png, prediction.json" + (", mask.seg.dcm (DICOM SEG)" if dicom_seg else "")
-        shown = "" if threshold is None else f" (a mask from {threshold:.3f})"
+        shown = "" if pred.presence_threshold is None else f" (a mask from {pred.presence_threshold:.3f})"
         typer.echo(f"presence {pred.presence_score:.3f}{shown}, mask {int(pred.mask.sum())} px -> {out} ({files})")

@@ -34,7 +34,7 @@ def segment_label(answered: str, answer: str) -> str:
 
 def write_prediction(out_dir: str | Path, x: np.ndarray, instruction: str, pred: Prediction, *,
                      answered: str | None = None, dicom_source: str | Path | None = None,
-                     model_name: str = "cxrils", presence_threshold: float | None = None) -> Path:
+                     model_name: str = "cxrils") -> Path:
     """Write one prediction's files into ``out_dir`` (created), each atomically.
 
     Files: ``mask.png`` (0/255), ``overlay.png`` (mask tinted, legend, R/L side
@@ -56,9 +56,6 @@ def write_prediction(out_dir: str | Path, x: np.ndarray, instruction: str, pred:
         The DICOM file ``x`` was loaded from: also write the mask as DICOM SEG.
     model_name : str
         Named in the SEG.
-    presence_threshold : float, optional
-        The score at or above which the model answers with a mask
-        (:meth:`Segmenter.presence_threshold_for`); written as null when None.
 
     Raises
     ------
@@ -85,7 +82,8 @@ def write_prediction(out_dir: str | Path, x: np.ndarray, instruction: str, pred:
         Image.fromarray(mask_overlay(x, pred.mask, label="predicted mask")).save(tmp, format="PNG")
     atomic_write_json(out / "prediction.json", {
         "instruction": instruction, "instruction_answered": answered, "answer": pred.answer,
-        "presence_score": float(pred.presence_score), "presence_threshold": presence_threshold, "note": pred.note,
+        "presence_score": float(pred.presence_score), "presence_threshold": pred.presence_threshold,
+        "note": pred.note,
         "mask": dict(encode_rle(pred.mask)),
         "mask_area": int(pred.mask.sum()), "files": files,
     })

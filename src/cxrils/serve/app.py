@@ -223,7 +223,8 @@ def create_app(segmenter, *, model_name: str = "", config: ServiceConfig | None 
         return {
             "instruction": text, "instruction_answered": answered,
             "mask": encode_rle(mask), "mask_area": int(mask.sum()), "answer": pred.answer,
-            "presence_score": float(pred.presence_score), "presence_threshold": segmenter.presence_threshold_for(text), "note": pred.note,
+            "presence_score": float(pred.presence_score), "presence_threshold": pred.presence_threshold,
+            "note": pred.note,
             "width": int(x.shape[1]), "height": int(x.shape[0]),
             "image_png": b64_png(x), "mask_png": b64_png(mask.astype(np.uint8) * 255),
             "overlay_png": b64_png(overlay(x, mask)), "dicom_seg": seg,

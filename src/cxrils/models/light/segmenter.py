@@ -19,6 +19,7 @@ from cxrils.models.light.config import LightConfig
 from cxrils.models.light.priors import (AnatomyFn, AnomalyFn, DetectorFn, ImagePriors, PriorComputer, ctr_feature,
                                         default_anatomy, default_anomaly, default_detector, prior_channels)
 from cxrils.models.light.text import InstructionEncoder, interpret_instruction
+from cxrils.templates import ParsedText
 
 WEIGHTS_NAME = "model.safetensors"
 
@@ -184,7 +185,7 @@ class LightSegmenter(Segmenter):
             "certainty": torch.sigmoid(out["certainty"]).numpy(),
         }
 
-    def presence_threshold(self, parsed) -> float:
+    def presence_threshold(self, parsed: ParsedText | None) -> float:
         """``tau_presence_by_target[target]`` of the instruction's target when calibrated
         for it, else ``tau_presence`` (``parsed``: the instruction's ParsedText or None)."""
         target = parsed.target if parsed is not None else None
@@ -202,17 +203,6 @@ class LightSegmenter(Segmenter):
         measured = "no CTR (heart or lungs not found)" if ctr is None else f"CTR {ctr:.2f}"
         return (f"answered absent: the anatomy gives {measured}, not above {gate:.2f}, the cardiomegaly "
                 "cut-off (LightConfig.cardiomegaly_min_ctr)")
-
-    def presence_threshold_for(self, instruction: str) -> float:
-        """:meth:`presence_threshold` of the instruction as read (see :meth:`Segmenter.presence_threshold_for`).
-
-        Raises
-        ------
-        cxrils.models.light.text.InstructionError
-            If the instruction cannot be read.
-        """
-        interp = interpret_instruction(instruction)
-        return self.presence_threshold(interp.parsed if interp is not None else None)
 
     def read_instruction(self, instruction: str) -> str:
         """The Table 2 reading of ``instruction`` (:meth:`InstructionEncoder.read`)."""
@@ -255,7 +245,8 @@ class LightSegmenter(Segmenter):
             interp = interpret_instruction(text)
             parsed = interp.parsed if interp is not None else None
             mask = np.zeros(x.shape, dtype=bool)
-            on = p >= self.presence_threshold(parsed)
+            threshold = self.presence_threshold(parsed)
+            on = p >= threshold
             note = self._ctr_rule(parsed, priors[i] if priors is not None else None) if on else None
             if note is None and on:
                 logits = F.interpolate(out["mask_logits"][i][None, None], size=x.shape, mode="bilinear",
@@ -270,5 +261,6 @@ class LightSegmenter(Segmenter):
             lesion = vocab.INFERENCE_LESION_TYPES[int(np.argmax(out["lesion"][i]))]
             certainty = "definitive" if out["certainty"][i] >= 0.5 else "tentative"
             answer = compose_answer(parsed, present, locations=locations, lesion=lesion, certainty=certainty)
-            preds.append(Prediction(mask=mask, answer=answer, presence_score=p, note=note))
+            preds.append(Prediction(mask=mask, answer=answer, presence_score=p, presence_threshold=threshold,
+                                    note=note))
         return preds

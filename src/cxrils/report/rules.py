@@ -491,7 +491,8 @@ def _named_other(text: str, ms: list[_Mention], i: int) -> bool:
             return False
         k += 1
     gap = text[ms[i].end:ms[i + 1].start]
-    return bool(_INFER.search(gap)) and len(gap.split()) <= 10 and not re.search(r"[;]|\b(?:no|not|without|but)\b", gap, re.IGNORECASE)
+    return (bool(_INFER.search(gap)) and len(gap.split()) <= 10
+            and not re.search(r"[;]|\b(?:no|not|without|but)\b", gap, re.IGNORECASE))
 
 
 def _split_sides(ms: list[_Mention]) -> list[_Mention]:

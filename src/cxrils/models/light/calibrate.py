@@ -137,11 +137,16 @@ def choose_thresholds(presence: np.ndarray, prob: np.ndarray, ref: np.ndarray,
     for tau_m in TAU_MASK_GRID:
         chosen = _best_presence(presence, prob >= tau_m, ref, positive, min_n_acc, confidence)
         chosen = {"tau_presence": chosen.pop("tau_presence"), "tau_mask": float(tau_m), **chosen}
-        key = (chosen["constraint_met"], chosen["gIoU"] if chosen["constraint_met"] else chosen["gIoU"] + chosen["n_acc"],
-               chosen["n_acc"])
+        key = _choice_key(chosen["constraint_met"], chosen["gIoU"], chosen["n_acc"])
         if best is None or key > best[0]:
             best = (key, chosen)
     return best[1]
+
+
+def _choice_key(met: bool, g_iou: float, n_acc: float) -> tuple:
+    """Order of candidate thresholds (module docstring): the N-Acc constraint met first,
+    then the highest gIoU (gIoU + N-Acc when unmet), ties to the higher N-Acc."""
+    return met, g_iou if met else g_iou + n_acc, n_acc
 
 
 def _best_presence(presence: np.ndarray, fg: np.ndarray, ref: np.ndarray, positive: np.ndarray,
@@ -172,7 +177,7 @@ def _best_presence(presence: np.ndarray, fg: np.ndarray, ref: np.ndarray, positi
         if n_correct not in bounds:
             bounds[n_correct] = n_acc_lower_bound(n_correct, n_negative, confidence)
         met = bounds[n_correct] >= min_n_acc
-        key = (met, g_iou if met else g_iou + n_acc, n_acc)  # ties: the higher N-Acc
+        key = _choice_key(met, g_iou, n_acc)
         if best is None or key > best[0]:
             best = (key, {"tau_presence": float(tau_p), "gIoU": g_iou, "cIoU": c_iou, "n_acc": n_acc,
                           "n_acc_lower": bounds[n_correct], "constraint_met": met})

@@ -109,8 +109,9 @@ class LightConfig:
         radiological definition of an enlarged heart on a PA film (CTR > 0.5), the cut-off
         the paper's Appendix D.3 names beside its 0.45 negative rule. 0 turns it off (runs
         saved before it existed load with 0); a model without anatomy inputs (neither
-        ``priors`` nor ``ctr_input``) has no CTR and answers by its score alone. An inference setting: it changes no weight
-        and may differ on resume. Thresholds are chosen on the network's scores before it.
+        ``priors`` nor ``ctr_input``) has no CTR and answers by its score alone. An
+        inference setting: it changes no weight and may differ on resume. Thresholds are
+        chosen on the network's scores before it.
     tau_location : float
         Share of a predicted mask that must fall in a lung region for the answer to
         name it (ours; the paper names locations from the grounded masks, section 3.1).

@@ -154,9 +154,7 @@ def _keyword_interpretation(text: str) -> templates.ParsedText | None:
             break
     unread = _unread_places(rest.split())
     if unread:
-        raise InstructionError(f"cannot read where instruction {text!r} asks to look (unread words: "
-                               f"{', '.join(unread)}), and it is not answered without its location. "
-                               + accepted_help())
+        raise _unread_place_error(text, unread)
     wants_type = " type " in rest or " which lesion " in rest or " what lesion " in rest
     if wants_type and locations:
         return templates.ParsedText("lesion_inference", None, "opacity", _canonical(locations))
@@ -208,8 +206,7 @@ def _organ_as_global(text: str, parsed: templates.ParsedText) -> templates.Parse
         return parsed
     if parsed.target in vocab.ORGAN_LOCATIONS and set(parsed.locations) == {vocab.ORGAN_LOCATIONS[parsed.target]}:
         return templates.ParsedText("global", None, parsed.target, ())
-    raise InstructionError(f"cannot read where instruction {text!r} asks to look (unread words: "
-                           f"{', '.join(named)}), and it is not answered without its location. " + accepted_help())
+    raise _unread_place_error(text, named)
 
 
 def structured_vector(parsed: templates.ParsedText) -> np.ndarray:
@@ -234,6 +231,11 @@ def structured_vector(parsed: templates.ParsedText) -> np.ndarray:
 def canonical_instruction(parsed: templates.ParsedText) -> str:
     """The Table 2 text of an interpretation ("Segment the pneumonia in the left lower lobe.")."""
     return templates.render_instruction(parsed.instruction_type, parsed.target, parsed.locations)
+
+
+def _unread_place_error(text: str, words: list[str]) -> InstructionError:
+    return InstructionError(f"cannot read where instruction {text!r} asks to look (unread words: "
+                            f"{', '.join(words)}), and it is not answered without its location. " + accepted_help())
 
 
 def _no_lesion_error(text: str) -> InstructionError:

@@ -172,6 +172,7 @@ def train_light(dataset_dir: str | Path, run_dir: str | Path, config: LightConfi
         log.info("resuming %s at step %d", run, step)
     else:
         (run / METRICS_NAME).unlink(missing_ok=True)
+    start_step = step
     atomic_write_json(run / CONFIG_NAME, cfg.to_dict())
 
     def checkpoint() -> None:
@@ -220,8 +221,7 @@ def train_light(dataset_dir: str | Path, run_dir: str | Path, config: LightConfi
             if step >= cfg.steps:
                 break
     bar.close()
-    resumed_at = int(state["step"]) if resuming else -1
-    if step == resumed_at:  # nothing trained: the earlier summary's time, not the last checkpoint's
+    if resuming and step == start_step:  # nothing trained: the earlier summary's time, not the last checkpoint's
         elapsed = _summary_number(run, "train_seconds") or elapsed
     else:
         elapsed += time.perf_counter() - t0

@@ -100,3 +100,16 @@ def test_copy_of_a_held_back_covid19_image_in_covid_qu_ex_is_not_trained_on(spli
         assert split_of(s.source, s.patient_id) == "train" and matches
         assert all((src, iid) in held_keys and corr >= DUPLICATE_MIN_CORRELATION for src, iid, corr in matches)
         assert not all(src == s.source == "jsrt_scr" for src, _, _ in matches)
+
+
+def test_reference_masks_by_label_and_missing_heart(tmp_path):
+    from cxrils.vision.anatomy.data import Sample
+
+    right, left, heart = (np.zeros((4, 6), bool) for _ in range(3))
+    right[:, :2], left[:, 4:], heart[2:, 2:4] = True, True, True
+    s = Sample("jsrt_scr", "JPCLN001", "JPCLN001", tmp_path / "x.png", right, left, heart)
+    masks = s.reference_masks()
+    assert list(masks) == ["right lung", "left lung", "heart"]
+    assert masks["right lung"] is right and masks["left lung"] is left and masks["heart"] is heart
+    with pytest.raises(ValueError, match="no reference heart"):
+        Sample("covid_qu_ex", "c1", "c1", tmp_path / "x.png", right, left, None).reference_masks()

@@ -197,9 +197,7 @@ def jsrt_training_samples(data_root: str | Path, cfg: Config) -> list[tuple[Samp
     sides = jsrt_nodule_sides(data_root, picked)
     out = []
     for s in picked:
-        ref = AnatomyMasks({"right lung": s.right_lung, "left lung": s.left_lung, "heart": s.heart},
-                           s.heart.shape, "reference")
-        ctr = cardiothoracic_ratio(ref)
+        ctr = cardiothoracic_ratio(AnatomyMasks(s.reference_masks(), s.heart.shape, "reference"))
         cm = True if ctr > CTR_MIN_CARDIOMEGALY else False if ctr <= cfg.qc.ctr_max_cardiomegaly_negative else None
         if cm is not None or sides.get(s.image_id):
             out.append((s, ctr, cm, sides.get(s.image_id)))
@@ -224,8 +222,8 @@ def _jsrt_rows(sample, cardiomegaly: bool | None, side: str | None, split: str, 
     image_id = JSRT_PREFIX + sample.image_id
     x = read_gray(sample.image_path)
     auto = segment(x)
-    anatomy = AnatomyMasks({**auto.masks, "right lung": sample.right_lung, "left lung": sample.left_lung,
-                            "heart": sample.heart}, tuple(x.shape), "SCR reference + " + auto.backend, auto.version)
+    anatomy = AnatomyMasks({**auto.masks, **sample.reference_masks()}, tuple(x.shape),
+                           "SCR reference + " + auto.backend, auto.version)
     text = (report_from_label("cardiomegaly", ()) + " " if cardiomegaly else "") + \
         (f"There is a nodule in the {side} lung." if side else "")
     report = next(iter(structure_reports([(image_id, text or NORMAL_REPORT)], cfg, structurer=structurer,

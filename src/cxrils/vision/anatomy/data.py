@@ -80,6 +80,20 @@ class Sample:
     left_lung: np.ndarray
     heart: np.ndarray | None
 
+    def reference_masks(self) -> dict[str, np.ndarray]:
+        """The reference masks by CXAS label ("right lung", "left lung", "heart": patient
+        sides, bool (H, W)), e.g. for an :class:`~cxrils.types.AnatomyMasks` whose
+        cardiothoracic ratio is the radiologists'.
+
+        Raises
+        ------
+        ValueError
+            If the source has no heart mask.
+        """
+        if self.heart is None:
+            raise ValueError(f"{self.source} image {self.image_id} has no reference heart mask")
+        return {"right lung": self.right_lung, "left lung": self.left_lung, "heart": self.heart}
+
 
 def split_of(source: str, patient_id: str) -> str:
     """``"test"`` or ``"train"`` for a patient, by the fixed hash rule of this module."""

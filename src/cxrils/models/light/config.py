@@ -98,7 +98,7 @@ class LightConfig:
     calib_per_target : bool
         Also choose a ``tau_presence`` per instruction target with enough validation
         records (``tau_presence_by_target``; ours, issue 18: the pooled N-Acc hid a
-        target answered on a third of the radiologists' normal images, see
+        target often answered on the radiologists' normal images, see
         :mod:`cxrils.models.light.calibrate`).
     calib_target_min_positives, calib_target_min_negatives : int
         Validation positives and negatives a target needs for its own threshold (ours:

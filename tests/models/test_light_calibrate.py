@@ -256,3 +256,67 @@ def test_a_model_without_anatomy_inputs_answers_cardiomegaly_by_its_score():
     seg.image_priors = no_anatomy  # never needed: the CTR rule has no CTR to read here
     pred = seg.predict(np.full((40, 40), 128, np.uint8), "Segment the cardiomegaly.")
     assert pred.note is None and pred.mask.any()
+
+
+class _ByInstructionNet(torch.nn.Module):
+    """Presence 0.8 for the global question, ``side`` for the two basic lung questions (the
+    structured encoder's multi-hot tells them apart), a foreground mask for every query."""
+
+    def __init__(self, seg, side: float) -> None:
+        super().__init__()
+        self.global_rows = {tuple(v) for v in seg.encoder.encode(["Segment the opacity.", "Segment the cardiomegaly."])}
+        self.side = side
+
+    def forward(self, x, t):
+        b, _, s, _ = x.shape
+        p = torch.tensor([0.8 if tuple(row.tolist()) in self.global_rows else self.side for row in t])
+        return {"mask": torch.full((b, 1, s, s), 5.0), "presence": torch.log(p / (1 - p)),
+                "lesion": torch.zeros(b, 3), "certainty": torch.zeros(b)}
+
+
+@pytest.mark.parametrize("side, present", [(0.3, False), (0.55, True)])
+def test_a_global_lung_question_needs_a_lung_question_that_agrees(side, present):
+    from cxrils.models.light.config import LightConfig
+    from cxrils.models.light.priors import ImagePriors, PackedMasks
+    from cxrils.models.light.segmenter import LightSegmenter, lung_check_instructions
+    from cxrils.templates import ParsedText
+
+    cfg = LightConfig(priors=False, box_prior=False, ctr_input=False, ensemble=1, image_size=32, tau_presence=0.5,
+                      cardiomegaly_min_ctr=0.0)
+    seg = LightSegmenter(cfg)
+    seg.net = _ByInstructionNet(seg, side)
+    from cxrils import vocab
+
+    # a present global answer names its places from the anatomy: image left half = patient right
+    half = np.zeros((8, 8), bool)
+    half[:, :4] = True
+    empty = PackedMasks({z: half if z in vocab.RIGHT_ZONES else ~half for z in vocab.LUNG_ZONES}, (8, 8))
+    seg.image_priors = lambda image: ImagePriors(anatomy=empty, x_ano=np.zeros((8, 8), np.float16), ctr=None)
+    x = np.full((40, 40), 128, np.uint8)
+    glob, right, cardio = seg.predict_many([x] * 3, ["Segment the opacity.", "Segment the opacity in the right lung.",
+                                                     "Segment the cardiomegaly."])
+    # the global score 0.8 is above 0.5 either way; the lungs' scores decide
+    assert glob.presence_score == pytest.approx(0.8) and glob.presence_threshold == 0.5
+    assert bool(glob.mask.any()) is present
+    if not present:
+        assert glob.answer == "[SEG] There is no opacity." and "right and the left lung score 0.30 and 0.30" in glob.note
+    assert right.presence_score == pytest.approx(side) and right.note is None
+    assert cardio.mask.all() and cardio.note is None  # the heart's question is not a lung's
+    assert lung_check_instructions(ParsedText("global", None, "effusion")) == (
+        "Segment the effusion in the right lung.", "Segment the effusion in the left lung.")
+    assert lung_check_instructions(ParsedText("basic", None, "effusion", ("left lung",))) == ()
+    assert lung_check_instructions(None) == ()
+    seg.config.global_needs_lung = False
+    off = seg.predict(x, "Segment the opacity.")
+    assert off.mask.all() and off.note is None
+
+
+def test_runs_saved_before_the_lung_check_load_without_it():
+    from cxrils.models.light.config import LightConfig
+
+    old = LightConfig().to_dict()
+    del old["global_needs_lung"]
+    assert LightConfig.from_dict(old).global_needs_lung is False
+    assert LightConfig().global_needs_lung is True
+    with pytest.raises(ValueError, match="global_needs_lung"):
+        LightConfig(global_needs_lung="yes")

@@ -19,9 +19,21 @@ from cxrils.models.light.config import LightConfig
 from cxrils.models.light.priors import (AnatomyFn, AnomalyFn, DetectorFn, ImagePriors, PriorComputer, ctr_feature,
                                         default_anatomy, default_anomaly, default_detector, prior_channels)
 from cxrils.models.light.text import InstructionEncoder, interpret_instruction
-from cxrils.templates import ParsedText
+from cxrils.templates import ParsedText, render_instruction
 
 WEIGHTS_NAME = "model.safetensors"
+
+
+def lung_check_instructions(parsed: ParsedText | None) -> tuple[str, ...]:
+    """The basic questions a global question is checked against under
+    :attr:`LightConfig.global_needs_lung`: "Segment the {target} in the right lung." and
+    "... in the left lung." (Table 2's basic template, :data:`cxrils.vocab.WHOLE_LUNGS`)
+    for a global question about a lung lesion type; empty for any other question (basic,
+    lesion inference, cardiomegaly, unread text)."""
+    if parsed is None or parsed.instruction_type != "global" or parsed.target is None \
+            or parsed.target in vocab.ORGAN_LOCATIONS:
+        return ()
+    return tuple(render_instruction("basic", parsed.target, [lung]) for lung in vocab.WHOLE_LUNGS)
 
 
 class LightSegmenter(Segmenter):
@@ -237,17 +249,32 @@ class LightSegmenter(Segmenter):
             return []
         images = [check_image(x) for x in images]
         priors = [self.image_priors(x) for x in images] if self.needs_priors else None
-        out = self._forward(images, priors, list(instructions))
         c = self.config
+        parsed_all = []
+        for text in instructions:
+            interp = interpret_instruction(text)
+            parsed_all.append(interp.parsed if interp is not None else None)
+        # the lung questions of global_needs_lung ride in the same network pass
+        checks = [lung_check_instructions(p) if c.global_needs_lung else () for p in parsed_all]
+        rows = [i for i, chk in enumerate(checks) for _ in chk]
+        out = self._forward(images + [images[i] for i in rows],
+                            None if priors is None else priors + [priors[i] for i in rows],
+                            list(instructions) + [q for chk in checks for q in chk])
         preds = []
+        extra = len(images)
         for i, (x, text) in enumerate(zip(images, instructions)):
             p = float(out["presence"][i])
-            interp = interpret_instruction(text)
-            parsed = interp.parsed if interp is not None else None
+            parsed = parsed_all[i]
             mask = np.zeros(x.shape, dtype=bool)
             threshold = self.presence_threshold(parsed)
             on = p >= threshold
+            lung_scores = out["presence"][extra:extra + len(checks[i])]
+            extra += len(checks[i])
             note = self._ctr_rule(parsed, priors[i] if priors is not None else None) if on else None
+            if on and note is None and len(lung_scores) and float(lung_scores.max()) < threshold:
+                note = (f"answered absent: the questions about the right and the left lung score "
+                        f"{lung_scores[0]:.2f} and {lung_scores[1]:.2f}, below the threshold {threshold:.2f} "
+                        "(LightConfig.global_needs_lung)")
             if note is None and on:
                 logits = F.interpolate(out["mask_logits"][i][None, None], size=x.shape, mode="bilinear",
                                        align_corners=False)[0, 0]

@@ -403,3 +403,24 @@ def test_a_consideration_after_a_comma_hedges_only_its_own_finding(rules):
 def test_a_compared_place_followed_by_its_finding_is_that_findings_place(rules):
     assert labels_of(rules, "Opacity in the left base is unchanged compared to the right base opacity.",
                      "opacity") == [["left lung base"], ["right lung base"]]
+
+
+@pytest.mark.parametrize("text,certainty", [
+    ("Findings highly suggestive of pneumonia in the right lower lobe.", "definitive"),
+    ("Appearance most suggestive of pulmonary edema.", "definitive"),
+    ("Findings strongly suggestive of a left effusion.", "definitive"),
+    ("Findings suggestive of pneumonia in the right lower lobe.", "tentative"),  # plain: a hedge
+])
+def test_highly_suggestive_is_the_papers_definitive_wording(rules, text, certainty):
+    (f,) = [f for f in rules.structure(text) if f.lesion_type]
+    assert (f.presence, f.certainty) == ("positive", certainty)
+
+
+@pytest.mark.parametrize("link,inference", [
+    ("most suggestive of", "definitive"), ("highly suggestive of", "definitive"),
+    ("suggestive of", "tentative"), ("most likely", "tentative"),
+])
+def test_highly_suggestive_links_a_definitive_inference(rules, link, inference):
+    (f,) = rules.structure(f"Patchy bilateral opacities {link} pulmonary edema.")
+    assert (f.lesion_type, f.certainty, f.predicted_lesion_type, f.inference_certainty) == (
+        "opacity", "definitive", "edema", inference)

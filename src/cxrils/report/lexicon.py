@@ -236,6 +236,10 @@ _RAW_CONTEXT_RULES: tuple[tuple[str, str, str, int | None], ...] = (
     *((w, "PSEUDO", "PSEUDO", None) for w in (
         # "with" ends a scope (below), these phrases do not
         "consistent with", "compatible with", "in keeping with", "associated with", "correlate with",
+        # the paper's own definitive wording: its lesion-inference answer for a definitive
+        # finding is "It is highly suggestive of [Lesion]." (section 3.2, Table 2), so a report
+        # that says so states the finding; plain "suggestive of" stays a hedge (above)
+        "highly suggestive of", "most suggestive of", "strongly suggestive of", "very suggestive of",
         "with or without",
         "no interval change", "no change", "no significant change", "no significant interval change",
         "no substantial change", "not changed", "not significantly changed", "no increase",

@@ -81,6 +81,9 @@ _HEDGE_INFER = re.compile(
     r"favou?r\w*|presumably|question\w*|cannot|differential|perhaps|presumed|suspected|equivocal|probable)\b",
     re.IGNORECASE,
 )
+# "Highly suggestive of" is the paper's definitive wording (its definitive lesion-inference
+# answer, section 3.2, Table 2): not a hedge in the inference link (lexicon.py: a PSEUDO cue).
+_DEFINITE_SUGGEST = re.compile(r"\b(?:highly|most|strongly|very)\s+suggestive\s+of\b", re.IGNORECASE)
 # Alternatives in the inference ("versus", "or"): tentative when report.differential_certainty is.
 _ALT_INFER = re.compile(r"\b(?:versus|vs|or)\b", re.IGNORECASE)
 # A disease in apposition with a hedge: "opacity, probable atelectasis"; the observation's
@@ -360,7 +363,7 @@ class RulesStructurer:
             if not typed:
                 continue
             b = typed[0]
-            hedged = bool(_HEDGE_INFER.search(gap)) or b.certainty == "tentative" \
+            hedged = bool(_HEDGE_INFER.search(_DEFINITE_SUGGEST.sub(" ", gap))) or b.certainty == "tentative" \
                 or (differential and (len(chain) > 1 or bool(_ALT_INFER.search(gap))))
             for x in chain:
                 x.absorbed = True

@@ -160,6 +160,26 @@ def test_cli_train_and_predict(tiny_dataset, tmp_path, monkeypatch):
     assert res.exit_code == 0, res.output
     rows = [json.loads(s) for s in preds.read_text().splitlines()]
     assert sorted(r["record_id"] for r in rows) == sorted(read_records(tiny_dataset, "test")["record_id"])
+    # each answer says how it was decided: a mask exactly where the score reaches its threshold
+    # (no rule overrules it unless a note says so)
+    for r in rows:
+        assert 0.0 <= r["presence_score"] <= 1.0 and r["presence_threshold"] in (
+            stored["tau_presence"], *stored["tau_presence_by_target"].values())
+        has_mask = decode_rle(r["mask"]).any()
+        if r["note"] is None:
+            assert has_mask == (r["presence_score"] >= r["presence_threshold"])
+        else:
+            assert not has_mask and r["note"].startswith("answered absent")
+    parquet = tmp_path / "preds.parquet"
+    res = runner.invoke(app, ["predict", "--model", str(run), "--dataset", str(tiny_dataset), "--split", "test",
+                              "-o", str(parquet)])
+    assert res.exit_code == 0, res.output
+    import pyarrow.parquet as pq
+
+    table = pq.read_table(parquet)
+    assert {"presence_score", "presence_threshold", "note"} <= set(table.column_names)
+    assert table.column("presence_score").to_pylist() == [r["presence_score"] for r in sorted(
+        rows, key=lambda r: r["record_id"])]
 
     res = runner.invoke(app, ["predict", "--model", str(tmp_path / "nope"), str(image), "Segment the edema.",
                               "-o", str(out)])

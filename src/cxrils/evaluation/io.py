@@ -327,8 +327,14 @@ def _prediction_table(ids: list, counts: list, heights: list, widths: list,
     return pa.table(cols)
 
 
+#: Optional columns of a model's predictions file that say how each answer was decided
+#: (:class:`cxrils.models.base.Prediction`); evaluation reads none of them.
+SCORE_FIELDS: tuple[tuple[str, Any], ...] = (("presence_score", pa.float64()), ("presence_threshold", pa.float64()),
+                                             ("note", pa.string()))
+
+
 def write_predictions(path: str | Path, rows: Iterable[dict[str, Any]], *, with_answers: bool = True,
-                      chunk_size: int = 4096) -> int:
+                      with_scores: bool = False, chunk_size: int = 4096) -> int:
     """Write predictions atomically as Parquet (``.parquet``) or JSON Lines (other suffixes).
 
     Parameters
@@ -341,6 +347,10 @@ def write_predictions(path: str | Path, rows: Iterable[dict[str, Any]], *, with_
     with_answers : bool
         Write the ``answer`` column/key. Without it, evaluation reports text accuracy
         as n/a; with it, a null answer is scored as wrong.
+    with_scores : bool
+        Also write :data:`SCORE_FIELDS` from each row (``presence_score`` in [0, 1],
+        ``presence_threshold`` and ``note``, null where a row has none), which say why
+        an answer is present or absent.
 
     Returns
     -------
@@ -350,13 +360,16 @@ def write_predictions(path: str | Path, rows: Iterable[dict[str, Any]], *, with_
     path = Path(path)
     fields = [("record_id", pa.string()),
               ("mask", pa.struct([("size", pa.list_(pa.int32())), ("counts", pa.string())]))]
-    schema = pa.schema(fields + ([("answer", pa.string())] if with_answers else []))
+    schema = pa.schema(fields + ([("answer", pa.string())] if with_answers else [])
+                       + (list(SCORE_FIELDS) if with_scores else []))
 
     def plain(row: dict[str, Any]) -> dict[str, Any]:
         out = {"record_id": row["record_id"],
                "mask": {"size": [int(v) for v in row["mask"]["size"]], "counts": row["mask"]["counts"]}}
         if with_answers:
             out["answer"] = row.get("answer")
+        if with_scores:
+            out.update({name: row.get(name) for name, _ in SCORE_FIELDS})
         return out
 
     n = 0

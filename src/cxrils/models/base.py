@@ -52,8 +52,9 @@ class Prediction:
         score so that "absent" at 0.87 is no puzzle; None for models without one (ROSALIA
         decides by the mask its ``[SEG]`` token gives).
     note : str or None
-        Why the answer differs from what the score alone says (e.g. the light model's
-        cardiomegaly rule on the CTR), for the user; None when it does not.
+        Why the answer differs from what the score alone says (the light model's
+        cardiomegaly rule on the CTR, its lung check of global questions), for the user;
+        None when it does not.
     """
 
     mask: np.ndarray

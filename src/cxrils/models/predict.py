@@ -38,7 +38,10 @@ def predict_dataset(segmenter: Segmenter, dataset_dir: str | Path, split: str | 
     out_path : path
         ``.parquet`` or ``.jsonl`` file; every record of the split, paraphrased
         instructions included (evaluate with ``paraphrases="include"`` to score them)
-        unless ``templates_only``.
+        unless ``templates_only``. Columns: ``record_id``, ``mask`` (COCO RLE),
+        ``answer`` and how each answer was decided: ``presence_score``,
+        ``presence_threshold`` and ``note`` of :class:`~cxrils.models.base.Prediction`
+        (:data:`cxrils.evaluation.io.SCORE_FIELDS`).
     batch_size : int
         (image, instruction) pairs per :meth:`Segmenter.predict_many` call.
     progress : bool
@@ -92,10 +95,11 @@ def predict_dataset(segmenter: Segmenter, dataset_dir: str | Path, split: str | 
                 preds = segmenter.predict_many(images, [str(recs.at[i, "instruction"]) for i in idx])
             for i, p in zip(idx, preds):
                 rows.append({"record_id": str(recs.at[i, "record_id"]), "mask": dict(encode_rle(p.mask)),
-                             "answer": p.answer})
+                             "answer": p.answer, "presence_score": float(p.presence_score),
+                             "presence_threshold": p.presence_threshold, "note": p.note})
             bar.update(len(idx))
     rows.sort(key=lambda r: r["record_id"])
-    write_predictions(out_path, rows, with_answers=not teacher_forced)
+    write_predictions(out_path, rows, with_answers=not teacher_forced, with_scores=True)
     return Path(out_path)
 
 

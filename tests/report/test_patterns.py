@@ -409,6 +409,7 @@ def test_a_compared_place_followed_by_its_finding_is_that_findings_place(rules):
     ("Findings highly suggestive of pneumonia in the right lower lobe.", "definitive"),
     ("Appearance most suggestive of pulmonary edema.", "definitive"),
     ("Findings strongly suggestive of a left effusion.", "definitive"),
+    ("Findings very suggestive of pneumonia.", "definitive"),
     ("Findings suggestive of pneumonia in the right lower lobe.", "tentative"),  # plain: a hedge
 ])
 def test_highly_suggestive_is_the_papers_definitive_wording(rules, text, certainty):
@@ -424,3 +425,32 @@ def test_highly_suggestive_links_a_definitive_inference(rules, link, inference):
     (f,) = rules.structure(f"Patchy bilateral opacities {link} pulmonary edema.")
     assert (f.lesion_type, f.certainty, f.predicted_lesion_type, f.inference_certainty) == (
         "opacity", "definitive", "edema", inference)
+
+
+@pytest.mark.parametrize("text,presence", [
+    ("No findings highly suggestive of pneumonia.", "negative"),
+    ("Lungs without findings very suggestive of pneumonia.", "negative"),
+    ("No pneumothorax or findings most suggestive of pneumonia.", "negative"),
+])
+def test_a_negated_definite_wording_stays_negative(rules, text, presence):
+    (f,) = [f for f in rules.structure(text) if f.lesion_type]
+    assert (f.lesion_type, f.presence) == ("pneumonia", presence)
+
+
+@pytest.mark.parametrize("text", [
+    "To exclude findings most suggestive of edema.",
+    "If there are findings highly suggestive of pneumonia, call the referring team.",
+    "If there is pneumonia, call the referring team.",  # "there is" alone ends a scope; "if there is" is one cue
+])
+def test_a_hypothetical_definite_wording_states_nothing(rules, text):
+    assert [f for f in rules.structure(text) if f.lesion_type] == []
+
+
+@pytest.mark.parametrize("link", ["most suggestive of", "consistent with"])
+def test_less_likely_after_a_comma_hedges_the_alternative_not_the_inference(rules, link):
+    fs = [(f.lesion_type, f.certainty, f.predicted_lesion_type, f.inference_certainty)
+          for f in rules.structure(f"Opacity {link} atelectasis, less likely pneumonia.")]
+    assert fs == [("opacity", "definitive", "atelectasis", "definitive"), ("pneumonia", "tentative", None, None)]
+    # the backward reading stays: "edema is less likely" hedges the edema only
+    fs = [(f.lesion_type, f.certainty) for f in rules.structure("Moderate cardiomegaly, edema is less likely.")]
+    assert fs == [("cardiomegaly", "definitive"), ("edema", "tentative")]

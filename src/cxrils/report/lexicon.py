@@ -142,6 +142,14 @@ def lesion_terms() -> dict[str, str | None]:
     return out
 
 
+#: Wordings that state a finding although they contain the hedge "suggestive of": the
+#: paper's own definitive wording, whose lesion-inference answer for a definitive finding
+#: is "It is highly suggestive of [Lesion]." (section 3.2, Table 2). PSEUDO cues below, and
+#: no hedge in an inference link (``cxrils.report.rules``); plain "suggestive of" stays one.
+DEFINITE_SUGGESTIVE: Final[tuple[str, ...]] = (
+    "highly suggestive of", "most suggestive of", "strongly suggestive of", "very suggestive of",
+)
+
 _RAW_CONTEXT_RULES: tuple[tuple[str, str, str, int | None], ...] = (
     # Negation (forward).
     *((w, "NEGATED_EXISTENCE", "FORWARD", None) for w in (
@@ -198,6 +206,9 @@ _RAW_CONTEXT_RULES: tuple[tuple[str, str, str, int | None], ...] = (
         "cannot be entirely excluded", "may reflect", "could reflect", "perhaps",
         "uncertain", "indeterminate", "equivocal for", "raising the possibility of",
     )),
+    # "X, less likely Y": the alternative after the comma is the one hedged, not X (the
+    # backward "less likely" below is for "Y is less likely").
+    (", less likely", "POSSIBLE_EXISTENCE", "FORWARD", 4),
     *((w, "POSSIBLE_EXISTENCE", "BACKWARD", 8) for w in (
         "cannot be excluded", "can not be excluded", "can't be excluded", "not excluded",
         "is not excluded", "is possible", "is suspected", "is questioned", "not ruled out",
@@ -223,6 +234,8 @@ _RAW_CONTEXT_RULES: tuple[tuple[str, str, str, int | None], ...] = (
     *((w, "ALTERNATIVE", "BIDIRECTIONAL", 4) for w in ("or", "versus", "vs", "and/or", "alternatively")),
     # Hypothetical: the report asks, it does not state.
     *((w, "HYPOTHETICAL", "FORWARD", None) for w in (
+        # "if there is/are" is one cue: "there is" alone ends a scope (below)
+        "if there is", "if there are", "if there was", "if there were", "if there has been",
         "evaluate for", "evaluation for", "assess for", "rule out", "r/o", "to exclude",
         "to document", "document resolution", "ensure resolution", "confirm resolution",
         "if", "in case of", "should be considered", "follow-up to", "followup to", "recommend",
@@ -236,10 +249,7 @@ _RAW_CONTEXT_RULES: tuple[tuple[str, str, str, int | None], ...] = (
     *((w, "PSEUDO", "PSEUDO", None) for w in (
         # "with" ends a scope (below), these phrases do not
         "consistent with", "compatible with", "in keeping with", "associated with", "correlate with",
-        # the paper's own definitive wording: its lesion-inference answer for a definitive
-        # finding is "It is highly suggestive of [Lesion]." (section 3.2, Table 2), so a report
-        # that says so states the finding; plain "suggestive of" stays a hedge (above)
-        "highly suggestive of", "most suggestive of", "strongly suggestive of", "very suggestive of",
+        *DEFINITE_SUGGESTIVE,
         "with or without",
         "no interval change", "no change", "no significant change", "no significant interval change",
         "no substantial change", "not changed", "not significantly changed", "no increase",

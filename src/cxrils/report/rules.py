@@ -34,8 +34,8 @@ from cxrils import __version__
 from cxrils.config import Config
 from cxrils.report.context import target_modifiers
 from cxrils.report.lexicon import (
-    CARDIOMEGALY_PATTERNS, CONGESTION_PATTERNS, CONTEXT_RULES, DENSITY_ENTITIES, HILAR_WORDS, LUNG_FINDING_CATEGORIES,
-    NEGATION_IN_PATTERN, NON_LESION_DENSITY_FINDINGS, NONSPECIFIC_TYPES, REPORT_VERB_FORMS, find_locations,
+    CARDIOMEGALY_PATTERNS, CONGESTION_PATTERNS, CONTEXT_RULES, DEFINITE_SUGGESTIVE, DENSITY_ENTITIES, HILAR_WORDS,
+    LUNG_FINDING_CATEGORIES, NEGATION_IN_PATTERN, NON_LESION_DENSITY_FINDINGS, NONSPECIFIC_TYPES, REPORT_VERB_FORMS, find_locations,
     lesion_terms,
 )
 from cxrils.report.locations import LexiconLocationMapper
@@ -81,9 +81,11 @@ _HEDGE_INFER = re.compile(
     r"favou?r\w*|presumably|question\w*|cannot|differential|perhaps|presumed|suspected|equivocal|probable)\b",
     re.IGNORECASE,
 )
-# "Highly suggestive of" is the paper's definitive wording (its definitive lesion-inference
-# answer, section 3.2, Table 2): not a hedge in the inference link (lexicon.py: a PSEUDO cue).
-_DEFINITE_SUGGEST = re.compile(r"\b(?:highly|most|strongly|very)\s+suggestive\s+of\b", re.IGNORECASE)
+# "Highly suggestive of" is the paper's definitive wording (lexicon.DEFINITE_SUGGESTIVE): no
+# hedge in the inference link.
+_DEFINITE_SUGGEST = re.compile(
+    r"\b(?:" + "|".join(r"\s+".join(map(re.escape, w.split())) for w in DEFINITE_SUGGESTIVE) + r")\b",
+    re.IGNORECASE)
 # Alternatives in the inference ("versus", "or"): tentative when report.differential_certainty is.
 _ALT_INFER = re.compile(r"\b(?:versus|vs|or)\b", re.IGNORECASE)
 # A disease in apposition with a hedge: "opacity, probable atelectasis"; the observation's

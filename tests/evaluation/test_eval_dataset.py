@@ -351,3 +351,26 @@ def test_cli_evaluate_refuses_a_corrupt_shard(tmp_path: Path) -> None:
     shard.write_bytes(bytes(data))
     code, out = _cli("evaluate", "--dataset", ds, "--predictions", tmp_path / "oracle.parquet", "-o", tmp_path / "r")
     assert code == 2 and f"{shard}: records shard is corrupt or was replaced" in out, out
+
+
+def test_score_columns_are_written_with_null_for_nan_and_read_past(tmp_path):
+    import json
+
+    from cxrils.evaluation.io import read_predictions, write_predictions
+
+    rows = [{"record_id": "a", "mask": {"size": [2, 2], "counts": "04"}, "answer": "[SEG]", "presence_score": 0.7,
+             "presence_threshold": 0.5, "note": None},
+            {"record_id": "b", "mask": {"size": [2, 2], "counts": "4"}, "answer": "[SEG] There is no edema.",
+             "presence_score": float("nan"), "presence_threshold": None, "note": "a reason"}]
+    path = tmp_path / "p.jsonl"
+    write_predictions(path, rows, with_scores=True)
+    lines = path.read_text().splitlines()
+    assert "NaN" not in path.read_text()  # JSON has no NaN: a null
+    assert [json.loads(line)["presence_score"] for line in lines] == [0.7, None]
+    assert json.loads(lines[1])["note"] == "a reason"
+    for p in (path, tmp_path / "p.parquet"):
+        write_predictions(p, rows, with_scores=True)
+        table = read_predictions(p)
+        assert table.column("record_id").to_pylist() == ["a", "b"] and "presence_score" not in table.column_names
+    write_predictions(path, rows)  # without scores: the columns of the evaluation only
+    assert "presence_score" not in json.loads(path.read_text().splitlines()[0])

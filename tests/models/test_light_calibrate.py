@@ -258,57 +258,80 @@ def test_a_model_without_anatomy_inputs_answers_cardiomegaly_by_its_score():
     assert pred.note is None and pred.mask.any()
 
 
-class _ByInstructionNet(torch.nn.Module):
-    """Presence 0.8 for the global question, ``side`` for the two basic lung questions (the
-    structured encoder's multi-hot tells them apart), a foreground mask for every query."""
+class _ByQuestionNet(torch.nn.Module):
+    """Presence by question and image: 0.8 for a global question; for the questions about
+    the right / left lung 0.3 / 0.6 on a dark image and 0.2 / 0.1 on a bright one; a
+    foreground mask for every query. Rows are told apart by the structured encoder's
+    vector (without the CTR column ``ctr_input`` appends)."""
 
-    def __init__(self, seg, side: float) -> None:
+    def __init__(self, seg) -> None:
         super().__init__()
-        self.global_rows = {tuple(v) for v in seg.encoder.encode(["Segment the opacity.", "Segment the cardiomegaly."])}
-        self.side = side
+        self.width = seg.encoder.dim
+        names = ["Segment the opacity.", "Segment the cardiomegaly.", "Segment the opacity in the right lung.",
+                 "Segment the opacity in the left lung."]
+        self.rows = {tuple(v): n for v, n in zip(seg.encoder.encode(names).tolist(), names)}
 
     def forward(self, x, t):
         b, _, s, _ = x.shape
-        p = torch.tensor([0.8 if tuple(row.tolist()) in self.global_rows else self.side for row in t])
+        scores = []
+        for image, row in zip(x, t[:, :self.width].tolist()):
+            name, dark = self.rows[tuple(row)], float(image[0].mean()) < 0.5
+            scores.append(0.8 if "lung" not in name else
+                          {(True, "right"): 0.3, (True, "left"): 0.6, (False, "right"): 0.2,
+                           (False, "left"): 0.1}[dark, "right" if "right" in name else "left"])
+        p = torch.tensor(scores)
         return {"mask": torch.full((b, 1, s, s), 5.0), "presence": torch.log(p / (1 - p)),
                 "lesion": torch.zeros(b, 3), "certainty": torch.zeros(b)}
 
 
-@pytest.mark.parametrize("side, present", [(0.3, False), (0.55, True)])
-def test_a_global_lung_question_needs_a_lung_question_that_agrees(side, present):
+def test_a_global_lung_question_needs_a_lung_question_that_agrees():
+    from cxrils import vocab
     from cxrils.models.light.config import LightConfig
     from cxrils.models.light.priors import ImagePriors, PackedMasks
     from cxrils.models.light.segmenter import LightSegmenter, lung_check_instructions
     from cxrils.templates import ParsedText
 
-    cfg = LightConfig(priors=False, box_prior=False, ctr_input=False, ensemble=1, image_size=32, tau_presence=0.5,
-                      cardiomegaly_min_ctr=0.0)
+    cfg = LightConfig(priors=False, box_prior=False, ctr_input=True, ensemble=1, image_size=32, tau_presence=0.5)
     seg = LightSegmenter(cfg)
-    seg.net = _ByInstructionNet(seg, side)
-    from cxrils import vocab
-
+    seg.net = _ByQuestionNet(seg)
     # a present global answer names its places from the anatomy: image left half = patient right
     half = np.zeros((8, 8), bool)
     half[:, :4] = True
-    empty = PackedMasks({z: half if z in vocab.RIGHT_ZONES else ~half for z in vocab.LUNG_ZONES}, (8, 8))
-    seg.image_priors = lambda image: ImagePriors(anatomy=empty, x_ano=np.zeros((8, 8), np.float16), ctr=None)
-    x = np.full((40, 40), 128, np.uint8)
-    glob, right, cardio = seg.predict_many([x] * 3, ["Segment the opacity.", "Segment the opacity in the right lung.",
-                                                     "Segment the cardiomegaly."])
-    # the global score 0.8 is above 0.5 either way; the lungs' scores decide
-    assert glob.presence_score == pytest.approx(0.8) and glob.presence_threshold == 0.5
-    assert bool(glob.mask.any()) is present
-    if not present:
-        assert glob.answer == "[SEG] There is no opacity." and "right and the left lung score 0.30 and 0.30" in glob.note
-    assert right.presence_score == pytest.approx(side) and right.note is None
-    assert cardio.mask.all() and cardio.note is None  # the heart's question is not a lung's
+    zones = PackedMasks({z: half if z in vocab.RIGHT_ZONES else ~half for z in vocab.LUNG_ZONES}, (8, 8))
+    seg.image_priors = lambda image: ImagePriors(anatomy=zones, x_ano=np.zeros((8, 8), np.float16), ctr=0.6)
+    dark, bright = np.full((40, 40), 60, np.uint8), np.full((40, 40), 200, np.uint8)
+    # one batch: two global lung questions on different images around a basic and an organ question
+    g_dark, right_dark, cardio, g_bright = seg.predict_many(
+        [dark, dark, bright, bright], ["Segment the opacity.", "Segment the opacity in the right lung.",
+                                       "Segment the cardiomegaly.", "Segment the opacity."])
+    # every global score is 0.8, above 0.5; the lungs' scores decide
+    assert g_dark.presence_score == pytest.approx(0.8) and g_dark.mask.all() and g_dark.note is None  # left 0.6
+    assert g_bright.presence_score == pytest.approx(0.8) and not g_bright.mask.any()
+    assert g_bright.answer == "[SEG] There is no opacity."
+    assert "right and the left lung score 0.20 and 0.10, below the threshold 0.50" in g_bright.note
+    assert right_dark.presence_score == pytest.approx(0.3) and not right_dark.mask.any() and right_dark.note is None
+    assert cardio.mask.all() and cardio.note is None  # the heart's question is no lung's (CTR 0.6 > 0.5)
     assert lung_check_instructions(ParsedText("global", None, "effusion")) == (
         "Segment the effusion in the right lung.", "Segment the effusion in the left lung.")
     assert lung_check_instructions(ParsedText("basic", None, "effusion", ("left lung",))) == ()
+    assert lung_check_instructions(ParsedText("global", None, "cardiomegaly")) == ()
     assert lung_check_instructions(None) == ()
     seg.config.global_needs_lung = False
-    off = seg.predict(x, "Segment the opacity.")
+    off = seg.predict(bright, "Segment the opacity.")
     assert off.mask.all() and off.note is None
+
+
+def test_a_score_above_the_threshold_without_mask_pixels_says_why():
+    from cxrils.models.light.config import LightConfig
+    from cxrils.models.light.segmenter import LightSegmenter
+
+    cfg = LightConfig(priors=False, box_prior=False, ctr_input=False, ensemble=1, image_size=32, tau_presence=0.5,
+                      tau_mask=0.999)  # the fixed network's pixels are sigmoid(5) = 0.993
+    pred = LightSegmenter(cfg, net=_FixedNet()).predict(np.full((40, 40), 128, np.uint8),
+                                                         "Segment the effusion in the left lung.")
+    assert pred.presence_score == pytest.approx(0.8) and not pred.mask.any()
+    assert pred.answer == "[SEG] There is no effusion in the left lung."
+    assert pred.note == "answered absent: no pixel of the mask reaches tau_mask 0.999"
 
 
 def test_runs_saved_before_the_lung_check_load_without_it():

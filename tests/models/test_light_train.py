@@ -139,6 +139,10 @@ def test_cli_train_and_predict(tiny_dataset, tmp_path, monkeypatch):
     bad = runner.invoke(app, ["train", "--dataset", str(tiny_dataset), "-o", str(tmp_path / "r2"),
                               "--set", "nope=1"])
     assert bad.exit_code == 2 and "unknown light model setting" in bad.output
+    bad = runner.invoke(app, ["train", "--dataset", str(tiny_dataset), "-o", str(tmp_path / "r3"),
+                              "--set", "global_needs_lung=ture"])  # a typo is no silent False
+    assert bad.exit_code == 2 and "global_needs_lung='ture'" in bad.output and "true/false" in bad.output
+    assert not (tmp_path / "r3").exists()
 
     image = tiny_dataset / "images" / "img000.png"
     out = tmp_path / "pred"
@@ -170,6 +174,10 @@ def test_cli_train_and_predict(tiny_dataset, tmp_path, monkeypatch):
             assert has_mask == (r["presence_score"] >= r["presence_threshold"])
         else:
             assert not has_mask and r["note"].startswith("answered absent")
+    from cxrils.evaluation.io import read_predictions
+
+    # the evaluation reads past the score columns
+    assert sorted(read_predictions(preds).column("record_id").to_pylist()) == sorted(r["record_id"] for r in rows)
     parquet = tmp_path / "preds.parquet"
     res = runner.invoke(app, ["predict", "--model", str(run), "--dataset", str(tiny_dataset), "--split", "test",
                               "-o", str(parquet)])
@@ -180,6 +188,7 @@ def test_cli_train_and_predict(tiny_dataset, tmp_path, monkeypatch):
     assert {"presence_score", "presence_threshold", "note"} <= set(table.column_names)
     assert table.column("presence_score").to_pylist() == [r["presence_score"] for r in sorted(
         rows, key=lambda r: r["record_id"])]
+    assert read_predictions(parquet).num_rows == len(rows)
 
     res = runner.invoke(app, ["predict", "--model", str(tmp_path / "nope"), str(image), "Segment the edema.",
                               "-o", str(out)])

@@ -11,6 +11,7 @@ optional ``answer`` (str).
 from __future__ import annotations
 
 import json
+import math
 from pathlib import Path
 from typing import Any, Iterable, Iterator
 
@@ -333,6 +334,11 @@ SCORE_FIELDS: tuple[tuple[str, Any], ...] = (("presence_score", pa.float64()), (
                                              ("note", pa.string()))
 
 
+def _finite_or_none(value: Any) -> Any:
+    """``value``, or None for a non-finite float (JSON has no NaN; Parquet gets a null)."""
+    return None if isinstance(value, float) and not math.isfinite(value) else value
+
+
 def write_predictions(path: str | Path, rows: Iterable[dict[str, Any]], *, with_answers: bool = True,
                       with_scores: bool = False, chunk_size: int = 4096) -> int:
     """Write predictions atomically as Parquet (``.parquet``) or JSON Lines (other suffixes).
@@ -369,7 +375,7 @@ def write_predictions(path: str | Path, rows: Iterable[dict[str, Any]], *, with_
         if with_answers:
             out["answer"] = row.get("answer")
         if with_scores:
-            out.update({name: row.get(name) for name, _ in SCORE_FIELDS})
+            out.update({name: _finite_or_none(row.get(name)) for name, _ in SCORE_FIELDS})
         return out
 
     n = 0

@@ -1,9 +1,11 @@
 """Batch prediction over a dataset split, written in the evaluation's format.
 
 A predictions file has one row per record: ``record_id`` (str), ``mask`` (COCO RLE
-``{"size": [H, W], "counts": str}`` from :func:`cxrils.masks.encode_rle`) and
-``answer`` (str), written by :func:`cxrils.evaluation.write_predictions` as Parquet
-(``.parquet``) or JSON Lines (``.jsonl``), ready for ``cxrils evaluate``.
+``{"size": [H, W], "counts": str}`` from :func:`cxrils.masks.encode_rle`), ``answer``
+(str; absent from teacher-forced files) and how each answer was decided
+(``presence_score``, ``presence_threshold``, ``note``; null where a model gives none),
+written by :func:`cxrils.evaluation.write_predictions` as Parquet (``.parquet``) or JSON
+Lines (``.jsonl``), ready for ``cxrils evaluate`` (which reads only the first three).
 """
 
 from __future__ import annotations
@@ -43,7 +45,9 @@ def predict_dataset(segmenter: Segmenter, dataset_dir: str | Path, split: str | 
         ``presence_threshold`` and ``note`` of :class:`~cxrils.models.base.Prediction`
         (:data:`cxrils.evaluation.io.SCORE_FIELDS`).
     batch_size : int
-        (image, instruction) pairs per :meth:`Segmenter.predict_many` call.
+        (image, instruction) pairs per :meth:`Segmenter.predict_many` call (the light
+        model's network batch may hold up to three rows per pair: its lung check of
+        global questions).
     progress : bool
         Show a tqdm progress bar.
     templates_only : bool

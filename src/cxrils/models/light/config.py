@@ -118,8 +118,10 @@ class LightConfig:
         basic question of the same target about the right or the left lung also reaches
         the target's presence threshold (ours, issue 18): the lesions of these types lie
         in a lung (their locations are lung regions, paper section 3.1 and Appendix A.2),
-        so "present in the image" and "absent from both lungs" cannot both hold. Costs two
-        more queries per such question. Off for runs saved before it existed (the answers
+        so "present in the image" while both lungs' questions score below the threshold is
+        inconsistent. Compares scores only (a lung question at the threshold may still
+        answer empty when no pixel reaches ``tau_mask``). Costs two more queries per such
+        question. Off for runs saved before it existed (the answers
         they gave). An inference setting like ``cardiomegaly_min_ctr``; thresholds are
         chosen before it.
     tau_location : float

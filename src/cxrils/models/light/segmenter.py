@@ -26,10 +26,22 @@ WEIGHTS_NAME = "model.safetensors"
 
 def lung_check_instructions(parsed: ParsedText | None) -> tuple[str, ...]:
     """The basic questions a global question is checked against under
-    :attr:`LightConfig.global_needs_lung`: "Segment the {target} in the right lung." and
-    "... in the left lung." (Table 2's basic template, :data:`cxrils.vocab.WHOLE_LUNGS`)
-    for a global question about a lung lesion type; empty for any other question (basic,
-    lesion inference, cardiomegaly, unread text)."""
+    :attr:`LightConfig.global_needs_lung`.
+
+    Parameters
+    ----------
+    parsed : ParsedText or None
+        The instruction as read (:func:`cxrils.models.light.text.interpret_instruction`),
+        None when it could not be read.
+
+    Returns
+    -------
+    tuple of str
+        ``("Segment the {target} in the right lung.", "Segment the {target} in the left
+        lung.")`` (Table 2's basic template, :data:`cxrils.vocab.WHOLE_LUNGS` order) for a
+        global question about a lung lesion type; empty for any other question (basic,
+        lesion inference, cardiomegaly, unread text).
+    """
     if parsed is None or parsed.instruction_type != "global" or parsed.target is None \
             or parsed.target in vocab.ORGAN_LOCATIONS:
         return ()
@@ -235,10 +247,21 @@ class LightSegmenter(Segmenter):
     def predict_many(self, images: list[np.ndarray], instructions: list[str]) -> list[Prediction]:
         """Answer several (image, instruction) pairs in one network pass.
 
+        With :attr:`LightConfig.global_needs_lung`, each global question about a lung
+        lesion type adds its two lung questions (:func:`lung_check_instructions`) to the
+        same pass, so the network batch may hold up to three rows per pair.
+
         Returns
         -------
         list of Prediction
             Masks at each image's own (H, W).
+
+        Raises
+        ------
+        ValueError
+            If the lists differ in length or an image is not uint8 (H, W).
+        cxrils.models.light.text.InstructionError
+            If the structured encoder cannot read an instruction.
         """
         import torch
         import torch.nn.functional as F
@@ -279,6 +302,8 @@ class LightSegmenter(Segmenter):
                 logits = F.interpolate(out["mask_logits"][i][None, None], size=x.shape, mode="bilinear",
                                        align_corners=False)[0, 0]
                 mask = (torch.sigmoid(logits) >= c.tau_mask).numpy()
+                if not mask.any():
+                    note = f"answered absent: no pixel of the mask reaches tau_mask {c.tau_mask:g}"
             present = bool(mask.any())
             locations: list[str] = []
             if present and (parsed is None or parsed.instruction_type == "global") and (

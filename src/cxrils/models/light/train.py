@@ -270,12 +270,15 @@ def cli_train(dataset: str | Path, run_dir: str | Path, overrides: dict[str, str
                 if not isinstance(values[key], dict):
                     raise ValueError(raw)
             elif isinstance(default, bool):
+                if raw.lower() not in ("1", "true", "yes", "0", "false", "no"):
+                    raise ValueError(raw)
                 values[key] = raw.lower() in ("1", "true", "yes")
             else:
                 values[key] = type(default)(raw)
         except ValueError as err:  # json.JSONDecodeError is a ValueError
             raise ValueError(f"--set {key}={raw!r}: expected {type(default).__name__}"
-                             + (' as JSON, e.g. {"opacity": 0.9}' if isinstance(default, dict) else "")) from err
+                             + (' as JSON, e.g. {"opacity": 0.9}' if isinstance(default, dict) else "")
+                             + (" (true/false, yes/no or 1/0)" if isinstance(default, bool) else "")) from err
     config = LightConfig(**values) if values or not resume else None
     return train_light(dataset, run_dir, config, resume=resume, progress=progress, evaluate=evaluate,
                        inference_keys=tuple(k for k in INFERENCE_ONLY if k in values))

@@ -169,7 +169,17 @@ def test_located_free_text_keeps_reading_after_the_place():
 def test_the_heart_named_as_a_location():
     p = interpret_instruction("Segment the cardiomegaly in the heart.").parsed
     assert (p.instruction_type, p.target, p.locations) == ("global", "cardiomegaly", ())
-    with pytest.raises(InstructionError, match="unread words: heart"):
+    with pytest.raises(InstructionError, match="opacity is asked of lung regions; the heart is the place of "
+                                               "cardiomegaly only"):
         interpret_instruction("Segment the opacity in the heart.")
     with pytest.raises(InstructionError):
         InstructionEncoder("structured").encode(["Segment the opacity in the heart."])
+
+
+@pytest.mark.parametrize("text", ["Segment the cardiomegaly in the left lung.", "Is there cardiomegaly in the RLL?",
+                                  "Segment the cardiomegaly in the right lung base."])
+def test_cardiomegaly_is_not_asked_of_a_lung_region(text):
+    # Table 10: cardiomegaly has global instructions only; a lung place would answer another question
+    with pytest.raises(InstructionError,
+                       match=r"cardiomegaly is a finding of the heart .* not of the (right|left) (lung|lower lobe)"):
+        interpret_instruction(text)

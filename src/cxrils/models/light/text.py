@@ -184,29 +184,49 @@ def interpret_instruction(text: str) -> Interpretation | None:
     ------
     InstructionError
         When the text names a place that is not read as a query location
-        (e.g. "in the lingula"): answering without it would answer another question.
+        (e.g. "in the knee"): answering without it would answer another question; or a
+        place that does not fit the target (cardiomegaly in a lung, effusion in the heart).
     """
     try:
         parsed = templates.parse_instruction(text)
     except templates.TemplateError:
         pass
     else:
-        return Interpretation(_organ_as_global(text, parsed), exact=True)
+        return Interpretation(_checked_places(text, parsed), exact=True)
     parsed = _keyword_interpretation(text)
-    return None if parsed is None else Interpretation(parsed, exact=False)
+    return None if parsed is None else Interpretation(_checked_places(text, parsed), exact=False)
 
 
-def _organ_as_global(text: str, parsed: templates.ParsedText) -> templates.ParsedText:
-    """An organ named as the location (Table 2's answer word "heart", which the template
-    parser also reads in an instruction): "Segment the cardiomegaly in the heart." is the
-    global cardiomegaly question; the organ of another target is no query location."""
-    organs = set(vocab.ORGAN_LOCATIONS.values())
-    named = [loc for loc in parsed.locations if loc in organs]
-    if not named:
-        return parsed
-    if parsed.target in vocab.ORGAN_LOCATIONS and set(parsed.locations) == {vocab.ORGAN_LOCATIONS[parsed.target]}:
-        return templates.ParsedText("global", None, parsed.target, ())
-    raise _unread_place_error(text, named)
+def _checked_places(text: str, parsed: templates.ParsedText) -> templates.ParsedText:
+    """The places an instruction names, checked against its target's own places.
+
+    An organ finding is asked of its organ only (Table 10: cardiomegaly has only global
+    instructions): "Segment the cardiomegaly in the heart." is the global question, and
+    "... in the left lung." is refused. A lung lesion is asked of lung regions only: "the
+    heart" (Table 2's answer word, which the template parser also reads) is refused for it.
+
+    Raises
+    ------
+    InstructionError
+        Naming the target and the place that does not fit it.
+    """
+    organ = vocab.ORGAN_LOCATIONS.get(parsed.target) if parsed.target else None
+    if organ is not None:
+        if not parsed.locations:
+            return parsed
+        if set(parsed.locations) == {organ}:
+            return templates.ParsedText("global", None, parsed.target, ())
+        places = ", the ".join(vocab.LOBE_PHRASES.get(loc, loc) for loc in parsed.locations)
+        raise InstructionError(
+            f"instruction {text!r}: {parsed.target} is a finding of the {organ} and is asked only of the "
+            f"whole image (\"Segment the {parsed.target}.\"), not of the {places}. " + accepted_help())
+    organs = [loc for loc in parsed.locations if loc in set(vocab.ORGAN_LOCATIONS.values())]
+    if organs:
+        owners = sorted(t for t, o in vocab.ORGAN_LOCATIONS.items() if o in organs)
+        raise InstructionError(
+            f"instruction {text!r}: {parsed.target or 'a lung lesion'} is asked of lung regions; the "
+            f"{', '.join(organs)} is the place of {', '.join(owners)} only. " + accepted_help())
+    return parsed
 
 
 def structured_vector(parsed: templates.ParsedText) -> np.ndarray:

@@ -72,6 +72,7 @@ from pathlib import Path
 import numpy as np
 from results import publish
 
+from cxrils import vocab
 from cxrils.config import CTR_MIN_CARDIOMEGALY
 from cxrils.grounding.human import LUNGS as SIDES
 from cxrils.grounding.human import NORMAL_REPORT, report_from_label, sides_of_box, sides_of_mask
@@ -418,6 +419,12 @@ def run_case(r: Runner, case: Case) -> None:
                 o.update(light_box_prec=precision(m, b), light_box_cov=precision(b, m))
             if case.source == "covid_severity" and anat is not None:
                 o["light_frac"] = float((m & lungs).sum() / max(1, lungs.sum()))
+            if case.mask_path is not None and anat is not None and case.lesion_type != "cardiomegaly":
+                # the zone holding most of the expert lesion, asked on its own
+                zone = max(vocab.LUNG_ZONES, key=lambda z: int((ref & anat[z]).sum()))
+                zm = r.ask(x, [render_instruction("basic", case.lesion_type, [zone])])[0].mask
+                o["light_zone_present"] = bool(zm.any())
+                o["light_zone_iou"] = iou(zm, ref & anat[zone])
     else:
         res, false = r.run_pipeline(case, [NORMAL_REPORT, FALSE_REPORT])
         o["excluded"] = res["excluded"]
@@ -431,11 +438,13 @@ def run_case(r: Runner, case: Case) -> None:
                   render_instruction("basic", "opacity", ["left lung"]),
                   render_instruction("global", "opacity"),
                   render_instruction("global", "cardiomegaly")]
+            qs += [render_instruction("basic", "opacity", [z]) for z in vocab.LUNG_ZONES]
             preds = r.ask(x, qs)
             enlarged = case.reference_ctr is not None and case.reference_ctr > CTR_MIN_CARDIOMEGALY
             o["light_neg"] = {"opacity": [not p.mask.any() for p in preds[:3]],
                               "cardiomegaly": [] if enlarged else [not preds[3].mask.any()]}
             o["enlarged_heart"] = enlarged
+            o["light_neg_zones"] = [not p.mask.any() for p in preds[4:]]
             if case.source == "covid_severity":
                 o["light_frac"] = 0.0
 
@@ -613,6 +622,29 @@ def light_tables(cases: list[Case]) -> list[str]:
             for t in ("opacity", "cardiomegaly"):
                 v = [ok for c in g for ok in c.out["light_neg"][t]]
                 lines.append(f"| {src} | {t} | {len(v)} | {prop(sum(v), len(v))} |")
+    lines += zone_lines(cases)
+    return lines
+
+
+def zone_lines(cases: list[Case]) -> list[str]:
+    """The light model's zone questions (not among issue 18's targets): on each expert-masked
+    lesion, the lung zone of the pipeline anatomy holding most of it; on normal images, all
+    eight zones (opacity)."""
+    pos = [c for c in cases if "light_zone_present" in c.out]
+    neg = [c for c in cases if "light_neg_zones" in c.out]
+    if not pos and not neg:
+        return []
+    lines = ["", "### Light model, zone questions (\"Segment the {type} in the {zone}.\"; not among the targets)", "",
+             "| source | questions | presence recall: the zone holding most of the expert lesion | IoU with the "
+             "expert lesion inside that zone (empty = 0) | N-Acc on normal images, all eight zones |",
+             "|---|---|---|---|---|"]
+    for src in dict.fromkeys(c.source for c in pos + neg):
+        p = [c for c in pos if c.source == src]
+        v = [ok for c in neg if c.source == src for ok in c.out["light_neg_zones"]]
+        ious = [c.out["light_zone_iou"] for c in p]
+        rec = prop(sum(c.out["light_zone_present"] for c in p), len(p)) if p else "n/a"
+        lines.append(f"| {src} | {len(p)} lesions, {len(v)} normal-image questions | {rec} "
+                     f"| {with_ci(mean(ious), boot(ious)) if p else 'n/a'} | {prop(sum(v), len(v)) if v else 'n/a'} |")
     return lines
 
 

@@ -259,47 +259,36 @@ def test_a_model_without_anatomy_inputs_answers_cardiomegaly_by_its_score():
 
 
 class _ByQuestionNet(torch.nn.Module):
-    """Presence by question and image: 0.8 for a global question on a bright image and
-    0.2 on a dark one; for the questions about the right / left lung 0.3 / 0.6 on a dark
-    image and 0.2 / 0.1 on a bright one; 0.1 for a lung-base question. Masks by question: the image's left half for the
-    right lung, its right half for the left lung, everything for any other question. Rows
-    are told apart by the structured encoder's vector (without the CTR column
-    ``ctr_input`` appends)."""
+    """Presence by question and image: 0.8 for a global question; for the questions about
+    the right / left lung 0.3 / 0.6 on a dark image and 0.2 / 0.1 on a bright one; a
+    foreground mask for every query. Rows are told apart by the structured encoder's
+    vector (without the CTR column ``ctr_input`` appends)."""
 
     def __init__(self, seg) -> None:
         super().__init__()
         self.width = seg.encoder.dim
         names = ["Segment the opacity.", "Segment the cardiomegaly.", "Segment the opacity in the right lung.",
-                 "Segment the opacity in the left lung.", "Segment the opacity in the left lung base.",
-                 "Segment the opacity in the right lung base."]
+                 "Segment the opacity in the left lung."]
         self.rows = {tuple(v): n for v, n in zip(seg.encoder.encode(names).tolist(), names)}
 
     def forward(self, x, t):
         b, _, s, _ = x.shape
-        scores, masks = [], torch.full((b, 1, s, s), 5.0)
-        for k, (image, row) in enumerate(zip(x, t[:, :self.width].tolist())):
+        scores = []
+        for image, row in zip(x, t[:, :self.width].tolist()):
             name, dark = self.rows[tuple(row)], float(image[0].mean()) < 0.5
-            side = "right" if name.endswith("right lung.") else "left" if name.endswith("left lung.") else None
-            if "base" in name:  # a zone question's own score is low, its mask everywhere
-                scores.append(0.1)
-                continue
-            if side is None:
-                scores.append(0.2 if dark and "opacity" in name else 0.8)
-                continue
-            scores.append({(True, "right"): 0.3, (True, "left"): 0.6, (False, "right"): 0.2,
-                           (False, "left"): 0.1}[dark, side])
-            masks[k, 0, :, s // 2:] = -5.0 if side == "right" else 5.0  # image left half = patient right
-            masks[k, 0, :, :s // 2] = 5.0 if side == "right" else -5.0
+            scores.append(0.8 if "lung" not in name else
+                          {(True, "right"): 0.3, (True, "left"): 0.6, (False, "right"): 0.2,
+                           (False, "left"): 0.1}[dark, "right" if "right" in name else "left"])
         p = torch.tensor(scores)
-        return {"mask": masks, "presence": torch.log(p / (1 - p)), "lesion": torch.zeros(b, 3),
-                "certainty": torch.zeros(b)}
+        return {"mask": torch.full((b, 1, s, s), 5.0), "presence": torch.log(p / (1 - p)),
+                "lesion": torch.zeros(b, 3), "certainty": torch.zeros(b)}
 
 
-def test_a_global_lung_question_is_answered_by_the_union_of_the_lungs():
+def test_a_global_lung_question_needs_a_lung_question_that_agrees():
     from cxrils import vocab
     from cxrils.models.light.config import LightConfig
     from cxrils.models.light.priors import ImagePriors, PackedMasks
-    from cxrils.models.light.segmenter import LightSegmenter, lung_instructions
+    from cxrils.models.light.segmenter import LightSegmenter, lung_check_instructions
     from cxrils.templates import ParsedText
 
     cfg = LightConfig(priors=False, box_prior=False, ctr_input=True, ensemble=1, image_size=32, tau_presence=0.5)
@@ -315,66 +304,21 @@ def test_a_global_lung_question_is_answered_by_the_union_of_the_lungs():
     g_dark, right_dark, cardio, g_bright = seg.predict_many(
         [dark, dark, bright, bright], ["Segment the opacity.", "Segment the opacity in the right lung.",
                                        "Segment the cardiomegaly.", "Segment the opacity."])
-    # dark: the network's own global score is 0.2, but the left lung's 0.6 reaches 0.5, so the
-    # answer is present with the left lung's mask only (the image's right half)
-    assert g_dark.presence_score == pytest.approx(0.6) and g_dark.presence_threshold == 0.5
-    assert g_dark.mask[:, 20:].all() and not g_dark.mask[:, :20].any()
-    assert g_dark.answer == "[SEG] It is located in the left lung."  # Table 2, global positive
-    assert "right lung (score 0.30) and the left lung (0.60)" in g_dark.note
-    # bright: the network's own global score is 0.8, but neither lung reaches 0.5 (0.2, 0.1)
-    assert g_bright.presence_score == pytest.approx(0.2) and not g_bright.mask.any()
-    assert g_bright.answer == "[SEG] There is no opacity." and "(score 0.20) and the left lung (0.10)" in g_bright.note
+    # every global score is 0.8, above 0.5; the lungs' scores decide
+    assert g_dark.presence_score == pytest.approx(0.8) and g_dark.mask.all() and g_dark.note is None  # left 0.6
+    assert g_bright.presence_score == pytest.approx(0.8) and not g_bright.mask.any()
+    assert g_bright.answer == "[SEG] There is no opacity."
+    assert "right and the left lung score 0.20 and 0.10, below the threshold 0.50" in g_bright.note
     assert right_dark.presence_score == pytest.approx(0.3) and not right_dark.mask.any() and right_dark.note is None
     assert cardio.mask.all() and cardio.note is None  # the heart's question is no lung's (CTR 0.6 > 0.5)
-    assert lung_instructions(ParsedText("global", None, "effusion")) == (
+    assert lung_check_instructions(ParsedText("global", None, "effusion")) == (
         "Segment the effusion in the right lung.", "Segment the effusion in the left lung.")
-    assert lung_instructions(ParsedText("basic", None, "effusion", ("left lung",))) == ()
-    assert lung_instructions(ParsedText("global", None, "cardiomegaly")) == ()
-    assert lung_instructions(None) == ()
-    seg.config.global_from_lungs = False  # the network's own global answer
-    assert seg.predict(bright, "Segment the opacity.").mask.all()
-    off = seg.predict(dark, "Segment the opacity.")
-    assert off.presence_score == pytest.approx(0.2) and not off.mask.any() and off.note is None
-
-
-def test_a_zone_question_is_answered_from_its_lung_when_its_own_score_is_low():
-    from cxrils import vocab
-    from cxrils.models.light.config import LightConfig
-    from cxrils.models.light.priors import ImagePriors, PackedMasks
-    from cxrils.models.light.segmenter import LightSegmenter, zone_lungs
-    from cxrils.templates import ParsedText
-
-    cfg = LightConfig(priors=False, box_prior=False, ctr_input=False, ensemble=1, image_size=32, tau_presence=0.5)
-    seg = LightSegmenter(cfg)
-    seg.net = _ByQuestionNet(seg)
-    # zones on an 8 x 8 anatomy: image left half = patient right; rows 0-1 apical ... 6-7 base
-    zones = {}
-    for lung_zones, cols in ((vocab.RIGHT_ZONES, slice(0, 4)), (vocab.LEFT_ZONES, slice(4, 8))):
-        for k, z in enumerate(lung_zones):
-            zones[z] = np.zeros((8, 8), bool)
-            zones[z][2 * k:2 * k + 2, cols] = True
-    seg.image_priors = lambda image: ImagePriors(anatomy=PackedMasks(zones, (8, 8)), x_ano=np.zeros((8, 8), np.float16),
-                                                 ctr=None)
-    dark = np.full((40, 40), 60, np.uint8)
-    left_base, right_base = seg.predict_many([dark, dark], ["Segment the opacity in the left lung base.",
-                                                            "Segment the opacity in the right lung base."])
-    # own score 0.1; the left lung's question scores 0.6 and a quarter of its mask (the image's
-    # right half) lies in the left base: present, with that quarter only
-    assert left_base.presence_score == pytest.approx(0.1) and left_base.answer == "[SEG]"
-    assert left_base.mask[30:, 20:].all() and not left_base.mask[:30].any() and not left_base.mask[:, :20].any()
-    assert "25% of the left lung answer's mask (score 0.60) lies in the left lung base" in left_base.note
-    # the right lung's question scores 0.3, below 0.5: no answer to compose
-    assert not right_base.mask.any() and right_base.note is None
-    assert right_base.answer == "[SEG] There is no opacity in the right lung base."
-    assert zone_lungs(ParsedText("basic", None, "opacity", ("left lung base", "right mid zone lung"))) == (
-        "right lung", "left lung")
-    assert zone_lungs(ParsedText("basic", None, "opacity", ("left lung",))) == ()  # a whole lung: no zone
-    assert zone_lungs(ParsedText("basic", None, "opacity", ("lung lower lobe left",))) == ()  # lobes: their own
-    seg.config.zone_from_lung = False
-    assert not seg.predict(dark, "Segment the opacity in the left lung base.").mask.any()
-    seg.config.tau_location = 0.3  # a quarter of the lung's mask is no longer enough
-    seg.config.zone_from_lung = True
-    assert not seg.predict(dark, "Segment the opacity in the left lung base.").mask.any()
+    assert lung_check_instructions(ParsedText("basic", None, "effusion", ("left lung",))) == ()
+    assert lung_check_instructions(ParsedText("global", None, "cardiomegaly")) == ()
+    assert lung_check_instructions(None) == ()
+    seg.config.global_needs_lung = False
+    off = seg.predict(bright, "Segment the opacity.")
+    assert off.mask.all() and off.note is None
 
 
 def test_a_score_above_the_threshold_without_mask_pixels_says_why():
@@ -394,9 +338,8 @@ def test_runs_saved_before_the_lung_check_load_without_it():
     from cxrils.models.light.config import LightConfig
 
     old = LightConfig().to_dict()
-    del old["global_from_lungs"], old["zone_from_lung"]
-    assert LightConfig.from_dict(old).global_from_lungs is False
-    assert LightConfig.from_dict(old).zone_from_lung is False and LightConfig().zone_from_lung is True
-    assert LightConfig().global_from_lungs is True
-    with pytest.raises(ValueError, match="global_from_lungs"):
-        LightConfig(global_from_lungs="yes")
+    del old["global_needs_lung"]
+    assert LightConfig.from_dict(old).global_needs_lung is False
+    assert LightConfig().global_needs_lung is True
+    with pytest.raises(ValueError, match="global_needs_lung"):
+        LightConfig(global_needs_lung="yes")

@@ -112,27 +112,18 @@ class LightConfig:
         ``priors`` nor ``ctr_input``) has no CTR and answers by its score alone. An
         inference setting: it changes no weight and may differ on resume. Thresholds are
         chosen on the network's scores before it.
-    global_from_lungs : bool
+    global_needs_lung : bool
         A global question about a lung lesion type ("Segment the opacity.": every type
-        but cardiomegaly, whose place is the heart) is answered as the union of the basic
-        questions of the same target about the right and the left lung ("Segment the
-        opacity in the right lung."): present when either reaches the target's presence
-        threshold, with the union of the masks of the lungs answered present (ours, issue
-        18). The paper's global record is the union of a study's lesion masks, and these
-        lesions' locations are lung regions (section 3.1, Appendix A.2), so the global
-        answer and the lungs' answers then agree by construction; the network's own global
-        score is not used. Costs two more queries per such question. Off for runs saved
-        before it existed (the answers they gave). An inference setting like
-        ``cardiomegaly_min_ctr``; thresholds are chosen before it.
-    zone_from_lung : bool
-        A basic question about lung zones ("Segment the opacity in the right lung base.")
-        that its own score does not answer is answered from the question about the zone's
-        whole lung: present when that question reaches the threshold and at least
-        ``tau_location`` of its mask lies in the zone (the share by which a global answer
-        names a zone), with the part of its mask inside the zone (ours, issue 18). So a
-        zone the model names in a global answer is a zone it answers when asked. Costs one
-        or two more queries per zone question. Off for runs saved before it existed; an
-        inference setting; thresholds are chosen before it.
+        but cardiomegaly, whose place is the heart) is answered present only where the
+        basic question of the same target about the right or the left lung also reaches
+        the target's presence threshold (ours, issue 18): the lesions of these types lie
+        in a lung (their locations are lung regions, paper section 3.1 and Appendix A.2),
+        so "present in the image" while both lungs' questions score below the threshold is
+        inconsistent. Compares scores only (a lung question at the threshold may still
+        answer empty when no pixel reaches ``tau_mask``). Costs two more queries per such
+        question. Off for runs saved before it existed (the answers
+        they gave). An inference setting like ``cardiomegaly_min_ctr``; thresholds are
+        chosen before it.
     tau_location : float
         Share of a predicted mask that must fall in a lung region for the answer to
         name it (ours; the paper names locations from the grounded masks, section 3.1).
@@ -162,8 +153,7 @@ class LightConfig:
     tau_mask: float = 0.5
     tau_presence_by_target: dict[str, float] = field(default_factory=dict)
     cardiomegaly_min_ctr: float = CTR_MIN_CARDIOMEGALY  # Appendix D.3 / radiological definition
-    global_from_lungs: bool = True  # ours
-    zone_from_lung: bool = True  # ours
+    global_needs_lung: bool = True  # ours
     tau_location: float = 0.10
     calibrate: bool = True
     calib_min_n_acc: float = 0.90  # issue 9 target
@@ -199,9 +189,8 @@ class LightConfig:
         self.tau_presence_by_target = {str(k): float(v) for k, v in by_target.items()}
         if not 0.0 <= self.cardiomegaly_min_ctr < 1.0:
             raise ValueError(f"cardiomegaly_min_ctr must be in [0, 1), got {self.cardiomegaly_min_ctr}")
-        for key in ("global_from_lungs", "zone_from_lung"):
-            if not isinstance(getattr(self, key), bool):
-                raise ValueError(f"{key} must be true or false, got {getattr(self, key)!r}")
+        if not isinstance(self.global_needs_lung, bool):
+            raise ValueError(f"global_needs_lung must be true or false, got {self.global_needs_lung!r}")
         if min(self.calib_target_min_positives, self.calib_target_min_negatives) < 1:
             raise ValueError("calib_target_min_positives and calib_target_min_negatives must be >= 1")
         if self.batch_size < 2 or self.batch_size % 2:
@@ -219,8 +208,8 @@ class LightConfig:
         A config without ``priors``, ``ensemble``, ``ctr_input`` or ``box_prior`` (runs
         saved before they existed) loads with ``priors=False``, ``ensemble=1``,
         ``ctr_input=False``, ``box_prior=False``, the architecture its weights have, and
-        one without ``cardiomegaly_min_ctr`` with 0 and without ``global_from_lungs`` or
-        ``zone_from_lung`` with False (the answers it gave).
+        one without ``cardiomegaly_min_ctr`` with 0 and without ``global_needs_lung`` with
+        False (the answers it gave).
 
         Raises
         ------
@@ -232,5 +221,5 @@ class LightConfig:
         if unknown:
             raise ValueError(f"unknown light model config keys: {sorted(unknown)}")
         d = {"priors": False, "ensemble": 1, "ctr_input": False, "box_prior": False, "cardiomegaly_min_ctr": 0.0,
-             "global_from_lungs": False, "zone_from_lung": False, **d}
+             "global_needs_lung": False, **d}
         return cls(**{k: v for k, v in d.items() if k in names})

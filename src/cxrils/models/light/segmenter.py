@@ -24,9 +24,9 @@ from cxrils.templates import ParsedText, render_instruction
 WEIGHTS_NAME = "model.safetensors"
 
 
-def lung_instructions(parsed: ParsedText | None) -> tuple[str, ...]:
-    """The basic questions a global question is answered from under
-    :attr:`LightConfig.global_from_lungs`.
+def lung_check_instructions(parsed: ParsedText | None) -> tuple[str, ...]:
+    """The basic questions a global question is checked against under
+    :attr:`LightConfig.global_needs_lung`.
 
     Parameters
     ----------
@@ -47,29 +47,6 @@ def lung_instructions(parsed: ParsedText | None) -> tuple[str, ...]:
         return ()
     return tuple(render_instruction("basic", parsed.target, [lung]) for lung in vocab.WHOLE_LUNGS)
 
-
-
-def zone_lungs(parsed: ParsedText | None) -> tuple[str, ...]:
-    """The whole lungs whose questions a zone question may be answered from under
-    :attr:`LightConfig.zone_from_lung`.
-
-    Parameters
-    ----------
-    parsed : ParsedText or None
-        The instruction as read, None when it could not be read.
-
-    Returns
-    -------
-    tuple of str
-        The lungs (:data:`cxrils.vocab.WHOLE_LUNGS` order) of the zones a basic question
-        about a lung lesion type names, when every place it names is a lung zone
-        (:data:`cxrils.vocab.LUNG_ZONES`); empty for any other question.
-    """
-    if parsed is None or parsed.instruction_type != "basic" or parsed.target is None \
-            or parsed.target in vocab.ORGAN_LOCATIONS or not parsed.locations \
-            or not all(loc in vocab.LUNG_ZONES for loc in parsed.locations):
-        return ()
-    return tuple(lung for lung in vocab.WHOLE_LUNGS if set(vocab.ZONES_OF_LUNG[lung]) & set(parsed.locations))
 
 class LightSegmenter(Segmenter):
     """Light ILS model (FiLM U-Net, presence head, template answers); see docs/models.md.
@@ -232,16 +209,6 @@ class LightSegmenter(Segmenter):
             "certainty": torch.sigmoid(out["certainty"]).numpy(),
         }
 
-    def _lung_questions(self, parsed: ParsedText | None) -> tuple[str, ...]:
-        """The whole-lung questions asked beside ``parsed``: a global lung question's two
-        (``global_from_lungs``), a zone question's lungs (``zone_from_lung``), else none."""
-        c = self.config
-        if c.global_from_lungs and (questions := lung_instructions(parsed)):
-            return questions
-        if c.zone_from_lung:
-            return tuple(render_instruction("basic", parsed.target, [lung]) for lung in zone_lungs(parsed))
-        return ()
-
     def presence_threshold(self, parsed: ParsedText | None) -> float:
         """``tau_presence_by_target[target]`` of the instruction's target when calibrated
         for it, else ``tau_presence`` (``parsed``: the instruction's ParsedText or None)."""
@@ -280,11 +247,9 @@ class LightSegmenter(Segmenter):
     def predict_many(self, images: list[np.ndarray], instructions: list[str]) -> list[Prediction]:
         """Answer several (image, instruction) pairs in one network pass.
 
-        With :attr:`LightConfig.global_from_lungs`, each global question about a lung
-        lesion type adds its two lung questions (:func:`lung_instructions`) to the
-        same pass, so the network batch may hold up to three rows per pair; its answer is
-        the union of theirs (``presence_score`` the larger of their scores, the mask the
-        union of the masks of the lungs answered present, and a ``note`` saying so).
+        With :attr:`LightConfig.global_needs_lung`, each global question about a lung
+        lesion type adds its two lung questions (:func:`lung_check_instructions`) to the
+        same pass, so the network batch may hold up to three rows per pair.
 
         Returns
         -------
@@ -312,51 +277,33 @@ class LightSegmenter(Segmenter):
         for text in instructions:
             interp = interpret_instruction(text)
             parsed_all.append(interp.parsed if interp is not None else None)
-        # the lung questions of global_from_lungs and zone_from_lung ride in the same network pass
-        checks = [self._lung_questions(p) for p in parsed_all]
+        # the lung questions of global_needs_lung ride in the same network pass
+        checks = [lung_check_instructions(p) if c.global_needs_lung else () for p in parsed_all]
         rows = [i for i, chk in enumerate(checks) for _ in chk]
         out = self._forward(images + [images[i] for i in rows],
                             None if priors is None else priors + [priors[i] for i in rows],
                             list(instructions) + [q for chk in checks for q in chk])
         preds = []
         extra = len(images)
-
-        def pixels(row: int, shape: tuple[int, int]) -> np.ndarray:
-            logits = F.interpolate(out["mask_logits"][row][None, None], size=shape, mode="bilinear",
-                                   align_corners=False)[0, 0]
-            return (torch.sigmoid(logits) >= c.tau_mask).numpy()
-
         for i, (x, text) in enumerate(zip(images, instructions)):
             p = float(out["presence"][i])
             parsed = parsed_all[i]
             mask = np.zeros(x.shape, dtype=bool)
             threshold = self.presence_threshold(parsed)
-            lung_rows = list(range(extra, extra + len(checks[i])))
+            on = p >= threshold
+            lung_scores = out["presence"][extra:extra + len(checks[i])]
             extra += len(checks[i])
-            note = None
-            if lung_rows and parsed.instruction_type == "global":  # global_from_lungs: the lungs' union
-                lung_scores = [float(out["presence"][r]) for r in lung_rows]
-                p = max(lung_scores)
-                for r, score in zip(lung_rows, lung_scores):
-                    if score >= threshold:
-                        mask |= pixels(r, x.shape)
-                note = (f"answered from the questions about the right lung (score {lung_scores[0]:.2f}) and the "
-                        f"left lung ({lung_scores[1]:.2f}): the union of their answers")
-                if p >= threshold and not mask.any():
-                    note += f"; no pixel of their masks reaches tau_mask {c.tau_mask:g}"
-            elif p >= threshold:
-                note = self._ctr_rule(parsed, priors[i] if priors is not None else None)
-                if note is None:
-                    mask = pixels(i, x.shape)
-                    if not mask.any():
-                        note = f"answered absent: no pixel of the mask reaches tau_mask {c.tau_mask:g}"
-            if lung_rows and parsed.instruction_type == "basic" and not mask.any():
-                anatomy = (priors[i] if priors is not None else self.image_priors(x)).anatomy
-                lung_answers = [(lung, float(out["presence"][r]), pixels(r, x.shape))
-                                for lung, r in zip(zone_lungs(parsed), lung_rows)]
-                mask, composed = _zone_from_lung(parsed.locations, lung_answers, anatomy, threshold, c.tau_location)
-                if composed:
-                    note = composed
+            note = self._ctr_rule(parsed, priors[i] if priors is not None else None) if on else None
+            if on and note is None and len(lung_scores) and float(lung_scores.max()) < threshold:
+                note = (f"answered absent: the questions about the right and the left lung score "
+                        f"{lung_scores[0]:.2f} and {lung_scores[1]:.2f}, below the threshold {threshold:.2f}, "
+                        f"and a {parsed.target} lies in a lung (global_needs_lung)")
+            if note is None and on:
+                logits = F.interpolate(out["mask_logits"][i][None, None], size=x.shape, mode="bilinear",
+                                       align_corners=False)[0, 0]
+                mask = (torch.sigmoid(logits) >= c.tau_mask).numpy()
+                if not mask.any():
+                    note = f"answered absent: no pixel of the mask reaches tau_mask {c.tau_mask:g}"
             present = bool(mask.any())
             locations: list[str] = []
             if present and (parsed is None or parsed.instruction_type == "global") and (
@@ -369,52 +316,3 @@ class LightSegmenter(Segmenter):
             preds.append(Prediction(mask=mask, answer=answer, presence_score=p, presence_threshold=threshold,
                                     note=note))
         return preds
-
-
-def _zone_from_lung(zones, lung_answers, anatomy, threshold: float, tau_location: float) -> tuple[np.ndarray, str]:
-    """A zone question's answer composed from its lungs' answers (``zone_from_lung``).
-
-    Parameters
-    ----------
-    zones : sequence of str
-        The lung zones the question names (:data:`cxrils.vocab.LUNG_ZONES`).
-    lung_answers : non-empty list of (str, float, ndarray of bool (H, W))
-        Each zone's lung, the presence score of its whole-lung question and that
-        question's mask at the image's size (before the presence threshold).
-    anatomy : AnatomyMasks or PackedMasks
-        The priors' anatomy at its reduced (h, w), with the zone masks.
-    threshold, tau_location : float
-        The target's presence threshold; the share of a lung answer's mask that must lie
-        in a zone for the zone to count (the share by which a global answer names a zone,
-        :func:`~cxrils.models.light.answer.locations_from_mask`).
-
-    Returns
-    -------
-    mask : ndarray of bool (H, W)
-        Union over the zones of (lung answer's mask & zone), empty when no zone counts.
-    note : str
-        How it was composed, empty when the mask is.
-    """
-    import cv2
-
-    h, w = anatomy.shape
-    mask, parts = np.zeros(lung_answers[0][2].shape, dtype=bool), []
-    for lung, score, lung_mask in lung_answers:
-        if score < threshold or not lung_mask.any():
-            continue
-        small = cv2.resize(lung_mask.astype(np.float32), (w, h), interpolation=cv2.INTER_AREA) > 0
-        for zone in zones:
-            if zone not in vocab.ZONES_OF_LUNG[lung] or zone not in anatomy:
-                continue
-            zone_mask = anatomy[zone]
-            share = float((small & zone_mask).sum()) / float(small.sum())
-            if share < tau_location or not (small & zone_mask).any():
-                continue
-            full = cv2.resize(zone_mask.astype(np.uint8), lung_mask.shape[::-1], interpolation=cv2.INTER_NEAREST) > 0
-            part = lung_mask & full
-            if part.any():
-                mask |= part
-                parts.append(f"{share:.0%} of the {lung} answer's mask (score {score:.2f}) lies in the {zone}")
-    if not mask.any():
-        return mask, ""
-    return mask, "answered from the whole-lung question: " + "; ".join(parts) + " (zone_from_lung)"

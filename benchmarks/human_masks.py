@@ -369,8 +369,15 @@ class Runner:
             outs.append(out)
         return outs
 
-    def ask(self, x: np.ndarray, instructions: list[str]):
-        return self.seg.predict_many([x] * len(instructions), instructions)
+    def ask(self, x: np.ndarray, instructions: list[str], *, global_needs_lung: bool | None = None):
+        """The light model's answers; ``global_needs_lung`` overrides the model's own setting."""
+        keep = self.seg.config.global_needs_lung
+        if global_needs_lung is not None:
+            self.seg.config.global_needs_lung = global_needs_lung
+        try:
+            return self.seg.predict_many([x] * len(instructions), instructions)
+        finally:
+            self.seg.config.global_needs_lung = keep
 
 
 def run_case(r: Runner, case: Case) -> None:
@@ -419,6 +426,12 @@ def run_case(r: Runner, case: Case) -> None:
                 o.update(light_box_prec=precision(m, b), light_box_cov=precision(b, m))
             if case.source == "covid_severity" and anat is not None:
                 o["light_frac"] = float((m & lungs).sum() / max(1, lungs.sum()))
+            if case.mask_path is not None and case.lesion_type != "cardiomegaly":
+                # the global question, with and without the lung check (global_needs_lung)
+                o["light_global"] = {}
+                for check in (True, False):
+                    gm = r.ask(x, [render_instruction("global", case.lesion_type)], global_needs_lung=check)[0].mask
+                    o["light_global"][check] = (bool(gm.any()), iou(gm, ref))
             if case.mask_path is not None and anat is not None and case.lesion_type != "cardiomegaly":
                 # the zone holding most of the expert lesion, asked on its own
                 zone = max(vocab.LUNG_ZONES, key=lambda z: int((ref & anat[z]).sum()))
@@ -440,6 +453,7 @@ def run_case(r: Runner, case: Case) -> None:
                   render_instruction("global", "cardiomegaly")]
             qs += [render_instruction("basic", "opacity", [z]) for z in vocab.LUNG_ZONES]
             preds = r.ask(x, qs)
+            o["light_neg_global_unchecked"] = not r.ask(x, [qs[2]], global_needs_lung=False)[0].mask.any()
             enlarged = case.reference_ctr is not None and case.reference_ctr > CTR_MIN_CARDIOMEGALY
             o["light_neg"] = {"opacity": [not p.mask.any() for p in preds[:3]],
                               "cardiomegaly": [] if enlarged else [not preds[3].mask.any()]}
@@ -622,7 +636,31 @@ def light_tables(cases: list[Case]) -> list[str]:
             for t in ("opacity", "cardiomegaly"):
                 v = [ok for c in g for ok in c.out["light_neg"][t]]
                 lines.append(f"| {src} | {t} | {len(v)} | {prop(sum(v), len(v))} |")
+    lines += global_check_lines(cases)
     lines += zone_lines(cases)
+    return lines
+
+
+def global_check_lines(cases: list[Case]) -> list[str]:
+    """The global question ("Segment the opacity.") with and without the light model's
+    lung check (``LightConfig.global_needs_lung``): what it costs on expert-masked lesions
+    and what it gains on normal images."""
+    pos = [c for c in cases if "light_global" in c.out]
+    neg = [c for c in cases if "light_neg_global_unchecked" in c.out]
+    if not pos and not neg:
+        return []
+    lines = ["", "### Light model, global question with and without the lung check (`global_needs_lung`)", "",
+             "| lung check | expert-masked lesions: presence recall | IoU with the expert mask (empty = 0) "
+             "| normal images: N-Acc of the global opacity question |", "|---|---|---|---|"]
+    for check in (True, False):
+        ious = [c.out["light_global"][check][1] for c in pos]
+        rec = prop(sum(c.out["light_global"][check][0] for c in pos), len(pos)) if pos else "n/a"
+        if check:
+            v = [c.out["light_neg"]["opacity"][2] for c in neg]
+        else:
+            v = [c.out["light_neg_global_unchecked"] for c in neg]
+        lines.append(f"| {'on' if check else 'off'} | {rec} | {with_ci(mean(ious), boot(ious)) if pos else 'n/a'} "
+                     f"| {prop(sum(v), len(v)) if v else 'n/a'} |")
     return lines
 
 

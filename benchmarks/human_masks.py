@@ -436,8 +436,7 @@ def run_case(r: Runner, case: Case) -> None:
                 # the zone holding most of the expert lesion, asked on its own
                 zone = max(vocab.LUNG_ZONES, key=lambda z: int((ref & anat[z]).sum()))
                 zm = r.ask(x, [render_instruction("basic", case.lesion_type, [zone])])[0].mask
-                o["light_zone_present"] = bool(zm.any())
-                o["light_zone_iou"] = iou(zm, ref & anat[zone])
+                o["light_zone"] = (bool(zm.any()), iou(zm, ref & anat[zone]))
     else:
         res, false = r.run_pipeline(case, [NORMAL_REPORT, FALSE_REPORT])
         o["excluded"] = res["excluded"]
@@ -453,7 +452,8 @@ def run_case(r: Runner, case: Case) -> None:
                   render_instruction("global", "cardiomegaly")]
             qs += [render_instruction("basic", "opacity", [z]) for z in vocab.LUNG_ZONES]
             preds = r.ask(x, qs)
-            o["light_neg_global_unchecked"] = not r.ask(x, [qs[2]], global_needs_lung=False)[0].mask.any()
+            o["light_neg_global"] = {True: not preds[2].mask.any(),  # qs[2]: the global opacity question
+                                     False: not r.ask(x, [qs[2]], global_needs_lung=False)[0].mask.any()}
             enlarged = case.reference_ctr is not None and case.reference_ctr > CTR_MIN_CARDIOMEGALY
             o["light_neg"] = {"opacity": [not p.mask.any() for p in preds[:3]],
                               "cardiomegaly": [] if enlarged else [not preds[3].mask.any()]}
@@ -646,21 +646,16 @@ def global_check_lines(cases: list[Case]) -> list[str]:
     lung check (``LightConfig.global_needs_lung``): what it costs on expert-masked lesions
     and what it gains on normal images."""
     pos = [c for c in cases if "light_global" in c.out]
-    neg = [c for c in cases if "light_neg_global_unchecked" in c.out]
+    neg = [c for c in cases if "light_neg_global" in c.out]
     if not pos and not neg:
         return []
-    lines = ["", "### Light model, global question with and without the lung check (`global_needs_lung`)", "",
-             "| lung check | expert-masked lesions: presence recall | IoU with the expert mask (empty = 0) "
-             "| normal images: N-Acc of the global opacity question |", "|---|---|---|---|"]
+    lines = _table_head("Light model, global question with and without the lung check (`global_needs_lung`)",
+                        ["lung check", "expert-masked lesions: presence recall", "IoU with the expert mask (empty = 0)",
+                         "normal images: N-Acc of the global opacity question"])
     for check in (True, False):
-        ious = [c.out["light_global"][check][1] for c in pos]
-        rec = prop(sum(c.out["light_global"][check][0] for c in pos), len(pos)) if pos else "n/a"
-        if check:
-            v = [c.out["light_neg"]["opacity"][2] for c in neg]
-        else:
-            v = [c.out["light_neg_global_unchecked"] for c in neg]
-        lines.append(f"| {'on' if check else 'off'} | {rec} | {with_ci(mean(ious), boot(ious)) if pos else 'n/a'} "
-                     f"| {prop(sum(v), len(v)) if v else 'n/a'} |")
+        rec, ious = _recall_iou([c.out["light_global"][check] for c in pos])
+        v = [c.out["light_neg_global"][check] for c in neg]
+        lines.append(f"| {'on' if check else 'off'} | {rec} | {ious} | {prop(sum(v), len(v)) if v else 'n/a'} |")
     return lines
 
 
@@ -668,22 +663,34 @@ def zone_lines(cases: list[Case]) -> list[str]:
     """The light model's zone questions (not among issue 18's targets): on each expert-masked
     lesion, the lung zone of the pipeline anatomy holding most of it; on normal images, all
     eight zones (opacity)."""
-    pos = [c for c in cases if "light_zone_present" in c.out]
+    pos = [c for c in cases if "light_zone" in c.out]
     neg = [c for c in cases if "light_neg_zones" in c.out]
     if not pos and not neg:
         return []
-    lines = ["", "### Light model, zone questions (\"Segment the {type} in the {zone}.\"; not among the targets)", "",
-             "| source | questions | presence recall: the zone holding most of the expert lesion | IoU with the "
-             "expert lesion inside that zone (empty = 0) | N-Acc on normal images, all eight zones |",
-             "|---|---|---|---|---|"]
+    lines = _table_head("Light model, zone questions (\"Segment the {type} in the {zone}.\"; not among the targets)",
+                        ["source", "questions", "presence recall: the zone holding most of the expert lesion",
+                         "IoU with the expert lesion inside that zone (empty = 0)",
+                         "N-Acc on normal images, all eight zones"])
     for src in dict.fromkeys(c.source for c in pos + neg):
         p = [c for c in pos if c.source == src]
         v = [ok for c in neg if c.source == src for ok in c.out["light_neg_zones"]]
-        ious = [c.out["light_zone_iou"] for c in p]
-        rec = prop(sum(c.out["light_zone_present"] for c in p), len(p)) if p else "n/a"
-        lines.append(f"| {src} | {len(p)} lesions, {len(v)} normal-image questions | {rec} "
-                     f"| {with_ci(mean(ious), boot(ious)) if p else 'n/a'} | {prop(sum(v), len(v)) if v else 'n/a'} |")
+        rec, ious = _recall_iou([c.out["light_zone"] for c in p])
+        lines.append(f"| {src} | {len(p)} lesions, {len(v)} normal-image questions | {rec} | {ious} "
+                     f"| {prop(sum(v), len(v)) if v else 'n/a'} |")
     return lines
+
+
+def _table_head(title: str, columns: list[str]) -> list[str]:
+    """A section title and the header rows of its Markdown table."""
+    return ["", f"### {title}", "", "| " + " | ".join(columns) + " |", "|" + "---|" * len(columns)]
+
+
+def _recall_iou(answers: list[tuple[bool, float]]) -> tuple[str, str]:
+    """Presence recall and mean IoU (bootstrap CI) of ``(answered, IoU)`` pairs; n/a when empty."""
+    if not answers:
+        return "n/a", "n/a"
+    ious = [a[1] for a in answers]
+    return prop(sum(a[0] for a in answers), len(answers)), with_ci(mean(ious), boot(ious))
 
 
 def cardiomegaly_table(cases: list[Case]) -> list[str]:

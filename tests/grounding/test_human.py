@@ -7,8 +7,8 @@ import pytest
 from grounding_helpers import H, W, anatomy, rect
 
 from cxrils.config import Config
-from cxrils.grounding.human import (NORMAL_REPORT, human_grounding, report_from_label, sides_of_box,
-                                    sides_of_mask)
+from cxrils.grounding.human import (NORMAL_REPORT, human_grounding, report_from_label, report_from_zones,
+                                    sides_of_box, sides_of_mask, zones_of_mask)
 from cxrils.instructions import generate_records
 from cxrils.report import structure_reports
 
@@ -41,6 +41,30 @@ def test_sides_of_masks_and_boxes_are_the_patients():
     assert sides_of_mask(rect(10, 40, 46, 95), right, left) == ("left lung",)     # 4 of 49 columns: under 10%
     assert sides_of_box((300, 10, 400, 60), 512) == ("left lung",)
     assert sides_of_box((100, 10, 400, 60), 512) == ("right lung", "left lung")
+
+
+def test_zones_of_a_mask_and_their_report_read_back_as_those_zones():
+    anat = anatomy()
+    # rows 60-95 of the patient's right lung (image columns 0-50): 1,000 px in the mid
+    # zone (rows 40-70), 2,500 in the base (70-100); 45 px in the left base (image
+    # column 50): 1.3% of the lesion, under the 10% share
+    lesion = rect(60, 95, 0, 50) | rect(70, 85, 50, 53)
+    assert zones_of_mask(lesion, anat) == ("right mid zone lung", "right lung base")
+    assert zones_of_mask(np.zeros((H, W), bool), anat) == ()
+    findings = _structure(report_from_zones("opacity", zones_of_mask(lesion, anat))).findings
+    assert [(f.presence, f.target_type, list(f.labels)) for f in findings] == [
+        ("positive", "opacity", ["right mid zone lung"]), ("positive", "opacity", ["right lung base"])]
+    with pytest.raises(ValueError, match="shape"):
+        zones_of_mask(lesion[:50], anat)
+
+
+def test_human_grounding_cuts_the_mask_by_the_reported_locations():
+    anat = anatomy()
+    lesion = rect(70, 95, 30, 60)       # 20 columns in the patient's right lung, 10 in the left
+    g = human_grounding(study_id="s", image_id="i", report=_structure("There is an opacity in the right lung."),
+                        anatomy=anat, lesion=lesion, cfg=Config())
+    f, = g.findings
+    assert f.grounded == ["right lung"] and np.array_equal(f.mask, rect(70, 95, 30, 50))
 
 
 def test_human_grounding_puts_the_expert_mask_in_the_reported_lungs():

@@ -149,3 +149,45 @@ def test_jsrt_records_follow_the_radiologists_masks_and_nodules(shared_data):
     assert {r["polarity"] for r in opacity} == {"negative"} and len(opacity) == 5
     assert all(r["locations"][0].startswith(other) for r in opacity)         # never the nodule's lung
     assert f"Segment the opacity in the {other} lung." in {r["instruction"] for r in opacity}
+
+
+def test_zone_rows_ask_each_lesion_zone_and_the_untouched_zones():
+    import numpy as np
+
+    from cxrils import vocab
+    from cxrils.config import Config
+    from cxrils.masks import decode_rle
+    from cxrils.models.light.data import zone_rows
+    from cxrils.types import AnatomyMasks
+
+    h = w = 100
+
+    def rect(r0, r1, c0, c1):
+        m = np.zeros((h, w), bool)
+        m[r0:r1, c0:c1] = True
+        return m
+
+    # the patient's right lung is the image's left half; zones by rows
+    bands = ((0, 15), (15, 40), (40, 70), (70, 100))
+    masks = {"right lung": rect(0, h, 0, 50), "left lung": rect(0, h, 50, w), "heart": rect(60, 90, 40, 60)}
+    for zones, (c0, c1) in ((vocab.RIGHT_ZONES, (0, 50)), (vocab.LEFT_ZONES, (50, w))):
+        for z, (r0, r1) in zip(zones, bands):
+            masks[z] = rect(r0, r1, c0, c1)
+    for lobe in vocab.LOBES:
+        masks[lobe] = masks["right lung"] if "right" in lobe else masks["left lung"]
+    anat = AnatomyMasks(masks, (h, w), "hand")
+    # 1,000 px in the right mid zone, 2,500 in the right base, 45 (under 10%) in the left base
+    lesion = rect(60, 95, 0, 50) | rect(70, 85, 50, 53)
+    earlier = [{"record_id": "cqx-a:0"}, {"record_id": "cqx-a:3"}]
+    rows = zone_rows("cqx-a", lesion, anat, earlier, "train", Config())
+    pos = {r["locations"][0]: r for r in rows if r["polarity"] == "positive"}
+    assert set(pos) == {"right mid zone lung", "right lung base"}
+    assert pos["right lung base"]["instruction"] == "Segment the opacity in the right lung base."
+    for z, r in pos.items():
+        assert np.array_equal(decode_rle(r["mask"]).astype(bool), lesion & masks[z]), z
+    neg = {r["locations"][0] for r in rows if r["polarity"] == "negative"}
+    # every zone the mask does not touch; the left base holds 45 lesion pixels: no negative
+    assert neg == set(vocab.LUNG_ZONES) - {"right mid zone lung", "right lung base", "left lung base"}
+    assert {r["instruction_type"] for r in rows} == {"basic"} and {r["lesion_type"] for r in rows} == {"opacity"}
+    assert sorted(r["record_id"] for r in rows) == sorted(f"cqx-a:{k}" for k in range(4, 4 + len(rows)))
+    assert zone_rows("cqx-a", np.zeros((h, w), bool), anat, earlier, "train", Config()) == []

@@ -14,12 +14,12 @@ import numpy as np
 from cxrils.config import Config
 from cxrils.grounding.locations import empty_locations, reported_locations
 from cxrils.types import AnatomyMasks, GroundedFinding, StructuredReport, StudyGrounding
-from cxrils.vocab import WHOLE_LUNGS
+from cxrils.vocab import LUNG_ZONES, WHOLE_LUNGS
 
 #: The two lungs, patient sides.
 LUNGS: tuple[str, ...] = WHOLE_LUNGS
-#: A side is named in a report written from a label when it holds at least this share
-#: of the lesion's mask (or box) pixels (ours).
+#: A side (or a lung zone, :func:`zones_of_mask`) is named in a report written from a
+#: label when it holds at least this share of the lesion's mask (or box) pixels (ours).
 SIDE_MIN_SHARE = 0.10
 #: Report of an image whose label says it is normal.
 NORMAL_REPORT = "No acute cardiopulmonary process. The lungs are clear."
@@ -57,6 +57,40 @@ def sides_of_mask(lesion: np.ndarray, right: np.ndarray, left: np.ndarray) -> tu
     return tuple(s for s, m in zip(LUNGS, (right, left)) if int((lesion & m).sum()) >= SIDE_MIN_SHARE * total)
 
 
+def zones_of_mask(lesion: np.ndarray, anatomy: AnatomyMasks) -> tuple[str, ...]:
+    """Lung zones (of :data:`cxrils.vocab.LUNG_ZONES`, CXAS names, patient sides) holding
+    at least :data:`SIDE_MIN_SHARE` of the lesion's pixels.
+
+    Parameters
+    ----------
+    lesion : numpy.ndarray, bool, shape (H, W)
+    anatomy : AnatomyMasks
+        Holding every zone of :data:`cxrils.vocab.LUNG_ZONES`, bool (H, W).
+
+    Raises
+    ------
+    ValueError
+        If ``lesion`` and ``anatomy`` differ in shape.
+    """
+    if tuple(lesion.shape) != tuple(anatomy.shape):
+        raise ValueError(f"lesion mask shape {lesion.shape} differs from anatomy shape {tuple(anatomy.shape)}")
+    total = max(1, int(lesion.sum()))
+    return tuple(z for z in LUNG_ZONES if int((lesion & anatomy[z]).sum()) >= SIDE_MIN_SHARE * total)
+
+
+def report_from_zones(lesion_type: str, zones: tuple[str, ...]) -> str:
+    """A report naming each zone in a sentence of its own, so that each is one finding
+    (its record's answer mask is then the lesion inside that zone).
+
+    Examples
+    --------
+    >>> report_from_zones("opacity", ("right lung base", "left mid zone lung"))
+    'There is an opacity in the right lung base. There is an opacity in the left mid zone lung.'
+    """
+    article = "an " if lesion_type == "opacity" else ""
+    return " ".join(f"There is {article}{lesion_type} in the {z}." for z in zones)
+
+
 def sides_of_box(box: tuple[float, float, float, float], width: int) -> tuple[str, ...]:
     """Patient sides of a box ``(x0, y0, x1, y1)``: its share of columns left of the
     image's middle column is on the patient's right."""
@@ -71,8 +105,9 @@ def human_grounding(*, study_id: str, image_id: str, report: StructuredReport, a
     """A :class:`~cxrils.types.StudyGrounding` whose lesion masks are a human mask.
 
     Every positive finding of the report's lesion types (but cardiomegaly, whose mask is
-    the heart, section 3.2) gets ``lesion`` as its mask, grounded in the reported lung
-    regions the mask reaches; the empty locations, the heart mask and the CTR come from
+    the heart, section 3.2) gets as its mask the part of ``lesion`` inside the reported
+    lung regions the mask reaches (its grounded locations; as Algorithm 1 cuts its mask
+    by the reported locations); the empty locations, the heart mask and the CTR come from
     ``anatomy`` exactly as :func:`cxrils.grounding.ground_study` computes them.
 
     Parameters
@@ -108,7 +143,7 @@ def human_grounding(*, study_id: str, image_id: str, report: StructuredReport, a
         else:
             gf.grounded = [lb for lb in reported if (anatomy[lb] & lesion).any()]
             if gf.grounded:
-                gf.mask = lesion.copy()
+                gf.mask = lesion & anatomy.union(gf.grounded)
             else:
                 gf.drop_reason = "the human mask reaches no reported location"
         findings.append(gf)

@@ -26,6 +26,13 @@ from human lesion masks (issue 18).
    cardiomegaly negative at any plausible CTR (the radiologists' Normal label vouches for
    the heart, where the paper's generated data, without such a label, needs CTR <= 0.45).
    COVID-19 images get only the paper's CTR-ruled cardiomegaly negative.
+   Each COVID-19 image also gets zone records (:func:`zone_rows`): a basic positive
+   "Segment the opacity in the {zone}." for every lung zone holding at least
+   :data:`cxrils.grounding.human.SIDE_MIN_SHARE` of the expert mask (answer: the mask
+   inside that zone), and an opacity negative for every zone the expert mask does not
+   touch. Without them the model saw almost no zone-level opacity positive (the demo
+   grounds opacity at lung level) and answered no zone question about a COVID-19
+   lesion (``benchmarks/human_masks.py``, zone table).
 
 3. records of the JSRT/SCR nodule images of the anatomy's ``train`` split
    (:func:`jsrt_training_samples`; the non-nodule images stay out: the human-mask
@@ -62,7 +69,8 @@ import numpy as np
 from cxrils import vocab
 from cxrils.config import CTR_MIN_CARDIOMEGALY, Config
 from cxrils.dataset import DatasetWriter, read_records
-from cxrils.grounding.human import NORMAL_REPORT, human_grounding, report_from_label, sides_of_mask
+from cxrils.grounding.human import (NORMAL_REPORT, human_grounding, report_from_label, report_from_zones,
+                                    sides_of_mask, zones_of_mask)
 from cxrils.instructions import generate_records, record_seed
 from cxrils.report import get_location_mapper, get_structurer, structure_reports
 from cxrils.vision.anatomy import cardiothoracic_ratio, get_segmenter
@@ -253,6 +261,55 @@ def normal_forms(image_id: str, seed: int = 0) -> list[tuple[str, str | None]]:
     return list(NORMAL_ABSENT_FORMS) + [("basic", zones[i]) for i in picks]
 
 
+def zone_rows(image_id: str, lesion: np.ndarray, anatomy, rows: list[dict], split: str, cfg: Config, *,
+              structurer=None, mapper=None) -> list[dict]:
+    """Zone records of one expert-masked COVID-19 image (module docstring, item 2).
+
+    A report naming every zone of :func:`cxrils.grounding.human.zones_of_mask` in a
+    sentence of its own (:func:`cxrils.grounding.human.report_from_zones`) is structured,
+    grounded with the expert mask and turned into records by the pipeline's own
+    generator, with every lung zone as an empty-location candidate; only its basic
+    records are kept: the positives (one per zone; answer mask: the expert mask inside
+    the zone) and the opacity negatives at zones with no expert-mask pixel. The global
+    and cardiomegaly records the generator also writes are dropped: ``rows`` has them.
+
+    Parameters
+    ----------
+    image_id : str
+    lesion : numpy.ndarray, bool, shape (H, W)
+        The expert mask.
+    anatomy : AnatomyMasks
+        Every label of :data:`cxrils.vocab.ANATOMY_LABELS`, bool (H, W).
+    rows : list of dict
+        The image's other records: the new ones continue their record numbering.
+    split : str
+    cfg : Config
+
+    Returns
+    -------
+    list of dict
+        Rows of :data:`cxrils.dataset.schema.COLUMNS`; empty when no zone holds enough
+        of the mask.
+    """
+    zones = zones_of_mask(lesion, anatomy)
+    if not zones:
+        return []
+    report = next(iter(structure_reports([(image_id, report_from_zones("opacity", zones))], cfg,
+                                         structurer=structurer, mapper=mapper)))
+    zcfg = copy.deepcopy(cfg)
+    zcfg.instructions.max_empty_location_negatives_per_type = len(vocab.LUNG_ZONES)
+    g = human_grounding(study_id=image_id, image_id=image_id, report=report, anatomy=anatomy, lesion=lesion,
+                        cfg=zcfg)
+    touched = {z for z in vocab.LUNG_ZONES if (lesion & anatomy[z]).any()}
+    kept = [r for r in generate_records(g, split=split, patient_id=image_id, image_path=f"images/{image_id}.png",
+                                        cfg=zcfg, absent_forms=())
+            if r["instruction_type"] == "basic" and r["lesion_type"] == "opacity"
+            and len(r["locations"]) == 1 and r["locations"][0] in vocab.LUNG_ZONES
+            and (r["polarity"] == "positive" or r["locations"][0] not in touched)]
+    start = 1 + max((int(str(r["record_id"]).rpartition(":")[2]) for r in rows), default=-1)
+    return [{**r, "record_id": f"{image_id}:{start + k}"} for k, r in enumerate(kept)]
+
+
 def _plain(record: dict) -> dict:
     out = dict(record)
     out["locations"] = [str(v) for v in record["locations"]]
@@ -294,7 +351,8 @@ def build_training_dataset(generated: str | Path, data_root: str | Path, out: st
     records = read_records(generated)
     writer = DatasetWriter(out, {"builder": "cxrils.models.light.data.build_training_dataset",
                                  "generated": str(generated), "data_root": str(root),
-                                 "human": "COVID-QU-Ex tuning part, detector half, expert-verified infection masks; "
+                                 "human": "COVID-QU-Ex tuning part, detector half, expert-verified infection masks "
+                                          "(lung and zone records); "
                                           "JSRT/SCR train-split nodule images, cardiomegaly by the SCR masks' CTR, "
                                           "opacity negatives in the lung without the JSRT nodule"})
     try:
@@ -345,9 +403,12 @@ def build_training_dataset(generated: str | Path, data_root: str | Path, out: st
             # no absent-type lung negatives on COVID-19 images (forms ()): their label says
             # "infection", which may well be pneumonia or consolidation, so "There is no
             # pneumonia" would be false; the cardiomegaly negative follows the CTR rule
-            rows = generate_records(g, split="validate" if s.image_id in val_ids else "train", patient_id=image_id,
+            split = "validate" if s.image_id in val_ids else "train"
+            rows = generate_records(g, split=split, patient_id=image_id,
                                     image_path=f"images/{image_id}.png", cfg=normal_cfg if not s.positive else cfg,
                                     absent_forms=normal_forms(image_id, cfg.instructions.seed) if not s.positive else ())
+            if s.positive:
+                rows += zone_rows(image_id, lesion, anatomy, rows, split, cfg, structurer=structurer, mapper=mapper)
             writer.commit_study(image_id, x, rows)
             n_human += len(rows)
         jsrt = jsrt_training_samples(root, cfg)

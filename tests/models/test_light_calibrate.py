@@ -343,29 +343,3 @@ def test_runs_saved_before_the_lung_check_load_without_it():
     assert LightConfig().global_needs_lung is True
     with pytest.raises(ValueError, match="global_needs_lung"):
         LightConfig(global_needs_lung="yes")
-
-
-def test_shared_threshold_is_chosen_again_on_the_targets_without_their_own(monkeypatch):
-    from types import SimpleNamespace
-
-    from cxrils.models.light import calibrate as cal
-    from cxrils.models.light.config import LightConfig
-
-    presence, prob, ref, targets = _two_targets()
-    presence[48:68] = 0.92  # 20 of the 40 "opacity" negatives score 0.92
-    targets[22:44] = "edema"  # too few records for a threshold of its own, as "effusion"
-    monkeypatch.setattr(cal, "validation_scores", lambda seg, ds, split: (presence, prob, ref, targets))
-    seg = SimpleNamespace(config=LightConfig(calib_min_n_acc=0.85, calib_confidence=0.0,
-                                             calib_target_min_positives=4, calib_target_min_negatives=40))
-    out = cal.calibrate(seg, "unused")
-    # pooled, 20 of 80 negatives at 0.92 (N-Acc 0.75 below it): the pooled choice must
-    # exceed 0.92 and so drops every "effusion" positive (0.6-0.9)
-    assert out["tau_presence_all_targets"] > 0.92
-    assert 0.92 < seg.config.tau_presence_by_target["opacity"] <= 0.99
-    # chosen again on the "effusion" records alone: all four positives kept, N-Acc 1.0
-    assert seg.config.tau_presence == out["tau_presence"] <= 0.6
-    assert out["other_targets"]["gIoU"] == pytest.approx(1.0) and out["other_targets"]["n_acc"] == 1.0
-    # without per-target thresholds the pooled choice stands
-    seg = SimpleNamespace(config=LightConfig(calib_min_n_acc=0.85, calib_confidence=0.0, calib_per_target=False))
-    out = cal.calibrate(seg, "unused")
-    assert seg.config.tau_presence == out["tau_presence"] > 0.92 and "other_targets" not in out

@@ -24,13 +24,7 @@ was 72.2 %. So, after the shared pair is chosen, every instruction target with a
 :attr:`LightConfig.calib_target_min_negatives` negatives in the split gets its own
 ``tau_presence`` by the same rule on its own records (``tau_mask`` kept), stored in
 :attr:`LightConfig.tau_presence_by_target` when its N-Acc constraint is met; a target
-that misses it, and every other target, keeps the shared one. Once some targets have
-their own, the shared ``tau_presence`` serves only the others, so it is chosen again, by
-the same rule (``tau_mask`` kept), on those targets' records alone: otherwise a hard
-target's negatives would set it (issue 18: after zone-level opacity records were added,
-the opacity negatives, the largest share of the validation records, raised the pooled
-threshold, and the other lung types' validation positives were answered far less often).
-The target is what the
+that misses it, and every other target, keeps the shared one. The target is what the
 instruction names (``ParsedText.target``): a lesion-inference question ("What lesion is
 in the left lung?") names "opacity", so it uses the opacity threshold.
 """
@@ -246,11 +240,7 @@ def calibrate(seg, dataset_dir: str | Path, split: str = "validate") -> dict:
     dict
         :func:`choose_thresholds`' result plus ``by_target`` (the result of
         :func:`choose_target_thresholds`, including targets that missed the constraint
-        and so keep the shared threshold), ``split`` and ``n_records``. When the shared
-        ``tau_presence`` was chosen again on the other targets' records, it is the new
-        one; ``tau_presence_all_targets`` keeps the first choice and ``other_targets``
-        the validation scores of the new one on those records (the other scores in the
-        dict stay those of the first choice on all records).
+        and so keep the shared threshold), ``split`` and ``n_records``.
 
     Raises
     ------
@@ -269,11 +259,4 @@ def calibrate(seg, dataset_dir: str | Path, split: str = "validate") -> dict:
                                              cfg.calib_confidence, min_positives=cfg.calib_target_min_positives,
                                              min_negatives=cfg.calib_target_min_negatives)
     cfg.tau_presence_by_target = {t: c["tau_presence"] for t, c in by_target.items() if c["constraint_met"]}
-    rest = ~np.isin(targets, list(cfg.tau_presence_by_target))
-    rest_positive = ref.reshape(len(ref), -1).any(1)[rest]
-    if cfg.tau_presence_by_target and rest_positive.any() and not rest_positive.all():
-        others = _best_presence(presence[rest], prob[rest] >= cfg.tau_mask, ref[rest], rest_positive,
-                                cfg.calib_min_n_acc, cfg.calib_confidence)
-        chosen = {**chosen, "tau_presence_all_targets": chosen["tau_presence"], "other_targets": others}
-        cfg.tau_presence = chosen["tau_presence"] = others["tau_presence"]
     return {**chosen, "by_target": by_target, "split": split, "n_records": int(len(presence))}

@@ -45,9 +45,9 @@ def test_sides_of_masks_and_boxes_are_the_patients():
 
 def test_zones_of_a_mask_and_their_report_read_back_as_those_zones():
     anat = anatomy()
-    # rows 60-95 of the patient's right lung (image columns 0-50): 1,000 px in the mid
-    # zone (rows 40-70), 2,500 in the base (70-100); 45 px in the left base (image
-    # column 50): 1.3% of the lesion, under the 10% share
+    # rows 60-95 of the patient's right lung (image columns 0-50): 500 px in the mid
+    # zone (rows 40-70), 1,250 in the base (70-100); 45 px in the left base (image
+    # columns 50-53): 2.5 % of the lesion, under the 10 % share
     lesion = rect(60, 95, 0, 50) | rect(70, 85, 50, 53)
     assert zones_of_mask(lesion, anat) == ("right mid zone lung", "right lung base")
     assert zones_of_mask(np.zeros((H, W), bool), anat) == ()

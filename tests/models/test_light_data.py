@@ -176,7 +176,7 @@ def test_zone_rows_ask_each_lesion_zone_and_the_untouched_zones():
     for lobe in vocab.LOBES:
         masks[lobe] = masks["right lung"] if "right" in lobe else masks["left lung"]
     anat = AnatomyMasks(masks, (h, w), "hand")
-    # 1,000 px in the right mid zone, 2,500 in the right base, 45 (under 10%) in the left base
+    # 500 px in the right mid zone, 1,250 in the right base, 45 (2.5 %, under 10 %) in the left base
     lesion = rect(60, 95, 0, 50) | rect(70, 85, 50, 53)
     earlier = [{"record_id": "cqx-a:0"}, {"record_id": "cqx-a:3"}]
     rows = zone_rows("cqx-a", lesion, anat, earlier, "train", Config())
@@ -189,5 +189,6 @@ def test_zone_rows_ask_each_lesion_zone_and_the_untouched_zones():
     # every zone the mask does not touch; the left base holds 45 lesion pixels: no negative
     assert neg == set(vocab.LUNG_ZONES) - {"right mid zone lung", "right lung base", "left lung base"}
     assert {r["instruction_type"] for r in rows} == {"basic"} and {r["lesion_type"] for r in rows} == {"opacity"}
+    assert len(rows) == 2 + 5                                       # two zones asked, five negatives
     assert sorted(r["record_id"] for r in rows) == sorted(f"cqx-a:{k}" for k in range(4, 4 + len(rows)))
     assert zone_rows("cqx-a", np.zeros((h, w), bool), anat, earlier, "train", Config()) == []

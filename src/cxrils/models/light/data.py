@@ -284,12 +284,28 @@ def zone_rows(image_id: str, lesion: np.ndarray, anatomy, rows: list[dict], spli
         The image's other records: the new ones continue their record numbering.
     split : str
     cfg : Config
+    structurer, mapper : optional
+        Report structurer and location mapper (:func:`cxrils.report.get_structurer`,
+        :func:`cxrils.report.get_location_mapper`), built once by the caller; default the
+        configured ones.
 
     Returns
     -------
     list of dict
         Rows of :data:`cxrils.dataset.schema.COLUMNS`; empty when no zone holds enough
         of the mask.
+
+    Raises
+    ------
+    ValueError
+        If ``lesion`` and ``anatomy`` differ in shape.
+
+    Notes
+    -----
+    Zones are those of ``anatomy`` (the builtin anatomy in the shipped data), not of the
+    expert lungs: lesion pixels outside its lungs count in no zone, so an "untouched"
+    zone may still hold lesion where that anatomy misses part of a lung. A negative here
+    may repeat the one empty-location negative of ``rows`` (the same question twice).
     """
     zones = zones_of_mask(lesion, anatomy)
     if not zones:

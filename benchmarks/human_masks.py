@@ -452,8 +452,11 @@ def run_case(r: Runner, case: Case) -> None:
                   render_instruction("global", "cardiomegaly")]
             qs += [render_instruction("basic", "opacity", [z]) for z in vocab.LUNG_ZONES]
             preds = r.ask(x, qs)
-            o["light_neg_global"] = {True: not preds[2].mask.any(),  # qs[2]: the global opacity question
-                                     False: not r.ask(x, [qs[2]], global_needs_lung=False)[0].mask.any()}
+            # qs[2]: the global opacity question, answered with the model's own setting in
+            # preds and asked again with the other one
+            own = bool(r.seg.config.global_needs_lung)
+            o["light_neg_global"] = {own: not preds[2].mask.any(),
+                                     not own: not r.ask(x, [qs[2]], global_needs_lung=not own)[0].mask.any()}
             enlarged = case.reference_ctr is not None and case.reference_ctr > CTR_MIN_CARDIOMEGALY
             o["light_neg"] = {"opacity": [not p.mask.any() for p in preds[:3]],
                               "cardiomegaly": [] if enlarged else [not preds[3].mask.any()]}

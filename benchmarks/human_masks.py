@@ -648,8 +648,7 @@ def global_check_lines(cases: list[Case]) -> list[str]:
     """The global question ("Segment the opacity.") with and without the light model's
     lung check (``LightConfig.global_needs_lung``): what it costs on expert-masked lesions
     and what it gains on normal images."""
-    pos = [c for c in cases if "light_global" in c.out]
-    neg = [c for c in cases if "light_neg_global" in c.out]
+    pos, neg = _having(cases, "light_global"), _having(cases, "light_neg_global")
     if not pos and not neg:
         return []
     lines = _table_head("Light model, global question with and without the lung check (`global_needs_lung`)",
@@ -658,7 +657,7 @@ def global_check_lines(cases: list[Case]) -> list[str]:
     for check in (True, False):
         rec, ious = _recall_iou([c.out["light_global"][check] for c in pos])
         v = [c.out["light_neg_global"][check] for c in neg]
-        lines.append(f"| {'on' if check else 'off'} | {rec} | {ious} | {prop(sum(v), len(v)) if v else 'n/a'} |")
+        lines.append(f"| {'on' if check else 'off'} | {rec} | {ious} | {_n_acc_cell(v)} |")
     return lines
 
 
@@ -666,8 +665,7 @@ def zone_lines(cases: list[Case]) -> list[str]:
     """The light model's zone questions (not among issue 18's targets): on each expert-masked
     lesion, the lung zone of the pipeline anatomy holding most of it; on normal images, all
     eight zones (opacity)."""
-    pos = [c for c in cases if "light_zone" in c.out]
-    neg = [c for c in cases if "light_neg_zones" in c.out]
+    pos, neg = _having(cases, "light_zone"), _having(cases, "light_neg_zones")
     if not pos and not neg:
         return []
     lines = _table_head("Light model, zone questions (\"Segment the {type} in the {zone}.\"; not among the targets)",
@@ -679,8 +677,18 @@ def zone_lines(cases: list[Case]) -> list[str]:
         v = [ok for c in neg if c.source == src for ok in c.out["light_neg_zones"]]
         rec, ious = _recall_iou([c.out["light_zone"] for c in p])
         lines.append(f"| {src} | {len(p)} lesions, {len(v)} normal-image questions | {rec} | {ious} "
-                     f"| {prop(sum(v), len(v)) if v else 'n/a'} |")
+                     f"| {_n_acc_cell(v)} |")
     return lines
+
+
+def _having(cases: list[Case], key: str) -> list[Case]:
+    """The cases whose outputs hold ``key``."""
+    return [c for c in cases if key in c.out]
+
+
+def _n_acc_cell(empty: list[bool]) -> str:
+    """N-Acc of answers (True = answered empty) with its interval; n/a when there are none."""
+    return prop(sum(empty), len(empty)) if empty else "n/a"
 
 
 def _table_head(title: str, columns: list[str]) -> list[str]:

@@ -33,7 +33,8 @@ def report_from_label(lesion_type: str, sides: tuple[str, ...]) -> str:
     lesion_type : str
         One of :data:`cxrils.vocab.LESION_TYPES`.
     sides : tuple of str
-        Subset of :data:`LUNGS` (patient sides); ignored for cardiomegaly.
+        Subset of :data:`LUNGS` (patient sides), or one lung region label (e.g. a zone,
+        :func:`report_from_zones`); ignored for cardiomegaly.
 
     Examples
     --------
@@ -50,11 +51,23 @@ def report_from_label(lesion_type: str, sides: tuple[str, ...]) -> str:
     return f"There is {lesion_type} in {where}."
 
 
+def _check_shape(lesion: np.ndarray, anatomy: AnatomyMasks) -> None:
+    """Raise ValueError when the lesion mask and the anatomy differ in shape."""
+    if tuple(lesion.shape) != tuple(anatomy.shape):
+        raise ValueError(f"lesion mask shape {lesion.shape} differs from anatomy shape {tuple(anatomy.shape)}")
+
+
+def _holding(lesion: np.ndarray, regions: dict[str, np.ndarray]) -> tuple[str, ...]:
+    """Names of ``regions`` (bool (H, W) each, in order) holding at least
+    :data:`SIDE_MIN_SHARE` of the lesion's pixels."""
+    total = max(1, int(lesion.sum()))
+    return tuple(name for name, m in regions.items() if int((lesion & m).sum()) >= SIDE_MIN_SHARE * total)
+
+
 def sides_of_mask(lesion: np.ndarray, right: np.ndarray, left: np.ndarray) -> tuple[str, ...]:
     """Patient sides (of :data:`LUNGS`) holding at least :data:`SIDE_MIN_SHARE` of the
     lesion's pixels, from bool (H, W) masks of the lesion and of each lung."""
-    total = max(1, int(lesion.sum()))
-    return tuple(s for s, m in zip(LUNGS, (right, left)) if int((lesion & m).sum()) >= SIDE_MIN_SHARE * total)
+    return _holding(lesion, dict(zip(LUNGS, (right, left))))
 
 
 def zones_of_mask(lesion: np.ndarray, anatomy: AnatomyMasks) -> tuple[str, ...]:
@@ -72,23 +85,28 @@ def zones_of_mask(lesion: np.ndarray, anatomy: AnatomyMasks) -> tuple[str, ...]:
     ValueError
         If ``lesion`` and ``anatomy`` differ in shape.
     """
-    if tuple(lesion.shape) != tuple(anatomy.shape):
-        raise ValueError(f"lesion mask shape {lesion.shape} differs from anatomy shape {tuple(anatomy.shape)}")
-    total = max(1, int(lesion.sum()))
-    return tuple(z for z in LUNG_ZONES if int((lesion & anatomy[z]).sum()) >= SIDE_MIN_SHARE * total)
+    _check_shape(lesion, anatomy)
+    return _holding(lesion, {z: anatomy[z] for z in LUNG_ZONES})
 
 
 def report_from_zones(lesion_type: str, zones: tuple[str, ...]) -> str:
-    """A report naming each zone in a sentence of its own, so that each is one finding
-    (its record's answer mask is then the lesion inside that zone).
+    """A report naming each zone in a sentence of its own (:func:`report_from_label` of
+    that zone), so that each is one finding (its record's answer mask is then the lesion
+    inside that zone).
+
+    Parameters
+    ----------
+    lesion_type : str
+        One of :data:`cxrils.vocab.LESION_TYPES` but cardiomegaly.
+    zones : tuple of str
+        Labels of :data:`cxrils.vocab.LUNG_ZONES` (patient sides).
 
     Examples
     --------
     >>> report_from_zones("opacity", ("right lung base", "left mid zone lung"))
     'There is an opacity in the right lung base. There is an opacity in the left mid zone lung.'
     """
-    article = "an " if lesion_type == "opacity" else ""
-    return " ".join(f"There is {article}{lesion_type} in the {z}." for z in zones)
+    return " ".join(report_from_label(lesion_type, (z,)) for z in zones)
 
 
 def sides_of_box(box: tuple[float, float, float, float], width: int) -> tuple[str, ...]:
@@ -126,8 +144,7 @@ def human_grounding(*, study_id: str, image_id: str, report: StructuredReport, a
     """
     from cxrils.vision.anatomy import cardiothoracic_ratio
 
-    if tuple(lesion.shape) != tuple(anatomy.shape):
-        raise ValueError(f"lesion mask shape {lesion.shape} differs from anatomy shape {tuple(anatomy.shape)}")
+    _check_shape(lesion, anatomy)
     positives = [f for f in report.findings if f.presence == "positive"]
     empty = empty_locations(positives, anatomy, cfg.grounding.empty_overlap_tol_px)
     heart = anatomy["heart"]

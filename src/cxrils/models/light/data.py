@@ -73,6 +73,7 @@ from cxrils.grounding.human import (NORMAL_REPORT, human_grounding, report_from_
                                     sides_of_mask, zones_of_mask)
 from cxrils.instructions import generate_records, record_seed
 from cxrils.report import get_location_mapper, get_structurer, structure_reports
+from cxrils.types import AnatomyMasks
 from cxrils.vision.anatomy import cardiothoracic_ratio, get_segmenter
 from cxrils.vision.anatomy.data import Sample, read_gray
 from cxrils.vision.lesion_data import covid_qu_ex_samples, near_duplicate_pairs, training_samples
@@ -195,7 +196,6 @@ def jsrt_training_samples(data_root: str | Path, cfg: Config) -> list[tuple[Samp
     ``qc.ctr_max_cardiomegaly_negative``, None in between; ``nodule side``: patient side
     of the nodule (:func:`jsrt_nodule_sides`) or None. Images with neither are left out.
     Empty when the shared data has no ``jsrt_scr``."""
-    from cxrils.types import AnatomyMasks
     from cxrils.vision.anatomy.data import jsrt_samples, split_of
 
     if not (Path(data_root) / "jsrt_scr" / "images").is_dir():
@@ -212,11 +212,17 @@ def jsrt_training_samples(data_root: str | Path, cfg: Config) -> list[tuple[Samp
     return out
 
 
+def _with_empty_negatives(cfg: Config, n: int) -> Config:
+    """A copy of ``cfg`` asking up to ``n`` empty-location negatives per type (the paper's
+    generator asks ``instructions.max_empty_location_negatives_per_type``)."""
+    out = copy.deepcopy(cfg)
+    out.instructions.max_empty_location_negatives_per_type = n
+    return out
+
+
 def _jsrt_config(cfg: Config) -> Config:
     """``cfg`` asking every empty location of the nodule-free lung (:data:`JSRT_EMPTY_LOCATION_NEGATIVES`)."""
-    jcfg = copy.deepcopy(cfg)
-    jcfg.instructions.max_empty_location_negatives_per_type = JSRT_EMPTY_LOCATION_NEGATIVES
-    return jcfg
+    return _with_empty_negatives(cfg, JSRT_EMPTY_LOCATION_NEGATIVES)
 
 
 def _jsrt_rows(sample, cardiomegaly: bool | None, side: str | None, split: str, segment,
@@ -225,7 +231,6 @@ def _jsrt_rows(sample, cardiomegaly: bool | None, side: str | None, split: str, 
     """Image and records of one JSRT sample (module docstring, item 3); ``jcfg``
     (default :func:`_jsrt_config` of ``cfg``), ``structurer`` and ``mapper`` may be
     built once by the caller."""
-    from cxrils.types import AnatomyMasks
 
     image_id = JSRT_PREFIX + sample.image_id
     x = read_gray(sample.image_path)
@@ -261,7 +266,7 @@ def normal_forms(image_id: str, seed: int = 0) -> list[tuple[str, str | None]]:
     return list(NORMAL_ABSENT_FORMS) + [("basic", zones[i]) for i in picks]
 
 
-def zone_rows(image_id: str, lesion: np.ndarray, anatomy, rows: list[dict], split: str, cfg: Config, *,
+def zone_rows(image_id: str, lesion: np.ndarray, anatomy: AnatomyMasks, rows: list[dict], split: str, cfg: Config, *,
               structurer=None, mapper=None) -> list[dict]:
     """Zone records of one expert-masked COVID-19 image (module docstring, item 2).
 
@@ -312,8 +317,7 @@ def zone_rows(image_id: str, lesion: np.ndarray, anatomy, rows: list[dict], spli
         return []
     report = next(iter(structure_reports([(image_id, report_from_zones("opacity", zones))], cfg,
                                          structurer=structurer, mapper=mapper)))
-    zcfg = copy.deepcopy(cfg)
-    zcfg.instructions.max_empty_location_negatives_per_type = len(vocab.LUNG_ZONES)
+    zcfg = _with_empty_negatives(cfg, len(vocab.LUNG_ZONES))
     g = human_grounding(study_id=image_id, image_id=image_id, report=report, anatomy=anatomy, lesion=lesion,
                         cfg=zcfg)
     touched = {z for z in vocab.LUNG_ZONES if (lesion & anatomy[z]).any()}

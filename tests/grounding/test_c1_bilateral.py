@@ -1,5 +1,5 @@
-"""The optional per-lung variant of Algorithm 1's c1 (``grounding.c1_bilateral``; ours,
-docs/grounding.md) against the paper's c1 (the default). Expected values are counted by
+"""The per-lung variant of Algorithm 1's c1 (``grounding.c1_bilateral``, the default; ours,
+docs/grounding.md) against the paper's c1 (``union``, an option). Expected values are counted by
 hand on the 100 x 100 anatomy of grounding_helpers: each lung 5000 px (right = columns
 0-49, the image's left), each lung base rows 70-99 = 1500 px, each upper zone rows 15-39
 = 1250 px; tau_anatomy = 0.25 (Table 7)."""
@@ -17,8 +17,8 @@ from cxrils.types import LesionBox, StructuredReport
 
 from grounding_helpers import H, W, anatomy, anomaly, finding, rect
 
-UNION = GroundingConfig()
-PER_LUNG = dataclasses.replace(UNION, c1_bilateral="per_lung")
+PER_LUNG = GroundingConfig()
+UNION = dataclasses.replace(PER_LUNG, c1_bilateral="union")
 A = anatomy()
 BOTH_LUNGS = ("right lung", "left lung")
 BOTH_BASES = ("right lung base", "left lung base")
@@ -36,8 +36,9 @@ def c1(b: LesionBox, labels: tuple[str, ...], cfg: GroundingConfig) -> tuple[boo
     return check.c1, check.iou_anatomy, check.iou_anatomy_sides
 
 
-def test_default_is_the_papers_union():
-    assert UNION.c1_bilateral == "union" and Config().grounding.c1_bilateral == "union"
+def test_default_is_per_lung_and_the_papers_union_is_an_option():
+    assert PER_LUNG.c1_bilateral == "per_lung" and Config().grounding.c1_bilateral == "per_lung"
+    assert load_config(None, ["grounding.c1_bilateral=union"]).grounding.c1_bilateral == "union"
 
 
 @pytest.mark.parametrize("b, union_iou, side_ious, union_ok, per_lung_ok", [
@@ -134,13 +135,17 @@ def _study(cfg: Config):
                         boxes=[box(0, 40, 50, 100)], cfg=cfg, ctr=0.4)
 
 
+def _paper_config() -> Config:
+    cfg = Config()
+    cfg.grounding.c1_bilateral = "union"
+    return cfg
+
+
 def test_ground_study_grounds_the_left_lung_only_under_per_lung():
-    paper = _study(Config()).findings[0]
+    paper = _study(_paper_config()).findings[0]
     assert paper.mask is None and "c1 x1" in paper.drop_reason
     assert "c1_iou_left_part" not in paper.box_checks[0]
-    cfg = Config()
-    cfg.grounding.c1_bilateral = "per_lung"
-    sg = _study(cfg)
+    sg = _study(Config())
     gf = sg.findings[0]
     assert gf.mask is not None and gf.grounded == ["left lung"]
     assert not gf.mask[:, :50].any()  # nothing in the right lung
@@ -149,11 +154,10 @@ def test_ground_study_grounds_the_left_lung_only_under_per_lung():
     assert rec["c1_iou_left_part"] == pytest.approx(0.40) and rec["c1_iou_right_part"] == 0.0
 
 
-def test_the_variant_is_in_the_provenance():
-    cfg = Config()
-    cfg.grounding.c1_bilateral = "per_lung"
+def test_the_rule_is_in_the_provenance():
+    cfg = _paper_config()
     # per study (grounding JSON) and per run (what a resume compares, the dataset's provenance)
-    assert grounding_to_dict(_study(cfg))["provenance"]["grounding"]["c1_bilateral"] == "per_lung"
-    assert grounding_to_dict(_study(Config()))["provenance"]["grounding"]["c1_bilateral"] == "union"
-    assert cfg.dataset_settings()["grounding"]["c1_bilateral"] == "per_lung"
+    assert grounding_to_dict(_study(Config()))["provenance"]["grounding"]["c1_bilateral"] == "per_lung"
+    assert grounding_to_dict(_study(cfg))["provenance"]["grounding"]["c1_bilateral"] == "union"
+    assert cfg.dataset_settings()["grounding"]["c1_bilateral"] == "union"
     assert cfg.to_json() != Config().to_json()

@@ -67,6 +67,20 @@ def test_human_grounding_cuts_the_mask_by_the_reported_locations():
     assert f.grounded == ["right lung"] and np.array_equal(f.mask, rect(70, 95, 30, 50))
 
 
+def test_no_empty_location_holds_part_of_the_human_mask():
+    anat = anatomy()
+    # 40 columns in the patient's right lung base, 3 in the left base (45 px, 6 % of the
+    # mask: under the 10 % share, so the report names the right lung only)
+    lesion = rect(70, 85, 10, 50) | rect(70, 85, 50, 53)
+    assert sides_of_mask(lesion, anat["right lung"], anat["left lung"]) == ("right lung",)
+    g = human_grounding(study_id="s", image_id="i", report=_structure("There is an opacity in the right lung."),
+                        anatomy=anat, lesion=lesion, cfg=Config())
+    # the left lung and its base hold lesion pixels: not empty; the left upper zone does not
+    assert "left lung" not in g.empty_locations and "left lung base" not in g.empty_locations
+    assert "left upper zone lung" in g.empty_locations
+    assert all(not (anat[lb] & lesion).any() for lb in g.empty_locations)
+
+
 def test_human_grounding_puts_the_expert_mask_in_the_reported_lungs():
     anat = anatomy()
     lesion = rect(70, 95, 5, 45)                    # patient right lung base

@@ -125,8 +125,11 @@ def human_grounding(*, study_id: str, image_id: str, report: StructuredReport, a
     Every positive finding of the report's lesion types (but cardiomegaly, whose mask is
     the heart, section 3.2) gets as its mask the part of ``lesion`` inside the reported
     lung regions the mask reaches (its grounded locations; as Algorithm 1 cuts its mask
-    by the reported locations); the empty locations, the heart mask and the CTR come from
-    ``anatomy`` exactly as :func:`cxrils.grounding.ground_study` computes them.
+    by the reported locations); the heart mask and the CTR come from ``anatomy`` exactly
+    as :func:`cxrils.grounding.ground_study` computes them, and so do the empty locations,
+    less every one that ``lesion`` touches: a report written from the label names only
+    the regions holding :data:`SIDE_MIN_SHARE` of the mask, and a region holding less of
+    it is not empty (an empty location is a negative instruction, section 3.1 step 4).
 
     Parameters
     ----------
@@ -146,7 +149,8 @@ def human_grounding(*, study_id: str, image_id: str, report: StructuredReport, a
 
     _check_shape(lesion, anatomy)
     positives = [f for f in report.findings if f.presence == "positive"]
-    empty = empty_locations(positives, anatomy, cfg.grounding.empty_overlap_tol_px)
+    empty = [lb for lb in empty_locations(positives, anatomy, cfg.grounding.empty_overlap_tol_px)
+             if not (anatomy[lb] & lesion).any()]
     heart = anatomy["heart"]
     ctr = cardiothoracic_ratio(anatomy) if heart.any() and anatomy.union(LUNGS).any() else None
     findings = []

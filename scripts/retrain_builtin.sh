@@ -33,6 +33,7 @@ $PY benchmarks/lesion_models.py --data "$DATA" --publish lesion_models
 $PY benchmarks/models.py --dataset "$WORK/light_data" --from-run "$W/light_ils" --work "$WORK/bench_models" \
     --publish light_model
 $PY benchmarks/human_masks.py --data "$DATA" --publish human_masks
+$PY benchmarks/human_masks.py --data "$DATA" --set grounding.c1_bilateral=union --publish human_masks_c1_union
 $PY benchmarks/grounding.py --data "$DATA" --publish grounding
 # benchmarks of other pages whose numbers depend on the builtin lesion models
 $PY benchmarks/generate.py --data "$DATA" --workers 1,2

@@ -825,7 +825,8 @@ def oracle_c1_lines(data: Path, cfg) -> list[str]:
     """Condition c1 of Algorithm 1 under both ``grounding.c1_bilateral`` rules (the paper's
     ``union``: IoU(box, right lung + left lung) >= tau_anatomy; ours, ``per_lung``: or
     IoU(box, one lung) >= tau_anatomy) with the EXPERT's own boxes (one per lesion
-    component) and the expert lungs, for the bilateral reports of both COVID-QU-Ex parts:
+    component) and the expert lungs, for the images of both COVID-QU-Ex parts whose expert
+    mask lies in both lungs (bilateral reports):
     on which side can a box pass c1 at all? No model runs, so the tuning part is as unseen
     as the report part here; the rule was chosen on the tuning part's row."""
     import dataclasses
@@ -854,14 +855,14 @@ def oracle_c1_lines(data: Path, cfg) -> list[str]:
                                           (r, lf)).c1
                 k = 0 if ok["r"] and ok["l"] else 1 if ok["r"] else 2 if ok["l"] else 3
                 counts[(part, rule)][k] += 1
-    lines = ["", "### c1 with the experts' own boxes and lungs, bilateral COVID-QU-Ex lesions",
+    lines = ["", "### c1 with the experts' own boxes and lungs, bilateral COVID-QU-Ex images",
              "", f"One box per lesion component, tau_anatomy {cfg.tau_anatomy}; union: IoU(box, both lungs); "
              "per_lung: IoU(box, both lungs, the right lung or the left lung). Default rule of this run: "
              f"{cfg.c1_bilateral}.", "",
-             "| part | c1 rule | lesions | a box passes on both sides : right only : left only : neither "
-             "| right only : left only |", "|---|---|---|---|---|"]
+             "| part | c1 rule | bilateral COVID-19 images | a box passes on both sides : right only : left only "
+             ": neither | right only / left only |", "|---|---|---|---|---|"]
     for (part, rule), (both, right, left, none) in counts.items():
-        ratio = f"{max(right, left) / min(right, left):.2f}" if min(right, left) else "inf"
+        ratio = f"{right / left:.2f}" if left else ("inf" if right else "n/a")
         lines.append(f"| {part} | {rule} | {both + right + left + none} | {both} : {right} : {left} : {none} "
                      f"| {ratio} |")
     return lines

@@ -69,7 +69,7 @@ def test_human_grounding_cuts_the_mask_by_the_reported_locations():
 
 def test_no_empty_location_holds_part_of_the_human_mask():
     anat = anatomy()
-    # 40 columns in the patient's right lung base, 3 in the left base (45 px, 6 % of the
+    # 40 columns in the patient's right lung base, 3 in the left base (45 px, 7 % of the
     # mask: under the 10 % share, so the report names the right lung only)
     lesion = rect(70, 85, 10, 50) | rect(70, 85, 50, 53)
     assert sides_of_mask(lesion, anat["right lung"], anat["left lung"]) == ("right lung",)

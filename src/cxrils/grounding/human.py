@@ -127,7 +127,8 @@ def human_grounding(*, study_id: str, image_id: str, report: StructuredReport, a
     lung regions the mask reaches (its grounded locations; as Algorithm 1 cuts its mask
     by the reported locations); the heart mask and the CTR come from ``anatomy`` exactly
     as :func:`cxrils.grounding.ground_study` computes them, and so do the empty locations,
-    less every one that ``lesion`` touches: a report written from the label names only
+    less every one that ``lesion`` overlaps by more than ``empty_overlap_tol_px`` pixels
+    (the tolerance of the empty locations themselves): a report written from the label names only
     the regions holding :data:`SIDE_MIN_SHARE` of the mask, and a region holding less of
     it is not empty (an empty location is a negative instruction, section 3.1 step 4).
 
@@ -150,7 +151,7 @@ def human_grounding(*, study_id: str, image_id: str, report: StructuredReport, a
     _check_shape(lesion, anatomy)
     positives = [f for f in report.findings if f.presence == "positive"]
     empty = [lb for lb in empty_locations(positives, anatomy, cfg.grounding.empty_overlap_tol_px)
-             if not (anatomy[lb] & lesion).any()]
+             if int((anatomy[lb] & lesion).sum()) <= cfg.grounding.empty_overlap_tol_px]
     heart = anatomy["heart"]
     ctr = cardiothoracic_ratio(anatomy) if heart.any() and anatomy.union(LUNGS).any() else None
     findings = []

@@ -831,10 +831,12 @@ def oracle_c1_lines(data: Path, cfg) -> list[str]:
     as the report part here; the rule was chosen on the tuning part's row."""
     import dataclasses
 
+    from cxrils.config import LesionDataConfig
     from cxrils.grounding.algorithm import check_box
     from cxrils.types import LesionBox
     from cxrils.vision.lesion_data import covid_qu_ex_samples, lesion_boxes
 
+    min_frac = LesionDataConfig().box_min_area_frac  # the detector's training targets
     rules = {rule: dataclasses.replace(cfg, c1_bilateral=rule) for rule in ("union", "per_lung")}
     counts = {(part, rule): [0, 0, 0, 0] for part in ("tuning", "report") for rule in rules}
     for part in ("tuning", "report"):
@@ -846,7 +848,7 @@ def oracle_c1_lines(data: Path, cfg) -> list[str]:
             if len(sides_of_mask(les, r, lf)) != 2:
                 continue
             lungs = r | lf
-            boxes = [(box_mask(box, les.shape), box) for box in lesion_boxes(les, 0.02, lungs)]
+            boxes = [(box_mask(box, les.shape), box) for box in lesion_boxes(les, min_frac, lungs)]
             for rule, rcfg in rules.items():
                 ok = {"r": False, "l": False}
                 for b, box in boxes:

@@ -83,6 +83,7 @@ def anomaly_rows(mappers: dict, samples, tau: float) -> list[str]:
 
 
 def detector_row(det, samples) -> str:
+    from cxrils.config import LesionDataConfig
     from cxrils.vision.detection.centernet import average_precision
     from cxrils.vision.lesion_data import lesion_boxes
 
@@ -91,7 +92,7 @@ def detector_row(det, samples) -> str:
         right, left = s.lungs()
         boxes = det.detect(s.image())
         dets.append([(b.x0, b.y0, b.x1, b.y1, b.confidence) for b in boxes])
-        truths.append(lesion_boxes(s.lesion(), 0.02, right | left) if s.positive else [])
+        truths.append(lesion_boxes(s.lesion(), LesionDataConfig().box_min_area_frac, right | left) if s.positive else [])
         (top_pos if s.positive else top_neg).append(boxes[0].confidence if boxes else 0.0)
     pos, neg = np.asarray(top_pos), np.asarray(top_neg)
     auc = float(((pos[:, None] > neg[None]) + 0.5 * (pos[:, None] == neg[None])).mean()) if len(pos) and len(neg) else float("nan")

@@ -71,8 +71,8 @@ class GroundingConfig:
     # also passes when its IoU with the right-side part or the left-side part of the
     # reported locations reaches tau_anatomy, so a box over one lung of a bilateral finding
     # is not measured against both lungs (with the paper's rule, boxes over the smaller left
-    # lung rarely pass: experts' own boxes on the COVID-QU-Ex tuning part pass on the right
-    # only : left only 312 : 51, per lung 112 : 62; benchmarks/human_masks.py).
+    # lung rarely pass; chosen on the COVID-QU-Ex tuning part by the table "c1 with the
+    # experts' own boxes and lungs" of benchmarks/human_masks.py).
     c1_bilateral: str = "per_lung"
 
     def tau_conf_for(self, lesion_type: str) -> float:

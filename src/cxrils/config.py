@@ -379,6 +379,33 @@ class LesionDataConfig:
 
 
 @dataclass(frozen=True)
+class SyntheticConfig:
+    """Synthetic findings drawn on training images (``cxrils.vision.synthetic``; ours).
+
+    They change the shipped weights, hence the generated dataset. Ranges are (low, high)
+    of a uniform draw; heights, areas and thicknesses are fractions of the lung, widths
+    and blurs fractions of the image's longer side. Chosen by eye on JSRT and COVID-QU-Ex
+    canvases so that the drawn findings look like those of adult films; no threshold was
+    tuned on them.
+    """
+
+    effusion_height: tuple[float, float] = (0.04, 0.35)  # fluid depth above the lung's lowest row
+    effusion_meniscus: tuple[float, float] = (0.02, 0.15)  # rise of the surface at the chest wall
+    blob_area: tuple[float, float] = (0.04, 0.35)  # consolidation-like blob, share of the lung
+    band_thickness: tuple[float, float] = (0.03, 0.08)  # plate atelectasis, share of lung height
+    density_strength: tuple[float, float] = (0.55, 0.95)  # blend towards soft-tissue brightness
+    edge_sigma: float = 0.006  # Gaussian blur of a drawn region's edge (fluid: sharp surface)
+    blob_edge_sigma: float = 0.02  # ill-defined margin of airspace opacity
+    line_width: tuple[float, float] = (0.003, 0.008)  # tubes and wires
+    heart_factor: tuple[float, float] = (1.05, 1.45)  # widening of an enlarged heart
+    # Probabilities per training image (anatomy network, cxrils.vision.anatomy.train).
+    p_effusion: float = 0.25
+    p_blob: float = 0.2
+    p_heart: float = 0.25
+    p_lines: float = 0.3
+
+
+@dataclass(frozen=True)
 class LesionTrainConfig:
     """Training of a built-in lesion network on the COVID-QU-Ex tuning part (ours;
     ``cxrils train-detector``, ``cxrils train-anomaly``). Sizes fit a 2-core CPU."""

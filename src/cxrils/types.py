@@ -9,7 +9,7 @@ patient's right lung is on the image's left.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Iterable, Mapping
 
 import numpy as np
@@ -148,12 +148,32 @@ class AnatomyMasks:
     ``masks`` maps labels of :data:`cxrils.vocab.ANATOMY_LABELS` to bool (H, W) arrays
     at the input image's resolution. Patient sides: "right lung" lies on the image's
     left on a standard frontal image.
+
+    Two conventions of a lung exist (docs/anatomy.md): the whole lung, reaching behind
+    the heart and under an effusion (CXAS's, and the zones and lobes are cut from it), and
+    the visible lung, stopping at the heart border and above fluid (HybridGNet's and
+    JSRT/SCR's). ``masks["right lung"]`` is whatever the backend segments; a backend that
+    gives both (``builtin``) puts the whole lungs in ``masks`` and the visible ones in
+    ``visible`` (keys "right lung", "left lung"), and :meth:`organs` swaps them in.
     """
 
     masks: dict[str, np.ndarray]
     shape: tuple[int, int]
     backend: str
     version: str = ""
+    visible: dict[str, np.ndarray] | None = None
+
+    def organs(self) -> "AnatomyMasks":
+        """These masks with the visible lungs as "right lung" and "left lung".
+
+        The organ role of the paper's HybridGNet (section 3.1): condition c4, the
+        cardiothoracic ratio, RadEdit's edit region and the plausibility checks read it.
+        Zones, lobes and the heart are unchanged. Returns ``self`` when the backend gives
+        one convention only (``visible`` is None).
+        """
+        if not self.visible:
+            return self
+        return replace(self, masks={**self.masks, **self.visible}, visible=None)
 
     def __getitem__(self, label: str) -> np.ndarray:
         try:

@@ -16,7 +16,7 @@ from cxrils.cli import app
 from cxrils.vision.anatomy.builtin import BuiltinSegmenter
 from cxrils.vision.anatomy.data import (DUPLICATE_SIZE, TEST_PERCENT, fingerprint, load_samples, load_split,
                                        split_both_lungs, split_of)
-from cxrils.vision.anatomy.train import _loss, _val_dice, is_validation, one_cycle_lr
+from cxrils.vision.anatomy.train import _loss, _val_dice, is_validation, load_overlapping, medial_gap, one_cycle_lr
 
 
 def test_split_is_fixed_and_patient_level():
@@ -42,12 +42,57 @@ def test_loss_ignores_heart_where_weight_is_zero():
     torch.manual_seed(0)
     logits = torch.randn(2, 3, 8, 8)
     targets = (torch.rand(2, 3, 8, 8) > 0.5).float()
-    w = torch.tensor([[1.0, 1.0, 0.0], [1.0, 1.0, 1.0]])
+    w = torch.tensor([[1.0, 1.0, 0.0], [1.0, 1.0, 1.0]])[:, :, None, None].expand(2, 3, 8, 8)
     other = targets.clone()
     other[0, 2] = 1 - other[0, 2]  # change the masked heart target only
     assert torch.isclose(_loss(logits, targets, w), _loss(logits, other, w))
     other[1, 2] = 1 - other[1, 2]  # an unmasked heart target does count
     assert not torch.isclose(_loss(logits, targets, w), _loss(logits, other, w))
+
+
+def test_loss_ignores_pixels_of_weight_zero_only():
+    torch.manual_seed(1)
+    logits = torch.randn(1, 2, 8, 8)
+    targets = (torch.rand(1, 2, 8, 8) > 0.5).float()
+    w = torch.ones(1, 2, 8, 8)
+    w[0, 1, :, :4] = 0  # the left half of channel 1 is unknown (a medial gap)
+    other = targets.clone()
+    other[0, 1, :, :4] = 1 - other[0, 1, :, :4]
+    assert torch.isclose(_loss(logits, targets, w), _loss(logits, other, w))
+    other[0, 1, 0, 5] = 1 - other[0, 1, 0, 5]  # a known pixel counts
+    assert not torch.isclose(_loss(logits, targets, w), _loss(logits, other, w))
+
+
+def test_medial_gap_covers_the_space_between_the_lungs_and_the_heart():
+    right = np.zeros((40, 60), dtype=bool)
+    left = np.zeros_like(right)
+    right[5:35, 5:25] = True
+    left[5:35, 35:55] = True
+    heart = np.zeros_like(right)
+    heart[25:38, 20:40] = True  # reaches below the lungs
+    gap = medial_gap(right, left, heart)
+    assert gap[20, 27:33].all() and gap[37, 30]  # between the lungs, and the heart's lowest rows
+    assert not gap[20, 5:22].any() and not gap[20, 38:55].any()  # lungs away from the border stay known
+    assert not gap[2, 30]  # above the lungs' hull: known (not lung)
+    assert not medial_gap(right, left, None)[37, 30]
+
+
+def test_load_overlapping_keeps_shared_channels_of_an_older_output_layer():
+    from cxrils.vision.anatomy.network import CHANNELS, build_network
+
+    tiny = {"channels": [4, 8], "strides": [2], "num_res_units": 1, "input_size": 16}
+    new = build_network(tiny)
+    n = len(CHANNELS)
+    # an older file with 3 output channels: every dimension of size n cut to 3, filled with 7
+    old = {k: torch.full(tuple(3 if d == n else d for d in v.shape), 7.0) for k, v in new.state_dict().items()}
+    partial = load_overlapping(new, old)
+    assert partial == [k for k, v in new.state_dict().items() if n in tuple(v.shape)]
+    state = new.state_dict()
+    weight = state["model.2.1.conv.unit0.conv.weight"]  # (n, n, 3, 3)
+    assert torch.all(weight[:3, :3] == 7.0) and not torch.all(weight[3:] == 7.0)
+    assert torch.all(state["model.0.conv.unit0.conv.weight"] == 7.0)  # same shape: loaded whole
+    with pytest.raises(ValueError, match="other tensors"):
+        load_overlapping(new, {k: v for k, v in old.items() if "bias" not in k})
 
 
 def test_one_cycle_lr_warms_up_then_anneals():

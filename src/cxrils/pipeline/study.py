@@ -10,6 +10,10 @@ Per image (paper section 3.1 and Appendix D):
 4. Anatomy on ``x``: lungs + heart give RadEdit's edit region (the paper uses
    HybridGNet here, section 3.1 step 2); organs that are not those of a frontal chest
    radiograph (``cxrils.vision.anatomy.frontal_plausibility``, ours) exclude the image.
+   Where the backend gives both lung conventions (``AnatomyMasks.organs``), the visible
+   lungs serve the organ role (plausibility, c4, CTR) and the whole lungs the rest (the
+   edit region and the lungs of the anomaly map, so a retrocardiac lesion can be
+   mapped, and the location masks).
 5. Anomaly map: ``x_hat``, ``x_ano`` inside the edit region.
 6. Location masks: anatomy on ``x_hat`` (the paper runs CXAS on the edited image,
    Appendix A.3; ``backends.anatomy_on_x_hat``) or on ``x`` by a second backend,
@@ -376,7 +380,7 @@ class Pipeline:
             grounding = self.stages.ground_study(
                 study_id=state.study.study_id, image_id=state.study.image_id, x=state.x,
                 report=state.report, anatomy=state.anatomy, anomaly=state.anomaly,
-                boxes=state.boxes, cfg=self.cfg, organs=state.anatomy_x)
+                boxes=state.boxes, cfg=self.cfg, organs=state.anatomy_x.organs())
         except Exception as err:  # one bad study never stops the run
             state.excluded = f"error:grounding: {type(err).__name__}: {err}"
             log.warning("%s: excluded: %s", state.study.image_id, state.excluded)

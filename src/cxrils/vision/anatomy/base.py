@@ -93,14 +93,20 @@ def get_segmenter(name: str, cfg: Config) -> AnatomySegmenter:
 
 
 def assemble(right: np.ndarray, left: np.ndarray, heart: np.ndarray, cfg: AnatomyConfig,
-             backend: str, version: str) -> AnatomyMasks:
+             backend: str, version: str, visible: tuple[np.ndarray, np.ndarray] | None = None) -> AnatomyMasks:
     """AnatomyMasks with all labels, zones and lobes derived geometrically
     (:mod:`cxrils.vision.anatomy.regions`) from the lungs. Inputs bool (H, W),
-    patient sides."""
+    patient sides.
+
+    ``right`` and ``left`` are the lungs the zones and lobes are cut from (the whole
+    lungs when the backend knows them); ``visible``, when given, is (right, left) of the
+    visible lungs (:meth:`cxrils.types.AnatomyMasks.organs`)."""
     masks = lung_regions(right, left, cfg)
     masks["heart"] = np.asarray(heart, dtype=bool)
+    seen = None if visible is None else {"right lung": np.asarray(visible[0], dtype=bool),
+                                         "left lung": np.asarray(visible[1], dtype=bool)}
     return AnatomyMasks(masks={k: masks[k] for k in ANATOMY_LABELS}, shape=tuple(right.shape),
-                        backend=backend, version=version)
+                        backend=backend, version=version, visible=seen)
 
 
 def check_input(x: np.ndarray) -> None:

@@ -1,11 +1,12 @@
 """The ``builtin`` anatomy backend: the small MONAI U-Net trained by this project.
 
 Weights ship in the package (``cxrils/weights/anatomy_builtin.safetensors``, model card
-``anatomy_builtin.md``). The network predicts right lung, left lung and heart
-(sigmoid, multi-label) on a letterboxed, CLAHE-equalised 256 x 256 canvas; outputs are
-mapped back to the input's own size, thresholded, and cleaned (largest connected
-component, holes filled). Zones and lobes come from the geometric rule of
-:mod:`cxrils.vision.anatomy.regions`.
+``anatomy_builtin.md``). The network predicts the visible right and left lungs, the
+heart, and the whole right and left lungs (sigmoid, multi-label;
+:mod:`cxrils.vision.anatomy.network`) on a letterboxed, CLAHE-equalised 256 x 256
+canvas; outputs are mapped back to the input's own size, thresholded, and cleaned
+(largest connected component, holes filled). Zones and lobes come from the geometric
+rule of :mod:`cxrils.vision.anatomy.regions`, applied to the whole lungs.
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ from cxrils.config import AnatomyConfig, Config
 from cxrils.fsutil import sha256_file
 from cxrils.types import AnatomyMasks
 from cxrils.vision.anatomy.base import AnatomyBackendError, assemble, check_input
-from cxrils.vision.anatomy.network import CHANNELS, build_network
+from cxrils.vision.anatomy.network import CHANNELS, FULL, HEART, VISIBLE, build_network
 from cxrils.vision.anatomy.preprocess import prepare
 
 #: File name of the shipped weights inside ``cxrils/weights``.
@@ -104,8 +105,10 @@ class BuiltinSegmenter:
 
         Returns
         -------
-        numpy.ndarray, float32, shape (3, H, W)
-            Probabilities in [0, 1] of right lung, left lung, heart (patient sides).
+        numpy.ndarray, float32, shape (5, H, W)
+            Probabilities in [0, 1] of the channels of
+            :data:`~cxrils.vision.anatomy.network.CHANNELS`: visible right and left lung,
+            heart, whole right and left lung (patient sides).
         """
         check_input(x)
         canvas, box = prepare(x, self.input_size, self.cfg)
@@ -118,12 +121,22 @@ class BuiltinSegmenter:
         """All anatomy labels of one image; see :class:`~cxrils.vision.anatomy.base.AnatomySegmenter`.
 
         Lungs are thresholded at ``cfg.threshold``, the heart at ``cfg.heart_threshold``;
-        a pixel claimed by both lungs goes to the more probable one; each of the three
-        organs keeps its largest connected component, holes filled.
+        a pixel claimed by both lungs goes to the more probable one; each organ keeps its
+        largest connected component, holes filled. The whole lungs (``masks``, cut into
+        zones and lobes) hold their visible lungs (``visible``,
+        :meth:`~cxrils.types.AnatomyMasks.organs`).
         """
-        p_right, p_left, p_heart = self.probabilities(x)
+        p = self.probabilities(x)
         t = self.cfg.threshold
-        right = largest_component((p_right >= t) & (p_right >= p_left))
-        left = largest_component((p_left >= t) & (p_left > p_right))
-        heart = largest_component(p_heart >= self.cfg.heart_threshold)
-        return assemble(right, left, heart, self.cfg, self.name, self.version)
+
+        def split(p_right: np.ndarray, p_left: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+            return (largest_component((p_right >= t) & (p_right >= p_left)),
+                    largest_component((p_left >= t) & (p_left > p_right)))
+
+        seen_right, seen_left = split(p[VISIBLE[0]], p[VISIBLE[1]])
+        full_right, full_left = split(p[FULL[0]], p[FULL[1]])
+        full_right = largest_component(full_right | (seen_right & ~full_left))
+        full_left = largest_component(full_left | (seen_left & ~full_right))
+        heart = largest_component(p[HEART] >= self.cfg.heart_threshold)
+        return assemble(full_right, full_left, heart, self.cfg, self.name, self.version,
+                        visible=(seen_right, seen_left))

@@ -45,6 +45,11 @@ TEST_PERCENT = 20
 
 #: The data sources, folder names under the data root.
 SOURCES: tuple[str, ...] = ("jsrt_scr", "covid_ieee8023", "covid_qu_ex")
+#: Sources whose lung masks are whole lungs, reaching medially to the mediastinum and
+#: including the lung behind the heart (the v7labs masks, checked by eye; the CXAS
+#: convention). The others (SCR, COVID-QU-Ex) follow the visible lung border along the
+#: heart (the HybridGNet convention); docs/anatomy.md.
+FULL_LUNG_SOURCES: tuple[str, ...] = ("covid_ieee8023",)
 
 #: Side of the square thumbnail compared by the near-duplicate rule, pixels (ours).
 DUPLICATE_SIZE = 64

@@ -33,7 +33,9 @@ def cardiothoracic_ratio(masks: AnatomyMasks) -> float:
     Parameters
     ----------
     masks : AnatomyMasks
-        Needs ``"heart"``, ``"right lung"`` and ``"left lung"`` (bool (H, W)).
+        Needs ``"heart"``, ``"right lung"`` and ``"left lung"`` (bool (H, W)); the
+        visible lungs are used where the backend gives them
+        (:meth:`~cxrils.types.AnatomyMasks.organs`).
 
     Returns
     -------
@@ -48,6 +50,7 @@ def cardiothoracic_ratio(masks: AnatomyMasks) -> float:
     KeyError
         If a needed mask is missing.
     """
+    masks = masks.organs()
     heart = _cols(masks["heart"])
     thorax = _cols(masks.union(("right lung", "left lung")))
     if heart.size == 0:
@@ -74,7 +77,9 @@ def frontal_plausibility(masks: AnatomyMasks, cfg: QCConfig) -> str | None:
     Parameters
     ----------
     masks : AnatomyMasks
-        ``"right lung"``, ``"left lung"``, ``"heart"`` bool (H, W) (patient sides).
+        ``"right lung"``, ``"left lung"``, ``"heart"`` bool (H, W) (patient sides); the
+        visible lungs where the backend gives them (the bounds come from SCR's visible
+        lungs; :meth:`~cxrils.types.AnatomyMasks.organs`).
     cfg : QCConfig
 
     Returns
@@ -86,6 +91,7 @@ def frontal_plausibility(masks: AnatomyMasks, cfg: QCConfig) -> str | None:
     """
     if not cfg.frontal_plausibility:
         return None
+    masks = masks.organs()
     h, w = masks.shape
     right = np.asarray(masks["right lung"], dtype=bool)
     left = np.asarray(masks["left lung"], dtype=bool)

@@ -2,18 +2,32 @@
 
 Data: the ``train`` part of :mod:`cxrils.vision.anatomy.data` (JSRT/SCR lungs + heart,
 COVID-19 v7labs lungs, COVID-QU-Ex lungs; near-duplicates of held-back images left
-out). The heart term of the loss is masked out for images without a heart reference
-(every image but JSRT's). A validation part (``val_percent`` of the training patients,
-by a second fixed hash rule; the ``test`` split is never read) selects the epoch whose
-weights are kept, by the mean over the sources of each source's mean Dice. Loss:
-binary cross-entropy + soft Dice per channel (sigmoid, multi-label). Schedule: AdamW with a one-cycle (cosine-annealed) learning rate.
-Augmentation: small random affine (no horizontal flip: it would swap the
-patient's sides and put the heart on the wrong side), gamma/contrast jitter, and
-burned-in marks (letters, arrows) like those of journal figures in the COVID-19 set.
+out). The sources draw lungs in two conventions (:data:`cxrils.vision.anatomy.data.FULL_LUNG_SOURCES`),
+and each teaches the channels it knows (:mod:`cxrils.vision.anatomy.network`):
+
+- JSRT/SCR and COVID-QU-Ex (visible lungs): the visible-lung channels, the heart (JSRT
+  only), and the whole-lung channels everywhere except the medial gap between the two
+  visible lungs and the heart (:func:`medial_gap`), where the whole lung may or may not
+  reach;
+- COVID-19 v7labs (whole lungs): the whole-lung channels only.
+
+Terms without a reference are masked out of the loss, per channel and per pixel. A
+validation part (``val_percent`` of the training patients, by a second fixed hash rule;
+the ``test`` split is never read) selects the epoch whose weights are kept, by the mean
+over the sources of each source's mean Dice on its fully known channels. Loss: binary
+cross-entropy + soft Dice per channel (sigmoid, multi-label). Schedule: AdamW with a
+one-cycle (cosine-annealed) learning rate. Augmentation: small random affine (no
+horizontal flip: it would swap the patient's sides and put the heart on the wrong side),
+gamma/contrast jitter, burned-in marks (letters, arrows) like those of journal figures in
+the COVID-19 set, and synthetic findings of adult films (:mod:`cxrils.vision.synthetic`,
+:class:`cxrils.config.SyntheticConfig`): a pleural effusion (the visible lung loses what
+the fluid covers, the whole lung keeps it), an airspace opacity or plate atelectasis (both
+lung masks unchanged), an enlarged heart (everything warped alike), tubes and wires.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 import logging
@@ -25,26 +39,66 @@ from typing import Any, Callable
 import cv2
 import numpy as np
 
-from cxrils.vision.anatomy.data import SOURCES, TEST_PERCENT, Sample, load_split, read_gray
-from cxrils.vision.anatomy.network import CHANNELS, DEFAULT_ARCH, build_network
+from cxrils.config import SyntheticConfig
+from cxrils.vision import synthetic
+from cxrils.vision.anatomy.data import FULL_LUNG_SOURCES, SOURCES, TEST_PERCENT, Sample, load_split, read_gray
+from cxrils.vision.anatomy.network import CHANNELS, DEFAULT_ARCH, FULL, HEART, VISIBLE, build_network
 from cxrils.vision.anatomy.preprocess import prepare
 
 log = logging.getLogger(__name__)
 
 
-def _canvas_targets(sample: Sample, size: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """(image (S, S), targets (3, S, S), channel weights (3,) float32) for one sample.
+def medial_gap(right: np.ndarray, left: np.ndarray, heart: np.ndarray | None) -> np.ndarray:
+    """Where a whole lung may reach beyond the visible lungs: bool (H, W).
 
-    Image and targets are uint8 (255 = 1.0) to keep thousands of images in memory: the
-    canvas of :func:`prepare` is an 8-bit image over 255, so this loses nothing; the
-    bilinear target fractions are rounded to 1/255."""
+    In every row holding both visible lungs, the columns between the patient's right
+    lung's last pixel (its medial edge, on the image's left) and the left lung's first
+    pixel: the mediastinum, the heart and the lung behind it. Plus the heart mask when
+    there is one, grown by 2 pixels so that the visible lungs' medial borders are not
+    scored either.
+
+    Parameters
+    ----------
+    right, left : numpy.ndarray, bool, shape (H, W)
+        Visible lungs, patient sides.
+    heart : numpy.ndarray, bool, shape (H, W), or None
+    """
+    h, w = right.shape
+    gap = np.zeros((h, w), dtype=bool)
+    both = right.any(axis=1) & left.any(axis=1)
+    medial_right = w - 1 - np.argmax(right[:, ::-1], axis=1)  # last column of the right lung
+    medial_left = np.argmax(left, axis=1)                     # first column of the left lung
+    cols = np.arange(w)[None, :]
+    gap[both] = ((cols > medial_right[:, None]) & (cols < medial_left[:, None]))[both]
+    if heart is not None:
+        gap |= heart
+    return cv2.dilate(gap.astype(np.uint8), np.ones((5, 5), np.uint8)) > 0
+
+
+def _canvas_targets(sample: Sample, size: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """(image (S, S), targets (5, S, S), channel weights (5,) float32, gap (S, S)) of one sample.
+
+    Channels as :data:`~cxrils.vision.anatomy.network.CHANNELS`. A visible-lung source
+    fills the whole-lung channels with its visible lungs, which hold outside ``gap``
+    (:func:`medial_gap`: 1 where the whole lung is unknown); a whole-lung source
+    (:data:`~cxrils.vision.anatomy.data.FULL_LUNG_SOURCES`) has weight 0 on the visible
+    channels and the heart, and an empty gap. Image, targets and gap are uint8 (255 = 1.0
+    for image and targets) to keep thousands of images in memory: the canvas of
+    :func:`prepare` is an 8-bit image over 255, so this loses nothing; the bilinear target
+    fractions are rounded to 1/255."""
     x = read_gray(sample.image_path)
     canvas, box = prepare(x, size)
-    masks = [sample.right_lung, sample.left_lung,
-             sample.heart if sample.heart is not None else np.zeros_like(sample.right_lung)]
+    heart = sample.heart if sample.heart is not None else np.zeros_like(sample.right_lung)
+    masks = [sample.right_lung, sample.left_lung, heart, sample.right_lung, sample.left_lung]
     targets = np.stack([box.forward(m.astype(np.float32), cv2.INTER_LINEAR) for m in masks])
-    weights = np.array([1.0, 1.0, 0.0 if sample.heart is None else 1.0], dtype=np.float32)
-    return _to_uint8(canvas), _to_uint8(targets), weights
+    if sample.source in FULL_LUNG_SOURCES:
+        weights = np.array([0.0, 0.0, 0.0, 1.0, 1.0], dtype=np.float32)
+        gap = np.zeros((size, size), dtype=np.uint8)
+    else:
+        weights = np.array([1.0, 1.0, 0.0 if sample.heart is None else 1.0, 1.0, 1.0], dtype=np.float32)
+        gap = medial_gap(targets[0] > 0.5, targets[1] > 0.5,
+                         targets[2] > 0.5 if sample.heart is not None else None).astype(np.uint8)
+    return _to_uint8(canvas), _to_uint8(targets), weights, gap
 
 
 def _to_uint8(a: np.ndarray) -> np.ndarray:
@@ -69,6 +123,43 @@ def one_cycle_lr(fraction: float, max_lr: float, warmup: float = 0.1) -> float:
     return hi + (lo - hi) * 0.5 * (1 + math.cos(math.pi * t))
 
 
+def load_overlapping(net, state: dict) -> list[str]:
+    """Load ``state`` into ``net``; a tensor whose shape differs (an output layer of
+    another channel count) takes the overlapping leading slice of the stored one on every
+    dimension, its other entries keeping their fresh initialisation.
+
+    Returns
+    -------
+    list of str
+        Names of the tensors loaded partially.
+
+    Raises
+    ------
+    ValueError
+        If ``state`` lacks a tensor of ``net`` or has one ``net`` does not (another
+        architecture).
+    """
+    own = net.state_dict()
+    if set(own) != set(state):
+        raise ValueError(f"init weights have other tensors: missing {sorted(set(own) - set(state))[:3]}, "
+                         f"unexpected {sorted(set(state) - set(own))[:3]}")
+    partial = []
+    for name, tensor in own.items():
+        stored = state[name]
+        if tuple(stored.shape) == tuple(tensor.shape):
+            own[name] = stored
+            continue
+        if stored.dim() != tensor.dim():
+            raise ValueError(f"init tensor {name} has {stored.dim()} dimensions, the network {tensor.dim()}")
+        merged = tensor.clone()
+        overlap = tuple(slice(0, min(a, b)) for a, b in zip(stored.shape, tensor.shape))
+        merged[overlap] = stored[overlap]
+        own[name] = merged
+        partial.append(name)
+    net.load_state_dict(own)
+    return partial
+
+
 def is_validation(source: str, patient_id: str, val_percent: int) -> bool:
     """True for the training-split patients held out for validation (fixed hash rule,
     independent of :func:`cxrils.vision.anatomy.data.split_of`)."""
@@ -76,12 +167,22 @@ def is_validation(source: str, patient_id: str, val_percent: int) -> bool:
     return int(digest, 16) % 100 < val_percent
 
 
+def validation_weights(weights: np.ndarray, gaps: np.ndarray) -> np.ndarray:
+    """Channel weights (N, C) of the validation score: a channel counts only where its
+    reference is known everywhere, so the whole-lung channels of images with a medial gap
+    (visible-lung sources) are left out."""
+    out = weights.copy()
+    partial = gaps.reshape(len(gaps), -1).any(axis=1)
+    out[np.ix_(partial, list(FULL))] = 0.0
+    return out
+
+
 def _val_dice(net, images: np.ndarray, targets: np.ndarray, weights: np.ndarray,
               groups: np.ndarray) -> tuple[float, dict[str, float]]:
     """Validation Dice at the canvas size, probabilities thresholded at 0.5.
 
-    ``images`` (N, 1, S, S) and ``targets`` (N, 3, S, S) uint8, ``weights`` (N, 3),
-    ``groups`` (N,) the source of each image. Returns the mean over the sources of each
+    ``images`` (N, 1, S, S) and ``targets`` (N, C, S, S) uint8, ``weights`` (N, C)
+    (:func:`validation_weights`), ``groups`` (N,) the source of each image. Returns the mean over the sources of each
     source's mean Dice over its channels with a reference (weights > 0), so that the
     largest source does not decide alone, and the per-source means."""
     import torch
@@ -120,9 +221,49 @@ def _burn_in_marks(image: np.ndarray, rng: np.random.Generator) -> None:
         image[layer > 0] = float(rng.choice([0.0, 1.0]))
 
 
+def _synthetic_findings(image: np.ndarray, targets: np.ndarray, weights: np.ndarray, gap: np.ndarray,
+                        rng: np.random.Generator, cfg: SyntheticConfig) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Draw synthetic findings on one canvas (module docstring), in place of a copy.
+
+    Parameters
+    ----------
+    image : numpy.ndarray, float32, shape (S, S), in [0, 1]
+    targets : numpy.ndarray, float32, shape (5, S, S), in [0, 1]
+    weights : numpy.ndarray, float32, shape (5,)
+        The sample's channel weights (a heart is enlarged only where it is known).
+    gap : numpy.ndarray, float32, shape (S, S)
+        1 where the whole lung is unknown (:func:`medial_gap`).
+    rng : numpy.random.Generator
+    cfg : SyntheticConfig
+
+    Returns
+    -------
+    image, targets, gap : new arrays of the same shapes.
+    """
+    targets = targets.copy()
+    if weights[HEART] > 0 and rng.random() < cfg.p_heart:
+        map_x, map_y = synthetic.heart_warp(image.shape, targets[HEART] > 0.5, rng.uniform(*cfg.heart_factor))
+        image = cv2.remap(image, map_x, map_y, cv2.INTER_LINEAR, borderMode=cv2.BORDER_REPLICATE)
+        targets = np.stack([cv2.remap(t, map_x, map_y, cv2.INTER_LINEAR) for t in targets])
+        gap = cv2.remap(gap, map_x, map_y, cv2.INTER_NEAREST)
+    for side, vis, full in (("right", VISIBLE[0], FULL[0]), ("left", VISIBLE[1], FULL[1])):
+        lung = targets[full] > 0.5
+        if rng.random() < cfg.p_effusion / 2:
+            region = synthetic.effusion_region(lung, side, rng, cfg)
+            image = synthetic.add_density(image, region, rng, cfg)
+            targets[vis][region] = 0.0
+        if rng.random() < cfg.p_blob / 2:
+            maker = synthetic.blob_region if rng.random() < 0.75 else synthetic.band_region
+            image = synthetic.add_density(image, maker(lung, rng, cfg), rng, cfg,
+                                          edge_sigma=cfg.blob_edge_sigma, patchy=True)
+    if rng.random() < cfg.p_lines:
+        image = synthetic.draw_lines(image, rng, cfg)
+    return image, targets, gap
+
+
 def _augment(images, targets, rng: np.random.Generator):
     """Random affine (shared by image and targets) and intensity jitter, on tensors
-    (N, 1, S, S) and (N, 3, S, S)."""
+    (N, 1, S, S) and (N, C, S, S)."""
     import torch
     import torch.nn.functional as F
 
@@ -142,14 +283,22 @@ def _augment(images, targets, rng: np.random.Generator):
 
 
 def _loss(logits, targets, weights):
-    """BCE + soft Dice per channel, each channel weighted by ``weights`` (N, 3)."""
+    """BCE + soft Dice per channel over the pixels of weight 1.
+
+    ``logits``, ``targets`` and ``weights`` are (N, C, S, S); a pixel of weight 0 takes no
+    part in either term, and a channel of an image without any weighted pixel is left
+    out of the mean."""
     import torch.nn.functional as F
 
-    bce = F.binary_cross_entropy_with_logits(logits, targets, reduction="none").mean(dim=(2, 3))
-    prob = logits.sigmoid()
-    inter = (prob * targets).sum(dim=(2, 3))
-    dice = 1 - (2 * inter + 1) / (prob.sum(dim=(2, 3)) + targets.sum(dim=(2, 3)) + 1)
-    return ((bce + dice) * weights).sum() / weights.sum().clamp(min=1)
+    bce_px = F.binary_cross_entropy_with_logits(logits, targets, reduction="none")
+    area = weights.sum(dim=(2, 3))
+    bce = (bce_px * weights).sum(dim=(2, 3)) / area.clamp(min=1)
+    prob = logits.sigmoid() * weights
+    t = targets * weights
+    inter = (prob * t).sum(dim=(2, 3))
+    dice = 1 - (2 * inter + 1) / (prob.sum(dim=(2, 3)) + t.sum(dim=(2, 3)) + 1)
+    counted = (area > 0).float()
+    return ((bce + dice) * counted).sum() / counted.sum().clamp(min=1)
 
 
 def train_anatomy(
@@ -167,6 +316,7 @@ def train_anatomy(
     max_seconds: float | None = None,
     init: str | Path | None = None,
     arch: dict[str, Any] | None = None,
+    synthetic_cfg: SyntheticConfig | None = None,
     progress: Callable[[str], None] = log.info,
 ) -> dict[str, Any]:
     """Train the builtin network on the ``train`` split and save it as safetensors.
@@ -196,9 +346,12 @@ def train_anatomy(
         keeps JSRT, the only source of hearts, from being drowned out.
     init : path, optional
         A builtin weights file to start from (fine-tuning); its architecture (from its
-        metadata) is used and ``arch`` is ignored.
+        metadata) is used and ``arch`` is ignored. A file of another channel list (an
+        older release) loads by :func:`load_overlapping`.
     arch : dict, optional
         Architecture (keys of :data:`~cxrils.vision.anatomy.network.DEFAULT_ARCH`).
+    synthetic_cfg : SyntheticConfig, optional
+        Synthetic findings drawn on training images (defaults when None).
     progress : callable
         Receives one line per epoch.
 
@@ -224,6 +377,7 @@ def train_anatomy(
     torch.set_num_threads(threads)
     torch.manual_seed(seed)
     rng = np.random.default_rng(seed)
+    synth = synthetic_cfg or SyntheticConfig()
     arch = dict(arch or DEFAULT_ARCH)
     init_state = None
     if init is not None:
@@ -249,19 +403,27 @@ def train_anatomy(
     if not samples:
         raise FileNotFoundError(f"{data_root}: every training image fell into the validation part")
 
-    def stack(part: list[Sample]) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    def stack(part: list[Sample]) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
         prepared = [_canvas_targets(s, size) for s in part]
         return (np.stack([p[0] for p in prepared])[:, None], np.stack([p[1] for p in prepared]),
-                np.stack([p[2] for p in prepared]), np.array([s.source for s in part]))
+                np.stack([p[2] for p in prepared]), np.stack([p[3] for p in prepared]),
+                np.array([s.source for s in part]))
 
-    images, targets, weights, _ = stack(samples)
-    val = stack(val_samples) if val_samples else None
+    images, targets, weights, gaps, _ = stack(samples)
+    val = None
+    if val_samples:
+        v_images, v_targets, v_weights, v_gaps, v_groups = stack(val_samples)
+        val = (v_images, v_targets, validation_weights(v_weights, v_gaps), v_groups)
     progress(f"prepared {len(samples)} training + {len(val_samples)} validation images "
              f"in {time.time() - t0:.0f} s")
 
     net = build_network(arch)
+    fresh: list[str] = []
     if init_state is not None:
-        net.load_state_dict(init_state)
+        fresh = load_overlapping(net, init_state)
+        if fresh:
+            progress(f"fine-tuning: {len(fresh)} tensors of another shape start from their overlap "
+                     f"with the init file: {', '.join(fresh)}")
     opt = torch.optim.AdamW(net.parameters(), lr=lr, weight_decay=1e-4)
     by_source = {src: np.array([i for i, s in enumerate(samples) if s.source == src], dtype=int)
                  for src in SOURCES}
@@ -290,12 +452,16 @@ def train_anatomy(
         total = 0.0
         for i in range(0, len(order), batch_size):
             idx = order[i:i + batch_size]
-            xb = _to_float(images[idx])
+            xb, yb, gb = _to_float(images[idx]), _to_float(targets[idx]), gaps[idx].astype(np.float32)
             for j in range(len(idx)):
+                xb[j, 0], yb[j], gb[j] = _synthetic_findings(xb[j, 0], yb[j], weights[idx[j]], gb[j], rng, synth)
                 if rng.random() < 0.3:
                     _burn_in_marks(xb[j, 0], rng)
-            xt, yt = _augment(torch.from_numpy(xb), torch.from_numpy(_to_float(targets[idx])), rng)
-            loss = _loss(net(xt), yt, torch.from_numpy(weights[idx]))
+            xt, yg = _augment(torch.from_numpy(xb), torch.from_numpy(np.concatenate([yb, gb[:, None]], 1)), rng)
+            yt, known = yg[:, :-1], (yg[:, -1:] < 0.5).float()
+            pixel_w = torch.from_numpy(weights[idx])[:, :, None, None].expand_as(yt).clone()
+            pixel_w[:, list(FULL)] *= known
+            loss = _loss(net(xt), yt, pixel_w)
             for group in opt.param_groups:
                 group["lr"] = one_cycle_lr(progress_fraction(), lr)
             opt.zero_grad()
@@ -327,6 +493,8 @@ def train_anatomy(
         "split_rule": f"sha256('<source>:<patient_id>') % 100 < {TEST_PERCENT} -> test",
         "validation_rule": f"sha256('validation:<source>:<patient_id>') % 100 < {val_percent} (train split only)",
         "init": Path(init).name if init is not None else None,
+        "init_tensors_reshaped": fresh,
+        "synthetic": dataclasses.asdict(synth),
         "epochs": epochs, "epochs_run": epochs_run,
         "best_epoch": best[1] if best else epochs_run,
         "best_val_dice": round(best[0], 5) if best else None,

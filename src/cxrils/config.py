@@ -63,6 +63,12 @@ class GroundingConfig:
     grow_intensity_tol: float = 0.06  # expansion: |x - mean(component)| / 255 below this
     grow_iterations: int = 3  # dilation steps of the similar-intensity expansion
     effusion_base_fraction: float = 0.25  # lower part of the lung mask added for basal effusion
+    # Effusion only (ours): the lung base a whole-lung mask holds and the visible lung does
+    # not (lung hidden by fluid, away from the heart) joins A, as RadEdit's healthy
+    # counterfactual would restore that lung; a part under this share of the lung is a
+    # segmentation sliver. Needs an anatomy backend giving both lungs (builtin).
+    effusion_hidden_base: bool = True
+    effusion_hidden_min_fraction: float = 0.02
     # Empty locations overlap no reported anatomy mask "at all" (section 3.1 step 4): 0 pixels.
     empty_overlap_tol_px: int = 0
     # c1 when the reported locations lie in both lungs (one of C1_BILATERAL). "union": the
@@ -89,6 +95,10 @@ class QCConfig:
     """Quality control (paper Appendix D)."""
 
     ctr_max_cardiomegaly_negative: float = 0.45  # Appendix D.3
+    # A reported cardiomegaly whose CTR (anatomy) is at or below this gets no positive
+    # record: the heart mask shows no enlargement, the same rule Appendix D.3 applies to
+    # negatives, turned round (ours).
+    ctr_min_cardiomegaly_positive: float = 0.45
     frontal_only: bool = True  # Appendix D.1: PA and AP only
     # Appendix D.2 names the checks but not the tolerances: ours, as a fraction of width/height.
     crosscheck_lung_x_tol: float = 0.05
@@ -398,6 +408,13 @@ class SyntheticConfig:
     blob_edge_sigma: float = 0.02  # ill-defined margin of airspace opacity
     line_width: tuple[float, float] = (0.003, 0.008)  # tubes and wires
     heart_factor: tuple[float, float] = (1.05, 1.45)  # widening of an enlarged heart
+    # Built-in lesion networks (cxrils.vision.{anomaly,detection}.train): share of the
+    # training images given synthetic lesions (normal / COVID-19 images), at most this many,
+    # of these kinds (effusion, airspace opacity, plate atelectasis).
+    lesion_p_normal: float = 0.5
+    lesion_p_covid: float = 0.1
+    lesions_max: int = 2
+    lesion_kind_weights: tuple[float, float, float] = (0.4, 0.4, 0.2)
     # Probabilities per training image (anatomy network, cxrils.vision.anatomy.train).
     p_effusion: float = 0.25
     p_blob: float = 0.2

@@ -10,6 +10,7 @@ import pytest
 
 from cxrils.config import GroundingConfig
 from cxrils.grounding import algorithm1, check_box, refine
+from cxrils.grounding.algorithm import hidden_base
 from cxrils.types import LesionBox
 
 from grounding_helpers import H, W, rect
@@ -178,3 +179,33 @@ def test_refine_effusion_fills_lung_base_down_to_costophrenic_angle():
     x2 = np.where(high, 200, 60).astype(np.uint8)
     assert np.array_equal(refine(high, x2, RIGHT, LEFT, "effusion", cfg),
                           refine(high, x2, RIGHT, LEFT, "atelectasis", cfg))
+
+
+def test_refine_effusion_takes_the_base_of_the_whole_lungs():
+    # visible right lung ends at row 80 (fluid below); the whole lung reaches row 99
+    seen_right = rect(0, 80, 0, 50)
+    c = EMPTY.copy()
+    c[62:80, 10:40] = True  # the anomaly at the visible base
+    x = np.where(c, 200, 60).astype(np.uint8)
+    cfg = dataclasses.replace(CFG, grow_iterations=0)
+    whole = algorithm1(x, c, RIGHT, seen_right, LEFT, [box(60, 100, 0, 50)], "effusion", cfg,
+                       whole_lungs=(RIGHT, LEFT)).mask
+    # from the component's top row inside the lowest quarter (row 75) down to the whole lung's lowest row
+    assert whole[75:100, 0:50].all() and whole[63:79, 11:39].all()  # (the opening rounds corners)
+    visible_only = algorithm1(x, c, RIGHT, seen_right, LEFT, [box(60, 100, 0, 50)], "effusion", cfg).mask
+    assert not visible_only[80:].any()  # the paper's rule with the visible lung stops above the fluid
+
+
+def test_hidden_base_is_the_lung_under_fluid_away_from_the_heart():
+    seen = (rect(0, 80, 0, 50), rect(0, 100, 50, W))
+    heart = rect(60, 90, 40, 60)
+    out = hidden_base((RIGHT, LEFT), seen, heart, CFG)
+    # rows 80-99 of the right lung, minus the heart grown by the opening radius (2 px at 512 -> 1 px here)
+    assert out[80:100, 0:38].all() and not out[:78].any() and not out[:, 50:].any()
+    assert not out[80:90, 39:50].any()  # next to the heart: the retrocardiac lung is no effusion
+    # the whole lung's lowest quarter only: fluid seen higher is not added
+    high = (rect(0, 40, 0, 50), rect(0, 100, 50, W))
+    assert not hidden_base((RIGHT, LEFT), high, EMPTY, CFG)[:74].any()  # band: rows >= 99 - 0.25 * 100
+    # a sliver under effusion_hidden_min_fraction of the lung is dropped
+    sliver = (rect(0, 99, 0, 50), rect(0, 100, 50, W))
+    assert not hidden_base((RIGHT, LEFT), sliver, EMPTY, CFG).any()

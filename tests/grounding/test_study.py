@@ -92,12 +92,58 @@ def test_finding_without_location_blocks_all_empty_locations():
 
 
 def test_cardiomegaly_is_the_heart_mask_and_occupies_no_lung_region():
-    sg = run(report(finding("cardiomegaly", "cardiomegaly", ["heart"])), [])
+    sg = run(report(finding("cardiomegaly", "cardiomegaly", ["heart"])), [], ctr=0.55)
     gf = sg.findings[0]
     assert gf.mask is not None and np.array_equal(gf.mask, anatomy()["heart"]) and gf.drop_reason is None
     # the heart (rows 60-90, cols 40-60) overlaps both mid zones and bases, but it is
     # not a lung finding: every lung region stays empty
     assert sg.empty_locations == list(EMPTY_LOCATION_CANDIDATES)
+
+
+@pytest.mark.parametrize("ctr, grounded", [(0.40, False), (0.45, False), (0.46, True)])
+def test_reported_cardiomegaly_needs_a_ctr_above_the_negative_cut_off(ctr, grounded):
+    # a heart at CTR <= 0.45 is one Appendix D.3 would take as a cardiomegaly negative:
+    # the report and the image disagree, so no positive record
+    gf = run(report(finding("cardiomegaly", "cardiomegaly", ["heart"])), [], ctr=ctr).findings[0]
+    assert (gf.mask is not None) is grounded
+    if not grounded:
+        assert "CTR" in gf.drop_reason and "0.45" in gf.drop_reason
+
+
+def _effusion_anatomy():
+    """Whole lungs of the hand anatomy; visible lungs that stop 20 rows above the right
+    base (fluid) and 2 rows above the left base (a sliver: under 2 % of the lung)."""
+    whole = anatomy()
+    visible = {"right lung": whole["right lung"].copy(), "left lung": whole["left lung"].copy()}
+    visible["right lung"][80:] = False
+    visible["left lung"][98:] = False
+    return type(whole)(masks=whole.masks, shape=whole.shape, backend="hand", visible=visible)
+
+
+def test_effusion_grounds_the_hidden_right_base_without_an_anomaly():
+    anat = _effusion_anatomy()
+    x = np.full((H, W), 60, np.uint8)
+    x[80:, :50] = 200  # the fluid
+    empty = anomaly(np.zeros((H, W), np.float32), x)
+    rep = report(finding("effusion", "effusion", ["right lung base"]))
+    sg = ground_study(study_id="s1", image_id="i1", x=x, report=rep, anatomy=anat, anomaly=empty,
+                      boxes=[RIGHT_BASE_BOX], cfg=CFG, ctr=0.4, organs=anat.organs())
+    gf = sg.findings[0]
+    assert gf.mask is not None and gf.grounded == ["right lung base"]
+    hidden = np.zeros((H, W), bool)
+    hidden[80:, :40] = True  # the fluid below the visible right lung, heart (cols 40-60) left out
+    assert gf.mask[hidden].all() and not gf.mask[:, 50:].any()
+    # the paper's rule alone (no hidden base) has no anomaly to ground
+    off = Config()
+    off.grounding.effusion_hidden_base = False
+    gf = ground_study(study_id="s1", image_id="i1", x=x, report=rep, anatomy=anat, anomaly=empty,
+                      boxes=[RIGHT_BASE_BOX], cfg=off, ctr=0.4, organs=anat.organs()).findings[0]
+    assert gf.mask is None
+    # a left-base sliver (2 rows, 100 px of 5000) is no effusion
+    rep = report(finding("effusion", "effusion", ["left lung base"]))
+    gf = ground_study(study_id="s1", image_id="i1", x=x, report=rep, anatomy=anat, anomaly=empty,
+                      boxes=[LEFT_BASE_BOX], cfg=CFG, ctr=0.4, organs=anat.organs()).findings[0]
+    assert gf.mask is None
 
 
 def test_drop_reasons_and_box_records():

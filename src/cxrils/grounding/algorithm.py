@@ -213,6 +213,47 @@ def intersecting_components(box_mask: np.ndarray, labels: np.ndarray) -> tuple[n
     return np.isin(labels, ids), int(ids.size)
 
 
+def hidden_base(whole: tuple[np.ndarray, np.ndarray], visible: tuple[np.ndarray, np.ndarray],
+                heart: np.ndarray, cfg: GroundingConfig) -> np.ndarray:
+    """Lung base that the whole-lung masks hold and the visible lungs do not (ours).
+
+    Per lung: ``whole & ~visible`` outside the heart (grown by ``open_radius_px``) within
+    the lowest ``effusion_base_fraction`` of the whole lung's height, opened with a disk
+    of ``open_radius_px`` (both scaled as in :func:`refine`); kept when it holds at least
+    ``effusion_hidden_min_fraction`` of the whole lung. On an upright film this is lung
+    hidden by pleural fluid, which a healthy counterfactual (RadEdit) would restore.
+
+    Parameters
+    ----------
+    whole, visible : tuple of numpy.ndarray (bool, shape (H, W))
+        (right, left) lungs in the two conventions (:class:`cxrils.types.AnatomyMasks`),
+        patient sides.
+    heart : numpy.ndarray, bool, shape (H, W)
+    cfg : GroundingConfig
+
+    Returns
+    -------
+    numpy.ndarray, bool, shape (H, W)
+    """
+    scale = max(heart.shape) / cfg.reference_size_px
+    radius = max(1, int(round(cfg.open_radius_px * scale)))
+    kernel = cv2.getStructuringElement(cv2.MORPH_ELLIPSE, (2 * radius + 1, 2 * radius + 1))
+    not_heart = cv2.dilate(heart.astype(np.uint8), kernel) == 0
+    rows = np.arange(heart.shape[0])[:, None]
+    out = np.zeros(heart.shape, dtype=bool)
+    for full, seen in zip(whole, visible):
+        lung_rows = np.flatnonzero(full.any(axis=1))
+        if lung_rows.size == 0:
+            continue
+        top, bottom = lung_rows[0], lung_rows[-1]
+        band = rows >= bottom - cfg.effusion_base_fraction * (bottom - top + 1)
+        part = full & ~seen & not_heart & band
+        part = cv2.morphologyEx(part.astype(np.uint8), cv2.MORPH_OPEN, kernel) > 0
+        if part.sum() >= cfg.effusion_hidden_min_fraction * full.sum():
+            out |= part
+    return out
+
+
 def refine(component: np.ndarray, x: np.ndarray, right_lung: np.ndarray, left_lung: np.ndarray,
            lesion_type: str, cfg: GroundingConfig) -> np.ndarray:
     """Refine(C) of Algorithm 1 (paper Appendix A.5).
@@ -234,6 +275,10 @@ def refine(component: np.ndarray, x: np.ndarray, right_lung: np.ndarray, left_lu
     component : numpy.ndarray, bool, shape (H, W)
     x : numpy.ndarray, uint8, shape (H, W)
     right_lung, left_lung : numpy.ndarray, bool, shape (H, W)
+        The lungs the expansion may enter and whose base an effusion takes: the whole
+        lungs, which reach behind the heart and under fluid, where the backend gives
+        them (the paper takes the lower lung from HybridGNet, whose shape prior carries
+        the lung outline to the costophrenic angle).
     lesion_type : str
     cfg : GroundingConfig
 
@@ -280,7 +325,8 @@ def refine(component: np.ndarray, x: np.ndarray, right_lung: np.ndarray, left_lu
 def algorithm1(x: np.ndarray, anomaly_set: np.ndarray, m_union: np.ndarray, right_lung: np.ndarray,
                left_lung: np.ndarray, boxes: list[LesionBox], lesion_type: str,
                cfg: GroundingConfig, labels: np.ndarray | None = None,
-               m_sides: tuple[np.ndarray, np.ndarray] | None = None) -> Algorithm1Result:
+               m_sides: tuple[np.ndarray, np.ndarray] | None = None,
+               whole_lungs: tuple[np.ndarray, np.ndarray] | None = None) -> Algorithm1Result:
     """Lesion mask of one finding (paper Algorithm 1).
 
     Keeps box B_j when c1 IoU(B_j, M_union) >= tau_anatomy (``per_lung`` variant:
@@ -311,6 +357,9 @@ def algorithm1(x: np.ndarray, anomaly_set: np.ndarray, m_union: np.ndarray, righ
     m_sides : tuple of numpy.ndarray (bool, shape (H, W)), optional
         (M_right, M_left) of :func:`c1_sides`, used by c1 when ``cfg.c1_bilateral`` is
         ``"per_lung"``.
+    whole_lungs : tuple of numpy.ndarray (bool, shape (H, W)), optional
+        (right, left) whole lungs for :func:`refine` (default: ``right_lung``,
+        ``left_lung``, which c4 always uses).
 
     Returns
     -------
@@ -327,6 +376,6 @@ def algorithm1(x: np.ndarray, anomaly_set: np.ndarray, m_union: np.ndarray, righ
         if check.kept:
             component, check.n_components = intersecting_components(box.to_mask(x.shape), labels)
             if check.n_components:
-                mask |= refine(component, x, right_lung, left_lung, lesion_type, cfg)
+                mask |= refine(component, x, *(whole_lungs or (right_lung, left_lung)), lesion_type, cfg)
         checks.append(check)
     return Algorithm1Result(mask=mask, checks=checks)

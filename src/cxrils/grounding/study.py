@@ -11,7 +11,7 @@ import numpy as np
 from scipy import ndimage as ndi
 
 from cxrils.config import Config
-from cxrils.grounding.algorithm import algorithm1, c1_sides, neighbourhood
+from cxrils.grounding.algorithm import algorithm1, c1_sides, hidden_base, neighbourhood
 from cxrils.grounding.locations import empty_locations, grounded_locations, reported_locations
 from cxrils.types import (
     AnatomyMasks,
@@ -55,8 +55,8 @@ def _check_inputs(x: np.ndarray, anatomy: AnatomyMasks, anomaly: AnomalyResult) 
 
 
 def _ground_finding(finding: Finding, x: np.ndarray, anatomy: AnatomyMasks, organs: AnatomyMasks,
-                    anomaly_components: Callable[[float], tuple[np.ndarray, np.ndarray]],
-                    boxes: list[LesionBox], empty: list[str], cfg: Config) -> GroundedFinding:
+                    anomaly_components: Callable[[str], tuple[np.ndarray, np.ndarray]],
+                    boxes: list[LesionBox], empty: list[str], cfg: Config, ctr: float | None) -> GroundedFinding:
     loc = reported_locations(finding)
     lesion_type = finding.target_type if finding.target_type in LESION_TYPES else None
     result = GroundedFinding(finding=finding, lesion_type=lesion_type, reported=list(loc.labels),
@@ -67,10 +67,13 @@ def _ground_finding(finding: Finding, x: np.ndarray, anatomy: AnatomyMasks, orga
         result.drop_reason = f"not one of the seven lesion types (entity {finding.entity!r})"
     elif lesion_type == "cardiomegaly":
         heart = organs["heart"]
-        if heart.any():  # section 3.2: cardiomegaly's mask is the (HybridGNet) heart mask
-            result.mask, result.grounded = heart.copy(), ["heart"]
-        else:
+        if not heart.any():
             result.drop_reason = "cardiomegaly: the heart mask is empty"
+        elif ctr is not None and ctr <= cfg.qc.ctr_min_cardiomegaly_positive:
+            result.drop_reason = (f"cardiomegaly: CTR {ctr:.2f} <= {cfg.qc.ctr_min_cardiomegaly_positive} "
+                                  "(qc.ctr_min_cardiomegaly_positive): the heart mask shows no enlargement")
+        else:  # section 3.2: cardiomegaly's mask is the (HybridGNet) heart mask
+            result.mask, result.grounded = heart.copy(), ["heart"]
     elif not loc.labels:
         result.drop_reason = f"reported location {list(loc.outside)} has no lung anatomy mask"
     elif not boxes:
@@ -78,10 +81,11 @@ def _ground_finding(finding: Finding, x: np.ndarray, anatomy: AnatomyMasks, orga
     else:
         g = cfg.grounding
         right, left = organs["right lung"], organs["left lung"]  # L_r, L_l of c4 (HybridGNet)
-        anomaly_set, labels = anomaly_components(g.tau_ano_for(lesion_type))
+        anomaly_set, labels = anomaly_components(lesion_type)
         m_sides = c1_sides(loc.labels, anatomy) if g.c1_bilateral == "per_lung" else None
         out = algorithm1(x, anomaly_set, anatomy.union(loc.labels), right, left, boxes, lesion_type, g,
-                         labels=labels, m_sides=m_sides)
+                         labels=labels, m_sides=m_sides,
+                         whole_lungs=(anatomy["right lung"], anatomy["left lung"]))
         result.box_checks = [c.to_dict() for c in out.checks]
         result.kept_boxes = out.kept_boxes
         if not result.kept_boxes:
@@ -173,16 +177,26 @@ def ground_study(*, study_id: str, image_id: str, x: np.ndarray, report: Structu
         return StudyGrounding(findings=[], empty_locations=[], excluded=reason, **base)
     positives = [f for f in report.findings if f.presence == "positive"]
     empty = empty_locations(positives, anatomy, cfg.grounding.empty_overlap_tol_px)
-    components: dict[float, tuple[np.ndarray, np.ndarray]] = {}
+    components: dict[tuple[float, bool], tuple[np.ndarray, np.ndarray]] = {}
+    g = cfg.grounding
+    hidden = None  # the effusion's hidden lung base (hidden_base), once per study
 
-    def anomaly_components(tau_ano: float) -> tuple[np.ndarray, np.ndarray]:
-        """A = x_ano >= tau_ano and its connected-component labels, once per threshold."""
-        if tau_ano not in components:
-            anomaly_set = anomaly.anomaly_set(tau_ano)
-            components[tau_ano] = (anomaly_set, ndi.label(anomaly_set, structure=neighbourhood(cfg.grounding))[0])
-        return components[tau_ano]
+    def anomaly_components(lesion_type: str) -> tuple[np.ndarray, np.ndarray]:
+        """A = x_ano >= tau_ano (joined, for an effusion, by the hidden lung base) and its
+        connected-component labels, once per threshold."""
+        nonlocal hidden
+        key = (g.tau_ano_for(lesion_type), lesion_type == "effusion" and g.effusion_hidden_base)
+        if key not in components:
+            anomaly_set = anomaly.anomaly_set(key[0])
+            if key[1]:
+                if hidden is None:
+                    hidden = hidden_base((anatomy["right lung"], anatomy["left lung"]),
+                                         (organs["right lung"], organs["left lung"]), organs["heart"], g)
+                anomaly_set = anomaly_set | hidden
+            components[key] = (anomaly_set, ndi.label(anomaly_set, structure=neighbourhood(g))[0])
+        return components[key]
 
-    findings = [_ground_finding(f, x, anatomy, organs, anomaly_components, boxes, empty, cfg)
+    findings = [_ground_finding(f, x, anatomy, organs, anomaly_components, boxes, empty, cfg, ctr)
                 for f in report.findings]
     return StudyGrounding(findings=findings, empty_locations=empty, **base)
 

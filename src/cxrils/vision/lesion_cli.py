@@ -8,18 +8,25 @@ from typing import Callable, Optional
 
 import typer
 
-DATA_HELP = "Shared data folder with covid_qu_ex/."
+DATA_HELP = "Shared data folder with covid_qu_ex/ and jsrt_scr/."
+INIT_HELP = "Weights file of the same network to fine-tune from."
+SYNTHETIC_HELP = ("Add the role's JSRT nodule images and draw synthetic effusions, opacities and plate "
+                  "atelectasis on a share of the training images (SyntheticConfig).")
 
 
-def _run(train: Callable, cfg_cls: type, data: Path, out: Path, epochs: Optional[int], threads: int) -> dict:
+def _run(train: Callable, cfg_cls: type, data: Path, out: Path, epochs: Optional[int], threads: int,
+         init: Optional[Path], lr: Optional[float], synthetic: bool) -> dict:
     import dataclasses
 
     import torch
 
+    from cxrils.config import SyntheticConfig
+
     torch.set_num_threads(threads)
-    cfg = cfg_cls() if epochs is None else dataclasses.replace(cfg_cls(), epochs=epochs)
+    changes = {k: v for k, v in (("epochs", epochs), ("lr", lr)) if v is not None}
+    cfg = dataclasses.replace(cfg_cls(), **changes)
     try:
-        return train(data, out, cfg)
+        return train(data, out, cfg, synthetic=SyntheticConfig() if synthetic else None, init=init)
     except (FileNotFoundError, ValueError) as err:
         typer.echo(f"error: {err}", err=True)
         raise typer.Exit(2) from err
@@ -30,13 +37,16 @@ def train_detector(
     out: Path = typer.Option(Path("detector_builtin.safetensors"), "--out", "-o", help="Weights file to write."),
     epochs: Optional[int] = typer.Option(None, help="Epochs (default: DetectorTrainConfig.epochs)."),
     threads: int = typer.Option(2, help="torch CPU threads."),
+    init: Optional[Path] = typer.Option(None, help=INIT_HELP),
+    lr: Optional[float] = typer.Option(None, help="Peak learning rate (default: the config's)."),
+    synthetic: bool = typer.Option(True, "--synthetic/--no-synthetic", help=SYNTHETIC_HELP),
 ) -> None:
     """Train the builtin lesion detector (CenterNet, "Lung Opacity" boxes) on the
-    detector half of the COVID-QU-Ex tuning part."""
+    detector half of the COVID-QU-Ex tuning part (and of the JSRT nodule images)."""
     from cxrils.config import DetectorTrainConfig
     from cxrils.vision.detection.train import train_detector as train
 
-    s = _run(train, DetectorTrainConfig, data, out, epochs, threads)
+    s = _run(train, DetectorTrainConfig, data, out, epochs, threads, init, lr, synthetic)
     typer.echo(f"wrote {out}: validation AP50 {s['validation_ap50']:.3f} (epoch {s['best_epoch']}), "
                f"{s['images']} images, {s['train_seconds']:.0f} s")
 
@@ -46,13 +56,16 @@ def train_anomaly(
     out: Path = typer.Option(Path("anomaly_builtin.safetensors"), "--out", "-o", help="Weights file to write."),
     epochs: Optional[int] = typer.Option(None, help="Epochs (default: AnomalyTrainConfig.epochs)."),
     threads: int = typer.Option(2, help="torch CPU threads."),
+    init: Optional[Path] = typer.Option(None, help=INIT_HELP),
+    lr: Optional[float] = typer.Option(None, help="Peak learning rate (default: the config's)."),
+    synthetic: bool = typer.Option(True, "--synthetic/--no-synthetic", help=SYNTHETIC_HELP),
 ) -> None:
     """Train the builtin anomaly map's lesion network on the anomaly half of the
-    COVID-QU-Ex tuning part."""
+    COVID-QU-Ex tuning part (and of the JSRT nodule images)."""
     from cxrils.config import AnomalyTrainConfig
     from cxrils.vision.anomaly.train import train_anomaly as train
 
-    s = _run(train, AnomalyTrainConfig, data, out, epochs, threads)
+    s = _run(train, AnomalyTrainConfig, data, out, epochs, threads, init, lr, synthetic)
     typer.echo(f"wrote {out}: validation IoU {s['validation_iou']:.3f} at p_star {s['p_star']} "
                f"(epoch {s['best_epoch']}), {s['images']} images, {s['train_seconds']:.0f} s")
 

@@ -289,6 +289,68 @@ def training_samples(data_root: str | Path, role: str, cfg: LesionDataConfig = L
             if tuning_role(s.image_id) == role and s.image_id not in excluded]
 
 
+@dataclass(frozen=True)
+class JsrtBackground:
+    """A JSRT radiograph with a lung nodule, as a background for synthetic lesions
+    (:func:`cxrils.vision.synthetic.draw_lesions`) in the built-in lesion networks'
+    training: adult PA films, which COVID-QU-Ex lacks. The nodule is not labelled (it is
+    none of the seven lesion types). The same methods as :class:`LesionSample`.
+
+    Attributes
+    ----------
+    image_id : str
+    image_path, right_path, left_path : Path
+        The image and its SCR lung masks (0/255 PNG, patient sides).
+    """
+
+    image_id: str
+    image_path: Path
+    right_path: Path
+    left_path: Path
+    positive: bool = False
+
+    def image(self) -> np.ndarray:
+        """The image, uint8 (H, W)."""
+        return read_gray(self.image_path)
+
+    def lesion(self, shape: tuple[int, int]) -> np.ndarray:
+        """All False: no lesion of the seven types is labelled."""
+        return np.zeros(shape, dtype=bool)
+
+    def lungs(self) -> tuple[np.ndarray, np.ndarray]:
+        """(right lung, left lung), bool (H, W), patient sides (SCR masks)."""
+        return read_gray(self.right_path) > 127, read_gray(self.left_path) > 127
+
+
+def jsrt_backgrounds(data_root: str | Path, role: str) -> list[JsrtBackground]:
+    """The JSRT nodule images of one role (``sha256("jsrt_scr-role:<id>")`` even/odd, as
+    :func:`tuning_role`), sorted by image id. The 93 images without a nodule are left to
+    the benchmarks as normal adult films (``benchmarks/human_masks.py``). A data folder
+    without ``jsrt_scr/nodules.csv`` gives none (the training summary records the count).
+
+    Raises
+    ------
+    ValueError
+        On an unknown role.
+    """
+    if role not in ROLES:
+        raise ValueError(f"role must be one of {ROLES}, got {role!r}")
+    root = Path(data_root) / "jsrt_scr"
+    table = root / "nodules.csv"
+    if not table.is_file():
+        return []
+    with open(table, newline="", encoding="utf-8") as fh:
+        ids = sorted(row["image_id"] for row in csv.DictReader(fh))
+    out = []
+    for iid in ids:
+        digest = hashlib.sha256(f"jsrt_scr-role:{iid}".encode("utf-8")).hexdigest()
+        paths = (root / "images" / f"{iid}.png", root / "masks" / "right_lung" / f"{iid}.png",
+                 root / "masks" / "left_lung" / f"{iid}.png")
+        if ROLES[int(digest, 16) % 2] == role and all(p.is_file() for p in paths):
+            out.append(JsrtBackground(iid, *paths))
+    return out
+
+
 def network_input(x: np.ndarray, size: int) -> np.ndarray:
     """The input of the built-in lesion networks (:mod:`cxrils.vision.lesion_nets`).
 

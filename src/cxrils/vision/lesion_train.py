@@ -20,9 +20,15 @@ from typing import Any, Callable, Sequence
 
 import numpy as np
 
-from cxrils.config import LesionDataConfig, LesionTrainConfig
+from dataclasses import asdict, dataclass
+
+import cv2
+
+from cxrils.config import LesionDataConfig, LesionTrainConfig, SyntheticConfig
 from cxrils.fsutil import atomic_path
-from cxrils.vision.lesion_data import LesionSample, training_samples
+from cxrils.vision.lesion_data import (JsrtBackground, LesionSample, jsrt_backgrounds, network_mask,
+                                       training_samples)
+from cxrils.vision.synthetic import draw_lesions
 
 log = logging.getLogger(__name__)
 
@@ -52,14 +58,86 @@ def role_samples(data_root: str | Path, role: str, data_cfg: LesionDataConfig) -
     return samples
 
 
-def run_summary(role: str, samples: list[LesionSample], n_train: int, n_val: int, result: dict) -> dict:
+@dataclass(frozen=True)
+class TrainItem:
+    """One training image of a built-in lesion network, on its S x S grid.
+
+    Attributes
+    ----------
+    small : numpy.ndarray, uint8, shape (S, S)
+        The image squashed to S x S (area interpolation), not yet equalised
+        (:func:`cxrils.vision.lesion_data.network_input` = its histogram equalisation).
+    lesion : numpy.ndarray, float32, shape (S, S)
+        Share of each cell covered by the human lesion mask.
+    right, left : numpy.ndarray, bool, shape (S, S)
+        The lungs (patient sides), for synthetic lesions and box filtering.
+    positive : bool
+        A COVID-19 image (a human lesion mask exists).
+    """
+
+    small: np.ndarray
+    lesion: np.ndarray
+    right: np.ndarray
+    left: np.ndarray
+    positive: bool
+
+
+def train_items(samples: Sequence[LesionSample | JsrtBackground], size: int) -> list[TrainItem]:
+    """:class:`TrainItem` of each sample at side ``size``."""
+    out = []
+    for smp in samples:
+        x = smp.image()
+        right, left = smp.lungs()
+        small = cv2.resize(np.ascontiguousarray(x), (size, size), interpolation=cv2.INTER_AREA)
+        lesion = cv2.resize(smp.lesion(right.shape).astype(np.float32), (size, size), interpolation=cv2.INTER_AREA)
+        out.append(TrainItem(small, lesion, network_mask(right, size) > 0, network_mask(left, size) > 0,
+                             bool(smp.positive)))
+    return out
+
+
+def item_input(item: TrainItem, rng: np.random.Generator, synth: SyntheticConfig | None
+               ) -> tuple[np.ndarray, np.ndarray]:
+    """Network input and lesion target of one item, before the affine augmentation.
+
+    With ``synth``, synthetic lesions (:func:`cxrils.vision.synthetic.draw_lesions`) are
+    drawn on a share ``synth.lesion_p_covid`` of the COVID-19 images and
+    ``synth.lesion_p_normal`` of the others, and join the target.
+
+    Returns
+    -------
+    x : numpy.ndarray, float32, shape (S, S)
+        Histogram-equalised image in [0, 1] (as :func:`~cxrils.vision.lesion_data.network_input`).
+    lesion : numpy.ndarray, float32, shape (S, S)
+        Lesion share per cell in [0, 1].
+    """
+    small, lesion = item.small, item.lesion
+    p = 0.0 if synth is None else (synth.lesion_p_covid if item.positive else synth.lesion_p_normal)
+    if p > 0 and rng.random() < p:
+        drawn, region = draw_lesions(small.astype(np.float32) / 255.0, item.right, item.left, rng, synth)
+        small = np.rint(drawn * 255).astype(np.uint8)
+        lesion = np.maximum(lesion, region.astype(np.float32))
+    return cv2.equalizeHist(small).astype(np.float32) / 255.0, lesion
+
+
+def lesion_training_data(data_root: str | Path, role: str, data_cfg: LesionDataConfig,
+                         synth: SyntheticConfig | None) -> tuple[list[LesionSample], list[JsrtBackground]]:
+    """(COVID-QU-Ex samples of the role, JSRT backgrounds of the role or none without ``synth``)."""
+    return role_samples(data_root, role, data_cfg), ([] if synth is None else jsrt_backgrounds(data_root, role))
+
+
+def run_summary(role: str, samples: list[LesionSample], n_train: int, n_val: int, result: dict,
+                backgrounds: Sequence[JsrtBackground] = (), synth: SyntheticConfig | None = None) -> dict:
     """The JSON-ready summary of a training run stored with its weights: data, image
     counts, best epoch, per-epoch history (4 decimals) and seconds."""
     n_pos = sum(s.positive for s in samples)
     return {
         "data": f"COVID-QU-Ex infection segmentation, train split: '{role}' half of the tuning part "
-                "(cxrils.vision.lesion_data), copies of other sources' and report-part images excluded",
+                "(cxrils.vision.lesion_data), copies of other sources' and report-part images excluded"
+                + (f"; plus {len(backgrounds)} JSRT nodule images of the role as backgrounds of synthetic "
+                   "lesions" if backgrounds else ""),
+        "synthetic": None if synth is None else asdict(synth),
         "images": len(samples), "covid_images": n_pos, "normal_images": len(samples) - n_pos,
+        "jsrt_backgrounds": len(backgrounds),
         "train_images": n_train, "validation_images": n_val, "best_epoch": result["best_epoch"],
         "history": [{k: round(v, 4) if isinstance(v, float) else v for k, v in h.items()} for h in result["history"]],
         "train_seconds": round(result["train_seconds"], 1),
@@ -68,7 +146,7 @@ def run_summary(role: str, samples: list[LesionSample], n_train: int, n_val: int
 
 def fit(net, n_train: int, make_batch: Callable[[list[int], np.random.Generator], tuple[Any, Any]],
         loss_fn: Callable[[Any, Any], Any], validate: Callable[[], float], cfg: LesionTrainConfig, *,
-        progress: bool = True) -> dict:
+        progress: bool = True, init: str | Path | None = None) -> dict:
     """Train ``net`` in place and load the weights of its best validation epoch.
 
     Parameters
@@ -84,17 +162,34 @@ def fit(net, n_train: int, make_batch: Callable[[list[int], np.random.Generator]
         Higher-is-better score of the current weights on the validation images (the
         net is put in eval mode around the call).
     cfg : LesionTrainConfig
+    init : path, optional
+        A weights file of the same network to start from (fine-tuning).
 
     Returns
     -------
     dict
         ``best_epoch``, ``best_score``, ``history`` (per epoch: loss, score, seconds),
         ``train_seconds``.
+
+    Raises
+    ------
+    FileNotFoundError, ValueError
+        If ``init`` is missing or does not fit ``net``.
     """
     import copy
 
     import torch
     from tqdm import tqdm
+
+    if init is not None:
+        from safetensors.torch import load_file
+
+        if not Path(init).is_file():
+            raise FileNotFoundError(f"{init}: weights file to fine-tune from not found")
+        try:
+            net.load_state_dict(load_file(str(init)))
+        except RuntimeError as err:
+            raise ValueError(f"{init}: does not fit this network: {err}") from err
 
     torch.manual_seed(cfg.seed)
     rng = np.random.default_rng(cfg.seed)

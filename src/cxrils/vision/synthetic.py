@@ -179,7 +179,7 @@ def add_density(image: np.ndarray, region: np.ndarray, rng: np.random.Generator,
     level = float(np.quantile(image, 0.9)) if level is None else float(level)
     sigma = max(0.5, (cfg.edge_sigma if edge_sigma is None else edge_sigma) * max(h, w))
     soft = cv2.GaussianBlur(region.astype(np.float32), (0, 0), sigma)
-    cells, spread = (24, 0.9) if patchy else (8, 0.3)
+    cells, spread = (12, 0.6) if patchy else (8, 0.3)
     texture = cv2.resize(rng.random((cells, cells)).astype(np.float32), (w, h), interpolation=cv2.INTER_CUBIC)
     strength = rng.uniform(*cfg.density_strength) * (1.0 - spread / 2 + spread * np.clip(texture, 0, 1))
     out = image + strength * soft * (max(level, 0.0) - image)
@@ -253,3 +253,46 @@ def draw_lines(image: np.ndarray, rng: np.random.Generator, cfg: SyntheticConfig
         cv2.polylines(layer, [np.round(curve).astype(np.int32)], False, 255, width)
         out[layer > 0] = float(rng.uniform(0.75, 1.0))
     return out
+
+
+def draw_lesions(image: np.ndarray, right: np.ndarray, left: np.ndarray, rng: np.random.Generator,
+                 cfg: SyntheticConfig) -> tuple[np.ndarray, np.ndarray]:
+    """One to ``cfg.lesions_max`` synthetic lesions of the seven types' look, for the
+    built-in lesion networks' training: a pleural effusion (:func:`effusion_region`,
+    homogeneous, sharp surface), an airspace opacity (:func:`blob_region`, patchy,
+    ill-defined) or plate atelectasis (:func:`band_region`), each in a random lung, kinds
+    drawn with the weights ``cfg.lesion_kind_weights`` (effusion, opacity, band).
+
+    Parameters
+    ----------
+    image : numpy.ndarray, float32, shape (H, W), in [0, 1]
+        Not equalised (the networks equalise their input afterwards).
+    right, left : numpy.ndarray, bool, shape (H, W)
+        The lungs, patient sides (right lung on the image's left).
+    rng : numpy.random.Generator
+    cfg : SyntheticConfig
+
+    Returns
+    -------
+    image : numpy.ndarray, float32, shape (H, W)
+        A new array with the lesions drawn.
+    region : numpy.ndarray, bool, shape (H, W)
+        Their union, the lesion target.
+    """
+    region = np.zeros(image.shape, dtype=bool)
+    out = image.astype(np.float32, copy=True)
+    weights = np.asarray(cfg.lesion_kind_weights, dtype=float)
+    for _ in range(int(rng.integers(1, cfg.lesions_max + 1))):
+        side = "right" if rng.random() < 0.5 else "left"
+        lung = right if side == "right" else left
+        if not lung.any():
+            continue
+        kind = int(rng.choice(3, p=weights / weights.sum()))
+        if kind == 0:
+            part = effusion_region(lung, side, rng, cfg)
+            out = add_density(out, part, rng, cfg)
+        else:
+            part = (blob_region if kind == 1 else band_region)(lung, rng, cfg)
+            out = add_density(out, part, rng, cfg, edge_sigma=cfg.blob_edge_sigma, patchy=True)
+        region |= part
+    return out, region

@@ -48,6 +48,14 @@ from human lesion masks (issue 18).
    cardiomegaly records are kept: the nodule itself, often barely visible, is no
    positive, and the image is not known to be free of the other types.
 
+4. synthetic studies (:func:`synthetic_rows`): on every Normal image of item 2 and every
+   JSRT image of item 3, one lesion of the six lung types (:func:`synthetic_type`) drawn
+   by :mod:`cxrils.vision.synthetic` (:func:`draw_type`), with its drawn mask as the
+   answer: the only lung-level and zone-level positives of pneumonia, atelectasis,
+   consolidation, edema and effusion the model sees besides the few the demo grounds
+   (ours; the built-in lesion networks learn from the same kind of drawings). Whether
+   this helps on real films is measured on human labels only (``benchmarks/human_masks.py``).
+
 Cardiomegaly: each generated train positive is repeated :data:`CARDIOMEGALY_REPEAT`
 times, or dropped when the image's CTR (builtin anatomy) is at most 0.45 (Appendix D.3's
 negative cut-off), where report and measurement disagree; each JSRT train positive is
@@ -67,7 +75,7 @@ from pathlib import Path
 import numpy as np
 
 from cxrils import vocab
-from cxrils.config import CTR_MIN_CARDIOMEGALY, Config
+from cxrils.config import CTR_MIN_CARDIOMEGALY, Config, SyntheticConfig
 from cxrils.dataset import DatasetWriter, read_records
 from cxrils.grounding.human import (NORMAL_REPORT, human_grounding, report_from_label, report_from_zones,
                                     sides_of_mask, zones_of_mask)
@@ -105,6 +113,11 @@ CARDIOMEGALY_REPEAT = 20
 JSRT_CARDIOMEGALY_REPEAT = 5
 #: Prefix of the image ids of the JSRT images in the training dataset.
 JSRT_PREFIX = "jsrt-"
+#: Prefix of the image ids of the synthetic studies (item 4 of the module docstring).
+SYNTHETIC_PREFIX = "syn-"
+#: Lesion types drawn on synthetic studies: the six lung types (cardiomegaly has real
+#: positives from JSRT's SCR hearts and the demo).
+SYNTHETIC_TYPES: tuple[str, ...] = ("pneumonia", "atelectasis", "opacity", "consolidation", "edema", "effusion")
 #: Empty-location opacity negatives per JSRT nodule image (ours): every location of the
 #: nodule-free lung (the whole lung and its four zones); the only normal lungs of JSRT's
 #: digitised films the model sees, whose look differs from the COVID-QU-Ex normals. The
@@ -267,22 +280,22 @@ def normal_forms(image_id: str, seed: int = 0) -> list[tuple[str, str | None]]:
 
 
 def zone_rows(image_id: str, lesion: np.ndarray, anatomy: AnatomyMasks, rows: list[dict], split: str, cfg: Config, *,
-              structurer=None, mapper=None) -> list[dict]:
-    """Zone records of one expert-masked COVID-19 image (module docstring, item 2).
+              structurer=None, mapper=None, lesion_type: str = "opacity") -> list[dict]:
+    """Zone records of one lesion-masked image (module docstring, items 2 and 4).
 
     A report naming every zone of :func:`cxrils.grounding.human.zones_of_mask` in a
     sentence of its own (:func:`cxrils.grounding.human.report_from_zones`) is structured,
-    grounded with the expert mask and turned into records by the pipeline's own
+    grounded with the lesion mask and turned into records by the pipeline's own
     generator, with every lung zone as an empty-location candidate; only its basic
-    records are kept: the positives (one per zone; answer mask: the expert mask inside
-    the zone) and the opacity negatives at zones with no expert-mask pixel. The global
+    records are kept: the positives (one per zone; answer mask: the lesion mask inside
+    the zone) and the ``lesion_type`` negatives at zones with no lesion pixel. The global
     and cardiomegaly records the generator also writes are dropped: ``rows`` has them.
 
     Parameters
     ----------
     image_id : str
     lesion : numpy.ndarray, bool, shape (H, W)
-        The expert mask.
+        The expert (or drawn) lesion mask.
     anatomy : AnatomyMasks
         Every label of :data:`cxrils.vocab.ANATOMY_LABELS`, bool (H, W).
     rows : list of dict
@@ -293,6 +306,8 @@ def zone_rows(image_id: str, lesion: np.ndarray, anatomy: AnatomyMasks, rows: li
         Report structurer and location mapper (:func:`cxrils.report.get_structurer`,
         :func:`cxrils.report.get_location_mapper`), built once by the caller; default the
         configured ones.
+    lesion_type : str
+        The type the report names (one of :data:`cxrils.vocab.LESION_TYPES` but cardiomegaly).
 
     Returns
     -------
@@ -315,7 +330,7 @@ def zone_rows(image_id: str, lesion: np.ndarray, anatomy: AnatomyMasks, rows: li
     zones = zones_of_mask(lesion, anatomy)
     if not zones:
         return []
-    report = next(iter(structure_reports([(image_id, report_from_zones("opacity", zones))], cfg,
+    report = next(iter(structure_reports([(image_id, report_from_zones(lesion_type, zones))], cfg,
                                          structurer=structurer, mapper=mapper)))
     zcfg = _with_empty_negatives(cfg, len(vocab.LUNG_ZONES))
     g = human_grounding(study_id=image_id, image_id=image_id, report=report, anatomy=anatomy, lesion=lesion,
@@ -323,10 +338,98 @@ def zone_rows(image_id: str, lesion: np.ndarray, anatomy: AnatomyMasks, rows: li
     # human_grounding's empty locations hold no expert-mask pixel, so no negative is at a touched zone
     kept = [r for r in generate_records(g, split=split, patient_id=image_id, image_path=f"images/{image_id}.png",
                                         cfg=zcfg, absent_forms=())
-            if r["instruction_type"] == "basic" and r["lesion_type"] == "opacity"
+            if r["instruction_type"] == "basic" and r["lesion_type"] == lesion_type
             and len(r["locations"]) == 1 and r["locations"][0] in vocab.LUNG_ZONES]
     start = 1 + max((int(str(r["record_id"]).rpartition(":")[2]) for r in rows), default=-1)
     return [{**r, "record_id": f"{image_id}:{start + k}"} for k, r in enumerate(kept)]
+
+
+def synthetic_type(image_id: str, seed: int = 0) -> str:
+    """The lesion type drawn on a synthetic study (:data:`SYNTHETIC_TYPES`, by a hash of
+    the image id: the same id, the same type)."""
+    rng = np.random.default_rng(record_seed(seed, "synthetic-type:" + image_id))
+    return SYNTHETIC_TYPES[int(rng.integers(len(SYNTHETIC_TYPES)))]
+
+
+def draw_type(x: np.ndarray, right: np.ndarray, left: np.ndarray, lesion_type: str,
+              rng: np.random.Generator, cfg: SyntheticConfig) -> tuple[np.ndarray, np.ndarray]:
+    """Draw one synthetic lesion of ``lesion_type`` (module docstring, item 4).
+
+    effusion: :func:`~cxrils.vision.synthetic.effusion_region` of one lung; edema: an
+    airspace blob in each lung (bilateral); atelectasis: plate atelectasis
+    (:func:`~cxrils.vision.synthetic.band_region`) or a basal blob; pneumonia,
+    consolidation, opacity: a blob in one lung.
+
+    Parameters
+    ----------
+    x : numpy.ndarray, uint8, shape (H, W)
+    right, left : numpy.ndarray, bool, shape (H, W)
+        The lungs the finding is drawn in (patient sides; the right lung on the image's left).
+    lesion_type : str
+    rng : numpy.random.Generator
+    cfg : SyntheticConfig
+
+    Returns
+    -------
+    image : numpy.ndarray, uint8, shape (H, W)
+    region : numpy.ndarray, bool, shape (H, W)
+        The drawn lesion (empty when the lungs are).
+    """
+    from cxrils.vision import synthetic
+
+    image = x.astype(np.float32) / 255.0
+    side = "right" if rng.random() < 0.5 else "left"
+    lung = right if side == "right" else left
+    if lesion_type == "effusion":
+        parts = [(synthetic.effusion_region(lung, side, rng, cfg), False)]
+    elif lesion_type == "edema":
+        parts = [(synthetic.blob_region(right, rng, cfg), True), (synthetic.blob_region(left, rng, cfg), True)]
+    elif lesion_type == "atelectasis" and rng.random() < 0.6:
+        parts = [(synthetic.band_region(lung, rng, cfg), True)]
+    else:
+        rows = np.flatnonzero(lung.any(axis=1))
+        base = lung.copy()
+        if lesion_type == "atelectasis" and rows.size:  # a basal blob: the lower half of the lung
+            base[: rows[0] + (rows[-1] - rows[0]) // 2] = False
+        parts = [(synthetic.blob_region(base, rng, cfg), True)]
+    region = np.zeros(x.shape, dtype=bool)
+    for part, patchy in parts:
+        image = synthetic.add_density(image, part, rng, cfg, edge_sigma=cfg.blob_edge_sigma if patchy else None,
+                                      patchy=patchy)
+        region |= part
+    return np.rint(image * 255).astype(np.uint8), region
+
+
+def synthetic_rows(image_id: str, x: np.ndarray, right: np.ndarray, left: np.ndarray, split: str, segment,
+                   cfg: Config, *, structurer=None, mapper=None) -> tuple[np.ndarray, list[dict]]:
+    """Image and records of one synthetic study (module docstring, item 4): a lesion of
+    :func:`synthetic_type` drawn by :func:`draw_type` on a normal film, reported in the
+    lungs it lies in, grounded with the drawn mask, with lung-level (basic, global,
+    lesion inference) and zone-level (:func:`zone_rows`) positives and empty-location
+    negatives of that type; no absent-type negative (a drawn blob is an opacity as much
+    as a consolidation).
+
+    Returns
+    -------
+    image : numpy.ndarray, uint8, shape (H, W)
+    rows : list of dict
+        Empty when nothing could be drawn (no lungs) or the drawn lesion holds no lung region.
+    """
+    lesion_type = synthetic_type(image_id, cfg.instructions.seed)
+    rng = np.random.default_rng(record_seed(cfg.instructions.seed, "synthetic-draw:" + image_id))
+    image, region = draw_type(x, right, left, lesion_type, rng, SyntheticConfig())
+    if not region.any():
+        return image, []
+    anatomy = segment(image)
+    report = next(iter(structure_reports([(image_id, report_from_label(lesion_type, sides_of_mask(region, right, left)))],
+                                         cfg, structurer=structurer, mapper=mapper)))
+    g = human_grounding(study_id=image_id, image_id=image_id, report=report, anatomy=anatomy, lesion=region, cfg=cfg)
+    rows = [r for r in generate_records(g, split=split, patient_id=image_id, image_path=f"images/{image_id}.png",
+                                        cfg=cfg, absent_forms=())
+            if r["lesion_type"] == lesion_type]
+    rows += zone_rows(image_id, region, anatomy, rows, split, cfg, structurer=structurer, mapper=mapper,
+                      lesion_type=lesion_type)
+    return image, rows
 
 
 def _plain(record: dict) -> dict:
@@ -373,7 +476,8 @@ def build_training_dataset(generated: str | Path, data_root: str | Path, out: st
                                  "human": "COVID-QU-Ex tuning part, detector half, expert-verified infection masks "
                                           "(lung and zone records); "
                                           "JSRT/SCR train-split nodule images, cardiomegaly by the SCR masks' CTR, "
-                                          "opacity negatives in the lung without the JSRT nodule"})
+                                          "opacity negatives in the lung without the JSRT nodule; "
+                                          "synthetic lesions of the six lung types on the Normal and JSRT images"})
     try:
         done = writer.done_ids()
         image_ids = sorted(records["image_id"].unique())
@@ -443,13 +547,29 @@ def build_training_dataset(generated: str | Path, data_root: str | Path, out: st
             if rows:
                 writer.commit_study(JSRT_PREFIX + s.image_id, x, rows)
                 n_jsrt += len(rows)
+        backgrounds = [(s.image_id, s.image, s.lungs) for s in samples if not s.positive]
+        backgrounds += [("jsrt" + s.image_id, (lambda s=s: read_gray(s.image_path)),
+                         (lambda s=s: (s.right_lung, s.left_lung))) for s, _, _, _ in jsrt]
+        _, sval = split_validation([b[0] for b in backgrounds], VALIDATE_FRACTION, "light-val-syn")
+        sval_ids = {backgrounds[i][0] for i in sval}
+        n_syn = 0
+        for bid, image, lungs in backgrounds:
+            image_id = SYNTHETIC_PREFIX + bid
+            if image_id in done:
+                continue
+            x, rows = synthetic_rows(image_id, image(), *lungs(), "validate" if bid in sval_ids else "train",
+                                     segment, cfg, structurer=structurer, mapper=mapper)
+            if rows:
+                writer.commit_study(image_id, x, rows)
+                n_syn += len(rows)
         writer.finalize()
         return {"generated_images": len(image_ids), "held_back_images": len(held), "held_back_records_dropped": dropped,
                 "cardiomegaly_positives_repeated": cm_repeated, "cardiomegaly_positives_dropped": cm_dropped,
                 "human_images": len(samples), "human_records_added": n_human,
                 "jsrt_cardiomegaly_positives": sum(cm is True for _, _, cm, _ in jsrt),
                 "jsrt_cardiomegaly_negatives": sum(cm is False for _, _, cm, _ in jsrt),
-                "jsrt_nodule_images": sum(side is not None for _, _, _, side in jsrt), "jsrt_records_added": n_jsrt}
+                "jsrt_nodule_images": sum(side is not None for _, _, _, side in jsrt), "jsrt_records_added": n_jsrt,
+                "synthetic_studies": len(backgrounds), "synthetic_records_added": n_syn}
     finally:
         writer.close()  # release the folder's lock
 

@@ -3,7 +3,10 @@
 Data: the ``anomaly`` half of the COVID-QU-Ex tuning part
 (:func:`cxrils.vision.lesion_data.training_samples`; copies of other sources' or of
 report-part images left out): COVID-19 images with their expert-verified infection
-masks and Normal images (all-background targets); with ``lung_input`` the network
+masks and Normal images (all-background targets), plus the anomaly half of the JSRT
+nodule images (:func:`cxrils.vision.lesion_data.jsrt_backgrounds`) as adult PA films;
+synthetic effusions, airspace opacities and plate atelectasis are drawn on a share of
+them (:func:`cxrils.vision.lesion_train.item_input`); with ``lung_input`` the network
 also sees the image's expert lung mask. Loss: binary cross-entropy on every
 pixel plus soft Dice on the COVID-19 images (ours). A fixed hash share of these images
 (``val_fraction``) picks the best epoch by mean IoU at the best threshold, and that
@@ -19,11 +22,11 @@ from pathlib import Path
 import cv2
 import numpy as np
 
-from cxrils.config import AnomalyTrainConfig, LesionDataConfig
-from cxrils.vision.lesion_data import network_input, network_mask, random_affine, warp
+from cxrils.config import AnomalyTrainConfig, LesionDataConfig, SyntheticConfig
+from cxrils.vision.lesion_data import random_affine, warp
 from cxrils.vision.lesion_nets import LesionSegNet
-from cxrils.vision.lesion_train import fit, role_samples, run_summary, save_weights, split_validation
-
+from cxrils.vision.lesion_train import (fit, item_input, lesion_training_data, run_summary, save_weights,
+                                        split_validation, train_items)
 
 
 def _area(m: np.ndarray, side: int) -> np.ndarray:
@@ -45,8 +48,14 @@ def best_threshold(prob: np.ndarray, ref: np.ndarray, grid: tuple[float, ...]) -
 
 
 def train_anomaly(data_root: str | Path, out: str | Path, cfg: AnomalyTrainConfig = AnomalyTrainConfig(),
-                  data_cfg: LesionDataConfig = LesionDataConfig(), *, progress: bool = True) -> dict:
+                  data_cfg: LesionDataConfig = LesionDataConfig(), *, progress: bool = True,
+                  synthetic: SyntheticConfig | None = SyntheticConfig(), init: str | Path | None = None) -> dict:
     """Train the lesion map and write its weights (safetensors with metadata) to ``out``.
+
+    With ``synthetic`` (the default), the role's JSRT nodule images join the training
+    images as adult PA backgrounds, and synthetic lesions are drawn on a share of the
+    training images (:func:`cxrils.vision.lesion_train.item_input`); validation scores
+    the real COVID-QU-Ex images only. ``init`` fine-tunes an existing weights file.
 
     Returns
     -------
@@ -64,15 +73,13 @@ def train_anomaly(data_root: str | Path, out: str | Path, cfg: AnomalyTrainConfi
     import torch
     import torch.nn.functional as F
 
-    samples = role_samples(data_root, "anomaly", data_cfg)
+    samples, backgrounds = lesion_training_data(data_root, "anomaly", data_cfg, synthetic)
     s, half = cfg.input_size, cfg.input_size // 2
-    items = []
-    for smp in samples:
-        right, left = smp.lungs()
-        items.append((network_input(smp.image(), s), _area(smp.lesion(right.shape), s),
-                      network_mask(right | left, s)))
+    items = train_items([*samples, *backgrounds], s)
     train_idx, val_idx = split_validation([smp.image_id for smp in samples], cfg.val_fraction, "anomaly-val")
-    val_pos = [i for i in val_idx if items[i][1].any()]
+    train_idx += list(range(len(samples), len(items)))
+    val_pos = [i for i in val_idx if items[i].lesion.any()]
+    plain = np.random.default_rng(0)  # item_input without synthetic lesions draws nothing
 
     def _jitter(lungs: np.ndarray, rng: np.random.Generator) -> np.ndarray:
         """The lung channel grown or shrunk by up to ``lung_jitter_px`` pixels: at
@@ -89,7 +96,9 @@ def train_anomaly(data_root: str | Path, out: str | Path, cfg: AnomalyTrainConfi
     def make_batch(indices: list[int], rng: np.random.Generator):
         xs, ys = [], []
         for i in indices:
-            x, les, lungs = items[train_idx[i]]
+            item = items[train_idx[i]]
+            x, les = item_input(item, rng, synthetic)
+            lungs = (item.right | item.left).astype(np.float32)
             m = random_affine(rng, s, cfg.aug_scale, cfg.aug_rotate_deg, cfg.aug_shift)
             lungs_w = _jitter(warp(lungs, m, s, nearest=True), rng) if cfg.lung_input else lungs
             xs.append(_channels(warp(x, m, s), lungs_w))
@@ -108,14 +117,15 @@ def train_anomaly(data_root: str | Path, out: str | Path, cfg: AnomalyTrainConfi
         return cfg.bce_weight * bce + cfg.dice_weight * dice.mean()
 
     net = LesionSegNet(cfg.widths, in_channels=2 if cfg.lung_input else 1)
-    ref = np.stack([_area(items[i][1], half) >= 0.5 for i in val_pos]) if val_pos else np.zeros((0, half, half), bool)
+    ref = np.stack([_area(items[i].lesion, half) >= 0.5 for i in val_pos]) if val_pos else np.zeros((0, half, half), bool)
     chosen: dict = {}
 
     def validate() -> float:
         probs = []
         for start in range(0, len(val_pos), 32):
             chunk = val_pos[start:start + 32]
-            inputs = np.stack([_channels(items[i][0], items[i][2]) for i in chunk])
+            inputs = np.stack([_channels(item_input(items[i], plain, None)[0],
+                                         (items[i].right | items[i].left).astype(np.float32)) for i in chunk])
             probs.append(torch.sigmoid(net(torch.from_numpy(inputs)))[:, 0].numpy())
         if not probs:
             return 0.0
@@ -123,8 +133,8 @@ def train_anomaly(data_root: str | Path, out: str | Path, cfg: AnomalyTrainConfi
         chosen[score] = t
         return score
 
-    result = fit(net, len(train_idx), make_batch, loss_fn, validate, cfg, progress=progress)
-    summary = {**run_summary("anomaly", samples, len(train_idx), len(val_idx), result),
+    result = fit(net, len(train_idx), make_batch, loss_fn, validate, cfg, progress=progress, init=init)
+    summary = {**run_summary("anomaly", samples, len(train_idx), len(val_idx), result, backgrounds, synthetic),
                "p_star": chosen[result["best_score"]], "validation_iou": round(result["best_score"], 4)}
     save_weights(net, out, {"arch": {"widths": list(cfg.widths), "input_size": s, "in_channels": net.in_channels},
                             "training": summary,

@@ -2,7 +2,10 @@
 
 Data: the ``detector`` half of the COVID-QU-Ex tuning part
 (:func:`cxrils.vision.lesion_data.training_samples`; copies of other sources' or of
-report-part images left out). Targets: one "Lung Opacity" box per 8-connected component
+report-part images left out), plus the detector half of the JSRT nodule images
+(:func:`cxrils.vision.lesion_data.jsrt_backgrounds`) as adult PA films, with synthetic
+effusions, airspace opacities and plate atelectasis drawn on a share of them
+(:func:`cxrils.vision.lesion_train.item_input`). Targets: one "Lung Opacity" box per 8-connected component
 of the expert-verified infection mask (components under
 ``LesionDataConfig.box_min_area_frac`` of the lungs dropped); Normal images have no box.
 A fixed hash share of these images (``val_fraction``) picks the best epoch by average
@@ -17,19 +20,27 @@ from pathlib import Path
 
 import numpy as np
 
-from cxrils.config import DetectionConfig, DetectorTrainConfig, LesionDataConfig
+from cxrils.config import DetectionConfig, DetectorTrainConfig, LesionDataConfig, SyntheticConfig
 from cxrils.vision.detection.centernet import STRIDE, average_precision, decode, loss, nms, targets
-from cxrils.vision.lesion_data import lesion_boxes, network_input, network_mask, random_affine, warp
+from cxrils.vision.lesion_data import lesion_boxes, random_affine, warp
 from cxrils.vision.lesion_nets import CenterNetDetector
-from cxrils.vision.lesion_train import fit, role_samples, run_summary, save_weights, split_validation
+from cxrils.vision.lesion_train import (fit, item_input, lesion_training_data, run_summary, save_weights,
+                                        split_validation, train_items)
 
 #: VinDr-CXR class the detector emits (the only one its training data supports).
 CLASSES: tuple[str, ...] = ("Lung Opacity",)
 
 
 def train_detector(data_root: str | Path, out: str | Path, cfg: DetectorTrainConfig = DetectorTrainConfig(),
-                   data_cfg: LesionDataConfig = LesionDataConfig(), *, progress: bool = True) -> dict:
+                   data_cfg: LesionDataConfig = LesionDataConfig(), *, progress: bool = True,
+                   synthetic: SyntheticConfig | None = SyntheticConfig(), init: str | Path | None = None) -> dict:
     """Train the detector and write its weights (safetensors with metadata) to ``out``.
+
+    With ``synthetic`` (the default), the role's JSRT nodule images join the training
+    images as adult PA backgrounds, and synthetic lesions are drawn on a share of the
+    training images (:func:`cxrils.vision.lesion_train.item_input`), one box per
+    component as for the human masks; validation scores the real COVID-QU-Ex images
+    only. ``init`` fine-tunes an existing weights file.
 
     Returns
     -------
@@ -46,15 +57,16 @@ def train_detector(data_root: str | Path, out: str | Path, cfg: DetectorTrainCon
     """
     import torch
 
-    samples = role_samples(data_root, "detector", data_cfg)
+    samples, backgrounds = lesion_training_data(data_root, "detector", data_cfg, synthetic)
     s = cfg.input_size
     grid = s // STRIDE
-    items = []
-    for smp in samples:
-        right, left = smp.lungs()
-        items.append((network_input(smp.image(), s), network_mask(smp.lesion(right.shape), s),
-                      network_mask(right | left, s)))
+    items = train_items([*samples, *backgrounds], s)
     train_idx, val_idx = split_validation([smp.image_id for smp in samples], cfg.val_fraction, "detector-val")
+    train_idx += list(range(len(samples), len(items)))
+    plain = np.random.default_rng(0)  # item_input without synthetic lesions draws nothing
+
+    def lungs_of(i: int) -> np.ndarray:
+        return (items[i].right | items[i].left).astype(np.float32)
 
     def boxes_of(lesion: np.ndarray, lungs: np.ndarray) -> list:
         return lesion_boxes(lesion > 0.5, data_cfg.box_min_area_frac, lungs > 0.5)
@@ -62,9 +74,10 @@ def train_detector(data_root: str | Path, out: str | Path, cfg: DetectorTrainCon
     def make_batch(indices: list[int], rng: np.random.Generator):
         xs, tg = [], []
         for i in indices:
-            x, les, lungs = items[train_idx[i]]
+            x, les = item_input(items[train_idx[i]], rng, synthetic)
             m = random_affine(rng, s, cfg.aug_scale, cfg.aug_rotate_deg, cfg.aug_shift)
-            les_w, lungs_w = warp(les, m, s, nearest=True), warp(lungs, m, s, nearest=True)
+            les_w = warp((les >= 0.5).astype(np.float32), m, s, nearest=True)
+            lungs_w = warp(lungs_of(train_idx[i]), m, s, nearest=True)
             xs.append(warp(x, m, s))
             tg.append(targets(boxes_of(les_w, lungs_w), grid, gaussian_alpha=cfg.gaussian_alpha))
         batch = {k: torch.from_numpy(np.stack([t[k] for t in tg])) for k in tg[0]}
@@ -74,14 +87,14 @@ def train_detector(data_root: str | Path, out: str | Path, cfg: DetectorTrainCon
         return loss(outputs, tgt, cfg.focal_alpha, cfg.focal_beta, cfg.size_weight, cfg.offset_weight)
 
     net = CenterNetDetector(cfg.widths, n_classes=len(CLASSES))
-    truths = [boxes_of(items[i][1], items[i][2]) for i in val_idx]
+    truths = [boxes_of((items[i].lesion >= 0.5).astype(np.float32), lungs_of(i)) for i in val_idx]
     dc = DetectionConfig()  # validation decodes as the builtin backend does
 
     def validate() -> float:
         dets = []
         for start in range(0, len(val_idx), 32):
             chunk = val_idx[start:start + 32]
-            out = net(torch.from_numpy(np.stack([items[i][0] for i in chunk]))[:, None])
+            out = net(torch.from_numpy(np.stack([item_input(items[i], plain, None)[0] for i in chunk]))[:, None])
             hm = torch.sigmoid(out["heatmap"]).numpy()
             for k in range(len(chunk)):
                 dets.append(nms(decode(hm[k], out["size"][k].numpy(), out["offset"][k].numpy(),
@@ -89,8 +102,8 @@ def train_detector(data_root: str | Path, out: str | Path, cfg: DetectorTrainCon
                                 dc.builtin_nms_iou))
         return average_precision(dets, truths, 0.5)
 
-    result = fit(net, len(train_idx), make_batch, loss_fn, validate, cfg, progress=progress)
-    summary = {**run_summary("detector", samples, len(train_idx), len(val_idx), result),
+    result = fit(net, len(train_idx), make_batch, loss_fn, validate, cfg, progress=progress, init=init)
+    summary = {**run_summary("detector", samples, len(train_idx), len(val_idx), result, backgrounds, synthetic),
                "validation_ap50": round(result["best_score"], 4)}
     arch = {"widths": list(cfg.widths), "input_size": s, "n_classes": len(CLASSES)}
     save_weights(net, out, {"arch": arch, "classes": list(CLASSES), "training": summary,

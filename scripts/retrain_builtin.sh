@@ -1,10 +1,12 @@
 #!/usr/bin/env bash
-# Retrain the built-in lesion models, regenerate the demo dataset and retrain the shipped
-# light model, then rerun the benchmarks that the model cards and docs quote (issue 18).
+# Retrain the built-in models, regenerate the demo dataset and retrain the shipped light
+# model, then rerun the benchmarks that the model cards and docs quote (issues 18, 28).
 # Run from the repository root after merging: `bash scripts/retrain_builtin.sh [DATA] [WORK]`.
 # DATA: the shared public data (default ../shared/data); WORK: scratch folder (default runs/retrain).
-# The anatomy model is retrained separately (src/cxrils/weights/anatomy_builtin.md); the
-# detector and the anomaly map read only images, so an anatomy change needs only steps 3-7.
+# Steps 0-2 fine-tune the anatomy, detector and anomaly networks from the shipped weights
+# (each model card gives its own command and the release it started from); SKIP_VISION=1
+# skips them (the detector and the anomaly map read only images, so an anatomy change
+# alone needs steps 0 and 3-7).
 set -euo pipefail
 DATA=${1:-../shared/data}
 WORK=${2:-runs/retrain}
@@ -15,9 +17,19 @@ W=src/cxrils/weights
 PY=${PYTHON:-python}
 CX=${CXRILS:-cxrils}
 mkdir -p "$WORK"
-# 1-2. the detector and the anomaly map, each on its own half of the COVID-QU-Ex tuning part
-$CX train-detector --data "$DATA" -o "$W/detector_builtin.safetensors" --threads "$THREADS"
-$CX train-anomaly --data "$DATA" -o "$W/anomaly_builtin.safetensors" --threads "$THREADS"
+if [ "${SKIP_VISION:-0}" != 1 ]; then
+  # 0. the anatomy network (visible and whole lungs, heart), fine-tuned from the shipped weights
+  $CX train-anatomy --data "$DATA" -o "$WORK/anatomy.safetensors" --epochs 14 --lr 1e-3 \
+      --init "$W/anatomy_builtin.safetensors" --threads "$THREADS" --max-minutes 95
+  cp "$WORK/anatomy.safetensors" "$W/anatomy_builtin.safetensors"
+  # 1-2. the detector and the anomaly map, each on its own half of the COVID-QU-Ex tuning part
+  # (and of the JSRT nodule images, with synthetic lesions), fine-tuned from the shipped weights
+  for m in detector anomaly; do
+    $CX train-$m --data "$DATA" -o "$WORK/$m.safetensors" --epochs 6 --lr 1e-3 \
+        --init "$W/${m}_builtin.safetensors" --threads "$THREADS"
+    cp "$WORK/$m.safetensors" "$W/${m}_builtin.safetensors"
+  done
+fi
 # 3. the demo dataset with the new defaults (as `cxrils demo` does)
 rm -rf "$WORK/demo"
 $CX generate "$DATA/pairs/all_pairs.csv" -o "$WORK/demo" --workers 2 --no-progress
@@ -29,6 +41,7 @@ rm -rf "$WORK/light"
 $CX train --model light --dataset "$WORK/light_data" -o "$WORK/light" $LIGHT_SET --threads "$THREADS" --no-evaluate
 cp "$WORK/light/config.json" "$WORK/light/model.safetensors" "$WORK/light/train_summary.json" "$W/light_ils/"
 # 6. the benchmarks quoted by the model cards and docs
+$PY benchmarks/anatomy.py --data "$DATA"
 $PY benchmarks/lesion_models.py --data "$DATA" --publish lesion_models
 $PY benchmarks/models.py --dataset "$WORK/light_data" --from-run "$W/light_ils" --work "$WORK/bench_models" \
     --publish light_model

@@ -192,3 +192,77 @@ def test_zone_rows_ask_each_lesion_zone_and_the_untouched_zones():
     assert len(rows) == 2 + 5                                       # two zones asked, five negatives
     assert sorted(r["record_id"] for r in rows) == sorted(f"cqx-a:{k}" for k in range(4, 4 + len(rows)))
     assert zone_rows("cqx-a", np.zeros((h, w), bool), anat, earlier, "train", Config()) == []
+
+
+def _hand_anatomy(h: int = 100, w: int = 100):
+    """Rectangular lungs (the patient's right lung on the image's left), zones by rows."""
+    import numpy as np
+
+    from cxrils import vocab
+    from cxrils.types import AnatomyMasks
+
+    def rect(r0, r1, c0, c1):
+        m = np.zeros((h, w), bool)
+        m[r0:r1, c0:c1] = True
+        return m
+
+    bands = ((0, 15), (15, 40), (40, 70), (70, 100))
+    masks = {"right lung": rect(0, h, 5, 45), "left lung": rect(0, h, 55, w - 5), "heart": rect(60, 90, 40, 60)}
+    for zones, (c0, c1) in ((vocab.RIGHT_ZONES, (5, 45)), (vocab.LEFT_ZONES, (55, w - 5))):
+        for z, (r0, r1) in zip(zones, bands):
+            masks[z] = rect(r0, r1, c0, c1)
+    for lobe in vocab.LOBES:
+        masks[lobe] = masks["right lung"] if "right" in lobe else masks["left lung"]
+    return AnatomyMasks(masks, (h, w), "hand")
+
+
+@pytest.mark.parametrize("lesion_type", ["pneumonia", "atelectasis", "opacity", "consolidation", "edema", "effusion"])
+def test_draw_type_draws_inside_the_lungs(lesion_type):
+    import numpy as np
+
+    from cxrils.config import SyntheticConfig
+    from cxrils.models.light.data import draw_type
+
+    anat = _hand_anatomy()
+    right, left = anat["right lung"], anat["left lung"]
+    x = np.full((100, 100), 50, np.uint8)
+    x[:, 45:55] = x[:, :5] = x[:, 95:] = 220  # mediastinum and chest wall: the soft tissue drawn towards
+    image, region = draw_type(x, right, left, lesion_type, np.random.default_rng(3), SyntheticConfig())
+    assert region.any() and not (region & ~(right | left)).any()
+    assert image[region].mean() > x[region].mean() + 40
+    if lesion_type == "edema":
+        assert (region & right).any() and (region & left).any()  # bilateral
+    if lesion_type == "effusion":
+        lung = right if (region & right).any() else left
+        assert region[99][lung[99]].all()  # the whole lowest row: the costophrenic angle
+
+
+def test_synthetic_rows_give_lung_and_zone_positives_of_the_drawn_type_only():
+    import numpy as np
+
+    from cxrils import vocab
+    from cxrils.config import Config
+    from cxrils.masks import decode_rle
+    from cxrils.models.light.data import SYNTHETIC_TYPES, synthetic_rows, synthetic_type
+
+    anat = _hand_anatomy()
+    x = np.full((100, 100), 50, np.uint8)
+    x[:, 45:55] = x[:, :5] = x[:, 95:] = 220
+    seen = set()
+    for k in range(12):
+        image_id = f"syn-{k}"
+        t = synthetic_type(image_id)
+        seen.add(t)
+        image, rows = synthetic_rows(image_id, x, anat["right lung"], anat["left lung"], "train",
+                                     lambda _img: anat, Config())
+        assert rows and {r["lesion_type"] for r in rows} == {t}, image_id
+        pos = [r for r in rows if r["polarity"] == "positive"]
+        kinds = {(r["instruction_type"], tuple(r["locations"])) for r in pos}
+        assert any(kind == "basic" and set(locs) <= set(vocab.WHOLE_LUNGS) for kind, locs in kinds), kinds
+        assert any(kind == "basic" and len(locs) == 1 and locs[0] in vocab.LUNG_ZONES for kind, locs in kinds), kinds
+        drawn = image.astype(int) - x.astype(int) > 10
+        for r in pos:  # every answer mask lies in what was drawn (the lung part of it)
+            m = decode_rle(r["mask"]).astype(bool)
+            assert m.any() and (m & ~drawn).sum() <= 0.05 * m.sum(), (image_id, r["instruction"])
+    assert synthetic_type("syn-3") == synthetic_type("syn-3")
+    assert len(seen) >= 4 and seen <= set(SYNTHETIC_TYPES)

@@ -15,14 +15,12 @@ import hashlib
 import json
 import logging
 import time
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
-import numpy as np
-
-from dataclasses import asdict, dataclass
-
 import cv2
+import numpy as np
 
 from cxrils.config import LesionDataConfig, LesionTrainConfig, SyntheticConfig
 from cxrils.fsutil import atomic_path

@@ -173,20 +173,21 @@ def paper_comparison(rates: dict[tuple[str, ...], pd.DataFrame]) -> pd.DataFrame
     return pd.DataFrame(rows)
 
 
-def current_frame(store: ReviewStore) -> pd.DataFrame:
+def current_frame(store: ReviewStore, sample: pd.DataFrame | None = None) -> pd.DataFrame:
     """Current decisions joined with the sample's strata: ``reviewer``, ``record_id``,
-    ``decision``, ``reason``, ``decided_at`` and the stratum columns."""
+    ``decision``, ``reason``, ``decided_at`` and the stratum columns (``sample``: the
+    store's sample when already read)."""
     cur = store.current()
     frame = pd.DataFrame([(d.reviewer, d.record_id, d.decision, d.reason, d.decided_at) for d in cur.values()],
                          columns=["reviewer", "record_id", "decision", "reason", "decided_at"])
-    sample = store.sample()[["record_id", *STRATUM_COLUMNS]]
-    return frame.merge(sample, on="record_id", how="left")
+    sample = store.sample() if sample is None else sample
+    return frame.merge(sample[["record_id", *STRATUM_COLUMNS]], on="record_id", how="left")
 
 
 def review_stats(store: ReviewStore, confidence: float = CONFIDENCE) -> ReviewStats:
     """Compute every table of :class:`ReviewStats` from a review database."""
     sample = store.sample()
-    current = current_frame(store)
+    current = current_frame(store, sample)
     cons = consensus(current).merge(sample[["record_id", *STRATUM_COLUMNS]], on="record_id", how="left")
     rates = {by: _rate_table(cons, by, confidence) for by in GROUPINGS}
 

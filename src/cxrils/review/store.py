@@ -131,7 +131,7 @@ def _now() -> str:
     return _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="milliseconds")
 
 
-@dataclass
+@dataclass(slots=True)
 class Decision:
     """One live (not withdrawn) decision: the row id, reviewer, record, decision, reason."""
 

@@ -15,8 +15,6 @@ from __future__ import annotations
 import json
 from typing import Any, Mapping
 
-from cxrils import vocab
-
 #: Algorithm 1's conditions (paper section 3.1, Table 7), as the page names them.
 CONDITIONS: dict[str, str] = {
     "c1": "box on the reported location: IoU with its anatomy mask >= tau_anatomy",
@@ -119,8 +117,7 @@ def record_chain(record: Mapping[str, Any], grounding: dict | None) -> dict:
             f["presence"] == "positive" for f in out["findings"]):
         out["note"] = f"the report states {lesion} absent (a negated finding)"
     else:
-        locs = ", ".join(vocab.instruction_location(x) if x in vocab.LUNG_REGION_LABELS else x
-                         for x in record.get("locations", [])) or "-"
+        locs = ", ".join(record.get("locations", [])) or "-"
         out["note"] = (f"{lesion} is reported elsewhere; the asked location ({locs}) is empty: no positive "
                        "finding's reported or grounded region touches it (section 3.1)")
     return out

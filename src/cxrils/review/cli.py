@@ -21,6 +21,15 @@ def _fail(message: str) -> None:
     raise typer.Exit(2)
 
 
+def plan_words(plan: dict) -> str:
+    """A stored sample plan in words: "per stratum: 95% Wilson interval within +-0.05
+    at 0.901 (positives) / 0.977 (negatives), seed 0" or "per stratum: 20 records, seed 0"."""
+    if plan.get("n"):
+        return f"per stratum: {plan['n']} records, seed {plan['seed']}"
+    return (f"per stratum: {100 * plan['confidence']:.0f}% Wilson interval within +-{plan['margin']} at "
+            f"{plan['planning_positive']} (positives) / {plan['planning_negative']} (negatives), seed {plan['seed']}")
+
+
 def register(app: typer.Typer) -> None:
     """Add ``review`` and ``review-stats`` to the ``cxrils`` app."""
     app.command("review")(review_cmd)
@@ -68,7 +77,7 @@ def review_cmd(
         _fail(str(err))
     bind = host or "127.0.0.1"
     url = f"http://{'127.0.0.1' if bind in ('0.0.0.0', '::') else bind}:{port}/"
-    typer.echo(f"review of {dataset}: {len(session)} records sampled ({session.store.plan()}); "
+    typer.echo(f"review of {dataset}: {len(session)} records sampled ({plan_words(session.store.plan())}); "
                f"decisions in {session.store.path}")
     typer.echo(f"open {url}?token={token}" if token else f"open {url}")
     try:

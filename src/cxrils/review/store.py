@@ -165,18 +165,25 @@ class ReviewStore:
         self._lock = threading.RLock()
         try:
             self._db = sqlite3.connect(str(self.path), isolation_level=None, check_same_thread=False, timeout=30)
+        except sqlite3.Error as err:
+            raise ReviewError(f"{self.path}: cannot open the review database: {err}") from None
+        try:
             self._db.execute("PRAGMA journal_mode=WAL")
             self._db.execute("PRAGMA synchronous=FULL")
             self._db.execute("PRAGMA foreign_keys=ON")
-            self._db.executescript("BEGIN IMMEDIATE;" + _SCHEMA + "".join(_APPEND_ONLY) + "COMMIT;")
+            self._db.executescript("BEGIN IMMEDIATE;" + _SCHEMA + "".join(_APPEND_ONLY)
+                                   + f"INSERT OR IGNORE INTO meta VALUES ('schema_version', '{SCHEMA_VERSION}');"
+                                   + "COMMIT;")
             version = self._meta().get("schema_version")
-            if version is None:
-                self._db.execute("INSERT INTO meta VALUES ('schema_version', ?)", (str(SCHEMA_VERSION),))
-            elif version != str(SCHEMA_VERSION):
+            if version != str(SCHEMA_VERSION):
                 raise ReviewError(f"{self.path}: review database of schema version {version}; "
                                   f"this cxrils reads version {SCHEMA_VERSION}")
         except sqlite3.DatabaseError as err:
+            self._db.close()
             raise ReviewError(f"{self.path}: not a usable review database: {err}") from None
+        except ReviewError:
+            self._db.close()
+            raise
         self._seen = 0  # highest decision id replayed into the state below
         self._stack: dict[tuple[str, str], list[Decision]] = {}  # live decisions per (reviewer, record)
         self._history: dict[str, list[Decision]] = {}  # live decisions per reviewer, oldest first
@@ -242,7 +249,7 @@ class ReviewStore:
 
     def _sample_order(self) -> list[str]:
         """Record ids in review order (cached; the sample never changes once made)."""
-        if self._order is None:
+        if not self._order:  # not cached, or no sample yet (another process may make it)
             self._order = [r for (r,) in self._db.execute("SELECT record_id FROM sample ORDER BY position")]
             self._sample_ids = frozenset(self._order)
         return self._order

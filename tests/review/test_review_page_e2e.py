@@ -6,13 +6,10 @@ Skips where Chromium or Playwright is absent (``.ci/run`` installs both)."""
 from __future__ import annotations
 
 import json
-import socket
-import threading
-import time
 
 import pytest
 
-uvicorn = pytest.importorskip("uvicorn")
+pytest.importorskip("uvicorn")
 
 from cxrils.dataset import read_records  # noqa: E402
 from cxrils.review import open_review  # noqa: E402
@@ -31,28 +28,10 @@ WANT = {0: ("accept", None), 1: ("accept", None), 2: ("reject", "wrong_location"
         8: ("reject", "not_a_lesion"), 9: ("accept", None)}
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 @pytest.fixture
-def served(dataset, tmp_path):
+def served(dataset, tmp_path, live_server):
     review = open_review(dataset)
-    port = _free_port()
-    app = create_review_app(review, export_dir=tmp_path / "accepted")
-    srv = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning"))
-    thread = threading.Thread(target=srv.run, daemon=True)
-    thread.start()
-    deadline = time.time() + 20
-    while not srv.started:
-        if time.time() > deadline:
-            raise RuntimeError("uvicorn did not start")
-        time.sleep(0.05)
-    yield f"http://127.0.0.1:{port}", review
-    srv.should_exit = True
-    thread.join(timeout=10)
+    yield live_server(create_review_app(review, export_dir=tmp_path / "accepted")), review
     review.close()
 
 

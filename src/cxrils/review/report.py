@@ -82,7 +82,7 @@ def summary_line(stats: ReviewStats) -> str:
     c = stats.counts
     who = ", ".join(c["reviewers"]) or "nobody yet"
     return (f"{c['sample']} records sampled; {c['with_consensus']} accepted or rejected, {c['skipped_only']} only "
-            f"skipped; {c['current']} current decisions ({c['decisions']} rows with undos) by {who}")
+            f"skipped; {c['current']} current decisions ({c['decisions']} rows in the log, undos included) by {who}")
 
 
 def print_stats(stats: ReviewStats, console) -> None:

@@ -259,6 +259,8 @@ def test_a_study_grounding_file_is_committed_before_its_records(tmp_path, studie
     assert w.done_ids() == {ids[0]}  # the part file is the commit: the study is redone on resume
     w.commit_study("gone", None, None, excluded="qc_anatomy", grounding={"image_id": "gone"})
     assert read_grounding(out, "gone") is None  # an excluded study keeps only its marker
+    w.commit_study(ids[1], None, None, excluded="error:commit: the records did not fit")
+    assert read_grounding(out, ids[1]) is None  # the failed attempt's file goes with the exclusion
     w.close()
 
     (out / "grounding" / "broken.json").write_text("[1, 2")

@@ -232,7 +232,7 @@ class DatasetWriter:
             JSON-ready account of how the study was grounded (:func:`read_grounding`
             says what ``cxrils generate`` puts there); written to
             ``grounding/{image_id}.json`` before the part file, so a committed study
-            has it. Ignored for an excluded study.
+            has it. An excluded study has none (one left by a failed attempt is removed).
 
         Raises
         ------
@@ -251,6 +251,7 @@ class DatasetWriter:
                 raise DatasetError(f"study {image_id}: excluded ({excluded}) but {len(records)} records given")
             atomic_write_json(self.out_dir / "excluded" / f"{image_id}.json",
                               {"image_id": image_id, "reason": str(excluded)})
+            (self.out_dir / grounding_relpath(image_id)).unlink(missing_ok=True)  # of an attempt that failed
             return
         rows = [self._check_record(image_id, r) for r in records]
         if rows:
@@ -265,12 +266,12 @@ class DatasetWriter:
                                        f" but the image is {x.shape[0]}x{x.shape[1]}")
             with atomic_path(self.out_dir / image_relpath(image_id), suffix=".png") as tmp:
                 Image.fromarray(x).save(tmp, format="PNG")
-        if grounding is not None:
-            atomic_write_json(self.out_dir / grounding_relpath(image_id), grounding, indent=None)
         try:
             table = pa.Table.from_pylist(rows, schema=arrow_schema())
         except (pa.ArrowInvalid, pa.ArrowTypeError) as err:
             raise DatasetError(f"study {image_id}: records do not fit the schema: {err}") from err
+        if grounding is not None:
+            atomic_write_json(self.out_dir / grounding_relpath(image_id), grounding, indent=None)
         with atomic_path(self.out_dir / "parts" / f"{image_id}.parquet", suffix=".parquet") as tmp:
             pq.write_table(table, tmp)
 

@@ -131,3 +131,34 @@ def test_an_image_id_that_is_not_a_file_name_is_never_served(dataset):
     with pytest.raises(ReviewError, match="not a file name"):
         r.image_path(0)
     r.close()
+
+
+def test_the_export_replaces_only_an_earlier_export(dataset, tmp_path):
+    from cxrils.review import ReviewError
+
+    r = open_review(dataset)
+    r.store.decide("ann", r.record(0)["record_id"], "accept")
+    before = {p.relative_to(dataset): sha256_file(p) for p in dataset.rglob("*") if p.is_file() and "review" not in p.name}
+    notes = tmp_path / "notes"
+    notes.mkdir()
+    (notes / "keep.txt").write_text("mine")
+    (tmp_path / "file.txt").write_text("mine too")
+    refused = [(dataset, "outside the reviewed dataset"), (dataset / "accepted", "outside the reviewed dataset"),
+               (tmp_path, "outside the reviewed dataset"),  # the folder that holds the dataset
+               (notes, "not an earlier export"), (tmp_path / "file.txt", "not an earlier export")]
+    for out, words in refused:
+        with pytest.raises(ReviewError, match=words):
+            export_accepted(dataset, r.store, out)
+    (notes / "cxrils").mkdir()  # a folder named like an export's part is still not an export
+    with pytest.raises(ReviewError, match="not an earlier export"):
+        export_accepted(dataset, r.store, notes)
+    assert (notes / "keep.txt").read_text() == "mine" and (tmp_path / "file.txt").read_text() == "mine too"
+    after = {p.relative_to(dataset): sha256_file(p) for p in dataset.rglob("*") if p.is_file() and "review" not in p.name}
+    assert after == before and not (dataset / "accepted").exists()
+
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    assert export_accepted(dataset, r.store, empty)["records"] == 1  # an empty folder may be used
+    assert export_accepted(dataset, r.store, empty)["records"] == 1  # and then it is an export: replaced
+    assert sorted(p.name for p in empty.iterdir()) == ["cxrils", "mimic-ils"]
+    r.close()

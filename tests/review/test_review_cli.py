@@ -51,3 +51,17 @@ def test_errors_are_one_line(dataset, tmp_path):
     open_review(dataset).close()  # the default plan is stored
     line = _one_line_error(runner.invoke(app, ["review", str(dataset), "--n", "3"]))
     assert "planned with" in line and "move review.sqlite away" in line
+
+
+def test_review_stats_never_exports_over_the_dataset(dataset, tmp_path):
+    r = open_review(dataset)
+    r.store.decide("ann", r.record(0)["record_id"], "accept")
+    r.close()
+    runner = CliRunner()
+    for out in (dataset, dataset.parent):
+        line = _one_line_error(runner.invoke(app, ["review-stats", str(dataset), "--export-accepted", str(out)]))
+        assert "outside the reviewed dataset" in line
+    assert (dataset / "manifest.json").is_file() and (dataset / "review.sqlite").is_file()
+    r = open_review(dataset)
+    assert r.store.n_rows() == 1
+    r.close()

@@ -100,7 +100,7 @@ def review_stats_cmd(
 
     from cxrils.dataset import DatasetError, read_manifest
     from cxrils.fsutil import atomic_write_text
-    from cxrils.review.export import export_accepted as export
+    from cxrils.review.export import check_export_dir, export_accepted as export
     from cxrils.review.report import print_stats, stats_html
     from cxrils.review.stats import review_stats
     from cxrils.review.store import DB_NAME, ReviewError, ReviewStore, dataset_fingerprint
@@ -110,6 +110,8 @@ def review_stats_cmd(
         _fail(f"{db}: no review of this dataset yet; start one with: cxrils review {dataset}")
     try:
         fingerprint = dataset_fingerprint(read_manifest(dataset))
+        if export_accepted is not None:
+            check_export_dir(dataset, export_accepted)  # before anything is printed: a refusal is one line
         store = ReviewStore(db)
     except (DatasetError, ReviewError) as err:
         _fail(str(err))
@@ -130,7 +132,7 @@ def review_stats_cmd(
         if export_accepted is not None:
             try:
                 res = export(dataset, store, export_accepted)
-            except DatasetError as err:
+            except (DatasetError, ReviewError) as err:
                 _fail(str(err))
             except OSError as err:
                 _fail(f"{export_accepted}: cannot write: {err}")

@@ -134,6 +134,9 @@ def test_a_token_guards_every_request(review):
     for path in ("/", "/api/info", "/api/records/0/image.png", "/stats"):
         assert anyone.get(path).status_code == 401
     assert anyone.get("/?token=wrong").status_code == 401
+    for bad in ({"Authorization": b"Bearer \xc3\xa9t\xc3\xa9"}, {"Cookie": b"cxrils_review_token=\xff"}):
+        assert anyone.get("/api/info", headers=bad).status_code == 401  # refused in words, not a crash
+    assert anyone.get("/", params={"token": "jeton-sécurisé-long"}).status_code == 401
     assert anyone.get("/api/info", headers={"Authorization": f"Bearer {token}"}).status_code == 200
     browser = TestClient(app, base_url="http://10.1.2.3:8765")
     first = browser.get(f"/?token={token}", follow_redirects=False)

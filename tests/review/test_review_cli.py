@@ -46,6 +46,9 @@ def test_errors_are_one_line(dataset, tmp_path):
     assert "no manifest" in line
     line = _one_line_error(runner.invoke(app, ["review", str(dataset), "--host", "0.0.0.0", "--token", "short"]))
     assert "16 characters" in line
+    line = _one_line_error(runner.invoke(app, ["review", str(dataset), "--host", "0.0.0.0", "--token",
+                                               "a token with spaces & more"]))
+    assert "a letter, a digit or one of" in line  # it must travel in the printed ?token= address as it is
     line = _one_line_error(runner.invoke(app, ["review", str(dataset), "--margin", "0.9"]))
     assert "margin" in line
     open_review(dataset).close()  # the default plan is stored

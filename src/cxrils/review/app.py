@@ -97,6 +97,13 @@ def _host_name(header: str) -> str:
     return header.rpartition(":")[0] if header.count(":") == 1 else header
 
 
+def _same_token(given: str, token: str) -> bool:
+    """Constant-time comparison of a token a client sent with the server's. Bytes, not
+    str: ``secrets.compare_digest`` raises on a non-ASCII str, and header values arrive
+    as whatever a client sends."""
+    return secrets.compare_digest(given.encode("utf-8", "replace"), token.encode("utf-8", "replace"))
+
+
 def _json(value):
     """NaN -> None, recursively (JSON has no NaN)."""
     if isinstance(value, float) and math.isnan(value):
@@ -137,11 +144,11 @@ def create_review_app(session: ReviewSession, *, token: str | None = None,
             given = request.headers.get("authorization", "").removeprefix("Bearer ").strip() \
                 or request.cookies.get(TOKEN_COOKIE, "")
             if request.method == "GET" and request.url.path == "/" and "token" in request.query_params:
-                if secrets.compare_digest(request.query_params["token"], token):
+                if _same_token(request.query_params["token"], token):
                     resp = RedirectResponse("/", status_code=303)
                     resp.set_cookie(TOKEN_COOKIE, token, httponly=True, samesite="strict")
                     return resp
-            if not secrets.compare_digest(given, token):
+            if not _same_token(given, token):
                 return JSONResponse({"detail": "this review server needs its token: open the address "
                                                "`cxrils review` printed (it ends in ?token=...)"}, status_code=401)
         if request.method == "POST":

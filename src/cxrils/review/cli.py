@@ -4,6 +4,7 @@ the paper's rates, the accepted subset)."""
 from __future__ import annotations
 
 import os
+import re
 import secrets
 from pathlib import Path
 from typing import Optional
@@ -14,6 +15,9 @@ import typer
 TOKEN_ENV = "CXRILS_REVIEW_TOKEN"
 #: Default port of the review page (ours; ``cxrils serve`` uses 8000).
 DEFAULT_PORT = 8765
+#: A token: at least 16 of the characters a URL carries unescaped (RFC 3986 "unreserved"),
+#: so the printed address ``...?token=...`` works as it is (``secrets.token_urlsafe`` makes such).
+TOKEN_PATTERN = re.compile(r"^[A-Za-z0-9._~-]{16,256}$")
 
 
 def _fail(message: str) -> None:
@@ -69,14 +73,15 @@ def review_cmd(
     if n is not None or margin is not None or seed is not None:
         plan = SamplePlan(margin=DEFAULT_MARGIN if margin is None else margin, n=n, seed=0 if seed is None else seed)
     token = token or os.environ.get(TOKEN_ENV) or (secrets.token_urlsafe(24) if host is not None else None)
-    if token is not None and len(token) < 16:
-        _fail("the token must have at least 16 characters")
+    if token is not None and not TOKEN_PATTERN.match(token):
+        _fail("the token must have at least 16 characters (at most 256), each a letter, a digit or one of . _ ~ -")
     try:
         session = open_review(dataset, plan)
     except (DatasetError, ReviewError, SamplingError) as err:
         _fail(str(err))
     bind = host or "127.0.0.1"
-    url = f"http://{'127.0.0.1' if bind in ('0.0.0.0', '::') else bind}:{port}/"
+    shown = "127.0.0.1" if bind in ("0.0.0.0", "::") else bind
+    url = f"http://{f'[{shown}]' if ':' in shown else shown}:{port}/"  # an IPv6 address goes in brackets
     typer.echo(f"review of {dataset}: {len(session)} records sampled ({plan_words(session.store.plan())}); "
                f"decisions in {session.store.path}")
     typer.echo(f"open {url}?token={token}" if token else f"open {url}")

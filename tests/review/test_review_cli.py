@@ -51,6 +51,12 @@ def test_errors_are_one_line(dataset, tmp_path):
     assert "a letter, a digit or one of" in line  # it must travel in the printed ?token= address as it is
     line = _one_line_error(runner.invoke(app, ["review", str(dataset), "--margin", "0.9"]))
     assert "margin" in line
+    assert not (dataset / "review.sqlite").exists()  # a plan that cannot be drawn leaves no database
+    from cxrils.review import ReviewStore
+
+    ReviewStore(dataset / "review.sqlite").close()  # as an older start that failed left it: no sample
+    line = _one_line_error(runner.invoke(app, ["review-stats", str(dataset)]))
+    assert "no review sample drawn yet" in line
     open_review(dataset).close()  # the default plan is stored
     line = _one_line_error(runner.invoke(app, ["review", str(dataset), "--n", "3"]))
     assert "planned with" in line and "move review.sqlite away" in line

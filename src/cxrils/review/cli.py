@@ -121,6 +121,8 @@ def review_stats_cmd(
     except (DatasetError, ReviewError) as err:
         _fail(str(err))
     with store:
+        if store.plan() is None:  # a start that failed before it drew the sample
+            _fail(f"{db}: no review sample drawn yet; start the review with: cxrils review {dataset}")
         if store.meta.get("dataset_fingerprint") != fingerprint:
             _fail(f"{db}: the dataset's records changed since its review sample was drawn")
         stats = review_stats(store)

@@ -58,12 +58,15 @@ def open_review(dataset_dir: str | Path, plan: SamplePlan | None = None) -> "Rev
     manifest = read_manifest(root)
     fingerprint = dataset_fingerprint(manifest)
     records = read_records(root)
+    chosen = plan or SamplePlan()
+    # A first start draws before it creates the database, so a plan that cannot be drawn leaves none behind.
+    sample = None if (root / DB_NAME).exists() else draw_sample(records, chosen)
     store = ReviewStore(root / DB_NAME)
     try:
         stored = store.plan()
         if stored is None:
-            chosen = plan or SamplePlan()
-            store.create_sample(draw_sample(records, chosen), chosen.to_dict(), fingerprint)
+            store.create_sample(draw_sample(records, chosen) if sample is None else sample, chosen.to_dict(),
+                                fingerprint)
         else:
             if store.meta.get("dataset_fingerprint") != fingerprint:
                 raise ReviewError(f"{root}: the dataset's records changed since its review sample was drawn "

@@ -46,7 +46,7 @@ DEFAULT_SHARD_SIZE = 50_000
 LOCK_NAME = ".cxrils-writer.lock"
 #: An image id becomes a file name: no path separators, control characters or
 #: leading dot (hidden temp files start with one), at most 200 characters.
-_SAFE_ID = re.compile(r"^[^./\\\x00-\x1f][^/\\\x00-\x1f]{0,199}$")
+SAFE_IMAGE_ID = re.compile(r"^[^./\\\x00-\x1f][^/\\\x00-\x1f]{0,199}$")
 
 
 class DatasetError(ValueError):
@@ -92,7 +92,7 @@ def read_grounding(dataset_dir: str | Path, image_id: str) -> dict | None:
 
 
 def _check_id(image_id: str) -> None:
-    if not isinstance(image_id, str) or not _SAFE_ID.match(image_id):
+    if not isinstance(image_id, str) or not SAFE_IMAGE_ID.match(image_id):
         raise DatasetError(f"image id {image_id!r} is not a safe file name "
                            "(no '/', '\\', control characters or leading '.', at most 200 characters)")
 

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import io
 import json
-import re
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
@@ -19,14 +18,13 @@ from typing import Any
 import numpy as np
 
 from cxrils.dataset import read_grounding, read_manifest, read_records
+from cxrils.dataset.writer import SAFE_IMAGE_ID
 from cxrils.masks import decode_rle
 from cxrils.overlay import LESION_RGB
 from cxrils.review.chain import record_chain
 from cxrils.review.sampling import SamplePlan, draw_sample
 from cxrils.review.store import DB_NAME, REJECT_REASONS, ReviewError, ReviewStore, check_reviewer, dataset_fingerprint
 
-#: The image ids whose files the page may serve (as the dataset writer allows them).
-_SAFE_ID = re.compile(r"^[^./\\\x00-\x1f][^/\\\x00-\x1f]{0,199}$")
 
 
 def open_review(dataset_dir: str | Path, plan: SamplePlan | None = None) -> "ReviewSession":
@@ -159,7 +157,7 @@ class ReviewSession:
         image_id = str(self.record(position)["image_id"])
         images = (self.root / "images").resolve()
         path = (images / f"{image_id}.png").resolve()
-        if not _SAFE_ID.match(image_id) or path.parent != images:
+        if not SAFE_IMAGE_ID.match(image_id) or path.parent != images:
             raise ReviewError(f"record {self._by_position[position]!r}: image id {image_id!r} is not a file name")
         if not path.is_file():
             raise ReviewError(f"{path}: the image of record {self._by_position[position]!r} is missing")

@@ -261,6 +261,8 @@ def test_a_study_grounding_file_is_committed_before_its_records(tmp_path, studie
     assert read_grounding(out, "gone") is None  # an excluded study keeps only its marker
     w.commit_study(ids[1], None, None, excluded="error:commit: the records did not fit")
     assert read_grounding(out, ids[1]) is None  # the failed attempt's file goes with the exclusion
+    w.commit_study(ids[0], *studies[ids[0]])  # committed again without one: the old file would mislead
+    assert read_grounding(out, ids[0]) is None
     w.close()
 
     (out / "grounding" / "broken.json").write_text("[1, 2")

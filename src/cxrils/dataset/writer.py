@@ -232,7 +232,8 @@ class DatasetWriter:
             JSON-ready account of how the study was grounded (:func:`read_grounding`
             says what ``cxrils generate`` puts there); written to
             ``grounding/{image_id}.json`` before the part file, so a committed study
-            has it. An excluded study has none (one left by a failed attempt is removed).
+            has it. A study committed without one, or excluded, has none (a file a
+            failed attempt left is removed).
 
         Raises
         ------
@@ -272,6 +273,8 @@ class DatasetWriter:
             raise DatasetError(f"study {image_id}: records do not fit the schema: {err}") from err
         if grounding is not None:
             atomic_write_json(self.out_dir / grounding_relpath(image_id), grounding, indent=None)
+        else:  # a file a failed attempt left would describe another commit
+            (self.out_dir / grounding_relpath(image_id)).unlink(missing_ok=True)
         with atomic_path(self.out_dir / "parts" / f"{image_id}.parquet", suffix=".parquet") as tmp:
             pq.write_table(table, tmp)
 

@@ -116,6 +116,28 @@ def test_each_image_with_records_keeps_how_it_was_grounded(pairs, tmp_path):
     assert n_positive > 0
 
 
+def test_a_grounding_account_that_fails_excludes_its_image_not_the_run(pairs, tmp_path, monkeypatch):
+    import cxrils.grounding
+    from cxrils.dataset import read_exclusions, read_records
+
+    real, calls = cxrils.grounding.grounding_to_dict, []
+
+    def first_fails(sg):
+        calls.append(sg.image_id)
+        if len(calls) == 1:
+            raise TypeError("a value JSON cannot hold")
+        return real(sg)
+
+    monkeypatch.setattr(cxrils.grounding, "grounding_to_dict", first_fails)
+    out = tmp_path / "ds"
+    generate(pairs, out, config(), stages=FAKE)
+    reasons = read_exclusions(out)
+    assert reasons[calls[0]] == "error:records: TypeError: a value JSON cannot hold"
+    assert not (out / "grounding" / f"{calls[0]}.json").exists()
+    images = set(read_records(out)["image_id"])
+    assert calls[0] not in images and set(calls[1:]) & images  # the others went on
+
+
 def test_workers_give_the_same_dataset_and_load_models_once(pairs, tmp_path, monkeypatch):
     loads = tmp_path / "loads"
     loads.mkdir()

@@ -414,6 +414,7 @@ class Pipeline:
 
         grounding = self.ground(state)
         records: list[dict] | None = None
+        doc: dict | None = None
         if state.excluded is None:
             try:
                 study = state.study
@@ -429,6 +430,7 @@ class Pipeline:
                     from cxrils.instructions import paraphrase_records
 
                     records = records + paraphrase_records(records, self.paraphrase_complete, self.cfg)
+                doc = grounding_record(grounding, state.report)  # stored beside the records for review
             except Exception as err:  # one bad study never stops the run
                 state.excluded = f"error:records: {type(err).__name__}: {err}"
                 log.warning("%s: excluded: %s", state.study.image_id, state.excluded)
@@ -438,7 +440,7 @@ class Pipeline:
             study_id=state.study.study_id, image_id=state.study.image_id,
             x=state.x if ok else None, records=records if ok else None, excluded=state.excluded,
             stats=study_stats(state.report, grounding if ok else None, records if ok else None, state.excluded),
-            grounding=grounding_record(grounding, state.report) if ok else None,
+            grounding=doc if ok else None,
         )
 
     def process_study(self, study: StudyInput, report: StructuredReport | None = None) -> StudyResult:

@@ -155,3 +155,18 @@ def test_stats_and_export_from_the_page(client, review, tmp_path):
     res = TestClient(app, base_url=LOCAL).post("/api/export", json={}).json()
     assert res["records"] == 1 and (tmp_path / "out" / "cxrils" / "manifest.json").is_file()
     assert (tmp_path / "out" / "mimic-ils" / "mimic_ils_instruction_answer.json").is_file()
+
+
+def test_a_dataset_without_grounding_files_is_reviewed_from_its_records(dataset):
+    import shutil
+
+    shutil.rmtree(dataset / "grounding")  # written before cxrils kept them, imported, or built by hand
+    r = open_review(dataset)
+    c = TestClient(create_review_app(r), base_url=LOCAL)
+    res = c.get("/api/next", params={"reviewer": "ann"})
+    assert res.status_code == 200
+    rec = res.json()["record"]
+    assert rec["chain"]["recorded"] is False and "no grounding file" in rec["chain"]["note"]
+    assert rec["instruction"] == r.record(0)["instruction"] and rec["chain"]["findings"] == []
+    assert _decide(c, rec, "accept").status_code == 200 and r.store.n_rows() == 1
+    r.close()

@@ -49,6 +49,8 @@ def test_errors_are_one_line(dataset, tmp_path):
     line = _one_line_error(runner.invoke(app, ["review", str(dataset), "--host", "0.0.0.0", "--token",
                                                "a token with spaces & more"]))
     assert "a letter, a digit or one of" in line  # it must travel in the printed ?token= address as it is
+    res = runner.invoke(app, ["review", str(dataset), "--port", "70000"])
+    assert res.exit_code == 2 and "Traceback" not in res.output and "65535" in res.output
     line = _one_line_error(runner.invoke(app, ["review", str(dataset), "--margin", "0.9"]))
     assert "margin" in line
     assert not (dataset / "review.sqlite").exists()  # a plan that cannot be drawn leaves no database

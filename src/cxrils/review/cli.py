@@ -48,8 +48,9 @@ def review_cmd(
     seed: Optional[int] = typer.Option(None, "--seed", help="Seed of the sample (default 0)."),
     host: Optional[str] = typer.Option(None, "--host", help="Address to listen on (default 127.0.0.1); any "
                                        "--host requires a token (printed, or --token / $CXRILS_REVIEW_TOKEN)."),
-    port: int = typer.Option(DEFAULT_PORT, "--port", help="TCP port."),
-    token: Optional[str] = typer.Option(None, "--token", help="Token the page and API require (at least 16 characters)."),
+    port: int = typer.Option(DEFAULT_PORT, "--port", min=1, max=65535, help="TCP port."),
+    token: Optional[str] = typer.Option(None, "--token", help="Token the page and API require (16-256 letters, "
+                                        "digits or . _ ~ -)."),
     export_dir: Optional[Path] = typer.Option(None, "--export-dir", help="Where the page's export writes "
                                               "(default: DATASET-accepted beside the dataset)."),
 ) -> None:

@@ -33,7 +33,6 @@ import pandas as pd
 
 #: The issue's target for the page's time to the next record, p95 on 2 cores (ms).
 TARGET_P95_MS = 150.0
-REASONS = ("wrong_location", "wrong_extent", "not_a_lesion", "wrong_side", "report_misread")
 
 
 def _pct(values: list[float], q: float) -> float:
@@ -148,8 +147,9 @@ def stats_time(folder: Path, n_records: int = 50_000, reviewers: tuple[str, ...]
     """(median seconds of ``review_stats`` over a fresh store, decisions, write seconds)."""
     from cxrils import vocab
     from cxrils.review.stats import review_stats
-    from cxrils.review.store import ReviewStore
+    from cxrils.review.store import REJECT_REASONS, ReviewStore
 
+    reasons = tuple(REJECT_REASONS)
     rng = np.random.default_rng(1)
     strata = [(t, p, i) for t in vocab.LESION_TYPES for p in vocab.POLARITIES for i in vocab.INSTRUCTION_TYPES]
     pick = rng.integers(0, len(strata), n_records)
@@ -169,7 +169,7 @@ def stats_time(folder: Path, n_records: int = 50_000, reviewers: tuple[str, ...]
             if x < 0.9:
                 rows.append((who, rid, "accept", None))
             elif x < 0.97:
-                rows.append((who, rid, "reject", REASONS[int(x * 1000) % len(REASONS)]))
+                rows.append((who, rid, "reject", reasons[int(x * 1000) % len(reasons)]))
             else:
                 rows.append((who, rid, "skip", None))
     t0 = time.perf_counter()

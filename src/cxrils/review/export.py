@@ -96,7 +96,8 @@ def export_accepted(dataset_dir: str | Path, store: ReviewStore, out_dir: str | 
     store : ReviewStore
         Its review database.
     out_dir : path
-        Receives ``cxrils/`` and ``mimic-ils/``; replaced as a whole if it exists.
+        Receives ``cxrils/`` and ``mimic-ils/``. An earlier export or an empty folder
+        there is replaced as a whole; anything else is refused (:func:`check_export_dir`).
 
     Returns
     -------

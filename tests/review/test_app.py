@@ -170,3 +170,14 @@ def test_a_dataset_without_grounding_files_is_reviewed_from_its_records(dataset)
     assert rec["instruction"] == r.record(0)["instruction"] and rec["chain"]["findings"] == []
     assert _decide(c, rec, "accept").status_code == 200 and r.store.n_rows() == 1
     r.close()
+
+
+def test_a_dataset_opened_as_dot_is_named_and_exports_beside_itself(dataset, monkeypatch):
+    monkeypatch.chdir(dataset)
+    r = open_review(".")
+    c = TestClient(create_review_app(r), base_url=LOCAL)
+    assert c.get("/api/info").json()["dataset"] == dataset.name
+    _decide(c, r.payload(0), "accept")
+    res = c.post("/api/export", json={})
+    assert res.status_code == 200 and res.json()["out"] == str(dataset.resolve().with_name(f"{dataset.name}-accepted"))
+    r.close()

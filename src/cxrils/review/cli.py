@@ -133,7 +133,7 @@ def review_stats_cmd(
         print_stats(stats, console)
         out = html or dataset / "review-stats.html"
         try:
-            atomic_write_text(out, stats_html(stats, dataset.name))
+            atomic_write_text(out, stats_html(stats, dataset.resolve().name))
         except OSError as err:
             _fail(f"{out}: cannot write: {err}")
         console.print(f"HTML report: {out}")

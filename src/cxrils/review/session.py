@@ -52,7 +52,7 @@ def open_review(dataset_dir: str | Path, plan: SamplePlan | None = None) -> "Rev
     cxrils.review.sampling.SamplingError
         If the plan cannot be drawn (no records, bad margin).
     """
-    root = Path(dataset_dir)
+    root = Path(dataset_dir).resolve()  # absolute: "." has no name to show or to put an export beside
     manifest = read_manifest(root)
     fingerprint = dataset_fingerprint(manifest)
     records = read_records(root)
@@ -97,7 +97,7 @@ class ReviewSession:
     Attributes
     ----------
     root : Path
-        The dataset folder.
+        The dataset folder, absolute.
     store : ReviewStore
     sample : pandas.DataFrame
         The stored sample, in review order.

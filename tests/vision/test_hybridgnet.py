@@ -214,6 +214,19 @@ def test_network_builds_from_each_upstream_layout(tmp_path, layout):
     assert cols.mean() < np.nonzero(m["left lung"])[1].mean()  # patient right = image left
 
 
+def test_generic_module_names_elsewhere_do_not_shadow_upstream(tmp_path, monkeypatch):
+    """Upstream's models/ and utils/ have no __init__.py; a regular models.py or utils.py
+    on sys.path (a benchmarks folder has one) would win over such namespace packages."""
+    shadow = tmp_path / "elsewhere"
+    shadow.mkdir()
+    (shadow / "models.py").write_text("SHADOW = True\n")
+    (shadow / "utils.py").write_text("SHADOW = True\n")
+    monkeypatch.syspath_prepend(str(shadow))
+    root, weights = standin(tmp_path, "chexmask")
+    net, layout = load_hybridgnet(root, weights)
+    assert layout.matrices == "genMatrixesLungsHeart" and "models" not in sys.modules
+
+
 def test_chexmask_clone_root_and_errors(tmp_path):
     root, weights = standin(tmp_path / "CheXmask-Database", "chexmask")
     net, layout = load_hybridgnet(root.parent.parent / "CheXmask-Database" / "chexmask", weights)

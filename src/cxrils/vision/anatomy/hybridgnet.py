@@ -326,7 +326,15 @@ def find_layout(code_dir: Path) -> tuple[Path, Layout]:
 @contextlib.contextmanager
 def _upstream_imports(folder: Path) -> Iterator[None]:
     """Import from ``folder`` with its top-level ``models`` / ``utils`` packages, then
-    restore ``sys.path`` and ``sys.modules`` (those generic names must not leak)."""
+    restore ``sys.path`` and ``sys.modules`` (those generic names must not leak).
+
+    Upstream's ``models/`` and ``utils/`` have no ``__init__.py`` (namespace packages),
+    which any regular ``models`` or ``utils`` module elsewhere on ``sys.path`` would
+    shadow; so both are registered as packages of ``folder`` first (running an
+    ``__init__.py`` where there is one)."""
+    import importlib.machinery
+    import importlib.util
+
     def ours(name: str) -> bool:
         return name.split(".")[0] in ("models", "utils")
 
@@ -335,6 +343,20 @@ def _upstream_imports(folder: Path) -> Iterator[None]:
         del sys.modules[k]
     sys.path.insert(0, str(folder))
     try:
+        for name in ("models", "utils"):
+            package = folder / name
+            if not package.is_dir():
+                continue
+            init = package / "__init__.py"
+            if init.is_file():
+                spec = importlib.util.spec_from_file_location(name, init, submodule_search_locations=[str(package)])
+            else:
+                spec = importlib.machinery.ModuleSpec(name, None, is_package=True)
+                spec.submodule_search_locations = [str(package)]
+            module = importlib.util.module_from_spec(spec)
+            sys.modules[name] = module
+            if init.is_file():
+                spec.loader.exec_module(module)
         yield
     finally:
         sys.path.remove(str(folder))

@@ -283,7 +283,8 @@ class RosaliaForSegmentation(nn.Module):
         are -100 outside the answer; ``gt_frames`` are (S, S) {0, 1} targets in SAM's padded
         frame (:func:`~cxrils.models.rosalia.processing.padded_target`; all zero for
         negatives). The mask losses compare them with :meth:`padded_frame`, as upstream;
-        ``RosaliaOutput.mask_logits`` are those (S, S) logits.
+        ``RosaliaOutput.mask_logits`` are those (S, S) logits. ``original_sizes`` is not
+        used here (it is at inference, :meth:`decode_masks`).
 
         Raises
         ------

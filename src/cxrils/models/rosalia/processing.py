@@ -34,6 +34,7 @@ from typing import Any, Sequence
 import numpy as np
 import torch
 
+from cxrils.dataset.mimic_ils.format import preprocess_shape
 from cxrils.models.rosalia.configuration import SYSTEM_PROMPT, RosaliaConfig
 from cxrils.models.rosalia.tokenizer import (
     IGNORE_INDEX, IM_END_TOKEN, IM_START_TOKEN, IMAGE_TOKEN, SEG_TOKEN, LisaTokenizer, tokenizer_image_token,
@@ -44,12 +45,6 @@ SAM_PIXEL_MEAN = (123.675, 116.28, 103.53)
 SAM_PIXEL_STD = (58.395, 57.12, 57.375)
 #: LLaVA-v1's "ASSISTANT: " separator (conv.sep + roles[1] + ": ").
 ASSISTANT_SEP = " ASSISTANT: "
-
-
-def sam_resize_shape(h: int, w: int, target: int) -> tuple[int, int]:
-    """segment-anything ``ResizeLongestSide.get_preprocess_shape``: longest side ``target``."""
-    scale = target * 1.0 / max(h, w)
-    return int(h * scale + 0.5), int(w * scale + 0.5)
 
 
 def padded_target(mask: np.ndarray, side: int) -> torch.Tensor:
@@ -66,12 +61,12 @@ def padded_target(mask: np.ndarray, side: int) -> torch.Tensor:
     -------
     torch.Tensor, float32 {0, 1}, shape (S, S)
         The mask resized (PIL nearest, ``ResizeLongestSide.apply_mask``) to
-        :func:`sam_resize_shape` ``(h, w)`` at the top left, zeros elsewhere.
+        :func:`~cxrils.dataset.mimic_ils.format.preprocess_shape` ``(h, w)`` at the top left, zeros elsewhere.
     """
     from PIL import Image
 
     m = np.asarray(mask, dtype=bool)
-    h, w = sam_resize_shape(*m.shape, side)
+    h, w = preprocess_shape(*m.shape, side)
     resized = np.asarray(Image.fromarray(m.astype(np.uint8) * 255).resize((w, h), Image.NEAREST)) == 255
     frame = np.zeros((side, side), np.float32)
     frame[:h, :w] = resized
@@ -162,7 +157,7 @@ class RosaliaProcessor:
         rgb = np.repeat(image[:, :, None], 3, axis=2)
         clip = self.clip(images=rgb, return_tensors="pt")["pixel_values"][0].float()
         s = self.cfg.sam_image_size
-        h, w = sam_resize_shape(*image.shape, s)
+        h, w = preprocess_shape(*image.shape, s)
         resized = np.asarray(Image.fromarray(rgb).resize((w, h), Image.BILINEAR), dtype=np.float32)
         norm = (resized - np.asarray(SAM_PIXEL_MEAN, np.float32)) / np.asarray(SAM_PIXEL_STD, np.float32)
         sam = np.zeros((s, s, 3), np.float32)

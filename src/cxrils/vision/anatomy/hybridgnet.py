@@ -14,7 +14,7 @@ through the inverse of exactly that (``DataPostprocessing/ReversePreprocessing/
 back_mimic.py``): ``p / 1024 * side - pad + crop``, so non-square images are never
 squashed (:class:`CanvasTransform`).
 
-Two properties of upstream's ``Hybrid`` shape how the adapter runs it:
+Three properties of upstream's ``Hybrid`` shape how the adapter runs it (docs/adapters.md):
 
 * its graph matrices (sparse adjacency, up- and downsampling) are held in plain Python
   lists, which ``Module.to`` does not move; CheXmask's ``inferenceWithHybridGNet.py``

@@ -54,7 +54,7 @@ def restated_resnet50():
 @pytest.fixture(scope="module")
 def cxas_modules():
     require("cxas", "cxas")
-    pytest.importorskip("colorcet", reason="cxas.label_mapper needs colorcet (the upstream extra)")
+    require("colorcet", "colorcet (cxas.label_mapper imports it)")
     tv, models, resnet = (types.ModuleType(n) for n in ("torchvision", "torchvision.models",
                                                         "torchvision.models.resnet"))
     models.resnet50, models.resnet, tv.models = restated_resnet50, resnet, models

@@ -56,8 +56,8 @@ def test_location_phrase_errors() -> None:
 
 
 def test_location_lists_in_any_order_and_the_papers_joiners() -> None:
-    # Appendix C.1 writes "right lung base and left lung base"; the released test set
-    # (KAIST-Edlab/ROSALIA final_sheet/*.csv) writes lists in the grounded order, e.g.
+    # The authors' released test sheets (KAIST-Edlab/ROSALIA final_sheet/*.csv at
+    # e38fdb2, removed in cb20db5) write lists in the grounded order, e.g.
     # "left lung base and left mid zone lung", "left lung and right lung",
     # "left upper zone lung, right lung base and left mid zone lung".
     assert parse_location_phrase("left lung and right lung") == ("right lung", "left lung")

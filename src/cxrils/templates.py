@@ -9,11 +9,13 @@ Locations are lists of query locations (:data:`cxrils.vocab.QUERY_LOCATIONS`, pa
 sides: the paper's instruction locations, then the five lobes) phrased by
 :func:`location_phrase` in the canonical vocabulary order: one item as itself, two as
 "A and B", more as "A, B and C". :func:`parse_location_phrase` reads the same list in
-any order and with the joiners the paper's texts use: " and " between two (Appendix
-C.1: "the right lung base and left lung base"), ", " between the others and " and " or
-", and " before the last (the released test set writes "left upper zone lung, right
-lung base and left mid zone lung", in the grounded order). Zones and lungs are written as their CXAS names
-("right lung base"), lobes as a radiologist writes them (:data:`cxrils.vocab.LOBE_PHRASES`:
+any order: " and " between two, ", " between the others and " and " before the last,
+as the authors' released test sheets write them, in the grounded order
+(KAIST-Edlab/ROSALIA ``final_sheet/presence_final.csv`` and ``absence_final.csv`` at
+commit e38fdb2, removed in cb20db5: "left lung and right lung", "left lung base and
+left mid zone lung", "left upper zone lung, right lung base and left mid zone lung");
+", and" before the last is read too (not seen in those sheets). Zones and lungs are
+written as their CXAS names ("right lung base"), lobes as a radiologist writes them (:data:`cxrils.vocab.LOBE_PHRASES`:
 "lung lower lobe left" -> "left lower lobe"); generated records never name a lobe.
 An organ location of :data:`cxrils.vocab.ORGAN_LOCATIONS` ("heart", the cardiomegaly
 global answer) is accepted alone only.

@@ -146,14 +146,21 @@ def train_rosalia(
 def epoch_samples(polarities) -> int:
     """Samples in one training epoch: twice the positives, as train_ds.py's
     ``--batch_balance`` defines it (``ReasonSegDataset.__len__`` = ``2 * len(pos_dataset)``:
-    every positive once, each paired with a randomly drawn negative; the authors'
-    train.sh passes ``--batch_balance``). cxrils draws the negatives without repetition
-    within an epoch (:class:`cxrils.dataset.BalancedBatchSampler`).
+    index ``i < P`` is positive ``i``, any other a negative drawn by ``random.choice``;
+    the authors' train.sh passes ``--batch_balance``). cxrils draws the negatives
+    without repetition within an epoch, and every micro-batch exactly 1:1
+    (:class:`cxrils.dataset.BalancedBatchSampler`; upstream's shuffled loader is 1:1
+    only on average, docs/rosalia.md).
 
     Parameters
     ----------
     polarities : sequence of str or bool
         Per training record: "positive" / "negative", or True for positive.
+
+    Returns
+    -------
+    int
+        ``2 * P``, ``P`` the number of positive records.
     """
     return 2 * sum(1 for p in polarities if (bool(p) if isinstance(p, (bool, np.bool_)) else p == "positive"))
 

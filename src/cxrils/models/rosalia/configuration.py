@@ -59,7 +59,10 @@ class RosaliaConfig:
         ``validate()`` scores the same frame), whose image area is then resized to the
         image; "image": ``postprocess_masks`` with the image size, as
         ``inference_rosalia_example.py`` calls it, which for a non-square image reads the
-        mask in a frame the weights were not trained on (docs/rosalia.md).
+        mask in a frame the weights were not trained on (docs/rosalia.md). LISA's own
+        weights (``xinlai/LISA-7B-v1``) learned the image frame (dvlab-research/LISA
+        ``utils/reason_seg_dataset.py``: the label at the image's size): use "image"
+        to predict with them.
     max_new_tokens : int
         Generation budget, 512 (inference_rosalia_example.py); greedy, stops at ``</s>``.
     lora_r, lora_alpha, lora_dropout, lora_target_modules

@@ -58,7 +58,20 @@ _SAFE_KEY = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]{0,199}$")
 
 def preprocess_shape(h: int, w: int, side: int) -> tuple[int, int]:
     """segment-anything ``ResizeLongestSide.get_preprocess_shape(h, w, side)``: the longest
-    side becomes ``side`` (enlarging too), each side ``int(side * scale + 0.5)``."""
+    side becomes ``side`` (enlarging too), each side ``int(side * scale + 0.5)``.
+
+    Parameters
+    ----------
+    h, w : int
+        Rows and columns of the array to resize, pixels.
+    side : int
+        Target longest side, pixels (SAM's 1024).
+
+    Returns
+    -------
+    (int, int)
+        (rows, columns) after the resize.
+    """
     scale = side * 1.0 / max(h, w)
     return int(h * scale + 0.5), int(w * scale + 0.5)
 

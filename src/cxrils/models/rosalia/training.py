@@ -168,7 +168,20 @@ def epoch_samples(polarities) -> int:
 def schedule_steps(cfg: RosaliaConfig, polarities) -> int:
     """Optimiser steps of the whole schedule: ``epochs * ceil(epoch_samples / batch_size)``
     (train_ds.py: ``steps_per_epoch = ceil(N / global_effective_batch)``,
-    ``total_num_steps = epochs * steps_per_epoch``), at least one step per epoch."""
+    ``total_num_steps = epochs * steps_per_epoch``), at least one step per epoch.
+
+    Parameters
+    ----------
+    cfg : RosaliaConfig
+        ``epochs`` and the total batch ``batch_size``.
+    polarities : sequence of str or bool
+        As :func:`epoch_samples`.
+
+    Returns
+    -------
+    int
+        Optimiser steps.
+    """
     return cfg.epochs * max(1, math.ceil(epoch_samples(polarities) / cfg.batch_size))
 
 

@@ -9,6 +9,10 @@
 # build of several GB); medspaCy (used by the default report structurer) goes in with
 # --no-deps because it pins spacy<3.8 (hence numpy<2) on Python < 3.12 while running fine
 # on spacy 3.8, which the core dependencies already bring (see docs/report.md).
+# With the 'upstream' extra, hi-ml-multimodal 0.2.2 and cxas 0.0.20 go in with --no-deps too:
+# both declare torchvision, whose wheels pin a torch build of their own (cxrils keeps the CPU
+# torch 2.13.0 and never installs torchvision), and cxas pins pydicom<3; the test_upstream_*
+# tests import only their model modules, which need neither.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 venv=${1:-.venv}
@@ -44,9 +48,14 @@ step 3 "installing cxrils (editable, from $(pwd)) with its core dependencies and
 run_pip -e ".[$extras]"
 step 4 "installing medspaCy 1.3.1 without its pins (the default report structurer)"
 run_pip --no-deps medspacy==1.3.1 pyrush==1.0.13 medspacy_quickumls==3.2
+case ",$extras," in
+  *,upstream,*)
+    echo "    and, for the upstream extra, hi-ml-multimodal 0.2.2 and cxas 0.0.20 without their torchvision"
+    run_pip --no-deps hi-ml-multimodal==0.2.2 cxas==0.0.20 ;;
+esac
 step 5 "checking the installation"
 version=$("$venv/bin/cxrils" version 2>&1 | sed -n 1p)  # sed reads all: no SIGPIPE under pipefail
 echo "$version installed in $venv in $(($(date +%s) - start)) s (pip log: $log)"
 echo "extras installed: $extras; add more with: bash scripts/install.sh $venv EXTRA[,EXTRA]"
-echo "  or: $venv/bin/python -m pip install -e '.[EXTRA]'   (extras: ray, models, radedit, detect, llm, hf, dev)"
+echo "  or: $venv/bin/python -m pip install -e '.[EXTRA]'   (extras: ray, models, radedit, detect, llm, hf, dev, upstream)"
 echo "next: $venv/bin/cxrils demo   (or $venv/bin/cxrils --help)"

@@ -43,3 +43,35 @@ def chromium():
             yield browser
         finally:
             browser.close()
+
+
+@pytest.fixture
+def live_server():
+    """Start an ASGI app with uvicorn on a free 127.0.0.1 port, in a thread: a function
+    ``app -> "http://127.0.0.1:PORT"``; every server it started stops at teardown."""
+    import socket
+    import threading
+    import time
+
+    uvicorn = pytest.importorskip("uvicorn")
+    started = []
+
+    def start(app) -> str:
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            port = s.getsockname()[1]
+        srv = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning"))
+        thread = threading.Thread(target=srv.run, daemon=True)
+        thread.start()
+        started.append((srv, thread))
+        deadline = time.time() + 20
+        while not srv.started:
+            if time.time() > deadline:
+                raise RuntimeError("uvicorn did not start")
+            time.sleep(0.05)
+        return f"http://127.0.0.1:{port}"
+
+    yield start
+    for srv, thread in started:
+        srv.should_exit = True
+        thread.join(timeout=10)

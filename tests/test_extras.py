@@ -90,3 +90,17 @@ def test_extras_match_pyproject_and_the_installer():
     ci = (REPO_ROOT / ".ci" / "run").read_text()
     ci_extras = re.search(r'install\.sh \.venv-ci "([^"]+)"', ci).group(1).split(",")
     assert set(declared) <= set(ci_extras), "CI must install every extra"
+
+
+def test_missing_upstream_package_skips_locally_and_fails_in_ci(monkeypatch):
+    """The test_upstream_* tests skip where the upstream extra is absent, but .ci/run sets
+    CXRILS_REQUIRE_UPSTREAM=1, under which a missing package fails them instead."""
+    from upstream_code import require
+
+    monkeypatch.delenv("CXRILS_REQUIRE_UPSTREAM", raising=False)
+    with pytest.raises(pytest.skip.Exception, match="no_such_upstream_package not installed"):
+        require("no_such_upstream_package", "no_such_upstream_package")
+    monkeypatch.setenv("CXRILS_REQUIRE_UPSTREAM", "1")
+    with pytest.raises(pytest.fail.Exception, match="bash scripts/install.sh .venv upstream"):
+        require("no_such_upstream_package", "no_such_upstream_package")
+    assert "CXRILS_REQUIRE_UPSTREAM=1" in (REPO_ROOT / ".ci" / "run").read_text()

@@ -24,7 +24,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("dataset",),
     ("models",),
     ("evaluation",),
-    ("serve", "pipeline"),
+    ("serve", "pipeline", "review"),
     ("cli", "__main__"),
 )
 

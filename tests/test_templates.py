@@ -44,13 +44,33 @@ def test_location_phrase_errors() -> None:
         location_phrase([])
     with pytest.raises(TemplateError, match="not instruction locations"):
         location_phrase(["right lower lobe"])
-    for bad in ("left lung base and right lung base",  # not canonical order
-                "lung lower lobe left",  # a lobe is written as a radiologist writes it
+    for bad in ("lung lower lobe left",  # a lobe is written as a radiologist writes it
                 "right lung base, left lung base",  # missing "and"
                 "right lung base and right lung base",  # duplicate
+                "right lung base, and left lung base",  # ", and" needs three items
+                "right lung, left lung base, and",  # nothing after the joiner
+                "right lung base and left lung base and left mid zone lung",  # "and" only before the last
                 "middle of nowhere"):
         with pytest.raises(TemplateError):
             parse_location_phrase(bad)
+
+
+def test_location_lists_in_any_order_and_the_papers_joiners() -> None:
+    # The authors' released test sheets (KAIST-Edlab/ROSALIA final_sheet/*.csv at
+    # e38fdb2, removed in cb20db5) write lists in the grounded order, e.g.
+    # "left lung base and left mid zone lung", "left lung and right lung",
+    # "left upper zone lung, right lung base and left mid zone lung".
+    assert parse_location_phrase("left lung and right lung") == ("right lung", "left lung")
+    assert parse_location_phrase("left lung base and left mid zone lung") == ("left mid zone lung", "left lung base")
+    three = ("right lung base", "left upper zone lung", "left mid zone lung")
+    assert parse_location_phrase("left upper zone lung, right lung base and left mid zone lung") == three
+    assert parse_location_phrase("left upper zone lung, right lung base, and left mid zone lung") == three
+    assert parse_location_phrase("right lower lobe and left lung base") == ("left lung base", "lung lower lobe right")
+    p = parse_answer("[SEG] It is located in the left lung and right lung.")
+    assert p.locations == ("right lung", "left lung") == parse_answer(
+        "[SEG] It is located in the right lung and left lung.").locations
+    ins = parse_instruction("Segment the opacity in the left lung base and left mid zone lung and predict its type.")
+    assert (ins.instruction_type, ins.locations) == ("lesion_inference", ("left mid zone lung", "left lung base"))
 
 
 def test_lobes_are_phrased_as_radiologists_write_them() -> None:
@@ -165,7 +185,6 @@ def test_parse_instruction_errors(text: str) -> None:
 @pytest.mark.parametrize("text", [
     "[SEG] There is no tumour.",
     "[SEG] It is highly suggestive of effusion.",
-    "[SEG] It is located in the left lung and right lung.",
     "There is no edema.",
     "[SEG] [SEG]",
 ])

@@ -39,6 +39,7 @@ COMMAND_MODULES: tuple[str, ...] = (
     "cxrils.evaluation.cli",
     "cxrils.models.cli",
     "cxrils.serve.cli",
+    "cxrils.review.cli",
     "cxrils.pipeline.cli",
 )
 

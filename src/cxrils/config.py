@@ -331,16 +331,23 @@ class AnomalyConfig:
     min_contrast: float = 20.0  # grey levels; lower lung-to-mediastinum contrast is an error (ours)
     atlas_bridge_fraction: float = 0.3  # width of the closing that bridges the lungs, share of image width (ours)
     atlas_min_reference_px: int = 50  # fewest mediastinum pixels for the soft-tissue reference (ours)
-    # radedit backend (paper section 3.1 step 2, Appendix A.3; steps/guidance ours)
+    # radedit backend (paper section 3.1 step 2, Appendix A.3). The paper gives no steps,
+    # guidance or skip; the hub pipeline's own defaults could not be read (docs/adapters.md,
+    # "Where each default comes from"), so N, w and the skip ratio are the values that
+    # published callers of microsoft/radedit's pipeline pass (num_inference_steps=100,
+    # weights=[7.5], skip_ratio=0.3: two independent projects, both calling it as the model
+    # card assembles it); 7.5 is also diffusers' StableDiffusionPipeline guidance default.
     radedit_size: int = 512  # RadEdit works at 512 x 512 (paper Appendix A.3)
     radedit_prompt: str = "No acute cardiopulmonary process"  # paper section 3.1
-    radedit_steps: int = 100  # scheduler timesteps N of inversion and editing (ours)
-    radedit_guidance: float = 7.5  # classifier-free guidance scale (ours)
+    radedit_steps: int = 100  # scheduler timesteps N of inversion and editing (published callers)
+    radedit_guidance: float = 7.5  # classifier-free guidance scale w (published callers)
     # share of the schedule skipped before editing starts, skip = int(steps * ratio) as in
-    # microsoft/radedit's pipeline (ours: 0.3, the value published calls of it pass; docs/adapters.md)
+    # microsoft/radedit's pipeline (0.3: published callers)
     radedit_skip_ratio: float = 0.3
-    # DDPM inversion eta of the forward and reverse processes (microsoft/radedit calls
-    # inversion_forward_process with etas=1.0 and the reverse process with eta 1.0)
+    # eta of the editing (reverse) process (1.0: the default of a published derivative of
+    # microsoft/radedit's pipeline.py, which also passes etas=1.0 to the inversion).
+    # The inversion always runs with eta 1 (its pipeline calls inversion_forward_process with
+    # etas=1.0 whatever this is; radedit.INVERSION_ETA).
     radedit_eta: float = 1.0
     radedit_seed: int = 0
     # Local copies (nothing is downloaded): the UNet is backends.radedit_dir (microsoft/radedit)

@@ -8,8 +8,14 @@ template string elsewhere.
 Locations are lists of query locations (:data:`cxrils.vocab.QUERY_LOCATIONS`, patient
 sides: the paper's instruction locations, then the five lobes) phrased by
 :func:`location_phrase` in the canonical vocabulary order: one item as itself, two as
-"A and B", more as "A, B and C". Zones and lungs are written as their CXAS names
-("right lung base"), lobes as a radiologist writes them (:data:`cxrils.vocab.LOBE_PHRASES`:
+"A and B", more as "A, B and C". :func:`parse_location_phrase` reads the same list in
+any order: " and " between two, ", " between the others and " and " before the last,
+as the authors' released test sheets write them, in the grounded order
+(KAIST-Edlab/ROSALIA ``final_sheet/presence_final.csv`` and ``absence_final.csv`` at
+commit e38fdb2, removed in cb20db5: "left lung and right lung", "left lung base and
+left mid zone lung", "left upper zone lung, right lung base and left mid zone lung");
+", and" before the last is read too (not seen in those sheets). Zones and lungs are
+written as their CXAS names ("right lung base"), lobes as a radiologist writes them (:data:`cxrils.vocab.LOBE_PHRASES`:
 "lung lower lobe left" -> "left lower lobe"); generated records never name a lobe.
 An organ location of :data:`cxrils.vocab.ORGAN_LOCATIONS` ("heart", the cardiomegaly
 global answer) is accepted alone only.
@@ -102,22 +108,38 @@ def location_phrase(locations: Sequence[str]) -> str:
     return ", ".join(items[:-1]) + " and " + items[-1]
 
 
+#: Joiners of a location list: ", " between items, " and " or ", and " before the last.
+_JOINER = re.compile(r"(, and |, | and )")
+
+
 def parse_location_phrase(text: str) -> tuple[str, ...]:
-    """Inverse of :func:`location_phrase`; returns the canonical tuple (lobes as CXAS
-    labels: ``"left lower lobe"`` -> ``("lung lower lobe left",)``).
+    """Inverse of :func:`location_phrase`, for the locations in any order; returns the
+    canonical tuple (vocabulary order; lobes as CXAS labels: ``"left lower lobe"`` ->
+    ``("lung lower lobe left",)``).
+
+    Accepted: one location; two joined by " and "; three or more with ", " between and
+    " and " or ", and " before the last (module docstring).
 
     Raises
     ------
     TemplateError
-        If ``text`` is not a phrase that :func:`location_phrase` can produce.
+        If ``text`` names an unknown location, a location twice, or joins the items
+        otherwise (e.g. "A, B" without "and").
     """
-    parts = [_LOBE_BY_PHRASE.get(p, p) for p in re.split(r", | and ", text.strip())]
+    pieces = _JOINER.split(text.strip())
+    words, joins = pieces[0::2], pieces[1::2]
+    if joins and (any(j != ", " for j in joins[:-1]) or joins[-1] == ", "
+                  or (joins[-1] == ", and " and len(words) < 3)):
+        raise TemplateError(f"not a location list: {text!r}; join items as 'A and B' or 'A, B and C'")
+    parts = [_LOBE_BY_PHRASE.get(p, p) for p in words]
+    if len(set(parts)) != len(parts):
+        raise TemplateError(f"a location is named twice: {text!r}")
     try:
         items = _order(parts)
     except TemplateError as err:
         raise TemplateError(f"not a location phrase: {text!r}") from err
-    if location_phrase(items) != text.strip():
-        raise TemplateError(f"not a canonical location phrase: {text!r}")
+    if any(p in vocab.LOBES for p in words):  # a lobe is written as a radiologist writes it
+        raise TemplateError(f"not a location phrase: {text!r} (lobes are written as 'left lower lobe')")
     return tuple(items)
 
 

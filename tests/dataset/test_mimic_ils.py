@@ -79,14 +79,81 @@ def test_records_are_the_pairs_the_authors_dataset_class_reads(release, imported
             stored = np.asarray(Image.open(imported / rec["image_path"]))
             assert np.array_equal(stored, x) and (rec["height"], rec["width"]) == x.shape
             ref = authors_mask(s["mask_path"], x.shape)
-            if ref.shape != x.shape:  # a mask stored at another size: stretched onto the image
-                ref = np.asarray(Image.fromarray(ref.astype(np.uint8) * 255).resize(x.shape[::-1], Image.NEAREST)) > 0
+            if ref.shape != x.shape:  # a mask stored at another size: by its own aspect in the image's frame
+                ref = own_aspect_in_frame(ref, x.shape, max(x.shape))
             assert np.array_equal(_mask(rec), ref), s
             assert rec["patient_id"] == Path(s["image_path"]).parts[-3]
             assert rec["study_id"] == Path(s["image_path"]).parts[-2]
     assert len(recs) == n_expected == 17
     report = json.loads((imported / REPORT_NAME).read_text())
     assert report["records_in_dataset"] == 17 and report["n_problems"] == 4
+
+
+def own_aspect_in_frame(mask, shape, side):
+    """reason_seg_dataset.py, restated on a frame of ``side``: image and mask each through
+    ``ResizeLongestSide(side)`` (the mask with PIL nearest, ``transforms.py`` ``apply_mask``)
+    and zero-padded at the bottom right; the image's part of the frame is ``shape`` when
+    ``side = max(shape)``."""
+    def preprocess_shape(h, w):
+        scale = side * 1.0 / max(h, w)
+        return int(h * scale + 0.5), int(w * scale + 0.5)
+
+    mh, mw = preprocess_shape(*mask.shape)
+    frame = np.zeros((max(side, mh), max(side, mw)), bool)
+    frame[:mh, :mw] = np.asarray(Image.fromarray(mask.astype(np.uint8) * 255).resize((mw, mh), Image.NEAREST)) > 0
+    h, w = preprocess_shape(*shape)
+    return frame[:h, :w]
+
+
+def test_a_mask_of_another_size_keeps_its_own_aspect(release, imported):
+    """The fixture's 64 x 64 mask of a 90 x 72 image: the authors' loader resizes it by its
+    own aspect (not onto the image). Scored in their 1024 frame, our stored mask is
+    theirs up to nearest-neighbour rounding; the old stretched one is far off."""
+    recs = read_records(imported)
+    rec = recs[recs["instruction"] == "Segment the opacity in the left mid zone lung."].iloc[0]
+    path = release.masks / json.loads(rec["provenance"])["seg_mask_path"]
+    png = authors_mask(str(path), (64, 64))
+    assert png.shape == (64, 64) and (rec["height"], rec["width"]) == (90, 72)
+    ours = _mask(rec)
+    authors_1024 = own_aspect_in_frame(png, (90, 72), 1024)  # 1024 x 819: the frame the authors train on
+    ours_1024 = np.asarray(Image.fromarray(ours.astype(np.uint8) * 255).resize(authors_1024.shape[::-1],
+                                                                                Image.NEAREST)) > 0
+    stretched = np.asarray(Image.fromarray(png.astype(np.uint8) * 255).resize((72, 90), Image.NEAREST)) > 0
+    stretched_1024 = np.asarray(Image.fromarray(stretched.astype(np.uint8) * 255).resize(
+        authors_1024.shape[::-1], Image.NEAREST)) > 0
+
+    def iou(a, b):
+        return (a & b).sum() / (a | b).sum()
+
+    assert iou(ours_1024, authors_1024) > 0.9 and iou(stretched_1024, authors_1024) < 0.5
+    problem = next(p for p in _problems(imported) if p["kind"] == "mask_size_differs")
+    assert "own aspect" in problem["detail"]
+
+
+def test_location_lists_in_any_order_are_template_texts(release, tmp_path):
+    """The released test set writes location lists in the grounded order ("left lung and
+    right lung", "left upper zone lung, right lung base and left mid zone lung"): read as
+    templates, not ``not_template``."""
+    data = json.loads(release.json.read_text())
+    key = next(k for k in data["train"] if k.startswith("096052b7"))
+    data["train"][key]["instruction_answer_pairs"]["negative_pairs"] += [
+        {"instruction": "Segment the consolidation in the left lung and right lung.",
+         "answer": "[SEG] There is no consolidation in the left lung and right lung.", "target": "consolidation"},
+        {"instruction": "Segment the opacity in the left upper zone lung, right lung base and left mid zone lung "
+                        "and predict its type.",
+         "answer": "[SEG] There is no opacity in the left upper zone lung, right lung base and left mid zone lung.",
+         "target": "pneumonia"}]
+    release.json.write_text(json.dumps(data))
+    ds = tmp_path / "ds"
+    import_mimic_ils(release.json, release.images, release.masks, ds, cfg=MimicIlsConfig(max_side=0), progress=False)
+    recs = read_records(ds)
+    basic = recs[recs["instruction"].str.startswith("Segment the consolidation in")].iloc[0]
+    assert basic["instruction_type"] == "basic" and list(basic["locations"]) == ["right lung", "left lung"]
+    li = recs[recs["instruction"].str.contains("predict its type")
+              & recs["image_id"].str.startswith("096052b7")].iloc[0]
+    assert li["instruction_type"] == "lesion_inference"
+    assert list(li["locations"]) == ["right lung base", "left upper zone lung", "left mid zone lung"]
+    assert [p["kind"] for p in _problems(ds) if p["sample_key"] == key] == ["not_template"]  # only the free text
 
 
 def test_fields_parsed_from_the_template_texts(imported):

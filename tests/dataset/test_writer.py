@@ -234,3 +234,42 @@ def test_one_writer_per_folder_and_the_provenance_it_was_started_with(tmp_path, 
     with DatasetWriter(out, PROV) as again:  # the lock went with the failed attempts
         again.commit_study("bad1", None, None, excluded="qc")
     DatasetWriter(out, PROV).close()
+
+
+def test_a_study_grounding_file_is_committed_before_its_records(tmp_path, studies, monkeypatch):
+    from cxrils.dataset import read_grounding
+
+    out = tmp_path / "ds"
+    ids = list(studies)
+    doc = {"image_id": ids[0], "findings": [{"finding": {"entity": "effusion"}, "boxes": [{"box": [1.5, 2, 3, 4]}]}],
+           "report": {"section_used": "findings", "section_text": "Small left effusion."}}
+    w = DatasetWriter(out, PROV)
+    w.commit_study(ids[0], *studies[ids[0]], grounding=doc)
+    assert read_grounding(out, ids[0]) == doc
+    assert read_grounding(out, ids[1]) is None  # not committed: nothing, and no error
+
+    def crash(*args, **kwargs):
+        raise KeyboardInterrupt("killed between the grounding file and the part file")
+
+    monkeypatch.setattr(pq, "write_table", crash)
+    with pytest.raises(KeyboardInterrupt):
+        w.commit_study(ids[1], *studies[ids[1]], grounding={"image_id": ids[1], "findings": []})
+    monkeypatch.undo()
+    assert (out / "grounding" / f"{ids[1]}.json").is_file()
+    assert w.done_ids() == {ids[0]}  # the part file is the commit: the study is redone on resume
+    w.commit_study("gone", None, None, excluded="qc_anatomy", grounding={"image_id": "gone"})
+    assert read_grounding(out, "gone") is None  # an excluded study keeps only its marker
+    w.commit_study(ids[1], None, None, excluded="error:commit: the records did not fit")
+    assert read_grounding(out, ids[1]) is None  # the failed attempt's file goes with the exclusion
+    w.commit_study(ids[0], *studies[ids[0]])  # committed again without one: the old file would mislead
+    assert read_grounding(out, ids[0]) is None
+    w.close()
+
+    (out / "grounding" / "broken.json").write_text("[1, 2")
+    with pytest.raises(DatasetError, match=r"broken\.json: unreadable grounding file"):
+        read_grounding(out, "broken")
+    (out / "grounding" / "list.json").write_text("[1, 2]")
+    with pytest.raises(DatasetError, match="not a JSON object"):
+        read_grounding(out, "list")
+    with pytest.raises(DatasetError, match="not a safe file name"):
+        read_grounding(out, "../images/x")

@@ -126,6 +126,18 @@ def test_every_checkpoint_key_is_used_or_documented(release, tmp_path):
     Segmenter.from_pretrained(extra, clip_path=str(clip))
 
 
+def test_mask_geometry_is_chosen_at_load(release, released):
+    """ROSALIA's weights learned the padded frame (the default); LISA's own weights the
+    image frame (dvlab-research/LISA utils/reason_seg_dataset.py keeps the label at the
+    image's size), so a LISA checkpoint is loaded with mask_geometry="image"."""
+    ckpt, clip, _ = release
+    assert released.model.cfg.mask_geometry == "padded"
+    lisa = Segmenter.from_pretrained(ckpt, clip_path=str(clip), mask_geometry="image")
+    assert lisa.model.cfg.mask_geometry == "image"
+    with pytest.raises(ModelLoadError, match="mask_geometry must be one of"):
+        Segmenter.from_pretrained(ckpt, clip_path=str(clip), mask_geometry="stretched")
+
+
 def test_missing_pieces_name_what_to_fetch(release, tmp_path, monkeypatch):
     ckpt, clip, _ = release
     monkeypatch.delenv("CXRILS_CLIP_PATH", raising=False)
@@ -308,7 +320,7 @@ def test_forward_loss_terms_and_backward(tiny):
     cfg = model.cfg
     expected = cfg.lambda_txt * out.loss_txt + cfg.lambda_bce * out.loss_bce + cfg.lambda_dice * out.loss_dice
     assert torch.isclose(out.loss.detach(), expected, atol=1e-5)
-    assert [tuple(m.shape) for m in out.mask_logits] == [(40, 30), (40, 30)]
+    assert [tuple(m.shape) for m in out.mask_logits] == [(64, 64), (64, 64)]  # SAM's padded frame (tiny: 64)
     out.loss.backward()
     assert model.sam.mask_decoder.iou_token.weight.grad is not None
     assert model.text_hidden_fcs[0][0].weight.grad is not None
@@ -339,6 +351,9 @@ def test_save_load_and_predict_roundtrip(tiny, tmp_path):
     x = _sample()[0]
     a, b = tiny.predict(x, INSTRUCTION), loaded.predict(x, INSTRUCTION)
     assert a.answer == b.answer and np.array_equal(a.mask, b.mask)
+    assert Segmenter.from_pretrained(tmp_path / "run", mask_geometry="image").model.cfg.mask_geometry == "image"
+    with pytest.raises(ModelLoadError, match="mask_geometry must be one of"):
+        Segmenter.from_pretrained(tmp_path / "run", mask_geometry="stretched")
 
 
 @pytest.mark.slow

@@ -95,15 +95,16 @@ def make_input(folder: Path, n: int = 12, bad: bool = True) -> Path:
 
 def snapshot(dataset: Path) -> dict:
     """Everything a dataset holds that must not depend on how it was produced:
-    the records (sorted), the image bytes, and the summary counts."""
+    the records (sorted), the image and grounding file bytes, and the summary counts."""
     from cxrils.dataset import read_records
 
     df = read_records(dataset)
     records = sorted((json.dumps({k: (v.tolist() if hasattr(v, "tolist") else v) for k, v in r.items()},
                                  sort_keys=True, default=str) for r in df.to_dict("records")))
     images = {p.name: p.read_bytes() for p in sorted((dataset / "images").glob("*.png"))}
+    grounding = {p.name: p.read_bytes() for p in sorted((dataset / "grounding").glob("*.json"))}
     summary = json.loads((dataset / "generate_summary.json").read_text())
     for key in ("dataset", "runner", "input"):
         summary.pop(key)
     files = sorted(str(p.relative_to(dataset)) for p in dataset.rglob("*") if p.is_file())
-    return {"records": records, "images": images, "summary": summary, "files": files}
+    return {"records": records, "images": images, "grounding": grounding, "summary": summary, "files": files}

@@ -90,6 +90,54 @@ def test_generate_summary_and_json(pairs, tmp_path):
     assert set(df["image_id"]) <= {s.image_id for s in read_inputs(pairs)}
 
 
+def test_each_image_with_records_keeps_how_it_was_grounded(pairs, tmp_path):
+    from cxrils.dataset import read_exclusions, read_grounding, read_records
+
+    out = tmp_path / "ds"
+    generate(pairs, out, config(), stages=FAKE)
+    df = read_records(out)
+    excluded = read_exclusions(out)
+    assert excluded and not any((out / "grounding" / f"{image_id}.json").exists() for image_id in excluded)
+    reports = {s.image_id: s.report for s in read_inputs(pairs)}
+    n_positive = 0
+    for image_id, group in df.groupby("image_id"):
+        doc = read_grounding(out, image_id)
+        assert doc["image_id"] == image_id and doc["excluded"] is None
+        assert doc["report"]["section_text"] == reports[image_id]  # the fake structurer uses the whole text
+        assert doc["empty_locations"] == ["left upper zone lung"] and doc["ctr"] == 0.4
+        by_key = {(f["finding"]["entity"], f["finding"]["sentence_index"], f["finding"]["sentence"]): f
+                  for f in doc["findings"]}
+        for r in group.itertuples():  # the finding each record came from is in the file, as grounded
+            f = by_key[(r.finding_entity, r.sentence_index, r.sentence)]
+            if r.polarity == "positive":
+                n_positive += 1
+                assert f["grounded"] == list(r.locations) and f["mask_area"] == r.mask_area > 0
+                assert f["drop_reason"] is None
+    assert n_positive > 0
+
+
+def test_a_grounding_account_that_fails_excludes_its_image_not_the_run(pairs, tmp_path, monkeypatch):
+    import cxrils.grounding
+    from cxrils.dataset import read_exclusions, read_records
+
+    real, calls = cxrils.grounding.grounding_to_dict, []
+
+    def first_fails(sg):
+        calls.append(sg.image_id)
+        if len(calls) == 1:
+            raise TypeError("a value JSON cannot hold")
+        return real(sg)
+
+    monkeypatch.setattr(cxrils.grounding, "grounding_to_dict", first_fails)
+    out = tmp_path / "ds"
+    generate(pairs, out, config(), stages=FAKE)
+    reasons = read_exclusions(out)
+    assert reasons[calls[0]] == "error:records: TypeError: a value JSON cannot hold"
+    assert not (out / "grounding" / f"{calls[0]}.json").exists()
+    images = set(read_records(out)["image_id"])
+    assert calls[0] not in images and set(calls[1:]) & images  # the others went on
+
+
 def test_workers_give_the_same_dataset_and_load_models_once(pairs, tmp_path, monkeypatch):
     loads = tmp_path / "loads"
     loads.mkdir()

@@ -8,14 +8,10 @@ Chromium or Playwright is absent (``.ci/run`` installs both).
 
 from __future__ import annotations
 
-import socket
-import threading
-import time
-
 import numpy as np
 import pytest
 
-uvicorn = pytest.importorskip("uvicorn")
+pytest.importorskip("uvicorn")
 
 from cxrils.serve.app import create_app  # noqa: E402
 
@@ -29,27 +25,9 @@ LIT_PIXELS = """() => { const c = document.getElementById('view');
     for (let i = 0; i < d.length; i += 4) if (d[i + 3] > 0) n++; return n; }"""
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 @pytest.fixture
-def server(segmenter):
-    port = _free_port()
-    config = uvicorn.Config(create_app(segmenter, model_name="test"), host="127.0.0.1", port=port, log_level="warning")
-    srv = uvicorn.Server(config)
-    thread = threading.Thread(target=srv.run, daemon=True)
-    thread.start()
-    deadline = time.time() + 20
-    while not srv.started:
-        if time.time() > deadline:
-            raise RuntimeError("uvicorn did not start")
-        time.sleep(0.05)
-    yield f"http://127.0.0.1:{port}"
-    srv.should_exit = True
-    thread.join(timeout=10)
+def server(segmenter, live_server):
+    return live_server(create_app(segmenter, model_name="test"))
 
 
 def _assert_cleared(page) -> None:

@@ -150,6 +150,9 @@ class Hybrid(torch.nn.Module):
         assert tuple(downsample_matrices[0].shape) == (60, 120) and tuple(upsample_matrices[0].shape) == (120, 60)
         self.offset = torch.nn.Parameter(torch.zeros(2))
         self.seen = []
+        # upstream keeps its graph matrices in plain lists, as here
+        self.downsample_matrices, self.upsample_matrices = downsample_matrices, upsample_matrices
+        self.adjacency_matrices = adjacency_matrices
 
     def forward(self, x):
         self.seen.append(tuple(x.shape))
@@ -211,6 +214,19 @@ def test_network_builds_from_each_upstream_layout(tmp_path, layout):
     assert cols.mean() < np.nonzero(m["left lung"])[1].mean()  # patient right = image left
 
 
+def test_generic_module_names_elsewhere_do_not_shadow_upstream(tmp_path, monkeypatch):
+    """Upstream's models/ and utils/ have no __init__.py; a regular models.py or utils.py
+    on sys.path (a benchmarks folder has one) would win over such namespace packages."""
+    shadow = tmp_path / "elsewhere"
+    shadow.mkdir()
+    (shadow / "models.py").write_text("SHADOW = True\n")
+    (shadow / "utils.py").write_text("SHADOW = True\n")
+    monkeypatch.syspath_prepend(str(shadow))
+    root, weights = standin(tmp_path, "chexmask")
+    net, layout = load_hybridgnet(root, weights)
+    assert layout.matrices == "genMatrixesLungsHeart" and "models" not in sys.modules
+
+
 def test_chexmask_clone_root_and_errors(tmp_path):
     root, weights = standin(tmp_path / "CheXmask-Database", "chexmask")
     net, layout = load_hybridgnet(root.parent.parent / "CheXmask-Database" / "chexmask", weights)
@@ -255,6 +271,18 @@ def test_batch_of_four_equals_four_singles_bit_for_bit(tmp_path):
     assert all(tuple(s) == (1, 1, 1024, 1024) for s in net.seen)  # one canvas per forward on CPU
     for b, s in zip(batch, singles):
         assert all(np.array_equal(b[k], s[k]) for k in ANATOMY_LABELS)
+
+
+def test_graph_matrices_in_plain_lists_move_with_the_network(tmp_path):
+    """Module.to leaves tensors held in lists behind (a device mismatch on a GPU); the
+    segmenter registers them as buffers, so they follow every .to."""
+    root, weights = standin(tmp_path, "chexmask")
+    net, _ = load_hybridgnet(root, weights)
+    lists = ("downsample_matrices", "upsample_matrices", "adjacency_matrices")
+    assert sum(len(getattr(net, n)) for n in lists) == 8
+    HybridGNetSegmenter(net, device="meta")
+    assert all(t.device.type == "meta" for n in lists for t in getattr(net, n))
+    assert net.offset.device.type == "meta" and list(net.state_dict()) == ["offset"]
 
 
 def test_landmarks_to_masks_fills_on_the_image_grid_and_rejects_bad_input():

@@ -245,6 +245,50 @@ def test_matches_upstream_inversion_and_handles_its_last_step(components):
     assert (latents[n - 1] - z0).abs().mean() > 1e-3
 
 
+def upstream_reverse_step(m, eps, t, x, eta, z):
+    """DDPM_inversion 6b73448 ``reverse_step``: ``sqrt(abar_prev) x0_hat + sqrt(1 - abar_prev
+    - eta var) eps + eta sqrt(var) z``."""
+    sched = m.scheduler
+    n = len(m.schedule.timesteps)
+    prev = t - sched.config.num_train_timesteps // n
+    abar, abar_prev = sched.alphas_cumprod[t], (sched.alphas_cumprod[prev] if prev >= 0 else sched.final_alpha_cumprod)
+    var = (1 - abar_prev) / (1 - abar) * (1 - abar / abar_prev)
+    x0 = (x - (1 - abar) ** 0.5 * eps) / abar ** 0.5
+    return abar_prev ** 0.5 * x0 + (1 - abar_prev - eta * var) ** 0.5 * eps + eta * var ** 0.5 * z
+
+
+def test_inversion_runs_with_eta_one_whatever_the_editing_eta(components):
+    """RadEdit's pipeline inverts with ``etas=1.0`` and edits with its own ``eta``: the
+    inverted latents and noise maps do not depend on ``radedit_eta``, and every editing
+    step with sigma > 0 is upstream's ``reverse_step`` with that eta on the eta-1 noise
+    maps (the last, sigma = 0, step adds our exact residual, docs/adapters.md)."""
+    m1 = mapper(components, radedit_steps=10, radedit_skip_ratio=0.5)
+    mh = mapper(components, radedit_steps=10, radedit_skip_ratio=0.5, radedit_eta=0.5)
+    z0, gens = latents_and_generators(m1)
+    lat1, noise1 = m1.invert(z0, gens)
+    z0, gens = latents_and_generators(mh)
+    lath, noiseh = mh.invert(z0, gens)
+    assert all(torch.equal(noise1[i], noiseh[i]) for i in noise1)  # the old code inverted with eta 0.5
+    xts, zs = upstream_inversion(mh, z0, torch.Generator().manual_seed(mh.cfg.radedit_seed))
+    ones = torch.ones(1, 1, 16, 16)  # all-edit mask: nothing pasted back
+    out = mh.edit(lath, noiseh, ones)
+    uncond, cond = mh._prompt_embeddings()
+    n, skip, w = 10, mh.schedule.skip, mh.cfg.radedit_guidance
+    x = xts[n - skip]
+    with torch.inference_mode():
+        for i in range(skip, n):
+            t = mh.schedule.timesteps[i]
+            eps_u = mh.unet(x, t, encoder_hidden_states=uncond).sample
+            eps_c = mh.unet(x, t, encoder_hidden_states=cond).sample
+            eps = eps_u + w * (eps_c - eps_u)
+            if i < n - 1:
+                x = upstream_reverse_step(mh, eps, t, x, 0.5, zs[n - i - 1])
+            else:
+                x = upstream_reverse_step(mh, eps, t, x, 0.5, torch.zeros_like(x)) + noiseh[i]
+    assert torch.allclose(out, x, atol=1e-4), (out - x).abs().max()
+    assert (m1.edit(lat1, noise1, ones) - out).abs().max() > 1e-3  # eta matters to the edit
+
+
 def test_text_encoding_passes_no_attention_mask(components):
     m = mapper(components)
     tok = m.tokenizer(["no acute cardiopulmonary process"], padding="max_length", truncation=True,

@@ -13,7 +13,9 @@ from cxrils.dataset.torch_dataset import ILSDataset
 from cxrils.dataset.writer import (
     DatasetError,
     DatasetWriter,
+    grounding_relpath,
     image_relpath,
+    read_grounding,
     read_exclusions,
     read_manifest,
     read_records,
@@ -23,5 +25,5 @@ from cxrils.dataset.writer import (
 __all__ = [
     "HIST_EQ_PROB", "HistogramEqualization", "BalancedBatchSampler", "COLUMNS", "SCHEMA_VERSION",
     "SPLITS", "SplitError", "assign_split", "load_official_split", "normalize_split", "ILSDataset",
-    "DatasetError", "DatasetWriter", "image_relpath", "read_exclusions", "read_manifest", "read_records", "shard_paths",
+    "DatasetError", "DatasetWriter", "grounding_relpath", "image_relpath", "read_grounding", "read_exclusions", "read_manifest", "read_records", "shard_paths",
 ]

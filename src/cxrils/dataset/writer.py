@@ -5,6 +5,7 @@ Layout of ``out_dir``::
     .cxrils-writer.lock          held by the one DatasetWriter open on the folder
     provenance.json              run provenance given to DatasetWriter
     images/{image_id}.png        8-bit image x the masks refer to
+    grounding/{image_id}.json    how the study was grounded (optional; cxrils generate writes it)
     parts/{image_id}.parquet     records of one finished study (the commit marker)
     excluded/{image_id}.json     exclusion marker {"image_id", "reason"}
     records/{split}-00000.parquet  deterministic shards written by finalize()
@@ -45,7 +46,7 @@ DEFAULT_SHARD_SIZE = 50_000
 LOCK_NAME = ".cxrils-writer.lock"
 #: An image id becomes a file name: no path separators, control characters or
 #: leading dot (hidden temp files start with one), at most 200 characters.
-_SAFE_ID = re.compile(r"^[^./\\\x00-\x1f][^/\\\x00-\x1f]{0,199}$")
+SAFE_IMAGE_ID = re.compile(r"^[^./\\\x00-\x1f][^/\\\x00-\x1f]{0,199}$")
 
 
 class DatasetError(ValueError):
@@ -57,8 +58,41 @@ def image_relpath(image_id: str) -> str:
     return f"images/{image_id}.png"
 
 
+def grounding_relpath(image_id: str) -> str:
+    """Path of a study's grounding inside the dataset folder: ``grounding/{image_id}.json``."""
+    return f"grounding/{image_id}.json"
+
+
+def read_grounding(dataset_dir: str | Path, image_id: str) -> dict | None:
+    """The grounding :meth:`DatasetWriter.commit_study` stored for an image, or None
+    when the dataset has none for it (written by an older cxrils, imported, or built
+    by hand).
+
+    The dict is :func:`cxrils.grounding.grounding_to_dict` of the study (per finding:
+    the structured finding, reported / grounded / empty lung-region labels, every
+    candidate box with Algorithm 1's c1-c4 values and verdicts, the kept boxes, the
+    drop reason) plus ``report``: the report section the findings came from.
+
+    Raises
+    ------
+    DatasetError
+        If the id is not a safe file name, or the file exists but is not a JSON object.
+    """
+    _check_id(image_id)
+    path = Path(dataset_dir) / grounding_relpath(image_id)
+    if not path.is_file():
+        return None
+    try:
+        doc = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as err:
+        raise DatasetError(f"{path}: unreadable grounding file: {err}") from err
+    if not isinstance(doc, dict):
+        raise DatasetError(f"{path}: grounding file is not a JSON object")
+    return doc
+
+
 def _check_id(image_id: str) -> None:
-    if not isinstance(image_id, str) or not _SAFE_ID.match(image_id):
+    if not isinstance(image_id, str) or not SAFE_IMAGE_ID.match(image_id):
         raise DatasetError(f"image id {image_id!r} is not a safe file name "
                            "(no '/', '\\', control characters or leading '.', at most 200 characters)")
 
@@ -137,7 +171,7 @@ class DatasetWriter:
             raise
 
     def _open(self) -> None:
-        for sub in ("images", "parts", "excluded"):
+        for sub in ("images", "grounding", "parts", "excluded"):
             (self.out_dir / sub).mkdir(parents=True, exist_ok=True)
         prov_path = self.out_dir / "provenance.json"
         new = json.loads(json.dumps(self.provenance, sort_keys=True, default=str))
@@ -165,7 +199,7 @@ class DatasetWriter:
         self.close()
 
     def _clean_temp(self) -> None:
-        for sub in ("images", "parts", "excluded", "records"):
+        for sub in ("images", "grounding", "parts", "excluded", "records"):
             folder = self.out_dir / sub
             if folder.is_dir():
                 for tmp in folder.glob(".*"):
@@ -178,8 +212,8 @@ class DatasetWriter:
         return done
 
     def commit_study(self, image_id: str, x: np.ndarray | None, records: list[dict] | None,
-                     excluded: str | None = None) -> None:
-        """Write one study atomically: its image, then its records (the commit marker).
+                     excluded: str | None = None, grounding: dict | None = None) -> None:
+        """Write one study atomically: its image and grounding, then its records (the commit marker).
 
         Parameters
         ----------
@@ -194,6 +228,12 @@ class DatasetWriter:
         excluded : str or None
             Exclusion reason (QC); then only the marker is written and ``records``
             must be empty.
+        grounding : dict or None
+            JSON-ready account of how the study was grounded (:func:`read_grounding`
+            says what ``cxrils generate`` puts there); written to
+            ``grounding/{image_id}.json`` before the part file, so a committed study
+            has it. A study committed without one, or excluded, has none (a file a
+            failed attempt left is removed).
 
         Raises
         ------
@@ -212,6 +252,7 @@ class DatasetWriter:
                 raise DatasetError(f"study {image_id}: excluded ({excluded}) but {len(records)} records given")
             atomic_write_json(self.out_dir / "excluded" / f"{image_id}.json",
                               {"image_id": image_id, "reason": str(excluded)})
+            (self.out_dir / grounding_relpath(image_id)).unlink(missing_ok=True)  # of an attempt that failed
             return
         rows = [self._check_record(image_id, r) for r in records]
         if rows:
@@ -230,6 +271,10 @@ class DatasetWriter:
             table = pa.Table.from_pylist(rows, schema=arrow_schema())
         except (pa.ArrowInvalid, pa.ArrowTypeError) as err:
             raise DatasetError(f"study {image_id}: records do not fit the schema: {err}") from err
+        if grounding is not None:
+            atomic_write_json(self.out_dir / grounding_relpath(image_id), grounding, indent=None)
+        else:  # a file a failed attempt left would describe another commit
+            (self.out_dir / grounding_relpath(image_id)).unlink(missing_ok=True)
         with atomic_path(self.out_dir / "parts" / f"{image_id}.parquet", suffix=".parquet") as tmp:
             pq.write_table(table, tmp)
 

@@ -148,14 +148,15 @@ def _commit(writer: Any, state: RunState, result: StudyResult) -> None:
     that do not fit the schema) is committed as an exclusion instead."""
     state.save(result)
     try:
-        writer.commit_study(result.image_id, result.x, result.records, excluded=result.excluded)
+        writer.commit_study(result.image_id, result.x, result.records, excluded=result.excluded,
+                            grounding=result.grounding)
     except ValueError as err:  # cxrils.dataset.DatasetError
         if result.excluded is not None:
             raise
         log.warning("%s: commit rejected: %s", result.image_id, err)
         result.excluded = f"error:commit: {type(err).__name__}: {err}"
         result.stats = {**result.stats, "excluded": result.excluded, "reported": {}, "grounded": {}, "records": {}}
-        result.x, result.records = None, None
+        result.x, result.records, result.grounding = None, None, None
         state.save(result)
         writer.commit_study(result.image_id, None, None, excluded=result.excluded)
 

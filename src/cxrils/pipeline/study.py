@@ -76,7 +76,9 @@ class StudyResult:
     """What the runner commits for one image.
 
     ``x`` (uint8 (H, W)) and ``records`` are None for an excluded image; ``stats``
-    holds the counts the run summary adds up (see :mod:`cxrils.pipeline.summary`).
+    holds the counts the run summary adds up (see :mod:`cxrils.pipeline.summary`);
+    ``grounding`` is what :func:`grounding_record` makes of the study's grounding
+    (None for an excluded image), stored beside the records for review.
     """
 
     study_id: str
@@ -85,6 +87,24 @@ class StudyResult:
     records: list[dict] | None
     excluded: str | None
     stats: dict[str, Any]
+    grounding: dict | None = None
+
+
+def grounding_record(grounding: StudyGrounding, report: StructuredReport) -> dict:
+    """JSON-ready account of how one image was grounded, stored as
+    ``grounding/{image_id}.json`` in the dataset (:func:`cxrils.dataset.read_grounding`).
+
+    :func:`cxrils.grounding.grounding_to_dict` (per finding: the structured finding,
+    reported / grounded / empty lung-region labels (patient sides), every candidate
+    box (x0, y0, x1, y1 in pixels of ``x``) with Algorithm 1's c1-c4 values and
+    verdicts, the kept boxes, the drop reason) plus ``report``: the section the
+    findings came from (``section_used``, ``section_text``). Report text stays in the
+    dataset folder, as the records' ``sentence`` column does.
+    """
+    from cxrils.grounding import grounding_to_dict
+
+    return {**grounding_to_dict(grounding),
+            "report": {"section_used": report.section_used, "section_text": report.section_text}}
 
 
 def _guarded(step: str) -> Callable:
@@ -398,6 +418,7 @@ class Pipeline:
 
         grounding = self.ground(state)
         records: list[dict] | None = None
+        doc: dict | None = None
         if state.excluded is None:
             try:
                 study = state.study
@@ -413,6 +434,7 @@ class Pipeline:
                     from cxrils.instructions import paraphrase_records
 
                     records = records + paraphrase_records(records, self.paraphrase_complete, self.cfg)
+                doc = grounding_record(grounding, state.report)  # stored beside the records for review
             except Exception as err:  # one bad study never stops the run
                 state.excluded = f"error:records: {type(err).__name__}: {err}"
                 log.warning("%s: excluded: %s", state.study.image_id, state.excluded)
@@ -422,6 +444,7 @@ class Pipeline:
             study_id=state.study.study_id, image_id=state.study.image_id,
             x=state.x if ok else None, records=records if ok else None, excluded=state.excluded,
             stats=study_stats(state.report, grounding if ok else None, records if ok else None, state.excluded),
+            grounding=doc if ok else None,
         )
 
     def process_study(self, study: StudyInput, report: StructuredReport | None = None) -> StudyResult:

@@ -185,6 +185,7 @@ class TransformersChatClient:
 
         enc = self.tokenizer.apply_chat_template(messages, add_generation_prompt=True,
                                                  return_tensors="pt", return_dict=True)
+        enc = {k: v.to(self.model_obj.device) for k, v in enc.items()}  # where the model is (a GPU too)
         with self._lock, torch.inference_mode():
             out = self.model_obj.generate(**enc, max_new_tokens=max_tokens, do_sample=False,
                                           pad_token_id=self.tokenizer.eos_token_id)

@@ -8,7 +8,8 @@ backend's own batch method, or that default for a backend (a custom stage provid
 say) that does not define one.
 
 A batch must give every image exactly the result it gets alone. The torch adapters
-therefore stack images into one forward pass only on CUDA; on CPU they run image by
+therefore stack images into one forward pass only on CUDA (HybridGNet never: its
+encoder normalises with batch statistics); on CPU they run image by
 image, because oneDNN's batched CPU convolutions are not bitwise stable across batch
 sizes (``benchmarks/cost_model.py`` measures it on RadEdit's first UNet layer). With
 oneDNN disabled torch convolves each sample alone and agrees bit for bit, but the

@@ -13,8 +13,12 @@ Restated from ``utils/reason_seg_dataset.py`` (``ReasonSegDataset``) and ``train
   ``cv2.imread``; a pixel counts when all three channels are 255).
 * image and mask are resized independently to the longest side 1024 (SAM's
   ``ResizeLongestSide``: bilinear on the PIL image, nearest for the mask, new size
-  ``int(side * 1024 / longest + 0.5)``), so a mask whose size differs from its image is
-  stretched onto the image.
+  ``int(side * 1024 / longest + 0.5)``, ROSALIA's ``model/segment_anything/utils/
+  transforms.py`` ``apply_image`` / ``apply_mask``) and both are zero-padded at the
+  bottom and right to 1024 x 1024 (``preprocess`` / ``preprocess_mask``). So a mask whose
+  size differs from its image keeps its own aspect and is anchored at the top left of
+  the image's frame (cut or zero-filled at the image's edge), never stretched onto the
+  image (:func:`read_mask_png`).
 
 Split names: ``train`` -> ``train``, ``val`` -> ``validate``, ``test`` -> ``test``
 (cxrils' names, :data:`cxrils.dataset.splits.SPLITS`); the paper's splits follow the
@@ -52,13 +56,32 @@ CERTAINTY_KEY = "certainty"
 _SAFE_KEY = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]{0,199}$")
 
 
+def preprocess_shape(h: int, w: int, side: int) -> tuple[int, int]:
+    """segment-anything ``ResizeLongestSide.get_preprocess_shape(h, w, side)``: the longest
+    side becomes ``side`` (enlarging too), each side ``int(side * scale + 0.5)``.
+
+    Parameters
+    ----------
+    h, w : int
+        Rows and columns of the array to resize, pixels.
+    side : int
+        Target longest side, pixels (SAM's 1024).
+
+    Returns
+    -------
+    (int, int)
+        (rows, columns) after the resize.
+    """
+    scale = side * 1.0 / max(h, w)
+    return int(h * scale + 0.5), int(w * scale + 0.5)
+
+
 def resized_shape(h: int, w: int, max_side: int) -> tuple[int, int]:
     """(h, w) after SAM's ``ResizeLongestSide(max_side).get_preprocess_shape``; never
     enlarges; ``max_side`` 0 keeps the size."""
     if max_side <= 0 or max(h, w) <= max_side:
         return h, w
-    scale = max_side / max(h, w)
-    return int(h * scale + 0.5), int(w * scale + 0.5)
+    return preprocess_shape(h, w, max_side)
 
 
 def image_id_for(sample_key: str, image_path: str) -> str:
@@ -80,19 +103,35 @@ def ids_from_image_path(image_path: str) -> tuple[str, str]:
     return (parts[-3], parts[-2]) if len(parts) >= 3 else ("", "")
 
 
-def read_mask_png(path: Path, shape: tuple[int, int], foreground: int = 255) -> tuple[np.ndarray, bool]:
-    """A release mask as bool (H, W) at ``shape`` (the image it belongs to).
+def read_mask_png(path: Path, image_shape: tuple[int, int], foreground: int = 255,
+                  out_shape: tuple[int, int] | None = None) -> tuple[np.ndarray, bool]:
+    """A release mask as bool at ``out_shape``, the grid its image is stored on.
 
     Foreground = every colour channel equals ``foreground`` (16-bit PNGs are reduced to
-    8 bits first, as ``cv2.imread`` does). A mask of another size is resized to
-    ``shape`` with nearest neighbour (stretched onto the image, as the authors' loader
-    does).
+    8 bits first, as ``cv2.imread`` does). The mask is placed as the authors' loader
+    places it (``reason_seg_dataset.py``): resized with nearest neighbour by its own
+    aspect, to ``ResizeLongestSide.get_preprocess_shape(mask_h, mask_w, L)`` with ``L`` the
+    longest side of ``out_shape`` (the frame side; 1024 in the authors' loader), anchored
+    at the top left and cut to ``out_shape`` (zeros where it is smaller). A mask of the
+    image's own size therefore becomes exactly the nearest resize of it to ``out_shape``;
+    one of another size is not stretched onto the image.
+
+    Parameters
+    ----------
+    path : Path
+    image_shape : (int, int)
+        (H, W) of the image the mask belongs to, as read from its file.
+    foreground : int
+        Grey level of mask pixels (255 in the release).
+    out_shape : (int, int), optional
+        (h, w) of the stored image (``get_preprocess_shape(H, W, max_side)``); default
+        ``image_shape``.
 
     Returns
     -------
-    mask : ndarray of bool, shape ``shape``
-    resized : bool
-        True when the PNG's size differed from ``shape``.
+    mask : ndarray of bool, shape ``out_shape``
+    differs : bool
+        True when the PNG's size differed from ``image_shape``.
 
     Raises
     ------
@@ -112,10 +151,14 @@ def read_mask_png(path: Path, shape: tuple[int, int], foreground: int = 255) -> 
         fg = arr == foreground
     else:
         raise ValueError(f"unexpected mask array shape {arr.shape}")
-    if fg.shape == tuple(shape):
-        return fg, False
-    img = Image.fromarray(fg.astype(np.uint8) * 255).resize((shape[1], shape[0]), Image.NEAREST)
-    return np.asarray(img) > 0, True
+    differs = fg.shape != tuple(image_shape)
+    out_h, out_w = out_shape if out_shape is not None else tuple(image_shape)
+    h, w = preprocess_shape(*fg.shape, max(out_h, out_w))
+    if (h, w) != fg.shape:
+        fg = np.asarray(Image.fromarray(fg.astype(np.uint8) * 255).resize((w, h), Image.NEAREST)) > 0
+    mask = np.zeros((out_h, out_w), dtype=bool)
+    mask[:min(h, out_h), :min(w, out_w)] = fg[:out_h, :out_w]
+    return mask, differs
 
 
 @dataclass

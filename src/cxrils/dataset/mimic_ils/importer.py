@@ -9,8 +9,9 @@ line of ``mimic_ils_import_problems.jsonl`` and a count in ``mimic_ils_import_re
 never an error for the rest.
 
 Images are stored at :attr:`cxrils.config.MimicIlsConfig.max_side` on the longest side
-(bilinear, as SAM's ``ResizeLongestSide``), masks resized with nearest neighbour to the
-stored image, so the records' masks are the grid the authors' ``validate()`` scores on.
+(bilinear, as SAM's ``ResizeLongestSide``), masks resized with nearest neighbour by their
+own aspect into the stored image's frame (:func:`~cxrils.dataset.mimic_ils.format.read_mask_png`),
+so the records' masks are the grid the authors' ``validate()`` scores on.
 """
 
 from __future__ import annotations
@@ -132,14 +133,15 @@ def process_sample(job: _Job) -> tuple[str, str, np.ndarray | None, list[dict], 
                     problems.append(_problem(job, "missing_mask", f"{mpath}: not found", where))
                     continue
                 try:
-                    mask, resized = read_mask_png(mpath, x0.shape, job.foreground)
+                    mask, differs = read_mask_png(mpath, x0.shape, job.foreground, out_shape=shape)
                 except (OSError, ValueError) as err:
                     problems.append(_problem(job, "bad_mask", f"{mpath}: {err}", where))
                     continue
-                if resized:
-                    problems.append(_problem(job, "mask_size_differs", f"{mpath}: resized onto the "
-                                             f"{x0.shape[0]}x{x0.shape[1]} image (kept)", where))
-                masks[mask_rel] = mask if mask.shape == shape else _resize_mask(mask, shape)
+                if differs:
+                    problems.append(_problem(job, "mask_size_differs", f"{mpath}: not the size of its "
+                                             f"{x0.shape[0]}x{x0.shape[1]} image; resized by its own aspect "
+                                             f"into the image's frame, as the authors' loader (kept)", where))
+                masks[mask_rel] = mask
             mask = masks[mask_rel]
             if not mask.any():
                 problems.append(_problem(job, "empty_positive_mask", f"{mask_rel}: no foreground pixel (kept)", where))
@@ -166,13 +168,6 @@ def process_sample(job: _Job) -> tuple[str, str, np.ndarray | None, list[dict], 
             "provenance": json.dumps(provenance, sort_keys=True),
         })
     return image_id, job.split, x, records, problems
-
-
-def _resize_mask(mask: np.ndarray, shape: tuple[int, int]) -> np.ndarray:
-    from PIL import Image
-
-    img = Image.fromarray(mask.astype(np.uint8) * 255).resize((shape[1], shape[0]), Image.NEAREST)
-    return np.asarray(img) > 0
 
 
 def _check_inputs(json_path: Path, images_dir: Path, masks_dir: Path) -> None:

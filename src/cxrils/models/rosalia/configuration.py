@@ -27,7 +27,7 @@ SYSTEM_PROMPT = (
 #: original choice instead.
 ALL_LINEAR = "all-linear"
 PRECISIONS = ("auto", "bf16", "fp16", "fp32")
-MASK_GEOMETRIES = ("image", "padded")
+MASK_GEOMETRIES = ("padded", "image")
 
 
 @dataclass
@@ -52,17 +52,29 @@ class RosaliaConfig:
         ``text_hidden_fcs`` output = SAM's prompt size, 256 (config.json ``out_dim``).
     sam_image_size : int
         SAM input side, 1024 (``ResizeLongestSide(1024)``).
-    mask_geometry : {"image", "padded"}
-        How SAM's low-resolution mask becomes the image's mask: "image" = crop the
-        resized image's area and resize it to the image (``postprocess_masks`` with the
-        image size, inference_rosalia_example.py); "padded" = as ``validate()`` scores it
-        (postprocess to the 1024 x 1024 padded frame, whose image area is then resized to
-        the image), see docs/rosalia.md.
+    mask_geometry : {"padded", "image"}
+        How SAM's low-resolution mask becomes the image's mask. "padded" (default): the
+        frame the released weights learned (LISA.py ``model_forward`` postprocesses to the
+        1024 x 1024 label size and ``reason_seg_dataset.py`` zero-pads the target there;
+        ``validate()`` scores the same frame), whose image area is then resized to the
+        image; "image": ``postprocess_masks`` with the image size, as
+        ``inference_rosalia_example.py`` calls it, which for a non-square image reads the
+        mask in a frame the weights were not trained on (docs/rosalia.md). LISA's own
+        weights (``xinlai/LISA-7B-v1``) learned the image frame (dvlab-research/LISA
+        ``utils/reason_seg_dataset.py``: the label at the image's size): use "image"
+        to predict with them.
     max_new_tokens : int
         Generation budget, 512 (inference_rosalia_example.py); greedy, stops at ``</s>``.
     lora_r, lora_alpha, lora_dropout, lora_target_modules
         Rank 128, alpha 256 (paper section 5, merge_weight.sh), dropout 0.05 (train_ds.py),
         targets :data:`ALL_LINEAR` or module name suffixes such as ``("q_proj", "v_proj")``.
+    lora_sam_encoder : bool
+        ``--lora_sam_encoder`` of train_ds.py / merge_weight.sh: LoRA also on every linear
+        layer of SAM's image encoder. Upstream computes the image embeddings under
+        ``torch.no_grad`` (LISA.py ``get_visual_embs``), and so does cxrils, so those LoRA
+        weights get no gradient and stay at their start (B = 0): the flag changes the
+        trained-parameter list and the run folder, not the model's outputs. Default off
+        (train_ds.py's default).
     lambda_txt, lambda_bce, lambda_dice : float
         0.5, 5, 1 (paper section 5; train_ds.py ce/bce/dice_loss_weight).
     lr, warmup_steps, epochs, batch_size, micro_batch_size, betas, grad_clip
@@ -85,12 +97,13 @@ class RosaliaConfig:
     projector_type: str = "linear"
     seg_out_dim: int = 256
     sam_image_size: int = 1024
-    mask_geometry: str = "image"
+    mask_geometry: str = "padded"
     max_new_tokens: int = 512
     lora_r: int = 128
     lora_alpha: int = 256
     lora_dropout: float = 0.05
     lora_target_modules: tuple[str, ...] = (ALL_LINEAR,)
+    lora_sam_encoder: bool = False
     lambda_txt: float = LAMBDA_TXT
     lambda_bce: float = LAMBDA_BCE
     lambda_dice: float = LAMBDA_DICE

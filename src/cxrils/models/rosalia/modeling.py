@@ -15,10 +15,16 @@ Paper section 5; restated from KAIST-Edlab/ROSALIA ``model/LISA.py`` and
   dense embedding and positional encoding; the frozen image encoder reads the
   1024 x 1024 SAM input; one mask (``multimask_output=False``) per ``[SEG]``;
 * ``postprocess_masks``: bilinear to 1024 x 1024, crop to the resized image, bilinear
-  to the output size (float32); a pixel is foreground where the logit is > 0;
-* losses (LISA.py ``model_forward``): ``ce_loss_weight * CE`` (next-token, mean over
-  answer tokens) + ``bce_loss_weight * mean_i BCE_i`` + ``dice_loss_weight * mean over
-  positives of Dice_i`` (ROSALIA skips Dice for empty targets).
+  to the output size (float32); a pixel is foreground where the logit is > 0. In
+  training (LISA.py ``model_forward``) the output size is the label's, 1024 x 1024:
+  the crop is stretched over the padded frame and compared there with the padded
+  target (:func:`~cxrils.models.rosalia.processing.padded_target`). That frame is what
+  the released weights learned; :meth:`RosaliaForSegmentation.decode_masks` maps it
+  back to the image (``mask_geometry="padded"``, the default);
+* losses (LISA.py ``model_forward``), on that padded frame: ``ce_loss_weight * CE``
+  (next-token, mean over answer tokens) + ``bce_loss_weight * mean_i BCE_i`` (mean over
+  the 1024 x 1024 pixels) + ``dice_loss_weight * mean over positives of Dice_i``
+  (ROSALIA skips Dice for empty targets).
 """
 
 from __future__ import annotations
@@ -97,15 +103,26 @@ class RosaliaForSegmentation(nn.Module):
             raise ValueError(f"lora_target_modules {targets} match no linear layer of the language model")
         return sorted(names)
 
+    def sam_encoder_lora_names(self) -> list[str]:
+        """Every ``nn.Linear`` of SAM's image encoder (train_ds.py ``find_linear_layers``
+        with ``--lora_sam_encoder``: names containing ``visual_model.image_encoder``), as
+        names inside ``sam.vision_encoder``."""
+        return sorted(n for n, m in self.sam.vision_encoder.named_modules() if isinstance(m, nn.Linear))
+
     def apply_lora(self) -> None:
         """Inject LoRA (rank ``cfg.lora_r``, alpha ``cfg.lora_alpha``) into
-        :meth:`lora_target_names` and set which parameters train (:meth:`set_trainable`)."""
+        :meth:`lora_target_names`, and with ``cfg.lora_sam_encoder`` into
+        :meth:`sam_encoder_lora_names`, and set which parameters train (:meth:`set_trainable`)."""
         from peft import LoraConfig, inject_adapter_in_model
 
         if self.cfg.lora_r > 0:
-            lora = LoraConfig(r=self.cfg.lora_r, lora_alpha=self.cfg.lora_alpha, lora_dropout=self.cfg.lora_dropout,
-                              target_modules=self.lora_target_names(), bias="none")
-            inject_adapter_in_model(lora, self.language_model)
+            def lora(targets: list[str]) -> LoraConfig:
+                return LoraConfig(r=self.cfg.lora_r, lora_alpha=self.cfg.lora_alpha,
+                                  lora_dropout=self.cfg.lora_dropout, target_modules=targets, bias="none")
+
+            inject_adapter_in_model(lora(self.lora_target_names()), self.language_model)
+            if self.cfg.lora_sam_encoder:
+                inject_adapter_in_model(lora(self.sam_encoder_lora_names()), self.sam.vision_encoder)
         self.lora_applied = True
         self.set_trainable()
 
@@ -182,27 +199,24 @@ class RosaliaForSegmentation(nn.Module):
             out[i, p + n_image:] = mask[i, p + 1:]
         return out
 
-    def decode_masks(self, sam_pixel_values: torch.Tensor, prompts: Sequence[torch.Tensor],
-                     reshaped_sizes: torch.Tensor, original_sizes: torch.Tensor) -> list[torch.Tensor]:
-        """SAM (frozen encoder) with each sample's [SEG] embeddings as sparse prompts.
+    def low_res_masks(self, sam_pixel_values: torch.Tensor, prompts: Sequence[torch.Tensor]) -> list[torch.Tensor]:
+        """SAM (frozen encoder, under ``no_grad`` as LISA.py's ``get_visual_embs``) with
+        each sample's [SEG] embeddings as its only sparse prompts.
 
         Parameters
         ----------
         sam_pixel_values : (B, 3, S, S) SAM-normalised, padded to S = sam_image_size
         prompts : list of (K_i, C) tensors, one row per [SEG] (K_i >= 1)
-        reshaped_sizes, original_sizes : (B, 2) int, (h, w) after SAM's resize / of the image
 
         Returns
         -------
-        list of (K_i, H_i, W_i) float32 mask logits at each original image size
-        (``cfg.mask_geometry`` says how, see :class:`RosaliaConfig`).
+        list of (K_i, 1, S/4, S/4) mask logits of SAM's mask decoder (``multimask_output=False``).
         """
         sam_dtype = next(self.sam.parameters()).dtype
         with torch.no_grad():
             emb = self.sam.get_image_embeddings(sam_pixel_values.to(sam_dtype))
         pe = self.sam.get_image_wide_positional_embeddings().to(emb.dtype)
         dense_w = self.sam.prompt_encoder.no_mask_embed.weight
-        s = self.cfg.sam_image_size
         out = []
         for i, pr in enumerate(prompts):
             k = pr.shape[0]
@@ -211,13 +225,49 @@ class RosaliaForSegmentation(nn.Module):
                 image_embeddings=emb[i:i + 1].expand(k, -1, -1, -1), image_positional_embeddings=pe.expand(k, -1, -1, -1),
                 sparse_prompt_embeddings=pr[:, None, None, :].to(emb.dtype), dense_prompt_embeddings=dense,
                 multimask_output=False)[:2]
-            masks = F.interpolate(low_res[:, 0].float(), size=(s, s), mode="bilinear", align_corners=False)
+            out.append(low_res[:, 0])
+        return out
+
+    def padded_frame(self, low_res: torch.Tensor, reshaped_size) -> torch.Tensor:
+        """SAM's ``postprocess_masks`` with ``original_size`` = the padded frame, as LISA.py
+        ``model_forward`` calls it in training: (K, 1, s, s) low-res logits -> bilinear to
+        S x S, crop to the resized image ``(h, w)``, bilinear back to S x S. Returns
+        (K, S, S) float32: the frame the loss compares with the padded target."""
+        s = self.cfg.sam_image_size
+        rh, rw = (int(v) for v in reshaped_size)
+        up = F.interpolate(low_res.float(), size=(s, s), mode="bilinear", align_corners=False)
+        return F.interpolate(up[..., :rh, :rw], size=(s, s), mode="bilinear", align_corners=False)[:, 0]
+
+    def decode_masks(self, sam_pixel_values: torch.Tensor, prompts: Sequence[torch.Tensor],
+                     reshaped_sizes: torch.Tensor, original_sizes: torch.Tensor) -> list[torch.Tensor]:
+        """Mask logits of each sample's [SEG] prompts at its image's own size.
+
+        ``cfg.mask_geometry`` "padded" (default): the frame of :meth:`padded_frame` (what
+        the released weights learned), whose image part ``[:h, :w]`` is resized to the
+        image; "image": ``postprocess_masks`` with the image size (the inference example's
+        call), which reads the same logits in another frame for a non-square image.
+
+        Parameters
+        ----------
+        sam_pixel_values : (B, 3, S, S)
+        prompts : list of (K_i, C) tensors
+        reshaped_sizes, original_sizes : (B, 2) int, (h, w) after SAM's resize / of the image
+
+        Returns
+        -------
+        list of (K_i, H_i, W_i) float32 mask logits (bilinear resizes, align_corners=False).
+        """
+        s = self.cfg.sam_image_size
+        out = []
+        for i, low_res in enumerate(self.low_res_masks(sam_pixel_values, prompts)):
             rh, rw = (int(v) for v in reshaped_sizes[i])
             oh, ow = (int(v) for v in original_sizes[i])
-            if self.cfg.mask_geometry == "padded":  # validate(): the crop stretched to the padded square
-                masks = F.interpolate(masks[..., :rh, :rw], size=(s, s), mode="bilinear", align_corners=False)
+            if self.cfg.mask_geometry == "padded":
+                masks = self.padded_frame(low_res, reshaped_sizes[i])[:, None]
+            else:
+                masks = F.interpolate(low_res.float(), size=(s, s), mode="bilinear", align_corners=False)
             masks = F.interpolate(masks[..., :rh, :rw], size=(oh, ow), mode="bilinear", align_corners=False)
-            out.append(masks[:, 0] if masks.dim() == 4 else masks)
+            out.append(masks[:, 0])
         return out
 
     def _hidden(self, embeds: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
@@ -226,12 +276,15 @@ class RosaliaForSegmentation(nn.Module):
     # ----------------------------------------------------------------- forward
     def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor, pixel_values: torch.Tensor,
                 sam_pixel_values: torch.Tensor, reshaped_sizes: torch.Tensor, original_sizes: torch.Tensor,
-                labels: torch.Tensor, gt_masks: list[torch.Tensor]) -> RosaliaOutput:
+                labels: torch.Tensor, gt_frames: list[torch.Tensor]) -> RosaliaOutput:
         """Teacher-forced forward pass and loss (LISA.py ``model_forward``, training branch).
 
         ``input_ids`` (B, L) hold prompt and answer (one -200, one [SEG]); ``labels`` (B, L)
-        are -100 outside the answer; ``gt_masks`` are (H_i, W_i) {0, 1} tensors at each
-        image's size (all zero for negatives).
+        are -100 outside the answer; ``gt_frames`` are (S, S) {0, 1} targets in SAM's padded
+        frame (:func:`~cxrils.models.rosalia.processing.padded_target`; all zero for
+        negatives). The mask losses compare them with :meth:`padded_frame`, as upstream;
+        ``RosaliaOutput.mask_logits`` are those (S, S) logits. ``original_sizes`` is not
+        used here (it is at inference, :meth:`decode_masks`).
 
         Raises
         ------
@@ -250,10 +303,10 @@ class RosaliaForSegmentation(nn.Module):
         first = seg_e.float().argmax(dim=1)
         h = hidden[torch.arange(hidden.shape[0]), first]
         prompts = self.text_hidden_fcs[0](h)
-        masks = [m[0] for m in self.decode_masks(sam_pixel_values, [p[None] for p in prompts],
-                                                  reshaped_sizes, original_sizes)]
-        l_bce = mask_bce(masks, [g.to(masks[0].device) for g in gt_masks])
-        l_dice = mask_dice(masks, [g.to(masks[0].device) for g in gt_masks])
+        low_res = self.low_res_masks(sam_pixel_values, [p[None] for p in prompts])
+        masks = [self.padded_frame(lr, size)[0] for lr, size in zip(low_res, reshaped_sizes)]
+        l_bce = mask_bce(masks, [g.to(masks[0].device) for g in gt_frames])
+        l_dice = mask_dice(masks, [g.to(masks[0].device) for g in gt_frames])
         loss = self.cfg.lambda_txt * loss_txt + self.cfg.lambda_bce * l_bce + self.cfg.lambda_dice * l_dice
         return RosaliaOutput(loss, loss_txt.detach(), l_bce.detach(), l_dice.detach(), masks)
 

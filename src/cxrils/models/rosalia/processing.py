@@ -16,7 +16,11 @@ Restated from KAIST-Edlab/ROSALIA (``inference_rosalia_example.py``, ``utils/dat
   shortest side to 224, centre crop 224, OpenAI mean/std);
 * SAM input: ``ResizeLongestSide(1024)`` (bilinear, new side ``int(side * 1024 / longest
   + 0.5)``), ``(x - mean) / std`` with SAM's pixel mean/std, zero padding at the bottom
-  and right to 1024 x 1024.
+  and right to 1024 x 1024;
+* training target (``reason_seg_dataset.py`` ``__getitem__``): the mask through
+  ``ResizeLongestSide.apply_mask`` (nearest, ROSALIA's ``transforms.py``), ``== 255``,
+  zero-padded at the bottom and right to 1024 x 1024 like the image: the frame the
+  loss compares with the prediction (:func:`padded_target`).
 
 The 8-bit CXR ``x`` (uint8 (H, W)) is replicated to RGB, as ``cv2.imread`` of a gray
 image gives.
@@ -30,6 +34,7 @@ from typing import Any, Sequence
 import numpy as np
 import torch
 
+from cxrils.dataset.mimic_ils.format import preprocess_shape
 from cxrils.models.rosalia.configuration import SYSTEM_PROMPT, RosaliaConfig
 from cxrils.models.rosalia.tokenizer import (
     IGNORE_INDEX, IM_END_TOKEN, IM_START_TOKEN, IMAGE_TOKEN, SEG_TOKEN, LisaTokenizer, tokenizer_image_token,
@@ -42,10 +47,30 @@ SAM_PIXEL_STD = (58.395, 57.12, 57.375)
 ASSISTANT_SEP = " ASSISTANT: "
 
 
-def sam_resize_shape(h: int, w: int, target: int) -> tuple[int, int]:
-    """segment-anything ``ResizeLongestSide.get_preprocess_shape``: longest side ``target``."""
-    scale = target * 1.0 / max(h, w)
-    return int(h * scale + 0.5), int(w * scale + 0.5)
+def padded_target(mask: np.ndarray, side: int) -> torch.Tensor:
+    """A training mask in SAM's padded frame, as ROSALIA's dataset builds it.
+
+    Parameters
+    ----------
+    mask : ndarray of bool, shape (H, W)
+        At the image's grid.
+    side : int
+        SAM's input side S (1024).
+
+    Returns
+    -------
+    torch.Tensor, float32 {0, 1}, shape (S, S)
+        The mask resized (PIL nearest, ``ResizeLongestSide.apply_mask``) to
+        :func:`~cxrils.dataset.mimic_ils.format.preprocess_shape` ``(h, w)`` at the top left, zeros elsewhere.
+    """
+    from PIL import Image
+
+    m = np.asarray(mask, dtype=bool)
+    h, w = preprocess_shape(*m.shape, side)
+    resized = np.asarray(Image.fromarray(m.astype(np.uint8) * 255).resize((w, h), Image.NEAREST)) == 255
+    frame = np.zeros((side, side), np.float32)
+    frame[:h, :w] = resized
+    return torch.from_numpy(frame)
 
 
 @dataclass
@@ -58,7 +83,7 @@ class Encoded:
     sam_pixel_values: torch.Tensor  # (3, S, S) float32
     reshaped_size: torch.Tensor  # (2,) long (h, w) after SAM's resize
     original_size: torch.Tensor  # (2,) long (H, W)
-    gt_mask: torch.Tensor | None  # (H, W) float {0, 1}
+    gt_frame: torch.Tensor | None  # (S, S) float {0, 1}: the mask in SAM's padded frame
 
 
 class RosaliaProcessor:
@@ -132,7 +157,7 @@ class RosaliaProcessor:
         rgb = np.repeat(image[:, :, None], 3, axis=2)
         clip = self.clip(images=rgb, return_tensors="pt")["pixel_values"][0].float()
         s = self.cfg.sam_image_size
-        h, w = sam_resize_shape(*image.shape, s)
+        h, w = preprocess_shape(*image.shape, s)
         resized = np.asarray(Image.fromarray(rgb).resize((w, h), Image.BILINEAR), dtype=np.float32)
         norm = (resized - np.asarray(SAM_PIXEL_MEAN, np.float32)) / np.asarray(SAM_PIXEL_STD, np.float32)
         sam = np.zeros((s, s, 3), np.float32)
@@ -144,7 +169,9 @@ class RosaliaProcessor:
     # ----------------------------------------------------------------- samples
     def encode(self, image: np.ndarray, instruction: str, answer: str | None = None,
                mask: np.ndarray | None = None) -> Encoded:
-        """Encode one sample; with ``answer`` the labels cover the answer and ``</s>``."""
+        """Encode one sample; with ``answer`` the labels cover the answer and ``</s>``;
+        ``mask`` (bool (H, W), the image's grid) becomes the padded-frame training target
+        (:func:`padded_target`)."""
         if answer is None:
             ids = tokenizer_image_token(self.prompt(instruction), self.tokenizer)
             labels = [IGNORE_INDEX] * len(ids)
@@ -155,7 +182,7 @@ class RosaliaProcessor:
             limit = self.tokenizer.model_max_length - 255  # collate_fn's training truncation
             ids, labels = ids[:limit], labels[:limit]
         im = self.images(image)
-        gt = None if mask is None else torch.from_numpy(np.asarray(mask, dtype=np.float32))
+        gt = None if mask is None else padded_target(mask, self.cfg.sam_image_size)
         return Encoded(torch.tensor(ids), torch.tensor(labels), im["pixel_values"], im["sam_pixel_values"],
                        im["reshaped_size"], im["original_size"], gt)
 
@@ -176,9 +203,9 @@ class RosaliaProcessor:
             "reshaped_sizes": torch.stack([e.reshaped_size for e in items]),
             "original_sizes": torch.stack([e.original_size for e in items]),
         }
-        if all(e.gt_mask is not None for e in items):
+        if all(e.gt_frame is not None for e in items):
             batch["labels"] = labels
-            batch["gt_masks"] = [e.gt_mask for e in items]
+            batch["gt_frames"] = [e.gt_frame for e in items]
         return batch
 
     def decode_answer(self, tokens: torch.Tensor) -> str:

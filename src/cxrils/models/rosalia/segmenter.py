@@ -24,7 +24,7 @@ import numpy as np
 import torch
 
 from cxrils.models.base import ModelLoadError, Prediction, Segmenter, check_image
-from cxrils.models.rosalia.configuration import RosaliaConfig
+from cxrils.models.rosalia.configuration import MASK_GEOMETRIES, RosaliaConfig
 from cxrils.models.rosalia.lisa_checkpoint import (
     LisaCheckpointError, clip_image_processor, find_clip_folder, is_lisa_config, llama_config, load_clip,
     load_lisa_weights, projector_type_from_shapes, read_lisa_config, sam_config_from_shapes, tensor_shapes,
@@ -165,15 +165,27 @@ class RosaliaSegmenter(Segmenter):
         """Load a LISA-format checkpoint or a cxrils run folder (module docstring).
 
         Keyword arguments: ``clip_path`` (CLIP folder), ``precision`` ("auto"), ``device``,
-        ``num_threads`` (torch CPU threads).
+        ``num_threads`` (torch CPU threads), ``mask_geometry`` ("padded", the frame
+        ROSALIA's weights learned, or "image" for LISA's own weights; see
+        :class:`RosaliaConfig`).
+
+        Raises
+        ------
+        ModelLoadError
+            If the folder's weights or configuration do not fit, or ``mask_geometry`` /
+            ``precision`` is not one of the known values.
         """
         from safetensors.torch import load_file
 
         if kwargs.get("num_threads"):
             torch.set_num_threads(int(kwargs["num_threads"]))
+        geometry = {"mask_geometry": str(kwargs["mask_geometry"])} if kwargs.get("mask_geometry") else {}
         if is_lisa_config(config):
-            cfg = RosaliaConfig(checkpoint=str(path), clip_path=str(kwargs.get("clip_path") or ""),
-                                precision=str(kwargs.get("precision") or "auto"))
+            try:
+                cfg = RosaliaConfig(checkpoint=str(path), clip_path=str(kwargs.get("clip_path") or ""),
+                                    precision=str(kwargs.get("precision") or "auto"), **geometry)
+            except ValueError as err:
+                raise ModelLoadError(f"{path}: {err}") from err
             device, dtype = resolve_device_dtype(cfg.precision, kwargs.get("device"))
             model, processor = build_model(cfg, lora=False, dtype=dtype)
             return cls(model.to(device=device, dtype=dtype), processor, device)
@@ -185,6 +197,11 @@ class RosaliaSegmenter(Segmenter):
             cfg.clip_path = str(kwargs["clip_path"])
         if kwargs.get("precision"):
             cfg.precision = str(kwargs["precision"])
+        if geometry:
+            if geometry["mask_geometry"] not in MASK_GEOMETRIES:
+                raise ModelLoadError(f"{path}: mask_geometry must be one of {MASK_GEOMETRIES}, "
+                                     f"got {geometry['mask_geometry']!r}")
+            cfg.mask_geometry = geometry["mask_geometry"]
         weights = path / WEIGHTS_NAME
         if not weights.is_file():
             raise ModelLoadError(f"{weights}: missing ROSALIA weights")

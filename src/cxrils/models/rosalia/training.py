@@ -3,7 +3,10 @@
 AdamW (lr 3e-4, betas 0.9/0.95, no weight decay), 100 warm-up steps then linear decay to 0
 (DeepSpeed's WarmupDecayLR), gradient clipping 1.0 (train_ds.py ``ds_config``), 15 epochs,
 total batch 256 reached by gradient accumulation over micro-batches,
-1:1 positive/negative mini-batches (:class:`cxrils.dataset.BalancedBatchSampler`) and
+1:1 positive/negative mini-batches (:class:`cxrils.dataset.BalancedBatchSampler`), an
+epoch being twice the positives (:func:`epoch_samples`, train_ds.py ``--batch_balance``),
+the mask losses on SAM's padded 1024 x 1024 frame as upstream's (see
+:mod:`cxrils.models.rosalia.modeling`), and
 histogram equalisation with probability 0.5 (:class:`cxrils.dataset.HistogramEqualization`).
 For several GPUs run the same entry point under ``accelerate launch`` with the
 DeepSpeed ZeRO-2 configuration shipped as ``ds_zero2.json`` (see docs/rosalia.md).
@@ -140,6 +143,48 @@ def train_rosalia(
     return history
 
 
+def epoch_samples(polarities) -> int:
+    """Samples in one training epoch: twice the positives, as train_ds.py's
+    ``--batch_balance`` defines it (``ReasonSegDataset.__len__`` = ``2 * len(pos_dataset)``:
+    index ``i < P`` is positive ``i``, any other a negative drawn by ``random.choice``;
+    the authors' train.sh passes ``--batch_balance``). cxrils draws the negatives
+    without repetition within an epoch, and every micro-batch exactly 1:1
+    (:class:`cxrils.dataset.BalancedBatchSampler`; upstream's shuffled loader is 1:1
+    only on average, docs/rosalia.md).
+
+    Parameters
+    ----------
+    polarities : sequence of str or bool
+        Per training record: "positive" / "negative", or True for positive.
+
+    Returns
+    -------
+    int
+        ``2 * P``, ``P`` the number of positive records.
+    """
+    return 2 * sum(1 for p in polarities if (bool(p) if isinstance(p, (bool, np.bool_)) else p == "positive"))
+
+
+def schedule_steps(cfg: RosaliaConfig, polarities) -> int:
+    """Optimiser steps of the whole schedule: ``epochs * ceil(epoch_samples / batch_size)``
+    (train_ds.py: ``steps_per_epoch = ceil(N / global_effective_batch)``,
+    ``total_num_steps = epochs * steps_per_epoch``), at least one step per epoch.
+
+    Parameters
+    ----------
+    cfg : RosaliaConfig
+        ``epochs`` and the total batch ``batch_size``.
+    polarities : sequence of str or bool
+        As :func:`epoch_samples`.
+
+    Returns
+    -------
+    int
+        Optimiser steps.
+    """
+    return cfg.epochs * max(1, math.ceil(epoch_samples(polarities) / cfg.batch_size))
+
+
 def _parse_overrides(overrides: dict[str, str]) -> tuple[RosaliaConfig, bool]:
     """``--set key=value`` -> (RosaliaConfig, tiny); ``tiny=true`` starts from
     :meth:`RosaliaConfig.tiny` (random miniature, CPU smoke runs)."""
@@ -209,7 +254,8 @@ def cli_train(dataset: str | Path, run_dir: str | Path, overrides: dict[str, str
     Settings come from ``--set key=value`` (fields of :class:`RosaliaConfig`, plus
     ``steps`` to override the schedule length, ``save_every`` (optimiser steps between
     checkpoints, default 200) and ``tiny=true`` for a CPU smoke run). The schedule is
-    ``epochs * ceil(n_train / batch_size)`` optimiser steps. With ``resume`` and a
+    :func:`schedule_steps` optimiser steps: an epoch is twice the train split's
+    positives (upstream's ``--batch_balance``), not its size. With ``resume`` and a
     checkpoint in ``run_dir``, training continues from the last checkpoint: same
     schedule position, optimiser state, and the batches not yet used.
 
@@ -242,12 +288,12 @@ def cli_train(dataset: str | Path, run_dir: str | Path, overrides: dict[str, str
         seg = RosaliaSegmenter(model, proc)
     data = ILSDataset(dataset, "train", augment=HistogramEqualization(cfg.hist_eq_prob, seed=cfg.seed))
     accum = max(1, cfg.batch_size // cfg.micro_batch_size)
-    total = int(steps_override) if steps_override else cfg.epochs * max(1, math.ceil(len(data) / cfg.batch_size))
+    total = int(steps_override) if steps_override else schedule_steps(cfg, data.polarities)
     remaining = max(0, total - done)
     t0 = time.perf_counter()
     if remaining:
         sampler = BalancedBatchSampler(data.polarities, cfg.micro_batch_size, seed=cfg.seed,
-                                       num_batches=max(1, len(data) // cfg.micro_batch_size))
+                                       num_batches=max(1, epoch_samples(data.polarities) // cfg.micro_batch_size))
         batches = itertools.islice(_batches(data, sampler), done * accum, None)  # skip used batches
         train_rosalia(seg, batches, run, total_steps=total, start_step=done, save_every=save_every,
                       log=(lambda e: print(json.dumps(e), flush=True)) if progress else None)

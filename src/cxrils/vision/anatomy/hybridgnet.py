@@ -14,6 +14,26 @@ through the inverse of exactly that (``DataPostprocessing/ReversePreprocessing/
 back_mimic.py``): ``p / 1024 * side - pad + crop``, so non-square images are never
 squashed (:class:`CanvasTransform`).
 
+Three properties of upstream's ``Hybrid`` shape how the adapter runs it (docs/adapters.md):
+
+* its graph matrices (sparse adjacency, up- and downsampling) are held in plain Python
+  lists, which ``Module.to`` does not move; CheXmask's ``inferenceWithHybridGNet.py``
+  builds them on the GPU before the network. The adapter registers them as
+  non-persistent buffers of the module that holds them (:func:`register_graph_buffers`),
+  so ``.to(device)``, ``.cuda()`` and dtype conversions move them with the weights;
+* with torch_geometric >= 2.5, whose ``MessagePassing`` generates each class's
+  ``propagate`` from the class's source, upstream's ``class ChebConv(ChebConv)``
+  (``models/modelUtils.py``: a subclass with its parent's name) gets a ``propagate``
+  without ``x`` and ``norm`` (torch_geometric's ``Inspector.get_source`` caches sources
+  by class name, so the parent's ``propagate_type`` is never read), a ``TypeError`` at
+  the first forward pass; the adapter gives such classes back torch_geometric's generic
+  ``propagate`` (:func:`repair_generated_propagate`). The network is also built while
+  upstream's modules are importable, which that inspection needs;
+* its encoder's ``BatchNorm2d(track_running_stats=False)`` (``models/modelUtils.py``
+  ``residualBlock``) normalises with the statistics of the batch in eval mode too, so an
+  image's landmarks depend on the other images of its forward pass. Upstream's inference
+  feeds one image per pass, and so does the adapter, on every device.
+
 HybridGNet's code is GPL-3.0 and needs torch_geometric and torchvision, so cxrils
 does not vendor it: the network is imported from the user's own copy
 (``backends.hybridgnet_dir``) with the weights ``backends.hybridgnet_weights`` (a
@@ -28,6 +48,7 @@ from __future__ import annotations
 
 import contextlib
 import sys
+from collections.abc import Sequence as SequenceABC
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterator, Sequence
@@ -38,7 +59,7 @@ import numpy as np
 from cxrils.config import AnatomyConfig, Config
 from cxrils.types import AnatomyMasks
 from cxrils.vision.anatomy.base import AnatomyBackendError, AnatomySegmenter, assemble, check_input
-from cxrils.vision.batching import stacked_groups, torch_device
+from cxrils.vision.batching import torch_device
 
 #: Side of HybridGNet's square input canvas, pixels (CheXmask's 1024 x 1024).
 CANVAS = 1024
@@ -203,6 +224,88 @@ def landmarks_from_output(output: Any, batch: int) -> np.ndarray:
     return arr.reshape(batch, N_LANDMARKS, 2) * CANVAS
 
 
+class BufferList(SequenceABC):
+    """A read-only list view of buffers registered on a module: item ``k`` is the
+    module's buffer ``names[k]``, read at access time, so it follows the module across
+    ``.to()`` (the list upstream code indexes, e.g. ``self.adjacency_matrices[5]``)."""
+
+    def __init__(self, module: Any, names: Sequence[str]) -> None:
+        self._module = module
+        self._names = tuple(names)
+
+    def __getitem__(self, index):
+        if isinstance(index, slice):
+            return [getattr(self._module, n) for n in self._names[index]]
+        return getattr(self._module, self._names[index])
+
+    def __len__(self) -> int:
+        return len(self._names)
+
+
+def register_graph_buffers(network: Any) -> int:
+    """Turn every list or tuple of tensors held as a plain attribute of ``network`` or
+    of its submodules (upstream ``Hybrid``: ``downsample_matrices``, ``upsample_matrices``,
+    ``adjacency_matrices``) into non-persistent buffers, read back through a
+    :class:`BufferList` under the same attribute name.
+
+    Afterwards ``network.to(device)`` / ``.to(dtype)`` move those tensors too, and the
+    state dict is unchanged (non-persistent buffers are not saved).
+
+    Returns
+    -------
+    int
+        Number of tensors registered (0 if there were none, or on a second call).
+    """
+    import torch
+
+    count = 0
+    for module in network.modules():
+        for attr, value in list(vars(module).items()):
+            if attr.startswith("_") or not isinstance(value, (list, tuple)) or not value:
+                continue
+            if not all(isinstance(t, torch.Tensor) for t in value):
+                continue
+            names = [f"_graph_{attr}_{k}" for k in range(len(value))]
+            for name, tensor in zip(names, value):
+                module.register_buffer(name, tensor, persistent=False)
+            object.__setattr__(module, attr, BufferList(module, names))
+            count += len(value)
+    return count
+
+
+def repair_generated_propagate(network: Any) -> int:
+    """Give torch_geometric's generic ``MessagePassing.propagate`` back to every message
+    passing class in ``network`` whose generated ``propagate`` lacks an argument its
+    ``message`` / ``aggregate`` / ``update`` read (module docstring: upstream's
+    ``class ChebConv(ChebConv)`` under torch_geometric >= 2.5). The generic method takes
+    the same keywords and computes the same messages; it is only not TorchScript-ready.
+
+    Returns
+    -------
+    int
+        Number of classes repaired (0 without torch_geometric or when none needed it).
+    """
+    import inspect
+
+    try:
+        from torch_geometric.nn import MessagePassing
+    except ImportError:
+        return 0
+    repaired: set[type] = set()
+    for module in network.modules():
+        cls = type(module)
+        if not isinstance(module, MessagePassing) or cls in repaired:
+            continue
+        params = inspect.signature(cls.propagate).parameters
+        if any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values()):
+            continue  # already the generic one
+        needed = {a[:-2] if a.endswith(("_i", "_j")) else a for a in getattr(module, "_user_args", [])}
+        if not needed <= set(params):
+            cls.propagate = MessagePassing.propagate
+            repaired.add(cls)
+    return len(repaired)
+
+
 def find_layout(code_dir: Path) -> tuple[Path, Layout]:
     """The layout of a HybridGNet code folder (a CheXmask-Database clone's root is
     accepted for its ``HybridGNet/`` folder).
@@ -223,7 +326,15 @@ def find_layout(code_dir: Path) -> tuple[Path, Layout]:
 @contextlib.contextmanager
 def _upstream_imports(folder: Path) -> Iterator[None]:
     """Import from ``folder`` with its top-level ``models`` / ``utils`` packages, then
-    restore ``sys.path`` and ``sys.modules`` (those generic names must not leak)."""
+    restore ``sys.path`` and ``sys.modules`` (those generic names must not leak).
+
+    Upstream's ``models/`` and ``utils/`` have no ``__init__.py`` (namespace packages),
+    which any regular ``models`` or ``utils`` module elsewhere on ``sys.path`` would
+    shadow; so both are registered as packages of ``folder`` first (running an
+    ``__init__.py`` where there is one)."""
+    import importlib.machinery
+    import importlib.util
+
     def ours(name: str) -> bool:
         return name.split(".")[0] in ("models", "utils")
 
@@ -232,6 +343,20 @@ def _upstream_imports(folder: Path) -> Iterator[None]:
         del sys.modules[k]
     sys.path.insert(0, str(folder))
     try:
+        for name in ("models", "utils"):
+            package = folder / name
+            if not package.is_dir():
+                continue
+            init = package / "__init__.py"
+            if init.is_file():
+                spec = importlib.util.spec_from_file_location(name, init, submodule_search_locations=[str(package)])
+            else:
+                spec = importlib.machinery.ModuleSpec(name, None, is_package=True)
+                spec.submodule_search_locations = [str(package)]
+            module = importlib.util.module_from_spec(spec)
+            sys.modules[name] = module
+            if init.is_file():
+                spec.loader.exec_module(module)
         yield
     finally:
         sys.path.remove(str(folder))
@@ -269,10 +394,14 @@ def load_hybridgnet(code_dir: Path, weights: Path) -> tuple[Any, Layout]:
             raise AnatomyBackendError(f"{folder}: cannot import HybridGNet ({layout.file}, utils/utils.py "
                                       f"{layout.matrices}; {layout.source}; it needs torch_geometric and "
                                       f"torchvision): {err}") from err
-    adj, adj_down, down, up = (sp.csc_matrix(m).tocoo() for m in matrices())
-    n1, n2 = adj.shape[0], adj_down.shape[0]
-    config = {**BASE_CONFIG, "n_nodes": [n1, n1, n1, n2, n2, n2], **layout.extra_config}
-    net = hybrid(config, [to_sparse(down)], [to_sparse(up)], [to_sparse(a) for a in [adj] * 3 + [adj_down] * 3])
+        adj, adj_down, down, up = (sp.csc_matrix(m).tocoo() for m in matrices())
+        n1, n2 = adj.shape[0], adj_down.shape[0]
+        config = {**BASE_CONFIG, "n_nodes": [n1, n1, n1, n2, n2, n2], **layout.extra_config}
+        # Built inside the import context: torch_geometric's MessagePassing inspects its
+        # subclasses' type hints at construction through sys.modules[cls.__module__].
+        net = hybrid(config, [to_sparse(down)], [to_sparse(up)],
+                     [to_sparse(a) for a in [adj] * 3 + [adj_down] * 3])
+    repair_generated_propagate(net)
     try:
         net.load_state_dict(torch.load(str(weights), map_location="cpu", weights_only=True))
     except Exception as err:  # torch raises many types for a bad file
@@ -295,6 +424,7 @@ class HybridGNetSegmenter(AnatomySegmenter):
     device : str, optional
         Torch device; default CUDA when available. HybridGNet always runs in fp32:
         its graph layers (torch_geometric) are not validated in half precision.
+        The network's graph matrices move with it (:func:`register_graph_buffers`).
     """
 
     name = "hybridgnet"
@@ -302,6 +432,7 @@ class HybridGNetSegmenter(AnatomySegmenter):
     def __init__(self, network: Any, cfg: AnatomyConfig | None = None, version: str = "",
                  device: str | None = None) -> None:
         self.device = torch_device(device)
+        register_graph_buffers(network)
         self.network = network.to(self.device).eval()
         self.cfg = cfg or AnatomyConfig()
         self.version = version
@@ -337,17 +468,19 @@ class HybridGNetSegmenter(AnatomySegmenter):
 
     def segment_batch(self, xs: Sequence[np.ndarray]) -> list[AnatomyMasks]:
         """See :meth:`~cxrils.vision.anatomy.base.AnatomySegmenter.segment_batch`:
-        canvases stacked on CUDA, one by one on CPU (:mod:`cxrils.vision.batching`)."""
+        one canvas per forward pass on every device, as upstream's inference runs it
+        (its encoder normalises with batch statistics: module docstring), under
+        ``torch.no_grad``."""
         import torch
 
-        prepared = [to_canvas(x) for x in xs]
         out: list[AnatomyMasks] = []
-        for group in stacked_groups(len(xs), self.device):
-            canvases = torch.from_numpy(np.stack([prepared[i][0] for i in group]))[:, None].to(self.device)
-            with torch.inference_mode():
-                points = landmarks_from_output(self.network(canvases), len(group))
-            for i, pts in zip(group, points):
-                organs = landmarks_to_masks(prepared[i][1].to_image(pts), xs[i].shape)
-                out.append(assemble(organs["right lung"], organs["left lung"], organs["heart"], self.cfg,
-                                    self.name, self.version))
+        for x in xs:
+            canvas, transform = to_canvas(x)
+            # no_grad, as upstream's inference: under inference_mode, Pool's transpose of
+            # a sparse matrix made outside it raises "Cannot set version_counter".
+            with torch.no_grad():
+                points = landmarks_from_output(self.network(torch.from_numpy(canvas)[None, None].to(self.device)), 1)
+            organs = landmarks_to_masks(transform.to_image(points[0]), x.shape)
+            out.append(assemble(organs["right lung"], organs["left lung"], organs["heart"], self.cfg,
+                                self.name, self.version))
         return out

@@ -21,28 +21,33 @@ on; see docs/adapters.md for what was verified against what), per image:
    channels and encoded: ``z0`` = a sample of the VAE posterior x ``scaling_factor``.
 2. ``N = radedit_steps`` timesteps ``t_0 > ... > t_{N-1}``; ``skip = int(N *
    radedit_skip_ratio)``; editing runs ``t_skip .. t_{N-1}``.
-3. Inversion (unconditional, empty prompt, as the model card's ``invert_prompt=""``):
+3. Inversion (unconditional, empty prompt, as the model card's ``invert_prompt=""``,
+   always with ``eta = 1``: RadEdit's pipeline calls ``inversion_forward_process(...,
+   etas=1.0)`` whatever the editing eta, :data:`INVERSION_ETA`):
    ``x_{t_i} = sqrt(abar_i) z0 + sqrt(1 - abar_i) e_i`` with independent noise ``e_i``
    drawn for ``i = N-1, ..., skip`` in that order (increasing ``t``, as upstream); for
    each such ``i`` the UNet's noise estimate (one evaluation) gives the DDPM posterior
-   mean ``mu_i(x_{t_i})`` and the noise term
+   mean ``mu_i(x_{t_i})`` (eta 1) and the noise term
    ``n_i = x_{t_{i+1}} - mu_i`` (``x_{t_N} = z0``). Upstream stores ``z_i = n_i /
-   (eta sigma_i)`` and adds ``eta sigma_i z_i`` back; for every step with ``sigma_i >
-   0`` that is the same number.
-4. Editing: from ``x = x_{t_skip}``, for ``i = skip .. N-1``: the guided estimate
-   ``eps_u + w (eps_c - eps_u)`` (prompt "No acute cardiopulmonary process",
-   ``w = radedit_guidance``), ``x = mu_i(x) + n_i``, then outside the edit mask (the
-   keep mask, the complement of lungs + heart) ``x`` is replaced by ``x_{t_{i+1}}``, the
-   inverted latent of the timestep just reached.
+   sigma_i`` and its reverse step adds ``eta sigma_i z_i``; for every step with
+   ``sigma_i > 0`` that is ``eta n_i``.
+4. Editing with ``eta = radedit_eta``: from ``x = x_{t_skip}``, for ``i = skip .. N-1``:
+   the guided estimate ``eps_u + w (eps_c - eps_u)`` (prompt "No acute cardiopulmonary
+   process", ``w = radedit_guidance``), ``x = mu_i^eta(x) + eta n_i`` (DDPM_inversion's
+   ``reverse_step``: ``mu^eta`` uses ``sqrt(1 - abar_prev - eta sigma^2)``), then outside
+   the edit mask (the keep mask, the complement of lungs + heart) ``x`` is replaced by
+   ``x_{t_{i+1}}``, the inverted latent of the timestep just reached.
 5. ``x`` is decoded; the grey level is the mean of the 3 channels; ``x_hat`` is resized
    back to the input grid and ``x_ano = max(x - x_hat, 0) / 255``.
 
-The last step has ``sigma = 0`` (``abar_prev = 1``). Upstream divides by it there,
+The last step has ``sigma = 0`` (``abar_prev = 1``; there ``mu`` does not depend on
+eta). Upstream divides by it there,
 so its noise map is inf/NaN and its "latent after the last step" is NaN; it then
 zeroes that noise map and, in the keep mask, pastes the latent of the step just done
 instead of the next one, which leaves one step of noise outside the edit mask (the
 known issue of the hub pipeline, discussion #12). Here the stored term is the exact
-residual ``z0 - mu_{N-1}``, nothing is divided by ``sigma``, and the keep mask
+residual ``z0 - mu_{N-1}`` (added whole, whatever eta), nothing is divided by
+``sigma``, and the keep mask
 receives ``x_{t_{i+1}}`` (``z0`` at the end): the inversion is exact (the reverse
 process with the inversion's own conditioning returns ``z0``) and the keep region
 ends as the image's own latent.
@@ -72,6 +77,12 @@ from cxrils.config import AnomalyConfig, Config
 from cxrils.types import AnomalyResult
 from cxrils.vision.anomaly.base import AnomalyBackendError, AnomalyMapper, anomaly_result, check_inputs
 from cxrils.vision.batching import check_lengths, inference, stacked_groups, torch_device
+
+
+#: Eta of the inversion (the forward process): RadEdit's pipeline calls
+#: ``inversion_forward_process(..., etas=1.0)``, independent of the editing eta
+#: ``anomaly.radedit_eta`` (docs/adapters.md).
+INVERSION_ETA = 1.0
 
 
 def _require_dir(path: str, key: str, what: str) -> Path:
@@ -214,17 +225,22 @@ class RadEditAnomalyMapper(AnomalyMapper):
     # ------------------------------------------------------------------ pieces
 
     def embed(self, prompts: Sequence[str]):
-        """Token embeddings (len(prompts), L, D) of ``prompts``, padded to the
-        tokenizer's ``model_max_length``; no attention mask is passed, as in
-        DDPM_inversion's ``encode_text`` and diffusers' ``encode_prompt`` for a text
-        encoder whose config has no ``use_attention_mask`` (BioViL-T's has none), so
-        padding tokens are attended to exactly as they were for the real model."""
+        """Token embeddings (len(prompts), L, D) float32 of ``prompts``, padded to the
+        tokenizer's ``model_max_length``, as diffusers' ``StableDiffusionPipeline.
+        encode_prompt`` computes them: the text encoder is called with
+        ``attention_mask=`` the tokenizer's mask when its config sets
+        ``use_attention_mask``, else ``attention_mask=None`` (BioViL-T's ``CXRBertConfig``
+        does not set it, so padding tokens are attended to). The keyword is always
+        passed: BioViL-T's ``CXRBertModel.forward(input_ids, attention_mask, ...)`` has
+        no default for it (hi-ml-multimodal ``modelling_cxrbert.py``)."""
         import torch
 
         tok = self.tokenizer(list(prompts), padding="max_length", truncation=True,
                              max_length=self.tokenizer.model_max_length, return_tensors="pt")
+        mask = tok.attention_mask.to(self.device) if getattr(self.text_encoder.config, "use_attention_mask",
+                                                              False) else None
         with torch.inference_mode():
-            return self.text_encoder(tok.input_ids.to(self.device))[0].float()
+            return self.text_encoder(tok.input_ids.to(self.device), attention_mask=mask)[0].float()
 
     def _prompt_embeddings(self):
         """(unconditional, conditional) embeddings, each (1, L, D), computed once."""
@@ -249,12 +265,12 @@ class RadEditAnomalyMapper(AnomalyMapper):
         variance = (1 - abar_prev) / (1 - abar_t) * (1 - abar_t / abar_prev)
         return abar_t, abar_prev, variance
 
-    def _mean(self, x, eps, t: int):
+    def _mean(self, x, eps, t: int, eta: float):
         """Posterior mean ``mu(x_t)`` of DDPM_inversion's ``reverse_step`` (without its
         added noise): ``sqrt(abar_prev) x0_hat + sqrt(1 - abar_prev - eta var) eps``."""
         abar_t, abar_prev, variance = self._coefficients(t)
         x0_hat = (x - (1 - abar_t) ** 0.5 * eps) / abar_t ** 0.5
-        direction = max(1 - abar_prev - self.cfg.radedit_eta * variance, 0.0) ** 0.5
+        direction = max(1 - abar_prev - eta * variance, 0.0) ** 0.5
         return abar_prev ** 0.5 * x0_hat + direction * eps
 
     def encode(self, images: np.ndarray):
@@ -292,23 +308,26 @@ class RadEditAnomalyMapper(AnomalyMapper):
         noise = {}
         for i in self.schedule.steps:  # decreasing t, as upstream's loop (independent steps)
             eps = self._unet(latents[i], ts[i], uncond.expand(len(z0), -1, -1))
-            noise[i] = latents[i + 1] - self._mean(latents[i], eps, ts[i])
+            noise[i] = latents[i + 1] - self._mean(latents[i], eps, ts[i], INVERSION_ETA)
         return latents, noise
 
     def edit(self, latents: dict[int, Any], noise: dict[int, Any], edit_mask):
-        """The guided reverse process from ``latents[skip]``; outside ``edit_mask``
-        (B, 1, h, w in {0, 1}) every step ends on the inverted latent of the timestep
-        it reached. Returns the final latents (B, C, h, w)."""
+        """The guided reverse process with ``eta = radedit_eta`` from ``latents[skip]``:
+        each step adds ``eta`` times the inversion's noise term (its whole residual on
+        the last, ``sigma = 0``, step); outside ``edit_mask`` (B, 1, h, w in {0, 1}) every
+        step ends on the inverted latent of the timestep it reached. Returns the final
+        latents (B, C, h, w)."""
         import torch
 
         uncond, cond = self._prompt_embeddings()
-        ts, w = self.schedule.timesteps, self.cfg.radedit_guidance
+        ts, w, eta = self.schedule.timesteps, self.cfg.radedit_guidance, self.cfg.radedit_eta
         x = latents[self.schedule.skip]
         b = len(x)
         context = torch.cat([uncond.expand(b, -1, -1), cond.expand(b, -1, -1)])
         for i in self.schedule.steps:
             eps_u, eps_c = self._unet(torch.cat([x, x]), ts[i], context).chunk(2)
-            x = self._mean(x, eps_u + w * (eps_c - eps_u), ts[i]) + noise[i]
+            scale = eta if self._coefficients(ts[i])[2] > 0 else 1.0
+            x = self._mean(x, eps_u + w * (eps_c - eps_u), ts[i], eta) + scale * noise[i]
             x = edit_mask * x + (1 - edit_mask) * latents[i + 1]
         return x
 

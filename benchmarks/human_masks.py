@@ -387,15 +387,16 @@ class Runner:
             outs.append(out)
         return outs
 
-    def ask(self, x: np.ndarray, instructions: list[str], *, global_needs_lung: bool | None = None):
-        """The light model's answers; ``global_needs_lung`` overrides the model's own setting."""
-        keep = self.seg.config.global_needs_lung
-        if global_needs_lung is not None:
-            self.seg.config.global_needs_lung = global_needs_lung
+    def ask(self, x: np.ndarray, instructions: list[str], *, consistent: bool | None = None):
+        """The light model's answers; ``consistent`` overrides the model's own
+        ``consistent_answers`` setting."""
+        keep = self.seg.config.consistent_answers
+        if consistent is not None:
+            self.seg.config.consistent_answers = consistent
         try:
             return self.seg.predict_many([x] * len(instructions), instructions)
         finally:
-            self.seg.config.global_needs_lung = keep
+            self.seg.config.consistent_answers = keep
 
 
 def run_case(r: Runner, case: Case) -> None:
@@ -447,10 +448,12 @@ def run_case(r: Runner, case: Case) -> None:
             if case.source == "covid_severity" and anat is not None:
                 o["light_frac"] = float((m & lungs).sum() / max(1, lungs.sum()))
             if case.mask_path is not None and case.lesion_type != "cardiomegaly":
-                # the global question, with and without the lung check (global_needs_lung)
-                o["light_global"] = {}
+                # the basic and the global question, with and without consistent answers
+                o["light_basic"], o["light_global"] = {}, {}
                 for check in (True, False):
-                    gm = r.ask(x, [render_instruction("global", case.lesion_type)], global_needs_lung=check)[0].mask
+                    bm, gm = (p.mask for p in r.ask(x, [instruction, render_instruction("global", case.lesion_type)],
+                                                    consistent=check))
+                    o["light_basic"][check] = (bool(bm.any()), iou(bm, ref))
                     o["light_global"][check] = (bool(gm.any()), iou(gm, ref))
             if case.mask_path is not None and anat is not None and case.lesion_type != "cardiomegaly":
                 # the zone holding most of the expert lesion, asked on its own
@@ -474,9 +477,10 @@ def run_case(r: Runner, case: Case) -> None:
             preds = r.ask(x, qs)
             # qs[2]: the global opacity question, answered with the model's own setting in
             # preds and asked again with the other one
-            own = bool(r.seg.config.global_needs_lung)
-            o["light_neg_global"] = {own: not preds[2].mask.any(),
-                                     not own: not r.ask(x, [qs[2]], global_needs_lung=not own)[0].mask.any()}
+            own = bool(r.seg.config.consistent_answers)
+            other = r.ask(x, qs[:3], consistent=not own)
+            o["light_neg_rules"] = {own: [not p.mask.any() for p in preds[:3]],
+                                    not own: [not p.mask.any() for p in other]}
             enlarged = case.reference_ctr is not None and case.reference_ctr > CTR_MIN_CARDIOMEGALY
             o["light_neg"] = {"opacity": [not p.mask.any() for p in preds[:3]],
                               "cardiomegaly": [] if enlarged else [not preds[3].mask.any()]}
@@ -660,25 +664,27 @@ def light_tables(cases: list[Case]) -> list[str]:
             for t in ("opacity", "cardiomegaly"):
                 v = [ok for c in g for ok in c.out["light_neg"][t]]
                 lines.append(f"| {src} | {t} | {len(v)} | {prop(sum(v), len(v))} |")
-    lines += global_check_lines(cases)
+    lines += consistency_lines(cases)
     lines += zone_lines(cases)
     return lines
 
 
-def global_check_lines(cases: list[Case]) -> list[str]:
-    """The global question ("Segment the opacity.") with and without the light model's
-    lung check (``LightConfig.global_needs_lung``): what it costs on expert-masked lesions
-    and what it gains on normal images."""
-    pos, neg = _having(cases, "light_global"), _having(cases, "light_neg_global")
+def consistency_lines(cases: list[Case]) -> list[str]:
+    """The light model with and without consistent answers (``LightConfig.consistent_answers``):
+    the basic and the global question on expert-masked lesions, and the three opacity
+    questions (right lung, left lung, global) on normal images."""
+    pos, neg = _having(cases, "light_global"), _having(cases, "light_neg_rules")
     if not pos and not neg:
         return []
-    lines = _table_head("Light model, global question with and without the lung check (`global_needs_lung`)",
-                        ["lung check", "expert-masked lesions: presence recall", "IoU with the expert mask (empty = 0)",
-                         "normal images: N-Acc of the global opacity question"])
+    lines = _table_head("Light model with and without consistent answers (`consistent_answers`)",
+                        ["consistent answers", "basic question: presence recall", "IoU (empty = 0)",
+                         "global question: presence recall", "IoU (empty = 0)",
+                         "normal images: N-Acc of the opacity questions (right lung, left lung, global)"])
     for check in (True, False):
-        rec, ious = _recall_iou([c.out["light_global"][check] for c in pos])
-        v = [c.out["light_neg_global"][check] for c in neg]
-        lines.append(f"| {'on' if check else 'off'} | {rec} | {ious} | {_n_acc_cell(v)} |")
+        b_rec, b_iou = _recall_iou([c.out["light_basic"][check] for c in pos])
+        g_rec, g_iou = _recall_iou([c.out["light_global"][check] for c in pos])
+        v = [ok for c in neg for ok in c.out["light_neg_rules"][check]]
+        lines.append(f"| {'on' if check else 'off'} | {b_rec} | {b_iou} | {g_rec} | {g_iou} | {_n_acc_cell(v)} |")
     return lines
 
 

@@ -210,7 +210,8 @@ def test_cardiomegaly_is_answered_present_only_above_the_ctr_cut_off():
     from cxrils.models.light.priors import ImagePriors, PackedMasks
     from cxrils.models.light.segmenter import LightSegmenter
 
-    cfg = LightConfig(priors=False, box_prior=False, ctr_input=True, ensemble=1, image_size=32, tau_presence=0.5)
+    cfg = LightConfig(priors=False, box_prior=False, ctr_input=True, ensemble=1, image_size=32, tau_presence=0.5,
+                      cardiomegaly_by_ctr=False)
     seg = LightSegmenter(cfg, net=_FixedNet())
     x = np.full((40, 40), 128, np.uint8)
     empty = PackedMasks({}, (8, 8))
@@ -259,66 +260,118 @@ def test_a_model_without_anatomy_inputs_answers_cardiomegaly_by_its_score():
 
 
 class _ByQuestionNet(torch.nn.Module):
-    """Presence by question and image: 0.8 for a global question; for the questions about
-    the right / left lung 0.3 / 0.6 on a dark image and 0.2 / 0.1 on a bright one; a
-    foreground mask for every query. Rows are told apart by the structured encoder's
-    vector (without the CTR column ``ctr_input`` appends)."""
+    """Presence by question and image, from ``scores[(question, dark)]`` (a dark image has
+    mean < 0.5); a foreground mask for every query. Rows are told apart by the
+    structured encoder's vector (without the CTR column ``ctr_input`` appends)."""
 
-    def __init__(self, seg) -> None:
+    def __init__(self, seg, scores: dict[tuple[str, bool], float]) -> None:
         super().__init__()
         self.width = seg.encoder.dim
-        names = ["Segment the opacity.", "Segment the cardiomegaly.", "Segment the opacity in the right lung.",
-                 "Segment the opacity in the left lung."]
+        self.scores = scores
+        names = sorted({name for name, _ in scores})
         self.rows = {tuple(v): n for v, n in zip(seg.encoder.encode(names).tolist(), names)}
+        self.asked: list[str] = []
 
     def forward(self, x, t):
         b, _, s, _ = x.shape
-        scores = []
-        for image, row in zip(x, t[:, :self.width].tolist()):
-            name, dark = self.rows[tuple(row)], float(image[0].mean()) < 0.5
-            scores.append(0.8 if "lung" not in name else
-                          {(True, "right"): 0.3, (True, "left"): 0.6, (False, "right"): 0.2,
-                           (False, "left"): 0.1}[dark, "right" if "right" in name else "left"])
-        p = torch.tensor(scores)
+        keys = [(self.rows[tuple(row)], float(image[0].mean()) < 0.5) for image, row in
+                zip(x, t[:, :self.width].tolist())]
+        self.asked += [name for name, _ in keys]
+        p = torch.tensor([self.scores[k] for k in keys])
         return {"mask": torch.full((b, 1, s, s), 5.0), "presence": torch.log(p / (1 - p)),
                 "lesion": torch.zeros(b, 3), "certainty": torch.zeros(b)}
 
 
-def test_a_global_lung_question_needs_a_lung_question_that_agrees():
+G, R, L = ("Segment the opacity.", "Segment the opacity in the right lung.", "Segment the opacity in the left lung.")
+R_BASE = "Segment the opacity in the right lung base."
+
+
+def _consistent_segmenter(scores, **config):
+    """A light model whose scores are ``scores`` and whose anatomy halves an 8x8 image:
+    image left half = patient right (zones of the right lung and the right lung), image
+    right half = patient left; CTR 0.6."""
     from cxrils import vocab
     from cxrils.models.light.config import LightConfig
     from cxrils.models.light.priors import ImagePriors, PackedMasks
-    from cxrils.models.light.segmenter import LightSegmenter, lung_check_instructions
-    from cxrils.templates import ParsedText
+    from cxrils.models.light.segmenter import LightSegmenter
 
-    cfg = LightConfig(priors=False, box_prior=False, ctr_input=True, ensemble=1, image_size=32, tau_presence=0.5)
+    cfg = LightConfig(priors=False, box_prior=False, ctr_input=True, ensemble=1, image_size=32, tau_presence=0.5,
+                      **config)
     seg = LightSegmenter(cfg)
-    seg.net = _ByQuestionNet(seg)
-    # a present global answer names its places from the anatomy: image left half = patient right
+    seg.net = _ByQuestionNet(seg, scores)
     half = np.zeros((8, 8), bool)
     half[:, :4] = True
-    zones = PackedMasks({z: half if z in vocab.RIGHT_ZONES else ~half for z in vocab.LUNG_ZONES}, (8, 8))
-    seg.image_priors = lambda image: ImagePriors(anatomy=zones, x_ano=np.zeros((8, 8), np.float16), ctr=0.6)
-    dark, bright = np.full((40, 40), 60, np.uint8), np.full((40, 40), 200, np.uint8)
-    # one batch: two global lung questions on different images around a basic and an organ question
-    g_dark, right_dark, cardio, g_bright = seg.predict_many(
-        [dark, dark, bright, bright], ["Segment the opacity.", "Segment the opacity in the right lung.",
-                                       "Segment the cardiomegaly.", "Segment the opacity."])
-    # every global score is 0.8, above 0.5; the lungs' scores decide
-    assert g_dark.presence_score == pytest.approx(0.8) and g_dark.mask.all() and g_dark.note is None  # left 0.6
-    assert g_bright.presence_score == pytest.approx(0.8) and not g_bright.mask.any()
-    assert g_bright.answer == "[SEG] There is no opacity."
-    assert "right and the left lung score 0.20 and 0.10, below the threshold 0.50" in g_bright.note
-    assert right_dark.presence_score == pytest.approx(0.3) and not right_dark.mask.any() and right_dark.note is None
-    assert cardio.mask.all() and cardio.note is None  # the heart's question is no lung's (CTR 0.6 > 0.5)
-    assert lung_check_instructions(ParsedText("global", None, "effusion")) == (
-        "Segment the effusion in the right lung.", "Segment the effusion in the left lung.")
-    assert lung_check_instructions(ParsedText("basic", None, "effusion", ("left lung",))) == ()
-    assert lung_check_instructions(ParsedText("global", None, "cardiomegaly")) == ()
-    assert lung_check_instructions(None) == ()
-    seg.config.global_needs_lung = False
-    off = seg.predict(bright, "Segment the opacity.")
-    assert off.mask.all() and off.note is None
+    sides = {**{z: half for z in vocab.RIGHT_ZONES}, **{z: ~half for z in vocab.LEFT_ZONES},
+             "right lung": half, "left lung": ~half, "heart": np.zeros((8, 8), bool)}
+    sides["heart"][3:6, 2:6] = True
+    packed = PackedMasks(sides, (8, 8))
+    seg.image_priors = lambda image: ImagePriors(anatomy=packed, x_ano=np.zeros((8, 8), np.float16), ctr=0.6)
+    return seg
+
+
+DARK, BRIGHT = np.full((40, 40), 60, np.uint8), np.full((40, 40), 200, np.uint8)
+
+
+def test_consistent_answers_a_global_answer_is_present_exactly_when_a_lung_is():
+    scores = {(G, True): 0.8, (R, True): 0.3, (L, True): 0.6, (R_BASE, True): 0.9,
+              (G, False): 0.8, (R, False): 0.2, (L, False): 0.1, (R_BASE, False): 0.9}
+    seg = _consistent_segmenter(scores)
+    g_dark, r_dark, l_dark, base_dark, g_bright, base_bright = seg.predict_many(
+        [DARK, DARK, DARK, DARK, BRIGHT, BRIGHT], [G, R, L, R_BASE, G, R_BASE])
+    # dark: only the left lung is present, so the global answer is too, inside the left lung only
+    assert l_dark.mask.all() and not r_dark.mask.any() and r_dark.note is None  # own score 0.3
+    assert g_dark.mask.any() and g_dark.note is None and g_dark.presence_score == pytest.approx(0.8)
+    assert not g_dark.mask[:, :20].any() and g_dark.mask[:, 20:].all()  # image right half = patient left
+    assert g_dark.answer == "[SEG] It is located in the left lung."
+    # the right lung base scores 0.9 but its lung is absent
+    assert not base_dark.mask.any() and "the lung it lies in is absent (right lung 0.30" in base_dark.note
+    # bright: no lung is present, so neither is the global answer (the issue's contradiction)
+    assert not g_bright.mask.any() and g_bright.answer == "[SEG] There is no opacity."
+    assert "no lung is present" in g_bright.note and "0.20 and 0.10" in g_bright.note
+    assert not base_bright.mask.any()
+
+
+def test_consistent_answers_a_lung_needs_the_global_question():
+    seg = _consistent_segmenter({(G, True): 0.3, (R, True): 0.9, (L, True): 0.9})
+    right, left, glob = seg.predict_many([DARK, DARK, DARK], [R, L, G])
+    assert not right.mask.any() and not left.mask.any() and not glob.mask.any()
+    assert 'the global question "Segment the opacity." scores 0.30, below the threshold 0.50' in right.note
+    assert glob.note is None  # its own score already says absent
+    seg.config.consistent_answers = False  # each question on its own
+    right, glob = seg.predict_many([DARK, DARK], [R, G])
+    assert right.mask.all() and not glob.mask.any()
+    assert seg.net.asked[-2:] == [R, G]  # no extra questions without the rule
+
+
+def test_consistent_answers_leave_lesion_inference_and_cardiomegaly_alone():
+    from cxrils.models.light.consistency import hierarchy_of
+    from cxrils.templates import ParsedText
+
+    assert hierarchy_of(ParsedText("lesion_inference", None, None, ("right lung",))) is None
+    assert hierarchy_of(ParsedText("global", None, "cardiomegaly")) is None
+    assert hierarchy_of(None) is None
+    tree = hierarchy_of(ParsedText("basic", None, "effusion", ("left lung base", "left mid zone lung")))
+    assert tree.sides == ("left lung",) and tree.questions == (
+        "Segment the effusion.", "Segment the effusion in the right lung.", "Segment the effusion in the left lung.")
+    both = hierarchy_of(ParsedText("basic", None, "edema", ("right lung base", "left lung base")))
+    assert both.sides == ("right lung", "left lung")
+
+
+def test_cardiomegaly_by_ctr_answers_with_the_anatomy_heart():
+    from cxrils.models.light.priors import ImagePriors
+
+    seg = _consistent_segmenter({("Segment the cardiomegaly.", True): 0.1})
+    enlarged = seg.predict(DARK, "Segment the cardiomegaly.")  # CTR 0.6 > 0.5, network score 0.1
+    heart = np.zeros((40, 40), bool)
+    heart[15:30, 10:30] = True  # the 8x8 heart [3:6, 2:6] at 40x40 (nearest)
+    assert np.array_equal(enlarged.mask, heart) and enlarged.presence_score == pytest.approx(0.1)
+    assert enlarged.answer == "[SEG] It is located in the heart."
+    anatomy = seg.image_priors(DARK).anatomy
+    seg.image_priors = lambda image: ImagePriors(anatomy=anatomy, x_ano=np.zeros((8, 8), np.float16), ctr=0.5)
+    normal = seg.predict(DARK, "Segment the cardiomegaly.")  # at the cut-off: absent
+    assert not normal.mask.any() and "CTR 0.50, not above 0.50 (cardiomegaly_by_ctr)" in normal.note
+    seg.config.cardiomegaly_by_ctr = False  # the network's score 0.1 then decides
+    assert not seg.predict(DARK, "Segment the cardiomegaly.").mask.any()
 
 
 def test_a_score_above_the_threshold_without_mask_pixels_says_why():
@@ -334,12 +387,15 @@ def test_a_score_above_the_threshold_without_mask_pixels_says_why():
     assert pred.note == "answered absent: no pixel of the mask reaches tau_mask 0.999"
 
 
-def test_runs_saved_before_the_lung_check_load_without_it():
+def test_runs_saved_before_the_answer_rules_load_without_them():
     from cxrils.models.light.config import LightConfig
 
     old = LightConfig().to_dict()
-    del old["global_needs_lung"]
-    assert LightConfig.from_dict(old).global_needs_lung is False
-    assert LightConfig().global_needs_lung is True
-    with pytest.raises(ValueError, match="global_needs_lung"):
-        LightConfig(global_needs_lung="yes")
+    del old["consistent_answers"], old["cardiomegaly_by_ctr"]
+    old["global_needs_lung"] = True  # the former one-way check: read and dropped
+    back = LightConfig.from_dict(old)
+    assert back.consistent_answers is False and back.cardiomegaly_by_ctr is False
+    assert LightConfig().consistent_answers is True and LightConfig().cardiomegaly_by_ctr is True
+    for flag in ("consistent_answers", "cardiomegaly_by_ctr"):
+        with pytest.raises(ValueError, match=flag):
+            LightConfig(**{flag: "yes"})

@@ -140,8 +140,8 @@ def test_cli_train_and_predict(tiny_dataset, tmp_path, monkeypatch):
                               "--set", "nope=1"])
     assert bad.exit_code == 2 and "unknown light model setting" in bad.output
     bad = runner.invoke(app, ["train", "--dataset", str(tiny_dataset), "-o", str(tmp_path / "r3"),
-                              "--set", "global_needs_lung=ture"])  # a typo is no silent False
-    assert bad.exit_code == 2 and "global_needs_lung='ture'" in bad.output and "true/false" in bad.output
+                              "--set", "consistent_answers=ture"])  # a typo is no silent False
+    assert bad.exit_code == 2 and "consistent_answers='ture'" in bad.output and "true/false" in bad.output
     assert not (tmp_path / "r3").exists()
 
     image = tiny_dataset / "images" / "img000.png"

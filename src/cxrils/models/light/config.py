@@ -112,18 +112,20 @@ class LightConfig:
         ``priors`` nor ``ctr_input``) has no CTR and answers by its score alone. An
         inference setting: it changes no weight and may differ on resume. Thresholds are
         chosen on the network's scores before it.
-    global_needs_lung : bool
-        A global question about a lung lesion type ("Segment the opacity.": every type
-        but cardiomegaly, whose place is the heart) is answered present only where the
-        basic question of the same target about the right or the left lung also reaches
-        the target's presence threshold (ours, issue 18): the lesions of these types lie
-        in a lung (their locations are lung regions, paper section 3.1 and Appendix A.2),
-        so "present in the image" while both lungs' questions score below the threshold is
-        inconsistent. Compares scores only (a lung question at the threshold may still
-        answer empty when no pixel reaches ``tau_mask``). Costs two more queries per such
-        question. Off for runs saved before it existed (the answers
-        they gave). An inference setting like ``cardiomegaly_min_ctr``; thresholds are
-        chosen before it.
+    cardiomegaly_by_ctr : bool
+        "Segment the cardiomegaly." is answered by the anatomy alone: present iff the
+        priors' CTR exceeds ``cardiomegaly_min_ctr``, its mask the anatomy's heart (the
+        paper's cardiomegaly mask is the heart, section 3.2; the rule is ours, issue 28:
+        the network found 2 of 4 enlarged hearts). The network's score is still reported.
+        Off for runs saved before it existed. An inference setting.
+    consistent_answers : bool
+        Answers about one image agree across global, lung and zone questions of a lung
+        lesion type (ours, issue 32; :mod:`cxrils.models.light.consistency`): a location
+        is present only when its lung and the global question are, and the global
+        question is present exactly when a lung is. Costs three more queries per such
+        question. Off for runs saved before it existed (including runs saved with the
+        former ``global_needs_lung`` key, which is read and dropped). An inference
+        setting; thresholds are chosen before it.
     tau_location : float
         Share of a predicted mask that must fall in a lung region for the answer to
         name it (ours; the paper names locations from the grounded masks, section 3.1).
@@ -153,7 +155,8 @@ class LightConfig:
     tau_mask: float = 0.5
     tau_presence_by_target: dict[str, float] = field(default_factory=dict)
     cardiomegaly_min_ctr: float = CTR_MIN_CARDIOMEGALY  # Appendix D.3 / radiological definition
-    global_needs_lung: bool = True  # ours
+    cardiomegaly_by_ctr: bool = True  # ours
+    consistent_answers: bool = True  # ours
     tau_location: float = 0.10
     calibrate: bool = True
     calib_min_n_acc: float = 0.90  # issue 9 target
@@ -189,8 +192,9 @@ class LightConfig:
         self.tau_presence_by_target = {str(k): float(v) for k, v in by_target.items()}
         if not 0.0 <= self.cardiomegaly_min_ctr < 1.0:
             raise ValueError(f"cardiomegaly_min_ctr must be in [0, 1), got {self.cardiomegaly_min_ctr}")
-        if not isinstance(self.global_needs_lung, bool):
-            raise ValueError(f"global_needs_lung must be true or false, got {self.global_needs_lung!r}")
+        for flag in ("cardiomegaly_by_ctr", "consistent_answers"):
+            if not isinstance(getattr(self, flag), bool):
+                raise ValueError(f"{flag} must be true or false, got {getattr(self, flag)!r}")
         if min(self.calib_target_min_positives, self.calib_target_min_negatives) < 1:
             raise ValueError("calib_target_min_positives and calib_target_min_negatives must be >= 1")
         if self.batch_size < 2 or self.batch_size % 2:
@@ -208,8 +212,9 @@ class LightConfig:
         A config without ``priors``, ``ensemble``, ``ctr_input`` or ``box_prior`` (runs
         saved before they existed) loads with ``priors=False``, ``ensemble=1``,
         ``ctr_input=False``, ``box_prior=False``, the architecture its weights have, and
-        one without ``cardiomegaly_min_ctr`` with 0 and without ``global_needs_lung`` with
-        False (the answers it gave).
+        one without ``cardiomegaly_min_ctr`` with 0 and without ``cardiomegaly_by_ctr`` or
+        ``consistent_answers`` with False (the answers it gave); the former key
+        ``global_needs_lung`` (an earlier, one-way lung check) is dropped.
 
         Raises
         ------
@@ -217,9 +222,10 @@ class LightConfig:
             On an unknown key or an invalid value.
         """
         names = {f.name for f in dataclasses.fields(cls) if f.init}
+        d = {k: v for k, v in d.items() if k != "global_needs_lung"}
         unknown = set(d) - names - {"model_type"}
         if unknown:
             raise ValueError(f"unknown light model config keys: {sorted(unknown)}")
         d = {"priors": False, "ensemble": 1, "ctr_input": False, "box_prior": False, "cardiomegaly_min_ctr": 0.0,
-             "global_needs_lung": False, **d}
+             "cardiomegaly_by_ctr": False, "consistent_answers": False, **d}
         return cls(**{k: v for k, v in d.items() if k in names})

@@ -16,36 +16,13 @@ from cxrils.fsutil import atomic_path, atomic_write_json
 from cxrils.models.base import CONFIG_NAME, ModelLoadError, Prediction, Segmenter, check_image
 from cxrils.models.light.answer import compose_answer, locations_from_mask
 from cxrils.models.light.config import LightConfig
+from cxrils.models.light.consistency import decide, hierarchy_of
 from cxrils.models.light.priors import (AnatomyFn, AnomalyFn, DetectorFn, ImagePriors, PriorComputer, ctr_feature,
                                         default_anatomy, default_anomaly, default_detector, prior_channels)
 from cxrils.models.light.text import InstructionEncoder, interpret_instruction
-from cxrils.templates import ParsedText, render_instruction
+from cxrils.templates import ParsedText
 
 WEIGHTS_NAME = "model.safetensors"
-
-
-def lung_check_instructions(parsed: ParsedText | None) -> tuple[str, ...]:
-    """The basic questions a global question is checked against under
-    :attr:`LightConfig.global_needs_lung`.
-
-    Parameters
-    ----------
-    parsed : ParsedText or None
-        The instruction as read (:func:`cxrils.models.light.text.interpret_instruction`),
-        None when it could not be read.
-
-    Returns
-    -------
-    tuple of str
-        ``("Segment the {target} in the right lung.", "Segment the {target} in the left
-        lung.")`` (Table 2's basic template, :data:`cxrils.vocab.WHOLE_LUNGS` order) for a
-        global question about a lung lesion type; empty for any other question (basic,
-        lesion inference, cardiomegaly, unread text).
-    """
-    if parsed is None or parsed.instruction_type != "global" or parsed.target is None \
-            or parsed.target in vocab.ORGAN_LOCATIONS:
-        return ()
-    return tuple(render_instruction("basic", parsed.target, [lung]) for lung in vocab.WHOLE_LUNGS)
 
 
 class LightSegmenter(Segmenter):
@@ -247,9 +224,13 @@ class LightSegmenter(Segmenter):
     def predict_many(self, images: list[np.ndarray], instructions: list[str]) -> list[Prediction]:
         """Answer several (image, instruction) pairs in one network pass.
 
-        With :attr:`LightConfig.global_needs_lung`, each global question about a lung
-        lesion type adds its two lung questions (:func:`lung_check_instructions`) to the
-        same pass, so the network batch may hold up to three rows per pair.
+        With :attr:`LightConfig.consistent_answers`, each basic or global question about a
+        lung lesion type adds the global question and the two lung questions of its
+        target to the same pass (:mod:`cxrils.models.light.consistency`), so the network
+        batch may hold up to four rows per pair. With
+        :attr:`LightConfig.cardiomegaly_by_ctr`, "Segment the cardiomegaly." is answered
+        by the anatomy (:meth:`_cardiomegaly`; a model without anatomy inputs, neither
+        ``priors`` nor ``ctr_input``, answers by its score).
 
         Returns
         -------
@@ -263,9 +244,6 @@ class LightSegmenter(Segmenter):
         cxrils.models.light.text.InstructionError
             If the structured encoder cannot read an instruction.
         """
-        import torch
-        import torch.nn.functional as F
-
         if len(images) != len(instructions):
             raise ValueError(f"{len(images)} images but {len(instructions)} instructions")
         if not images:
@@ -277,38 +255,47 @@ class LightSegmenter(Segmenter):
         for text in instructions:
             interp = interpret_instruction(text)
             parsed_all.append(interp.parsed if interp is not None else None)
-        # the lung questions of global_needs_lung ride in the same network pass
-        checks = [lung_check_instructions(p) if c.global_needs_lung else () for p in parsed_all]
-        rows = [i for i, chk in enumerate(checks) for _ in chk]
-        out = self._forward(images + [images[i] for i in rows],
-                            None if priors is None else priors + [priors[i] for i in rows],
-                            list(instructions) + [q for chk in checks for q in chk])
+        # the questions of consistent_answers ride in the same network pass
+        trees = [hierarchy_of(p) if c.consistent_answers else None for p in parsed_all]
+        rows = [(i, q) for i, tree in enumerate(trees) if tree is not None for q in tree.questions]
+        out = self._forward(images + [images[i] for i, _ in rows],
+                            None if priors is None else priors + [priors[i] for i, _ in rows],
+                            list(instructions) + [q for _, q in rows])
+        extra = {}  # (pair, question) -> network row
+        for k, key in enumerate(rows):
+            extra[key] = len(images) + k
         preds = []
-        extra = len(images)
         for i, (x, text) in enumerate(zip(images, instructions)):
+            parsed, tree = parsed_all[i], trees[i]
+            prior = priors[i] if priors is not None else None
             p = float(out["presence"][i])
-            parsed = parsed_all[i]
-            mask = np.zeros(x.shape, dtype=bool)
             threshold = self.presence_threshold(parsed)
-            on = p >= threshold
-            lung_scores = out["presence"][extra:extra + len(checks[i])]
-            extra += len(checks[i])
-            note = self._ctr_rule(parsed, priors[i] if priors is not None else None) if on else None
-            if on and note is None and len(lung_scores) and float(lung_scores.max()) < threshold:
-                note = (f"answered absent: the questions about the right and the left lung score "
-                        f"{lung_scores[0]:.2f} and {lung_scores[1]:.2f}, below the threshold {threshold:.2f}, "
-                        f"and a {parsed.target} lies in a lung (global_needs_lung)")
-            if note is None and on:
-                logits = F.interpolate(out["mask_logits"][i][None, None], size=x.shape, mode="bilinear",
-                                       align_corners=False)[0, 0]
-                mask = (torch.sigmoid(logits) >= c.tau_mask).numpy()
-                if not mask.any():
+            if c.cardiomegaly_by_ctr and prior is not None and parsed is not None \
+                    and parsed.target == "cardiomegaly" and parsed.instruction_type == "global":
+                mask, note = self._cardiomegaly(x, prior)
+            else:
+                on = p >= threshold
+                note = self._ctr_rule(parsed, prior) if on else None
+                mask = self._mask(out, i, x.shape) if on and note is None else np.zeros(x.shape, dtype=bool)
+                if on and note is None and not mask.any():
                     note = f"answered absent: no pixel of the mask reaches tau_mask {c.tau_mask:g}"
+                elif on and note is None and tree is not None:
+                    lungs = {lung: extra[i, q] for lung, q in tree.lung_questions.items()}
+                    lung_scores = {lung: float(out["presence"][r]) for lung, r in lungs.items()}
+                    has_pixels = {lung: bool(self._mask(out, r, x.shape).any()) for lung, r in lungs.items()}
+                    present, present_lungs, note = decide(
+                        parsed, tree, float(out["presence"][extra[i, tree.global_question]]), lung_scores,
+                        has_pixels, threshold)
+                    if not present:
+                        mask[:] = False
+                    elif parsed.instruction_type == "global":
+                        mask = self._keep_in_lungs(mask, x, prior, present_lungs,
+                                                   [self._mask(out, lungs[lung], x.shape) for lung in present_lungs])
             present = bool(mask.any())
             locations: list[str] = []
             if present and (parsed is None or parsed.instruction_type == "global") and (
                     parsed is None or parsed.target not in vocab.ORGAN_LOCATIONS):
-                anatomy = (priors[i] if priors is not None else self.image_priors(x)).anatomy
+                anatomy = (prior if prior is not None else self.image_priors(x)).anatomy
                 locations = locations_from_mask(mask, anatomy, c.tau_location)
             lesion = vocab.INFERENCE_LESION_TYPES[int(np.argmax(out["lesion"][i]))]
             certainty = "definitive" if out["certainty"][i] >= 0.5 else "tentative"
@@ -316,3 +303,42 @@ class LightSegmenter(Segmenter):
             preds.append(Prediction(mask=mask, answer=answer, presence_score=p, presence_threshold=threshold,
                                     note=note))
         return preds
+
+    def _mask(self, out: dict[str, np.ndarray], row: int, shape: tuple[int, int]) -> np.ndarray:
+        """Bool (H, W) mask of network row ``row`` at ``shape``: sigmoid of the logits,
+        bilinearly resized, at ``tau_mask``."""
+        import torch
+        import torch.nn.functional as F
+
+        logits = F.interpolate(out["mask_logits"][row][None, None], size=shape, mode="bilinear",
+                               align_corners=False)[0, 0]
+        return (torch.sigmoid(logits) >= self.config.tau_mask).numpy()
+
+    def _region(self, x: np.ndarray, prior: ImagePriors | None, labels) -> np.ndarray:
+        """Union of anatomy labels at ``x``'s (H, W) (nearest-neighbour from the priors' size)."""
+        import cv2
+
+        anatomy = (prior if prior is not None else self.image_priors(x)).anatomy
+        small = anatomy.union(tuple(labels)).astype(np.uint8)
+        return cv2.resize(small, (x.shape[1], x.shape[0]), interpolation=cv2.INTER_NEAREST).astype(bool)
+
+    def _keep_in_lungs(self, mask: np.ndarray, x: np.ndarray, prior: ImagePriors | None, present_lungs,
+                       lung_masks: list[np.ndarray]) -> np.ndarray:
+        """The global mask inside the present lungs' anatomy, or, where nothing of it is
+        left there, the union of the present lungs' own answers (consistent_answers)."""
+        inside = mask & self._region(x, prior, present_lungs)
+        if inside.any():
+            return inside
+        return np.logical_or.reduce(lung_masks) if lung_masks else inside
+
+    def _cardiomegaly(self, x: np.ndarray, prior: ImagePriors) -> tuple[np.ndarray, str | None]:
+        """Answer "Segment the cardiomegaly." from the anatomy (``cardiomegaly_by_ctr``):
+        the heart mask when the CTR exceeds ``cardiomegaly_min_ctr``, else empty with a note."""
+        gate, ctr = self.config.cardiomegaly_min_ctr, prior.ctr
+        if ctr is None or ctr <= gate:
+            measured = "no CTR (heart or lungs not found)" if ctr is None else f"CTR {ctr:.2f}"
+            return np.zeros(x.shape, bool), (f"answered absent: the anatomy gives {measured}, not above "
+                                             f"{gate:.2f} (cardiomegaly_by_ctr)")
+        heart = self._region(x, prior, ("heart",))
+        note = None if heart.any() else "answered absent: the anatomy's heart mask is empty (cardiomegaly_by_ctr)"
+        return heart, note

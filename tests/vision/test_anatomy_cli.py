@@ -27,7 +27,7 @@ def image_folder(shared_data, tmp_path):
     return folder, jsrt + covid
 
 
-def test_anatomy_folder_outputs(image_folder, tmp_path, monkeypatch):
+def test_anatomy_folder_outputs(image_folder, shared_data, tmp_path, monkeypatch):
     import cxrils.vision.anatomy.base as base
 
     calls = []
@@ -56,6 +56,16 @@ def test_anatomy_folder_outputs(image_folder, tmp_path, monkeypatch):
         if info["ctr"] is not None:
             assert 0.2 < info["ctr"] < 0.8
             assert info["cardiomegaly_negative_allowed"] == (info["ctr"] <= 0.45)
+        # both lung conventions (docs/anatomy.md): the visible lungs lie inside the whole ones
+        for side in ("right", "left"):
+            whole = np.asarray(Image.open(sub / f"{side}_lung.png")) > 0
+            visible = np.asarray(Image.open(sub / info["visible"][f"{side} lung"]["file"])) > 0
+            assert visible.any() and (visible & whole).sum() >= 0.97 * visible.sum()
+            scr = shared_data / "jsrt_scr" / "masks" / f"{side}_lung" / (src.stem + ".png")
+            if scr.is_file():  # the SCR radiologists drew the visible lung (JSRT convention)
+                ref = np.asarray(Image.open(scr).convert("L").resize(size)) > 127
+                dice = 2 * (visible & ref).sum() / (visible.sum() + ref.sum())
+                assert dice > 0.9, (src.stem, side, dice)
 
 
 def test_anatomy_single_file(image_folder, tmp_path):

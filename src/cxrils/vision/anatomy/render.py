@@ -18,6 +18,8 @@ from cxrils.vocab import LOBES, LUNG_ZONES
 ORGAN_COLOURS = {"right lung": (230, 60, 60), "left lung": (60, 110, 240), "heart": (60, 200, 90)}
 ZONE_COLOUR = (255, 220, 0)
 LOBE_COLOUR = (230, 0, 230)
+#: Border of the visible lungs (where a backend gives both conventions, docs/anatomy.md).
+VISIBLE_COLOUR = (255, 255, 255)
 
 
 def label_filename(label: str) -> str:
@@ -25,10 +27,17 @@ def label_filename(label: str) -> str:
     return label.replace(" ", "_") + ".png"
 
 
+def visible_filename(label: str) -> str:
+    """PNG file name of a visible lung (``right lung`` -> ``right_lung_visible.png``)."""
+    return label.replace(" ", "_") + "_visible.png"
+
+
 def overlay(x: np.ndarray, masks: AnatomyMasks, alpha: float = 0.35) -> np.ndarray:
-    """RGB uint8 (H, W, 3): the image with organs tinted, zone and lobe borders drawn,
-    a legend of the colours (bottom left) and R/L side markers (the patient's right
-    on the image's left, see :mod:`cxrils.overlay`).
+    """RGB uint8 (H, W, 3): the image with organs tinted (the whole lungs, behind the
+    heart included), zone and lobe borders drawn, the visible lungs' border in white
+    where the backend gives them (:attr:`AnatomyMasks.visible`), a legend of the colours
+    (bottom left) and R/L side markers (the patient's right on the image's left, see
+    :mod:`cxrils.overlay`).
 
     Parameters
     ----------
@@ -42,13 +51,18 @@ def overlay(x: np.ndarray, masks: AnatomyMasks, alpha: float = 0.35) -> np.ndarr
         out = tint(out, masks[label], colour, alpha)
     out = np.ascontiguousarray(out)
     thick = max(1, text_scale(x.shape)[1])
-    for labels, colour in ((LOBES, LOBE_COLOUR), (LUNG_ZONES, ZONE_COLOUR)):
+    visible = masks.visible or {}
+    borders = ((LOBES, LOBE_COLOUR, masks.masks), (LUNG_ZONES, ZONE_COLOUR, masks.masks),
+               (tuple(visible), VISIBLE_COLOUR, visible))
+    for labels, colour, source in borders:
         for label in labels:
-            contours, _ = cv2.findContours(masks[label].astype(np.uint8), cv2.RETR_EXTERNAL,
+            contours, _ = cv2.findContours(source[label].astype(np.uint8), cv2.RETR_EXTERNAL,
                                            cv2.CHAIN_APPROX_SIMPLE)
             cv2.drawContours(out, contours, -1, colour, thick)
     legend = [(label, colour, "fill") for label, colour in ORGAN_COLOURS.items()]
     legend += [("zone borders", ZONE_COLOUR, "line"), ("lobe borders", LOBE_COLOUR, "line")]
+    if visible:
+        legend.append(("visible lung borders", VISIBLE_COLOUR, "line"))
     return draw_side_markers(draw_legend(out, legend))
 
 
@@ -58,13 +72,24 @@ def _save_png(path: Path, array: np.ndarray) -> None:
 
 
 def write_outputs(out_dir: Path, x: np.ndarray, masks: AnatomyMasks, info: dict) -> None:
-    """Write ``overlay.png``, one 0/255 PNG per label and ``anatomy.json`` into
-    ``out_dir`` (created), each atomically. ``info`` is merged into the JSON."""
+    """Write ``overlay.png``, one 0/255 PNG per label, the visible lungs where the
+    backend gives them (``right_lung_visible.png``, ``left_lung_visible.png``; the
+    label PNGs ``right_lung.png``/``left_lung.png`` are then the whole lungs) and
+    ``anatomy.json`` into ``out_dir`` (created), each atomically. ``info`` is merged
+    into the JSON (``labels``: file and area per label; ``visible``: the same for the
+    visible lungs, absent for a one-convention backend)."""
     out_dir.mkdir(parents=True, exist_ok=True)
-    files = {}
-    for label, mask in masks.masks.items():
-        name = label_filename(label)
-        _save_png(out_dir / name, mask.astype(np.uint8) * 255)
-        files[label] = {"file": name, "area_px": int(mask.sum())}
+
+    def save(items, naming) -> dict:
+        files = {}
+        for label, mask in items:
+            name = naming(label)
+            _save_png(out_dir / name, mask.astype(np.uint8) * 255)
+            files[label] = {"file": name, "area_px": int(mask.sum())}
+        return files
+
+    doc = {**info, "shape": list(masks.shape), "labels": save(masks.masks.items(), label_filename)}
+    if masks.visible:
+        doc["visible"] = save(masks.visible.items(), visible_filename)
     _save_png(out_dir / "overlay.png", overlay(x, masks))
-    atomic_write_json(out_dir / "anatomy.json", {**info, "shape": list(masks.shape), "labels": files})
+    atomic_write_json(out_dir / "anatomy.json", doc)

@@ -53,3 +53,38 @@ def test_shipped_model_answers_on_images_the_priors_cannot_use():
         pred = seg.predict(x, "Segment the effusion in the left lung base.")
         assert pred.mask.shape == x.shape
         templates.parse_answer(pred.answer, "basic")
+
+
+@pytest.mark.slow
+def test_shipped_model_answers_agree_across_questions_on_real_images(shared_data):
+    """Issue 32: on real radiographs (COVID-QU-Ex COVID-19, NIH, JSRT), the shipped
+    model's answers about one image agree: the global question is present exactly when
+    a lung is, a zone only when its lung is, and a global answer names only present sides."""
+    from cxrils import vocab
+    from cxrils.io import load_image
+
+    picks = []
+    for folder in ("covid_qu_ex/images", "nih_bbox/images", "jsrt_scr/images"):
+        found = sorted((shared_data / folder).glob("*.png"))[:2]
+        if not found:
+            pytest.skip(f"no PNGs in ../shared/data/{folder}")
+        picks += found
+    seg = Segmenter.from_pretrained(default_model_dir())
+    assert seg.config.consistent_answers  # the shipped setting the README describes
+    for path in picks:
+        x = load_image(path).pixels
+        for target in ("opacity", "effusion", "consolidation"):
+            qs = [templates.render_instruction("global", target)]
+            qs += [templates.render_instruction("basic", target, [loc]) for loc in vocab.INSTRUCTION_LOCATIONS]
+            answers = seg.predict_many([x] * len(qs), qs)
+            glob, preds = answers[0], dict(zip(qs[1:], answers[1:]))
+            lung = {name: preds[templates.render_instruction("basic", target, [name])].mask.any()
+                    for name in vocab.WHOLE_LUNGS}
+            assert glob.mask.any() == any(lung.values()), (path.name, target, glob.note)
+            for name in vocab.WHOLE_LUNGS:
+                for zone in vocab.ZONES_OF_LUNG[name]:
+                    zone_on = preds[templates.render_instruction("basic", target, [zone])].mask.any()
+                    assert not zone_on or lung[name], (path.name, target, zone)
+            if glob.mask.any():
+                named = templates.parse_answer(glob.answer, "global").locations
+                assert {vocab.LABEL_SIDE[loc] for loc in named} <= {vocab.LABEL_SIDE[n] for n in lung if lung[n]}

@@ -1,0 +1,84 @@
+"""How often the light model's answers about one image contradict each other.
+
+For each real radiograph (the first N PNGs of COVID-QU-Ex, NIH and JSRT in
+../shared/data) and each lung lesion type, asks the global question, the two lung
+questions and the eight zone questions (Table 2 templates), with the shipped model's
+``consistent_answers`` off and on, and counts the (image, type) pairs with a
+contradiction: the global answer present while both lungs are absent or the reverse, or
+a zone present in an absent lung (issue 32). Also prints the share of questions answered
+present each way, the price of the rule in presence.
+
+Usage::
+
+    python benchmarks/answer_consistency.py [--data ../shared/data] [--images 5] [--publish NAME]
+"""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+SOURCES = ("covid_qu_ex/images", "nih_bbox/images", "jsrt_scr/images")
+
+
+def contradicts(target: str, answers: dict) -> bool:
+    """Whether the answers (instruction -> Prediction) of one image and target contradict."""
+    from cxrils import vocab
+    from cxrils.templates import render_instruction
+
+    lung = {n: answers[render_instruction("basic", target, [n])].mask.any() for n in vocab.WHOLE_LUNGS}
+    if answers[render_instruction("global", target)].mask.any() != any(lung.values()):
+        return True
+    return any(answers[render_instruction("basic", target, [z])].mask.any() and not lung[n]
+               for n in vocab.WHOLE_LUNGS for z in vocab.ZONES_OF_LUNG[n])
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--data", type=Path, default=ROOT.parent / "shared" / "data")
+    ap.add_argument("--images", type=int, default=5, help="first N PNGs per source")
+    ap.add_argument("--publish", default=None, help="also write docs/results/NAME.md")
+    args = ap.parse_args()
+
+    from cxrils import vocab
+    from cxrils.io import load_image
+    from cxrils.models import Segmenter, default_model_dir
+    from cxrils.templates import render_instruction
+
+    seg = Segmenter.from_pretrained(default_model_dir())
+    types = [t for t in vocab.LESION_TYPES if t not in vocab.ORGAN_LOCATIONS]
+    rows = []
+    for folder in SOURCES:
+        paths = sorted((args.data / folder).glob("*.png"))[:args.images]
+        counts = {False: [0, 0], True: [0, 0]}  # contradicting pairs, present answers
+        n_pairs = n_questions = 0
+        for path in paths:
+            x = load_image(path).pixels
+            for target in types:
+                qs = [render_instruction("global", target)]
+                qs += [render_instruction("basic", target, [loc]) for loc in vocab.INSTRUCTION_LOCATIONS]
+                for flag in (False, True):
+                    seg.config.consistent_answers = flag
+                    answers = dict(zip(qs, seg.predict_many([x] * len(qs), qs)))
+                    counts[flag][0] += contradicts(target, answers)
+                    counts[flag][1] += sum(a.mask.any() for a in answers.values())
+                n_pairs += 1
+                n_questions += len(qs)
+        rows.append((folder.split("/")[0], len(paths), n_pairs, n_questions, counts))
+    lines = [f"Shipped light model; {len(types)} lung lesion types x (global + 2 lungs + 8 zones) questions per image.",
+             "", "| source | images | (image, type) pairs | contradicting pairs, rule off | rule on "
+             "| questions answered present, rule off | rule on |", "|---|---|---|---|---|---|---|"]
+    for src, n_img, n_pairs, n_q, c in rows:
+        lines.append(f"| {src} | {n_img} | {n_pairs} | {c[False][0]} | {c[True][0]} | {c[False][1]}/{n_q} "
+                     f"| {c[True][1]}/{n_q} |")
+    text = "\n".join(lines)
+    print(text)
+    if args.publish:
+        from results import publish  # benchmarks/ is on sys.path when run as a script
+
+        publish(args.publish, text)
+
+
+if __name__ == "__main__":
+    main()

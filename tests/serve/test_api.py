@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import base64
 import io
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -165,3 +166,12 @@ def test_the_response_says_which_instruction_was_answered(client, image):
     assert r.status_code == 422
     detail = r.json()["detail"]
     assert "lingula" in detail and "accepted" in detail.lower() and "left lower lobe" in detail
+
+
+def test_info_says_whether_uploads_are_kept(segmenter, tmp_path):
+    """The page's privacy line follows /v1/info's keeps_uploads (app.js), which follows --keep-uploads."""
+    assert TestClient(create_app(segmenter)).get("/v1/info").json()["keeps_uploads"] is False
+    kept = TestClient(create_app(segmenter, config=ServiceConfig(keep_uploads_dir=tmp_path / "kept")))
+    assert kept.get("/v1/info").json()["keeps_uploads"] is True
+    script = (Path(__file__).resolve().parents[2] / "src/cxrils/serve/static/app.js").read_text()
+    assert "info.keeps_uploads" in script and "--keep-uploads" in script

@@ -175,3 +175,25 @@ def test_info_says_whether_uploads_are_kept(segmenter, tmp_path):
     assert kept.get("/v1/info").json()["keeps_uploads"] is True
     script = (Path(__file__).resolve().parents[2] / "src/cxrils/serve/static/app.js").read_text()
     assert "info.keeps_uploads" in script and "--keep-uploads" in script
+
+
+def test_page_error_says_its_first_sentence_once():
+    """app.js's plainError, run by Node: a server detail that repeats the status sentence
+    is shown once; another detail follows the sentence."""
+    import re
+    import shutil
+    import subprocess
+
+    node = shutil.which("node")
+    if node is None:
+        pytest.skip("node not installed")
+    script = (Path(__file__).resolve().parents[2] / "src/cxrils/serve/static/app.js").read_text()
+    words = re.search(r"const STATUS_WORDS = \{.*?\};", script, re.S).group(0)
+    func = re.search(r"function plainError\(status, detail\) \{.*?\n\}", script, re.S).group(0)
+    probe = (f"{words}\n{func}\n"
+             "console.log(plainError(400, 'the file could not be read as a chest X-ray image: not DICOM'));\n"
+             "console.log(plainError(413, 'the image is larger than the limit of 50 MB'));\n")
+    out = subprocess.run([node, "-e", probe], capture_output=True, text=True, timeout=60, check=True).stdout
+    first, second = out.strip().splitlines()
+    assert first == "The file could not be read as a chest X-ray image: not DICOM"
+    assert second == "The file is too large. The image is larger than the limit of 50 MB"

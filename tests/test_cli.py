@@ -102,3 +102,39 @@ def test_train_options_become_settings(tmp_path, monkeypatch) -> None:
     assert seen == {"steps": "7", "batch_size": "8", "lr": "0.01", "seed": "3"}
     res = CliRunner().invoke(app, args + ["--steps", "7", "--set", "steps=9"])
     assert res.exit_code == 2 and "contradicts" in res.output
+
+
+def test_log_lines_never_share_a_progress_bar_line(tmp_path):
+    """A log line written while a tqdm bar is shown starts its own line (cxrils.cli sends
+    logging through tqdm.write), in a real process with the real stderr."""
+    import subprocess
+    import sys
+
+    code = (
+        "import logging, sys, typer\n"
+        "from tqdm import tqdm\n"
+        "from cxrils.cli import app\n"
+        "@app.command('bar-and-log')\n"
+        "def bar_and_log():\n"
+        "    bar = tqdm(total=2, desc='work', file=sys.stderr)\n"
+        "    logging.getLogger('cxrils.test').info('HELLO from the log')\n"
+        "    bar.update(2)\n"
+        "    bar.close()\n"
+        "app(['bar-and-log'])\n"
+    )
+    res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, cwd=tmp_path)
+    assert "HELLO from the log" in res.stderr, res.stderr
+    segments = [seg for line in res.stderr.splitlines() for seg in line.split("\r")]
+    hello = [seg for seg in segments if "HELLO" in seg]
+    assert len(hello) == 1 and "work:" not in hello[0] and "it/s" not in hello[0], repr(res.stderr)
+
+
+def test_next_step_hints_use_the_command_as_typed(monkeypatch):
+    import sys
+
+    from cxrils.pipeline.cli import invoked_as
+
+    monkeypatch.setattr(sys, "argv", [".venv/bin/cxrils", "demo"])
+    assert invoked_as() == ".venv/bin/cxrils"
+    monkeypatch.setattr(sys, "argv", ["/x/cxrils/__main__.py", "demo"])
+    assert invoked_as() == "python -m cxrils"

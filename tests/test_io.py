@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import pickle
+import re
 from pathlib import Path
 
 import numpy as np
@@ -474,13 +475,20 @@ def test_pixel_limit(tmp_path: Path, monkeypatch) -> None:
     big = tmp_path / "big.png"
     Image.new("1", (10_500, 10_000)).save(big)
     assert 10_500 * 10_000 > IOConfig().max_pixels
-    with pytest.raises(ImageLoadError, match="io.max_pixels"):
+    with pytest.raises(ImageLoadError, match="io.max_pixels") as err:
         load_image(big)
+    # one limit quoted (ours), with the image's size, whichever check refused it
+    assert str(IOConfig().max_pixels) in str(err.value) and str(10_500 * 10_000) in str(err.value)
+    assert len(re.findall(r"limit of (\d+)", str(err.value))) == 1
     # io.max_pixels replaces Pillow's own decompression-bomb limit, also above it (here
     # Pillow's 1000 pixels against an 8000-pixel image: Pillow alone refuses over 2000).
     monkeypatch.setattr(Image, "MAX_IMAGE_PIXELS", 1000)
     assert load_image(tmp_path / "s.png", max_pixels=10**9).pixels.shape == (80, 100)
     assert Image.MAX_IMAGE_PIXELS == 1000  # put back
+    with pytest.raises(ImageLoadError, match="decompression bomb") as err:  # over twice Pillow's: Pillow refuses
+        load_image(tmp_path / "s.png", max_pixels=1000)
+    assert "has 8000 pixels, more than the limit of 1000 (io.max_pixels)" in str(err.value)
+    assert len(re.findall(r"limit of (\d+)", str(err.value))) == 1  # not also Pillow's 2000
     with pytest.raises(ImageLoadError, match="limit of 5000"):
         load_image(tmp_path / "s.png", max_pixels=5000)
     with pytest.raises(ValueError, match="max_pixels"):

@@ -45,11 +45,17 @@ COMMAND_MODULES: tuple[str, ...] = (
 
 
 @app.callback()
-def _root(verbose: bool = typer.Option(False, "--verbose", "-v", help="Log debug messages.")) -> None:
+def _root(ctx: typer.Context,
+          verbose: bool = typer.Option(False, "--verbose", "-v", help="Log debug messages.")) -> None:
+    from tqdm.contrib.logging import logging_redirect_tqdm
+
     logging.basicConfig(
         level=logging.DEBUG if verbose else logging.INFO,
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
     )
+    # Log lines go through tqdm.write for the whole command, so that they never share a
+    # line with a progress bar (a bar is cleared, the line written, the bar redrawn).
+    ctx.with_resource(logging_redirect_tqdm())
 
 
 @app.command()

@@ -208,6 +208,14 @@ def test_cli_evaluate_errors(case: str, dataset: Path, tmp_path: Path) -> None:
     assert not (tmp_path / "rep").exists()
 
 
+def test_cli_evaluate_split_all_names_all_splits(dataset: Path, tmp_path: Path) -> None:
+    rows = _rows(dataset, split=None)
+    pred = _write_jsonl(tmp_path / "p.jsonl", rows[1:])
+    code, out = _cli("evaluate", "--dataset", dataset, "--predictions", pred, "--split", "all", "-o", tmp_path / "r")
+    assert code == 2 and f"1 of {len(rows)} records (all splits) have no prediction" in out, out
+    assert "any" not in out
+
+
 def test_cli_evaluate_bad_dataset(tmp_path: Path) -> None:
     pred = tmp_path / "p.jsonl"
     _write_jsonl(pred, [])

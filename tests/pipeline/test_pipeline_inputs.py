@@ -215,3 +215,12 @@ def test_only_the_first_image_of_a_study_is_first_of_study(tmp_path):
         w.writerows([["s1", "a.png", "r"], ["s2", "b.png", "r"], ["s1", "c.png", "r"]])
     items = list(read_inputs(path, "csv"))
     assert [(s.study_id, s.first_of_study) for s in items] == [("s1", True), ("s2", True), ("s1", False)]
+
+
+@pytest.mark.parametrize("encoding", ["utf-16", "utf-16-le"])
+def test_a_utf16_csv_gets_an_encoding_hint_not_garbled_columns(tmp_path, encoding):
+    path = tmp_path / "in.csv"
+    path.write_text("image_path,report\na.png,No acute process.\n", encoding=encoding)  # Excel's "Unicode text"
+    with pytest.raises(InputError, match=r"in\.csv: the CSV is not UTF-8 \(it looks like UTF-16") as err:
+        list(read_inputs(path))
+    assert "save it as UTF-8" in str(err.value) and "\n" not in str(err.value)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import base64
 import io
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -165,3 +166,34 @@ def test_the_response_says_which_instruction_was_answered(client, image):
     assert r.status_code == 422
     detail = r.json()["detail"]
     assert "lingula" in detail and "accepted" in detail.lower() and "left lower lobe" in detail
+
+
+def test_info_says_whether_uploads_are_kept(segmenter, tmp_path):
+    """The page's privacy line follows /v1/info's keeps_uploads (app.js), which follows --keep-uploads."""
+    assert TestClient(create_app(segmenter)).get("/v1/info").json()["keeps_uploads"] is False
+    kept = TestClient(create_app(segmenter, config=ServiceConfig(keep_uploads_dir=tmp_path / "kept")))
+    assert kept.get("/v1/info").json()["keeps_uploads"] is True
+    script = (Path(__file__).resolve().parents[2] / "src/cxrils/serve/static/app.js").read_text()
+    assert "info.keeps_uploads" in script and "--keep-uploads" in script
+
+
+def test_page_error_says_its_first_sentence_once():
+    """app.js's plainError, run by Node: a server detail that repeats the status sentence
+    is shown once; another detail follows the sentence."""
+    import re
+    import shutil
+    import subprocess
+
+    node = shutil.which("node")
+    if node is None:
+        pytest.skip("node not installed")
+    script = (Path(__file__).resolve().parents[2] / "src/cxrils/serve/static/app.js").read_text()
+    words = re.search(r"const STATUS_WORDS = \{.*?\};", script, re.S).group(0)
+    func = re.search(r"function plainError\(status, detail\) \{.*?\n\}", script, re.S).group(0)
+    probe = (f"{words}\n{func}\n"
+             "console.log(plainError(400, 'the file could not be read as a chest X-ray image: not DICOM'));\n"
+             "console.log(plainError(413, 'the image is larger than the limit of 50 MB'));\n")
+    out = subprocess.run([node, "-e", probe], capture_output=True, text=True, timeout=60, check=True).stdout
+    first, second = out.strip().splitlines()
+    assert first == "The file could not be read as a chest X-ray image: not DICOM"
+    assert second == "The file is too large. The image is larger than the limit of 50 MB"

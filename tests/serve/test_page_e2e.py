@@ -65,7 +65,8 @@ def test_upload_instruction_overlay_answer_then_errors(server, shared_data, tmp_
     page.click("#run")
     page.wait_for_selector("body[data-state=error]", timeout=30_000)
     error = page.inner_text("#error")
-    assert error.startswith("The file could not be read as a chest X-ray image.")
+    assert error.startswith("The file could not be read as a chest X-ray image: ")
+    assert error.lower().count("could not be read") == 1  # the sentence is said once
     assert "{" not in error and "400" not in error
     _assert_cleared(page)
 

@@ -48,6 +48,7 @@ def stats(
         splits = [normalize_split(split)] if split else list(vocab.SPLITS)
         manifest = read_manifest(dataset)
         records = read_records(dataset, splits[0] if split else None)
+        images = image_counts(dataset, manifest)
     except (DatasetError, SplitError) as err:
         typer.echo(f"error: {err}", err=True)
         raise typer.Exit(2) from err
@@ -57,7 +58,7 @@ def stats(
             console.print(f"{dataset.name} / {s}: no records")
             continue
         console.print(rich_count_table(count_table(records, s), f"{dataset.name} / {s}"))
-    console.print(_image_table(image_counts(dataset, manifest)))
+    console.print(_image_table(images))
     if not no_plot:
         out = plot_counts(records, plot or dataset / "stats.png")
         console.print(f"bar chart: {out}")

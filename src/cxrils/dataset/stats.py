@@ -93,8 +93,16 @@ def image_counts(dataset_dir: str | Path, manifest: dict) -> dict:
         (``manifest["n_images"]``), ``without_records`` (sorted image ids done with no
         record), ``excluded`` and ``excluded_by_reason`` (category, the text before the
         first ": ", -> count).
+
+    Raises
+    ------
+    cxrils.dataset.DatasetError
+        If a part file cannot be read (the message says how to recover).
     """
+    import pyarrow as pa
     import pyarrow.parquet as pq
+
+    from cxrils.dataset.writer import unreadable_part
 
     root = Path(dataset_dir)
     excl = manifest.get("exclusions", {})
@@ -102,7 +110,14 @@ def image_counts(dataset_dir: str | Path, manifest: dict) -> dict:
     for reason, n in excl.get("by_reason", {}).items():
         by_reason[str(reason).split(": ", 1)[0]] += int(n)
     parts = sorted(p for p in (root / "parts").glob("*.parquet") if not p.name.startswith("."))
-    empty = [p.stem for p in parts if pq.read_metadata(p).num_rows == 0]
+    empty = []
+    for p in parts:
+        try:
+            rows = pq.read_metadata(p).num_rows
+        except (OSError, pa.ArrowException) as err:
+            raise unreadable_part(p, err) from err
+        if rows == 0:
+            empty.append(p.stem)
     n_excluded = int(excl.get("n", 0))
     return {"processed": len(parts) + n_excluded if (root / "parts").is_dir() else None,
             "with_records": int(manifest.get("n_images", 0)), "without_records": empty,

@@ -53,6 +53,16 @@ class DatasetError(ValueError):
     """Raised for a malformed dataset folder, record or image (the message names the file)."""
 
 
+def unreadable_part(path: str | Path, err: Exception) -> DatasetError:
+    """The error for a part file (``parts/{image_id}.parquet``) that cannot be read, with
+    the way out: deleting it makes ``cxrils generate`` process that one study again (the
+    run resumes from the parts), so the dataset comes out as an uninterrupted run's."""
+    cause = " ".join(str(err).split()) or type(err).__name__
+    return DatasetError(f"{path}: unreadable part file ({cause}); delete this file and rerun cxrils generate with "
+                        "the same input and output: only this study is processed again, the other parts are kept "
+                        "and the result is identical")
+
+
 def image_relpath(image_id: str) -> str:
     """Path of an image inside the dataset folder: ``images/{image_id}.png``."""
     return f"images/{image_id}.png"
@@ -336,7 +346,7 @@ class DatasetWriter:
             try:
                 tables.append(pq.read_table(p, schema=arrow_schema()))
             except (OSError, pa.ArrowException) as err:
-                raise DatasetError(f"{p}: unreadable part file: {err}") from err
+                raise unreadable_part(p, err) from err
         table = pa.concat_tables(tables) if tables else arrow_schema().empty_table()
         keys = [_record_key(r) for r in table.column("record_id").to_pylist()]
         order = sorted(range(len(keys)), key=keys.__getitem__)

@@ -160,7 +160,7 @@ def evaluate_predictions(dataset_dir: str | Path, predictions: str | Path | Any,
     else:
         where = "predictions"
         pred = predictions_from_table(predictions, where)
-    split_name = split if split is not None else "any"
+    split_name = split if split is not None else "all"
     # The join is kept in Arrow: ids and an int32 index per record, no Python object per record.
     pred_ids = pred.column("record_id").combine_chunks()
     dups = _duplicates(pred_ids)
@@ -171,13 +171,15 @@ def evaluate_predictions(dataset_dir: str | Path, predictions: str | Path | Any,
                                                        paraphrases=paraphrases)],
                                type=pa.string()).combine_chunks()
     if len(ref_ids) == 0:
-        raise EvaluationError(f"{dataset_dir}: no records in split {split_name!r}")
+        raise EvaluationError(f"{dataset_dir}: no records in split {split_name!r}" if split is not None
+                              else f"{dataset_dir}: no records in any split")
     dups = _duplicates(ref_ids)
     if len(dups):
         raise EvaluationError(f"{dataset_dir}: {len(dups)} duplicate record ids in the dataset, e.g. {_examples(dups)}")
     missing = ref_ids.filter(pc.invert(pc.is_in(ref_ids, value_set=pred_ids)))
     if len(missing):
-        raise EvaluationError(f"{where}: {len(missing)} of {len(ref_ids)} {split_name} records have no prediction, "
+        which = f"{split_name} records" if split is not None else "records (all splits)"
+        raise EvaluationError(f"{where}: {len(missing)} of {len(ref_ids)} {which} have no prediction, "
                               f"e.g. {_examples(missing)}")
     extra = pred_ids.filter(pc.invert(pc.is_in(pred_ids, value_set=ref_ids)))
     if len(extra):

@@ -19,8 +19,14 @@ __all__ = ["ImageLoadError", "ImageMeta", "LoadedImage", "is_dicom", "load_image
 _DICOM_SUFFIXES = (".dcm", ".dicom", ".dic")
 
 
+#: Leading bytes of the raster formats Pillow reads here (PNG, JPEG, TIFF little / big
+#: endian, BMP): a file that starts so is not DICOM whatever its name.
+RASTER_SIGNATURES = (b"\x89PNG\r\n\x1a\n", b"\xff\xd8\xff", b"II*\x00", b"MM\x00*", b"BM")
+
+
 def is_dicom(path: str | Path) -> bool:
-    """True if ``path`` has the DICOM preamble (``DICM`` at byte 128) or a DICOM suffix.
+    """True if ``path`` has the DICOM preamble (``DICM`` at byte 128), or a DICOM suffix
+    and content that is not a PNG / JPEG / TIFF / BMP (a PNG named ``.dcm`` is a PNG).
 
     Raises
     ------
@@ -37,13 +43,16 @@ def is_dicom(path: str | Path) -> bool:
         raise ImageLoadError(path, "is a directory, not an image file") from err
     except OSError as err:
         raise ImageLoadError(path, f"cannot open: {err.strerror or err}") from err
-    return head[128:132] == b"DICM" or path.suffix.lower() in _DICOM_SUFFIXES
+    if head[128:132] == b"DICM":
+        return True
+    return path.suffix.lower() in _DICOM_SUFFIXES and not head.startswith(RASTER_SIGNATURES)
 
 
 def load_image(path: str | Path, *, max_pixels: int | None = None, voi: str = "auto") -> LoadedImage:
     """Load a chest radiograph as the 8-bit gray image the pipeline works on.
 
-    DICOM (detected by its preamble or a ``.dcm``/``.dicom`` suffix) goes through pydicom:
+    DICOM (detected by its preamble, or a ``.dcm``/``.dicom`` suffix on content that is
+    not a raster format: :func:`is_dicom`) goes through pydicom:
     Modality LUT, VOI LUT or window (``voi``, recorded), MONOCHROME1 inversion, scaling
     to 8 bits, Patient Orientation to the standard display (:mod:`cxrils.io.dicom`).
     Other files go through Pillow: EXIF orientation, gray levels scaled by their

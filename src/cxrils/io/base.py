@@ -72,6 +72,13 @@ class ImageMeta:
         Sample precision of the JPEG / JPEG-LS / JPEG 2000 codestream when it differs from
         ``bits_stored`` (the decoder uses the codestream's); None when they agree or the
         data are not compressed.
+    display_ops : tuple of str
+        The operations, in the order applied, that turned the source frame into
+        :attr:`LoadedImage.pixels` (each ``"transpose"``, ``"fliplr"`` or ``"flipud"``, see
+        :data:`DISPLAY_OPS`); empty when ``pixels`` are in the source frame. The source
+        frame is the one a viewer overlays a mask on: a DICOM's stored Rows x Columns
+        grid (viewers do not apply Patient Orientation), a raster file's EXIF-oriented
+        grid (viewers apply EXIF). :func:`to_source_frame` undoes them.
     """
 
     format: str
@@ -85,6 +92,7 @@ class ImageMeta:
     transfer_syntax: str | None = None
     patient_orientation: tuple[str, str] | None = None
     codestream_precision: int | None = None
+    display_ops: tuple[str, ...] = ()
 
     def to_dict(self) -> dict[str, Any]:
         """Plain JSON-serialisable dict."""
@@ -92,7 +100,61 @@ class ImageMeta:
         d["original_shape"] = list(self.original_shape)
         d["pixel_spacing"] = list(self.pixel_spacing) if self.pixel_spacing else None
         d["patient_orientation"] = list(self.patient_orientation) if self.patient_orientation else None
+        d["display_ops"] = list(self.display_ops)
         return d
+
+
+#: The array operations a loader may apply to reach the display frame, each its own
+#: inverse: ``transpose`` swaps rows and columns, ``fliplr`` reverses the columns,
+#: ``flipud`` the rows (of the first two axes; a trailing channel axis is kept).
+DISPLAY_OPS = {
+    "transpose": lambda a: np.swapaxes(a, 0, 1),
+    "fliplr": lambda a: a[:, ::-1],
+    "flipud": lambda a: a[::-1, :],
+}
+
+
+def apply_display_ops(array: np.ndarray, ops: tuple[str, ...] | list[str]) -> np.ndarray:
+    """Apply ``ops`` (names of :data:`DISPLAY_OPS`) to ``array`` in order.
+
+    Parameters
+    ----------
+    array : ndarray, shape (H, W) or (H, W, C), any dtype
+    ops : sequence of str
+
+    Returns
+    -------
+    ndarray, contiguous, same dtype (H and W swapped once per ``transpose``)
+
+    Raises
+    ------
+    ValueError
+        On an op name not in :data:`DISPLAY_OPS`.
+    """
+    out = np.asarray(array)
+    for op in ops:
+        if op not in DISPLAY_OPS:
+            raise ValueError(f"unknown display op {op!r}; expected one of {sorted(DISPLAY_OPS)}")
+        out = DISPLAY_OPS[op](out)
+    return np.ascontiguousarray(out)
+
+
+def to_source_frame(array: np.ndarray, meta: ImageMeta) -> np.ndarray:
+    """Turn an array aligned with :attr:`LoadedImage.pixels` (e.g. a predicted mask) into
+    the source frame: :attr:`ImageMeta.display_ops` undone, in reverse order.
+
+    Parameters
+    ----------
+    array : ndarray, shape (H, W) or (H, W, C)
+        In the display frame (the shape of ``pixels``).
+    meta : ImageMeta
+        Of the image ``array`` is aligned with.
+
+    Returns
+    -------
+    ndarray, contiguous, same dtype, in the source frame (a DICOM's Rows x Columns).
+    """
+    return apply_display_ops(array, tuple(reversed(meta.display_ops)))
 
 
 @dataclass(frozen=True)

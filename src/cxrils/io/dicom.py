@@ -44,7 +44,7 @@ from pydicom.uid import (
 )
 
 from cxrils.config import VOI_CHOICE
-from cxrils.io.base import ImageLoadError, ImageMeta, LoadedImage, minmax_unit, unit_to_uint8
+from cxrils.io.base import ImageLoadError, ImageMeta, LoadedImage, apply_display_ops, minmax_unit, unit_to_uint8
 from cxrils.vocab import FRONTAL_VIEWS
 
 _MONOCHROME = ("MONOCHROME1", "MONOCHROME2")
@@ -58,6 +58,46 @@ _VIEW_POSITION = re.compile(r"[A-Z]{1,8}( [A-Z]{1,8})?")
 LATERAL_VIEWS = frozenset({"LL", "RL", "LATERAL", "LAT"})
 _DIRECTION = re.compile(r"[LRAPHF]{1,3}")
 _AXIS = {"L": "LR", "R": "LR", "A": "AP", "P": "AP", "H": "HF", "F": "HF"}
+
+
+def _why(err: BaseException) -> str:
+    """An exception's message on one line, without the exception's class name (the
+    messages of pydicom and its decoders are words; a bare class name is not)."""
+    text = " ".join(str(err).split())
+    return text or "the reader gave no reason"
+
+
+def element_words(keyword: str) -> str:
+    """A DICOM element for messages, in words with its tag: ``"StudyInstanceUID"`` ->
+    ``"Study Instance UID (0020,000D)"`` (names from pydicom's data dictionary; an unknown
+    keyword is returned as given)."""
+    from pydicom.datadict import dictionary_description, tag_for_keyword
+
+    tag = tag_for_keyword(keyword)
+    return keyword if tag is None else f"{dictionary_description(tag)} ({tag >> 16:04X},{tag & 0xFFFF:04X})"
+
+
+def _int_element(path: Path, ds: Dataset, keyword: str, default: int | None = None) -> int:
+    """The integer value of an Image Pixel module element; ``default`` when it is absent
+    or empty and a default exists.
+
+    Raises
+    ------
+    ImageLoadError
+        If the element is absent (and has no default) or not an integer, naming it.
+    """
+    try:
+        value = ds.get(keyword)
+    except Exception as err:  # a value pydicom cannot convert (e.g. "1A" in a US element)
+        raise ImageLoadError(path, f"malformed {element_words(keyword)}: {_why(err)}") from err
+    if value is None or value == "":
+        if default is None:
+            raise ImageLoadError(path, f"the DICOM header has no {element_words(keyword)}, which an image needs")
+        return default
+    try:
+        return int(value)
+    except (TypeError, ValueError) as err:
+        raise ImageLoadError(path, f"malformed {element_words(keyword)}: {value!r} is not a whole number") from err
 
 
 def install_hint(uid: str) -> str:
@@ -90,9 +130,9 @@ def _read(path: Path) -> Dataset:
         # Files without the 128-byte preamble are read only when named *.dcm / *.dicom.
         return pydicom.dcmread(path, force=not has_preamble)
     except InvalidDicomError as err:
-        raise ImageLoadError(path, f"not a DICOM file: {err}") from err
+        raise ImageLoadError(path, f"not a DICOM file: {_why(err)}") from err
     except Exception as err:  # pydicom raises many types on corrupt headers
-        raise ImageLoadError(path, f"cannot read DICOM header: {type(err).__name__}: {err}") from err
+        raise ImageLoadError(path, f"cannot read DICOM header: {_why(err)}") from err
 
 
 def _transfer_syntax(path: Path, ds: Dataset) -> UID:
@@ -204,7 +244,7 @@ def _display_unit(path: Path, stored: np.ndarray, ds: Dataset, photometric: str,
     try:
         values = apply_modality_lut(stored, ds)
     except Exception as err:
-        raise ImageLoadError(path, f"cannot apply the Modality LUT: {type(err).__name__}: {err}") from err
+        raise ImageLoadError(path, f"cannot apply the Modality LUT: {_why(err)}") from err
     if ds.get("ModalityLUTSequence"):
         transforms.append("modality:lut")
     elif "RescaleSlope" in ds and "RescaleIntercept" in ds:
@@ -213,7 +253,7 @@ def _display_unit(path: Path, stored: np.ndarray, ds: Dataset, photometric: str,
     try:
         f, record = _voi_unit(values, ds, present, voi)
     except Exception as err:
-        raise ImageLoadError(path, f"cannot apply the VOI LUT: {type(err).__name__}: {err}") from err
+        raise ImageLoadError(path, f"cannot apply the VOI LUT: {_why(err)}") from err
     transforms.append(record)
     if photometric == "MONOCHROME1":
         f = 1.0 - f
@@ -273,7 +313,7 @@ def _patient_orientation(path: Path, ds: Dataset) -> tuple[str, str] | None:
         elem = ds.get("PatientOrientation")
         values = [] if elem is None or elem == "" else (list(elem) if not isinstance(elem, str) else [elem])
     except Exception as err:  # a malformed element
-        raise ImageLoadError(path, f"unreadable Patient Orientation (0020,0020): {err}") from err
+        raise ImageLoadError(path, f"unreadable Patient Orientation (0020,0020): {_why(err)}") from err
     values = [str(v).strip().upper() for v in values]
     if not any(values):
         return None
@@ -305,10 +345,11 @@ def orient_frontal(pixels: np.ndarray, orientation: tuple[str, str] | None, view
 
     Returns
     -------
-    (ndarray, list of str, bool)
-        The oriented pixels, the transforms done (e.g.
-        ``["orient:fliplr(PatientOrientation R\\F -> L\\F)"]``), and whether rows and
-        columns were swapped (for the pixel spacing).
+    (ndarray, tuple of str, list of str)
+        The oriented pixels; the ops applied in order (names of
+        :data:`cxrils.io.base.DISPLAY_OPS`: ``("transpose", "fliplr")``...; empty when
+        none), which :func:`cxrils.io.base.to_source_frame` undoes; and their record for
+        ``meta.transforms`` (e.g. ``["orient:fliplr(PatientOrientation R\\F -> L\\F)"]``).
 
     Raises
     ------
@@ -318,7 +359,7 @@ def orient_frontal(pixels: np.ndarray, orientation: tuple[str, str] | None, view
         A/P direction with a PA/AP View Position).
     """
     if orientation is None:
-        return pixels, [], False
+        return pixels, (), []
     row_dir, col_dir = orientation
     text = f"{row_dir}\\{col_dir}"
     axes = (_AXIS[row_dir[0]], _AXIS[col_dir[0]])
@@ -329,24 +370,21 @@ def orient_frontal(pixels: np.ndarray, orientation: tuple[str, str] | None, view
         if view in FRONTAL_VIEWS:
             raise ValueError(f"View Position {view} is frontal but Patient Orientation {text} is not "
                              "(an A/P direction): the tags contradict each other")
-        return pixels, [f"orient:none(PatientOrientation {text}: not a frontal plane, left as stored)"], False
+        return pixels, (), [f"orient:none(PatientOrientation {text}: not a frontal plane, left as stored)"]
     if view in LATERAL_VIEWS:
         raise ValueError(f"View Position {view} is lateral but Patient Orientation {text} is frontal: "
                          "the tags contradict each other")
-    ops, out, swapped = [], pixels, False
+    ops: list[str] = []
     if axes[0] == "HF":  # columns run head-feet: rotated by 90 degrees
-        out, swapped = out.T, True
         row_dir, col_dir = col_dir, row_dir
         ops.append("transpose")
     if row_dir[0] == "R":
-        out = out[:, ::-1]
         ops.append("fliplr")
     if col_dir[0] == "H":
-        out = out[::-1, :]
         ops.append("flipud")
     if not ops:
-        return pixels, [], False
-    return np.ascontiguousarray(out), [f"orient:{'+'.join(ops)}(PatientOrientation {text} -> L\\F)"], swapped
+        return pixels, (), []
+    return apply_display_ops(pixels, ops), tuple(ops), [f"orient:{'+'.join(ops)}(PatientOrientation {text} -> L\\F)"]
 
 
 def _codestream_precision(ds: Dataset, tsyntax: UID) -> int | None:
@@ -406,12 +444,9 @@ def load_dicom(path: str | Path, *, max_pixels: int, voi: str = "auto") -> Loade
     if "PixelData" not in ds:
         raise ImageLoadError(path, "DICOM file has no Pixel Data (7FE0,0010): not an image object")
     tsyntax = _transfer_syntax(path, ds)
-    try:
-        rows, cols = int(ds.Rows), int(ds.Columns)
-        bits_stored = int(ds.get("BitsStored") or ds.BitsAllocated)
-        frames = int(ds.get("NumberOfFrames") or 1)
-    except (AttributeError, TypeError, ValueError) as err:
-        raise ImageLoadError(path, f"missing or malformed image pixel module element: {err}") from err
+    rows, cols = _int_element(path, ds, "Rows"), _int_element(path, ds, "Columns")
+    bits_stored = _int_element(path, ds, "BitsStored", default=0) or _int_element(path, ds, "BitsAllocated")
+    frames = _int_element(path, ds, "NumberOfFrames", default=1)
     photometric = str(ds.get("PhotometricInterpretation", "")).strip().upper()
     if photometric not in _MONOCHROME + _COLOUR:
         raise ImageLoadError(path, f"unsupported Photometric Interpretation {photometric!r}; "
@@ -426,7 +461,7 @@ def load_dicom(path: str | Path, *, max_pixels: int, voi: str = "auto") -> Loade
         ds.pixel_array_options(correct_unused_bits=True)
         arr = ds.pixel_array
     except Exception as err:  # decoders raise many types on corrupt or truncated data
-        raise ImageLoadError(path, f"cannot decode pixel data ({tsyntax.name}): {type(err).__name__}: {err}") from err
+        raise ImageLoadError(path, f"cannot decode pixel data ({tsyntax.name}): {_why(err)}") from err
 
     transforms: list[str] = []
     if photometric in _MONOCHROME:
@@ -444,12 +479,12 @@ def load_dicom(path: str | Path, *, max_pixels: int, voi: str = "auto") -> Loade
     view = _view_position(ds)
     orientation = _patient_orientation(path, ds)
     try:
-        pixels, turned, swapped = orient_frontal(pixels, orientation, view)
+        pixels, display_ops, turned = orient_frontal(pixels, orientation, view)
     except ValueError as err:
         raise ImageLoadError(path, f"{err}: cannot tell the patient's sides") from err
     transforms += turned
     spacing, spacing_source = _pixel_spacing(ds)
-    if swapped and spacing is not None:
+    if "transpose" in display_ops and spacing is not None:
         spacing = (spacing[1], spacing[0])
     precision = _codestream_precision(ds, tsyntax)
     meta = ImageMeta(
@@ -464,5 +499,6 @@ def load_dicom(path: str | Path, *, max_pixels: int, voi: str = "auto") -> Loade
         transfer_syntax=tsyntax.name,
         patient_orientation=orientation,
         codestream_precision=precision if precision is not None and precision != bits_stored else None,
+        display_ops=display_ops,
     )
     return LoadedImage(pixels=pixels, meta=meta)

@@ -18,6 +18,7 @@
 
 from __future__ import annotations
 
+import re
 import threading
 import warnings
 from contextlib import contextmanager
@@ -141,8 +142,11 @@ def load_raster(path: str | Path, *, max_pixels: int) -> LoadedImage:
     except ImageLoadError:
         raise
     except Image.DecompressionBombError as err:  # over twice max_pixels: Pillow refused it in open()
-        raise ImageLoadError(path, f"refused as a possible decompression bomb: more than the limit of "
-                                   f"{max_pixels} pixels (io.max_pixels): {err}") from err
+        # Pillow's own text quotes its limit (twice ours): keep its pixel count, name only our limit.
+        size = re.search(r"\((\d+) pixels\)", str(err))
+        count = f"{size.group(1)} pixels" if size else "more than twice that many pixels"
+        raise ImageLoadError(path, f"image has {count}, more than the limit of {max_pixels} (io.max_pixels): "
+                                   "refused before decoding (possible decompression bomb)") from err
     except FileNotFoundError as err:
         raise ImageLoadError(path, "file not found") from err
     except IsADirectoryError as err:
@@ -151,7 +155,8 @@ def load_raster(path: str | Path, *, max_pixels: int) -> LoadedImage:
         raise ImageLoadError(path, f"not a recognised image ({', '.join(FORMATS)} or DICOM)") from err
     except (OSError, SyntaxError, ValueError, EOFError) as err:
         # Pillow reports truncated and corrupt data as OSError / SyntaxError / ValueError.
-        raise ImageLoadError(path, f"cannot decode image data: {type(err).__name__}: {err}") from err
+        why = " ".join(str(err).split()) or "the decoder gave no reason"
+        raise ImageLoadError(path, f"cannot decode image data: {why}") from err
     meta = ImageMeta(
         format=fmt.lower(),
         original_shape=(h, w),

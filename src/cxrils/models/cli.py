@@ -194,7 +194,6 @@ def register(app: typer.Typer) -> None:
                   "are written into it), not a file; .parquet/.jsonl files are for --dataset")
         from cxrils.extras import MissingExtraError
         from cxrils.io import ImageLoadError, load_image
-        from cxrils.models.dicom_seg import DicomSegError
         from cxrils.models.output import write_prediction
 
         try:
@@ -209,26 +208,32 @@ def register(app: typer.Typer) -> None:
         if dicom_seg and not is_dicom:
             _fail(f"{image}: --dicom-seg needs a DICOM image (a SEG references its source DICOM); "
                   f"this is {loaded.meta.format}")
-        if dicom_seg is None and is_dicom:
+        if is_dicom and dicom_seg is not False:
             from cxrils.extras import missing_module
 
-            dicom_seg = missing_module(["highdicom"]) is None
-            if not dicom_seg:
-                typer.echo("note: " + str(MissingExtraError("DICOM SEG output", "dicom", "highdicom")), err=True)
+            if missing_module(["highdicom"]) is not None:
+                missing = MissingExtraError("DICOM SEG output", "dicom", "highdicom")
+                if dicom_seg:  # asked for explicitly: refuse before any work
+                    _fail(str(missing))
+                typer.echo(f"note: {missing}", err=True)
+                dicom_seg = False
+            else:
+                dicom_seg = True
         x = loaded.pixels
         try:
             pred = seg.predict(x, instruction)
         except (RuntimeError, ValueError) as err:
             _fail(f"{image}: {err}")
-        try:
-            write_prediction(out, x, instruction, pred, answered=answered,
-                             dicom_source=image if dicom_seg else None, model_name=f"cxrils {seg.model_type}")
-        except (MissingExtraError, DicomSegError) as err:
-            _fail(str(err))
+        notes = write_prediction(out, x, instruction, pred, meta=loaded.meta, answered=answered,
+                                 dicom_source=image if dicom_seg else None, model_name=f"cxrils {seg.model_type}")
+        for note in notes:  # the SEG could not be written: everything else was
+            typer.echo(f"note: no DICOM SEG written: {note} (mask.png and prediction.json are; "
+                       "--no-dicom-seg skips the SEG)", err=True)
         typer.echo(f"instruction answered: {answered}")
         typer.echo(f"answer: {pred.answer}")
         if pred.note:
             typer.echo(f"why: {pred.note}")
-        files = "mask.png, overlay.png, prediction.json" + (", mask.seg.dcm (DICOM SEG)" if dicom_seg else "")
+        files = "mask.png, overlay.png, prediction.json" + (", mask.seg.dcm (DICOM SEG)" if dicom_seg and not notes
+                                                            else "")
         shown = "" if pred.presence_threshold is None else f" (a mask from {pred.presence_threshold:.3f})"
         typer.echo(f"presence {pred.presence_score:.3f}{shown}, mask {int(pred.mask.sum())} px -> {out} ({files})")

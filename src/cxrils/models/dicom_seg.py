@@ -83,13 +83,16 @@ def source_reference(path: str | Path):
     from pydicom.dataset import Dataset
     from pydicom.errors import InvalidDicomError
 
+    from cxrils.io.dicom import element_words
+
     try:
         src = pydicom.dcmread(str(path), stop_before_pixels=True)
     except (InvalidDicomError, OSError, ValueError) as err:
         raise DicomSegError(f"{path}: DICOM SEG output needs a DICOM source image: {err}") from None
     missing = [k for k in REFERENCE_FIELDS if k not in src or src[k].value in (None, "")]
     if missing:
-        raise DicomSegError(f"{path}: cannot reference this DICOM in a SEG: it lacks {missing}")
+        names = ", ".join(map(element_words, missing))
+        raise DicomSegError(f"{path}: cannot reference this DICOM in a SEG: it has no {names}")
     if int(src.get("NumberOfFrames", 1) or 1) != 1:
         raise DicomSegError(f"{path}: multi-frame DICOM is not supported for SEG output")
     stub = Dataset()
@@ -164,7 +167,7 @@ def make_dicom_seg(reference, mask: np.ndarray, *, segment_label: str, descripti
             manufacturer="cxrils", manufacturer_model_name=_lo(model_name), software_versions=__version__,
             device_serial_number="none", content_label="CXRILS", content_description=label,
             series_description=_lo(description), omit_empty_frames=False)
-    except (ValueError, TypeError, AttributeError) as err:
+    except (ValueError, TypeError, AttributeError, KeyError) as err:
         raise DicomSegError(f"highdicom cannot build a SEG for this image: {err}") from None
     finally:
         hd_log.setLevel(level)

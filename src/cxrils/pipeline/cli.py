@@ -46,7 +46,6 @@ def _run(input_path: Path, output: Path, config: Optional[Path], set_: List[str]
          split_by: Optional[str] = None) -> dict:
     """Load the configuration, run :func:`generate` with a progress bar, print the summary."""
     from tqdm import tqdm
-    from tqdm.contrib.logging import logging_redirect_tqdm
 
     from cxrils.config import ConfigError, load_config
     from cxrils.pipeline.inputs import InputError
@@ -77,10 +76,9 @@ def _run(input_path: Path, output: Path, config: Optional[Path], set_: List[str]
         bar.n = done
         bar.refresh()
 
-    try:
-        with logging_redirect_tqdm():
-            summary = generate(input_path, output, cfg, runner=runner, workers=workers, limit=limit,
-                               stages=stages, progress=on_progress, ray_address=ray_address)
+    try:  # log lines go through tqdm.write (cxrils.cli): they never share the bar's line
+        summary = generate(input_path, output, cfg, runner=runner, workers=workers, limit=limit,
+                           stages=stages, progress=on_progress, ray_address=ray_address)
     except (InputError, RunError, StageLoadError, ValueError) as err:
         bar.close()
         typer.echo(f"error: {err}", err=True)
@@ -153,5 +151,15 @@ def _print_statistics(dataset: Path) -> None:
           per_cell=2)
     typer.echo(f"\nresults: {dataset.resolve()} (records/*.parquet, images/, manifest.json, "
                "generate_summary.json; read them with cxrils.dataset.read_records or datasets)")
-    typer.echo(f"look at sampled records and their masks: cxrils stats {dataset} --html {dataset / 'report.html'}\n"
-               "try the model on an image: cxrils serve   (then open http://127.0.0.1:8000/)")
+    cxrils = invoked_as()
+    typer.echo(f"look at sampled records and their masks: {cxrils} stats {dataset} --html {dataset / 'report.html'}\n"
+               f"try the model on an image: {cxrils} serve   (then open http://127.0.0.1:8000/)")
+
+
+def invoked_as() -> str:
+    """The command to type for cxrils again, as this process was started: the script's
+    path as typed (``.venv/bin/cxrils``, as the README runs it), else ``python -m cxrils``."""
+    import sys
+
+    argv0 = Path(sys.argv[0]) if sys.argv and sys.argv[0] else Path()
+    return str(argv0) if argv0.name == "cxrils" else "python -m cxrils"

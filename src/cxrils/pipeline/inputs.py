@@ -247,7 +247,23 @@ _CSV_FIELD_LIMIT = 2**31 - 1
 
 def _open_text(path: Path):
     """Text of a (gzipped) CSV; bytes that are not UTF-8 become lone surrogates
-    (``surrogateescape``) so one bad byte spoils only its own row (:func:`_undecodable`)."""
+    (``surrogateescape``) so one bad byte spoils only its own row (:func:`_undecodable`).
+
+    Raises
+    ------
+    InputError
+        If the file starts as UTF-16 or UTF-32 text does (a byte-order mark, or NUL bytes
+        in its first characters): its column names would otherwise come out garbled.
+    """
+    opener = gzip.open if path.suffix == ".gz" else open
+    try:
+        with opener(path, "rb") as fh:
+            head = fh.read(64)
+    except (OSError, EOFError) as err:
+        raise InputError(path, f"cannot read CSV: {err}") from err
+    if head.startswith((b"\xff\xfe", b"\xfe\xff")) or b"\x00" in head:
+        raise InputError(path, "the CSV is not UTF-8 (it looks like UTF-16 or UTF-32 text); save it as UTF-8 "
+                               "(e.g. iconv -f UTF-16 -t UTF-8 IN.csv > OUT.csv) and run again")
     if path.suffix == ".gz":
         return io.TextIOWrapper(gzip.open(path, "rb"), encoding="utf-8", errors="surrogateescape", newline="")
     return open(path, encoding="utf-8-sig", errors="surrogateescape", newline="")

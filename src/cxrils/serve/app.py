@@ -5,11 +5,17 @@ Endpoints
 ``POST /v1/segment``
     multipart form: ``image`` (PNG, JPEG or DICOM file) and ``instruction`` (text) ->
     JSON: ``instruction`` (as sent), ``instruction_answered`` (as the model read it,
-    :meth:`~cxrils.models.base.Segmenter.read_instruction`), ``mask`` (COCO RLE,
-    ``size`` [H, W]), ``mask_area``, ``answer``, ``presence_score``, ``presence_threshold``, ``note``, ``width``,
-    ``height``, ``image_png`` (the 8-bit image the model saw, base64 PNG), ``mask_png``
-    (0/255 base64 PNG), ``overlay_png`` (base64 PNG), ``dicom_seg`` (for a DICOM
-    upload: the mask as DICOM SEG referencing it, base64; else null).
+    :meth:`~cxrils.models.base.Segmenter.read_instruction`), ``answer``,
+    ``presence_score``, ``presence_threshold``, ``note``, ``notes`` (list of str: why
+    an output is missing, e.g. no DICOM SEG; empty when none), and, in the **source
+    frame** of the upload (``frame: "source"``: a DICOM's stored Rows x Columns, what a
+    viewer overlays on it; :func:`cxrils.io.base.to_source_frame`): ``mask`` (COCO
+    RLE, ``size`` [H, W]), ``mask_area``, ``width``, ``height``, ``mask_png`` (0/255
+    base64 PNG) and ``dicom_seg`` (for a DICOM upload: the mask as DICOM SEG
+    referencing it, base64; else null). For people, in the display frame
+    (``display_ops`` turned the source into it; empty for an upload stored in the
+    standard orientation): ``image_png`` (the 8-bit image the model saw),
+    ``display_mask_png`` (0/255) and ``overlay_png``, all base64 PNG.
 ``GET /v1/health``, ``GET /v1/info``; the page at ``/``; OpenAPI docs at ``/docs``.
 
 Errors are JSON ``{"detail": "<one sentence in plain words>"}`` (a missing form field
@@ -114,6 +120,7 @@ def create_app(segmenter, *, model_name: str = "", config: ServiceConfig | None 
     from cxrils.extras import missing_module
     from cxrils.io import ImageLoadError
     from cxrils.io import load_image as default_loader
+    from cxrils.io.base import to_source_frame
     from cxrils.models.dicom_seg import DicomSegError, dicom_seg_bytes, source_reference
     from cxrils.models.output import segment_label
 
@@ -165,6 +172,7 @@ def create_app(segmenter, *, model_name: str = "", config: ServiceConfig | None 
             "max_upload_bytes": cfg.max_upload_bytes,
             "max_instruction_chars": cfg.max_instruction_chars,
             "dicom_seg": dicom_seg_available,
+            "keeps_uploads": cfg.keep_uploads_dir is not None,
         }
 
     @app.post("/v1/segment")
@@ -187,6 +195,7 @@ def create_app(segmenter, *, model_name: str = "", config: ServiceConfig | None 
         suffix = Path(image.filename or "upload").suffix.lower()[:10]
         t0 = time.perf_counter()
         reference = None
+        notes: list[str] = []
         with tempfile.TemporaryDirectory(prefix="cxrils-upload-") as tmp:
             path = Path(tmp) / f"upload{suffix}"
             path.write_bytes(data)
@@ -195,11 +204,14 @@ def create_app(segmenter, *, model_name: str = "", config: ServiceConfig | None 
             except ImageLoadError as err:
                 reason = getattr(err, "reason", str(err))
                 raise HTTPException(400, f"the file could not be read as a chest X-ray image: {reason}") from None
-            if getattr(loaded.meta, "format", None) == "dicom" and dicom_seg_available:
-                try:
-                    reference = source_reference(path)  # header only: the UIDs a SEG needs
-                except DicomSegError as err:
-                    log.info("no DICOM SEG for this upload: %s", str(err).replace(str(path), "upload"))
+            if getattr(loaded.meta, "format", None) == "dicom":
+                if not dicom_seg_available:
+                    notes.append("no DICOM SEG: the server lacks highdicom (pip install 'cxrils[dicom]')")
+                else:
+                    try:
+                        reference = source_reference(path)  # header only: the UIDs a SEG needs
+                    except DicomSegError as err:
+                        notes.append(f"no DICOM SEG: {str(err).replace(str(path) + ': ', '')}")
             if cfg.keep_uploads_dir is not None:
                 cfg.keep_uploads_dir.mkdir(parents=True, exist_ok=True)
                 (cfg.keep_uploads_dir / f"{time.time_ns()}{suffix}").write_bytes(data)
@@ -210,24 +222,29 @@ def create_app(segmenter, *, model_name: str = "", config: ServiceConfig | None 
         except ValueError as err:  # an unusable image, or an instruction a free-text model refuses
             raise HTTPException(422, f"the model could not answer: {err}") from None
         mask = np.asarray(pred.mask, dtype=bool)
+        source_mask = to_source_frame(mask, loaded.meta)
         seg = None
         if reference is not None:
             try:
-                seg = b64(dicom_seg_bytes(reference, mask, segment_label=segment_label(answered, pred.answer),
+                seg = b64(dicom_seg_bytes(reference, source_mask, segment_label=segment_label(answered, pred.answer),
                                           description=f"cxrils: {answered}",
                                           model_name=f"cxrils {getattr(segmenter, 'model_type', '')}".strip()))
             except DicomSegError as err:  # the response still carries PNG and RLE
-                log.warning("no DICOM SEG for this upload: %s", err)
+                notes.append(f"no DICOM SEG: {err}")
+        for note in notes:
+            log.info("segment: %s", note)
         log.info("segment: %dx%d image, mask area %d, %.0f ms", x.shape[1], x.shape[0], int(mask.sum()),
                  1000 * (time.perf_counter() - t0))
         return {
             "instruction": text, "instruction_answered": answered,
-            "mask": encode_rle(mask), "mask_area": int(mask.sum()), "answer": pred.answer,
-            "presence_score": float(pred.presence_score), "presence_threshold": pred.presence_threshold,
-            "note": pred.note,
-            "width": int(x.shape[1]), "height": int(x.shape[0]),
-            "image_png": b64_png(x), "mask_png": b64_png(mask.astype(np.uint8) * 255),
-            "overlay_png": b64_png(overlay(x, mask)), "dicom_seg": seg,
+            "answer": pred.answer, "presence_score": float(pred.presence_score),
+            "presence_threshold": pred.presence_threshold, "note": pred.note, "notes": notes,
+            "frame": "source", "mask": encode_rle(source_mask), "mask_area": int(source_mask.sum()),
+            "width": int(source_mask.shape[1]), "height": int(source_mask.shape[0]),
+            "mask_png": b64_png(source_mask.astype(np.uint8) * 255), "dicom_seg": seg,
+            "display_ops": list(loaded.meta.display_ops),
+            "image_png": b64_png(x), "display_mask_png": b64_png(mask.astype(np.uint8) * 255),
+            "overlay_png": b64_png(overlay(x, mask)),
         }
 
     @app.get("/", include_in_schema=False)

@@ -18,7 +18,11 @@ function plainError(status, detail) {
   const head = STATUS_WORDS[status] || (status >= 500
     ? "The server failed while answering; try again, and see the server's log if it keeps failing."
     : "The request was refused.");
-  return detail ? `${head} ${detail.charAt(0).toUpperCase()}${detail.slice(1)}` : head;
+  if (!detail) return head;
+  const sentence = `${detail.charAt(0).toUpperCase()}${detail.slice(1)}`;
+  // The server's detail often starts with the same sentence: say it once.
+  const stem = head.replace(/\.$/, "").toLowerCase();
+  return detail.toLowerCase().startsWith(stem) ? sentence : `${head} ${sentence}`;
 }
 
 function clearResult(state) {
@@ -29,6 +33,7 @@ function clearResult(state) {
   $("answered").textContent = "—";
   $("score").textContent = "—";
   $("area").textContent = "—";
+  $("notes").textContent = "";
   $("download").disabled = true;
   $("download-seg").disabled = true;
   $("download-seg").hidden = true;
@@ -98,14 +103,15 @@ async function run() {
       throw new Error(plainError(r.status, typeof body.detail === "string" ? body.detail : ""));
     }
     baseImg = await loadImage(body.image_png);
-    maskImg = await loadImage(body.mask_png);
-    maskPng = body.mask_png;
+    maskImg = await loadImage(body.display_mask_png);  // drawn over image_png (display frame)
+    maskPng = body.mask_png;  // downloaded: the source's frame, what a viewer overlays on the file
     segDcm = body.dicom_seg || null;
     $("answer").textContent = body.answer + (body.note ? " (" + body.note + ")" : "");
     $("answered").textContent = body.instruction_answered;
     $("score").textContent = body.presence_score.toFixed(3) +
       (body.presence_threshold == null ? "" : " (a mask from " + body.presence_threshold.toFixed(3) + ")");
     $("area").textContent = body.mask_area;
+    $("notes").textContent = (body.notes || []).join(" ");
     $("download").disabled = false;
     $("download-seg").hidden = !segDcm;
     $("download-seg").disabled = !segDcm;
@@ -133,6 +139,10 @@ function downloadSeg() { if (segDcm) save("data:application/dicom;base64," + seg
 async function loadExamples() {
   try {
     const info = await (await fetch("/v1/info")).json();
+    if (info.keeps_uploads) {
+      $("drop-help").textContent = "The image is sent to this server only; this server keeps a copy of each upload " +
+        "(its operator started it with --keep-uploads).";
+    }
     const dl = $("examples"), sel = $("lesion-type");
     for (const [type, list] of Object.entries(info.examples)) {
       const o = document.createElement("option"); o.value = type; o.textContent = type; sel.appendChild(o);

@@ -120,7 +120,7 @@ def duplicate_lines(split, data_root: Path) -> str:
     pairs: Counter = Counter()
     with_copy: dict[tuple[str, str], set[str]] = {}
     for i, j, _ in near_duplicates([f[1] for f in files], [f[1] for f in files]):
-        (a, pa), (b, pb) = files[i], files[j]
+        (a, pa), (b, _) = files[i], files[j]
         if a != b:
             if order.index(a) < order.index(b):
                 pairs[(a, b)] += 1

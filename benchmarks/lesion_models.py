@@ -28,6 +28,7 @@ import time
 from pathlib import Path
 
 import numpy as np
+
 from results import publish
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -17,7 +17,8 @@ from __future__ import annotations
 
 import json
 import math
-from typing import Any, Mapping, Sequence, TypedDict
+from collections.abc import Mapping, Sequence
+from typing import Any, TypedDict
 
 import numpy as np
 from pycocotools import mask as _coco

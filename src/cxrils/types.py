@@ -9,8 +9,8 @@ patient's right lung is on the image's left.
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
-from typing import Iterable, Mapping
 
 import numpy as np
 
@@ -95,7 +95,7 @@ class Finding:
         }
 
     @classmethod
-    def from_dict(cls, d: Mapping) -> "Finding":
+    def from_dict(cls, d: Mapping) -> Finding:
         """Inverse of :meth:`to_dict`."""
         return cls(
             entity=d["entity"], sentence_index=int(d["sentence_index"]), presence=d["presence"],
@@ -131,7 +131,7 @@ class StructuredReport:
         }
 
     @classmethod
-    def from_dict(cls, d: Mapping) -> "StructuredReport":
+    def from_dict(cls, d: Mapping) -> StructuredReport:
         """Inverse of :meth:`to_dict`."""
         return cls(
             study_id=str(d["study_id"]), section_used=d.get("section_used"),
@@ -163,7 +163,7 @@ class AnatomyMasks:
     version: str = ""
     visible: dict[str, np.ndarray] | None = None
 
-    def organs(self) -> "AnatomyMasks":
+    def organs(self) -> AnatomyMasks:
         """These masks with the visible lungs as "right lung" and "left lung".
 
         The organ role of the paper's HybridGNet (section 3.1): condition c4, the

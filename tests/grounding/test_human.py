@@ -7,8 +7,15 @@ import pytest
 from grounding_helpers import H, W, anatomy, rect
 
 from cxrils.config import Config
-from cxrils.grounding.human import (NORMAL_REPORT, human_grounding, report_from_label, report_from_zones,
-                                    sides_of_box, sides_of_mask, zones_of_mask)
+from cxrils.grounding.human import (
+    NORMAL_REPORT,
+    human_grounding,
+    report_from_label,
+    report_from_zones,
+    sides_of_box,
+    sides_of_mask,
+    zones_of_mask,
+)
 from cxrils.instructions import generate_records
 from cxrils.report import structure_reports
 

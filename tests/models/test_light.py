@@ -7,15 +7,20 @@ import json
 import numpy as np
 import pytest
 import torch
+from light_synthetic import H, W, block_anatomy, bright_anomaly, disc_mask
 
 from cxrils import templates, vocab
 from cxrils.models import ModelLoadError, Prediction, Segmenter
 from cxrils.models.light import LightConfig, LightSegmenter
 from cxrils.models.light.answer import compose_answer, locations_from_mask
 from cxrils.models.light.network import LightEnsemble, LightILSNet
-from cxrils.models.light.text import (STRUCTURED_DIM, InstructionEncoder, InstructionError,
-                                      interpret_instruction, structured_vector)
-from light_synthetic import H, W, block_anatomy, bright_anomaly, disc_mask
+from cxrils.models.light.text import (
+    STRUCTURED_DIM,
+    InstructionEncoder,
+    InstructionError,
+    interpret_instruction,
+    structured_vector,
+)
 
 TINY = dict(ensemble=1, image_size=32, features=(4, 8, 8, 16, 16, 8), text_hidden=16, batch_size=4, steps=4,
             box_prior=False)

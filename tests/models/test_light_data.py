@@ -7,12 +7,12 @@ import csv
 import shutil
 
 import pytest
-from lesion_fixtures import write_covid_qu_ex
 from light_synthetic import make_tiny_dataset
 
 from cxrils.dataset import read_records
 from cxrils.models.light.data import HUMAN_PREFIX, build_training_dataset
 from cxrils.vision.lesion_data import covid_qu_ex_samples, training_samples
+from lesion_fixtures import write_covid_qu_ex
 
 
 @pytest.mark.slow
@@ -118,7 +118,7 @@ def test_jsrt_records_follow_the_radiologists_masks_and_nodules(shared_data):
     cfg = Config()
     picked = jsrt_training_samples(shared_data, cfg)
     assert sum(cm is not None for _, _, cm, _ in picked) > 40
-    for s, ctr, cm, side in picked:
+    for s, ctr, cm, _side in picked:
         assert s.image_id.startswith("JPCLN") and split_of("jsrt_scr", s.image_id) == "train"
         ref = width(s.heart) / width(s.right_lung | s.left_lung)
         assert abs(ctr - ref) < 0.01

@@ -6,11 +6,11 @@ import json
 
 import numpy as np
 import pytest
+from light_synthetic import block_anatomy, bright_anomaly
 
 from cxrils import templates
 from cxrils.models import Segmenter, default_model_dir
 from cxrils.models.light.segmenter import WEIGHTS_NAME
-from light_synthetic import block_anatomy, bright_anomaly
 
 
 def test_shipped_model_loads_and_predicts():

@@ -8,6 +8,7 @@ import numpy as np
 import pyarrow.parquet as pq
 import pytest
 import torch
+from light_synthetic import block_anatomy, bright_anomaly, make_tiny_dataset
 from PIL import Image
 from typer.testing import CliRunner
 
@@ -18,7 +19,6 @@ from cxrils.masks import decode_rle
 from cxrils.models import Segmenter
 from cxrils.models.light import LightConfig
 from cxrils.models.light.train import TrainError, train_light
-from light_synthetic import block_anatomy, bright_anomaly, make_tiny_dataset
 
 TINY = dict(ensemble=1, image_size=32, features=(4, 8, 8, 16, 16, 8), text_hidden=32, batch_size=8, lr=3e-3)
 

@@ -20,14 +20,22 @@ pytest.importorskip("peft")
 spm = pytest.importorskip("sentencepiece")
 
 from lisa_fixture import (  # noqa: E402
-    LAYERS, SAM_VIT_H, lisa_config, lisa_llm_keys, sam_original_shapes, write_clip, write_lisa_checkpoint,
+    LAYERS,
+    SAM_VIT_H,
+    lisa_config,
+    lisa_llm_keys,
+    sam_original_shapes,
+    write_clip,
+    write_lisa_checkpoint,
 )
 
 from cxrils import templates  # noqa: E402
 from cxrils.models.base import ModelLoadError, Segmenter  # noqa: E402
 from cxrils.models.rosalia.configuration import SYSTEM_PROMPT, RosaliaConfig  # noqa: E402
 from cxrils.models.rosalia.lisa_checkpoint import (  # noqa: E402
-    llama_config, map_lisa_key, sam_config_from_shapes,
+    llama_config,
+    map_lisa_key,
+    sam_config_from_shapes,
 )
 from cxrils.models.rosalia.losses import mask_dice  # noqa: E402
 from cxrils.models.rosalia.segmenter import RosaliaSegmenter, build_model  # noqa: E402
@@ -397,10 +405,10 @@ def test_bf16_training_step_keeps_float32_master_weights(release, tmp_path):
 def test_cli_train_tiny_rosalia_on_a_dataset(tmp_path):
     """`cxrils train --model rosalia --set tiny=true` on a synthetic dataset: trains,
     saves, resumes to a longer schedule, evaluates the validation split."""
+    from light_synthetic import make_tiny_dataset
     from typer.testing import CliRunner
 
     from cxrils.cli import app
-    from light_synthetic import make_tiny_dataset
 
     ds = make_tiny_dataset(tmp_path / "ds", n_train=8, n_val=2, n_test=1)
     run = tmp_path / "run"
@@ -419,10 +427,10 @@ def test_cli_train_tiny_rosalia_on_a_dataset(tmp_path):
 
 
 def test_cli_train_rosalia_without_weights_says_what_to_get(tmp_path):
+    from light_synthetic import make_tiny_dataset
     from typer.testing import CliRunner
 
     from cxrils.cli import app
-    from light_synthetic import make_tiny_dataset
 
     ds = make_tiny_dataset(tmp_path / "ds", n_train=4, n_val=1, n_test=1)
     r = CliRunner().invoke(app, ["train", "--model", "rosalia", "--dataset", str(ds), "-o", str(tmp_path / "r")])
@@ -459,10 +467,10 @@ def test_teacher_forced_masks_as_the_authors_validate(release, released, tmp_pat
     """validate() runs model_forward(inference=True) on the conversation with the reference
     answer: the mask of the reference [SEG], no generation. With the answer '[SEG]' that is
     the state after 'ASSISTANT:', the one a generated first [SEG] uses."""
+    from light_synthetic import make_tiny_dataset
     from typer.testing import CliRunner
 
     from cxrils.cli import app
-    from light_synthetic import make_tiny_dataset
 
     model = released.model
     seg, eos = model.seg_token_id, released.processor.tokenizer.eos_token_id

@@ -170,10 +170,11 @@ def test_epoch_is_twice_the_positives_as_batch_balance():
 def test_cli_train_schedule_and_sampler_follow_the_epoch(tmp_path, monkeypatch):
     """``cxrils train --model rosalia``: the schedule and the sampler's epoch are twice
     the train split's positives (the old code used the split's size)."""
+    from light_synthetic import make_tiny_dataset
+
     import cxrils.dataset
     from cxrils.dataset import ILSDataset
     from cxrils.models.rosalia import training
-    from light_synthetic import make_tiny_dataset
 
     ds = make_tiny_dataset(tmp_path / "ds", n_train=8, n_val=1, n_test=1)
     polarities = ILSDataset(ds, "train").polarities

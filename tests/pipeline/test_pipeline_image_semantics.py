@@ -23,6 +23,7 @@ from cxrils.pipeline.runner import generate
 from cxrils.types import StudyGrounding
 from cxrils.vision.anatomy import frontal_plausibility, get_segmenter
 
+
 def _write_pairs(folder: Path, rows: list[dict]) -> Path:
     path = folder / "pairs.csv"
     with open(path, "w", newline="") as fh:

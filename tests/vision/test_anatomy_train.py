@@ -14,8 +14,15 @@ from typer.testing import CliRunner
 
 from cxrils.cli import app
 from cxrils.vision.anatomy.builtin import BuiltinSegmenter
-from cxrils.vision.anatomy.data import (DUPLICATE_SIZE, TEST_PERCENT, fingerprint, load_samples, load_split,
-                                       split_both_lungs, split_of)
+from cxrils.vision.anatomy.data import (
+    DUPLICATE_SIZE,
+    TEST_PERCENT,
+    fingerprint,
+    load_samples,
+    load_split,
+    split_both_lungs,
+    split_of,
+)
 from cxrils.vision.anatomy.train import _loss, _val_dice, is_validation, load_overlapping, medial_gap, one_cycle_lr
 
 
@@ -137,7 +144,7 @@ def _synthetic_root(tmp_path):
     def image():  # every image its own noise, so only the planted copy is a near-duplicate
         return (60 + 120 * (right | left) - 40 * heart + rng.integers(0, 80, (64, 64))).astype(np.uint8)
 
-    img = image()
+    image()  # the first draw of rng, as before
     ids = [f"SYN{i:03d}" for i in range(40)]
     train_ids = [i for i in ids if split_of("jsrt_scr", i) == "train"][:4]
     test_id = next(i for i in ids if split_of("jsrt_scr", i) == "test")

@@ -65,9 +65,8 @@ def test_random_affine_without_ranges_is_the_identity():
 
 
 def test_near_duplicates_find_recropped_reexposed_copies_not_lookalikes(tmp_path):
-    from PIL import Image
-
     import cv2
+    from PIL import Image
 
     rng = np.random.default_rng(0)
     yy, xx = np.mgrid[0:260, 0:260] / 260.0

@@ -8,10 +8,10 @@ import dataclasses
 
 import numpy as np
 import pytest
-from lesion_fixtures import write_covid_qu_ex
 
 from cxrils.config import AnomalyConfig, AnomalyTrainConfig, Config, DetectionConfig, DetectorTrainConfig
 from cxrils.vision.lesion_data import training_samples
+from lesion_fixtures import write_covid_qu_ex
 
 TINY = {"input_size": 32, "widths": (4, 4, 8, 8, 8), "epochs": 2, "batch_size": 4, "val_fraction": 0.3}
 

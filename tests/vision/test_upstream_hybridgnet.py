@@ -286,9 +286,9 @@ def chexmask_folder(tmp_path_factory):
 
     sys.path.insert(0, str(root))
     try:
+        import scipy.sparse as sp
         from models.HybridGNet2IGSC import Hybrid
         from utils.utils import genMatrixesLungsHeart, scipy_to_torch_sparse
-        import scipy.sparse as sp
 
         A, AD, D, U = (sp.csc_matrix(m).tocoo() for m in genMatrixesLungsHeart())
         torch.manual_seed(0)

@@ -3,7 +3,7 @@ ratio of positive to negative samples is maintained at 1:1 in each mini-batch").
 
 from __future__ import annotations
 
-from typing import Iterator, Sequence
+from collections.abc import Iterator, Sequence
 
 import numpy as np
 

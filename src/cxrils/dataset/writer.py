@@ -192,7 +192,7 @@ class DatasetWriter:
         """Release the folder's lock (the writer is not used afterwards)."""
         self._lock.release()
 
-    def __enter__(self) -> "DatasetWriter":
+    def __enter__(self) -> DatasetWriter:
         return self
 
     def __exit__(self, *exc: Any) -> None:

@@ -10,8 +10,9 @@ decoder and the bool-mask conversion are those of :mod:`cxrils.masks`.
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Mapping, Sequence
+from typing import Any
 
 import numpy as np
 from pycocotools import mask as _coco

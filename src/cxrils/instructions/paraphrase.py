@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import logging
 import re
-from typing import Callable, Iterable
+from collections.abc import Callable, Iterable
 
 from cxrils.config import Config
 

@@ -42,10 +42,10 @@ import itertools
 import logging
 import re
 import xml.etree.ElementTree as ET
+from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterable, Iterator
 
 from cxrils.config import SPLIT_BY
 from cxrils.vocab import SPLITS, SplitError, normalize_split
@@ -587,7 +587,7 @@ def cap_report(text: str, max_chars: int, max_sentences: int) -> tuple[str, str 
                 cut = ends[-1]
     elif cut < len(text):
         last = None
-        for last in _SENTENCE_END.finditer(text, 0, cut):
+        for last in _SENTENCE_END.finditer(text, 0, cut):  # noqa: B007 (keeps the last match)
             pass
         cut = last.end() if last is not None else cut
     if not reasons:

@@ -26,16 +26,26 @@ from __future__ import annotations
 import dataclasses
 import math
 import re
+from collections.abc import Iterable
 from dataclasses import dataclass
 from functools import lru_cache
-from typing import Iterable
 
 from cxrils import __version__
 from cxrils.config import Config
 from cxrils.report.context import target_modifiers
 from cxrils.report.lexicon import (
-    CARDIOMEGALY_PATTERNS, CONGESTION_PATTERNS, CONTEXT_RULES, DEFINITE_SUGGESTIVE, DENSITY_ENTITIES, HILAR_WORDS,
-    LUNG_FINDING_CATEGORIES, NEGATION_IN_PATTERN, NON_LESION_DENSITY_FINDINGS, NONSPECIFIC_TYPES, REPORT_VERB_FORMS, find_locations,
+    CARDIOMEGALY_PATTERNS,
+    CONGESTION_PATTERNS,
+    CONTEXT_RULES,
+    DEFINITE_SUGGESTIVE,
+    DENSITY_ENTITIES,
+    HILAR_WORDS,
+    LUNG_FINDING_CATEGORIES,
+    NEGATION_IN_PATTERN,
+    NON_LESION_DENSITY_FINDINGS,
+    NONSPECIFIC_TYPES,
+    REPORT_VERB_FORMS,
+    find_locations,
     lesion_terms,
 )
 from cxrils.report.locations import LexiconLocationMapper

@@ -107,7 +107,7 @@ def part_of(image_id: str) -> str:
 def tuning_role(image_id: str) -> str:
     """``"detector"`` or ``"anomaly"``: which built-in model may train on this
     tuning-part image (``sha256("covid_qu_ex-role:<id>")`` even/odd; ours, fixed)."""
-    digest = hashlib.sha256(f"{COVID_QU_EX}-role:{image_id}".encode("utf-8")).hexdigest()
+    digest = hashlib.sha256(f"{COVID_QU_EX}-role:{image_id}".encode()).hexdigest()
     return ROLES[int(digest, 16) % 2]
 
 
@@ -343,7 +343,7 @@ def jsrt_backgrounds(data_root: str | Path, role: str) -> list[JsrtBackground]:
         ids = sorted(row["image_id"] for row in csv.DictReader(fh))
     out = []
     for iid in ids:
-        digest = hashlib.sha256(f"jsrt_scr-role:{iid}".encode("utf-8")).hexdigest()
+        digest = hashlib.sha256(f"jsrt_scr-role:{iid}".encode()).hexdigest()
         paths = (root / "images" / f"{iid}.png", root / "masks" / "right_lung" / f"{iid}.png",
                  root / "masks" / "left_lung" / f"{iid}.png")
         if ROLES[int(digest, 16) % 2] == role and all(p.is_file() for p in paths):

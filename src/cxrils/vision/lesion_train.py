@@ -15,17 +15,17 @@ import hashlib
 import json
 import logging
 import time
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any, Callable, Sequence
+from typing import Any
 
 import cv2
 import numpy as np
 
 from cxrils.config import LesionDataConfig, LesionTrainConfig, SyntheticConfig
 from cxrils.fsutil import atomic_path
-from cxrils.vision.lesion_data import (JsrtBackground, LesionSample, jsrt_backgrounds, network_mask,
-                                       training_samples)
+from cxrils.vision.lesion_data import JsrtBackground, LesionSample, jsrt_backgrounds, network_mask, training_samples
 from cxrils.vision.synthetic import draw_lesions
 
 log = logging.getLogger(__name__)

@@ -32,7 +32,14 @@ from typing import Any
 import numpy as np
 
 from cxrils.dataset.mimic_ils.format import (
-    CERTAINTY_KEY, JSON_NAME, MASK_DIR_NAME, MASK_KEY, NEGATIVE_KEY, PAIRS_KEY, POSITIVE_KEY, SPLIT_TO_RELEASE,
+    CERTAINTY_KEY,
+    JSON_NAME,
+    MASK_DIR_NAME,
+    MASK_KEY,
+    NEGATIVE_KEY,
+    PAIRS_KEY,
+    POSITIVE_KEY,
+    SPLIT_TO_RELEASE,
 )
 from cxrils.dataset.splits import SPLITS
 from cxrils.dataset.writer import DatasetError, image_relpath, read_records

@@ -29,9 +29,10 @@ from __future__ import annotations
 
 import hashlib
 import re
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
-from typing import IO, Any, Iterator
+from typing import IO, Any
 
 import numpy as np
 

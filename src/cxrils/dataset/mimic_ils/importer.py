@@ -18,17 +18,31 @@ from __future__ import annotations
 
 import json
 import logging
+from collections.abc import Callable, Iterator
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Iterator
+from typing import Any
 
 import numpy as np
 
 from cxrils.config import MimicIlsConfig
 from cxrils.dataset.mimic_ils.format import (
-    CERTAINTY_KEY, MASK_KEY, NEGATIVE_KEY, PAIR_KEYS, PAIRS_KEY, POSITIVE_KEY, SPLIT_FROM_RELEASE, JSON_NAME,
-    MASK_DIR_NAME, ids_from_image_path, image_id_for, iter_samples, parse_pair, read_mask_png, resized_shape,
+    CERTAINTY_KEY,
+    JSON_NAME,
+    MASK_DIR_NAME,
+    MASK_KEY,
+    NEGATIVE_KEY,
+    PAIR_KEYS,
+    PAIRS_KEY,
+    POSITIVE_KEY,
+    SPLIT_FROM_RELEASE,
+    ids_from_image_path,
+    image_id_for,
+    iter_samples,
+    parse_pair,
+    read_mask_png,
+    resized_shape,
 )
 from cxrils.dataset.writer import DatasetError, DatasetWriter
 from cxrils.fsutil import atomic_path, atomic_write_json, atomic_write_text, sha256_file

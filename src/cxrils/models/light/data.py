@@ -77,8 +77,14 @@ import numpy as np
 from cxrils import vocab
 from cxrils.config import CTR_MIN_CARDIOMEGALY, Config, SyntheticConfig
 from cxrils.dataset import DatasetWriter, read_records
-from cxrils.grounding.human import (NORMAL_REPORT, human_grounding, report_from_label, report_from_zones,
-                                    sides_of_mask, zones_of_mask)
+from cxrils.grounding.human import (
+    NORMAL_REPORT,
+    human_grounding,
+    report_from_label,
+    report_from_zones,
+    sides_of_mask,
+    zones_of_mask,
+)
 from cxrils.instructions import generate_records, record_seed
 from cxrils.report import get_location_mapper, get_structurer, structure_reports
 from cxrils.types import AnatomyMasks

@@ -23,8 +23,9 @@ from __future__ import annotations
 
 import importlib
 import pickle
+from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any, Mapping, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -219,7 +220,7 @@ class CxasSegmenter(AnatomySegmenter):
         self.precision = precision
 
     @classmethod
-    def from_config(cls, cfg: Config) -> "CxasSegmenter":
+    def from_config(cls, cfg: Config) -> CxasSegmenter:
         """Build from ``cfg.backends.cxas_weights``.
 
         Raises

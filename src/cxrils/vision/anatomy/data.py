@@ -36,7 +36,6 @@ from functools import lru_cache
 from pathlib import Path
 
 import cv2
-
 import numpy as np
 from PIL import Image
 
@@ -102,7 +101,7 @@ class Sample:
 
 def split_of(source: str, patient_id: str) -> str:
     """``"test"`` or ``"train"`` for a patient, by the fixed hash rule of this module."""
-    digest = hashlib.sha256(f"{source}:{patient_id}".encode("utf-8")).hexdigest()
+    digest = hashlib.sha256(f"{source}:{patient_id}".encode()).hexdigest()
     return "test" if int(digest, 16) % 100 < TEST_PERCENT else "train"
 
 

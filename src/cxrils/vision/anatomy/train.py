@@ -33,8 +33,9 @@ import json
 import logging
 import math
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import cv2
 import numpy as np
@@ -163,7 +164,7 @@ def load_overlapping(net, state: dict) -> list[str]:
 def is_validation(source: str, patient_id: str, val_percent: int) -> bool:
     """True for the training-split patients held out for validation (fixed hash rule,
     independent of :func:`cxrils.vision.anatomy.data.split_of`)."""
-    digest = hashlib.sha256(f"validation:{source}:{patient_id}".encode("utf-8")).hexdigest()
+    digest = hashlib.sha256(f"validation:{source}:{patient_id}".encode()).hexdigest()
     return int(digest, 16) % 100 < val_percent
 
 

@@ -90,7 +90,7 @@ class BuiltinAnomalyMapper:
         self._torch = torch
 
     @classmethod
-    def from_config(cls, cfg: Config) -> "BuiltinAnomalyMapper":
+    def from_config(cls, cfg: Config) -> BuiltinAnomalyMapper:
         """Build from the ``anomaly`` section of a :class:`~cxrils.config.Config`."""
         return cls(cfg.anomaly)
 

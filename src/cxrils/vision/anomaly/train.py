@@ -25,8 +25,15 @@ import numpy as np
 from cxrils.config import AnomalyTrainConfig, LesionDataConfig, SyntheticConfig
 from cxrils.vision.lesion_data import random_affine, warp
 from cxrils.vision.lesion_nets import LesionSegNet
-from cxrils.vision.lesion_train import (fit, item_input, lesion_training_data, run_summary, save_weights,
-                                        split_validation, train_items)
+from cxrils.vision.lesion_train import (
+    fit,
+    item_input,
+    lesion_training_data,
+    run_summary,
+    save_weights,
+    split_validation,
+    train_items,
+)
 
 
 def _area(m: np.ndarray, side: int) -> np.ndarray:

@@ -73,7 +73,7 @@ class BuiltinDetector:
         self._torch = torch
 
     @classmethod
-    def from_config(cls, cfg: Config) -> "BuiltinDetector":
+    def from_config(cls, cfg: Config) -> BuiltinDetector:
         """Build from the ``detection`` section of a :class:`~cxrils.config.Config`."""
         return cls(cfg.detection)
 

@@ -24,8 +24,15 @@ from cxrils.config import DetectionConfig, DetectorTrainConfig, LesionDataConfig
 from cxrils.vision.detection.centernet import STRIDE, average_precision, decode, loss, nms, targets
 from cxrils.vision.lesion_data import lesion_boxes, random_affine, warp
 from cxrils.vision.lesion_nets import CenterNetDetector
-from cxrils.vision.lesion_train import (fit, item_input, lesion_training_data, run_summary, save_weights,
-                                        split_validation, train_items)
+from cxrils.vision.lesion_train import (
+    fit,
+    item_input,
+    lesion_training_data,
+    run_summary,
+    save_weights,
+    split_validation,
+    train_items,
+)
 
 #: VinDr-CXR class the detector emits (the only one its training data supports).
 CLASSES: tuple[str, ...] = ("Lung Opacity",)

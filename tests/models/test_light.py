@@ -152,6 +152,7 @@ def test_compose_answer_lesion_inference():
     assert templates.parse_answer(neg).locations == ("right lung base",)
 
 
+@pytest.mark.slow
 def test_save_load_round_trip_identical(tmp_path):
     seg = _seg(presence_bias=3.0)
     torch.nn.init.normal_(seg.net.film.weight, std=0.3)
@@ -168,6 +169,7 @@ def test_save_load_round_trip_identical(tmp_path):
         assert a.presence_score == pytest.approx(b.presence_score, abs=1e-6)
 
 
+@pytest.mark.slow
 def test_ensemble_averages_member_probabilities_and_round_trips(tmp_path):
     torch.manual_seed(0)
     cfg = LightConfig(**{**TINY, "ensemble": 3, "ctr_input": False})

@@ -320,6 +320,7 @@ def test_tokenizer_restates_the_slow_legacy_rules(release):
 
 
 # ------------------------------------------------------------------ tiny random model: training path
+@pytest.mark.slow
 def test_forward_loss_terms_and_backward(tiny):
     model, proc = tiny.model, tiny.processor
     model.train()
@@ -352,6 +353,7 @@ def test_missing_seg_is_an_error(tiny):
         tiny.model(**tiny.processor.collate([enc]))
 
 
+@pytest.mark.slow
 def test_save_load_and_predict_roundtrip(tiny, tmp_path):
     tiny.save_pretrained(tmp_path / "run")
     loaded = Segmenter.from_pretrained(tmp_path / "run")
@@ -377,6 +379,7 @@ def test_training_steps_reduce_loss(tiny, tmp_path):
     assert (tmp_path / "run" / "model.safetensors").is_file()
 
 
+@pytest.mark.slow
 def test_bf16_training_step_keeps_float32_master_weights(release, tmp_path):
     """Fine-tuning a LISA-format checkpoint with precision bf16: frozen weights bf16,
     trained ones float32, forward under autocast; one step on the CPU."""
@@ -463,6 +466,7 @@ def test_interrupted_training_resumes_on_schedule(tmp_path):
     assert [e["lr"] for e in resumed] == pytest.approx([e["lr"] for e in straight])
 
 
+@pytest.mark.slow
 def test_teacher_forced_masks_as_the_authors_validate(release, released, tmp_path, monkeypatch):
     """validate() runs model_forward(inference=True) on the conversation with the reference
     answer: the mask of the reference [SEG], no generation. With the answer '[SEG]' that is

@@ -200,6 +200,7 @@ def test_cli_train_schedule_and_sampler_follow_the_epoch(tmp_path, monkeypatch):
     assert seen["batches"] == 2 * n_pos // 2
 
 
+@pytest.mark.slow
 def test_lora_sam_encoder_targets_the_image_encoder_and_learns_nothing_there(tmp_path):
     from cxrils.models.rosalia.training import _parse_overrides, train_rosalia
 

@@ -91,6 +91,7 @@ def test_whole_lungs_hold_the_visible_ones_and_reach_behind_the_heart(segmenter,
     assert (whole["left lung base"] & ref["heart"]).any()
 
 
+@pytest.mark.slow
 def test_held_back_v7labs_whole_lungs(segmenter, shared_data):
     """Held-back COVID-19 images with the v7labs masks (whole lungs): the whole lungs match
     them better than the visible lungs do, above 0.85 each."""

@@ -16,7 +16,8 @@ from pathlib import Path
 from typing import Any
 
 from cxrils import vocab
-from cxrils.evaluation.metrics import MaskCounts, SegmentationAccumulator, TextAccumulator
+from cxrils.evaluation.counts import MaskCounts
+from cxrils.evaluation.metrics import SegmentationAccumulator, TextAccumulator
 from cxrils.evaluation.official import OfficialAccumulator
 from cxrils.fsutil import atomic_write_json, atomic_write_text
 

@@ -112,7 +112,7 @@ def accuracy_table(seg, samples) -> str:
 def duplicate_lines(split, data_root: Path) -> str:
     """Markdown: split counts per source and what the near-duplicate rule found among
     all image files of the sources (with or without masks)."""
-    from cxrils.vision.anatomy.data import DUPLICATE_MIN_CORRELATION, near_duplicates
+    from cxrils.vision.anatomy.data import SPLIT, near_duplicates
 
     files = [(source, p) for source in SOURCE_NAMES
              for p in sorted((data_root / source / "images").glob("*.png"))]
@@ -132,7 +132,7 @@ def duplicate_lines(split, data_root: Path) -> str:
     n_files = Counter(f[0] for f in files)
     for source, name in SOURCE_NAMES.items():
         lines.append(f"| {name} | {n_files[source]} | {train[source]} | {excluded[source]} | {test[source]} |")
-    lines += ["", f"Near-duplicates between sources (thumbnail correlation >= {DUPLICATE_MIN_CORRELATION}, "
+    lines += ["", f"Near-duplicates between sources (thumbnail correlation >= {SPLIT.dup_min_correlation}, "
                   "all image files, any split):", "",
               "| sources A - B | pairs | images of A with a match in B | images of B with a match in A |",
               "|---|---|---|---|"]

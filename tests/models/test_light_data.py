@@ -67,21 +67,22 @@ def test_training_dataset_merges_generated_and_human_records(tmp_path):
 
 def test_normal_forms_ask_global_whole_lungs_and_seeded_zones():
     from cxrils import vocab
-    from cxrils.models.light.data import NORMAL_ABSENT_ZONES, normal_forms
+    from cxrils.config import LightDataConfig
+    from cxrils.models.light.data import normal_forms
 
     a, b = normal_forms("cqx-a"), normal_forms("cqx-a")
     assert a == b                                                  # same id, same questions
     assert a[:3] == [("global", None), ("basic", "right lung"), ("basic", "left lung")]
     zones = [loc for _, loc in a[3:]]
-    assert len(set(zones)) == len(zones) == NORMAL_ABSENT_ZONES
+    assert len(set(zones)) == len(zones) == LightDataConfig().normal_absent_zones
     assert all(z in vocab.INSTRUCTION_LOCATIONS and z not in ("right lung", "left lung") for z in zones)
     drawn = {tuple(normal_forms(f"cqx-{k}")[3:]) for k in range(40)}
     assert len(drawn) > 5                                           # zones vary between images
 
 
 def test_cardiomegaly_positives_repeated_or_dropped_by_the_ctr():
-    from cxrils.config import Config
-    from cxrils.models.light.data import CARDIOMEGALY_REPEAT, _cardiomegaly_rows
+    from cxrils.config import Config, LightDataConfig
+    from cxrils.models.light.data import _cardiomegaly_rows
 
     def row(k, split, polarity, lesion):
         return {"record_id": f"im:{k}", "image_id": "im", "split": split, "polarity": polarity, "lesion_type": lesion}
@@ -89,7 +90,7 @@ def test_cardiomegaly_positives_repeated_or_dropped_by_the_ctr():
     rows = [row(0, "train", "positive", "cardiomegaly"), row(1, "train", "negative", "effusion"),
             row(2, "test", "positive", "cardiomegaly")]
     out, rep, drop = _cardiomegaly_rows(rows, 0.58, Config())
-    assert (rep, drop) == (1, 0) and len(out) == len(rows) + CARDIOMEGALY_REPEAT - 1
+    assert (rep, drop) == (1, 0) and len(out) == len(rows) + LightDataConfig().cardiomegaly_repeat - 1
     assert len({r["record_id"] for r in out}) == len(out)          # new ids, no clash
     assert sum(r["split"] == "test" for r in out) == 1               # test rows untouched
     out, rep, drop = _cardiomegaly_rows(rows, 0.40, Config())        # CTR <= 0.45: report and measure disagree

@@ -13,10 +13,9 @@ from PIL import Image
 from typer.testing import CliRunner
 
 from cxrils.cli import app
+from cxrils.config import AnatomyDataConfig
 from cxrils.vision.anatomy.builtin import BuiltinSegmenter
 from cxrils.vision.anatomy.data import (
-    DUPLICATE_SIZE,
-    TEST_PERCENT,
     fingerprint,
     load_samples,
     load_split,
@@ -25,13 +24,15 @@ from cxrils.vision.anatomy.data import (
 )
 from cxrils.vision.anatomy.train import _loss, _val_dice, is_validation, load_overlapping, medial_gap, one_cycle_lr
 
+SPLIT = AnatomyDataConfig()  # the split and near-duplicate rule under test
+
 
 def test_split_is_fixed_and_patient_level():
     ids = [f"P{i:04d}" for i in range(2000)]
     splits = [split_of("jsrt_scr", p) for p in ids]
     assert splits == [split_of("jsrt_scr", p) for p in ids]  # deterministic
     share = splits.count("test") / len(ids)
-    assert abs(share - TEST_PERCENT / 100) < 0.03
+    assert abs(share - SPLIT.test_percent / 100) < 0.03
     assert set(splits) == {"train", "test"}
 
 
@@ -202,7 +203,7 @@ def test_fingerprint_matches_rescaled_copies_not_other_images():
     other = cv2.normalize(cv2.GaussianBlur(rng.integers(0, 255, (300, 240)).astype(np.uint8), (0, 0), 6),
                           None, 0, 255, cv2.NORM_MINMAX)
     f = fingerprint(x)
-    assert f.shape == (DUPLICATE_SIZE ** 2,) and f.dtype == np.float32
+    assert f.shape == (SPLIT.dup_size ** 2,) and f.dtype == np.float32
     assert float(f @ f) == pytest.approx(1.0, abs=1e-5)
     assert float(f @ fingerprint(darker)) > 0.98
     assert float(f @ fingerprint(other)) < 0.5

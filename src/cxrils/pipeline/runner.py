@@ -227,7 +227,7 @@ def generate(input_path: str | Path, out_dir: str | Path, cfg: Config, *, runner
         raise RunError(f"unknown runner {runner!r}; choose one of {list(RUNNERS)}")
     out = Path(out_dir)
     # Splits are checked on the whole input, so a patient's split never depends on --limit.
-    studies = check_splits(read_inputs(input_path), input_path, cfg.split.by)
+    studies = check_splits(read_inputs(input_path, inputs=cfg.inputs), input_path, cfg.split.by)
     studies = studies[:limit] if limit is not None else studies
     state = RunState(out)
     with _open_writer(out, cfg, stages) as writer:

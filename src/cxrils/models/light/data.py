@@ -18,17 +18,17 @@ from human lesion masks (issue 18).
    COVID-19 infection may be pneumonia or consolidation, which the label does not say).
    The ``anomaly`` half is left out on purpose: the anomaly network trained on it, so
    its x_ano prior would be better there than on new images and the model would learn to trust it too much. A fixed hash share
-   (:data:`VALIDATE_FRACTION`) goes to ``validate`` (threshold choice), the rest to
+   (:attr:`~cxrils.config.LightDataConfig.validate_fraction`) goes to ``validate`` (threshold choice), the rest to
    ``train``; none to ``test`` (the report part is the test, scored by
    ``benchmarks/human_masks.py``). Normal images are asked, for every type, the questions
    a user asks of a normal image (:data:`NORMAL_ABSENT_FORMS`: the global one and each
-   whole lung) plus :data:`NORMAL_ABSENT_ZONES` zone questions drawn per image, and the
+   whole lung) plus :attr:`~cxrils.config.LightDataConfig.normal_absent_zones` zone questions drawn per image, and the
    cardiomegaly negative at any plausible CTR (the radiologists' Normal label vouches for
    the heart, where the paper's generated data, without such a label, needs CTR <= 0.45).
    COVID-19 images get only the paper's CTR-ruled cardiomegaly negative.
    Each COVID-19 image also gets zone records (:func:`zone_rows`): a basic positive
    "Segment the opacity in the {zone}." for every lung zone holding at least
-   :data:`cxrils.grounding.human.SIDE_MIN_SHARE` of the expert mask (answer: the mask
+   :attr:`cxrils.config.LightDataConfig.side_min_share` of the expert mask (answer: the mask
    inside that zone), and an opacity negative for every zone the expert mask does not
    touch. Without them the model saw almost no zone-level opacity positive (the demo
    grounds opacity at lung level) and answered no zone question about a COVID-19
@@ -56,10 +56,10 @@ from human lesion masks (issue 18).
    (ours; the built-in lesion networks learn from the same kind of drawings). Whether
    this helps on real films is measured on human labels only (``benchmarks/human_masks.py``).
 
-Cardiomegaly: each generated train positive is repeated :data:`CARDIOMEGALY_REPEAT`
+Cardiomegaly: each generated train positive is repeated :attr:`~cxrils.config.LightDataConfig.cardiomegaly_repeat`
 times, or dropped when the image's CTR (builtin anatomy) is at most 0.45 (Appendix D.3's
 negative cut-off), where report and measurement disagree; each JSRT train positive is
-repeated :data:`JSRT_CARDIOMEGALY_REPEAT` times.
+repeated :attr:`~cxrils.config.LightDataConfig.jsrt_cardiomegaly_repeat` times.
 
 Sides are the patient's: on a frontal image the patient's right lung is on the
 image's left.
@@ -75,7 +75,7 @@ from pathlib import Path
 import numpy as np
 
 from cxrils import vocab
-from cxrils.config import CTR_MIN_CARDIOMEGALY, Config, SyntheticConfig
+from cxrils.config import CTR_MIN_CARDIOMEGALY, Config, LightDataConfig, SyntheticConfig
 from cxrils.dataset import DatasetWriter, read_records
 from cxrils.grounding.human import (
     NORMAL_REPORT,
@@ -95,8 +95,6 @@ from cxrils.vision.lesion_train import split_validation
 
 log = logging.getLogger(__name__)
 
-#: Share of the human-masked images put in the validate split (ours).
-VALIDATE_FRACTION = 0.15
 #: Prefix of the image ids of the human-masked images in the training dataset.
 HUMAN_PREFIX = "cqx-"
 #: Negatives asked for every type on a human-labelled Normal image (ours; the paper's
@@ -106,17 +104,6 @@ HUMAN_PREFIX = "cqx-"
 #: ones users (and ``benchmarks/human_masks.py``) ask of a normal film.
 NORMAL_ABSENT_FORMS: tuple[tuple[str, str | None], ...] = (("global", None), ("basic", "right lung"),
                                                            ("basic", "left lung"))
-#: Zone questions (``basic`` at a zone of :data:`cxrils.vocab.INSTRUCTION_LOCATIONS`)
-#: drawn once per Normal image (every type is asked the same zones) besides
-#: :data:`NORMAL_ABSENT_FORMS` (ours).
-NORMAL_ABSENT_ZONES = 2
-#: Times each generated cardiomegaly train positive appears (ours): the demo reports name
-#: cardiomegaly in only a handful of images, against hundreds of negatives; with the CTR
-#: input the presence decision can generalise from few, repeated, consistent examples.
-CARDIOMEGALY_REPEAT = 20
-#: Times each JSRT cardiomegaly train positive appears (ours; fewer than the generated
-#: ones: there are about ten times as many).
-JSRT_CARDIOMEGALY_REPEAT = 5
 #: Prefix of the image ids of the JSRT images in the training dataset.
 JSRT_PREFIX = "jsrt-"
 #: Prefix of the image ids of the synthetic studies (item 4 of the module docstring).
@@ -144,8 +131,9 @@ def held_back_images(data_root: str | Path) -> list[Path]:
     return [p for p in scored if p.is_file()] + [s.image_path for s in covid_qu_ex_samples(root, "report")]
 
 
-def _cardiomegaly_rows(rows: list[dict], ctr: float | None, cfg: Config) -> tuple[list[dict], int, int]:
-    """Train rows with each cardiomegaly positive repeated :data:`CARDIOMEGALY_REPEAT`
+def _cardiomegaly_rows(rows: list[dict], ctr: float | None, cfg: Config,
+                       data: LightDataConfig = LightDataConfig()) -> tuple[list[dict], int, int]:
+    """Train rows with each cardiomegaly positive repeated :attr:`~cxrils.config.LightDataConfig.cardiomegaly_repeat`
     times (new record ids), or dropped when the image's CTR is at most the negative
     cut-off (Appendix D.3: such a heart may be a cardiomegaly negative, so the
     report and the measurement disagree). Returns (rows, repeated, dropped)."""
@@ -159,7 +147,7 @@ def _cardiomegaly_rows(rows: list[dict], ctr: float | None, cfg: Config) -> tupl
             dropped += 1
             continue
         out.append(r)
-        for _ in range(CARDIOMEGALY_REPEAT - 1):
+        for _ in range(data.cardiomegaly_repeat - 1):
             out.append({**r, "record_id": f"{r['image_id']}:{next_index}"})
             next_index += 1
         repeated += 1
@@ -246,7 +234,7 @@ def _jsrt_config(cfg: Config) -> Config:
 
 def _jsrt_rows(sample, cardiomegaly: bool | None, side: str | None, split: str, segment,
                cfg: Config, *, jcfg: Config | None = None, structurer=None,
-               mapper=None) -> tuple[np.ndarray, list[dict]]:
+               mapper=None, data: LightDataConfig = LightDataConfig()) -> tuple[np.ndarray, list[dict]]:
     """Image and records of one JSRT sample (module docstring, item 3); ``jcfg``
     (default :func:`_jsrt_config` of ``cfg``), ``structurer`` and ``mapper`` may be
     built once by the caller."""
@@ -271,22 +259,24 @@ def _jsrt_rows(sample, cardiomegaly: bool | None, side: str | None, split: str, 
     first = next((r for r in rows if r["lesion_type"] == "cardiomegaly" and r["polarity"] == "positive"), None)
     if first is not None and split == "train":
         start = 1 + max(int(str(r["record_id"]).rpartition(":")[2]) for r in rows)
-        rows += [{**first, "record_id": f"{image_id}:{start + k}"} for k in range(JSRT_CARDIOMEGALY_REPEAT - 1)]
+        rows += [{**first, "record_id": f"{image_id}:{start + k}"} for k in range(data.jsrt_cardiomegaly_repeat - 1)]
     return x, rows
 
 
-def normal_forms(image_id: str, seed: int = 0) -> list[tuple[str, str | None]]:
+def normal_forms(image_id: str, seed: int = 0, data: LightDataConfig = LightDataConfig()
+                 ) -> list[tuple[str, str | None]]:
     """Absent-type negatives of a human-labelled Normal image: :data:`NORMAL_ABSENT_FORMS`
-    and :data:`NORMAL_ABSENT_ZONES` zones of :data:`cxrils.vocab.INSTRUCTION_LOCATIONS`
+    and :attr:`~cxrils.config.LightDataConfig.normal_absent_zones` zones of :data:`cxrils.vocab.INSTRUCTION_LOCATIONS`
     (not whole lungs) drawn with a seed from ``image_id`` (the same id, the same zones)."""
     zones = [loc for loc in vocab.INSTRUCTION_LOCATIONS if loc not in vocab.WHOLE_LUNGS]
     rng = np.random.default_rng(record_seed(seed, image_id))
-    picks = sorted(rng.choice(len(zones), size=min(NORMAL_ABSENT_ZONES, len(zones)), replace=False).tolist())
+    picks = sorted(rng.choice(len(zones), size=min(data.normal_absent_zones, len(zones)), replace=False).tolist())
     return list(NORMAL_ABSENT_FORMS) + [("basic", zones[i]) for i in picks]
 
 
 def zone_rows(image_id: str, lesion: np.ndarray, anatomy: AnatomyMasks, rows: list[dict], split: str, cfg: Config, *,
-              structurer=None, mapper=None, lesion_type: str = "opacity") -> list[dict]:
+              structurer=None, mapper=None, lesion_type: str = "opacity",
+              data: LightDataConfig = LightDataConfig()) -> list[dict]:
     """Zone records of one lesion-masked image (module docstring, items 2 and 4).
 
     A report naming every zone of :func:`cxrils.grounding.human.zones_of_mask` in a
@@ -333,7 +323,7 @@ def zone_rows(image_id: str, lesion: np.ndarray, anatomy: AnatomyMasks, rows: li
     zone may still hold lesion where that anatomy misses part of a lung. A negative here
     may repeat the one empty-location negative of ``rows`` (the same question twice).
     """
-    zones = zones_of_mask(lesion, anatomy)
+    zones = zones_of_mask(lesion, anatomy, data.side_min_share)
     if not zones:
         return []
     report = next(iter(structure_reports([(image_id, report_from_zones(lesion_type, zones))], cfg,
@@ -407,7 +397,8 @@ def draw_type(x: np.ndarray, right: np.ndarray, left: np.ndarray, lesion_type: s
 
 
 def synthetic_rows(image_id: str, x: np.ndarray, right: np.ndarray, left: np.ndarray, split: str, segment,
-                   cfg: Config, *, structurer=None, mapper=None) -> tuple[np.ndarray, list[dict]]:
+                   cfg: Config, *, structurer=None, mapper=None, data: LightDataConfig = LightDataConfig()
+                   ) -> tuple[np.ndarray, list[dict]]:
     """Image and records of one synthetic study (module docstring, item 4): a lesion of
     :func:`synthetic_type` drawn by :func:`draw_type` on a normal film, reported in the
     lungs it lies in, grounded with the drawn mask, with lung-level (basic, global,
@@ -427,14 +418,15 @@ def synthetic_rows(image_id: str, x: np.ndarray, right: np.ndarray, left: np.nda
     if not region.any():
         return image, []
     anatomy = segment(image)
-    report = next(iter(structure_reports([(image_id, report_from_label(lesion_type, sides_of_mask(region, right, left)))],
+    report = next(iter(structure_reports([(image_id, report_from_label(lesion_type, sides_of_mask(region, right, left,
+                                                                                        data.side_min_share)))],
                                          cfg, structurer=structurer, mapper=mapper)))
     g = human_grounding(study_id=image_id, image_id=image_id, report=report, anatomy=anatomy, lesion=region, cfg=cfg)
     rows = [r for r in generate_records(g, split=split, patient_id=image_id, image_path=f"images/{image_id}.png",
                                         cfg=cfg, absent_forms=())
             if r["lesion_type"] == lesion_type]
     rows += zone_rows(image_id, region, anatomy, rows, split, cfg, structurer=structurer, mapper=mapper,
-                      lesion_type=lesion_type)
+                      lesion_type=lesion_type, data=data)
     return image, rows
 
 
@@ -446,7 +438,7 @@ def _plain(record: dict) -> dict:
 
 
 def build_training_dataset(generated: str | Path, data_root: str | Path, out: str | Path,
-                           cfg: Config | None = None) -> dict:
+                           cfg: Config | None = None, data: LightDataConfig = LightDataConfig()) -> dict:
     """Write the training dataset (module docstring) to ``out`` and finalize it.
 
     Parameters
@@ -459,6 +451,8 @@ def build_training_dataset(generated: str | Path, data_root: str | Path, out: st
         New dataset folder (a rerun resumes: finished images are skipped).
     cfg : Config, optional
         Anatomy backend, instruction and grounding settings (default :class:`Config`).
+    data : LightDataConfig, optional
+        Validation share, cardiomegaly repeats, zone questions and side share.
 
     Returns
     -------
@@ -503,11 +497,11 @@ def build_training_dataset(generated: str | Path, data_root: str | Path, out: st
             if any(r["lesion_type"] == "cardiomegaly" and r["polarity"] == "positive" for r in rows):
                 anatomy = segment(x)
                 ctr = cardiothoracic_ratio(anatomy) if anatomy["heart"].any() else None
-                rows, rep, drop = _cardiomegaly_rows(rows, ctr, cfg)
+                rows, rep, drop = _cardiomegaly_rows(rows, ctr, cfg, data)
                 cm_repeated, cm_dropped = cm_repeated + rep, cm_dropped + drop
             writer.commit_study(image_id, x, rows)
         samples = training_samples(root, "detector")
-        _, val = split_validation([s.image_id for s in samples], VALIDATE_FRACTION, "light-val")
+        _, val = split_validation([s.image_id for s in samples], data.validate_fraction, "light-val")
         val_ids = {samples[i].image_id for i in val}
         # a Normal label is the radiologists' reading of the whole film, heart included:
         # the cardiomegaly negative at any plausible CTR (docs/models.md)
@@ -522,7 +516,7 @@ def build_training_dataset(generated: str | Path, data_root: str | Path, out: st
             lesion = s.lesion(x.shape)  # read once: the report's sides and the grounding
             if s.positive:
                 right, left = s.lungs()
-                text = report_from_label("opacity", sides_of_mask(lesion, right, left))
+                text = report_from_label("opacity", sides_of_mask(lesion, right, left, data.side_min_share))
             else:
                 text = NORMAL_REPORT
             report = next(iter(structure_reports([(image_id, text)], cfg, structurer=structurer, mapper=mapper)))
@@ -535,28 +529,30 @@ def build_training_dataset(generated: str | Path, data_root: str | Path, out: st
             split = "validate" if s.image_id in val_ids else "train"
             rows = generate_records(g, split=split, patient_id=image_id,
                                     image_path=f"images/{image_id}.png", cfg=normal_cfg if not s.positive else cfg,
-                                    absent_forms=normal_forms(image_id, cfg.instructions.seed) if not s.positive else ())
+                                    absent_forms=normal_forms(image_id, cfg.instructions.seed, data)
+                                    if not s.positive else ())
             if s.positive:
-                rows += zone_rows(image_id, lesion, anatomy, rows, split, cfg, structurer=structurer, mapper=mapper)
+                rows += zone_rows(image_id, lesion, anatomy, rows, split, cfg, structurer=structurer, mapper=mapper,
+                                  data=data)
             writer.commit_study(image_id, x, rows)
             n_human += len(rows)
         jsrt = jsrt_training_samples(root, cfg)
         jcfg = _jsrt_config(cfg)
-        _, jval = split_validation([s.image_id for s, _, _, _ in jsrt], VALIDATE_FRACTION, "light-val-jsrt")
+        _, jval = split_validation([s.image_id for s, _, _, _ in jsrt], data.validate_fraction, "light-val-jsrt")
         jval_ids = {jsrt[i][0].image_id for i in jval}
         n_jsrt = 0
         for s, _, cardiomegaly, side in jsrt:
             if JSRT_PREFIX + s.image_id in done:
                 continue
             x, rows = _jsrt_rows(s, cardiomegaly, side, "validate" if s.image_id in jval_ids else "train", segment,
-                                 cfg, jcfg=jcfg, structurer=structurer, mapper=mapper)
+                                 cfg, jcfg=jcfg, structurer=structurer, mapper=mapper, data=data)
             if rows:
                 writer.commit_study(JSRT_PREFIX + s.image_id, x, rows)
                 n_jsrt += len(rows)
         backgrounds = [(s.image_id, s.image, s.lungs) for s in samples if not s.positive]
         backgrounds += [("jsrt" + s.image_id, (lambda s=s: read_gray(s.image_path)),
                          (lambda s=s: (s.right_lung, s.left_lung))) for s, _, _, _ in jsrt]
-        _, sval = split_validation([b[0] for b in backgrounds], VALIDATE_FRACTION, "light-val-syn")
+        _, sval = split_validation([b[0] for b in backgrounds], data.validate_fraction, "light-val-syn")
         sval_ids = {backgrounds[i][0] for i in sval}
         n_syn = 0
         for bid, image, lungs in backgrounds:
@@ -564,7 +560,7 @@ def build_training_dataset(generated: str | Path, data_root: str | Path, out: st
             if image_id in done:
                 continue
             x, rows = synthetic_rows(image_id, image(), *lungs(), "validate" if bid in sval_ids else "train",
-                                     segment, cfg, structurer=structurer, mapper=mapper)
+                                     segment, cfg, structurer=structurer, mapper=mapper, data=data)
             if rows:
                 writer.commit_study(image_id, x, rows)
                 n_syn += len(rows)

@@ -42,7 +42,7 @@ import numpy as np
 
 from cxrils.config import SyntheticConfig
 from cxrils.vision import synthetic
-from cxrils.vision.anatomy.data import FULL_LUNG_SOURCES, SOURCES, TEST_PERCENT, Sample, load_split, read_gray
+from cxrils.vision.anatomy.data import FULL_LUNG_SOURCES, SOURCES, SPLIT, Sample, load_split, read_gray
 from cxrils.vision.anatomy.network import CHANNELS, DEFAULT_ARCH, FULL, HEART, VISIBLE, build_network
 from cxrils.vision.anatomy.preprocess import prepare
 
@@ -491,7 +491,7 @@ def train_anatomy(
         "train_images": {src: sum(s.source == src for s in samples) for src in SOURCES},
         "validation_images": {src: sum(s.source == src for s in val_samples) for src in SOURCES},
         "near_duplicates_left_out": {src: sum(s.source == src for s, _ in split.excluded) for src in SOURCES},
-        "split_rule": f"sha256('<source>:<patient_id>') % 100 < {TEST_PERCENT} -> test",
+        "split_rule": f"sha256('<source>:<patient_id>') % 100 < {SPLIT.test_percent} -> test",
         "validation_rule": f"sha256('validation:<source>:<patient_id>') % 100 < {val_percent} (train split only)",
         "init": Path(init).name if init is not None else None,
         "init_tensors_reshaped": fresh,

@@ -137,8 +137,8 @@ def main(argv: list[str] | None = None) -> int:
 
     from cxrils.dataset import read_manifest
     from cxrils.models.light import LightConfig
-    from cxrils.models.light.train import train_light
     from cxrils.models.predict import predict_dataset
+    from cxrils.training.light_train import train_light
 
     manifest = read_manifest(args.dataset)
     print(f"dataset {args.dataset}: {manifest['n_images']} images, {manifest['n_records']} records, "

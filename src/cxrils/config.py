@@ -146,7 +146,7 @@ class AnatomyConfig:
     # its heart targets at 0.5).
     heart_threshold: float = 0.5
     # CLAHE of the builtin network's input (ours; JSRT images are low contrast). The shipped
-    # weights were trained with these values (vision/anatomy/train.py): change them only
+    # weights were trained with these values (training/anatomy_train.py): change them only
     # together with retrained weights.
     clahe_clip_limit: float = 2.0
     clahe_tile_grid: int = 8  # tiles per side of the scaled image
@@ -392,7 +392,7 @@ class DetectionConfig:
 
 @dataclass(frozen=True)
 class LesionDataConfig:
-    """Human lesion labels the built-in lesion models train on (``cxrils.vision.lesion_data``;
+    """Human lesion labels the built-in lesion models train on (``cxrils.training.lesion_data``;
     ours). Changing a value changes which images train the shipped detector and anomaly
     map, hence the generated dataset."""
 
@@ -415,7 +415,7 @@ class LesionDataConfig:
 
 @dataclass(frozen=True)
 class SyntheticConfig:
-    """Synthetic findings drawn on training images (``cxrils.vision.synthetic``; ours).
+    """Synthetic findings drawn on training images (``cxrils.training.synthetic``; ours).
 
     They change the shipped weights, hence the generated dataset. Ranges are (low, high)
     of a uniform draw; heights, areas and thicknesses are fractions of the lung, widths
@@ -433,14 +433,14 @@ class SyntheticConfig:
     blob_edge_sigma: float = 0.02  # ill-defined margin of airspace opacity
     line_width: tuple[float, float] = (0.003, 0.008)  # tubes and wires
     heart_factor: tuple[float, float] = (1.05, 1.45)  # widening of an enlarged heart
-    # Built-in lesion networks (cxrils.vision.{anomaly,detection}.train): share of the
+    # Built-in lesion networks (cxrils.training.{anomaly,detector}_train): share of the
     # training images given synthetic lesions (normal / COVID-19 images), at most this many,
     # of these kinds (effusion, airspace opacity, plate atelectasis).
     lesion_p_normal: float = 0.5
     lesion_p_covid: float = 0.1
     lesions_max: int = 2
     lesion_kind_weights: tuple[float, float, float] = (0.4, 0.4, 0.2)
-    # Probabilities per training image (anatomy network, cxrils.vision.anatomy.train).
+    # Probabilities per training image (anatomy network, cxrils.training.anatomy_train).
     p_effusion: float = 0.25
     p_blob: float = 0.2
     p_heart: float = 0.25

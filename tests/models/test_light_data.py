@@ -10,8 +10,8 @@ import pytest
 from light_synthetic import make_tiny_dataset
 
 from cxrils.dataset import read_records
-from cxrils.models.light.data import HUMAN_PREFIX, build_training_dataset
-from cxrils.vision.lesion_data import covid_qu_ex_samples, training_samples
+from cxrils.training.lesion_data import covid_qu_ex_samples, training_samples
+from cxrils.training.light_data import HUMAN_PREFIX, build_training_dataset
 from lesion_fixtures import write_covid_qu_ex
 
 
@@ -68,7 +68,7 @@ def test_training_dataset_merges_generated_and_human_records(tmp_path):
 def test_normal_forms_ask_global_whole_lungs_and_seeded_zones():
     from cxrils import vocab
     from cxrils.config import LightDataConfig
-    from cxrils.models.light.data import normal_forms
+    from cxrils.training.light_data import normal_forms
 
     a, b = normal_forms("cqx-a"), normal_forms("cqx-a")
     assert a == b                                                  # same id, same questions
@@ -82,7 +82,7 @@ def test_normal_forms_ask_global_whole_lungs_and_seeded_zones():
 
 def test_cardiomegaly_positives_repeated_or_dropped_by_the_ctr():
     from cxrils.config import Config, LightDataConfig
-    from cxrils.models.light.data import _cardiomegaly_rows
+    from cxrils.training.light_data import _cardiomegaly_rows
 
     def row(k, split, polarity, lesion):
         return {"record_id": f"im:{k}", "image_id": "im", "split": split, "polarity": polarity, "lesion_type": lesion}
@@ -108,9 +108,9 @@ def test_jsrt_records_follow_the_radiologists_masks_and_nodules(shared_data):
     from pycocotools import mask as mask_utils
 
     from cxrils.config import Config
-    from cxrils.models.light.data import _jsrt_rows, jsrt_training_samples
+    from cxrils.training.anatomy_data import split_of
+    from cxrils.training.light_data import _jsrt_rows, jsrt_training_samples
     from cxrils.vision.anatomy import get_segmenter
-    from cxrils.vision.anatomy.data import split_of
 
     def width(m):
         cols = np.flatnonzero(m.any(axis=0))
@@ -158,7 +158,7 @@ def test_zone_rows_ask_each_lesion_zone_and_the_untouched_zones():
     from cxrils import vocab
     from cxrils.config import Config
     from cxrils.masks import decode_rle
-    from cxrils.models.light.data import zone_rows
+    from cxrils.training.light_data import zone_rows
     from cxrils.types import AnatomyMasks
 
     h = w = 100
@@ -222,7 +222,7 @@ def test_draw_type_draws_inside_the_lungs(lesion_type):
     import numpy as np
 
     from cxrils.config import SyntheticConfig
-    from cxrils.models.light.data import draw_type
+    from cxrils.training.light_data import draw_type
 
     anat = _hand_anatomy()
     right, left = anat["right lung"], anat["left lung"]
@@ -244,7 +244,7 @@ def test_synthetic_rows_give_lung_and_zone_positives_of_the_drawn_type_only():
     from cxrils import vocab
     from cxrils.config import Config
     from cxrils.masks import decode_rle
-    from cxrils.models.light.data import SYNTHETIC_TYPES, synthetic_rows, synthetic_type
+    from cxrils.training.light_data import SYNTHETIC_TYPES, synthetic_rows, synthetic_type
 
     anat = _hand_anatomy()
     x = np.full((100, 100), 50, np.uint8)

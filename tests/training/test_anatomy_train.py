@@ -14,15 +14,15 @@ from typer.testing import CliRunner
 
 from cxrils.cli import app
 from cxrils.config import AnatomyDataConfig
-from cxrils.vision.anatomy.builtin import BuiltinSegmenter
-from cxrils.vision.anatomy.data import (
+from cxrils.training.anatomy_data import (
     fingerprint,
     load_samples,
     load_split,
     split_both_lungs,
     split_of,
 )
-from cxrils.vision.anatomy.train import _loss, _val_dice, is_validation, load_overlapping, medial_gap, one_cycle_lr
+from cxrils.training.anatomy_train import _loss, _val_dice, is_validation, load_overlapping, medial_gap, one_cycle_lr
+from cxrils.vision.anatomy.builtin import BuiltinSegmenter
 
 SPLIT = AnatomyDataConfig()  # the split and near-duplicate rule under test
 
@@ -241,7 +241,7 @@ def test_train_anatomy_command_writes_loadable_weights(tmp_path, monkeypatch):
     assert {s.source for s in train} == {"jsrt_scr", "covid_ieee8023", "covid_qu_ex"}
     assert all(s.heart is None for s in train if s.source != "jsrt_scr")
     tiny = {"channels": [4, 8, 8, 8, 8], "strides": [2, 2, 2, 2], "num_res_units": 1, "input_size": 32}
-    monkeypatch.setattr("cxrils.vision.anatomy.train.DEFAULT_ARCH", tiny)
+    monkeypatch.setattr("cxrils.training.anatomy_train.DEFAULT_ARCH", tiny)
     out = tmp_path / "w.safetensors"
     res = CliRunner().invoke(app, ["train-anatomy", "--data", str(root), "-o", str(out), "--epochs", "2",
                                    "--covid-per-epoch", "2", "--qu-ex-per-epoch", "2"])

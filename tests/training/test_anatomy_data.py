@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from cxrils.config import AnatomyDataConfig
-from cxrils.vision.anatomy.data import (
+from cxrils.training.anatomy_data import (
     covid_qu_ex_samples,
     fingerprint,
     held_back_images,
@@ -105,7 +105,7 @@ def test_copy_of_a_held_back_covid19_image_in_covid_qu_ex_is_not_trained_on(spli
 
 
 def test_reference_masks_by_label_and_missing_heart(tmp_path):
-    from cxrils.vision.anatomy.data import Sample
+    from cxrils.training.anatomy_data import Sample
 
     right, left, heart = (np.zeros((4, 6), bool) for _ in range(3))
     right[:, :2], left[:, 4:], heart[2:, 2:4] = True, True, True

@@ -2,7 +2,7 @@
 
 Used to score the pipeline against expert masks (``benchmarks/human_masks.py``: the
 report of an image is written from its label) and to build training records directly
-from human-masked images (the light model's extra data, :mod:`cxrils.models.light.data`).
+from human-masked images (the light model's extra data, :mod:`cxrils.training.light_data`).
 Sides are the patient's: on a frontal image the patient's right lung is on the
 image's left.
 """

@@ -7,7 +7,7 @@ visible and the whole lungs, and of the heart against the reference masks, with 
 the CTR of the reference masks (JSRT/SCR, the only source with hearts); milliseconds
 per image for ``segment()`` on 512 x 512 JSRT images with one CPU thread; the
 process's peak resident memory; and what the near-duplicate rule of
-``cxrils.vision.anatomy.data`` found across and within the sources.
+``cxrils.training.anatomy_data`` found across and within the sources.
 
 With the shipped weights the tables are published as ``docs/results/anatomy.md``
 (``benchmarks/results.py``); with ``--weights`` (a candidate) they are only printed.
@@ -52,12 +52,12 @@ def accuracy_table(seg, samples) -> str:
     source of ``samples``, and the issue 28 target lines.
 
     Each source's reference lungs are drawn in one convention
-    (:data:`cxrils.vision.anatomy.data.FULL_LUNG_SOURCES`): the visible lungs
+    (:data:`cxrils.training.anatomy_data.FULL_LUNG_SOURCES`): the visible lungs
     (``AnatomyMasks.organs()``) and the whole lungs (``AnatomyMasks.masks``) are both
     scored against them, so the table also shows how far the two conventions lie apart."""
+    from cxrils.training.anatomy_data import FULL_LUNG_SOURCES, read_gray
     from cxrils.types import AnatomyMasks
     from cxrils.vision.anatomy import cardiothoracic_ratio
-    from cxrils.vision.anatomy.data import FULL_LUNG_SOURCES, read_gray
 
     rows: dict[str, dict[str, list[float]]] = {}
     keys = [f"{conv} {organ}" for conv in ("visible", "whole") for organ in ("right lung", "left lung", "both lungs")]
@@ -112,7 +112,7 @@ def accuracy_table(seg, samples) -> str:
 def duplicate_lines(split, data_root: Path) -> str:
     """Markdown: split counts per source and what the near-duplicate rule found among
     all image files of the sources (with or without masks)."""
-    from cxrils.vision.anatomy.data import DUPLICATE_MIN_CORRELATION, near_duplicates
+    from cxrils.training.anatomy_data import SPLIT, near_duplicates
 
     files = [(source, p) for source in SOURCE_NAMES
              for p in sorted((data_root / source / "images").glob("*.png"))]
@@ -120,7 +120,7 @@ def duplicate_lines(split, data_root: Path) -> str:
     pairs: Counter = Counter()
     with_copy: dict[tuple[str, str], set[str]] = {}
     for i, j, _ in near_duplicates([f[1] for f in files], [f[1] for f in files]):
-        (a, pa), (b, pb) = files[i], files[j]
+        (a, pa), (b, _) = files[i], files[j]
         if a != b:
             if order.index(a) < order.index(b):
                 pairs[(a, b)] += 1
@@ -132,7 +132,7 @@ def duplicate_lines(split, data_root: Path) -> str:
     n_files = Counter(f[0] for f in files)
     for source, name in SOURCE_NAMES.items():
         lines.append(f"| {name} | {n_files[source]} | {train[source]} | {excluded[source]} | {test[source]} |")
-    lines += ["", f"Near-duplicates between sources (thumbnail correlation >= {DUPLICATE_MIN_CORRELATION}, "
+    lines += ["", f"Near-duplicates between sources (thumbnail correlation >= {SPLIT.dup_min_correlation}, "
                   "all image files, any split):", "",
               "| sources A - B | pairs | images of A with a match in B | images of B with a match in A |",
               "|---|---|---|---|"]
@@ -159,7 +159,7 @@ def reference_agreement(data_root: Path) -> str:
     crops of one image lower it, so it is a lower bound of the references' agreement."""
     import cv2
 
-    from cxrils.vision.anatomy.data import covid_qu_ex_samples, covid_samples, near_duplicates
+    from cxrils.training.anatomy_data import covid_qu_ex_samples, covid_samples, near_duplicates
 
     v7, qu = covid_samples(data_root), covid_qu_ex_samples(data_root)
     scores: dict[str, list[float]] = {"both lungs": [], "right lung": [], "left lung": []}
@@ -209,9 +209,9 @@ def main() -> None:
     import torch
 
     torch.set_num_threads(1)
+    from cxrils.training.anatomy_data import load_split, read_gray, split_of
+    from cxrils.training.anatomy_train import is_validation
     from cxrils.vision.anatomy.builtin import BuiltinSegmenter, default_weights
-    from cxrils.vision.anatomy.data import load_split, read_gray, split_of
-    from cxrils.vision.anatomy.train import is_validation
 
     seg = BuiltinSegmenter(args.weights)
     if args.part == "validation":

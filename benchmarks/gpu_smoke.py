@@ -55,8 +55,9 @@ import tempfile
 import textwrap
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import numpy as np
 
@@ -84,7 +85,7 @@ class PeakMemory:
         except (OSError, ValueError):
             return 0
 
-    def __enter__(self) -> "PeakMemory":
+    def __enter__(self) -> PeakMemory:
         if self.device == "cuda":
             import torch
 
@@ -163,7 +164,7 @@ def standin_cxas_class():
         def forward(self, x):
             return self.template(x.shape[-1], x.device) + 0.01 * self.body(x)
 
-        @functools.lru_cache(maxsize=2)
+        @functools.lru_cache(maxsize=2)  # noqa: B019 (one short-lived test model)
         def template(self, s, device):
             from cxrils import vocab
 

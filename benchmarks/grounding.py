@@ -24,7 +24,6 @@ from pathlib import Path
 
 import cv2
 import numpy as np
-from results import publish
 from PIL import Image
 from scipy.stats import spearmanr
 
@@ -32,6 +31,7 @@ from cxrils.config import Config
 from cxrils.grounding import algorithm1
 from cxrils.vision.anomaly import get_anomaly_mapper
 from cxrils.vision.detection import get_detector
+from results import publish
 
 ROOT = Path(__file__).resolve().parents[1]
 

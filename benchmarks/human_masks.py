@@ -29,13 +29,13 @@ model is asked the matching basic instruction. Printed per source and lesion typ
   on non-lesion lung pixels of COVID-19 images, and the pixel-level AUROC of x_ano
   (lesion pixels against non-lesion lung pixels of both classes) on the tuning part and
   the report part;
-* near-duplicates between COVID-QU-Ex and the other sources (``cxrils.vision.lesion_data``).
+* near-duplicates between COVID-QU-Ex and the other sources (``cxrils.training.lesion_data``).
 
 Confidence intervals: 95 % Wilson intervals for proportions, 95 % percentile bootstrap
 (1,000 resamples of images, seed 0) for mean IoU.
 
 Sources (``../shared/data``): ``covid_qu_ex`` report part (held back by
-``cxrils.vision.lesion_data.part_of``: 360 COVID-19 images with expert-verified infection
+``cxrils.training.lesion_data.part_of``: 360 COVID-19 images with expert-verified infection
 masks = opacity, 172 normals); ``nih_bbox`` (12 expert boxes: cardiomegaly, pneumonia,
 atelectasis, infiltrate = opacity; nodules and the mass are not among the seven lesion
 types and are skipped); ``nih_labels`` (the 4 of those NIH images whose text-mined
@@ -73,12 +73,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
-from results import publish
 
 from cxrils import vocab
 from cxrils.config import CTR_MIN_CARDIOMEGALY
-from cxrils.grounding.human import LUNGS as SIDES
-from cxrils.grounding.human import NORMAL_REPORT, report_from_label, sides_of_box, sides_of_mask
+from cxrils.training.human_grounding import LUNGS as SIDES
+from cxrils.training.human_grounding import NORMAL_REPORT, report_from_label, sides_of_box, sides_of_mask
+from results import publish
 
 ROOT = Path(__file__).resolve().parents[1]
 SOURCES = ("covid_qu_ex", "nih_bbox", "nih_labels", "covid_severity", "xrv_tests", "jsrt_normals")
@@ -113,7 +113,7 @@ class Case:
 # ----------------------------------------------------------------------------- sources
 
 def covid_qu_ex_cases(data: Path, part: str) -> list[Case]:
-    from cxrils.vision.lesion_data import covid_qu_ex_samples
+    from cxrils.training.lesion_data import covid_qu_ex_samples
 
     cases = []
     for s in covid_qu_ex_samples(data, part):
@@ -299,7 +299,7 @@ def mean(v: list[float]) -> float:
 # ----------------------------------------------------------------------------- running
 
 def read_mask(path: Path) -> np.ndarray:
-    from cxrils.vision.anatomy.data import read_gray
+    from cxrils.training.anatomy_data import read_gray
 
     return read_gray(path) > 127
 
@@ -914,8 +914,8 @@ def oracle_c1_lines(data: Path, cfg) -> list[str]:
 
     from cxrils.config import LesionDataConfig
     from cxrils.grounding.algorithm import check_box
+    from cxrils.training.lesion_data import covid_qu_ex_samples, lesion_boxes
     from cxrils.types import LesionBox
-    from cxrils.vision.lesion_data import covid_qu_ex_samples, lesion_boxes
 
     min_frac = LesionDataConfig().box_min_area_frac  # the detector's training targets
     rules = {rule: dataclasses.replace(cfg, c1_bilateral=rule) for rule in ("union", "per_lung")}
@@ -952,11 +952,11 @@ def oracle_c1_lines(data: Path, cfg) -> list[str]:
 
 
 def duplicate_lines(data: Path) -> list[str]:
-    from cxrils.vision.lesion_data import covid_qu_ex_samples, find_duplicates
+    from cxrils.training.lesion_data import covid_qu_ex_samples, find_duplicates
 
     rep = find_duplicates(data)
     part = {s.image_id: s.part for s in covid_qu_ex_samples(data)}
-    lines = ["", "### Near-duplicates of COVID-QU-Ex images (`cxrils.vision.lesion_data.find_duplicates`)", "",
+    lines = ["", "### Near-duplicates of COVID-QU-Ex images (`cxrils.training.lesion_data.find_duplicates`)", "",
              "| other source | COVID-QU-Ex images copying one of its images (tuning part / report part) "
              "| fine correlation >= 0.9 | 0.8-0.9 | 0.7-0.8 |", "|---|---|---|---|---|"]
     by: dict[str, list] = {}
@@ -993,7 +993,7 @@ def main() -> None:
     torch.set_num_threads(args.threads)
     logging.basicConfig(level=logging.ERROR)
     from cxrils.models import default_model_dir
-    from cxrils.vision.lesion_data import covid_qu_ex_samples
+    from cxrils.training.lesion_data import covid_qu_ex_samples
 
     t0 = time.time()
     model = None if args.no_light else (args.model or default_model_dir())

@@ -15,12 +15,12 @@ import time
 from pathlib import Path
 
 import numpy as np
-from results import publish
 
 from cxrils.config import Config
 from cxrils.dataset import DatasetWriter
 from cxrils.instructions import generate_records
 from cxrils.types import Finding, GroundedFinding, StudyGrounding
+from results import publish
 
 H = W = 512
 

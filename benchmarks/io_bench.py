@@ -18,10 +18,10 @@ import time
 from pathlib import Path
 
 import numpy as np
-from results import publish
 
 from cxrils.io import load_image
 from cxrils.masks import decode_rle, encode_rle
+from results import publish
 
 DEFAULT_DATA = Path(__file__).resolve().parents[1] / ".." / "shared" / "data"
 

@@ -11,7 +11,7 @@ numbers are the maps', not the anatomy model's):
    the whole-lung IoU for comparison, and the share of normal lungs in A (whole lungs and
    their medial fifth, where heart border, mediastinum and hila lie);
 2. the detector: average precision at IoU 0.5 against one box per expert lesion
-   component (``cxrils.vision.lesion_data.lesion_boxes``), and the image-level AUROC of
+   component (``cxrils.training.lesion_data.lesion_boxes``), and the image-level AUROC of
    its top confidence (COVID-19 against normal).
 
 Image sets: ``tuning (detector half)``: tuning-part images of the detector's half, which
@@ -28,6 +28,7 @@ import time
 from pathlib import Path
 
 import numpy as np
+
 from results import publish
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -84,8 +85,8 @@ def anomaly_rows(mappers: dict, samples, tau: float) -> list[str]:
 
 def detector_row(det, samples) -> str:
     from cxrils.config import LesionDataConfig
+    from cxrils.training.lesion_data import lesion_boxes
     from cxrils.vision.detection.centernet import average_precision
-    from cxrils.vision.lesion_data import lesion_boxes
 
     dets, truths, top_pos, top_neg = [], [], [], []
     for s in samples:
@@ -122,11 +123,11 @@ def main() -> None:
 
     torch.set_num_threads(args.threads)
     from cxrils.config import Config
+    from cxrils.training.lesion_data import covid_qu_ex_samples, training_samples
     from cxrils.vision.anomaly import get_anomaly_mapper
     from cxrils.vision.anomaly.builtin import default_weights as ano_weights
     from cxrils.vision.detection import get_detector
     from cxrils.vision.detection.builtin import default_weights as det_weights
-    from cxrils.vision.lesion_data import covid_qu_ex_samples, training_samples
 
     t0 = time.time()
     cfg = Config()

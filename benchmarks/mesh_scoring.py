@@ -34,8 +34,8 @@ from __future__ import annotations
 
 import hashlib
 from collections import defaultdict
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Iterable, Mapping
 
 from cxrils.vocab import LABEL_SIDE, LESION_TYPES
 

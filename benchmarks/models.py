@@ -36,6 +36,7 @@ import time
 from pathlib import Path
 
 import numpy as np
+
 from results import publish
 
 
@@ -131,13 +132,13 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     args.work.mkdir(parents=True, exist_ok=True)
 
+    import pyarrow.parquet as pq
     import torch
 
     from cxrils.dataset import read_manifest
     from cxrils.models.light import LightConfig
-    from cxrils.models.light.train import train_light
     from cxrils.models.predict import predict_dataset
-    import pyarrow.parquet as pq
+    from cxrils.training.light_train import train_light
 
     manifest = read_manifest(args.dataset)
     print(f"dataset {args.dataset}: {manifest['n_images']} images, {manifest['n_records']} records, "

@@ -24,12 +24,11 @@ from pathlib import Path
 import numpy as np
 from PIL import Image
 
-from results import publish
-
 from cxrils.config import Config
 from cxrils.io import load_image
 from cxrils.types import AnatomyMasks
 from cxrils.vision.anatomy import cardiothoracic_ratio, frontal_plausibility, get_segmenter
+from results import publish
 
 REPO = Path(__file__).resolve().parents[1]
 

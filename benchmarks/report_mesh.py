@@ -45,16 +45,23 @@ from pathlib import Path
 os.environ.setdefault("OMP_NUM_THREADS", "1")
 
 import pandas as pd  # noqa: E402
-from mesh_scoring import (  # noqa: E402
-    LENIENT_MESH, STRICT_MESH, any_types, half, mesh_types, score, strict_types, table,
-)
-from results import machine_description, publish  # noqa: E402
 
 from cxrils.config import DIFFERENTIAL_CERTAINTIES, load_config  # noqa: E402
 from cxrils.report import get_location_mapper, get_structurer, select_iu_section, structure_reports  # noqa: E402
 from cxrils.report.lexicon import CARDIOMEGALY_PATTERNS, CONGESTION_PATTERNS, lesion_terms  # noqa: E402
 from cxrils.report.sections import SectionChoice  # noqa: E402
 from cxrils.vocab import LESION_TYPES  # noqa: E402
+from mesh_scoring import (  # noqa: E402
+    LENIENT_MESH,
+    STRICT_MESH,
+    any_types,
+    half,
+    mesh_types,
+    score,
+    strict_types,
+    table,
+)
+from results import publish  # noqa: E402
 
 #: Issue 17's strict-F1 targets on the untuned half (sides: agreement over all types).
 TARGETS: dict[str, float] = {"cardiomegaly": 0.90, "effusion": 0.90, "edema": 0.90, "pneumonia": 0.85,

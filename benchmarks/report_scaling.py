@@ -23,10 +23,10 @@ from pathlib import Path
 os.environ.setdefault("OMP_NUM_THREADS", "1")
 
 import pandas as pd  # noqa: E402
-from report_mesh import DEFAULT_CSV, context_peer, load_average, pin_one_core, run_peer  # noqa: E402
-from results import publish  # noqa: E402
 
 from cxrils.report import get_location_mapper, get_structurer, structure_report  # noqa: E402
+from report_mesh import DEFAULT_CSV, context_peer, load_average, pin_one_core, run_peer  # noqa: E402
+from results import publish  # noqa: E402
 
 
 def corpus_text(csv: Path, n_chars: int) -> str:

@@ -128,7 +128,7 @@ def page_timings(dataset: Path, n_decisions: int) -> tuple[list[float], list[flo
     api_ms = []
     with httpx.Client(base_url=url, timeout=30) as c:
         rec = c.get("/api/next", params={"reviewer": "api"}).json()["record"]
-        for i in range(n_decisions):
+        for _ in range(n_decisions):
             t0 = time.perf_counter()
             res = c.post("/api/decisions", json={"reviewer": "api", "position": rec["position"],
                                                  "record_id": rec["record_id"], "decision": "accept"}).json()

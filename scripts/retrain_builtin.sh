@@ -35,7 +35,7 @@ rm -rf "$WORK/demo"
 $CX generate "$DATA/pairs/all_pairs.csv" -o "$WORK/demo" --workers 2 --no-progress
 # 4. the light model's training data: demo records (held-back images out) + human-mask records
 rm -rf "$WORK/light_data"
-$PY -m cxrils.models.light.data --generated "$WORK/demo" --data "$DATA" -o "$WORK/light_data"
+$PY -m cxrils.training.light_data --generated "$WORK/demo" --data "$DATA" -o "$WORK/light_data"
 # 5. the light model (thresholds chosen on the validation split), then ship it
 rm -rf "$WORK/light"
 $CX train --model light --dataset "$WORK/light_data" -o "$WORK/light" $LIGHT_SET --threads "$THREADS" --no-evaluate

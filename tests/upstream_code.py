@@ -20,9 +20,9 @@ import importlib.util
 import os
 import sys
 import types
+from collections.abc import Iterator
 from importlib.machinery import ModuleSpec
 from pathlib import Path
-from typing import Iterator
 
 import pytest
 

@@ -32,7 +32,7 @@ COMMAND_MODULES: tuple[str, ...] = (
     "cxrils.io.cli",
     "cxrils.report.cli",
     "cxrils.vision.anatomy.cli",
-    "cxrils.vision.lesion_cli",
+    "cxrils.training.lesion_cli",
     "cxrils.pipeline.ground_cli",
     "cxrils.dataset.cli",
     "cxrils.dataset.mimic_ils.cli",

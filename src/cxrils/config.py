@@ -146,10 +146,13 @@ class AnatomyConfig:
     # its heart targets at 0.5).
     heart_threshold: float = 0.5
     # CLAHE of the builtin network's input (ours; JSRT images are low contrast). The shipped
-    # weights were trained with these values (vision/anatomy/train.py): change them only
+    # weights were trained with these values (training/anatomy_train.py): change them only
     # together with retrained weights.
     clahe_clip_limit: float = 2.0
     clahe_tile_grid: int = 8  # tiles per side of the scaled image
+    # cxas backend: sigmoid threshold of a CXAS label's probability (CXAS BackboneUNet.threshold,
+    # cxas 0.0.20 models/UNet/backbone_unet.py).
+    cxas_threshold: float = 0.5
 
 
 @dataclass
@@ -163,6 +166,9 @@ class InstructionConfig:
     max_empty_location_negatives_per_type: int = 1
     paraphrase: bool = False  # Appendix C.3, off by default
     paraphrase_variants_per_persona: int = 3  # Appendix C.3: nine variants for three personas
+    # A paraphrase line longer than this many characters is dropped (ours: a rambling reply,
+    # not an instruction; the longest template instruction has under 120 characters).
+    paraphrase_max_chars: int = 400
 
 
 @dataclass
@@ -241,6 +247,13 @@ class ReportConfig:
     # so that the work per sentence stays bounded on unpunctuated text (ours; sentences of
     # the IU reports have far fewer tokens, see docs/report.md).
     max_sentence_tokens: int = 200
+    # Character windows around a location phrase (ours, set on the IU reports; docs/report.md):
+    # "clear"/"normal"/"unremarkable" within clear_before_chars before it, or "is clear" /
+    # "are normal" within clear_after_chars after it, make it a normal place, not a finding's;
+    # "compared to" within comparison_before_chars before it makes it the term of a comparison.
+    clear_before_chars: int = 20
+    clear_after_chars: int = 30
+    comparison_before_chars: int = 30
 
 
 @dataclass
@@ -278,6 +291,11 @@ class InputConfig:
     report_max_chars: int = 20_000  # 0 = no character cap
     report_max_sentences: int = 200  # 0 = no sentence cap; sentences end in . ! or ? before a space
     report_over_cap: str = "exclude"  # exclude | truncate
+    # IU X-ray report sections joined into a study's report text, in this order, as
+    # ``NAME: text`` paragraphs (the layout of pairs/iu_pairs.csv; ours): the indication and
+    # comparison give context, the findings and impression the findings (paper section 3.1
+    # structures the whole report).
+    iu_sections: tuple[str, ...] = ("indication", "comparison", "findings", "impression")
 
 
 @dataclass
@@ -374,7 +392,7 @@ class DetectionConfig:
 
 @dataclass(frozen=True)
 class LesionDataConfig:
-    """Human lesion labels the built-in lesion models train on (``cxrils.vision.lesion_data``;
+    """Human lesion labels the built-in lesion models train on (``cxrils.training.lesion_data``;
     ours). Changing a value changes which images train the shipped detector and anomaly
     map, hence the generated dataset."""
 
@@ -397,7 +415,7 @@ class LesionDataConfig:
 
 @dataclass(frozen=True)
 class SyntheticConfig:
-    """Synthetic findings drawn on training images (``cxrils.vision.synthetic``; ours).
+    """Synthetic findings drawn on training images (``cxrils.training.synthetic``; ours).
 
     They change the shipped weights, hence the generated dataset. Ranges are (low, high)
     of a uniform draw; heights, areas and thicknesses are fractions of the lung, widths
@@ -415,14 +433,14 @@ class SyntheticConfig:
     blob_edge_sigma: float = 0.02  # ill-defined margin of airspace opacity
     line_width: tuple[float, float] = (0.003, 0.008)  # tubes and wires
     heart_factor: tuple[float, float] = (1.05, 1.45)  # widening of an enlarged heart
-    # Built-in lesion networks (cxrils.vision.{anomaly,detection}.train): share of the
+    # Built-in lesion networks (cxrils.training.{anomaly,detector}_train): share of the
     # training images given synthetic lesions (normal / COVID-19 images), at most this many,
     # of these kinds (effusion, airspace opacity, plate atelectasis).
     lesion_p_normal: float = 0.5
     lesion_p_covid: float = 0.1
     lesions_max: int = 2
     lesion_kind_weights: tuple[float, float, float] = (0.4, 0.4, 0.2)
-    # Probabilities per training image (anatomy network, cxrils.vision.anatomy.train).
+    # Probabilities per training image (anatomy network, cxrils.training.anatomy_train).
     p_effusion: float = 0.25
     p_blob: float = 0.2
     p_heart: float = 0.25
@@ -472,6 +490,50 @@ class AnomalyTrainConfig(LesionTrainConfig):
     # to the anatomy model (ours).
     lung_input: bool = False
     lung_jitter_px: int = 2  # with lung_input: the lung channel grown or shrunk by up to this many px (ours)
+
+
+@dataclass(frozen=True)
+class AnatomyDataConfig:
+    """The anatomy model's training data (``cxrils train-anatomy``, :mod:`cxrils.training.
+    anatomy_data`; ours): its held-back split and the near-duplicate rule that keeps copies
+    of held-back images out of training. Changing a value changes the shipped anatomy
+    weights (hence the generated dataset) and the held-back images the benchmarks report on."""
+
+    # Percentage of patients held out for testing: a patient is in ``test`` when
+    # sha256("<source>:<patient_id>") read as an integer, modulo 100, is below it.
+    test_percent: int = 20
+    # Side of the square thumbnail compared by the near-duplicate rule, pixels.
+    dup_size: int = 64
+    # Pearson correlation of two thumbnails from which two images count as near-duplicates
+    # (chosen by eye on pairs of the shared data: copies of one image, also re-cropped,
+    # re-scaled or re-exposed, lie above 0.93; the best match of a COVID-QU-Ex image among
+    # the JSRT images, which share no image with it, stays below 0.94). Conservative:
+    # follow-up images of one patient and some look-alikes also pass, which only costs
+    # training images.
+    dup_min_correlation: float = 0.93
+
+
+@dataclass(frozen=True)
+class LightDataConfig:
+    """The light model's training dataset built from human lesion masks
+    (:mod:`cxrils.training.light_data`, :mod:`cxrils.training.human_grounding`; ours,
+    issue 18). Changing a value changes the shipped light model."""
+
+    # Share of the human-masked (and JSRT, and synthetic) images put in the validate split.
+    validate_fraction: float = 0.15
+    # Zone questions (basic at a zone of vocab.INSTRUCTION_LOCATIONS) drawn once per Normal
+    # image (every type is asked the same zones) besides light_data.NORMAL_ABSENT_FORMS.
+    normal_absent_zones: int = 2
+    # Times each generated cardiomegaly train positive appears: the demo reports name
+    # cardiomegaly in only a handful of images, against hundreds of negatives; with the CTR
+    # input the presence decision can generalise from few, repeated, consistent examples.
+    cardiomegaly_repeat: int = 20
+    # Times each JSRT cardiomegaly train positive appears (fewer than the generated ones:
+    # there are about ten times as many).
+    jsrt_cardiomegaly_repeat: int = 5
+    # A lung or zone holds a human-masked lesion when it holds at least this share of the
+    # lesion's pixels (or of a box's width, for a side).
+    side_min_share: float = 0.10
 
 
 @dataclass
@@ -548,6 +610,11 @@ def _coerce(section: str, key: str, value: Any, current: Any) -> Any:
             pass
     elif expected is str and isinstance(value, (str, int, float)):
         return str(value)
+    elif expected is tuple and all(isinstance(v, str) for v in current):
+        # a tuple of names: a TOML array of strings, or "a,b,c" from --set
+        items = value.split(",") if isinstance(value, str) else value
+        if isinstance(items, (list, tuple)) and all(isinstance(v, str) for v in items):
+            return tuple(v.strip() for v in items)
     raise ConfigError(f"{section}.{key}: expected {expected.__name__}, got {value!r}")
 
 
@@ -592,6 +659,11 @@ def _check_config(cfg: Config) -> Config:
                           "ctr_plausible_min <= ctr_max_cardiomegaly_negative <= ctr_plausible_max")
     if cfg.split.by not in SPLIT_BY:
         raise ConfigError(f"split.by: must be {' or '.join(SPLIT_BY)}, got {cfg.split.by!r}")
+    if not 0 < cfg.anatomy.cxas_threshold < 1:
+        raise ConfigError(f"anatomy.cxas_threshold: must lie in (0, 1), got {cfg.anatomy.cxas_threshold}")
+    sections = cfg.inputs.iu_sections
+    if not sections or not all(sections) or len(set(sections)) != len(sections):
+        raise ConfigError(f"inputs.iu_sections: must name one or more distinct sections, got {list(sections)}")
     if cfg.inputs.report_over_cap not in ("exclude", "truncate"):
         raise ConfigError(f"inputs.report_over_cap: must be exclude or truncate, got {cfg.inputs.report_over_cap!r}")
     if cfg.grounding.c1_bilateral not in C1_BILATERAL:

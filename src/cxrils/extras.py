@@ -16,7 +16,7 @@ from __future__ import annotations
 import importlib.util
 import shlex
 import sys
-from typing import Iterable
+from collections.abc import Iterable
 
 #: Extras that ``scripts/install.sh`` installs when no extras are given: the web page
 #: and REST API (``serve``) and compressed DICOM input plus DICOM SEG output (``dicom``).

@@ -17,7 +17,8 @@ from __future__ import annotations
 
 import json
 import math
-from typing import Any, Mapping, Sequence, TypedDict
+from collections.abc import Mapping, Sequence
+from typing import Any, TypedDict
 
 import numpy as np
 from pycocotools import mask as _coco
@@ -72,7 +73,8 @@ def as_bool_mask(mask: Any, what: str = "") -> np.ndarray:
     if np.issubdtype(arr.dtype, np.floating) and not np.isin(arr, (0.0, 1.0)).all():
         raise MaskError(f"{what}mask is a float array with values other than 0 and 1 "
                         "(a probability map?): threshold it into a binary mask first")
-    return arr != 0
+    out: np.ndarray = arr != 0
+    return out
 
 
 def encode_rle(mask: np.ndarray) -> RLE:
@@ -199,7 +201,7 @@ def rle_areas(counts: Sequence[str | bytes], heights: Sequence[int], widths: Seq
     return areas
 
 
-def _uncompressed_runs(counts: list, what: str) -> list[int]:
+def _uncompressed_runs(counts: list[Any], what: str) -> list[int]:
     """Integer runs of uncompressed COCO counts; NaN, infinities, text, booleans and
     fractions are refused (JSON readers turn ``NaN``/``Infinity`` into floats)."""
     runs = []
@@ -260,7 +262,7 @@ def coco_rle(rle: Mapping[str, Any] | Any, what: str = "") -> dict[str, Any]:
     return {"size": [h, w], "counts": counts}
 
 
-def _checked(rle: RLE | dict[str, Any]) -> tuple[dict[str, Any], int]:
+def _checked(rle: RLE | Mapping[str, Any]) -> tuple[dict[str, Any], int]:
     """:func:`coco_rle` with the compressed runs checked (:func:`rle_areas`), and the
     foreground pixel count they give."""
     coco = coco_rle(rle)
@@ -271,12 +273,12 @@ def _checked(rle: RLE | dict[str, Any]) -> tuple[dict[str, Any], int]:
     return coco, area
 
 
-def _to_coco(rle: RLE | dict[str, Any]) -> dict[str, Any]:
+def _to_coco(rle: RLE | Mapping[str, Any]) -> dict[str, Any]:
     """:func:`coco_rle` with the compressed runs checked."""
     return _checked(rle)[0]
 
 
-def decode_rle(rle: RLE | dict[str, Any]) -> np.ndarray:
+def decode_rle(rle: RLE | Mapping[str, Any]) -> np.ndarray:
     """Decode a COCO RLE (compressed str/bytes or uncompressed list counts).
 
     Returns
@@ -298,7 +300,8 @@ def decode_rle(rle: RLE | dict[str, Any]) -> np.ndarray:
         raise MaskError(f"cannot decode RLE of size {coco['size']}: {err}") from err
     if out.shape != (h, w):
         raise MaskError(f"decoded RLE has shape {out.shape}, expected {(h, w)}")
-    return out.astype(bool)
+    mask: np.ndarray = out.astype(bool)
+    return mask
 
 
 def rle_area(rle: RLE | dict[str, Any]) -> int:

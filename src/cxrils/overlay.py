@@ -9,7 +9,7 @@ Colours are RGB tuples; every function returns a new array and never changes its
 
 from __future__ import annotations
 
-from typing import Sequence
+from collections.abc import Sequence
 
 import cv2
 import numpy as np

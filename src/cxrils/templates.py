@@ -24,8 +24,8 @@ global answer) is accepted alone only.
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Sequence
 
 from cxrils import vocab
 

@@ -9,8 +9,9 @@ patient's right lung is on the image's left.
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
-from typing import Iterable, Mapping
+from typing import Any
 
 import numpy as np
 
@@ -83,7 +84,7 @@ class Finding:
             return "tentative"
         return self.certainty
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[str, Any]:
         """JSON-ready dict with the keys of ``cxrils structure`` output."""
         return {
             "entity": self.entity, "sentence_index": self.sentence_index,
@@ -95,7 +96,7 @@ class Finding:
         }
 
     @classmethod
-    def from_dict(cls, d: Mapping) -> "Finding":
+    def from_dict(cls, d: Mapping[str, Any]) -> Finding:
         """Inverse of :meth:`to_dict`."""
         return cls(
             entity=d["entity"], sentence_index=int(d["sentence_index"]), presence=d["presence"],
@@ -122,7 +123,7 @@ class StructuredReport:
     excluded: str | None = None
     flags: list[str] = field(default_factory=list)
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[str, Any]:
         """JSON-ready dict."""
         return {
             "study_id": self.study_id, "section_used": self.section_used,
@@ -131,7 +132,7 @@ class StructuredReport:
         }
 
     @classmethod
-    def from_dict(cls, d: Mapping) -> "StructuredReport":
+    def from_dict(cls, d: Mapping[str, Any]) -> StructuredReport:
         """Inverse of :meth:`to_dict`."""
         return cls(
             study_id=str(d["study_id"]), section_used=d.get("section_used"),
@@ -163,7 +164,7 @@ class AnatomyMasks:
     version: str = ""
     visible: dict[str, np.ndarray] | None = None
 
-    def organs(self) -> "AnatomyMasks":
+    def organs(self) -> AnatomyMasks:
         """These masks with the visible lungs as "right lung" and "left lung".
 
         The organ role of the paper's HybridGNet (section 3.1): condition c4, the
@@ -215,7 +216,7 @@ class LesionBox:
             out[r0:r1, c0:c1] = True
         return out
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[str, Any]:
         """JSON-ready dict."""
         return {"box": [self.x0, self.y0, self.x1, self.y1], "confidence": self.confidence,
                 "class_name": self.class_name}
@@ -261,7 +262,7 @@ class GroundedFinding:
     #: Algorithm 1 record of every candidate box: JSON-ready dicts with the box, the
     #: four condition values and verdicts, and whether it was kept
     #: (:meth:`cxrils.grounding.BoxCheck.to_dict`).
-    box_checks: list[dict] = field(default_factory=list)
+    box_checks: list[dict[str, Any]] = field(default_factory=list[Any])
 
 
 @dataclass
@@ -276,4 +277,4 @@ class StudyGrounding:
     ctr: float | None
     heart_mask: np.ndarray | None = None
     excluded: str | None = None
-    provenance: dict = field(default_factory=dict)
+    provenance: dict[str, Any] = field(default_factory=dict[str, Any])

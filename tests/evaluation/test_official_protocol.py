@@ -115,9 +115,8 @@ def test_order_and_batching_do_not_change_the_sums_and_json_round_trip():
 def test_evaluate_predictions_file_and_cli_print_both_protocols(dataset, tmp_path):
     """On a dataset folder: the report's official block equals the restated validate()
     over the same (prediction, reference) masks, and `cxrils evaluate` prints it."""
-    from typer.testing import CliRunner
-
     import pandas as pd
+    from typer.testing import CliRunner
 
     from cxrils.cli import app
 

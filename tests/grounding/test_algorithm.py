@@ -7,13 +7,12 @@ import dataclasses
 
 import numpy as np
 import pytest
+from grounding_helpers import H, W, rect
 
 from cxrils.config import GroundingConfig
 from cxrils.grounding import algorithm1, check_box, refine
 from cxrils.grounding.algorithm import hidden_base
 from cxrils.types import LesionBox
-
-from grounding_helpers import H, W, rect
 
 CFG = GroundingConfig()
 RIGHT, LEFT = rect(0, H, 0, 50), rect(0, H, 50, W)  # patient right = image left

@@ -10,12 +10,11 @@ import dataclasses
 
 import numpy as np
 import pytest
+from grounding_helpers import H, W, anatomy, anomaly, finding, rect
 
 from cxrils.config import Config, ConfigError, GroundingConfig, load_config
 from cxrils.grounding import c1_sides, check_box, ground_study, grounding_to_dict
 from cxrils.types import LesionBox, StructuredReport
-
-from grounding_helpers import H, W, anatomy, anomaly, finding, rect
 
 PER_LUNG = GroundingConfig()
 UNION = dataclasses.replace(PER_LUNG, c1_bilateral="union")

@@ -44,7 +44,7 @@ class GeometricSegmenter:
         masks["lung upper lobe left"] = rect((16, 70), COLS["left"])
         masks["lung lower lobe left"] = rect((70, 112), COLS["left"])
         masks["heart"] = rect((70, 105), (46, 82))  # CTR 36/108 = 0.33: a plausible frontal view
-        assert set(masks) == set(ANATOMY_LABELS) and all(l in masks for l in LABEL_SIDE)
+        assert set(masks) == set(ANATOMY_LABELS) and all(name in masks for name in LABEL_SIDE)
         return AnatomyMasks(masks=masks, shape=x.shape, backend=self.name, version=self.version)
 
 

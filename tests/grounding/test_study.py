@@ -7,14 +7,12 @@ import json
 
 import numpy as np
 import pytest
+from grounding_helpers import H, W, anatomy, anomaly, finding
 
 from cxrils.config import Config
-from cxrils.grounding import empty_locations, ground_study, recall_counts, reported_locations
-from cxrils.grounding import grounding_to_dict
+from cxrils.grounding import empty_locations, ground_study, grounding_to_dict, recall_counts, reported_locations
 from cxrils.types import LesionBox, StructuredReport
 from cxrils.vocab import EMPTY_LOCATION_CANDIDATES, LEFT_ZONES
-
-from grounding_helpers import H, W, anatomy, anomaly, finding
 
 CFG = Config()
 

@@ -7,7 +7,14 @@ import hashlib
 import numpy as np
 import pytest
 from ils_studies import (
-    ATELECTASIS_MASK, HEART_MASK, PNEUMONIA_MASK, SHAPE, box, finding, grounded, multi_lesion_study,
+    ATELECTASIS_MASK,
+    HEART_MASK,
+    PNEUMONIA_MASK,
+    SHAPE,
+    box,
+    finding,
+    grounded,
+    multi_lesion_study,
     no_cardiomegaly_study,
 )
 

@@ -127,6 +127,7 @@ def test_predict_a_dicom_writes_png_rle_and_seg(shared_data, tmp_path):
     assert res.exit_code == 2 and "needs a DICOM image" in res.output and len(res.output.strip().splitlines()) == 1
 
 
+@pytest.mark.slow
 def test_seg_without_highdicom_says_which_extra(shared_data, tmp_path, monkeypatch):
     import sys
 

@@ -6,13 +6,12 @@ from __future__ import annotations
 import cv2
 import numpy as np
 import pytest
+from light_synthetic import H, W, block_anatomy, bright_anomaly
 
 from cxrils import templates, vocab
 from cxrils.models.light.priors import PriorComputer, prior_channels
-from cxrils.models.light.text import (InstructionEncoder, InstructionError, interpret_instruction,
-                                      structured_vector)
+from cxrils.models.light.text import InstructionEncoder, InstructionError, interpret_instruction, structured_vector
 from cxrils.types import AnatomyMasks
-from light_synthetic import H, W, block_anatomy, bright_anomaly
 
 
 def lobe_anatomy(x: np.ndarray) -> AnatomyMasks:

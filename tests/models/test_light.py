@@ -7,15 +7,20 @@ import json
 import numpy as np
 import pytest
 import torch
+from light_synthetic import H, W, block_anatomy, bright_anomaly, disc_mask
 
 from cxrils import templates, vocab
 from cxrils.models import ModelLoadError, Prediction, Segmenter
 from cxrils.models.light import LightConfig, LightSegmenter
 from cxrils.models.light.answer import compose_answer, locations_from_mask
 from cxrils.models.light.network import LightEnsemble, LightILSNet
-from cxrils.models.light.text import (STRUCTURED_DIM, InstructionEncoder, InstructionError,
-                                      interpret_instruction, structured_vector)
-from light_synthetic import H, W, block_anatomy, bright_anomaly, disc_mask
+from cxrils.models.light.text import (
+    STRUCTURED_DIM,
+    InstructionEncoder,
+    InstructionError,
+    interpret_instruction,
+    structured_vector,
+)
 
 TINY = dict(ensemble=1, image_size=32, features=(4, 8, 8, 16, 16, 8), text_hidden=16, batch_size=4, steps=4,
             box_prior=False)
@@ -147,6 +152,7 @@ def test_compose_answer_lesion_inference():
     assert templates.parse_answer(neg).locations == ("right lung base",)
 
 
+@pytest.mark.slow
 def test_save_load_round_trip_identical(tmp_path):
     seg = _seg(presence_bias=3.0)
     torch.nn.init.normal_(seg.net.film.weight, std=0.3)
@@ -163,6 +169,7 @@ def test_save_load_round_trip_identical(tmp_path):
         assert a.presence_score == pytest.approx(b.presence_score, abs=1e-6)
 
 
+@pytest.mark.slow
 def test_ensemble_averages_member_probabilities_and_round_trips(tmp_path):
     torch.manual_seed(0)
     cfg = LightConfig(**{**TINY, "ensemble": 3, "ctr_input": False})

@@ -7,12 +7,12 @@ import csv
 import shutil
 
 import pytest
-from lesion_fixtures import write_covid_qu_ex
 from light_synthetic import make_tiny_dataset
 
 from cxrils.dataset import read_records
-from cxrils.models.light.data import HUMAN_PREFIX, build_training_dataset
-from cxrils.vision.lesion_data import covid_qu_ex_samples, training_samples
+from cxrils.training.lesion_data import covid_qu_ex_samples, training_samples
+from cxrils.training.light_data import HUMAN_PREFIX, build_training_dataset
+from lesion_fixtures import write_covid_qu_ex
 
 
 @pytest.mark.slow
@@ -67,21 +67,22 @@ def test_training_dataset_merges_generated_and_human_records(tmp_path):
 
 def test_normal_forms_ask_global_whole_lungs_and_seeded_zones():
     from cxrils import vocab
-    from cxrils.models.light.data import NORMAL_ABSENT_ZONES, normal_forms
+    from cxrils.config import LightDataConfig
+    from cxrils.training.light_data import normal_forms
 
     a, b = normal_forms("cqx-a"), normal_forms("cqx-a")
     assert a == b                                                  # same id, same questions
     assert a[:3] == [("global", None), ("basic", "right lung"), ("basic", "left lung")]
     zones = [loc for _, loc in a[3:]]
-    assert len(set(zones)) == len(zones) == NORMAL_ABSENT_ZONES
+    assert len(set(zones)) == len(zones) == LightDataConfig().normal_absent_zones
     assert all(z in vocab.INSTRUCTION_LOCATIONS and z not in ("right lung", "left lung") for z in zones)
     drawn = {tuple(normal_forms(f"cqx-{k}")[3:]) for k in range(40)}
     assert len(drawn) > 5                                           # zones vary between images
 
 
 def test_cardiomegaly_positives_repeated_or_dropped_by_the_ctr():
-    from cxrils.config import Config
-    from cxrils.models.light.data import CARDIOMEGALY_REPEAT, _cardiomegaly_rows
+    from cxrils.config import Config, LightDataConfig
+    from cxrils.training.light_data import _cardiomegaly_rows
 
     def row(k, split, polarity, lesion):
         return {"record_id": f"im:{k}", "image_id": "im", "split": split, "polarity": polarity, "lesion_type": lesion}
@@ -89,7 +90,7 @@ def test_cardiomegaly_positives_repeated_or_dropped_by_the_ctr():
     rows = [row(0, "train", "positive", "cardiomegaly"), row(1, "train", "negative", "effusion"),
             row(2, "test", "positive", "cardiomegaly")]
     out, rep, drop = _cardiomegaly_rows(rows, 0.58, Config())
-    assert (rep, drop) == (1, 0) and len(out) == len(rows) + CARDIOMEGALY_REPEAT - 1
+    assert (rep, drop) == (1, 0) and len(out) == len(rows) + LightDataConfig().cardiomegaly_repeat - 1
     assert len({r["record_id"] for r in out}) == len(out)          # new ids, no clash
     assert sum(r["split"] == "test" for r in out) == 1               # test rows untouched
     out, rep, drop = _cardiomegaly_rows(rows, 0.40, Config())        # CTR <= 0.45: report and measure disagree
@@ -107,9 +108,9 @@ def test_jsrt_records_follow_the_radiologists_masks_and_nodules(shared_data):
     from pycocotools import mask as mask_utils
 
     from cxrils.config import Config
-    from cxrils.models.light.data import _jsrt_rows, jsrt_training_samples
+    from cxrils.training.anatomy_data import split_of
+    from cxrils.training.light_data import _jsrt_rows, jsrt_training_samples
     from cxrils.vision.anatomy import get_segmenter
-    from cxrils.vision.anatomy.data import split_of
 
     def width(m):
         cols = np.flatnonzero(m.any(axis=0))
@@ -118,7 +119,7 @@ def test_jsrt_records_follow_the_radiologists_masks_and_nodules(shared_data):
     cfg = Config()
     picked = jsrt_training_samples(shared_data, cfg)
     assert sum(cm is not None for _, _, cm, _ in picked) > 40
-    for s, ctr, cm, side in picked:
+    for s, ctr, cm, _side in picked:
         assert s.image_id.startswith("JPCLN") and split_of("jsrt_scr", s.image_id) == "train"
         ref = width(s.heart) / width(s.right_lung | s.left_lung)
         assert abs(ctr - ref) < 0.01
@@ -157,7 +158,7 @@ def test_zone_rows_ask_each_lesion_zone_and_the_untouched_zones():
     from cxrils import vocab
     from cxrils.config import Config
     from cxrils.masks import decode_rle
-    from cxrils.models.light.data import zone_rows
+    from cxrils.training.light_data import zone_rows
     from cxrils.types import AnatomyMasks
 
     h = w = 100
@@ -221,7 +222,7 @@ def test_draw_type_draws_inside_the_lungs(lesion_type):
     import numpy as np
 
     from cxrils.config import SyntheticConfig
-    from cxrils.models.light.data import draw_type
+    from cxrils.training.light_data import draw_type
 
     anat = _hand_anatomy()
     right, left = anat["right lung"], anat["left lung"]
@@ -243,7 +244,7 @@ def test_synthetic_rows_give_lung_and_zone_positives_of_the_drawn_type_only():
     from cxrils import vocab
     from cxrils.config import Config
     from cxrils.masks import decode_rle
-    from cxrils.models.light.data import SYNTHETIC_TYPES, synthetic_rows, synthetic_type
+    from cxrils.training.light_data import SYNTHETIC_TYPES, synthetic_rows, synthetic_type
 
     anat = _hand_anatomy()
     x = np.full((100, 100), 50, np.uint8)

@@ -4,13 +4,21 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from light_synthetic import H, W, block_anatomy, bright_anomaly, disc_mask
 
 from cxrils import templates
 from cxrils.models.light.config import LightConfig
-from cxrils.models.light.priors import (PRIOR_CHANNELS, PRIOR_LABELS, WORK_SIDE, PackedMasks, PriorComputer,
-                                        prior_channels, reduce_image, region_labels)
+from cxrils.models.light.priors import (
+    PRIOR_CHANNELS,
+    PRIOR_LABELS,
+    WORK_SIDE,
+    PackedMasks,
+    PriorComputer,
+    prior_channels,
+    reduce_image,
+    region_labels,
+)
 from cxrils.types import AnatomyMasks
-from light_synthetic import H, W, block_anatomy, bright_anomaly, disc_mask
 
 
 def _parsed(text: str) -> templates.ParsedText:

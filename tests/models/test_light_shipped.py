@@ -6,11 +6,11 @@ import json
 
 import numpy as np
 import pytest
+from light_synthetic import block_anatomy, bright_anomaly
 
 from cxrils import templates
 from cxrils.models import Segmenter, default_model_dir
 from cxrils.models.light.segmenter import WEIGHTS_NAME
-from light_synthetic import block_anatomy, bright_anomaly
 
 
 def test_shipped_model_loads_and_predicts():
@@ -28,6 +28,7 @@ def test_shipped_model_loads_and_predicts():
     templates.parse_answer(pred.answer, "basic")
 
 
+@pytest.mark.slow
 def test_shipped_model_with_the_builtin_stages_on_a_real_image(shared_data):
     """Default anatomy and anomaly priors (no stand-ins) on a real JSRT radiograph."""
     from PIL import Image
@@ -45,6 +46,7 @@ def test_shipped_model_with_the_builtin_stages_on_a_real_image(shared_data):
         assert (parsed.polarity == "positive") == bool(pred.mask.any())
 
 
+@pytest.mark.slow
 def test_shipped_model_answers_on_images_the_priors_cannot_use():
     """Blank, tiny and flat images: the builtin anomaly stage refuses them, the priors
     fall back to zeros and the model still answers (no exception)."""

@@ -8,6 +8,7 @@ import numpy as np
 import pyarrow.parquet as pq
 import pytest
 import torch
+from light_synthetic import block_anatomy, bright_anomaly, make_tiny_dataset
 from PIL import Image
 from typer.testing import CliRunner
 
@@ -17,8 +18,7 @@ from cxrils.dataset import read_records
 from cxrils.masks import decode_rle
 from cxrils.models import Segmenter
 from cxrils.models.light import LightConfig
-from cxrils.models.light.train import TrainError, train_light
-from light_synthetic import block_anatomy, bright_anomaly, make_tiny_dataset
+from cxrils.training.light_train import TrainError, train_light
 
 TINY = dict(ensemble=1, image_size=32, features=(4, 8, 8, 16, 16, 8), text_hidden=32, batch_size=8, lr=3e-3)
 
@@ -268,7 +268,7 @@ def test_resuming_a_finished_run_only_calibrates_and_keeps_its_loss(tiny_dataset
 
 def test_cli_resume_keeps_answer_settings_it_was_not_given(tiny_dataset, tmp_path, monkeypatch):
     import cxrils.models.light.segmenter as segmod
-    from cxrils.models.light.train import cli_train
+    from cxrils.training.light_train import cli_train
 
     monkeypatch.setattr(segmod, "default_anatomy", lambda: block_anatomy)
     monkeypatch.setattr(segmod, "default_anomaly", lambda: bright_anomaly)

@@ -20,14 +20,22 @@ pytest.importorskip("peft")
 spm = pytest.importorskip("sentencepiece")
 
 from lisa_fixture import (  # noqa: E402
-    LAYERS, SAM_VIT_H, lisa_config, lisa_llm_keys, sam_original_shapes, write_clip, write_lisa_checkpoint,
+    LAYERS,
+    SAM_VIT_H,
+    lisa_config,
+    lisa_llm_keys,
+    sam_original_shapes,
+    write_clip,
+    write_lisa_checkpoint,
 )
 
 from cxrils import templates  # noqa: E402
 from cxrils.models.base import ModelLoadError, Segmenter  # noqa: E402
 from cxrils.models.rosalia.configuration import SYSTEM_PROMPT, RosaliaConfig  # noqa: E402
 from cxrils.models.rosalia.lisa_checkpoint import (  # noqa: E402
-    llama_config, map_lisa_key, sam_config_from_shapes,
+    llama_config,
+    map_lisa_key,
+    sam_config_from_shapes,
 )
 from cxrils.models.rosalia.losses import mask_dice  # noqa: E402
 from cxrils.models.rosalia.segmenter import RosaliaSegmenter, build_model  # noqa: E402
@@ -312,6 +320,7 @@ def test_tokenizer_restates_the_slow_legacy_rules(release):
 
 
 # ------------------------------------------------------------------ tiny random model: training path
+@pytest.mark.slow
 def test_forward_loss_terms_and_backward(tiny):
     model, proc = tiny.model, tiny.processor
     model.train()
@@ -344,6 +353,7 @@ def test_missing_seg_is_an_error(tiny):
         tiny.model(**tiny.processor.collate([enc]))
 
 
+@pytest.mark.slow
 def test_save_load_and_predict_roundtrip(tiny, tmp_path):
     tiny.save_pretrained(tmp_path / "run")
     loaded = Segmenter.from_pretrained(tmp_path / "run")
@@ -369,6 +379,7 @@ def test_training_steps_reduce_loss(tiny, tmp_path):
     assert (tmp_path / "run" / "model.safetensors").is_file()
 
 
+@pytest.mark.slow
 def test_bf16_training_step_keeps_float32_master_weights(release, tmp_path):
     """Fine-tuning a LISA-format checkpoint with precision bf16: frozen weights bf16,
     trained ones float32, forward under autocast; one step on the CPU."""
@@ -397,10 +408,10 @@ def test_bf16_training_step_keeps_float32_master_weights(release, tmp_path):
 def test_cli_train_tiny_rosalia_on_a_dataset(tmp_path):
     """`cxrils train --model rosalia --set tiny=true` on a synthetic dataset: trains,
     saves, resumes to a longer schedule, evaluates the validation split."""
+    from light_synthetic import make_tiny_dataset
     from typer.testing import CliRunner
 
     from cxrils.cli import app
-    from light_synthetic import make_tiny_dataset
 
     ds = make_tiny_dataset(tmp_path / "ds", n_train=8, n_val=2, n_test=1)
     run = tmp_path / "run"
@@ -419,10 +430,10 @@ def test_cli_train_tiny_rosalia_on_a_dataset(tmp_path):
 
 
 def test_cli_train_rosalia_without_weights_says_what_to_get(tmp_path):
+    from light_synthetic import make_tiny_dataset
     from typer.testing import CliRunner
 
     from cxrils.cli import app
-    from light_synthetic import make_tiny_dataset
 
     ds = make_tiny_dataset(tmp_path / "ds", n_train=4, n_val=1, n_test=1)
     r = CliRunner().invoke(app, ["train", "--model", "rosalia", "--dataset", str(ds), "-o", str(tmp_path / "r")])
@@ -455,14 +466,15 @@ def test_interrupted_training_resumes_on_schedule(tmp_path):
     assert [e["lr"] for e in resumed] == pytest.approx([e["lr"] for e in straight])
 
 
+@pytest.mark.slow
 def test_teacher_forced_masks_as_the_authors_validate(release, released, tmp_path, monkeypatch):
     """validate() runs model_forward(inference=True) on the conversation with the reference
     answer: the mask of the reference [SEG], no generation. With the answer '[SEG]' that is
     the state after 'ASSISTANT:', the one a generated first [SEG] uses."""
+    from light_synthetic import make_tiny_dataset
     from typer.testing import CliRunner
 
     from cxrils.cli import app
-    from light_synthetic import make_tiny_dataset
 
     model = released.model
     seg, eos = model.seg_token_id, released.processor.tokenizer.eos_token_id

@@ -170,10 +170,11 @@ def test_epoch_is_twice_the_positives_as_batch_balance():
 def test_cli_train_schedule_and_sampler_follow_the_epoch(tmp_path, monkeypatch):
     """``cxrils train --model rosalia``: the schedule and the sampler's epoch are twice
     the train split's positives (the old code used the split's size)."""
+    from light_synthetic import make_tiny_dataset
+
     import cxrils.dataset
     from cxrils.dataset import ILSDataset
     from cxrils.models.rosalia import training
-    from light_synthetic import make_tiny_dataset
 
     ds = make_tiny_dataset(tmp_path / "ds", n_train=8, n_val=1, n_test=1)
     polarities = ILSDataset(ds, "train").polarities
@@ -199,6 +200,7 @@ def test_cli_train_schedule_and_sampler_follow_the_epoch(tmp_path, monkeypatch):
     assert seen["batches"] == 2 * n_pos // 2
 
 
+@pytest.mark.slow
 def test_lora_sam_encoder_targets_the_image_encoder_and_learns_nothing_there(tmp_path):
     from cxrils.models.rosalia.training import _parse_overrides, train_rosalia
 

@@ -25,8 +25,15 @@ from PIL import Image
 
 from cxrils import vocab
 from cxrils.masks import encode_rle
-from cxrils.types import (AnatomyMasks, AnomalyResult, Finding, GroundedFinding, LesionBox,
-                          StructuredReport, StudyGrounding)
+from cxrils.types import (
+    AnatomyMasks,
+    AnomalyResult,
+    Finding,
+    GroundedFinding,
+    LesionBox,
+    StructuredReport,
+    StudyGrounding,
+)
 
 
 def _note_load(name: str) -> None:
@@ -64,7 +71,7 @@ class _Segmenter:
         left = inside & (cols >= w // 2) & (cols < 9 * w // 10)
         masks = {"right lung": right, "left lung": left}
         bands = np.array_split(np.arange(h), 4)
-        for side, lung, zones in (("right", right, vocab.RIGHT_ZONES), ("left", left, vocab.LEFT_ZONES)):
+        for _side, lung, zones in (("right", right, vocab.RIGHT_ZONES), ("left", left, vocab.LEFT_ZONES)):
             for zone, band in zip(zones, bands):
                 masks[zone] = lung & (rows >= band[0]) & (rows <= band[-1])
         for lobe in vocab.LOBES:

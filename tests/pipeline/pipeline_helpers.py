@@ -99,8 +99,8 @@ def snapshot(dataset: Path) -> dict:
     from cxrils.dataset import read_records
 
     df = read_records(dataset)
-    records = sorted((json.dumps({k: (v.tolist() if hasattr(v, "tolist") else v) for k, v in r.items()},
-                                 sort_keys=True, default=str) for r in df.to_dict("records")))
+    records = sorted(json.dumps({k: (v.tolist() if hasattr(v, "tolist") else v) for k, v in r.items()},
+                                 sort_keys=True, default=str) for r in df.to_dict("records"))
     images = {p.name: p.read_bytes() for p in sorted((dataset / "images").glob("*.png"))}
     grounding = {p.name: p.read_bytes() for p in sorted((dataset / "grounding").glob("*.json"))}
     summary = json.loads((dataset / "generate_summary.json").read_text())

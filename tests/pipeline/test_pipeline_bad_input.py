@@ -42,6 +42,7 @@ def _write(path: Path, rows: list[dict]) -> None:
         w.writerows(rows)
 
 
+@pytest.mark.slow
 @pytest.mark.needs_data
 def test_bad_rows_become_their_own_exclusions_and_the_good_rows_all_produce_records(tmp_path, shared_data):
     good = [dict(r, image_id=Path(r["image_path"]).stem) for r in _iu_rows(shared_data, 3)]
@@ -126,6 +127,7 @@ def test_two_images_of_one_patient_without_patient_id_are_refused(tmp_path, shar
     assert len(set(read_records(tmp_path / "by-study")["split"])) == 1
 
 
+@pytest.mark.slow
 def test_a_patients_images_always_share_a_split(tmp_path):
     """The real split wiring (not a provider's): 40 patients with 2 images in 2 studies
     each. Split per image or per study, about a third of the patients would straddle

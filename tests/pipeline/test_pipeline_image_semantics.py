@@ -23,6 +23,7 @@ from cxrils.pipeline.runner import generate
 from cxrils.types import StudyGrounding
 from cxrils.vision.anatomy import frontal_plausibility, get_segmenter
 
+
 def _write_pairs(folder: Path, rows: list[dict]) -> Path:
     path = folder / "pairs.csv"
     with open(path, "w", newline="") as fh:
@@ -136,6 +137,7 @@ def test_a_lateral_image_given_as_frontal_is_excluded_with_the_reason(tmp_path, 
     assert set(records["image_id"]) == {"CXR1900_IM-0584-1001"}
 
 
+@pytest.mark.slow
 @pytest.mark.needs_data
 def test_every_jsrt_human_mask_is_plausible_and_the_iu_lateral_images_are_not(shared_data):
     """The bounds hold the human-annotated frontal anatomy of JSRT (SCR masks, 247 PA

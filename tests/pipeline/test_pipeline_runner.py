@@ -138,6 +138,7 @@ def test_a_grounding_account_that_fails_excludes_its_image_not_the_run(pairs, tm
     assert calls[0] not in images and set(calls[1:]) & images  # the others went on
 
 
+@pytest.mark.slow
 def test_workers_give_the_same_dataset_and_load_models_once(pairs, tmp_path, monkeypatch):
     loads = tmp_path / "loads"
     loads.mkdir()

@@ -9,7 +9,12 @@ pytest.importorskip("jsonschema")
 
 from cxrils.config import Config  # noqa: E402
 from cxrils.report.llm import (  # noqa: E402
-    Completion, LLMLocationMapper, LLMOutputError, LLMStructurer, LLMTruncatedError, OpenAIChatClient,
+    Completion,
+    LLMLocationMapper,
+    LLMOutputError,
+    LLMStructurer,
+    LLMTruncatedError,
+    OpenAIChatClient,
     extract_json,
 )
 

@@ -25,7 +25,11 @@ MODEL_DIR = Path(_spec.submodule_search_locations[0])
 GGUF = "SmolLM2-135M-Instruct.Q4_1.gguf"
 
 from cxrils.report.llm import (  # noqa: E402
-    LLMOutputError, LLMStructurer, LLMTruncatedError, OpenAIChatClient, TransformersChatClient,
+    LLMOutputError,
+    LLMStructurer,
+    LLMTruncatedError,
+    OpenAIChatClient,
+    TransformersChatClient,
 )
 from cxrils.vocab import LESION_TYPES  # noqa: E402
 

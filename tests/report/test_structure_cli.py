@@ -7,7 +7,6 @@ from typer.testing import CliRunner
 from cxrils.cli import app
 from cxrils.report.inputs import ReportInputError, read_reports
 
-
 runner = CliRunner()
 
 

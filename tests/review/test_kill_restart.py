@@ -45,6 +45,7 @@ def _start(dataset: Path, port: int) -> subprocess.Popen:
     raise RuntimeError("the review server did not start")
 
 
+@pytest.mark.slow
 def test_sigkill_mid_review_loses_no_acknowledged_decision(dataset):
     port = _free_port()
     base = f"http://127.0.0.1:{port}"

@@ -22,7 +22,7 @@ class BrightRegionSegmenter(Segmenter):
     model_type = "test-bright"
 
     @classmethod
-    def _load(cls, path: Path, config: dict, **kwargs) -> "BrightRegionSegmenter":
+    def _load(cls, path: Path, config: dict, **kwargs) -> BrightRegionSegmenter:
         return cls()
 
     def read_instruction(self, instruction: str) -> str:

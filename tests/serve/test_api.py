@@ -63,6 +63,7 @@ def test_segment_png_returns_exact_mask(client, image):
     assert np.array(Image.open(io.BytesIO(base64.b64decode(body["overlay_png"])))).shape == (64, 48, 3)
 
 
+@pytest.mark.slow
 def test_segment_real_dicom(segmenter, client, shared_data):
     path = shared_data / "dicom" / "RG1_UNCR.dcm"
     if not path.is_file():

@@ -6,9 +6,9 @@ import numpy as np
 import pytest
 
 from cxrils.config import Config
+from cxrils.training.anatomy_data import read_gray, split_both_lungs, split_of
 from cxrils.vision.anatomy import AnatomyBackendError, cardiothoracic_ratio, get_segmenter
 from cxrils.vision.anatomy.builtin import BuiltinSegmenter
-from cxrils.vision.anatomy.data import read_gray, split_both_lungs, split_of
 from cxrils.vocab import ANATOMY_LABELS
 
 
@@ -91,10 +91,11 @@ def test_whole_lungs_hold_the_visible_ones_and_reach_behind_the_heart(segmenter,
     assert (whole["left lung base"] & ref["heart"]).any()
 
 
+@pytest.mark.slow
 def test_held_back_v7labs_whole_lungs(segmenter, shared_data):
     """Held-back COVID-19 images with the v7labs masks (whole lungs): the whole lungs match
     them better than the visible lungs do, above 0.85 each."""
-    from cxrils.vision.anatomy.data import covid_samples
+    from cxrils.training.anatomy_data import covid_samples
 
     test = [s for s in covid_samples(shared_data) if split_of("covid_ieee8023", s.patient_id) == "test"][:8]
     whole_d, seen_d = [], []

@@ -10,7 +10,7 @@ from PIL import Image
 from typer.testing import CliRunner
 
 from cxrils.cli import app
-from cxrils.vision.anatomy.data import split_of
+from cxrils.training.anatomy_data import split_of
 from cxrils.vocab import ANATOMY_LABELS
 
 

@@ -109,8 +109,8 @@ def test_fit_atlas_recovers_a_known_brightness_pattern():
 def _random_weights(tmp_path, p_star=0.5, size=64):
     import torch
 
+    from cxrils.training.lesion_train import save_weights
     from cxrils.vision.lesion_nets import LesionSegNet
-    from cxrils.vision.lesion_train import save_weights
 
     torch.manual_seed(0)
     net = LesionSegNet((4, 4, 8, 8, 8), in_channels=2)
@@ -159,7 +159,7 @@ def test_shipped_builtin_map_follows_expert_lesion_masks(shared_data):
     """On held-back COVID-QU-Ex images (report part, never trained on), the shipped map
     is higher on the expert infection mask than on the rest of the expert lungs, and low
     on normal images."""
-    from cxrils.vision.lesion_data import covid_qu_ex_samples
+    from cxrils.training.lesion_data import covid_qu_ex_samples
 
     m = get_anomaly_mapper("builtin", Config())
     samples = covid_qu_ex_samples(shared_data, "report")

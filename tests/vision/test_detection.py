@@ -21,8 +21,8 @@ from cxrils.vocab import VINDR_CLASSES, VINDR_KEPT
 def _random_detector(tmp_path, size=64):
     import torch
 
+    from cxrils.training.lesion_train import save_weights
     from cxrils.vision.lesion_nets import CenterNetDetector
-    from cxrils.vision.lesion_train import save_weights
 
     torch.manual_seed(0)
     net = CenterNetDetector((4, 4, 8, 8, 8))
@@ -61,8 +61,8 @@ def test_shipped_detector_finds_expert_lesions_on_held_back_images(shared_data):
     """On held-back COVID-QU-Ex images (report part): the best box of most COVID-19
     images overlaps an expert lesion component (IoU >= 0.3), and normal images get
     lower top confidences than COVID-19 images."""
+    from cxrils.training.lesion_data import covid_qu_ex_samples, lesion_boxes
     from cxrils.vision.detection.centernet import box_iou
-    from cxrils.vision.lesion_data import covid_qu_ex_samples, lesion_boxes
 
     det = get_detector("builtin", Config())
     samples = covid_qu_ex_samples(shared_data, "report")

@@ -21,15 +21,13 @@ from __future__ import annotations
 
 import sys
 import textwrap
-from pathlib import Path
 
 import numpy as np
 import pytest
 
 from cxrils.config import Config
 from cxrils.vision.anatomy import AnatomyBackendError, AnatomySegmenter, get_segmenter
-from cxrils.vision.anatomy.hybridgnet import (CANVAS, HybridGNetSegmenter, landmarks_to_masks, load_hybridgnet,
-                                              to_canvas)
+from cxrils.vision.anatomy.hybridgnet import CANVAS, HybridGNetSegmenter, landmarks_to_masks, load_hybridgnet, to_canvas
 from cxrils.vocab import ANATOMY_LABELS
 
 torch = pytest.importorskip("torch")

@@ -102,6 +102,7 @@ def test_upstream_cxas_label_table_has_every_label_the_pipeline_reads(cxas_modul
     assert set(channels) == set(ANATOMY_LABELS) and len(set(channels.values())) == len(ANATOMY_LABELS)
 
 
+@pytest.mark.slow
 def test_upstream_cxas_network_through_the_adapter(cxas_modules, training_checkpoint, monkeypatch):
     from cxrils.config import Config
     from cxrils.vision.anatomy import cxas as adapter

@@ -286,9 +286,9 @@ def chexmask_folder(tmp_path_factory):
 
     sys.path.insert(0, str(root))
     try:
+        import scipy.sparse as sp
         from models.HybridGNet2IGSC import Hybrid
         from utils.utils import genMatrixesLungsHeart, scipy_to_torch_sparse
-        import scipy.sparse as sp
 
         A, AD, D, U = (sp.csc_matrix(m).tocoo() for m in genMatrixesLungsHeart())
         torch.manual_seed(0)
@@ -318,6 +318,7 @@ def graph_tensors(net):
             for t in getattr(net, name)]
 
 
+@pytest.mark.slow
 def test_upstream_hybridgnet_graph_matrices_move_with_the_network(chexmask_folder):
     """Upstream keeps the matrices in lists; the adapter's network moves them with
     ``.to`` (the old adapter left them on the CPU: a device mismatch on a GPU)."""
@@ -339,6 +340,7 @@ def test_upstream_hybridgnet_graph_matrices_move_with_the_network(chexmask_folde
         assert net(torch.zeros(1, 1, 1024, 1024, dtype=torch.float64))[0].dtype == torch.float64
 
 
+@pytest.mark.slow
 def test_upstream_hybridgnet_batch_equals_singles(chexmask_folder, monkeypatch):
     """Upstream's encoder normalises with batch statistics, so a stacked batch changes
     every image's landmarks; the adapter runs one image per forward pass even where

@@ -38,7 +38,7 @@ class HistogramEqualization:
         """Whether the image of ``key`` (or the next call) is equalised."""
         if key is None:
             return bool(self._rng.random() < self.p)
-        digest = hashlib.sha256(f"{self.seed}:{key}".encode("utf-8")).digest()
+        digest = hashlib.sha256(f"{self.seed}:{key}".encode()).digest()
         return int.from_bytes(digest[:8], "big") / 2.0**64 < self.p
 
     def __call__(self, x: np.ndarray, key: str | None = None) -> np.ndarray:

@@ -16,6 +16,7 @@ import html
 import io
 import tempfile
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -69,7 +70,7 @@ def thumbnail(x: np.ndarray, mask: np.ndarray, side: int = THUMB_SIDE) -> bytes:
     return buf.getvalue()
 
 
-def _count_html(table, split: str) -> str:
+def _count_html(table: Any, split: str) -> str:
     head = "".join(f"<th colspan=2>{INSTRUCTION_TYPE_NAMES[it]}</th>" for it in vocab.INSTRUCTION_TYPES)
     sub = "<th>positive</th><th>negative</th>" * len(vocab.INSTRUCTION_TYPES)
     rows = []
@@ -83,7 +84,7 @@ def _count_html(table, split: str) -> str:
             + "".join(rows) + "</table>")
 
 
-def _images_html(counts: dict) -> str:
+def _images_html(counts: dict[str, Any]) -> str:
     rows = []
     if counts["processed"] is not None:
         rows.append(("processed by cxrils generate", counts["processed"]))
@@ -94,7 +95,7 @@ def _images_html(counts: dict) -> str:
     return f"<table><tr><th>images</th><th>count</th></tr>{body}</table>"
 
 
-def sample_records(records, per_cell: int, seed: int = 0) -> dict[tuple[str, str], list[int]]:
+def sample_records(records: Any, per_cell: int, seed: int = 0) -> dict[tuple[str, str], list[int]]:
     """Row positions of up to ``per_cell`` template records per (lesion type, polarity),
     drawn without replacement with a seeded generator (paraphrases left out)."""
     rng = np.random.default_rng(seed)

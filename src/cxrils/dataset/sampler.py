@@ -3,7 +3,8 @@ ratio of positive to negative samples is maintained at 1:1 in each mini-batch").
 
 from __future__ import annotations
 
-from typing import Iterator, Sequence
+from collections.abc import Iterator, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -34,7 +35,7 @@ class BalancedBatchSampler:
         On an odd batch size, an unknown polarity, or no positives or no negatives.
     """
 
-    def __init__(self, polarities: Sequence, batch_size: int, *, seed: int = 0, num_batches: int | None = None):
+    def __init__(self, polarities: Sequence[Any], batch_size: int, *, seed: int = 0, num_batches: int | None = None):
         if batch_size < 2 or batch_size % 2:
             raise ValueError(f"batch_size must be even and >= 2 for a 1:1 ratio, got {batch_size}")
         pos = []

@@ -8,6 +8,11 @@ and ``records/*.parquet`` shards with these columns.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    import pyarrow as pa
+
 SCHEMA_VERSION = 1
 
 #: column -> meaning. Masks are COCO compressed RLE structs {"size": [H, W], "counts": str}.
@@ -40,7 +45,7 @@ COLUMNS: dict[str, str] = {
 }
 
 
-def arrow_schema():
+def arrow_schema() -> pa.Schema:
     """The pyarrow schema of a records shard (columns in :data:`COLUMNS` order)."""
     import pyarrow as pa
 

@@ -11,8 +11,8 @@ machine and in every run.
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Mapping
 
 from cxrils.config import Config
 from cxrils.vocab import SPLITS, SplitError, normalize_split
@@ -21,7 +21,7 @@ __all__ = ["SPLITS", "SplitError", "assign_split", "load_official_split", "norma
 
 
 def _unit_interval(seed: int, patient_id: str) -> float:
-    digest = hashlib.sha256(f"{seed}:{patient_id}".encode("utf-8")).digest()
+    digest = hashlib.sha256(f"{seed}:{patient_id}".encode()).digest()
     return int.from_bytes(digest[:8], "big") / 2.0**64
 
 

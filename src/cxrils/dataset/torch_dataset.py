@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable
+from typing import Any
 
 import numpy as np
 
@@ -67,7 +68,7 @@ class ILSDataset:
     @property
     def polarities(self) -> list[str]:
         """Polarity of every item, for :class:`cxrils.dataset.BalancedBatchSampler`."""
-        return self.records["polarity"].tolist()
+        return [str(p) for p in self.records["polarity"].tolist()]
 
     def set_epoch(self, epoch: int) -> None:
         """Select the augmentation decisions of ``epoch``."""
@@ -89,7 +90,7 @@ class ILSDataset:
                                f"{int(r['height'])}x{int(r['width'])}")
         return x
 
-    def __getitem__(self, index: int) -> dict:
+    def __getitem__(self, index: int) -> dict[str, Any]:
         import torch
 
         r = self.records.iloc[index]

@@ -29,7 +29,7 @@ import re
 import shutil
 from collections import Counter
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 from filelock import FileLock, Timeout
@@ -37,6 +37,9 @@ from filelock import FileLock, Timeout
 from cxrils.dataset.schema import COLUMNS, SCHEMA_VERSION, arrow_schema
 from cxrils.dataset.splits import SPLITS
 from cxrils.fsutil import atomic_path, atomic_write_json, fsync_dir, fsync_folder, sha256_file
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 log = logging.getLogger(__name__)
 
@@ -73,7 +76,7 @@ def grounding_relpath(image_id: str) -> str:
     return f"grounding/{image_id}.json"
 
 
-def read_grounding(dataset_dir: str | Path, image_id: str) -> dict | None:
+def read_grounding(dataset_dir: str | Path, image_id: str) -> dict[str, Any] | None:
     """The grounding :meth:`DatasetWriter.commit_study` stored for an image, or None
     when the dataset has none for it (written by an older cxrils, imported, or built
     by hand).
@@ -160,7 +163,7 @@ class DatasetWriter:
     block, or of the process). Use one writer per folder at a time.
     """
 
-    def __init__(self, out_dir: str | Path, provenance: dict, *, shard_size: int = DEFAULT_SHARD_SIZE):
+    def __init__(self, out_dir: str | Path, provenance: dict[str, Any], *, shard_size: int = DEFAULT_SHARD_SIZE):
         if shard_size < 1:
             raise DatasetError(f"shard_size must be >= 1, got {shard_size}")
         self.out_dir = Path(out_dir)
@@ -202,7 +205,7 @@ class DatasetWriter:
         """Release the folder's lock (the writer is not used afterwards)."""
         self._lock.release()
 
-    def __enter__(self) -> "DatasetWriter":
+    def __enter__(self) -> DatasetWriter:
         return self
 
     def __exit__(self, *exc: Any) -> None:
@@ -221,8 +224,8 @@ class DatasetWriter:
         done |= {p.stem for p in (self.out_dir / "excluded").glob("*.json") if not p.name.startswith(".")}
         return done
 
-    def commit_study(self, image_id: str, x: np.ndarray | None, records: list[dict] | None,
-                     excluded: str | None = None, grounding: dict | None = None) -> None:
+    def commit_study(self, image_id: str, x: np.ndarray | None, records: list[dict[str, Any]] | None,
+                     excluded: str | None = None, grounding: dict[str, Any] | None = None) -> None:
         """Write one study atomically: its image and grounding, then its records (the commit marker).
 
         Parameters
@@ -288,7 +291,7 @@ class DatasetWriter:
         with atomic_path(self.out_dir / "parts" / f"{image_id}.parquet", suffix=".parquet") as tmp:
             pq.write_table(table, tmp)
 
-    def _check_record(self, image_id: str, record: dict) -> dict[str, Any]:
+    def _check_record(self, image_id: str, record: dict[str, Any]) -> dict[str, Any]:
         missing = [c for c in COLUMNS if c not in record and c != "image_path"]
         if missing:
             raise DatasetError(f"study {image_id}: record {record.get('record_id')!r} lacks columns {missing}")
@@ -405,12 +408,12 @@ def read_exclusions(dataset_dir: str | Path) -> dict[str, str]:
     return out
 
 
-def _counts(rows: list[dict]) -> dict:
+def _counts(rows: list[dict[str, Any]]) -> dict[str, Any]:
     """Counts by split, lesion type, instruction type and polarity (nested dicts)."""
     def tally(key: str) -> dict[str, int]:
         return dict(sorted(Counter(r[key] for r in rows).items()))
 
-    detail: dict[str, dict] = {}
+    detail: dict[str, dict[str, Any]] = {}
     for r in rows:
         d = detail.setdefault(r["split"], {}).setdefault(r["lesion_type"], {}).setdefault(r["instruction_type"], {})
         d[r["polarity"]] = d.get(r["polarity"], 0) + 1
@@ -419,7 +422,7 @@ def _counts(rows: list[dict]) -> dict:
             "by_split_type_instruction_polarity": detail}
 
 
-def read_manifest(dataset_dir: str | Path) -> dict:
+def read_manifest(dataset_dir: str | Path) -> dict[str, Any]:
     """The parsed ``manifest.json`` of a finalized dataset.
 
     Raises
@@ -432,7 +435,7 @@ def read_manifest(dataset_dir: str | Path) -> dict:
     if not path.is_file():
         raise DatasetError(f"{path}: no manifest; is this a finalized cxrils dataset folder?")
     try:
-        manifest = json.loads(path.read_text(encoding="utf-8"))
+        manifest: dict[str, Any] = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, json.JSONDecodeError) as err:
         raise DatasetError(f"{path}: unreadable manifest: {err}") from err
     if manifest.get("schema_version") != SCHEMA_VERSION:
@@ -440,7 +443,7 @@ def read_manifest(dataset_dir: str | Path) -> dict:
     return manifest
 
 
-def _shards(dataset_dir: str | Path, split: str | None) -> list[dict]:
+def _shards(dataset_dir: str | Path, split: str | None) -> list[dict[str, Any]]:
     """The manifest's shard entries (of one split, or all), after checking that
     ``records/`` holds exactly the manifest's shards and that each of them has the
     SHA-256 the manifest lists.
@@ -489,7 +492,7 @@ def shard_paths(dataset_dir: str | Path, split: str | None = None) -> list[Path]
     return [Path(dataset_dir) / s["path"] for s in _shards(dataset_dir, split)]
 
 
-def read_records(dataset_dir: str | Path, split: str | None = None):
+def read_records(dataset_dir: str | Path, split: str | None = None) -> pd.DataFrame:
     """All records of a finalized dataset (or of one split) as a pandas DataFrame.
 
     Columns are those of :data:`cxrils.dataset.schema.COLUMNS`; ``mask`` holds dicts

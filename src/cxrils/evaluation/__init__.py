@@ -10,11 +10,11 @@ JSON / CSV / Markdown, and baselines (``always-empty``, ``whole-lung``, ``oracle
 """
 
 from cxrils.evaluation.counts import MaskCounts, MaskSizeError, mask_counts, rle_mask_counts
-from cxrils.masks import InvalidRLE, rle_areas
 from cxrils.evaluation.evaluate import EvalSample, evaluate, evaluate_predictions
 from cxrils.evaluation.io import EvaluationError, read_predictions, write_predictions
 from cxrils.evaluation.metrics import SegmentationAccumulator, TextAccumulator, answer_correct
 from cxrils.evaluation.report import EvaluationReport
+from cxrils.masks import InvalidRLE, rle_areas
 
 __all__ = [
     "EvalSample", "EvaluationError", "EvaluationReport", "InvalidRLE", "MaskCounts", "MaskSizeError",

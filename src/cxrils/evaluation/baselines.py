@@ -14,14 +14,15 @@
 from __future__ import annotations
 
 from collections import OrderedDict
+from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any, Callable, Iterator
+from typing import Any
 
 import numpy as np
 
 from cxrils.config import Config
 from cxrils.evaluation.io import EvaluationError, iter_reference_batches, mask_column
-from cxrils.masks import encode_rle
+from cxrils.masks import RLE, encode_rle
 from cxrils.templates import TemplateError, parse_instruction, render_answer
 from cxrils.types import AnatomyMasks
 
@@ -149,7 +150,7 @@ def baseline_predictions(name: str, dataset_dir: str | Path, *, split: str | Non
     columns = ["record_id", "mask", "answer", "instruction", "instruction_type", "locations", "image_path"]
     segment = anatomy_fn or (default_anatomy_fn() if name == "whole-lung" else None)
     cache: OrderedDict[str, AnatomyMasks] = OrderedDict()
-    empty: dict[tuple[int, int], dict[str, Any]] = {}
+    empty: dict[tuple[int, int], RLE] = {}
     for batch in iter_reference_batches(root, split, columns, batch_size, optional=["target"],
                                         paraphrases=paraphrases):
         counts, heights, widths = mask_column(batch.column("mask"), str(root))
@@ -169,6 +170,7 @@ def baseline_predictions(name: str, dataset_dir: str | Path, *, split: str | Non
                        "answer": _negative_answer(instruction, itype, target, list(locations or []))}
                 continue
             if image_path not in cache:
+                assert segment is not None  # every baseline but whole-lung has returned above
                 anatomy = segment(_load_x(root / image_path))
                 if tuple(anatomy.shape) != size:
                     raise EvaluationError(f"{root / image_path}: anatomy masks are {anatomy.shape}, "

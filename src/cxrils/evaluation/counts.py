@@ -10,8 +10,9 @@ decoder and the bool-mask conversion are those of :mod:`cxrils.masks`.
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Mapping, Sequence
+from typing import Any
 
 import numpy as np
 from pycocotools import mask as _coco
@@ -150,9 +151,9 @@ def batch_mask_counts(pairs: Sequence[tuple[Any, Any]], start: int | None = 0) -
     if rle:
         heights, widths = [p["size"][0] for _, p, _ in rle], [p["size"][1] for _, p, _ in rle]
         areas = []
-        for side, j in (("predicted", 1), ("reference", 2)):
+        for side, masks in (("predicted", [p for _, p, _ in rle]), ("reference", [r for _, _, r in rle])):
             try:
-                areas.append(rle_areas([t[j]["counts"] for t in rle], heights, widths).tolist())
+                areas.append(rle_areas([m["counts"] for m in masks], heights, widths).tolist())
             except InvalidRLE as err:
                 raise MaskError(f"{where(rle[err.index][0])}{side} mask: {err.reason}") from None
         for (k, p, r), pred_area, ref_area in zip(rle, *areas):

@@ -3,25 +3,26 @@
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
 
 from cxrils.evaluation.counts import MaskCounts, batch_mask_counts, rle_intersection
-from cxrils.masks import InvalidRLE, rle_areas
 from cxrils.evaluation.io import (
     REFERENCE_COLUMNS,
     EvaluationError,
-    mask_column,
     iter_reference_batches,
+    mask_column,
     predictions_from_table,
     read_predictions,
 )
 from cxrils.evaluation.metrics import answer_correct
 from cxrils.evaluation.report import EvaluationReport
+from cxrils.masks import InvalidRLE, rle_areas
 from cxrils.templates import TemplateError, parse_answer
 from cxrils.vocab import normalize_split
 

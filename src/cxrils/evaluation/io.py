@@ -12,8 +12,9 @@ from __future__ import annotations
 
 import json
 import math
+from collections.abc import Iterable, Iterator
 from pathlib import Path
-from typing import Any, Iterable, Iterator
+from typing import Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -291,7 +292,7 @@ def predictions_from_table(table: Any, where: str = "predictions") -> pa.Table:
 
 
 def _is_text(t: pa.DataType) -> bool:
-    return pa.types.is_string(t) or pa.types.is_large_string(t)
+    return bool(pa.types.is_string(t) or pa.types.is_large_string(t))
 
 
 def _is_rle_struct(t: pa.DataType) -> bool:
@@ -301,8 +302,8 @@ def _is_rle_struct(t: pa.DataType) -> bool:
             and pa.types.is_integer(names["size"].value_type))
 
 
-def _prediction_table(ids: list, counts: list, heights: list, widths: list,
-                      answers: list | None, path: Any) -> pa.Table:
+def _prediction_table(ids: list[Any], counts: list[Any], heights: list[Any], widths: list[Any],
+                      answers: list[Any] | None, path: Any) -> pa.Table:
     norm = []
     for rid, c, h, w in zip(ids, counts, heights, widths):
         if isinstance(c, list):  # uncompressed COCO RLE: compress (checks the runs add up to H*W)

@@ -25,6 +25,7 @@ does not grow with the number of samples.
 from __future__ import annotations
 
 from dataclasses import dataclass, fields
+
 from cxrils.evaluation.counts import MaskCounts
 from cxrils.templates import ParsedText, TemplateError, parse_answer
 
@@ -93,7 +94,7 @@ class SegmentationAccumulator:
             self.n_negative += 1
             self.n_negative_empty += int(counts.pred_area == 0)
 
-    def merge(self, other: "SegmentationAccumulator") -> None:
+    def merge(self, other: SegmentationAccumulator) -> None:
         """Add another accumulator's sums into this one."""
         for f in fields(self):
             setattr(self, f.name, getattr(self, f.name) + getattr(other, f.name))
@@ -126,7 +127,7 @@ class TextAccumulator:
         self.n += 1
         self.n_correct += int(correct)
 
-    def merge(self, other: "TextAccumulator") -> None:
+    def merge(self, other: TextAccumulator) -> None:
         """Add another accumulator's counts into this one."""
         self.n += other.n
         self.n_correct += other.n_correct

@@ -76,7 +76,7 @@ class OfficialAccumulator:
         """Add one sample's pixel counts (positive when its reference mask is non-empty)."""
         (self.pos if counts.is_positive else self.neg).add(counts)
 
-    def merge(self, other: "OfficialAccumulator") -> None:
+    def merge(self, other: OfficialAccumulator) -> None:
         """Add another accumulator's sums into this one."""
         for mine, theirs in ((self.pos, other.pos), (self.neg, other.neg)):
             for name in self._FIELDS:
@@ -106,7 +106,7 @@ class OfficialAccumulator:
                 for name in self._FIELDS}
 
     @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> "OfficialAccumulator":
+    def from_dict(cls, data: dict[str, Any]) -> OfficialAccumulator:
         """Inverse of :meth:`to_dict`.
 
         Raises

@@ -10,12 +10,14 @@ from __future__ import annotations
 
 import csv
 import io
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any
 
 from cxrils import vocab
-from cxrils.evaluation.metrics import MaskCounts, SegmentationAccumulator, TextAccumulator
+from cxrils.evaluation.counts import MaskCounts
+from cxrils.evaluation.metrics import SegmentationAccumulator, TextAccumulator
 from cxrils.evaluation.official import OfficialAccumulator
 from cxrils.fsutil import atomic_write_json, atomic_write_text
 
@@ -31,7 +33,7 @@ class _CellAcc:
     seg: SegmentationAccumulator = field(default_factory=SegmentationAccumulator)
     text: TextAccumulator = field(default_factory=TextAccumulator)
 
-    def merge(self, other: "_CellAcc") -> None:
+    def merge(self, other: _CellAcc) -> None:
         self.seg.merge(other.seg)
         self.text.merge(other.text)
 
@@ -83,7 +85,7 @@ class EvaluationReport:
         if text_correct is not None:
             acc.text.add(text_correct)
 
-    def merge(self, other: "EvaluationReport") -> None:
+    def merge(self, other: EvaluationReport) -> None:
         """Add the counts of another report (e.g. of another batch or worker)."""
         for key, acc in other._cells.items():
             self._cells.setdefault(key, _CellAcc()).merge(acc)
@@ -186,7 +188,7 @@ class EvaluationReport:
                 "cells": self.cells()}
 
     @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> "EvaluationReport":
+    def from_dict(cls, data: dict[str, Any]) -> EvaluationReport:
         """Rebuild a report from :meth:`to_dict` output (e.g. ``report.json`` of each
         shard of a distributed run, to :meth:`merge` them exactly).
 

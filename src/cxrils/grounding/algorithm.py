@@ -9,6 +9,7 @@ and "left" are the patient's sides (the patient's right lung is on the image's l
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
 import cv2
 import numpy as np
@@ -84,7 +85,7 @@ class BoxCheck:
         """Names of the failed conditions, e.g. ``["c1", "c3"]``."""
         return [n for n, ok in (("c1", self.c1), ("c2", self.c2), ("c3", self.c3), ("c4", self.c4)) if not ok]
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[str, Any]:
         """JSON-ready dict; ``c1_iou_right_part`` / ``c1_iou_left_part`` only when
         :attr:`iou_anatomy_sides` was evaluated."""
         sides = {} if self.iou_anatomy_sides is None else {
@@ -289,7 +290,7 @@ def refine(component: np.ndarray, x: np.ndarray, right_lung: np.ndarray, left_lu
     """
     scale = max(x.shape) / cfg.reference_size_px
     radius = max(1, int(round(cfg.open_radius_px * scale))) if cfg.open_radius_px > 0 else 0
-    mask = component.copy()
+    mask: np.ndarray = component.copy()
     if radius > 0:  # OpenCV: much faster than scipy.ndimage on large masks
         kernel = cv2.getStructuringElement(cv2.MORPH_ELLIPSE, (2 * radius + 1, 2 * radius + 1))
         mask = cv2.morphologyEx(component.astype(np.uint8), cv2.MORPH_OPEN, kernel) > 0

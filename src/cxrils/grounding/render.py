@@ -89,7 +89,7 @@ def masks_overlay(x: np.ndarray, sg: StudyGrounding, alpha: float = 0.45) -> np.
         labels.append((i, gf, colour))
     out = np.ascontiguousarray(out)
     t = _thickness(x.shape)
-    for i, gf, colour in labels:
+    for _, gf, colour in labels:
         contours, _ = cv2.findContours(gf.mask.astype(np.uint8), cv2.RETR_EXTERNAL, cv2.CHAIN_APPROX_SIMPLE)
         cv2.drawContours(out, contours, -1, colour, t)
     legend = [(f"F{i} {gf.lesion_type}", colour, "fill") for i, gf, colour in labels]

@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import dataclasses
 from collections import Counter
-from typing import Callable, Iterable
+from collections.abc import Callable, Iterable
+from typing import Any
 
 import numpy as np
 from scipy import ndimage as ndi
@@ -169,7 +170,7 @@ def ground_study(*, study_id: str, image_id: str, x: np.ndarray, report: Structu
         from cxrils.vision.anatomy import cardiothoracic_ratio
 
         ctr = cardiothoracic_ratio(organs)
-    base = dict(study_id=study_id, image_id=image_id, shape=tuple(x.shape), ctr=ctr, heart_mask=heart,
+    base: dict[str, Any] = dict(study_id=study_id, image_id=image_id, shape=tuple(x.shape), ctr=ctr, heart_mask=heart,
                 provenance=provenance)
     reason = (f"report: {report.excluded}" if report.excluded else None) \
         or frontal_view_problem(view_position, cfg) or crosscheck
@@ -213,8 +214,8 @@ def recall_counts(groundings: Iterable[StudyGrounding]) -> dict[str, dict[str, f
         ``{lesion_type: {"reported": n, "grounded": k, "recall": k / n (0 if n == 0)}}``
         for every type of :data:`cxrils.vocab.LESION_TYPES`.
     """
-    reported: Counter = Counter()
-    grounded: Counter = Counter()
+    reported: Counter[str] = Counter()
+    grounded: Counter[str] = Counter()
     for sg in groundings:
         if sg.excluded:
             continue
@@ -226,7 +227,7 @@ def recall_counts(groundings: Iterable[StudyGrounding]) -> dict[str, dict[str, f
                 "recall": grounded[t] / reported[t] if reported[t] else 0.0} for t in LESION_TYPES}
 
 
-def grounding_to_dict(sg: StudyGrounding) -> dict:
+def grounding_to_dict(sg: StudyGrounding) -> dict[str, Any]:
     """JSON-ready summary of a :class:`~cxrils.types.StudyGrounding` (no mask pixels).
 
     Per finding: the structured finding, lesion type, reported locations (and whether

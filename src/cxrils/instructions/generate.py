@@ -25,8 +25,8 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from typing import Iterable, Sequence
 
 import numpy as np
 
@@ -131,7 +131,7 @@ def mentioned_types(gf: GroundedFinding) -> set[str]:
 def record_seed(base_seed: int, image_id: str) -> int:
     """Seed of one image's random choices: SHA-256 of ``"{base_seed}:{image_id}"``
     (stable across processes and Python versions, unlike ``hash()``)."""
-    digest = hashlib.sha256(f"{base_seed}:{image_id}".encode("utf-8")).digest()
+    digest = hashlib.sha256(f"{base_seed}:{image_id}".encode()).digest()
     return int.from_bytes(digest[:8], "little")
 
 

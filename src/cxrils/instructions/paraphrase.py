@@ -16,9 +16,9 @@ from __future__ import annotations
 
 import logging
 import re
-from typing import Callable, Iterable
+from collections.abc import Callable, Iterable
 
-from cxrils.config import Config
+from cxrils.config import Config, InstructionConfig
 
 log = logging.getLogger(__name__)
 
@@ -36,14 +36,14 @@ Do not add findings, locations or details. Write {n} different versions, one per
 Instruction: {instruction}"""
 
 _BULLET = re.compile(r"^\s*(?:[-*\u2022]|\d+[.)]|\(\d+\))\s*")
-MAX_CHARS = 400
 
 
 class ParaphraseError(ValueError):
     """Raised for an unknown persona or a completion that is not text."""
 
 
-def paraphrase_instruction(instruction: str, persona: str, complete: Callable[[str], str], n: int = 3) -> list[str]:
+def paraphrase_instruction(instruction: str, persona: str, complete: Callable[[str], str], n: int = 3,
+                           max_chars: int = InstructionConfig.paraphrase_max_chars) -> list[str]:
     """Up to ``n`` distinct paraphrases of one instruction in a persona's voice.
 
     Parameters
@@ -61,7 +61,8 @@ def paraphrase_instruction(instruction: str, persona: str, complete: Callable[[s
     -------
     list of str
         Cleaned lines (bullets/numbers stripped), without blanks, duplicates, the
-        original text, or lines longer than :data:`MAX_CHARS`; at most ``n``.
+        original text, or lines longer than ``max_chars`` (default
+        ``cxrils.config.InstructionConfig.paraphrase_max_chars``); at most ``n``.
 
     Raises
     ------
@@ -78,7 +79,7 @@ def paraphrase_instruction(instruction: str, persona: str, complete: Callable[[s
     out: list[str] = []
     for line in reply.splitlines():
         text = _BULLET.sub("", line).strip().strip('"').strip()
-        if not text or len(text) > MAX_CHARS or text == instruction or text in out:
+        if not text or len(text) > max_chars or text == instruction or text in out:
             continue
         out.append(text)
     if len(out) < n:
@@ -107,7 +108,8 @@ def paraphrase_records(records: Iterable[dict], complete: Callable[[str], str], 
         if r.get("paraphrase_of"):
             continue  # never paraphrase a paraphrase
         for persona in PERSONAS:
-            for text in paraphrase_instruction(r["instruction"], persona, complete, n):
+            for text in paraphrase_instruction(r["instruction"], persona, complete, n,
+                                               cfg.instructions.paraphrase_max_chars):
                 new = dict(r, instruction=text, persona=persona, paraphrase_of=r["record_id"],
                            record_id=f"{r['image_id']}:{next_index[r['image_id']]}")
                 next_index[r["image_id"]] += 1

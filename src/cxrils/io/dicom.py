@@ -35,12 +35,12 @@ from pydicom.dataset import Dataset
 from pydicom.errors import InvalidDicomError
 from pydicom.pixels import apply_modality_lut, apply_voi, apply_windowing, get_decoder
 from pydicom.uid import (
+    UID,
     JPEG2000TransferSyntaxes,
     JPEGBaseline8Bit,
     JPEGExtended12Bit,
     JPEGLSTransferSyntaxes,
     JPEGTransferSyntaxes,
-    UID,
 )
 
 from cxrils.config import VOI_CHOICE

@@ -21,9 +21,9 @@ from __future__ import annotations
 import re
 import threading
 import warnings
+from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Iterator
 
 import numpy as np
 from PIL import Image, ImageOps

@@ -101,7 +101,7 @@ def model_type_of(config: dict) -> str:
     return str(config["model_type"])
 
 
-def resolve_model_class(model_type: str) -> type["Segmenter"]:
+def resolve_model_class(model_type: str) -> type[Segmenter]:
     """Import the :class:`Segmenter` subclass registered for ``model_type``.
 
     Raises
@@ -138,7 +138,7 @@ class Segmenter(ABC):
     model_type: str = ""
 
     @classmethod
-    def from_pretrained(cls, path: str | Path, **kwargs) -> "Segmenter":
+    def from_pretrained(cls, path: str | Path, **kwargs) -> Segmenter:
         """Load a trained model from its run folder.
 
         Parameters
@@ -162,7 +162,7 @@ class Segmenter(ABC):
 
     @classmethod
     @abstractmethod
-    def _load(cls, path: Path, config: dict, **kwargs) -> "Segmenter":
+    def _load(cls, path: Path, config: dict, **kwargs) -> Segmenter:
         """Build the model from its run folder and parsed ``config.json``."""
 
     @abstractmethod

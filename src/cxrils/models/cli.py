@@ -16,7 +16,7 @@ import typer
 
 #: model name -> "module:function" of its command-line trainer.
 TRAINERS: dict[str, str] = {
-    "light": "cxrils.models.light.train:cli_train",
+    "light": "cxrils.training.light_train:cli_train",
     "rosalia": "cxrils.models.rosalia.training:cli_train",
 }
 

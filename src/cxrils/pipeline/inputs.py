@@ -42,18 +42,17 @@ import itertools
 import logging
 import re
 import xml.etree.ElementTree as ET
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterable, Iterator
 
-from cxrils.config import SPLIT_BY
+from cxrils.config import SPLIT_BY, InputConfig
 from cxrils.vocab import SPLITS, SplitError, normalize_split
 
 log = logging.getLogger(__name__)
 
 IMAGE_SUFFIXES: tuple[str, ...] = (".dcm", ".jpg", ".jpeg", ".png")
-_IU_SECTIONS = ("indication", "comparison", "findings", "impression")
 
 
 class InputError(ValueError):
@@ -141,7 +140,8 @@ def detect_input_kind(path: str | Path) -> str:
         "or a CSV with columns image_path, report")
 
 
-def read_inputs(path: str | Path, kind: str | None = None) -> Iterator[StudyInput]:
+def read_inputs(path: str | Path, kind: str | None = None, inputs: InputConfig | None = None
+                ) -> Iterator[StudyInput]:
     """Yield the studies of an input in input order.
 
     Parameters
@@ -150,6 +150,9 @@ def read_inputs(path: str | Path, kind: str | None = None) -> Iterator[StudyInpu
         A MIMIC-CXR folder, an IU X-ray folder (or its reports CSV), or a generic CSV.
     kind : {"mimic", "iu", "csv"}, optional
         Layout; detected with :func:`detect_input_kind` when None.
+    inputs : cxrils.config.InputConfig, optional
+        ``iu_sections``: the IU report sections a study's report joins (default
+        :class:`~cxrils.config.InputConfig`).
 
     Raises
     ------
@@ -160,7 +163,9 @@ def read_inputs(path: str | Path, kind: str | None = None) -> Iterator[StudyInpu
     """
     p = Path(path)
     kind = kind or detect_input_kind(p)
-    readers = {"mimic": _read_mimic, "iu": _read_iu, "csv": _read_generic_csv}
+    cfg = inputs or InputConfig()
+    readers: dict[str, Callable[[Path], Iterator[StudyInput]]] = {
+        "mimic": _read_mimic, "iu": lambda q: _read_iu(q, cfg), "csv": _read_generic_csv}
     if kind not in readers:
         raise InputError(p, f"unknown input kind {kind!r}; known: {sorted(readers)}")
     seen: set[str] = set()
@@ -414,19 +419,22 @@ def _iu_reports_source(folder: Path) -> Path | None:
     return None
 
 
-def iu_report_text(sections: dict[str, str]) -> str:
-    """Join IU report sections as ``NAME: text`` paragraphs (INDICATION, COMPARISON,
-    FINDINGS, IMPRESSION), skipping empty ones: the layout of ``pairs/iu_pairs.csv``."""
+def iu_report_text(sections: dict[str, str], names: tuple[str, ...] = InputConfig.iu_sections) -> str:
+    """Join the IU report sections ``names`` (default ``cxrils.config.InputConfig.iu_sections``:
+    INDICATION, COMPARISON, FINDINGS, IMPRESSION) as ``NAME: text`` paragraphs, in that
+    order, skipping empty ones: the layout of ``pairs/iu_pairs.csv``."""
     parts = []
-    for name in _IU_SECTIONS:
+    for name in names:
         text = (sections.get(name) or "").strip()
         if text and text.lower() != "nan":
             parts.append(f"{name.upper()}: {text}")
     return "\n\n".join(parts) + ("\n" if parts else "")
 
 
-def read_iu_reports(source: str | Path) -> Iterator[tuple[str, list[str], str]]:
-    """Yield ``(report_id, image_ids, report_text)`` from the IU reports CSV or XML folder.
+def read_iu_reports(source: str | Path, names: tuple[str, ...] = InputConfig.iu_sections
+                    ) -> Iterator[tuple[str, list[str], str]]:
+    """Yield ``(report_id, image_ids, report_text)`` from the IU reports CSV or XML folder;
+    the text joins the sections ``names`` (:func:`iu_report_text`).
 
     Raises
     ------
@@ -436,15 +444,15 @@ def read_iu_reports(source: str | Path) -> Iterator[tuple[str, list[str], str]]:
     src = Path(source)
     if src.is_dir() and not (src / "nlmcxr_reports_all.csv").is_file():
         for xml_path in sorted(src.glob("*.xml"), key=lambda q: _natural_key(q.name)):
-            yield _parse_iu_xml(xml_path)
+            yield _parse_iu_xml(xml_path, names)
         return
     csv_path = src / "nlmcxr_reports_all.csv" if src.is_dir() else src
     for _, row, _ in _csv_rows(csv_path, ("report_id", "image_ids", "findings", "impression")):
         ids = [i.strip() for i in row["image_ids"].split(";") if i.strip()]
-        yield row["report_id"].strip(), ids, iu_report_text(row)
+        yield row["report_id"].strip(), ids, iu_report_text(row, names)
 
 
-def _parse_iu_xml(path: Path) -> tuple[str, list[str], str]:
+def _parse_iu_xml(path: Path, names: tuple[str, ...]) -> tuple[str, list[str], str]:
     try:
         root = ET.parse(path).getroot()
     except (ET.ParseError, OSError) as err:
@@ -452,18 +460,18 @@ def _parse_iu_xml(path: Path) -> tuple[str, list[str], str]:
     sections = {}
     for node in root.iter("AbstractText"):
         label = (node.get("Label") or "").strip().lower()
-        if label in _IU_SECTIONS:
+        if label in names:
             sections[label] = "".join(node.itertext())
     ids = [n.get("id", "").strip() for n in root.iter("parentImage") if n.get("id")]
     report_id = path.stem if path.stem.upper().startswith("CXR") else f"CXR{path.stem}"
-    return report_id, ids, iu_report_text(sections)
+    return report_id, ids, iu_report_text(sections, names)
 
 
 def _natural_key(name: str) -> list:
     return [int(t) if t.isdigit() else t for t in re.split(r"(\d+)", name)]
 
 
-def _read_iu(path: Path) -> Iterator[StudyInput]:
+def _read_iu(path: Path, inputs: InputConfig) -> Iterator[StudyInput]:
     folder = path.parent if path.is_file() else path
     source = path if path.is_file() else _iu_reports_source(folder)
     if source is None:
@@ -471,7 +479,7 @@ def _read_iu(path: Path) -> Iterator[StudyInput]:
     images_dir = folder / "images"
     if not images_dir.is_dir():
         raise InputError(folder, "IU input has no images/ folder")
-    reports = {rid: (ids, text) for rid, ids, text in read_iu_reports(source)}
+    reports = {rid: (ids, text) for rid, ids, text in read_iu_reports(source, inputs.iu_sections)}
     listing: list[tuple[str, str, str | None]] = []  # (image_id, report_id, view)
     if (folder / "images.csv").is_file():
         for _, row, _ in _csv_rows(folder / "images.csv", ("image_id", "report_id")):
@@ -603,7 +611,7 @@ def cap_report(text: str, max_chars: int, max_sentences: int) -> tuple[str, str 
                 cut = ends[-1]
     elif cut < len(text):
         last = None
-        for last in _SENTENCE_END.finditer(text, 0, cut):
+        for last in _SENTENCE_END.finditer(text, 0, cut):  # noqa: B007 (keeps the last match)
             pass
         cut = last.end() if last is not None else cut
     if not reasons:

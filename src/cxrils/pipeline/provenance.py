@@ -13,8 +13,9 @@ from __future__ import annotations
 import hashlib
 import logging
 import subprocess
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any
 
 import cxrils
 from cxrils.config import Config

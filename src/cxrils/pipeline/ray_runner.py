@@ -33,7 +33,8 @@ from __future__ import annotations
 import dataclasses
 import json
 import pickle
-from typing import Any, Iterator
+from collections.abc import Iterator
+from typing import Any
 
 from cxrils.config import Config, RayStageConfig, config_from_dict
 from cxrils.pipeline.inputs import StudyInput

@@ -29,11 +29,12 @@ import logging
 import multiprocessing as mp
 import os
 from collections import deque
+from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import Future, ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Iterable, Iterator
+from typing import Any
 
 from cxrils.config import Config, config_from_dict
 from cxrils.fsutil import atomic_write_json
@@ -227,7 +228,7 @@ def generate(input_path: str | Path, out_dir: str | Path, cfg: Config, *, runner
         raise RunError(f"unknown runner {runner!r}; choose one of {list(RUNNERS)}")
     out = Path(out_dir)
     # Splits are checked on the whole input, so a patient's split never depends on --limit.
-    studies = check_splits(read_inputs(input_path), input_path, cfg.split.by)
+    studies = check_splits(read_inputs(input_path, inputs=cfg.inputs), input_path, cfg.split.by)
     studies = studies[:limit] if limit is not None else studies
     state = RunState(out)
     with _open_writer(out, cfg, stages) as writer:

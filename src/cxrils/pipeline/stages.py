@@ -15,8 +15,9 @@ importable module-level class or object.
 from __future__ import annotations
 
 import importlib
+from collections.abc import Iterable, Iterator
 from pathlib import Path
-from typing import Any, Iterable, Iterator, Protocol
+from typing import Any, Protocol
 
 import numpy as np
 

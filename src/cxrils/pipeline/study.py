@@ -33,9 +33,10 @@ from __future__ import annotations
 
 import copy
 import logging
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import cached_property
-from typing import Any, Callable
+from typing import Any
 
 import numpy as np
 
@@ -45,11 +46,11 @@ from cxrils.dataset import assign_split, image_relpath
 from cxrils.pipeline.inputs import StudyInput, cap_report
 from cxrils.pipeline.stages import DEFAULT_STAGES, StageLoadError, StageProvider, resolve_stages
 from cxrils.types import AnatomyMasks, AnomalyResult, LesionBox, StructuredReport, StudyGrounding
+from cxrils.vision.anatomy import frontal_plausibility
 from cxrils.vision.anatomy.base import AnatomySegmenter
 from cxrils.vision.anomaly.base import AnomalyMapper
 from cxrils.vision.batching import call_batch
 from cxrils.vision.detection.base import LesionDetector
-from cxrils.vision.anatomy import frontal_plausibility
 
 log = logging.getLogger(__name__)
 
@@ -113,8 +114,8 @@ def _guarded(step: str) -> Callable:
     batch that fails is run again image by image, so one bad image never excludes the
     rest of its batch (and every image ends as it would alone)."""
 
-    def wrap(fn: Callable[["Pipeline", list[StudyState]], None]) -> Callable:
-        def guard(self: "Pipeline", batch: list[StudyState]) -> None:
+    def wrap(fn: Callable[[Pipeline, list[StudyState]], None]) -> Callable:
+        def guard(self: Pipeline, batch: list[StudyState]) -> None:
             try:
                 fn(self, batch)
             except StageLoadError:
@@ -128,7 +129,7 @@ def _guarded(step: str) -> Callable:
                 state.excluded = f"error:{step}: {type(err).__name__}: {err}"
                 log.warning("%s: excluded: %s", state.study.image_id, state.excluded)
 
-        def run(self: "Pipeline", states: StudyState | list[StudyState]) -> StudyState | list[StudyState]:
+        def run(self: Pipeline, states: StudyState | list[StudyState]) -> StudyState | list[StudyState]:
             batch = [states] if isinstance(states, StudyState) else list(states)
             active = [s for s in batch if s.excluded is None]
             if active:
@@ -285,12 +286,12 @@ class Pipeline:
             for item in items:
                 try:
                     reports.append(next(iter(self.stages.structure_reports([item], self.cfg))))
-                except Exception as err:
+                except Exception as one:
                     reports.append(StructuredReport(item[0], None, "",
-                                                    excluded=f"error:report: {type(err).__name__}: {err}"))
+                                                    excluded=f"error:report: {type(one).__name__}: {one}"))
             if all(r.excluded and r.excluded.startswith("error:report") for r in reports):
                 raise StageLoadError(f"report structuring (backend {self.cfg.backends.report_structurer!r}) failed "
-                                     f"for every report, e.g. {reports[0].excluded}")
+                                     f"for every report, e.g. {reports[0].excluded}") from err
         for key, report in zip(keys, reports):
             flags = todo[key][1]
             if flags:

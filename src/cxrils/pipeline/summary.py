@@ -11,7 +11,8 @@ pipeline's recall (paper section 4, Appendix A.7, Table 8).
 from __future__ import annotations
 
 from collections import Counter
-from typing import Any, Iterable
+from collections.abc import Iterable
+from typing import Any
 
 from cxrils import vocab
 from cxrils.types import StructuredReport, StudyGrounding

@@ -15,8 +15,9 @@ Sides are the PATIENT's ("right lung" is on the image's left on a frontal view).
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Iterator
 from functools import lru_cache
-from typing import Iterable, Iterator, Protocol
+from typing import Protocol
 
 from cxrils.report.locations import LexiconLocationMapper, LocationMapper
 from cxrils.report.sections import SectionChoice, select_iu_section, select_section

@@ -20,8 +20,8 @@ target spans come from :class:`cxrils.report.tokens.Matcher`.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Sequence
 
 TERMINATE = "TERMINATE"
 PSEUDO = "PSEUDO"
@@ -60,7 +60,7 @@ class Modifier:
             if max_scope is not None and self.scope_end - self.end > max_scope:
                 self.scope_end = self.end + max_scope
 
-    def limit_scope(self, other: "Modifier") -> None:
+    def limit_scope(self, other: Modifier) -> None:
         """End this cue's scope at ``other`` (medspaCy ``limit_scope``)."""
         if not tuple_overlaps((self.scope_start, self.scope_end), (other.scope_start, other.scope_end)):
             return

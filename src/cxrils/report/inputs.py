@@ -12,8 +12,8 @@ Three layouts are accepted:
 from __future__ import annotations
 
 import csv
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Iterator
 
 from cxrils.report.sections import SectionChoice, select_iu_section
 

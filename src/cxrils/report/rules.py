@@ -26,16 +26,26 @@ from __future__ import annotations
 import dataclasses
 import math
 import re
+from collections.abc import Iterable
 from dataclasses import dataclass
 from functools import lru_cache
-from typing import Iterable
 
 from cxrils import __version__
 from cxrils.config import Config
 from cxrils.report.context import target_modifiers
 from cxrils.report.lexicon import (
-    CARDIOMEGALY_PATTERNS, CONGESTION_PATTERNS, CONTEXT_RULES, DEFINITE_SUGGESTIVE, DENSITY_ENTITIES, HILAR_WORDS,
-    LUNG_FINDING_CATEGORIES, NEGATION_IN_PATTERN, NON_LESION_DENSITY_FINDINGS, NONSPECIFIC_TYPES, REPORT_VERB_FORMS, find_locations,
+    CARDIOMEGALY_PATTERNS,
+    CONGESTION_PATTERNS,
+    CONTEXT_RULES,
+    DEFINITE_SUGGESTIVE,
+    DENSITY_ENTITIES,
+    HILAR_WORDS,
+    LUNG_FINDING_CATEGORIES,
+    NEGATION_IN_PATTERN,
+    NON_LESION_DENSITY_FINDINGS,
+    NONSPECIFIC_TYPES,
+    REPORT_VERB_FORMS,
+    find_locations,
     lesion_terms,
 )
 from cxrils.report.locations import LexiconLocationMapper
@@ -175,6 +185,7 @@ class RulesStructurer:
         self._hedges = {"POSSIBLE_EXISTENCE", "ALTERNATIVE"} if rc.differential_certainty == "tentative" \
             else {"POSSIBLE_EXISTENCE"}
         self._targets, self._cues = _matchers()
+        self._windows = (rc.clear_before_chars, rc.clear_after_chars, rc.comparison_before_chars)
 
     @property
     def version(self) -> str:
@@ -264,15 +275,16 @@ class RulesStructurer:
         m.presence = "negative" if negative else "positive"
         m.certainty = "tentative" if (cats & self._hedges) and not negative else "definitive"
 
-    @staticmethod
-    def _attach_locations(text: str, sent, ms: list[_Mention]) -> None:
-        """Give each location phrase of the sentence to the finding it modifies."""
+    def _attach_locations(self, text: str, sent, ms: list[_Mention]) -> None:
+        """Give each location phrase of the sentence to the finding it modifies (the
+        character windows are ``cfg.report.clear_before_chars`` and the like)."""
+        before, after, compared = self._windows
         base = sent.start
         spans = [(base + s, base + e, p) for s, e, p in find_locations(sent.text)]
         spans = [sp for sp in spans if not any(sp[0] < m.end and m.start < sp[1] for m in ms)
-                 and not _compared_place(text, base, sp, ms)
-                 and not _CLEAR_BEFORE.search(text[max(base, sp[0] - 20):sp[0]])
-                 and not _CLEAR_AFTER.match(text[sp[1]:sp[1] + 30])]
+                 and not _compared_place(text, base, sp, ms, compared)
+                 and not _CLEAR_BEFORE.search(text[max(base, sp[0] - before):sp[0]])
+                 and not _CLEAR_AFTER.match(text[sp[1]:sp[1] + after])]
         for s, e, phrase in spans:
             prev = max((m for m in ms if m.end <= s), key=lambda m: m.end, default=None)
             nxt = min((m for m in ms if m.start >= e), key=lambda m: m.start, default=None)
@@ -463,13 +475,14 @@ def _clause_scope(words: list[str], targets: list[tuple[int, int]], cues: list) 
     return out
 
 
-def _compared_place(text: str, base: int, span: tuple[int, int, str], ms: list[_Mention]) -> bool:
+def _compared_place(text: str, base: int, span: tuple[int, int, str], ms: list[_Mention], window: int) -> bool:
     """Whether the place ``span`` (document character offsets) is only the term of a
     comparison: "opacity of the right base compared to the left". Not when a finding
     follows it directly, whose place it is: "... compared to the right base opacity".
-    ``base`` is the sentence's start."""
+    ``base`` is the sentence's start; the comparison must start within ``window``
+    characters before the place."""
     s, e, _ = span
-    if not _REFERENCE_PLACE.search(text[max(base, s - 30):s]):
+    if not _REFERENCE_PLACE.search(text[max(base, s - window):s]):
         return False
     nxt = min((m for m in ms if m.start >= e), key=lambda m: m.start, default=None)
     return nxt is None or not _PREMOD.match(text[e:nxt.start])

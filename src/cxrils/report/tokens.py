@@ -20,8 +20,9 @@ effusion".
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from typing import Any, Iterable, Sequence
+from typing import Any
 
 _TOKEN = re.compile(r"[a-z0-9]+|[^\sa-z0-9]")
 #: De-identification token of the IU reports (upper case there; tokens are lower case).

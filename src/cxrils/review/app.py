@@ -34,7 +34,7 @@ import math
 import secrets
 import threading
 from pathlib import Path
-from typing import Literal, Optional
+from typing import Literal
 
 from fastapi import FastAPI, HTTPException, Query, Request
 from fastapi.exceptions import RequestValidationError
@@ -70,8 +70,8 @@ class DecisionIn(BaseModel):
     position: int = Field(ge=0)
     record_id: str = Field(min_length=1, max_length=256)
     decision: Literal["accept", "reject", "skip"]
-    reason: Optional[Literal[tuple(REJECT_REASONS)]] = None  # type: ignore[valid-type]
-    request_id: Optional[str] = Field(default=None, pattern=r"^[A-Za-z0-9_-]{8,64}$")
+    reason: Literal[tuple(REJECT_REASONS)] | None = None  # type: ignore[valid-type]
+    request_id: str | None = Field(default=None, pattern=r"^[A-Za-z0-9_-]{8,64}$")
     revisit: bool = False  # the page is going through skipped records: answer the next skipped one
 
 
@@ -214,7 +214,7 @@ def create_review_app(session: ReviewSession, *, token: str | None = None,
         return next_record(reviewer, after, skipped)
 
     @app.get("/api/records/{position}")
-    def record(position: int, reviewer: Optional[str] = Query(None, pattern=REVIEWER_PATTERN)) -> dict:
+    def record(position: int, reviewer: str | None = Query(None, pattern=REVIEWER_PATTERN)) -> dict:
         return record_or_404(position, reviewer)
 
     @app.get("/api/records/{position}/image.png")

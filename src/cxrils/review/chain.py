@@ -13,7 +13,8 @@ stored image (x = column).
 from __future__ import annotations
 
 import json
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 #: Algorithm 1's conditions (paper section 3.1, Table 7), as the page names them.
 CONDITIONS: dict[str, str] = {

@@ -17,8 +17,8 @@ from __future__ import annotations
 
 import math
 from collections import Counter
+from collections.abc import Hashable, Sequence
 from statistics import NormalDist
-from typing import Hashable, Sequence
 
 #: Confidence level of every interval the review reports: the 95% the issue asks for
 #: (and the usual level of a reported proportion).

@@ -88,7 +88,7 @@ class SamplePlan:
 
 def sample_key(seed: int, record_id: str) -> str:
     """The hash that orders records: hex SHA-256 of ``"{seed}:{record_id}"``."""
-    return hashlib.sha256(f"{seed}:{record_id}".encode("utf-8")).hexdigest()
+    return hashlib.sha256(f"{seed}:{record_id}".encode()).hexdigest()
 
 
 def draw_sample(records: pd.DataFrame, plan: SamplePlan) -> pd.DataFrame:

@@ -26,7 +26,7 @@ from cxrils.review.sampling import SamplePlan, draw_sample
 from cxrils.review.store import DB_NAME, REJECT_REASONS, ReviewError, ReviewStore, check_reviewer, dataset_fingerprint
 
 
-def open_review(dataset_dir: str | Path, plan: SamplePlan | None = None) -> "ReviewSession":
+def open_review(dataset_dir: str | Path, plan: SamplePlan | None = None) -> ReviewSession:
     """Open the review of a dataset, drawing and storing its sample on first use.
 
     Parameters

@@ -26,9 +26,9 @@ import json
 import re
 import sqlite3
 import threading
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterable
 
 import pandas as pd
 
@@ -441,7 +441,7 @@ class ReviewStore:
         with self._lock:
             self._db.close()
 
-    def __enter__(self) -> "ReviewStore":
+    def __enter__(self) -> ReviewStore:
         return self
 
     def __exit__(self, *exc) -> None:

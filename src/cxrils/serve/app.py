@@ -34,9 +34,9 @@ import logging
 import tempfile
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable
 
 import numpy as np
 from fastapi import FastAPI, File, Form, HTTPException, Request, UploadFile

@@ -20,7 +20,8 @@ results agree to float tolerance, not bit for bit (cuDNN picks kernels by shape)
 from __future__ import annotations
 
 import contextlib
-from typing import Any, Iterator, Sequence
+from collections.abc import Iterator, Sequence
+from typing import Any
 
 from cxrils.config import PRECISIONS
 

@@ -1,7 +1,7 @@
 """Small CPU networks of the built-in lesion models (plain torch, no pretrained weights).
 
 Both take the image squashed to ``S x S`` and histogram-equalised
-(:func:`cxrils.vision.lesion_data.network_input`), float32 in [0, 1]; the lesion map's
+(:func:`network_input`), float32 in [0, 1]; the lesion map's
 network may take the lung mask at the same size as a second channel.
 
 * :class:`LesionSegNet` (the anomaly map's network, :mod:`cxrils.vision.anomaly.builtin`):
@@ -18,6 +18,13 @@ training target (docs/grounding.md).
 
 from __future__ import annotations
 
+import json
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import cv2
+import numpy as np
 import torch
 from torch import nn
 from torch.nn import functional as F
@@ -128,3 +135,47 @@ class CenterNetDetector(nn.Module):
     def forward(self, x: torch.Tensor) -> dict[str, torch.Tensor]:
         h = self.decoder(self.encoder(x))
         return {"heatmap": self.heatmap(h), "size": self.size(h), "offset": self.offset(h)}
+
+
+def network_input(x: np.ndarray, size: int) -> np.ndarray:
+    """The input of the built-in lesion networks (this module).
+
+    ``x`` uint8 (H, W) is squashed to ``size`` x ``size`` (area interpolation; aspect
+    NOT kept, as COVID-QU-Ex stored its images) and histogram-equalised, which makes the
+    input the same for any monotone grey-level mapping of the image (CR, DR, journal
+    figures). Returns float32 (size, size) in [0, 1].
+    """
+    small = cv2.resize(np.ascontiguousarray(x), (size, size), interpolation=cv2.INTER_AREA)
+    return cv2.equalizeHist(small).astype(np.float32) / 255.0
+
+
+def network_mask(m: np.ndarray, size: int) -> np.ndarray:
+    """A bool (H, W) mask on the grid of :func:`network_input`: squashed to ``size`` x
+    ``size`` by area interpolation and kept where at least half a cell is covered.
+    Returns float32 (size, size) in {0, 1}."""
+    return (cv2.resize(m.astype(np.float32), (size, size), interpolation=cv2.INTER_AREA) >= 0.5).astype(np.float32)
+
+
+def load_weights(path: str | Path, build: Callable[[dict], Any], error: type[Exception]):
+    """``(net, metadata)`` from a file written by :func:`cxrils.training.lesion_train.save_weights`; ``build(meta)``
+    makes the network from the metadata.
+
+    Raises
+    ------
+    error
+        If the file is missing or does not fit the network (the message names the file).
+    """
+    from safetensors import SafetensorError
+    from safetensors.torch import load_file, safe_open
+
+    p = Path(path)
+    if not p.is_file():
+        raise error(f"{p}: weights not found")
+    try:
+        with safe_open(str(p), framework="pt") as fh:
+            meta = {k: json.loads(v) for k, v in (fh.metadata() or {}).items()}
+        net = build(meta)
+        net.load_state_dict(load_file(str(p)))
+    except (SafetensorError, KeyError, ValueError, TypeError, RuntimeError, OSError) as err:
+        raise error(f"{p}: not usable weights: {err}") from err
+    return net.eval(), meta

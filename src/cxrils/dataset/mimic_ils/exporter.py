@@ -32,7 +32,14 @@ from typing import Any
 import numpy as np
 
 from cxrils.dataset.mimic_ils.format import (
-    CERTAINTY_KEY, JSON_NAME, MASK_DIR_NAME, MASK_KEY, NEGATIVE_KEY, PAIRS_KEY, POSITIVE_KEY, SPLIT_TO_RELEASE,
+    CERTAINTY_KEY,
+    JSON_NAME,
+    MASK_DIR_NAME,
+    MASK_KEY,
+    NEGATIVE_KEY,
+    PAIRS_KEY,
+    POSITIVE_KEY,
+    SPLIT_TO_RELEASE,
 )
 from cxrils.dataset.splits import SPLITS
 from cxrils.dataset.writer import DatasetError, image_relpath, read_records
@@ -123,7 +130,7 @@ def export_mimic_ils(dataset_dir: str | Path, out_dir: str | Path, *, images_dir
     return counts
 
 
-def _sample(ds: Path, image_id: str, group, images: Path, masks_dir: Path) -> tuple[dict, int]:
+def _sample(ds: Path, image_id: str, group: Any, images: Path, masks_dir: Path) -> tuple[dict[str, Any], int]:
     first = group.iloc[0]
     rel = _image_relpath(image_id, str(first["patient_id"]), str(first["study_id"]))
     src = ds / image_relpath(image_id)

@@ -29,9 +29,10 @@ from __future__ import annotations
 
 import hashlib
 import re
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
-from typing import IO, Any, Iterator
+from typing import IO, Any
 
 import numpy as np
 
@@ -153,9 +154,10 @@ def read_mask_png(path: Path, image_shape: tuple[int, int], foreground: int = 25
         raise ValueError(f"unexpected mask array shape {arr.shape}")
     differs = fg.shape != tuple(image_shape)
     out_h, out_w = out_shape if out_shape is not None else tuple(image_shape)
-    h, w = preprocess_shape(*fg.shape, max(out_h, out_w))
+    fg_h, fg_w = fg.shape
+    h, w = preprocess_shape(fg_h, fg_w, max(out_h, out_w))
     if (h, w) != fg.shape:
-        fg = np.asarray(Image.fromarray(fg.astype(np.uint8) * 255).resize((w, h), Image.NEAREST)) > 0
+        fg = np.asarray(Image.fromarray(fg.astype(np.uint8) * 255).resize((w, h), Image.Resampling.NEAREST)) > 0
     mask = np.zeros((out_h, out_w), dtype=bool)
     mask[:min(h, out_h), :min(w, out_w)] = fg[:out_h, :out_w]
     return mask, differs
@@ -250,7 +252,8 @@ def iter_samples(fh: IO[bytes], name: str) -> Iterator[tuple[str, str, Any]]:
 
     builder = None
     depth_item = 0
-    split = key = None
+    split: str | None = None
+    key: str | None = None
     level = 0  # 0: outside, 1: inside the top map, 2: inside a split map
     try:
         for _prefix, event, value in ijson.parse(fh, use_float=True):
@@ -261,6 +264,7 @@ def iter_samples(fh: IO[bytes], name: str) -> Iterator[tuple[str, str, Any]]:
                 elif event in ("end_map", "end_array"):
                     depth_item -= 1
                 if depth_item == 0:
+                    assert split is not None and key is not None  # set by the enclosing maps
                     yield split, key, builder.value
                     builder = None
                 continue
@@ -288,6 +292,7 @@ def iter_samples(fh: IO[bytes], name: str) -> Iterator[tuple[str, str, Any]]:
                     if event in ("start_map", "start_array"):
                         depth_item = 1
                     else:  # a scalar item: handed on as is, rejected by the caller
+                        assert split is not None and key is not None  # set by the enclosing maps
                         yield split, key, value
                         builder = None
     except ijson.JSONError as err:

@@ -18,17 +18,31 @@ from __future__ import annotations
 
 import json
 import logging
+from collections.abc import Callable, Iterator
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Iterator
+from typing import Any
 
 import numpy as np
 
 from cxrils.config import MimicIlsConfig
 from cxrils.dataset.mimic_ils.format import (
-    CERTAINTY_KEY, MASK_KEY, NEGATIVE_KEY, PAIR_KEYS, PAIRS_KEY, POSITIVE_KEY, SPLIT_FROM_RELEASE, JSON_NAME,
-    MASK_DIR_NAME, ids_from_image_path, image_id_for, iter_samples, parse_pair, read_mask_png, resized_shape,
+    CERTAINTY_KEY,
+    JSON_NAME,
+    MASK_DIR_NAME,
+    MASK_KEY,
+    NEGATIVE_KEY,
+    PAIR_KEYS,
+    PAIRS_KEY,
+    POSITIVE_KEY,
+    SPLIT_FROM_RELEASE,
+    ids_from_image_path,
+    image_id_for,
+    iter_samples,
+    parse_pair,
+    read_mask_png,
+    resized_shape,
 )
 from cxrils.dataset.writer import DatasetError, DatasetWriter
 from cxrils.fsutil import atomic_path, atomic_write_json, atomic_write_text, sha256_file
@@ -55,7 +69,7 @@ class _Job:
     foreground: int
 
 
-def _problem(job: _Job, kind: str, detail: str, pair: str = "") -> dict:
+def _problem(job: _Job, kind: str, detail: str, pair: str = "") -> dict[str, Any]:
     return {"split": job.release_split, "sample_key": job.sample_key, "pair": pair, "kind": kind, "detail": detail}
 
 
@@ -67,7 +81,7 @@ def _resize_image(x: np.ndarray, shape: tuple[int, int]) -> np.ndarray:
     return np.asarray(Image.fromarray(x).resize((shape[1], shape[0]), Image.BILINEAR))
 
 
-def _pairs(job: _Job, problems: list[dict]) -> list[tuple[str, int, dict]]:
+def _pairs(job: _Job, problems: list[dict[str, Any]]) -> list[tuple[str, int, dict[str, Any]]]:
     pairs = job.item.get(PAIRS_KEY)
     if not isinstance(pairs, dict):
         problems.append(_problem(job, "malformed_sample", f"no {PAIRS_KEY!r} object"))
@@ -85,7 +99,7 @@ def _pairs(job: _Job, problems: list[dict]) -> list[tuple[str, int, dict]]:
     return out
 
 
-def process_sample(job: _Job) -> tuple[str, str, np.ndarray | None, list[dict], list[dict]]:
+def process_sample(job: _Job) -> tuple[str, str, np.ndarray | None, list[dict[str, Any]], list[dict[str, Any]]]:
     """Read one release sample: image, masks, texts -> (image_id, split, x, records, problems).
 
     ``x`` is None (and records empty) when the sample's image cannot be used. Never raises
@@ -93,7 +107,7 @@ def process_sample(job: _Job) -> tuple[str, str, np.ndarray | None, list[dict], 
     """
     from cxrils.io import ImageLoadError, load_image
 
-    problems: list[dict] = []
+    problems: list[dict[str, Any]] = []
     item = job.item
     image_path = item.get("image_path") if isinstance(item, dict) else None
     if not isinstance(image_path, str) or not image_path:
@@ -206,7 +220,7 @@ class _Progress:
 
 def import_mimic_ils(json_path: str | Path, images_dir: str | Path, masks_dir: str | Path, out_dir: str | Path, *,
                      cfg: MimicIlsConfig | None = None, workers: int = 1, progress: bool = True,
-                     shard_size: int | None = None) -> dict:
+                     shard_size: int | None = None) -> dict[str, Any]:
     """Import the release into a finalized cxrils dataset at ``out_dir`` (module docstring).
 
     Parameters
@@ -246,7 +260,7 @@ def import_mimic_ils(json_path: str | Path, images_dir: str | Path, masks_dir: s
     writer = DatasetWriter(out, provenance, **({} if shard_size is None else {"shard_size": shard_size}))
     done = writer.done_ids()
     (out / PROBLEM_DIR).mkdir(exist_ok=True)
-    run_problems: list[dict] = []
+    run_problems: list[dict[str, Any]] = []
     stats = {"samples": 0, "samples_skipped_done": 0, "pairs_imported": 0, "samples_imported": 0,
              "by_split": {}}
     seen: set[str] = set()
@@ -299,7 +313,7 @@ def import_mimic_ils(json_path: str | Path, images_dir: str | Path, masks_dir: s
     return report
 
 
-def _run(jobs: Iterator[_Job], commit: Callable, workers: int, tick: Callable[[], None]) -> None:
+def _run(jobs: Iterator[_Job], commit: Callable[..., Any], workers: int, tick: Callable[[], None]) -> None:
     if workers <= 1:
         for job in jobs:
             commit(process_sample(job))
@@ -318,7 +332,7 @@ def _run(jobs: Iterator[_Job], commit: Callable, workers: int, tick: Callable[[]
             tick()
 
 
-def _write_report(out: Path, run_problems: list[dict], stats: dict, manifest: Path) -> dict:
+def _write_report(out: Path, run_problems: list[dict[str, Any]], stats: dict[str, Any], manifest: Path) -> dict[str, Any]:
     problems = list(run_problems)
     for p in sorted((out / PROBLEM_DIR).glob("*.json")):
         if p.name.startswith("."):

@@ -8,13 +8,12 @@ lung regions that the predicted mask lies in, measured against anatomy masks.
 
 from __future__ import annotations
 
-from typing import Sequence
+from collections.abc import Sequence
 
 import numpy as np
 
 from cxrils import templates, vocab
 from cxrils.types import AnatomyMasks
-
 
 
 def locations_from_mask(mask: np.ndarray, anatomy: AnatomyMasks, tau_location: float) -> list[str]:

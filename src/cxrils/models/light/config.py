@@ -207,7 +207,7 @@ class LightConfig:
         return d
 
     @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> "LightConfig":
+    def from_dict(cls, d: dict[str, Any]) -> LightConfig:
         """Inverse of :meth:`to_dict`; ignores ``model_type`` and rejects unknown keys.
         A config without ``priors``, ``ensemble``, ``ctr_input`` or ``box_prior`` (runs
         saved before they existed) loads with ``priors=False``, ``ensemble=1``,

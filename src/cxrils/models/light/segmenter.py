@@ -17,8 +17,18 @@ from cxrils.models.base import CONFIG_NAME, ModelLoadError, Prediction, Segmente
 from cxrils.models.light.answer import compose_answer, locations_from_mask
 from cxrils.models.light.config import LightConfig
 from cxrils.models.light.consistency import decide, hierarchy_of
-from cxrils.models.light.priors import (AnatomyFn, AnomalyFn, DetectorFn, ImagePriors, PriorComputer, ctr_feature,
-                                        default_anatomy, default_anomaly, default_detector, prior_channels)
+from cxrils.models.light.priors import (
+    AnatomyFn,
+    AnomalyFn,
+    DetectorFn,
+    ImagePriors,
+    PriorComputer,
+    ctr_feature,
+    default_anatomy,
+    default_anomaly,
+    default_detector,
+    prior_channels,
+)
 from cxrils.models.light.text import InstructionEncoder, interpret_instruction
 from cxrils.templates import ParsedText
 
@@ -74,7 +84,7 @@ class LightSegmenter(Segmenter):
     @classmethod
     def _load(cls, path: Path, config: dict, *, anatomy: AnatomyFn | None = None,
               anomaly: AnomalyFn | None = None, detector: DetectorFn | None = None,
-              num_threads: int | None = None) -> "LightSegmenter":
+              num_threads: int | None = None) -> LightSegmenter:
         from safetensors.torch import load_file
 
         try:
@@ -265,7 +275,7 @@ class LightSegmenter(Segmenter):
         for k, key in enumerate(rows):
             extra[key] = len(images) + k
         preds = []
-        for i, (x, text) in enumerate(zip(images, instructions)):
+        for i, x in enumerate(images):
             parsed, tree = parsed_all[i], trees[i]
             prior = priors[i] if priors is not None else None
             p = float(out["presence"][i])

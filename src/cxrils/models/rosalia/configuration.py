@@ -135,7 +135,7 @@ class RosaliaConfig:
         Path(path).write_text(json.dumps(data, indent=2, sort_keys=True))
 
     @classmethod
-    def load(cls, path: str | Path) -> "RosaliaConfig":
+    def load(cls, path: str | Path) -> RosaliaConfig:
         """Read a configuration written by :meth:`save`.
 
         Raises
@@ -153,7 +153,7 @@ class RosaliaConfig:
         return cls(**data)
 
     @classmethod
-    def tiny(cls) -> "RosaliaConfig":
+    def tiny(cls) -> RosaliaConfig:
         """A miniature, randomly initialised configuration for CPU tests.
 
         A 2-layer Llama of width 64 (vocabulary from the tokenizer), CLIP 32 px / patch 8

@@ -29,8 +29,8 @@ Paper section 5; restated from KAIST-Edlab/ROSALIA ``model/LISA.py`` and
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Sequence
 
 import torch
 import torch.nn.functional as F

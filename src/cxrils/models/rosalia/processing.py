@@ -28,8 +28,9 @@ image gives.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Sequence
+from typing import Any
 
 import numpy as np
 import torch
@@ -37,7 +38,13 @@ import torch
 from cxrils.dataset.mimic_ils.format import preprocess_shape
 from cxrils.models.rosalia.configuration import SYSTEM_PROMPT, RosaliaConfig
 from cxrils.models.rosalia.tokenizer import (
-    IGNORE_INDEX, IM_END_TOKEN, IM_START_TOKEN, IMAGE_TOKEN, SEG_TOKEN, LisaTokenizer, tokenizer_image_token,
+    IGNORE_INDEX,
+    IM_END_TOKEN,
+    IM_START_TOKEN,
+    IMAGE_TOKEN,
+    SEG_TOKEN,
+    LisaTokenizer,
+    tokenizer_image_token,
 )
 
 #: SAM's pixel mean and std (RGB, 0-255), segment-anything ``Sam.pixel_mean/pixel_std``.

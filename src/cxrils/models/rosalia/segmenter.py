@@ -26,8 +26,17 @@ import torch
 from cxrils.models.base import ModelLoadError, Prediction, Segmenter, check_image
 from cxrils.models.rosalia.configuration import MASK_GEOMETRIES, RosaliaConfig
 from cxrils.models.rosalia.lisa_checkpoint import (
-    LisaCheckpointError, clip_image_processor, find_clip_folder, is_lisa_config, llama_config, load_clip,
-    load_lisa_weights, projector_type_from_shapes, read_lisa_config, sam_config_from_shapes, tensor_shapes,
+    LisaCheckpointError,
+    clip_image_processor,
+    find_clip_folder,
+    is_lisa_config,
+    llama_config,
+    load_clip,
+    load_lisa_weights,
+    projector_type_from_shapes,
+    read_lisa_config,
+    sam_config_from_shapes,
+    tensor_shapes,
 )
 from cxrils.models.rosalia.modeling import RosaliaForSegmentation
 from cxrils.models.rosalia.processing import RosaliaProcessor
@@ -161,7 +170,7 @@ class RosaliaSegmenter(Segmenter):
         self.device = device or next(model.parameters()).device
 
     @classmethod
-    def _load(cls, path: Path, config: dict, **kwargs: Any) -> "RosaliaSegmenter":
+    def _load(cls, path: Path, config: dict, **kwargs: Any) -> RosaliaSegmenter:
         """Load a LISA-format checkpoint or a cxrils run folder (module docstring).
 
         Keyword arguments: ``clip_path`` (CLIP folder), ``precision`` ("auto"), ``device``,

@@ -92,7 +92,7 @@ class BuiltinSegmenter:
         self._torch = torch
 
     @classmethod
-    def from_config(cls, cfg: Config) -> "BuiltinSegmenter":
+    def from_config(cls, cfg: Config) -> BuiltinSegmenter:
         """The shipped weights with ``cfg.anatomy``."""
         return cls(cfg=cfg.anatomy)
 

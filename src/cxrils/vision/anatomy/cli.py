@@ -110,7 +110,7 @@ def train_anatomy(
     Uses only the 'train' part of the fixed patient-level split (docs/anatomy.md).
     """
     from cxrils.vision.anatomy.network import DEFAULT_ARCH
-    from cxrils.vision.anatomy.train import train_anatomy as run
+    from cxrils.training.anatomy_train import train_anatomy as run
 
     arch = None
     if channels is not None:

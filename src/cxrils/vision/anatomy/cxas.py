@@ -23,12 +23,13 @@ from __future__ import annotations
 
 import importlib
 import pickle
+from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any, Mapping, Sequence
+from typing import Any
 
 import numpy as np
 
-from cxrils.config import Config
+from cxrils.config import AnatomyConfig, Config
 from cxrils.types import AnatomyMasks
 from cxrils.vision.anatomy.base import AnatomyBackendError, AnatomySegmenter, check_input
 from cxrils.vision.batching import inference, stacked_groups, torch_device
@@ -41,8 +42,6 @@ CXAS_MODEL_NAME = "UNet_ResNet50_default"
 #: ImageNet normalisation CXAS applies to its RGB input.
 IMAGENET_MEAN = (0.485, 0.456, 0.406)
 IMAGENET_STD = (0.229, 0.224, 0.225)
-#: Sigmoid threshold of CXAS (BackboneUNet.threshold).
-CXAS_THRESHOLD = 0.5
 #: Globals a CXAS checkpoint may name besides tensors and plain containers: data-only
 #: types a training script saves next to ``"model"`` (its arguments, numpy scalars and
 #: arrays, e.g. the best score). Unpickling them constructs data, never runs code.
@@ -203,6 +202,8 @@ class CxasSegmenter(AnatomySegmenter):
         Torch device; default CUDA when available, else CPU.
     precision : {"fp32", "fp16", "bf16"}
         Autocast on CUDA (``backends.precision``); CPU always computes in fp32.
+    threshold : float
+        Sigmoid threshold of a label (``anatomy.cxas_threshold``, CXAS's 0.5).
 
     Use :meth:`from_config` for the real network; tests pass a stand-in with the
     same output layout.
@@ -211,15 +212,16 @@ class CxasSegmenter(AnatomySegmenter):
     name = "cxas"
 
     def __init__(self, network, id2label: Mapping[str, str], version: str = "", device: str | None = None,
-                 precision: str = "fp32") -> None:
+                 precision: str = "fp32", threshold: float = AnatomyConfig.cxas_threshold) -> None:
         self.device = torch_device(device)
         self.network = network.to(self.device).eval()
         self.channels = label_channels(id2label)
         self.version = version
         self.precision = precision
+        self.threshold = threshold
 
     @classmethod
-    def from_config(cls, cfg: Config) -> "CxasSegmenter":
+    def from_config(cls, cfg: Config) -> CxasSegmenter:
         """Build from ``cfg.backends.cxas_weights``.
 
         Raises
@@ -238,7 +240,7 @@ class CxasSegmenter(AnatomySegmenter):
         from importlib import metadata
 
         return cls(network, id2label, version=f"cxas-{metadata.version('cxas')}:{weights.name}",
-                   precision=cfg.backends.precision)
+                   precision=cfg.backends.precision, threshold=cfg.anatomy.cxas_threshold)
 
     def _input(self, x: np.ndarray):
         """CXAS's network input (3, 512, 512) of one image (module docstring)."""
@@ -268,7 +270,7 @@ class CxasSegmenter(AnatomySegmenter):
         for group in stacked_groups(len(xs), self.device):
             data = torch.stack([self._input(xs[i]) for i in group]).to(self.device)
             with inference(self.device, self.precision):
-                chosen = (self.network(data)[:, idx].float().sigmoid() > CXAS_THRESHOLD).float()
+                chosen = (self.network(data)[:, idx].float().sigmoid() > self.threshold).float()
             for k, i in enumerate(group):
                 masks = F.interpolate(chosen[k:k + 1], size=xs[i].shape, mode="nearest")[0].bool().cpu().numpy()
                 out.append(AnatomyMasks(masks={lab: masks[j] for j, lab in enumerate(self.channels)},

@@ -48,10 +48,11 @@ from __future__ import annotations
 
 import contextlib
 import sys
+from collections.abc import Iterator, Sequence
 from collections.abc import Sequence as SequenceABC
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterator, Sequence
+from typing import Any
 
 import cv2
 import numpy as np
@@ -438,7 +439,7 @@ class HybridGNetSegmenter(AnatomySegmenter):
         self.version = version
 
     @classmethod
-    def from_config(cls, cfg: Config) -> "HybridGNetSegmenter":
+    def from_config(cls, cfg: Config) -> HybridGNetSegmenter:
         """Build from ``backends.hybridgnet_dir`` (the user's HybridGNet code, either
         layout of :data:`LAYOUTS`) and ``backends.hybridgnet_weights``.
 

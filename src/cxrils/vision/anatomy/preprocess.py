@@ -40,7 +40,7 @@ class Letterbox:
     width: int
 
     @classmethod
-    def fit(cls, shape: tuple[int, int], size: int) -> "Letterbox":
+    def fit(cls, shape: tuple[int, int], size: int) -> Letterbox:
         """Geometry that fits an (H, W) image into a ``size`` canvas, centred."""
         h, w = int(shape[0]), int(shape[1])
         if h < 1 or w < 1:

@@ -197,7 +197,7 @@ class HealthyLungAtlas:
         return json.dumps({"mu": rows(self.mu), "sd": rows(self.sd), "source": self.source})
 
     @classmethod
-    def load(cls, path: str | Path | None = None) -> "HealthyLungAtlas":
+    def load(cls, path: str | Path | None = None) -> HealthyLungAtlas:
         """Load the atlas (default: the one shipped in the package).
 
         Raises
@@ -268,7 +268,7 @@ class AtlasAnomalyMapper:
             raise AnomalyBackendError(f"atlas anomaly mapper: {err}") from err
 
     @classmethod
-    def from_config(cls, cfg: Config) -> "AtlasAnomalyMapper":
+    def from_config(cls, cfg: Config) -> AtlasAnomalyMapper:
         """Build from the ``anomaly`` section of a :class:`~cxrils.config.Config`."""
         return cls(cfg.anomaly)
 

@@ -5,7 +5,7 @@ takes ``x_ano = (x - x_hat) / I_max``. Without a GPU or RadEdit's weights this b
 estimates what to remove with a small segmentation network
 (:class:`cxrils.vision.lesion_nets.LesionSegNet`; it reads the image, and the lung mask
 when trained with ``AnomalyTrainConfig.lung_input``) trained by ``cxrils train-anomaly``
-(:mod:`cxrils.vision.anomaly.train`) on the expert-verified COVID-19 infection masks
+(:mod:`cxrils.training.anomaly_train`) on the expert-verified COVID-19 infection masks
 and the normal images of one half of the COVID-QU-Ex tuning part. With ``p`` its lesion
 probability (resized to the image) and ``p_star`` its best-IoU threshold on the
 training role's validation images (stored with the weights)::
@@ -40,9 +40,7 @@ from cxrils.config import AnomalyConfig, Config
 from cxrils.fsutil import sha256_file
 from cxrils.types import AnomalyResult
 from cxrils.vision.anomaly.base import I_MAX, AnomalyBackendError, anomaly_result, check_inputs
-from cxrils.vision.lesion_data import network_input, network_mask
-from cxrils.vision.lesion_nets import LesionSegNet
-from cxrils.vision.lesion_train import load_weights
+from cxrils.vision.lesion_nets import LesionSegNet, load_weights, network_input, network_mask
 
 #: File name of the shipped weights inside ``cxrils/weights``.
 WEIGHTS_NAME = "anomaly_builtin.safetensors"
@@ -90,7 +88,7 @@ class BuiltinAnomalyMapper:
         self._torch = torch
 
     @classmethod
-    def from_config(cls, cfg: Config) -> "BuiltinAnomalyMapper":
+    def from_config(cls, cfg: Config) -> BuiltinAnomalyMapper:
         """Build from the ``anomaly`` section of a :class:`~cxrils.config.Config`."""
         return cls(cfg.anomaly)
 

@@ -66,9 +66,10 @@ Only the code path is tested here, with tiny randomly initialised components
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 import cv2
 import numpy as np
@@ -77,7 +78,6 @@ from cxrils.config import AnomalyConfig, Config
 from cxrils.types import AnomalyResult
 from cxrils.vision.anomaly.base import AnomalyBackendError, AnomalyMapper, anomaly_result, check_inputs
 from cxrils.vision.batching import check_lengths, inference, stacked_groups, torch_device
-
 
 #: Eta of the inversion (the forward process): RadEdit's pipeline calls
 #: ``inversion_forward_process(..., etas=1.0)``, independent of the editing eta
@@ -194,7 +194,7 @@ class RadEditAnomalyMapper(AnomalyMapper):
         self._embeddings: tuple[Any, Any] | None = None
 
     @classmethod
-    def from_config(cls, cfg: Config) -> "RadEditAnomalyMapper":
+    def from_config(cls, cfg: Config) -> RadEditAnomalyMapper:
         """Load the components from the local folders named in ``cfg``.
 
         Raises

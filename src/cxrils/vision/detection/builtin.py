@@ -3,7 +3,7 @@
 It plays the VinDr-CXR YOLO's role of the paper (section 3.1 step 2): boxes with
 confidences from a model trained on human annotations. Weights ship in the package
 (``cxrils/weights/detector_builtin.safetensors``, model card ``detector_builtin.md``),
-trained by ``cxrils train-detector`` (:mod:`cxrils.vision.detection.train`) on one half
+trained by ``cxrils train-detector`` (:mod:`cxrils.training.detector_train`) on one half
 of the COVID-QU-Ex tuning part, with one box per connected component of the infection
 masks. It emits one VinDr-CXR class, "Lung Opacity", the only one its data supports.
 
@@ -26,9 +26,7 @@ from cxrils.fsutil import sha256_file
 from cxrils.types import AnatomyMasks, AnomalyResult, LesionBox
 from cxrils.vision.detection.base import DetectorBackendError, check_image, keep_lesion_classes
 from cxrils.vision.detection.centernet import decode, nms
-from cxrils.vision.lesion_data import network_input
-from cxrils.vision.lesion_nets import CenterNetDetector
-from cxrils.vision.lesion_train import load_weights
+from cxrils.vision.lesion_nets import CenterNetDetector, load_weights, network_input
 
 #: File name of the shipped weights inside ``cxrils/weights``.
 WEIGHTS_NAME = "detector_builtin.safetensors"
@@ -73,7 +71,7 @@ class BuiltinDetector:
         self._torch = torch
 
     @classmethod
-    def from_config(cls, cfg: Config) -> "BuiltinDetector":
+    def from_config(cls, cfg: Config) -> BuiltinDetector:
         """Build from the ``detection`` section of a :class:`~cxrils.config.Config`."""
         return cls(cfg.detection)
 

@@ -31,8 +31,9 @@ undone and boxes are clipped to the image. Classes outside
 from __future__ import annotations
 
 import ast
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 import cv2
 import numpy as np
@@ -211,7 +212,7 @@ class OnnxYoloDetector(LesionDetector):
         return size, not isinstance(shape[0], int)
 
     @classmethod
-    def from_config(cls, cfg: Config) -> "OnnxYoloDetector":
+    def from_config(cls, cfg: Config) -> OnnxYoloDetector:
         """Build from ``backends.onnx_detector`` and the ``detection`` section."""
         if not cfg.backends.onnx_detector:
             raise DetectorBackendError("onnx detector: set backends.onnx_detector to the exported .onnx file")

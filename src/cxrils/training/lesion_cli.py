@@ -44,7 +44,7 @@ def train_detector(
     """Train the builtin lesion detector (CenterNet, "Lung Opacity" boxes) on the
     detector half of the COVID-QU-Ex tuning part (and of the JSRT nodule images)."""
     from cxrils.config import DetectorTrainConfig
-    from cxrils.vision.detection.train import train_detector as train
+    from cxrils.training.detector_train import train_detector as train
 
     s = _run(train, DetectorTrainConfig, data, out, epochs, threads, init, lr, synthetic)
     typer.echo(f"wrote {out}: validation AP50 {s['validation_ap50']:.3f} (epoch {s['best_epoch']}), "
@@ -63,7 +63,7 @@ def train_anomaly(
     """Train the builtin anomaly map's lesion network on the anomaly half of the
     COVID-QU-Ex tuning part (and of the JSRT nodule images)."""
     from cxrils.config import AnomalyTrainConfig
-    from cxrils.vision.anomaly.train import train_anomaly as train
+    from cxrils.training.anomaly_train import train_anomaly as train
 
     s = _run(train, AnomalyTrainConfig, data, out, epochs, threads, init, lr, synthetic)
     typer.echo(f"wrote {out}: validation IoU {s['validation_iou']:.3f} at p_star {s['p_star']} "

@@ -1,8 +1,8 @@
 """Training of the builtin anatomy network (``cxrils train-anatomy``).
 
-Data: the ``train`` part of :mod:`cxrils.vision.anatomy.data` (JSRT/SCR lungs + heart,
+Data: the ``train`` part of :mod:`cxrils.training.anatomy_data` (JSRT/SCR lungs + heart,
 COVID-19 v7labs lungs, COVID-QU-Ex lungs; near-duplicates of held-back images left
-out). The sources draw lungs in two conventions (:data:`cxrils.vision.anatomy.data.FULL_LUNG_SOURCES`),
+out). The sources draw lungs in two conventions (:data:`cxrils.training.anatomy_data.FULL_LUNG_SOURCES`),
 and each teaches the channels it knows (:mod:`cxrils.vision.anatomy.network`):
 
 - JSRT/SCR and COVID-QU-Ex (visible lungs): the visible-lung channels, the heart (JSRT
@@ -19,7 +19,7 @@ cross-entropy + soft Dice per channel (sigmoid, multi-label). Schedule: AdamW wi
 one-cycle (cosine-annealed) learning rate. Augmentation: small random affine (no
 horizontal flip: it would swap the patient's sides and put the heart on the wrong side),
 gamma/contrast jitter, burned-in marks (letters, arrows) like those of journal figures in
-the COVID-19 set, and synthetic findings of adult films (:mod:`cxrils.vision.synthetic`,
+the COVID-19 set, and synthetic findings of adult films (:mod:`cxrils.training.synthetic`,
 :class:`cxrils.config.SyntheticConfig`): a pleural effusion (the visible lung loses what
 the fluid covers, the whole lung keeps it), an airspace opacity or plate atelectasis (both
 lung masks unchanged), an enlarged heart (everything warped alike), tubes and wires.
@@ -33,15 +33,16 @@ import json
 import logging
 import math
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import cv2
 import numpy as np
 
 from cxrils.config import SyntheticConfig
-from cxrils.vision import synthetic
-from cxrils.vision.anatomy.data import FULL_LUNG_SOURCES, SOURCES, TEST_PERCENT, Sample, load_split, read_gray
+from cxrils.training import synthetic
+from cxrils.training.anatomy_data import FULL_LUNG_SOURCES, SOURCES, SPLIT, Sample, load_split, read_gray
 from cxrils.vision.anatomy.network import CHANNELS, DEFAULT_ARCH, FULL, HEART, VISIBLE, build_network
 from cxrils.vision.anatomy.preprocess import prepare
 
@@ -81,7 +82,7 @@ def _canvas_targets(sample: Sample, size: int) -> tuple[np.ndarray, np.ndarray, 
     Channels as :data:`~cxrils.vision.anatomy.network.CHANNELS`. A visible-lung source
     fills the whole-lung channels with its visible lungs, which hold outside ``gap``
     (:func:`medial_gap`: 1 where the whole lung is unknown); a whole-lung source
-    (:data:`~cxrils.vision.anatomy.data.FULL_LUNG_SOURCES`) has weight 0 on the visible
+    (:data:`~cxrils.training.anatomy_data.FULL_LUNG_SOURCES`) has weight 0 on the visible
     channels and the heart, and an empty gap. Image, targets and gap are uint8 (255 = 1.0
     for image and targets) to keep thousands of images in memory: the canvas of
     :func:`prepare` is an 8-bit image over 255, so this loses nothing; the bilinear target
@@ -162,8 +163,8 @@ def load_overlapping(net, state: dict) -> list[str]:
 
 def is_validation(source: str, patient_id: str, val_percent: int) -> bool:
     """True for the training-split patients held out for validation (fixed hash rule,
-    independent of :func:`cxrils.vision.anatomy.data.split_of`)."""
-    digest = hashlib.sha256(f"validation:{source}:{patient_id}".encode("utf-8")).hexdigest()
+    independent of :func:`cxrils.training.anatomy_data.split_of`)."""
+    digest = hashlib.sha256(f"validation:{source}:{patient_id}".encode()).hexdigest()
     return int(digest, 16) % 100 < val_percent
 
 
@@ -490,7 +491,7 @@ def train_anatomy(
         "train_images": {src: sum(s.source == src for s in samples) for src in SOURCES},
         "validation_images": {src: sum(s.source == src for s in val_samples) for src in SOURCES},
         "near_duplicates_left_out": {src: sum(s.source == src for s, _ in split.excluded) for src in SOURCES},
-        "split_rule": f"sha256('<source>:<patient_id>') % 100 < {TEST_PERCENT} -> test",
+        "split_rule": f"sha256('<source>:<patient_id>') % 100 < {SPLIT.test_percent} -> test",
         "validation_rule": f"sha256('validation:<source>:<patient_id>') % 100 < {val_percent} (train split only)",
         "init": Path(init).name if init is not None else None,
         "init_tensors_reshaped": fresh,

@@ -13,10 +13,18 @@ from PIL import Image
 from typer.testing import CliRunner
 
 from cxrils.cli import app
+from cxrils.config import AnatomyDataConfig
+from cxrils.training.anatomy_data import (
+    fingerprint,
+    load_samples,
+    load_split,
+    split_both_lungs,
+    split_of,
+)
+from cxrils.training.anatomy_train import _loss, _val_dice, is_validation, load_overlapping, medial_gap, one_cycle_lr
 from cxrils.vision.anatomy.builtin import BuiltinSegmenter
-from cxrils.vision.anatomy.data import (DUPLICATE_SIZE, TEST_PERCENT, fingerprint, load_samples, load_split,
-                                       split_both_lungs, split_of)
-from cxrils.vision.anatomy.train import _loss, _val_dice, is_validation, load_overlapping, medial_gap, one_cycle_lr
+
+SPLIT = AnatomyDataConfig()  # the split and near-duplicate rule under test
 
 
 def test_split_is_fixed_and_patient_level():
@@ -24,7 +32,7 @@ def test_split_is_fixed_and_patient_level():
     splits = [split_of("jsrt_scr", p) for p in ids]
     assert splits == [split_of("jsrt_scr", p) for p in ids]  # deterministic
     share = splits.count("test") / len(ids)
-    assert abs(share - TEST_PERCENT / 100) < 0.03
+    assert abs(share - SPLIT.test_percent / 100) < 0.03
     assert set(splits) == {"train", "test"}
 
 
@@ -137,7 +145,7 @@ def _synthetic_root(tmp_path):
     def image():  # every image its own noise, so only the planted copy is a near-duplicate
         return (60 + 120 * (right | left) - 40 * heart + rng.integers(0, 80, (64, 64))).astype(np.uint8)
 
-    img = image()
+    image()  # the first draw of rng, as before
     ids = [f"SYN{i:03d}" for i in range(40)]
     train_ids = [i for i in ids if split_of("jsrt_scr", i) == "train"][:4]
     test_id = next(i for i in ids if split_of("jsrt_scr", i) == "test")
@@ -195,7 +203,7 @@ def test_fingerprint_matches_rescaled_copies_not_other_images():
     other = cv2.normalize(cv2.GaussianBlur(rng.integers(0, 255, (300, 240)).astype(np.uint8), (0, 0), 6),
                           None, 0, 255, cv2.NORM_MINMAX)
     f = fingerprint(x)
-    assert f.shape == (DUPLICATE_SIZE ** 2,) and f.dtype == np.float32
+    assert f.shape == (SPLIT.dup_size ** 2,) and f.dtype == np.float32
     assert float(f @ f) == pytest.approx(1.0, abs=1e-5)
     assert float(f @ fingerprint(darker)) > 0.98
     assert float(f @ fingerprint(other)) < 0.5
@@ -233,7 +241,7 @@ def test_train_anatomy_command_writes_loadable_weights(tmp_path, monkeypatch):
     assert {s.source for s in train} == {"jsrt_scr", "covid_ieee8023", "covid_qu_ex"}
     assert all(s.heart is None for s in train if s.source != "jsrt_scr")
     tiny = {"channels": [4, 8, 8, 8, 8], "strides": [2, 2, 2, 2], "num_res_units": 1, "input_size": 32}
-    monkeypatch.setattr("cxrils.vision.anatomy.train.DEFAULT_ARCH", tiny)
+    monkeypatch.setattr("cxrils.training.anatomy_train.DEFAULT_ARCH", tiny)
     out = tmp_path / "w.safetensors"
     res = CliRunner().invoke(app, ["train-anatomy", "--data", str(root), "-o", str(out), "--epochs", "2",
                                    "--covid-per-epoch", "2", "--qu-ex-per-epoch", "2"])

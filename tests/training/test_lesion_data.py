@@ -9,7 +9,8 @@ import numpy as np
 import pytest
 
 from cxrils.config import LesionDataConfig
-from cxrils.vision import lesion_data as ld
+from cxrils.training import lesion_data as ld
+from cxrils.vision.lesion_nets import network_input
 from lesion_fixtures import write_covid_qu_ex
 
 
@@ -50,11 +51,11 @@ def test_lesion_boxes_one_per_component_specks_dropped():
 def test_network_input_ignores_monotone_grey_level_changes():
     rng = np.random.default_rng(0)
     x = np.clip(rng.normal(120, 40, (300, 200)), 0, 255).astype(np.uint8)
-    a = ld.network_input(x, 64)
+    a = network_input(x, 64)
     assert a.shape == (64, 64) and a.dtype == np.float32 and 0 <= a.min() and a.max() <= 1
     gamma = (255 * (x / 255.0) ** 0.6).astype(np.uint8)
-    assert np.abs(ld.network_input(gamma, 64) - a).mean() < 0.03
-    assert np.abs(ld.network_input(255 - x, 64) - a).mean() > 0.2  # an inversion is not monotone increasing
+    assert np.abs(network_input(gamma, 64) - a).mean() < 0.03
+    assert np.abs(network_input(255 - x, 64) - a).mean() > 0.2  # an inversion is not monotone increasing
 
 
 def test_random_affine_without_ranges_is_the_identity():
@@ -65,9 +66,8 @@ def test_random_affine_without_ranges_is_the_identity():
 
 
 def test_near_duplicates_find_recropped_reexposed_copies_not_lookalikes(tmp_path):
-    from PIL import Image
-
     import cv2
+    from PIL import Image
 
     rng = np.random.default_rng(0)
     yy, xx = np.mgrid[0:260, 0:260] / 260.0

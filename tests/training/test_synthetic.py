@@ -1,4 +1,4 @@
-"""Synthetic findings of :mod:`cxrils.vision.synthetic`: geometry checked against what
+"""Synthetic findings of :mod:`cxrils.training.synthetic`: geometry checked against what
 the finding is radiologically (an upright effusion fills the base and rises at the chest
 wall; an enlarged heart widens while the thorax does not), on simple lungs whose answer
 is known by construction."""
@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from cxrils.config import SyntheticConfig
-from cxrils.vision import synthetic
+from cxrils.training import synthetic
 
 H, W = 120, 160
 

@@ -15,18 +15,19 @@ import hashlib
 import json
 import logging
 import time
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any, Callable, Sequence
+from typing import Any
 
 import cv2
 import numpy as np
 
 from cxrils.config import LesionDataConfig, LesionTrainConfig, SyntheticConfig
 from cxrils.fsutil import atomic_path
-from cxrils.vision.lesion_data import (JsrtBackground, LesionSample, jsrt_backgrounds, network_mask,
-                                       training_samples)
-from cxrils.vision.synthetic import draw_lesions
+from cxrils.training.lesion_data import JsrtBackground, LesionSample, jsrt_backgrounds, training_samples
+from cxrils.training.synthetic import draw_lesions
+from cxrils.vision.lesion_nets import network_mask
 
 log = logging.getLogger(__name__)
 
@@ -41,7 +42,7 @@ def split_validation(ids: Sequence[str], fraction: float, salt: str) -> tuple[li
 
 
 def role_samples(data_root: str | Path, role: str, data_cfg: LesionDataConfig) -> list[LesionSample]:
-    """:func:`cxrils.vision.lesion_data.training_samples` of a role.
+    """:func:`cxrils.training.lesion_data.training_samples` of a role.
 
     Raises
     ------
@@ -64,7 +65,7 @@ class TrainItem:
     ----------
     small : numpy.ndarray, uint8, shape (S, S)
         The image squashed to S x S (area interpolation), not yet equalised
-        (:func:`cxrils.vision.lesion_data.network_input` = its histogram equalisation).
+        (:func:`cxrils.vision.lesion_nets.network_input` = its histogram equalisation).
     lesion : numpy.ndarray, float32, shape (S, S)
         Share of each cell covered by the human lesion mask.
     right, left : numpy.ndarray, bool, shape (S, S)
@@ -97,14 +98,14 @@ def item_input(item: TrainItem, rng: np.random.Generator, synth: SyntheticConfig
                ) -> tuple[np.ndarray, np.ndarray]:
     """Network input and lesion target of one item, before the affine augmentation.
 
-    With ``synth``, synthetic lesions (:func:`cxrils.vision.synthetic.draw_lesions`) are
+    With ``synth``, synthetic lesions (:func:`cxrils.training.synthetic.draw_lesions`) are
     drawn on a share ``synth.lesion_p_covid`` of the COVID-19 images and
     ``synth.lesion_p_normal`` of the others, and join the target.
 
     Returns
     -------
     x : numpy.ndarray, float32, shape (S, S)
-        Histogram-equalised image in [0, 1] (as :func:`~cxrils.vision.lesion_data.network_input`).
+        Histogram-equalised image in [0, 1] (as :func:`~cxrils.vision.lesion_nets.network_input`).
     lesion : numpy.ndarray, float32, shape (S, S)
         Lesion share per cell in [0, 1].
     """
@@ -130,7 +131,7 @@ def run_summary(role: str, samples: list[LesionSample], n_train: int, n_val: int
     n_pos = sum(s.positive for s in samples)
     return {
         "data": f"COVID-QU-Ex infection segmentation, train split: '{role}' half of the tuning part "
-                "(cxrils.vision.lesion_data), copies of other sources' and report-part images excluded"
+                "(cxrils.training.lesion_data), copies of other sources' and report-part images excluded"
                 + (f"; plus {len(backgrounds)} JSRT nodule images of the role as backgrounds of synthetic "
                    "lesions" if backgrounds else ""),
         "synthetic": None if synth is None else asdict(synth),
@@ -242,28 +243,3 @@ def save_weights(net, path: str | Path, metadata: dict[str, Any]) -> Path:
     with atomic_path(out, suffix=".safetensors") as tmp:
         save_file(state, str(tmp), metadata={k: json.dumps(v) for k, v in metadata.items()})
     return out
-
-
-def load_weights(path: str | Path, build: Callable[[dict], Any], error: type[Exception]):
-    """``(net, metadata)`` from a file written by :func:`save_weights`; ``build(meta)``
-    makes the network from the metadata.
-
-    Raises
-    ------
-    error
-        If the file is missing or does not fit the network (the message names the file).
-    """
-    from safetensors import SafetensorError
-    from safetensors.torch import load_file, safe_open
-
-    p = Path(path)
-    if not p.is_file():
-        raise error(f"{p}: weights not found")
-    try:
-        with safe_open(str(p), framework="pt") as fh:
-            meta = {k: json.loads(v) for k, v in (fh.metadata() or {}).items()}
-        net = build(meta)
-        net.load_state_dict(load_file(str(p)))
-    except (SafetensorError, KeyError, ValueError, TypeError, RuntimeError, OSError) as err:
-        raise error(f"{p}: not usable weights: {err}") from err
-    return net.eval(), meta

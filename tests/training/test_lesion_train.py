@@ -8,10 +8,10 @@ import dataclasses
 
 import numpy as np
 import pytest
-from lesion_fixtures import write_covid_qu_ex
 
 from cxrils.config import AnomalyConfig, AnomalyTrainConfig, Config, DetectionConfig, DetectorTrainConfig
-from cxrils.vision.lesion_data import training_samples
+from cxrils.training.lesion_data import training_samples
+from lesion_fixtures import write_covid_qu_ex
 
 TINY = {"input_size": 32, "widths": (4, 4, 8, 8, 8), "epochs": 2, "batch_size": 4, "val_fraction": 0.3}
 
@@ -23,8 +23,8 @@ def data_root(tmp_path_factory):
 
 @pytest.mark.slow
 def test_train_detector_writes_loadable_weights(data_root, tmp_path):
+    from cxrils.training.detector_train import train_detector
     from cxrils.vision.detection import get_detector
-    from cxrils.vision.detection.train import train_detector
 
     out = tmp_path / "det.safetensors"
     s = train_detector(data_root, out, dataclasses.replace(DetectorTrainConfig(), **TINY), progress=False)
@@ -39,8 +39,8 @@ def test_train_detector_writes_loadable_weights(data_root, tmp_path):
 
 @pytest.mark.slow
 def test_train_anomaly_writes_loadable_weights_with_p_star(data_root, tmp_path):
+    from cxrils.training.anomaly_train import best_threshold, train_anomaly
     from cxrils.vision.anomaly import get_anomaly_mapper
-    from cxrils.vision.anomaly.train import best_threshold, train_anomaly
 
     out = tmp_path / "ano.safetensors"
     s = train_anomaly(data_root, out, dataclasses.replace(AnomalyTrainConfig(), **TINY), progress=False)

@@ -8,7 +8,7 @@ scores the pipeline against them. Read from ``../shared/data``; never copied int
 project.
 
 Split (fixed, shared with the anatomy model): an image is in the held-back **report
-part** when :func:`cxrils.vision.anatomy.data.split_of` ``("covid_qu_ex", image_id)``
+part** when :func:`cxrils.training.anatomy_data.split_of` ``("covid_qu_ex", image_id)``
 is ``"test"`` (COVID-QU-Ex has no patient ids, so the image id stands in for the
 patient); the rest is the **tuning part**, the only part any model here trains or is
 tuned on. The tuning part is cut once more, by :func:`tuning_role`, into two disjoint
@@ -40,7 +40,7 @@ import numpy as np
 from scipy import ndimage as ndi
 
 from cxrils.config import LesionDataConfig
-from cxrils.vision.anatomy.data import read_gray, split_both_lungs, split_of
+from cxrils.training.anatomy_data import read_gray, split_both_lungs, split_of
 
 #: Folder of COVID-QU-Ex under the data root.
 COVID_QU_EX = "covid_qu_ex"
@@ -95,7 +95,7 @@ class LesionSample:
 
     def lungs(self) -> tuple[np.ndarray, np.ndarray]:
         """(right lung, left lung), bool (H, W), patient sides, cut from the one
-        both-lungs mask by :func:`cxrils.vision.anatomy.data.split_both_lungs`."""
+        both-lungs mask by :func:`cxrils.training.anatomy_data.split_both_lungs`."""
         return split_both_lungs(read_gray(self.lung_path) > 127)
 
 
@@ -107,7 +107,7 @@ def part_of(image_id: str) -> str:
 def tuning_role(image_id: str) -> str:
     """``"detector"`` or ``"anomaly"``: which built-in model may train on this
     tuning-part image (``sha256("covid_qu_ex-role:<id>")`` even/odd; ours, fixed)."""
-    digest = hashlib.sha256(f"{COVID_QU_EX}-role:{image_id}".encode("utf-8")).hexdigest()
+    digest = hashlib.sha256(f"{COVID_QU_EX}-role:{image_id}".encode()).hexdigest()
     return ROLES[int(digest, 16) % 2]
 
 
@@ -292,7 +292,7 @@ def training_samples(data_root: str | Path, role: str, cfg: LesionDataConfig = L
 @dataclass(frozen=True)
 class JsrtBackground:
     """A JSRT radiograph with a lung nodule, as a background for synthetic lesions
-    (:func:`cxrils.vision.synthetic.draw_lesions`) in the built-in lesion networks'
+    (:func:`cxrils.training.synthetic.draw_lesions`) in the built-in lesion networks'
     training: adult PA films, which COVID-QU-Ex lacks. The nodule is not labelled (it is
     none of the seven lesion types). The same methods as :class:`LesionSample`.
 
@@ -343,31 +343,12 @@ def jsrt_backgrounds(data_root: str | Path, role: str) -> list[JsrtBackground]:
         ids = sorted(row["image_id"] for row in csv.DictReader(fh))
     out = []
     for iid in ids:
-        digest = hashlib.sha256(f"jsrt_scr-role:{iid}".encode("utf-8")).hexdigest()
+        digest = hashlib.sha256(f"jsrt_scr-role:{iid}".encode()).hexdigest()
         paths = (root / "images" / f"{iid}.png", root / "masks" / "right_lung" / f"{iid}.png",
                  root / "masks" / "left_lung" / f"{iid}.png")
         if ROLES[int(digest, 16) % 2] == role and all(p.is_file() for p in paths):
             out.append(JsrtBackground(iid, *paths))
     return out
-
-
-def network_input(x: np.ndarray, size: int) -> np.ndarray:
-    """The input of the built-in lesion networks (:mod:`cxrils.vision.lesion_nets`).
-
-    ``x`` uint8 (H, W) is squashed to ``size`` x ``size`` (area interpolation; aspect
-    NOT kept, as COVID-QU-Ex stored its images) and histogram-equalised, which makes the
-    input the same for any monotone grey-level mapping of the image (CR, DR, journal
-    figures). Returns float32 (size, size) in [0, 1].
-    """
-    small = cv2.resize(np.ascontiguousarray(x), (size, size), interpolation=cv2.INTER_AREA)
-    return cv2.equalizeHist(small).astype(np.float32) / 255.0
-
-
-def network_mask(m: np.ndarray, size: int) -> np.ndarray:
-    """A bool (H, W) mask on the grid of :func:`network_input`: squashed to ``size`` x
-    ``size`` by area interpolation and kept where at least half a cell is covered.
-    Returns float32 (size, size) in {0, 1}."""
-    return (cv2.resize(m.astype(np.float32), (size, size), interpolation=cv2.INTER_AREA) >= 0.5).astype(np.float32)
 
 
 def random_affine(rng: np.random.Generator, size: int, scale: float, rotate_deg: float,

@@ -9,8 +9,8 @@ import cv2
 import numpy as np
 import pytest
 
-from cxrils.vision.anatomy.data import (
-    DUPLICATE_MIN_CORRELATION,
+from cxrils.config import AnatomyDataConfig
+from cxrils.training.anatomy_data import (
     covid_qu_ex_samples,
     fingerprint,
     held_back_images,
@@ -18,6 +18,8 @@ from cxrils.vision.anatomy.data import (
     read_gray,
     split_of,
 )
+
+SPLIT = AnatomyDataConfig()  # the split and near-duplicate rule under test
 
 
 @pytest.fixture(scope="module")
@@ -89,7 +91,7 @@ def test_copy_of_a_held_back_covid19_image_in_covid_qu_ex_is_not_trained_on(spli
     a = read_gray(shared_data / "covid_qu_ex" / "images" / "covid_150.png")
     b = read_gray(shared_data / "covid_ieee8023" / "images" / "b9673e89.png")
     assert a.shape != b.shape  # the copy was re-scaled
-    assert float(fingerprint(a) @ fingerprint(b)) >= DUPLICATE_MIN_CORRELATION
+    assert float(fingerprint(a) @ fingerprint(b)) >= SPLIT.dup_min_correlation
     assert "covid_150" not in {s.image_id for s in split.train if s.source == "covid_qu_ex"}
     excluded = {(s.source, s.image_id): m for s, m in split.excluded}
     assert ("covid_ieee8023", "b9673e89") in {m[:2] for m in excluded[("covid_qu_ex", "covid_150")]}
@@ -98,12 +100,12 @@ def test_copy_of_a_held_back_covid19_image_in_covid_qu_ex_is_not_trained_on(spli
     held_keys = {(src, iid) for src, iid, _ in held_back_images(shared_data)}
     for s, matches in split.excluded:
         assert split_of(s.source, s.patient_id) == "train" and matches
-        assert all((src, iid) in held_keys and corr >= DUPLICATE_MIN_CORRELATION for src, iid, corr in matches)
+        assert all((src, iid) in held_keys and corr >= SPLIT.dup_min_correlation for src, iid, corr in matches)
         assert not all(src == s.source == "jsrt_scr" for src, _, _ in matches)
 
 
 def test_reference_masks_by_label_and_missing_heart(tmp_path):
-    from cxrils.vision.anatomy.data import Sample
+    from cxrils.training.anatomy_data import Sample
 
     right, left, heart = (np.zeros((4, 6), bool) for _ in range(3))
     right[:, :2], left[:, 4:], heart[2:, 2:4] = True, True, True

@@ -1,4 +1,4 @@
-"""Reports and groundings written from human labels (cxrils.grounding.human)."""
+"""Reports and groundings written from human labels (cxrils.training.human_grounding)."""
 
 from __future__ import annotations
 
@@ -7,10 +7,17 @@ import pytest
 from grounding_helpers import H, W, anatomy, rect
 
 from cxrils.config import Config
-from cxrils.grounding.human import (NORMAL_REPORT, human_grounding, report_from_label, report_from_zones,
-                                    sides_of_box, sides_of_mask, zones_of_mask)
 from cxrils.instructions import generate_records
 from cxrils.report import structure_reports
+from cxrils.training.human_grounding import (
+    NORMAL_REPORT,
+    human_grounding,
+    report_from_label,
+    report_from_zones,
+    sides_of_box,
+    sides_of_mask,
+    zones_of_mask,
+)
 
 
 def _structure(text: str):

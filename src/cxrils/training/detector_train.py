@@ -1,11 +1,11 @@
 """Training of the built-in lesion detector (``cxrils train-detector``).
 
 Data: the ``detector`` half of the COVID-QU-Ex tuning part
-(:func:`cxrils.vision.lesion_data.training_samples`; copies of other sources' or of
+(:func:`cxrils.training.lesion_data.training_samples`; copies of other sources' or of
 report-part images left out), plus the detector half of the JSRT nodule images
-(:func:`cxrils.vision.lesion_data.jsrt_backgrounds`) as adult PA films, with synthetic
+(:func:`cxrils.training.lesion_data.jsrt_backgrounds`) as adult PA films, with synthetic
 effusions, airspace opacities and plate atelectasis drawn on a share of them
-(:func:`cxrils.vision.lesion_train.item_input`). Targets: one "Lung Opacity" box per 8-connected component
+(:func:`cxrils.training.lesion_train.item_input`). Targets: one "Lung Opacity" box per 8-connected component
 of the expert-verified infection mask (components under
 ``LesionDataConfig.box_min_area_frac`` of the lungs dropped); Normal images have no box.
 A fixed hash share of these images (``val_fraction``) picks the best epoch by average
@@ -21,11 +21,18 @@ from pathlib import Path
 import numpy as np
 
 from cxrils.config import DetectionConfig, DetectorTrainConfig, LesionDataConfig, SyntheticConfig
+from cxrils.training.lesion_data import lesion_boxes, random_affine, warp
+from cxrils.training.lesion_train import (
+    fit,
+    item_input,
+    lesion_training_data,
+    run_summary,
+    save_weights,
+    split_validation,
+    train_items,
+)
 from cxrils.vision.detection.centernet import STRIDE, average_precision, decode, loss, nms, targets
-from cxrils.vision.lesion_data import lesion_boxes, random_affine, warp
 from cxrils.vision.lesion_nets import CenterNetDetector
-from cxrils.vision.lesion_train import (fit, item_input, lesion_training_data, run_summary, save_weights,
-                                        split_validation, train_items)
 
 #: VinDr-CXR class the detector emits (the only one its training data supports).
 CLASSES: tuple[str, ...] = ("Lung Opacity",)
@@ -38,7 +45,7 @@ def train_detector(data_root: str | Path, out: str | Path, cfg: DetectorTrainCon
 
     With ``synthetic`` (the default), the role's JSRT nodule images join the training
     images as adult PA backgrounds, and synthetic lesions are drawn on a share of the
-    training images (:func:`cxrils.vision.lesion_train.item_input`), one box per
+    training images (:func:`cxrils.training.lesion_train.item_input`), one box per
     component as for the human masks; validation scores the real COVID-QU-Ex images
     only. ``init`` fine-tunes an existing weights file.
 

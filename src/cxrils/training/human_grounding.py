@@ -2,7 +2,7 @@
 
 Used to score the pipeline against expert masks (``benchmarks/human_masks.py``: the
 report of an image is written from its label) and to build training records directly
-from human-masked images (the light model's extra data, :mod:`cxrils.models.light.data`).
+from human-masked images (the light model's extra data, :mod:`cxrils.training.light_data`).
 Sides are the patient's: on a frontal image the patient's right lung is on the
 image's left.
 """
@@ -11,16 +11,13 @@ from __future__ import annotations
 
 import numpy as np
 
-from cxrils.config import Config
+from cxrils.config import Config, LightDataConfig
 from cxrils.grounding.locations import empty_locations, reported_locations
 from cxrils.types import AnatomyMasks, GroundedFinding, StructuredReport, StudyGrounding
 from cxrils.vocab import LUNG_ZONES, WHOLE_LUNGS
 
 #: The two lungs, patient sides.
 LUNGS: tuple[str, ...] = WHOLE_LUNGS
-#: A side (or a lung zone, :func:`zones_of_mask`) is named in a report written from a
-#: label when it holds at least this share of the lesion's mask (or box) pixels (ours).
-SIDE_MIN_SHARE = 0.10
 #: Report of an image whose label says it is normal.
 NORMAL_REPORT = "No acute cardiopulmonary process. The lungs are clear."
 
@@ -57,28 +54,33 @@ def _check_shape(lesion: np.ndarray, anatomy: AnatomyMasks) -> None:
         raise ValueError(f"lesion mask shape {lesion.shape} differs from anatomy shape {tuple(anatomy.shape)}")
 
 
-def _holding(lesion: np.ndarray, regions: dict[str, np.ndarray]) -> tuple[str, ...]:
+def _holding(lesion: np.ndarray, regions: dict[str, np.ndarray], min_share: float) -> tuple[str, ...]:
     """Names of ``regions`` (bool (H, W) each, in order) holding at least
-    :data:`SIDE_MIN_SHARE` of the lesion's pixels."""
+    ``min_share`` of the lesion's pixels."""
     total = max(1, int(lesion.sum()))
-    return tuple(name for name, m in regions.items() if int((lesion & m).sum()) >= SIDE_MIN_SHARE * total)
+    return tuple(name for name, m in regions.items() if int((lesion & m).sum()) >= min_share * total)
 
 
-def sides_of_mask(lesion: np.ndarray, right: np.ndarray, left: np.ndarray) -> tuple[str, ...]:
-    """Patient sides (of :data:`LUNGS`) holding at least :data:`SIDE_MIN_SHARE` of the
-    lesion's pixels, from bool (H, W) masks of the lesion and of each lung."""
-    return _holding(lesion, dict(zip(LUNGS, (right, left))))
+def sides_of_mask(lesion: np.ndarray, right: np.ndarray, left: np.ndarray,
+                  min_share: float = LightDataConfig.side_min_share) -> tuple[str, ...]:
+    """Patient sides (of :data:`LUNGS`) holding at least ``min_share`` (default
+    ``cxrils.config.LightDataConfig.side_min_share``) of the lesion's pixels, from bool
+    (H, W) masks of the lesion and of each lung."""
+    return _holding(lesion, dict(zip(LUNGS, (right, left))), min_share)
 
 
-def zones_of_mask(lesion: np.ndarray, anatomy: AnatomyMasks) -> tuple[str, ...]:
+def zones_of_mask(lesion: np.ndarray, anatomy: AnatomyMasks,
+                  min_share: float = LightDataConfig.side_min_share) -> tuple[str, ...]:
     """Lung zones (of :data:`cxrils.vocab.LUNG_ZONES`, CXAS names, patient sides) holding
-    at least :data:`SIDE_MIN_SHARE` of the lesion's pixels.
+    at least ``min_share`` of the lesion's pixels.
 
     Parameters
     ----------
     lesion : numpy.ndarray, bool, shape (H, W)
     anatomy : AnatomyMasks
         Holding every zone of :data:`cxrils.vocab.LUNG_ZONES`, bool (H, W).
+    min_share : float
+        Default ``cxrils.config.LightDataConfig.side_min_share``.
 
     Raises
     ------
@@ -86,7 +88,7 @@ def zones_of_mask(lesion: np.ndarray, anatomy: AnatomyMasks) -> tuple[str, ...]:
         If ``lesion`` and ``anatomy`` differ in shape.
     """
     _check_shape(lesion, anatomy)
-    return _holding(lesion, {z: anatomy[z] for z in LUNG_ZONES})
+    return _holding(lesion, {z: anatomy[z] for z in LUNG_ZONES}, min_share)
 
 
 def report_from_zones(lesion_type: str, zones: tuple[str, ...]) -> str:
@@ -109,13 +111,15 @@ def report_from_zones(lesion_type: str, zones: tuple[str, ...]) -> str:
     return " ".join(report_from_label(lesion_type, (z,)) for z in zones)
 
 
-def sides_of_box(box: tuple[float, float, float, float], width: int) -> tuple[str, ...]:
-    """Patient sides of a box ``(x0, y0, x1, y1)``: its share of columns left of the
-    image's middle column is on the patient's right."""
+def sides_of_box(box: tuple[float, float, float, float], width: int,
+                 min_share: float = LightDataConfig.side_min_share) -> tuple[str, ...]:
+    """Patient sides of a box ``(x0, y0, x1, y1)`` holding at least ``min_share`` of its
+    columns: its share of columns left of the image's middle column is on the patient's
+    right."""
     x0, _, x1, _ = box
     span = max(1e-6, x1 - x0)
     right = max(0.0, min(x1, width / 2) - x0) / span
-    return tuple(s for s, share in zip(LUNGS, (right, 1 - right)) if share >= SIDE_MIN_SHARE)
+    return tuple(s for s, share in zip(LUNGS, (right, 1 - right)) if share >= min_share)
 
 
 def human_grounding(*, study_id: str, image_id: str, report: StructuredReport, anatomy: AnatomyMasks,
@@ -129,7 +133,7 @@ def human_grounding(*, study_id: str, image_id: str, report: StructuredReport, a
     as :func:`cxrils.grounding.ground_study` computes them, and so do the empty locations,
     less every one that ``lesion`` overlaps by more than ``empty_overlap_tol_px`` pixels
     (the tolerance of the empty locations themselves): a report written from the label names only
-    the regions holding :data:`SIDE_MIN_SHARE` of the mask, and a region holding less of
+    the regions holding ``LightDataConfig.side_min_share`` of the mask, and a region holding less of
     it is not empty (an empty location is a negative instruction, section 3.1 step 4).
 
     Parameters

@@ -1,12 +1,12 @@
 """Training of the builtin anomaly map's network (``cxrils train-anomaly``).
 
 Data: the ``anomaly`` half of the COVID-QU-Ex tuning part
-(:func:`cxrils.vision.lesion_data.training_samples`; copies of other sources' or of
+(:func:`cxrils.training.lesion_data.training_samples`; copies of other sources' or of
 report-part images left out): COVID-19 images with their expert-verified infection
 masks and Normal images (all-background targets), plus the anomaly half of the JSRT
-nodule images (:func:`cxrils.vision.lesion_data.jsrt_backgrounds`) as adult PA films;
+nodule images (:func:`cxrils.training.lesion_data.jsrt_backgrounds`) as adult PA films;
 synthetic effusions, airspace opacities and plate atelectasis are drawn on a share of
-them (:func:`cxrils.vision.lesion_train.item_input`); with ``lung_input`` the network
+them (:func:`cxrils.training.lesion_train.item_input`); with ``lung_input`` the network
 also sees the image's expert lung mask. Loss: binary cross-entropy on every
 pixel plus soft Dice on the COVID-19 images (ours). A fixed hash share of these images
 (``val_fraction``) picks the best epoch by mean IoU at the best threshold, and that
@@ -23,10 +23,17 @@ import cv2
 import numpy as np
 
 from cxrils.config import AnomalyTrainConfig, LesionDataConfig, SyntheticConfig
-from cxrils.vision.lesion_data import random_affine, warp
+from cxrils.training.lesion_data import random_affine, warp
+from cxrils.training.lesion_train import (
+    fit,
+    item_input,
+    lesion_training_data,
+    run_summary,
+    save_weights,
+    split_validation,
+    train_items,
+)
 from cxrils.vision.lesion_nets import LesionSegNet
-from cxrils.vision.lesion_train import (fit, item_input, lesion_training_data, run_summary, save_weights,
-                                        split_validation, train_items)
 
 
 def _area(m: np.ndarray, side: int) -> np.ndarray:
@@ -54,7 +61,7 @@ def train_anomaly(data_root: str | Path, out: str | Path, cfg: AnomalyTrainConfi
 
     With ``synthetic`` (the default), the role's JSRT nodule images join the training
     images as adult PA backgrounds, and synthetic lesions are drawn on a share of the
-    training images (:func:`cxrils.vision.lesion_train.item_input`); validation scores
+    training images (:func:`cxrils.training.lesion_train.item_input`); validation scores
     the real COVID-QU-Ex images only. ``init`` fine-tunes an existing weights file.
 
     Returns

@@ -17,11 +17,11 @@ the image's left. Both-lungs masks are cut into the two lungs by :func:`split_bo
 
 Split rule (ours, fixed): a patient is in the held-out ``test`` part when
 ``sha256("<source>:<patient_id>")`` read as an integer, modulo 100, is below
-:data:`TEST_PERCENT`; otherwise ``train``. Training never reads ``test`` patients.
+:attr:`~cxrils.config.AnatomyDataConfig.test_percent`; otherwise ``train``. Training never reads ``test`` patients.
 
 Near-duplicates across and within sources (COVID-QU-Ex is assembled from public
 collections and holds many images of ``covid_ieee8023``): a ``train`` image whose
-:func:`fingerprint` correlates at :data:`DUPLICATE_MIN_CORRELATION` or more with any
+:func:`fingerprint` correlates at :attr:`~cxrils.config.AnatomyDataConfig.dup_min_correlation` or more with any
 ``test`` image of any source is left out of training (:func:`load_split`), so no
 held-back image is trained on through another source (not applied between two JSRT
 images: :data:`DISTINCT_PATIENT_SOURCES`).
@@ -36,12 +36,10 @@ from functools import lru_cache
 from pathlib import Path
 
 import cv2
-
 import numpy as np
 from PIL import Image
 
-#: Percentage of patients held out for testing (ours).
-TEST_PERCENT = 20
+from cxrils.config import AnatomyDataConfig
 
 #: The data sources, folder names under the data root.
 SOURCES: tuple[str, ...] = ("jsrt_scr", "covid_ieee8023", "covid_qu_ex")
@@ -51,20 +49,13 @@ SOURCES: tuple[str, ...] = ("jsrt_scr", "covid_ieee8023", "covid_qu_ex")
 #: heart (the HybridGNet convention); docs/anatomy.md.
 FULL_LUNG_SOURCES: tuple[str, ...] = ("covid_ieee8023",)
 
-#: Side of the square thumbnail compared by the near-duplicate rule, pixels (ours).
-DUPLICATE_SIZE = 64
-
-#: Pearson correlation of two thumbnails from which two images count as near-duplicates
-#: (ours, chosen by eye on pairs of the shared data: copies of one image, also
-#: re-cropped, re-scaled or re-exposed, lie above 0.93; the best match of a COVID-QU-Ex
-#: image among the JSRT images, which share no image with it, stays below 0.94).
-#: Conservative: follow-up images of one patient and some look-alikes also pass, which
-#: only costs training images.
-DUPLICATE_MIN_CORRELATION = 0.93
+#: The held-back split and the near-duplicate rule: :class:`cxrils.config.AnatomyDataConfig`
+#: (``test_percent``, ``dup_size``, ``dup_min_correlation``; reasons there).
+SPLIT = AnatomyDataConfig()
 
 #: Sources of one curated image per patient, within which the near-duplicate rule is
 #: not applied: JSRT's standardised PA technique makes images of different patients
-#: correlate above :data:`DUPLICATE_MIN_CORRELATION` (checked by eye), while its
+#: correlate above :attr:`~cxrils.config.AnatomyDataConfig.dup_min_correlation` (checked by eye), while its
 #: patients are known to be distinct.
 DISTINCT_PATIENT_SOURCES: tuple[str, ...] = ("jsrt_scr",)
 
@@ -102,8 +93,8 @@ class Sample:
 
 def split_of(source: str, patient_id: str) -> str:
     """``"test"`` or ``"train"`` for a patient, by the fixed hash rule of this module."""
-    digest = hashlib.sha256(f"{source}:{patient_id}".encode("utf-8")).hexdigest()
-    return "test" if int(digest, 16) % 100 < TEST_PERCENT else "train"
+    digest = hashlib.sha256(f"{source}:{patient_id}".encode()).hexdigest()
+    return "test" if int(digest, 16) % 100 < SPLIT.test_percent else "train"
 
 
 def read_gray(path: str | Path) -> np.ndarray:
@@ -247,13 +238,13 @@ def fingerprint(x: np.ndarray) -> np.ndarray:
 
     Returns
     -------
-    numpy.ndarray, float32, shape (DUPLICATE_SIZE ** 2,)
-        The image resized to :data:`DUPLICATE_SIZE` squared (area averaging, aspect
+    numpy.ndarray, float32, shape (S ** 2,), S = ``AnatomyDataConfig.dup_size``
+        The image resized to S squared (area averaging, aspect
         ratio NOT kept, so a copy squashed to a square still matches), minus its mean,
         divided by its norm: the dot product of two fingerprints is the Pearson
         correlation of the thumbnails (0 for a constant image).
     """
-    small = cv2.resize(x.astype(np.float32), (DUPLICATE_SIZE, DUPLICATE_SIZE),
+    small = cv2.resize(x.astype(np.float32), (SPLIT.dup_size, SPLIT.dup_size),
                        interpolation=cv2.INTER_AREA).ravel()
     small -= small.mean()
     norm = float(np.linalg.norm(small))
@@ -261,7 +252,7 @@ def fingerprint(x: np.ndarray) -> np.ndarray:
 
 
 def near_duplicates(a: list[Path], b: list[Path],
-                    min_correlation: float = DUPLICATE_MIN_CORRELATION) -> list[tuple[int, int, float]]:
+                    min_correlation: float = SPLIT.dup_min_correlation) -> list[tuple[int, int, float]]:
     """Pairs ``(i, j, correlation)`` of image files ``a[i]`` and ``b[j]`` whose
     :func:`fingerprint` s correlate at ``min_correlation`` or more (a file listed in both
     pairs with itself).

@@ -139,6 +139,7 @@ ALLOWED_NUMERIC_CONSTANTS: dict[str, str] = {
     "vision/anatomy/hybridgnet.py:BORDER_MAX": _WEIGHTS + " (CheXmask's remove_padding)",
     "vision/anatomy/render.py:ZONE_COLOUR": _DISPLAY,
     "vision/anatomy/render.py:LOBE_COLOUR": _DISPLAY,
+    "vision/anatomy/render.py:VISIBLE_COLOUR": _DISPLAY,
     "vision/anomaly/base.py:I_MAX": _FORMAT + " (the uint8 image's maximum)",
     "vision/anomaly/radedit.py:INVERSION_ETA": _WEIGHTS + " (RadEdit's pipeline)",
     "vision/detection/centernet.py:STRIDE": _WEIGHTS + " (the built-in detector's output stride)",

@@ -24,6 +24,7 @@ from __future__ import annotations
 import datetime as _dt
 import os
 import platform
+import re
 import shlex
 import subprocess
 import sys
@@ -31,6 +32,11 @@ from pathlib import Path
 
 #: Folder of the published results, relative to the repository root.
 RESULTS_DIR = Path(__file__).resolve().parents[1] / "docs" / "results"
+#: Tracked paths a benchmark run may leave changed without changing the code that ran:
+#: the results themselves, the pages they are synced into, and the model cards.
+RESULT_PAGES = re.compile(r"^(docs/|README\.md$|src/cxrils/weights/[^/]+\.md$)")
+#: An absolute path inside a command-line token (after the start, "=", ":" or ",").
+_ABSOLUTE = re.compile(r"(?:(?<=^)|(?<=[=:,]))/[^\s=:,]+")
 
 
 def machine_description() -> str:
@@ -49,6 +55,27 @@ def machine_description() -> str:
     except OSError:
         load_txt = ""
     return f"{platform.system()} {platform.machine()}, {os.cpu_count()} CPUs ({cpu}){load_txt}, no GPU used"
+
+
+def portable_command(argv: list[str], root: Path) -> str:
+    """The command line ``python ARGV`` with every absolute path written relative to the
+    repository root ``root`` (``/work/shared/data`` -> ``../shared/data``), so a results
+    header never holds a machine's own folders."""
+    def rel(match: re.Match[str]) -> str:
+        return os.path.relpath(match.group(0), root)
+    return "python " + shlex.join(_ABSOLUTE.sub(rel, arg) for arg in argv)
+
+
+def uncommitted_code(root: Path) -> list[str]:
+    """Tracked files outside :data:`RESULT_PAGES` that differ from ``HEAD`` (empty when
+    the code that runs is the commit the header names, or outside a git checkout)."""
+    try:
+        out = subprocess.run(["git", "-C", str(root), "status", "--porcelain", "--untracked-files=no"],
+                             capture_output=True, text=True, check=True, timeout=10).stdout
+    except (OSError, subprocess.SubprocessError):
+        return []
+    changed = [line[3:].split(" -> ")[-1] for line in out.splitlines() if line.strip()]
+    return [path for path in changed if not RESULT_PAGES.match(path)]
 
 
 def _code_version() -> str:
@@ -92,17 +119,25 @@ def publish(name: str, body: str, command: str | None = None) -> Path:
     ------
     ValueError
         If ``name`` holds other characters.
+    SystemExit
+        If tracked code differs from the commit (:func:`uncommitted_code`): a result
+        must name the code that printed it, so commit first.
     """
     if not name or not all(c.isalnum() or c in "-_" for c in name):
         raise ValueError(f"results name {name!r}: use letters, digits, '-' and '_'")
+    root = Path(__file__).resolve().parents[1]
+    changed = uncommitted_code(root)
+    if changed:
+        shown = ", ".join(changed[:5]) + (f" and {len(changed) - 5} more" if len(changed) > 5 else "")
+        raise SystemExit(f"not publishing docs/results/{name}.md: the code differs from its commit ({shown}); "
+                         "commit, then rerun, so the header names the code that printed the numbers")
     if command is None:
-        root = Path(__file__).resolve().parents[1]
         argv = list(sys.argv)
         try:
             argv[0] = str(Path(argv[0]).resolve().relative_to(root))
         except ValueError:
             pass
-        command = "python " + shlex.join(argv)
+        command = portable_command(argv, root)
     when = _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
     header = (f"Printed by `{command}` on {when}; {machine_description()}; {_code_version()}.\n")
     RESULTS_DIR.mkdir(parents=True, exist_ok=True)

@@ -284,6 +284,9 @@ def chexmask_folder(tmp_path_factory):
     (root / "utils" / "utils.py").write_text(textwrap.dedent(UTILS))
     import sys
 
+    # upstream's top-level names ("models", "utils") may already name other modules
+    # (e.g. benchmarks/models.py, put on sys.path by another test): set them aside
+    saved = {k: sys.modules.pop(k) for k in list(sys.modules) if k.split(".")[0] in ("models", "utils")}
     sys.path.insert(0, str(root))
     try:
         import scipy.sparse as sp
@@ -301,6 +304,7 @@ def chexmask_folder(tmp_path_factory):
         sys.path.remove(str(root))
         for k in [k for k in sys.modules if k.split(".")[0] in ("models", "utils")]:
             del sys.modules[k]
+        sys.modules.update(saved)
     weights = root.parent / "bestMSE.pt"
     torch.save(state, weights)
     return root, weights

@@ -28,6 +28,7 @@ and ``HybridGNetSegmenter``.
 from __future__ import annotations
 
 import textwrap
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -285,9 +286,13 @@ def chexmask_folder(tmp_path_factory):
     import sys
 
     # upstream's top-level names ("models", "utils") may already name other modules
-    # (e.g. benchmarks/models.py, put on sys.path by another test): set them aside
+    # (e.g. benchmarks/models.py, put on sys.path by another test): set them aside. Upstream's
+    # folders have no __init__.py, and a namespace package loses to a plain models.py anywhere
+    # on sys.path, so the path entries holding such files are set aside too.
     saved = {k: sys.modules.pop(k) for k in list(sys.modules) if k.split(".")[0] in ("models", "utils")}
-    sys.path.insert(0, str(root))
+    saved_path = list(sys.path)
+    sys.path[:] = [str(root)] + [p for p in sys.path
+                                 if not any((Path(p or ".") / f).exists() for f in ("models.py", "utils.py"))]
     try:
         import scipy.sparse as sp
         from models.HybridGNet2IGSC import Hybrid
@@ -301,7 +306,7 @@ def chexmask_folder(tmp_path_factory):
                      [scipy_to_torch_sparse(m) for m in [A] * 3 + [AD] * 3])
         state = net.state_dict()
     finally:
-        sys.path.remove(str(root))
+        sys.path[:] = saved_path
         for k in [k for k in sys.modules if k.split(".")[0] in ("models", "utils")]:
             del sys.modules[k]
         sys.modules.update(saved)

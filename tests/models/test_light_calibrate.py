@@ -331,12 +331,18 @@ def test_consistent_answers_a_global_answer_is_present_exactly_when_a_lung_is():
     assert not base_bright.mask.any()
 
 
-def test_consistent_answers_a_lung_needs_the_global_question():
-    seg = _consistent_segmenter({(G, True): 0.3, (R, True): 0.9, (L, True): 0.9})
-    right, left, glob = seg.predict_many([DARK, DARK, DARK], [R, L, G])
-    assert not right.mask.any() and not left.mask.any() and not glob.mask.any()
-    assert 'the global question "Segment the opacity." scores 0.30, below the threshold 0.50' in right.note
-    assert glob.note is None  # its own score already says absent
+def test_consistent_answers_the_lungs_decide_not_the_global_score():
+    # both lungs score 0.9 while the global question scores 0.3: the lungs stand, and the
+    # global answer follows them (with a note saying its own score disagreed)
+    seg = _consistent_segmenter({(G, True): 0.3, (R, True): 0.9, (L, True): 0.9,
+                                 (G, False): 0.9, (R, False): 0.2, (L, False): 0.4})
+    right, left, glob, glob_bright = seg.predict_many([DARK, DARK, DARK, BRIGHT], [R, L, G, G])
+    assert right.mask.all() and left.mask.all() and right.note is None
+    assert glob.mask.all() and glob.presence_score == pytest.approx(0.3)
+    assert "answered present: the right lung and the left lung are present" in glob.note
+    assert "own score is 0.30" in glob.note
+    # bright: the global question scores 0.9 but neither lung reaches 0.5
+    assert not glob_bright.mask.any() and "0.20 and 0.40" in glob_bright.note
     seg.config.consistent_answers = False  # each question on its own
     right, glob = seg.predict_many([DARK, DARK], [R, G])
     assert right.mask.all() and not glob.mask.any()
@@ -352,7 +358,7 @@ def test_consistent_answers_leave_lesion_inference_and_cardiomegaly_alone():
     assert hierarchy_of(None) is None
     tree = hierarchy_of(ParsedText("basic", None, "effusion", ("left lung base", "left mid zone lung")))
     assert tree.sides == ("left lung",) and tree.questions == (
-        "Segment the effusion.", "Segment the effusion in the right lung.", "Segment the effusion in the left lung.")
+        "Segment the effusion in the right lung.", "Segment the effusion in the left lung.")
     both = hierarchy_of(ParsedText("basic", None, "edema", ("right lung base", "left lung base")))
     assert both.sides == ("right lung", "left lung")
 

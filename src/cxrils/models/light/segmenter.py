@@ -16,7 +16,7 @@ from cxrils.fsutil import atomic_path, atomic_write_json
 from cxrils.models.base import CONFIG_NAME, ModelLoadError, Prediction, Segmenter, check_image
 from cxrils.models.light.answer import compose_answer, locations_from_mask
 from cxrils.models.light.config import LightConfig
-from cxrils.models.light.consistency import decide, hierarchy_of
+from cxrils.models.light.consistency import Hierarchy, decide, hierarchy_of
 from cxrils.models.light.priors import (
     AnatomyFn,
     AnomalyFn,
@@ -235,9 +235,9 @@ class LightSegmenter(Segmenter):
         """Answer several (image, instruction) pairs in one network pass.
 
         With :attr:`LightConfig.consistent_answers`, each basic or global question about a
-        lung lesion type adds the global question and the two lung questions of its
-        target to the same pass (:mod:`cxrils.models.light.consistency`), so the network
-        batch may hold up to four rows per pair. With
+        lung lesion type adds the two lung questions of its target to the same pass and
+        is answered lung first (:mod:`cxrils.models.light.consistency`), so the network
+        batch may hold up to three rows per pair. With
         :attr:`LightConfig.cardiomegaly_by_ctr`, "Segment the cardiomegaly." is answered
         by the anatomy (:meth:`_cardiomegaly`; a model without anatomy inputs, neither
         ``priors`` nor ``ctr_input``, answers by its score).
@@ -283,24 +283,14 @@ class LightSegmenter(Segmenter):
             if c.cardiomegaly_by_ctr and prior is not None and parsed is not None \
                     and parsed.target == "cardiomegaly" and parsed.instruction_type == "global":
                 mask, note = self._cardiomegaly(x, prior)
+            elif tree is not None:
+                mask, note = self._consistent(out, i, extra, x, prior, parsed, tree, threshold)
             else:
                 on = p >= threshold
                 note = self._ctr_rule(parsed, prior) if on else None
                 mask = self._mask(out, i, x.shape) if on and note is None else np.zeros(x.shape, dtype=bool)
                 if on and note is None and not mask.any():
                     note = f"answered absent: no pixel of the mask reaches tau_mask {c.tau_mask:g}"
-                elif on and note is None and tree is not None:
-                    lungs = {lung: extra[i, q] for lung, q in tree.lung_questions.items()}
-                    lung_scores = {lung: float(out["presence"][r]) for lung, r in lungs.items()}
-                    has_pixels = {lung: bool(self._mask(out, r, x.shape).any()) for lung, r in lungs.items()}
-                    present, present_lungs, note = decide(
-                        parsed, tree, float(out["presence"][extra[i, tree.global_question]]), lung_scores,
-                        has_pixels, threshold)
-                    if not present:
-                        mask[:] = False
-                    elif parsed.instruction_type == "global":
-                        mask = self._keep_in_lungs(mask, x, prior, present_lungs,
-                                                   [self._mask(out, lungs[lung], x.shape) for lung in present_lungs])
             present = bool(mask.any())
             locations: list[str] = []
             if present and (parsed is None or parsed.instruction_type == "global") and (
@@ -313,6 +303,27 @@ class LightSegmenter(Segmenter):
             preds.append(Prediction(mask=mask, answer=answer, presence_score=p, presence_threshold=threshold,
                                     note=note))
         return preds
+
+    def _consistent(self, out: dict[str, np.ndarray], i: int, extra: dict[tuple[int, str], int], x: np.ndarray,
+                    prior: ImagePriors | None, parsed: ParsedText, tree: Hierarchy, threshold: float
+                    ) -> tuple[np.ndarray, str | None]:
+        """Mask and note of pair ``i`` under the lung-first rule (``consistent_answers``;
+        :func:`cxrils.models.light.consistency.decide`); ``extra`` maps (pair, lung
+        question) to its network row."""
+        own = self._mask(out, i, x.shape)
+        rows = {lung: extra[i, q] for lung, q in tree.lung_questions.items()}
+        lung_masks = {lung: self._mask(out, r, x.shape) for lung, r in rows.items()}
+        present, present_lungs, note = decide(
+            parsed, tree, float(out["presence"][i]), bool(own.any()),
+            {lung: float(out["presence"][r]) for lung, r in rows.items()},
+            {lung: bool(m.any()) for lung, m in lung_masks.items()}, threshold)
+        if not present:
+            if note is None and float(out["presence"][i]) >= threshold:
+                note = f"answered absent: no pixel of the mask reaches tau_mask {self.config.tau_mask:g}"
+            return np.zeros(x.shape, dtype=bool), note
+        if parsed.instruction_type == "global":
+            own = self._keep_in_lungs(own, x, prior, present_lungs, [lung_masks[lung] for lung in present_lungs])
+        return own, note
 
     def _mask(self, out: dict[str, np.ndarray], row: int, shape: tuple[int, int]) -> np.ndarray:
         """Bool (H, W) mask of network row ``row`` at ``shape``: sigmoid of the logits,

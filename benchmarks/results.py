@@ -89,9 +89,8 @@ def _code_version() -> str:
     try:
         commit = subprocess.run(["git", "-C", str(root), "rev-parse", "--short", "HEAD"],
                                 capture_output=True, text=True, check=True, timeout=10).stdout.strip()
-        dirty = subprocess.run(["git", "-C", str(root), "status", "--porcelain", "--untracked-files=no"],
-                               capture_output=True, text=True, check=True, timeout=10).stdout.strip()
-        commit += "+changes" if dirty else ""
+        # results pages and cards an earlier benchmark just wrote are not code
+        commit += "+changes" if uncommitted_code(root) else ""
     except (OSError, subprocess.SubprocessError):
         commit = "unknown commit"
     return f"cxrils {version} at {commit}"

@@ -55,6 +55,8 @@ def test_publish_writes_header_and_body(tmp_path, monkeypatch):
     first = text.splitlines()[0]
     assert first.startswith("Printed by `python benchmarks/demo.py --n 3` on 20")
     assert "CPUs" in first and "cxrils" in first
+    # only code makes a header say "+changes", not a results page an earlier benchmark wrote
+    assert "+changes" not in first
     assert text.rstrip().endswith("| 3 |")
 
 

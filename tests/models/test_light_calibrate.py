@@ -211,7 +211,7 @@ def test_cardiomegaly_is_answered_present_only_above_the_ctr_cut_off():
     from cxrils.models.light.segmenter import LightSegmenter
 
     cfg = LightConfig(priors=False, box_prior=False, ctr_input=True, ensemble=1, image_size=32, tau_presence=0.5,
-                      cardiomegaly_by_ctr=False)
+                      cardiomegaly_by_ctr=False, consistent_answers=False)  # no zones to place a global mask
     seg = LightSegmenter(cfg, net=_FixedNet())
     x = np.full((40, 40), 128, np.uint8)
     empty = PackedMasks({}, (8, 8))
@@ -283,6 +283,7 @@ class _ByQuestionNet(torch.nn.Module):
 
 
 G, R, L = ("Segment the opacity.", "Segment the opacity in the right lung.", "Segment the opacity in the left lung.")
+RL = "Segment the opacity in the right lung and left lung."
 R_BASE = "Segment the opacity in the right lung base."
 
 
@@ -313,39 +314,49 @@ DARK, BRIGHT = np.full((40, 40), 60, np.uint8), np.full((40, 40), 200, np.uint8)
 
 
 def test_consistent_answers_a_global_answer_is_present_exactly_when_a_lung_is():
-    scores = {(G, True): 0.8, (R, True): 0.3, (L, True): 0.6, (R_BASE, True): 0.9,
-              (G, False): 0.8, (R, False): 0.2, (L, False): 0.1, (R_BASE, False): 0.9}
+    # dark: only the left lung's question passes (the global one fails, 0.3): the left lung
+    # is present, so the global answer is too, inside the left lung only
+    scores = {(G, True): 0.3, (R, True): 0.3, (L, True): 0.6, (R_BASE, True): 0.9,
+              (G, False): 0.2, (R, False): 0.2, (L, False): 0.1, (R_BASE, False): 0.9}
     seg = _consistent_segmenter(scores)
     g_dark, r_dark, l_dark, base_dark, g_bright, base_bright = seg.predict_many(
         [DARK, DARK, DARK, DARK, BRIGHT, BRIGHT], [G, R, L, R_BASE, G, R_BASE])
-    # dark: only the left lung is present, so the global answer is too, inside the left lung only
-    assert l_dark.mask.all() and not r_dark.mask.any() and r_dark.note is None  # own score 0.3
-    assert g_dark.mask.any() and g_dark.note is None and g_dark.presence_score == pytest.approx(0.8)
+    assert l_dark.mask.all() and l_dark.note is None
+    assert not r_dark.mask.any() and "its lung is absent" in r_dark.note  # own score 0.3, nothing lifts it
+    assert g_dark.mask.any() and g_dark.presence_score == pytest.approx(0.3)
+    assert "the left lung is present by the left lung's question" in g_dark.note and "own score is 0.30" in g_dark.note
     assert not g_dark.mask[:, :20].any() and g_dark.mask[:, 20:].all()  # image right half = patient left
     assert g_dark.answer == "[SEG] It is located in the left lung."
     # the right lung base scores 0.9 but its lung is absent
-    assert not base_dark.mask.any() and "the lung it lies in is absent (right lung 0.30" in base_dark.note
-    # bright: no lung is present, so neither is the global answer (the contradiction)
+    assert not base_dark.mask.any() and "the lung it lies in is absent" in base_dark.note
+    assert "right lung 0.30" in base_dark.note
+    # bright: no lung-level question passes, so no lung, global or zone answer is present
     assert not g_bright.mask.any() and g_bright.answer == "[SEG] There is no opacity."
-    assert "no lung is present" in g_bright.note and "0.20 and 0.10" in g_bright.note
+    assert "no lung is present" in g_bright.note and "global 0.20, right lung 0.20, left lung 0.10" in g_bright.note
     assert not base_bright.mask.any()
 
 
-def test_consistent_answers_the_lungs_decide_not_the_global_score():
-    # both lungs score 0.9 while the global question scores 0.3: the lungs stand, and the
-    # global answer follows them (with a note saying its own score disagreed)
-    seg = _consistent_segmenter({(G, True): 0.3, (R, True): 0.9, (L, True): 0.9,
-                                 (G, False): 0.9, (R, False): 0.2, (L, False): 0.4})
-    right, left, glob, glob_bright = seg.predict_many([DARK, DARK, DARK, BRIGHT], [R, L, G, G])
-    assert right.mask.all() and left.mask.all() and right.note is None
-    assert glob.mask.all() and glob.presence_score == pytest.approx(0.3)
-    assert "answered present: the right lung and the left lung are present" in glob.note
-    assert "own score is 0.30" in glob.note
-    # bright: the global question scores 0.9 but neither lung reaches 0.5
-    assert not glob_bright.mask.any() and "0.20 and 0.40" in glob_bright.note
+def test_consistent_answers_a_passing_global_question_lifts_the_lungs_its_mask_lies_in():
+    # dark: the global question passes (0.9) with a mask over both halves, while each lung
+    # scores below 0.5: both lungs are present, and so is a zone that passes on its own
+    seg = _consistent_segmenter({(G, True): 0.9, (R, True): 0.3, (L, True): 0.4, (RL, True): 0.1,
+                                 (R_BASE, True): 0.8,
+                                 (G, False): 0.1, (R, False): 0.2, (L, False): 0.2, (RL, False): 0.9,
+                                 (R_BASE, False): 0.3})
+    right, left, glob, both, base = seg.predict_many([DARK] * 5, [R, L, G, RL, R_BASE])
+    assert glob.mask.all() and glob.note is None
+    assert right.mask[:, :20].all() and not right.mask[:, 20:].any()  # the global mask inside the right lung
+    assert "present by the global question" in right.note and "own score is 0.30" in right.note
+    assert left.mask[:, 20:].all() and not left.mask[:, :20].any()
+    assert base.mask.all() and base.note is None
+    assert not both.mask.any()  # a list of locations answers by its own score (0.1), inside present lungs
+    # bright: only the both-lungs question passes (0.9); it lifts no lung, so it is absent too
+    right, glob, both = seg.predict_many([BRIGHT] * 3, [R, G, RL])
+    assert not right.mask.any() and not glob.mask.any()
+    assert not both.mask.any() and "the lung it lies in is absent" in both.note
     seg.config.consistent_answers = False  # each question on its own
     right, glob = seg.predict_many([DARK, DARK], [R, G])
-    assert right.mask.all() and not glob.mask.any()
+    assert not right.mask.any() and glob.mask.all()
     assert seg.net.asked[-2:] == [R, G]  # no extra questions without the rule
 
 
@@ -357,10 +368,13 @@ def test_consistent_answers_leave_lesion_inference_and_cardiomegaly_alone():
     assert hierarchy_of(ParsedText("global", None, "cardiomegaly")) is None
     assert hierarchy_of(None) is None
     tree = hierarchy_of(ParsedText("basic", None, "effusion", ("left lung base", "left mid zone lung")))
-    assert tree.sides == ("left lung",) and tree.questions == (
-        "Segment the effusion in the right lung.", "Segment the effusion in the left lung.")
+    assert tree.sides == ("left lung",) and tree.level is None and tree.questions == (
+        "Segment the effusion.", "Segment the effusion in the right lung.", "Segment the effusion in the left lung.")
     both = hierarchy_of(ParsedText("basic", None, "edema", ("right lung base", "left lung base")))
-    assert both.sides == ("right lung", "left lung")
+    assert both.sides == ("right lung", "left lung") and both.level is None
+    lungs = hierarchy_of(ParsedText("basic", None, "edema", ("left lung", "right lung")))
+    assert lungs.level is None and lungs.sides == ("right lung", "left lung") and hierarchy_of(ParsedText("global", None, "edema")).level == "global"
+    assert hierarchy_of(ParsedText("basic", None, "edema", ("left lung",))).level == "left lung"
 
 
 def test_cardiomegaly_by_ctr_answers_with_the_anatomy_heart():

@@ -120,10 +120,11 @@ class LightConfig:
         Off for runs saved before it existed. An inference setting.
     consistent_answers : bool
         Answers about one image agree across global, lung and zone questions of a lung
-        lesion type (ours, issue 32; :mod:`cxrils.models.light.consistency`), lung first:
-        a lung is decided by its own score and mask, a location is present only when
-        its lung is, and the global question is present exactly when a lung is. Costs
-        two more queries per such question. Off for runs saved before it existed (including runs saved with the
+        lesion type (ours, issue 32; :mod:`cxrils.models.light.consistency`): a lung is
+        present when its own question, or the global question whose mask lies in it,
+        passes; the global and lung questions are present exactly when a lung they cover
+        is, and any other location (zones, lobes, both lungs) only when its lung is.
+        Costs three more queries per such question. Off for runs saved before it existed (including runs saved with the
         former ``global_needs_lung`` key, which is read and dropped). An inference
         setting; thresholds are chosen before it.
     tau_location : float

@@ -3,24 +3,30 @@
 The network answers each question on its own, so on one image "Segment the opacity."
 could say present while the questions about both lungs say absent (issue 32). With
 :attr:`LightConfig.consistent_answers` the light model asks, beside a question about a
-lung lesion type, the two whole-lung questions of the same target (Table 2's basic
-template; they ride in the same network pass) and answers lung first (ours; the paper's
-lung lesions lie in lung regions, section 3.1 and Appendix A.2):
+lung lesion type, the three **lung-level** questions of the same target (they ride in
+the same network pass): the global one, the right lung's and the left lung's (Table 2's
+global and basic templates). Each lung is then decided once
+(ours; the paper's lung lesions lie in lung regions, section 3.1 and Appendix A.2):
 
-* a **lung** ("... in the right lung.") is present iff its own score reaches the
-  target's threshold and its mask is not empty; no other question gates it;
-* the **global** question is present iff at least one lung is present, whatever its own
-  score (which is still reported); its mask is kept inside the present lungs
-  (``LightSegmenter._keep_in_lungs``), or is the union of their masks where nothing of it is left;
-* any other location question (zones, lobes, lists of them) is present iff its own
+* a **lung is present** when a lung-level question that covers it passes (its score
+  reaches the target's threshold and its mask has a pixel at ``tau_mask``): its own
+  question, or the global question whose mask lies in it (the lungs of
+  :func:`cxrils.models.light.answer.locations_from_mask`, the locations the answer text
+  names);
+* a **lung-level question** is present iff a lung it covers is present, whatever its
+  own score (which is still reported); a global mask is kept inside its present lungs (``LightSegmenter._keep_in_lungs``), and a question lifted by another
+  one answers with the passing lung-level masks inside its present lungs;
+* any other location question (zones, lobes, lists of them, both lungs) is present iff its own
   score reaches the threshold, its mask is not empty and a lung on one of its
-  locations' sides is present.
+  locations' sides is present. Such a question does not lift its lung: the both-lungs
+  question of the shipped model scores near 1 on normal images (a text shortcut: the
+  training data ask it only of positives), and a zone would take eight more network rows.
 
-So a location is answered present only when its lung is, and the global answer is
-present exactly when a lung answer is. An earlier rule also gated every lung on the
-global question's own score; it cost most of the recall of the location questions
-(docs/results/human_masks.md), since the global score is the least sure of the three.
-Cardiomegaly (an organ, the heart) and lesion-inference questions are left alone.
+So a zone is answered present only when its lung is, and the global answer is present
+exactly when a lung answer is. Two earlier rules gated the lungs instead (on the global
+question's own score, then on each lung's own score alone); both cost much of the recall
+of the location questions (docs/results/human_masks.md), since a lesion often passes
+the global question while each single lung scores below the threshold. Cardiomegaly (an organ, the heart) and lesion-inference questions are left alone.
 """
 
 from __future__ import annotations
@@ -30,31 +36,68 @@ from dataclasses import dataclass
 from cxrils import vocab
 from cxrils.templates import ParsedText, render_instruction
 
-__all__ = ["Hierarchy", "hierarchy_of", "decide"]
+__all__ = ["LUNG_LEVEL", "Evidence", "Hierarchy", "hierarchy_of", "decide"]
+
+#: The lung-level questions, in the order they ride in the network pass: the global
+#: question, then the two whole lungs (:data:`cxrils.vocab.WHOLE_LUNGS`).
+LUNG_LEVEL: tuple[str, ...] = ("global",) + vocab.WHOLE_LUNGS
+
+_NAMES = {"global": "the global question", "right lung": "the right lung's question",
+          "left lung": "the left lung's question"}
+
+
+@dataclass(frozen=True)
+class Evidence:
+    """What one lung-level question says about an image.
+
+    Attributes
+    ----------
+    score : float
+        Its presence score, in [0, 1].
+    has_pixels : bool
+        Whether its mask has a pixel at ``tau_mask``.
+    lungs : tuple of str
+        The whole lungs (patient sides, :data:`cxrils.vocab.WHOLE_LUNGS` order) it says
+        are involved when it passes: its own lung for a lung question, the lungs its
+        mask lies in for the global question (empty where it does not pass).
+    """
+
+    score: float
+    has_pixels: bool
+    lungs: tuple[str, ...]
+
+    def passes(self, threshold: float) -> bool:
+        """Whether the score reaches ``threshold`` and the mask is not empty."""
+        return self.score >= threshold and self.has_pixels
 
 
 @dataclass(frozen=True)
 class Hierarchy:
-    """The lung questions one lung-lesion question is checked against.
+    """The lung-level questions one lung-lesion question is checked against.
 
     Attributes
     ----------
     lung_questions : dict of str to str
-        ``{"right lung": "Segment the {target} in the right lung.", "left lung": ...}``
-        (Table 2, basic; :data:`cxrils.vocab.WHOLE_LUNGS` order).
+        :data:`LUNG_LEVEL` key -> question of the same target, e.g. ``{"global":
+        "Segment the opacity.", "right lung": "Segment the opacity in the right lung.",
+        "left lung": "Segment the opacity in the left lung."}``.
     sides : tuple of str
-        The lungs (``"right lung"``/``"left lung"``, patient sides) one of which must be
-        present for the question's own answer: both for a global question, the lungs of
-        its locations' sides (:data:`cxrils.vocab.LABEL_SIDE`) otherwise.
+        The lungs (``"right lung"``/``"left lung"``, patient sides) the question covers:
+        both for a global question, the lungs of its locations' sides
+        (:data:`cxrils.vocab.LABEL_SIDE`) otherwise.
+    level : str or None
+        The question's own :data:`LUNG_LEVEL` key, or None for a zone, lobe or any list
+        of locations (both lungs included).
     """
 
     lung_questions: dict[str, str]
     sides: tuple[str, ...]
+    level: str | None
 
     @property
     def questions(self) -> tuple[str, ...]:
-        """The two lung questions (patient right, then left)."""
-        return tuple(self.lung_questions.values())
+        """The three lung-level questions (:data:`LUNG_LEVEL` order)."""
+        return tuple(self.lung_questions[key] for key in LUNG_LEVEL)
 
 
 def hierarchy_of(parsed: ParsedText | None) -> Hierarchy | None:
@@ -74,65 +117,63 @@ def hierarchy_of(parsed: ParsedText | None) -> Hierarchy | None:
     if parsed is None or parsed.target is None or parsed.target in vocab.ORGAN_LOCATIONS \
             or parsed.instruction_type not in ("basic", "global"):
         return None
-    lungs = {lung: render_instruction("basic", parsed.target, [lung]) for lung in vocab.WHOLE_LUNGS}
+    t = parsed.target
+    questions = {"global": render_instruction("global", t),
+                 **{lung: render_instruction("basic", t, [lung]) for lung in vocab.WHOLE_LUNGS}}
     if parsed.instruction_type == "global":
-        sides = vocab.WHOLE_LUNGS
-    else:
-        named = {vocab.LABEL_SIDE.get(loc) for loc in parsed.locations}
-        sides = tuple(lung for lung in vocab.WHOLE_LUNGS if vocab.LABEL_SIDE[lung] in named)
-        if not sides:
-            return None
-    return Hierarchy(lungs, sides)
+        return Hierarchy(questions, vocab.WHOLE_LUNGS, "global")
+    named = {vocab.LABEL_SIDE.get(loc) for loc in parsed.locations}
+    sides = tuple(lung for lung in vocab.WHOLE_LUNGS if vocab.LABEL_SIDE[lung] in named)
+    if not sides:
+        return None
+    level = parsed.locations[0] if len(parsed.locations) == 1 and parsed.locations[0] in vocab.WHOLE_LUNGS else None
+    return Hierarchy(questions, sides, level)
 
 
-def decide(parsed: ParsedText, hierarchy: Hierarchy, own_score: float, own_has_pixels: bool,
-           lung_scores: dict[str, float], lung_has_pixels: dict[str, bool], threshold: float
+def decide(hierarchy: Hierarchy, own: Evidence, evidence: dict[str, Evidence], threshold: float
            ) -> tuple[bool, tuple[str, ...], str | None]:
-    """Whether a question is answered present under the lung-first rule, and why.
+    """Whether a question is answered present under the consistent-answers rule, and why.
 
     Parameters
     ----------
-    parsed : ParsedText
-        The question (basic or global, a lung lesion type).
     hierarchy : Hierarchy
-        :func:`hierarchy_of` of it.
-    own_score : float
-        The question's own presence score, in [0, 1].
-    own_has_pixels : bool
-        Whether the question's own mask has a pixel at ``tau_mask``.
-    lung_scores, lung_has_pixels : dict of str
-        Per whole lung ("right lung", "left lung"): its question's presence score in
-        [0, 1], and whether its mask has a pixel at ``tau_mask``.
+        :func:`hierarchy_of` of the question.
+    own : Evidence
+        The question's own score and mask (``lungs``: as for a lung-level question, or
+        its sides' lungs for a location question).
+    evidence : dict of str to Evidence
+        Per :data:`LUNG_LEVEL` key: what that question says. For a lung-level question
+        its own entry is replaced by ``own``, so one network row decides it.
     threshold : float
         The target's presence threshold (``tau_presence`` or its per-target value).
 
     Returns
     -------
     (bool, tuple of str, str or None)
-        Present or not; the lungs that are present (patient sides); a note saying what
-        decided it, or None where the question's own score and mask already say it.
+        Present or not; the present lungs the question covers (patient sides,
+        :data:`cxrils.vocab.WHOLE_LUNGS` order); a note saying what decided it, or None
+        where the question's own score and mask already say it.
     """
-    present_lungs = tuple(lung for lung in vocab.WHOLE_LUNGS
-                          if lung_scores[lung] >= threshold and lung_has_pixels[lung])
-    if parsed.instruction_type == "global":
-        if not present_lungs:
-            scores = " and ".join(f"{lung_scores[lung]:.2f}" for lung in vocab.WHOLE_LUNGS)
-            return False, present_lungs, (
-                f"answered absent: no lung is present (the right and the left lung's questions score {scores}, "
-                f"threshold {threshold:.2f}; consistent_answers)")
-        if own_score < threshold:
-            return True, present_lungs, (
-                f"answered present: the {' and the '.join(present_lungs)} {'is' if len(present_lungs) == 1 else 'are'}"
-                f" present, though the global question's own score is {own_score:.2f} (threshold "
-                f"{threshold:.2f}; consistent_answers)")
-        return True, present_lungs, None
-    if own_score < threshold:
-        return False, present_lungs, None
-    if not own_has_pixels:
-        return False, present_lungs, None  # the caller says which tau_mask no pixel reaches
-    if not any(lung in present_lungs for lung in hierarchy.sides):
-        scores = ", ".join(f"{lung} {lung_scores[lung]:.2f}" for lung in hierarchy.sides)
-        return False, present_lungs, (
-            f"answered absent: the lung it lies in is absent ({scores}, threshold {threshold:.2f}; "
-            "consistent_answers)")
-    return True, present_lungs, None
+    if hierarchy.level is not None:
+        evidence = {**evidence, hierarchy.level: own}
+    present = {lung for ev in evidence.values() if ev.passes(threshold) for lung in ev.lungs}
+    covered = tuple(lung for lung in hierarchy.sides if lung in present)
+    scores = ", ".join(f"{key} {evidence[key].score:.2f}" for key in LUNG_LEVEL)
+    rule = f"threshold {threshold:.2f}; consistent_answers"
+    if hierarchy.level is None:  # a zone, lobe or list of them: its own answer, inside a present lung
+        if not own.passes(threshold) or covered:
+            return own.passes(threshold) and bool(covered), covered, None
+        return False, covered, (f"answered absent: the lung it lies in is absent (lung-level questions: {scores}; "
+                                f"{rule})")
+    if not covered:
+        if own.score >= threshold:
+            return False, covered, None  # the caller says which tau_mask no pixel reaches
+        where = "no lung is present" if hierarchy.level == "global" else "its lung is absent"
+        return False, covered, f"answered absent: {where} (lung-level questions: {scores}; {rule})"
+    if own.passes(threshold):
+        return True, covered, None
+    by = " and ".join(_NAMES[key] for key in LUNG_LEVEL
+                      if evidence[key].passes(threshold) and set(evidence[key].lungs) & set(covered))
+    verb = "is" if len(covered) == 1 else "are"
+    return True, covered, (f"answered present: the {' and the '.join(covered)} {verb} present by {by}, though this "
+                           f"question's own score is {own.score:.2f} ({rule})")

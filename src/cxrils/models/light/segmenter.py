@@ -16,7 +16,7 @@ from cxrils.fsutil import atomic_path, atomic_write_json
 from cxrils.models.base import CONFIG_NAME, ModelLoadError, Prediction, Segmenter, check_image
 from cxrils.models.light.answer import compose_answer, locations_from_mask
 from cxrils.models.light.config import LightConfig
-from cxrils.models.light.consistency import Hierarchy, decide, hierarchy_of
+from cxrils.models.light.consistency import Evidence, Hierarchy, decide, hierarchy_of
 from cxrils.models.light.priors import (
     AnatomyFn,
     AnomalyFn,
@@ -235,9 +235,10 @@ class LightSegmenter(Segmenter):
         """Answer several (image, instruction) pairs in one network pass.
 
         With :attr:`LightConfig.consistent_answers`, each basic or global question about a
-        lung lesion type adds the two lung questions of its target to the same pass and
-        is answered lung first (:mod:`cxrils.models.light.consistency`), so the network
-        batch may hold up to three rows per pair. With
+        lung lesion type adds the three lung-level questions of its target (global, right
+        lung, left lung) to the same pass, and each lung is decided once
+        (:mod:`cxrils.models.light.consistency`), so the network batch may hold up to four
+        rows per pair. With
         :attr:`LightConfig.cardiomegaly_by_ctr`, "Segment the cardiomegaly." is answered
         by the anatomy (:meth:`_cardiomegaly`; a model without anatomy inputs, neither
         ``priors`` nor ``ctr_input``, answers by its score).
@@ -307,23 +308,42 @@ class LightSegmenter(Segmenter):
     def _consistent(self, out: dict[str, np.ndarray], i: int, extra: dict[tuple[int, str], int], x: np.ndarray,
                     prior: ImagePriors | None, parsed: ParsedText, tree: Hierarchy, threshold: float
                     ) -> tuple[np.ndarray, str | None]:
-        """Mask and note of pair ``i`` under the lung-first rule (``consistent_answers``;
-        :func:`cxrils.models.light.consistency.decide`); ``extra`` maps (pair, lung
-        question) to its network row."""
-        own = self._mask(out, i, x.shape)
-        rows = {lung: extra[i, q] for lung, q in tree.lung_questions.items()}
-        lung_masks = {lung: self._mask(out, r, x.shape) for lung, r in rows.items()}
-        present, present_lungs, note = decide(
-            parsed, tree, float(out["presence"][i]), bool(own.any()),
-            {lung: float(out["presence"][r]) for lung, r in rows.items()},
-            {lung: bool(m.any()) for lung, m in lung_masks.items()}, threshold)
+        """Mask and note of pair ``i`` under the consistent-answers rule
+        (``consistent_answers``; :func:`cxrils.models.light.consistency.decide`);
+        ``extra`` maps (pair, lung-level question) to its network row."""
+        rows = {key: extra[i, q] for key, q in tree.lung_questions.items()}
+        masks = {key: self._mask(out, r, x.shape) for key, r in rows.items()}
+        evidence = {key: self._evidence(key, float(out["presence"][r]), masks[key], x, prior, threshold)
+                    for key, r in rows.items()}
+        own_mask = self._mask(out, i, x.shape)
+        own_score = float(out["presence"][i])
+        own = (self._evidence(tree.level, own_score, own_mask, x, prior, threshold) if tree.level is not None
+               else Evidence(own_score, bool(own_mask.any()), tree.sides))
+        present, covered, note = decide(tree, own, evidence, threshold)
         if not present:
-            if note is None and float(out["presence"][i]) >= threshold:
+            if note is None and own_score >= threshold:
                 note = f"answered absent: no pixel of the mask reaches tau_mask {self.config.tau_mask:g}"
             return np.zeros(x.shape, dtype=bool), note
-        if parsed.instruction_type == "global":
-            own = self._keep_in_lungs(own, x, prior, present_lungs, [lung_masks[lung] for lung in present_lungs])
-        return own, note
+        if tree.level in (None, *vocab.WHOLE_LUNGS) and own.passes(threshold):
+            return own_mask, note
+        if tree.level is not None:
+            evidence[tree.level], masks[tree.level] = own, own_mask
+        lifting = [masks[key] for key, ev in evidence.items() if ev.passes(threshold) and set(ev.lungs) & set(covered)]
+        base = own_mask if own.passes(threshold) else np.logical_or.reduce(lifting)
+        return self._keep_in_lungs(base, x, prior, covered, lifting), note
+
+    def _evidence(self, key: str, score: float, mask: np.ndarray, x: np.ndarray, prior: ImagePriors | None,
+                  threshold: float) -> Evidence:
+        """What lung-level question ``key`` says (:class:`Evidence`): a lung question
+        names its own lung; a passing global question the lungs of the locations its
+        mask lies in (:func:`locations_from_mask`, as its answer text)."""
+        if key in vocab.WHOLE_LUNGS:
+            return Evidence(score, bool(mask.any()), (key,))
+        if score < threshold or not mask.any():
+            return Evidence(score, bool(mask.any()), ())
+        anatomy = (prior if prior is not None else self.image_priors(x)).anatomy
+        sides = {vocab.LABEL_SIDE[loc] for loc in locations_from_mask(mask, anatomy, self.config.tau_location)}
+        return Evidence(score, True, tuple(lung for lung in vocab.WHOLE_LUNGS if vocab.LABEL_SIDE[lung] in sides))
 
     def _mask(self, out: dict[str, np.ndarray], row: int, shape: tuple[int, int]) -> np.ndarray:
         """Bool (H, W) mask of network row ``row`` at ``shape``: sigmoid of the logits,
@@ -345,8 +365,9 @@ class LightSegmenter(Segmenter):
 
     def _keep_in_lungs(self, mask: np.ndarray, x: np.ndarray, prior: ImagePriors | None, present_lungs,
                        lung_masks: list[np.ndarray]) -> np.ndarray:
-        """The global mask inside the present lungs' anatomy, or, where nothing of it is
-        left there, the union of the present lungs' own answers (consistent_answers)."""
+        """``mask`` inside the present lungs' anatomy, or, where nothing of it is left
+        there, the union of ``lung_masks``, the passing lung-level answers that lift
+        those lungs (consistent_answers)."""
         inside = mask & self._region(x, prior, present_lungs)
         if inside.any():
             return inside

@@ -32,9 +32,9 @@ def main() -> None:
     import httpx
     import uvicorn
 
+    from cxrils.cli.serve import default_model_dir
     from cxrils.models.base import Segmenter
     from cxrils.serve.app import create_app
-    from cxrils.serve.cli import default_model_dir
     from results import publish
 
     run_dir = args.model or default_model_dir()

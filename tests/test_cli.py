@@ -82,9 +82,7 @@ def test_train_help_lists_the_training_settings() -> None:
 
 
 def test_train_options_become_settings(tmp_path, monkeypatch) -> None:
-    import types
-
-    from cxrils.models import cli as models_cli
+    from cxrils.cli import models as models_cli
 
     seen = {}
 
@@ -92,8 +90,7 @@ def test_train_options_become_settings(tmp_path, monkeypatch) -> None:
         seen.update(overrides)
         return {"steps": int(overrides.get("steps", 0)), "train_seconds": 0.0}
 
-    monkeypatch.setitem(sys.modules, "fake_trainer_mod", types.SimpleNamespace(train=fake_trainer))
-    monkeypatch.setitem(models_cli.TRAINERS, "light", "fake_trainer_mod:train")
+    monkeypatch.setitem(models_cli.TRAINERS, "light", lambda: fake_trainer)
     (tmp_path / "ds").mkdir()
     (tmp_path / "ds" / "manifest.json").write_text("{}")
     args = ["train", "--dataset", str(tmp_path / "ds"), "-o", str(tmp_path / "run")]
@@ -132,7 +129,7 @@ def test_log_lines_never_share_a_progress_bar_line(tmp_path):
 def test_next_step_hints_use_the_command_as_typed(monkeypatch):
     import sys
 
-    from cxrils.pipeline.cli import invoked_as
+    from cxrils.cli.generate import invoked_as
 
     monkeypatch.setattr(sys, "argv", [".venv/bin/cxrils", "demo"])
     assert invoked_as() == ".venv/bin/cxrils"

@@ -91,7 +91,7 @@ _PAPER = "a number the paper reports, compared against, never used to compute"
 
 ALLOWED_NUMERIC_CONSTANTS: dict[str, str] = {
     "dataset/augment.py:HIST_EQ_PROB": _TRAINING + " (Appendix F: training-time augmentation)",
-    "dataset/cli.py:LOG_WIDTH": _DISPLAY,
+    "cli/stats.py:LOG_WIDTH": _DISPLAY,
     "dataset/html_report.py:THUMB_SIDE": _DISPLAY,
     "dataset/html_report.py:THUMB_QUALITY": _DISPLAY,
     "dataset/schema.py:SCHEMA_VERSION": _FORMAT,
@@ -126,7 +126,7 @@ ALLOWED_NUMERIC_CONSTANTS: dict[str, str] = {
     "overlay.py:BOX_ALPHA": _DISPLAY,
     "pipeline/inputs.py:_CSV_FIELD_LIMIT": _FORMAT + " (the csv module's field size cap, lifted)",
     "review/app.py:MAX_BODY_BYTES": _FORMAT + " (request size limit of the review API)",
-    "review/cli.py:DEFAULT_PORT": _DISPLAY + " (a command default)",
+    "cli/review.py:DEFAULT_PORT": _DISPLAY + " (a command default)",
     "review/intervals.py:CONFIDENCE": _EVAL,
     "review/paper.py:TABLE3_REVIEWED": _PAPER,
     "review/paper.py:TABLE3_EXPERT_RANGE": _PAPER,

@@ -33,9 +33,6 @@ LAYERS: tuple[tuple[str, ...], ...] = (
 #: calibration (issue 18), and batch prediction calling the evaluation (models).
 ALLOWED: frozenset[tuple[str, str]] = frozenset({
     ("cxrils.models.predict", "cxrils.evaluation"),
-    # the train-anatomy command, still registered by the anatomy stage's command module;
-    # issue 30's phase 2 moves every command into cxrils/cli/, above every layer.
-    ("cxrils.vision.anatomy.cli", "cxrils.training.anatomy_train"),
 })
 
 
@@ -132,19 +129,14 @@ def test_no_import_cycles(graph) -> None:
 
 
 #: Packages on an inference path (generation, prediction, serving): none of their modules
-#: may import cxrils.training, even through other modules or inside a function. Their
-#: command modules (``cli.py``, ``*_cli.py``: the ``train-*`` commands) are the CLI layer.
+#: may import cxrils.training, even through other modules or inside a function. The
+#: commands (``train-*`` included) live above them all, in cxrils.cli.
 INFERENCE_PACKAGES: tuple[str, ...] = ("cxrils.pipeline", "cxrils.vision", "cxrils.models", "cxrils.serve",
                                        "cxrils.grounding")
 
 
-def _is_command_module(name: str) -> bool:
-    last = name.rpartition(".")[2]
-    return last == "cli" or last.endswith("_cli")
-
-
 def test_no_inference_module_reaches_training_code(graph) -> None:
-    starts = sorted(m for m in graph if m.startswith(INFERENCE_PACKAGES) and not _is_command_module(m))
+    starts = sorted(m for m in graph if m.startswith(INFERENCE_PACKAGES))
     assert "cxrils.vision.anomaly.builtin" in starts and "cxrils.models.light.segmenter" in starts
     bad = []
     for start in starts:
@@ -168,6 +160,6 @@ def test_no_inference_module_reaches_training_code(graph) -> None:
 
 def test_the_training_scan_can_fail() -> None:
     # The check above sees an import of training code when one is there: the train-anatomy
-    # command module (CLI layer, so allowed) does import it.
+    # command (CLI layer, so allowed) does import it.
     edges = _edges(_modules())
-    assert any(t.startswith("cxrils.training") for t in edges["cxrils.vision.anatomy.cli"])
+    assert any(t.startswith("cxrils.training") for t in edges["cxrils.cli.anatomy"])

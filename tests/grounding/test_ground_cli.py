@@ -128,7 +128,7 @@ def test_ground_reports_user_errors(case, tmp_path):
 
 
 def test_ground_takes_short_and_long_report_text_as_text():
-    from cxrils.pipeline.ground_cli import _missing_report_path
+    from cxrils.cli.ground import _missing_report_path
 
     assert not _missing_report_path("N/A") and not _missing_report_path("Normal.")
     assert not _missing_report_path("Small left effusion.")

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections import Counter
 from pathlib import Path
+from typing import Any
 
 from cxrils import vocab
 from cxrils.fsutil import atomic_path
@@ -19,7 +20,7 @@ TOTAL = "total"
 INSTRUCTION_TYPE_NAMES = {"basic": "basic", "global": "global", "lesion_inference": "lesion inference"}
 
 
-def count_table(records, split: str | None = None):
+def count_table(records: Any, split: str | None = None) -> Any:
     """Counts of one split (or all rows) as a DataFrame.
 
     Parameters
@@ -52,7 +53,7 @@ def count_table(records, split: str | None = None):
     return table
 
 
-def rich_count_table(table, title: str):
+def rich_count_table(table: Any, title: str) -> Any:
     """A :func:`count_table` as a ``rich.table.Table`` with full headers that fits 80
     columns: each instruction type's cell reads ``positives / negatives``; the last
     columns are the row's positive, negative and all pairs."""
@@ -75,7 +76,7 @@ def rich_count_table(table, title: str):
     return t
 
 
-def image_counts(dataset_dir: str | Path, manifest: dict) -> dict:
+def image_counts(dataset_dir: str | Path, manifest: dict[str, Any]) -> dict[str, Any]:
     """How many images a dataset's run processed, how many have records, which have none.
 
     Parameters
@@ -124,7 +125,7 @@ def image_counts(dataset_dir: str | Path, manifest: dict) -> dict:
             "excluded": n_excluded, "excluded_by_reason": dict(sorted(by_reason.items()))}
 
 
-def count_figure(records):
+def count_figure(records: Any) -> Any:
     """The Figure-4-style bar chart as a matplotlib Figure: pairs per lesion type, one
     panel per split, positive and negative bars stacked by instruction type, the legend
     below the panels (never over a bar). Close it with ``matplotlib.pyplot.close``."""
@@ -157,7 +158,7 @@ def count_figure(records):
     return fig
 
 
-def plot_counts(records, path: str | Path) -> Path:
+def plot_counts(records: Any, path: str | Path) -> Path:
     """Write :func:`count_figure` as a PNG at ``path`` (atomically); returns ``path``."""
     import matplotlib.pyplot as plt
 

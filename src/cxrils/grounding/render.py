@@ -48,7 +48,7 @@ def anomaly_overlay(x: np.ndarray, anomaly: AnomalyResult, tau_ano: float) -> np
     return draw_side_markers(draw_legend(out, legend))
 
 
-def _box(out: np.ndarray, box: LesionBox, colour, text: str) -> None:
+def _box(out: np.ndarray, box: LesionBox, colour: tuple[int, int, int], text: str) -> None:
     t = _thickness(out.shape[:2])
     p0, p1 = (int(round(box.x0)), int(round(box.y0))), (int(round(box.x1)) - 1, int(round(box.y1)) - 1)
     cv2.rectangle(out, p0, p1, colour, t)
@@ -80,19 +80,19 @@ def masks_overlay(x: np.ndarray, sg: StudyGrounding, alpha: float = 0.45) -> np.
     a legend ``F<i> <type>`` in the bottom-left corner (finding numbers as in
     grounding.json, 1-based) and R/L side markers."""
     out = gray_to_rgb(x)
-    labels = []
+    labels = []  # (finding number, lesion type, mask, colour)
     for i, gf in enumerate(sg.findings, start=1):
         if gf.mask is None:
             continue
         colour = MASK_COLOURS[(i - 1) % len(MASK_COLOURS)]
         out = tint(out, gf.mask, colour, alpha)
-        labels.append((i, gf, colour))
+        labels.append((i, gf.lesion_type, gf.mask, colour))
     out = np.ascontiguousarray(out)
     t = _thickness(x.shape)
-    for _, gf, colour in labels:
-        contours, _ = cv2.findContours(gf.mask.astype(np.uint8), cv2.RETR_EXTERNAL, cv2.CHAIN_APPROX_SIMPLE)
+    for _, _, mask, colour in labels:
+        contours, _ = cv2.findContours(mask.astype(np.uint8), cv2.RETR_EXTERNAL, cv2.CHAIN_APPROX_SIMPLE)
         cv2.drawContours(out, contours, -1, colour, t)
-    legend = [(f"F{i} {gf.lesion_type}", colour, "fill") for i, gf, colour in labels]
+    legend = [(f"F{i} {lesion_type}", colour, "fill") for i, lesion_type, _, colour in labels]
     return draw_side_markers(draw_legend(out, legend))
 
 

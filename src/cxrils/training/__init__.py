@@ -5,8 +5,7 @@ they train on (issue 30).
   anatomy network (``cxrils train-anatomy``) on the JSRT/SCR, COVID-19 v7labs and
   COVID-QU-Ex lung masks, with its fixed held-back split;
 * :mod:`~cxrils.training.lesion_data`, :mod:`~cxrils.training.lesion_train`,
-  :mod:`~cxrils.training.anomaly_train`, :mod:`~cxrils.training.detector_train`,
-  :mod:`~cxrils.training.lesion_cli`: the built-in lesion map and lesion detector
+  :mod:`~cxrils.training.anomaly_train`, :mod:`~cxrils.training.detector_train`: the built-in lesion map and lesion detector
   (``cxrils train-anomaly``, ``cxrils train-detector``) on COVID-QU-Ex infection masks;
 * :mod:`~cxrils.training.synthetic`: synthetic findings drawn on training images;
 * :mod:`~cxrils.training.human_grounding`, :mod:`~cxrils.training.light_data`,

@@ -4,9 +4,10 @@ Figure-4-style bar chart and, with ``--html``, a self-contained HTML report."""
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Optional
 
 import typer
+
+from cxrils.cli.common import fail
 
 #: Width of the console when the output is not a terminal (a log file, a pipe), so that
 #: tables keep their full headers instead of rich's 80-column default.
@@ -29,10 +30,10 @@ def _console():
 
 def stats(
     dataset: Path = typer.Argument(..., help="Finalized dataset folder (with manifest.json)."),
-    split: Optional[str] = typer.Option(None, "--split", help="Only this split (train, validate, test)."),
-    plot: Optional[Path] = typer.Option(None, "--plot", help="Bar chart PNG [default: DATASET/stats.png]."),
+    split: str | None = typer.Option(None, "--split", help="Only this split (train, validate, test)."),
+    plot: Path | None = typer.Option(None, "--plot", help="Bar chart PNG [default: DATASET/stats.png]."),
     no_plot: bool = typer.Option(False, "--no-plot", help="Do not write the bar chart."),
-    html: Optional[Path] = typer.Option(None, "--html", help="Also write a self-contained HTML report here: "
+    html: Path | None = typer.Option(None, "--html", help="Also write a self-contained HTML report here: "
                                         "tables, chart and a gallery of sampled records with their masks."),
     per_cell: int = typer.Option(2, "--samples", min=1, max=20,
                                  help="Gallery records per lesion type and polarity (--html)."),
@@ -50,8 +51,7 @@ def stats(
         records = read_records(dataset, splits[0] if split else None)
         images = image_counts(dataset, manifest)
     except (DatasetError, SplitError) as err:
-        typer.echo(f"error: {err}", err=True)
-        raise typer.Exit(2) from err
+        fail(str(err))
     console = _console()
     for s in splits:
         if not (records["split"] == s).any():
@@ -68,8 +68,7 @@ def stats(
         try:
             out = write_html_report(dataset, html, per_cell=per_cell)
         except (DatasetError, OSError) as err:
-            typer.echo(f"error: {err}", err=True)
-            raise typer.Exit(2) from err
+            fail(str(err))
         console.print(f"HTML report: {out}")
 
 

@@ -3,16 +3,13 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Optional
 
 import typer
 
+from cxrils.cli.common import fail
+
 EXPORT_FORMATS = ("mimic-ils",)
 
-
-def _fail(message: str) -> None:
-    typer.echo(f"error: {message}", err=True)
-    raise typer.Exit(2)
 
 
 def register(app: typer.Typer) -> None:
@@ -26,7 +23,7 @@ def import_mimic_ils_cmd(
     images: Path = typer.Option(..., "--images", help="MIMIC-CXR-JPG 2.1.0 files/ folder (image_path is relative to it)."),
     masks: Path = typer.Option(..., "--masks", help="The release's lesion_mask/ folder (seg_mask_path is relative to it)."),
     out: Path = typer.Option(..., "--out", "-o", help="cxrils dataset folder to write; rerun on it to resume."),
-    max_side: Optional[int] = typer.Option(None, "--max-side", min=0,
+    max_side: int | None = typer.Option(None, "--max-side", min=0,
                                            help="Longest stored image side [default: 1024, ROSALIA's SAM input; 0 = original]."),
     workers: int = typer.Option(1, "--workers", "-j", min=1, help="Processes reading images and masks."),
 ) -> None:
@@ -39,9 +36,9 @@ def import_mimic_ils_cmd(
     try:
         report = import_mimic_ils(json_path, images, masks, out, cfg=cfg, workers=workers)
     except DatasetError as err:
-        _fail(str(err))
+        fail(str(err))
     except OSError as err:
-        _fail(f"{out}: cannot write: {err}")
+        fail(f"{out}: cannot write: {err}")
     typer.echo(f"{report['records_in_dataset']} records of {report['images_in_dataset']} images in {out} "
                f"({report['records_by_split']}); this run: {report['samples_imported_this_run']} samples, "
                f"{report['pairs_imported_this_run']} pairs; {report['samples_already_done']} samples already done")
@@ -60,7 +57,7 @@ def export_cmd(
     dataset: Path = typer.Argument(..., help="Finalized cxrils dataset folder."),
     fmt: str = typer.Option("mimic-ils", "--format", help="Output format: mimic-ils (KAIST-Edlab/ROSALIA layout)."),
     out: Path = typer.Option(..., "--out", "-o", help="Folder for the JSON and lesion_mask/."),
-    images: Optional[Path] = typer.Option(None, "--images", help="Images folder (train_ds.py --base_image_dir); "
+    images: Path | None = typer.Option(None, "--images", help="Images folder (train_ds.py --base_image_dir); "
                                           "image_path is relative to it [default: OUT/files]."),
     paraphrases: str = typer.Option("exclude", "--paraphrases", help="Paraphrased rows (Appendix C.3): exclude | include."),
 ) -> None:
@@ -69,13 +66,13 @@ def export_cmd(
     from cxrils.dataset.writer import DatasetError
 
     if fmt not in EXPORT_FORMATS:
-        _fail(f"unknown format {fmt!r}; choose one of {', '.join(EXPORT_FORMATS)}")
+        fail(f"unknown format {fmt!r}; choose one of {', '.join(EXPORT_FORMATS)}")
     try:
         counts = export_mimic_ils(dataset, out, images_dir=images, paraphrases=paraphrases)
     except DatasetError as err:
-        _fail(str(err))
+        fail(str(err))
     except OSError as err:
-        _fail(f"{out}: cannot write: {err}")
+        fail(f"{out}: cannot write: {err}")
     typer.echo(f"samples {counts['samples']}, positive pairs {counts['positive_pairs']}, negative pairs "
                f"{counts['negative_pairs']}, {counts['masks']} masks -> {counts['json']}")
     typer.echo(f"train_ds.py --json_dir {counts['json']} --base_image_dir {counts['images_dir']} "

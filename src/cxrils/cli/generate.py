@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import List, Optional
 
 import typer
 
+from cxrils.cli.common import fail, load_config_or_fail
 from cxrils.pipeline.stages import DEFAULT_STAGES
 
 #: What ``cxrils demo`` needs, relative to the data folder.
@@ -41,23 +41,18 @@ def _default_data_dir() -> Path:
     return repo.parent / "shared" / "data"
 
 
-def _run(input_path: Path, output: Path, config: Optional[Path], set_: List[str], runner: str, workers: int,
-         limit: Optional[int], stages: str, ray_address: Optional[str], progress: bool,
-         split_by: Optional[str] = None) -> dict:
+def _run(input_path: Path, output: Path, config: Path | None, set_: list[str], runner: str, workers: int,
+         limit: int | None, stages: str, ray_address: str | None, progress: bool,
+         split_by: str | None = None) -> dict:
     """Load the configuration, run :func:`generate` with a progress bar, print the summary."""
     from tqdm import tqdm
 
-    from cxrils.config import ConfigError, load_config
     from cxrils.pipeline.inputs import InputError
     from cxrils.pipeline.runner import SUMMARY_NAME, RunError, generate
     from cxrils.pipeline.stages import StageLoadError
     from cxrils.pipeline.summary import format_summary
 
-    try:
-        cfg = load_config(config, [*set_, *([f"split.by={split_by}"] if split_by else [])])
-    except ConfigError as err:
-        typer.echo(f"error: {err}", err=True)
-        raise typer.Exit(2) from err
+    cfg = load_config_or_fail(config, [*set_, *([f"split.by={split_by}"] if split_by else [])])
     if limit is not None and limit < 0:
         typer.echo(f"error: --limit must be >= 0, got {limit}", err=True)
         raise typer.Exit(2)
@@ -67,8 +62,7 @@ def _run(input_path: Path, output: Path, config: Optional[Path], set_: List[str]
         try:
             require_extra("ray", "--runner ray")
         except MissingExtraError as err:
-            typer.echo(f"error: {err}", err=True)
-            raise typer.Exit(2) from err
+            fail(str(err))
     bar = tqdm(total=0, unit="image", desc="generate", disable=not progress, dynamic_ncols=True)
 
     def on_progress(done: int, total: int) -> None:
@@ -81,8 +75,7 @@ def _run(input_path: Path, output: Path, config: Optional[Path], set_: List[str]
                            stages=stages, progress=on_progress, ray_address=ray_address)
     except (InputError, RunError, StageLoadError, ValueError) as err:
         bar.close()
-        typer.echo(f"error: {err}", err=True)
-        raise typer.Exit(2) from err
+        fail(str(err))
     bar.close()
     typer.echo(format_summary(summary))
     typer.echo(f"dataset: {output}\nsummary: {output / SUMMARY_NAME}")
@@ -97,18 +90,18 @@ def register(app: typer.Typer) -> None:
         input_path: Path = typer.Argument(..., metavar="INPUT",
                                           help="MIMIC-CXR folder, IU X-ray folder, or CSV (image_path, report)."),
         output: Path = typer.Option(..., "--output", "-o", help="Dataset folder (created, or resumed)."),
-        config: Optional[Path] = typer.Option(None, "--config", "-c", help="TOML configuration file."),
-        set_: List[str] = typer.Option([], "--set", help="Override as section.key=value (repeatable)."),
+        config: Path | None = typer.Option(None, "--config", "-c", help="TOML configuration file."),
+        set_: list[str] = typer.Option([], "--set", help="Override as section.key=value (repeatable)."),
         runner: str = typer.Option("local", "--runner", help="local | ray"),
         workers: int = typer.Option(1, "--workers", "-w",
                                     help="Local: worker processes. Ray: actors per model-backed stage."),
-        limit: Optional[int] = typer.Option(None, "--limit", help="Only the first N images of the input."),
+        limit: int | None = typer.Option(None, "--limit", help="Only the first N images of the input."),
         stages: str = typer.Option(DEFAULT_STAGES, "--stages",
                                    help="Stage provider as package.module:Name (for custom backends)."),
-        ray_address: Optional[str] = typer.Option(None, "--ray-address",
+        ray_address: str | None = typer.Option(None, "--ray-address",
                                                   help="Ray cluster address (default: start a local one)."),
         progress: bool = typer.Option(True, "--progress/--no-progress", help="Show a progress bar."),
-        split_by: Optional[str] = typer.Option(
+        split_by: str | None = typer.Option(
             None, "--split-by", help="What a split keeps together: patient (default; every image needs a "
                                      "patient_id or a split) | study (each study is a different patient). "
                                      "Same as --set split.by=...; recorded in the manifest."),
@@ -124,10 +117,10 @@ def register(app: typer.Typer) -> None:
 
     @app.command()
     def demo(
-        data: Optional[Path] = typer.Option(None, "--data", help="Data folder (default: <repo>/../shared/data)."),
+        data: Path | None = typer.Option(None, "--data", help="Data folder (default: <repo>/../shared/data)."),
         output: Path = typer.Option(Path("cxrils-demo"), "--output", "-o", help="Dataset folder."),
         workers: int = typer.Option(1, "--workers", "-w", help="Worker processes."),
-        limit: Optional[int] = typer.Option(None, "--limit", help="Only the first N images."),
+        limit: int | None = typer.Option(None, "--limit", help="Only the first N images."),
     ) -> None:
         """Generate a dataset from the public image-report pairs, then print its statistics."""
         data_dir = data if data is not None else _default_data_dir()
@@ -144,7 +137,7 @@ def _print_statistics(dataset: Path) -> None:
     chart when matplotlib is installed), then where the results are."""
     import importlib.util
 
-    from cxrils.dataset.cli import stats
+    from cxrils.cli.stats import stats
 
     typer.echo("")
     stats(dataset, split=None, plot=None, no_plot=importlib.util.find_spec("matplotlib") is None, html=None,

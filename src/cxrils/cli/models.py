@@ -1,36 +1,44 @@
 """``cxrils train`` and ``cxrils predict``: the model commands.
 
 ``train --model NAME`` dispatches to the trainer registered in :data:`TRAINERS`
-(``module:function`` taking ``(dataset, run_dir, overrides, *, resume, evaluate,
+(a function returning the trainer, which takes ``(dataset, run_dir, overrides, *, resume, evaluate,
 progress)``), so a new model only adds an entry. ``predict`` loads any run folder
 through :meth:`cxrils.models.Segmenter.from_pretrained`.
 """
 
 from __future__ import annotations
 
-import importlib
+from collections.abc import Callable
 from pathlib import Path
-from typing import List, Optional
 
 import typer
 
-#: model name -> "module:function" of its command-line trainer.
-TRAINERS: dict[str, str] = {
-    "light": "cxrils.training.light_train:cli_train",
-    "rosalia": "cxrils.models.rosalia.training:cli_train",
-}
+from cxrils.cli.common import fail
 
 
-def _fail(message: str) -> None:
-    typer.echo(f"error: {message}", err=True)
-    raise typer.Exit(2)
+def _light_trainer() -> Callable[..., dict]:
+    from cxrils.training.light_train import cli_train
+
+    return cli_train
+
+
+def _rosalia_trainer() -> Callable[..., dict]:
+    from cxrils.models.rosalia.training import cli_train
+
+    return cli_train
+
+
+#: ``--model`` name -> a function returning its trainer (imported only when called, so
+#: that torch and transformers load only for ``train``).
+TRAINERS: dict[str, Callable[[], Callable[..., dict]]] = {"light": _light_trainer, "rosalia": _rosalia_trainer}
+
 
 
 def _parse_overrides(items: list[str]) -> dict[str, str]:
     out = {}
     for item in items:
         if "=" not in item:
-            _fail(f"--set {item!r} is not of the form key=value")
+            fail(f"--set {item!r} is not of the form key=value")
         key, value = item.split("=", 1)
         out[key.strip()] = value.strip()
     return out
@@ -80,17 +88,17 @@ def register(app: typer.Typer) -> None:
         model: str = typer.Option("light", "--model", "-m", help=f"Model to train: {' | '.join(TRAINERS)}."),
         dataset: Path = typer.Option(..., "--dataset", "-d", help="cxrils dataset folder (cxrils generate)."),
         out: Path = typer.Option(..., "--out", "-o", help="Run folder: checkpoints, metrics.jsonl, weights."),
-        set_: List[str] = typer.Option([], "--set", help="Model config override key=value (repeatable), "
+        set_: list[str] = typer.Option([], "--set", help="Model config override key=value (repeatable), "
                                        "e.g. --set steps=2000 --set text_encoder=minilm."),
         resume: bool = typer.Option(True, "--resume/--no-resume", help="Continue from the run's checkpoint."),
         evaluate: bool = typer.Option(True, "--evaluate/--no-evaluate",
                                       help="Evaluate on the validation split at the end."),
-        threads: Optional[int] = typer.Option(None, "--threads", help="torch CPU threads."),
-        steps: Optional[int] = typer.Option(None, "--steps", min=1, help="Optimisation steps (= --set steps=N)."),
-        batch_size: Optional[int] = typer.Option(None, "--batch-size", min=2,
+        threads: int | None = typer.Option(None, "--threads", help="torch CPU threads."),
+        steps: int | None = typer.Option(None, "--steps", min=1, help="Optimisation steps (= --set steps=N)."),
+        batch_size: int | None = typer.Option(None, "--batch-size", min=2,
                                                  help="Records per batch, half positive (= --set batch_size=N)."),
-        lr: Optional[float] = typer.Option(None, "--lr", help="AdamW learning rate (= --set lr=X)."),
-        seed: Optional[int] = typer.Option(None, "--seed", help="Seed of initialisation and sampling (= --set seed=N)."),
+        lr: float | None = typer.Option(None, "--lr", help="AdamW learning rate (= --set lr=X)."),
+        seed: int | None = typer.Option(None, "--seed", help="Seed of initialisation and sampling (= --set seed=N)."),
     ) -> None:
         """Train an ILS model on a dataset; resumable, with a metrics log and validation at the end.
 
@@ -98,28 +106,27 @@ def register(app: typer.Typer) -> None:
         ones have their own option. The list below gives all of them with their defaults.
         """
         if model not in TRAINERS:
-            _fail(f"unknown model {model!r}; choose one of {sorted(TRAINERS)}")
+            fail(f"unknown model {model!r}; choose one of {sorted(TRAINERS)}")
         if not (dataset / "manifest.json").is_file():
-            _fail(f"{dataset}: not a finalized cxrils dataset (no manifest.json)")
+            fail(f"{dataset}: not a finalized cxrils dataset (no manifest.json)")
         overrides = _parse_overrides(set_)
         for option, value in (("steps", steps), ("batch_size", batch_size), ("lr", lr), ("seed", seed)):
             if value is not None:
                 key = TRAIN_OPTIONS[option]
                 if key in overrides and overrides[key] != str(value):
-                    _fail(f"--{option.replace('_', '-')} {value} contradicts --set {key}={overrides[key]}")
+                    fail(f"--{option.replace('_', '-')} {value} contradicts --set {key}={overrides[key]}")
                 overrides[key] = str(value)
-        module_name, fn_name = TRAINERS[model].split(":")
         try:
-            trainer = getattr(importlib.import_module(module_name), fn_name)
+            trainer = TRAINERS[model]()
         except ImportError as err:
-            _fail(f"model {model!r} is not available: {err}")
+            fail(f"model {model!r} is not available: {err}")
         if model == "rosalia":
             from cxrils.extras import MissingExtraError, require_extra
 
             try:
                 require_extra("models", "cxrils train --model rosalia")
             except MissingExtraError as err:
-                _fail(str(err))
+                fail(str(err))
         if threads is not None:
             import torch
 
@@ -127,7 +134,7 @@ def register(app: typer.Typer) -> None:
         try:
             result = trainer(dataset, out, overrides, resume=resume, evaluate=evaluate, progress=True)
         except (ValueError, RuntimeError) as err:  # bad settings or data; anatomy stage unavailable
-            _fail(str(err))
+            fail(str(err))
         typer.echo(f"trained {model} for {result['steps']} steps in {result['train_seconds']:.0f} s -> {out}")
         val = result.get("validate")
         if val:
@@ -138,19 +145,19 @@ def register(app: typer.Typer) -> None:
 
     @app.command()
     def predict(
-        model: Optional[Path] = typer.Option(None, "--model", "-m", help="Trained run folder (cxrils train -o); "
+        model: Path | None = typer.Option(None, "--model", "-m", help="Trained run folder (cxrils train -o); "
                                              "default: the light model shipped in the package."),
-        image: Optional[Path] = typer.Argument(None, help="Image file (DICOM, PNG, JPEG)."),
-        instruction: Optional[str] = typer.Argument(None, help='e.g. "Segment the effusion in the left lung base."'),
+        image: Path | None = typer.Argument(None, help="Image file (DICOM, PNG, JPEG)."),
+        instruction: str | None = typer.Argument(None, help='e.g. "Segment the effusion in the left lung base."'),
         out: Path = typer.Option(..., "--out", "-o", help="Output folder (single image) or predictions "
                                  ".parquet/.jsonl file (--dataset)."),
-        dataset: Optional[Path] = typer.Option(None, "--dataset", "-d", help="Batch mode: predict a dataset split."),
+        dataset: Path | None = typer.Option(None, "--dataset", "-d", help="Batch mode: predict a dataset split."),
         split: str = typer.Option("test", "--split", help="Split of --dataset: train, validate, test or all."),
-        threads: Optional[int] = typer.Option(None, "--threads", help="torch CPU threads."),
+        threads: int | None = typer.Option(None, "--threads", help="torch CPU threads."),
         teacher_forced: bool = typer.Option(False, "--teacher-forced",
                                             help="--dataset with ROSALIA: masks from the reference answers' [SEG], as "
                                                  "the authors' validate() (no text generated, text not scored)."),
-        dicom_seg: Optional[bool] = typer.Option(None, "--dicom-seg/--no-dicom-seg",
+        dicom_seg: bool | None = typer.Option(None, "--dicom-seg/--no-dicom-seg",
                                                  help="Also write the mask as DICOM SEG (mask.seg.dcm) referencing "
                                                  "the source image; default: when IMAGE is a DICOM file."),
     ) -> None:
@@ -163,34 +170,34 @@ def register(app: typer.Typer) -> None:
         from cxrils.models.predict import PREDICTION_SUFFIXES
 
         if instruction is not None and not instruction.strip():
-            _fail("the instruction is empty")
+            fail("the instruction is empty")
         model = model or default_model_dir()
         if model is None:
-            _fail("no --model given and no built-in light model is installed; train one with "
+            fail("no --model given and no built-in light model is installed; train one with "
                   "cxrils train --model light --dataset DATASET -o RUN_DIR")
         try:
             seg = Segmenter.from_pretrained(model, **({} if threads is None else {"num_threads": threads}))
         except ModelLoadError as err:
-            _fail(str(err))
+            fail(str(err))
         if dataset is not None:
             from cxrils.dataset import DatasetError
             from cxrils.models.predict import predict_dataset
 
             if out.suffix not in PREDICTION_SUFFIXES:
-                _fail(f"{out}: batch predictions must end in .parquet or .jsonl")
+                fail(f"{out}: batch predictions must end in .parquet or .jsonl")
             try:
                 predict_dataset(seg, dataset, None if split == "all" else split, out, teacher_forced=teacher_forced)
             except (DatasetError, ValueError) as err:
-                _fail(str(err))
+                fail(str(err))
             typer.echo(f"predictions -> {out}")
             return
         if image is None or instruction is None:
-            _fail("give IMAGE and INSTRUCTION, or --dataset for batch mode")
+            fail("give IMAGE and INSTRUCTION, or --dataset for batch mode")
         if out.exists() and not out.is_dir():
-            _fail(f"{out}: exists and is not a folder; -o names the output folder (mask.png, overlay.png and "
+            fail(f"{out}: exists and is not a folder; -o names the output folder (mask.png, overlay.png and "
                   "prediction.json are written into it)")
         if not out.exists() and out.suffix.lower() in (".png", ".jpg", ".jpeg", ".json", ".dcm", *PREDICTION_SUFFIXES):
-            _fail(f"{out}: -o names the output folder for one image (mask.png, overlay.png and prediction.json "
+            fail(f"{out}: -o names the output folder for one image (mask.png, overlay.png and prediction.json "
                   "are written into it), not a file; .parquet/.jsonl files are for --dataset")
         from cxrils.extras import MissingExtraError
         from cxrils.io import ImageLoadError, load_image
@@ -199,14 +206,14 @@ def register(app: typer.Typer) -> None:
         try:
             answered = seg.read_instruction(instruction)
         except ValueError as err:  # InstructionError: the model cannot read it; says what it accepts
-            _fail(str(err))
+            fail(str(err))
         try:
             loaded = load_image(image)
         except ImageLoadError as err:
-            _fail(str(err))
+            fail(str(err))
         is_dicom = loaded.meta.format == "dicom"
         if dicom_seg and not is_dicom:
-            _fail(f"{image}: --dicom-seg needs a DICOM image (a SEG references its source DICOM); "
+            fail(f"{image}: --dicom-seg needs a DICOM image (a SEG references its source DICOM); "
                   f"this is {loaded.meta.format}")
         if is_dicom and dicom_seg is not False:
             from cxrils.extras import missing_module
@@ -214,7 +221,7 @@ def register(app: typer.Typer) -> None:
             if missing_module(["highdicom"]) is not None:
                 missing = MissingExtraError("DICOM SEG output", "dicom", "highdicom")
                 if dicom_seg:  # asked for explicitly: refuse before any work
-                    _fail(str(missing))
+                    fail(str(missing))
                 typer.echo(f"note: {missing}", err=True)
                 dicom_seg = False
             else:
@@ -223,7 +230,7 @@ def register(app: typer.Typer) -> None:
         try:
             pred = seg.predict(x, instruction)
         except (RuntimeError, ValueError) as err:
-            _fail(f"{image}: {err}")
+            fail(f"{image}: {err}")
         notes = write_prediction(out, x, instruction, pred, meta=loaded.meta, answered=answered,
                                  dicom_source=image if dicom_seg else None, model_name=f"cxrils {seg.model_type}")
         for note in notes:  # the SEG could not be written: everything else was

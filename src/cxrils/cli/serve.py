@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Optional
 
 import typer
+
+from cxrils.cli.common import fail
 
 
 def default_model_dir() -> Path | None:
@@ -20,12 +21,12 @@ def register(app: typer.Typer) -> None:
 
     @app.command()
     def serve(
-        model: Optional[Path] = typer.Option(None, "--model", "-m", help="Trained model folder (cxrils train -o ...)."),
+        model: Path | None = typer.Option(None, "--model", "-m", help="Trained model folder (cxrils train -o ...)."),
         host: str = typer.Option("127.0.0.1", help="Address to listen on (loopback by default)."),
         port: int = typer.Option(8000, help="TCP port."),
         max_upload_mb: int = typer.Option(50, help="Largest accepted upload, MB."),
         max_instruction_chars: int = typer.Option(500, help="Longest accepted instruction."),
-        keep_uploads: Optional[Path] = typer.Option(None, help="Keep uploads in this folder (off by default)."),
+        keep_uploads: Path | None = typer.Option(None, help="Keep uploads in this folder (off by default)."),
     ) -> None:
         """Serve the segmentation page and REST API (POST /v1/segment) with one loaded model."""
         from cxrils.extras import MissingExtraError, require_extra
@@ -33,8 +34,7 @@ def register(app: typer.Typer) -> None:
         try:
             require_extra("serve", "cxrils serve")
         except MissingExtraError as err:
-            typer.echo(f"error: {err}", err=True)
-            raise typer.Exit(2) from err
+            fail(str(err))
         import uvicorn
 
         from cxrils.models.base import ModelLoadError, Segmenter
@@ -51,8 +51,7 @@ def register(app: typer.Typer) -> None:
         try:
             segmenter = Segmenter.from_pretrained(run_dir)
         except ModelLoadError as err:
-            typer.echo(f"error: {err}", err=True)
-            raise typer.Exit(2) from err
+            fail(str(err))
         cfg = ServiceConfig(max_upload_bytes=max_upload_mb * 1024 * 1024,
                             max_instruction_chars=max_instruction_chars, keep_uploads_dir=keep_uploads)
         typer.echo(f"cxrils: serving {run_dir} on http://{host}:{port}/ (API docs at /docs)")

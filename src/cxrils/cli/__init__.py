@@ -1,21 +1,35 @@
 """The ``cxrils`` command line (typer).
 
-Each pipeline stage keeps its commands in its own ``cli.py`` with a
-``register(app)`` function; this module only assembles them. Command modules
-import heavy libraries (torch, transformers...) inside the command functions so
-that ``cxrils --help`` stays fast.
+Every command lives in this package, one module per command group, each with a
+``register(app)`` function; this module only assembles them, by static imports.
+Command modules import heavy libraries (torch, transformers...) inside the command
+functions so that ``cxrils --help`` stays fast. What they share (the error exit,
+``--config``/``--set``) is in :mod:`cxrils.cli.common`.
 """
 
 from __future__ import annotations
 
-import importlib
 import logging
 from pathlib import Path
-from typing import List, Optional
 
 import typer
 
 from cxrils import __version__
+from cxrils.cli import (
+    anatomy,
+    evaluate,
+    generate,
+    ground,
+    image_info,
+    lesion_train,
+    mimic_ils,
+    models,
+    review,
+    serve,
+    stats,
+    structure,
+)
+from cxrils.cli.common import load_config_or_fail
 
 app = typer.Typer(
     name="cxrils",
@@ -27,21 +41,9 @@ app = typer.Typer(
 config_app = typer.Typer(help="Show or check the configuration (paper thresholds, backends).", no_args_is_help=True)
 app.add_typer(config_app, name="config")
 
-#: Stage modules that contribute commands through ``register(app)``.
-COMMAND_MODULES: tuple[str, ...] = (
-    "cxrils.io.cli",
-    "cxrils.report.cli",
-    "cxrils.vision.anatomy.cli",
-    "cxrils.training.lesion_cli",
-    "cxrils.pipeline.ground_cli",
-    "cxrils.dataset.cli",
-    "cxrils.dataset.mimic_ils.cli",
-    "cxrils.evaluation.cli",
-    "cxrils.models.cli",
-    "cxrils.serve.cli",
-    "cxrils.review.cli",
-    "cxrils.pipeline.cli",
-)
+#: The command modules, in the order their commands are listed by ``cxrils --help``.
+COMMAND_MODULES = (image_info, structure, anatomy, lesion_train, ground, stats, mimic_ils, evaluate, models, serve,
+                   review, generate)
 
 
 @app.callback()
@@ -74,22 +76,18 @@ def version() -> None:
 
 @config_app.command("show")
 def config_show(
-    config: Optional[Path] = typer.Option(None, "--config", "-c", help="TOML configuration file."),
-    set_: List[str] = typer.Option([], "--set", help="Override as section.key=value (repeatable)."),
+    config: Path | None = typer.Option(None, "--config", "-c", help="TOML configuration file."),
+    set_: list[str] = typer.Option([], "--set", help="Override as section.key=value (repeatable)."),
 ) -> None:
     """Print the effective configuration as TOML."""
-    from cxrils.config import ConfigError, dump_toml, load_config
+    from cxrils.config import dump_toml
 
-    try:
-        cfg = load_config(config, set_)
-    except ConfigError as err:
-        typer.echo(f"error: {err}", err=True)
-        raise typer.Exit(2) from err
+    cfg = load_config_or_fail(config, set_)
     typer.echo(dump_toml(cfg))
 
 
-for _name in COMMAND_MODULES:
-    importlib.import_module(_name).register(app)
+for _module in COMMAND_MODULES:
+    _module.register(app)
 
 
 def main() -> None:

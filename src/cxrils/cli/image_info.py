@@ -4,15 +4,16 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Optional
 
 import typer
+
+from cxrils.cli.common import fail
 
 
 def image_info(
     path: Path = typer.Argument(..., help="DICOM, PNG, JPEG, TIFF or BMP file."),
-    save: Optional[Path] = typer.Option(None, "--save", help="Also write the 8-bit image as this PNG."),
-    max_pixels: Optional[int] = typer.Option(None, "--max-pixels", min=1,
+    save: Path | None = typer.Option(None, "--save", help="Also write the 8-bit image as this PNG."),
+    max_pixels: int | None = typer.Option(None, "--max-pixels", min=1,
                                              help="Pixel limit (default: io.max_pixels of the config)."),
     voi: str = typer.Option("auto", "--voi", help="DICOM VOI (io.voi): auto | lut[:K] | window[:K] | minmax."),
 ) -> None:
@@ -25,8 +26,7 @@ def image_info(
     try:
         img = load_image(path, max_pixels=max_pixels, voi=voi)
     except (ImageLoadError, ValueError) as err:
-        typer.echo(f"error: {err}", err=True)
-        raise typer.Exit(2) from err
+        fail(str(err))
     info = {"shape": list(img.pixels.shape), **img.meta.to_dict()}
     if save is not None:
         try:

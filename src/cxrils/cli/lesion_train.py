@@ -3,10 +3,12 @@ models, each trained on its own half of the COVID-QU-Ex tuning part (docs/ground
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable, Optional
 
 import typer
+
+from cxrils.cli.common import fail
 
 DATA_HELP = "Shared data folder with covid_qu_ex/ and jsrt_scr/."
 INIT_HELP = "Weights file of the same network to fine-tune from."
@@ -14,8 +16,8 @@ SYNTHETIC_HELP = ("Add the role's JSRT nodule images and draw synthetic effusion
                   "atelectasis on a share of the training images (SyntheticConfig).")
 
 
-def _run(train: Callable, cfg_cls: type, data: Path, out: Path, epochs: Optional[int], threads: int,
-         init: Optional[Path], lr: Optional[float], synthetic: bool) -> dict:
+def _run(train: Callable, cfg_cls: type, data: Path, out: Path, epochs: int | None, threads: int,
+         init: Path | None, lr: float | None, synthetic: bool) -> dict:
     import dataclasses
 
     import torch
@@ -28,17 +30,16 @@ def _run(train: Callable, cfg_cls: type, data: Path, out: Path, epochs: Optional
     try:
         return train(data, out, cfg, synthetic=SyntheticConfig() if synthetic else None, init=init)
     except (FileNotFoundError, ValueError) as err:
-        typer.echo(f"error: {err}", err=True)
-        raise typer.Exit(2) from err
+        fail(str(err))
 
 
 def train_detector(
     data: Path = typer.Option(Path("../shared/data"), "--data", help=DATA_HELP),
     out: Path = typer.Option(Path("detector_builtin.safetensors"), "--out", "-o", help="Weights file to write."),
-    epochs: Optional[int] = typer.Option(None, help="Epochs (default: DetectorTrainConfig.epochs)."),
+    epochs: int | None = typer.Option(None, help="Epochs (default: DetectorTrainConfig.epochs)."),
     threads: int = typer.Option(2, help="torch CPU threads."),
-    init: Optional[Path] = typer.Option(None, help=INIT_HELP),
-    lr: Optional[float] = typer.Option(None, help="Peak learning rate (default: the config's)."),
+    init: Path | None = typer.Option(None, help=INIT_HELP),
+    lr: float | None = typer.Option(None, help="Peak learning rate (default: the config's)."),
     synthetic: bool = typer.Option(True, "--synthetic/--no-synthetic", help=SYNTHETIC_HELP),
 ) -> None:
     """Train the builtin lesion detector (CenterNet, "Lung Opacity" boxes) on the
@@ -54,10 +55,10 @@ def train_detector(
 def train_anomaly(
     data: Path = typer.Option(Path("../shared/data"), "--data", help=DATA_HELP),
     out: Path = typer.Option(Path("anomaly_builtin.safetensors"), "--out", "-o", help="Weights file to write."),
-    epochs: Optional[int] = typer.Option(None, help="Epochs (default: AnomalyTrainConfig.epochs)."),
+    epochs: int | None = typer.Option(None, help="Epochs (default: AnomalyTrainConfig.epochs)."),
     threads: int = typer.Option(2, help="torch CPU threads."),
-    init: Optional[Path] = typer.Option(None, help=INIT_HELP),
-    lr: Optional[float] = typer.Option(None, help="Peak learning rate (default: the config's)."),
+    init: Path | None = typer.Option(None, help=INIT_HELP),
+    lr: float | None = typer.Option(None, help="Peak learning rate (default: the config's)."),
     synthetic: bool = typer.Option(True, "--synthetic/--no-synthetic", help=SYNTHETIC_HELP),
 ) -> None:
     """Train the builtin anomaly map's lesion network on the anomaly half of the

@@ -7,9 +7,10 @@ import os
 import re
 import secrets
 from pathlib import Path
-from typing import Optional
 
 import typer
+
+from cxrils.cli.common import fail
 
 #: Environment variable that may hold the token of a server started with ``--host``.
 TOKEN_ENV = "CXRILS_REVIEW_TOKEN"
@@ -19,10 +20,6 @@ DEFAULT_PORT = 8765
 #: so the printed address ``...?token=...`` works as it is (``secrets.token_urlsafe`` makes such).
 TOKEN_PATTERN = re.compile(r"^[A-Za-z0-9._~-]{16,256}$")
 
-
-def _fail(message: str) -> None:
-    typer.echo(f"error: {message}", err=True)
-    raise typer.Exit(2)
 
 
 def plan_words(plan: dict) -> str:
@@ -42,16 +39,16 @@ def register(app: typer.Typer) -> None:
 
 def review_cmd(
     dataset: Path = typer.Argument(..., help="Finalized cxrils dataset folder; decisions go to DATASET/review.sqlite."),
-    n: Optional[int] = typer.Option(None, "--n", min=1, help="Records per stratum (instead of --margin)."),
-    margin: Optional[float] = typer.Option(None, "--margin", help="Target half-width of each stratum's 95% Wilson "
+    n: int | None = typer.Option(None, "--n", min=1, help="Records per stratum (instead of --margin)."),
+    margin: float | None = typer.Option(None, "--margin", help="Target half-width of each stratum's 95% Wilson "
                                            "interval (default 0.05)."),
-    seed: Optional[int] = typer.Option(None, "--seed", help="Seed of the sample (default 0)."),
-    host: Optional[str] = typer.Option(None, "--host", help="Address to listen on (default 127.0.0.1); any "
+    seed: int | None = typer.Option(None, "--seed", help="Seed of the sample (default 0)."),
+    host: str | None = typer.Option(None, "--host", help="Address to listen on (default 127.0.0.1); any "
                                        "--host requires a token (printed, or --token / $CXRILS_REVIEW_TOKEN)."),
     port: int = typer.Option(DEFAULT_PORT, "--port", min=1, max=65535, help="TCP port."),
-    token: Optional[str] = typer.Option(None, "--token", help="Token the page and API require (16-256 letters, "
+    token: str | None = typer.Option(None, "--token", help="Token the page and API require (16-256 letters, "
                                         "digits or . _ ~ -)."),
-    export_dir: Optional[Path] = typer.Option(None, "--export-dir", help="Where the page's export writes "
+    export_dir: Path | None = typer.Option(None, "--export-dir", help="Where the page's export writes "
                                               "(default: DATASET-accepted beside the dataset)."),
 ) -> None:
     """Start the expert-review page for a dataset: a stratified, seeded sample; accept,
@@ -61,7 +58,7 @@ def review_cmd(
     try:
         require_extra("serve", "cxrils review")
     except MissingExtraError as err:
-        _fail(str(err))
+        fail(str(err))
     import uvicorn
 
     from cxrils.dataset import DatasetError
@@ -75,11 +72,11 @@ def review_cmd(
         plan = SamplePlan(margin=DEFAULT_MARGIN if margin is None else margin, n=n, seed=0 if seed is None else seed)
     token = token or os.environ.get(TOKEN_ENV) or (secrets.token_urlsafe(24) if host is not None else None)
     if token is not None and not TOKEN_PATTERN.match(token):
-        _fail("the token must have at least 16 characters (at most 256), each a letter, a digit or one of . _ ~ -")
+        fail("the token must have at least 16 characters (at most 256), each a letter, a digit or one of . _ ~ -")
     try:
         session = open_review(dataset, plan)
     except (DatasetError, ReviewError, SamplingError) as err:
-        _fail(str(err))
+        fail(str(err))
     bind = host or "127.0.0.1"
     shown = "127.0.0.1" if bind in ("0.0.0.0", "::") else bind
     url = f"http://{f'[{shown}]' if ':' in shown else shown}:{port}/"  # an IPv6 address goes in brackets
@@ -95,8 +92,8 @@ def review_cmd(
 
 def review_stats_cmd(
     dataset: Path = typer.Argument(..., help="Reviewed dataset folder (with review.sqlite)."),
-    html: Optional[Path] = typer.Option(None, "--html", help="HTML report (default DATASET/review-stats.html)."),
-    export_accepted: Optional[Path] = typer.Option(None, "--export-accepted", help="Also write the accepted "
+    html: Path | None = typer.Option(None, "--html", help="HTML report (default DATASET/review-stats.html)."),
+    export_accepted: Path | None = typer.Option(None, "--export-accepted", help="Also write the accepted "
                                                    "records here: OUT/cxrils (a cxrils dataset) and OUT/mimic-ils "
                                                    "(the released MIMIC-ILS layout)."),
 ) -> None:
@@ -106,26 +103,27 @@ def review_stats_cmd(
 
     from cxrils.dataset import DatasetError, read_manifest
     from cxrils.fsutil import atomic_write_text
-    from cxrils.review.export import check_export_dir, export_accepted as export
+    from cxrils.review.export import check_export_dir
+    from cxrils.review.export import export_accepted as export
     from cxrils.review.report import print_stats, stats_html
     from cxrils.review.stats import review_stats
     from cxrils.review.store import DB_NAME, ReviewError, ReviewStore, dataset_fingerprint
 
     db = dataset / DB_NAME
     if not db.is_file():
-        _fail(f"{db}: no review of this dataset yet; start one with: cxrils review {dataset}")
+        fail(f"{db}: no review of this dataset yet; start one with: cxrils review {dataset}")
     try:
         fingerprint = dataset_fingerprint(read_manifest(dataset))
         if export_accepted is not None:
             check_export_dir(dataset, export_accepted)  # before anything is printed: a refusal is one line
         store = ReviewStore(db)
     except (DatasetError, ReviewError) as err:
-        _fail(str(err))
+        fail(str(err))
     with store:
         if store.plan() is None:  # a start that failed before it drew the sample
-            _fail(f"{db}: no review sample drawn yet; start the review with: cxrils review {dataset}")
+            fail(f"{db}: no review sample drawn yet; start the review with: cxrils review {dataset}")
         if store.meta.get("dataset_fingerprint") != fingerprint:
-            _fail(f"{db}: the dataset's records changed since its review sample was drawn")
+            fail(f"{db}: the dataset's records changed since its review sample was drawn")
         stats = review_stats(store)
         console = Console()
         if not console.is_terminal:
@@ -135,14 +133,14 @@ def review_stats_cmd(
         try:
             atomic_write_text(out, stats_html(stats, dataset.resolve().name))
         except OSError as err:
-            _fail(f"{out}: cannot write: {err}")
+            fail(f"{out}: cannot write: {err}")
         console.print(f"HTML report: {out}")
         if export_accepted is not None:
             try:
                 res = export(dataset, store, export_accepted)
             except (DatasetError, ReviewError) as err:
-                _fail(str(err))
+                fail(str(err))
             except OSError as err:
-                _fail(f"{export_accepted}: cannot write: {err}")
+                fail(f"{export_accepted}: cannot write: {err}")
             console.print(f"accepted: {res['records']} records of {res['images']} images -> {res['cxrils']} "
                           f"(cxrils dataset) and {res['mimic_ils']} (MIMIC-ILS layout)")

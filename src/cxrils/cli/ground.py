@@ -8,14 +8,10 @@ lives in the pipeline package, above the grounding stage whose result it writes
 from __future__ import annotations
 
 from pathlib import Path
-from typing import List, Optional
 
 import typer
 
-
-def _fail(message: str) -> None:
-    typer.echo(f"error: {message}", err=True)
-    raise typer.Exit(2)
+from cxrils.cli.common import fail, load_config_or_fail
 
 
 def ground(
@@ -23,11 +19,11 @@ def ground(
     report_text: str = typer.Argument(..., metavar="REPORT_TEXT",
                                       help="The radiology report text, or the path of a text file holding it."),
     out_dir: Path = typer.Option(..., "--out", "-o", help="Output folder."),
-    view: Optional[str] = typer.Option(None, "--view", help="View position (PA, AP, LATERAL...); "
+    view: str | None = typer.Option(None, "--view", help="View position (PA, AP, LATERAL...); "
                                        "default: from DICOM metadata, else unknown (not excluded)."),
     study_id: str = typer.Option("study", "--study-id", help="Study id written to grounding.json."),
-    config: Optional[Path] = typer.Option(None, "--config", "-c", help="TOML configuration file."),
-    set_: List[str] = typer.Option([], "--set", help="Override as section.key=value (repeatable)."),
+    config: Path | None = typer.Option(None, "--config", "-c", help="TOML configuration file."),
+    set_: list[str] = typer.Option([], "--set", help="Override as section.key=value (repeatable)."),
 ) -> None:
     """Ground the report's findings in the image (paper section 3.1, Algorithm 1).
 
@@ -43,11 +39,14 @@ def ground(
     """
     import numpy as np
 
-    from cxrils.config import ConfigError, load_config
     from cxrils.fsutil import atomic_write_json
     from cxrils.grounding import grounding_to_dict
     from cxrils.grounding.render import (
-        anomaly_overlay, boxes_overlay, mask_filename, masks_overlay, write_png,
+        anomaly_overlay,
+        boxes_overlay,
+        mask_filename,
+        masks_overlay,
+        write_png,
     )
     from cxrils.io import ImageLoadError, load_image
     from cxrils.pipeline.inputs import StudyInput
@@ -55,28 +54,25 @@ def ground(
     from cxrils.pipeline.study import Pipeline
     from cxrils.vision.anatomy.render import overlay as anatomy_overlay
 
-    try:
-        cfg = load_config(config, set_)
-    except ConfigError as err:
-        _fail(str(err))
+    cfg = load_config_or_fail(config, set_)
     text_path = Path(report_text)
     try:
         is_file = text_path.is_file()
     except (OSError, ValueError):  # e.g. a report longer than a file name may be: it is text
         is_file = False
     if not is_file and _missing_report_path(report_text):
-        _fail(f"{report_text}: no such report file (REPORT_TEXT is the report itself or the path of a text file "
+        fail(f"{report_text}: no such report file (REPORT_TEXT is the report itself or the path of a text file "
               "holding it)")
     try:
         text = text_path.read_text(encoding="utf-8") if is_file else report_text
     except (OSError, UnicodeDecodeError) as err:
-        _fail(f"{text_path}: cannot read report text: {err}")
+        fail(f"{text_path}: cannot read report text: {err}")
     if not text.strip():
-        _fail("REPORT_TEXT is empty")
+        fail("REPORT_TEXT is empty")
     try:
         loaded = load_image(image, max_pixels=cfg.io.max_pixels, voi=cfg.io.voi)
     except ImageLoadError as err:
-        _fail(str(err))
+        fail(str(err))
 
     class _Loaded(BuiltinStages):
         """The pipeline's stages, with the image already loaded (its metadata is kept)."""
@@ -88,13 +84,13 @@ def ground(
     try:
         pipe.load_models(paraphrase=False)  # ground writes no records
     except StageLoadError as err:
-        _fail(str(err))
+        fail(str(err))
     study = StudyInput(study_id=study_id, image_id=image.stem, patient_id=study_id, image_path=image,
                        report=text, view=view.strip().upper() if view else None, split=None)
     try:
         state = pipe.start(study, None)
     except StageLoadError as err:
-        _fail(str(err))
+        fail(str(err))
     for step in pipe.image_steps:
         state = step(state)
     sg = pipe.ground(state)

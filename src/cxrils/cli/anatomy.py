@@ -3,31 +3,28 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import List, Optional
 
 import typer
+
+from cxrils.cli.common import fail, load_config_or_fail
 
 #: Image suffixes ``cxrils anatomy`` reads from a folder.
 IMAGE_SUFFIXES = (".png", ".jpg", ".jpeg", ".dcm", ".tif", ".tiff", ".bmp")
 
-
-def _fail(message: str) -> None:
-    typer.echo(f"error: {message}", err=True)
-    raise typer.Exit(2)
 
 
 def _inputs(path: Path) -> list[Path]:
     if path.is_file():
         return [path]
     if not path.is_dir():
-        _fail(f"{path}: no such file or folder")
+        fail(f"{path}: no such file or folder")
     files = sorted(p for p in path.iterdir() if p.is_file() and p.suffix.lower() in IMAGE_SUFFIXES)
     if not files:
-        _fail(f"{path}: no {'/'.join(IMAGE_SUFFIXES)} images in this folder")
+        fail(f"{path}: no {'/'.join(IMAGE_SUFFIXES)} images in this folder")
     stems: dict[str, Path] = {}
     for p in files:
         if p.stem in stems:
-            _fail(f"{p} and {stems[p.stem]} share the stem {p.stem!r}: output folders would collide")
+            fail(f"{p} and {stems[p.stem]} share the stem {p.stem!r}: output folders would collide")
         stems[p.stem] = p
     return files
 
@@ -35,9 +32,9 @@ def _inputs(path: Path) -> list[Path]:
 def anatomy(
     input_path: Path = typer.Argument(..., metavar="INPUT", help="An image (PNG/JPEG) or a folder of images."),
     out_dir: Path = typer.Option(..., "--out", "-o", help="Output folder (one subfolder per image)."),
-    backend: Optional[str] = typer.Option(None, "--backend", "-b", help="builtin | cxas | hybridgnet (default: config)."),
-    config: Optional[Path] = typer.Option(None, "--config", "-c", help="TOML configuration file."),
-    set_: List[str] = typer.Option([], "--set", help="Override as section.key=value (repeatable)."),
+    backend: str | None = typer.Option(None, "--backend", "-b", help="builtin | cxas | hybridgnet (default: config)."),
+    config: Path | None = typer.Option(None, "--config", "-c", help="TOML configuration file."),
+    set_: list[str] = typer.Option([], "--set", help="Override as section.key=value (repeatable)."),
 ) -> None:
     """Segment lungs, heart, lung zones and lobes; write masks, an overlay and the CTR.
 
@@ -48,22 +45,18 @@ def anatomy(
     from tqdm import tqdm
 
     from cxrils import __version__
-    from cxrils.config import ConfigError, load_config
-    from cxrils.vision.anatomy.base import AnatomyBackendError, get_segmenter
     from cxrils.io import ImageLoadError, load_image
+    from cxrils.vision.anatomy.base import AnatomyBackendError, get_segmenter
     from cxrils.vision.anatomy.measures import cardiothoracic_ratio
     from cxrils.vision.anatomy.render import write_outputs
 
-    try:
-        cfg = load_config(config, set_)
-    except ConfigError as err:
-        _fail(str(err))
+    cfg = load_config_or_fail(config, set_)
     files = _inputs(input_path)
     name = backend or cfg.backends.anatomy
     try:
         segmenter = get_segmenter(name, cfg)
     except AnatomyBackendError as err:
-        _fail(str(err))
+        fail(str(err))
     failed = 0
     for path in tqdm(files, desc="anatomy", unit="image", disable=len(files) < 2):
         try:
@@ -100,27 +93,27 @@ def train_anatomy(
     seed: int = typer.Option(0, help="Random seed."),
     threads: int = typer.Option(1, help="torch CPU threads."),
     val_percent: int = typer.Option(10, help="Percent of training patients held out to pick the best epoch."),
-    init: Optional[Path] = typer.Option(None, help="Builtin weights to fine-tune from (their architecture is used)."),
+    init: Path | None = typer.Option(None, help="Builtin weights to fine-tune from (their architecture is used)."),
     lr: float = typer.Option(3e-3, help="Peak learning rate of the one-cycle schedule."),
-    max_minutes: Optional[float] = typer.Option(None, help="Wall-clock budget: the LR anneals within it, training stops when it is used."),
-    channels: Optional[str] = typer.Option(None, help="U-Net widths from scratch, comma-separated (default: the shipped 12,24,48,96,192); ignored with --init."),
+    max_minutes: float | None = typer.Option(None, help="Wall-clock budget: the LR anneals within it, training stops when it is used."),
+    channels: str | None = typer.Option(None, help="U-Net widths from scratch, comma-separated (default: the shipped 12,24,48,96,192); ignored with --init."),
 ) -> None:
     """Train the builtin anatomy network on the public JSRT/SCR, COVID-19 and COVID-QU-Ex masks.
 
     Uses only the 'train' part of the fixed patient-level split (docs/anatomy.md).
     """
-    from cxrils.vision.anatomy.network import DEFAULT_ARCH
     from cxrils.training.anatomy_train import train_anatomy as run
+    from cxrils.vision.anatomy.network import DEFAULT_ARCH
 
     arch = None
     if channels is not None:
         try:
             widths = [int(c) for c in channels.split(",")]
         except ValueError:
-            _fail(f"--channels {channels!r}: expected comma-separated integers such as 12,24,48,96,192")
+            fail(f"--channels {channels!r}: expected comma-separated integers such as 12,24,48,96,192")
         size = int(DEFAULT_ARCH["input_size"])
         if len(widths) < 2 or min(widths) < 1 or size % 2 ** (len(widths) - 1):
-            _fail(f"--channels {channels!r}: need 2 to {size.bit_length()} positive widths "
+            fail(f"--channels {channels!r}: need 2 to {size.bit_length()} positive widths "
                   f"(each level halves the {size} px input)")
         arch = {**DEFAULT_ARCH, "channels": widths, "strides": [2] * (len(widths) - 1)}
     try:
@@ -129,7 +122,7 @@ def train_anatomy(
                       threads=threads, val_percent=val_percent, init=init, lr=lr, arch=arch,
                       max_seconds=None if max_minutes is None else max_minutes * 60, progress=typer.echo)
     except (FileNotFoundError, ValueError) as err:
-        _fail(str(err))
+        fail(str(err))
     typer.echo(f"wrote {out}: {summary}")
 
 

@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import List, Optional
 
 import typer
+
+from cxrils.cli.common import fail
 
 
 def register(app: typer.Typer) -> None:
@@ -17,10 +18,10 @@ def structure(
     input: Path = typer.Argument(..., metavar="INPUT",
                                  help="CSV (study_id,report), the IU CSV, or a folder of MIMIC .txt reports."),
     out: Path = typer.Option(..., "--out", "-o", help="Output JSON Lines file."),
-    structurer: Optional[str] = typer.Option(None, help="rules | llm (default: config backends.report_structurer)."),
-    mapper: Optional[str] = typer.Option(None, help="lexicon | llm (default: config backends.location_mapper)."),
-    config: Optional[Path] = typer.Option(None, "--config", "-c", help="TOML configuration file."),
-    set_: List[str] = typer.Option([], "--set", help="Override as section.key=value (repeatable)."),
+    structurer: str | None = typer.Option(None, help="rules | llm (default: config backends.report_structurer)."),
+    mapper: str | None = typer.Option(None, help="lexicon | llm (default: config backends.location_mapper)."),
+    config: Path | None = typer.Option(None, "--config", "-c", help="TOML configuration file."),
+    set_: list[str] = typer.Option([], "--set", help="Override as section.key=value (repeatable)."),
 ) -> None:
     """Structure reports (paper section 3.1 step 1): section choice, six-element findings, location labels.
 
@@ -46,8 +47,7 @@ def structure(
         s = get_structurer(structurer, cfg)
         m = get_location_mapper(mapper, cfg)
     except (ConfigError, ValueError, FileNotFoundError, ImportError) as err:
-        typer.echo(f"error: {err}", err=True)
-        raise typer.Exit(2) from err
+        fail(str(err))
     n_total = count_reports(input) if input.exists() else None
     sections, excluded, types = Counter(), Counter(), Counter()
     n = 0
@@ -67,8 +67,7 @@ def structure(
                         types[(f.target_type, f.presence)] += 1
             bar.close()
     except ReportInputError as err:
-        typer.echo(f"error: {err}", err=True)
-        raise typer.Exit(2) from err
+        fail(str(err))
     except LLMError as err:
         typer.echo(f"error: LLM backend: {err}", err=True)
         raise typer.Exit(1) from err

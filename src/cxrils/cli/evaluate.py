@@ -3,17 +3,13 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import List, Optional
 
 import typer
 
-
-def _fail(message: str) -> None:
-    typer.echo(f"error: {message}", err=True)
-    raise typer.Exit(2)
+from cxrils.cli.common import fail
 
 
-def _split(value: str) -> Optional[str]:
+def _split(value: str) -> str | None:
     return None if value == "all" else value
 
 
@@ -42,9 +38,9 @@ def register(app: typer.Typer) -> None:
                                           batch_size=batch_size)
             files = report.write(out)
         except EvaluationError as err:
-            _fail(str(err))
+            fail(str(err))
         except OSError as err:
-            _fail(f"{out}: cannot write the report: {err}")
+            fail(f"{out}: cannot write the report: {err}")
         t4 = report.table4()
         typer.echo(f"{report.n_samples} records ({t4['n_positive']} positive, {t4['n_negative']} negative)")
         typer.echo(f"gIoU {pct(t4['gIoU'])}  cIoU {pct(t4['cIoU'])}  N-Acc {pct(t4['n_acc'])}  "
@@ -62,18 +58,22 @@ def register(app: typer.Typer) -> None:
         split: str = typer.Option("test", "--split", help="Split to predict: train | validate | test | all."),
         paraphrases: str = typer.Option("exclude", "--paraphrases",
                                         help="Paraphrased-instruction rows (Appendix C.3): exclude | include | only."),
-        config: Optional[Path] = typer.Option(None, "--config", "-c",
+        config: Path | None = typer.Option(None, "--config", "-c",
                                               help="TOML configuration (anatomy backend for whole-lung)."),
-        set_: List[str] = typer.Option([], "--set", help="Config override section.key=value (repeatable)."),
+        set_: list[str] = typer.Option([], "--set", help="Config override section.key=value (repeatable)."),
     ) -> None:
         """Write the predictions of a reference baseline (always-empty, whole-lung, oracle)."""
         from cxrils.config import ConfigError, load_config
-        from cxrils.evaluation.baselines import BASELINES, BASELINES_WITH_ANSWERS, baseline_predictions
-        from cxrils.evaluation.baselines import default_anatomy_fn
+        from cxrils.evaluation.baselines import (
+            BASELINES,
+            BASELINES_WITH_ANSWERS,
+            baseline_predictions,
+            default_anatomy_fn,
+        )
         from cxrils.evaluation.io import EvaluationError, write_predictions
 
         if name not in BASELINES:
-            _fail(f"unknown baseline {name!r}; choose one of {', '.join(BASELINES)}")
+            fail(f"unknown baseline {name!r}; choose one of {', '.join(BASELINES)}")
         try:
             cfg = load_config(config, set_)
             anatomy_fn = default_anatomy_fn(cfg) if name == "whole-lung" else None
@@ -81,10 +81,10 @@ def register(app: typer.Typer) -> None:
                                         anatomy_fn=anatomy_fn)
             n = write_predictions(out, rows, with_answers=name in BASELINES_WITH_ANSWERS)
         except (EvaluationError, ConfigError) as err:
-            _fail(str(err))
+            fail(str(err))
         except OSError as err:
-            _fail(f"{out}: cannot write predictions: {err}")
+            fail(f"{out}: cannot write predictions: {err}")
         if n == 0:
             out.unlink(missing_ok=True)
-            _fail(f"{dataset}: no records in split {split!r}")
+            fail(f"{dataset}: no records in split {split!r}")
         typer.echo(f"wrote {n} {name} predictions to {out}")

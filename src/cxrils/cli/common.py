@@ -1,0 +1,41 @@
+"""What every ``cxrils`` command shares: the error exit and the ``--config``/``--set`` reading.
+
+An error is one line on stderr, ``error: <what and where>``, and exit status 2 (typer's
+usage-error status), never a traceback.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, NoReturn
+
+import typer
+
+if TYPE_CHECKING:
+    from cxrils.config import Config
+
+__all__ = ["fail", "load_config_or_fail"]
+
+
+def fail(message: str) -> NoReturn:
+    """Print ``error: message`` on stderr and exit with status 2.
+
+    Raises
+    ------
+    typer.Exit
+        Always, with code 2.
+    """
+    typer.echo(f"error: {message}", err=True)
+    raise typer.Exit(2)
+
+
+def load_config_or_fail(config: Path | None, overrides: Sequence[str]) -> Config:
+    """:func:`cxrils.config.load_config` of a ``--config`` file and ``--set`` overrides
+    (``section.key=value``), or :func:`fail` with the reason it gives (the file and the key)."""
+    from cxrils.config import ConfigError, load_config
+
+    try:
+        return load_config(config, list(overrides))
+    except ConfigError as err:
+        fail(str(err))

@@ -22,7 +22,7 @@ from collections.abc import Callable, Iterator
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 import numpy as np
 
@@ -78,7 +78,7 @@ def _resize_image(x: np.ndarray, shape: tuple[int, int]) -> np.ndarray:
 
     if x.shape == shape:
         return x
-    return np.asarray(Image.fromarray(x).resize((shape[1], shape[0]), Image.BILINEAR))
+    return np.asarray(Image.fromarray(x).resize((shape[1], shape[0]), Image.Resampling.BILINEAR))
 
 
 def _pairs(job: _Job, problems: list[dict[str, Any]]) -> list[tuple[str, int, dict[str, Any]]]:
@@ -99,7 +99,12 @@ def _pairs(job: _Job, problems: list[dict[str, Any]]) -> list[tuple[str, int, di
     return out
 
 
-def process_sample(job: _Job) -> tuple[str, str, np.ndarray | None, list[dict[str, Any]], list[dict[str, Any]]]:
+#: What :func:`process_sample` returns: image id, split, the image (None when nothing of
+#: the sample could be imported), its records and its problems.
+_Result = tuple[str, str, np.ndarray | None, list[dict[str, Any]], list[dict[str, Any]]]
+
+
+def process_sample(job: _Job) -> _Result:
     """Read one release sample: image, masks, texts -> (image_id, split, x, records, problems).
 
     ``x`` is None (and records empty) when the sample's image cannot be used. Never raises
@@ -125,11 +130,11 @@ def process_sample(job: _Job) -> tuple[str, str, np.ndarray | None, list[dict[st
         kind = "missing_image" if not src.exists() else "bad_image"
         problems.append(_problem(job, kind, str(err)))
         return image_id, job.split, None, [], problems
-    shape = resized_shape(*x0.shape, job.max_side)
+    shape = resized_shape(x0.shape[0], x0.shape[1], job.max_side)
     x = _resize_image(x0, shape)
     patient_id, study_id = ids_from_image_path(image_path)
     masks: dict[str, np.ndarray] = {}
-    records = []
+    records: list[dict[str, Any]] = []
     empty = np.zeros(shape, bool)
     for polarity, k, qa in pairs:
         where = f"{POSITIVE_KEY if polarity == 'positive' else NEGATIVE_KEY}[{k}]"
@@ -199,14 +204,14 @@ class _Progress:
     """Bytes of the JSON read so far, for a tqdm bar (the number of samples is unknown
     until the end of a streamed file)."""
 
-    def __init__(self, fh, total: int, enabled: bool) -> None:
+    def __init__(self, fh: IO[bytes], total: int, enabled: bool) -> None:
         from tqdm import tqdm
 
         self.fh = fh
         self.bar = tqdm(total=total, unit="B", unit_scale=True, desc="import MIMIC-ILS", disable=not enabled)
         self.last = 0
 
-    def update(self, **postfix) -> None:
+    def update(self, **postfix: Any) -> None:
         pos = self.fh.tell()
         self.bar.update(pos - self.last)
         self.last = pos
@@ -261,11 +266,11 @@ def import_mimic_ils(json_path: str | Path, images_dir: str | Path, masks_dir: s
     done = writer.done_ids()
     (out / PROBLEM_DIR).mkdir(exist_ok=True)
     run_problems: list[dict[str, Any]] = []
-    stats = {"samples": 0, "samples_skipped_done": 0, "pairs_imported": 0, "samples_imported": 0,
+    stats: dict[str, Any] = {"samples": 0, "samples_skipped_done": 0, "pairs_imported": 0, "samples_imported": 0,
              "by_split": {}}
     seen: set[str] = set()
 
-    def commit(result) -> None:
+    def commit(result: _Result) -> None:
         image_id, split, x, records, problems = result
         if x is None or not records:
             run_problems.extend(problems)
@@ -276,7 +281,7 @@ def import_mimic_ils(json_path: str | Path, images_dir: str | Path, masks_dir: s
         stats["samples_imported"] += 1
         stats["by_split"][split] = stats["by_split"].get(split, 0) + 1
 
-    def jobs(fh) -> Iterator[_Job]:
+    def jobs(fh: IO[bytes]) -> Iterator[_Job]:
         for rsplit, key, item in iter_samples(fh, str(json_path)):
             stats["samples"] += 1
             split = SPLIT_FROM_RELEASE.get(rsplit)
@@ -343,8 +348,8 @@ def _write_report(out: Path, run_problems: list[dict[str, Any]], stats: dict[str
             raise DatasetError(f"{p}: unreadable problem list: {err}") from err
     problems.sort(key=lambda d: (d["split"], d["sample_key"], d["pair"], d["kind"]))
     by_kind: dict[str, int] = {}
-    for p in problems:
-        by_kind[p["kind"]] = by_kind.get(p["kind"], 0) + 1
+    for problem in problems:
+        by_kind[problem["kind"]] = by_kind.get(problem["kind"], 0) + 1
     manifest_data = json.loads(manifest.read_text(encoding="utf-8"))
     report = {"source": SOURCE, "samples_in_json": stats["samples"],
               "samples_imported_this_run": stats["samples_imported"],

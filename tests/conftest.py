@@ -29,14 +29,12 @@ CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-backg
 
 @pytest.fixture
 def chromium():
-    """A headless Debian Chromium driven by Playwright (a ``Browser``); skips with a
-    reason where Playwright or ``chromium`` is not installed (``.ci/run`` installs both)."""
-    import shutil
+    """A headless Debian Chromium driven by Playwright (a ``Browser``; :func:`chromium_executable`)."""
+    from playwright import sync_api
 
-    sync_api = pytest.importorskip("playwright.sync_api")
-    exe = shutil.which("chromium") or shutil.which("chromium-browser")
-    if exe is None:
-        pytest.skip("Debian chromium not installed (apt-get install -y chromium)")
+    from browser import chromium_executable
+
+    exe = chromium_executable()
     with sync_api.sync_playwright() as pw:
         browser = pw.chromium.launch(executable_path=exe, headless=True, args=CHROMIUM_ARGS)
         try:

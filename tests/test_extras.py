@@ -104,3 +104,20 @@ def test_missing_upstream_package_skips_locally_and_fails_in_ci(monkeypatch):
     with pytest.raises(pytest.fail.Exception, match="bash scripts/install.sh .venv upstream"):
         require("no_such_upstream_package", "no_such_upstream_package")
     assert "CXRILS_REQUIRE_UPSTREAM=1" in (REPO_ROOT / ".ci" / "run").read_text()
+
+
+def test_missing_browser_skips_locally_and_fails_in_ci(monkeypatch):
+    """The browser tests skip where chromium is absent, but .ci/run sets
+    CXRILS_REQUIRE_BROWSER=1, under which a missing browser fails them instead."""
+    import shutil
+
+    from browser import chromium_executable
+
+    monkeypatch.setattr(shutil, "which", lambda name: None)
+    monkeypatch.delenv("CXRILS_REQUIRE_BROWSER", raising=False)
+    with pytest.raises(pytest.skip.Exception, match="chromium not installed"):
+        chromium_executable()
+    monkeypatch.setenv("CXRILS_REQUIRE_BROWSER", "1")
+    with pytest.raises(pytest.fail.Exception, match="chromium not installed"):
+        chromium_executable()
+    assert "CXRILS_REQUIRE_BROWSER=1" in (REPO_ROOT / ".ci" / "run").read_text()

@@ -66,8 +66,8 @@ ASSUMED_UNET = dict(sample_size=64, in_channels=4, out_channels=4, cross_attenti
 def builtin_stage_times(data: Path, n_images: int) -> tuple[dict[str, float], int]:
     """Seconds per image of each pipeline step with the built-in backends."""
     from cxrils.config import Config
-    from cxrils.pipeline.inputs import read_inputs
     from cxrils.pipeline.study import Pipeline
+    from cxrils.sources import read_inputs
 
     studies = [s for s in read_inputs(data / "pairs" / "all_pairs.csv") if s.report.strip()][:n_images + 1]
     pipe = Pipeline(Config())

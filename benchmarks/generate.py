@@ -48,8 +48,8 @@ def _peak_mb(workers: int = 0) -> float:
 
 def part_text(args: argparse.Namespace) -> dict:
     from cxrils.config import Config
-    from cxrils.pipeline.inputs import read_iu_reports
     from cxrils.pipeline.stages import BuiltinStages
+    from cxrils.sources import read_iu_reports
 
     items = [(f"iu-{rid}", text) for rid, _, text in read_iu_reports(args.data / "iu_xray")]
     stages = BuiltinStages()

@@ -355,7 +355,7 @@ class Runner:
         generated mask of the case's type, the positive records and the anatomy."""
         import dataclasses
 
-        from cxrils.pipeline.inputs import StudyInput
+        from cxrils.sources import StudyInput
 
         studies = [StudyInput(study_id=f"{case.image_id}-{k}", image_id=case.image_id.replace("#", "_"),
                               patient_id=case.image_id, image_path=case.path, report=text, view=None,

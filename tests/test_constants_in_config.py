@@ -124,7 +124,7 @@ ALLOWED_NUMERIC_CONSTANTS: dict[str, str] = {
     "overlay.py:TEXT_RGB": _DISPLAY,
     "overlay.py:BOX_RGB": _DISPLAY,
     "overlay.py:BOX_ALPHA": _DISPLAY,
-    "pipeline/inputs.py:_CSV_FIELD_LIMIT": _FORMAT + " (the csv module's field size cap, lifted)",
+    "sources/base.py:_CSV_FIELD_LIMIT": _FORMAT + " (the csv module's field size cap, lifted)",
     "review/app.py:MAX_BODY_BYTES": _FORMAT + " (request size limit of the review API)",
     "cli/review.py:DEFAULT_PORT": _DISPLAY + " (a command default)",
     "review/intervals.py:CONFIDENCE": _EVAL,

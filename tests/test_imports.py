@@ -18,6 +18,7 @@ SRC = Path(cxrils.__file__).resolve().parents[1]  # the cxrils under test
 LAYERS: tuple[tuple[str, ...], ...] = (
     ("cxrils", "config", "vocab", "types", "masks", "templates", "fsutil", "overlay", "extras"),
     ("io", "report"),
+    ("sources",),
     ("vision",),
     ("grounding",),
     ("instructions",),

@@ -15,9 +15,9 @@ from typer.testing import CliRunner
 from cxrils.cli import app
 from cxrils.dataset import read_manifest, read_records
 from cxrils.instructions import generate_records
-from cxrils.pipeline.inputs import InputError, read_inputs
 from cxrils.pipeline.runner import generate
 from cxrils.pipeline.study import Pipeline
+from cxrils.sources import InputError, read_inputs
 
 HUGE = "There is a small left pleural effusion. " * 25_000  # 1.0 MB, one sentence repeated
 

@@ -11,9 +11,9 @@ import numpy as np
 import pytest
 from pipeline_helpers import FAKE, config, make_input
 
-from cxrils.pipeline.inputs import read_inputs
 from cxrils.pipeline.stages import StageLoadError
 from cxrils.pipeline.study import Pipeline
+from cxrils.sources import read_inputs
 
 
 def started(tmp_path):

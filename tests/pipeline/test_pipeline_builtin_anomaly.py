@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 
 from cxrils.config import load_config
-from cxrils.pipeline.inputs import StudyInput
 from cxrils.pipeline.study import Pipeline
+from cxrils.sources import StudyInput
 
 
 @pytest.mark.slow

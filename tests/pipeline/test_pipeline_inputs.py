@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from PIL import Image
 
-from cxrils.pipeline.inputs import InputError, detect_input_kind, read_inputs, read_iu_reports
+from cxrils.sources import InputError, detect_input_kind, read_inputs, read_iu_reports
 
 
 def _write_csv(path: Path, rows: list[dict], gz: bool = False) -> None:
@@ -204,7 +204,7 @@ def test_unknown_layouts(tmp_path):
 def test_only_the_first_image_of_a_study_is_first_of_study(tmp_path):
     import csv
 
-    from cxrils.pipeline.inputs import read_inputs
+    from cxrils.sources import read_inputs
 
     for name in "abc":
         (tmp_path / f"{name}.png").write_bytes(b"x")

@@ -9,10 +9,10 @@ import numpy as np
 import pytest
 from pipeline_helpers import FAKE, config, make_input, snapshot
 
-from cxrils.pipeline.inputs import read_inputs
 from cxrils.pipeline.runner import SUMMARY_NAME, RunError, generate
 from cxrils.pipeline.stages import StageLoadError
 from cxrils.pipeline.study import Pipeline
+from cxrils.sources import read_inputs
 
 
 @pytest.fixture()

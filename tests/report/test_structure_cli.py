@@ -5,7 +5,7 @@ import pytest
 from typer.testing import CliRunner
 
 from cxrils.cli import app
-from cxrils.report.inputs import ReportInputError, read_reports
+from cxrils.sources.reports import ReportInputError, read_reports
 
 runner = CliRunner()
 

@@ -47,10 +47,10 @@ def _run(input_path: Path, output: Path, config: Path | None, set_: list[str], r
     """Load the configuration, run :func:`generate` with a progress bar, print the summary."""
     from tqdm import tqdm
 
-    from cxrils.pipeline.inputs import InputError
     from cxrils.pipeline.runner import SUMMARY_NAME, RunError, generate
     from cxrils.pipeline.stages import StageLoadError
     from cxrils.pipeline.summary import format_summary
+    from cxrils.sources import InputError
 
     cfg = load_config_or_fail(config, [*set_, *([f"split.by={split_by}"] if split_by else [])])
     if limit is not None and limit < 0:

@@ -49,9 +49,9 @@ def ground(
         write_png,
     )
     from cxrils.io import ImageLoadError, load_image
-    from cxrils.pipeline.inputs import StudyInput
     from cxrils.pipeline.stages import BuiltinStages, StageLoadError
     from cxrils.pipeline.study import Pipeline
+    from cxrils.sources import StudyInput
     from cxrils.vision.anatomy.render import overlay as anatomy_overlay
 
     cfg = load_config_or_fail(config, set_)

@@ -39,8 +39,8 @@ def structure(
     from cxrils.config import ConfigError, load_config
     from cxrils.fsutil import atomic_path
     from cxrils.report import get_location_mapper, get_structurer, structure_reports
-    from cxrils.report.inputs import ReportInputError, count_reports, read_reports
     from cxrils.report.llm import LLMError
+    from cxrils.sources.reports import ReportInputError, count_reports, read_reports
 
     try:
         cfg = load_config(config, set_)

@@ -4,9 +4,9 @@
 pairs into a dataset; see ``docs/pipeline.md``.
 """
 
-from cxrils.pipeline.inputs import InputError, StudyInput, detect_input_kind, read_inputs
 from cxrils.pipeline.runner import RunError, generate
 from cxrils.pipeline.study import Pipeline, StudyResult
+from cxrils.sources import InputError, StudyInput, detect_input_kind, read_inputs
 
 __all__ = ["InputError", "Pipeline", "RunError", "StudyInput", "StudyResult", "detect_input_kind",
            "generate", "read_inputs"]

@@ -37,9 +37,9 @@ from collections.abc import Iterator
 from typing import Any
 
 from cxrils.config import Config, RayStageConfig, config_from_dict
-from cxrils.pipeline.inputs import StudyInput
 from cxrils.pipeline.stages import DEFAULT_STAGES, RunError
 from cxrils.pipeline.study import Pipeline, StudyResult
+from cxrils.sources import StudyInput
 from cxrils.types import StructuredReport
 
 #: Model-backed steps (one actor pool each; the fields of ``pipeline.ray``) and the

@@ -38,12 +38,13 @@ from typing import Any
 
 from cxrils.config import Config, config_from_dict
 from cxrils.fsutil import atomic_write_json
-from cxrils.pipeline.inputs import StudyInput, check_splits, read_inputs
+from cxrils.pipeline.inputs import check_splits
 from cxrils.pipeline.provenance import run_provenance
 from cxrils.pipeline.ray_runner import run_ray
 from cxrils.pipeline.stages import DEFAULT_STAGES, RunError, resolve_stages
 from cxrils.pipeline.study import Pipeline, StudyResult
 from cxrils.pipeline.summary import summarize
+from cxrils.sources import StudyInput, read_inputs
 from cxrils.types import StructuredReport
 
 log = logging.getLogger(__name__)
@@ -193,7 +194,7 @@ def generate(input_path: str | Path, out_dir: str | Path, cfg: Config, *, runner
     Parameters
     ----------
     input_path : path
-        MIMIC-CXR folder, IU X-ray folder or generic CSV (:mod:`cxrils.pipeline.inputs`).
+        MIMIC-CXR folder, IU X-ray folder or generic CSV (:mod:`cxrils.sources`).
     out_dir : path
         Dataset folder; created, or resumed when it holds a partial run.
     cfg : Config

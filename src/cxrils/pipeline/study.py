@@ -43,8 +43,9 @@ import numpy as np
 from cxrils import vocab
 from cxrils.config import Config
 from cxrils.dataset import assign_split, image_relpath
-from cxrils.pipeline.inputs import StudyInput, cap_report
+from cxrils.pipeline.inputs import cap_report
 from cxrils.pipeline.stages import DEFAULT_STAGES, StageLoadError, StageProvider, resolve_stages
+from cxrils.sources import StudyInput
 from cxrils.types import AnatomyMasks, AnomalyResult, LesionBox, StructuredReport, StudyGrounding
 from cxrils.vision.anatomy import frontal_plausibility
 from cxrils.vision.anatomy.base import AnatomySegmenter

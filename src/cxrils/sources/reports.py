@@ -1,10 +1,12 @@
-"""Readers for the report inputs of ``cxrils structure``.
+"""Readers of reports without images, for ``cxrils structure``.
 
 Three layouts are accepted:
 
 - a CSV with columns ``study_id`` and ``report`` (raw text with ``NAME:`` headers);
 - the Indiana University CSV (``nlmcxr_reports_all.csv``: ``report_id``,
-  ``findings``, ``impression``), whose sections are already split;
+  ``findings``, ``impression``), whose sections are joined into one text exactly as
+  ``cxrils generate`` joins them (:func:`cxrils.sources.iu.iu_report_text`), so both
+  commands make the same section choice (:func:`cxrils.report.sections.select_section`);
 - a folder of MIMIC-CXR-style ``.txt`` reports (searched recursively; the study
   id is the file stem, e.g. ``s50414267``).
 """
@@ -15,7 +17,7 @@ import csv
 from collections.abc import Iterator
 from pathlib import Path
 
-from cxrils.report.sections import SectionChoice, select_iu_section
+from cxrils.sources.iu import iu_report_text
 
 
 class ReportInputError(ValueError):
@@ -34,9 +36,9 @@ def count_reports(path: str | Path) -> int | None:
         return None
 
 
-def read_reports(path: str | Path) -> Iterator[tuple[str, str | SectionChoice]]:
-    """Yield ``(study_id, raw report text)`` or, for the IU CSV, ``(study_id,
-    SectionChoice)`` with the paper's findings-else-impression choice.
+def read_reports(path: str | Path) -> Iterator[tuple[str, str]]:
+    """Yield ``(study_id, raw report text)``; for the IU CSV the text joins the sections
+    of ``InputConfig.iu_sections`` (:func:`~cxrils.sources.iu.iu_report_text`).
 
     Raises
     ------
@@ -82,17 +84,13 @@ def read_reports(path: str | Path) -> Iterator[tuple[str, str | SectionChoice]]:
                 sid = sid.strip()
                 if not sid:
                     raise ReportInputError(f"{p}:{line}: empty study id")
-                text = row["report"] if kind == "generic" else f"{row['findings']}\0{row['impression']}"
-                text = text or ""
+                text = (row["report"] if kind == "generic" else iu_report_text(row)) or ""
                 if sid in seen:
                     # One row per image of a study (e.g. the pairs CSVs): same report, structured once.
                     if seen[sid] == text:
                         continue
                     raise ReportInputError(f"{p}:{line}: study id {sid!r} repeated with a different report")
                 seen[sid] = text
-                if kind == "generic":
-                    yield sid, text
-                else:
-                    yield sid, select_iu_section(row["findings"], row["impression"])
+                yield sid, text
         except (UnicodeDecodeError, csv.Error) as err:
             raise ReportInputError(f"{p}: not a readable UTF-8 CSV: {err}") from err

@@ -1,0 +1,121 @@
+"""The corpus readers: image-report pairs as :class:`StudyInput` items, in input order.
+
+One module per corpus, each with one reader and one report-section choice, used by
+``cxrils generate``, ``cxrils structure`` and the benchmarks.
+
+Three layouts are recognised by :func:`detect_input_kind`:
+
+``mimic``
+    A MIMIC-CXR folder (the folder that holds ``files/``, or ``files/`` itself):
+    reports ``files/pXX/pXXXXXXXX/sXXXXXXXX.txt``, images (DICOM ``.dcm`` or
+    ``.jpg``/``.png``) in ``files/pXX/pXXXXXXXX/sXXXXXXXX/``. Optional CSVs beside
+    ``files/`` (plain or ``.gz``): ``*metadata.csv`` (``dicom_id``, ``ViewPosition``)
+    and ``*split.csv`` (``dicom_id``, ``split``), as in mimic-cxr-2.0.0 and
+    mimic-cxr-jpg-2.0.0. Order: sorted by patient, study, image file name.
+``iu``
+    The Indiana University collection: a folder with the reports CSV
+    (``nlmcxr_reports_all.csv``: ``report_id``, ``image_ids``, ``indication``,
+    ``comparison``, ``findings``, ``impression``) or the OpenI XML reports
+    (``ecgen-radiology/*.xml``), PNGs in ``images/`` named ``{image_id}.png``, and
+    optionally ``images.csv`` (``image_id``, ``report_id``, ``view_visual``) whose row
+    order and views are used. Listed images without a PNG are skipped (logged).
+``csv``
+    A generic CSV file: ``image_path`` (relative to the CSV's folder, or absolute)
+    and ``report`` (raw text); optional ``study_id``, ``patient_id``, ``image_id``,
+    ``view``, ``split``. Order: row order. A row that cannot be used (bytes that are
+    not UTF-8, a report-only row without ``image_path``, a bad split value, a row the
+    CSV parser rejects) becomes a :class:`StudyInput` with ``problem`` set: the
+    pipeline excludes that row with the reason (row and line number, study id) and runs
+    the rest. Fields of any size are read (a too long report is the report-length
+    cap's business, ``cxrils.config.InputConfig``).
+
+Views are the PA/AP/LATERAL... strings of the source (upper-cased), or None when
+unknown; splits are ``train``/``validate``/``test`` or None (then the pipeline
+assigns one by patient, :func:`check_splits` and :func:`cxrils.dataset.assign_split`).
+"""
+
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+from cxrils.config import InputConfig
+from cxrils.sources import iu, mimic
+from cxrils.sources.base import InputError, StudyInput, csv_header
+from cxrils.sources.generic_csv import read_generic_csv
+from cxrils.sources.iu import iu_report_text, read_iu_reports
+
+__all__ = ["InputError", "StudyInput", "detect_input_kind", "read_inputs", "read_iu_reports", "iu_report_text"]
+
+
+def detect_input_kind(path: str | Path) -> str:
+    """Return ``"mimic"``, ``"iu"`` or ``"csv"`` for an input path.
+
+    Raises
+    ------
+    InputError
+        If the path does not exist or matches none of the layouts.
+    """
+    p = Path(path)
+    if not p.exists():
+        raise InputError(p, "input not found")
+    if p.is_file():
+        if p.suffix.lower() != ".csv":
+            raise InputError(p, "unknown input: expected a generic CSV (.csv), a MIMIC-CXR folder or an IU X-ray folder")
+        header = csv_header(p)
+        if {"image_path", "report"} <= set(header):
+            return "csv"
+        if {"report_id", "image_ids"} <= set(header):
+            return "iu"
+        raise InputError(p, f"CSV has columns {header}; a generic input CSV needs 'image_path' and 'report'")
+    if mimic.files_dir(p) is not None:
+        return "mimic"
+    if iu.reports_source(p) is not None:
+        return "iu"
+    raise InputError(
+        p, "unknown input layout: expected a MIMIC-CXR folder (files/pXX/pXXXXXXXX/sXXXXXXXX.txt), "
+        "an IU X-ray folder (nlmcxr_reports_all.csv or ecgen-radiology/*.xml, and images/) "
+        "or a CSV with columns image_path, report")
+
+
+def read_inputs(path: str | Path, kind: str | None = None, inputs: InputConfig | None = None
+                ) -> Iterator[StudyInput]:
+    """Yield the studies of an input in input order.
+
+    Parameters
+    ----------
+    path : path
+        A MIMIC-CXR folder, an IU X-ray folder (or its reports CSV), or a generic CSV.
+    kind : {"mimic", "iu", "csv"}, optional
+        Layout; detected with :func:`detect_input_kind` when None.
+    inputs : cxrils.config.InputConfig, optional
+        ``iu_sections``: the IU report sections a study's report joins (default
+        :class:`~cxrils.config.InputConfig`).
+
+    Raises
+    ------
+    InputError
+        For an unknown layout, a missing column, a bad split value in a MIMIC split
+        file, or duplicate ids. A bad row of a generic CSV is not an error: it is
+        yielded with ``problem`` set.
+    """
+    p = Path(path)
+    kind = kind or detect_input_kind(p)
+    cfg = inputs or InputConfig()
+    readers: dict[str, Callable[[Path], Iterator[StudyInput]]] = {
+        "mimic": mimic.read_mimic, "iu": lambda q: iu.read_iu(q, cfg), "csv": read_generic_csv}
+    if kind not in readers:
+        raise InputError(p, f"unknown input kind {kind!r}; known: {sorted(readers)}")
+    seen: set[str] = set()
+    studies: set[str] = set()
+    for item in readers[kind](p):
+        if item.image_id in seen:
+            raise InputError(p, f"duplicate image id {item.image_id!r}")
+        seen.add(item.image_id)
+        if item.problem is None:
+            if item.study_id in studies:
+                item = dataclasses.replace(item, first_of_study=False)
+            studies.add(item.study_id)
+        yield item

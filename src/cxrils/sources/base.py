@@ -1,0 +1,184 @@
+"""What every corpus reader shares: the input item (:class:`StudyInput`), the input
+error, and the CSV reading (UTF-8 with a clear refusal of UTF-16/32, fields of any size,
+one bad row spoiling only itself)."""
+
+from __future__ import annotations
+
+import csv
+import gzip
+import io
+import itertools
+import re
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+
+from cxrils.vocab import SPLITS, SplitError, normalize_split
+
+IMAGE_SUFFIXES: tuple[str, ...] = (".dcm", ".jpg", ".jpeg", ".png")
+
+
+class InputError(ValueError):
+    """An input file or folder that cannot be read; the message names it and the problem."""
+
+    def __init__(self, path: str | Path, reason: str):
+        self.path = Path(path)
+        self.reason = reason
+        super().__init__(f"{path}: {reason}")
+
+
+@dataclass(frozen=True)
+class StudyInput:
+    """One image with the report of its study: the unit of work of the pipeline.
+
+    Attributes
+    ----------
+    study_id : str
+        Study id; images of one study share their report.
+    image_id : str
+        Unique image id within the input; names the dataset image and its records.
+    patient_id : str
+        Patient id ('' when unknown); used for patient-level splits.
+    image_path : pathlib.Path
+        Absolute path of the image file (DICOM, PNG or JPEG).
+    report : str
+        Raw report text of the study ('' when missing).
+    view : str or None
+        View position of the source, upper case ("PA", "AP", "LATERAL", "FRONTAL"
+        for a frontal image of unknown projection), or None when unknown.
+    split : str or None
+        "train", "validate" or "test" from the input, or None.
+    first_of_study : bool
+        True for the first image of its study in input order: only that image gets the
+        study's absent-type negatives (at most one per type per study, Appendix C.2).
+    where : str or None
+        Where the item is in the input, for messages: ``"row 3 (line 11)"`` of a
+        generic CSV (data rows counted from 1 below the header; a row's first line in
+        the file, which differs when reports span several lines).
+    problem : str or None
+        Why this input row cannot be processed (e.g. ``"row 6 (line 7), study s5: no
+        image_path: a report-only row..."``); the pipeline excludes it with this reason.
+        Then ``image_path`` is the input file itself and is never read.
+    """
+
+    study_id: str
+    image_id: str
+    patient_id: str
+    image_path: Path
+    report: str
+    view: str | None
+    split: str | None
+    first_of_study: bool = True
+    where: str | None = None
+    problem: str | None = None
+
+
+
+#: Largest CSV field the reader accepts: any (a field is at most the file's size, which is
+#: read whole anyway); Python's csv module refuses fields over 131,072 characters by default.
+_CSV_FIELD_LIMIT = 2**31 - 1
+
+
+def open_text(path: Path):
+    """Text of a (gzipped) CSV; bytes that are not UTF-8 become lone surrogates
+    (``surrogateescape``) so one bad byte spoils only its own row (:func:`undecodable`).
+
+    Raises
+    ------
+    InputError
+        If the file starts as UTF-16 or UTF-32 text does (a byte-order mark, or NUL bytes
+        in its first characters): its column names would otherwise come out garbled.
+    """
+    opener = gzip.open if path.suffix == ".gz" else open
+    try:
+        with opener(path, "rb") as fh:
+            head = fh.read(64)
+    except (OSError, EOFError) as err:
+        raise InputError(path, f"cannot read CSV: {err}") from err
+    if head.startswith((b"\xff\xfe", b"\xfe\xff")) or b"\x00" in head:
+        raise InputError(path, "the CSV is not UTF-8 (it looks like UTF-16 or UTF-32 text); save it as UTF-8 "
+                               "(e.g. iconv -f UTF-16 -t UTF-8 IN.csv > OUT.csv) and run again")
+    if path.suffix == ".gz":
+        return io.TextIOWrapper(gzip.open(path, "rb"), encoding="utf-8", errors="surrogateescape", newline="")
+    return open(path, encoding="utf-8-sig", errors="surrogateescape", newline="")
+
+
+@contextmanager
+def any_field_size() -> Iterator[None]:
+    old = csv.field_size_limit(_CSV_FIELD_LIMIT)
+    try:
+        yield
+    finally:
+        csv.field_size_limit(old)
+
+
+SURROGATE = re.compile("[\udc80-\udcff]")
+
+
+def undecodable(row: dict[str, str]) -> str | None:
+    """The problem of a row with bytes that are not UTF-8 (as decoded by :func:`open_text`)."""
+    for key, value in row.items():
+        m = SURROGATE.search(value) or SURROGATE.search(key)
+        if m:
+            byte = ord(m.group()) - 0xDC00
+            column = SURROGATE.sub("?", key)
+            return f"column {column!r} holds a byte that is not UTF-8 (0x{byte:02x} at character {m.start()})"
+    return None
+
+
+def csv_header(path: Path) -> list[str]:
+    try:
+        with open_text(path) as fh, any_field_size():
+            return [h.strip() for h in next(csv.reader(fh), [])]
+    except (OSError, csv.Error) as err:
+        raise InputError(path, f"cannot read CSV: {err}") from err
+
+
+def csv_rows(path: Path, required: tuple[str, ...], *, strict: bool = True
+              ) -> Iterator[tuple[str, dict[str, str], str | None]]:
+    """Yield ``(where, row, problem)`` with stripped keys; check required columns first.
+
+    ``where`` is ``"row {n} (line {first line of the row})"``.
+    ``problem`` is None for a usable row; otherwise the row holds bytes that are not
+    UTF-8 or the CSV parser rejected it (then ``row`` is empty). With ``strict`` a
+    problem raises :class:`InputError` instead (metadata and split files, whose rows
+    must all be right).
+    """
+    try:
+        with open_text(path) as fh, any_field_size():
+            reader = csv.DictReader(fh)
+            header = [h.strip() for h in (reader.fieldnames or [])]
+            missing = [c for c in required if c not in header]
+            if missing:
+                raise InputError(path, f"missing column(s) {missing}; has {header}")
+            for n in itertools.count(1):
+                where = f"row {n} (line {reader.line_num + 1})"
+                try:
+                    raw = next(reader)
+                except StopIteration:
+                    return
+                except csv.Error as err:  # the parser goes on at the next line
+                    problem, row = f"the CSV parser rejects the row: {err}", {}
+                else:
+                    row = {(k or "").strip(): (v if isinstance(v, str) else "") for k, v in raw.items()}
+                    problem = undecodable(row)
+                if problem and strict:
+                    raise InputError(path, f"{where}: {problem}")
+                yield where, row, problem
+    except OSError as err:
+        raise InputError(path, f"cannot read CSV: {err}") from err
+
+
+def norm_split(value: str, path: Path, where: str) -> str | None:
+    if not value.strip():
+        return None
+    try:
+        return normalize_split(value)
+    except SplitError:
+        raise InputError(path, f"{where}: split {value!r} is not one of {list(SPLITS)}") from None
+
+
+def norm_view(value: str | None) -> str | None:
+    v = (value or "").strip().upper()
+    return v or None

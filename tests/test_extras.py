@@ -88,7 +88,7 @@ def test_extras_match_pyproject_and_the_installer():
     m = re.search(r'^default_extras="([^"]+)"', script, re.M)
     assert m and tuple(m.group(1).split(",")) == extras.DEFAULT_EXTRAS
     ci = (REPO_ROOT / ".ci" / "run").read_text()
-    ci_extras = re.search(r'install\.sh \.venv-ci "([^"]+)"', ci).group(1).split(",")
+    ci_extras = re.search(r'install\.sh \.venv "([^"]+)"', ci).group(1).split(",")
     assert set(declared) <= set(ci_extras), "CI must install every extra"
 
 
@@ -121,3 +121,13 @@ def test_missing_browser_skips_locally_and_fails_in_ci(monkeypatch):
     with pytest.raises(pytest.fail.Exception, match="chromium not installed"):
         chromium_executable()
     assert "CXRILS_REQUIRE_BROWSER=1" in (REPO_ROOT / ".ci" / "run").read_text()
+
+
+def test_ci_runs_the_readme_test_command_verbatim():
+    """.ci/run's last line is the README's second first-line command (install the test
+    extras, run scripts/test.sh), so what CI checks is what a new user runs."""
+    readme_lines = (REPO_ROOT / "README.md").read_text().split("```bash\n", 1)[1].splitlines()
+    test_command = readme_lines[1].split("    #")[0].strip()
+    assert test_command.endswith("bash scripts/test.sh")
+    ci_lines = [line for line in (REPO_ROOT / ".ci" / "run").read_text().splitlines() if line.strip()]
+    assert ci_lines[-1] == test_command

@@ -32,6 +32,16 @@ Three layouts are recognised by :func:`detect_input_kind`:
 Views are the PA/AP/LATERAL... strings of the source (upper-cased), or None when
 unknown; splits are ``train``/``validate``/``test`` or None (then the pipeline
 assigns one by patient, :func:`check_splits` and :func:`cxrils.dataset.assign_split`).
+
+The labelled public corpora of ``../shared/data`` (human masks, boxes and labels, no
+reports) have one reader module each, used by the training code, the anomaly atlas build
+and the benchmarks, not by :func:`read_inputs`: :mod:`~cxrils.sources.covid_qu_ex`,
+:mod:`~cxrils.sources.covid19` (``covid_ieee8023/``), :mod:`~cxrils.sources.jsrt`
+(``jsrt_scr/``), :mod:`~cxrils.sources.nih` (``nih_bbox/``) and
+:mod:`~cxrils.sources.xrv_tests`. Each takes the data root, returns frozen dataclasses
+(ids, image and mask paths, boxes and labels as the files give them) in file order,
+raises ``FileNotFoundError`` naming a missing table or folder and :class:`InputError`
+naming the file and row of a malformed one.
 """
 
 

@@ -182,3 +182,110 @@ def norm_split(value: str, path: Path, where: str) -> str | None:
 def norm_view(value: str | None) -> str | None:
     v = (value or "").strip().upper()
     return v or None
+
+
+# --- the labelled public corpora (covid_qu_ex, covid19, jsrt, nih, xrv_tests) ---------------
+
+#: Where the shared data's folders are described (for the messages of a missing file).
+DATA_README = "../shared/data/README.md"
+
+
+def require_folder(folder: Path) -> Path:
+    """``folder``, a folder of a corpus whose files a reader lists.
+
+    Raises
+    ------
+    FileNotFoundError
+        If it does not exist (the message names it).
+    """
+    if not folder.is_dir():
+        raise FileNotFoundError(f"{folder}: folder not found (see {DATA_README})")
+    return folder
+
+
+def table_rows(path: Path, required: tuple[str, ...]) -> list[tuple[str, dict[str, str]]]:
+    """``(where, row)`` of every row of a corpus table (UTF-8 CSV, keys stripped, values
+    as in the file), in file order; ``where`` is ``"row N (line L)"``.
+
+    Raises
+    ------
+    FileNotFoundError
+        If the file does not exist.
+    InputError
+        If a required column is missing, a row holds bytes that are not UTF-8 or the CSV
+        parser rejects a row (the message names the file and the row).
+    """
+    if not path.is_file():
+        raise FileNotFoundError(f"{path}: table not found (see {DATA_README})")
+    return [(where, row) for where, row, _ in csv_rows(path, required)]
+
+
+def cell_id(path: Path, where: str, row: dict[str, str], column: str, seen: set[str] | None = None) -> str:
+    """The stripped, non-empty id in ``column``; with ``seen``, also unique in the file.
+
+    Raises
+    ------
+    InputError
+        For an empty or (with ``seen``) repeated id.
+    """
+    value = (row.get(column) or "").strip()
+    if not value:
+        raise InputError(path, f"{where}: empty {column}")
+    if seen is not None:
+        if value in seen:
+            raise InputError(path, f"{where}: duplicate {column} {value!r}")
+        seen.add(value)
+    return value
+
+
+#: Cell values read as "not given" in an optional numeric column (JSRT writes ``?``).
+MISSING_VALUES: tuple[str, ...] = ("", "?", "nan", "NaN")
+
+
+def cell_float(path: Path, where: str, row: dict[str, str], column: str, *, optional: bool = False
+               ) -> float | None:
+    """The number in ``column`` as a float; None for an absent column or a value of
+    :data:`MISSING_VALUES` when ``optional``.
+
+    Raises
+    ------
+    InputError
+        If the value is not a number (or is missing and not ``optional``).
+    """
+    value = (row.get(column) or "").strip()
+    if value in MISSING_VALUES:
+        if optional:
+            return None
+        raise InputError(path, f"{where}: no value in column {column!r}")
+    try:
+        return float(value)
+    except ValueError:
+        raise InputError(path, f"{where}: column {column!r} holds {value!r}, not a number") from None
+
+
+def cell_number(path: Path, where: str, row: dict[str, str], column: str) -> float:
+    """The number in the required column ``column`` (:func:`cell_float`)."""
+    value = cell_float(path, where, row, column)
+    assert value is not None
+    return value
+
+
+def cell_int(path: Path, where: str, row: dict[str, str], column: str) -> int | None:
+    """The whole number in the optional column ``column``; None when absent or missing.
+
+    Raises
+    ------
+    InputError
+        If the value is not a whole number.
+    """
+    value = cell_float(path, where, row, column, optional=True)
+    if value is None:
+        return None
+    if not value.is_integer():
+        raise InputError(path, f"{where}: column {column!r} holds {row[column]!r}, not a whole number")
+    return int(value)
+
+
+def existing(path: Path) -> Path | None:
+    """``path`` if it is a file, else None."""
+    return path if path.is_file() else None

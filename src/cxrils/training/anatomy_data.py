@@ -1,6 +1,7 @@
 """Public training data of the builtin anatomy model and its fixed patient-level split.
 
-Sources (read from ``../shared/data``; never copied into the project), :data:`SOURCES`:
+Sources (read from ``../shared/data`` by the readers of :mod:`cxrils.sources`; never
+copied into the project), :data:`SOURCES`:
 
 - ``jsrt_scr``: JSRT PA images with SCR masks of right lung, left lung and heart
   (one image per patient, so the image id is the patient id).
@@ -29,7 +30,6 @@ images: :data:`DISTINCT_PATIENT_SOURCES`).
 
 from __future__ import annotations
 
-import csv
 import hashlib
 from dataclasses import dataclass, field
 from functools import lru_cache
@@ -40,6 +40,9 @@ import numpy as np
 from PIL import Image
 
 from cxrils.config import AnatomyDataConfig
+from cxrils.sources.covid19 import read_covid19_images
+from cxrils.sources.covid_qu_ex import read_covid_qu_ex
+from cxrils.sources.jsrt import read_jsrt_images
 
 #: The data sources, folder names under the data root.
 SOURCES: tuple[str, ...] = ("jsrt_scr", "covid_ieee8023", "covid_qu_ex")
@@ -146,55 +149,71 @@ def split_both_lungs(mask: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 
 
 def jsrt_samples(data_root: Path) -> list[Sample]:
-    """All JSRT images with SCR lung and heart masks (patient = image)."""
-    root = Path(data_root) / "jsrt_scr"
+    """All JSRT images with SCR lung and heart masks (patient = image), sorted by image id
+    (:func:`cxrils.sources.jsrt.read_jsrt_images`).
+
+    Raises
+    ------
+    FileNotFoundError
+        If ``jsrt_scr/images`` is not a folder.
+    """
     out = []
-    for path in sorted((root / "images").glob("*.png")):
-        iid = path.stem
-        masks = {n: root / "masks" / n / f"{iid}.png" for n in ("right_lung", "left_lung", "heart")}
-        if not all(p.is_file() for p in masks.values()):
+    for r in read_jsrt_images(data_root):
+        if r.right_lung is None or r.left_lung is None or r.heart is None:
             continue
-        out.append(Sample("jsrt_scr", iid, iid, path, _read_mask(masks["right_lung"]),
-                          _read_mask(masks["left_lung"]), _read_mask(masks["heart"])))
+        out.append(Sample("jsrt_scr", r.image_id, r.image_id, r.image_path, _read_mask(r.right_lung),
+                          _read_mask(r.left_lung), _read_mask(r.heart)))
     return out
 
 
 def covid_samples(data_root: Path) -> list[Sample]:
-    """COVID-19 collection images with a v7labs lung mask, split into the two lungs."""
-    root = Path(data_root) / "covid_ieee8023"
-    with open(root / "metadata.csv", newline="", encoding="utf-8", errors="replace") as fh:
-        patient = {row["image_id"]: row["patientid"] for row in csv.DictReader(fh)}
+    """COVID-19 collection images with a v7labs lung mask, split into the two lungs, in the
+    order of the mask file names (:func:`cxrils.sources.covid19.read_covid19_images`; the
+    patient id is ``patientid``). Images without a PNG and empty masks are left out.
+
+    Raises
+    ------
+    FileNotFoundError
+        If ``covid_ieee8023/metadata.csv`` is missing.
+    cxrils.sources.InputError
+        If it is malformed.
+    ValueError
+        If an image with a mask has no ``patientid`` (the split is by patient).
+    """
+    listed = [r for r in read_covid19_images(data_root) if r.v7labs_mask_path is not None and r.image_path.is_file()]
     out = []
-    for mpath in sorted((root / "masks_lung_v7labs").glob("*.png")):
-        iid = mpath.stem
-        ipath = root / "images" / f"{iid}.png"
-        if not ipath.is_file() or iid not in patient:
-            continue
-        both = _read_mask(mpath)
+    for r in sorted(listed, key=lambda r: str(r.v7labs_mask_path)):
+        if not r.patient_id:
+            raise ValueError(f"covid_ieee8023 image {r.image_id}: metadata.csv gives no patientid "
+                             "(the anatomy split is by patient)")
+        assert r.v7labs_mask_path is not None
+        both = _read_mask(r.v7labs_mask_path)
         if both.sum() == 0:
             continue
         right, left = split_both_lungs(both)
-        out.append(Sample("covid_ieee8023", iid, patient[iid], ipath, right, left, None))
+        out.append(Sample("covid_ieee8023", r.image_id, r.patient_id, r.image_path, right, left, None))
     return out
 
 
 def covid_qu_ex_samples(data_root: Path) -> list[Sample]:
-    """COVID-QU-Ex images (``images.csv``) with their both-lungs mask split into the two
-    lungs; the image id is the patient id (the dataset gives none)."""
-    root = Path(data_root) / "covid_qu_ex"
-    with open(root / "images.csv", newline="", encoding="utf-8") as fh:
-        rows = list(csv.DictReader(fh))
+    """COVID-QU-Ex images (``images.csv`` order, :func:`cxrils.sources.covid_qu_ex.read_covid_qu_ex`)
+    with their both-lungs mask split into the two lungs; the image id is the patient id
+    (the dataset gives none). Images without a PNG or lung mask, and empty masks, are left out.
+
+    Raises
+    ------
+    FileNotFoundError
+        If ``covid_qu_ex/images.csv`` is missing.
+    """
     out = []
-    for row in rows:
-        iid = row["image_id"]
-        ipath, mpath = root / "images" / f"{iid}.png", root / row["lung_mask"]
-        if not ipath.is_file() or not mpath.is_file():
+    for r in read_covid_qu_ex(data_root):
+        if not r.image_path.is_file() or not r.lung_mask_path.is_file():
             continue
-        both = _read_mask(mpath)
+        both = _read_mask(r.lung_mask_path)
         if both.sum() == 0:
             continue
         right, left = split_both_lungs(both)
-        out.append(Sample("covid_qu_ex", iid, iid, ipath, right, left, None))
+        out.append(Sample("covid_qu_ex", r.image_id, r.image_id, r.image_path, right, left, None))
     return out
 
 
@@ -206,21 +225,14 @@ def held_back_images(data_root: str | Path) -> list[tuple[str, str, Path]]:
     Raises
     ------
     FileNotFoundError
-        If a source's image list (``metadata.csv``, ``images.csv``) is missing.
+        If a source's image list (``metadata.csv``, ``images.csv``, ``jsrt_scr/images``) is missing.
     """
-    root = Path(data_root)
-    out = [("jsrt_scr", p.stem, p) for p in sorted((root / "jsrt_scr" / "images").glob("*.png"))
-           if split_of("jsrt_scr", p.stem) == "test"]
-    with open(root / "covid_ieee8023" / "metadata.csv", newline="", encoding="utf-8", errors="replace") as fh:
-        for row in csv.DictReader(fh):
-            path = root / "covid_ieee8023" / "images" / f"{row['image_id']}.png"
-            if split_of("covid_ieee8023", row["patientid"]) == "test" and path.is_file():
-                out.append(("covid_ieee8023", row["image_id"], path))
-    with open(root / "covid_qu_ex" / "images.csv", newline="", encoding="utf-8") as fh:
-        for row in csv.DictReader(fh):
-            path = root / "covid_qu_ex" / "images" / f"{row['image_id']}.png"
-            if split_of("covid_qu_ex", row["image_id"]) == "test" and path.is_file():
-                out.append(("covid_qu_ex", row["image_id"], path))
+    out = [("jsrt_scr", r.image_id, r.image_path) for r in read_jsrt_images(data_root)
+           if split_of("jsrt_scr", r.image_id) == "test"]
+    out += [("covid_ieee8023", r.image_id, r.image_path) for r in read_covid19_images(data_root)
+            if split_of("covid_ieee8023", r.patient_id) == "test" and r.image_path.is_file()]
+    out += [("covid_qu_ex", r.image_id, r.image_path) for r in read_covid_qu_ex(data_root)
+            if split_of("covid_qu_ex", r.image_id) == "test" and r.image_path.is_file()]
     return out
 
 

@@ -29,7 +29,6 @@ lung is on the image's left.
 
 from __future__ import annotations
 
-import csv
 import hashlib
 from dataclasses import dataclass
 from functools import lru_cache
@@ -40,9 +39,12 @@ import numpy as np
 from scipy import ndimage as ndi
 
 from cxrils.config import LesionDataConfig
+from cxrils.sources.covid_qu_ex import read_covid_qu_ex
+from cxrils.sources.jsrt import read_jsrt_images, read_jsrt_nodules
 from cxrils.training.anatomy_data import read_gray, split_both_lungs, split_of
 
-#: Folder of COVID-QU-Ex under the data root.
+#: Name of COVID-QU-Ex in the split and role hashes (also its folder under the data root,
+#: read by :mod:`cxrils.sources.covid_qu_ex`).
 COVID_QU_EX = "covid_qu_ex"
 #: Other shared sources whose images a COVID-QU-Ex image may copy (folder, image glob).
 OTHER_SOURCES: tuple[tuple[str, str], ...] = (
@@ -112,7 +114,8 @@ def tuning_role(image_id: str) -> str:
 
 
 def covid_qu_ex_samples(data_root: str | Path, part: str | None = None) -> list[LesionSample]:
-    """COVID-QU-Ex images listed in ``images.csv``, sorted by image id.
+    """COVID-QU-Ex images listed in ``images.csv``
+    (:func:`cxrils.sources.covid_qu_ex.read_covid_qu_ex`), sorted by image id.
 
     Parameters
     ----------
@@ -130,20 +133,11 @@ def covid_qu_ex_samples(data_root: str | Path, part: str | None = None) -> list[
     """
     if part not in (None, "tuning", "report"):
         raise ValueError(f"part must be 'tuning' or 'report', got {part!r}")
-    root = Path(data_root) / COVID_QU_EX
-    table = root / "images.csv"
-    if not table.is_file():
-        raise FileNotFoundError(f"{table}: COVID-QU-Ex table not found (see ../shared/data/README.md)")
     out = []
-    with open(table, newline="", encoding="utf-8") as fh:
-        for row in csv.DictReader(fh):
-            iid = row["image_id"]
-            p = part_of(iid)
-            if part is not None and p != part:
-                continue
-            lesion = root / row["infection_mask"] if row.get("infection_mask") else None
-            out.append(LesionSample(iid, root / "images" / f"{iid}.png", row["cls"], p, lesion,
-                                    root / row["lung_mask"]))
+    for r in read_covid_qu_ex(data_root):
+        p = part_of(r.image_id)
+        if part is None or p == part:
+            out.append(LesionSample(r.image_id, r.image_path, r.cls, p, r.infection_mask_path, r.lung_mask_path))
     return sorted(out, key=lambda s: s.image_id)
 
 
@@ -326,7 +320,8 @@ def jsrt_backgrounds(data_root: str | Path, role: str) -> list[JsrtBackground]:
     """The JSRT nodule images of one role (``sha256("jsrt_scr-role:<id>")`` even/odd, as
     :func:`tuning_role`), sorted by image id. The 93 images without a nodule are left to
     the benchmarks as normal adult films (``benchmarks/human_masks.py``). A data folder
-    without ``jsrt_scr/nodules.csv`` gives none (the training summary records the count).
+    without ``jsrt_scr/nodules.csv`` or ``jsrt_scr/images`` gives none (the training
+    summary records the count). Read by :mod:`cxrils.sources.jsrt`.
 
     Raises
     ------
@@ -335,19 +330,17 @@ def jsrt_backgrounds(data_root: str | Path, role: str) -> list[JsrtBackground]:
     """
     if role not in ROLES:
         raise ValueError(f"role must be one of {ROLES}, got {role!r}")
-    root = Path(data_root) / "jsrt_scr"
-    table = root / "nodules.csv"
-    if not table.is_file():
+    try:
+        ids = sorted(n.image_id for n in read_jsrt_nodules(data_root))
+        images = {r.image_id: r for r in read_jsrt_images(data_root)}
+    except FileNotFoundError:
         return []
-    with open(table, newline="", encoding="utf-8") as fh:
-        ids = sorted(row["image_id"] for row in csv.DictReader(fh))
     out = []
     for iid in ids:
         digest = hashlib.sha256(f"jsrt_scr-role:{iid}".encode()).hexdigest()
-        paths = (root / "images" / f"{iid}.png", root / "masks" / "right_lung" / f"{iid}.png",
-                 root / "masks" / "left_lung" / f"{iid}.png")
-        if ROLES[int(digest, 16) % 2] == role and all(p.is_file() for p in paths):
-            out.append(JsrtBackground(iid, *paths))
+        r = images.get(iid)
+        if ROLES[int(digest, 16) % 2] == role and r is not None and r.right_lung and r.left_lung:
+            out.append(JsrtBackground(iid, r.image_path, r.right_lung, r.left_lung))
     return out
 
 

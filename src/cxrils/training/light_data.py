@@ -68,7 +68,6 @@ image's left.
 from __future__ import annotations
 
 import copy
-import csv
 import logging
 from pathlib import Path
 
@@ -79,6 +78,8 @@ from cxrils.config import CTR_MIN_CARDIOMEGALY, Config, LightDataConfig, Synthet
 from cxrils.dataset import DatasetWriter, read_records
 from cxrils.instructions import generate_records, record_seed
 from cxrils.report import get_location_mapper, get_structurer, structure_reports
+from cxrils.sources.covid19 import read_covid19_severity
+from cxrils.sources.jsrt import read_jsrt_nodules
 from cxrils.training.anatomy_data import Sample, read_gray
 from cxrils.training.human_grounding import (
     NORMAL_REPORT,
@@ -121,14 +122,10 @@ JSRT_EMPTY_LOCATION_NEGATIVES = len(vocab.INSTRUCTION_LOCATIONS) // 2
 
 def held_back_images(data_root: str | Path) -> list[Path]:
     """Images no light model may train on: the 93 severity-scored COVID-19 images
-    (``covid_ieee8023/severity_scores.csv``) and the COVID-QU-Ex report part."""
-    root = Path(data_root)
-    cov = root / "covid_ieee8023"
-    with open(cov / "metadata.csv", newline="", encoding="utf-8", errors="replace") as fh:
-        ids = {r["orig_filename"]: r["image_id"] for r in csv.DictReader(fh)}
-    with open(cov / "severity_scores.csv", newline="") as fh:
-        scored = [cov / "images" / f"{ids[r['filename']]}.png" for r in csv.DictReader(fh) if r["filename"] in ids]
-    return [p for p in scored if p.is_file()] + [s.image_path for s in covid_qu_ex_samples(root, "report")]
+    (``covid_ieee8023/severity_scores.csv``, :func:`cxrils.sources.covid19.read_covid19_severity`)
+    and the COVID-QU-Ex report part."""
+    scored = [s.image_path for s in read_covid19_severity(data_root) if s.image_path is not None]
+    return [p for p in scored if p.is_file()] + [s.image_path for s in covid_qu_ex_samples(data_root, "report")]
 
 
 def _cardiomegaly_rows(rows: list[dict], ctr: float | None, cfg: Config,
@@ -157,7 +154,7 @@ def _cardiomegaly_rows(rows: list[dict], ctr: float | None, cfg: Config,
 def jsrt_nodule_sides(data_root: str | Path, samples: list[Sample]) -> dict[str, str]:
     """Patient side ("right" / "left") of each JSRT nodule, by the SCR lung mask holding
     the nodule centre of ``nodules.csv`` (``x_512``, ``y_512``: column, row on the
-    512 px images, rescaled to the masks' size).
+    512 px images, rescaled to the masks' size; :func:`cxrils.sources.jsrt.read_jsrt_nodules`).
 
     Parameters
     ----------
@@ -173,25 +170,25 @@ def jsrt_nodule_sides(data_root: str | Path, samples: list[Sample]) -> dict[str,
         ``image_id -> side``; images whose centre lies in neither lung (or without a row in
         ``nodules.csv``) are left out; empty without ``nodules.csv``.
     """
-    path = Path(data_root) / "jsrt_scr" / "nodules.csv"
-    if not path.is_file():
+    try:
+        nodules = read_jsrt_nodules(data_root)
+    except FileNotFoundError:
         return {}
     by_id = {s.image_id: s for s in samples}
     out = {}
-    with open(path, newline="", encoding="utf-8") as fh:
-        for r in csv.DictReader(fh):
-            s = by_id.get(r["image_id"])
-            if s is None:
-                continue
-            h, w = s.right_lung.shape
-            col = int(round(float(r["x_512"]) * w / 512.0))
-            row = int(round(float(r["y_512"]) * h / 512.0))
-            if not (0 <= row < h and 0 <= col < w):
-                continue
-            if s.right_lung[row, col]:
-                out[s.image_id] = "right"
-            elif s.left_lung[row, col]:
-                out[s.image_id] = "left"
+    for n in nodules:
+        s = by_id.get(n.image_id)
+        if s is None:
+            continue
+        h, w = s.right_lung.shape
+        col = int(round(n.x_512 * w / 512.0))
+        row = int(round(n.y_512 * h / 512.0))
+        if not (0 <= row < h and 0 <= col < w):
+            continue
+        if s.right_lung[row, col]:
+            out[s.image_id] = "right"
+        elif s.left_lung[row, col]:
+            out[s.image_id] = "left"
     return out
 
 
@@ -205,10 +202,11 @@ def jsrt_training_samples(data_root: str | Path, cfg: Config) -> list[tuple[Samp
     Empty when the shared data has no ``jsrt_scr``."""
     from cxrils.training.anatomy_data import jsrt_samples, split_of
 
-    if not (Path(data_root) / "jsrt_scr" / "images").is_dir():
+    try:
+        every = jsrt_samples(Path(data_root))
+    except FileNotFoundError:  # no jsrt_scr/images
         return []
-    picked = [s for s in jsrt_samples(Path(data_root))
-              if s.image_id.startswith("JPCLN") and split_of("jsrt_scr", s.patient_id) == "train"]
+    picked = [s for s in every if s.image_id.startswith("JPCLN") and split_of("jsrt_scr", s.patient_id) == "train"]
     sides = jsrt_nodule_sides(data_root, picked)
     out = []
     for s in picked:

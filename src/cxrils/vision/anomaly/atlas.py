@@ -298,20 +298,21 @@ class AtlasAnomalyMapper:
 def main() -> None:  # pragma: no cover - writes the shipped file
     import argparse
 
-    import pandas as pd
     from PIL import Image
+
+    from cxrils.sources.jsrt import read_jsrt_images, read_jsrt_non_nodules
 
     ap = argparse.ArgumentParser(description="Fit the healthy-lung atlas on normal JSRT images.")
     ap.add_argument("--data", type=Path, required=True, help="../shared/data")
     ap.add_argument("--out", type=Path, default=Path(str(resources.files("cxrils") / "weights" / ATLAS_NAME)))
     args = ap.parse_args()
-    d = args.data / "jsrt_scr"
     cfg = AnomalyConfig()
     zs, masks = [], []
-    for image_id in pd.read_csv(d / "non_nodules.csv").image_id:
-        x = cv2.equalizeHist(np.asarray(Image.open(d / "images" / f"{image_id}.png").convert("L")))
-        lungs = sum(np.asarray(Image.open(d / "masks" / s / f"{image_id}.png").convert("L")) > 127
-                    for s in ("right_lung", "left_lung")) > 0
+    images = {r.image_id: r for r in read_jsrt_images(args.data)}
+    for n in read_jsrt_non_nodules(args.data):
+        r = images[n.image_id]
+        x = cv2.equalizeHist(np.asarray(Image.open(r.image_path).convert("L")))
+        lungs = sum(np.asarray(Image.open(p).convert("L")) > 127 for p in (r.right_lung, r.left_lung)) > 0
         zs.append(standardised_brightness(x, lungs, cfg)[0])
         masks.append(lungs)
     atlas = fit_atlas(zs, masks)

@@ -221,8 +221,10 @@ def main() -> None:
         print(accuracy_table(seg, val))
         return
     # timing and memory first, before the data set is loaded (the peak would count it)
-    jsrt = sorted(p for p in (args.data / "jsrt_scr" / "images").glob("*.png")
-                  if split_of("jsrt_scr", p.stem) == "test")[: args.timing_images]
+    from cxrils.sources.jsrt import read_jsrt_images
+
+    jsrt = [r.image_path for r in read_jsrt_images(args.data) if split_of("jsrt_scr", r.image_id) == "test"
+            ][: args.timing_images]
     images = [read_gray(p) for p in jsrt]
     assert images and all(x.shape == (512, 512) for x in images)
     for x in images[:2]:

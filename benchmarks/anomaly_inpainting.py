@@ -39,14 +39,15 @@ def norm(x: np.ndarray) -> tuple[np.ndarray, float, float]:
 
 
 def jsrt(data: Path):
-    import pandas as pd
+    from cxrils.sources.jsrt import read_jsrt_images, read_jsrt_non_nodules
 
-    d = data / "jsrt_scr"
+    images = {r.image_id: r for r in read_jsrt_images(data)}
     out = []
-    for image_id in pd.read_csv(d / "non_nodules.csv").image_id:
-        x = np.asarray(Image.open(d / "images" / f"{image_id}.png").convert("L"))
+    for n in read_jsrt_non_nodules(data):
+        r = images[n.image_id]
+        x = np.asarray(Image.open(r.image_path).convert("L"))
         x = cv2.equalizeHist(x)  # JSRT is low contrast (data README)
-        lungs = sum(np.asarray(Image.open(d / "masks" / s / f"{image_id}.png")) > 127 for s in ("right_lung", "left_lung"))
+        lungs = sum(np.asarray(Image.open(p)) > 127 for p in (r.right_lung, r.left_lung))
         out.append((cv2.resize(norm(x)[0], (SIZE, SIZE)), cv2.resize(lungs.astype(np.uint8), (SIZE, SIZE)) > 0))
     return out
 

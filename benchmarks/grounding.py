@@ -50,15 +50,14 @@ def split_lungs(lungs: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 
 
 def covid_items(data: Path):
-    import pandas as pd
+    from cxrils.sources.covid19 import read_covid19_images, read_covid19_severity
 
-    d = data / "covid_ieee8023"
-    for row in pd.read_csv(d / "severity_scores.csv").itertuples():
-        name = Path(row.filename).with_suffix(".png").name
-        image = d / "images" / name
-        mask = next((d / m / name for m in ("masks_lung_v7labs", "masks_lung_vae") if (d / m / name).exists()), None)
-        if image.exists() and mask is not None:
-            yield read_gray(image), read_gray(mask) > 127, row.geographic_mean, row.opacity_mean
+    images = {r.image_id: r for r in read_covid19_images(data)}
+    for row in read_covid19_severity(data):
+        r = images.get(row.image_id) if row.image_id else None
+        mask = None if r is None else r.v7labs_mask_path or r.vae_mask_path
+        if r is not None and r.image_path.exists() and mask is not None:
+            yield read_gray(r.image_path), read_gray(mask) > 127, row.geographic_mean, row.opacity_mean
 
 
 def bench_covid(data: Path, cfg: Config, anatomy: str | None, backend: str, out: list[str]) -> None:
@@ -96,19 +95,18 @@ def bench_covid(data: Path, cfg: Config, anatomy: str | None, backend: str, out:
 
 
 def bench_nih(data: Path, cfg: Config, out: list[str]) -> None:
-    import pandas as pd
+    from cxrils.sources.nih import read_nih_boxes
 
-    d = data / "nih_bbox"
     detector = get_detector("builtin", cfg)
     best = []
-    for row in pd.read_csv(d / "bboxes.csv").itertuples():
-        x = read_gray(d / "images" / row.image_id)
+    for row in read_nih_boxes(data):
+        x = read_gray(row.image_path)
         ref = np.zeros(x.shape, bool)
         ref[int(round(row.y)):int(round(row.y + row.h)), int(round(row.x)):int(round(row.x + row.w))] = True
         boxes = detector.detect(x)
         ious = [0.0] + [(b.to_mask(x.shape) & ref).sum() / (b.to_mask(x.shape) | ref).sum() for b in boxes]
         best.append((row.finding, max(ious)))
-        out.append(f"  - {row.image_id} {row.finding}: best box IoU {max(ious):.3f} ({len(boxes)} boxes)")
+        out.append(f"  - {row.image_path.name} {row.finding}: best box IoU {max(ious):.3f} ({len(boxes)} boxes)")
     for label, sel in (("all", [v for _, v in best]),
                        ("without cardiomegaly", [v for f, v in best if f != "Cardiomegaly"])):
         v = np.array(sel)

@@ -65,7 +65,6 @@ paper's c1 (published as ``human_masks_c1_union``, not over the default run's ``
 from __future__ import annotations
 
 import argparse
-import csv
 import logging
 import math
 import time
@@ -129,20 +128,17 @@ def covid_qu_ex_cases(data: Path, part: str) -> list[Case]:
 def nih_cases(data: Path) -> list[Case]:
     from PIL import Image
 
-    root = data / "nih_bbox"
+    from cxrils.sources.nih import read_nih_boxes
+
     cases = []
-    with open(root / "bboxes.csv", newline="") as fh:
-        for row in csv.DictReader(fh):
-            t = NIH_TYPES.get(row["finding"])
-            if t is None:
-                continue
-            path = root / "images" / row["image_id"]
-            box = (float(row["x"]), float(row["y"]), float(row["x"]) + float(row["w"]),
-                   float(row["y"]) + float(row["h"]))
-            with Image.open(path) as im:
-                width = im.size[0]
-            cases.append(Case("nih_bbox", Path(row["image_id"]).stem, path, "positive", t,
-                              () if t == "cardiomegaly" else sides_of_box(box, width), box=box))
+    for b in read_nih_boxes(data):
+        t = NIH_TYPES.get(b.finding)
+        if t is None:
+            continue
+        with Image.open(b.image_path) as im:
+            width = im.size[0]
+        cases.append(Case("nih_bbox", b.image_id, b.image_path, "positive", t,
+                          () if t == "cardiomegaly" else sides_of_box(b.xyxy, width), box=b.xyxy))
     return cases
 
 
@@ -150,74 +146,66 @@ def nih_label_cases(data: Path) -> list[Case]:
     """NIH images whose ChestX-ray14 labels (text-mined from the reports, Wang et al.
     2017; no box) hold a pleural effusion: image-level truth, side unknown, so the report
     names both lungs and "found" means a mask in either."""
-    root = data / "nih_bbox"
-    cases = []
-    with open(root / "images.csv", newline="") as fh:
-        for row in csv.DictReader(fh):
-            if "Effusion" in row["nih_finding_labels"].split("|"):
-                cases.append(Case("nih_labels", Path(row["image_id"]).stem, root / row["file"], "positive",
-                                  "effusion", SIDES))
-    return cases
+    from cxrils.sources.nih import read_nih_images
+
+    return [Case("nih_labels", r.image_id, r.image_path, "positive", "effusion", SIDES)
+            for r in read_nih_images(data) if "Effusion" in r.labels]
 
 
 def severity_cases(data: Path) -> list[Case]:
-    root = data / "covid_ieee8023"
-    with open(root / "metadata.csv", newline="", encoding="utf-8", errors="replace") as fh:
-        ids = {r["orig_filename"]: r["image_id"] for r in csv.DictReader(fh)}
+    from cxrils.sources.covid19 import read_covid19_severity
+
     cases = []
-    with open(root / "severity_scores.csv", newline="") as fh:
-        for row in csv.DictReader(fh):
-            iid = ids.get(row["filename"])
-            if iid is None or not (root / "images" / f"{iid}.png").is_file():
-                continue
-            geo, opa = float(row["geographic_mean"]), float(row["opacity_mean"])
-            # extent is summed over both lungs (0-8) without a side: the report says both lungs
-            kind = "positive" if geo > 0 else "normal"
-            cases.append(Case("covid_severity", iid, root / "images" / f"{iid}.png", kind,
-                              "opacity" if geo > 0 else "", SIDES if geo > 0 else (), severity=(geo, opa)))
+    for s in read_covid19_severity(data):
+        if s.image_id is None or s.image_path is None or not s.image_path.is_file():
+            continue
+        geo, opa = s.geographic_mean, s.opacity_mean
+        # extent is summed over both lungs (0-8) without a side: the report says both lungs
+        kind = "positive" if geo > 0 else "normal"
+        cases.append(Case("covid_severity", s.image_id, s.image_path, kind,
+                          "opacity" if geo > 0 else "", SIDES if geo > 0 else (), severity=(geo, opa)))
     return cases
 
 
 def xrv_cases(data: Path) -> list[Case]:
     from PIL import Image
 
-    root = data / "xrv_tests"
+    from cxrils.sources.xrv_tests import read_xrv_boxes, read_xrv_images
+
     boxes: dict[str, list] = {}
-    with open(root / "tbx11k_boxes.csv", newline="") as fh:
-        for row in csv.DictReader(fh):
-            x, y, w, h = (float(row[k]) for k in "xywh")
-            boxes.setdefault(row["image_id"], []).append((x, y, x + w, y + h))
+    for b in read_xrv_boxes(data):
+        boxes.setdefault(b.image_id, []).append(b.xyxy)
     cases = []
-    with open(root / "images.csv", newline="") as fh:
-        for row in csv.DictReader(fh):
-            iid, labels = row["image_id"], row["labels"]
-            path = root / "images" / f"{iid}.png"
-            if labels == "Cardiomegaly":
-                cases.append(Case("xrv_tests", iid, path, "positive", "cardiomegaly"))
-            elif labels in ("No Finding", "healthy"):
-                cases.append(Case("xrv_tests", iid, path, "normal"))
-            elif iid in boxes:  # tuberculosis: an opacity; one case per expert box
-                with Image.open(path) as im:
-                    width = im.size[0]
-                for k, box in enumerate(boxes[iid]):
-                    cases.append(Case("xrv_tests", f"{iid}#{k}", path, "positive", "opacity",
-                                      sides_of_box(box, width), box=box))
+    for r in read_xrv_images(data):
+        iid, labels, path = r.image_id, r.labels, r.image_path
+        if labels == "Cardiomegaly":
+            cases.append(Case("xrv_tests", iid, path, "positive", "cardiomegaly"))
+        elif labels in ("No Finding", "healthy"):
+            cases.append(Case("xrv_tests", iid, path, "normal"))
+        elif iid in boxes:  # tuberculosis: an opacity; one case per expert box
+            with Image.open(path) as im:
+                width = im.size[0]
+            for k, box in enumerate(boxes[iid]):
+                cases.append(Case("xrv_tests", f"{iid}#{k}", path, "positive", "opacity",
+                                  sides_of_box(box, width), box=box))
     return cases
 
 
 def jsrt_normal_cases(data: Path) -> list[Case]:
-    root = data / "jsrt_scr"
-    with open(root / "non_nodules.csv", newline="") as fh:
-        ids = [r["image_id"] for r in csv.DictReader(fh)]
+    from cxrils.sources.jsrt import read_jsrt_images, read_jsrt_non_nodules
+
+    images = {r.image_id: r for r in read_jsrt_images(data)}
+    ids = [n.image_id for n in read_jsrt_non_nodules(data)]
     from cxrils.types import AnatomyMasks
     from cxrils.vision.anatomy import cardiothoracic_ratio
 
     cases = []
     for i in ids:
-        organs = {k: read_mask(root / "masks" / d / f"{i}.png")
-                  for k, d in (("right lung", "right_lung"), ("left lung", "left_lung"), ("heart", "heart"))}
+        r = images[i]
+        organs = {k: read_mask(p) for k, p in (("right lung", r.right_lung), ("left lung", r.left_lung),
+                                                ("heart", r.heart))}
         ctr = cardiothoracic_ratio(AnatomyMasks(organs, organs["heart"].shape, "reference"))
-        cases.append(Case("jsrt_normals", i, root / "images" / f"{i}.png", "normal", reference_ctr=ctr))
+        cases.append(Case("jsrt_normals", i, r.image_path, "normal", reference_ctr=ctr))
     return cases
 
 

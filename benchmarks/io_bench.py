@@ -21,6 +21,7 @@ import numpy as np
 
 from cxrils.io import load_image
 from cxrils.masks import decode_rle, encode_rle
+from cxrils.sources.jsrt import read_jsrt_images
 from results import publish
 
 DEFAULT_DATA = Path(__file__).resolve().parents[1] / ".." / "shared" / "data"
@@ -55,7 +56,10 @@ def main() -> None:
     data = args.data.resolve()
 
     rows = []
-    pngs = sorted((data / "jsrt_scr" / "images").glob("*.png"))
+    try:
+        pngs = [r.image_path for r in read_jsrt_images(data)]
+    except FileNotFoundError:
+        pngs = []
     if pngs:
         rate, n = _rate(pngs)
         print(f"JSRT PNG (512 px, 8-bit): {rate:.1f} images/s over {n} images")

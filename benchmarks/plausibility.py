@@ -48,11 +48,12 @@ def measures(m: AnatomyMasks) -> dict[str, float]:
 
 
 def jsrt(data: Path) -> list[AnatomyMasks]:
-    root = data / "jsrt_scr" / "masks"
+    from cxrils.sources.jsrt import read_jsrt_images
+
     out = []
-    for png in sorted((root / "heart").glob("*.png")):
-        organs = {k: np.asarray(Image.open(root / d / png.name)) > 127
-                  for k, d in (("right lung", "right_lung"), ("left lung", "left_lung"), ("heart", "heart"))}
+    for r in (r for r in read_jsrt_images(data) if r.heart is not None):
+        organs = {k: np.asarray(Image.open(p)) > 127
+                  for k, p in (("right lung", r.right_lung), ("left lung", r.left_lung), ("heart", r.heart))}
         out.append(AnatomyMasks(masks=organs, shape=organs["heart"].shape, backend="jsrt-scr"))
     return out
 

@@ -111,6 +111,8 @@ def test_every_stage_backend_resolves_to_a_class_with_from_config(stage):
     for name in reg.names():
         cls = reg.resolve(name)
         assert isinstance(cls, type) and callable(getattr(cls, "from_config", None)), (stage, name)
+        if stage in ("anatomy", "anomaly", "detector"):  # every image backend loads weights
+            assert callable(getattr(cls, "weight_files", None)), (stage, name)
 
 
 def test_errors_users_see_are_unchanged():

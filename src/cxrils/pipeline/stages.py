@@ -17,12 +17,15 @@ from __future__ import annotations
 import importlib
 from collections.abc import Iterable, Iterator
 from pathlib import Path
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 import numpy as np
 
 from cxrils.config import Config
 from cxrils.types import AnatomyMasks, StructuredReport, StudyGrounding
+
+if TYPE_CHECKING:
+    from cxrils.registry import Registry
 
 #: The default provider's import path.
 DEFAULT_STAGES = "cxrils.pipeline.stages:BuiltinStages"
@@ -148,37 +151,37 @@ class BuiltinStages:
         """The weight files (or folders) the backends of ``cfg`` load, by stage: hashed
         into the run's provenance so a resume with other weights is refused.
 
-        Shipped weights (builtin anatomy network, builtin lesion map, builtin detector,
-        anomaly atlas) and every local path the chosen backends read
-        (``backends.*_weights``, ``*_dir``, ``onnx_detector``, ``llm_model_path``,
-        ``anomaly.radedit_*_dir``, ``anomaly.builtin_weights``,
-        ``detection.builtin_weights``). A backend that gains a weight file must be
-        listed here.
+        Each backend lists its own (its class's ``weight_files(cfg)``, through the
+        stage's :class:`~cxrils.registry.Registry`; no optional package is imported):
+        one label per stage and backend, ``"anatomy (NAME)"`` (the edit region's
+        segmenter too, when it is another), ``"anomaly (NAME)"``, ``"detector (NAME)"``,
+        even when empty; the report side's (structurer, location mapper, and the LLM of
+        paraphrasing) under their backend's name, ``"llm"``, when there are any. An
+        unknown backend name lists nothing (building it fails later).
         """
-        from importlib import resources
+        from cxrils.report import LOCATION_MAPPERS, STRUCTURERS
+        from cxrils.vision.anatomy.base import BACKENDS as ANATOMY
+        from cxrils.vision.anomaly.base import BACKENDS as ANOMALY
+        from cxrils.vision.detection.base import BACKENDS as DETECTOR
 
-        from cxrils.vision.anatomy.builtin import default_weights as anatomy_weights
-        from cxrils.vision.anomaly.atlas import ATLAS_NAME
-        from cxrils.vision.anomaly.builtin import default_weights as lesion_map_weights
-        from cxrils.vision.detection.builtin import default_weights as detector_weights
+        def listed(registry: Registry[Any], name: str) -> list[str]:
+            return registry.weight_files(name, cfg) if name in registry else []
 
         b = cfg.backends
-        atlas = cfg.anomaly.atlas_path or str(resources.files("cxrils") / "weights" / ATLAS_NAME)
-        anatomy_paths = {"builtin": [str(anatomy_weights())], "cxas": [b.cxas_weights],
-                         "hybridgnet": [b.hybridgnet_weights]}
-        anomaly_paths = {"builtin": [cfg.anomaly.builtin_weights or str(lesion_map_weights())],
-                         "atlas": [atlas],
-                         "radedit": [b.radedit_dir, cfg.anomaly.radedit_vae_dir, cfg.anomaly.radedit_text_encoder_dir]}
-        detector_paths = {"builtin": [cfg.detection.builtin_weights or str(detector_weights())],
-                          "onnx": [b.onnx_detector]}
         out: dict[str, list[str]] = {}
         for name in dict.fromkeys([b.anatomy, b.anatomy_edit_region or b.anatomy]):
-            out[f"anatomy ({name})"] = anatomy_paths.get(name, [])
-        out[f"anomaly ({b.anomaly})"] = anomaly_paths.get(b.anomaly, [])
-        out[f"detector ({b.detector})"] = detector_paths.get(b.detector, [])
-        uses_llm = "llm" in (b.report_structurer, b.location_mapper) or cfg.instructions.paraphrase
-        if uses_llm and b.llm_model_path:
-            out["llm"] = [b.llm_model_path]
+            out[f"anatomy ({name})"] = listed(ANATOMY, name)
+        out[f"anomaly ({b.anomaly})"] = listed(ANOMALY, b.anomaly)
+        out[f"detector ({b.detector})"] = listed(DETECTOR, b.detector)
+        text: list[tuple[str, list[str]]] = [(b.report_structurer, listed(STRUCTURERS, b.report_structurer)),
+                                             (b.location_mapper, listed(LOCATION_MAPPERS, b.location_mapper))]
+        if cfg.instructions.paraphrase:  # paraphrasing asks the shared LLM (Appendix C.3)
+            from cxrils.report.llm import llm_weight_files
+
+            text.append(("llm", llm_weight_files(cfg)))
+        for label, paths in text:
+            if paths:
+                out[label] = list(dict.fromkeys(out.get(label, []) + paths))
         return {label: [p for p in paths if p] for label, paths in out.items()}
 
 

@@ -96,6 +96,11 @@ class BuiltinSegmenter:
         """The shipped weights with ``cfg.anatomy``."""
         return cls(cfg=cfg.anatomy)
 
+    @classmethod
+    def weight_files(cls, cfg: Config) -> list[str]:
+        """The file :meth:`from_config` loads: the shipped weights."""
+        return [str(default_weights())]
+
     def probabilities(self, x: np.ndarray) -> np.ndarray:
         """Sigmoid outputs at the input's size.
 

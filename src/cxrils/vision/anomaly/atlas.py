@@ -272,6 +272,11 @@ class AtlasAnomalyMapper:
         """Build from the ``anomaly`` section of a :class:`~cxrils.config.Config`."""
         return cls(cfg.anomaly)
 
+    @classmethod
+    def weight_files(cls, cfg: Config) -> list[str]:
+        """The file :meth:`from_config` loads: ``anomaly.atlas_path``, else the shipped atlas."""
+        return [cfg.anomaly.atlas_path or str(resources.files("cxrils") / "weights" / ATLAS_NAME)]
+
     def map(self, x: np.ndarray, edit_region: np.ndarray, *, lungs: np.ndarray | None = None) -> AnomalyResult:
         """See :meth:`cxrils.vision.anomaly.AnomalyMapper.map`. Only ``lungs`` (default:
         the whole edit region) is modelled and edited; the heart keeps ``x_hat == x``.

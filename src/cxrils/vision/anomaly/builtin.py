@@ -92,6 +92,11 @@ class BuiltinAnomalyMapper:
         """Build from the ``anomaly`` section of a :class:`~cxrils.config.Config`."""
         return cls(cfg.anomaly)
 
+    @classmethod
+    def weight_files(cls, cfg: Config) -> list[str]:
+        """The file :meth:`from_config` loads: ``anomaly.builtin_weights``, else the shipped one."""
+        return [cfg.anomaly.builtin_weights or str(default_weights())]
+
     def probability(self, x: np.ndarray, lungs: np.ndarray | None = None) -> np.ndarray:
         """Lesion probability ``p`` of every pixel of ``x`` uint8 (H, W): float32 (H, W)
         in [0, 1] (network output at ``input_size / 2``, bilinearly resized). A network

@@ -75,6 +75,11 @@ class BuiltinDetector:
         """Build from the ``detection`` section of a :class:`~cxrils.config.Config`."""
         return cls(cfg.detection)
 
+    @classmethod
+    def weight_files(cls, cfg: Config) -> list[str]:
+        """The file :meth:`from_config` loads: ``detection.builtin_weights``, else the shipped one."""
+        return [cfg.detection.builtin_weights or str(default_weights())]
+
     def detect(self, x: np.ndarray, *, anomaly: AnomalyResult | None = None,
                anatomy: AnatomyMasks | None = None) -> list[LesionBox]:
         """See :meth:`cxrils.vision.detection.LesionDetector.detect`. ``anomaly`` and

@@ -22,10 +22,13 @@ from typing import TYPE_CHECKING, Any, Protocol
 import numpy as np
 
 from cxrils.config import Config
-from cxrils.types import AnatomyMasks, StructuredReport, StudyGrounding
+from cxrils.types import AnatomyMasks, AnomalyResult, LesionBox, StructuredReport, StudyGrounding
 
-if TYPE_CHECKING:
+if TYPE_CHECKING:  # the stage packages load only when a stage is made (Ray actors stay light)
     from cxrils.registry import Registry
+    from cxrils.vision.anatomy import AnatomySegmenter
+    from cxrils.vision.anomaly import AnomalyMapper
+    from cxrils.vision.detection import LesionDetector
 
 #: The default provider's import path.
 DEFAULT_STAGES = "cxrils.pipeline.stages:BuiltinStages"
@@ -56,32 +59,38 @@ class StageProvider(Protocol):
         ("PA", "AP", ... or None); raises on an unreadable file."""
         ...
 
-    def make_anatomy(self, cfg: Config) -> Any:
-        """An object with ``segment(x uint8 (H, W)) -> AnatomyMasks`` (every label of
-        :data:`cxrils.vocab.ANATOMY_LABELS`, bool (H, W)), built once per worker."""
+    def make_anatomy(self, cfg: Config) -> AnatomySegmenter:
+        """An :class:`~cxrils.vision.anatomy.AnatomySegmenter`: ``segment(x uint8 (H, W))
+        -> AnatomyMasks`` (every label of :data:`cxrils.vocab.ANATOMY_LABELS`, bool
+        (H, W)) and ``segment_batch``, built once per worker."""
         ...
 
-    def make_anomaly(self, cfg: Config) -> Any:
-        """An object with ``map(x, edit_region bool (H, W), *, lungs=None) ->
-        AnomalyResult`` (x_hat uint8, x_ano float32 in [0, 1]), built once per worker."""
+    def make_anomaly(self, cfg: Config) -> AnomalyMapper:
+        """An :class:`~cxrils.vision.anomaly.AnomalyMapper`: ``map(x, edit_region bool
+        (H, W), *, lungs=None) -> AnomalyResult`` (x_hat uint8, x_ano float32 in
+        [0, 1]) and ``map_batch``, built once per worker."""
         ...
 
-    def make_detector(self, cfg: Config) -> Any:
-        """An object with ``detect(x, *, anomaly=None, anatomy=None) -> list[LesionBox]``
-        (boxes in pixels of ``x``), built once per worker."""
+    def make_detector(self, cfg: Config) -> LesionDetector:
+        """A :class:`~cxrils.vision.detection.LesionDetector`: ``detect(x, *, anomaly=None,
+        anatomy=None) -> list[LesionBox]`` (boxes in pixels of ``x``) and
+        ``detect_batch``, built once per worker."""
         ...
 
     def cross_check(self, a: AnatomyMasks, b: AnatomyMasks, cfg: Config) -> str | None:
         """Appendix D.2: None when two anatomy sources agree, else the reason."""
         ...
 
-    def ground_study(self, **kwargs: Any) -> StudyGrounding:
-        """Algorithm 1 and location verification; the keywords of
-        :func:`cxrils.grounding.ground_study`."""
+    def ground_study(self, *, study_id: str, image_id: str, x: np.ndarray, report: StructuredReport,
+                     anatomy: AnatomyMasks, anomaly: AnomalyResult, boxes: list[LesionBox], cfg: Config,
+                     view_position: str | None = None, crosscheck: str | None = None,
+                     ctr: float | None = None, organs: AnatomyMasks | None = None) -> StudyGrounding:
+        """Algorithm 1 and location verification, as :func:`cxrils.grounding.ground_study`
+        (same keywords); the pipeline passes those up to ``cfg``, and ``organs``."""
         ...
 
     def generate_records(self, grounding: StudyGrounding, *, split: str, patient_id: str,
-                         image_path: str, cfg: Config, absent_negatives: bool = True) -> list[dict]:
+                         image_path: str, cfg: Config, absent_negatives: bool = True) -> list[dict[str, Any]]:
         """Dataset rows of one image (:func:`cxrils.instructions.generate_records`)."""
         ...
 
@@ -109,19 +118,19 @@ class BuiltinStages:
         loaded = load_image(path, max_pixels=cfg.io.max_pixels, voi=cfg.io.voi)
         return loaded.pixels, getattr(loaded.meta, "view_position", None)
 
-    def make_anatomy(self, cfg: Config) -> Any:
+    def make_anatomy(self, cfg: Config) -> AnatomySegmenter:
         """The anatomy segmenter ``cfg.backends.anatomy`` (``.segment(x) -> AnatomyMasks``)."""
         from cxrils.vision.anatomy import get_segmenter
 
         return get_segmenter(cfg.backends.anatomy, cfg)
 
-    def make_anomaly(self, cfg: Config) -> Any:
+    def make_anomaly(self, cfg: Config) -> AnomalyMapper:
         """The anomaly mapper ``cfg.backends.anomaly`` (``.map(x, edit_region) -> AnomalyResult``)."""
         from cxrils.vision.anomaly import get_anomaly_mapper
 
         return get_anomaly_mapper(cfg.backends.anomaly, cfg)
 
-    def make_detector(self, cfg: Config) -> Any:
+    def make_detector(self, cfg: Config) -> LesionDetector:
         """The lesion detector ``cfg.backends.detector`` (``.detect(x, ...) -> list[LesionBox]``)."""
         from cxrils.vision.detection import get_detector
 
@@ -133,14 +142,19 @@ class BuiltinStages:
 
         return cross_check(a, b, cfg.qc)
 
-    def ground_study(self, **kwargs: Any) -> StudyGrounding:
+    def ground_study(self, *, study_id: str, image_id: str, x: np.ndarray, report: StructuredReport,
+                     anatomy: AnatomyMasks, anomaly: AnomalyResult, boxes: list[LesionBox], cfg: Config,
+                     view_position: str | None = None, crosscheck: str | None = None,
+                     ctr: float | None = None, organs: AnatomyMasks | None = None) -> StudyGrounding:
         """Algorithm 1 and location verification (section 3.1 steps 3-4)."""
         from cxrils.grounding import ground_study
 
-        return ground_study(**kwargs)
+        return ground_study(study_id=study_id, image_id=image_id, x=x, report=report, anatomy=anatomy,
+                            anomaly=anomaly, boxes=boxes, cfg=cfg, view_position=view_position,
+                            crosscheck=crosscheck, ctr=ctr, organs=organs)
 
     def generate_records(self, grounding: StudyGrounding, *, split: str, patient_id: str,
-                         image_path: str, cfg: Config, absent_negatives: bool = True) -> list[dict]:
+                         image_path: str, cfg: Config, absent_negatives: bool = True) -> list[dict[str, Any]]:
         """Instruction-answer records of one image (section 3.2)."""
         from cxrils.instructions import generate_records
 
@@ -200,4 +214,9 @@ def resolve_stages(spec: str) -> StageProvider:
         obj = getattr(importlib.import_module(module_name), attr)
     except (ImportError, AttributeError) as err:
         raise ValueError(f"cannot import stage provider {spec!r}: {err}") from err
-    return obj() if isinstance(obj, type) else obj
+    provider: StageProvider = obj() if isinstance(obj, type) else obj
+    return provider
+
+
+if TYPE_CHECKING:  # mypy checks that the default provider has the protocol's signatures
+    _BUILTIN_IS_A_PROVIDER: StageProvider = BuiltinStages()

@@ -21,7 +21,7 @@ import numpy as np
 from cxrils.config import AnatomyConfig, Config
 from cxrils.fsutil import sha256_file
 from cxrils.types import AnatomyMasks
-from cxrils.vision.anatomy.base import AnatomyBackendError, assemble, check_input
+from cxrils.vision.anatomy.base import AnatomyBackendError, AnatomySegmenter, assemble, check_input
 from cxrils.vision.anatomy.network import CHANNELS, FULL, HEART, VISIBLE, build_network
 from cxrils.vision.anatomy.preprocess import prepare
 
@@ -46,7 +46,7 @@ def largest_component(mask: np.ndarray) -> np.ndarray:
     return keep.astype(bool)
 
 
-class BuiltinSegmenter:
+class BuiltinSegmenter(AnatomySegmenter):
     """Right lung, left lung and heart from the shipped network; zones and lobes by rule.
 
     Parameters

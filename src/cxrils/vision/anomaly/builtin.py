@@ -39,7 +39,7 @@ import numpy as np
 from cxrils.config import AnomalyConfig, Config
 from cxrils.fsutil import sha256_file
 from cxrils.types import AnomalyResult
-from cxrils.vision.anomaly.base import I_MAX, AnomalyBackendError, anomaly_result, check_inputs
+from cxrils.vision.anomaly.base import I_MAX, AnomalyBackendError, AnomalyMapper, anomaly_result, check_inputs
 from cxrils.vision.lesion_nets import LesionSegNet, load_weights, network_input, network_mask
 
 #: File name of the shipped weights inside ``cxrils/weights``.
@@ -55,7 +55,7 @@ def _build(meta: dict) -> LesionSegNet:
     return LesionSegNet(tuple(meta["arch"]["widths"]), in_channels=int(meta["arch"].get("in_channels", 1)))
 
 
-class BuiltinAnomalyMapper:
+class BuiltinAnomalyMapper(AnomalyMapper):
     """The learned lesion map (see module docstring).
 
     Parameters

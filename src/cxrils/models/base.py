@@ -9,19 +9,15 @@ registered class, so a new model plugs in by adding one entry to
 
 from __future__ import annotations
 
-import importlib
 import json
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
 from pathlib import Path
+from typing import cast
 
 import numpy as np
 
-#: model_type -> "module:Class" of its :class:`Segmenter` (imported lazily).
-MODEL_TYPES: dict[str, str] = {
-    "light": "cxrils.models.light.segmenter:LightSegmenter",
-    "rosalia": "cxrils.models.rosalia.segmenter:RosaliaSegmenter",
-}
+from cxrils.registry import Registry
 
 CONFIG_NAME = "config.json"
 
@@ -32,6 +28,14 @@ ARCHITECTURE_TYPES: dict[str, str] = {"LISAForCausalLM": "rosalia"}
 
 class ModelLoadError(ValueError):
     """Raised when a run folder is missing, incomplete or of an unknown model type."""
+
+
+#: model_type -> "module:Class" of its :class:`Segmenter`, imported lazily
+#: (:class:`cxrils.registry.Registry`; :meth:`Segmenter.from_pretrained` loads, not ``build``).
+MODEL_TYPES: Registry[Segmenter] = Registry("model_type", {
+    "light": "cxrils.models.light.segmenter:LightSegmenter",
+    "rosalia": "cxrils.models.rosalia.segmenter:RosaliaSegmenter",
+}, ModelLoadError)
 
 
 @dataclass(frozen=True)
@@ -88,7 +92,7 @@ def read_model_config(path: str | Path) -> dict:
     except (OSError, json.JSONDecodeError) as err:
         raise ModelLoadError(f"{cfg_path}: not readable JSON: {err}") from err
     if not isinstance(cfg, dict) or "model_type" not in cfg:
-        raise ModelLoadError(f"{cfg_path}: needs a 'model_type' key (one of {sorted(MODEL_TYPES)})")
+        raise ModelLoadError(f"{cfg_path}: needs a 'model_type' key (one of {MODEL_TYPES.names()})")
     return cfg
 
 
@@ -109,14 +113,7 @@ def resolve_model_class(model_type: str) -> type[Segmenter]:
     ModelLoadError
         If the type is unknown or its module cannot be imported.
     """
-    if model_type not in MODEL_TYPES:
-        raise ModelLoadError(f"unknown model_type {model_type!r}; known: {sorted(MODEL_TYPES)}")
-    module_name, cls_name = MODEL_TYPES[model_type].split(":")
-    try:
-        module = importlib.import_module(module_name)
-    except ImportError as err:
-        raise ModelLoadError(f"model_type {model_type!r} is not available: {err}") from err
-    return getattr(module, cls_name)
+    return cast("type[Segmenter]", MODEL_TYPES.resolve(model_type))
 
 
 def default_model_dir() -> Path | None:

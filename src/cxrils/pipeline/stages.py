@@ -17,12 +17,18 @@ from __future__ import annotations
 import importlib
 from collections.abc import Iterable, Iterator
 from pathlib import Path
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 import numpy as np
 
 from cxrils.config import Config
-from cxrils.types import AnatomyMasks, StructuredReport, StudyGrounding
+from cxrils.types import AnatomyMasks, AnomalyResult, LesionBox, StructuredReport, StudyGrounding
+
+if TYPE_CHECKING:  # the stage packages load only when a stage is made (Ray actors stay light)
+    from cxrils.registry import Registry
+    from cxrils.vision.anatomy import AnatomySegmenter
+    from cxrils.vision.anomaly import AnomalyMapper
+    from cxrils.vision.detection import LesionDetector
 
 #: The default provider's import path.
 DEFAULT_STAGES = "cxrils.pipeline.stages:BuiltinStages"
@@ -53,32 +59,38 @@ class StageProvider(Protocol):
         ("PA", "AP", ... or None); raises on an unreadable file."""
         ...
 
-    def make_anatomy(self, cfg: Config) -> Any:
-        """An object with ``segment(x uint8 (H, W)) -> AnatomyMasks`` (every label of
-        :data:`cxrils.vocab.ANATOMY_LABELS`, bool (H, W)), built once per worker."""
+    def make_anatomy(self, cfg: Config) -> AnatomySegmenter:
+        """An :class:`~cxrils.vision.anatomy.AnatomySegmenter`: ``segment(x uint8 (H, W))
+        -> AnatomyMasks`` (every label of :data:`cxrils.vocab.ANATOMY_LABELS`, bool
+        (H, W)) and ``segment_batch``, built once per worker."""
         ...
 
-    def make_anomaly(self, cfg: Config) -> Any:
-        """An object with ``map(x, edit_region bool (H, W), *, lungs=None) ->
-        AnomalyResult`` (x_hat uint8, x_ano float32 in [0, 1]), built once per worker."""
+    def make_anomaly(self, cfg: Config) -> AnomalyMapper:
+        """An :class:`~cxrils.vision.anomaly.AnomalyMapper`: ``map(x, edit_region bool
+        (H, W), *, lungs=None) -> AnomalyResult`` (x_hat uint8, x_ano float32 in
+        [0, 1]) and ``map_batch``, built once per worker."""
         ...
 
-    def make_detector(self, cfg: Config) -> Any:
-        """An object with ``detect(x, *, anomaly=None, anatomy=None) -> list[LesionBox]``
-        (boxes in pixels of ``x``), built once per worker."""
+    def make_detector(self, cfg: Config) -> LesionDetector:
+        """A :class:`~cxrils.vision.detection.LesionDetector`: ``detect(x, *, anomaly=None,
+        anatomy=None) -> list[LesionBox]`` (boxes in pixels of ``x``) and
+        ``detect_batch``, built once per worker."""
         ...
 
     def cross_check(self, a: AnatomyMasks, b: AnatomyMasks, cfg: Config) -> str | None:
         """Appendix D.2: None when two anatomy sources agree, else the reason."""
         ...
 
-    def ground_study(self, **kwargs: Any) -> StudyGrounding:
-        """Algorithm 1 and location verification; the keywords of
-        :func:`cxrils.grounding.ground_study`."""
+    def ground_study(self, *, study_id: str, image_id: str, x: np.ndarray, report: StructuredReport,
+                     anatomy: AnatomyMasks, anomaly: AnomalyResult, boxes: list[LesionBox], cfg: Config,
+                     view_position: str | None = None, crosscheck: str | None = None,
+                     ctr: float | None = None, organs: AnatomyMasks | None = None) -> StudyGrounding:
+        """Algorithm 1 and location verification, as :func:`cxrils.grounding.ground_study`
+        (same keywords); the pipeline passes those up to ``cfg``, and ``organs``."""
         ...
 
     def generate_records(self, grounding: StudyGrounding, *, split: str, patient_id: str,
-                         image_path: str, cfg: Config, absent_negatives: bool = True) -> list[dict]:
+                         image_path: str, cfg: Config, absent_negatives: bool = True) -> list[dict[str, Any]]:
         """Dataset rows of one image (:func:`cxrils.instructions.generate_records`)."""
         ...
 
@@ -106,19 +118,19 @@ class BuiltinStages:
         loaded = load_image(path, max_pixels=cfg.io.max_pixels, voi=cfg.io.voi)
         return loaded.pixels, getattr(loaded.meta, "view_position", None)
 
-    def make_anatomy(self, cfg: Config) -> Any:
+    def make_anatomy(self, cfg: Config) -> AnatomySegmenter:
         """The anatomy segmenter ``cfg.backends.anatomy`` (``.segment(x) -> AnatomyMasks``)."""
         from cxrils.vision.anatomy import get_segmenter
 
         return get_segmenter(cfg.backends.anatomy, cfg)
 
-    def make_anomaly(self, cfg: Config) -> Any:
+    def make_anomaly(self, cfg: Config) -> AnomalyMapper:
         """The anomaly mapper ``cfg.backends.anomaly`` (``.map(x, edit_region) -> AnomalyResult``)."""
         from cxrils.vision.anomaly import get_anomaly_mapper
 
         return get_anomaly_mapper(cfg.backends.anomaly, cfg)
 
-    def make_detector(self, cfg: Config) -> Any:
+    def make_detector(self, cfg: Config) -> LesionDetector:
         """The lesion detector ``cfg.backends.detector`` (``.detect(x, ...) -> list[LesionBox]``)."""
         from cxrils.vision.detection import get_detector
 
@@ -130,14 +142,19 @@ class BuiltinStages:
 
         return cross_check(a, b, cfg.qc)
 
-    def ground_study(self, **kwargs: Any) -> StudyGrounding:
+    def ground_study(self, *, study_id: str, image_id: str, x: np.ndarray, report: StructuredReport,
+                     anatomy: AnatomyMasks, anomaly: AnomalyResult, boxes: list[LesionBox], cfg: Config,
+                     view_position: str | None = None, crosscheck: str | None = None,
+                     ctr: float | None = None, organs: AnatomyMasks | None = None) -> StudyGrounding:
         """Algorithm 1 and location verification (section 3.1 steps 3-4)."""
         from cxrils.grounding import ground_study
 
-        return ground_study(**kwargs)
+        return ground_study(study_id=study_id, image_id=image_id, x=x, report=report, anatomy=anatomy,
+                            anomaly=anomaly, boxes=boxes, cfg=cfg, view_position=view_position,
+                            crosscheck=crosscheck, ctr=ctr, organs=organs)
 
     def generate_records(self, grounding: StudyGrounding, *, split: str, patient_id: str,
-                         image_path: str, cfg: Config, absent_negatives: bool = True) -> list[dict]:
+                         image_path: str, cfg: Config, absent_negatives: bool = True) -> list[dict[str, Any]]:
         """Instruction-answer records of one image (section 3.2)."""
         from cxrils.instructions import generate_records
 
@@ -148,37 +165,37 @@ class BuiltinStages:
         """The weight files (or folders) the backends of ``cfg`` load, by stage: hashed
         into the run's provenance so a resume with other weights is refused.
 
-        Shipped weights (builtin anatomy network, builtin lesion map, builtin detector,
-        anomaly atlas) and every local path the chosen backends read
-        (``backends.*_weights``, ``*_dir``, ``onnx_detector``, ``llm_model_path``,
-        ``anomaly.radedit_*_dir``, ``anomaly.builtin_weights``,
-        ``detection.builtin_weights``). A backend that gains a weight file must be
-        listed here.
+        Each backend lists its own (its class's ``weight_files(cfg)``, through the
+        stage's :class:`~cxrils.registry.Registry`; no optional package is imported):
+        one label per stage and backend, ``"anatomy (NAME)"`` (the edit region's
+        segmenter too, when it is another), ``"anomaly (NAME)"``, ``"detector (NAME)"``,
+        even when empty; the report side's (structurer, location mapper, and the LLM of
+        paraphrasing) under their backend's name, ``"llm"``, when there are any. An
+        unknown backend name lists nothing (building it fails later).
         """
-        from importlib import resources
+        from cxrils.report import LOCATION_MAPPERS, STRUCTURERS
+        from cxrils.vision.anatomy.base import BACKENDS as ANATOMY
+        from cxrils.vision.anomaly.base import BACKENDS as ANOMALY
+        from cxrils.vision.detection.base import BACKENDS as DETECTOR
 
-        from cxrils.vision.anatomy.builtin import default_weights as anatomy_weights
-        from cxrils.vision.anomaly.atlas import ATLAS_NAME
-        from cxrils.vision.anomaly.builtin import default_weights as lesion_map_weights
-        from cxrils.vision.detection.builtin import default_weights as detector_weights
+        def listed(registry: Registry[Any], name: str) -> list[str]:
+            return registry.weight_files(name, cfg) if name in registry else []
 
         b = cfg.backends
-        atlas = cfg.anomaly.atlas_path or str(resources.files("cxrils") / "weights" / ATLAS_NAME)
-        anatomy_paths = {"builtin": [str(anatomy_weights())], "cxas": [b.cxas_weights],
-                         "hybridgnet": [b.hybridgnet_weights]}
-        anomaly_paths = {"builtin": [cfg.anomaly.builtin_weights or str(lesion_map_weights())],
-                         "atlas": [atlas],
-                         "radedit": [b.radedit_dir, cfg.anomaly.radedit_vae_dir, cfg.anomaly.radedit_text_encoder_dir]}
-        detector_paths = {"builtin": [cfg.detection.builtin_weights or str(detector_weights())],
-                          "onnx": [b.onnx_detector]}
         out: dict[str, list[str]] = {}
         for name in dict.fromkeys([b.anatomy, b.anatomy_edit_region or b.anatomy]):
-            out[f"anatomy ({name})"] = anatomy_paths.get(name, [])
-        out[f"anomaly ({b.anomaly})"] = anomaly_paths.get(b.anomaly, [])
-        out[f"detector ({b.detector})"] = detector_paths.get(b.detector, [])
-        uses_llm = "llm" in (b.report_structurer, b.location_mapper) or cfg.instructions.paraphrase
-        if uses_llm and b.llm_model_path:
-            out["llm"] = [b.llm_model_path]
+            out[f"anatomy ({name})"] = listed(ANATOMY, name)
+        out[f"anomaly ({b.anomaly})"] = listed(ANOMALY, b.anomaly)
+        out[f"detector ({b.detector})"] = listed(DETECTOR, b.detector)
+        text: list[tuple[str, list[str]]] = [(b.report_structurer, listed(STRUCTURERS, b.report_structurer)),
+                                             (b.location_mapper, listed(LOCATION_MAPPERS, b.location_mapper))]
+        if cfg.instructions.paraphrase:  # paraphrasing asks the shared LLM (Appendix C.3)
+            from cxrils.report.llm import llm_weight_files
+
+            text.append(("llm", llm_weight_files(cfg)))
+        for label, paths in text:
+            if paths:
+                out[label] = list(dict.fromkeys(out.get(label, []) + paths))
         return {label: [p for p in paths if p] for label, paths in out.items()}
 
 
@@ -197,4 +214,9 @@ def resolve_stages(spec: str) -> StageProvider:
         obj = getattr(importlib.import_module(module_name), attr)
     except (ImportError, AttributeError) as err:
         raise ValueError(f"cannot import stage provider {spec!r}: {err}") from err
-    return obj() if isinstance(obj, type) else obj
+    provider: StageProvider = obj() if isinstance(obj, type) else obj
+    return provider
+
+
+if TYPE_CHECKING:  # mypy checks that the default provider has the protocol's signatures
+    _BUILTIN_IS_A_PROVIDER: StageProvider = BuiltinStages()

@@ -19,12 +19,13 @@ from collections.abc import Iterable, Iterator
 from functools import lru_cache
 from typing import Protocol
 
-from cxrils.report.locations import LexiconLocationMapper, LocationMapper
+from cxrils.registry import Registry
+from cxrils.report.locations import LocationMapper
 from cxrils.report.sections import SectionChoice, select_iu_section, select_section
 from cxrils.types import Finding, StructuredReport
 
 __all__ = [
-    "ReportStructurer", "LocationMapper", "get_structurer", "get_location_mapper",
+    "ReportStructurer", "LocationMapper", "STRUCTURERS", "LOCATION_MAPPERS", "get_structurer", "get_location_mapper",
     "structure_report", "structure_reports", "structure_section", "select_section",
     "select_iu_section", "SectionChoice",
 ]
@@ -40,6 +41,20 @@ class ReportStructurer(Protocol):
     def structure_many(self, texts: Iterable[str]) -> list[list[Finding]]: ...
 
 
+#: Report structurers by name (:class:`cxrils.registry.Registry`); ``from_config(cfg)``
+#: builds one, ``weight_files(cfg)`` lists the model it loads (``llm``).
+STRUCTURERS: Registry[ReportStructurer] = Registry("report structurer", {
+    "rules": "cxrils.report.rules:RulesStructurer",
+    "llm": "cxrils.report.llm:LLMStructurer",
+}, ValueError)
+
+#: Location mappers by name, as :data:`STRUCTURERS`.
+LOCATION_MAPPERS: Registry[LocationMapper] = Registry("location mapper", {
+    "lexicon": "cxrils.report.locations:LexiconLocationMapper",
+    "llm": "cxrils.report.llm:LLMLocationMapper",
+}, ValueError)
+
+
 def get_structurer(name: str | None = None, cfg=None) -> ReportStructurer:
     """The report structurer called ``name`` ("rules" | "llm"); None takes
     ``cfg.backends.report_structurer``.
@@ -52,16 +67,7 @@ def get_structurer(name: str | None = None, cfg=None) -> ReportStructurer:
     from cxrils.config import Config
 
     cfg = cfg or Config()
-    name = name or cfg.backends.report_structurer
-    if name == "rules":
-        from cxrils.report.rules import RulesStructurer
-
-        return RulesStructurer(cfg)
-    if name == "llm":
-        from cxrils.report.llm import LLMStructurer
-
-        return LLMStructurer.from_config(cfg)
-    raise ValueError(f"unknown report structurer {name!r}; choose 'rules' or 'llm'")
+    return STRUCTURERS.build(name or cfg.backends.report_structurer, cfg)
 
 
 def get_location_mapper(name: str | None = None, cfg=None) -> LocationMapper:
@@ -76,14 +82,7 @@ def get_location_mapper(name: str | None = None, cfg=None) -> LocationMapper:
     from cxrils.config import Config
 
     cfg = cfg or Config()
-    name = name or cfg.backends.location_mapper
-    if name == "lexicon":
-        return LexiconLocationMapper()
-    if name == "llm":
-        from cxrils.report.llm import LLMLocationMapper
-
-        return LLMLocationMapper.from_config(cfg)
-    raise ValueError(f"unknown location mapper {name!r}; choose 'lexicon' or 'llm'")
+    return LOCATION_MAPPERS.build(name or cfg.backends.location_mapper, cfg)
 
 
 @lru_cache(maxsize=1)

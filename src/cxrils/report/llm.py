@@ -229,6 +229,15 @@ def llm_endpoint(cfg, task: str | None = None) -> tuple[str, str, str, str]:
     return b.llm_base_url, b.llm_model_path, b.llm_gguf_file, model
 
 
+def llm_weight_files(cfg) -> list[str]:
+    """The local LLM folder a run hashes into its provenance: the shared
+    ``backends.llm_model_path`` when set (even when a server, ``llm_base_url``, answers
+    instead), for report structuring, location mapping and instruction paraphrasing
+    alike, else nothing. Known gap: a per-task ``backends.llm_<task>_model_path`` is not
+    listed (listing it would change the recorded weights of existing datasets)."""
+    return [p for p in [cfg.backends.llm_model_path] if p]
+
+
 _CLIENTS: dict[tuple, ChatClient] = {}
 _CLIENTS_LOCK = threading.Lock()
 
@@ -362,6 +371,12 @@ class _LLMBase:
         return cls(client or client_from_config(cfg, cls.task), max_tokens=b.llm_max_tokens,
                    max_retries=b.llm_max_retries, concurrency=b.llm_concurrency,
                    cache_dir=b.llm_cache_dir or None)
+
+    @classmethod
+    def weight_files(cls, cfg) -> list[str]:
+        """The local model folder to hash into a dataset's provenance:
+        :func:`llm_weight_files`."""
+        return llm_weight_files(cfg)
 
     @property
     def version(self) -> str:

@@ -25,10 +25,13 @@ Sides are the PATIENT's: "right lung" lies on the image's left on a frontal view
 from __future__ import annotations
 
 import re
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
 from cxrils.report.tokens import DEID_TOKEN
 from cxrils.vocab import BROAD_CATEGORIES, LUNG_REGION_LABELS
+
+if TYPE_CHECKING:
+    from cxrils.config import Config
 
 
 class LocationMapper(Protocol):
@@ -187,6 +190,12 @@ class LexiconLocationMapper:
     """
 
     name = "lexicon"
+
+    @classmethod
+    def from_config(cls, cfg: Config) -> LexiconLocationMapper:
+        """The registry's constructor (:data:`cxrils.report.LOCATION_MAPPERS`); the
+        lexicon has no settings."""
+        return cls()
 
     def categories(self, phrase: str) -> list[str]:
         """Step 1: the broad categories of a phrase (possibly several for a

@@ -187,6 +187,11 @@ class RulesStructurer:
         self._targets, self._cues = _matchers()
         self._windows = (rc.clear_before_chars, rc.clear_after_chars, rc.comparison_before_chars)
 
+    @classmethod
+    def from_config(cls, cfg: Config) -> RulesStructurer:
+        """The registry's constructor (:data:`cxrils.report.STRUCTURERS`): ``cls(cfg)``."""
+        return cls(cfg)
+
     @property
     def version(self) -> str:
         return f"rules cxrils-{__version__} differential-{self.differential_certainty}"

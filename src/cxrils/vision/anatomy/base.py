@@ -8,9 +8,9 @@ from typing import Protocol, runtime_checkable
 import numpy as np
 
 from cxrils.config import AnatomyConfig, Config
+from cxrils.registry import Registry
 from cxrils.types import AnatomyMasks
 from cxrils.vision.anatomy.regions import lung_regions
-from cxrils.vision.registry import build_backend
 from cxrils.vocab import ANATOMY_LABELS
 
 
@@ -74,12 +74,13 @@ class AnatomySegmenter(Protocol):
         return [self.segment(x) for x in xs]
 
 
-#: Backend name -> "module:class"; classes provide ``from_config(cfg: Config)``.
-BACKENDS: dict[str, str] = {
+#: Backend name -> "module:Class" (:class:`cxrils.registry.Registry`); each class provides
+#: ``from_config(cfg)`` and ``weight_files(cfg)`` (the files it loads, for provenance).
+BACKENDS: Registry[AnatomySegmenter] = Registry("anatomy backend", {
     "builtin": "cxrils.vision.anatomy.builtin:BuiltinSegmenter",
     "cxas": "cxrils.vision.anatomy.cxas:CxasSegmenter",
     "hybridgnet": "cxrils.vision.anatomy.hybridgnet:HybridGNetSegmenter",
-}
+}, AnatomyBackendError)
 
 
 def get_segmenter(name: str, cfg: Config) -> AnatomySegmenter:
@@ -90,7 +91,7 @@ def get_segmenter(name: str, cfg: Config) -> AnatomySegmenter:
     AnatomyBackendError
         If the name is unknown, or the backend's package or weights are missing.
     """
-    return build_backend(BACKENDS, name, "anatomy", AnatomyBackendError, cfg)
+    return BACKENDS.build(name, cfg)
 
 
 def assemble(right: np.ndarray, left: np.ndarray, heart: np.ndarray, cfg: AnatomyConfig,

@@ -21,7 +21,7 @@ import numpy as np
 from cxrils.config import AnatomyConfig, Config
 from cxrils.fsutil import sha256_file
 from cxrils.types import AnatomyMasks
-from cxrils.vision.anatomy.base import AnatomyBackendError, assemble, check_input
+from cxrils.vision.anatomy.base import AnatomyBackendError, AnatomySegmenter, assemble, check_input
 from cxrils.vision.anatomy.network import CHANNELS, FULL, HEART, VISIBLE, build_network
 from cxrils.vision.anatomy.preprocess import prepare
 
@@ -46,7 +46,7 @@ def largest_component(mask: np.ndarray) -> np.ndarray:
     return keep.astype(bool)
 
 
-class BuiltinSegmenter:
+class BuiltinSegmenter(AnatomySegmenter):
     """Right lung, left lung and heart from the shipped network; zones and lobes by rule.
 
     Parameters
@@ -95,6 +95,11 @@ class BuiltinSegmenter:
     def from_config(cls, cfg: Config) -> BuiltinSegmenter:
         """The shipped weights with ``cfg.anatomy``."""
         return cls(cfg=cfg.anatomy)
+
+    @classmethod
+    def weight_files(cls, cfg: Config) -> list[str]:
+        """The file :meth:`from_config` loads: the shipped weights."""
+        return [str(default_weights())]
 
     def probabilities(self, x: np.ndarray) -> np.ndarray:
         """Sigmoid outputs at the input's size.

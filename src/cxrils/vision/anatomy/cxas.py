@@ -221,6 +221,12 @@ class CxasSegmenter(AnatomySegmenter):
         self.threshold = threshold
 
     @classmethod
+    def weight_files(cls, cfg: Config) -> list[str]:
+        """The checkpoint :meth:`from_config` loads (``backends.cxas_weights``), when set;
+        imports neither torch nor cxas."""
+        return [p for p in [cfg.backends.cxas_weights] if p]
+
+    @classmethod
     def from_config(cls, cfg: Config) -> CxasSegmenter:
         """Build from ``cfg.backends.cxas_weights``.
 

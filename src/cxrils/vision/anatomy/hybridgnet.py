@@ -439,6 +439,13 @@ class HybridGNetSegmenter(AnatomySegmenter):
         self.version = version
 
     @classmethod
+    def weight_files(cls, cfg: Config) -> list[str]:
+        """The weights :meth:`from_config` loads (``backends.hybridgnet_weights``), when
+        set (the code folder ``backends.hybridgnet_dir`` is not hashed); imports neither
+        torch nor torch_geometric."""
+        return [p for p in [cfg.backends.hybridgnet_weights] if p]
+
+    @classmethod
     def from_config(cls, cfg: Config) -> HybridGNetSegmenter:
         """Build from ``backends.hybridgnet_dir`` (the user's HybridGNet code, either
         layout of :data:`LAYOUTS`) and ``backends.hybridgnet_weights``.

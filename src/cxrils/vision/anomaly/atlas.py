@@ -45,7 +45,7 @@ from scipy import ndimage as ndi
 
 from cxrils.config import AnomalyConfig, Config
 from cxrils.types import AnomalyResult
-from cxrils.vision.anomaly.base import I_MAX, AnomalyBackendError, anomaly_result, check_inputs
+from cxrils.vision.anomaly.base import I_MAX, AnomalyBackendError, AnomalyMapper, anomaly_result, check_inputs
 
 #: File name of the shipped atlas inside ``cxrils/weights``.
 ATLAS_NAME = "anomaly_atlas.json"
@@ -241,7 +241,7 @@ def fit_atlas(z_maps: list[np.ndarray], lung_masks: list[np.ndarray], n: int = 8
     return HealthyLungAtlas(mu, sd)
 
 
-class AtlasAnomalyMapper:
+class AtlasAnomalyMapper(AnomalyMapper):
     """CPU anomaly mapper (see module docstring for the method).
 
     Parameters
@@ -271,6 +271,11 @@ class AtlasAnomalyMapper:
     def from_config(cls, cfg: Config) -> AtlasAnomalyMapper:
         """Build from the ``anomaly`` section of a :class:`~cxrils.config.Config`."""
         return cls(cfg.anomaly)
+
+    @classmethod
+    def weight_files(cls, cfg: Config) -> list[str]:
+        """The file :meth:`from_config` loads: ``anomaly.atlas_path``, else the shipped atlas."""
+        return [cfg.anomaly.atlas_path or str(resources.files("cxrils") / "weights" / ATLAS_NAME)]
 
     def map(self, x: np.ndarray, edit_region: np.ndarray, *, lungs: np.ndarray | None = None) -> AnomalyResult:
         """See :meth:`cxrils.vision.anomaly.AnomalyMapper.map`. Only ``lungs`` (default:

@@ -8,9 +8,9 @@ from typing import Protocol, runtime_checkable
 import numpy as np
 
 from cxrils.config import Config
+from cxrils.registry import Registry
 from cxrils.types import AnomalyResult
 from cxrils.vision.batching import check_lengths
-from cxrils.vision.registry import build_backend
 
 #: 8-bit maximum intensity I_max of x_ano = (x - x_hat) / I_max (paper section 3.1).
 I_MAX = 255.0
@@ -88,12 +88,13 @@ class AnomalyMapper(Protocol):
         return [self.map(x, r, lungs=lu) for x, r, lu in zip(xs, edit_regions, lungs)]
 
 
-#: Backend name -> "module:class"; classes provide ``from_config(cfg: Config)``.
-BACKENDS: dict[str, str] = {
+#: Backend name -> "module:Class" (:class:`cxrils.registry.Registry`); each class provides
+#: ``from_config(cfg)`` and ``weight_files(cfg)`` (the files it loads, for provenance).
+BACKENDS: Registry[AnomalyMapper] = Registry("anomaly backend", {
     "builtin": "cxrils.vision.anomaly.builtin:BuiltinAnomalyMapper",
     "atlas": "cxrils.vision.anomaly.atlas:AtlasAnomalyMapper",
     "radedit": "cxrils.vision.anomaly.radedit:RadEditAnomalyMapper",
-}
+}, AnomalyBackendError)
 
 
 def get_anomaly_mapper(name: str, cfg: Config) -> AnomalyMapper:
@@ -104,7 +105,7 @@ def get_anomaly_mapper(name: str, cfg: Config) -> AnomalyMapper:
     AnomalyBackendError
         If the name is unknown, or the backend's package or weights are missing.
     """
-    return build_backend(BACKENDS, name, "anomaly", AnomalyBackendError, cfg)
+    return BACKENDS.build(name, cfg)
 
 
 def check_inputs(x: np.ndarray, edit_region: np.ndarray) -> np.ndarray:

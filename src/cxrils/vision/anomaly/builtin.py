@@ -39,7 +39,7 @@ import numpy as np
 from cxrils.config import AnomalyConfig, Config
 from cxrils.fsutil import sha256_file
 from cxrils.types import AnomalyResult
-from cxrils.vision.anomaly.base import I_MAX, AnomalyBackendError, anomaly_result, check_inputs
+from cxrils.vision.anomaly.base import I_MAX, AnomalyBackendError, AnomalyMapper, anomaly_result, check_inputs
 from cxrils.vision.lesion_nets import LesionSegNet, load_weights, network_input, network_mask
 
 #: File name of the shipped weights inside ``cxrils/weights``.
@@ -55,7 +55,7 @@ def _build(meta: dict) -> LesionSegNet:
     return LesionSegNet(tuple(meta["arch"]["widths"]), in_channels=int(meta["arch"].get("in_channels", 1)))
 
 
-class BuiltinAnomalyMapper:
+class BuiltinAnomalyMapper(AnomalyMapper):
     """The learned lesion map (see module docstring).
 
     Parameters
@@ -91,6 +91,11 @@ class BuiltinAnomalyMapper:
     def from_config(cls, cfg: Config) -> BuiltinAnomalyMapper:
         """Build from the ``anomaly`` section of a :class:`~cxrils.config.Config`."""
         return cls(cfg.anomaly)
+
+    @classmethod
+    def weight_files(cls, cfg: Config) -> list[str]:
+        """The file :meth:`from_config` loads: ``anomaly.builtin_weights``, else the shipped one."""
+        return [cfg.anomaly.builtin_weights or str(default_weights())]
 
     def probability(self, x: np.ndarray, lungs: np.ndarray | None = None) -> np.ndarray:
         """Lesion probability ``p`` of every pixel of ``x`` uint8 (H, W): float32 (H, W)

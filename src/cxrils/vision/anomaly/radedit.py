@@ -194,6 +194,14 @@ class RadEditAnomalyMapper(AnomalyMapper):
         self._embeddings: tuple[Any, Any] | None = None
 
     @classmethod
+    def weight_files(cls, cfg: Config) -> list[str]:
+        """The folders :meth:`from_config` loads, those set of ``backends.radedit_dir``,
+        ``anomaly.radedit_vae_dir``, ``anomaly.radedit_text_encoder_dir``; imports
+        neither diffusers nor transformers."""
+        return [p for p in [cfg.backends.radedit_dir, cfg.anomaly.radedit_vae_dir,
+                            cfg.anomaly.radedit_text_encoder_dir] if p]
+
+    @classmethod
     def from_config(cls, cfg: Config) -> RadEditAnomalyMapper:
         """Load the components from the local folders named in ``cfg``.
 

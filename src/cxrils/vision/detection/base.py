@@ -8,9 +8,9 @@ from typing import Protocol, runtime_checkable
 import numpy as np
 
 from cxrils.config import Config
+from cxrils.registry import Registry
 from cxrils.types import AnatomyMasks, AnomalyResult, LesionBox
 from cxrils.vision.batching import check_lengths
-from cxrils.vision.registry import build_backend
 from cxrils.vocab import VINDR_KEPT
 
 
@@ -82,11 +82,12 @@ class LesionDetector(Protocol):
         return [self.detect(x, anomaly=a, anatomy=m) for x, a, m in zip(xs, anomalies, anatomies)]
 
 
-#: Backend name -> "module:class"; classes provide ``from_config(cfg: Config)``.
-BACKENDS: dict[str, str] = {
+#: Backend name -> "module:Class" (:class:`cxrils.registry.Registry`); each class provides
+#: ``from_config(cfg)`` and ``weight_files(cfg)`` (the files it loads, for provenance).
+BACKENDS: Registry[LesionDetector] = Registry("detector backend", {
     "builtin": "cxrils.vision.detection.builtin:BuiltinDetector",
     "onnx": "cxrils.vision.detection.onnx_yolo:OnnxYoloDetector",
-}
+}, DetectorBackendError)
 
 
 def get_detector(name: str, cfg: Config) -> LesionDetector:
@@ -97,7 +98,7 @@ def get_detector(name: str, cfg: Config) -> LesionDetector:
     DetectorBackendError
         If the name is unknown, or the backend's package or model file is missing.
     """
-    return build_backend(BACKENDS, name, "detector", DetectorBackendError, cfg)
+    return BACKENDS.build(name, cfg)
 
 
 def keep_lesion_classes(boxes: Iterable[LesionBox]) -> list[LesionBox]:

@@ -24,7 +24,7 @@ import numpy as np
 from cxrils.config import Config, DetectionConfig
 from cxrils.fsutil import sha256_file
 from cxrils.types import AnatomyMasks, AnomalyResult, LesionBox
-from cxrils.vision.detection.base import DetectorBackendError, check_image, keep_lesion_classes
+from cxrils.vision.detection.base import DetectorBackendError, LesionDetector, check_image, keep_lesion_classes
 from cxrils.vision.detection.centernet import decode, nms
 from cxrils.vision.lesion_nets import CenterNetDetector, load_weights, network_input
 
@@ -42,7 +42,7 @@ def _build(meta: dict) -> CenterNetDetector:
     return CenterNetDetector(tuple(arch["widths"]), n_classes=int(arch["n_classes"]))
 
 
-class BuiltinDetector:
+class BuiltinDetector(LesionDetector):
     """The learned CenterNet detector (see module docstring).
 
     Parameters
@@ -74,6 +74,11 @@ class BuiltinDetector:
     def from_config(cls, cfg: Config) -> BuiltinDetector:
         """Build from the ``detection`` section of a :class:`~cxrils.config.Config`."""
         return cls(cfg.detection)
+
+    @classmethod
+    def weight_files(cls, cfg: Config) -> list[str]:
+        """The file :meth:`from_config` loads: ``detection.builtin_weights``, else the shipped one."""
+        return [cfg.detection.builtin_weights or str(default_weights())]
 
     def detect(self, x: np.ndarray, *, anomaly: AnomalyResult | None = None,
                anatomy: AnatomyMasks | None = None) -> list[LesionBox]:

@@ -212,6 +212,12 @@ class OnnxYoloDetector(LesionDetector):
         return size, not isinstance(shape[0], int)
 
     @classmethod
+    def weight_files(cls, cfg: Config) -> list[str]:
+        """The model :meth:`from_config` loads (``backends.onnx_detector``), when set;
+        imports no onnxruntime."""
+        return [p for p in [cfg.backends.onnx_detector] if p]
+
+    @classmethod
     def from_config(cls, cfg: Config) -> OnnxYoloDetector:
         """Build from ``backends.onnx_detector`` and the ``detection`` section."""
         if not cfg.backends.onnx_detector:

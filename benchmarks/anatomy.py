@@ -9,19 +9,18 @@ per image for ``segment()`` on 512 x 512 JSRT images with one CPU thread; the
 process's peak resident memory; and what the near-duplicate rule of
 ``cxrils.training.anatomy_data`` found across and within the sources.
 
-With the shipped weights the tables are published as ``docs/results/anatomy.md``
-(``benchmarks/results.py``); with ``--weights`` (a candidate) they are only printed.
-``--part validation`` scores the validation part of ``cxrils train-anatomy`` instead
-(carved from the train split, default 10 %), the part on which candidates and settings
-are chosen; it is never published.
+With the shipped weights ``--publish anatomy`` writes the tables to
+``docs/results/anatomy.md`` (``benchmarks/results.py``); with ``--weights`` (a candidate)
+they are only printed. ``--part validation`` scores the validation part of ``cxrils
+train-anatomy`` instead (carved from the train split, default 10 %), the part on which
+candidates and settings are chosen; it is never published.
 
-Usage: ``PYTHONPATH=src nice -n 10 python benchmarks/anatomy.py [--data ../shared/data] [--weights W]
-[--part test|validation]``
+Usage: ``PYTHONPATH=src nice -n 10 python -m benchmarks.anatomy [--data ../shared/data] [--weights W]
+[--part test|validation] [--publish anatomy]``
 """
 
 from __future__ import annotations
 
-import argparse
 import os
 import resource
 import statistics
@@ -31,14 +30,16 @@ from pathlib import Path
 
 import numpy as np
 
+from benchmarks.results import benchmark_parser, publish_if_asked
+from cxrils.evaluation import mask_dice
+
 #: Display names of the sources, in table order.
 SOURCE_NAMES = {"jsrt_scr": "JSRT/SCR", "covid_ieee8023": "COVID-19 v7labs", "covid_qu_ex": "COVID-QU-Ex"}
 
 
 def dice(a: np.ndarray, b: np.ndarray) -> float:
-    """Dice of two bool masks (1.0 when both are empty)."""
-    s = a.sum() + b.sum()
-    return 1.0 if s == 0 else float(2 * (a & b).sum() / s)
+    """Dice of two bool masks (1.0 when both are empty: both leave the organ out)."""
+    return mask_dice(a, b, empty=1.0)
 
 
 #: Lung Dice targets of issue 28 per source: the convention the source's radiologists drew
@@ -197,14 +198,16 @@ def training_line(weights: Path) -> str:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--data", type=Path, default=Path(__file__).resolve().parents[1] / ".." / "shared" / "data")
+    parser = benchmark_parser(__doc__.splitlines()[0], data=True, page="anatomy")
     parser.add_argument("--weights", type=Path, default=None,
                         help="candidate weights (printed only); default: the shipped weights (published)")
     parser.add_argument("--timing-images", type=int, default=20)
     parser.add_argument("--part", choices=("test", "validation"), default="test")
     parser.add_argument("--val-percent", type=int, default=10, help="with --part validation")
     args = parser.parse_args()
+    if args.publish and (args.weights is not None or args.part == "validation"):
+        parser.error("--publish: only the shipped weights' test-split tables are published; "
+                     "a candidate's (--weights) and the validation part's are printed only")
 
     import torch
 
@@ -247,10 +250,7 @@ def main() -> None:
              "", training_line(args.weights or default_weights())]
     text = "\n".join(parts)
     print(text)
-    if args.weights is None:
-        from results import publish
-
-        publish("anatomy", text)
+    publish_if_asked(args, text)
 
 
 if __name__ == "__main__":

@@ -11,15 +11,14 @@ expert severity scores exactly as in ``benchmarks/grounding.py``. Images are
 normalised per image to the 1st-99th percentiles of the body, and the prediction is
 mapped back to grey levels with the same affine map.
 
-Run: ``PYTHONPATH=src nice -n 10 python benchmarks/anomaly_inpainting.py [--minutes 8]``.
-Nothing is saved: the classical mapper was kept (docs/grounding.md: 159 steps in 8
+Run: ``PYTHONPATH=src nice -n 10 python -m benchmarks.anomaly_inpainting [--minutes 8] [--publish NAME]``.
+No network is saved: the classical mapper was kept (docs/grounding.md: 159 steps in 8
 minutes on 2 shared cores gave Spearman 0.244 / 0.330 vs 0.659 / 0.649 for the builtin
 atlas mapper).
 """
 
 from __future__ import annotations
 
-import argparse
 import time
 from pathlib import Path
 
@@ -28,7 +27,9 @@ import numpy as np
 from PIL import Image
 from scipy.stats import spearmanr
 
-ROOT = Path(__file__).resolve().parents[1]
+from benchmarks.grounding import covid_items
+from benchmarks.results import benchmark_parser, publish_if_asked
+
 SIZE = 128
 
 
@@ -56,8 +57,7 @@ def main() -> None:
     import torch
     from monai.networks.nets import UNet
 
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--data", type=Path, default=ROOT / ".." / "shared" / "data")
+    ap = benchmark_parser(__doc__.splitlines()[0], data=True)
     ap.add_argument("--minutes", type=float, default=8.0)
     args = ap.parse_args()
     torch.set_num_threads(2)
@@ -82,12 +82,8 @@ def main() -> None:
         loss.backward()
         opt.step()
         step += 1
-    print(f"trained {step} steps in {time.time() - t0:.0f} s, last L1 {loss.item():.4f}")
-
-    import sys
-
-    sys.path.insert(0, str(ROOT / "benchmarks"))
-    from grounding import covid_items
+    lines = [f"trained {step} steps in {time.time() - t0:.0f} s, last L1 {loss.item():.4f}"]
+    print(lines[-1])
 
     net.eval()
     fr = {0.05: [], 0.10: []}
@@ -107,8 +103,10 @@ def main() -> None:
             geo.append(g)
             opa.append(o)
     for tau, f in fr.items():
-        print(f"inpainting UNet, tau_ano={tau}: Spearman vs geographic extent {spearmanr(f, geo)[0]:.3f}, "
-              f"vs opacity {spearmanr(f, opa)[0]:.3f} (n={len(f)})")
+        lines.append(f"inpainting UNet, tau_ano={tau}: Spearman vs geographic extent {spearmanr(f, geo)[0]:.3f}, "
+                     f"vs opacity {spearmanr(f, opa)[0]:.3f} (n={len(f)})")
+        print(lines[-1])
+    publish_if_asked(args, "\n".join(lines))
 
 
 if __name__ == "__main__":

@@ -10,15 +10,13 @@ present each way, the price of the rule in presence.
 
 Usage::
 
-    python benchmarks/answer_consistency.py [--data ../shared/data] [--images 5] [--publish NAME]
+    python -m benchmarks.answer_consistency [--data ../shared/data] [--images 5] [--publish NAME]
 """
 
 from __future__ import annotations
 
-import argparse
-from pathlib import Path
+from benchmarks.results import benchmark_parser, publish_if_asked
 
-ROOT = Path(__file__).resolve().parents[1]
 SOURCES = ("covid_qu_ex/images", "nih_bbox/images", "jsrt_scr/images")
 
 
@@ -35,10 +33,8 @@ def contradicts(target: str, answers: dict) -> bool:
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--data", type=Path, default=ROOT.parent / "shared" / "data")
+    ap = benchmark_parser(__doc__.split("\n")[0], data=True, page="answer_consistency")
     ap.add_argument("--images", type=int, default=5, help="first N PNGs per source")
-    ap.add_argument("--publish", default=None, help="also write docs/results/NAME.md")
     args = ap.parse_args()
 
     from cxrils import vocab
@@ -74,10 +70,7 @@ def main() -> None:
                      f"| {c[True][1]}/{n_q} |")
     text = "\n".join(lines)
     print(text)
-    if args.publish:
-        from results import publish  # benchmarks/ is on sys.path when run as a script
-
-        publish(args.publish, text)
+    publish_if_asked(args, text)
 
 
 if __name__ == "__main__":

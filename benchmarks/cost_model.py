@@ -33,8 +33,8 @@ with BioViL-T's 768-wide cross-attention, an assumption; pass the real file with
 
 Usage::
 
-    python benchmarks/cost_model.py [--data ../shared/data] [--images 30]
-        [--radedit-evals 2] [--unet-config unet/config.json] [--gpu-tflops 312]
+    python -m benchmarks.cost_model [--data ../shared/data] [--images 30]
+        [--radedit-evals 2] [--unet-config unet/config.json] [--gpu-tflops 312] [--publish cost_model]
 """
 
 from __future__ import annotations
@@ -44,10 +44,11 @@ import os
 for _var in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS"):
     os.environ[_var] = "1"
 
-import argparse  # noqa: E402
 import json  # noqa: E402
 import time  # noqa: E402
 from pathlib import Path  # noqa: E402
+
+from benchmarks.results import benchmark_parser, publish_if_asked  # noqa: E402
 
 #: Images behind MIMIC-ILS (paper abstract and section 3: 1.1M pairs from 192K images).
 PAPER_IMAGES = 192_000
@@ -156,14 +157,12 @@ def batch_stability() -> dict[str, float]:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--data", type=Path, default=Path(__file__).resolve().parents[2] / "shared" / "data")
+    parser = benchmark_parser(__doc__.split("\n\n")[0], data=True, page="cost_model")
     parser.add_argument("--images", type=int, default=30)
     parser.add_argument("--radedit-evals", type=int, default=2)
     parser.add_argument("--unet-config", type=Path, help="microsoft/radedit's unet/config.json")
     parser.add_argument("--gpu-tflops", type=float, default=312.0, help="GPU peak, TFLOP/s (default: A100 BF16)")
     parser.add_argument("--steps", type=int, default=None, help="RadEdit steps N (default: anomaly.radedit_steps)")
-    parser.add_argument("--no-publish", action="store_true")
     args = parser.parse_args()
 
     import cv2
@@ -230,10 +229,7 @@ def main() -> None:
     ]
     text = "\n".join(lines)
     print(text)
-    if not args.no_publish:
-        from results import publish
-
-        publish("cost_model", text)
+    publish_if_asked(args, text)
 
 
 if __name__ == "__main__":

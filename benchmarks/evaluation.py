@@ -12,9 +12,9 @@ at about 3k records to show that memory does not grow with the number of records
 
 Usage::
 
-    nice -n 10 python benchmarks/evaluation.py [--records 12235] [--positives 2354]
+    nice -n 10 python -m benchmarks.evaluation [--records 12235] [--positives 2354] [--publish evaluation]
 
-Publishes ``docs/results/evaluation.md`` (``benchmarks/results.py``).
+``--publish evaluation`` writes ``docs/results/evaluation.md`` (``benchmarks/results.py``).
 """
 
 from __future__ import annotations
@@ -31,6 +31,8 @@ from pathlib import Path
 import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
+
+from benchmarks.results import REPO_ROOT, benchmark_parser, publish_if_asked
 
 SIZE = 512
 #: Paper Table 12 (test split): (instruction type, polarity) -> records.
@@ -137,7 +139,7 @@ def measure(dataset: str, predictions: str) -> None:
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap = benchmark_parser(__doc__.splitlines()[0], page="evaluation")
     ap.add_argument("--records", type=int, default=12235)
     ap.add_argument("--positives", type=int, default=2354)
     ap.add_argument("--measure", nargs=2, metavar=("DATASET", "PREDICTIONS"), help=argparse.SUPPRESS)
@@ -145,8 +147,6 @@ def main() -> None:
     if args.measure:
         measure(*args.measure)
         return
-    from results import publish
-
     env = {**os.environ, "OMP_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
     with tempfile.TemporaryDirectory() as tmp:
         results = []
@@ -155,8 +155,8 @@ def main() -> None:
             ds, pred = build(Path(tmp) / str(n), n, p)
             print(f"built {n} records ({p} positives, {SIZE}x{SIZE} masks) in {time.perf_counter() - t0:.1f} s",
                   flush=True)
-            out = subprocess.run([sys.executable, __file__, "--measure", str(ds), str(pred)], env=env,
-                                 check=True, capture_output=True, text=True).stdout
+            out = subprocess.run([sys.executable, "-m", "benchmarks.evaluation", "--measure", str(ds), str(pred)],
+                                 env=env, cwd=REPO_ROOT, check=True, capture_output=True, text=True).stdout
             results.append(json.loads(out.strip().splitlines()[-1]))
         for r in results:
             print(f"{r['records']:>6} records ({r['positives']} positives): evaluate_predictions "
@@ -170,7 +170,7 @@ def main() -> None:
     rows = [f"| {r['records']:,} ({r['positives']:,} positives) | {r['seconds']:.2f} s / {r['warm_seconds']:.2f} s | "
             f"{r['eval_mib']:.1f} MiB | {r['gIoU']:.3f} / {r['cIoU']:.3f} / {r['n_acc']:.3f} / "
             f"{r['text_accuracy']:.3f} |" for r in results]
-    publish("evaluation", "\n".join([
+    publish_if_asked(args, "\n".join([
         f"Synthetic test-set-sized runs ({SIZE}x{SIZE} ellipse masks, composition of paper Table 12, a "
         "simulated model), `evaluate_predictions` in a fresh process pinned to one core, pyarrow on one thread.",
         "", "| records | time, one core (cold / warm) | evaluation memory (peak RSS above baseline) | "

@@ -12,14 +12,14 @@ upper bound). Ray's workers are not children of the driver, so the Ray line give
 the driver's peak only. Targets of issue 7: text side
 >= 200 reports/s, full pipeline >= 1 image/s at 512 px, peak memory <= 4 GB.
 
-Publishes (``benchmarks/results.py``) ``docs/results/generate_speed.md`` (one row per
-run) and ``docs/results/generate_summary.md`` (the dataset of the first run: images,
-records, the pipeline recall per lesion type; every run writes the same dataset).
+``--publish generate`` writes (``benchmarks/results.py``) ``docs/results/generate_speed.md``
+(one row per run) and ``docs/results/generate_summary.md`` (the dataset of the first run:
+images, records, the pipeline recall per lesion type; every run writes the same dataset).
 
 Usage::
 
-    nice -n 10 python benchmarks/generate.py [--data ../shared/data] [--limit N]
-        [--workers 1,2] [--threads 2] [--skip-ray]
+    nice -n 10 python -m benchmarks.generate [--data ../shared/data] [--limit N]
+        [--workers 1,2] [--threads 2] [--skip-ray] [--publish generate]
 """
 
 from __future__ import annotations
@@ -34,7 +34,8 @@ import tempfile
 import time
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[1]
+from benchmarks.results import REPO_ROOT as REPO
+from benchmarks.results import benchmark_parser, publish_if_asked
 
 
 def _peak_mb(workers: int = 0) -> float:
@@ -85,7 +86,7 @@ def part_generate(args: argparse.Namespace) -> dict:
 
 
 def _run_part(part: str, args: argparse.Namespace, workers: int = 1, **extra: str) -> dict:
-    cmd = [sys.executable, __file__, "--part", part, "--data", str(args.data), "--workers", str(workers),
+    cmd = [sys.executable, "-m", "benchmarks.generate", "--part", part, "--data", str(args.data), "--workers", str(workers),
            "--threads", str(args.threads)]
     if args.limit is not None:
         cmd += ["--limit", str(args.limit)]
@@ -94,7 +95,7 @@ def _run_part(part: str, args: argparse.Namespace, workers: int = 1, **extra: st
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO / "src"), os.environ.get("PYTHONPATH", "")]),
            "OMP_NUM_THREADS": str(args.threads)}
     load0 = os.getloadavg()[0]
-    res = subprocess.run(cmd, env=env, capture_output=True, text=True)
+    res = subprocess.run(cmd, env=env, cwd=REPO, capture_output=True, text=True)
     if res.returncode != 0:
         raise SystemExit(f"part {part} failed:\n{res.stderr[-3000:]}")
     out = json.loads(res.stdout.strip().splitlines()[-1])
@@ -127,13 +128,10 @@ def summary_markdown(g: dict) -> str:
 
 
 def main() -> None:
-    from results import publish
-
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--data", type=Path, default=REPO.parent / "shared" / "data")
+    ap = benchmark_parser(__doc__, data=True, threads=2, page="generate", parts=("speed", "summary"),
+                          formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--limit", type=int, default=None, help="images for the full pipeline (default: all)")
     ap.add_argument("--workers", default="1", help="comma-separated worker counts, one run each (e.g. 1,2)")
-    ap.add_argument("--threads", type=int, default=2, help="torch threads per process")
     ap.add_argument("--skip-ray", action="store_true")
     ap.add_argument("--part", choices=["text", "generate"], help=argparse.SUPPRESS)
     ap.add_argument("--runner", default="local", help=argparse.SUPPRESS)
@@ -178,8 +176,7 @@ def main() -> None:
                        f"row is in the last column: on {os.cpu_count()} CPUs, a load above {os.cpu_count()} means "
                        "other jobs shared them, and rates then fall.", "",
                        "| part | time | throughput | peak memory | load |", "|---|---:|---:|---:|---:|", *rows])
-    publish("generate_speed", speed)
-    publish("generate_summary", summary_markdown(runs[0]))
+    publish_if_asked(args, {"speed": speed, "summary": summary_markdown(runs[0])})
 
 
 if __name__ == "__main__":

@@ -38,8 +38,8 @@ paper's Mistral-Small on a GPU), else a random 2-layer LLaMA with a word-level t
 (its answers are no JSON: the row checks the transformers code path, the error is the
 same for a batch and for single reports).
 
-Run: ``python benchmarks/gpu_smoke.py`` (tiny on CPU; ``--size full`` on a GPU,
-``--device cuda``; ``--adapters radedit,cxas`` for some; ``--publish`` writes
+Run: ``python -m benchmarks.gpu_smoke`` (tiny on CPU; ``--size full`` on a GPU,
+``--device cuda``; ``--adapters radedit,cxas`` for some; ``--publish gpu_smoke`` writes
 docs/results/gpu_smoke.md). Exit status 1 when a check fails.
 """
 
@@ -61,7 +61,8 @@ from typing import Any
 
 import numpy as np
 
-HERE = Path(__file__).resolve().parent
+from benchmarks.results import REPO_ROOT, benchmark_parser, publish_if_asked
+
 ADAPTERS = ("radedit", "hybridgnet", "cxas", "onnx", "llm", "rosalia")
 #: Synthetic image-report pairs of the end-to-end run: one abnormal, one normal report.
 REPORTS = ("Findings: Right lower lobe consolidation. No pleural effusion. Impression: Pneumonia.",
@@ -307,7 +308,7 @@ class Smoke:
         from diffusers import AutoencoderKL, UNet2DConditionModel
         from transformers import BertConfig, BertModel, BertTokenizer
 
-        from cost_model import ASSUMED_UNET, SDXL_VAE
+        from benchmarks.cost_model import ASSUMED_UNET, SDXL_VAE
         from cxrils.vision.anomaly.radedit import RadEditAnomalyMapper
 
         torch.manual_seed(0)
@@ -550,7 +551,7 @@ def masks_differ(a, b) -> float:
 # ------------------------------------------------------------------ end to end
 
 class SmokeStages:
-    """``cxrils generate --stages gpu_smoke:SmokeStages``: the built-in stage provider,
+    """``cxrils generate --stages benchmarks.gpu_smoke:SmokeStages``: the built-in stage provider,
     except that the ``cxas`` anatomy backend falls back to the stand-in network saved
     in ``backends.cxas_weights`` when cxas's own network cannot be built here (cxas
     needs torchvision, which cxrils never installs)."""
@@ -601,10 +602,10 @@ def run_generate(smoke: Smoke) -> dict:
     toml = smoke.work / "smoke.toml"
     toml.write_text(dump_toml(cfg))
     out = smoke.work / "dataset"
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(HERE), os.environ.get("PYTHONPATH", "")]),
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO_ROOT), os.environ.get("PYTHONPATH", "")]),
            "CUDA_VISIBLE_DEVICES": os.environ.get("CUDA_VISIBLE_DEVICES", "0") if smoke.device == "cuda" else ""}
     cmd = [sys.executable, "-m", "cxrils", "generate", str(folder / "pairs.csv"), "-o", str(out), "--config", str(toml),
-           "--stages", "gpu_smoke:SmokeStages", "--workers", "1", "--no-progress"]
+           "--stages", "benchmarks.gpu_smoke:SmokeStages", "--workers", "1", "--no-progress"]
     t = time.perf_counter()
     proc = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=3600)
     seconds = time.perf_counter() - t
@@ -643,7 +644,7 @@ def report(rows: list[dict], e2e: dict | None, smoke: Smoke) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser = benchmark_parser(__doc__.split("\n\n")[0], page="gpu_smoke")
     parser.add_argument("--size", choices=("tiny", "full"), help="default: full on CUDA, tiny on CPU")
     parser.add_argument("--device", choices=("auto", "cpu", "cuda"), default="auto")
     parser.add_argument("--adapters", default=",".join(ADAPTERS), help=f"comma-separated, of {', '.join(ADAPTERS)}")
@@ -655,7 +656,6 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--llm-gguf", default="", help="a GGUF file inside --llm-model-path")
     parser.add_argument("--llm-max-tokens", type=int, default=32)
     parser.add_argument("--work", type=Path, help="folder for the weights (default: a temporary one)")
-    parser.add_argument("--publish", action="store_true", help="write docs/results/gpu_smoke.md")
     args = parser.parse_args(argv)
 
     import torch
@@ -670,7 +670,6 @@ def main(argv: list[str] | None = None) -> int:
     unknown = sorted(set(names) - set(ADAPTERS))
     if unknown:
         parser.error(f"unknown adapters {unknown}; known: {', '.join(ADAPTERS)}")
-    sys.path.insert(0, str(HERE))
     with tempfile.TemporaryDirectory(prefix="gpu_smoke_") as tmp:
         work = args.work or Path(tmp)
         work.mkdir(parents=True, exist_ok=True)
@@ -689,10 +688,7 @@ def main(argv: list[str] | None = None) -> int:
                 print(e2e["output"], file=sys.stderr)
         text = report(rows, e2e, smoke)
     print(text)
-    if args.publish:
-        from results import publish
-
-        publish("gpu_smoke", text)
+    publish_if_asked(args, text)
     failed = any(r["status"].startswith("FAILED") for r in rows) or (
         e2e is not None and (e2e["returncode"] != 0 or not e2e["records"]))
     return 1 if failed else 0

@@ -12,13 +12,12 @@
    image and the hit rate at IoU >= 0.3 (box against box). The detector reads only the
    image.
 
-Run: ``PYTHONPATH=src nice -n 10 python benchmarks/grounding.py [--data ../shared/data]
+Run: ``PYTHONPATH=src nice -n 10 python -m benchmarks.grounding [--data ../shared/data]
 [--publish grounding]``.
 """
 
 from __future__ import annotations
 
-import argparse
 import time
 from pathlib import Path
 
@@ -27,13 +26,12 @@ import numpy as np
 from PIL import Image
 from scipy.stats import spearmanr
 
+from benchmarks.results import benchmark_parser, publish_if_asked
 from cxrils.config import Config
+from cxrils.evaluation import mask_iou
 from cxrils.grounding import algorithm1
 from cxrils.vision.anomaly import get_anomaly_mapper
 from cxrils.vision.detection import get_detector
-from results import publish
-
-ROOT = Path(__file__).resolve().parents[1]
 
 
 def read_gray(path: Path) -> np.ndarray:
@@ -104,7 +102,7 @@ def bench_nih(data: Path, cfg: Config, out: list[str]) -> None:
         ref = np.zeros(x.shape, bool)
         ref[int(round(row.y)):int(round(row.y + row.h)), int(round(row.x)):int(round(row.x + row.w))] = True
         boxes = detector.detect(x)
-        ious = [0.0] + [(b.to_mask(x.shape) & ref).sum() / (b.to_mask(x.shape) | ref).sum() for b in boxes]
+        ious = [0.0] + [mask_iou(b.to_mask(x.shape), ref) for b in boxes]
         best.append((row.finding, max(ious)))
         out.append(f"  - {row.image_path.name} {row.finding}: best box IoU {max(ious):.3f} ({len(boxes)} boxes)")
     for label, sel in (("all", [v for _, v in best]),
@@ -147,10 +145,8 @@ def bench_timing(data: Path | None, cfg: Config, out: list[str], repeats: int = 
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--data", type=Path, default=ROOT / ".." / "shared" / "data")
+    ap = benchmark_parser(__doc__.split("\n")[0], data=True, page="grounding")
     ap.add_argument("--anatomy", default="builtin", help="anatomy backend for the severity benchmark's lungs")
-    ap.add_argument("--publish", default=None, help="also write docs/results/NAME.md")
     args = ap.parse_args()
     cfg = Config()
     data = args.data if args.data.is_dir() else None
@@ -164,8 +160,7 @@ def main() -> None:
         bench_nih(data, cfg, out)
     text = "\n".join(out)
     print(text)
-    if args.publish:
-        publish(args.publish, text)
+    publish_if_asked(args, text)
 
 
 if __name__ == "__main__":

@@ -52,7 +52,7 @@ pipeline's lungs on them are not unseen either.
 
 Run (2 shared CPU cores, a few minutes per 500 images)::
 
-    PYTHONPATH=src nice -n 10 python benchmarks/human_masks.py [--data ../shared/data]
+    PYTHONPATH=src nice -n 10 python -m benchmarks.human_masks [--data ../shared/data]
         [--limit N] [--sources covid_qu_ex,nih_bbox,...] [--model DIR | --no-light]
         [--tuning-auroc-limit N] [--set SECTION.KEY=VALUE ...] [--publish NAME]
 
@@ -64,7 +64,6 @@ paper's c1 (published as ``human_masks_c1_union``, not over the default run's ``
 
 from __future__ import annotations
 
-import argparse
 import logging
 import math
 import time
@@ -73,13 +72,13 @@ from pathlib import Path
 
 import numpy as np
 
+from benchmarks.results import apply_threads, benchmark_parser, publish_if_asked
 from cxrils import vocab
 from cxrils.config import CTR_MIN_CARDIOMEGALY
+from cxrils.evaluation import histogram_auroc, mask_dice, mask_iou, mask_precision
 from cxrils.training.human_grounding import LUNGS as SIDES
 from cxrils.training.human_grounding import NORMAL_REPORT, report_from_label, sides_of_box, sides_of_mask
-from results import publish
 
-ROOT = Path(__file__).resolve().parents[1]
 SOURCES = ("covid_qu_ex", "nih_bbox", "nih_labels", "covid_severity", "xrv_tests", "jsrt_normals")
 #: The medial share of each lung's width scored separately on normal images (ours):
 #: heart border, mediastinum and hila border the lungs there.
@@ -226,20 +225,8 @@ def load_cases(data: Path, sources: list[str], limit: int | None) -> list[Case]:
 
 
 # ----------------------------------------------------------------------------- metrics
-
-def iou(a: np.ndarray, b: np.ndarray) -> float:
-    u = int((a | b).sum())
-    return int((a & b).sum()) / u if u else 0.0
-
-
-def dice(a: np.ndarray, b: np.ndarray) -> float:
-    s = int(a.sum()) + int(b.sum())
-    return 2 * int((a & b).sum()) / s if s else 0.0
-
-
-def precision(pred: np.ndarray, ref: np.ndarray) -> float:
-    return int((pred & ref).sum()) / max(1, int(pred.sum()))
-
+# Mask scores are cxrils.evaluation's: mask_iou and mask_dice (0.0 for two empty masks),
+# mask_precision (share of the first mask inside the second; 0.0 when it is empty).
 
 def box_mask(box, shape) -> np.ndarray:
     from cxrils.types import LesionBox
@@ -409,14 +396,14 @@ def run_case(r: Runner, case: Case) -> None:
             np.zeros(x.shape, bool)
         if case.mask_path is not None:
             ref = read_mask(case.mask_path)
-            o["wl_iou"] = iou(named, ref)
+            o["wl_iou"] = mask_iou(named, ref)
             if gen is not None:
-                o.update(iou=iou(gen, ref), dice=dice(gen, ref), prec=precision(gen, ref))
+                o.update(iou=mask_iou(gen, ref), dice=mask_dice(gen, ref), prec=mask_precision(gen, ref))
         if case.box is not None:
             b = box_mask(case.box, x.shape)
-            o["wl_prec"], o["wl_cov"] = precision(named, b), precision(b, named)
+            o["wl_prec"], o["wl_cov"] = mask_precision(named, b), mask_precision(b, named)
             if gen is not None:
-                o.update(box_prec=precision(gen, b), box_cov=precision(b, gen))
+                o.update(box_prec=mask_precision(gen, b), box_cov=mask_precision(b, gen))
         lungs = anat.union(SIDES) if anat is not None else np.zeros(x.shape, bool)
         if case.severity is not None or case.source == "covid_severity":
             o["frac"] = float((gen & lungs).sum() / max(1, lungs.sum())) if gen is not None else 0.0
@@ -430,9 +417,9 @@ def run_case(r: Runner, case: Case) -> None:
             o["light_present"] = bool(m.any())
             o["light_score"] = float(pred.presence_score)
             if case.mask_path is not None:
-                o["light_iou"] = iou(m, ref)
+                o["light_iou"] = mask_iou(m, ref)
             if case.box is not None and m.any():
-                o.update(light_box_prec=precision(m, b), light_box_cov=precision(b, m))
+                o.update(light_box_prec=mask_precision(m, b), light_box_cov=mask_precision(b, m))
             if case.source == "covid_severity" and anat is not None:
                 o["light_frac"] = float((m & lungs).sum() / max(1, lungs.sum()))
             if case.mask_path is not None and case.lesion_type != "cardiomegaly":
@@ -441,13 +428,13 @@ def run_case(r: Runner, case: Case) -> None:
                 for check in (True, False):
                     bm, gm = (p.mask for p in r.ask(x, [instruction, render_instruction("global", case.lesion_type)],
                                                     consistent=check))
-                    o["light_basic"][check] = (bool(bm.any()), iou(bm, ref))
-                    o["light_global"][check] = (bool(gm.any()), iou(gm, ref))
+                    o["light_basic"][check] = (bool(bm.any()), mask_iou(bm, ref))
+                    o["light_global"][check] = (bool(gm.any()), mask_iou(gm, ref))
             if case.mask_path is not None and anat is not None and case.lesion_type != "cardiomegaly":
                 # the zone holding most of the expert lesion, asked on its own
                 zone = max(vocab.LUNG_ZONES, key=lambda z: int((ref & anat[z]).sum()))
                 zm = r.ask(x, [render_instruction("basic", case.lesion_type, [zone])])[0].mask
-                o["light_zone"] = (bool(zm.any()), iou(zm, ref & anat[zone]))
+                o["light_zone"] = (bool(zm.any()), mask_iou(zm, ref & anat[zone]))
     else:
         res, false = r.run_pipeline(case, [NORMAL_REPORT, FALSE_REPORT])
         o["excluded"] = res["excluded"]
@@ -523,8 +510,7 @@ def x_ano_stats(r: Runner, samples, label: str) -> dict:
             normal_med.append(float(xa[medial].mean()) if medial.any() else 0.0)
             normal_lat.append(float(xa[lungs & ~medial].mean()))
     # exact AUROC from the 256-level histograms (x_ano is k / 255), ties count one half
-    neg_below = np.concatenate([[0], np.cumsum(hist_neg)[:-1]])
-    auc = float((hist_pos * (neg_below + 0.5 * hist_neg)).sum() / max(1, hist_pos.sum() * hist_neg.sum()))
+    auc = histogram_auroc(hist_pos, hist_neg)
     return {"label": label, "n": len(samples) - failed, "failed": failed, "normal": mean(normal_all),
             "medial": mean(normal_med), "lateral": mean(normal_lat), "lesion": mean(les),
             "nonlesion": mean(nonles), "auroc": auc}
@@ -896,14 +882,14 @@ def oracle_c1_lines(data: Path, cfg) -> list[str]:
     IoU(box, one lung) >= tau_anatomy) with the EXPERT's own boxes (one per lesion
     component) and the expert lungs, for the images of both COVID-QU-Ex parts whose expert
     mask lies in both lungs (bilateral reports):
-    on which side can a box pass c1 at all? No model runs, so the tuning part is as unseen
-    as the report part here; the rule was chosen on the tuning part's row."""
+    on which side can a box pass c1 at all (:func:`cxrils.grounding.expert.c1_passing_sides`)?
+    No model runs, so the tuning part is as unseen as the report part here; the rule was
+    chosen on the tuning part's row."""
     import dataclasses
 
     from cxrils.config import LesionDataConfig
-    from cxrils.grounding.algorithm import check_box
-    from cxrils.training.lesion_data import covid_qu_ex_samples, lesion_boxes
-    from cxrils.types import LesionBox
+    from cxrils.grounding.expert import c1_passing_sides
+    from cxrils.training.lesion_data import covid_qu_ex_samples
 
     min_frac = LesionDataConfig().box_min_area_frac  # the detector's training targets
     rules = {rule: dataclasses.replace(cfg, c1_bilateral=rule) for rule in ("union", "per_lung")}
@@ -916,15 +902,10 @@ def oracle_c1_lines(data: Path, cfg) -> list[str]:
             les = s.lesion()
             if len(sides_of_mask(les, r, lf)) != 2:
                 continue
-            lungs = r | lf
-            boxes = [(box_mask(box, les.shape), box) for box in lesion_boxes(les, min_frac, lungs)]
             for rule, rcfg in rules.items():
-                ok = {"r": False, "l": False}
-                for b, box in boxes:
-                    side = "r" if (b & r).sum() >= (b & lf).sum() else "l"
-                    ok[side] |= check_box(LesionBox(*box, 1.0, ""), lungs, lungs, r, lf, "opacity", rcfg,
-                                          (r, lf)).c1
-                k = 0 if ok["r"] and ok["l"] else 1 if ok["r"] else 2 if ok["l"] else 3
+                ok = c1_passing_sides(les, r, lf, rcfg, min_area_frac=min_frac)
+                right, left = "right lung" in ok, "left lung" in ok
+                k = 0 if right and left else 1 if right else 2 if left else 3
                 counts[(part, rule)][k] += 1
     lines = ["", "### c1 with the experts' own boxes and lungs, bilateral COVID-QU-Ex images",
              "", f"One box per lesion component, tau_anatomy {cfg.tau_anatomy}; union: IoU(box, both lungs); "
@@ -962,8 +943,7 @@ def duplicate_lines(data: Path) -> list[str]:
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--data", type=Path, default=ROOT.parent / "shared" / "data")
+    ap = benchmark_parser(__doc__.split("\n")[0], data=True, threads=2, page="human_masks")
     ap.add_argument("--sources", default=",".join(SOURCES))
     ap.add_argument("--limit", type=int, default=None, help="first N positives (N/2 normals) per source")
     ap.add_argument("--model", type=Path, default=None, help="light model folder (default: the shipped one)")
@@ -973,12 +953,8 @@ def main() -> None:
     ap.add_argument("--no-x-ano", action="store_true")
     ap.add_argument("--set", dest="overrides", action="append", default=[], metavar="SECTION.KEY=VALUE",
                     help="configuration override for the pipeline (repeatable), e.g. grounding.c1_bilateral=union")
-    ap.add_argument("--publish", default=None, help="write docs/results/NAME.md")
-    ap.add_argument("--threads", type=int, default=2)
     args = ap.parse_args()
-    import torch
-
-    torch.set_num_threads(args.threads)
+    apply_threads(args)
     logging.basicConfig(level=logging.ERROR)
     from cxrils.models import default_model_dir
     from cxrils.training.lesion_data import covid_qu_ex_samples
@@ -1019,8 +995,7 @@ def main() -> None:
     lines.append(f"\nWall time {time.time() - t0:.0f} s.")
     text = "\n".join(lines)
     print(text)
-    if args.publish:
-        publish(args.publish, text)
+    publish_if_asked(args, text)
 
 
 if __name__ == "__main__":

@@ -3,24 +3,24 @@
 Prints studies per second for ``generate_records`` and for ``DatasetWriter``
 (commit + finalize), records per study and bytes per record on disk, at 512 x 512
 (the size of the shared sample images). Run:
-``PYTHONPATH=src nice -n 10 python benchmarks/instructions_dataset.py [N]``.
-Publishes ``docs/results/instructions_dataset.md`` (``benchmarks/results.py``).
+``PYTHONPATH=src nice -n 10 python -m benchmarks.instructions_dataset [N] [--publish instructions_dataset]``;
+``--publish instructions_dataset`` writes ``docs/results/instructions_dataset.md``
+(``benchmarks/results.py``).
 """
 
 from __future__ import annotations
 
-import sys
 import tempfile
 import time
 from pathlib import Path
 
 import numpy as np
 
+from benchmarks.results import benchmark_parser, publish_if_asked
 from cxrils.config import Config
 from cxrils.dataset import DatasetWriter
 from cxrils.instructions import generate_records
 from cxrils.types import Finding, GroundedFinding, StudyGrounding
-from results import publish
 
 H = W = 512
 
@@ -50,7 +50,11 @@ def study(i: int) -> StudyGrounding:
                   gf("cardiomegaly", "definitive", ["heart"], ["heart"], heart)])
 
 
-def main(n: int = 200) -> None:
+def main() -> None:
+    ap = benchmark_parser(__doc__.splitlines()[0], page="instructions_dataset")
+    ap.add_argument("n", nargs="?", type=int, default=200, metavar="N", help="synthetic studies (default 200)")
+    args = ap.parse_args()
+    n = args.n
     cfg = Config()
     groundings = [study(i) for i in range(n)]
     t0 = time.perf_counter()
@@ -73,7 +77,7 @@ def main(n: int = 200) -> None:
     print(f"generate_records: {n / t_gen:.1f} studies/s")
     print(f"commit_study (image PNG + part): {n / t_commit:.1f} studies/s")
     print(f"finalize: {t_final:.2f} s; records shards {shard_bytes / n_rec:.0f} bytes/record")
-    publish("instructions_dataset", "\n".join([
+    publish_if_asked(args, "\n".join([
         f"{n} synthetic studies ({H}x{W}; a tentative pneumonia, bibasilar atelectasis grounded on the right, "
         f"a negated effusion, cardiomegaly), {n_rec} records ({n_rec / n:.1f} per study), one process.", "",
         "| step | speed |", "|---|---:|",
@@ -84,4 +88,4 @@ def main(n: int = 200) -> None:
 
 
 if __name__ == "__main__":
-    main(int(sys.argv[1]) if len(sys.argv) > 1 else 200)
+    main()

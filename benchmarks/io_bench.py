@@ -7,24 +7,21 @@ Prints:
 * COCO RLE encode + decode time for a 1024x1024 mask (a lesion-like mask of a few blobs,
   and a worst-case noisy mask).
 
-Run: ``nice -n 10 python benchmarks/io_bench.py [--data PATH]`` (single process).
-Publishes ``docs/results/io.md`` (``benchmarks/results.py``).
+Run: ``nice -n 10 python -m benchmarks.io_bench [--data PATH] [--publish io]`` (single process);
+``--publish io`` writes ``docs/results/io.md`` (``benchmarks/results.py``).
 """
 
 from __future__ import annotations
 
-import argparse
 import time
 from pathlib import Path
 
 import numpy as np
 
+from benchmarks.results import benchmark_parser, publish_if_asked
 from cxrils.io import load_image
 from cxrils.masks import decode_rle, encode_rle
 from cxrils.sources.jsrt import read_jsrt_images
-from results import publish
-
-DEFAULT_DATA = Path(__file__).resolve().parents[1] / ".." / "shared" / "data"
 
 
 def _rate(paths: list[Path], repeats: int = 1) -> tuple[float, int]:
@@ -49,8 +46,7 @@ def _rle_ms(mask: np.ndarray, repeats: int) -> tuple[float, int]:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--data", type=Path, default=DEFAULT_DATA, help="the shared data folder")
+    parser = benchmark_parser(__doc__.splitlines()[0], data=True, page="io")
     parser.add_argument("--dicom-repeats", type=int, default=5)
     args = parser.parse_args()
     data = args.data.resolve()
@@ -83,7 +79,7 @@ def main() -> None:
         ms, nchar = _rle_ms(mask, repeats)
         print(f"COCO RLE 1024x1024 {label}: encode+decode {ms:.2f} ms ({nchar} counts chars)")
         rows.append(f"| COCO RLE encode + decode, 1024x1024 {label} | {ms:.2f} ms | {nchar} counts characters |")
-    publish("io", "\n".join(["One process.", "", "| what | speed | over |", "|---|---:|---|", *rows]))
+    publish_if_asked(args, "\n".join(["One process.", "", "| what | speed | over |", "|---|---:|---|", *rows]))
 
 
 if __name__ == "__main__":

@@ -11,33 +11,25 @@ numbers are the maps', not the anatomy model's):
    the whole-lung IoU for comparison, and the share of normal lungs in A (whole lungs and
    their medial fifth, where heart border, mediastinum and hila lie);
 2. the detector: average precision at IoU 0.5 against one box per expert lesion
-   component (``cxrils.training.lesion_data.lesion_boxes``), and the image-level AUROC of
+   component (``cxrils.grounding.expert.lesion_boxes``), and the image-level AUROC of
    its top confidence (COVID-19 against normal).
 
 Image sets: ``tuning (detector half)``: tuning-part images of the detector's half, which
 the anomaly map never trained on: the set the anomaly backend was chosen on;
 ``report part``: the held-back images (reported only).
 
-Run: ``PYTHONPATH=src nice -n 10 python benchmarks/lesion_models.py [--limit N] [--publish NAME]``.
+Run: ``PYTHONPATH=src nice -n 10 python -m benchmarks.lesion_models [--limit N] [--publish NAME]``.
 """
 
 from __future__ import annotations
 
-import argparse
 import time
 from pathlib import Path
 
 import numpy as np
 
-from results import publish
-
-ROOT = Path(__file__).resolve().parents[1]
-
-
-def auroc_from_hist(pos: np.ndarray, neg: np.ndarray) -> float:
-    """AUROC from two histograms over the same ordered bins (ties count one half)."""
-    below = np.concatenate([[0], np.cumsum(neg)[:-1]])
-    return float((pos * (below + 0.5 * neg)).sum() / max(1, pos.sum() * neg.sum()))
+from benchmarks.results import apply_threads, benchmark_parser, publish_if_asked
+from cxrils.evaluation import histogram_auroc, mask_iou
 
 
 def medial_band(right: np.ndarray, left: np.ndarray, fraction: float = 0.2) -> np.ndarray:
@@ -72,20 +64,20 @@ def anomaly_rows(mappers: dict, samples, tau: float) -> list[str]:
             hn += np.bincount(k[lungs & ~lesion], minlength=256)
             a = (xa >= tau) & lungs
             if s.positive:
-                ious.append((a & lesion).sum() / max(1, (a | lesion).sum()))
-                wl.append(lesion.sum() / max(1, lungs.sum()))
+                ious.append(mask_iou(a, lesion))
+                wl.append(mask_iou(lungs, lesion))  # lesion is inside the lungs: |lesion| / |lungs|
             else:
                 med = medial_band(right, left)
                 flagged.append(a.sum() / max(1, lungs.sum()))
                 flagged_med.append((a & med).sum() / max(1, med.sum()))
-        rows.append(f"| {name} | {auroc_from_hist(hp, hn):.3f} | {100 * np.mean(ious):.1f} | {100 * np.mean(wl):.1f} "
+        rows.append(f"| {name} | {histogram_auroc(hp, hn):.3f} | {100 * np.mean(ious):.1f} | {100 * np.mean(wl):.1f} "
                     f"| {100 * np.mean(flagged):.1f} | {100 * np.mean(flagged_med):.1f} | {failed} |")
     return rows
 
 
 def detector_row(det, samples) -> str:
     from cxrils.config import LesionDataConfig
-    from cxrils.training.lesion_data import lesion_boxes
+    from cxrils.grounding.expert import lesion_boxes
     from cxrils.vision.detection.centernet import average_precision
 
     dets, truths, top_pos, top_neg = [], [], [], []
@@ -111,17 +103,12 @@ def training_meta(path: Path) -> dict:
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--data", type=Path, default=ROOT.parent / "shared" / "data")
+    ap = benchmark_parser(__doc__.split("\n")[0], data=True, threads=1, page="lesion_models")
     ap.add_argument("--limit", type=int, default=None, help="first N COVID-19 and N/2 normal images per set")
     ap.add_argument("--candidate", action="append", default=[], metavar="LABEL=WEIGHTS",
                     help="also score learned lesion-map weights not shipped (repeatable)")
-    ap.add_argument("--publish", default=None)
-    ap.add_argument("--threads", type=int, default=1)
     args = ap.parse_args()
-    import torch
-
-    torch.set_num_threads(args.threads)
+    apply_threads(args)
     from cxrils.config import Config
     from cxrils.training.lesion_data import covid_qu_ex_samples, training_samples
     from cxrils.vision.anomaly import get_anomaly_mapper
@@ -174,8 +161,7 @@ def main() -> None:
                  f"{time.time() - t0:.0f} s.")
     text = "\n".join(lines)
     print(text)
-    if args.publish:
-        publish(args.publish, text)
+    publish_if_asked(args, text)
 
 
 if __name__ == "__main__":

@@ -10,12 +10,11 @@ eight, paper section 3.2). It measures samples per second importing with
 derives the hours for the release's 192K images from the 1-worker rate (an estimate:
 real JPEGs decode at a different speed than noise, and disks differ).
 
-Run: ``python benchmarks/mimic_ils_import.py [--images 16]``.
+Run: ``python -m benchmarks.mimic_ils_import [--images 16] [--publish mimic_ils_import]``.
 """
 
 from __future__ import annotations
 
-import argparse
 import json
 import tempfile
 import time
@@ -24,7 +23,7 @@ from pathlib import Path
 import numpy as np
 from PIL import Image
 
-from results import publish
+from benchmarks.results import benchmark_parser, publish_if_asked
 
 RELEASE_IMAGES = 192_000  # paper section 3.2: 1.1M pairs from 192K images
 
@@ -67,7 +66,7 @@ def make_release(root: Path, n: int) -> tuple[Path, Path, Path, int]:
 def main() -> None:
     from cxrils.dataset.mimic_ils import export_mimic_ils, import_mimic_ils
 
-    ap = argparse.ArgumentParser()
+    ap = benchmark_parser(__doc__.splitlines()[0], page="mimic_ils_import")
     ap.add_argument("--images", type=int, default=16)
     args = ap.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
@@ -98,7 +97,7 @@ def main() -> None:
         f"| import, 16 workers (if it scales linearly; disk-bound in practice) | {RELEASE_IMAGES / rate1 / 16 / 3600:.1f} hours |",
         f"| dataset size | {RELEASE_IMAGES * size / 1e9:.0f} GB |"])
     print(text)
-    publish("mimic_ils_import", text)
+    publish_if_asked(args, text)
 
 
 if __name__ == "__main__":

@@ -14,9 +14,9 @@ held-out split (``test``, template instructions as the paper's Table 4):
 
 Usage::
 
-    nice -n 10 python benchmarks/models.py --dataset DATASET [--steps 600] [--image-size 96]
+    nice -n 10 python -m benchmarks.models --dataset DATASET [--steps 600] [--image-size 96]
         [--encoders structured,minilm] [--priors on,off] [--split test] [--work runs/bench_models]
-    nice -n 10 python benchmarks/models.py --dataset DATASET --from-run RUN   # score a trained run
+    nice -n 10 python -m benchmarks.models --dataset DATASET --from-run RUN   # score a trained run
 
 With ``--from-run`` nothing is trained: the run's own ``train_summary.json`` gives the
 training time (n/a for the shipped model, ``src/cxrils/weights/light_ils``), and its
@@ -29,7 +29,6 @@ The dataset is the one ``cxrils generate`` makes from ``../shared/data``.
 
 from __future__ import annotations
 
-import argparse
 import json
 import sys
 import time
@@ -37,7 +36,7 @@ from pathlib import Path
 
 import numpy as np
 
-from results import publish
+from benchmarks.results import benchmark_parser, publish_if_asked
 
 
 def _pct(v) -> str:
@@ -117,7 +116,7 @@ def _latency(run: Path, dataset: Path, split: str, max_queries: int) -> dict[str
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap = benchmark_parser(__doc__.splitlines()[0], page="light_model")
     ap.add_argument("--dataset", type=Path, required=True, help="cxrils dataset folder (cxrils generate)")
     ap.add_argument("--split", default="test", help="held-out split to score (default test)")
     ap.add_argument("--encoders", default="structured", help="instruction encoders to compare (structured,minilm)")
@@ -128,7 +127,6 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--latency-queries", type=int, default=100)
     ap.add_argument("--from-run", type=Path, default=None,
                     help="score this trained light run folder instead of training")
-    ap.add_argument("--publish", default=None, help="also write the tables to docs/results/NAME.md")
     args = ap.parse_args(argv)
     args.work.mkdir(parents=True, exist_ok=True)
 
@@ -204,8 +202,7 @@ def main(argv: list[str] | None = None) -> int:
     for name, line in errors.items():
         lines.append(f"- {name}: {line}")
     print("\n" + "\n".join(lines[2:]))
-    if args.publish:
-        publish(args.publish, "\n".join(lines))
+    publish_if_asked(args, "\n".join(lines))
     out = args.work / "results.json"
     out.write_text(json.dumps({"results": results, "timings": timings}, indent=2, default=str))
     print(f"\nresults -> {out}")

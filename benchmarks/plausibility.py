@@ -2,9 +2,9 @@
 public data: what the human-annotated frontal anatomy of JSRT measures, and what the
 check decides on JSRT, on the IU lateral images and on the public pairs.
 
-Usage: ``python benchmarks/plausibility.py [--data ../shared/data]``
+Usage: ``python -m benchmarks.plausibility [--data ../shared/data] [--publish plausibility]``
 
-Prints (and publishes as ``docs/results/plausibility.md``):
+Prints (and with ``--publish plausibility`` writes to ``docs/results/plausibility.md``):
 
 1. the range of each measure over the JSRT SCR human masks (247 PA images): the
    source of the bounds in ``cxrils.config.QCConfig`` (ours, widened from these);
@@ -24,13 +24,11 @@ from pathlib import Path
 import numpy as np
 from PIL import Image
 
+from benchmarks.results import benchmark_parser, publish_if_asked
 from cxrils.config import Config
 from cxrils.io import load_image
 from cxrils.types import AnatomyMasks
 from cxrils.vision.anatomy import cardiothoracic_ratio, frontal_plausibility, get_segmenter
-from results import publish
-
-REPO = Path(__file__).resolve().parents[1]
 
 
 def measures(m: AnatomyMasks) -> dict[str, float]:
@@ -65,8 +63,7 @@ def verdicts(masks: list[AnatomyMasks], cfg: Config) -> tuple[int, Counter]:
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--data", type=Path, default=REPO.parent / "shared" / "data")
+    ap = benchmark_parser(__doc__, data=True, page="plausibility", formatter_class=argparse.RawDescriptionHelpFormatter)
     args = ap.parse_args()
     cfg = Config()
     human = jsrt(args.data)
@@ -93,7 +90,7 @@ def main() -> None:
         lines.append(f"| {name} | {source} | {ok} | {len(masks) - ok} | {detail} |")
     text = "\n".join(lines)
     print(text)
-    publish("plausibility", text)
+    publish_if_asked(args, text)
 
 
 if __name__ == "__main__":

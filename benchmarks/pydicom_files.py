@@ -10,18 +10,18 @@ the first detail: the element or property it names).
 Prints the counts (read / refused by reason) and, with ``--show``, each refused file with
 its message. ``tests/test_io_pydicom_files.py`` checks the messages themselves.
 
-Run: ``nice -n 10 python benchmarks/pydicom_files.py [--show]`` (single process).
-Publishes ``docs/results/pydicom_files.md`` (``benchmarks/results.py``) with ``--publish``.
+Run: ``nice -n 10 python -m benchmarks.pydicom_files [--show] [--publish pydicom_files]`` (single process);
+``--publish pydicom_files`` writes ``docs/results/pydicom_files.md`` (``benchmarks/results.py``).
 """
 
 from __future__ import annotations
 
-import argparse
 import re
 import warnings
 from collections import Counter
 from pathlib import Path
 
+from benchmarks.results import benchmark_parser, publish_if_asked
 from cxrils.io import ImageLoadError, load_image
 
 #: Patterns that turn a refusal reason into its kind (first match wins; else the reason
@@ -69,9 +69,8 @@ def sample_files() -> list[Path]:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = benchmark_parser(__doc__.splitlines()[0], page="pydicom_files")
     parser.add_argument("--show", action="store_true", help="print each refused file and its message")
-    parser.add_argument("--publish", action="store_true", help="write docs/results/pydicom_files.md")
     args = parser.parse_args()
     import pydicom
 
@@ -88,10 +87,7 @@ def main() -> None:
             print(f"\n## {k}")
             for _, message in items:
                 print(message)
-    if args.publish:
-        from results import publish
-
-        publish("pydicom_files", body, "python benchmarks/pydicom_files.py --publish")
+    publish_if_asked(args, body)
 
 
 if __name__ == "__main__":

@@ -29,13 +29,15 @@ the result. The load average is printed with each repeat and in the header.
 
 Usage::
 
-    PYTHONPATH=src python benchmarks/report_mesh.py [--csv PATH] [--set report.KEY=VALUE]
-        [--repeats 5] [--examples 10] [--no-speed] [--no-publish]
+    PYTHONPATH=src python -m benchmarks.report_mesh [--csv PATH] [--set report.KEY=VALUE]
+        [--repeats 5] [--examples 10] [--no-speed] [--publish report_mesh]
+
+``--publish NAME`` writes the tables to ``docs/results/NAME.md``, with the default
+configuration only (no ``--config``, ``--set`` or ``--paper-section``).
 """
 
 from __future__ import annotations
 
-import argparse
 import os
 import statistics
 import sys
@@ -46,12 +48,7 @@ os.environ.setdefault("OMP_NUM_THREADS", "1")
 
 import pandas as pd  # noqa: E402
 
-from cxrils.config import DIFFERENTIAL_CERTAINTIES, load_config  # noqa: E402
-from cxrils.report import get_location_mapper, get_structurer, select_iu_section, structure_reports  # noqa: E402
-from cxrils.report.lexicon import CARDIOMEGALY_PATTERNS, CONGESTION_PATTERNS, lesion_terms  # noqa: E402
-from cxrils.report.sections import SectionChoice  # noqa: E402
-from cxrils.vocab import LESION_TYPES  # noqa: E402
-from mesh_scoring import (  # noqa: E402
+from benchmarks.mesh_scoring import (  # noqa: E402
     LENIENT_MESH,
     STRICT_MESH,
     any_types,
@@ -61,13 +58,18 @@ from mesh_scoring import (  # noqa: E402
     strict_types,
     table,
 )
-from results import publish  # noqa: E402
+from benchmarks.results import DEFAULT_DATA, benchmark_parser, publish_if_asked  # noqa: E402
+from cxrils.config import DIFFERENTIAL_CERTAINTIES, load_config  # noqa: E402
+from cxrils.report import get_location_mapper, get_structurer, select_iu_section, structure_reports  # noqa: E402
+from cxrils.report.lexicon import CARDIOMEGALY_PATTERNS, CONGESTION_PATTERNS, lesion_terms  # noqa: E402
+from cxrils.report.sections import SectionChoice  # noqa: E402
+from cxrils.vocab import LESION_TYPES  # noqa: E402
 
 #: Issue 17's strict-F1 targets on the untuned half (sides: agreement over all types).
 TARGETS: dict[str, float] = {"cardiomegaly": 0.90, "effusion": 0.90, "edema": 0.90, "pneumonia": 0.85,
                              "atelectasis": 0.85, "opacity": 0.85, "consolidation": 0.85, "sides": 0.92}
 
-DEFAULT_CSV = Path(__file__).resolve().parents[1] / ".." / "shared" / "data" / "iu_xray" / "nlmcxr_reports_all.csv"
+DEFAULT_CSV = DEFAULT_DATA / "iu_xray" / "nlmcxr_reports_all.csv"
 
 
 def pin_one_core() -> str:
@@ -115,7 +117,7 @@ def run_cxrils(items, cfg, structurer, mapper) -> list:
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap = benchmark_parser(__doc__.split("\n\n")[0], page="report_mesh")
     ap.add_argument("--csv", type=Path, default=DEFAULT_CSV)
     ap.add_argument("--backend", default="rules", help="report structurer (config backends.report_structurer)")
     ap.add_argument("--config", type=Path, default=None, help="TOML configuration, as for cxrils structure")
@@ -124,8 +126,10 @@ def main() -> None:
     ap.add_argument("--examples", type=int, default=10, help="disagreements printed per kind (tuning half only)")
     ap.add_argument("--repeats", type=int, default=5)
     ap.add_argument("--no-speed", action="store_true")
-    ap.add_argument("--no-publish", action="store_true")
     args = ap.parse_args()
+    if args.publish and (args.overrides or args.config is not None or args.paper_section):
+        ap.error("--publish: only the default configuration's tables are published "
+                 "(no --config, --set or --paper-section)")
     if not args.csv.exists():
         raise SystemExit(f"{args.csv}: not found (the IU reports of ../shared/data)")
     pinned = pin_one_core()
@@ -198,8 +202,7 @@ def main() -> None:
                         if f.lesion_type in LESION_TYPES or f.predicted_lesion_type in LESION_TYPES]
                 print(f"  {df.report_id[i]}: MeSH={df.mesh_major[i]!r}\n      ours={mine}\n"
                       f"      text={choices[i].text!r}")
-    if not args.no_publish and not args.overrides and args.config is None and not args.paper_section:
-        publish("report_mesh", text)
+    publish_if_asked(args, text)
 
 
 def targets_table(mesh, by_value: dict, halves: list[str]) -> str:

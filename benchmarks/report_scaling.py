@@ -9,13 +9,12 @@ for medspaCy's ConText with the same target lexicon (as in report_mesh.py) up to
 
 Usage::
 
-    PYTHONPATH=src python benchmarks/report_scaling.py [--lengths 1000 10000 100000 1000000]
-        [--repeats 3] [--peer-max 100000] [--no-publish]
+    PYTHONPATH=src python -m benchmarks.report_scaling [--lengths 1000 10000 100000 1000000]
+        [--repeats 3] [--peer-max 100000] [--publish report_scaling]
 """
 
 from __future__ import annotations
 
-import argparse
 import os
 import time
 from pathlib import Path
@@ -24,9 +23,9 @@ os.environ.setdefault("OMP_NUM_THREADS", "1")
 
 import pandas as pd  # noqa: E402
 
+from benchmarks.report_mesh import DEFAULT_CSV, context_peer, load_average, pin_one_core, run_peer  # noqa: E402
+from benchmarks.results import benchmark_parser, publish_if_asked  # noqa: E402
 from cxrils.report import get_location_mapper, get_structurer, structure_report  # noqa: E402
-from report_mesh import DEFAULT_CSV, context_peer, load_average, pin_one_core, run_peer  # noqa: E402
-from results import publish  # noqa: E402
 
 
 def corpus_text(csv: Path, n_chars: int) -> str:
@@ -56,12 +55,11 @@ def best_of(fn, repeats: int) -> float:
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap = benchmark_parser(__doc__.split("\n\n")[0], page="report_scaling")
     ap.add_argument("--csv", type=Path, default=DEFAULT_CSV)
     ap.add_argument("--lengths", type=int, nargs="+", default=[1_000, 10_000, 100_000, 1_000_000])
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--peer-max", type=int, default=100_000, help="longest text given to medspaCy")
-    ap.add_argument("--no-publish", action="store_true")
     args = ap.parse_args()
     if not args.csv.exists():
         raise SystemExit(f"{args.csv}: not found (the IU reports of ../shared/data)")
@@ -89,8 +87,7 @@ def main() -> None:
         print(lines[-1], flush=True)
     text = "\n".join(lines)
     print(text)
-    if not args.no_publish:
-        publish("report_scaling", text)
+    publish_if_asked(args, text)
 
 
 if __name__ == "__main__":

@@ -13,13 +13,12 @@ of 100,000 decisions.
    database and times ``review_stats`` on it, from opening the file (the replay of the
    decision log) to every table.
 
-Usage: ``python benchmarks/review.py [--studies 40] [--size 1024] [--decisions 150]``.
-Publishes ``docs/results/review.md`` (``benchmarks/results.py``).
+Usage: ``python -m benchmarks.review [--studies 40] [--size 1024] [--decisions 150] [--publish review]``;
+``--publish review`` writes ``docs/results/review.md`` (``benchmarks/results.py``).
 """
 
 from __future__ import annotations
 
-import argparse
 import shutil
 import socket
 import statistics
@@ -30,6 +29,8 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
+
+from benchmarks.results import benchmark_parser, publish_if_asked
 
 #: The issue's target for the page's time to the next record, p95 on 2 cores (ms).
 TARGET_P95_MS = 150.0
@@ -186,12 +187,11 @@ def stats_time(folder: Path, n_records: int = 50_000, reviewers: tuple[str, ...]
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap = benchmark_parser(__doc__.splitlines()[0], page="review")
     ap.add_argument("--studies", type=int, default=40)
     ap.add_argument("--size", type=int, default=1024)
     ap.add_argument("--decisions", type=int, default=150)
     args = ap.parse_args()
-    from results import publish
 
     tmp = Path(tempfile.mkdtemp(prefix="cxrils-review-bench-"))
     try:
@@ -217,7 +217,7 @@ def main() -> None:
         f"| writing them (one transaction) | {n_dec:,} | {write_s:.2f} s |",
     ]
     print("\n".join(lines))
-    publish("review", "\n".join(lines))
+    publish_if_asked(args, "\n".join(lines))
 
 
 if __name__ == "__main__":

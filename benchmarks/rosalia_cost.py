@@ -14,7 +14,7 @@ segment-anything's sizes, CLIP ViT-L/14 vision at 224 px), and the bytes they ta
 Measured here (CPU, tiny random model of ``RosaliaConfig.tiny()``): build time and one
 ``predict`` (generation of up to 12 tokens plus the mask).
 
-Run: ``python benchmarks/rosalia_cost.py``.
+Run: ``python -m benchmarks.rosalia_cost [--publish rosalia_cost]``.
 """
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from results import publish
+from benchmarks.results import benchmark_parser, publish_if_asked
 
 SAM_VIT_H = {"embed": 1280, "depth": 32, "heads": 16, "global": [7, 15, 23, 31], "window": 14}
 
@@ -95,6 +95,7 @@ def tiny_timings() -> dict[str, float]:
 
 
 def main() -> None:
+    args = benchmark_parser(__doc__.splitlines()[0], page="rosalia_cost").parse_args()
     fs = full_size()
     gib = 1024**3
     lines = ["### LISA-7B-v1 / ROSALIA-7B-v1 parts (derived: parameter counts on the meta device)", "",
@@ -123,7 +124,7 @@ def main() -> None:
               "| MIMIC-ILS test split, masks and generated text | about 1.5 hours |"]
     text = "\n".join(lines)
     print(text)
-    publish("rosalia_cost", text)
+    publish_if_asked(args, text)
 
 
 if __name__ == "__main__":

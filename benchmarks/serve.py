@@ -2,16 +2,15 @@
 
 Prints p50 / p95 latency and the error count. Usage::
 
-    python benchmarks/serve.py [--model RUN_DIR] [--requests 50] [--image PATH]
+    python -m benchmarks.serve [--model RUN_DIR] [--requests 50] [--image PATH] [--publish serve]
 
 The model defaults to the built-in light model; the image to a real NIH CXR from
-../shared/data. Traffic goes to 127.0.0.1 only; the loop is bounded. Publishes
-``docs/results/serve.md`` (``benchmarks/results.py``).
+../shared/data. Traffic goes to 127.0.0.1 only; the loop is bounded. ``--publish serve``
+writes ``docs/results/serve.md`` (``benchmarks/results.py``).
 """
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import socket
 import statistics
@@ -19,11 +18,11 @@ import threading
 import time
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[1]
+from benchmarks.results import DEFAULT_DATA, benchmark_parser, publish_if_asked
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap = benchmark_parser(__doc__.splitlines()[0], page="serve")
     ap.add_argument("--model", type=Path, default=None)
     ap.add_argument("--requests", type=int, default=50)
     ap.add_argument("--image", type=Path, default=None)
@@ -35,12 +34,11 @@ def main() -> None:
     from cxrils.cli.serve import default_model_dir
     from cxrils.models.base import Segmenter
     from cxrils.serve.app import create_app
-    from results import publish
 
     run_dir = args.model or default_model_dir()
     if run_dir is None:
         raise SystemExit("no --model and no built-in light model; train one with cxrils train")
-    image = args.image or next(iter(sorted((REPO.parent / "shared" / "data" / "nih_bbox").rglob("*.png"))), None)
+    image = args.image or next(iter(sorted((DEFAULT_DATA / "nih_bbox").rglob("*.png"))), None)
     if image is None:
         raise SystemExit("no image: pass --image PATH")
     seg = Segmenter.from_pretrained(run_dir)
@@ -85,7 +83,7 @@ def main() -> None:
 
     with Image.open(image) as im:
         size = f"{im.width}x{im.height}"
-    publish("serve", "\n".join([
+    publish_if_asked(args, "\n".join([
         f"{len(results)} concurrent `POST /v1/segment` requests on 127.0.0.1 (one uvicorn process, inference "
         f"serialised by the service's lock), model `{Path(run_dir).name}`, image {image.name} ({size} PNG), "
         f"{len(instructions)} instructions in turn.", "",

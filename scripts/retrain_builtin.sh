@@ -41,17 +41,17 @@ rm -rf "$WORK/light"
 $CX train --model light --dataset "$WORK/light_data" -o "$WORK/light" $LIGHT_SET --threads "$THREADS" --no-evaluate
 cp "$WORK/light/config.json" "$WORK/light/model.safetensors" "$WORK/light/train_summary.json" "$W/light_ils/"
 # 6. the benchmarks quoted by the model cards and docs
-$PY benchmarks/anatomy.py --data "$DATA"
-$PY benchmarks/lesion_models.py --data "$DATA" --publish lesion_models
-$PY benchmarks/models.py --dataset "$WORK/light_data" --from-run "$W/light_ils" --work "$WORK/bench_models" \
+$PY -m benchmarks.anatomy --data "$DATA" --publish anatomy
+$PY -m benchmarks.lesion_models --data "$DATA" --publish lesion_models
+$PY -m benchmarks.models --dataset "$WORK/light_data" --from-run "$W/light_ils" --work "$WORK/bench_models" \
     --publish light_model
-$PY benchmarks/human_masks.py --data "$DATA" --publish human_masks
-$PY benchmarks/human_masks.py --data "$DATA" --set grounding.c1_bilateral=union --publish human_masks_c1_union
-$PY benchmarks/grounding.py --data "$DATA" --publish grounding
+$PY -m benchmarks.human_masks --data "$DATA" --publish human_masks
+$PY -m benchmarks.human_masks --data "$DATA" --set grounding.c1_bilateral=union --publish human_masks_c1_union
+$PY -m benchmarks.grounding --data "$DATA" --publish grounding
 # benchmarks of other pages whose numbers depend on the builtin lesion models
-$PY benchmarks/generate.py --data "$DATA" --workers 1,2
-$PY benchmarks/cost_model.py --data "$DATA" --images 30 --radedit-evals 2
-$PY benchmarks/plausibility.py --data "$DATA"
-$PY benchmarks/serve.py --image "$DATA/nih_bbox/images/00001369_000.png"
+$PY -m benchmarks.generate --data "$DATA" --workers 1,2 --publish generate
+$PY -m benchmarks.cost_model --data "$DATA" --images 30 --radedit-evals 2 --publish cost_model
+$PY -m benchmarks.plausibility --data "$DATA" --publish plausibility
+$PY -m benchmarks.serve --image "$DATA/nih_bbox/images/00001369_000.png" --publish serve
 # 7. copy the results into the docs and model cards
 $PY scripts/sync_results.py

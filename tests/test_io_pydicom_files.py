@@ -1,11 +1,10 @@
-"""The reader over pydicom's own test files (``benchmarks/pydicom_files.py``): every
+"""The reader over pydicom's own test files (``python -m benchmarks.pydicom_files``): every
 refusal is one line in words that names the file, never a raw Python exception text, and
 a file that lacks an element the image needs is refused naming that element."""
 
 from __future__ import annotations
 
 import re
-import sys
 import warnings
 from pathlib import Path
 
@@ -14,10 +13,8 @@ import pydicom
 import pytest
 from PIL import Image
 
+from benchmarks.pydicom_files import run, sample_files
 from cxrils.io import ImageLoadError, load_image
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
-from pydicom_files import run, sample_files  # noqa: E402
 
 #: What a raw exception text looks like: a class name with a colon, or Python's attribute
 #: / key wording.

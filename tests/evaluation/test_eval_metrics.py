@@ -207,3 +207,52 @@ def test_probability_maps_are_refused_not_binarised() -> None:
     with pytest.raises(MaskError, match="probability map"):
         mask_counts(np.full((4, 4), 0.2, np.float32), ref)
     assert mask_counts(np.zeros((4, 4), np.float32), ref).pred_area == 0
+
+
+def _rect(r0: int, r1: int, c0: int, c1: int, shape=(10, 10)) -> np.ndarray:
+    m = np.zeros(shape, bool)
+    m[r0:r1, c0:c1] = True
+    return m
+
+
+def test_pair_scores_hand_computed() -> None:
+    from cxrils.evaluation import mask_dice, mask_iou, mask_precision
+
+    p = _rect(0, 4, 0, 5)  # 20 px
+    r = _rect(2, 6, 0, 5)  # 20 px, rows 2-3 shared: 10 px; union 30
+    assert mask_iou(p, r) == 10 / 30
+    assert mask_dice(p, r) == 2 * 10 / 40
+    assert mask_precision(p, r) == 10 / 20
+    inner = _rect(0, 2, 0, 2)  # 4 px inside p
+    assert (mask_iou(inner, p), mask_precision(inner, p), mask_precision(p, inner)) == (4 / 20, 1.0, 4 / 20)
+    assert mask_dice(inner, p) == 8 / 24
+    # disjoint masks score 0, whichever is empty
+    far = _rect(8, 10, 8, 10)
+    assert (mask_iou(p, far), mask_dice(p, far), mask_precision(p, far)) == (0.0, 0.0, 0.0)
+    none = np.zeros((10, 10), bool)
+    assert (mask_iou(none, r), mask_dice(none, r), mask_precision(none, r), mask_precision(r, none)) == (0, 0, 0, 0)
+    # both empty: the stated convention, 0.0 unless asked otherwise
+    assert (mask_iou(none, none), mask_dice(none, none), mask_precision(none, none)) == (0.0, 0.0, 0.0)
+    assert (mask_iou(none, none, empty=1.0), mask_dice(none, none, empty=1.0)) == (1.0, 1.0)
+    # numeric masks (non-zero = foreground) and RLE give the same counts
+    assert mask_iou(p.astype(np.uint8) * 255, encode_rle(r)) == 10 / 30
+    with pytest.raises(MaskSizeError):
+        mask_iou(p, np.zeros((10, 11), bool))
+
+
+def test_histogram_auroc_hand_computed() -> None:
+    from cxrils.evaluation import histogram_auroc
+
+    # positives at bins 1, 2, 2; negatives at bins 0, 1: pairs (pos > neg) count 1, ties 1/2
+    # bin 1 vs {0: win, 1: tie} = 1.5; each bin 2 vs both = 2 -> (1.5 + 2 + 2) / (3 * 2)
+    assert histogram_auroc([0, 1, 2], [1, 1, 0]) == 5.5 / 6
+    assert histogram_auroc([0, 0, 3], [2, 0, 0]) == 1.0
+    assert histogram_auroc([3, 0, 0], [0, 0, 2]) == 0.0
+    assert histogram_auroc([1, 1], [1, 1]) == 0.5  # same distribution
+    assert histogram_auroc([0, 0], [1, 1]) == 0.0 and histogram_auroc([1, 1], [0, 0]) == 0.0  # no pair
+    # equals the AUROC over the scores themselves (every positive-negative pair)
+    rng = np.random.default_rng(0)
+    pos, neg = rng.integers(0, 256, 500), rng.integers(0, 256, 700)
+    pairs = (pos[:, None] > neg[None]).sum() + 0.5 * (pos[:, None] == neg[None]).sum()
+    got = histogram_auroc(np.bincount(pos, minlength=256), np.bincount(neg, minlength=256))
+    assert got == pytest.approx(pairs / (500 * 700), abs=1e-12)

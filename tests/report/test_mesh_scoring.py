@@ -1,18 +1,8 @@
-"""The MeSH yardstick of benchmarks/report_mesh.py (benchmarks/mesh_scoring.py), written
-apart from the structurer: its mappings, its reading of findings and its split."""
+"""The MeSH yardstick of ``python -m benchmarks.report_mesh`` (benchmarks/mesh_scoring.py),
+written apart from the structurer: its mappings, its reading of findings and its split."""
 
-import importlib.util
-import sys
-from pathlib import Path
-
+import benchmarks.mesh_scoring as ms
 from cxrils.types import Finding
-
-REPO_ROOT = Path(__file__).resolve().parents[2]
-
-_spec = importlib.util.spec_from_file_location("mesh_scoring", REPO_ROOT / "benchmarks" / "mesh_scoring.py")
-ms = importlib.util.module_from_spec(_spec)
-sys.modules.setdefault("mesh_scoring", ms)  # dataclasses look their module up
-_spec.loader.exec_module(ms)
 
 
 def f(lesion_type, presence="positive", certainty="definitive", labels=(), predicted=None, inference=None):
@@ -74,21 +64,10 @@ def test_score_counts_and_disagreement_indices():
     assert "| effusion | 1 | 2 |" in ms.table(s, "t")
 
 
-def _report_mesh():
-    sys.path.insert(0, str(REPO_ROOT / "benchmarks"))  # report_mesh imports mesh_scoring and results
-    try:
-        spec = importlib.util.spec_from_file_location("report_mesh", REPO_ROOT / "benchmarks" / "report_mesh.py")
-        mod = importlib.util.module_from_spec(spec)
-        spec.loader.exec_module(mod)
-        return mod
-    finally:
-        sys.path.remove(str(REPO_ROOT / "benchmarks"))
-
-
 def test_certainty_classes_count_what_mesh_indexes_per_class():
     from types import SimpleNamespace as R
 
-    rm = _report_mesh()
+    import benchmarks.report_mesh as rm
     mesh = ["Pulmonary Atelectasis", "Pulmonary Atelectasis", "normal", "Pneumonia"]
     # report 1: definitive; 2: a differential item (definitive only when lists are); 3: hedged; 4: absent
     tentative = [R(findings=[f("atelectasis")]), R(findings=[f("atelectasis", certainty="tentative")]),
@@ -105,7 +84,7 @@ def test_certainty_classes_count_what_mesh_indexes_per_class():
 def test_targets_table_marks_misses():
     from types import SimpleNamespace as R
 
-    rm = _report_mesh()
+    import benchmarks.report_mesh as rm
     mesh = ["Cardiomegaly", "Cardiomegaly", "normal"]
     reps = [R(findings=[f("cardiomegaly")]), R(findings=[]), R(findings=[])]  # F1 = 2/3
     text = rm.targets_table(mesh, {"tentative": reps}, ["untuned"] * 3)

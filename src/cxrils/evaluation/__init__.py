@@ -12,12 +12,21 @@ JSON / CSV / Markdown, and baselines (``always-empty``, ``whole-lung``, ``oracle
 from cxrils.evaluation.counts import MaskCounts, MaskSizeError, mask_counts, rle_mask_counts
 from cxrils.evaluation.evaluate import EvalSample, evaluate, evaluate_predictions
 from cxrils.evaluation.io import EvaluationError, read_predictions, write_predictions
-from cxrils.evaluation.metrics import SegmentationAccumulator, TextAccumulator, answer_correct
+from cxrils.evaluation.metrics import (
+    SegmentationAccumulator,
+    TextAccumulator,
+    answer_correct,
+    histogram_auroc,
+    mask_dice,
+    mask_iou,
+    mask_precision,
+)
 from cxrils.evaluation.report import EvaluationReport
 from cxrils.masks import InvalidRLE, rle_areas
 
 __all__ = [
     "EvalSample", "EvaluationError", "EvaluationReport", "InvalidRLE", "MaskCounts", "MaskSizeError",
     "SegmentationAccumulator", "TextAccumulator", "answer_correct", "evaluate", "evaluate_predictions",
-    "mask_counts", "read_predictions", "rle_areas", "rle_mask_counts", "write_predictions",
+    "histogram_auroc", "mask_counts", "mask_dice", "mask_iou", "mask_precision", "read_predictions", "rle_areas",
+    "rle_mask_counts", "write_predictions",
 ]

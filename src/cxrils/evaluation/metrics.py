@@ -11,6 +11,11 @@ Definitions (paper section 5 "Evaluation Methodology", following LISA):
   (:func:`cxrils.templates.parse_answer`) to the same template and the same variables
   (target, locations, lesion, certainty) as the reference answer.
 
+Plain scores of one mask pair, for benchmarks and reports that score masks outside the
+paper's protocol (expert masks, boxes): :func:`mask_iou`, :func:`mask_dice`,
+:func:`mask_precision`, each with a stated value for empty masks; and
+:func:`histogram_auroc`, the AUROC of two histograms (pixel scores binned to levels).
+
 A group with no samples of a kind has the value ``None`` (written ``null`` in JSON,
 ``n/a`` in CSV and Markdown), never NaN.
 
@@ -25,8 +30,11 @@ does not grow with the number of samples.
 from __future__ import annotations
 
 from dataclasses import dataclass, fields
+from typing import Any
 
-from cxrils.evaluation.counts import MaskCounts
+import numpy as np
+
+from cxrils.evaluation.counts import MaskCounts, mask_counts
 from cxrils.templates import ParsedText, TemplateError, parse_answer
 
 #: Fixed-point exponent of the exact IoU sum: every float64 in [0, 1] is an integer
@@ -136,6 +144,124 @@ class TextAccumulator:
     def accuracy(self) -> float | None:
         """``n_correct / n`` in [0, 1]; None when no answer was scored."""
         return self.n_correct / self.n if self.n else None
+
+
+def mask_iou(pred: Any, ref: Any, *, empty: float = 0.0) -> float:
+    """Intersection over union ``|P ∩ R| / |P ∪ R|`` of one mask pair.
+
+    Parameters
+    ----------
+    pred, ref : ndarray of shape (H, W) or COCO RLE dict
+        As :func:`~cxrils.evaluation.mask_counts` (bool, or numeric with non-zero =
+        foreground; same size).
+    empty : float
+        The value when both masks are empty (the union has no pixel). Default 0.0: an
+        empty answer to an empty reference scores nothing. (gIoU never meets this case:
+        it averages over positives, whose reference is non-empty.)
+
+    Returns
+    -------
+    float
+        In [0, 1] (``empty`` for two empty masks); the correctly rounded float64 of the
+        exact pixel counts.
+
+    Raises
+    ------
+    MaskSizeError, MaskError
+        As :func:`~cxrils.evaluation.mask_counts`.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> p, r = np.zeros((4, 4), bool), np.zeros((4, 4), bool)
+    >>> p[0, :2] = True; r[0, 1:4] = True    # 1 shared pixel, 4 in the union
+    >>> mask_iou(p, r)
+    0.25
+    >>> none = np.zeros((4, 4), bool)
+    >>> mask_iou(none, none), mask_iou(none, none, empty=1.0)
+    (0.0, 1.0)
+    """
+    counts = mask_counts(pred, ref)
+    return counts.intersection / counts.union if counts.union else empty
+
+
+def mask_dice(pred: Any, ref: Any, *, empty: float = 0.0) -> float:
+    """Dice coefficient ``2 |P ∩ R| / (|P| + |R|)`` of one mask pair.
+
+    Parameters
+    ----------
+    pred, ref : ndarray of shape (H, W) or COCO RLE dict
+        As :func:`~cxrils.evaluation.mask_counts`.
+    empty : float
+        The value when both masks are empty. Default 0.0; an anatomy benchmark scoring
+        an organ that both the reference and the model leave out passes 1.0.
+
+    Returns
+    -------
+    float
+        In [0, 1] (``empty`` for two empty masks).
+
+    Raises
+    ------
+    MaskSizeError, MaskError
+        As :func:`~cxrils.evaluation.mask_counts`.
+    """
+    counts = mask_counts(pred, ref)
+    total = counts.pred_area + counts.ref_area
+    return 2 * counts.intersection / total if total else empty
+
+
+def mask_precision(pred: Any, ref: Any) -> float:
+    """Share of the predicted mask inside the reference, ``|P ∩ R| / |P|``.
+
+    With the masks swapped it is the reference's coverage by the prediction (its
+    recall), ``|P ∩ R| / |R|``: e.g. the share of an expert box that a mask covers.
+
+    Parameters
+    ----------
+    pred, ref : ndarray of shape (H, W) or COCO RLE dict
+        As :func:`~cxrils.evaluation.mask_counts`.
+
+    Returns
+    -------
+    float
+        In [0, 1]; 0.0 when ``pred`` is empty.
+
+    Raises
+    ------
+    MaskSizeError, MaskError
+        As :func:`~cxrils.evaluation.mask_counts`.
+    """
+    counts = mask_counts(pred, ref)
+    return counts.intersection / counts.pred_area if counts.pred_area else 0.0
+
+
+def histogram_auroc(positive: Any, negative: Any) -> float:
+    """Area under the ROC curve of scores given as two histograms over the same bins.
+
+    The probability that a positive's score is above a negative's, ties (the same bin)
+    counting one half: ``sum_k pos[k] (neg[<k] + neg[k] / 2) / (n_pos n_neg)``. Exact for
+    scores that take only the bins' values (e.g. an anomaly map ``x_ano`` stored as
+    ``k / 255``, binned by ``k``), whatever the number of pixels.
+
+    Parameters
+    ----------
+    positive, negative : array_like of int, shape (K,)
+        Counts per bin, bins in increasing order of score.
+
+    Returns
+    -------
+    float
+        In [0, 1]; 0.0 when either histogram is empty (no pair to compare).
+
+    Examples
+    --------
+    >>> histogram_auroc([0, 1], [1, 0]), histogram_auroc([1, 1], [1, 1])
+    (1.0, 0.5)
+    """
+    pos, neg = np.asarray(positive), np.asarray(negative)
+    below = np.concatenate([[0], np.cumsum(neg)[:-1]])
+    return float((pos * (below + 0.5 * neg)).sum() / max(1, pos.sum() * neg.sum()))
 
 
 def answer_correct(pred: str | None, ref: str | ParsedText) -> bool:

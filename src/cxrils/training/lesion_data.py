@@ -36,9 +36,9 @@ from pathlib import Path
 
 import cv2
 import numpy as np
-from scipy import ndimage as ndi
 
 from cxrils.config import LesionDataConfig
+from cxrils.grounding.expert import lesion_boxes  # noqa: F401 - the detector's targets, kept importable from here
 from cxrils.sources.covid_qu_ex import read_covid_qu_ex
 from cxrils.sources.jsrt import read_jsrt_images, read_jsrt_nodules
 from cxrils.training.anatomy_data import read_gray, split_both_lungs, split_of
@@ -139,31 +139,6 @@ def covid_qu_ex_samples(data_root: str | Path, part: str | None = None) -> list[
         if part is None or p == part:
             out.append(LesionSample(r.image_id, r.image_path, r.cls, p, r.infection_mask_path, r.lung_mask_path))
     return sorted(out, key=lambda s: s.image_id)
-
-
-def lesion_boxes(lesion: np.ndarray, min_area_frac: float, lungs: np.ndarray | None = None
-                 ) -> list[tuple[float, float, float, float]]:
-    """Boxes ``(x0, y0, x1, y1)`` (pixels, x = column, x1/y1 exclusive) of the
-    8-connected components of a lesion mask, the detector's training targets.
-
-    Components smaller than ``min_area_frac`` of the lung area (of the whole image
-    when ``lungs`` is None) are dropped as specks.
-
-    Parameters
-    ----------
-    lesion : numpy.ndarray, bool, shape (H, W)
-    min_area_frac : float
-        In [0, 1].
-    lungs : numpy.ndarray, bool, shape (H, W), optional
-    """
-    ref = int(lungs.sum()) if lungs is not None and lungs.any() else lesion.size
-    labels, _ = ndi.label(lesion, structure=np.ones((3, 3), bool))
-    boxes = []
-    for index, sl in enumerate(ndi.find_objects(labels), start=1):
-        if sl is None or int((labels[sl] == index).sum()) < min_area_frac * ref:
-            continue
-        boxes.append((float(sl[1].start), float(sl[0].start), float(sl[1].stop), float(sl[0].stop)))
-    return boxes
 
 
 def _thumb(x: np.ndarray, side: int, highpass_sigma: float) -> np.ndarray:

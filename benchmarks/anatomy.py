@@ -44,8 +44,11 @@ def dice(a: np.ndarray, b: np.ndarray) -> float:
 
 #: Lung Dice targets of issue 28 per source: the convention the source's radiologists drew
 #: (docs/anatomy.md) and the lowest Dice of each lung (right, left) or of both lungs.
-TARGETS = {"jsrt_scr": ("visible", "both lungs", 0.95), "covid_qu_ex": ("visible", "both lungs", 0.95),
-           "covid_ieee8023": ("whole", "each lung", 0.92)}
+TARGETS = {
+    "jsrt_scr": ("visible", "both lungs", 0.95),
+    "covid_qu_ex": ("visible", "both lungs", 0.95),
+    "covid_ieee8023": ("whole", "each lung", 0.92),
+}
 
 
 def accuracy_table(seg, samples) -> str:
@@ -72,15 +75,21 @@ def accuracy_table(seg, samples) -> str:
             r[f"{conv} both lungs"].append(dice(m["right lung"] | m["left lung"], s.right_lung | s.left_lung))
         if s.heart is not None:
             r["heart"].append(dice(whole["heart"], s.heart))
-            ref = AnatomyMasks({"right lung": s.right_lung, "left lung": s.left_lung, "heart": s.heart},
-                               s.right_lung.shape, "reference")
+            ref = AnatomyMasks(
+                {"right lung": s.right_lung, "left lung": s.left_lung, "heart": s.heart},
+                s.right_lung.shape,
+                "reference",
+            )
             if whole["heart"].any() and (seen["right lung"] | seen["left lung"]).any():
                 r["ctr_err"].append(abs(cardiothoracic_ratio(whole) - cardiothoracic_ratio(ref)))
             else:  # no heart or lungs found: no CTR to compare; counted below the table
                 r["no_ctr"] = r.get("no_ctr", 0) + 1
-    lines = ["| source (its radiologists' convention) | n | visible: Dice right / left / both lungs "
-             "| whole: Dice right / left / both lungs | Dice heart | CTR abs. error mean / median / max "
-             "| lowest both-lungs Dice, own convention |", "|---|---|---|---|---|---|---|"]
+    lines = [
+        "| source (its radiologists' convention) | n | visible: Dice right / left / both lungs "
+        "| whole: Dice right / left / both lungs | Dice heart | CTR abs. error mean / median / max "
+        "| lowest both-lungs Dice, own convention |",
+        "|---|---|---|---|---|---|---|",
+    ]
     target_lines = []
     for source in SOURCE_NAMES:
         r = rows.get(source)
@@ -95,18 +104,30 @@ def accuracy_table(seg, samples) -> str:
         ctr = f"{np.mean(e):.4f} / {np.median(e):.4f} / {np.max(e):.3f}" if e else "-"
         if r.get("no_ctr"):
             ctr += f" ({r['no_ctr']} images without a heart or lungs)"
-        cells = [" / ".join(mean(f"{conv} {o}") for o in ("right lung", "left lung", "both lungs"))
-                 for conv in ("visible", "whole")]
-        lines.append(f"| {SOURCE_NAMES[source]} ({own}) | {len(r['visible right lung'])} | {cells[0]} | {cells[1]} "
-                     f"| {mean('heart')} | {ctr} | {np.min(r[f'{own} both lungs']):.3f} |")
+        cells = [
+            " / ".join(mean(f"{conv} {o}") for o in ("right lung", "left lung", "both lungs"))
+            for conv in ("visible", "whole")
+        ]
+        lines.append(
+            f"| {SOURCE_NAMES[source]} ({own}) | {len(r['visible right lung'])} | {cells[0]} | {cells[1]} "
+            f"| {mean('heart')} | {ctr} | {np.min(r[f'{own} both lungs']):.3f} |"
+        )
         conv, what, goal = TARGETS[source]
         organs = ("right lung", "left lung") if what == "each lung" else ("both lungs",)
         for organ in organs:
             v = float(np.mean(r[f"{conv} {organ}"]))
-            target_lines.append(f"| {conv} lungs vs {SOURCE_NAMES[source]}: Dice {organ} | >= {goal} | {v:.3f} "
-                                f"| {'met' if v >= goal else '**missed**'} |")
-    lines += ["", "Issue 28's anatomy targets:", "", "| target | goal | this run | |", "|---|---|---|---|",
-              *target_lines]
+            target_lines.append(
+                f"| {conv} lungs vs {SOURCE_NAMES[source]}: Dice {organ} | >= {goal} | {v:.3f} "
+                f"| {'met' if v >= goal else '**missed**'} |"
+            )
+    lines += [
+        "",
+        "Issue 28's anatomy targets:",
+        "",
+        "| target | goal | this run | |",
+        "|---|---|---|---|",
+        *target_lines,
+    ]
     return "\n".join(lines)
 
 
@@ -115,8 +136,7 @@ def duplicate_lines(split, data_root: Path) -> str:
     all image files of the sources (with or without masks)."""
     from cxrils.training.anatomy_data import SPLIT, near_duplicates
 
-    files = [(source, p) for source in SOURCE_NAMES
-             for p in sorted((data_root / source / "images").glob("*.png"))]
+    files = [(source, p) for source in SOURCE_NAMES for p in sorted((data_root / source / "images").glob("*.png"))]
     order = list(SOURCE_NAMES)
     pairs: Counter = Counter()
     with_copy: dict[tuple[str, str], set[str]] = {}
@@ -128,22 +148,35 @@ def duplicate_lines(split, data_root: Path) -> str:
             with_copy.setdefault((a, b), set()).add(pa.stem)
     excluded = Counter(s.source for s, _ in split.excluded)
     train, test = Counter(s.source for s in split.train), Counter(s.source for s in split.test)
-    lines = ["| source | image files | train (used) | train left out as near-duplicates of held-back images "
-             "| test (held back, with masks) |", "|---|---|---|---|---|"]
+    lines = [
+        "| source | image files | train (used) | train left out as near-duplicates of held-back images "
+        "| test (held back, with masks) |",
+        "|---|---|---|---|---|",
+    ]
     n_files = Counter(f[0] for f in files)
     for source, name in SOURCE_NAMES.items():
         lines.append(f"| {name} | {n_files[source]} | {train[source]} | {excluded[source]} | {test[source]} |")
-    lines += ["", f"Near-duplicates between sources (thumbnail correlation >= {SPLIT.dup_min_correlation}, "
-                  "all image files, any split):", "",
-              "| sources A - B | pairs | images of A with a match in B | images of B with a match in A |",
-              "|---|---|---|---|"]
+    lines += [
+        "",
+        f"Near-duplicates between sources (thumbnail correlation >= {SPLIT.dup_min_correlation}, "
+        "all image files, any split):",
+        "",
+        "| sources A - B | pairs | images of A with a match in B | images of B with a match in A |",
+        "|---|---|---|---|",
+    ]
     for a_i, a in enumerate(order):
-        for b in order[a_i + 1:]:
-            lines.append(f"| {SOURCE_NAMES[a]} - {SOURCE_NAMES[b]} | {pairs[(a, b)]} | "
-                         f"{len(with_copy.get((a, b), ()))} | {len(with_copy.get((b, a), ()))} |")
+        for b in order[a_i + 1 :]:
+            lines.append(
+                f"| {SOURCE_NAMES[a]} - {SOURCE_NAMES[b]} | {pairs[(a, b)]} | "
+                f"{len(with_copy.get((a, b), ()))} | {len(with_copy.get((b, a), ()))} |"
+            )
     by_match = Counter((s.source, src) for s, m in split.excluded for src in {t[0] for t in m})
-    lines += ["", "Train images left out, by the source of the held-back image they match: " + ", ".join(
-        f"{SOURCE_NAMES[a]} ~ {SOURCE_NAMES[b]} {n}" for (a, b), n in sorted(by_match.items())) + "."]
+    lines += [
+        "",
+        "Train images left out, by the source of the held-back image they match: "
+        + ", ".join(f"{SOURCE_NAMES[a]} ~ {SOURCE_NAMES[b]} {n}" for (a, b), n in sorted(by_match.items()))
+        + ".",
+    ]
     return "\n".join(lines)
 
 
@@ -173,10 +206,12 @@ def reference_agreement(data_root: Path) -> str:
         scores["both lungs"].append(dice(q.right_lung | q.left_lung, onto(v.right_lung | v.left_lung)))
         scores["right lung"].append(dice(q.right_lung, onto(v.right_lung)))
         scores["left lung"].append(dice(q.left_lung, onto(v.left_lung)))
-    return (f"Agreement of the two sources' reference masks on the same images ({len(scores['both lungs'])} "
-            f"COVID-QU-Ex / COVID-19 v7labs pairs, thumbnail correlation >= {SAME_IMAGE_CORRELATION}, any split): "
-            + ", ".join(f"Dice {k} {np.mean(v):.3f}" for k, v in scores.items())
-            + " (v7labs masks reach the mediastinum, COVID-QU-Ex's follow the heart border).")
+    return (
+        f"Agreement of the two sources' reference masks on the same images ({len(scores['both lungs'])} "
+        f"COVID-QU-Ex / COVID-19 v7labs pairs, thumbnail correlation >= {SAME_IMAGE_CORRELATION}, any split): "
+        + ", ".join(f"Dice {k} {np.mean(v):.3f}" for k, v in scores.items())
+        + " (v7labs masks reach the mediastinum, COVID-QU-Ex's follow the heart border)."
+    )
 
 
 def training_line(weights: Path) -> str:
@@ -190,24 +225,49 @@ def training_line(weights: Path) -> str:
         t = json.loads((fh.metadata() or {}).get("training", "{}"))
     if not t:
         return "Training summary: none in the weights' metadata."
-    keys = ("init", "init_tensors_reshaped", "epochs", "epochs_run", "per_epoch", "batch_size", "lr", "seed",
-            "best_epoch", "best_val_dice", "best_val_dice_per_source", "train_images", "validation_images",
-            "near_duplicates_left_out", "final_loss", "seconds", "cpu_seconds")
-    return "Training summary (weights metadata, written by `cxrils train-anatomy`): " + "; ".join(
-        f"{k} {json.dumps(t[k])}" for k in keys if k in t) + "."
+    keys = (
+        "init",
+        "init_tensors_reshaped",
+        "epochs",
+        "epochs_run",
+        "per_epoch",
+        "batch_size",
+        "lr",
+        "seed",
+        "best_epoch",
+        "best_val_dice",
+        "best_val_dice_per_source",
+        "train_images",
+        "validation_images",
+        "near_duplicates_left_out",
+        "final_loss",
+        "seconds",
+        "cpu_seconds",
+    )
+    return (
+        "Training summary (weights metadata, written by `cxrils train-anatomy`): "
+        + "; ".join(f"{k} {json.dumps(t[k])}" for k in keys if k in t)
+        + "."
+    )
 
 
 def main() -> None:
     parser = benchmark_parser(__doc__.splitlines()[0], data=True, page="anatomy")
-    parser.add_argument("--weights", type=Path, default=None,
-                        help="candidate weights (printed only); default: the shipped weights (published)")
+    parser.add_argument(
+        "--weights",
+        type=Path,
+        default=None,
+        help="candidate weights (printed only); default: the shipped weights (published)",
+    )
     parser.add_argument("--timing-images", type=int, default=20)
     parser.add_argument("--part", choices=("test", "validation"), default="test")
     parser.add_argument("--val-percent", type=int, default=10, help="with --part validation")
     args = parser.parse_args()
     if args.publish and (args.weights is not None or args.part == "validation"):
-        parser.error("--publish: only the shipped weights' test-split tables are published; "
-                     "a candidate's (--weights) and the validation part's are printed only")
+        parser.error(
+            "--publish: only the shipped weights' test-split tables are published; "
+            "a candidate's (--weights) and the validation part's are printed only"
+        )
 
     import torch
 
@@ -226,8 +286,9 @@ def main() -> None:
     # timing and memory first, before the data set is loaded (the peak would count it)
     from cxrils.sources.jsrt import read_jsrt_images
 
-    jsrt = [r.image_path for r in read_jsrt_images(args.data) if split_of("jsrt_scr", r.image_id) == "test"
-            ][: args.timing_images]
+    jsrt = [r.image_path for r in read_jsrt_images(args.data) if split_of("jsrt_scr", r.image_id) == "test"][
+        : args.timing_images
+    ]
     images = [read_gray(p) for p in jsrt]
     assert images and all(x.shape == (512, 512) for x in images)
     for x in images[:2]:
@@ -237,17 +298,29 @@ def main() -> None:
         t0 = time.perf_counter()
         seg.segment(x)
         times.append((time.perf_counter() - t0) * 1000)
-    timing = (f"Time per 512 x 512 JSRT image (whole `segment()`), 1 torch thread: median "
-              f"{statistics.median(times):.1f} ms, mean {statistics.mean(times):.1f} ms (n={len(times)}; "
-              f"load {os.getloadavg()[0]:.1f}). Peak resident memory of the process up to here "
-              f"(model + imports, before the data set is loaded): "
-              f"{resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024:.0f} MB.")
+    timing = (
+        f"Time per 512 x 512 JSRT image (whole `segment()`), 1 torch thread: median "
+        f"{statistics.median(times):.1f} ms, mean {statistics.mean(times):.1f} ms (n={len(times)}; "
+        f"load {os.getloadavg()[0]:.1f}). Peak resident memory of the process up to here "
+        f"(model + imports, before the data set is loaded): "
+        f"{resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024:.0f} MB."
+    )
 
     split = load_split(args.data)
-    parts = [f"Builtin anatomy `{seg.version}` on the held-out `test` split (never trained on, never used "
-             "to choose anything).", "", accuracy_table(seg, split.test), "", timing,
-             "", reference_agreement(args.data), "", duplicate_lines(split, args.data),
-             "", training_line(args.weights or default_weights())]
+    parts = [
+        f"Builtin anatomy `{seg.version}` on the held-out `test` split (never trained on, never used "
+        "to choose anything).",
+        "",
+        accuracy_table(seg, split.test),
+        "",
+        timing,
+        "",
+        reference_agreement(args.data),
+        "",
+        duplicate_lines(split, args.data),
+        "",
+        training_line(args.weights or default_weights()),
+    ]
     text = "\n".join(parts)
     print(text)
     publish_if_asked(args, text)

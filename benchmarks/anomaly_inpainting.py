@@ -64,8 +64,9 @@ def main() -> None:
     torch.manual_seed(0)
     rng = np.random.default_rng(0)
     train = jsrt(args.data)
-    net = UNet(spatial_dims=2, in_channels=2, out_channels=1, channels=(16, 32, 64, 128), strides=(2, 2, 2),
-               num_res_units=1)
+    net = UNet(
+        spatial_dims=2, in_channels=2, out_channels=1, channels=(16, 32, 64, 128), strides=(2, 2, 2), num_res_units=1
+    )
     opt = torch.optim.Adam(net.parameters(), 2e-3)
     t0, step = time.time(), 0
     while time.time() - t0 < args.minutes * 60:
@@ -103,8 +104,10 @@ def main() -> None:
             geo.append(g)
             opa.append(o)
     for tau, f in fr.items():
-        lines.append(f"inpainting UNet, tau_ano={tau}: Spearman vs geographic extent {spearmanr(f, geo)[0]:.3f}, "
-                     f"vs opacity {spearmanr(f, opa)[0]:.3f} (n={len(f)})")
+        lines.append(
+            f"inpainting UNet, tau_ano={tau}: Spearman vs geographic extent {spearmanr(f, geo)[0]:.3f}, "
+            f"vs opacity {spearmanr(f, opa)[0]:.3f} (n={len(f)})"
+        )
         print(lines[-1])
     publish_if_asked(args, "\n".join(lines))
 

@@ -28,8 +28,11 @@ def contradicts(target: str, answers: dict) -> bool:
     lung = {n: answers[render_instruction("basic", target, [n])].mask.any() for n in vocab.WHOLE_LUNGS}
     if answers[render_instruction("global", target)].mask.any() != any(lung.values()):
         return True
-    return any(answers[render_instruction("basic", target, [z])].mask.any() and not lung[n]
-               for n in vocab.WHOLE_LUNGS for z in vocab.ZONES_OF_LUNG[n])
+    return any(
+        answers[render_instruction("basic", target, [z])].mask.any() and not lung[n]
+        for n in vocab.WHOLE_LUNGS
+        for z in vocab.ZONES_OF_LUNG[n]
+    )
 
 
 def main() -> None:
@@ -46,7 +49,7 @@ def main() -> None:
     types = [t for t in vocab.LESION_TYPES if t not in vocab.ORGAN_LOCATIONS]
     rows = []
     for folder in SOURCES:
-        paths = sorted((args.data / folder).glob("*.png"))[:args.images]
+        paths = sorted((args.data / folder).glob("*.png"))[: args.images]
         counts = {False: [0, 0], True: [0, 0]}  # contradicting pairs, present answers
         n_pairs = n_questions = 0
         for path in paths:
@@ -62,12 +65,17 @@ def main() -> None:
                 n_pairs += 1
                 n_questions += len(qs)
         rows.append((folder.split("/")[0], len(paths), n_pairs, n_questions, counts))
-    lines = [f"Shipped light model; {len(types)} lung lesion types x (global + 2 lungs + 8 zones) questions per image.",
-             "", "| source | images | (image, type) pairs | contradicting pairs, rule off | rule on "
-             "| questions answered present, rule off | rule on |", "|---|---|---|---|---|---|---|"]
+    lines = [
+        f"Shipped light model; {len(types)} lung lesion types x (global + 2 lungs + 8 zones) questions per image.",
+        "",
+        "| source | images | (image, type) pairs | contradicting pairs, rule off | rule on "
+        "| questions answered present, rule off | rule on |",
+        "|---|---|---|---|---|---|---|",
+    ]
     for src, n_img, n_pairs, n_q, c in rows:
-        lines.append(f"| {src} | {n_img} | {n_pairs} | {c[False][0]} | {c[True][0]} | {c[False][1]}/{n_q} "
-                     f"| {c[True][1]}/{n_q} |")
+        lines.append(
+            f"| {src} | {n_img} | {n_pairs} | {c[False][0]} | {c[True][0]} | {c[False][1]}/{n_q} | {c[True][1]}/{n_q} |"
+        )
     text = "\n".join(lines)
     print(text)
     publish_if_asked(args, text)

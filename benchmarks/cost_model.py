@@ -57,9 +57,19 @@ LATENT_SHAPE = (4, 64, 64)
 #: BioViL-T context: the model card's 128 tokens (tokenizer model_max_length) x 768.
 CONTEXT_SHAPE = (128, 768)
 #: stabilityai/sdxl-vae's architecture (its config.json: the Stable Diffusion VAE layout).
-SDXL_VAE = dict(in_channels=3, out_channels=3, latent_channels=4, block_out_channels=(128, 256, 512, 512),
-                down_block_types=("DownEncoderBlock2D",) * 4, up_block_types=("UpDecoderBlock2D",) * 4,
-                layers_per_block=2, norm_num_groups=32, act_fn="silu", sample_size=1024, scaling_factor=0.13025)
+SDXL_VAE = dict(
+    in_channels=3,
+    out_channels=3,
+    latent_channels=4,
+    block_out_channels=(128, 256, 512, 512),
+    down_block_types=("DownEncoderBlock2D",) * 4,
+    up_block_types=("UpDecoderBlock2D",) * 4,
+    layers_per_block=2,
+    norm_num_groups=32,
+    act_fn="silu",
+    sample_size=1024,
+    scaling_factor=0.13025,
+)
 #: Assumed RadEdit UNet (module docstring): diffusers' defaults + 768-wide cross-attention.
 ASSUMED_UNET = dict(sample_size=64, in_channels=4, out_channels=4, cross_attention_dim=768)
 
@@ -70,7 +80,7 @@ def builtin_stage_times(data: Path, n_images: int) -> tuple[dict[str, float], in
     from cxrils.pipeline.study import Pipeline
     from cxrils.sources import read_inputs
 
-    studies = [s for s in read_inputs(data / "pairs" / "all_pairs.csv") if s.report.strip()][:n_images + 1]
+    studies = [s for s in read_inputs(data / "pairs" / "all_pairs.csv") if s.report.strip()][: n_images + 1]
     pipe = Pipeline(Config())
     pipe.load_models()
     t0 = time.process_time()
@@ -80,9 +90,14 @@ def builtin_stage_times(data: Path, n_images: int) -> tuple[dict[str, float], in
     for step in pipe.image_steps:
         warm = step(warm)
     pipe.finish(warm)
-    steps = [("image loading + view QC", None), ("anatomy of x (builtin)", pipe.run_anatomy_x),
-             ("anomaly map (builtin)", pipe.run_anomaly), ("anatomy of x_hat + cross-check", pipe.run_anatomy_x_hat),
-             ("lesion boxes (builtin)", pipe.run_detector), ("Algorithm 1 + records", pipe.finish)]
+    steps = [
+        ("image loading + view QC", None),
+        ("anatomy of x (builtin)", pipe.run_anatomy_x),
+        ("anomaly map (builtin)", pipe.run_anomaly),
+        ("anatomy of x_hat + cross-check", pipe.run_anatomy_x_hat),
+        ("lesion boxes (builtin)", pipe.run_detector),
+        ("Algorithm 1 + records", pipe.finish),
+    ]
     for name, _ in steps:
         totals.setdefault(name, 0.0)
     for study in studies[1:]:
@@ -150,7 +165,7 @@ def batch_stability() -> dict[str, float]:
             t = time.process_time()
             batched = conv(x)
             out[f"{name}_s"] = time.process_time() - t
-            singles = torch.cat([conv(x[i:i + 1]) for i in range(4)])
+            singles = torch.cat([conv(x[i : i + 1]) for i in range(4)])
             out[f"{name}_diff"] = float((batched - singles).abs().max())
     torch.backends.mkldnn.enabled = True
     return out
@@ -206,11 +221,15 @@ def main() -> None:
         lines.append(f"| {name} | builtin | {s:.3f} | {note} | {hours(s)} |")
     builtin_total = sum(stage_s.values())
     lines.append(f"| **all steps** | builtin | **{builtin_total:.3f}** | measured | **{hours(builtin_total)}** |")
-    lines.append(f"| RadEdit: one UNet evaluation | {unet_source} | {parts['unet_s']:.2f} | "
-                 f"measured ({args.radedit_evals} runs) | |")
+    lines.append(
+        f"| RadEdit: one UNet evaluation | {unet_source} | {parts['unet_s']:.2f} | "
+        f"measured ({args.radedit_evals} runs) | |"
+    )
     lines.append(f"| RadEdit: VAE encode + decode, 512 px | SDXL VAE layout | {parts['vae_s']:.2f} | measured | |")
-    lines.append(f"| **anomaly map (radedit)** | {counted['total']} x UNet + VAE | **{radedit_s:,.0f}** | "
-                 f"derived | **{hours(radedit_s)}** |")
+    lines.append(
+        f"| **anomaly map (radedit)** | {counted['total']} x UNet + VAE | **{radedit_s:,.0f}** | "
+        f"derived | **{hours(radedit_s)}** |"
+    )
     lines += [
         "",
         f"RadEdit on a GPU, from FLOPs (derived): one UNet evaluation {parts['unet_flops'] / 1e9:,.0f} GFLOP "

@@ -36,12 +36,24 @@ from benchmarks.results import REPO_ROOT, benchmark_parser, publish_if_asked
 
 SIZE = 512
 #: Paper Table 12 (test split): (instruction type, polarity) -> records.
-COMPOSITION = {("basic", "positive"): 852, ("global", "positive"): 1049, ("lesion_inference", "positive"): 453,
-               ("basic", "negative"): 8316, ("global", "negative"): 796, ("lesion_inference", "negative"): 769}
+COMPOSITION = {
+    ("basic", "positive"): 852,
+    ("global", "positive"): 1049,
+    ("lesion_inference", "positive"): 453,
+    ("basic", "negative"): 8316,
+    ("global", "negative"): 796,
+    ("lesion_inference", "negative"): 769,
+}
 
 
-def _ellipse(rng: np.random.Generator, rr: np.ndarray, cc: np.ndarray, scale: float = 1.0,
-             centre: tuple[float, float] | None = None, radii: tuple[float, float] | None = None):
+def _ellipse(
+    rng: np.random.Generator,
+    rr: np.ndarray,
+    cc: np.ndarray,
+    scale: float = 1.0,
+    centre: tuple[float, float] | None = None,
+    radii: tuple[float, float] | None = None,
+):
     cy, cx = centre if centre is not None else (rng.uniform(120, 400), rng.uniform(80, 430))
     ry, rx = radii if radii is not None else (rng.uniform(10, 110), rng.uniform(8, 80))
     mask = ((rr - cy) / (ry * scale)) ** 2 + ((cc - cx) / (rx * scale)) ** 2 <= 1.0
@@ -74,22 +86,41 @@ def build(root: Path, n_records: int, n_positive: int, seed: int = 0) -> tuple[P
             ref_rle = encode_rle(ref)
             shift = (centre[0] + rng.normal(0, 6), centre[1] + rng.normal(0, 6))
             pred_rle = encode_rle(_ellipse(rng, rr, cc, rng.uniform(0.8, 1.2), shift, radii)[0])
-            answer = (render_answer(itype, pol, lesion=lesion, certainty="definitive") if itype == "lesion_inference"
-                      else render_answer(itype, pol, target=lesion, locations=loc))
+            answer = (
+                render_answer(itype, pol, lesion=lesion, certainty="definitive")
+                if itype == "lesion_inference"
+                else render_answer(itype, pol, target=lesion, locations=loc)
+            )
         else:
             ref_rle = empty
             pred_rle = encode_rle(_ellipse(rng, rr, cc, 0.3)[0]) if rng.random() < 0.1 else empty
             answer = render_answer(itype, pol, target=target or "opacity", locations=loc)
         rid = f"img{i // 8}:{i % 8}"
-        refs.append({"record_id": rid, "split": "test", "lesion_type": lesion, "instruction_type": itype,
-                     "polarity": pol, "instruction": render_instruction(itype, target, loc), "answer": answer,
-                     "mask": ref_rle, "height": SIZE, "width": SIZE})
-        preds.append({"record_id": rid, "mask": pred_rle,
-                      "answer": answer if rng.random() < 0.94 else render_answer("basic", "positive")})
+        refs.append(
+            {
+                "record_id": rid,
+                "split": "test",
+                "lesion_type": lesion,
+                "instruction_type": itype,
+                "polarity": pol,
+                "instruction": render_instruction(itype, target, loc),
+                "answer": answer,
+                "mask": ref_rle,
+                "height": SIZE,
+                "width": SIZE,
+            }
+        )
+        preds.append(
+            {
+                "record_id": rid,
+                "mask": pred_rle,
+                "answer": answer if rng.random() < 0.94 else render_answer("basic", "positive"),
+            }
+        )
     ds = root / "dataset"
     (ds / "records").mkdir(parents=True)
     for k in range(0, len(refs), 4096):
-        pq.write_table(pa.Table.from_pylist(refs[k:k + 4096]), ds / "records" / f"part-{k // 4096:05d}.parquet")
+        pq.write_table(pa.Table.from_pylist(refs[k : k + 4096]), ds / "records" / f"part-{k // 4096:05d}.parquet")
     (ds / "manifest.json").write_text(json.dumps({"schema_version": 1}))
     order = np.random.default_rng(seed + 1).permutation(len(preds))  # predictions in another order
     pred_path = root / "predictions.parquet"
@@ -132,10 +163,22 @@ def measure(dataset: str, predictions: str) -> None:
     warm_seconds = time.perf_counter() - t0
     peak = _status_mib("VmHWM")
     t4 = report.table4()
-    print(json.dumps({"records": report.n_samples, "positives": t4["n_positive"], "seconds": seconds,
-                      "warm_seconds": warm_seconds, "peak_mib": peak, "eval_mib": peak - before,
-                      "gIoU": t4["gIoU"], "cIoU": t4["cIoU"], "n_acc": t4["n_acc"],
-                      "text_accuracy": t4["text_accuracy"]}))
+    print(
+        json.dumps(
+            {
+                "records": report.n_samples,
+                "positives": t4["n_positive"],
+                "seconds": seconds,
+                "warm_seconds": warm_seconds,
+                "peak_mib": peak,
+                "eval_mib": peak - before,
+                "gIoU": t4["gIoU"],
+                "cIoU": t4["cIoU"],
+                "n_acc": t4["n_acc"],
+                "text_accuracy": t4["text_accuracy"],
+            }
+        )
+    )
 
 
 def main() -> None:
@@ -153,29 +196,54 @@ def main() -> None:
         for n, p in ((args.records // 4, args.positives // 4), (args.records, args.positives)):
             t0 = time.perf_counter()
             ds, pred = build(Path(tmp) / str(n), n, p)
-            print(f"built {n} records ({p} positives, {SIZE}x{SIZE} masks) in {time.perf_counter() - t0:.1f} s",
-                  flush=True)
-            out = subprocess.run([sys.executable, "-m", "benchmarks.evaluation", "--measure", str(ds), str(pred)],
-                                 env=env, cwd=REPO_ROOT, check=True, capture_output=True, text=True).stdout
+            print(
+                f"built {n} records ({p} positives, {SIZE}x{SIZE} masks) in {time.perf_counter() - t0:.1f} s",
+                flush=True,
+            )
+            out = subprocess.run(
+                [sys.executable, "-m", "benchmarks.evaluation", "--measure", str(ds), str(pred)],
+                env=env,
+                cwd=REPO_ROOT,
+                check=True,
+                capture_output=True,
+                text=True,
+            ).stdout
             results.append(json.loads(out.strip().splitlines()[-1]))
         for r in results:
-            print(f"{r['records']:>6} records ({r['positives']} positives): evaluate_predictions "
-                  f"{r['seconds']:.2f} s on one core ({r['warm_seconds']:.2f} s warm); peak RSS "
-                  f"{r['peak_mib']:.0f} MiB, of which evaluation {r['eval_mib']:.1f} MiB; "
-                  f"gIoU {r['gIoU']:.3f} cIoU {r['cIoU']:.3f} N-Acc {r['n_acc']:.3f} text {r['text_accuracy']:.3f}")
+            print(
+                f"{r['records']:>6} records ({r['positives']} positives): evaluate_predictions "
+                f"{r['seconds']:.2f} s on one core ({r['warm_seconds']:.2f} s warm); peak RSS "
+                f"{r['peak_mib']:.0f} MiB, of which evaluation {r['eval_mib']:.1f} MiB; "
+                f"gIoU {r['gIoU']:.3f} cIoU {r['cIoU']:.3f} N-Acc {r['n_acc']:.3f} text {r['text_accuracy']:.3f}"
+            )
         small, big = results
-        print(f"records x{big['records'] / small['records']:.1f} -> evaluation memory "
-              f"{small['eval_mib']:.1f} -> {big['eval_mib']:.1f} MiB; time per record "
-              f"{1e6 * big['seconds'] / big['records']:.0f} us")
-    rows = [f"| {r['records']:,} ({r['positives']:,} positives) | {r['seconds']:.2f} s / {r['warm_seconds']:.2f} s | "
-            f"{r['eval_mib']:.1f} MiB | {r['gIoU']:.3f} / {r['cIoU']:.3f} / {r['n_acc']:.3f} / "
-            f"{r['text_accuracy']:.3f} |" for r in results]
-    publish_if_asked(args, "\n".join([
-        f"Synthetic test-set-sized runs ({SIZE}x{SIZE} ellipse masks, composition of paper Table 12, a "
-        "simulated model), `evaluate_predictions` in a fresh process pinned to one core, pyarrow on one thread.",
-        "", "| records | time, one core (cold / warm) | evaluation memory (peak RSS above baseline) | "
-        "gIoU / cIoU / N-Acc / text of the simulated model |", "|---|---:|---:|---|", *rows,
-        "", f"Time per record: {1e6 * big['seconds'] / big['records']:.0f} us (cold, {big['records']:,} records)."]))
+        print(
+            f"records x{big['records'] / small['records']:.1f} -> evaluation memory "
+            f"{small['eval_mib']:.1f} -> {big['eval_mib']:.1f} MiB; time per record "
+            f"{1e6 * big['seconds'] / big['records']:.0f} us"
+        )
+    rows = [
+        f"| {r['records']:,} ({r['positives']:,} positives) | {r['seconds']:.2f} s / {r['warm_seconds']:.2f} s | "
+        f"{r['eval_mib']:.1f} MiB | {r['gIoU']:.3f} / {r['cIoU']:.3f} / {r['n_acc']:.3f} / "
+        f"{r['text_accuracy']:.3f} |"
+        for r in results
+    ]
+    publish_if_asked(
+        args,
+        "\n".join(
+            [
+                f"Synthetic test-set-sized runs ({SIZE}x{SIZE} ellipse masks, composition of paper Table 12, a "
+                "simulated model), `evaluate_predictions` in a fresh process pinned to one core, pyarrow on one thread.",
+                "",
+                "| records | time, one core (cold / warm) | evaluation memory (peak RSS above baseline) | "
+                "gIoU / cIoU / N-Acc / text of the simulated model |",
+                "|---|---:|---:|---|",
+                *rows,
+                "",
+                f"Time per record: {1e6 * big['seconds'] / big['records']:.0f} us (cold, {big['records']:,} records).",
+            ]
+        ),
+    )
 
 
 if __name__ == "__main__":

@@ -65,12 +65,15 @@ from benchmarks.results import REPO_ROOT, benchmark_parser, publish_if_asked
 
 ADAPTERS = ("radedit", "hybridgnet", "cxas", "onnx", "llm", "rosalia")
 #: Synthetic image-report pairs of the end-to-end run: one abnormal, one normal report.
-REPORTS = ("Findings: Right lower lobe consolidation. No pleural effusion. Impression: Pneumonia.",
-           "Findings: The lungs are clear. The heart size is normal. No pneumothorax.")
+REPORTS = (
+    "Findings: Right lower lobe consolidation. No pleural effusion. Impression: Pneumonia.",
+    "Findings: The lungs are clear. The heart size is normal. No pneumothorax.",
+)
 INSTRUCTION = "Segment the consolidation in the right lung base."
 
 
 # ------------------------------------------------------------------ measuring
+
 
 class PeakMemory:
     """Peak memory of a block: CUDA's allocator peak, or on CPU the rise of resident
@@ -131,6 +134,7 @@ def timed(fn: Callable[[], Any], device: str) -> tuple[Any, float, float]:
 
 # ------------------------------------------------------------------ synthetic inputs
 
+
 def phantom(h: int, w: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
     """A chest-like uint8 (h, w) image (bright body, darker lungs either side of a heart,
     noise) and its lungs + heart region (bool)."""
@@ -147,6 +151,7 @@ def phantom(h: int, w: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
 
 # ------------------------------------------------------------------ stand-in networks
 
+
 def standin_cxas_class():
     """A small fully convolutional net with CXAS's input (B, 3, S, S) and output
     (B, 159, S, S); the logits add a fixed anatomical template (lungs, zones, heart at
@@ -158,8 +163,12 @@ def standin_cxas_class():
         def __init__(self, channels: dict[str, int], n_classes: int, width: int = 16) -> None:
             super().__init__()
             self.channels = dict(channels)
-            self.body = nn.Sequential(nn.Conv2d(3, width, 3, stride=4, padding=1), nn.ReLU(),
-                                      nn.Conv2d(width, n_classes, 1), nn.Upsample(scale_factor=4, mode="bilinear"))
+            self.body = nn.Sequential(
+                nn.Conv2d(3, width, 3, stride=4, padding=1),
+                nn.ReLU(),
+                nn.Conv2d(width, n_classes, 1),
+                nn.Upsample(scale_factor=4, mode="bilinear"),
+            )
             self.n_classes = n_classes
 
         def forward(self, x):
@@ -169,13 +178,17 @@ def standin_cxas_class():
         def template(self, s, device):
             from cxrils import vocab
 
-            rr, cc = torch.meshgrid(torch.linspace(0, 1, s, device=device),
-                                    torch.linspace(0, 1, s, device=device), indexing="ij")
+            rr, cc = torch.meshgrid(
+                torch.linspace(0, 1, s, device=device), torch.linspace(0, 1, s, device=device), indexing="ij"
+            )
             right = ((cc - 0.3) / 0.16) ** 2 + ((rr - 0.48) / 0.33) ** 2 <= 1
             left = ((cc - 0.7) / 0.16) ** 2 + ((rr - 0.48) / 0.33) ** 2 <= 1
             template = torch.full((self.n_classes, s, s), -8.0, device=device)
-            regions = {"right lung": right, "left lung": left,
-                       "heart": ((cc - 0.55) / 0.14) ** 2 + ((rr - 0.66) / 0.12) ** 2 <= 1}
+            regions = {
+                "right lung": right,
+                "left lung": left,
+                "heart": ((cc - 0.55) / 0.14) ** 2 + ((rr - 0.66) / 0.12) ** 2 <= 1,
+            }
             for zones, lung in ((vocab.RIGHT_ZONES, right), (vocab.LEFT_ZONES, left)):
                 for k, zone in enumerate(zones):
                     regions[zone] = lung & (rr >= 0.15 + 0.165 * k) & (rr < 0.15 + 0.165 * (k + 1))
@@ -190,7 +203,7 @@ def standin_cxas_class():
 #: A CheXmask-layout code folder whose ``Hybrid`` is a stand-in: the constructor checks
 #: upstream's arguments, the network regresses 120 landmarks in [0, 1] canvas units as a
 #: small random correction to fixed ellipses (right lung 44, left lung 50, heart 26).
-HYBRID_STANDIN = '''
+HYBRID_STANDIN = """
 import math
 import torch
 from torch import nn
@@ -214,9 +227,9 @@ class Hybrid(nn.Module):
 
     def forward(self, x):
         return self.template + 0.001 * self.encoder(x).view(-1, 120, 2), None, None
-'''
+"""
 
-HYBRID_UTILS = '''
+HYBRID_UTILS = """
 import numpy as np
 import torch
 
@@ -243,7 +256,7 @@ def genMatrixesLungsHeart():
 
 def scipy_to_torch_sparse(m):
     return torch.sparse_coo_tensor(np.vstack((m.row, m.col)), m.data.astype(np.float32), m.shape)
-'''
+"""
 
 
 def yolo_onnx(path: Path, side: int, width: int) -> None:
@@ -263,21 +276,31 @@ def yolo_onnx(path: Path, side: int, width: int) -> None:
     for i in range(3):
         w = rng.normal(0, 0.1, (chans[i + 1], chans[i], 3, 3)).astype(np.float32)
         inits.append(numpy_helper.from_array(w, f"w{i}"))
-        nodes += [helper.make_node("Conv", [prev, f"w{i}"], [f"c{i}"], strides=[2, 2], pads=[1, 1, 1, 1]),
-                  helper.make_node("Relu", [f"c{i}"], [f"r{i}"])]
+        nodes += [
+            helper.make_node("Conv", [prev, f"w{i}"], [f"c{i}"], strides=[2, 2], pads=[1, 1, 1, 1]),
+            helper.make_node("Relu", [f"c{i}"], [f"r{i}"]),
+        ]
         prev = f"r{i}"
-    inits += [numpy_helper.from_array(rng.normal(0, 0.1, (chans[3], 64 * k)).astype(np.float32), "head"),
-              numpy_helper.from_array(np.array([-1, 64, k], np.int64), "shape"),
-              numpy_helper.from_array(np.array([side, side, side / 4, side / 4] + [1.0] * (k - 4), np.float32), "scale")]
-    nodes += [helper.make_node("GlobalAveragePool", [prev], ["g"]),
-              helper.make_node("Flatten", ["g"], ["f"]),
-              helper.make_node("MatMul", ["f", "head"], ["m"]),
-              helper.make_node("Sigmoid", ["m"], ["s"]),
-              helper.make_node("Reshape", ["s", "shape"], ["rs"]),
-              helper.make_node("Mul", ["rs", "scale"], ["output0"])]
-    graph = helper.make_graph(nodes, "yolo_standin",
-                              [helper.make_tensor_value_info("images", TensorProto.FLOAT, ["B", 3, side, side])],
-                              [helper.make_tensor_value_info("output0", TensorProto.FLOAT, ["B", 64, k])], initializer=inits)
+    inits += [
+        numpy_helper.from_array(rng.normal(0, 0.1, (chans[3], 64 * k)).astype(np.float32), "head"),
+        numpy_helper.from_array(np.array([-1, 64, k], np.int64), "shape"),
+        numpy_helper.from_array(np.array([side, side, side / 4, side / 4] + [1.0] * (k - 4), np.float32), "scale"),
+    ]
+    nodes += [
+        helper.make_node("GlobalAveragePool", [prev], ["g"]),
+        helper.make_node("Flatten", ["g"], ["f"]),
+        helper.make_node("MatMul", ["f", "head"], ["m"]),
+        helper.make_node("Sigmoid", ["m"], ["s"]),
+        helper.make_node("Reshape", ["s", "shape"], ["rs"]),
+        helper.make_node("Mul", ["rs", "scale"], ["output0"]),
+    ]
+    graph = helper.make_graph(
+        nodes,
+        "yolo_standin",
+        [helper.make_tensor_value_info("images", TensorProto.FLOAT, ["B", 3, side, side])],
+        [helper.make_tensor_value_info("output0", TensorProto.FLOAT, ["B", 64, k])],
+        initializer=inits,
+    )
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
     model.ir_version = 8
     for key, value in (("stride", "32"), ("names", str(dict(enumerate(VINDR_CLASSES))))):
@@ -288,6 +311,7 @@ def yolo_onnx(path: Path, side: int, width: int) -> None:
 
 
 # ------------------------------------------------------------------ building the adapters
+
 
 class Smoke:
     """Builds each adapter into ``work`` and runs its checks."""
@@ -318,34 +342,65 @@ class Smoke:
             self.notes["radedit"] = "SD UNet layout (860 M, assumed), SDXL VAE, BERT-base; N 100, skip 0.3"
         else:
             unet = UNet2DConditionModel(
-                sample_size=8, in_channels=4, out_channels=4, layers_per_block=1, block_out_channels=(8, 16),
-                down_block_types=("CrossAttnDownBlock2D", "DownBlock2D"), up_block_types=("UpBlock2D", "CrossAttnUpBlock2D"),
-                cross_attention_dim=16, attention_head_dim=2, norm_num_groups=4)
-            vae = AutoencoderKL(in_channels=3, out_channels=3, down_block_types=("DownEncoderBlock2D",) * 2,
-                                up_block_types=("UpDecoderBlock2D",) * 2, block_out_channels=(8, 8), latent_channels=4,
-                                norm_num_groups=4, layers_per_block=1)
-            text = BertModel(BertConfig(vocab_size=32, hidden_size=16, num_hidden_layers=1, num_attention_heads=2,
-                                        intermediate_size=32, max_position_embeddings=128))
+                sample_size=8,
+                in_channels=4,
+                out_channels=4,
+                layers_per_block=1,
+                block_out_channels=(8, 16),
+                down_block_types=("CrossAttnDownBlock2D", "DownBlock2D"),
+                up_block_types=("UpBlock2D", "CrossAttnUpBlock2D"),
+                cross_attention_dim=16,
+                attention_head_dim=2,
+                norm_num_groups=4,
+            )
+            vae = AutoencoderKL(
+                in_channels=3,
+                out_channels=3,
+                down_block_types=("DownEncoderBlock2D",) * 2,
+                up_block_types=("UpDecoderBlock2D",) * 2,
+                block_out_channels=(8, 8),
+                latent_channels=4,
+                norm_num_groups=4,
+                layers_per_block=1,
+            )
+            text = BertModel(
+                BertConfig(
+                    vocab_size=32,
+                    hidden_size=16,
+                    num_hidden_layers=1,
+                    num_attention_heads=2,
+                    intermediate_size=32,
+                    max_position_embeddings=128,
+                )
+            )
             self.cfg.anomaly.radedit_size, self.cfg.anomaly.radedit_steps = 32, 4
             self.notes["radedit"] = "tiny diffusers UNet / VAE, tiny BERT; 32 px, N 4"
         root = self.work / "radedit"
         unet.save_pretrained(root / "radedit" / "unet")
         vae.save_pretrained(root / "sdxl-vae")
         vocab = root / "vocab.txt"
-        vocab.write_text("\n".join(["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "no", "acute", "cardiopulmonary",
-                                    "process"]) + "\n")
+        vocab.write_text(
+            "\n".join(["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "no", "acute", "cardiopulmonary", "process"])
+            + "\n"
+        )
         text.save_pretrained(root / "biovil")
         BertTokenizer(str(vocab), model_max_length=128).save_pretrained(root / "biovil")
         self.cfg.backends.radedit_dir = str(root / "radedit")
-        self.cfg.anomaly.radedit_vae_dir, self.cfg.anomaly.radedit_text_encoder_dir = str(root / "sdxl-vae"), str(root / "biovil")
+        self.cfg.anomaly.radedit_vae_dir, self.cfg.anomaly.radedit_text_encoder_dir = (
+            str(root / "sdxl-vae"),
+            str(root / "biovil"),
+        )
         mapper = RadEditAnomalyMapper.from_config(self.cfg)
         mapper.device = self.device
         for part in (mapper.unet, mapper.vae, mapper.text_encoder):
             part.to(self.device)
         regions = [r for _, r in self.images]
         xs = [x for x, _ in self.images]
-        return (lambda: mapper.map_batch(xs, regions), lambda: [mapper.map(x, r) for x, r in zip(xs, regions)],
-                lambda a, b: max(int(np.abs(p.x_hat.astype(int) - q.x_hat.astype(int)).max()) for p, q in zip(a, b)))
+        return (
+            lambda: mapper.map_batch(xs, regions),
+            lambda: [mapper.map(x, r) for x, r in zip(xs, regions)],
+            lambda a, b: max(int(np.abs(p.x_hat.astype(int) - q.x_hat.astype(int)).max()) for p, q in zip(a, b)),
+        )
 
     # -- hybridgnet
     def build_hybridgnet(self):
@@ -428,9 +483,14 @@ class Smoke:
         xs = [x for x, _ in self.images]
 
         def differ(a, b):
-            return max((max(abs(p.x0 - q.x0), abs(p.y1 - q.y1), abs(p.confidence - q.confidence))
-                        for bp, bq in zip(a, b) for p, q in zip(bp, bq)), default=0.0) + \
-                float(any(len(p) != len(q) for p, q in zip(a, b)))
+            return max(
+                (
+                    max(abs(p.x0 - q.x0), abs(p.y1 - q.y1), abs(p.confidence - q.confidence))
+                    for bp, bq in zip(a, b)
+                    for p, q in zip(bp, bq)
+                ),
+                default=0.0,
+            ) + float(any(len(p) != len(q) for p, q in zip(a, b)))
 
         return (lambda: det.detect_batch(xs), lambda: [det.detect(x) for x in xs], differ)
 
@@ -447,12 +507,27 @@ class Smoke:
         vocab = {w: i for i, w in enumerate(["<unk>", "<s>", "</s>", *words])}
         tok = Tokenizer(models.WordLevel(vocab, unk_token="<unk>"))
         tok.pre_tokenizer = pre_tokenizers.WhitespaceSplit()
-        fast = PreTrainedTokenizerFast(tokenizer_object=tok, unk_token="<unk>", bos_token="<s>", eos_token="</s>",
-                                       chat_template="{% for m in messages %}{{ m['content'] }} {% endfor %}")
+        fast = PreTrainedTokenizerFast(
+            tokenizer_object=tok,
+            unk_token="<unk>",
+            bos_token="<s>",
+            eos_token="</s>",
+            chat_template="{% for m in messages %}{{ m['content'] }} {% endfor %}",
+        )
         torch.manual_seed(0)
-        model = LlamaForCausalLM(LlamaConfig(vocab_size=len(vocab), hidden_size=32, intermediate_size=64,
-                                             num_hidden_layers=2, num_attention_heads=2, num_key_value_heads=2,
-                                             max_position_embeddings=4096, bos_token_id=1, eos_token_id=2))
+        model = LlamaForCausalLM(
+            LlamaConfig(
+                vocab_size=len(vocab),
+                hidden_size=32,
+                intermediate_size=64,
+                num_hidden_layers=2,
+                num_attention_heads=2,
+                num_key_value_heads=2,
+                max_position_embeddings=4096,
+                bos_token_id=1,
+                eos_token_id=2,
+            )
+        )
         folder = self.work / "tiny_llm"
         model.save_pretrained(folder)
         fast.save_pretrained(folder)
@@ -479,8 +554,11 @@ class Smoke:
             return LLMStructurer(client, max_tokens=self.args.llm_max_tokens, max_retries=0, concurrency=2)
 
         texts = list(REPORTS[: len(self.images)])
-        return (lambda: outcome(structurer(), texts, True), lambda: outcome(structurer(), texts, False),
-                lambda a, b: 0.0 if a == b else 1.0)
+        return (
+            lambda: outcome(structurer(), texts, True),
+            lambda: outcome(structurer(), texts, False),
+            lambda a, b: 0.0 if a == b else 1.0,
+        )
 
     # -- rosalia
     def build_rosalia(self):
@@ -494,14 +572,35 @@ class Smoke:
         tok = build_tiny_tokenizer(self.work / "rosalia_tok")
         if self.full:
             cfg = RosaliaConfig(
-                llm_config={"hidden_size": 4096, "intermediate_size": 11008, "num_hidden_layers": 32,
-                            "num_attention_heads": 32, "num_key_value_heads": 32, "max_position_embeddings": 2048,
-                            "rms_norm_eps": 1e-6},
-                clip_config={"hidden_size": 1024, "intermediate_size": 4096, "num_hidden_layers": 24,
-                             "num_attention_heads": 16, "image_size": 224, "patch_size": 14},
-                sam_config={"vision_config": {"hidden_size": 1280, "num_hidden_layers": 32, "num_attention_heads": 16,
-                                              "global_attn_indexes": [7, 15, 23, 31], "mlp_dim": 5120}},
-                max_new_tokens=16, precision="bf16")
+                llm_config={
+                    "hidden_size": 4096,
+                    "intermediate_size": 11008,
+                    "num_hidden_layers": 32,
+                    "num_attention_heads": 32,
+                    "num_key_value_heads": 32,
+                    "max_position_embeddings": 2048,
+                    "rms_norm_eps": 1e-6,
+                },
+                clip_config={
+                    "hidden_size": 1024,
+                    "intermediate_size": 4096,
+                    "num_hidden_layers": 24,
+                    "num_attention_heads": 16,
+                    "image_size": 224,
+                    "patch_size": 14,
+                },
+                sam_config={
+                    "vision_config": {
+                        "hidden_size": 1280,
+                        "num_hidden_layers": 32,
+                        "num_attention_heads": 16,
+                        "global_attn_indexes": [7, 15, 23, 31],
+                        "mlp_dim": 5120,
+                    }
+                },
+                max_new_tokens=16,
+                precision="bf16",
+            )
             dtype = torch.bfloat16
             self.notes["rosalia"] = "LISA-7B sizes (LLaMA-7B, CLIP ViT-L/14, SAM ViT-H), random, bf16; 16 new tokens"
         else:
@@ -536,10 +635,14 @@ class Smoke:
         # image per pass there too) and the LLM (greedy, one request at a time); stacked CUDA
         # batches may differ by float rounding, reported as is
         exact = self.device == "cpu" or name in ("hybridgnet", "llm")
-        status = "ok" if diff == 0 else ("FAILED: batch differs from singles" if exact
-                                         else "ok (stacked on CUDA: float rounding)")
-        row.update(n=len(self.images), seconds_per_image=seconds / len(self.images), peak_mib=peak, diff=diff,
-                   status=status)
+        status = (
+            "ok"
+            if diff == 0
+            else ("FAILED: batch differs from singles" if exact else "ok (stacked on CUDA: float rounding)")
+        )
+        row.update(
+            n=len(self.images), seconds_per_image=seconds / len(self.images), peak_mib=peak, diff=diff, status=status
+        )
         return row
 
 
@@ -549,6 +652,7 @@ def masks_differ(a, b) -> float:
 
 
 # ------------------------------------------------------------------ end to end
+
 
 class SmokeStages:
     """``cxrils generate --stages benchmarks.gpu_smoke:SmokeStages``: the built-in stage provider,
@@ -573,8 +677,9 @@ class SmokeStages:
             return BuiltinStages().make_anatomy(cfg)
         from cxrils.vision.anatomy.cxas import CxasSegmenter, label_channels
 
-        net = standin_cxas_class()(label_channels(saved["id2label"]), len(saved["id2label"]),
-                                   saved["model"]["body.0.weight"].shape[0])
+        net = standin_cxas_class()(
+            label_channels(saved["id2label"]), len(saved["id2label"]), saved["model"]["body.0.weight"].shape[0]
+        )
         net.load_state_dict(saved["model"])
         return CxasSegmenter(net, saved["id2label"], version="smoke-standin", precision=cfg.backends.precision)
 
@@ -590,7 +695,7 @@ def run_generate(smoke: Smoke) -> dict:
     rows = ["image_path,report,patient_id,view"]
     for k, (x, _) in enumerate(smoke.images):
         Image.fromarray(x).save(folder / f"img{k}.png")
-        rows.append(f"img{k}.png,\"{REPORTS[k % len(REPORTS)]}\",p{k},PA")
+        rows.append(f'img{k}.png,"{REPORTS[k % len(REPORTS)]}",p{k},PA')
     (folder / "pairs.csv").write_text("\n".join(rows) + "\n")
     cfg = smoke.cfg
     b = cfg.backends
@@ -602,10 +707,27 @@ def run_generate(smoke: Smoke) -> dict:
     toml = smoke.work / "smoke.toml"
     toml.write_text(dump_toml(cfg))
     out = smoke.work / "dataset"
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO_ROOT), os.environ.get("PYTHONPATH", "")]),
-           "CUDA_VISIBLE_DEVICES": os.environ.get("CUDA_VISIBLE_DEVICES", "0") if smoke.device == "cuda" else ""}
-    cmd = [sys.executable, "-m", "cxrils", "generate", str(folder / "pairs.csv"), "-o", str(out), "--config", str(toml),
-           "--stages", "benchmarks.gpu_smoke:SmokeStages", "--workers", "1", "--no-progress"]
+    env = {
+        **os.environ,
+        "PYTHONPATH": os.pathsep.join([str(REPO_ROOT), os.environ.get("PYTHONPATH", "")]),
+        "CUDA_VISIBLE_DEVICES": os.environ.get("CUDA_VISIBLE_DEVICES", "0") if smoke.device == "cuda" else "",
+    }
+    cmd = [
+        sys.executable,
+        "-m",
+        "cxrils",
+        "generate",
+        str(folder / "pairs.csv"),
+        "-o",
+        str(out),
+        "--config",
+        str(toml),
+        "--stages",
+        "benchmarks.gpu_smoke:SmokeStages",
+        "--workers",
+        "1",
+        "--no-progress",
+    ]
     t = time.perf_counter()
     proc = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=3600)
     seconds = time.perf_counter() - t
@@ -613,33 +735,51 @@ def run_generate(smoke: Smoke) -> dict:
     manifest = out / "manifest.json"
     if manifest.is_file():
         records = int(json.loads(manifest.read_text()).get("n_records", 0))
-    return {"returncode": proc.returncode, "records": records, "seconds": seconds,
-            "structurer": b.report_structurer, "output": (proc.stdout + proc.stderr)[-2000:]}
+    return {
+        "returncode": proc.returncode,
+        "records": records,
+        "seconds": seconds,
+        "structurer": b.report_structurer,
+        "output": (proc.stdout + proc.stderr)[-2000:],
+    }
 
 
 # ------------------------------------------------------------------ main
 
+
 def report(rows: list[dict], e2e: dict | None, smoke: Smoke) -> str:
-    what = ("full size, CUDA, bf16 autocast" if smoke.full and smoke.device == "cuda"
-            else f"{smoke.size}, {smoke.device}, {smoke.cfg.backends.precision}")
+    what = (
+        "full size, CUDA, bf16 autocast"
+        if smoke.full and smoke.device == "cuda"
+        else f"{smoke.size}, {smoke.device}, {smoke.cfg.backends.precision}"
+    )
     mem = "CUDA allocator peak" if smoke.device == "cuda" else "rise of resident memory (sampled)"
-    lines = [f"Adapters of the paper's models with random weights ({what}); {len(smoke.images)} images of "
-             f"{smoke.images[0][0].shape[0]} x {smoke.images[0][0].shape[1]} px per batch. Batch vs singles: largest "
-             f"difference ({'bit for bit required' if smoke.device == 'cpu' else 'float rounding allowed'}); "
-             f"memory: {mem} during the batch call.", "",
-             "| adapter | network | batch vs singles | peak MiB | s / image | status |", "|---|---|---:|---:|---:|---|"]
+    lines = [
+        f"Adapters of the paper's models with random weights ({what}); {len(smoke.images)} images of "
+        f"{smoke.images[0][0].shape[0]} x {smoke.images[0][0].shape[1]} px per batch. Batch vs singles: largest "
+        f"difference ({'bit for bit required' if smoke.device == 'cpu' else 'float rounding allowed'}); "
+        f"memory: {mem} during the batch call.",
+        "",
+        "| adapter | network | batch vs singles | peak MiB | s / image | status |",
+        "|---|---|---:|---:|---:|---|",
+    ]
     for r in rows:
         if "diff" in r:
-            lines.append(f"| {r['adapter']} | {smoke.notes.get(r['adapter'], '')} | {r['diff']:g} | {r['peak_mib']:,.0f} "
-                         f"| {r['seconds_per_image']:.3f} | {r['status']} |")
+            lines.append(
+                f"| {r['adapter']} | {smoke.notes.get(r['adapter'], '')} | {r['diff']:g} | {r['peak_mib']:,.0f} "
+                f"| {r['seconds_per_image']:.3f} | {r['status']} |"
+            )
         else:
             lines.append(f"| {r['adapter']} | {smoke.notes.get(r['adapter'], '')} | | | | {r['status']} |")
     if e2e is not None:
         ok = e2e["returncode"] == 0 and e2e["records"] > 0
-        lines += ["", f"`cxrils generate` with the paper's backends (radedit, hybridgnet edit region, cxas, onnx; "
-                      f"report structurer {e2e['structurer']}; anatomy QC relaxed for random weights): exit status "
-                      f"{e2e['returncode']}, {e2e['records']} records from {len(smoke.images)} images in "
-                      f"{e2e['seconds']:.0f} s: {'ok' if ok else 'FAILED'}."]
+        lines += [
+            "",
+            f"`cxrils generate` with the paper's backends (radedit, hybridgnet edit region, cxas, onnx; "
+            f"report structurer {e2e['structurer']}; anatomy QC relaxed for random weights): exit status "
+            f"{e2e['returncode']}, {e2e['records']} records from {len(smoke.images)} images in "
+            f"{e2e['seconds']:.0f} s: {'ok' if ok else 'FAILED'}.",
+        ]
     return "\n".join(lines)
 
 
@@ -690,7 +830,8 @@ def main(argv: list[str] | None = None) -> int:
     print(text)
     publish_if_asked(args, text)
     failed = any(r["status"].startswith("FAILED") for r in rows) or (
-        e2e is not None and (e2e["returncode"] != 0 or not e2e["records"]))
+        e2e is not None and (e2e["returncode"] != 0 or not e2e["records"])
+    )
     return 1 if failed else 0
 
 

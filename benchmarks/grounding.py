@@ -43,7 +43,7 @@ def split_lungs(lungs: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     cols = np.flatnonzero(lungs.any(axis=0))
     mid = (cols[0] + cols[-1]) / 2 if cols.size else lungs.shape[1] / 2
     right = lungs.copy()
-    right[:, int(mid):] = False
+    right[:, int(mid) :] = False
     return right, lungs & ~right
 
 
@@ -87,9 +87,11 @@ def bench_covid(data: Path, cfg: Config, anatomy: str | None, backend: str, out:
             geo.append(g)
             opa.append(o)
         rg, ro = spearmanr(frac, geo)[0], spearmanr(frac, opa)[0]
-        out.append(f"- COVID-19 severity, anomaly backend {backend}, {label} (n={len(frac)}, tau_ano="
-                   f"{cfg.grounding.tau_ano}): Spearman of the anomalous lung fraction vs geographic extent "
-                   f"{rg:.3f}, vs opacity {ro:.3f}")
+        out.append(
+            f"- COVID-19 severity, anomaly backend {backend}, {label} (n={len(frac)}, tau_ano="
+            f"{cfg.grounding.tau_ano}): Spearman of the anomalous lung fraction vs geographic extent "
+            f"{rg:.3f}, vs opacity {ro:.3f}"
+        )
 
 
 def bench_nih(data: Path, cfg: Config, out: list[str]) -> None:
@@ -100,16 +102,20 @@ def bench_nih(data: Path, cfg: Config, out: list[str]) -> None:
     for row in read_nih_boxes(data):
         x = read_gray(row.image_path)
         ref = np.zeros(x.shape, bool)
-        ref[int(round(row.y)):int(round(row.y + row.h)), int(round(row.x)):int(round(row.x + row.w))] = True
+        ref[int(round(row.y)) : int(round(row.y + row.h)), int(round(row.x)) : int(round(row.x + row.w))] = True
         boxes = detector.detect(x)
         ious = [0.0] + [mask_iou(b.to_mask(x.shape), ref) for b in boxes]
         best.append((row.finding, max(ious)))
         out.append(f"  - {row.image_path.name} {row.finding}: best box IoU {max(ious):.3f} ({len(boxes)} boxes)")
-    for label, sel in (("all", [v for _, v in best]),
-                       ("without cardiomegaly", [v for f, v in best if f != "Cardiomegaly"])):
+    for label, sel in (
+        ("all", [v for _, v in best]),
+        ("without cardiomegaly", [v for f, v in best if f != "Cardiomegaly"]),
+    ):
         v = np.array(sel)
-        out.append(f"- NIH expert boxes, {label} (n={len(v)}): mean best IoU {v.mean():.3f}, "
-                   f"hit rate at IoU >= 0.3: {int((v >= 0.3).sum())}/{len(v)}")
+        out.append(
+            f"- NIH expert boxes, {label} (n={len(v)}): mean best IoU {v.mean():.3f}, "
+            f"hit rate at IoU >= 0.3: {int((v >= 0.3).sum())}/{len(v)}"
+        )
 
 
 def timing_scene(data: Path | None, cfg: Config):
@@ -140,8 +146,9 @@ def bench_timing(data: Path | None, cfg: Config, out: list[str], repeats: int = 
         for _ in range(repeats):
             algorithm1(x, a, right, right, left, boxes, "pneumonia", cfg.grounding)
         dt = (time.perf_counter() - t0) / repeats
-        out.append(f"- Algorithm 1 at {x.shape[1]}x{x.shape[0]} px with {len(boxes)} boxes: "
-                   f"{dt * 1000:.1f} ms per finding")
+        out.append(
+            f"- Algorithm 1 at {x.shape[1]}x{x.shape[0]} px with {len(boxes)} boxes: {dt * 1000:.1f} ms per finding"
+        )
 
 
 def main() -> None:

@@ -84,8 +84,12 @@ SOURCES = ("covid_qu_ex", "nih_bbox", "nih_labels", "covid_severity", "xrv_tests
 #: heart border, mediastinum and hila border the lungs there.
 MEDIAL_FRACTION = 0.20
 FALSE_REPORT = "There are opacities in both lungs."
-NIH_TYPES = {"Cardiomegaly": "cardiomegaly", "Pneumonia": "pneumonia", "Atelectasis": "atelectasis",
-             "Infiltrate": "opacity"}
+NIH_TYPES = {
+    "Cardiomegaly": "cardiomegaly",
+    "Pneumonia": "pneumonia",
+    "Atelectasis": "atelectasis",
+    "Infiltrate": "opacity",
+}
 
 
 @dataclass
@@ -110,13 +114,20 @@ class Case:
 
 # ----------------------------------------------------------------------------- sources
 
+
 def covid_qu_ex_cases(data: Path, part: str) -> list[Case]:
     from cxrils.training.lesion_data import covid_qu_ex_samples
 
     cases = []
     for s in covid_qu_ex_samples(data, part):
-        c = Case("covid_qu_ex", s.image_id, s.image_path, "positive" if s.positive else "normal",
-                 mask_path=s.lesion_path, lung_path=s.lung_path)
+        c = Case(
+            "covid_qu_ex",
+            s.image_id,
+            s.image_path,
+            "positive" if s.positive else "normal",
+            mask_path=s.lesion_path,
+            lung_path=s.lung_path,
+        )
         if s.positive:
             right, left = s.lungs()
             c.lesion_type, c.sides = "opacity", sides_of_mask(s.lesion(), right, left)
@@ -136,8 +147,17 @@ def nih_cases(data: Path) -> list[Case]:
             continue
         with Image.open(b.image_path) as im:
             width = im.size[0]
-        cases.append(Case("nih_bbox", b.image_id, b.image_path, "positive", t,
-                          () if t == "cardiomegaly" else sides_of_box(b.xyxy, width), box=b.xyxy))
+        cases.append(
+            Case(
+                "nih_bbox",
+                b.image_id,
+                b.image_path,
+                "positive",
+                t,
+                () if t == "cardiomegaly" else sides_of_box(b.xyxy, width),
+                box=b.xyxy,
+            )
+        )
     return cases
 
 
@@ -147,8 +167,11 @@ def nih_label_cases(data: Path) -> list[Case]:
     names both lungs and "found" means a mask in either."""
     from cxrils.sources.nih import read_nih_images
 
-    return [Case("nih_labels", r.image_id, r.image_path, "positive", "effusion", SIDES)
-            for r in read_nih_images(data) if "Effusion" in r.labels]
+    return [
+        Case("nih_labels", r.image_id, r.image_path, "positive", "effusion", SIDES)
+        for r in read_nih_images(data)
+        if "Effusion" in r.labels
+    ]
 
 
 def severity_cases(data: Path) -> list[Case]:
@@ -161,8 +184,17 @@ def severity_cases(data: Path) -> list[Case]:
         geo, opa = s.geographic_mean, s.opacity_mean
         # extent is summed over both lungs (0-8) without a side: the report says both lungs
         kind = "positive" if geo > 0 else "normal"
-        cases.append(Case("covid_severity", s.image_id, s.image_path, kind,
-                          "opacity" if geo > 0 else "", SIDES if geo > 0 else (), severity=(geo, opa)))
+        cases.append(
+            Case(
+                "covid_severity",
+                s.image_id,
+                s.image_path,
+                kind,
+                "opacity" if geo > 0 else "",
+                SIDES if geo > 0 else (),
+                severity=(geo, opa),
+            )
+        )
     return cases
 
 
@@ -185,8 +217,9 @@ def xrv_cases(data: Path) -> list[Case]:
             with Image.open(path) as im:
                 width = im.size[0]
             for k, box in enumerate(boxes[iid]):
-                cases.append(Case("xrv_tests", f"{iid}#{k}", path, "positive", "opacity",
-                                  sides_of_box(box, width), box=box))
+                cases.append(
+                    Case("xrv_tests", f"{iid}#{k}", path, "positive", "opacity", sides_of_box(box, width), box=box)
+                )
     return cases
 
 
@@ -201,24 +234,29 @@ def jsrt_normal_cases(data: Path) -> list[Case]:
     cases = []
     for i in ids:
         r = images[i]
-        organs = {k: read_mask(p) for k, p in (("right lung", r.right_lung), ("left lung", r.left_lung),
-                                                ("heart", r.heart))}
+        organs = {
+            k: read_mask(p) for k, p in (("right lung", r.right_lung), ("left lung", r.left_lung), ("heart", r.heart))
+        }
         ctr = cardiothoracic_ratio(AnatomyMasks(organs, organs["heart"].shape, "reference"))
         cases.append(Case("jsrt_normals", i, r.image_path, "normal", reference_ctr=ctr))
     return cases
 
 
 def load_cases(data: Path, sources: list[str], limit: int | None) -> list[Case]:
-    makers = {"covid_qu_ex": lambda: covid_qu_ex_cases(data, "report"), "nih_bbox": lambda: nih_cases(data),
-              "nih_labels": lambda: nih_label_cases(data),
-              "covid_severity": lambda: severity_cases(data), "xrv_tests": lambda: xrv_cases(data),
-              "jsrt_normals": lambda: jsrt_normal_cases(data)}
+    makers = {
+        "covid_qu_ex": lambda: covid_qu_ex_cases(data, "report"),
+        "nih_bbox": lambda: nih_cases(data),
+        "nih_labels": lambda: nih_label_cases(data),
+        "covid_severity": lambda: severity_cases(data),
+        "xrv_tests": lambda: xrv_cases(data),
+        "jsrt_normals": lambda: jsrt_normal_cases(data),
+    }
     cases = []
     for name in sources:
         got = makers[name]()
         if limit:
             pos = [c for c in got if c.kind == "positive"][:limit]
-            neg = [c for c in got if c.kind == "normal"][:max(1, limit // 2)]
+            neg = [c for c in got if c.kind == "normal"][: max(1, limit // 2)]
             got = pos + neg
         cases += got
     return cases
@@ -227,6 +265,7 @@ def load_cases(data: Path, sources: list[str], limit: int | None) -> list[Case]:
 # ----------------------------------------------------------------------------- metrics
 # Mask scores are cxrils.evaluation's: mask_iou and mask_dice (0.0 for two empty masks),
 # mask_precision (share of the first mask inside the second; 0.0 when it is empty).
+
 
 def box_mask(box, shape) -> np.ndarray:
     from cxrils.types import LesionBox
@@ -272,6 +311,7 @@ def mean(v: list[float]) -> float:
 
 
 # ----------------------------------------------------------------------------- running
+
 
 def read_mask(path: Path) -> np.ndarray:
     from cxrils.training.anatomy_data import read_gray
@@ -332,9 +372,18 @@ class Runner:
 
         from cxrils.sources import StudyInput
 
-        studies = [StudyInput(study_id=f"{case.image_id}-{k}", image_id=case.image_id.replace("#", "_"),
-                              patient_id=case.image_id, image_path=case.path, report=text, view=None,
-                              split="test") for k, text in enumerate(reports)]
+        studies = [
+            StudyInput(
+                study_id=f"{case.image_id}-{k}",
+                image_id=case.image_id.replace("#", "_"),
+                patient_id=case.image_id,
+                image_path=case.path,
+                report=text,
+                view=None,
+                split="test",
+            )
+            for k, text in enumerate(reports)
+        ]
         structured = self.pipe.structure(studies)
         state = self.pipe.start(studies[0], structured[(studies[0].study_id, reports[0])])
         for step in self.pipe.image_steps:
@@ -345,19 +394,36 @@ class Runner:
             if st.report.excluded and st.excluded is None:
                 st.excluded = f"report: {st.report.excluded}"
             sg = self.pipe.ground(st)
-            out = {"excluded": st.excluded, "anatomy": st.anatomy, "mask": None, "records": [],
-                   "any_mask": False, "ctr": None}
+            out = {
+                "excluded": st.excluded,
+                "anatomy": st.anatomy,
+                "mask": None,
+                "records": [],
+                "any_mask": False,
+                "ctr": None,
+            }
             if sg is not None:
-                masks = [gf.mask for gf in sg.findings if gf.mask is not None and gf.mask.any()
-                         and (not case.lesion_type or gf.lesion_type == case.lesion_type)]
+                masks = [
+                    gf.mask
+                    for gf in sg.findings
+                    if gf.mask is not None
+                    and gf.mask.any()
+                    and (not case.lesion_type or gf.lesion_type == case.lesion_type)
+                ]
                 out["mask"] = np.logical_or.reduce(masks) if masks else None
-                out["grounded"] = sorted({lb for gf in sg.findings if gf.mask is not None
-                                          and (not case.lesion_type or gf.lesion_type == case.lesion_type)
-                                          for lb in gf.grounded})
+                out["grounded"] = sorted(
+                    {
+                        lb
+                        for gf in sg.findings
+                        if gf.mask is not None and (not case.lesion_type or gf.lesion_type == case.lesion_type)
+                        for lb in gf.grounded
+                    }
+                )
                 out["any_mask"] = any(gf.mask is not None and gf.mask.any() for gf in sg.findings)
                 if st.excluded is None:
                     out["records"] = self.pipe.stages.generate_records(
-                        sg, split="test", patient_id=case.image_id, image_path="images/x.png", cfg=self.cfg)
+                        sg, split="test", patient_id=case.image_id, image_path="images/x.png", cfg=self.cfg
+                    )
                 out["ctr"] = sg.ctr
             outs.append(out)
         return outs
@@ -392,8 +458,11 @@ def run_case(r: Runner, case: Case) -> None:
         anat = res["anatomy"]
         # baseline: the named lungs as the radiologists of these sources drew them (visible
         # lungs, which hold their lesions more tightly than whole lungs: the stronger baseline)
-        named = (anat.organs().union(case.sides) if case.sides else anat["heart"]) if anat is not None else \
-            np.zeros(x.shape, bool)
+        named = (
+            (anat.organs().union(case.sides) if case.sides else anat["heart"])
+            if anat is not None
+            else np.zeros(x.shape, bool)
+        )
         if case.mask_path is not None:
             ref = read_mask(case.mask_path)
             o["wl_iou"] = mask_iou(named, ref)
@@ -426,8 +495,12 @@ def run_case(r: Runner, case: Case) -> None:
                 # the basic and the global question, with and without consistent answers
                 o["light_basic"], o["light_global"] = {}, {}
                 for check in (True, False):
-                    bm, gm = (p.mask for p in r.ask(x, [instruction, render_instruction("global", case.lesion_type)],
-                                                    consistent=check))
+                    bm, gm = (
+                        p.mask
+                        for p in r.ask(
+                            x, [instruction, render_instruction("global", case.lesion_type)], consistent=check
+                        )
+                    )
                     o["light_basic"][check] = (bool(bm.any()), mask_iou(bm, ref))
                     o["light_global"][check] = (bool(gm.any()), mask_iou(gm, ref))
             if case.mask_path is not None and anat is not None and case.lesion_type != "cardiomegaly":
@@ -444,21 +517,27 @@ def run_case(r: Runner, case: Case) -> None:
         if case.source == "covid_severity":
             o["frac"] = 0.0
         if r.seg is not None:
-            qs = [render_instruction("basic", "opacity", ["right lung"]),
-                  render_instruction("basic", "opacity", ["left lung"]),
-                  render_instruction("global", "opacity"),
-                  render_instruction("global", "cardiomegaly")]
+            qs = [
+                render_instruction("basic", "opacity", ["right lung"]),
+                render_instruction("basic", "opacity", ["left lung"]),
+                render_instruction("global", "opacity"),
+                render_instruction("global", "cardiomegaly"),
+            ]
             qs += [render_instruction("basic", "opacity", [z]) for z in vocab.LUNG_ZONES]
             preds = r.ask(x, qs)
             # qs[2]: the global opacity question, answered with the model's own setting in
             # preds and asked again with the other one
             own = bool(r.seg.config.consistent_answers)
             other = r.ask(x, qs[:3], consistent=not own)
-            o["light_neg_rules"] = {own: [not p.mask.any() for p in preds[:3]],
-                                    not own: [not p.mask.any() for p in other]}
+            o["light_neg_rules"] = {
+                own: [not p.mask.any() for p in preds[:3]],
+                not own: [not p.mask.any() for p in other],
+            }
             enlarged = case.reference_ctr is not None and case.reference_ctr > CTR_MIN_CARDIOMEGALY
-            o["light_neg"] = {"opacity": [not p.mask.any() for p in preds[:3]],
-                              "cardiomegaly": [] if enlarged else [not preds[3].mask.any()]}
+            o["light_neg"] = {
+                "opacity": [not p.mask.any() for p in preds[:3]],
+                "cardiomegaly": [] if enlarged else [not preds[3].mask.any()],
+            }
             o["enlarged_heart"] = enlarged
             o["light_cardiomegaly"] = bool(preds[3].mask.any())
             o["light_neg_zones"] = [not p.mask.any() for p in preds[4:]]
@@ -467,6 +546,7 @@ def run_case(r: Runner, case: Case) -> None:
 
 
 # ----------------------------------------------------------------------------- x_ano
+
 
 def x_ano_stats(r: Runner, samples, label: str) -> dict:
     """x_ano statistics over COVID-QU-Ex samples (module docstring)."""
@@ -503,26 +583,41 @@ def x_ano_stats(r: Runner, samples, label: str) -> dict:
                 if cols.size == 0:
                     continue
                 w = cols[-1] - cols[0] + 1
-                band = slice(cols[-1] + 1 - int(MEDIAL_FRACTION * w), cols[-1] + 1) if lateral_left else \
-                    slice(cols[0], cols[0] + int(MEDIAL_FRACTION * w))
+                band = (
+                    slice(cols[-1] + 1 - int(MEDIAL_FRACTION * w), cols[-1] + 1)
+                    if lateral_left
+                    else slice(cols[0], cols[0] + int(MEDIAL_FRACTION * w))
+                )
                 medial[:, band] |= lung[:, band]
             normal_all.append(float(xa[lungs].mean()))
             normal_med.append(float(xa[medial].mean()) if medial.any() else 0.0)
             normal_lat.append(float(xa[lungs & ~medial].mean()))
     # exact AUROC from the 256-level histograms (x_ano is k / 255), ties count one half
     auc = histogram_auroc(hist_pos, hist_neg)
-    return {"label": label, "n": len(samples) - failed, "failed": failed, "normal": mean(normal_all),
-            "medial": mean(normal_med), "lateral": mean(normal_lat), "lesion": mean(les),
-            "nonlesion": mean(nonles), "auroc": auc}
+    return {
+        "label": label,
+        "n": len(samples) - failed,
+        "failed": failed,
+        "normal": mean(normal_all),
+        "medial": mean(normal_med),
+        "lateral": mean(normal_lat),
+        "lesion": mean(les),
+        "nonlesion": mean(nonles),
+        "auroc": auc,
+    }
 
 
 # ----------------------------------------------------------------------------- tables
 
+
 def pipeline_tables(cases: list[Case]) -> list[str]:
-    lines = ["### Pipeline (builtin backends), reported lesions with an expert mask", "",
-             "| source | type | n | recall | IoU of generated masks | Dice | pixel precision "
-             "| whole named lung, same images | whole named lung, all | IoU, all reported (none = 0) |",
-             "|---|---|---|---|---|---|---|---|---|---|"]
+    lines = [
+        "### Pipeline (builtin backends), reported lesions with an expert mask",
+        "",
+        "| source | type | n | recall | IoU of generated masks | Dice | pixel precision "
+        "| whole named lung, same images | whole named lung, all | IoU, all reported (none = 0) |",
+        "|---|---|---|---|---|---|---|---|---|---|",
+    ]
     groups: dict[tuple[str, str], list[Case]] = {}
     for c in cases:
         if c.kind == "positive" and c.mask_path is not None:
@@ -532,24 +627,33 @@ def pipeline_tables(cases: list[Case]) -> list[str]:
         gen = [c for c in g if c.out.get("generated")]
         ious = [c.out["iou"] for c in gen]
         all_iou = [c.out.get("iou", 0.0) for c in g]
-        lines.append(f"| {src} | {t} | {len(g)} | {prop(len(gen), len(g))} | {with_ci(mean(ious), boot(ious))} "
-                     f"| {pct(mean([c.out['dice'] for c in gen]))} | {pct(mean([c.out['prec'] for c in gen]))} "
-                     f"| {pct(mean([c.out['wl_iou'] for c in gen]))} | {pct(mean([c.out['wl_iou'] for c in g]))} "
-                     f"| {with_ci(mean(all_iou), boot(all_iou))} |")
+        lines.append(
+            f"| {src} | {t} | {len(g)} | {prop(len(gen), len(g))} | {with_ci(mean(ious), boot(ious))} "
+            f"| {pct(mean([c.out['dice'] for c in gen]))} | {pct(mean([c.out['prec'] for c in gen]))} "
+            f"| {pct(mean([c.out['wl_iou'] for c in gen]))} | {pct(mean([c.out['wl_iou'] for c in g]))} "
+            f"| {with_ci(mean(all_iou), boot(all_iou))} |"
+        )
     boxes = [c for c in cases if c.kind == "positive" and c.box is not None]
     if boxes:
-        lines += ["", "### Pipeline, reported lesions with an expert box (precision = share of the mask inside "
-                  "the box; coverage = share of the box covered by the mask)", "",
-                  "| source | type | n | recall | precision in box | box coverage "
-                  "| whole named lung (heart for cardiomegaly): precision | coverage |", "|---|---|---|---|---|---|---|---|"]
+        lines += [
+            "",
+            "### Pipeline, reported lesions with an expert box (precision = share of the mask inside "
+            "the box; coverage = share of the box covered by the mask)",
+            "",
+            "| source | type | n | recall | precision in box | box coverage "
+            "| whole named lung (heart for cardiomegaly): precision | coverage |",
+            "|---|---|---|---|---|---|---|---|",
+        ]
         bg: dict[tuple[str, str], list[Case]] = {}
         for c in boxes:
             bg.setdefault((c.source, c.lesion_type), []).append(c)
         for (src, t), g in sorted(bg.items()):
             gen = [c for c in g if c.out.get("generated")]
-            lines.append(f"| {src} | {t} | {len(g)} | {len(gen)}/{len(g)} | {pct(mean([c.out['box_prec'] for c in gen]))} "
-                         f"| {pct(mean([c.out['box_cov'] for c in gen]))} | {pct(mean([c.out['wl_prec'] for c in g]))} "
-                         f"| {pct(mean([c.out['wl_cov'] for c in g]))} |")
+            lines.append(
+                f"| {src} | {t} | {len(g)} | {len(gen)}/{len(g)} | {pct(mean([c.out['box_prec'] for c in gen]))} "
+                f"| {pct(mean([c.out['box_cov'] for c in gen]))} | {pct(mean([c.out['wl_prec'] for c in g]))} "
+                f"| {pct(mean([c.out['wl_cov'] for c in g]))} |"
+            )
     sev = [c for c in cases if c.source == "covid_severity"]
     if sev:
         from scipy.stats import spearmanr
@@ -559,17 +663,26 @@ def pipeline_tables(cases: list[Case]) -> list[str]:
         geo = [c.severity[0] for c in sev]
         opa = [c.severity[1] for c in sev]
         frac = [c.out.get("frac", 0.0) for c in sev]
-        lines += ["", "### Pipeline, COVID-19 severity scores (no mask; report: opacities in both lungs when the "
-                  "extent score is above 0)", "",
-                  "| n | recall (extent > 0) | Spearman: mask share of lungs vs geographic extent | vs opacity |",
-                  "|---|---|---|---|",
-                  f"| {len(sev)} | {prop(len(gen), len(pos))} | {spearmanr(frac, geo).statistic:.3f} "
-                  f"| {spearmanr(frac, opa).statistic:.3f} |"]
+        lines += [
+            "",
+            "### Pipeline, COVID-19 severity scores (no mask; report: opacities in both lungs when the "
+            "extent score is above 0)",
+            "",
+            "| n | recall (extent > 0) | Spearman: mask share of lungs vs geographic extent | vs opacity |",
+            "|---|---|---|---|",
+            f"| {len(sev)} | {prop(len(gen), len(pos))} | {spearmanr(frac, geo).statistic:.3f} "
+            f"| {spearmanr(frac, opa).statistic:.3f} |",
+        ]
     normals = [c for c in cases if c.kind == "normal"]
     if normals:
-        lines += ["", "### Pipeline on normal images", "",
-                  f"| source | n | positive records, normal report | images with a mask given the false report "
-                  f"\"{FALSE_REPORT}\" |", "|---|---|---|---|"]
+        lines += [
+            "",
+            "### Pipeline on normal images",
+            "",
+            f"| source | n | positive records, normal report | images with a mask given the false report "
+            f'"{FALSE_REPORT}" |',
+            "|---|---|---|---|",
+        ]
         for src in dict.fromkeys(c.source for c in normals):
             g = [c for c in normals if c.source == src]
             k = sum(c.out["pos_records_normal"] > 0 for c in g)
@@ -577,11 +690,15 @@ def pipeline_tables(cases: list[Case]) -> list[str]:
             lines.append(f"| {src} | {len(g)} | {k} | {prop(f, len(g))} |")
     lr = [c for c in cases if c.kind == "positive" and c.lesion_type != "cardiomegaly"]
     if lr:
-        lines += ["", "### Left/right balance (patient sides): reports naming one side only, and positive records "
-                  "whose locations are all on one side", "",
-                  "| source | reports right-only : left-only | positive records right-only : left-only | "
-                  "records right : left ratio | bilateral reports grounded in both : right only : left only : none |",
-                  "|---|---|---|---|---|"]
+        lines += [
+            "",
+            "### Left/right balance (patient sides): reports naming one side only, and positive records "
+            "whose locations are all on one side",
+            "",
+            "| source | reports right-only : left-only | positive records right-only : left-only | "
+            "records right : left ratio | bilateral reports grounded in both : right only : left only : none |",
+            "|---|---|---|---|---|",
+        ]
         for src in dict.fromkeys(c.source for c in lr):
             g = [c for c in lr if c.source == src]
             rep_r = sum(c.sides == ("right lung",) for c in g)
@@ -593,8 +710,10 @@ def pipeline_tables(cases: list[Case]) -> list[str]:
             both = sum(set(SIDES) <= set(x) for x in bil)
             r_only = sum("right lung" in x and "left lung" not in x for x in bil)
             l_only = sum("left lung" in x and "right lung" not in x for x in bil)
-            lines.append(f"| {src} | {rep_r} : {rep_l} | {rr} : {ll} | {ratio} "
-                         f"| {both} : {r_only} : {l_only} : {len(bil) - both - r_only - l_only} |")
+            lines.append(
+                f"| {src} | {rep_r} : {rep_l} | {rr} : {ll} | {ratio} "
+                f"| {both} : {r_only} : {l_only} : {len(bil) - both - r_only - l_only} |"
+            )
     return lines
 
 
@@ -602,15 +721,23 @@ def light_tables(cases: list[Case]) -> list[str]:
     pos = [c for c in cases if c.kind == "positive" and "light_present" in c.out and c.lesion_type != "cardiomegaly"]
     if not pos and not any("light_neg" in c.out for c in cases):
         return []
-    lines = ["", "### Light model, basic instruction (\"Segment the {type} in the {named lungs}.\")", "",
-             "| source | type | n | presence recall | IoU, all reported (empty = 0) | IoU when answered "
-             "| whole named lung IoU | precision in box | box coverage |", "|---|---|---|---|---|---|---|---|---|"]
+    lines = [
+        "",
+        '### Light model, basic instruction ("Segment the {type} in the {named lungs}.")',
+        "",
+        "| source | type | n | presence recall | IoU, all reported (empty = 0) | IoU when answered "
+        "| whole named lung IoU | precision in box | box coverage |",
+        "|---|---|---|---|---|---|---|---|---|",
+    ]
     groups: dict[tuple[str, str], list[Case]] = {}
     for c in pos:
         groups.setdefault((c.source, c.lesion_type), []).append(c)
     masked = [c for c in pos if c.mask_path is not None]
-    extra = [(("all (expert masks)", "all"), masked)] if len({k for k, g in groups.items()
-                                                              if g[0].mask_path is not None}) > 1 else []
+    extra = (
+        [(("all (expert masks)", "all"), masked)]
+        if len({k for k, g in groups.items() if g[0].mask_path is not None}) > 1
+        else []
+    )
     for (src, t), g in list(groups.items()) + extra:
         k = sum(c.out["light_present"] for c in g)
         ious = [c.out["light_iou"] for c in g if "light_iou" in c.out]
@@ -618,21 +745,31 @@ def light_tables(cases: list[Case]) -> list[str]:
         wl = [c.out["wl_iou"] for c in g if "wl_iou" in c.out]
         bp = [c.out["light_box_prec"] for c in g if "light_box_prec" in c.out]
         bc = [c.out["light_box_cov"] for c in g if "light_box_cov" in c.out]
-        lines.append(f"| {src} | {t} | {len(g)} | {prop(k, len(g))} | {with_ci(mean(ious), boot(ious))} "
-                     f"| {pct(mean(ans))} | {pct(mean(wl))} | {pct(mean(bp))} | {pct(mean(bc))} |")
+        lines.append(
+            f"| {src} | {t} | {len(g)} | {prop(k, len(g))} | {with_ci(mean(ious), boot(ious))} "
+            f"| {pct(mean(ans))} | {pct(mean(wl))} | {pct(mean(bp))} | {pct(mean(bc))} |"
+        )
     sev = [c for c in cases if c.source == "covid_severity" and "light_frac" in c.out]
     if sev:
         from scipy.stats import spearmanr
 
-        lines += ["", f"Light model on the {len(sev)} severity-scored images: Spearman of the answered mask's share "
-                  f"of the lungs with geographic extent {spearmanr([c.out['light_frac'] for c in sev], [c.severity[0] for c in sev]).statistic:.3f}, "
-                  f"with opacity {spearmanr([c.out['light_frac'] for c in sev], [c.severity[1] for c in sev]).statistic:.3f}."]
+        lines += [
+            "",
+            f"Light model on the {len(sev)} severity-scored images: Spearman of the answered mask's share "
+            f"of the lungs with geographic extent {spearmanr([c.out['light_frac'] for c in sev], [c.severity[0] for c in sev]).statistic:.3f}, "
+            f"with opacity {spearmanr([c.out['light_frac'] for c in sev], [c.severity[1] for c in sev]).statistic:.3f}.",
+        ]
     neg = [c for c in cases if "light_neg" in c.out]
     if neg:
-        lines += ["", "### Light model on normal images: N-Acc (share of questions answered with an empty mask; "
-                  "opacity: basic right lung, basic left lung, global; cardiomegaly: global, not asked where the "
-                  f"radiologists' SCR masks give a CTR above {CTR_MIN_CARDIOMEGALY})", "",
-                  "| source | type | questions | N-Acc |", "|---|---|---|---|"]
+        lines += [
+            "",
+            "### Light model on normal images: N-Acc (share of questions answered with an empty mask; "
+            "opacity: basic right lung, basic left lung, global; cardiomegaly: global, not asked where the "
+            f"radiologists' SCR masks give a CTR above {CTR_MIN_CARDIOMEGALY})",
+            "",
+            "| source | type | questions | N-Acc |",
+            "|---|---|---|---|",
+        ]
         for src in list(dict.fromkeys(c.source for c in neg)) + ["all"]:
             g = [c for c in neg if src == "all" or c.source == src]
             for t in ("opacity", "cardiomegaly"):
@@ -650,10 +787,17 @@ def consistency_lines(cases: list[Case]) -> list[str]:
     pos, neg = _having(cases, "light_global"), _having(cases, "light_neg_rules")
     if not pos and not neg:
         return []
-    lines = _table_head("Light model with and without consistent answers (`consistent_answers`)",
-                        ["consistent answers", "basic question: presence recall", "IoU (empty = 0)",
-                         "global question: presence recall", "IoU (empty = 0)",
-                         "normal images: N-Acc of the opacity questions (right lung, left lung, global)"])
+    lines = _table_head(
+        "Light model with and without consistent answers (`consistent_answers`)",
+        [
+            "consistent answers",
+            "basic question: presence recall",
+            "IoU (empty = 0)",
+            "global question: presence recall",
+            "IoU (empty = 0)",
+            "normal images: N-Acc of the opacity questions (right lung, left lung, global)",
+        ],
+    )
     for check in (True, False):
         b_rec, b_iou = _recall_iou([c.out["light_basic"][check] for c in pos])
         g_rec, g_iou = _recall_iou([c.out["light_global"][check] for c in pos])
@@ -669,16 +813,23 @@ def zone_lines(cases: list[Case]) -> list[str]:
     pos, neg = _having(cases, "light_zone"), _having(cases, "light_neg_zones")
     if not pos and not neg:
         return []
-    lines = _table_head("Light model, zone questions (\"Segment the {type} in the {zone}.\"; not among the targets)",
-                        ["source", "questions", "presence recall: the zone holding most of the expert lesion",
-                         "IoU with the expert lesion inside that zone (empty = 0)",
-                         "N-Acc on normal images, all eight zones"])
+    lines = _table_head(
+        'Light model, zone questions ("Segment the {type} in the {zone}."; not among the targets)',
+        [
+            "source",
+            "questions",
+            "presence recall: the zone holding most of the expert lesion",
+            "IoU with the expert lesion inside that zone (empty = 0)",
+            "N-Acc on normal images, all eight zones",
+        ],
+    )
     for src in dict.fromkeys(c.source for c in pos + neg):
         p = [c for c in pos if c.source == src]
         v = [ok for c in neg if c.source == src for ok in c.out["light_neg_zones"]]
         rec, ious = _recall_iou([c.out["light_zone"] for c in p])
-        lines.append(f"| {src} | {len(p)} lesions, {len(v)} normal-image questions | {rec} | {ious} "
-                     f"| {_n_acc_cell(v)} |")
+        lines.append(
+            f"| {src} | {len(p)} lesions, {len(v)} normal-image questions | {rec} | {ious} | {_n_acc_cell(v)} |"
+        )
     return lines
 
 
@@ -709,15 +860,22 @@ def cardiomegaly_table(cases: list[Case]) -> list[str]:
     cm = [c for c in cases if c.lesion_type == "cardiomegaly"]
     if not cm:
         return []
-    lines = ["", "### Held-back cardiomegaly images", "",
-             "| source | image | CTR (pipeline anatomy) | pipeline positive record | light model: "
-             "\"Segment the cardiomegaly.\" | presence score |", "|---|---|---|---|---|---|"]
+    lines = [
+        "",
+        "### Held-back cardiomegaly images",
+        "",
+        "| source | image | CTR (pipeline anatomy) | pipeline positive record | light model: "
+        '"Segment the cardiomegaly." | presence score |',
+        "|---|---|---|---|---|---|",
+    ]
     for c in cm:
         ctr = c.out.get("ctr")
-        lines.append(f"| {c.source} | {c.image_id} | {'n/a' if ctr is None else f'{ctr:.2f}'} "
-                     f"| {'yes' if c.out.get('pos_records') else 'no'} "
-                     f"| {('found' if c.out['light_present'] else 'not found') if 'light_present' in c.out else 'n/a'} "
-                     f"| {c.out.get('light_score', float('nan')):.2f} |")
+        lines.append(
+            f"| {c.source} | {c.image_id} | {'n/a' if ctr is None else f'{ctr:.2f}'} "
+            f"| {'yes' if c.out.get('pos_records') else 'no'} "
+            f"| {('found' if c.out['light_present'] else 'not found') if 'light_present' in c.out else 'n/a'} "
+            f"| {c.out.get('light_score', float('nan')):.2f} |"
+        )
     found = sum(c.out.get("light_present", False) for c in cm)
     lines.append(f"\nLight model found cardiomegaly on {found} of {len(cm)} held-back images.")
     normals = [c for c in cases if c.kind == "normal" and c.out.get("ctr") is not None]
@@ -726,8 +884,10 @@ def cardiomegaly_table(cases: list[Case]) -> list[str]:
         for src in dict.fromkeys(c.source for c in normals):
             v = np.array([c.out["ctr"] for c in normals if c.source == src])
             parts.append(f"{src} {int((v >= 0.5).sum())}/{len(v)} (median {np.median(v):.2f})")
-        lines.append("Normal images whose CTR (pipeline anatomy) is at least 0.50, the radiographic cut-off of "
-                     "cardiomegaly: " + ", ".join(parts) + ".")
+        lines.append(
+            "Normal images whose CTR (pipeline anatomy) is at least 0.50, the radiographic cut-off of "
+            "cardiomegaly: " + ", ".join(parts) + "."
+        )
     return lines
 
 
@@ -739,12 +899,23 @@ def per_type_table(cases: list[Case]) -> list[str]:
     pos = [c for c in cases if c.kind == "positive"]
     if not pos:
         return []
-    lines = _table_head("Per lesion type, all sources with human truth (pipeline | light model; baseline = "
-                        "the whole named lung, the heart for cardiomegaly)",
-                        ["type", "cases (sources)", "pipeline recall", "pipeline IoU, expert masks (when generated)",
-                         "baseline IoU, same cases", "pipeline precision in box", "baseline precision in box",
-                         "light presence recall", "light IoU, expert masks (empty = 0)", "baseline IoU, all",
-                         "light precision in box"])
+    lines = _table_head(
+        "Per lesion type, all sources with human truth (pipeline | light model; baseline = "
+        "the whole named lung, the heart for cardiomegaly)",
+        [
+            "type",
+            "cases (sources)",
+            "pipeline recall",
+            "pipeline IoU, expert masks (when generated)",
+            "baseline IoU, same cases",
+            "pipeline precision in box",
+            "baseline precision in box",
+            "light presence recall",
+            "light IoU, expert masks (empty = 0)",
+            "baseline IoU, all",
+            "light precision in box",
+        ],
+    )
     for t in vocab.LESION_TYPES:
         g = [c for c in pos if c.lesion_type == t]
         if not g:
@@ -761,17 +932,19 @@ def per_type_table(cases: list[Case]) -> list[str]:
         def cell(v: list[float]) -> str:
             return f"{pct(mean(v))} (n={len(v)})" if v else "n/a"
 
-        lines.append(f"| {t} | {len(g)} ({srcs}) | {prop(len(gen), len(g))} | {cell([c.out['iou'] for c in m_gen])} "
-                     f"| {cell([c.out['wl_iou'] for c in m_gen])} | {cell([c.out['box_prec'] for c in b_gen])} "
-                     f"| {cell([c.out['wl_prec'] for c in b_gen or b_all])} "
-                     f"| {prop(sum(c.out['light_present'] for c in lp), len(lp)) if lp else 'n/a'} "
-                     f"| {cell([c.out['light_iou'] for c in lm])} | {cell([c.out['wl_iou'] for c in lm])} "
-                     f"| {cell([c.out['light_box_prec'] for c in lb])} |")
+        lines.append(
+            f"| {t} | {len(g)} ({srcs}) | {prop(len(gen), len(g))} | {cell([c.out['iou'] for c in m_gen])} "
+            f"| {cell([c.out['wl_iou'] for c in m_gen])} | {cell([c.out['box_prec'] for c in b_gen])} "
+            f"| {cell([c.out['wl_prec'] for c in b_gen or b_all])} "
+            f"| {prop(sum(c.out['light_present'] for c in lp), len(lp)) if lp else 'n/a'} "
+            f"| {cell([c.out['light_iou'] for c in lm])} | {cell([c.out['wl_iou'] for c in lm])} "
+            f"| {cell([c.out['light_box_prec'] for c in lb])} |"
+        )
     return lines
 
 
 def ctr_cardiomegaly_lines(cases: list[Case]) -> list[str]:
-    """"Segment the cardiomegaly." on the JSRT normals, split by the CTR of the
+    """ "Segment the cardiomegaly." on the JSRT normals, split by the CTR of the
     radiologists' SCR heart and lung masks: found where it is above 0.5 (the
     radiographic definition), not found at or below 0.45 (Appendix D.3's negatives)."""
     g = [c for c in cases if "light_cardiomegaly" in c.out and c.reference_ctr is not None]
@@ -780,8 +953,10 @@ def ctr_cardiomegaly_lines(cases: list[Case]) -> list[str]:
     big = [c for c in g if c.reference_ctr > CTR_MIN_CARDIOMEGALY]
     small = [c for c in g if c.reference_ctr <= 0.45]
     mid = [c for c in g if 0.45 < c.reference_ctr <= CTR_MIN_CARDIOMEGALY]
-    lines = _table_head("Light model, \"Segment the cardiomegaly.\" by the radiologists' CTR (JSRT SCR masks, "
-                        "images without a nodule)", ["expert CTR", "images", "answered present"])
+    lines = _table_head(
+        'Light model, "Segment the cardiomegaly." by the radiologists\' CTR (JSRT SCR masks, images without a nodule)',
+        ["expert CTR", "images", "answered present"],
+    )
     for name, part in ((f"> {CTR_MIN_CARDIOMEGALY}", big), (f"0.45 - {CTR_MIN_CARDIOMEGALY}", mid), ("<= 0.45", small)):
         lines.append(f"| {name} | {len(part)} | {prop(sum(c.out['light_cardiomegaly'] for c in part), len(part))} |")
     return lines
@@ -808,17 +983,29 @@ def targets_table(cases: list[Case]) -> list[str]:
         gb = [c for c in g if "box_prec" in c.out]
         if gm:
             v, base = mean([c.out["iou"] for c in gm]), mean([c.out["wl_iou"] for c in gm])
-            add(f"pipeline, {src}: IoU minus whole-named-lung IoU, same images (n={len(gm)})", ">= +5",
-                100 * (v - base), v - base >= 0.05)
+            add(
+                f"pipeline, {src}: IoU minus whole-named-lung IoU, same images (n={len(gm)})",
+                ">= +5",
+                100 * (v - base),
+                v - base >= 0.05,
+            )
         elif gb:
             v, base = mean([c.out["box_prec"] for c in gb]), mean([c.out["wl_prec"] for c in gb])
-            add(f"pipeline, {src}: precision in box minus the whole named lung's (n={len(gb)})", ">= +5",
-                100 * (v - base), v - base >= 0.05)
+            add(
+                f"pipeline, {src}: precision in box minus the whole named lung's (n={len(gb)})",
+                ">= +5",
+                100 * (v - base),
+                v - base >= 0.05,
+            )
     eff = [c for c in pos if c.source == "nih_labels" and c.lesion_type == "effusion"]
     if eff:
         k = sum(bool(c.out.get("generated")) for c in eff)
-        add(f"pipeline, effusion on NIH films (text-mined labels, n={len(eff)}): found", ">= 75", 100 * k / len(eff),
-            k / len(eff) >= 0.75)
+        add(
+            f"pipeline, effusion on NIH films (text-mined labels, n={len(eff)}): found",
+            ">= 75",
+            100 * k / len(eff),
+            k / len(eff) >= 0.75,
+        )
     lp = [c for c in lung if "light_present" in c.out]
     for src in dict.fromkeys(c.source for c in lp):
         g = [c for c in lp if c.source == src]
@@ -826,12 +1013,20 @@ def targets_table(cases: list[Case]) -> list[str]:
         gb = [c for c in g if "light_box_prec" in c.out]
         if gm:
             v, base = mean([c.out["light_iou"] for c in gm]), mean([c.out["wl_iou"] for c in gm])
-            add(f"light, {src}: IoU (empty = 0) minus whole-named-lung IoU (n={len(gm)})", ">= 0", 100 * (v - base),
-                v >= base)
+            add(
+                f"light, {src}: IoU (empty = 0) minus whole-named-lung IoU (n={len(gm)})",
+                ">= 0",
+                100 * (v - base),
+                v >= base,
+            )
         elif gb:
             v, base = mean([c.out["light_box_prec"] for c in gb]), mean([c.out["wl_prec"] for c in gb])
-            add(f"light, {src}: precision in box minus the whole named lung's (n={len(gb)} answered)", ">= 0",
-                100 * (v - base), v >= base)
+            add(
+                f"light, {src}: precision in box minus the whole named lung's (n={len(gb)} answered)",
+                ">= 0",
+                100 * (v - base),
+                v >= base,
+            )
     lm = [c for c in lp if "light_iou" in c.out]
     if lm:
         v = mean([c.out["light_iou"] for c in lm])
@@ -839,40 +1034,65 @@ def targets_table(cases: list[Case]) -> list[str]:
     lpc = [c for c in pos if "light_present" in c.out]
     if lpc:
         k = sum(c.out["light_present"] for c in lpc)
-        add(f"light: presence recall, all sources and types (n={len(lpc)})", ">= 80", 100 * k / len(lpc),
-            k / len(lpc) >= 0.8)
-    neg = [ok for c in cases if "light_neg" in c.out for t in ("opacity", "cardiomegaly") for ok in c.out["light_neg"][t]]
+        add(
+            f"light: presence recall, all sources and types (n={len(lpc)})",
+            ">= 80",
+            100 * k / len(lpc),
+            k / len(lpc) >= 0.8,
+        )
+    neg = [
+        ok for c in cases if "light_neg" in c.out for t in ("opacity", "cardiomegaly") for ok in c.out["light_neg"][t]
+    ]
     if neg:
-        add("light: N-Acc on normal images (opacity and cardiomegaly questions)", ">= 95", 100 * mean(neg),
-            mean(neg) >= 0.95)
+        add(
+            "light: N-Acc on normal images (opacity and cardiomegaly questions)",
+            ">= 95",
+            100 * mean(neg),
+            mean(neg) >= 0.95,
+        )
     g = [c for c in cases if "light_cardiomegaly" in c.out and c.reference_ctr is not None]
     big = [c for c in g if c.reference_ctr > CTR_MIN_CARDIOMEGALY]
     small = [c for c in g if c.reference_ctr <= 0.45]
     if big:
         k = sum(c.out["light_cardiomegaly"] for c in big)
-        add(f"light: cardiomegaly found where the expert CTR > {CTR_MIN_CARDIOMEGALY} (JSRT, of {len(big)})",
-            f"{len(big)}", k, k == len(big), "{:.0f}")
+        add(
+            f"light: cardiomegaly found where the expert CTR > {CTR_MIN_CARDIOMEGALY} (JSRT, of {len(big)})",
+            f"{len(big)}",
+            k,
+            k == len(big),
+            "{:.0f}",
+        )
     if small:
         k = sum(c.out["light_cardiomegaly"] for c in small)
-        add(f"light: cardiomegaly found where the expert CTR <= 0.45 (JSRT, of {len(small)})", "0", k, k == 0,
-            "{:.0f}")
+        add(f"light: cardiomegaly found where the expert CTR <= 0.45 (JSRT, of {len(small)})", "0", k, k == 0, "{:.0f}")
     if not rows:
         return []
-    lines = ["", "### Issue 28's targets on this run (percent unless stated)", "",
-             "| target | goal | this run | |", "|---|---|---|---|"]
+    lines = [
+        "",
+        "### Issue 28's targets on this run (percent unless stated)",
+        "",
+        "| target | goal | this run | |",
+        "|---|---|---|---|",
+    ]
     lines += [f"| {w} | {t} | {v} | {'met' if ok else '**missed**'} |" for w, t, v, ok in rows]
     lines.append(f"\nMet {sum(r[3] for r in rows)} of {len(rows)}.")
     return lines
 
 
 def x_ano_table(stats: list[dict]) -> list[str]:
-    lines = ["", "### Anomaly map x_ano inside the expert lung masks of COVID-QU-Ex", "",
-             "| part | images | normals: mean in lungs | normals: medial fifth | normals: rest "
-             "| COVID-19: lesion pixels | COVID-19: non-lesion lung pixels | pixel AUROC |",
-             "|---|---|---|---|---|---|---|---|"]
+    lines = [
+        "",
+        "### Anomaly map x_ano inside the expert lung masks of COVID-QU-Ex",
+        "",
+        "| part | images | normals: mean in lungs | normals: medial fifth | normals: rest "
+        "| COVID-19: lesion pixels | COVID-19: non-lesion lung pixels | pixel AUROC |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
     for s in stats:
-        lines.append(f"| {s['label']} | {s['n']} | {s['normal']:.4f} | {s['medial']:.4f} | {s['lateral']:.4f} "
-                     f"| {s['lesion']:.4f} | {s['nonlesion']:.4f} | {s['auroc']:.3f} |")
+        lines.append(
+            f"| {s['label']} | {s['n']} | {s['normal']:.4f} | {s['medial']:.4f} | {s['lateral']:.4f} "
+            f"| {s['lesion']:.4f} | {s['nonlesion']:.4f} | {s['auroc']:.3f} |"
+        )
     return lines
 
 
@@ -907,16 +1127,23 @@ def oracle_c1_lines(data: Path, cfg) -> list[str]:
                 right, left = "right lung" in ok, "left lung" in ok
                 k = 0 if right and left else 1 if right else 2 if left else 3
                 counts[(part, rule)][k] += 1
-    lines = ["", "### c1 with the experts' own boxes and lungs, bilateral COVID-QU-Ex images",
-             "", f"One box per lesion component, tau_anatomy {cfg.tau_anatomy}; union: IoU(box, both lungs); "
-             "per_lung: IoU(box, both lungs, the right lung or the left lung). Default rule of this run: "
-             f"{cfg.c1_bilateral}.", "",
-             "| part | c1 rule | bilateral COVID-19 images | a box passes on both sides : right only : left only "
-             ": neither | right only / left only |", "|---|---|---|---|---|"]
+    lines = [
+        "",
+        "### c1 with the experts' own boxes and lungs, bilateral COVID-QU-Ex images",
+        "",
+        f"One box per lesion component, tau_anatomy {cfg.tau_anatomy}; union: IoU(box, both lungs); "
+        "per_lung: IoU(box, both lungs, the right lung or the left lung). Default rule of this run: "
+        f"{cfg.c1_bilateral}.",
+        "",
+        "| part | c1 rule | bilateral COVID-19 images | a box passes on both sides : right only : left only "
+        ": neither | right only / left only |",
+        "|---|---|---|---|---|",
+    ]
     for (part, rule), (both, right, left, none) in counts.items():
         ratio = f"{right / left:.2f}" if left else ("inf" if right else "n/a")
-        lines.append(f"| {part} | {rule} | {both + right + left + none} | {both} : {right} : {left} : {none} "
-                     f"| {ratio} |")
+        lines.append(
+            f"| {part} | {rule} | {both + right + left + none} | {both} : {right} : {left} : {none} | {ratio} |"
+        )
     return lines
 
 
@@ -925,9 +1152,14 @@ def duplicate_lines(data: Path) -> list[str]:
 
     rep = find_duplicates(data)
     part = {s.image_id: s.part for s in covid_qu_ex_samples(data)}
-    lines = ["", "### Near-duplicates of COVID-QU-Ex images (`cxrils.training.lesion_data.find_duplicates`)", "",
-             "| other source | COVID-QU-Ex images copying one of its images (tuning part / report part) "
-             "| fine correlation >= 0.9 | 0.8-0.9 | 0.7-0.8 |", "|---|---|---|---|---|"]
+    lines = [
+        "",
+        "### Near-duplicates of COVID-QU-Ex images (`cxrils.training.lesion_data.find_duplicates`)",
+        "",
+        "| other source | COVID-QU-Ex images copying one of its images (tuning part / report part) "
+        "| fine correlation >= 0.9 | 0.8-0.9 | 0.7-0.8 |",
+        "|---|---|---|---|---|",
+    ]
     by: dict[str, list] = {}
     for iid, other, c in rep.cross:
         by.setdefault(other.split("/")[0], []).append((iid, c))
@@ -935,10 +1167,14 @@ def duplicate_lines(data: Path) -> list[str]:
         ids = {i for i, _ in items}
         t = sum(part[i] == "tuning" for i in ids)
         cs = [c for _, c in items]
-        lines.append(f"| {src} | {len(ids)} ({t} / {len(ids) - t}) | {sum(c >= 0.9 for c in cs)} "
-                     f"| {sum(0.8 <= c < 0.9 for c in cs)} | {sum(c < 0.8 for c in cs)} |")
-    lines.append(f"\nCopies across COVID-QU-Ex's own split (tuning image ~ report image): {len(rep.within)} pairs. "
-                 f"Tuning-part images no model trains on: {len(rep.excluded)}.")
+        lines.append(
+            f"| {src} | {len(ids)} ({t} / {len(ids) - t}) | {sum(c >= 0.9 for c in cs)} "
+            f"| {sum(0.8 <= c < 0.9 for c in cs)} | {sum(c < 0.8 for c in cs)} |"
+        )
+    lines.append(
+        f"\nCopies across COVID-QU-Ex's own split (tuning image ~ report image): {len(rep.within)} pairs. "
+        f"Tuning-part images no model trains on: {len(rep.excluded)}."
+    )
     return lines
 
 
@@ -948,11 +1184,18 @@ def main() -> None:
     ap.add_argument("--limit", type=int, default=None, help="first N positives (N/2 normals) per source")
     ap.add_argument("--model", type=Path, default=None, help="light model folder (default: the shipped one)")
     ap.add_argument("--no-light", action="store_true")
-    ap.add_argument("--tuning-auroc-limit", type=int, default=None,
-                    help="x_ano statistics on the first N tuning-part images only")
+    ap.add_argument(
+        "--tuning-auroc-limit", type=int, default=None, help="x_ano statistics on the first N tuning-part images only"
+    )
     ap.add_argument("--no-x-ano", action="store_true")
-    ap.add_argument("--set", dest="overrides", action="append", default=[], metavar="SECTION.KEY=VALUE",
-                    help="configuration override for the pipeline (repeatable), e.g. grounding.c1_bilateral=union")
+    ap.add_argument(
+        "--set",
+        dest="overrides",
+        action="append",
+        default=[],
+        metavar="SECTION.KEY=VALUE",
+        help="configuration override for the pipeline (repeatable), e.g. grounding.c1_bilateral=union",
+    )
     args = ap.parse_args()
     apply_threads(args)
     logging.basicConfig(level=logging.ERROR)
@@ -973,20 +1216,30 @@ def main() -> None:
         run_case(r, c)
         if i % 50 == 0:
             print(f"  {i}/{len(cases)} cases, {time.time() - t0:.0f} s", flush=True)
-    lines = [f"Cases: {len(cases)} ({', '.join(f'{s} {sum(c.source == s for c in cases)}' for s in sources)})"
-             + (f", first {args.limit} positives per source" if args.limit else "")
-             + f"; light model: {model.name if model else 'none'}; backends: anatomy "
-             f"{r.cfg.backends.anatomy}, anomaly {r.cfg.backends.anomaly}, detector {r.cfg.backends.detector}"
-             + (f"; config overrides: {', '.join(args.overrides)}" if args.overrides else "") + ".", ""]
-    lines += (pipeline_tables(cases) + light_tables(cases) + cardiomegaly_table(cases) + ctr_cardiomegaly_lines(cases)
-              + per_type_table(cases) + targets_table(cases))
+    lines = [
+        f"Cases: {len(cases)} ({', '.join(f'{s} {sum(c.source == s for c in cases)}' for s in sources)})"
+        + (f", first {args.limit} positives per source" if args.limit else "")
+        + f"; light model: {model.name if model else 'none'}; backends: anatomy "
+        f"{r.cfg.backends.anatomy}, anomaly {r.cfg.backends.anomaly}, detector {r.cfg.backends.detector}"
+        + (f"; config overrides: {', '.join(args.overrides)}" if args.overrides else "")
+        + ".",
+        "",
+    ]
+    lines += (
+        pipeline_tables(cases)
+        + light_tables(cases)
+        + cardiomegaly_table(cases)
+        + ctr_cardiomegaly_lines(cases)
+        + per_type_table(cases)
+        + targets_table(cases)
+    )
     if not args.no_x_ano and "covid_qu_ex" in sources:
         stats = []
         for part in ("tuning", "report"):
             s = covid_qu_ex_samples(args.data, part)
             n = args.tuning_auroc_limit if part == "tuning" else args.limit
             if n:
-                s = [x for x in s if x.positive][:n] + [x for x in s if not x.positive][:max(1, n // 2)]
+                s = [x for x in s if x.positive][:n] + [x for x in s if not x.positive][: max(1, n // 2)]
             stats.append(x_ano_stats(r, s, part))
         lines += x_ano_table(stats)
     if "covid_qu_ex" in sources:

@@ -28,26 +28,47 @@ H = W = 512
 def study(i: int) -> StudyGrounding:
     """A tentative right-upper-zone pneumonia, bibasilar atelectasis grounded right only,
     a negated effusion and cardiomegaly, with masks at 512 x 512."""
+
     def box(r0, r1, c0, c1):
         m = np.zeros((H, W), dtype=bool)
         m[r0:r1, c0:c1] = True
         return m
 
     def gf(entity, certainty, reported, grounded, mask, presence="positive"):
-        f = Finding(entity=entity, sentence_index=1, presence=presence, certainty=certainty,
-                    labels=list(reported), lesion_type=entity, sentence=f"{entity}.")
-        return GroundedFinding(finding=f, lesion_type=entity, reported=list(reported), grounded=list(grounded),
-                               empty=[], mask=mask)
+        f = Finding(
+            entity=entity,
+            sentence_index=1,
+            presence=presence,
+            certainty=certainty,
+            labels=list(reported),
+            lesion_type=entity,
+            sentence=f"{entity}.",
+        )
+        return GroundedFinding(
+            finding=f, lesion_type=entity, reported=list(reported), grounded=list(grounded), empty=[], mask=mask
+        )
 
     heart = box(240, 400, 200, 360)
     return StudyGrounding(
-        study_id=f"s{i}", image_id=f"im{i:06d}", shape=(H, W), ctr=0.55, heart_mask=heart,
+        study_id=f"s{i}",
+        image_id=f"im{i:06d}",
+        shape=(H, W),
+        ctr=0.55,
+        heart_mask=heart,
         empty_locations=["left apical zone lung", "left upper zone lung", "left mid zone lung"],
-        findings=[gf("pneumonia", "tentative", ["right upper zone lung"], ["right upper zone lung"], box(100, 180, 60, 160)),
-                  gf("atelectasis", "definitive", ["right lung base", "left lung base"], ["right lung base"],
-                     box(360, 440, 50, 180)),
-                  gf("effusion", "definitive", [], [], None, presence="negative"),
-                  gf("cardiomegaly", "definitive", ["heart"], ["heart"], heart)])
+        findings=[
+            gf("pneumonia", "tentative", ["right upper zone lung"], ["right upper zone lung"], box(100, 180, 60, 160)),
+            gf(
+                "atelectasis",
+                "definitive",
+                ["right lung base", "left lung base"],
+                ["right lung base"],
+                box(360, 440, 50, 180),
+            ),
+            gf("effusion", "definitive", [], [], None, presence="negative"),
+            gf("cardiomegaly", "definitive", ["heart"], ["heart"], heart),
+        ],
+    )
 
 
 def main() -> None:
@@ -58,8 +79,9 @@ def main() -> None:
     cfg = Config()
     groundings = [study(i) for i in range(n)]
     t0 = time.perf_counter()
-    recs = [generate_records(g, split="train", patient_id=f"p{i}", image_path="", cfg=cfg)
-            for i, g in enumerate(groundings)]
+    recs = [
+        generate_records(g, split="train", patient_id=f"p{i}", image_path="", cfg=cfg) for i, g in enumerate(groundings)
+    ]
     t_gen = time.perf_counter() - t0
     x = (np.random.default_rng(0).random((H, W)) * 255).astype(np.uint8)
     with tempfile.TemporaryDirectory() as d:
@@ -77,14 +99,22 @@ def main() -> None:
     print(f"generate_records: {n / t_gen:.1f} studies/s")
     print(f"commit_study (image PNG + part): {n / t_commit:.1f} studies/s")
     print(f"finalize: {t_final:.2f} s; records shards {shard_bytes / n_rec:.0f} bytes/record")
-    publish_if_asked(args, "\n".join([
-        f"{n} synthetic studies ({H}x{W}; a tentative pneumonia, bibasilar atelectasis grounded on the right, "
-        f"a negated effusion, cardiomegaly), {n_rec} records ({n_rec / n:.1f} per study), one process.", "",
-        "| step | speed |", "|---|---:|",
-        f"| `generate_records` | {n / t_gen:.1f} studies/s |",
-        f"| `DatasetWriter.commit_study` (image PNG + part file) | {n / t_commit:.1f} studies/s |",
-        f"| `DatasetWriter.finalize` | {t_final:.2f} s |",
-        f"| records shards on disk | {shard_bytes / n_rec:.0f} bytes/record |"]))
+    publish_if_asked(
+        args,
+        "\n".join(
+            [
+                f"{n} synthetic studies ({H}x{W}; a tentative pneumonia, bibasilar atelectasis grounded on the right, "
+                f"a negated effusion, cardiomegaly), {n_rec} records ({n_rec / n:.1f} per study), one process.",
+                "",
+                "| step | speed |",
+                "|---|---:|",
+                f"| `generate_records` | {n / t_gen:.1f} studies/s |",
+                f"| `DatasetWriter.commit_study` (image PNG + part file) | {n / t_commit:.1f} studies/s |",
+                f"| `DatasetWriter.finalize` | {t_final:.2f} s |",
+                f"| records shards on disk | {shard_bytes / n_rec:.0f} bytes/record |",
+            ]
+        ),
+    )
 
 
 if __name__ == "__main__":

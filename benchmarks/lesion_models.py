@@ -70,8 +70,10 @@ def anomaly_rows(mappers: dict, samples, tau: float) -> list[str]:
                 med = medial_band(right, left)
                 flagged.append(a.sum() / max(1, lungs.sum()))
                 flagged_med.append((a & med).sum() / max(1, med.sum()))
-        rows.append(f"| {name} | {histogram_auroc(hp, hn):.3f} | {100 * np.mean(ious):.1f} | {100 * np.mean(wl):.1f} "
-                    f"| {100 * np.mean(flagged):.1f} | {100 * np.mean(flagged_med):.1f} | {failed} |")
+        rows.append(
+            f"| {name} | {histogram_auroc(hp, hn):.3f} | {100 * np.mean(ious):.1f} | {100 * np.mean(wl):.1f} "
+            f"| {100 * np.mean(flagged):.1f} | {100 * np.mean(flagged_med):.1f} | {failed} |"
+        )
     return rows
 
 
@@ -85,10 +87,16 @@ def detector_row(det, samples) -> str:
         right, left = s.lungs()
         boxes = det.detect(s.image())
         dets.append([(b.x0, b.y0, b.x1, b.y1, b.confidence) for b in boxes])
-        truths.append(lesion_boxes(s.lesion(), LesionDataConfig().box_min_area_frac, right | left) if s.positive else [])
+        truths.append(
+            lesion_boxes(s.lesion(), LesionDataConfig().box_min_area_frac, right | left) if s.positive else []
+        )
         (top_pos if s.positive else top_neg).append(boxes[0].confidence if boxes else 0.0)
     pos, neg = np.asarray(top_pos), np.asarray(top_neg)
-    auc = float(((pos[:, None] > neg[None]) + 0.5 * (pos[:, None] == neg[None])).mean()) if len(pos) and len(neg) else float("nan")
+    auc = (
+        float(((pos[:, None] > neg[None]) + 0.5 * (pos[:, None] == neg[None])).mean())
+        if len(pos) and len(neg)
+        else float("nan")
+    )
     return f"| {average_precision(dets, truths, 0.5):.3f} | {auc:.3f} | {len(pos)} | {len(neg)} |"
 
 
@@ -105,8 +113,13 @@ def training_meta(path: Path) -> dict:
 def main() -> None:
     ap = benchmark_parser(__doc__.split("\n")[0], data=True, threads=1, page="lesion_models")
     ap.add_argument("--limit", type=int, default=None, help="first N COVID-19 and N/2 normal images per set")
-    ap.add_argument("--candidate", action="append", default=[], metavar="LABEL=WEIGHTS",
-                    help="also score learned lesion-map weights not shipped (repeatable)")
+    ap.add_argument(
+        "--candidate",
+        action="append",
+        default=[],
+        metavar="LABEL=WEIGHTS",
+        help="also score learned lesion-map weights not shipped (repeatable)",
+    )
     args = ap.parse_args()
     apply_threads(args)
     from cxrils.config import Config
@@ -118,47 +131,71 @@ def main() -> None:
 
     t0 = time.time()
     cfg = Config()
-    mappers = {"builtin (learned lesion map)": get_anomaly_mapper("builtin", cfg),
-               "atlas (normal JSRT images only)": get_anomaly_mapper("atlas", cfg)}
+    mappers = {
+        "builtin (learned lesion map)": get_anomaly_mapper("builtin", cfg),
+        "atlas (normal JSRT images only)": get_anomaly_mapper("atlas", cfg),
+    }
     for item in args.candidate:
         label, _, path = item.partition("=")
         cand = Config()
         cand.anomaly.builtin_weights = path
         mappers[f"candidate, not shipped: {label}"] = get_anomaly_mapper("builtin", cand)
     det = get_detector("builtin", cfg)
-    sets = {"tuning (detector half)": training_samples(args.data, "detector"),
-            "report part": covid_qu_ex_samples(args.data, "report")}
+    sets = {
+        "tuning (detector half)": training_samples(args.data, "detector"),
+        "report part": covid_qu_ex_samples(args.data, "report"),
+    }
     if args.limit:
-        sets = {k: [s for s in v if s.positive][:args.limit] + [s for s in v if not s.positive][:args.limit // 2]
-                for k, v in sets.items()}
+        sets = {
+            k: [s for s in v if s.positive][: args.limit] + [s for s in v if not s.positive][: args.limit // 2]
+            for k, v in sets.items()
+        }
     lines = ["### Anomaly maps against the expert masks of COVID-QU-Ex (expert lungs given)", ""]
     for label, samples in sets.items():
         n_pos = sum(s.positive for s in samples)
-        lines += [f"{label}: {n_pos} COVID-19 and {len(samples) - n_pos} normal images", "",
-                  f"| backend | pixel AUROC | IoU of A (tau_ano {cfg.grounding.tau_ano}) | whole-lung IoU "
-                  "| normal lungs in A (%) | medial fifth of normal lungs in A (%) | images refused (empty map) |",
-                  "|---|---|---|---|---|---|---|"]
+        lines += [
+            f"{label}: {n_pos} COVID-19 and {len(samples) - n_pos} normal images",
+            "",
+            f"| backend | pixel AUROC | IoU of A (tau_ano {cfg.grounding.tau_ano}) | whole-lung IoU "
+            "| normal lungs in A (%) | medial fifth of normal lungs in A (%) | images refused (empty map) |",
+            "|---|---|---|---|---|---|---|",
+        ]
         lines += anomaly_rows(mappers, samples, cfg.grounding.tau_ano) + [""]
-    lines += ["### Detector (builtin CenterNet) against one box per expert lesion component", "",
-              "| image set | AP at IoU 0.5 | image AUROC of the top confidence | COVID-19 | normal |",
-              "|---|---|---|---|---|"]
+    lines += [
+        "### Detector (builtin CenterNet) against one box per expert lesion component",
+        "",
+        "| image set | AP at IoU 0.5 | image AUROC of the top confidence | COVID-19 | normal |",
+        "|---|---|---|---|---|",
+    ]
     for label, samples in sets.items():
         if label.startswith("tuning"):  # the detector trained on these
             continue
         lines.append(f"| {label} " + detector_row(det, samples))
-    lines += ["", "### Training runs (from the shipped weights' metadata, written by `cxrils train-*`)", "",
-              "| model | images (COVID-19 / normal) | train / validation | best epoch of | validation score "
-              "| seconds (load at the time) |", "|---|---|---|---|---|---|"]
+    lines += [
+        "",
+        "### Training runs (from the shipped weights' metadata, written by `cxrils train-*`)",
+        "",
+        "| model | images (COVID-19 / normal) | train / validation | best epoch of | validation score "
+        "| seconds (load at the time) |",
+        "|---|---|---|---|---|---|",
+    ]
     for name, path in (("detector", det_weights()), ("anomaly map", ano_weights())):
         t = training_meta(path)
-        score = (f"AP50 {t['validation_ap50']:.3f}" if "validation_ap50" in t
-                 else f"IoU {t['validation_iou']:.3f} at p_star {t['p_star']}")
-        lines.append(f"| {name} | {t['images']} ({t['covid_images']} / {t['normal_images']}) "
-                     f"| {t['train_images']} / {t['validation_images']} | {t['best_epoch']} of {len(t['history'])} "
-                     f"| {score} | {t['train_seconds']:.0f} |")
-    lines.append(f"\nAnomaly weights {mappers['builtin (learned lesion map)'].version} (p_star "
-                 f"{mappers['builtin (learned lesion map)'].p_star}); detector {det.version}; wall time "
-                 f"{time.time() - t0:.0f} s.")
+        score = (
+            f"AP50 {t['validation_ap50']:.3f}"
+            if "validation_ap50" in t
+            else f"IoU {t['validation_iou']:.3f} at p_star {t['p_star']}"
+        )
+        lines.append(
+            f"| {name} | {t['images']} ({t['covid_images']} / {t['normal_images']}) "
+            f"| {t['train_images']} / {t['validation_images']} | {t['best_epoch']} of {len(t['history'])} "
+            f"| {score} | {t['train_seconds']:.0f} |"
+        )
+    lines.append(
+        f"\nAnomaly weights {mappers['builtin (learned lesion map)'].version} (p_star "
+        f"{mappers['builtin (learned lesion map)'].p_star}); detector {det.version}; wall time "
+        f"{time.time() - t0:.0f} s."
+    )
     text = "\n".join(lines)
     print(text)
     publish_if_asked(args, text)

@@ -46,7 +46,9 @@ STRICT_MESH: dict[str, str] = {
     "Pulmonary Atelectasis": "atelectasis",
     # Airspace Disease and Infiltrate are opacity's own synonyms in the MeSH-indexed
     # reports ("airspace disease", "infiltrate"); Density is kept apart (ribs, nipples...).
-    "Opacity": "opacity", "Airspace Disease": "opacity", "Infiltrate": "opacity",
+    "Opacity": "opacity",
+    "Airspace Disease": "opacity",
+    "Infiltrate": "opacity",
     "Consolidation": "consolidation",
     "Pulmonary Edema": "edema",
     "Pleural Effusion": "effusion",
@@ -54,12 +56,15 @@ STRICT_MESH: dict[str, str] = {
 #: Lenient: also related headings that the vocabulary treats as synonyms.
 LENIENT_MESH: dict[str, str] = {
     **STRICT_MESH,
-    "Volume Loss": "atelectasis", "Density": "opacity",
-    "Pulmonary Congestion": "edema", "Heart Failure": "edema",
+    "Volume Loss": "atelectasis",
+    "Density": "opacity",
+    "Pulmonary Congestion": "edema",
+    "Heart Failure": "edema",
 }
 #: Headings whose qualifier makes them cardiomegaly (both scorings): an enlarged heart shadow.
 MESH_QUALIFIED: dict[tuple[str, str], str] = {
-    ("Cardiac Shadow", "enlarged"): "cardiomegaly", ("Heart", "enlarged"): "cardiomegaly",
+    ("Cardiac Shadow", "enlarged"): "cardiomegaly",
+    ("Heart", "enlarged"): "cardiomegaly",
 }
 _SIDES = {"right": {"right"}, "left": {"left"}, "bilateral": {"right", "left"}}
 
@@ -75,7 +80,8 @@ def mesh_types(mesh: str, mapping: Mapping[str, str]) -> dict[str, set[str] | No
     for term in (mesh or "").split("|"):
         parts = [p.strip() for p in term.split("/")]
         t = mapping.get(parts[0]) or next(
-            (v for (h, q), v in MESH_QUALIFIED.items() if parts[0] == h and q in parts[1:]), None)
+            (v for (h, q), v in MESH_QUALIFIED.items() if parts[0] == h and q in parts[1:]), None
+        )
         if t is None:
             continue
         sides = set().union(*(_SIDES[p] for p in parts[1:] if p in _SIDES)) or None
@@ -113,8 +119,13 @@ def strict_types(findings: Iterable) -> dict[str, set[str]]:
 
 def any_types(findings: Iterable) -> set[str]:
     """Types of every positive finding, tentative ones included."""
-    return {t for f in findings if _get(f, "presence") == "positive"
-            for t in (_get(f, "lesion_type"), _get(f, "predicted_lesion_type")) if t in LESION_TYPES}
+    return {
+        t
+        for f in findings
+        if _get(f, "presence") == "positive"
+        for t in (_get(f, "lesion_type"), _get(f, "predicted_lesion_type"))
+        if t in LESION_TYPES
+    }
 
 
 @dataclass
@@ -147,8 +158,9 @@ class Scores:
         return sum(self.side_ok.values()), sum(self.side_n.values())
 
 
-def side_agreement(gold: Mapping[str, set[str] | None], ours: Mapping[str, set[str]], strict: bool
-                   ) -> dict[str, tuple[bool, bool]]:
+def side_agreement(
+    gold: Mapping[str, set[str] | None], ours: Mapping[str, set[str]], strict: bool
+) -> dict[str, tuple[bool, bool]]:
     """For each type both say is present and MeSH gives a side: (compared, agree).
 
     Strict: our side set must equal MeSH's, no side at all is a disagreement.
@@ -204,18 +216,28 @@ def score(rows: Iterable[tuple[str, list]], strict: bool) -> tuple[Scores, dict[
 
 def table(s: Scores, title: str) -> str:
     """Markdown table of one scoring: per type MeSH+, ours+, P, R, F1, F1 any, sides."""
-    lines = [f"**{title}** ({s.n_reports} reports)", "",
-             "| type | MeSH+ | ours+ | P | R | F1 | F1 any | sides compared | sides agree |",
-             "|---|---|---|---|---|---|---|---|---|"]
+    lines = [
+        f"**{title}** ({s.n_reports} reports)",
+        "",
+        "| type | MeSH+ | ours+ | P | R | F1 | F1 any | sides compared | sides agree |",
+        "|---|---|---|---|---|---|---|---|---|",
+    ]
     for t in LESION_TYPES:
         n, ok = s.side_n[t], s.side_ok[t]
-        lines.append(f"| {t} | {s.tp[t] + s.fn[t]} | {s.tp[t] + s.fp[t]} | {s.precision(t):.3f} | "
-                     f"{s.recall(t):.3f} | {s.f1(t):.3f} | {s.f1(t, any_=True):.3f} | {n} | "
-                     f"{ok / n:.3f} |" if n else
-                     f"| {t} | {s.tp[t] + s.fn[t]} | {s.tp[t] + s.fp[t]} | {s.precision(t):.3f} | "
-                     f"{s.recall(t):.3f} | {s.f1(t):.3f} | {s.f1(t, any_=True):.3f} | 0 | - |")
+        lines.append(
+            f"| {t} | {s.tp[t] + s.fn[t]} | {s.tp[t] + s.fp[t]} | {s.precision(t):.3f} | "
+            f"{s.recall(t):.3f} | {s.f1(t):.3f} | {s.f1(t, any_=True):.3f} | {n} | "
+            f"{ok / n:.3f} |"
+            if n
+            else f"| {t} | {s.tp[t] + s.fn[t]} | {s.tp[t] + s.fp[t]} | {s.precision(t):.3f} | "
+            f"{s.recall(t):.3f} | {s.f1(t):.3f} | {s.f1(t, any_=True):.3f} | 0 | - |"
+        )
     ok, n = s.sides()
     none = sum(s.side_none.values())
-    lines += ["", f"Sides, all types: {ok}/{n} = {ok / max(n, 1):.3f} agree"
-              + (f" ({none} of the {n} have no side of ours)" if none else "") + "."]
+    lines += [
+        "",
+        f"Sides, all types: {ok}/{n} = {ok / max(n, 1):.3f} agree"
+        + (f" ({none} of the {n} have no side of ours)" if none else "")
+        + ".",
+    ]
     return "\n".join(lines)

@@ -42,21 +42,39 @@ def make_release(root: Path, n: int) -> tuple[Path, Path, Path, int]:
         x = np.clip(rng.normal(110, 30, (shape[0] // 8, shape[1] // 8)), 0, 255).astype(np.uint8)
         Image.fromarray(x).resize(shape[::-1], Image.BILINEAR).save(files / rel, quality=90)
         m = np.zeros(shape, np.uint8)
-        m[shape[0] // 2: shape[0] // 2 + 400, shape[1] // 4: shape[1] // 4 + 500] = 255
+        m[shape[0] // 2 : shape[0] // 2 + 400, shape[1] // 4 : shape[1] // 4 + 500] = 255
         mrel = f"{i:08x}_effusion.png"
         masks.mkdir(parents=True, exist_ok=True)
         Image.fromarray(m).save(masks / mrel)
-        pos = [{"instruction": T.render_instruction("basic", "effusion", ["right lung base"]),
-                "answer": T.render_answer("basic", "positive"), "target": "effusion", "seg_mask_path": mrel}]
-        neg = [{"instruction": T.render_instruction("global", t), "answer": T.render_answer("global", "negative", t),
-                "target": t} for t in ("edema", "pneumonia", "cardiomegaly", "consolidation")]
+        pos = [
+            {
+                "instruction": T.render_instruction("basic", "effusion", ["right lung base"]),
+                "answer": T.render_answer("basic", "positive"),
+                "target": "effusion",
+                "seg_mask_path": mrel,
+            }
+        ]
+        neg = [
+            {
+                "instruction": T.render_instruction("global", t),
+                "answer": T.render_answer("global", "negative", t),
+                "target": t,
+            }
+            for t in ("edema", "pneumonia", "cardiomegaly", "consolidation")
+        ]
         if i % 3 == 0:
-            neg.append({"instruction": T.render_instruction("basic", "effusion", ["left lung base"]),
-                        "answer": T.render_answer("basic", "negative", "effusion", ["left lung base"]),
-                        "target": "effusion"})
+            neg.append(
+                {
+                    "instruction": T.render_instruction("basic", "effusion", ["left lung base"]),
+                    "answer": T.render_answer("basic", "negative", "effusion", ["left lung base"]),
+                    "target": "effusion",
+                }
+            )
         split = "train" if i % 8 else ("val" if i % 16 else "test")
-        data[split][f"{i:08x}-synthetic"] = {"image_path": rel, "instruction_answer_pairs": {
-            "positive_pairs": pos, "negative_pairs": neg}}
+        data[split][f"{i:08x}-synthetic"] = {
+            "image_path": rel,
+            "instruction_answer_pairs": {"positive_pairs": pos, "negative_pairs": neg},
+        }
         pairs += len(pos) + len(neg)
     js = root / "mimic_ils_instruction_answer.json"
     js.write_text(json.dumps(data))
@@ -80,22 +98,36 @@ def main() -> None:
             dt = time.perf_counter() - t0
             rate = rep["samples_imported_this_run"] / dt
             rate1 = rate1 or rate
-            rows.append(f"| import, max_side 1024, {workers} worker{'s' if workers > 1 else ''} | "
-                        f"{args.images} images, {pairs} pairs | {dt:.1f} | {rate:.2f} images/s |")
+            rows.append(
+                f"| import, max_side 1024, {workers} worker{'s' if workers > 1 else ''} | "
+                f"{args.images} images, {pairs} pairs | {dt:.1f} | {rate:.2f} images/s |"
+            )
         t0 = time.perf_counter()
         export_mimic_ils(root / "ds1", root / "export")
         dt = time.perf_counter() - t0
-        rows.append(f"| export --format mimic-ils | {args.images} images | {dt:.1f} | {args.images / dt:.2f} images/s |")
+        rows.append(
+            f"| export --format mimic-ils | {args.images} images | {dt:.1f} | {args.images / dt:.2f} images/s |"
+        )
         size = sum(p.stat().st_size for p in (root / "ds1").rglob("*") if p.is_file()) / args.images
-    text = "\n".join([
-        "### Measured here (CPU; synthetic release-layout data, MIMIC-CXR-JPG-sized JPEGs)", "",
-        "| step | data | seconds | rate |", "|---|---|---:|---:|", *rows, "",
-        f"Imported dataset size: {size / 1e6:.2f} MB per image (1024 px PNG + records).", "",
-        "### Derived for the release (192K images, from the 1-worker rate above)", "",
-        "| step | estimate |", "|---|---|",
-        f"| import, 1 worker | {RELEASE_IMAGES / rate1 / 3600:.1f} hours |",
-        f"| import, 16 workers (if it scales linearly; disk-bound in practice) | {RELEASE_IMAGES / rate1 / 16 / 3600:.1f} hours |",
-        f"| dataset size | {RELEASE_IMAGES * size / 1e9:.0f} GB |"])
+    text = "\n".join(
+        [
+            "### Measured here (CPU; synthetic release-layout data, MIMIC-CXR-JPG-sized JPEGs)",
+            "",
+            "| step | data | seconds | rate |",
+            "|---|---|---:|---:|",
+            *rows,
+            "",
+            f"Imported dataset size: {size / 1e6:.2f} MB per image (1024 px PNG + records).",
+            "",
+            "### Derived for the release (192K images, from the 1-worker rate above)",
+            "",
+            "| step | estimate |",
+            "|---|---|",
+            f"| import, 1 worker | {RELEASE_IMAGES / rate1 / 3600:.1f} hours |",
+            f"| import, 16 workers (if it scales linearly; disk-bound in practice) | {RELEASE_IMAGES / rate1 / 16 / 3600:.1f} hours |",
+            f"| dataset size | {RELEASE_IMAGES * size / 1e9:.0f} GB |",
+        ]
+    )
     print(text)
     publish_if_asked(args, text)
 

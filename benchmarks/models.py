@@ -44,8 +44,10 @@ def _pct(v) -> str:
 
 
 def _row(name: str, t4: dict) -> str:
-    return (f"| {name:<34} | {_pct(t4['gIoU'])} | {_pct(t4['cIoU'])} | {_pct(t4['n_acc'])} "
-            f"| {_pct(t4['text_accuracy'])} | {t4['n_positive']:>4} | {t4['n_negative']:>4} |")
+    return (
+        f"| {name:<34} | {_pct(t4['gIoU'])} | {_pct(t4['cIoU'])} | {_pct(t4['n_acc'])} "
+        f"| {_pct(t4['text_accuracy'])} | {t4['n_positive']:>4} | {t4['n_negative']:>4} |"
+    )
 
 
 def _template_rows(dataset: Path, split: str):
@@ -76,8 +78,10 @@ def _errors(dataset: Path, split: str, preds: Path) -> str:
     neg, pos = recs[recs["polarity"] == "negative"], recs[recs["polarity"] == "positive"]
     fp = Counter(r.lesion_type for r in neg.itertuples() if nonempty[r.record_id])
     missed = Counter(r.lesion_type for r in pos.itertuples() if not nonempty[r.record_id])
-    return (f"{sum(fp.values())} of {len(neg)} negatives get a mask {dict(fp.most_common())}; "
-            f"{sum(missed.values())} of {len(pos)} positives are called absent {dict(missed.most_common())}")
+    return (
+        f"{sum(fp.values())} of {len(neg)} negatives get a mask {dict(fp.most_common())}; "
+        f"{sum(missed.values())} of {len(pos)} positives are called absent {dict(missed.most_common())}"
+    )
 
 
 def _baseline(name: str, dataset: Path, split: str) -> dict | str:
@@ -111,8 +115,7 @@ def _latency(run: Path, dataset: Path, split: str, max_queries: int) -> dict[str
             t0 = time.perf_counter()
             seg.predict(images[r.image_path], r.instruction)
             times[kind].append(time.perf_counter() - t0)
-    return {kind: (1000 * float(np.median(t)), 1000 * float(np.percentile(t, 90)), len(t))
-            for kind, t in times.items()}
+    return {kind: (1000 * float(np.median(t)), 1000 * float(np.percentile(t, 90)), len(t)) for kind, t in times.items()}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -125,8 +128,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--image-size", type=int, default=None, help="network input side (default: LightConfig)")
     ap.add_argument("--work", type=Path, default=Path("runs/bench_models"), help="run folders")
     ap.add_argument("--latency-queries", type=int, default=100)
-    ap.add_argument("--from-run", type=Path, default=None,
-                    help="score this trained light run folder instead of training")
+    ap.add_argument(
+        "--from-run", type=Path, default=None, help="score this trained light run folder instead of training"
+    )
     args = ap.parse_args(argv)
     args.work.mkdir(parents=True, exist_ok=True)
 
@@ -139,8 +143,10 @@ def main(argv: list[str] | None = None) -> int:
     from cxrils.training.light_train import train_light
 
     manifest = read_manifest(args.dataset)
-    print(f"dataset {args.dataset}: {manifest['n_images']} images, {manifest['n_records']} records, "
-          f"by split {manifest['counts']['by_split']}")
+    print(
+        f"dataset {args.dataset}: {manifest['n_images']} images, {manifest['n_records']} records, "
+        f"by split {manifest['counts']['by_split']}"
+    )
     held_out = _template_rows(args.dataset, args.split)
     if not len(held_out):
         print(f"no {args.split} records: nothing to score")
@@ -169,35 +175,54 @@ def main(argv: list[str] | None = None) -> int:
             wall = time.perf_counter() - t0
         from cxrils.models import Segmenter
 
-        name = f"light ({enc}, {'priors' if priors else 'no priors'}" + \
-            (f", x{cfg.ensemble})" if cfg.ensemble > 1 else ")")
+        name = f"light ({enc}, {'priors' if priors else 'no priors'}" + (
+            f", x{cfg.ensemble})" if cfg.ensemble > 1 else ")"
+        )
         seg = Segmenter.from_pretrained(run)
         preds = args.work / f"{run.name}_predictions_{args.split}.parquet"  # never inside the run folder
         predict_dataset(seg, args.dataset, args.split, preds, progress=False, templates_only=True)
         results[name] = _evaluate(args.dataset, args.split, pq.read_table(preds).to_pylist())
         errors[name] = _errors(args.dataset, args.split, preds)
-        timings[name] = (cfg.steps, cfg.batch_size, cfg.image_size, res["train_seconds"], wall,
-                         _latency(run, args.dataset, args.split, args.latency_queries),
-                         cfg.tau_presence, cfg.tau_mask, cfg.tau_presence_by_target)
+        timings[name] = (
+            cfg.steps,
+            cfg.batch_size,
+            cfg.image_size,
+            res["train_seconds"],
+            wall,
+            _latency(run, args.dataset, args.split, args.latency_queries),
+            cfg.tau_presence,
+            cfg.tau_mask,
+            cfg.tau_presence_by_target,
+        )
     for name in ("whole-lung", "always-empty"):
         results[name] = _baseline(name, args.dataset, args.split)
 
-    lines = [f"dataset {args.dataset.name}: {manifest['n_images']} images, {manifest['n_records']} records, "
-             f"by split {manifest['counts']['by_split']}", "",
-             f"{args.split} split, template instructions (percent):", "",
-             "| model                    |  gIoU |  cIoU | N-Acc |  text | pos  | neg  |", "|---|---|---|---|---|---|---|"]
+    lines = [
+        f"dataset {args.dataset.name}: {manifest['n_images']} images, {manifest['n_records']} records, "
+        f"by split {manifest['counts']['by_split']}",
+        "",
+        f"{args.split} split, template instructions (percent):",
+        "",
+        "| model                    |  gIoU |  cIoU | N-Acc |  text | pos  | neg  |",
+        "|---|---|---|---|---|---|---|",
+    ]
     for name, t4 in results.items():
         lines.append(_row(name, t4) if isinstance(t4, dict) else f"| {name:<34} | {t4} |")
     lines += ["", "training and inference latency (1 thread, per query):", ""]
     for name, (steps, bs, size, train_s, wall, latency, tau_p, tau_m, by_target) in timings.items():
         lat = "; ".join(f"{kind} median {med:.1f} ms, p90 {p90:.1f} ms" for kind, (med, p90, _) in latency.items())
-        trained = (f"{train_s:.0f} s training" if train_s == train_s else "training time not stored with the run")
+        trained = f"{train_s:.0f} s training" if train_s == train_s else "training time not stored with the run"
         setup = f" ({wall:.0f} s with setup)" if wall == wall else ""
-        lines.append(f"- {name}: {steps} steps x batch {bs} at {size} px: {trained}{setup}; "
-                     f"latency {lat} over {latency['cold'][2]} queries; "
-                     f"thresholds from the validation split: tau_presence {tau_p:.3f}, tau_mask {tau_m:.2f}"
-                     + ("; tau_presence by target: " + ", ".join(f"{t} {v:.3f}" for t, v in sorted(by_target.items()))
-                        if by_target else ""))
+        lines.append(
+            f"- {name}: {steps} steps x batch {bs} at {size} px: {trained}{setup}; "
+            f"latency {lat} over {latency['cold'][2]} queries; "
+            f"thresholds from the validation split: tau_presence {tau_p:.3f}, tau_mask {tau_m:.2f}"
+            + (
+                "; tau_presence by target: " + ", ".join(f"{t} {v:.3f}" for t, v in sorted(by_target.items()))
+                if by_target
+                else ""
+            )
+        )
     lines += ["", "errors of each light model:", ""]
     for name, line in errors.items():
         lines.append(f"- {name}: {line}")

@@ -37,12 +37,15 @@ def measures(m: AnatomyMasks) -> dict[str, float]:
     r_rows, l_rows = np.flatnonzero(right.any(1)), np.flatnonzero(left.any(1))
     r_cols, l_cols = np.flatnonzero(right.any(0)), np.flatnonzero(left.any(0))
     shared = min(r_rows[-1], l_rows[-1]) - max(r_rows[0], l_rows[0]) + 1
-    return {"smaller lung's area (of the image)": min(right.mean(), left.mean()),
-            "larger lung's area (of the image)": max(right.mean(), left.mean()),
-            "smaller / larger lung": min(right.mean(), left.mean()) / max(right.mean(), left.mean()),
-            "lungs' shared rows": max(0, shared) / min(r_rows[-1] - r_rows[0] + 1, l_rows[-1] - l_rows[0] + 1),
-            "lungs' shared columns": np.intersect1d(r_cols, l_cols).size / min(r_cols.size, l_cols.size),
-            "heart area (of the image)": heart.mean(), "CTR": cardiothoracic_ratio(m)}
+    return {
+        "smaller lung's area (of the image)": min(right.mean(), left.mean()),
+        "larger lung's area (of the image)": max(right.mean(), left.mean()),
+        "smaller / larger lung": min(right.mean(), left.mean()) / max(right.mean(), left.mean()),
+        "lungs' shared rows": max(0, shared) / min(r_rows[-1] - r_rows[0] + 1, l_rows[-1] - l_rows[0] + 1),
+        "lungs' shared columns": np.intersect1d(r_cols, l_cols).size / min(r_cols.size, l_cols.size),
+        "heart area (of the image)": heart.mean(),
+        "CTR": cardiothoracic_ratio(m),
+    }
 
 
 def jsrt(data: Path) -> list[AnatomyMasks]:
@@ -50,8 +53,10 @@ def jsrt(data: Path) -> list[AnatomyMasks]:
 
     out = []
     for r in (r for r in read_jsrt_images(data) if r.heart is not None):
-        organs = {k: np.asarray(Image.open(p)) > 127
-                  for k, p in (("right lung", r.right_lung), ("left lung", r.left_lung), ("heart", r.heart))}
+        organs = {
+            k: np.asarray(Image.open(p)) > 127
+            for k, p in (("right lung", r.right_lung), ("left lung", r.left_lung), ("heart", r.heart))
+        }
         out.append(AnatomyMasks(masks=organs, shape=organs["heart"].shape, backend="jsrt-scr"))
     return out
 
@@ -68,8 +73,12 @@ def main() -> None:
     cfg = Config()
     human = jsrt(args.data)
     table = [measures(m) for m in human]
-    lines = ["JSRT SCR human masks (247 PA images), range of each measure:", "",
-             "| measure | min | median | max |", "|---|---:|---:|---:|"]
+    lines = [
+        "JSRT SCR human masks (247 PA images), range of each measure:",
+        "",
+        "| measure | min | median | max |",
+        "|---|---:|---:|---:|",
+    ]
     for key in table[0]:
         v = np.array([t[key] for t in table])
         lines.append(f"| {key} | {v.min():.3f} | {np.median(v):.3f} | {v.max():.3f} |")
@@ -79,12 +88,18 @@ def main() -> None:
     pairs = args.data / "pairs" / "all_pairs.csv"
     with open(pairs, newline="", encoding="utf-8") as fh:
         frontal = [pairs.parent / r["image_path"] for r in csv.DictReader(fh)]
-    lines += ["", "The check with the default bounds (`cxrils.config.QCConfig`):", "",
-              "| images | anatomy from | pass | fail | failing checks |", "|---|---|---:|---:|---|"]
+    lines += [
+        "",
+        "The check with the default bounds (`cxrils.config.QCConfig`):",
+        "",
+        "| images | anatomy from | pass | fail | failing checks |",
+        "|---|---|---:|---:|---|",
+    ]
     for name, source, masks in (
-            ("JSRT PA", "human masks", human),
-            ("IU lateral, given as frontal", "builtin", [seg.segment(load_image(p).pixels) for p in lateral]),
-            ("public pairs (all_pairs.csv, frontal)", "builtin", [seg.segment(load_image(p).pixels) for p in frontal])):
+        ("JSRT PA", "human masks", human),
+        ("IU lateral, given as frontal", "builtin", [seg.segment(load_image(p).pixels) for p in lateral]),
+        ("public pairs (all_pairs.csv, frontal)", "builtin", [seg.segment(load_image(p).pixels) for p in frontal]),
+    ):
         ok, failed = verdicts(masks, cfg)
         detail = ", ".join(f"{k}: {n}" for k, n in failed.most_common()) or "-"
         lines.append(f"| {name} | {source} | {ok} | {len(masks) - ok} | {detail} |")

@@ -77,8 +77,12 @@ def main() -> None:
     paths = sample_files()
     read, refused = run(paths)
     counts = Counter({k: len(v) for k, v in refused.items()})
-    lines = [f"pydicom {pydicom.__version__}: {len(paths)} test files; read {read}, refused "
-             f"{sum(counts.values())}.", "", "| refused because | files |", "|---|---:|"]
+    lines = [
+        f"pydicom {pydicom.__version__}: {len(paths)} test files; read {read}, refused {sum(counts.values())}.",
+        "",
+        "| refused because | files |",
+        "|---|---:|",
+    ]
     lines += [f"| {k} | {n} |" for k, n in counts.most_common()]
     body = "\n".join(lines)
     print(body)

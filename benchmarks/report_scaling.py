@@ -67,23 +67,30 @@ def main() -> None:
     structurer, mapper = get_structurer("rules"), get_location_mapper("lexicon")
     nlp = context_peer() if args.peer_max else None
     structure_report("warm", "FINDINGS: Small left effusion.", structurer=structurer, mapper=mapper)
-    lines = [f"One text per length, best of {args.repeats}, one core ({pinned}); IU findings + impression "
-             "joined in report order.", "",
-             "| characters | sentences (findings) | cxrils s | cxrils µs/char | medspaCy ConText s | "
-             "medspaCy µs/char | load avg |", "|---|---|---|---|---|---|---|"]
+    lines = [
+        f"One text per length, best of {args.repeats}, one core ({pinned}); IU findings + impression "
+        "joined in report order.",
+        "",
+        "| characters | sentences (findings) | cxrils s | cxrils µs/char | medspaCy ConText s | "
+        "medspaCy µs/char | load avg |",
+        "|---|---|---|---|---|---|---|",
+    ]
     for n in args.lengths:
         text = corpus_text(args.csv, n)
         rep = structure_report("x", "FINDINGS: " + text, structurer=structurer, mapper=mapper)
-        ours = best_of(lambda: structure_report("x", "FINDINGS: " + text, structurer=structurer, mapper=mapper),
-                       args.repeats)
+        ours = best_of(
+            lambda: structure_report("x", "FINDINGS: " + text, structurer=structurer, mapper=mapper), args.repeats
+        )
         n_sent = max((f.sentence_index for f in rep.findings), default=0)
         if nlp is not None and len(text) <= args.peer_max:
             peer = best_of(lambda: run_peer(nlp, [text]), 1 if len(text) > 20_000 else args.repeats)
             peer_txt = f"{peer:.3f} | {peer / len(text) * 1e6:.2f}"
         else:
             peer_txt = "not run | -"
-        lines.append(f"| {len(text):,} | {n_sent} ({len(rep.findings)}) | {ours:.3f} | "
-                     f"{ours / len(text) * 1e6:.2f} | {peer_txt} | {load_average()} |")
+        lines.append(
+            f"| {len(text):,} | {n_sent} ({len(rep.findings)}) | {ours:.3f} | "
+            f"{ours / len(text) * 1e6:.2f} | {peer_txt} | {load_average()} |"
+        )
         print(lines[-1], flush=True)
     text = "\n".join(lines)
     print(text)

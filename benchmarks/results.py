@@ -90,10 +90,15 @@ def machine_description() -> str:
     return f"{platform.system()} {platform.machine()}, {os.cpu_count()} CPUs ({cpu}){load_txt}, no GPU used"
 
 
-def benchmark_parser(description: str | None = None, *, data: bool = False, threads: int | None = None,
-                     page: str | None = None, parts: tuple[str, ...] = (),
-                     formatter_class: type[argparse.HelpFormatter] = argparse.HelpFormatter
-                     ) -> argparse.ArgumentParser:
+def benchmark_parser(
+    description: str | None = None,
+    *,
+    data: bool = False,
+    threads: int | None = None,
+    page: str | None = None,
+    parts: tuple[str, ...] = (),
+    formatter_class: type[argparse.HelpFormatter] = argparse.HelpFormatter,
+) -> argparse.ArgumentParser:
     """An argument parser with the harness's options (module docstring).
 
     Parameters
@@ -117,14 +122,23 @@ def benchmark_parser(description: str | None = None, *, data: bool = False, thre
     prog = f"python -m {spec.name}" if spec is not None and spec.name.startswith("benchmarks.") else None
     ap = argparse.ArgumentParser(prog=prog, description=description, formatter_class=formatter_class)
     if data:
-        ap.add_argument("--data", type=Path, default=DEFAULT_DATA, metavar="DIR",
-                        help="the shared data folder (default: ../shared/data beside the checkout)")
+        ap.add_argument(
+            "--data",
+            type=Path,
+            default=DEFAULT_DATA,
+            metavar="DIR",
+            help="the shared data folder (default: ../shared/data beside the checkout)",
+        )
     if threads is not None:
         ap.add_argument("--threads", type=int, default=threads, metavar="N", help=f"torch threads (default {threads})")
     files = " and ".join(f"NAME_{part}.md" for part in parts) if parts else "NAME.md"
     quoted = f"; the docs quote --publish {page}" if page else ""
-    ap.add_argument("--publish", metavar="NAME", default=None,
-                    help=f"also write the printed results to docs/results/{files}{quoted}")
+    ap.add_argument(
+        "--publish",
+        metavar="NAME",
+        default=None,
+        help=f"also write the printed results to docs/results/{files}{quoted}",
+    )
     return ap
 
 
@@ -160,8 +174,10 @@ def portable_command(argv: list[str], root: Path) -> str:
     """The command line ``python ARGV`` with every absolute path written relative to the
     repository root ``root`` (``/work/shared/data`` -> ``../shared/data``), so a results
     header never holds a machine's own folders."""
+
     def rel(match: re.Match[str]) -> str:
         return os.path.relpath(match.group(0), root)
+
     return "python " + shlex.join(_ABSOLUTE.sub(rel, arg) for arg in argv)
 
 
@@ -180,8 +196,13 @@ def uncommitted_code(root: Path) -> list[str]:
     """Tracked files outside :data:`RESULT_PAGES` that differ from ``HEAD`` (empty when
     the code that runs is the commit the header names, or outside a git checkout)."""
     try:
-        out = subprocess.run(["git", "-C", str(root), "status", "--porcelain", "--untracked-files=no"],
-                             capture_output=True, text=True, check=True, timeout=10).stdout
+        out = subprocess.run(
+            ["git", "-C", str(root), "status", "--porcelain", "--untracked-files=no"],
+            capture_output=True,
+            text=True,
+            check=True,
+            timeout=10,
+        ).stdout
     except (OSError, subprocess.SubprocessError):
         return []
     changed = [line[3:].split(" -> ")[-1] for line in out.splitlines() if line.strip()]
@@ -197,8 +218,13 @@ def _code_version() -> str:
     except Exception:  # noqa: BLE001 - the header must never stop a benchmark
         version = "?"
     try:
-        commit = subprocess.run(["git", "-C", str(root), "rev-parse", "--short", "HEAD"],
-                                capture_output=True, text=True, check=True, timeout=10).stdout.strip()
+        commit = subprocess.run(
+            ["git", "-C", str(root), "rev-parse", "--short", "HEAD"],
+            capture_output=True,
+            text=True,
+            check=True,
+            timeout=10,
+        ).stdout.strip()
         # results pages and cards an earlier benchmark just wrote are not code
         commit += "+changes" if uncommitted_code(root) else ""
     except (OSError, subprocess.SubprocessError):
@@ -240,18 +266,22 @@ def publish(name: str, body: str, command: str | None = None) -> Path:
     changed = uncommitted_code(root)
     if changed:
         shown = ", ".join(changed[:5]) + (f" and {len(changed) - 5} more" if len(changed) > 5 else "")
-        raise SystemExit(f"not publishing docs/results/{name}.md: the code differs from its commit ({shown}); "
-                         "commit, then rerun, so the header names the code that printed the numbers")
+        raise SystemExit(
+            f"not publishing docs/results/{name}.md: the code differs from its commit ({shown}); "
+            "commit, then rerun, so the header names the code that printed the numbers"
+        )
     if command is None:
         command = portable_command(invocation(), root)
     when = _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
-    header = (f"Printed by `{command}` on {when}; {machine_description()}; {_code_version()}.\n")
+    header = f"Printed by `{command}` on {when}; {machine_description()}; {_code_version()}.\n"
     text = header + "\n" + body.strip() + "\n"
     paths = machine_paths(text)
     if paths:
         shown = ", ".join(dict.fromkeys(paths[:5]))
-        raise SystemExit(f"not publishing docs/results/{name}.md: the text names absolute paths of this machine "
-                         f"({shown}); print them relative to the repository (or as a file name)")
+        raise SystemExit(
+            f"not publishing docs/results/{name}.md: the text names absolute paths of this machine "
+            f"({shown}); print them relative to the repository (or as a file name)"
+        )
     RESULTS_DIR.mkdir(parents=True, exist_ok=True)
     path = RESULTS_DIR / f"{name}.md"
     tmp = path.with_suffix(".md.tmp")

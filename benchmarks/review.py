@@ -57,34 +57,68 @@ def build_dataset(root: Path, n_studies: int, side: int) -> Path:
 
     def box(r0, r1, c0, c1):
         m = np.zeros((side, side), bool)
-        m[int(r0 * s):int(r1 * s), int(c0 * s):int(c1 * s)] = True
+        m[int(r0 * s) : int(r1 * s), int(c0 * s) : int(c1 * s)] = True
         return m
 
     def gf(entity, labels, mask, sentence, presence="positive"):
-        f = Finding(entity=entity, sentence_index=1, presence=presence, certainty="definitive", labels=list(labels),
-                    locations=list(labels), lesion_type=entity, sentence=sentence)
-        g = GroundedFinding(finding=f, lesion_type=entity, reported=list(labels), grounded=list(labels) if mask is
-                            not None else [], empty=[], mask=mask)
+        f = Finding(
+            entity=entity,
+            sentence_index=1,
+            presence=presence,
+            certainty="definitive",
+            labels=list(labels),
+            locations=list(labels),
+            lesion_type=entity,
+            sentence=sentence,
+        )
+        g = GroundedFinding(
+            finding=f,
+            lesion_type=entity,
+            reported=list(labels),
+            grounded=list(labels) if mask is not None else [],
+            empty=[],
+            mask=mask,
+        )
         if mask is not None:
             rows, cols = np.nonzero(mask)
-            kept = LesionBox(float(cols.min()), float(rows.min()), float(cols.max() + 1), float(rows.max() + 1),
-                             0.7, "Pleural effusion")
+            kept = LesionBox(
+                float(cols.min()),
+                float(rows.min()),
+                float(cols.max() + 1),
+                float(rows.max() + 1),
+                0.7,
+                "Pleural effusion",
+            )
             other = LesionBox(0.0, 0.0, side / 8, side / 8, 0.1, "Lung Opacity")
-            g.box_checks = [BoxCheck(kept, 0.5, 0.7, 0.6, 0.2, 0.0, True, True, True, True, 1).to_dict(),
-                            BoxCheck(other, 0.0, 0.1, 0.0, 0.0, 0.0, False, False, False, False).to_dict()]
+            g.box_checks = [
+                BoxCheck(kept, 0.5, 0.7, 0.6, 0.2, 0.0, True, True, True, True, 1).to_dict(),
+                BoxCheck(other, 0.0, 0.1, 0.0, 0.0, 0.0, False, False, False, False).to_dict(),
+            ]
         return g
 
     with DatasetWriter(root, {"benchmark": "review"}) as w:
         for i in range(n_studies):
-            findings = [gf("effusion", ["right lung base"], box(46, 58, 4, 22), "Small right pleural effusion."),
-                        gf("opacity", ["left mid zone lung"], box(26, 38, 40, 56), "Left mid zone opacity."),
-                        gf("edema", [], None, "No pulmonary edema.", presence="negative")]
-            g = StudyGrounding(study_id=f"s{i}", image_id=f"im{i:04d}", shape=(side, side), findings=findings,
-                               empty_locations=["right upper zone lung", "left lung base"], ctr=0.42)
+            findings = [
+                gf("effusion", ["right lung base"], box(46, 58, 4, 22), "Small right pleural effusion."),
+                gf("opacity", ["left mid zone lung"], box(26, 38, 40, 56), "Left mid zone opacity."),
+                gf("edema", [], None, "No pulmonary edema.", presence="negative"),
+            ]
+            g = StudyGrounding(
+                study_id=f"s{i}",
+                image_id=f"im{i:04d}",
+                shape=(side, side),
+                findings=findings,
+                empty_locations=["right upper zone lung", "left lung base"],
+                ctr=0.42,
+            )
             x = np.clip(rng.normal(110, 40, (side, side)), 0, 255).astype(np.uint8)
             records = generate_records(g, split="test", patient_id=f"p{i}", image_path="", cfg=Config())
-            report = StructuredReport(g.study_id, "findings", " ".join(f.finding.sentence for f in findings),
-                                      findings=[f.finding for f in findings])
+            report = StructuredReport(
+                g.study_id,
+                "findings",
+                " ".join(f.finding.sentence for f in findings),
+                findings=[f.finding for f in findings],
+            )
             w.commit_study(g.image_id, x, records, grounding=grounding_record(g, report))
         w.finalize()
     return root
@@ -103,8 +137,7 @@ def page_timings(dataset: Path, n_decisions: int) -> tuple[list[float], list[flo
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         port = sock.getsockname()[1]
-    server = uvicorn.Server(uvicorn.Config(create_review_app(review), host="127.0.0.1", port=port,
-                                           log_level="warning"))
+    server = uvicorn.Server(uvicorn.Config(create_review_app(review), host="127.0.0.1", port=port, log_level="warning"))
     threading.Thread(target=server.run, daemon=True).start()
     while not server.started:
         time.sleep(0.05)
@@ -131,8 +164,15 @@ def page_timings(dataset: Path, n_decisions: int) -> tuple[list[float], list[flo
         rec = c.get("/api/next", params={"reviewer": "api"}).json()["record"]
         for _ in range(n_decisions):
             t0 = time.perf_counter()
-            res = c.post("/api/decisions", json={"reviewer": "api", "position": rec["position"],
-                                                 "record_id": rec["record_id"], "decision": "accept"}).json()
+            res = c.post(
+                "/api/decisions",
+                json={
+                    "reviewer": "api",
+                    "position": rec["position"],
+                    "record_id": rec["record_id"],
+                    "decision": "accept",
+                },
+            ).json()
             rec = res["record"]
             c.get(rec["image_url"]).raise_for_status()
             c.get(rec["mask_url"]).raise_for_status()
@@ -143,8 +183,9 @@ def page_timings(dataset: Path, n_decisions: int) -> tuple[list[float], list[flo
     return browser_ms, api_ms, total
 
 
-def stats_time(folder: Path, n_records: int = 50_000, reviewers: tuple[str, ...] = ("ann", "bob"),
-               repeats: int = 3) -> tuple[float, int, float]:
+def stats_time(
+    folder: Path, n_records: int = 50_000, reviewers: tuple[str, ...] = ("ann", "bob"), repeats: int = 3
+) -> tuple[float, int, float]:
     """(median seconds of ``review_stats`` over a fresh store, decisions, write seconds)."""
     from cxrils import vocab
     from cxrils.review.stats import review_stats
@@ -154,9 +195,15 @@ def stats_time(folder: Path, n_records: int = 50_000, reviewers: tuple[str, ...]
     rng = np.random.default_rng(1)
     strata = [(t, p, i) for t in vocab.LESION_TYPES for p in vocab.POLARITIES for i in vocab.INSTRUCTION_TYPES]
     pick = rng.integers(0, len(strata), n_records)
-    sample = pd.DataFrame({"position": np.arange(n_records), "record_id": [f"im{i}:0" for i in range(n_records)],
-                           "lesion_type": [strata[k][0] for k in pick], "polarity": [strata[k][1] for k in pick],
-                           "instruction_type": [strata[k][2] for k in pick]})
+    sample = pd.DataFrame(
+        {
+            "position": np.arange(n_records),
+            "record_id": [f"im{i}:0" for i in range(n_records)],
+            "lesion_type": [strata[k][0] for k in pick],
+            "polarity": [strata[k][1] for k in pick],
+            "instruction_type": [strata[k][2] for k in pick],
+        }
+    )
     sizes = sample.groupby(["lesion_type", "polarity", "instruction_type"]).size().rename("stratum_size")
     sample = sample.join(sizes, on=["lesion_type", "polarity", "instruction_type"])
     sample["stratum_sampled"] = sample["stratum_size"]
@@ -204,14 +251,19 @@ def main() -> None:
     verdict = "met" if p95 <= TARGET_P95_MS else "not met"
     lines = [
         f"Synthetic dataset: {args.studies} studies of {args.size}x{args.size} px, {total} records sampled; "
-        f"one uvicorn process on 127.0.0.1, Debian Chromium (headless) driven with the keyboard.", "",
-        "| time to the next record | decisions | p50 | p95 | max |", "|---|---:|---:|---:|---:|",
+        f"one uvicorn process on 127.0.0.1, Debian Chromium (headless) driven with the keyboard.",
+        "",
+        "| time to the next record | decisions | p50 | p95 | max |",
+        "|---|---:|---:|---:|---:|",
         f"| page: key press to next record drawn | {len(browser_ms)} | {statistics.median(browser_ms):.0f} ms | "
         f"{p95:.0f} ms | {max(browser_ms):.0f} ms |",
         f"| API only: decision + image + mask (httpx) | {len(api_ms)} | {statistics.median(api_ms):.0f} ms | "
-        f"{_pct(api_ms, 0.95):.0f} ms | {max(api_ms):.0f} ms |", "",
-        f"Target: page p95 at most {TARGET_P95_MS:.0f} ms on 2 cores: {verdict}.", "",
-        "| statistics | decisions | time |", "|---|---:|---:|",
+        f"{_pct(api_ms, 0.95):.0f} ms | {max(api_ms):.0f} ms |",
+        "",
+        f"Target: page p95 at most {TARGET_P95_MS:.0f} ms on 2 cores: {verdict}.",
+        "",
+        "| statistics | decisions | time |",
+        "|---|---:|---:|",
         f"| `review_stats` (open the database, replay the log, every table; median of 3) | {n_dec:,} | "
         f"{stats_s:.2f} s |",
         f"| writing them (one transaction) | {n_dec:,} | {write_s:.2f} s |",

@@ -50,15 +50,21 @@ def main() -> None:
     while not server.started:
         time.sleep(0.05)
     data = image.read_bytes()
-    instructions = ["Segment the effusion in the right lung base.", "Segment the pneumonia.",
-                    "Segment the opacity in the left mid zone lung and predict its type.",
-                    "Segment the cardiomegaly."]
+    instructions = [
+        "Segment the effusion in the right lung base.",
+        "Segment the pneumonia.",
+        "Segment the opacity in the left mid zone lung and predict its type.",
+        "Segment the cardiomegaly.",
+    ]
 
     async def one(client: httpx.AsyncClient, i: int) -> tuple[float, bool]:
         t0 = time.perf_counter()
         try:
-            r = await client.post("/v1/segment", files={"image": (image.name, data, "image/png")},
-                                  data={"instruction": instructions[i % len(instructions)]})
+            r = await client.post(
+                "/v1/segment",
+                files={"image": (image.name, data, "image/png")},
+                data={"instruction": instructions[i % len(instructions)]},
+            )
             ok = r.status_code == 200
         except httpx.HTTPError:
             ok = False
@@ -83,14 +89,21 @@ def main() -> None:
 
     with Image.open(image) as im:
         size = f"{im.width}x{im.height}"
-    publish_if_asked(args, "\n".join([
-        f"{len(results)} concurrent `POST /v1/segment` requests on 127.0.0.1 (one uvicorn process, inference "
-        f"serialised by the service's lock), model `{Path(run_dir).name}`, image {image.name} ({size} PNG), "
-        f"{len(instructions)} instructions in turn.", "",
-        "| requests | wall time | throughput | latency p50 | latency p95 | errors |",
-        "|---:|---:|---:|---:|---:|---:|",
-        f"| {len(results)} | {wall:.2f} s | {len(results) / wall:.1f} requests/s | "
-        f"{statistics.median(lat) * 1000:.0f} ms | {p95 * 1000:.0f} ms | {errors} |"]))
+    publish_if_asked(
+        args,
+        "\n".join(
+            [
+                f"{len(results)} concurrent `POST /v1/segment` requests on 127.0.0.1 (one uvicorn process, inference "
+                f"serialised by the service's lock), model `{Path(run_dir).name}`, image {image.name} ({size} PNG), "
+                f"{len(instructions)} instructions in turn.",
+                "",
+                "| requests | wall time | throughput | latency p50 | latency p95 | errors |",
+                "|---:|---:|---:|---:|---:|---:|",
+                f"| {len(results)} | {wall:.2f} s | {len(results) / wall:.1f} requests/s | "
+                f"{statistics.median(lat) * 1000:.0f} ms | {p95 * 1000:.0f} ms | {errors} |",
+            ]
+        ),
+    )
 
 
 if __name__ == "__main__":

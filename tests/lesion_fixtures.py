@@ -26,8 +26,8 @@ def write_covid_qu_ex(root: Path, n_covid: int = 24, n_normal: int = 12, size: i
         x = np.full((size, size), 170.0) + rng.normal(0, 12, (size, size))
         lungs = np.zeros((size, size), bool)
         top, bottom = (int(f * size) + int(rng.integers(-3, 4)) for f in (0.12, 0.88))
-        lungs[top:bottom, size // 8 + int(rng.integers(-2, 3)):size * 7 // 16] = True
-        lungs[top:bottom, size * 9 // 16:size * 7 // 8 + int(rng.integers(-2, 3))] = True
+        lungs[top:bottom, size // 8 + int(rng.integers(-2, 3)) : size * 7 // 16] = True
+        lungs[top:bottom, size * 9 // 16 : size * 7 // 8 + int(rng.integers(-2, 3))] = True
         x[lungs] = 60 + rng.normal(0, 12, lungs.sum())
         lesion = np.zeros((size, size), bool)
         if covid:
@@ -39,8 +39,14 @@ def write_covid_qu_ex(root: Path, n_covid: int = 24, n_normal: int = 12, size: i
             x[lesion] = 150 + rng.normal(0, 4, lesion.sum())
         Image.fromarray(np.clip(x, 0, 255).astype(np.uint8)).save(d / "images" / f"{iid}.png")
         Image.fromarray(lungs.astype(np.uint8) * 255).save(d / "lung_masks" / f"{iid}.png")
-        row = {"image_id": iid, "cls": "COVID-19" if covid else "Normal", "w": size, "h": size,
-               "lung_mask": f"lung_masks/{iid}.png", "infection_mask": ""}
+        row = {
+            "image_id": iid,
+            "cls": "COVID-19" if covid else "Normal",
+            "w": size,
+            "h": size,
+            "lung_mask": f"lung_masks/{iid}.png",
+            "infection_mask": "",
+        }
         if covid:
             Image.fromarray(lesion.astype(np.uint8) * 255).save(d / "infection_masks" / f"{iid}.png")
             row["infection_mask"] = f"infection_masks/{iid}.png"

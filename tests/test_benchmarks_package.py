@@ -57,15 +57,24 @@ def test_every_benchmark_uses_the_harness_parser(path: Path) -> None:
 
 
 def test_no_module_of_cxrils_imports_the_benchmarks() -> None:
-    found = [(p.relative_to(SRC).as_posix(), m) for p in SRC.rglob("*.py") for m in _imports(p)
-             if m == "benchmarks" or m.startswith("benchmarks.")]
+    found = [
+        (p.relative_to(SRC).as_posix(), m)
+        for p in SRC.rglob("*.py")
+        for m in _imports(p)
+        if m == "benchmarks" or m.startswith("benchmarks.")
+    ]
     assert found == []
 
 
 def test_a_benchmark_runs_as_a_module_from_the_repository_root() -> None:
     """``--help`` of one benchmark, in a fresh interpreter, names ``python -m`` and ``--publish``
     (pysbd installs its own top-level ``benchmarks``: the repository's must win from the root)."""
-    out = subprocess.run([sys.executable, "-m", "benchmarks.io_bench", "--help"], cwd=REPO_ROOT,
-                         capture_output=True, text=True, timeout=120)
+    out = subprocess.run(
+        [sys.executable, "-m", "benchmarks.io_bench", "--help"],
+        cwd=REPO_ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert out.returncode == 0, out.stderr
     assert "python -m benchmarks.io_bench" in out.stdout and "--publish NAME" in out.stdout

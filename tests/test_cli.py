@@ -38,8 +38,9 @@ def test_version() -> None:
 
 def test_python_m_cxrils() -> None:
     env = {**os.environ, "PYTHONPATH": str(SRC) + os.pathsep + os.environ.get("PYTHONPATH", "")}
-    res = subprocess.run([sys.executable, "-m", "cxrils", "--help"], capture_output=True, text=True, env=env,
-                         timeout=120)
+    res = subprocess.run(
+        [sys.executable, "-m", "cxrils", "--help"], capture_output=True, text=True, env=env, timeout=120
+    )
     assert res.returncode == 0, res.stderr
     assert "version" in res.stdout and "config" in res.stdout
 

@@ -21,7 +21,14 @@ def test_defaults_are_table_7() -> None:
     g = Config().grounding
     # Paper Table 7 (Appendix A.4), written out here independently of config.py.
     assert (g.tau_anatomy, g.tau_conf, g.tau_conf_edema, g.tau_signal, g.tau_size, g.tau_ano, g.tau_ano_edema) == (
-        0.25, 0.20, 0.01, 0.20, 0.10, 0.10, 0.01)
+        0.25,
+        0.20,
+        0.01,
+        0.20,
+        0.10,
+        0.10,
+        0.01,
+    )
     assert g.tau_conf_for("edema") == 0.01 and g.tau_conf_for("pneumonia") == 0.20
     assert g.tau_ano_for("edema") == 0.01 and g.tau_ano_for("effusion") == 0.10
     qc = Config().qc
@@ -33,8 +40,9 @@ def test_defaults_are_table_7() -> None:
 
 def test_toml_file_and_overrides(tmp_path: Path) -> None:
     path = tmp_path / "c.toml"
-    path.write_text('[grounding]\ntau_ano = 0.05\n\n[backends]\nanatomy = "cxas"\ncxas_weights = "/w"\n'
-                    '[qc]\nfrontal_only = false\n')
+    path.write_text(
+        '[grounding]\ntau_ano = 0.05\n\n[backends]\nanatomy = "cxas"\ncxas_weights = "/w"\n[qc]\nfrontal_only = false\n'
+    )
     cfg = load_config(path, ["grounding.tau_conf=0.3", "io.max_pixels=1000", "qc.frontal_only=true"])
     assert cfg.grounding.tau_ano == 0.05 and cfg.grounding.tau_conf == 0.3
     assert cfg.backends.anatomy == "cxas" and cfg.backends.cxas_weights == "/w"
@@ -46,21 +54,24 @@ def test_toml_file_and_overrides(tmp_path: Path) -> None:
     assert again == cfg and again.to_json() == cfg.to_json()
 
 
-@pytest.mark.parametrize(("toml", "match"), [
-    ("[grounding]\ntau_typo = 0.1\n", "unknown config key grounding.tau_typo"),
-    ("[nosuch]\nx = 1\n", "unknown config section"),
-    ("grounding = 3\n", "must be a table"),
-    ('[grounding]\ntau_ano = "high"\n', "expected float"),
-    ("[grounding]\ntau_ano = true\n", "expected float"),
-    ("[grounding]\nopen_radius_px = 2.5\n", "expected int"),
-    ("[grounding]\ntau_ano = 1.5\n", r"\[0, 1\]"),
-    ("[grounding]\ntau_conf = -0.1\n", ">= 0"),
-    ("[grounding]\ntau_ano = nan\n", "finite"),
-    ("[io]\nmax_pixels = 0\n", "max_pixels"),
-    ("[split]\nval_fraction = 0.6\ntest_fraction = 0.5\n", "must be < 1"),
-    ("[qc]\nfrontal_only = 3\n", "expected bool"),
-    ("[grounding\n", "invalid TOML"),
-])
+@pytest.mark.parametrize(
+    ("toml", "match"),
+    [
+        ("[grounding]\ntau_typo = 0.1\n", "unknown config key grounding.tau_typo"),
+        ("[nosuch]\nx = 1\n", "unknown config section"),
+        ("grounding = 3\n", "must be a table"),
+        ('[grounding]\ntau_ano = "high"\n', "expected float"),
+        ("[grounding]\ntau_ano = true\n", "expected float"),
+        ("[grounding]\nopen_radius_px = 2.5\n", "expected int"),
+        ("[grounding]\ntau_ano = 1.5\n", r"\[0, 1\]"),
+        ("[grounding]\ntau_conf = -0.1\n", ">= 0"),
+        ("[grounding]\ntau_ano = nan\n", "finite"),
+        ("[io]\nmax_pixels = 0\n", "max_pixels"),
+        ("[split]\nval_fraction = 0.6\ntest_fraction = 0.5\n", "must be < 1"),
+        ("[qc]\nfrontal_only = 3\n", "expected bool"),
+        ("[grounding\n", "invalid TOML"),
+    ],
+)
 def test_bad_files_rejected(tmp_path: Path, toml: str, match: str) -> None:
     path = tmp_path / "bad.toml"
     path.write_text(toml)
@@ -77,8 +88,9 @@ def test_unreadable_files(tmp_path: Path) -> None:
         load_config(binary)
 
 
-@pytest.mark.parametrize("item", ["grounding.tau_ano", "tau_ano=0.1", "grounding.nope=1", "io.max_pixels=abc",
-                                  "grounding.tau_ano=2"])
+@pytest.mark.parametrize(
+    "item", ["grounding.tau_ano", "tau_ano=0.1", "grounding.nope=1", "io.max_pixels=abc", "grounding.tau_ano=2"]
+)
 def test_bad_overrides_rejected(item: str) -> None:
     with pytest.raises(ConfigError):
         apply_overrides(Config(), [item])

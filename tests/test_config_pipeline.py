@@ -20,8 +20,10 @@ else:  # pragma: no cover
 
 def test_nested_toml_tables_and_dotted_overrides(tmp_path: Path) -> None:
     path = tmp_path / "c.toml"
-    path.write_text("[pipeline.ray.anomaly]\nnum_gpus = 1\nbatch_size = 8\n\n"
-                    "[pipeline.ray.detector]\nnum_gpus = 0.25\n\n[backends]\nprecision = \"bf16\"\n")
+    path.write_text(
+        "[pipeline.ray.anomaly]\nnum_gpus = 1\nbatch_size = 8\n\n"
+        '[pipeline.ray.detector]\nnum_gpus = 0.25\n\n[backends]\nprecision = "bf16"\n'
+    )
     cfg = load_config(path, ["pipeline.ray.anomaly.actors=2", "pipeline.ray.anatomy_x.batch_size=4"])
     ray = cfg.pipeline.ray
     assert (ray.anomaly.num_gpus, ray.anomaly.batch_size, ray.anomaly.actors) == (1.0, 8, 2)
@@ -33,29 +35,35 @@ def test_nested_toml_tables_and_dotted_overrides(tmp_path: Path) -> None:
     assert again == cfg
 
 
-@pytest.mark.parametrize(("item", "match"), [
-    ("pipeline.ray.nosuch.num_gpus=1", "unknown config section 'pipeline.ray.nosuch'"),
-    ("pipeline.ray.anomaly.gpus=1", "unknown config key pipeline.ray.anomaly.gpus"),
-    ("pipeline.ray.anomaly=3", "must be a table"),
-    ("pipeline.ray.anomaly.num_gpus=-1", ">= 0"),
-    ("pipeline.ray.anomaly.num_gpus=one", "expected float"),
-    ("pipeline.ray.anomaly.batch_size=0", "batch_size: must be >= 1"),
-    ("pipeline.ray.anomaly.batch_size=2.5", "expected int"),
-    ("backends.precision=fp8", "precision: must be one of"),
-    ("anomaly.radedit_eta=0", r"radedit_eta: must lie in \(0, 1\]"),
-    ("pipeline.=1", "not of the form"),
-    ("grounding.tau_ano.x=1", "unknown config section 'grounding.tau_ano'"),
-])
+@pytest.mark.parametrize(
+    ("item", "match"),
+    [
+        ("pipeline.ray.nosuch.num_gpus=1", "unknown config section 'pipeline.ray.nosuch'"),
+        ("pipeline.ray.anomaly.gpus=1", "unknown config key pipeline.ray.anomaly.gpus"),
+        ("pipeline.ray.anomaly=3", "must be a table"),
+        ("pipeline.ray.anomaly.num_gpus=-1", ">= 0"),
+        ("pipeline.ray.anomaly.num_gpus=one", "expected float"),
+        ("pipeline.ray.anomaly.batch_size=0", "batch_size: must be >= 1"),
+        ("pipeline.ray.anomaly.batch_size=2.5", "expected int"),
+        ("backends.precision=fp8", "precision: must be one of"),
+        ("anomaly.radedit_eta=0", r"radedit_eta: must lie in \(0, 1\]"),
+        ("pipeline.=1", "not of the form"),
+        ("grounding.tau_ano.x=1", "unknown config section 'grounding.tau_ano'"),
+    ],
+)
 def test_bad_nested_overrides_are_refused(item: str, match: str) -> None:
     with pytest.raises(ConfigError, match=match):
         load_config(None, [item])
 
 
-@pytest.mark.parametrize(("toml", "match"), [
-    ("[pipeline]\nray = 3\n", "pipeline.ray must be a table"),
-    ("[pipeline.ray.anomaly]\nbatch_size = 0\n", "batch_size"),
-    ("[pipeline.ray.anomaly.num_gpus]\nx = 1\n", "unknown config section 'pipeline.ray.anomaly.num_gpus'"),
-])
+@pytest.mark.parametrize(
+    ("toml", "match"),
+    [
+        ("[pipeline]\nray = 3\n", "pipeline.ray must be a table"),
+        ("[pipeline.ray.anomaly]\nbatch_size = 0\n", "batch_size"),
+        ("[pipeline.ray.anomaly.num_gpus]\nx = 1\n", "unknown config section 'pipeline.ray.anomaly.num_gpus'"),
+    ],
+)
 def test_bad_nested_toml_is_refused(tmp_path: Path, toml: str, match: str) -> None:
     path = tmp_path / "c.toml"
     path.write_text(toml)

@@ -46,8 +46,12 @@ def test_connectivity_is_a_config_choice() -> None:
     anomaly[60:70, 40:50] = True
     anomaly[70:80, 50:60] = True  # meets the first block at one corner
     box = LesionBox(38.0, 58.0, 50.0, 70.0, 0.9, "Lung Opacity")
-    overrides = ["grounding.grow_iterations=0", "grounding.open_radius_px=0", "grounding.tau_size=0.0",
-                 "grounding.tau_anatomy=0.0"]
+    overrides = [
+        "grounding.grow_iterations=0",
+        "grounding.open_radius_px=0",
+        "grounding.tau_size=0.0",
+        "grounding.tau_anatomy=0.0",
+    ]
     eight = load_config(None, overrides).grounding
     four = load_config(None, overrides + ["grounding.connectivity=4"]).grounding
     m8 = algorithm1(x, anomaly, right, right, left, [box], "opacity", eight).mask
@@ -190,8 +194,7 @@ def _package_constants() -> dict[str, str]:
 
 
 def test_the_scan_finds_numeric_module_constants() -> None:
-    src = "A = 0.5\nB: int = 3\nC = (1, -2.0)\nD = 2 ** 8\nE = 'text'\nF = True\nG = load()\n" \
-          "def f():\n    H = 1\n"
+    src = "A = 0.5\nB: int = 3\nC = (1, -2.0)\nD = 2 ** 8\nE = 'text'\nF = True\nG = load()\ndef f():\n    H = 1\n"
     assert numeric_constants(src) == ["A", "B", "C", "D"]
 
 
@@ -201,7 +204,8 @@ def test_no_numeric_constant_outside_config_without_a_reason() -> None:
     assert not unexplained, (
         f"module-level numeric constants outside cxrils/config.py: {unexplained}; a number that changes "
         "a stage's output belongs in a config dataclass (with its source), anything else needs a reason in "
-        "ALLOWED_NUMERIC_CONSTANTS")
+        "ALLOWED_NUMERIC_CONSTANTS"
+    )
     stale = sorted(k for k in ALLOWED_NUMERIC_CONSTANTS if k not in found)
     assert not stale, f"ALLOWED_NUMERIC_CONSTANTS lists constants that no longer exist: {stale}"
 
@@ -209,8 +213,15 @@ def test_no_numeric_constant_outside_config_without_a_reason() -> None:
 def test_moved_constants_are_config_fields() -> None:
     # The constants issue 30 moved: overridable (or, for the training data, frozen
     # dataclass fields) and checked.
-    cfg = load_config(None, ["inputs.iu_sections=findings,impression", "anatomy.cxas_threshold=0.4",
-                             "instructions.paraphrase_max_chars=100", "report.clear_before_chars=5"])
+    cfg = load_config(
+        None,
+        [
+            "inputs.iu_sections=findings,impression",
+            "anatomy.cxas_threshold=0.4",
+            "instructions.paraphrase_max_chars=100",
+            "report.clear_before_chars=5",
+        ],
+    )
     assert cfg.inputs.iu_sections == ("findings", "impression")
     assert (cfg.anatomy.cxas_threshold, cfg.instructions.paraphrase_max_chars) == (0.4, 100)
     assert cfg.report.clear_before_chars == 5

@@ -11,8 +11,17 @@ import pytest
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 #: Pages whose numbers this test audits (the other pages have their own owners and checks).
-AUDITED = ("README.md", "docs/pipeline.md", "docs/io.md", "docs/dataset.md", "docs/evaluation.md",
-           "docs/instructions.md", "docs/serve.md", "docs/architecture.md", "docs/review.md")
+AUDITED = (
+    "README.md",
+    "docs/pipeline.md",
+    "docs/io.md",
+    "docs/dataset.md",
+    "docs/evaluation.md",
+    "docs/instructions.md",
+    "docs/serve.md",
+    "docs/architecture.md",
+    "docs/review.md",
+)
 #: A number with a unit that only a measurement gives.
 MEASURED = re.compile(r"\d[\d,.]*\s?(%|images?/s|reports?/s|studies/s|requests?/s|req/s|records?/s|ms\b|MiB\b|GiB\b)")
 BLOCK = re.compile(r"<!-- results: [A-Za-z0-9_-]+ -->\n.*?<!-- /results -->", re.S)
@@ -34,8 +43,12 @@ def test_no_measured_number_outside_a_results_block(page):
 
 
 def test_the_check_can_fail():
-    text = ("intro\nthe pipeline runs at 8.2 images/s on one core\nrecall about 51%\n"
-            "the paper's 28.3% (Table 8) is cited\n<!-- results: x -->\n| 9.1 ms |\n<!-- /results -->\n"
-            "```\nprinted 3.4 ms\n```\n")
-    assert measured_numbers_outside_blocks(text) == ["the pipeline runs at 8.2 images/s on one core",
-                                                     "recall about 51%"]
+    text = (
+        "intro\nthe pipeline runs at 8.2 images/s on one core\nrecall about 51%\n"
+        "the paper's 28.3% (Table 8) is cited\n<!-- results: x -->\n| 9.1 ms |\n<!-- /results -->\n"
+        "```\nprinted 3.4 ms\n```\n"
+    )
+    assert measured_numbers_outside_blocks(text) == [
+        "the pipeline runs at 8.2 images/s on one core",
+        "recall about 51%",
+    ]

@@ -34,8 +34,11 @@ def test_check_reports_a_stale_and_a_missing_block(tmp_path, monkeypatch):
     results.mkdir(parents=True)
     (results / "bench.md").write_text("Printed by `x`.\n\n| a |\n|---|\n| 2 |\n", encoding="utf-8")
     readme = tmp_path / "README.md"
-    readme.write_text("intro\n<!-- results: bench -->\n| a |\n|---|\n| 1 |\n<!-- /results -->\n"
-                      "<!-- results: gone -->\nold\n<!-- /results -->\n", encoding="utf-8")
+    readme.write_text(
+        "intro\n<!-- results: bench -->\n| a |\n|---|\n| 1 |\n<!-- /results -->\n"
+        "<!-- results: gone -->\nold\n<!-- /results -->\n",
+        encoding="utf-8",
+    )
     monkeypatch.setattr(sync_results, "ROOT", tmp_path)
     monkeypatch.setattr(sync_results, "RESULTS", results)
     problems = sync_results.sync(check=True)
@@ -69,9 +72,17 @@ def test_publish_refuses_uncommitted_code_and_keeps_machine_paths_out(tmp_path, 
     assert not (tmp_path / "docs" / "results" / "demo_y.md").exists()
     root = Path("/srv/checkout/cxrils")
     assert results.portable_command(
-        ["-m", "benchmarks.x", "--data", "/srv/checkout/shared/data", "--candidate", "old=/srv/runs/a.safetensors",
-         "--out=/srv/checkout/cxrils/runs/o"], root) == (
-        "python -m benchmarks.x --data ../shared/data --candidate old=../../runs/a.safetensors --out=runs/o")
+        [
+            "-m",
+            "benchmarks.x",
+            "--data",
+            "/srv/checkout/shared/data",
+            "--candidate",
+            "old=/srv/runs/a.safetensors",
+            "--out=/srv/checkout/cxrils/runs/o",
+        ],
+        root,
+    ) == ("python -m benchmarks.x --data ../shared/data --candidate old=../../runs/a.safetensors --out=runs/o")
     assert results.RESULT_PAGES.match("docs/results/x.md") and results.RESULT_PAGES.match("README.md")
     assert not results.RESULT_PAGES.match("src/cxrils/config.py") and not results.RESULT_PAGES.match("README.md.bak")
 
@@ -117,7 +128,9 @@ def test_the_publish_flag_writes_the_named_page_or_its_parts(tmp_path, monkeypat
     assert results.publish_if_asked(args, "| 1 |") == [tmp_path / "demo.md"]
     written = results.publish_if_asked(args, {"speed": "| 2 |", "summary": "| 3 |"})
     assert written == [tmp_path / "demo_speed.md", tmp_path / "demo_summary.md"]
-    assert (tmp_path / "demo_summary.md").read_text().startswith("Printed by `python -m benchmarks.demo --publish demo`")
+    assert (
+        (tmp_path / "demo_summary.md").read_text().startswith("Printed by `python -m benchmarks.demo --publish demo`")
+    )
     assert not hasattr(results.benchmark_parser().parse_args([]), "data")
 
 

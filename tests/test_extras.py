@@ -42,8 +42,9 @@ def test_ray_runner_without_ray(monkeypatch, tmp_path):
     monkeypatch.setitem(sys.modules, "ray", None)
     csv = tmp_path / "pairs.csv"
     csv.write_text("image_path,report\nx.png,FINDINGS: normal.\n")
-    res = CliRunner().invoke(app, ["generate", str(csv), "-o", str(tmp_path / "ds"), "--runner", "ray",
-                                   "--no-progress"])
+    res = CliRunner().invoke(
+        app, ["generate", str(csv), "-o", str(tmp_path / "ds"), "--runner", "ray", "--no-progress"]
+    )
     _one_line_error(res, "ray")
     assert not (tmp_path / "ds").exists()  # refused before anything is written
 
@@ -52,8 +53,9 @@ def test_rosalia_training_without_the_models_extra(monkeypatch, tmp_path):
     monkeypatch.setitem(sys.modules, "peft", None)
     (tmp_path / "ds").mkdir()
     (tmp_path / "ds" / "manifest.json").write_text("{}")
-    res = CliRunner().invoke(app, ["train", "--model", "rosalia", "--dataset", str(tmp_path / "ds"),
-                                   "-o", str(tmp_path / "run")])
+    res = CliRunner().invoke(
+        app, ["train", "--model", "rosalia", "--dataset", str(tmp_path / "ds"), "-o", str(tmp_path / "run")]
+    )
     _one_line_error(res, "models")
 
 

@@ -23,9 +23,13 @@ pytestmark = pytest.mark.slow
 def test_gpu_smoke_tiny_on_cpu_passes_every_check(tmp_path):
     for module in ("diffusers", "onnxruntime", "peft", "sentencepiece"):
         pytest.importorskip(module)
-    proc = subprocess.run([sys.executable, "-m", "benchmarks.gpu_smoke", "--device", "cpu",
-                           "--work", str(tmp_path / "work")], cwd=REPO_ROOT, capture_output=True, text=True,
-                          timeout=600)
+    proc = subprocess.run(
+        [sys.executable, "-m", "benchmarks.gpu_smoke", "--device", "cpu", "--work", str(tmp_path / "work")],
+        cwd=REPO_ROOT,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     out = proc.stdout
     assert proc.returncode == 0, (out + proc.stderr)[-4000:]
     rows = dict(re.findall(r"^\| (radedit|hybridgnet|cxas|onnx|llm|rosalia) \|.*\| ([^|]+) \|$", out, re.M))

@@ -32,9 +32,11 @@ LAYERS: tuple[tuple[str, ...], ...] = (
 #: Known exceptions, each owned by another piece of work (see the report of issue 15):
 #: the builtin anomaly atlas and the light model's
 #: calibration (issue 18), and batch prediction calling the evaluation (models).
-ALLOWED: frozenset[tuple[str, str]] = frozenset({
-    ("cxrils.models.predict", "cxrils.evaluation"),
-})
+ALLOWED: frozenset[tuple[str, str]] = frozenset(
+    {
+        ("cxrils.models.predict", "cxrils.evaluation"),
+    }
+)
 
 
 def _modules() -> dict[str, Path]:
@@ -92,8 +94,9 @@ def test_the_graph_sees_function_level_imports(graph) -> None:
 
 
 def test_no_lower_stage_imports_a_higher_one(graph) -> None:
-    bad = sorted((a, b) for a, targets in graph.items() for b in targets
-                 if _layer(b) > _layer(a) and (a, b) not in ALLOWED)
+    bad = sorted(
+        (a, b) for a, targets in graph.items() for b in targets if _layer(b) > _layer(a) and (a, b) not in ALLOWED
+    )
     assert not bad, f"imports against the stage order: {bad}"
 
 
@@ -132,8 +135,13 @@ def test_no_import_cycles(graph) -> None:
 #: Packages on an inference path (generation, prediction, serving): none of their modules
 #: may import cxrils.training, even through other modules or inside a function. The
 #: commands (``train-*`` included) live above them all, in cxrils.cli.
-INFERENCE_PACKAGES: tuple[str, ...] = ("cxrils.pipeline", "cxrils.vision", "cxrils.models", "cxrils.serve",
-                                       "cxrils.grounding")
+INFERENCE_PACKAGES: tuple[str, ...] = (
+    "cxrils.pipeline",
+    "cxrils.vision",
+    "cxrils.models",
+    "cxrils.serve",
+    "cxrils.grounding",
+)
 
 
 def test_no_inference_module_reaches_training_code(graph) -> None:

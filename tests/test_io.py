@@ -28,9 +28,17 @@ CR_STORAGE = "1.2.840.10008.5.1.4.1.1.1"
 
 
 # --------------------------------------------------------------------------- helpers
-def make_dicom(path: Path, arr: np.ndarray | None, *, photometric: str = "MONOCHROME2",
-               bits_stored: int | None = None, signed: bool = False, pixel_bytes: bytes | None = None,
-               tsyntax: str = ExplicitVRLittleEndian, **tags) -> Path:
+def make_dicom(
+    path: Path,
+    arr: np.ndarray | None,
+    *,
+    photometric: str = "MONOCHROME2",
+    bits_stored: int | None = None,
+    signed: bool = False,
+    pixel_bytes: bytes | None = None,
+    tsyntax: str = ExplicitVRLittleEndian,
+    **tags,
+) -> Path:
     """Write a minimal single-frame CR DICOM; ``pixel_bytes`` overrides the raw Pixel Data."""
     ds = Dataset()
     ds.file_meta = FileMetaDataset()
@@ -129,8 +137,15 @@ def test_siim_jpeg_baseline_and_monochrome1_variant(dicom_dir: Path) -> None:
 def test_real_dicom_meta_has_no_identifiers(dicom_dir: Path) -> None:
     ds = pydicom.dcmread(dicom_dir / "RG1_UNCR.dcm")
     text = json.dumps(load_image(dicom_dir / "RG1_UNCR.dcm").meta.to_dict())
-    for keyword in ("PatientName", "PatientID", "StudyDate", "StudyInstanceUID", "SOPInstanceUID",
-                    "InstitutionName", "AccessionNumber"):
+    for keyword in (
+        "PatientName",
+        "PatientID",
+        "StudyDate",
+        "StudyInstanceUID",
+        "SOPInstanceUID",
+        "InstitutionName",
+        "AccessionNumber",
+    ):
         value = str(ds.get(keyword, "") or "")
         if len(value) >= 3:
             assert value not in text, keyword
@@ -139,11 +154,25 @@ def test_real_dicom_meta_has_no_identifiers(dicom_dir: Path) -> None:
 # --------------------------------------------------------------------------- DICOM pitfalls
 def test_negative_rescale_slope_with_window(tmp_path: Path) -> None:
     stored = ramp12()
-    neg = make_dicom(tmp_path / "neg.dcm", stored, bits_stored=12, RescaleSlope=-1, RescaleIntercept=4095,
-                     WindowCenter=2048, WindowWidth=4096)
+    neg = make_dicom(
+        tmp_path / "neg.dcm",
+        stored,
+        bits_stored=12,
+        RescaleSlope=-1,
+        RescaleIntercept=4095,
+        WindowCenter=2048,
+        WindowWidth=4096,
+    )
     # The same modality values written directly with the identity rescale.
-    pos = make_dicom(tmp_path / "pos.dcm", (4095 - stored).astype(np.uint16), bits_stored=12,
-                     RescaleSlope=1, RescaleIntercept=0, WindowCenter=2048, WindowWidth=4096)
+    pos = make_dicom(
+        tmp_path / "pos.dcm",
+        (4095 - stored).astype(np.uint16),
+        bits_stored=12,
+        RescaleSlope=1,
+        RescaleIntercept=0,
+        WindowCenter=2048,
+        WindowWidth=4096,
+    )
     a, b = load_image(neg), load_image(pos)
     np.testing.assert_array_equal(a.pixels, b.pixels)
     expected = to8(linear_window(4095.0 - stored, 2048, 4096))
@@ -183,8 +212,14 @@ def _spiky_modality_lut() -> Dataset:
 
 def test_voi_lut_sequence_wins_over_window(tmp_path: Path) -> None:
     stored = ramp12()
-    path = make_dicom(tmp_path / "lut.dcm", stored, bits_stored=12, WindowCenter=2048, WindowWidth=4096,
-                      VOILUTSequence=[_voi_lut_item(2000)])
+    path = make_dicom(
+        tmp_path / "lut.dcm",
+        stored,
+        bits_stored=12,
+        WindowCenter=2048,
+        WindowWidth=4096,
+        VOILUTSequence=[_voi_lut_item(2000)],
+    )
     img = load_image(path)
     # The step LUT gives a binary image; the window would have given a ramp. The LUT's
     # actual output range (0..4095 in a 16-bit LUT) is what maps to 0..255.
@@ -206,8 +241,7 @@ def test_voi_lut_first_mapped_and_out_of_range_values(tmp_path: Path) -> None:
 
 def test_window_first_of_several_and_recorded(tmp_path: Path) -> None:
     stored = ramp12()
-    path = make_dicom(tmp_path / "w.dcm", stored, bits_stored=12, WindowCenter=[1000, 3000],
-                      WindowWidth=[500, 2000])
+    path = make_dicom(tmp_path / "w.dcm", stored, bits_stored=12, WindowCenter=[1000, 3000], WindowWidth=[500, 2000])
     img = load_image(path)
     np.testing.assert_array_equal(img.pixels, to8(linear_window(stored.astype(float), 1000, 500)))
     assert "voi:window[0 of 2](center=1000, width=500, function=LINEAR)" in img.meta.transforms
@@ -215,18 +249,24 @@ def test_window_first_of_several_and_recorded(tmp_path: Path) -> None:
 
 def test_sigmoid_window(tmp_path: Path) -> None:
     stored = ramp12()
-    img = load_image(make_dicom(tmp_path / "s.dcm", stored, bits_stored=12, WindowCenter=2048,
-                                WindowWidth=1024, VOILUTFunction="SIGMOID"))
+    img = load_image(
+        make_dicom(
+            tmp_path / "s.dcm", stored, bits_stored=12, WindowCenter=2048, WindowWidth=1024, VOILUTFunction="SIGMOID"
+        )
+    )
     expected = to8(1.0 / (1.0 + np.exp(-4.0 * (stored - 2048.0) / 1024.0)))
     assert np.abs(img.pixels.astype(int) - expected.astype(int)).max() <= 1
     assert any("function=SIGMOID" in t for t in img.meta.transforms)
 
 
-@pytest.mark.parametrize("window", [
-    dict(WindowCenter=100, WindowWidth=0),  # LINEAR needs width >= 1
-    dict(WindowCenter=None, WindowWidth=None),  # present but empty
-    dict(WindowCenter=100, WindowWidth=300, VOILUTFunction="CUBIC"),  # unknown function
-])
+@pytest.mark.parametrize(
+    "window",
+    [
+        dict(WindowCenter=100, WindowWidth=0),  # LINEAR needs width >= 1
+        dict(WindowCenter=None, WindowWidth=None),  # present but empty
+        dict(WindowCenter=100, WindowWidth=300, VOILUTFunction="CUBIC"),  # unknown function
+    ],
+)
 def test_invalid_window_falls_back_to_minmax_and_says_so(tmp_path: Path, window) -> None:
     stored = ramp12()
     img = load_image(make_dicom(tmp_path / "bad.dcm", stored, bits_stored=12, **window))
@@ -246,8 +286,11 @@ def test_monochrome1_is_inverted(tmp_path: Path) -> None:
 
 def test_monochrome1_inversion_after_window(tmp_path: Path) -> None:
     stored = ramp12()
-    img = load_image(make_dicom(tmp_path / "m1w.dcm", stored, photometric="MONOCHROME1", bits_stored=12,
-                                WindowCenter=1000, WindowWidth=500))
+    img = load_image(
+        make_dicom(
+            tmp_path / "m1w.dcm", stored, photometric="MONOCHROME1", bits_stored=12, WindowCenter=1000, WindowWidth=500
+        )
+    )
     # Inverting before the window would move the window to the other end of the range.
     np.testing.assert_array_equal(img.pixels, to8(1.0 - linear_window(stored.astype(float), 1000, 500)))
 
@@ -265,20 +308,32 @@ def test_bits_stored_below_allocated_ignores_junk_high_bits(tmp_path: Path) -> N
 def test_signed_bits_stored_below_allocated_sign_extends(tmp_path: Path) -> None:
     values = np.tile(np.linspace(-2048, 2047, 256).round().astype(np.int16), (4, 1))
     raw = ((values.view(np.uint16) & 0x0FFF) | 0xA000).astype(np.uint16)  # junk in the top nibble
-    img = load_image(make_dicom(tmp_path / "signed.dcm", values, bits_stored=12, signed=True,
-                                pixel_bytes=raw.tobytes(), WindowCenter=0, WindowWidth=4096))
+    img = load_image(
+        make_dicom(
+            tmp_path / "signed.dcm",
+            values,
+            bits_stored=12,
+            signed=True,
+            pixel_bytes=raw.tobytes(),
+            WindowCenter=0,
+            WindowWidth=4096,
+        )
+    )
     np.testing.assert_array_equal(img.pixels, to8(linear_window(values.astype(float), 0, 4096)))
     assert np.all(np.diff(img.pixels[0].astype(int)) >= 0)
 
 
-@pytest.mark.parametrize("tags", [
-    dict(),
-    dict(RescaleSlope=-3, RescaleIntercept=7),
-    dict(WindowCenter=1500, WindowWidth=700),
-    dict(WindowCenter=1500, WindowWidth=700, VOILUTFunction="SIGMOID", PhotometricInterpretation="MONOCHROME1"),
-    dict(VOILUTSequence=[_voi_lut_item(2000)]),
-    dict(ModalityLUTSequence=[_spiky_modality_lut()]),
-])
+@pytest.mark.parametrize(
+    "tags",
+    [
+        dict(),
+        dict(RescaleSlope=-3, RescaleIntercept=7),
+        dict(WindowCenter=1500, WindowWidth=700),
+        dict(WindowCenter=1500, WindowWidth=700, VOILUTFunction="SIGMOID", PhotometricInterpretation="MONOCHROME1"),
+        dict(VOILUTSequence=[_voi_lut_item(2000)]),
+        dict(ModalityLUTSequence=[_spiky_modality_lut()]),
+    ],
+)
 def test_lookup_table_path_equals_per_pixel_path(tmp_path: Path, monkeypatch, tags) -> None:
     # Stored levels 100..3000 with gaps: the table covers absent levels too, and the min-max
     # fallback must still take its range from the levels present in the image.
@@ -300,10 +355,13 @@ def test_wide_range_32bit(tmp_path: Path) -> None:
     np.testing.assert_array_equal(img.pixels, to8(stored / 2.0**30))
 
 
-@pytest.mark.parametrize(("tsyntax", "package"), [
-    (JPEG2000Lossless, "pylibjpeg-openjpeg"),
-    (JPEGBaseline8Bit, "pylibjpeg-libjpeg"),
-])
+@pytest.mark.parametrize(
+    ("tsyntax", "package"),
+    [
+        (JPEG2000Lossless, "pylibjpeg-openjpeg"),
+        (JPEGBaseline8Bit, "pylibjpeg-libjpeg"),
+    ],
+)
 def test_compressed_without_decoder_names_syntax_and_package(tmp_path: Path, monkeypatch, tsyntax, package) -> None:
     arr = np.zeros((4, 4), dtype=np.uint8)
     path = make_dicom(tmp_path / "c.dcm", arr, tsyntax=tsyntax, pixel_bytes=encapsulate([b"\xff\xd8junk"]))
@@ -335,9 +393,15 @@ def test_pixel_spacing_missing_and_imager_pixel_spacing(tmp_path: Path) -> None:
 
 def test_dicom_meta_whitelist(tmp_path: Path) -> None:
     arr = np.zeros((4, 4), dtype=np.uint8)
-    secrets = dict(PatientName="Doe^Jane", PatientID="PID12345", PatientBirthDate="19500101",
-                   StudyDate="20240102", InstitutionName="General Hospital", AccessionNumber="ACC999",
-                   StudyDescription="CHEST PA private note")
+    secrets = dict(
+        PatientName="Doe^Jane",
+        PatientID="PID12345",
+        PatientBirthDate="19500101",
+        StudyDate="20240102",
+        InstitutionName="General Hospital",
+        AccessionNumber="ACC999",
+        StudyDescription="CHEST PA private note",
+    )
     img = load_image(make_dicom(tmp_path / "p.dcm", arr, ViewPosition="AP", **secrets))
     text = json.dumps(img.meta.to_dict())
     for value in secrets.values():
@@ -534,7 +598,7 @@ def test_jsrt_png_loads_as_stored(shared_data: Path) -> None:
 
 
 def test_tiff_16bit_float_and_bilevel(tmp_path: Path) -> None:
-    arr16 = (np.arange(16, dtype=np.uint16).reshape(4, 4) * 4000)
+    arr16 = np.arange(16, dtype=np.uint16).reshape(4, 4) * 4000
     Image.fromarray(arr16).save(tmp_path / "a.tif")
     a = load_image(tmp_path / "a.tif")
     assert (a.meta.format, a.meta.bits_stored) == ("tiff", 16)
@@ -550,7 +614,6 @@ def test_tiff_16bit_float_and_bilevel(tmp_path: Path) -> None:
     np.testing.assert_array_equal(b.pixels, np.where(bits, 255, 0).astype(np.uint8))
 
 
-
 # --------------------------------------------------------------------------- orientation, VOI choice
 def _lr_marked(h: int = 6, w: int = 8) -> np.ndarray:
     """uint8 (h, w): bright in the top-left corner only (rows, columns distinguishable)."""
@@ -560,20 +623,25 @@ def _lr_marked(h: int = 6, w: int = 8) -> np.ndarray:
     return arr
 
 
-@pytest.mark.parametrize("orientation, expect", [
-    ("L\\F", lambda a: a),  # standard: patient's right on the image's left
-    ("R\\F", lambda a: a[:, ::-1]),  # mirrored
-    ("L\\H", lambda a: a[::-1, :]),  # upside down
-    ("R\\H", lambda a: a[::-1, ::-1]),  # rotated 180 degrees
-    ("F\\L", lambda a: a.T),  # rows <-> columns
-    ("H\\R", lambda a: a.T[::-1, ::-1]),
-    ("LA\\FR", lambda a: a),  # first letters are the main directions
-])
-def test_patient_orientation_turns_a_frontal_image_to_the_standard_display(tmp_path: Path, orientation,
-                                                                           expect) -> None:
+@pytest.mark.parametrize(
+    "orientation, expect",
+    [
+        ("L\\F", lambda a: a),  # standard: patient's right on the image's left
+        ("R\\F", lambda a: a[:, ::-1]),  # mirrored
+        ("L\\H", lambda a: a[::-1, :]),  # upside down
+        ("R\\H", lambda a: a[::-1, ::-1]),  # rotated 180 degrees
+        ("F\\L", lambda a: a.T),  # rows <-> columns
+        ("H\\R", lambda a: a.T[::-1, ::-1]),
+        ("LA\\FR", lambda a: a),  # first letters are the main directions
+    ],
+)
+def test_patient_orientation_turns_a_frontal_image_to_the_standard_display(tmp_path: Path, orientation, expect) -> None:
     stored = load_image(make_dicom(tmp_path / "s.dcm", _lr_marked(), ViewPosition="PA")).pixels  # as stored
-    img = load_image(make_dicom(tmp_path / "o.dcm", _lr_marked(), PatientOrientation=orientation, ViewPosition="PA",
-                                PixelSpacing=[0.1, 0.2]))
+    img = load_image(
+        make_dicom(
+            tmp_path / "o.dcm", _lr_marked(), PatientOrientation=orientation, ViewPosition="PA", PixelSpacing=[0.1, 0.2]
+        )
+    )
     np.testing.assert_array_equal(img.pixels, expect(stored))
     assert img.meta.patient_orientation == tuple(orientation.split("\\"))
     turned = [t for t in img.meta.transforms if t.startswith("orient:")]
@@ -584,13 +652,16 @@ def test_patient_orientation_turns_a_frontal_image_to_the_standard_display(tmp_p
     assert img.meta.original_shape == (6, 8)
 
 
-@pytest.mark.parametrize("orientation, view, message", [
-    ("L\\R", "PA", "names one axis twice"),
-    ("A\\F", "PA", "View Position PA is frontal but Patient Orientation A\\\\F is not"),
-    ("L\\F", "LL", "View Position LL is lateral but Patient Orientation L\\\\F is frontal"),
-    ("X\\F", "PA", "is not two direction codes"),
-    ("L", "PA", "is not two direction codes"),
-])
+@pytest.mark.parametrize(
+    "orientation, view, message",
+    [
+        ("L\\R", "PA", "names one axis twice"),
+        ("A\\F", "PA", "View Position PA is frontal but Patient Orientation A\\\\F is not"),
+        ("L\\F", "LL", "View Position LL is lateral but Patient Orientation L\\\\F is frontal"),
+        ("X\\F", "PA", "is not two direction codes"),
+        ("L", "PA", "is not two direction codes"),
+    ],
+)
 def test_contradictory_orientation_is_refused(tmp_path: Path, orientation, view, message) -> None:
     path = make_dicom(tmp_path / "o.dcm", _lr_marked(), PatientOrientation=orientation, ViewPosition=view)
     with pytest.raises(ImageLoadError, match=message):
@@ -613,8 +684,14 @@ def test_real_dicom_orientation_is_standard(dicom_dir: Path) -> None:
 
 def test_voi_choice_lut_or_which_window(tmp_path: Path) -> None:
     stored = ramp12()
-    path = make_dicom(tmp_path / "v.dcm", stored, bits_stored=12, WindowCenter=["1000", "3000"],
-                      WindowWidth=["500", "800"], VOILUTSequence=[_voi_lut_item(2000)])
+    path = make_dicom(
+        tmp_path / "v.dcm",
+        stored,
+        bits_stored=12,
+        WindowCenter=["1000", "3000"],
+        WindowWidth=["500", "800"],
+        VOILUTSequence=[_voi_lut_item(2000)],
+    )
     auto = load_image(path)
     assert [t for t in auto.meta.transforms if t.startswith("voi")][0].startswith("voi:lut[0 of 1]")
     second = load_image(path, voi="window:1")

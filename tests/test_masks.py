@@ -112,19 +112,22 @@ def test_bbox_matches_numpy() -> None:
         assert rle_bbox(encode_rle(m)) == (cols.min(), rows.min(), cols.max() + 1.0, rows.max() + 1.0)
 
 
-@pytest.mark.parametrize("bad", [
-    {"size": [3, 4]},
-    {"counts": "91:"},
-    {"size": [3, 4], "counts": 5},
-    {"size": [-1, 4], "counts": ""},
-    {"size": [3, 4], "counts": ""},  # covers 0 pixels, not 12
-    {"size": [3, 4], "counts": "5"},  # covers 5 pixels
-    {"size": [3, 4], "counts": "zz"},  # character outside the COCO alphabet
-    {"size": [3, 4], "counts": "9?"},  # ends in the middle of a value
-    {"size": [3, 4], "counts": [7, 1, 5]},  # uncompressed, sums to 13
-    {"size": [3, 4], "counts": [8, -1, 5]},  # negative run
-    "not a dict",
-])
+@pytest.mark.parametrize(
+    "bad",
+    [
+        {"size": [3, 4]},
+        {"counts": "91:"},
+        {"size": [3, 4], "counts": 5},
+        {"size": [-1, 4], "counts": ""},
+        {"size": [3, 4], "counts": ""},  # covers 0 pixels, not 12
+        {"size": [3, 4], "counts": "5"},  # covers 5 pixels
+        {"size": [3, 4], "counts": "zz"},  # character outside the COCO alphabet
+        {"size": [3, 4], "counts": "9?"},  # ends in the middle of a value
+        {"size": [3, 4], "counts": [7, 1, 5]},  # uncompressed, sums to 13
+        {"size": [3, 4], "counts": [8, -1, 5]},  # negative run
+        "not a dict",
+    ],
+)
 def test_malformed_rle_rejected(bad) -> None:
     with pytest.raises(MaskError):
         decode_rle(bad)
@@ -149,8 +152,9 @@ def test_start_length_rle_row_major_one_indexed() -> None:
     column_major[1:3] = True
     assert not np.array_equal(out, column_major.reshape((2, 3), order="F"))
     # Several runs, and the last pixel.
-    np.testing.assert_array_equal(decode_start_length_rle("1 1 6 1", 2, 3),
-                                  np.array([[1, 0, 0], [0, 0, 1]], dtype=bool))
+    np.testing.assert_array_equal(
+        decode_start_length_rle("1 1 6 1", 2, 3), np.array([[1, 0, 0], [0, 0, 1]], dtype=bool)
+    )
     # Not the COCO flavour: the start-length text of a mask is not its COCO counts.
     assert encode_rle(out)["counts"] != "2 2"
 
@@ -159,8 +163,14 @@ def test_start_length_rle_empty_and_errors() -> None:
     for text in ("", "  ", "-1"):
         out = decode_start_length_rle(text, 4, 5)
         assert out.shape == (4, 5) and not out.any()
-    for text, match in [("1", "even"), ("0 2", "1-indexed"), ("2 -1", "non-negative"),
-                        ("5 3", "past the end"), ("a b", "non-integer"), ("1.5 2", "non-integer")]:
+    for text, match in [
+        ("1", "even"),
+        ("0 2", "1-indexed"),
+        ("2 -1", "non-negative"),
+        ("5 3", "past the end"),
+        ("a b", "non-integer"),
+        ("1.5 2", "non-integer"),
+    ]:
         with pytest.raises(MaskError, match=match):
             decode_start_length_rle(text, 2, 3)
     with pytest.raises(MaskError, match="size"):

@@ -14,7 +14,7 @@ def _glyph(patch: np.ndarray) -> np.ndarray:
     """Binary glyph of a marker box: its bright pixels, cropped to their bounding box."""
     on = patch[..., 0] > 200
     rows, cols = np.flatnonzero(on.any(1)), np.flatnonzero(on.any(0))
-    return on[rows[0]:rows[-1] + 1, cols[0]:cols[-1] + 1]
+    return on[rows[0] : rows[-1] + 1, cols[0] : cols[-1] + 1]
 
 
 def _letter(letter: str, shape: tuple[int, int]) -> np.ndarray:
@@ -33,10 +33,10 @@ def test_patient_right_marker_is_on_the_image_left():
     out = draw_side_markers(rgb)
     assert np.array_equal(rgb, np.full_like(rgb, 60))  # input untouched
     h, w = out.shape[:2]
-    left, right = out[: h // 6, : w // 5], out[: h // 6, -w // 5:]
+    left, right = out[: h // 6, : w // 5], out[: h // 6, -w // 5 :]
     assert _closer_to(_glyph(left)) == "R"
     assert _closer_to(_glyph(right)) == "L"
-    assert (out[h // 3:] == 60).all()  # nothing drawn below the top band
+    assert (out[h // 3 :] == 60).all()  # nothing drawn below the top band
 
 
 def test_legend_shows_each_colour_in_the_bottom_left():
@@ -75,8 +75,8 @@ def test_anatomy_overlay_has_legend_and_side_markers():
     masks["left lung"][100:400, 280:450] = True
     masks["heart"][250:400, 200:330] = True
     out = anatomy_overlay(np.full((h, w), 90, np.uint8), AnatomyMasks(masks=masks, shape=(h, w), backend="test"))
-    corner = out[h // 2:, : w // 2].reshape(-1, 3)
+    corner = out[h // 2 :, : w // 2].reshape(-1, 3)
     for colour in ORGAN_COLOURS.values():
         assert (corner == colour).all(1).any(), f"legend swatch {colour} missing"
     assert _closer_to(_glyph(out[: h // 8, : w // 8])) == "R"
-    assert _closer_to(_glyph(out[: h // 8, -w // 8:])) == "L"
+    assert _closer_to(_glyph(out[: h // 8, -w // 8 :])) == "L"

@@ -44,15 +44,24 @@ def demo_module(monkeypatch):
 
 
 def demo() -> Registry[object]:
-    return Registry("demo backend", {"files": "cxrils_demo_backends:WithFiles",
-                                     "none": "cxrils_demo_backends:NoFiles",
-                                     "absent": "cxrils_no_such_module:Thing",
-                                     "typo": "cxrils_demo_backends:NoSuchClass"}, DemoError)
+    return Registry(
+        "demo backend",
+        {
+            "files": "cxrils_demo_backends:WithFiles",
+            "none": "cxrils_demo_backends:NoFiles",
+            "absent": "cxrils_no_such_module:Thing",
+            "typo": "cxrils_demo_backends:NoSuchClass",
+        },
+        DemoError,
+    )
 
 
 def test_unknown_name_raises_the_registry_error_with_the_choices():
-    with pytest.raises(DemoError, match=r"^unknown demo backend 'nope'; "
-                                        r"choose one of \['absent', 'files', 'none', 'typo'\]$"):
+    with pytest.raises(
+        DemoError,
+        match=r"^unknown demo backend 'nope'; "
+        r"choose one of \['absent', 'files', 'none', 'typo'\]$",
+    ):
         demo().resolve("nope")
     with pytest.raises(DemoError, match="unknown demo backend"):
         demo().build("nope", Config())
@@ -95,14 +104,24 @@ def _stage_registries():
     from cxrils.vision.anomaly.base import BACKENDS as ANOMALY
     from cxrils.vision.detection.base import BACKENDS as DETECTOR
 
-    return {"anatomy": ANATOMY, "anomaly": ANOMALY, "detector": DETECTOR, "structurer": STRUCTURERS,
-            "mapper": LOCATION_MAPPERS}
+    return {
+        "anatomy": ANATOMY,
+        "anomaly": ANOMALY,
+        "detector": DETECTOR,
+        "structurer": STRUCTURERS,
+        "mapper": LOCATION_MAPPERS,
+    }
 
 
 def test_the_stage_registries_hold_the_documented_backends():
     names = {stage: reg.names() for stage, reg in _stage_registries().items()}
-    assert names == {"anatomy": ["builtin", "cxas", "hybridgnet"], "anomaly": ["atlas", "builtin", "radedit"],
-                     "detector": ["builtin", "onnx"], "structurer": ["llm", "rules"], "mapper": ["lexicon", "llm"]}
+    assert names == {
+        "anatomy": ["builtin", "cxas", "hybridgnet"],
+        "anomaly": ["atlas", "builtin", "radedit"],
+        "detector": ["builtin", "onnx"],
+        "structurer": ["llm", "rules"],
+        "mapper": ["lexicon", "llm"],
+    }
 
 
 @pytest.mark.parametrize("stage", ["anatomy", "anomaly", "detector", "structurer", "mapper"])
@@ -123,18 +142,34 @@ def test_errors_users_see_are_unchanged():
     from cxrils.vision.detection import DetectorBackendError, get_detector
 
     cfg = Config()
-    cases = [(lambda: get_segmenter("x", cfg), AnatomyBackendError,
-              "unknown anatomy backend 'x'; choose one of ['builtin', 'cxas', 'hybridgnet']"),
-             (lambda: get_anomaly_mapper("x", cfg), AnomalyBackendError,
-              "unknown anomaly backend 'x'; choose one of ['atlas', 'builtin', 'radedit']"),
-             (lambda: get_detector("x", cfg), DetectorBackendError,
-              "unknown detector backend 'x'; choose one of ['builtin', 'onnx']"),
-             (lambda: get_structurer("x", cfg), ValueError,
-              "unknown report structurer 'x'; choose one of ['llm', 'rules']"),
-             (lambda: get_location_mapper("x", cfg), ValueError,
-              "unknown location mapper 'x'; choose one of ['lexicon', 'llm']"),
-             (lambda: resolve_model_class("x"), ModelLoadError,
-              "unknown model_type 'x'; choose one of ['light', 'rosalia']")]
+    cases = [
+        (
+            lambda: get_segmenter("x", cfg),
+            AnatomyBackendError,
+            "unknown anatomy backend 'x'; choose one of ['builtin', 'cxas', 'hybridgnet']",
+        ),
+        (
+            lambda: get_anomaly_mapper("x", cfg),
+            AnomalyBackendError,
+            "unknown anomaly backend 'x'; choose one of ['atlas', 'builtin', 'radedit']",
+        ),
+        (
+            lambda: get_detector("x", cfg),
+            DetectorBackendError,
+            "unknown detector backend 'x'; choose one of ['builtin', 'onnx']",
+        ),
+        (lambda: get_structurer("x", cfg), ValueError, "unknown report structurer 'x'; choose one of ['llm', 'rules']"),
+        (
+            lambda: get_location_mapper("x", cfg),
+            ValueError,
+            "unknown location mapper 'x'; choose one of ['lexicon', 'llm']",
+        ),
+        (
+            lambda: resolve_model_class("x"),
+            ModelLoadError,
+            "unknown model_type 'x'; choose one of ['light', 'rosalia']",
+        ),
+    ]
     for call, error, message in cases:
         with pytest.raises(error) as info:
             call()

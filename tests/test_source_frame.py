@@ -92,13 +92,25 @@ class BrightSegmenter(Segmenter):
 
 
 def _meta(ops: tuple[str, ...]) -> ImageMeta:
-    return ImageMeta(format="dicom", original_shape=(ROWS, COLS), bits_stored=8, photometric="MONOCHROME2",
-                     display_ops=ops)
+    return ImageMeta(
+        format="dicom", original_shape=(ROWS, COLS), bits_stored=8, photometric="MONOCHROME2", display_ops=ops
+    )
 
 
 # --------------------------------------------------------------------------- the inversion
-@pytest.mark.parametrize("ops", [(), ("fliplr",), ("flipud",), ("fliplr", "flipud"), ("transpose",),
-                                 ("transpose", "fliplr"), ("transpose", "flipud"), ("transpose", "fliplr", "flipud")])
+@pytest.mark.parametrize(
+    "ops",
+    [
+        (),
+        ("fliplr",),
+        ("flipud",),
+        ("fliplr", "flipud"),
+        ("transpose",),
+        ("transpose", "fliplr"),
+        ("transpose", "flipud"),
+        ("transpose", "fliplr", "flipud"),
+    ],
+)
 def test_to_source_frame_inverts_every_composition(ops):
     x = np.arange(ROWS * COLS, dtype=np.int32).reshape(ROWS, COLS)  # every pixel distinct
     shown = apply_display_ops(x, ops)
@@ -135,8 +147,19 @@ def bright_model(monkeypatch, tmp_path):
 def _predict(model, image, out, *extra):
     from cxrils.cli import app
 
-    return CliRunner().invoke(app, ["predict", str(image), "Segment the pneumonia in the left lung.", "-o", str(out),
-                                    "--model", str(model), *extra])
+    return CliRunner().invoke(
+        app,
+        [
+            "predict",
+            str(image),
+            "Segment the pneumonia in the left lung.",
+            "-o",
+            str(out),
+            "--model",
+            str(model),
+            *extra,
+        ],
+    )
 
 
 def _seg_pixels(data, src_path):
@@ -214,8 +237,11 @@ def client():
 
 
 def _post(client, path: Path):
-    return client.post("/v1/segment", files={"image": ("x.dcm", path.read_bytes(), "application/dicom")},
-                       data={"instruction": "Segment the pneumonia in the left lung."})
+    return client.post(
+        "/v1/segment",
+        files={"image": ("x.dcm", path.read_bytes(), "application/dicom")},
+        data={"instruction": "Segment the pneumonia in the left lung."},
+    )
 
 
 def _png(b64: str) -> np.ndarray:

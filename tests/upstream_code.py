@@ -26,8 +26,7 @@ from pathlib import Path
 
 import pytest
 
-INSTALL = ("bash scripts/install.sh .venv upstream (the upstream extra, then hi-ml-multimodal and cxas "
-           "with --no-deps)")
+INSTALL = "bash scripts/install.sh .venv upstream (the upstream extra, then hi-ml-multimodal and cxas with --no-deps)"
 
 
 def require(module: str, dist: str) -> Path:

@@ -644,8 +644,10 @@ PRECISIONS: tuple[str, ...] = ("fp32", "fp16", "bf16")
 def _check_config(cfg: Config) -> Config:
     """Checks that involve more than one value."""
     if cfg.report.differential_certainty not in DIFFERENTIAL_CERTAINTIES:
-        raise ConfigError(f"report.differential_certainty: must be one of {DIFFERENTIAL_CERTAINTIES}, "
-                          f"got {cfg.report.differential_certainty!r}")
+        raise ConfigError(
+            f"report.differential_certainty: must be one of {DIFFERENTIAL_CERTAINTIES}, "
+            f"got {cfg.report.differential_certainty!r}"
+        )
     if cfg.report.max_sentence_tokens < 1:
         raise ConfigError(f"report.max_sentence_tokens: must be >= 1, got {cfg.report.max_sentence_tokens}")
     if cfg.io.max_pixels < 1:
@@ -653,10 +655,14 @@ def _check_config(cfg: Config) -> Config:
     if not VOI_CHOICE.fullmatch(cfg.io.voi):
         raise ConfigError(f"io.voi: must be auto, minmax, lut, lut:K, window or window:K, got {cfg.io.voi!r}")
     qc = cfg.qc
-    if not (qc.plausible_lung_area_min_fraction <= qc.plausible_lung_area_max_fraction
-            and qc.ctr_plausible_min <= qc.ctr_max_cardiomegaly_negative <= qc.ctr_plausible_max):
-        raise ConfigError("qc: need plausible_lung_area_min_fraction <= plausible_lung_area_max_fraction and "
-                          "ctr_plausible_min <= ctr_max_cardiomegaly_negative <= ctr_plausible_max")
+    if not (
+        qc.plausible_lung_area_min_fraction <= qc.plausible_lung_area_max_fraction
+        and qc.ctr_plausible_min <= qc.ctr_max_cardiomegaly_negative <= qc.ctr_plausible_max
+    ):
+        raise ConfigError(
+            "qc: need plausible_lung_area_min_fraction <= plausible_lung_area_max_fraction and "
+            "ctr_plausible_min <= ctr_max_cardiomegaly_negative <= ctr_plausible_max"
+        )
     if cfg.split.by not in SPLIT_BY:
         raise ConfigError(f"split.by: must be {' or '.join(SPLIT_BY)}, got {cfg.split.by!r}")
     if not 0 < cfg.anatomy.cxas_threshold < 1:
@@ -667,12 +673,15 @@ def _check_config(cfg: Config) -> Config:
     if cfg.inputs.report_over_cap not in ("exclude", "truncate"):
         raise ConfigError(f"inputs.report_over_cap: must be exclude or truncate, got {cfg.inputs.report_over_cap!r}")
     if cfg.grounding.c1_bilateral not in C1_BILATERAL:
-        raise ConfigError(f"grounding.c1_bilateral: must be one of {list(C1_BILATERAL)}, "
-                          f"got {cfg.grounding.c1_bilateral!r}")
+        raise ConfigError(
+            f"grounding.c1_bilateral: must be one of {list(C1_BILATERAL)}, got {cfg.grounding.c1_bilateral!r}"
+        )
     if cfg.grounding.connectivity not in (4, 8):
         raise ConfigError(f"grounding.connectivity: must be 4 or 8, got {cfg.grounding.connectivity}")
-    for key, value in (("grounding.reference_size_px", cfg.grounding.reference_size_px),
-                       ("anatomy.clahe_tile_grid", cfg.anatomy.clahe_tile_grid)):
+    for key, value in (
+        ("grounding.reference_size_px", cfg.grounding.reference_size_px),
+        ("anatomy.clahe_tile_grid", cfg.anatomy.clahe_tile_grid),
+    ):
         if value < 1:
             raise ConfigError(f"{key}: must be >= 1, got {value}")
     if cfg.split.val_fraction + cfg.split.test_fraction >= 1:
@@ -691,8 +700,10 @@ def _check_runtime(cfg: Config) -> Config:
         raise ConfigError(f"anomaly.radedit_eta: must lie in (0, 1], got {cfg.anomaly.radedit_eta}")
     for step in dataclasses.fields(cfg.pipeline.ray):
         if getattr(cfg.pipeline.ray, step.name).batch_size < 1:
-            raise ConfigError(f"pipeline.ray.{step.name}.batch_size: must be >= 1, "
-                              f"got {getattr(cfg.pipeline.ray, step.name).batch_size}")
+            raise ConfigError(
+                f"pipeline.ray.{step.name}.batch_size: must be >= 1, "
+                f"got {getattr(cfg.pipeline.ray, step.name).batch_size}"
+            )
     return cfg
 
 

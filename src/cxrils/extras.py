@@ -32,8 +32,10 @@ class MissingExtraError(ImportError):
 
     def __init__(self, feature: str, extra: str, module: str) -> None:
         self.feature, self.extra, self.module = feature, extra, module
-        super().__init__(f"{feature} needs the '{extra}' extra ({module} is not installed); "
-                         f"install it with: {install_command(extra)}")
+        super().__init__(
+            f"{feature} needs the '{extra}' extra ({module} is not installed); "
+            f"install it with: {install_command(extra)}"
+        )
 
 
 def install_command(extra: str) -> str:

@@ -71,8 +71,10 @@ def as_bool_mask(mask: Any, what: str = "") -> np.ndarray:
     if not (np.issubdtype(arr.dtype, np.integer) or np.issubdtype(arr.dtype, np.floating)):
         raise MaskError(f"{what}mask must be bool or numeric, got dtype {arr.dtype}")
     if np.issubdtype(arr.dtype, np.floating) and not np.isin(arr, (0.0, 1.0)).all():
-        raise MaskError(f"{what}mask is a float array with values other than 0 and 1 "
-                        "(a probability map?): threshold it into a binary mask first")
+        raise MaskError(
+            f"{what}mask is a float array with values other than 0 and 1 "
+            "(a probability map?): threshold it into a binary mask first"
+        )
     out: np.ndarray = arr != 0
     return out
 
@@ -98,8 +100,10 @@ def encode_rle(mask: np.ndarray) -> RLE:
     arr = as_bool_mask(mask)
     rle = _coco.encode(np.asfortranarray(arr.astype(np.uint8)))
     counts = rle["counts"]
-    return {"size": [int(rle["size"][0]), int(rle["size"][1])],
-            "counts": counts.decode("ascii") if isinstance(counts, bytes) else str(counts)}
+    return {
+        "size": [int(rle["size"][0]), int(rle["size"][1])],
+        "counts": counts.decode("ascii") if isinstance(counts, bytes) else str(counts),
+    }
 
 
 class InvalidRLE(MaskError):
@@ -175,8 +179,9 @@ def rle_areas(counts: Sequence[str | bytes], heights: Sequence[int], widths: Seq
     first = np.concatenate(([0], last[:-1] + 1))
     n_chars = last - first + 1
     if n_chars.max() > _MAX_CHARS_PER_RUN:
-        raise InvalidRLE(int(nz[seg_char[last[np.argmax(n_chars > _MAX_CHARS_PER_RUN)]]]),
-                         "RLE counts hold a run longer than 2**32")
+        raise InvalidRLE(
+            int(nz[seg_char[last[np.argmax(n_chars > _MAX_CHARS_PER_RUN)]]]), "RLE counts hold a run longer than 2**32"
+        )
     k = np.arange(v.size) - np.repeat(first, n_chars)
     x = np.add.reduceat((v & 0x1F) << (5 * k), first)
     x -= np.where(v[last] & 0x10, np.left_shift(1, 5 * n_chars), 0)  # sign extension
@@ -210,8 +215,7 @@ def _uncompressed_runs(counts: list[Any], what: str) -> list[int]:
         if not ok and isinstance(c, (float, np.floating)) and math.isfinite(c) and float(c).is_integer():
             ok = True
         if not ok:
-            raise MaskError(f"{what}mask: uncompressed RLE counts must be non-negative integers; "
-                            f"run {k} is {c!r:.40}")
+            raise MaskError(f"{what}mask: uncompressed RLE counts must be non-negative integers; run {k} is {c!r:.40}")
         if c < 0:
             raise MaskError(f"{what}mask: uncompressed RLE counts must be non-negative; run {k} is {c}")
         runs.append(int(c))
@@ -377,8 +381,14 @@ def decode_start_length_rle(text: str, height: int, width: int) -> np.ndarray:
         On a bad size, non-integer values, an odd number of values, a start < 1, a
         negative length, or a run past the end of the image.
     """
-    if isinstance(height, bool) or isinstance(width, bool) or int(height) != height or int(width) != width \
-            or height < 0 or width < 0:
+    if (
+        isinstance(height, bool)
+        or isinstance(width, bool)
+        or int(height) != height
+        or int(width) != width
+        or height < 0
+        or width < 0
+    ):
         raise MaskError(f"start-length RLE needs a non-negative integer size, got {height}x{width}")
     out = np.zeros(int(height) * int(width), dtype=bool)
     stripped = text.strip()

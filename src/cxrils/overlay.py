@@ -56,8 +56,9 @@ def text_scale(shape: tuple[int, ...]) -> tuple[float, int]:
     return scale, max(1, int(round(scale * 1.6)))
 
 
-def _boxed_text(out: np.ndarray, text: str, org: tuple[int, int], scale: float, thick: int,
-                colour: Sequence[int] = TEXT_RGB) -> None:
+def _boxed_text(
+    out: np.ndarray, text: str, org: tuple[int, int], scale: float, thick: int, colour: Sequence[int] = TEXT_RGB
+) -> None:
     (tw, th), base = cv2.getTextSize(text, _FONT, scale, thick)
     x, y = org
     pad = max(2, thick * 2)
@@ -118,9 +119,10 @@ def draw_legend(rgb: np.ndarray, items: Sequence[tuple[str, Sequence[int], str]]
     x0 = pad
     y0 = out.shape[0] - pad - len(items) * line_h - pad
     y0 = max(0, y0)
-    region = out[y0:, x0:min(out.shape[1], x0 + width + 2 * pad)].astype(np.float32)
-    out[y0:, x0:min(out.shape[1], x0 + width + 2 * pad)] = (
-        (1 - BOX_ALPHA) * region + BOX_ALPHA * np.asarray(BOX_RGB, np.float32)).astype(np.uint8)
+    region = out[y0:, x0 : min(out.shape[1], x0 + width + 2 * pad)].astype(np.float32)
+    out[y0:, x0 : min(out.shape[1], x0 + width + 2 * pad)] = (
+        (1 - BOX_ALPHA) * region + BOX_ALPHA * np.asarray(BOX_RGB, np.float32)
+    ).astype(np.uint8)
     for i, (label, colour, kind) in enumerate(items):
         top = y0 + pad + i * line_h
         c = tuple(int(v) for v in colour)
@@ -133,9 +135,15 @@ def draw_legend(rgb: np.ndarray, items: Sequence[tuple[str, Sequence[int], str]]
     return out
 
 
-def mask_overlay(x: np.ndarray, mask: np.ndarray, *, label: str | None = "lesion mask",
-                 colour: Sequence[int] = LESION_RGB, alpha: float = LESION_ALPHA,
-                 markers: bool = True) -> np.ndarray:
+def mask_overlay(
+    x: np.ndarray,
+    mask: np.ndarray,
+    *,
+    label: str | None = "lesion mask",
+    colour: Sequence[int] = LESION_RGB,
+    alpha: float = LESION_ALPHA,
+    markers: bool = True,
+) -> np.ndarray:
     """The image with one mask tinted, a legend naming it and the R/L side markers.
 
     Parameters

@@ -128,8 +128,9 @@ def parse_location_phrase(text: str) -> tuple[str, ...]:
     """
     pieces = _JOINER.split(text.strip())
     words, joins = pieces[0::2], pieces[1::2]
-    if joins and (any(j != ", " for j in joins[:-1]) or joins[-1] == ", "
-                  or (joins[-1] == ", and " and len(words) < 3)):
+    if joins and (
+        any(j != ", " for j in joins[:-1]) or joins[-1] == ", " or (joins[-1] == ", and " and len(words) < 3)
+    ):
         raise TemplateError(f"not a location list: {text!r}; join items as 'A and B' or 'A, B and C'")
     parts = [_LOBE_BY_PHRASE.get(p, p) for p in words]
     if len(set(parts)) != len(parts):

@@ -87,11 +87,16 @@ class Finding:
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready dict with the keys of ``cxrils structure`` output."""
         return {
-            "entity": self.entity, "sentence_index": self.sentence_index,
-            "presence": self.presence, "certainty": self.certainty,
-            "locations": list(self.locations), "labels": list(self.labels),
-            "lesion_type": self.lesion_type, "predicted_lesion_type": self.predicted_lesion_type,
-            "sentence": self.sentence, "inference_certainty": self.inference_certainty,
+            "entity": self.entity,
+            "sentence_index": self.sentence_index,
+            "presence": self.presence,
+            "certainty": self.certainty,
+            "locations": list(self.locations),
+            "labels": list(self.labels),
+            "lesion_type": self.lesion_type,
+            "predicted_lesion_type": self.predicted_lesion_type,
+            "sentence": self.sentence,
+            "inference_certainty": self.inference_certainty,
             "predicted_lesion_text": self.predicted_lesion_text,
         }
 
@@ -99,10 +104,15 @@ class Finding:
     def from_dict(cls, d: Mapping[str, Any]) -> Finding:
         """Inverse of :meth:`to_dict`."""
         return cls(
-            entity=d["entity"], sentence_index=int(d["sentence_index"]), presence=d["presence"],
-            certainty=d["certainty"], locations=list(d.get("locations", [])),
-            labels=list(d.get("labels", [])), lesion_type=d.get("lesion_type"),
-            predicted_lesion_type=d.get("predicted_lesion_type"), sentence=d.get("sentence", ""),
+            entity=d["entity"],
+            sentence_index=int(d["sentence_index"]),
+            presence=d["presence"],
+            certainty=d["certainty"],
+            locations=list(d.get("locations", [])),
+            labels=list(d.get("labels", [])),
+            lesion_type=d.get("lesion_type"),
+            predicted_lesion_type=d.get("predicted_lesion_type"),
+            sentence=d.get("sentence", ""),
             inference_certainty=d.get("inference_certainty"),
             predicted_lesion_text=d.get("predicted_lesion_text"),
         )
@@ -126,19 +136,24 @@ class StructuredReport:
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready dict."""
         return {
-            "study_id": self.study_id, "section_used": self.section_used,
-            "section_text": self.section_text, "findings": [f.to_dict() for f in self.findings],
-            "excluded": self.excluded, "flags": list(self.flags),
+            "study_id": self.study_id,
+            "section_used": self.section_used,
+            "section_text": self.section_text,
+            "findings": [f.to_dict() for f in self.findings],
+            "excluded": self.excluded,
+            "flags": list(self.flags),
         }
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> StructuredReport:
         """Inverse of :meth:`to_dict`."""
         return cls(
-            study_id=str(d["study_id"]), section_used=d.get("section_used"),
+            study_id=str(d["study_id"]),
+            section_used=d.get("section_used"),
             section_text=d.get("section_text", ""),
             findings=[Finding.from_dict(f) for f in d.get("findings", [])],
-            excluded=d.get("excluded"), flags=list(d.get("flags", [])),
+            excluded=d.get("excluded"),
+            flags=list(d.get("flags", [])),
         )
 
 
@@ -218,8 +233,11 @@ class LesionBox:
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready dict."""
-        return {"box": [self.x0, self.y0, self.x1, self.y1], "confidence": self.confidence,
-                "class_name": self.class_name}
+        return {
+            "box": [self.x0, self.y0, self.x1, self.y1],
+            "confidence": self.confidence,
+            "class_name": self.class_name,
+        }
 
 
 @dataclass

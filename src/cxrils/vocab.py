@@ -40,19 +40,43 @@ ORGAN_LESION_TYPES: Final[tuple[str, ...]] = ("cardiomegaly",)
 #: not required: matchers must prefer the longest match themselves.
 LESION_SYNONYMS: Final[dict[str, tuple[str, ...]]] = {
     "cardiomegaly": (
-        "cardiomegaly", "enlarged heart", "heart is enlarged", "heart size is enlarged",
-        "enlarged cardiac silhouette", "cardiac silhouette is enlarged", "cardiac enlargement",
-        "enlargement of the cardiac silhouette", "heart size is increased", "increased heart size",
-        "enlarged cardiomediastinal silhouette", "cardiomediastinal silhouette is enlarged",
+        "cardiomegaly",
+        "enlarged heart",
+        "heart is enlarged",
+        "heart size is enlarged",
+        "enlarged cardiac silhouette",
+        "cardiac silhouette is enlarged",
+        "cardiac enlargement",
+        "enlargement of the cardiac silhouette",
+        "heart size is increased",
+        "increased heart size",
+        "enlarged cardiomediastinal silhouette",
+        "cardiomediastinal silhouette is enlarged",
     ),
-    "pneumonia": ("pneumonia", "pneumonic", "bronchopneumonia", "infectious process", "infection",
-                  "pneumonitis"),  # MeSH lists pneumonitis as an entry term of Pneumonia
+    "pneumonia": (
+        "pneumonia",
+        "pneumonic",
+        "bronchopneumonia",
+        "infectious process",
+        "infection",
+        "pneumonitis",
+    ),  # MeSH lists pneumonitis as an entry term of Pneumonia
     # Not "volume loss": a lost hemithorax volume (surgery, fibrosis) is not atelectasis.
     "atelectasis": ("atelectasis", "atelectatic", "atelectases", "collapse"),
     "opacity": (
-        "opacity", "opacities", "opacification", "opacifications", "infiltrate", "infiltrates",
-        "infiltration", "airspace disease", "air space disease", "density", "densities",
-        "haziness", "hazy",
+        "opacity",
+        "opacities",
+        "opacification",
+        "opacifications",
+        "infiltrate",
+        "infiltrates",
+        "infiltration",
+        "airspace disease",
+        "air space disease",
+        "density",
+        "densities",
+        "haziness",
+        "hazy",
     ),
     "consolidation": ("consolidation", "consolidations", "consolidative", "airspace consolidation"),
     # Not vascular congestion, fluid overload or heart failure: they are not edema on the
@@ -64,25 +88,48 @@ LESION_SYNONYMS: Final[dict[str, tuple[str, ...]]] = {
 #: The 17 broad anatomical categories of the location mapping, step 1
 #: (paper section 3.1 step 1, Appendix A.2 Figure 10).
 BROAD_CATEGORIES: Final[tuple[str, ...]] = (
-    "thoracic spine", "cervical spine", "lumbar spine", "clavicle", "scapula", "rib",
-    "sternum", "diaphragm", "mediastinum", "abdomen", "heart", "breast", "trachea",
-    "vessels", "lung", "pleura", "lateral view location",
+    "thoracic spine",
+    "cervical spine",
+    "lumbar spine",
+    "clavicle",
+    "scapula",
+    "rib",
+    "sternum",
+    "diaphragm",
+    "mediastinum",
+    "abdomen",
+    "heart",
+    "breast",
+    "trachea",
+    "vessels",
+    "lung",
+    "pleura",
+    "lateral view location",
 )
 
 #: Lung zones in CXAS spelling, patient sides, apex to base.
 RIGHT_ZONES: Final[tuple[str, ...]] = (
-    "right apical zone lung", "right upper zone lung", "right mid zone lung", "right lung base",
+    "right apical zone lung",
+    "right upper zone lung",
+    "right mid zone lung",
+    "right lung base",
 )
 LEFT_ZONES: Final[tuple[str, ...]] = (
-    "left apical zone lung", "left upper zone lung", "left mid zone lung", "left lung base",
+    "left apical zone lung",
+    "left upper zone lung",
+    "left mid zone lung",
+    "left lung base",
 )
 LUNG_ZONES: Final[tuple[str, ...]] = RIGHT_ZONES + LEFT_ZONES
 
 #: Lobes in CXAS spelling (frontal projections; see anatomy docs for how the builtin
 #: backend approximates them).
 LOBES: Final[tuple[str, ...]] = (
-    "lung upper lobe right", "lung middle lobe right", "lung lower lobe right",
-    "lung upper lobe left", "lung lower lobe left",
+    "lung upper lobe right",
+    "lung middle lobe right",
+    "lung lower lobe right",
+    "lung upper lobe left",
+    "lung lower lobe left",
 )
 
 WHOLE_LUNGS: Final[tuple[str, ...]] = ("right lung", "left lung")
@@ -101,9 +148,13 @@ ANATOMY_LABELS: Final[tuple[str, ...]] = LUNG_REGION_LABELS + ("heart",)
 LABEL_SIDE: Final[dict[str, str]] = {
     **{z: "right" for z in RIGHT_ZONES},
     **{z: "left" for z in LEFT_ZONES},
-    "lung upper lobe right": "right", "lung middle lobe right": "right",
-    "lung lower lobe right": "right", "lung upper lobe left": "left",
-    "lung lower lobe left": "left", "right lung": "right", "left lung": "left",
+    "lung upper lobe right": "right",
+    "lung middle lobe right": "right",
+    "lung lower lobe right": "right",
+    "lung upper lobe left": "left",
+    "lung lower lobe left": "left",
+    "right lung": "right",
+    "left lung": "left",
 }
 
 #: Locations an instruction may name (paper section 3.2, Appendix C Table 9): the two
@@ -116,8 +167,10 @@ INSTRUCTION_LOCATIONS: Final[tuple[str, ...]] = ("right lung",) + RIGHT_ZONES + 
 #: users ask about them ("Is there consolidation in the right lower lobe?", paper
 #: section 1), and the anatomy stage segments them (CXAS labels).
 LOBE_PHRASES: Final[dict[str, str]] = {
-    "lung upper lobe right": "right upper lobe", "lung middle lobe right": "right middle lobe",
-    "lung lower lobe right": "right lower lobe", "lung upper lobe left": "left upper lobe",
+    "lung upper lobe right": "right upper lobe",
+    "lung middle lobe right": "right middle lobe",
+    "lung lower lobe right": "right lower lobe",
+    "lung upper lobe left": "left upper lobe",
     "lung lower lobe left": "left lower lobe",
 }
 
@@ -132,13 +185,20 @@ QUERY_LOCATIONS: Final[tuple[str, ...]] = INSTRUCTION_LOCATIONS + LOBES
 LOCATION_SYNONYMS: Final[dict[str, tuple[str, ...]]] = {
     **{phrase: (label,) for label, phrase in LOBE_PHRASES.items()},
     **{label: (label,) for label in LOBES},
-    "rul": ("lung upper lobe right",), "rml": ("lung middle lobe right",), "rll": ("lung lower lobe right",),
-    "lul": ("lung upper lobe left",), "lll": ("lung lower lobe left",),
+    "rul": ("lung upper lobe right",),
+    "rml": ("lung middle lobe right",),
+    "rll": ("lung lower lobe right",),
+    "lul": ("lung upper lobe left",),
+    "lll": ("lung lower lobe left",),
     **{z.replace(" zone lung", " zone"): (z,) for z in LUNG_ZONES if z.endswith(" zone lung")},
-    "right base": ("right lung base",), "left base": ("left lung base",),
-    "right lower zone": ("right lung base",), "left lower zone": ("left lung base",),
-    "right apex": ("right apical zone lung",), "left apex": ("left apical zone lung",),
-    "both lungs": ("right lung", "left lung"), "both bases": ("right lung base", "left lung base"),
+    "right base": ("right lung base",),
+    "left base": ("left lung base",),
+    "right lower zone": ("right lung base",),
+    "left lower zone": ("left lung base",),
+    "right apex": ("right apical zone lung",),
+    "left apex": ("left apical zone lung",),
+    "both lungs": ("right lung", "left lung"),
+    "both bases": ("right lung base", "left lung base"),
     "bilateral lung bases": ("right lung base", "left lung base"),
     "both lung bases": ("right lung base", "left lung base"),
 }
@@ -146,12 +206,43 @@ LOCATION_SYNONYMS: Final[dict[str, tuple[str, ...]]] = {
 #: Words that say an instruction names a place (lower case). An instruction whose
 #: location words are not all read as query locations is refused rather than read
 #: without its location (which would answer another question).
-LOCATION_CUES: Final[frozenset[str]] = frozenset({
-    "right", "left", "upper", "middle", "mid", "lower", "base", "bases", "basal", "basilar", "bibasilar",
-    "apex", "apices", "apical", "zone", "zones", "lobe", "lobes", "lobar", "lingula", "lingular", "hilum",
-    "hilar", "perihilar", "bilateral", "bilaterally", "both", "retrocardiac", "costophrenic", "lateral",
-    "medial", "peripheral", "central",
-})
+LOCATION_CUES: Final[frozenset[str]] = frozenset(
+    {
+        "right",
+        "left",
+        "upper",
+        "middle",
+        "mid",
+        "lower",
+        "base",
+        "bases",
+        "basal",
+        "basilar",
+        "bibasilar",
+        "apex",
+        "apices",
+        "apical",
+        "zone",
+        "zones",
+        "lobe",
+        "lobes",
+        "lobar",
+        "lingula",
+        "lingular",
+        "hilum",
+        "hilar",
+        "perihilar",
+        "bilateral",
+        "bilaterally",
+        "both",
+        "retrocardiac",
+        "costophrenic",
+        "lateral",
+        "medial",
+        "peripheral",
+        "central",
+    }
+)
 
 #: Anatomy labels whose union is RadEdit's edit region (paper section 3.1 step 2).
 EDIT_REGION_LABELS: Final[tuple[str, ...]] = ("right lung", "left lung", "heart")
@@ -186,17 +277,26 @@ def instruction_location(label: str) -> str:
 
 #: The 14 VinDr-CXR lesion classes in the competition's class-id order (0..13).
 VINDR_CLASSES: Final[tuple[str, ...]] = (
-    "Aortic enlargement", "Atelectasis", "Calcification", "Cardiomegaly", "Consolidation",
-    "ILD", "Infiltration", "Lung Opacity", "Nodule/Mass", "Other lesion", "Pleural effusion",
-    "Pleural thickening", "Pneumothorax", "Pulmonary fibrosis",
+    "Aortic enlargement",
+    "Atelectasis",
+    "Calcification",
+    "Cardiomegaly",
+    "Consolidation",
+    "ILD",
+    "Infiltration",
+    "Lung Opacity",
+    "Nodule/Mass",
+    "Other lesion",
+    "Pleural effusion",
+    "Pleural thickening",
+    "Pneumothorax",
+    "Pulmonary fibrosis",
 )
 
 #: Classes dropped before Algorithm 1 (Appendix A.3: not hyperintense lesions).
 #: Cardiomegaly boxes are dropped too: the paper's list of kept classes omits it and
 #: cardiomegaly's mask is the heart mask (section 3.2), never a box-seeded mask.
-VINDR_DROPPED: Final[frozenset[str]] = frozenset(
-    {"Aortic enlargement", "Other lesion", "Pneumothorax", "Cardiomegaly"}
-)
+VINDR_DROPPED: Final[frozenset[str]] = frozenset({"Aortic enlargement", "Other lesion", "Pneumothorax", "Cardiomegaly"})
 VINDR_KEPT: Final[tuple[str, ...]] = tuple(c for c in VINDR_CLASSES if c not in VINDR_DROPPED)
 
 #: Instruction types (paper Table 2) and polarities.
@@ -213,8 +313,14 @@ FRONTAL_VIEWS: Final[frozenset[str]] = frozenset({"PA", "AP", "AP SUPINE", "FRON
 #: the other spellings accepted for them.
 SPLITS: Final[tuple[str, ...]] = ("train", "validate", "test")
 SPLIT_ALIASES: Final[dict[str, str]] = {
-    "train": "train", "training": "train", "validate": "validate", "validation": "validate",
-    "val": "validate", "valid": "validate", "test": "test", "testing": "test",
+    "train": "train",
+    "training": "train",
+    "validate": "validate",
+    "validation": "validate",
+    "val": "validate",
+    "valid": "validate",
+    "test": "test",
+    "testing": "test",
 }
 
 

@@ -91,41 +91,98 @@ def make_release(root: Path, big: tuple[int, int] = (90, 72)) -> Release:
         base = f"{patient}/{study}/{dicom}"
         if i in (0, 2, 3):
             p1 = add_mask(f"{base}_effusion.png", m_right, mode="RGB" if i == 2 else "L")
-            pos.append({"instruction": T.render_instruction("basic", "effusion", ["right lung base"]),
-                        "answer": T.render_answer("basic", "positive"), "target": "effusion", "seg_mask_path": p1})
-            pos.append({"instruction": T.render_instruction("global", "effusion"),
-                        "answer": T.render_answer("global", "positive", locations=["right lung base"]),
-                        "target": "effusion", "seg_mask_path": p1})
-            neg.append({"instruction": T.render_instruction("basic", "effusion", ["left upper zone lung"]),
-                        "answer": T.render_answer("basic", "negative", "effusion", ["left upper zone lung"]),
-                        "target": "effusion"})
-            neg.append({"instruction": T.render_instruction("global", "edema"),
-                        "answer": T.render_answer("global", "negative", "edema"), "target": "edema"})
+            pos.append(
+                {
+                    "instruction": T.render_instruction("basic", "effusion", ["right lung base"]),
+                    "answer": T.render_answer("basic", "positive"),
+                    "target": "effusion",
+                    "seg_mask_path": p1,
+                }
+            )
+            pos.append(
+                {
+                    "instruction": T.render_instruction("global", "effusion"),
+                    "answer": T.render_answer("global", "positive", locations=["right lung base"]),
+                    "target": "effusion",
+                    "seg_mask_path": p1,
+                }
+            )
+            neg.append(
+                {
+                    "instruction": T.render_instruction("basic", "effusion", ["left upper zone lung"]),
+                    "answer": T.render_answer("basic", "negative", "effusion", ["left upper zone lung"]),
+                    "target": "effusion",
+                }
+            )
+            neg.append(
+                {
+                    "instruction": T.render_instruction("global", "edema"),
+                    "answer": T.render_answer("global", "negative", "edema"),
+                    "target": "edema",
+                }
+            )
         if i == 0:
             p2 = add_mask(f"{base}_atelectasis.png", m_left, size=(64, 64))
-            pos.append({"instruction": T.render_instruction("lesion_inference", None, ["left mid zone lung"]),
-                        "answer": T.render_answer("lesion_inference", "positive", lesion="atelectasis",
-                                                  certainty="tentative"),
-                        "target": "atelectasis", "seg_mask_path": p2})
-            pos.append({"instruction": T.render_instruction("basic", "opacity", ["left mid zone lung"]),
-                        "answer": T.render_answer("basic", "positive"), "target": "atelectasis",
-                        "seg_mask_path": p2})
-            pos.append({"instruction": T.render_instruction("basic", "pneumonia", ["right lung"]),
-                        "answer": T.render_answer("basic", "positive"), "target": "pneumonia",
-                        "seg_mask_path": f"{base}_pneumonia.png"})  # mask file missing on purpose
-            neg.append({"instruction": T.render_instruction("lesion_inference", None, ["right upper zone lung"]),
-                        "answer": T.render_answer("lesion_inference", "negative", locations=["right upper zone lung"]),
-                        "target": "pneumonia"})
+            pos.append(
+                {
+                    "instruction": T.render_instruction("lesion_inference", None, ["left mid zone lung"]),
+                    "answer": T.render_answer(
+                        "lesion_inference", "positive", lesion="atelectasis", certainty="tentative"
+                    ),
+                    "target": "atelectasis",
+                    "seg_mask_path": p2,
+                }
+            )
+            pos.append(
+                {
+                    "instruction": T.render_instruction("basic", "opacity", ["left mid zone lung"]),
+                    "answer": T.render_answer("basic", "positive"),
+                    "target": "atelectasis",
+                    "seg_mask_path": p2,
+                }
+            )
+            pos.append(
+                {
+                    "instruction": T.render_instruction("basic", "pneumonia", ["right lung"]),
+                    "answer": T.render_answer("basic", "positive"),
+                    "target": "pneumonia",
+                    "seg_mask_path": f"{base}_pneumonia.png",
+                }
+            )  # mask file missing on purpose
+            neg.append(
+                {
+                    "instruction": T.render_instruction("lesion_inference", None, ["right upper zone lung"]),
+                    "answer": T.render_answer("lesion_inference", "negative", locations=["right upper zone lung"]),
+                    "target": "pneumonia",
+                }
+            )
         if i == 1:
-            neg.append({"instruction": T.render_instruction("global", "cardiomegaly"),
-                        "answer": T.render_answer("global", "negative", "cardiomegaly"), "target": "cardiomegaly"})
-            neg.append({"instruction": "Is there any consolidation?",  # not a template text
-                        "answer": T.render_answer("global", "negative", "consolidation"), "target": "consolidation"})
+            neg.append(
+                {
+                    "instruction": T.render_instruction("global", "cardiomegaly"),
+                    "answer": T.render_answer("global", "negative", "cardiomegaly"),
+                    "target": "cardiomegaly",
+                }
+            )
+            neg.append(
+                {
+                    "instruction": "Is there any consolidation?",  # not a template text
+                    "answer": T.render_answer("global", "negative", "consolidation"),
+                    "target": "consolidation",
+                }
+            )
         if i == 4:
-            neg.append({"instruction": T.render_instruction("global", "edema"),
-                        "answer": T.render_answer("global", "negative", "edema"), "target": "edema"})
-        data[split][dicom] = {"image_path": rel, "instruction_answer_pairs": {"positive_pairs": pos,
-                                                                              "negative_pairs": neg}}
+            neg.append(
+                {
+                    "instruction": T.render_instruction("global", "edema"),
+                    "answer": T.render_answer("global", "negative", "edema"),
+                    "target": "edema",
+                }
+            )
+        data[split][dicom] = {
+            "image_path": rel,
+            "instruction_answer_pairs": {"positive_pairs": pos, "negative_pairs": neg},
+        }
     js = ils / "mimic_ils_instruction_answer.json"
     js.write_text(json.dumps(data, indent=1))
     return Release(root, js, files, masks, masks_by_path, sizes)
@@ -144,11 +201,25 @@ def reason_seg_samples(json_dir: Path, base_image_dir: Path, base_mask_dir: Path
         neg_qa = item["instruction_answer_pairs"]["negative_pairs"]
         image_path = os.path.join(str(base_image_dir), item["image_path"])
         for qa in pos_qa:
-            out.append({"question": qa["instruction"], "answer": qa["answer"], "disease": qa["target"],
-                        "image_path": image_path, "mask_path": os.path.join(str(base_mask_dir), qa["seg_mask_path"])})
+            out.append(
+                {
+                    "question": qa["instruction"],
+                    "answer": qa["answer"],
+                    "disease": qa["target"],
+                    "image_path": image_path,
+                    "mask_path": os.path.join(str(base_mask_dir), qa["seg_mask_path"]),
+                }
+            )
         for qa in neg_qa:
-            out.append({"question": qa["instruction"], "answer": qa["answer"], "disease": qa["target"],
-                        "image_path": image_path, "mask_path": None})
+            out.append(
+                {
+                    "question": qa["instruction"],
+                    "answer": qa["answer"],
+                    "disease": qa["target"],
+                    "image_path": image_path,
+                    "mask_path": None,
+                }
+            )
     return out
 
 

@@ -69,8 +69,11 @@ def test_records_are_the_pairs_the_authors_dataset_class_reads(release, imported
                 assert missing_mask["sample_key"] == image_file.stem
                 continue
             n_expected += 1
-            rows = recs[(recs["image_id"] == image_file.stem) & (recs["instruction"] == s["question"])
-                        & (recs["answer"] == s["answer"])]
+            rows = recs[
+                (recs["image_id"] == image_file.stem)
+                & (recs["instruction"] == s["question"])
+                & (recs["answer"] == s["answer"])
+            ]
             assert len(rows) == 1, s
             rec = rows.iloc[0]
             assert rec["split"] == split and rec["lesion_type"] == s["disease"]
@@ -94,6 +97,7 @@ def own_aspect_in_frame(mask, shape, side):
     ``ResizeLongestSide(side)`` (the mask with PIL nearest, ``transforms.py`` ``apply_mask``)
     and zero-padded at the bottom right; the image's part of the frame is ``shape`` when
     ``side = max(shape)``."""
+
     def preprocess_shape(h, w):
         scale = side * 1.0 / max(h, w)
         return int(h * scale + 0.5), int(w * scale + 0.5)
@@ -116,11 +120,14 @@ def test_a_mask_of_another_size_keeps_its_own_aspect(release, imported):
     assert png.shape == (64, 64) and (rec["height"], rec["width"]) == (90, 72)
     ours = _mask(rec)
     authors_1024 = own_aspect_in_frame(png, (90, 72), 1024)  # 1024 x 819: the frame the authors train on
-    ours_1024 = np.asarray(Image.fromarray(ours.astype(np.uint8) * 255).resize(authors_1024.shape[::-1],
-                                                                                Image.NEAREST)) > 0
+    ours_1024 = (
+        np.asarray(Image.fromarray(ours.astype(np.uint8) * 255).resize(authors_1024.shape[::-1], Image.NEAREST)) > 0
+    )
     stretched = np.asarray(Image.fromarray(png.astype(np.uint8) * 255).resize((72, 90), Image.NEAREST)) > 0
-    stretched_1024 = np.asarray(Image.fromarray(stretched.astype(np.uint8) * 255).resize(
-        authors_1024.shape[::-1], Image.NEAREST)) > 0
+    stretched_1024 = (
+        np.asarray(Image.fromarray(stretched.astype(np.uint8) * 255).resize(authors_1024.shape[::-1], Image.NEAREST))
+        > 0
+    )
 
     def iou(a, b):
         return (a & b).sum() / (a | b).sum()
@@ -137,20 +144,27 @@ def test_location_lists_in_any_order_are_template_texts(release, tmp_path):
     data = json.loads(release.json.read_text())
     key = next(k for k in data["train"] if k.startswith("096052b7"))
     data["train"][key]["instruction_answer_pairs"]["negative_pairs"] += [
-        {"instruction": "Segment the consolidation in the left lung and right lung.",
-         "answer": "[SEG] There is no consolidation in the left lung and right lung.", "target": "consolidation"},
-        {"instruction": "Segment the opacity in the left upper zone lung, right lung base and left mid zone lung "
-                        "and predict its type.",
-         "answer": "[SEG] There is no opacity in the left upper zone lung, right lung base and left mid zone lung.",
-         "target": "pneumonia"}]
+        {
+            "instruction": "Segment the consolidation in the left lung and right lung.",
+            "answer": "[SEG] There is no consolidation in the left lung and right lung.",
+            "target": "consolidation",
+        },
+        {
+            "instruction": "Segment the opacity in the left upper zone lung, right lung base and left mid zone lung "
+            "and predict its type.",
+            "answer": "[SEG] There is no opacity in the left upper zone lung, right lung base and left mid zone lung.",
+            "target": "pneumonia",
+        },
+    ]
     release.json.write_text(json.dumps(data))
     ds = tmp_path / "ds"
     import_mimic_ils(release.json, release.images, release.masks, ds, cfg=MimicIlsConfig(max_side=0), progress=False)
     recs = read_records(ds)
     basic = recs[recs["instruction"].str.startswith("Segment the consolidation in")].iloc[0]
     assert basic["instruction_type"] == "basic" and list(basic["locations"]) == ["right lung", "left lung"]
-    li = recs[recs["instruction"].str.contains("predict its type")
-              & recs["image_id"].str.startswith("096052b7")].iloc[0]
+    li = recs[recs["instruction"].str.contains("predict its type") & recs["image_id"].str.startswith("096052b7")].iloc[
+        0
+    ]
     assert li["instruction_type"] == "lesion_inference"
     assert list(li["locations"]) == ["right lung base", "left upper zone lung", "left mid zone lung"]
     assert [p["kind"] for p in _problems(ds) if p["sample_key"] == key] == ["not_template"]  # only the free text
@@ -160,15 +174,28 @@ def test_fields_parsed_from_the_template_texts(imported):
     recs = read_records(imported)
     by_ins = {(r.image_id[:8], r.instruction): r for r in recs.itertuples()}
     li = by_ins[("02aa804e", "Segment the opacity in the left mid zone lung and predict its type.")]
-    assert (li.instruction_type, li.polarity, li.lesion_type, li.target, li.certainty) == \
-        ("lesion_inference", "positive", "atelectasis", "opacity", "tentative")
+    assert (li.instruction_type, li.polarity, li.lesion_type, li.target, li.certainty) == (
+        "lesion_inference",
+        "positive",
+        "atelectasis",
+        "opacity",
+        "tentative",
+    )
     assert list(li.locations) == ["left mid zone lung"]
     tent = by_ins[("02aa804e", "Segment the opacity in the left mid zone lung.")]
-    assert (tent.instruction_type, tent.lesion_type, tent.target, tent.certainty) == \
-        ("basic", "atelectasis", "opacity", "tentative")
+    assert (tent.instruction_type, tent.lesion_type, tent.target, tent.certainty) == (
+        "basic",
+        "atelectasis",
+        "opacity",
+        "tentative",
+    )
     glob = by_ins[("02aa804e", "Segment the effusion.")]
-    assert (glob.instruction_type, glob.polarity, list(glob.locations), glob.certainty) == \
-        ("global", "positive", ["right lung base"], "")  # the global texts do not say the certainty
+    assert (glob.instruction_type, glob.polarity, list(glob.locations), glob.certainty) == (
+        "global",
+        "positive",
+        ["right lung base"],
+        "",
+    )  # the global texts do not say the certainty
     basic = by_ins[("02aa804e", "Segment the effusion in the right lung base.")]
     assert basic.certainty == "definitive"
     neg = by_ins[("02aa804e", "Segment the effusion in the left upper zone lung.")]
@@ -193,8 +220,9 @@ def test_stored_size_follows_sams_resize_longest_side(release, tmp_path):
 
 def test_resume_skips_done_samples_and_keeps_the_report(release, imported, tmp_path):
     first = json.loads((imported / REPORT_NAME).read_text())
-    again = import_mimic_ils(release.json, release.images, release.masks, imported,
-                             cfg=MimicIlsConfig(max_side=0), progress=False)
+    again = import_mimic_ils(
+        release.json, release.images, release.masks, imported, cfg=MimicIlsConfig(max_side=0), progress=False
+    )
     assert again["samples_imported_this_run"] == 0 and again["samples_already_done"] == 4
     assert again["problems_by_kind"] == first["problems_by_kind"]
     assert again["records_in_dataset"] == first["records_in_dataset"]
@@ -203,20 +231,28 @@ def test_resume_skips_done_samples_and_keeps_the_report(release, imported, tmp_p
     dest = release.images / "p10/p10003019/s59003314/deadbeef-00000000-00000000-00000000-00000000.jpg"
     dest.parent.mkdir(parents=True)
     dest.write_bytes(src.read_bytes())
-    third = import_mimic_ils(release.json, release.images, release.masks, imported,
-                             cfg=MimicIlsConfig(max_side=0), progress=False)
+    third = import_mimic_ils(
+        release.json, release.images, release.masks, imported, cfg=MimicIlsConfig(max_side=0), progress=False
+    )
     assert third["samples_imported_this_run"] == 1 and third["records_in_dataset"] == 18
     assert "missing_image" not in third["problems_by_kind"]
     with pytest.raises(DatasetError, match=r"started with another provenance .*max_side: 0, now 64"):
-        import_mimic_ils(release.json, release.images, release.masks, imported,
-                         cfg=MimicIlsConfig(max_side=64), progress=False)
+        import_mimic_ils(
+            release.json, release.images, release.masks, imported, cfg=MimicIlsConfig(max_side=64), progress=False
+        )
 
 
 def test_the_json_is_streamed_not_loaded():
     """Samples come out before the end of the file is read: a stream cut after the first
     sample still yields it, then fails naming the file."""
-    text = json.dumps({"train": {"a": {"image_path": "x.jpg", "instruction_answer_pairs": {}},
-                                 "b": {"image_path": "y.jpg", "instruction_answer_pairs": {}}}})
+    text = json.dumps(
+        {
+            "train": {
+                "a": {"image_path": "x.jpg", "instruction_answer_pairs": {}},
+                "b": {"image_path": "y.jpg", "instruction_answer_pairs": {}},
+            }
+        }
+    )
     cut = text[: text.index('"b"') + 10].encode()
     got = []
     with pytest.raises(DatasetError, match="release.json: malformed JSON"):
@@ -227,8 +263,9 @@ def test_the_json_is_streamed_not_loaded():
 
 def test_workers_give_the_same_dataset(release, imported, tmp_path):
     ds = tmp_path / "par"
-    import_mimic_ils(release.json, release.images, release.masks, ds, cfg=MimicIlsConfig(max_side=0),
-                     workers=2, progress=False)
+    import_mimic_ils(
+        release.json, release.images, release.masks, ds, cfg=MimicIlsConfig(max_side=0), workers=2, progress=False
+    )
     a = read_records(imported).drop(columns=["provenance"])
     b = read_records(ds).drop(columns=["provenance"])
     assert a.astype(str).equals(b.astype(str))
@@ -238,14 +275,52 @@ def test_workers_give_the_same_dataset(release, imported, tmp_path):
 
 def test_cli_names_what_to_fetch(release, tmp_path):
     runner = CliRunner()
-    r = runner.invoke(app, ["import-mimic-ils", "--json", str(tmp_path / "nope.json"), "--images", str(release.images),
-                            "--masks", str(release.masks), "-o", str(tmp_path / "o")])
+    r = runner.invoke(
+        app,
+        [
+            "import-mimic-ils",
+            "--json",
+            str(tmp_path / "nope.json"),
+            "--images",
+            str(release.images),
+            "--masks",
+            str(release.masks),
+            "-o",
+            str(tmp_path / "o"),
+        ],
+    )
     assert r.exit_code == 2 and "PhysioNet" in r.output and "mimic_ils_instruction_answer.json" in r.output
-    r = runner.invoke(app, ["import-mimic-ils", "--json", str(release.json), "--images", str(tmp_path / "none"),
-                            "--masks", str(release.masks), "-o", str(tmp_path / "o")])
+    r = runner.invoke(
+        app,
+        [
+            "import-mimic-ils",
+            "--json",
+            str(release.json),
+            "--images",
+            str(tmp_path / "none"),
+            "--masks",
+            str(release.masks),
+            "-o",
+            str(tmp_path / "o"),
+        ],
+    )
     assert r.exit_code == 2 and "MIMIC-CXR-JPG 2.1.0" in r.output
-    r = runner.invoke(app, ["import-mimic-ils", "--json", str(release.json), "--images", str(release.images),
-                            "--masks", str(release.masks), "-o", str(tmp_path / "o2"), "--max-side", "0"])
+    r = runner.invoke(
+        app,
+        [
+            "import-mimic-ils",
+            "--json",
+            str(release.json),
+            "--images",
+            str(release.images),
+            "--masks",
+            str(release.masks),
+            "-o",
+            str(tmp_path / "o2"),
+            "--max-side",
+            "0",
+        ],
+    )
     assert r.exit_code == 0, r.output
     assert "17 records of 4 images" in r.output and "missing_mask" in r.output
     assert "download MIMIC-CXR-JPG 2.1.0" in r.output
@@ -253,11 +328,27 @@ def test_cli_names_what_to_fetch(release, tmp_path):
 
 def _carried(df):
     """The columns the release format carries, one row per pair, in a stable order."""
-    cols = ["split", "image_id", "patient_id", "study_id", "instruction", "answer", "lesion_type", "target",
-            "instruction_type", "polarity", "certainty", "height", "width", "mask_area"]
+    cols = [
+        "split",
+        "image_id",
+        "patient_id",
+        "study_id",
+        "instruction",
+        "answer",
+        "lesion_type",
+        "target",
+        "instruction_type",
+        "polarity",
+        "certainty",
+        "height",
+        "width",
+        "mask_area",
+    ]
     out = df[cols].copy()
     out["locations"] = [tuple(v) for v in df["locations"]]
-    out["mask"] = [decode_rle({"size": [int(v) for v in m["size"]], "counts": m["counts"]}).tobytes() for m in df["mask"]]
+    out["mask"] = [
+        decode_rle({"size": [int(v) for v in m["size"]], "counts": m["counts"]}).tobytes() for m in df["mask"]
+    ]
     return out.sort_values(["image_id", "instruction", "answer"]).reset_index(drop=True)
 
 
@@ -272,8 +363,12 @@ def test_export_reads_like_the_release_and_round_trips(imported, tmp_path):
         for s in reason_seg_samples(js, out / "files", out / "lesion_mask", rsplit):
             n += 1
             assert Path(s["image_path"]).is_file()
-            rows = recs[(recs["split"] == split) & (recs["instruction"] == s["question"]) &
-                        (recs["answer"] == s["answer"]) & (recs["image_id"] == Path(s["image_path"]).stem)]
+            rows = recs[
+                (recs["split"] == split)
+                & (recs["instruction"] == s["question"])
+                & (recs["answer"] == s["answer"])
+                & (recs["image_id"] == Path(s["image_path"]).stem)
+            ]
             assert len(rows) == 1
             x = np.asarray(Image.open(s["image_path"]))
             assert np.array_equal(authors_mask(s["mask_path"], x.shape), _mask(rows.iloc[0]))
@@ -300,8 +395,9 @@ def test_generated_dataset_round_trips_with_certainty_and_ids(tmp_path):
     assert r.exit_code == 0, r.output
     assert "--base_mask_dir" in r.output
     back = tmp_path / "back"
-    import_mimic_ils(out / "mimic_ils_instruction_answer.json", out / "files", out / "lesion_mask", back,
-                     progress=False)
+    import_mimic_ils(
+        out / "mimic_ils_instruction_answer.json", out / "files", out / "lesion_mask", back, progress=False
+    )
     assert _carried(read_records(back)).equals(_carried(read_records(ds)))
     bad = CliRunner().invoke(app, ["export", str(ds), "--format", "coco", "-o", str(out)])
     assert bad.exit_code == 2 and "unknown format" in bad.output
@@ -322,8 +418,9 @@ def test_commands_work_on_an_imported_dataset(imported, tmp_path, monkeypatch):
     oracle = tmp_path / "oracle.jsonl"
     r = runner.invoke(app, ["baseline", "oracle", "-d", str(imported), "-o", str(oracle), "--split", "all"])
     assert r.exit_code == 0, r.output
-    r = runner.invoke(app, ["evaluate", "-d", str(imported), "-p", str(oracle), "-o", str(tmp_path / "ev"),
-                            "--split", "all"])
+    r = runner.invoke(
+        app, ["evaluate", "-d", str(imported), "-p", str(oracle), "-o", str(tmp_path / "ev"), "--split", "all"]
+    )
     assert r.exit_code == 0, r.output  # the oracle answers every record, the unparsed instruction too
     assert "gIoU 100.0" in r.output and "N-Acc 100.0" in r.output and "giou_neg 100.0" in r.output
     empty = tmp_path / "empty.jsonl"
@@ -336,13 +433,24 @@ def test_commands_work_on_an_imported_dataset(imported, tmp_path, monkeypatch):
     monkeypatch.setattr(segmod, "default_anatomy", lambda: block_anatomy)
     monkeypatch.setattr(segmod, "default_anomaly", lambda: bright_anomaly)
     run = tmp_path / "run"
-    sets = ["--set", "ensemble=1", "--set", "image_size=32", "--set", "features=4,8,8,16,16,8",
-            "--set", "batch_size=4", "--set", "steps=2"]
+    sets = [
+        "--set",
+        "ensemble=1",
+        "--set",
+        "image_size=32",
+        "--set",
+        "features=4,8,8,16,16,8",
+        "--set",
+        "batch_size=4",
+        "--set",
+        "steps=2",
+    ]
     r = runner.invoke(app, ["train", "--model", "light", "--dataset", str(imported), "-o", str(run), *sets])
     assert r.exit_code == 0, r.output
     preds = tmp_path / "pred.jsonl"
-    r = runner.invoke(app, ["predict", "--model", str(run), "--dataset", str(imported), "--split", "test",
-                            "-o", str(preds)])
+    r = runner.invoke(
+        app, ["predict", "--model", str(run), "--dataset", str(imported), "--split", "test", "-o", str(preds)]
+    )
     assert r.exit_code == 0, r.output
     r = runner.invoke(app, ["evaluate", "-d", str(imported), "-p", str(preds), "-o", str(tmp_path / "ev4")])
     assert r.exit_code == 0, r.output

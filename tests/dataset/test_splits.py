@@ -30,7 +30,9 @@ def test_hash_split_is_by_patient_deterministic_and_follows_fractions():
 def test_official_split_mapping(tmp_path):
     path = tmp_path / "mimic-cxr-2.0.0-split.csv.gz"
     with gzip.open(path, "wt") as fh:
-        fh.write("dicom_id,study_id,subject_id,split\nd1,s1,p1,train\nd2,s2,p1,train\nd3,s3,p2,validate\nd4,s4,p3,test\n")
+        fh.write(
+            "dicom_id,study_id,subject_id,split\nd1,s1,p1,train\nd2,s2,p1,train\nd3,s3,p2,validate\nd4,s4,p3,test\n"
+        )
     official = load_official_split(path)
     assert official == {"d1": "train", "d2": "train", "d3": "validate", "d4": "test"}
     assert assign_split("p2", Config(), official=official, key="d3") == "validate"

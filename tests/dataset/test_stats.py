@@ -31,8 +31,9 @@ def test_count_table_layout_and_numbers(tmp_path, studies):
     for lesion in vocab.LESION_TYPES:
         for itype in vocab.INSTRUCTION_TYPES:
             for pol in vocab.POLARITIES:
-                n = ((train["lesion_type"] == lesion) & (train["instruction_type"] == itype)
-                     & (train["polarity"] == pol)).sum()
+                n = (
+                    (train["lesion_type"] == lesion) & (train["instruction_type"] == itype) & (train["polarity"] == pol)
+                ).sum()
                 assert t.loc[lesion, (itype, pol)] == n
     assert t.loc[TOTAL, (TOTAL, TOTAL)] == len(train)
     assert t.loc["cardiomegaly", ("basic", "positive")] == 0
@@ -56,17 +57,20 @@ def test_stats_tables_have_full_headers_and_image_counts(tmp_path, studies):
     res = CliRunner().invoke(app, ["stats", str(ds), "--no-plot"])
     assert res.exit_code == 0, res.output
     assert "\u2026" not in res.output  # rich's ellipsis: no header or cell is cut
-    for header in ("lesion", "inference", "basic", "global", "+ / -", "all +", "all -", "pairs",
-                   "positive / negative"):
+    for header in ("lesion", "inference", "basic", "global", "+ / -", "all +", "all -", "pairs", "positive / negative"):
         assert header in res.output
     assert "{" not in res.output  # no Python dict printed
     rows = {}
     for line in res.output.splitlines():
         for label in ("processed", "with records", "done, no records", "excluded"):
             if line.strip().startswith(label + " "):
-                rows[label] = line.strip()[len(label):].split()[0]
-    assert rows == {"processed": str(len(studies) + 3), "with records": str(len(studies)),
-                    "done, no records": "1", "excluded": "2"}
+                rows[label] = line.strip()[len(label) :].split()[0]
+    assert rows == {
+        "processed": str(len(studies) + 3),
+        "with records": str(len(studies)),
+        "done, no records": "1",
+        "excluded": "2",
+    }
     assert "norec" in res.output and "qc_grounding" in res.output
 
 
@@ -87,8 +91,13 @@ def test_image_counts_explain_images_without_records(tmp_path, studies):
 
     ds = make(tmp_path, studies, empty_image=True)
     counts = image_counts(ds, read_manifest(ds))
-    assert counts == {"processed": len(studies) + 3, "with_records": len(studies), "without_records": ["norec"],
-                      "excluded": 2, "excluded_by_reason": {"not_frontal": 1, "qc_grounding": 1}}
+    assert counts == {
+        "processed": len(studies) + 3,
+        "with_records": len(studies),
+        "without_records": ["norec"],
+        "excluded": 2,
+        "excluded_by_reason": {"not_frontal": 1, "qc_grounding": 1},
+    }
 
 
 def test_chart_legend_does_not_cover_the_bars(tmp_path, studies):

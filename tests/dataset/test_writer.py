@@ -70,8 +70,11 @@ def test_manifest_counts_checksums_and_exclusions(tmp_path, studies):
     assert m["n_records"] == len(df) and m["n_images"] == len(studies)
     assert m["counts"]["by_split"] == df["split"].value_counts().to_dict()
     assert m["counts"]["by_polarity"] == df["polarity"].value_counts().to_dict()
-    n_lesion_basic_neg = sum(v.get("basic", {}).get("negative", 0)
-                             for s in m["counts"]["by_split_type_instruction_polarity"].values() for v in s.values())
+    n_lesion_basic_neg = sum(
+        v.get("basic", {}).get("negative", 0)
+        for s in m["counts"]["by_split_type_instruction_polarity"].values()
+        for v in s.values()
+    )
     assert n_lesion_basic_neg == int(((df["instruction_type"] == "basic") & (df["polarity"] == "negative")).sum())
     assert m["exclusions"] == {"n": 3, "by_reason": {"lung_crosscheck": 2, "not_frontal": 1}}
     assert m["provenance"] == PROV
@@ -171,8 +174,9 @@ def test_interrupted_refinalize_keeps_the_last_complete_dataset(tmp_path, studie
     ref = DatasetWriter(tmp_path / "ref", PROV)
     for image_id in ids:
         ref.commit_study(image_id, *studies[image_id])
-    assert json.loads((out / "manifest.json").read_text())["shards"] == \
-        json.loads(ref.finalize().read_text())["shards"]  # same names, rows and sha256
+    assert (
+        json.loads((out / "manifest.json").read_text())["shards"] == json.loads(ref.finalize().read_text())["shards"]
+    )  # same names, rows and sha256
 
 
 def test_bad_input_is_refused_with_a_clear_error(tmp_path, studies):
@@ -205,8 +209,11 @@ def test_a_corrupt_or_replaced_shard_is_refused_naming_it(tmp_path, studies):
     good = shard.read_bytes()
     # One flipped byte inside the data pages: pyarrow may still read it, our check does not.
     shard.write_bytes(good[:100] + bytes([good[100] ^ 0xFF]) + good[101:])
-    for read in (lambda: read_records(tmp_path / "ds"), lambda: shard_paths(tmp_path / "ds"),
-                 lambda: ILSDataset(tmp_path / "ds", m["shards"][1]["split"])):
+    for read in (
+        lambda: read_records(tmp_path / "ds"),
+        lambda: shard_paths(tmp_path / "ds"),
+        lambda: ILSDataset(tmp_path / "ds", m["shards"][1]["split"]),
+    ):
         with pytest.raises(DatasetError, match=rf"{shard.name}: records shard is corrupt or was replaced"):
             read()
     # A valid Parquet file with the same row count but other rows (replaced by hand).
@@ -227,8 +234,11 @@ def test_one_writer_per_folder_and_the_provenance_it_was_started_with(tmp_path, 
         DatasetWriter(out, PROV)
     w.close()
     changed = {"backends": {"anatomy": "builtin 0.2"}, "code_version": "0.1.0", "weights": {"a": "1"}}
-    with pytest.raises(DatasetError, match=r"started with another provenance .*: backends\.anatomy: "
-                                           r"\"builtin 0\.1\", now \"builtin 0\.2\"; weights: absent, now"):
+    with pytest.raises(
+        DatasetError,
+        match=r"started with another provenance .*: backends\.anatomy: "
+        r"\"builtin 0\.1\", now \"builtin 0\.2\"; weights: absent, now",
+    ):
         DatasetWriter(out, changed)
     assert json.loads((out / "provenance.json").read_text()) == PROV  # not overwritten
     with DatasetWriter(out, PROV) as again:  # the lock went with the failed attempts
@@ -241,8 +251,11 @@ def test_a_study_grounding_file_is_committed_before_its_records(tmp_path, studie
 
     out = tmp_path / "ds"
     ids = list(studies)
-    doc = {"image_id": ids[0], "findings": [{"finding": {"entity": "effusion"}, "boxes": [{"box": [1.5, 2, 3, 4]}]}],
-           "report": {"section_used": "findings", "section_text": "Small left effusion."}}
+    doc = {
+        "image_id": ids[0],
+        "findings": [{"finding": {"entity": "effusion"}, "boxes": [{"box": [1.5, 2, 3, 4]}]}],
+        "report": {"section_used": "findings", "section_text": "Small left effusion."},
+    }
     w = DatasetWriter(out, PROV)
     w.commit_study(ids[0], *studies[ids[0]], grounding=doc)
     assert read_grounding(out, ids[0]) == doc

@@ -33,8 +33,7 @@ def _cli(*args: str):
 
 
 def _rows(dataset: Path, name: str = "oracle", split: str | None = "test") -> list[dict]:
-    return list(baseline_predictions(name, dataset, split=split,
-                                     anatomy_fn=lambda x: hand_anatomy(x.shape)))
+    return list(baseline_predictions(name, dataset, split=split, anatomy_fn=lambda x: hand_anatomy(x.shape)))
 
 
 def _no_meta(d: dict) -> dict:
@@ -104,9 +103,12 @@ def test_split_selection(dataset: Path, tmp_path: Path) -> None:
     write_predictions(tmp_path / "all.parquet", _rows(dataset, split=None))
     assert evaluate_predictions(dataset, tmp_path / "all.parquet", split=None).n_samples == 12
     # The message names the split asked for and where the other ids are.
-    with pytest.raises(EvaluationError, match=r"2 record ids are not records of split 'test' of .* "
-                                              r"\(2 in split 'train'\), e\.g\. \['img2:0', 'img2:1'\]; evaluate "
-                                              r"another split with --split"):
+    with pytest.raises(
+        EvaluationError,
+        match=r"2 record ids are not records of split 'test' of .* "
+        r"\(2 in split 'train'\), e\.g\. \['img2:0', 'img2:1'\]; evaluate "
+        r"another split with --split",
+    ):
         evaluate_predictions(dataset, tmp_path / "all.parquet")
     frame = pq.read_table(tmp_path / "all.parquet").to_pandas()
     train = evaluate_predictions(dataset, frame[frame.record_id.str.startswith("img2:")], split="train")
@@ -142,8 +144,7 @@ def test_report_files(dataset: Path, tmp_path: Path) -> None:
 def test_cli_baseline_then_evaluate(dataset: Path, tmp_path: Path) -> None:
     code, out = _cli("baseline", "oracle", "--dataset", dataset, "-o", tmp_path / "p.parquet")
     assert code == 0, out
-    code, out = _cli("evaluate", "--dataset", dataset, "--predictions", tmp_path / "p.parquet",
-                     "-o", tmp_path / "rep")
+    code, out = _cli("evaluate", "--dataset", dataset, "--predictions", tmp_path / "p.parquet", "-o", tmp_path / "rep")
     assert code == 0, out
     assert "gIoU 100.0  cIoU 100.0  N-Acc 100.0  text accuracy 100.0" in out
     assert json.loads((tmp_path / "rep" / "report.json").read_text())["table4_overall"]["gIoU"] == 1.0
@@ -162,8 +163,20 @@ def _write_jsonl(path: Path, rows: list[dict]) -> Path:
     return path
 
 
-@pytest.mark.parametrize("case", ["missing", "duplicate", "extra", "wrong_size", "truncated_rle",
-                                  "bad_json", "garbage_parquet", "no_file", "no_mask_column"])
+@pytest.mark.parametrize(
+    "case",
+    [
+        "missing",
+        "duplicate",
+        "extra",
+        "wrong_size",
+        "truncated_rle",
+        "bad_json",
+        "garbage_parquet",
+        "no_file",
+        "no_mask_column",
+    ],
+)
 def test_cli_evaluate_errors(case: str, dataset: Path, tmp_path: Path) -> None:
     rows = _rows(dataset)
     pred = tmp_path / "p.jsonl"
@@ -229,8 +242,14 @@ def test_cli_evaluate_bad_dataset(tmp_path: Path) -> None:
 def test_paraphrased_rows(tmp_path: Path) -> None:
     from eval_data import box, make_record, standard_records, write_dataset
 
-    para = make_record("img0:9", lesion="pneumonia", itype="basic", mask=box(20, 26, 4, 12), paraphrase_of="img0:0",
-                       instruction="Could you outline the pneumonia at the bottom of the right lung?")
+    para = make_record(
+        "img0:9",
+        lesion="pneumonia",
+        itype="basic",
+        mask=box(20, 26, 4, 12),
+        paraphrase_of="img0:0",
+        instruction="Could you outline the pneumonia at the bottom of the right lung?",
+    )
     ds = write_dataset(tmp_path / "ds", standard_records() + [para])
     counts = {}
     for mode in ("exclude", "include", "only"):
@@ -240,19 +259,40 @@ def test_paraphrased_rows(tmp_path: Path) -> None:
         counts[mode] = report.n_samples
         assert report.table4()["gIoU"] == 1.0 and report.metadata["paraphrases"] == mode
     assert counts == {"exclude": 10, "include": 11, "only": 1}
-    with pytest.raises(EvaluationError, match=r"1 record ids are not records of split 'test' of .*\(1 "
-                                              r"paraphrased-instruction rows, left out by --paraphrases exclude\)"):
+    with pytest.raises(
+        EvaluationError,
+        match=r"1 record ids are not records of split 'test' of .*\(1 "
+        r"paraphrased-instruction rows, left out by --paraphrases exclude\)",
+    ):
         evaluate_predictions(ds, tmp_path / "include.parquet")
     with pytest.raises(EvaluationError, match=r"10 template rows, left out by --paraphrases only"):
         evaluate_predictions(ds, tmp_path / "include.parquet", paraphrases="only")
     # always-empty builds the negative answer of a paraphrase from the record's columns
     rows = {r["record_id"]: r for r in baseline_predictions("always-empty", ds, paraphrases="only")}
     assert rows["img0:9"]["answer"] == "[SEG] There is no pneumonia in the right lung base."
-    code, out = _cli("evaluate", "--dataset", ds, "--predictions", tmp_path / "only.parquet", "-o", tmp_path / "r",
-                     "--paraphrases", "only")
+    code, out = _cli(
+        "evaluate",
+        "--dataset",
+        ds,
+        "--predictions",
+        tmp_path / "only.parquet",
+        "-o",
+        tmp_path / "r",
+        "--paraphrases",
+        "only",
+    )
     assert code == 0 and "1 records" in out, out
-    code, out = _cli("evaluate", "--dataset", ds, "--predictions", tmp_path / "only.parquet", "-o", tmp_path / "r",
-                     "--paraphrases", "sometimes")
+    code, out = _cli(
+        "evaluate",
+        "--dataset",
+        ds,
+        "--predictions",
+        tmp_path / "only.parquet",
+        "-o",
+        tmp_path / "r",
+        "--paraphrases",
+        "sometimes",
+    )
     assert code == 2 and "paraphrases must be one of" in out
 
 
@@ -298,8 +338,9 @@ def test_cli_whole_lung_with_the_configured_anatomy_backend(dataset: Path, tmp_p
     assert calls == [(H, W), (H, W)]  # once per image, not per record
     report = evaluate_predictions(dataset, tmp_path / "lung.parquet")
     assert (report.table4()["intersection"], report.table4()["union"]) == (990, 2808)
-    code, out = _cli("baseline", "whole-lung", "--dataset", dataset, "-o", tmp_path / "x.parquet",
-                     "--set", "backends.anatomy=cxas")
+    code, out = _cli(
+        "baseline", "whole-lung", "--dataset", dataset, "-o", tmp_path / "x.parquet", "--set", "backends.anatomy=cxas"
+    )
     assert code == 2 and "cannot build the anatomy backend 'cxas'" in out and "Traceback" not in out
 
 
@@ -366,10 +407,24 @@ def test_score_columns_are_written_with_null_for_nan_and_read_past(tmp_path):
 
     from cxrils.evaluation.io import read_predictions, write_predictions
 
-    rows = [{"record_id": "a", "mask": {"size": [2, 2], "counts": "04"}, "answer": "[SEG]", "presence_score": 0.7,
-             "presence_threshold": 0.5, "note": None},
-            {"record_id": "b", "mask": {"size": [2, 2], "counts": "4"}, "answer": "[SEG] There is no edema.",
-             "presence_score": float("nan"), "presence_threshold": None, "note": "a reason"}]
+    rows = [
+        {
+            "record_id": "a",
+            "mask": {"size": [2, 2], "counts": "04"},
+            "answer": "[SEG]",
+            "presence_score": 0.7,
+            "presence_threshold": 0.5,
+            "note": None,
+        },
+        {
+            "record_id": "b",
+            "mask": {"size": [2, 2], "counts": "4"},
+            "answer": "[SEG] There is no edema.",
+            "presence_score": float("nan"),
+            "presence_threshold": None,
+            "note": "a reason",
+        },
+    ]
     path = tmp_path / "p.jsonl"
     write_predictions(path, rows, with_scores=True)
     lines = path.read_text().splitlines()

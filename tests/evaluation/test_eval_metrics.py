@@ -130,8 +130,7 @@ def test_malformed_rle_is_an_error_not_a_hang() -> None:
     with pytest.raises(InvalidRLE, match="ASCII"):
         rle_areas(["0", "é"], [0, 1], [0, 1])
     with pytest.raises(MaskError, match="cover"):
-        rle_mask_counts({"size": [512, 511], "counts": good["counts"]}, {"size": [512, 511], "counts":
-                                                                          good["counts"]})
+        rle_mask_counts({"size": [512, 511], "counts": good["counts"]}, {"size": [512, 511], "counts": good["counts"]})
     with pytest.raises(MaskSizeError):
         rle_mask_counts(encode_rle(np.zeros((4, 5), bool)), encode_rle(np.zeros((5, 4), bool)))
     with pytest.raises(MaskSizeError):
@@ -192,8 +191,10 @@ def test_report_json_round_trip_and_merge() -> None:
     rng = np.random.default_rng(3)
     items = [(rng.random((6, 6)) < 0.5, rng.random((6, 6)) < (0.5 if k % 4 else 0.0)) for k in range(30)]
     whole = evaluate(items)
-    halves = [EvaluationReport.from_dict(json.loads(json.dumps(evaluate(part).to_dict())))
-              for part in (items[:11], items[11:])]
+    halves = [
+        EvaluationReport.from_dict(json.loads(json.dumps(evaluate(part).to_dict())))
+        for part in (items[:11], items[11:])
+    ]
     halves[0].merge(halves[1])
     assert halves[0].to_dict() == whole.to_dict()
     with pytest.raises(ValueError, match="not a cxrils-evaluation/1 report"):

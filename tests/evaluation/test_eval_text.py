@@ -20,18 +20,24 @@ REF_ANSWERS = {
 # Each differs from the reference of the same key in exactly one variable (or the template).
 ONE_OFF = {
     "basic_positive": [render_answer("basic", "negative", target="edema", locations=["right lung base"])],
-    "basic_negative": [render_answer("basic", "negative", target="effusion", locations=["right lung base"]),
-                       render_answer("basic", "negative", target="edema", locations=["left lung base"]),
-                       render_answer("basic", "negative", target="edema",
-                                     locations=["right lung base", "left lung base"])],
-    "global_positive": [render_answer("global", "positive", locations=["right lung base"]),
-                        render_answer("global", "negative", target="effusion")],
+    "basic_negative": [
+        render_answer("basic", "negative", target="effusion", locations=["right lung base"]),
+        render_answer("basic", "negative", target="edema", locations=["left lung base"]),
+        render_answer("basic", "negative", target="edema", locations=["right lung base", "left lung base"]),
+    ],
+    "global_positive": [
+        render_answer("global", "positive", locations=["right lung base"]),
+        render_answer("global", "negative", target="effusion"),
+    ],
     "global_negative": [render_answer("global", "negative", target="edema"), render_answer("basic", "positive")],
-    "inference_positive": [render_answer("lesion_inference", "positive", lesion="atelectasis",
-                                         certainty="definitive"),
-                           render_answer("lesion_inference", "positive", lesion="pneumonia", certainty="tentative")],
-    "inference_negative": [render_answer("lesion_inference", "negative", locations=["right mid zone lung"]),
-                           render_answer("lesion_inference", "positive", lesion="edema", certainty="tentative")],
+    "inference_positive": [
+        render_answer("lesion_inference", "positive", lesion="atelectasis", certainty="definitive"),
+        render_answer("lesion_inference", "positive", lesion="pneumonia", certainty="tentative"),
+    ],
+    "inference_negative": [
+        render_answer("lesion_inference", "negative", locations=["right mid zone lung"]),
+        render_answer("lesion_inference", "positive", lesion="edema", certainty="tentative"),
+    ],
 }
 
 
@@ -51,8 +57,14 @@ def test_answer_differing_in_one_variable_is_wrong(key: str) -> None:
 
 def test_unparseable_or_missing_prediction_is_wrong() -> None:
     ref = REF_ANSWERS["basic_negative"]
-    for bad in (None, "", "There is no edema in the right lung base.", ref.lower(), ref + " Also effusion.",
-                "[SEG] There is no edema in the right lower lung."):
+    for bad in (
+        None,
+        "",
+        "There is no edema in the right lung base.",
+        ref.lower(),
+        ref + " Also effusion.",
+        "[SEG] There is no edema in the right lower lung.",
+    ):
         assert not answer_correct(bad, ref), bad
 
 

@@ -52,7 +52,7 @@ def _refs(rng, n_pos=12, n_neg=9, shape=(24, 20)):
     for k in range(n_pos):
         m = np.zeros(shape, bool)
         r, c = rng.integers(0, 14), rng.integers(0, 10)
-        m[r:r + 3 + k % 7, c:c + 2 + k % 9] = True
+        m[r : r + 3 + k % 7, c : c + 2 + k % 9] = True
         refs.append(m)
     return refs + [np.zeros(shape, bool) for _ in range(n_neg)]
 
@@ -73,8 +73,11 @@ def _perturb(rng, refs):
 def test_official_numbers_match_restated_validate(kind):
     rng = np.random.default_rng(7)
     refs = _refs(rng)
-    preds = {"oracle": [m.copy() for m in refs], "empty": [np.zeros_like(m) for m in refs],
-             "perturbed": _perturb(rng, refs)}[kind]
+    preds = {
+        "oracle": [m.copy() for m in refs],
+        "empty": [np.zeros_like(m) for m in refs],
+        "perturbed": _perturb(rng, refs),
+    }[kind]
     expected = validate_restated(list(zip(preds, refs)))
     got = evaluate(list(zip(preds, refs))).official_protocol()
     for key, value in expected.items():

@@ -37,10 +37,16 @@ def anatomy(heart: bool = True) -> AnatomyMasks:
 def anomaly(x_ano: np.ndarray, x: np.ndarray | None = None) -> AnomalyResult:
     x = np.full((H, W), 60, np.uint8) if x is None else x
     x_hat = np.clip(x.astype(int) - np.rint(x_ano * 255).astype(int), 0, 255).astype(np.uint8)
-    return AnomalyResult(x_hat=x_hat, x_ano=x_ano.astype(np.float32), edit_region=np.ones((H, W), bool),
-                         backend="hand")
+    return AnomalyResult(x_hat=x_hat, x_ano=x_ano.astype(np.float32), edit_region=np.ones((H, W), bool), backend="hand")
 
 
 def finding(entity: str, lesion_type: str | None, labels: list[str], presence: str = "positive") -> Finding:
-    return Finding(entity=entity, sentence_index=1, presence=presence, certainty="definitive",
-                   locations=list(labels), labels=list(labels), lesion_type=lesion_type)
+    return Finding(
+        entity=entity,
+        sentence_index=1,
+        presence=presence,
+        certainty="definitive",
+        locations=list(labels),
+        labels=list(labels),
+        lesion_type=lesion_type,
+    )

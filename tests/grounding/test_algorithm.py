@@ -30,8 +30,15 @@ def check(b, anomaly_set=EMPTY, m_union=EMPTY, lesion_type="pneumonia", cfg=CFG)
 
 def test_paper_thresholds():
     # Table 7; the constructions below rely on these values.
-    assert (CFG.tau_anatomy, CFG.tau_conf, CFG.tau_conf_edema, CFG.tau_signal, CFG.tau_size,
-            CFG.tau_ano, CFG.tau_ano_edema) == (0.25, 0.20, 0.01, 0.20, 0.10, 0.10, 0.01)
+    assert (
+        CFG.tau_anatomy,
+        CFG.tau_conf,
+        CFG.tau_conf_edema,
+        CFG.tau_signal,
+        CFG.tau_size,
+        CFG.tau_ano,
+        CFG.tau_ano_edema,
+    ) == (0.25, 0.20, 0.01, 0.20, 0.10, 0.10, 0.01)
 
 
 def test_box_mask_is_exact():
@@ -39,23 +46,33 @@ def test_box_mask_is_exact():
 
 
 # c1: M_union has 2000 px; a box inside it with 500 px has IoU 0.25.
-@pytest.mark.parametrize("b, iou, ok", [
-    (box(0, 10, 0, 50), 500 / 2000, True),     # at tau_anatomy
-    (box(0, 10, 0, 49), 490 / 2000, False),    # just below
-    (box(0, 11, 0, 50), 550 / 2000, True),     # just above
-    (box(0, 10, 1, 51), 490 / 2010, False),    # sticks out of M_union
-])
+@pytest.mark.parametrize(
+    "b, iou, ok",
+    [
+        (box(0, 10, 0, 50), 500 / 2000, True),  # at tau_anatomy
+        (box(0, 10, 0, 49), 490 / 2000, False),  # just below
+        (box(0, 11, 0, 50), 550 / 2000, True),  # just above
+        (box(0, 10, 1, 51), 490 / 2010, False),  # sticks out of M_union
+    ],
+)
 def test_c1_anatomy_iou(b, iou, ok):
     c = check(b, m_union=rect(0, 40, 0, 50))
     assert c.iou_anatomy == pytest.approx(iou)
     assert c.c1 is ok
 
 
-@pytest.mark.parametrize("conf, lesion_type, ok", [
-    (0.20, "pneumonia", True), (0.1999, "pneumonia", False), (0.2001, "pneumonia", True),
-    (0.01, "pneumonia", False),
-    (0.01, "edema", True), (0.0099, "edema", False), (0.0101, "edema", True),
-])
+@pytest.mark.parametrize(
+    "conf, lesion_type, ok",
+    [
+        (0.20, "pneumonia", True),
+        (0.1999, "pneumonia", False),
+        (0.2001, "pneumonia", True),
+        (0.01, "pneumonia", False),
+        (0.01, "edema", True),
+        (0.0099, "edema", False),
+        (0.0101, "edema", True),
+    ],
+)
 def test_c2_confidence_and_edema(conf, lesion_type, ok):
     c = check(box(0, 10, 0, 10, conf=conf), lesion_type=lesion_type)
     assert c.confidence == conf
@@ -74,19 +91,25 @@ def test_c3_signal(k, ok):
 
 
 # c4: each lung has 5000 px; a box inside one lung with 500 px has IoU 0.10.
-@pytest.mark.parametrize("b, ok", [
-    (box(0, 10, 0, 50), True),      # right lung, at tau_size
-    (box(0, 10, 0, 49), False),     # just below
-    (box(0, 11, 0, 50), True),      # just above
-    (box(0, 10, 50, 100), True),    # left lung, at tau_size (the OR)
-    (box(0, 10, 25, 75), False),    # straddles: 250 / 5250 in each lung
-])
+@pytest.mark.parametrize(
+    "b, ok",
+    [
+        (box(0, 10, 0, 50), True),  # right lung, at tau_size
+        (box(0, 10, 0, 49), False),  # just below
+        (box(0, 11, 0, 50), True),  # just above
+        (box(0, 10, 50, 100), True),  # left lung, at tau_size (the OR)
+        (box(0, 10, 25, 75), False),  # straddles: 250 / 5250 in each lung
+    ],
+)
 def test_c4_size(b, ok):
     c = check(b)
     assert c.c4 is ok
     assert max(c.iou_right_lung, c.iou_left_lung) == pytest.approx(
-        max((b.to_mask((H, W)) & RIGHT).sum() / (b.to_mask((H, W)) | RIGHT).sum(),
-            (b.to_mask((H, W)) & LEFT).sum() / (b.to_mask((H, W)) | LEFT).sum()))
+        max(
+            (b.to_mask((H, W)) & RIGHT).sum() / (b.to_mask((H, W)) | RIGHT).sum(),
+            (b.to_mask((H, W)) & LEFT).sum() / (b.to_mask((H, W)) | LEFT).sum(),
+        )
+    )
 
 
 def test_box_outside_both_lungs_fails_c1_and_c4():
@@ -100,9 +123,9 @@ def test_box_outside_both_lungs_fails_c1_and_c4():
 
 def _blobs():
     a = EMPTY.copy()
-    a[20:40, 10:30] = True   # blob touching the box below (right lung)
-    a[60:80, 10:30] = True   # blob in the right lung the box misses
-    a[20:40, 70:90] = True   # blob in the left lung
+    a[20:40, 10:30] = True  # blob touching the box below (right lung)
+    a[60:80, 10:30] = True  # blob in the right lung the box misses
+    a[20:40, 70:90] = True  # blob in the left lung
     return a
 
 
@@ -128,8 +151,7 @@ def test_failed_box_gives_empty_mask_and_records_conditions():
 
 
 def test_empty_anomaly_map_grounds_nothing():
-    out = algorithm1(np.full((H, W), 60, np.uint8), EMPTY, RIGHT, RIGHT, LEFT, [box(0, 30, 0, 50)],
-                     "pneumonia", CFG)
+    out = algorithm1(np.full((H, W), 60, np.uint8), EMPTY, RIGHT, RIGHT, LEFT, [box(0, 30, 0, 50)], "pneumonia", CFG)
     assert out.checks[0].signal == 0.0 and out.checks[0].failed == ["c3"]
     assert not out.mask.any()
 
@@ -152,9 +174,9 @@ def test_refine_expands_into_similar_adjacent_pixels_only():
     c[20:30, 10:20] = True
     x = np.full((H, W), 60, np.uint8)
     x[20:30, 10:20] = 200
-    x[20:30, 20:40] = 205   # similar and adjacent: grows into it (up to grow_iterations px)
-    x[30:40, 10:20] = 120   # adjacent but dissimilar: not added
-    x[20:30, 60:70] = 200   # similar but far away: not added
+    x[20:30, 20:40] = 205  # similar and adjacent: grows into it (up to grow_iterations px)
+    x[30:40, 10:20] = 120  # adjacent but dissimilar: not added
+    x[20:30, 60:70] = 200  # similar but far away: not added
     # pixel sizes are given at 512 px: 15 steps -> round(15 * 100 / 512) = 3 steps here
     cfg = dataclasses.replace(CFG, open_radius_px=0, grow_iterations=15)
     out = refine(c, x, RIGHT, LEFT, "pneumonia", cfg)
@@ -169,15 +191,16 @@ def test_refine_effusion_fills_lung_base_down_to_costophrenic_angle():
     x[c] = 200
     cfg = dataclasses.replace(CFG, grow_iterations=0)
     eff = refine(c, x, RIGHT, LEFT, "effusion", cfg)
-    assert eff[80:100, 0:50].all()          # down to the lung's lowest row
+    assert eff[80:100, 0:50].all()  # down to the lung's lowest row
     assert not eff[:80].any() and not eff[:, 50:].any()
     other = refine(c, x, RIGHT, LEFT, "atelectasis", cfg)
-    assert not other[90:].any()             # only effusion gets the base
+    assert not other[90:].any()  # only effusion gets the base
     high = EMPTY.copy()
-    high[30:38, 10:40] = True               # not at a lung base: no fill
+    high[30:38, 10:40] = True  # not at a lung base: no fill
     x2 = np.where(high, 200, 60).astype(np.uint8)
-    assert np.array_equal(refine(high, x2, RIGHT, LEFT, "effusion", cfg),
-                          refine(high, x2, RIGHT, LEFT, "atelectasis", cfg))
+    assert np.array_equal(
+        refine(high, x2, RIGHT, LEFT, "effusion", cfg), refine(high, x2, RIGHT, LEFT, "atelectasis", cfg)
+    )
 
 
 def test_refine_effusion_takes_the_base_of_the_whole_lungs():
@@ -187,8 +210,9 @@ def test_refine_effusion_takes_the_base_of_the_whole_lungs():
     c[62:80, 10:40] = True  # the anomaly at the visible base
     x = np.where(c, 200, 60).astype(np.uint8)
     cfg = dataclasses.replace(CFG, grow_iterations=0)
-    whole = algorithm1(x, c, RIGHT, seen_right, LEFT, [box(60, 100, 0, 50)], "effusion", cfg,
-                       whole_lungs=(RIGHT, LEFT)).mask
+    whole = algorithm1(
+        x, c, RIGHT, seen_right, LEFT, [box(60, 100, 0, 50)], "effusion", cfg, whole_lungs=(RIGHT, LEFT)
+    ).mask
     # from the component's top row inside the lowest quarter (row 75) down to the whole lung's lowest row
     assert whole[75:100, 0:50].all() and whole[63:79, 11:39].all()  # (the opening rounds corners)
     visible_only = algorithm1(x, c, RIGHT, seen_right, LEFT, [box(60, 100, 0, 50)], "effusion", cfg).mask

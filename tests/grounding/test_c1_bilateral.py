@@ -40,24 +40,27 @@ def test_default_is_per_lung_and_the_papers_union_is_an_option():
     assert load_config(None, ["grounding.c1_bilateral=union"]).grounding.c1_bilateral == "union"
 
 
-@pytest.mark.parametrize("b, union_iou, side_ious, union_ok, per_lung_ok", [
-    # Left lung only, rows 0-39: 2000 px; against both lungs 2000/10000 = 0.20 (fails the
-    # paper's c1), against the left lung 2000/5000 = 0.40 (passes per_lung).
-    (box(0, 40, 50, 100), 0.20, (0.0, 0.40), False, True),
-    # Left lung rows 0-24: 1250 px; 1250/5000 = 0.25, exactly tau_anatomy: passes per_lung.
-    (box(0, 25, 50, 100), 0.125, (0.0, 0.25), False, True),
-    # Left lung rows 0-23: 1200 px; 1200/5000 = 0.24 just below: fails both.
-    (box(0, 24, 50, 100), 0.12, (0.0, 0.24), False, False),
-    # Right lung mirror image of the first box: 0.20 / 0.40.
-    (box(0, 40, 0, 50), 0.20, (0.40, 0.0), False, True),
-    # Straddling both lungs, rows 0-59, columns 25-74: 3000 px, 1500 per lung. Union:
-    # 3000/10000 = 0.30 (passes). Each side: 1500/(5000 + 1500) = 0.2308 (would fail);
-    # per_lung still passes it, by the union.
-    (box(0, 60, 25, 75), 0.30, (1500 / 6500, 1500 / 6500), True, True),
-    # Straddling, rows 0-39: 2000 px, 1000 per lung. Union 0.20; sides 1000/6000 = 0.1667:
-    # fails both variants.
-    (box(0, 40, 25, 75), 0.20, (1000 / 6000, 1000 / 6000), False, False),
-])
+@pytest.mark.parametrize(
+    "b, union_iou, side_ious, union_ok, per_lung_ok",
+    [
+        # Left lung only, rows 0-39: 2000 px; against both lungs 2000/10000 = 0.20 (fails the
+        # paper's c1), against the left lung 2000/5000 = 0.40 (passes per_lung).
+        (box(0, 40, 50, 100), 0.20, (0.0, 0.40), False, True),
+        # Left lung rows 0-24: 1250 px; 1250/5000 = 0.25, exactly tau_anatomy: passes per_lung.
+        (box(0, 25, 50, 100), 0.125, (0.0, 0.25), False, True),
+        # Left lung rows 0-23: 1200 px; 1200/5000 = 0.24 just below: fails both.
+        (box(0, 24, 50, 100), 0.12, (0.0, 0.24), False, False),
+        # Right lung mirror image of the first box: 0.20 / 0.40.
+        (box(0, 40, 0, 50), 0.20, (0.40, 0.0), False, True),
+        # Straddling both lungs, rows 0-59, columns 25-74: 3000 px, 1500 per lung. Union:
+        # 3000/10000 = 0.30 (passes). Each side: 1500/(5000 + 1500) = 0.2308 (would fail);
+        # per_lung still passes it, by the union.
+        (box(0, 60, 25, 75), 0.30, (1500 / 6500, 1500 / 6500), True, True),
+        # Straddling, rows 0-39: 2000 px, 1000 per lung. Union 0.20; sides 1000/6000 = 0.1667:
+        # fails both variants.
+        (box(0, 40, 25, 75), 0.20, (1000 / 6000, 1000 / 6000), False, False),
+    ],
+)
 def test_bilateral_whole_lungs(b, union_iou, side_ious, union_ok, per_lung_ok):
     ok, iou_union, sides = c1(b, BOTH_LUNGS, UNION)
     assert ok is union_ok and iou_union == pytest.approx(union_iou) and sides is None
@@ -91,8 +94,9 @@ def test_several_labels_on_one_side_are_one_part():
     assert not c1(box(70, 100, 0, 50), labels, UNION)[0]
 
 
-@pytest.mark.parametrize("labels", [("left lung",), ("left upper zone lung", "left lung base"),
-                                    ("lung upper lobe left", "left lung base")])
+@pytest.mark.parametrize(
+    "labels", [("left lung",), ("left upper zone lung", "left lung base"), ("lung upper lobe left", "left lung base")]
+)
 def test_one_sided_reports_are_unchanged(labels):
     assert c1_sides(labels, A) is None
     # Left base, rows 85-99 columns 60-99: 600 px. ("left lung",): 600/5000 = 0.12;
@@ -109,8 +113,9 @@ def test_one_sided_reports_are_unchanged(labels):
 def test_sides_are_ignored_under_the_papers_c1():
     # A caller passing (M_right, M_left) with the default config still gets the paper's c1.
     sides = c1_sides(BOTH_LUNGS, A)
-    check = check_box(box(0, 40, 50, 100), EMPTY, A.union(BOTH_LUNGS), A["right lung"], A["left lung"],
-                      "opacity", UNION, sides)
+    check = check_box(
+        box(0, 40, 50, 100), EMPTY, A.union(BOTH_LUNGS), A["right lung"], A["left lung"], "opacity", UNION, sides
+    )
     assert not check.c1 and check.iou_anatomy_sides is None
 
 
@@ -128,10 +133,23 @@ def _study(cfg: Config):
     x_ano[5:35, 55:95] = 0.5
     x = np.full((H, W), 60, np.uint8)
     x[x_ano > 0] = 190
-    rep = StructuredReport(study_id="s", section_used="impression", section_text="...",
-                           findings=[finding("opacity", "opacity", list(BOTH_LUNGS))])
-    return ground_study(study_id="s", image_id="i", x=x, report=rep, anatomy=A, anomaly=anomaly(x_ano, x),
-                        boxes=[box(0, 40, 50, 100)], cfg=cfg, ctr=0.4)
+    rep = StructuredReport(
+        study_id="s",
+        section_used="impression",
+        section_text="...",
+        findings=[finding("opacity", "opacity", list(BOTH_LUNGS))],
+    )
+    return ground_study(
+        study_id="s",
+        image_id="i",
+        x=x,
+        report=rep,
+        anatomy=A,
+        anomaly=anomaly(x_ano, x),
+        boxes=[box(0, 40, 50, 100)],
+        cfg=cfg,
+        ctr=0.4,
+    )
 
 
 def _paper_config() -> Config:

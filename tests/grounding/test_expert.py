@@ -21,8 +21,10 @@ MIN_FRAC = 0.02
 
 
 def oracle(lesion: np.ndarray, cfg: GroundingConfig) -> list[tuple[tuple[float, ...], str, bool]]:
-    return [((b.box.x0, b.box.y0, b.box.x1, b.box.y1), b.side, b.c1)
-            for b in c1_oracle(lesion, RIGHT, LEFT, cfg, min_area_frac=MIN_FRAC)]
+    return [
+        ((b.box.x0, b.box.y0, b.box.x1, b.box.y1), b.side, b.c1)
+        for b in c1_oracle(lesion, RIGHT, LEFT, cfg, min_area_frac=MIN_FRAC)
+    ]
 
 
 def test_a_box_per_lung_fails_the_papers_c1_and_passes_per_lung():
@@ -30,10 +32,14 @@ def test_a_box_per_lung_fails_the_papers_c1_and_passes_per_lung():
     # with the right lung 2400 / 5000 = 0.48. Left component rows 0-49 x columns 60-99: 2000 px,
     # 0.20 with both lungs, 0.40 with the left lung.
     lesion = rect(0, 60, 0, 40) | rect(0, 50, 60, 100)
-    assert oracle(lesion, UNION) == [((0.0, 0.0, 40.0, 60.0), "right lung", False),
-                                     ((60.0, 0.0, 100.0, 50.0), "left lung", False)]
-    assert oracle(lesion, PER_LUNG) == [((0.0, 0.0, 40.0, 60.0), "right lung", True),
-                                        ((60.0, 0.0, 100.0, 50.0), "left lung", True)]
+    assert oracle(lesion, UNION) == [
+        ((0.0, 0.0, 40.0, 60.0), "right lung", False),
+        ((60.0, 0.0, 100.0, 50.0), "left lung", False),
+    ]
+    assert oracle(lesion, PER_LUNG) == [
+        ((0.0, 0.0, 40.0, 60.0), "right lung", True),
+        ((60.0, 0.0, 100.0, 50.0), "left lung", True),
+    ]
     first = c1_oracle(lesion, RIGHT, LEFT, PER_LUNG, min_area_frac=MIN_FRAC)[0].check
     # IoU with the left lung: no shared pixel over 2400 + 5000
     assert (first.iou_anatomy, first.iou_anatomy_sides) == (0.24, (0.48, 0.0))

@@ -25,7 +25,7 @@ COLS = {"right": (10, 58), "left": (70, 118)}  # patient right = image left
 
 def rect(r, c):
     m = np.zeros((N, N), bool)
-    m[r[0]:r[1], c[0]:c[1]] = True
+    m[r[0] : r[1], c[0] : c[1]] = True
     return m
 
 
@@ -83,8 +83,15 @@ def test_ground_writes_all_outputs(case, tmp_path):
     report = "FINDINGS: Right lower lobe consolidation. No pleural effusion."
     res = CliRunner().invoke(app, ["ground", str(case), report, "-o", str(out), "--set", "backends.anomaly=atlas"])
     assert res.exit_code == 0, res.output
-    for name in ("x_hat.png", "x_ano.png", "overlay_anatomy.png", "overlay_anomaly.png", "overlay_boxes.png",
-                 "overlay_masks.png", "grounding.json"):
+    for name in (
+        "x_hat.png",
+        "x_ano.png",
+        "overlay_anatomy.png",
+        "overlay_anomaly.png",
+        "overlay_boxes.png",
+        "overlay_masks.png",
+        "grounding.json",
+    ):
         assert (out / name).is_file(), name
     d = json.loads((out / "grounding.json").read_text())
     cons = [f for f in d["findings"] if f["lesion_type"] == "consolidation"]
@@ -118,8 +125,9 @@ def test_ground_reports_user_errors(case, tmp_path):
     assert res.exit_code == 2 and "no such report file" in res.output  # its folder exists
     res = runner.invoke(app, ["ground", str(case), "text", "-o", str(tmp_path / "o"), "--set", "grounding.nope=1"])
     assert res.exit_code == 2 and "grounding.nope" in res.output
-    res = runner.invoke(app, ["ground", str(case), "Small left effusion.", "-o", str(tmp_path / "o"),
-                              "--view", "lateral"])
+    res = runner.invoke(
+        app, ["ground", str(case), "Small left effusion.", "-o", str(tmp_path / "o"), "--view", "lateral"]
+    )
     assert res.exit_code == 1 and "view_not_frontal: LATERAL" in res.output
     assert not (tmp_path / "o" / "grounding.json").exists()
     long_report = "Small left pleural effusion without pneumothorax; " * 8  # longer than a file name may be

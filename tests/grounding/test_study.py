@@ -18,8 +18,9 @@ CFG = Config()
 
 
 def report(*findings, excluded=None):
-    return StructuredReport(study_id="s1", section_used="impression", section_text="...",
-                            findings=list(findings), excluded=excluded)
+    return StructuredReport(
+        study_id="s1", section_used="impression", section_text="...", findings=list(findings), excluded=excluded
+    )
 
 
 def bases_anomaly():
@@ -32,14 +33,24 @@ def bases_anomaly():
     return anomaly(x_ano, x), x
 
 
-RIGHT_BASE_BOX = LesionBox(0.0, 70.0, 50.0, 100.0, 0.8, "Atelectasis")   # patient right = image left
+RIGHT_BASE_BOX = LesionBox(0.0, 70.0, 50.0, 100.0, 0.8, "Atelectasis")  # patient right = image left
 LEFT_BASE_BOX = LesionBox(50.0, 70.0, 100.0, 100.0, 0.8, "Atelectasis")
 
 
 def run(rep, boxes, **kw):
     ano, x = bases_anomaly()
-    return ground_study(study_id="s1", image_id="i1", x=x, report=rep, anatomy=anatomy(), anomaly=ano,
-                        boxes=boxes, cfg=kw.pop("cfg", CFG), ctr=kw.pop("ctr", 0.4), **kw)
+    return ground_study(
+        study_id="s1",
+        image_id="i1",
+        x=x,
+        report=rep,
+        anatomy=anatomy(),
+        anomaly=ano,
+        boxes=boxes,
+        cfg=kw.pop("cfg", CFG),
+        ctr=kw.pop("ctr", 0.4),
+        **kw,
+    )
 
 
 def test_multi_location_finding_grounds_only_the_location_with_a_kept_box():
@@ -58,12 +69,18 @@ def test_multi_location_finding_grounds_only_the_location_with_a_kept_box():
 def test_empty_locations_across_all_findings():
     findings = [
         finding("atelectasis", "atelectasis", ["right lung base"]),
-        finding("nodule", None, ["left upper zone lung"]),               # other finding counts too
+        finding("nodule", None, ["left upper zone lung"]),  # other finding counts too
         finding("effusion", "effusion", ["left lung base"], presence="negative"),  # absent: no
     ]
     sg = run(report(*findings), [RIGHT_BASE_BOX])
-    assert sg.empty_locations == ["right apical zone lung", "right upper zone lung", "right mid zone lung",
-                                  "left apical zone lung", "left mid zone lung", "left lung base"]
+    assert sg.empty_locations == [
+        "right apical zone lung",
+        "right upper zone lung",
+        "right mid zone lung",
+        "left apical zone lung",
+        "left mid zone lung",
+        "left lung base",
+    ]
     assert all(gf.empty == sg.empty_locations for gf in sg.findings)
 
 
@@ -124,8 +141,18 @@ def test_effusion_grounds_the_hidden_right_base_without_an_anomaly():
     x[80:, :50] = 200  # the fluid
     empty = anomaly(np.zeros((H, W), np.float32), x)
     rep = report(finding("effusion", "effusion", ["right lung base"]))
-    sg = ground_study(study_id="s1", image_id="i1", x=x, report=rep, anatomy=anat, anomaly=empty,
-                      boxes=[RIGHT_BASE_BOX], cfg=CFG, ctr=0.4, organs=anat.organs())
+    sg = ground_study(
+        study_id="s1",
+        image_id="i1",
+        x=x,
+        report=rep,
+        anatomy=anat,
+        anomaly=empty,
+        boxes=[RIGHT_BASE_BOX],
+        cfg=CFG,
+        ctr=0.4,
+        organs=anat.organs(),
+    )
     gf = sg.findings[0]
     assert gf.mask is not None and gf.grounded == ["right lung base"]
     hidden = np.zeros((H, W), bool)
@@ -134,13 +161,33 @@ def test_effusion_grounds_the_hidden_right_base_without_an_anomaly():
     # the paper's rule alone (no hidden base) has no anomaly to ground
     off = Config()
     off.grounding.effusion_hidden_base = False
-    gf = ground_study(study_id="s1", image_id="i1", x=x, report=rep, anatomy=anat, anomaly=empty,
-                      boxes=[RIGHT_BASE_BOX], cfg=off, ctr=0.4, organs=anat.organs()).findings[0]
+    gf = ground_study(
+        study_id="s1",
+        image_id="i1",
+        x=x,
+        report=rep,
+        anatomy=anat,
+        anomaly=empty,
+        boxes=[RIGHT_BASE_BOX],
+        cfg=off,
+        ctr=0.4,
+        organs=anat.organs(),
+    ).findings[0]
     assert gf.mask is None
     # a left-base sliver (2 rows, 100 px of 5000) is no effusion
     rep = report(finding("effusion", "effusion", ["left lung base"]))
-    gf = ground_study(study_id="s1", image_id="i1", x=x, report=rep, anatomy=anat, anomaly=empty,
-                      boxes=[LEFT_BASE_BOX], cfg=CFG, ctr=0.4, organs=anat.organs()).findings[0]
+    gf = ground_study(
+        study_id="s1",
+        image_id="i1",
+        x=x,
+        report=rep,
+        anatomy=anat,
+        anomaly=empty,
+        boxes=[LEFT_BASE_BOX],
+        cfg=CFG,
+        ctr=0.4,
+        organs=anat.organs(),
+    ).findings[0]
     assert gf.mask is None
 
 
@@ -167,12 +214,21 @@ def test_drop_reasons_and_box_records():
 
 def test_edema_uses_its_own_tau_ano_and_tau_conf():
     x_ano = np.zeros((H, W), np.float32)
-    x_ano[:, 5:45] = 0.05            # faint, diffuse: below tau_ano 0.10, above edema's 0.01
+    x_ano[:, 5:45] = 0.05  # faint, diffuse: below tau_ano 0.10, above edema's 0.01
     x = np.full((H, W), 60, np.uint8)
     box = LesionBox(0.0, 0.0, 50.0, 100.0, 0.015, "Infiltration")  # conf between 0.01 and 0.20
     rep = report(finding("edema", "edema", ["right lung"]), finding("opacity", "opacity", ["right lung"]))
-    sg = ground_study(study_id="s", image_id="i", x=x, report=rep, anatomy=anatomy(), anomaly=anomaly(x_ano, x),
-                      boxes=[box], cfg=CFG, ctr=0.4)
+    sg = ground_study(
+        study_id="s",
+        image_id="i",
+        x=x,
+        report=rep,
+        anatomy=anatomy(),
+        anomaly=anomaly(x_ano, x),
+        boxes=[box],
+        cfg=CFG,
+        ctr=0.4,
+    )
     edema, opacity = sg.findings
     assert edema.mask is not None and edema.grounded == ["right lung"]
     assert opacity.mask is None and "c2 x1, c3 x1" in opacity.drop_reason
@@ -185,10 +241,13 @@ def test_edema_tau_ano_at_threshold():
     assert a[10, 10] and not a[10, 11]
 
 
-@pytest.mark.parametrize("kwargs, reason", [
-    ({"view_position": "LATERAL"}, "not a frontal view"),
-    ({"crosscheck": "anatomy cross-check: heart lowest y differs"}, "anatomy cross-check"),
-])
+@pytest.mark.parametrize(
+    "kwargs, reason",
+    [
+        ({"view_position": "LATERAL"}, "not a frontal view"),
+        ({"crosscheck": "anatomy cross-check: heart lowest y differs"}, "anatomy cross-check"),
+    ],
+)
 def test_qc_exclusions(kwargs, reason):
     sg = run(report(finding("atelectasis", "atelectasis", ["right lung base"])), [RIGHT_BASE_BOX], **kwargs)
     assert sg.excluded.startswith(reason) and sg.findings == []
@@ -199,8 +258,17 @@ def test_qc_exclusions(kwargs, reason):
 def test_shape_mismatch_is_a_clear_error():
     ano, x = bases_anomaly()
     with pytest.raises(ValueError, match="anatomy masks"):
-        ground_study(study_id="s", image_id="i", x=x[:50], report=report(), anatomy=anatomy(), anomaly=ano,
-                     boxes=[], cfg=CFG, ctr=0.4)
+        ground_study(
+            study_id="s",
+            image_id="i",
+            x=x[:50],
+            report=report(),
+            anatomy=anatomy(),
+            anomaly=ano,
+            boxes=[],
+            cfg=CFG,
+            ctr=0.4,
+        )
 
 
 def test_missing_or_non_bool_anatomy_masks_are_clear_errors():
@@ -233,10 +301,12 @@ def test_recall_counts_and_json():
 
 def test_ctr_is_computed_from_the_anatomy_when_not_given():
     ano, x = bases_anomaly()
-    sg = ground_study(study_id="s", image_id="i", x=x, report=report(), anatomy=anatomy(), anomaly=ano,
-                      boxes=[], cfg=CFG)
+    sg = ground_study(
+        study_id="s", image_id="i", x=x, report=report(), anatomy=anatomy(), anomaly=ano, boxes=[], cfg=CFG
+    )
     # heart columns 40-59 (20 px) over both lungs' columns 0-99 (100 px)
     assert sg.ctr == pytest.approx(20 / 100)
-    no_heart = ground_study(study_id="s", image_id="i", x=x, report=report(), anatomy=anatomy(heart=False),
-                            anomaly=ano, boxes=[], cfg=CFG)
+    no_heart = ground_study(
+        study_id="s", image_id="i", x=x, report=report(), anatomy=anatomy(heart=False), anomaly=ano, boxes=[], cfg=CFG
+    )
     assert no_heart.ctr is None

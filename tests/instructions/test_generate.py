@@ -29,13 +29,21 @@ TYPES_WITHOUT_CM = [t for t in vocab.LESION_TYPES if t != "cardiomegaly"]
 
 
 def gen(g: StudyGrounding, cfg: Config | None = None) -> list[dict]:
-    return generate_records(g, split="train", patient_id="p1", image_path=f"images/{g.image_id}.png",
-                            cfg=cfg or Config())
+    return generate_records(
+        g, split="train", patient_id="p1", image_path=f"images/{g.image_id}.png", cfg=cfg or Config()
+    )
 
 
 def key(r: dict) -> tuple:
-    return (r["lesion_type"], r["instruction_type"], r["polarity"], r["instruction"], r["answer"],
-            r["certainty"], tuple(r["locations"]))
+    return (
+        r["lesion_type"],
+        r["instruction_type"],
+        r["polarity"],
+        r["instruction"],
+        r["answer"],
+        r["certainty"],
+        tuple(r["locations"]),
+    )
 
 
 def only_global_absent() -> Config:
@@ -52,8 +60,9 @@ def check_consistent(records: list[dict]) -> None:
         assert ins.instruction_type == r["instruction_type"]
         # Table 2 makes "[SEG] There is no opacity in the X." both the basic negative of
         # target opacity and the lesion-inference negative; the parser reads the latter.
-        opacity_basic_negative = r["target"] == "opacity" and r["instruction_type"] == "basic" \
-            and r["polarity"] == "negative"
+        opacity_basic_negative = (
+            r["target"] == "opacity" and r["instruction_type"] == "basic" and r["polarity"] == "negative"
+        )
         assert ans.instruction_type == ("lesion_inference" if opacity_basic_negative else r["instruction_type"])
         assert ans.polarity == r["polarity"]
         assert ins.target == r["target"]
@@ -72,31 +81,100 @@ def test_multi_lesion_study_exact_records():
     L = "left apical zone lung"  # the only empty location an instruction can name
     expected = {
         # tentative pneumonia: "opacity" in basic, certainty carried by the inference answer
-        ("pneumonia", "basic", "positive", "Segment the opacity in the right upper zone lung.", "[SEG]",
-         "tentative", ("right upper zone lung",)),
-        ("pneumonia", "lesion_inference", "positive",
-         "Segment the opacity in the right upper zone lung and predict its type.",
-         "[SEG] It possibly reflects pneumonia.", "tentative", ("right upper zone lung",)),
+        (
+            "pneumonia",
+            "basic",
+            "positive",
+            "Segment the opacity in the right upper zone lung.",
+            "[SEG]",
+            "tentative",
+            ("right upper zone lung",),
+        ),
+        (
+            "pneumonia",
+            "lesion_inference",
+            "positive",
+            "Segment the opacity in the right upper zone lung and predict its type.",
+            "[SEG] It possibly reflects pneumonia.",
+            "tentative",
+            ("right upper zone lung",),
+        ),
         # bibasilar atelectasis grounded on the right only: basic there, no global
-        ("atelectasis", "basic", "positive", "Segment the atelectasis in the right lung base.", "[SEG]",
-         "definitive", ("right lung base",)),
-        ("atelectasis", "lesion_inference", "positive",
-         "Segment the opacity in the right lung base and predict its type.",
-         "[SEG] It is highly suggestive of atelectasis.", "definitive", ("right lung base",)),
+        (
+            "atelectasis",
+            "basic",
+            "positive",
+            "Segment the atelectasis in the right lung base.",
+            "[SEG]",
+            "definitive",
+            ("right lung base",),
+        ),
+        (
+            "atelectasis",
+            "lesion_inference",
+            "positive",
+            "Segment the opacity in the right lung base and predict its type.",
+            "[SEG] It is highly suggestive of atelectasis.",
+            "definitive",
+            ("right lung base",),
+        ),
         # reported cardiomegaly: global only, heart mask
-        ("cardiomegaly", "global", "positive", "Segment the cardiomegaly.", "[SEG] It is located in the heart.",
-         "definitive", ("heart",)),
+        (
+            "cardiomegaly",
+            "global",
+            "positive",
+            "Segment the cardiomegaly.",
+            "[SEG] It is located in the heart.",
+            "definitive",
+            ("heart",),
+        ),
         # present types: negatives at the empty location (one per type)
-        ("pneumonia", "basic", "negative", f"Segment the pneumonia in the {L}.",
-         f"[SEG] There is no pneumonia in the {L}.", "", (L,)),
-        ("pneumonia", "lesion_inference", "negative", f"Segment the opacity in the {L} and predict its type.",
-         f"[SEG] There is no opacity in the {L}.", "", (L,)),
-        ("atelectasis", "basic", "negative", f"Segment the atelectasis in the {L}.",
-         f"[SEG] There is no atelectasis in the {L}.", "", (L,)),
-        ("opacity", "basic", "negative", f"Segment the opacity in the {L}.",
-         f"[SEG] There is no opacity in the {L}.", "", (L,)),
+        (
+            "pneumonia",
+            "basic",
+            "negative",
+            f"Segment the pneumonia in the {L}.",
+            f"[SEG] There is no pneumonia in the {L}.",
+            "",
+            (L,),
+        ),
+        (
+            "pneumonia",
+            "lesion_inference",
+            "negative",
+            f"Segment the opacity in the {L} and predict its type.",
+            f"[SEG] There is no opacity in the {L}.",
+            "",
+            (L,),
+        ),
+        (
+            "atelectasis",
+            "basic",
+            "negative",
+            f"Segment the atelectasis in the {L}.",
+            f"[SEG] There is no atelectasis in the {L}.",
+            "",
+            (L,),
+        ),
+        (
+            "opacity",
+            "basic",
+            "negative",
+            f"Segment the opacity in the {L}.",
+            f"[SEG] There is no opacity in the {L}.",
+            "",
+            (L,),
+        ),
         # absent (never mentioned) and negated types: one global negative each
-        ("consolidation", "global", "negative", "Segment the consolidation.", "[SEG] There is no consolidation.", "", ()),
+        (
+            "consolidation",
+            "global",
+            "negative",
+            "Segment the consolidation.",
+            "[SEG] There is no consolidation.",
+            "",
+            (),
+        ),
         ("edema", "global", "negative", "Segment the edema.", "[SEG] There is no edema.", "", ()),
         ("effusion", "global", "negative", "Segment the effusion.", "[SEG] There is no effusion.", "", ()),
     }
@@ -121,8 +199,9 @@ def test_multi_lesion_study_forbidden_records_never_appear():
     for seed in range(20):
         cfg = Config()
         cfg.instructions.seed = seed
-        records = gen(multi_lesion_study(empty=("left apical zone lung", "left mid zone lung",
-                                                "lung upper lobe left")), cfg)
+        records = gen(
+            multi_lesion_study(empty=("left apical zone lung", "left mid zone lung", "lung upper lobe left")), cfg
+        )
         check_consistent(records)
         texts = [r["instruction"] for r in records]
         assert len(texts) == len(set(texts))
@@ -151,12 +230,12 @@ def test_multi_lesion_study_forbidden_records_never_appear():
 
 def test_cardiomegaly_negative_depends_on_ctr():
     def cm_negatives(ctr):
-        return [r for r in gen(no_cardiomegaly_study(ctr), only_global_absent())
-                if r["lesion_type"] == "cardiomegaly"]
+        return [r for r in gen(no_cardiomegaly_study(ctr), only_global_absent()) if r["lesion_type"] == "cardiomegaly"]
 
     allowed = cm_negatives(0.40)
-    assert [key(r) for r in allowed] == [("cardiomegaly", "global", "negative", "Segment the cardiomegaly.",
-                                          "[SEG] There is no cardiomegaly.", "", ())]
+    assert [key(r) for r in allowed] == [
+        ("cardiomegaly", "global", "negative", "Segment the cardiomegaly.", "[SEG] There is no cardiomegaly.", "", ())
+    ]
     assert len(cm_negatives(0.45)) == 1  # Appendix D.3: CTR <= 0.45
     assert cm_negatives(0.50) == []
     assert cm_negatives(None) == []  # unknown CTR: never
@@ -166,18 +245,48 @@ def test_effusion_study_exact_records():
     records = gen(no_cardiomegaly_study(0.40), only_global_absent())
     check_consistent(records)
     expected = {
-        ("effusion", "basic", "positive", "Segment the effusion in the right lung base.", "[SEG]", "definitive",
-         ("right lung base",)),
-        ("effusion", "global", "positive", "Segment the effusion.", "[SEG] It is located in the right lung base.",
-         "definitive", ("right lung base",)),
-        ("effusion", "basic", "negative", "Segment the effusion in the left lung.",
-         "[SEG] There is no effusion in the left lung.", "", ("left lung",)),
+        (
+            "effusion",
+            "basic",
+            "positive",
+            "Segment the effusion in the right lung base.",
+            "[SEG]",
+            "definitive",
+            ("right lung base",),
+        ),
+        (
+            "effusion",
+            "global",
+            "positive",
+            "Segment the effusion.",
+            "[SEG] It is located in the right lung base.",
+            "definitive",
+            ("right lung base",),
+        ),
+        (
+            "effusion",
+            "basic",
+            "negative",
+            "Segment the effusion in the left lung.",
+            "[SEG] There is no effusion in the left lung.",
+            "",
+            ("left lung",),
+        ),
         # an effusion is an opacity on the image: opacity is present, negative at the empty lung
-        ("opacity", "basic", "negative", "Segment the opacity in the left lung.",
-         "[SEG] There is no opacity in the left lung.", "", ("left lung",)),
+        (
+            "opacity",
+            "basic",
+            "negative",
+            "Segment the opacity in the left lung.",
+            "[SEG] There is no opacity in the left lung.",
+            "",
+            ("left lung",),
+        ),
         ("cardiomegaly", "global", "negative", "Segment the cardiomegaly.", "[SEG] There is no cardiomegaly.", "", ()),
-    } | {(t, "global", "negative", f"Segment the {t}.", f"[SEG] There is no {t}.", "", ())
-         for t in ("pneumonia", "atelectasis", "consolidation", "edema")}
+    } | {
+        (t, "global", "negative", f"Segment the {t}.", f"[SEG] There is no {t}.", "", ())
+        for t in ("pneumonia", "atelectasis", "consolidation", "edema")
+    }
     assert {key(r) for r in records} == expected and len(records) == len(expected)
 
 
@@ -202,8 +311,9 @@ def test_absent_negatives_random_but_deterministic():
     assert len({tuple(v) for v in outputs.values()}) > 10  # the seed depends on the image id
     cfg = Config()
     cfg.instructions.seed = 7  # another base seed changes the draws
-    assert any([key(r) for r in gen(no_cardiomegaly_study(0.5, image_id=f"im{i}"), cfg)] != outputs[i]
-               for i in range(40))
+    assert any(
+        [key(r) for r in gen(no_cardiomegaly_study(0.5, image_id=f"im{i}"), cfg)] != outputs[i] for i in range(40)
+    )
 
 
 def test_record_seed_is_sha256_not_hash():
@@ -212,16 +322,27 @@ def test_record_seed_is_sha256_not_hash():
 
 
 def _single(findings, empty=(), ctr=None, image_id="m1"):
-    return StudyGrounding(study_id="s", image_id=image_id, shape=SHAPE, findings=findings,
-                          empty_locations=list(empty), ctr=ctr, heart_mask=HEART_MASK)
+    return StudyGrounding(
+        study_id="s",
+        image_id=image_id,
+        shape=SHAPE,
+        findings=findings,
+        empty_locations=list(empty),
+        ctr=ctr,
+        heart_mask=HEART_MASK,
+    )
 
 
 def test_two_disjoint_findings_of_one_type_give_one_positive_each_and_a_union_global():
     m1, m2 = box(44, 54, 6, 22), box(14, 24, 40, 56)
     f1 = finding("atelectasis", labels=["right lung base"], lesion_type="atelectasis", sentence_index=1)
     f2 = finding("atelectasis", labels=["left upper zone lung"], lesion_type="atelectasis", sentence_index=3)
-    g = _single([grounded(f1, ["right lung base"], ["right lung base"], m1),
-                 grounded(f2, ["left upper zone lung"], ["left upper zone lung"], m2)])
+    g = _single(
+        [
+            grounded(f1, ["right lung base"], ["right lung base"], m1),
+            grounded(f2, ["left upper zone lung"], ["left upper zone lung"], m2),
+        ]
+    )
     records = gen(g, only_global_absent())
     check_consistent(records)
     pos = {r["instruction"]: r for r in records if r["polarity"] == "positive" and r["lesion_type"] == "atelectasis"}
@@ -236,10 +357,15 @@ def test_two_disjoint_findings_of_one_type_give_one_positive_each_and_a_union_gl
 def test_overlapping_findings_of_one_type_merge_into_one_mask():
     m1, m2 = box(44, 50, 6, 14), box(48, 54, 12, 22)
     f1 = finding("atelectasis", labels=["right lung base"], lesion_type="atelectasis", sentence_index=1)
-    f2 = finding("atelectasis", labels=["right lung base", "right mid zone lung"], lesion_type="atelectasis",
-                 sentence_index=2)
-    g = _single([grounded(f1, ["right lung base"], ["right lung base"], m1),
-                 grounded(f2, ["right lung base", "right mid zone lung"], ["right lung base", "right mid zone lung"], m2)])
+    f2 = finding(
+        "atelectasis", labels=["right lung base", "right mid zone lung"], lesion_type="atelectasis", sentence_index=2
+    )
+    g = _single(
+        [
+            grounded(f1, ["right lung base"], ["right lung base"], m1),
+            grounded(f2, ["right lung base", "right mid zone lung"], ["right lung base", "right mid zone lung"], m2),
+        ]
+    )
     basic = [r for r in gen(g) if r["instruction_type"] == "basic" and r["polarity"] == "positive"]
     assert len(basic) == 1
     assert basic[0]["instruction"] == "Segment the atelectasis in the right mid zone lung and right lung base."
@@ -278,9 +404,14 @@ def test_predicted_lesion_type_wins_and_both_types_count_as_mentioned():
     g = _single([grounded(f, ["right lung base"], ["right lung base"], m)], empty=["left lung"])
     records = gen(g, only_global_absent())
     pos = {(r["instruction_type"], r["instruction"]) for r in records if r["polarity"] == "positive"}
-    assert pos == {("basic", "Segment the pneumonia in the right lung base."), ("global", "Segment the pneumonia."),
-                   ("lesion_inference", "Segment the opacity in the right lung base and predict its type.")}
-    globals_neg = {r["lesion_type"] for r in records if r["polarity"] == "negative" and r["instruction_type"] == "global"}
+    assert pos == {
+        ("basic", "Segment the pneumonia in the right lung base."),
+        ("global", "Segment the pneumonia."),
+        ("lesion_inference", "Segment the opacity in the right lung base and predict its type."),
+    }
+    globals_neg = {
+        r["lesion_type"] for r in records if r["polarity"] == "negative" and r["instruction_type"] == "global"
+    }
     assert "opacity" not in globals_neg and "pneumonia" not in globals_neg
 
 
@@ -300,8 +431,9 @@ def test_split_certainty_observation_for_basic_inference_for_lesion_inference():
     assert pos["global"]["certainty"] == "definitive"
     inf = pos["lesion_inference"]
     assert (inf["certainty"], inf["lesion_type"]) == ("tentative", "pneumonia")
-    assert inf["answer"] == templates.render_answer("lesion_inference", "positive", lesion="pneumonia",
-                                                    certainty="tentative")
+    assert inf["answer"] == templates.render_answer(
+        "lesion_inference", "positive", lesion="pneumonia", certainty="tentative"
+    )
     # the same finding with a definitive inference ("highly suggestive of pneumonia")
     f.inference_certainty = "definitive"
     pos = {r["instruction_type"]: r for r in gen(g, only_global_absent()) if r["polarity"] == "positive"}
@@ -313,8 +445,12 @@ def test_inference_needs_one_unambiguous_type():
     m1, m2 = box(44, 50, 6, 14), box(48, 54, 12, 22)
     f1 = finding("pneumonia", labels=["right lung base"], lesion_type="pneumonia")
     f2 = finding("effusion", labels=["right lung base"], lesion_type="effusion", sentence_index=2)
-    g = _single([grounded(f1, ["right lung base"], ["right lung base"], m1),
-                 grounded(f2, ["right lung base"], ["right lung base"], m2)])
+    g = _single(
+        [
+            grounded(f1, ["right lung base"], ["right lung base"], m1),
+            grounded(f2, ["right lung base"], ["right lung base"], m2),
+        ]
+    )
     records = gen(g)
     assert not [r for r in records if r["instruction_type"] == "lesion_inference" and r["polarity"] == "positive"]
     # each type still has its own basic positive with its own mask
@@ -358,11 +494,21 @@ def test_tentative_opacity_record_contains_overlapping_lesions_of_other_types():
     """'Segment the opacity in the right lung base.' must cover every opacity there:
     the tentative pneumonia and the definitive atelectasis reported at the same base."""
     m1, m2 = box(44, 50, 6, 14), box(48, 56, 10, 22)
-    f1 = finding("pneumonia", certainty="tentative", labels=["right lung base"], lesion_type="pneumonia",
-                 sentence="Possible pneumonia at the right base.")
+    f1 = finding(
+        "pneumonia",
+        certainty="tentative",
+        labels=["right lung base"],
+        lesion_type="pneumonia",
+        sentence="Possible pneumonia at the right base.",
+    )
     f2 = finding("atelectasis", labels=["right lung base"], lesion_type="atelectasis", sentence_index=2)
-    g = _single([grounded(f2, ["right lung base"], ["right lung base"], m2),
-                 grounded(f1, ["right lung base"], ["right lung base"], m1)], empty=["left lung"])
+    g = _single(
+        [
+            grounded(f2, ["right lung base"], ["right lung base"], m2),
+            grounded(f1, ["right lung base"], ["right lung base"], m1),
+        ],
+        empty=["left lung"],
+    )
     records = gen(g, only_global_absent())
     check_consistent(records)
     opacity = [r for r in records if r["target"] == "opacity" and r["polarity"] == "positive"]
@@ -381,15 +527,25 @@ def test_tentative_opacity_record_contains_overlapping_lesions_of_other_types():
 def test_no_global_for_a_type_with_a_tentative_instance():
     m1, m2 = box(44, 54, 6, 22), box(14, 24, 40, 56)
     f1 = finding("pneumonia", labels=["right lung base"], lesion_type="pneumonia")
-    f2 = finding("pneumonia", certainty="tentative", labels=["left upper zone lung"], lesion_type="pneumonia",
-                 sentence_index=2)
-    g = _single([grounded(f1, ["right lung base"], ["right lung base"], m1),
-                 grounded(f2, ["left upper zone lung"], ["left upper zone lung"], m2)])
+    f2 = finding(
+        "pneumonia", certainty="tentative", labels=["left upper zone lung"], lesion_type="pneumonia", sentence_index=2
+    )
+    g = _single(
+        [
+            grounded(f1, ["right lung base"], ["right lung base"], m1),
+            grounded(f2, ["left upper zone lung"], ["left upper zone lung"], m2),
+        ]
+    )
     pos = {r["instruction"]: r for r in gen(g) if r["polarity"] == "positive"}
     assert "Segment the pneumonia." not in pos  # would claim the suspected one too
-    assert {"Segment the pneumonia in the right lung base.", "Segment the opacity in the left upper zone lung.",
-            "Segment the opacity."} <= set(pos)
-    assert pos["Segment the opacity."]["answer"] == "[SEG] It is located in the right lung base and left upper zone lung."
+    assert {
+        "Segment the pneumonia in the right lung base.",
+        "Segment the opacity in the left upper zone lung.",
+        "Segment the opacity.",
+    } <= set(pos)
+    assert (
+        pos["Segment the opacity."]["answer"] == "[SEG] It is located in the right lung base and left upper zone lung."
+    )
     assert np.array_equal(decode_rle(pos["Segment the opacity."]["mask"]), m1 | m2)
     li = {r["answer"] for r in gen(g) if r["instruction_type"] == "lesion_inference" and r["polarity"] == "positive"}
     assert li == {"[SEG] It is highly suggestive of pneumonia.", "[SEG] It possibly reflects pneumonia."}
@@ -407,28 +563,48 @@ def test_absent_negatives_only_for_the_studys_chosen_image():
     absent_types = {"pneumonia", "atelectasis", "consolidation", "edema", "cardiomegaly"}
     assert any(r["lesion_type"] in absent_types for r in first)
     assert not any(r["lesion_type"] in absent_types for r in second)
+
     def kept(records):
-        return [(r["lesion_type"], r["instruction_type"], r["polarity"], r["instruction"], r["answer"])
-                for r in records if r["lesion_type"] not in absent_types]
+        return [
+            (r["lesion_type"], r["instruction_type"], r["polarity"], r["instruction"], r["answer"])
+            for r in records
+            if r["lesion_type"] not in absent_types
+        ]
 
     assert kept(second) == kept(first) and kept(first)
 
 
 def test_a_reported_nodule_blocks_the_absent_opacity_negative():
-    """"There is no opacity." would be false when the report has a nodule or mass."""
+    """ "There is no opacity." would be false when the report has a nodule or mass."""
     from cxrils.types import StudyGrounding
 
-    nodule = grounded(finding("nodule", labels=["right upper zone lung"], sentence="Right upper lobe nodule."),
-                      ["right upper zone lung"])
-    g = StudyGrounding(study_id="s9", image_id="im9", shape=SHAPE, findings=[nodule],
-                       empty_locations=["left lung"], ctr=0.40, heart_mask=HEART_MASK)
+    nodule = grounded(
+        finding("nodule", labels=["right upper zone lung"], sentence="Right upper lobe nodule."),
+        ["right upper zone lung"],
+    )
+    g = StudyGrounding(
+        study_id="s9",
+        image_id="im9",
+        shape=SHAPE,
+        findings=[nodule],
+        empty_locations=["left lung"],
+        ctr=0.40,
+        heart_mask=HEART_MASK,
+    )
     records = gen(g)
     opacity = [r for r in records if r["lesion_type"] == "opacity"]
     assert all(r["instruction_type"] == "basic" and r["locations"] == ["left lung"] for r in opacity)
     assert not any(r["answer"] == "[SEG] There is no opacity." for r in records)
     # without the nodule the absent-type opacity negative is there (global or basic)
-    plain = StudyGrounding(study_id="s9", image_id="im9", shape=SHAPE, findings=[],
-                           empty_locations=["left lung"], ctr=0.40, heart_mask=HEART_MASK)
+    plain = StudyGrounding(
+        study_id="s9",
+        image_id="im9",
+        shape=SHAPE,
+        findings=[],
+        empty_locations=["left lung"],
+        ctr=0.40,
+        heart_mask=HEART_MASK,
+    )
     assert [r for r in gen(plain) if r["lesion_type"] == "opacity"]
 
 
@@ -437,18 +613,25 @@ def test_absent_forms_replace_the_random_draws():
     model's normal images); cardiomegaly keeps the CTR rule; () asks no lung type."""
     g = no_cardiomegaly_study(0.40)
     forms = [("global", None), ("basic", "right lung"), ("basic", "left lung")]
-    records = generate_records(g, split="train", patient_id="p1", image_path="images/x.png", cfg=Config(),
-                               absent_forms=forms)
+    records = generate_records(
+        g, split="train", patient_id="p1", image_path="images/x.png", cfg=Config(), absent_forms=forms
+    )
     check_consistent(records)
     for t in ("pneumonia", "atelectasis", "consolidation", "edema"):  # absent from the report
         got = sorted(r["instruction"] for r in records if r["lesion_type"] == t)
-        assert got == sorted([f"Segment the {t}.", f"Segment the {t} in the right lung.",
-                              f"Segment the {t} in the left lung."])
+        assert got == sorted(
+            [f"Segment the {t}.", f"Segment the {t} in the right lung.", f"Segment the {t} in the left lung."]
+        )
     assert [r["instruction"] for r in records if r["lesion_type"] == "cardiomegaly"] == ["Segment the cardiomegaly."]
-    none = generate_records(g, split="train", patient_id="p1", image_path="images/x.png", cfg=Config(),
-                            absent_forms=())
+    none = generate_records(g, split="train", patient_id="p1", image_path="images/x.png", cfg=Config(), absent_forms=())
     assert not {r["lesion_type"] for r in none} & {"pneumonia", "atelectasis", "consolidation", "edema"}
     assert any(r["lesion_type"] == "cardiomegaly" for r in none)  # CTR 0.40 <= 0.45
     with pytest.raises(InstructionError, match="absent negative"):
-        generate_records(g, split="train", patient_id="p1", image_path="images/x.png", cfg=Config(),
-                         absent_forms=[("basic", "the spleen")])
+        generate_records(
+            g,
+            split="train",
+            patient_id="p1",
+            image_path="images/x.png",
+            cfg=Config(),
+            absent_forms=[("basic", "the spleen")],
+        )

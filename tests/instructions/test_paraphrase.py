@@ -14,8 +14,16 @@ def fake_llm(prompt: str) -> str:
     plus the kind of noise a model adds (numbering, a duplicate, a blank line)."""
     instruction = prompt.rsplit("Instruction: ", 1)[1]
     voice = next(k for k, v in PERSONAS.items() if v in prompt)
-    return "\n".join([f"1. [{voice} a] {instruction}", f"2) [{voice} b] {instruction}", "",
-                      f"- [{voice} b] {instruction}", instruction, f'"[{voice} c] {instruction}"'])
+    return "\n".join(
+        [
+            f"1. [{voice} a] {instruction}",
+            f"2) [{voice} b] {instruction}",
+            "",
+            f"- [{voice} b] {instruction}",
+            instruction,
+            f'"[{voice} c] {instruction}"',
+        ]
+    )
 
 
 def records():

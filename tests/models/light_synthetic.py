@@ -39,7 +39,7 @@ def block_anatomy(x: np.ndarray) -> AnatomyMasks:
             band = (rows >= k * h // 4) & (rows < (k + 1) * h // 4)
             masks[zone] = lung & band
     masks["heart"] = np.zeros((h, w), bool)
-    masks["heart"][h // 2:, w // 3: 2 * w // 3] = True
+    masks["heart"][h // 2 :, w // 3 : 2 * w // 3] = True
     return AnatomyMasks(masks=masks, shape=(h, w), backend="test-blocks")
 
 
@@ -57,20 +57,48 @@ def disc_mask(place: str, h: int = H, w: int = W) -> np.ndarray:
     return (rr - row) ** 2 + (cc - side_col) ** 2 <= (h // 8) ** 2
 
 
-def _record(image_id: str, k: int, split: str, itype: str, polarity: str, lesion: str, target: str,
-            locs: list[str], mask: np.ndarray, certainty: str = "") -> dict:
+def _record(
+    image_id: str,
+    k: int,
+    split: str,
+    itype: str,
+    polarity: str,
+    lesion: str,
+    target: str,
+    locs: list[str],
+    mask: np.ndarray,
+    certainty: str = "",
+) -> dict:
     instr = templates.render_instruction(itype, target, locs if itype != "global" else ())
     if itype == "lesion_inference" and polarity == "positive":
         answer = templates.render_answer(itype, polarity, lesion=lesion, certainty=certainty)
     else:
         answer = templates.render_answer(itype, polarity, target=target, locations=locs)
     return {
-        "record_id": f"{image_id}:{k}", "study_id": f"s{image_id}", "image_id": image_id,
-        "patient_id": f"p{image_id}", "split": split, "lesion_type": lesion, "instruction_type": itype,
-        "polarity": polarity, "locations": list(locs), "certainty": certainty if polarity == "positive" else "",
-        "instruction": instr, "answer": answer, "mask": dict(encode_rle(mask)), "mask_area": int(mask.sum()),
-        "height": H, "width": W, "finding_entity": "", "sentence_index": 0, "sentence": "", "provenance": "{}",
-        "target": target, "source_findings": "[]", "paraphrase_of": "", "persona": "",
+        "record_id": f"{image_id}:{k}",
+        "study_id": f"s{image_id}",
+        "image_id": image_id,
+        "patient_id": f"p{image_id}",
+        "split": split,
+        "lesion_type": lesion,
+        "instruction_type": itype,
+        "polarity": polarity,
+        "locations": list(locs),
+        "certainty": certainty if polarity == "positive" else "",
+        "instruction": instr,
+        "answer": answer,
+        "mask": dict(encode_rle(mask)),
+        "mask_area": int(mask.sum()),
+        "height": H,
+        "width": W,
+        "finding_entity": "",
+        "sentence_index": 0,
+        "sentence": "",
+        "provenance": "{}",
+        "target": target,
+        "source_findings": "[]",
+        "paraphrase_of": "",
+        "persona": "",
     }
 
 
@@ -101,8 +129,20 @@ def make_tiny_dataset(root: Path, n_train: int = 24, n_val: int = 8, n_test: int
             ]
         recs.append(_record(image_id, len(recs), split, "global", "negative", "edema", "edema", [], empty))
         if has_disc and i % 2:
-            recs.append(_record(image_id, len(recs), split, "lesion_inference", "positive", "atelectasis",
-                                "opacity", [place], m, "definitive"))
+            recs.append(
+                _record(
+                    image_id,
+                    len(recs),
+                    split,
+                    "lesion_inference",
+                    "positive",
+                    "atelectasis",
+                    "opacity",
+                    [place],
+                    m,
+                    "definitive",
+                )
+            )
         writer.commit_study(image_id, x, recs)
     writer.finalize()
     return root

@@ -21,11 +21,29 @@ from cxrils.models.dicom_seg import REFERENCE_FIELDS, DicomSegError, write_dicom
 
 #: Header fields of the sample files that must never reach a SEG (personal, institutional,
 #: acquisition details): a test reads their values from the source and looks for them.
-PRIVATE_FIELDS = ("PatientName", "PatientID", "PatientBirthDate", "OtherPatientIDs", "InstitutionName",
-                  "InstitutionalDepartmentName", "ReferringPhysicianName", "StationName", "AccessionNumber",
-                  "StudyID", "StudyDate", "StudyTime", "SeriesDate", "ContentDate", "StudyDescription",
-                  "Manufacturer", "ManufacturerModelName", "DeviceSerialNumber", "SoftwareVersions", "ImageComments",
-                  "InstanceCreatorUID")
+PRIVATE_FIELDS = (
+    "PatientName",
+    "PatientID",
+    "PatientBirthDate",
+    "OtherPatientIDs",
+    "InstitutionName",
+    "InstitutionalDepartmentName",
+    "ReferringPhysicianName",
+    "StationName",
+    "AccessionNumber",
+    "StudyID",
+    "StudyDate",
+    "StudyTime",
+    "SeriesDate",
+    "ContentDate",
+    "StudyDescription",
+    "Manufacturer",
+    "ManufacturerModelName",
+    "DeviceSerialNumber",
+    "SoftwareVersions",
+    "ImageComments",
+    "InstanceCreatorUID",
+)
 
 
 def _dicoms(shared_data):
@@ -55,8 +73,13 @@ def test_seg_references_the_source_and_the_mask_round_trips(shared_data, tmp_pat
     for src_path in _dicoms(shared_data):
         src = pydicom.dcmread(src_path, stop_before_pixels=True)
         mask = np.zeros((src.Rows, src.Columns), bool) if empty else _lesion((src.Rows, src.Columns))
-        out = write_dicom_seg(tmp_path / f"{src_path.stem}.seg.dcm", src_path, mask, segment_label="pneumonia",
-                              description="cxrils: Segment the pneumonia in the left lower lobe.")
+        out = write_dicom_seg(
+            tmp_path / f"{src_path.stem}.seg.dcm",
+            src_path,
+            mask,
+            segment_label="pneumonia",
+            description="cxrils: Segment the pneumonia in the left lower lobe.",
+        )
         seg = hd.seg.segread(out)
         assert seg.SOPClassUID == "1.2.840.10008.5.1.4.1.1.66.4"  # Segmentation Storage
         assert seg.Modality == "SEG" and seg.SegmentationType == "BINARY"
@@ -87,8 +110,14 @@ def test_seg_references_the_source_and_the_mask_round_trips(shared_data, tmp_pat
             value = str(src.get(field, "") or "")
             if value:
                 assert value not in values, f"{field} of the source reached the SEG"
-        assert set(REFERENCE_FIELDS) == {"SOPClassUID", "SOPInstanceUID", "StudyInstanceUID", "SeriesInstanceUID",
-                                         "Rows", "Columns"}
+        assert set(REFERENCE_FIELDS) == {
+            "SOPClassUID",
+            "SOPInstanceUID",
+            "StudyInstanceUID",
+            "SeriesInstanceUID",
+            "Rows",
+            "Columns",
+        }
 
 
 def test_bad_sources_and_shapes_are_refused(shared_data, tmp_path):
@@ -99,8 +128,9 @@ def test_bad_sources_and_shapes_are_refused(shared_data, tmp_path):
     png = tmp_path / "x.png"
     Image.fromarray(np.zeros((src.Rows, src.Columns), np.uint8)).save(png)
     with pytest.raises(DicomSegError, match="needs a DICOM source"):
-        write_dicom_seg(tmp_path / "b.dcm", png, np.zeros((src.Rows, src.Columns), bool), segment_label="x",
-                        description="d")
+        write_dicom_seg(
+            tmp_path / "b.dcm", png, np.zeros((src.Rows, src.Columns), bool), segment_label="x", description="d"
+        )
     assert not (tmp_path / "a.dcm").exists() and not (tmp_path / "b.dcm").exists()
 
 
@@ -108,8 +138,9 @@ def test_bad_sources_and_shapes_are_refused(shared_data, tmp_path):
 def test_predict_a_dicom_writes_png_rle_and_seg(shared_data, tmp_path):
     src_path = _dicoms(shared_data)[0]
     out = tmp_path / "pred"
-    res = CliRunner().invoke(app, ["predict", str(src_path), "Segment the pneumonia in the left lower lobe.",
-                                   "-o", str(out)])
+    res = CliRunner().invoke(
+        app, ["predict", str(src_path), "Segment the pneumonia in the left lower lobe.", "-o", str(out)]
+    )
     assert res.exit_code == 0, res.output
     assert "instruction answered: Segment the pneumonia in the left lower lobe." in res.output
     info = json.loads((out / "prediction.json").read_text())
@@ -133,8 +164,9 @@ def test_seg_without_highdicom_says_which_extra(shared_data, tmp_path, monkeypat
 
     src_path = _dicoms(shared_data)[0]
     monkeypatch.setitem(sys.modules, "highdicom", None)  # as if not installed
-    res = CliRunner().invoke(app, ["predict", str(src_path), "Segment the edema.", "--dicom-seg",
-                                   "-o", str(tmp_path / "p")])
+    res = CliRunner().invoke(
+        app, ["predict", str(src_path), "Segment the edema.", "--dicom-seg", "-o", str(tmp_path / "p")]
+    )
     assert res.exit_code == 2, res.output
     lines = res.output.strip().splitlines()
     assert len(lines) == 1 and "'dicom' extra" in lines[0] and "pip install 'cxrils[dicom]'" in lines[0]

@@ -30,20 +30,39 @@ def lobe_anatomy(x: np.ndarray) -> AnatomyMasks:
     return AnatomyMasks(masks=masks, shape=(h, w), backend="test-lobes")
 
 
-@pytest.mark.parametrize("text,itype,target,locations,exact", [
-    ("Segment the pneumonia in the left lower lobe.", "basic", "pneumonia", ("lung lower lobe left",), True),
-    ("Segment the opacity in the right middle lobe and predict its type.", "lesion_inference", "opacity",
-     ("lung middle lobe right",), True),
-    ("Is there consolidation in the right lower lobe?", "basic", "consolidation", ("lung lower lobe right",), False),
-    ("show the pneumonia in the RLL and the LUL", "basic", "pneumonia",
-     ("lung upper lobe left", "lung lower lobe right"), False),
-    ("any pleural effusion at the left base?", "basic", "effusion", ("left lung base",), False),
-    ("Segment the edema in both lungs.", "basic", "edema", ("right lung", "left lung"), False),
-    ("Segment the effusion.", "global", "effusion", (), True),
-    # a place that is the whole film or both lungs asks the global question
-    ("Is there an opacity in this image?", "global", "opacity", (), False),
-    ("Any edema in the lungs?", "global", "edema", (), False),
-])
+@pytest.mark.parametrize(
+    "text,itype,target,locations,exact",
+    [
+        ("Segment the pneumonia in the left lower lobe.", "basic", "pneumonia", ("lung lower lobe left",), True),
+        (
+            "Segment the opacity in the right middle lobe and predict its type.",
+            "lesion_inference",
+            "opacity",
+            ("lung middle lobe right",),
+            True,
+        ),
+        (
+            "Is there consolidation in the right lower lobe?",
+            "basic",
+            "consolidation",
+            ("lung lower lobe right",),
+            False,
+        ),
+        (
+            "show the pneumonia in the RLL and the LUL",
+            "basic",
+            "pneumonia",
+            ("lung upper lobe left", "lung lower lobe right"),
+            False,
+        ),
+        ("any pleural effusion at the left base?", "basic", "effusion", ("left lung base",), False),
+        ("Segment the edema in both lungs.", "basic", "edema", ("right lung", "left lung"), False),
+        ("Segment the effusion.", "global", "effusion", (), True),
+        # a place that is the whole film or both lungs asks the global question
+        ("Is there an opacity in this image?", "global", "opacity", (), False),
+        ("Any edema in the lungs?", "global", "edema", (), False),
+    ],
+)
 def test_lobes_and_natural_locations_are_read_as_written(text, itype, target, locations, exact):
     interp = interpret_instruction(text)
     assert interp is not None and interp.exact is exact
@@ -51,16 +70,19 @@ def test_lobes_and_natural_locations_are_read_as_written(text, itype, target, lo
     assert (p.instruction_type, p.target, set(p.locations)) == (itype, target, set(locations))
 
 
-@pytest.mark.parametrize("text,word", [
-    ("Segment the pneumonia in the lingula.", "lingula"),
-    ("Segment the effusion on the left side.", "left"),
-    ("Segment the opacity in the perihilar region.", "perihilar"),
-    ("Segment the pneumonia in the right lower lobes.", "lobes"),
-    # a place that is no lung region at all is refused too, and named
-    ("Segment the opacity in the knee.", "knee"),
-    ("Segment the effusion on the left side.", "side"),
-    ("Is there an opacity in the left knee?", "unread words: left, knee"),
-])
+@pytest.mark.parametrize(
+    "text,word",
+    [
+        ("Segment the pneumonia in the lingula.", "lingula"),
+        ("Segment the effusion on the left side.", "left"),
+        ("Segment the opacity in the perihilar region.", "perihilar"),
+        ("Segment the pneumonia in the right lower lobes.", "lobes"),
+        # a place that is no lung region at all is refused too, and named
+        ("Segment the opacity in the knee.", "knee"),
+        ("Segment the effusion on the left side.", "side"),
+        ("Is there an opacity in the left knee?", "unread words: left, knee"),
+    ],
+)
 def test_an_unreadable_location_is_refused_with_what_is_accepted(text, word):
     with pytest.raises(InstructionError) as err:
         interpret_instruction(text)
@@ -96,12 +118,12 @@ def test_the_region_prior_of_a_lobe_is_the_lobe_mask():
     priors = PriorComputer(lobe_anatomy, bright_anomaly).priors(x)
     anatomy = lobe_anatomy(x)
     for label, phrase in vocab.LOBE_PHRASES.items():
-        region = prior_channels(priors, templates.parse_instruction(f"Segment the pneumonia in the {phrase}."),
-                                H)[0]
+        region = prior_channels(priors, templates.parse_instruction(f"Segment the pneumonia in the {phrase}."), H)[0]
         want = cv2.resize(anatomy[label].astype(np.float32), (H, H), interpolation=cv2.INTER_AREA)
         assert np.allclose(region, want), label
-        lung = cv2.resize(anatomy[f"{vocab.LABEL_SIDE[label]} lung"].astype(np.float32), (H, H),
-                          interpolation=cv2.INTER_AREA)
+        lung = cv2.resize(
+            anatomy[f"{vocab.LABEL_SIDE[label]} lung"].astype(np.float32), (H, H), interpolation=cv2.INTER_AREA
+        )
         assert not np.allclose(region, lung)
     # an anatomy without lobes: a lobe instruction fails in words, never silently as the lung
     no_lobes = PriorComputer(block_anatomy, bright_anomaly).priors(x)
@@ -122,8 +144,10 @@ def test_shipped_model_answers_a_lobe_instruction_as_written(shared_data):
     seg = Segmenter.from_pretrained(default_model_dir())
     text = "Segment the pneumonia in the right lower lobe."
     assert seg.read_instruction(text) == text
-    for pred, question in zip(seg.predict_many([x, x], [text, "Segment the pneumonia in the left lower lobe."]),
-                              ("lung lower lobe right", "lung lower lobe left")):
+    for pred, question in zip(
+        seg.predict_many([x, x], [text, "Segment the pneumonia in the left lower lobe."]),
+        ("lung lower lobe right", "lung lower lobe left"),
+    ):
         parsed = templates.parse_answer(pred.answer, "basic")
         if parsed.polarity == "negative":  # the answer names the lobe that was asked about
             assert parsed.locations == (question,) and parsed.target == "pneumonia"
@@ -133,25 +157,38 @@ def test_shipped_model_answers_a_lobe_instruction_as_written(shared_data):
         seg.predict(x, "Segment the pneumonia in the lingula.")
 
 
-@pytest.mark.parametrize("text", [
-    "Is there an effusion at all?", "Any opacity in general?", "Is there consolidation on the PA view?",
-    "Any opacity on this frontal radiograph?", "Is there pneumonia in this case?", "Is there edema in either lung?",
-    "Any opacity in there?", "Any pneumonia at this time?", "Is there opacity in the image please",
-    "Any effusion in the chest x-ray?", "Is there cardiomegaly in this patient?",
-])
+@pytest.mark.parametrize(
+    "text",
+    [
+        "Is there an effusion at all?",
+        "Any opacity in general?",
+        "Is there consolidation on the PA view?",
+        "Any opacity on this frontal radiograph?",
+        "Is there pneumonia in this case?",
+        "Is there edema in either lung?",
+        "Any opacity in there?",
+        "Any pneumonia at this time?",
+        "Is there opacity in the image please",
+        "Any effusion in the chest x-ray?",
+        "Is there cardiomegaly in this patient?",
+    ],
+)
 def test_a_place_that_is_the_whole_film_asks_the_global_question(text):
     p = interpret_instruction(text).parsed
     assert p.instruction_type == "global" and p.locations == ()
 
 
-@pytest.mark.parametrize("text,unread", [
-    ("Is there an opacity under the diaphragm?", "diaphragm"),
-    ("Segment the opacity in the chest wall.", "chest wall"),
-    ("Segment the opacity in this patient's knee.", "knee"),
-    ("Segment the opacity in the x-ray of the knee.", "knee"),
-    ("Is there an opacity outside the lungs?", "outside"),
-    ("Any opacity in the middle of the right lung?", "unread words: middle)"),
-])
+@pytest.mark.parametrize(
+    "text,unread",
+    [
+        ("Is there an opacity under the diaphragm?", "diaphragm"),
+        ("Segment the opacity in the chest wall.", "chest wall"),
+        ("Segment the opacity in this patient's knee.", "knee"),
+        ("Segment the opacity in the x-ray of the knee.", "knee"),
+        ("Is there an opacity outside the lungs?", "outside"),
+        ("Any opacity in the middle of the right lung?", "unread words: middle)"),
+    ],
+)
 def test_a_place_outside_the_query_locations_is_refused_and_named(text, unread):
     with pytest.raises(InstructionError, match="unread words") as err:
         interpret_instruction(text)
@@ -168,17 +205,25 @@ def test_located_free_text_keeps_reading_after_the_place():
 def test_the_heart_named_as_a_location():
     p = interpret_instruction("Segment the cardiomegaly in the heart.").parsed
     assert (p.instruction_type, p.target, p.locations) == ("global", "cardiomegaly", ())
-    with pytest.raises(InstructionError, match="opacity is asked of lung regions; the heart is the place of "
-                                               "cardiomegaly only"):
+    with pytest.raises(
+        InstructionError, match="opacity is asked of lung regions; the heart is the place of cardiomegaly only"
+    ):
         interpret_instruction("Segment the opacity in the heart.")
     with pytest.raises(InstructionError):
         InstructionEncoder("structured").encode(["Segment the opacity in the heart."])
 
 
-@pytest.mark.parametrize("text", ["Segment the cardiomegaly in the left lung.", "Is there cardiomegaly in the RLL?",
-                                  "Segment the cardiomegaly in the right lung base."])
+@pytest.mark.parametrize(
+    "text",
+    [
+        "Segment the cardiomegaly in the left lung.",
+        "Is there cardiomegaly in the RLL?",
+        "Segment the cardiomegaly in the right lung base.",
+    ],
+)
 def test_cardiomegaly_is_not_asked_of_a_lung_region(text):
     # Table 10: cardiomegaly has global instructions only; a lung place would answer another question
-    with pytest.raises(InstructionError,
-                       match=r"cardiomegaly is a finding of the heart .* not of the (right|left) (lung|lower lobe)"):
+    with pytest.raises(
+        InstructionError, match=r"cardiomegaly is a finding of the heart .* not of the (right|left) (lung|lower lobe)"
+    ):
         interpret_instruction(text)

@@ -22,8 +22,9 @@ from cxrils.models.light.text import (
     structured_vector,
 )
 
-TINY = dict(ensemble=1, image_size=32, features=(4, 8, 8, 16, 16, 8), text_hidden=16, batch_size=4, steps=4,
-            box_prior=False)
+TINY = dict(
+    ensemble=1, image_size=32, features=(4, 8, 8, 16, 16, 8), text_hidden=16, batch_size=4, steps=4, box_prior=False
+)
 
 
 def _seg(presence_bias: float = 0.0, mask_bias: float = 0.0) -> LightSegmenter:
@@ -82,14 +83,17 @@ def test_present_gives_mask_at_image_size_and_positive_answer():
 
 
 @pytest.mark.parametrize("present", [True, False])
-@pytest.mark.parametrize("instruction", [
-    "Segment the effusion in the right lung base.",
-    "Segment the opacity in the right lung base and left mid zone lung.",
-    "Segment the pneumonia.",
-    "Segment the opacity in the right upper zone lung and predict its type.",
-    "please show any pleural fluid on the left lung base",
-    "where is the fluid?",
-])
+@pytest.mark.parametrize(
+    "instruction",
+    [
+        "Segment the effusion in the right lung base.",
+        "Segment the opacity in the right lung base and left mid zone lung.",
+        "Segment the pneumonia.",
+        "Segment the opacity in the right upper zone lung and predict its type.",
+        "please show any pleural fluid on the left lung base",
+        "where is the fluid?",
+    ],
+)
 def test_answers_follow_templates(present, instruction):
     seg = _seg(presence_bias=30.0 if present else -30.0, mask_bias=-30.0)
     seg.net.unet.final_conv.bias.data.fill_(30.0)
@@ -132,7 +136,7 @@ def test_locations_from_mask_with_hand_built_anatomy():
     both = disc_mask("left upper zone lung") | disc_mask("right lung base")
     assert locations_from_mask(both, anatomy, 0.1) == ["right lung base", "left upper zone lung"]
     left_half = np.zeros((H, W), bool)
-    left_half[:, W // 2:] = True  # image right half = patient's left lung
+    left_half[:, W // 2 :] = True  # image right half = patient's left lung
     assert locations_from_mask(left_half, anatomy, 0.1) == ["left lung"]
     with pytest.raises(ValueError, match="empty"):
         locations_from_mask(np.zeros((H, W), bool), anatomy, 0.1)
@@ -229,8 +233,9 @@ def test_box_prior_is_the_detector_confidence_channel():
         h, w = x.shape
         return [LesionBox(0, 0, w / 2, h, 0.8, "Lung Opacity")]
 
-    seg = LightSegmenter(LightConfig(**{**TINY, "box_prior": True}), anatomy=block_anatomy, anomaly=bright_anomaly,
-                         detector=detector)
+    seg = LightSegmenter(
+        LightConfig(**{**TINY, "box_prior": True}), anatomy=block_anatomy, anomaly=bright_anomaly, detector=detector
+    )
     assert seg.net.in_channels == 5
     img = np.random.default_rng(4).integers(0, 256, size=(H, W)).astype(np.uint8)
     pri = seg.image_priors(img)

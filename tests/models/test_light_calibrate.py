@@ -104,33 +104,33 @@ def test_per_target_threshold_holds_each_target_to_the_n_acc():
     shared = choose_thresholds(presence, prob, ref, min_n_acc=0.85)
     # pooled: 10 of 80 negatives above 0.6 -> N-Acc 0.875 passes with every positive kept
     assert shared["tau_presence"] <= 0.6 and shared["n_acc"] == pytest.approx(70 / 80)
-    by = choose_target_thresholds(presence, prob, ref, targets, shared["tau_mask"], 0.85,
-                                  min_positives=4, min_negatives=40)
+    by = choose_target_thresholds(
+        presence, prob, ref, targets, shared["tau_mask"], 0.85, min_positives=4, min_negatives=40
+    )
     # "opacity" alone has N-Acc 30/40 = 0.75 at the shared threshold: its own must exceed 0.92
     assert 0.92 < by["opacity"]["tau_presence"] <= 0.99 and by["opacity"]["n_acc"] == 1.0
     assert by["opacity"]["gIoU"] == pytest.approx(1.0)
     assert by["effusion"]["tau_presence"] <= 0.6 and by["effusion"]["gIoU"] == pytest.approx(1.0)
     assert (by["opacity"]["n_positive"], by["opacity"]["n_negative"]) == (4, 40)
-    few = choose_target_thresholds(presence, prob, ref, targets, shared["tau_mask"], 0.85,
-                                   min_positives=5, min_negatives=40)
+    few = choose_target_thresholds(
+        presence, prob, ref, targets, shared["tau_mask"], 0.85, min_positives=5, min_negatives=40
+    )
     assert few == {}  # 4 positives each: too few for a threshold of its own
 
 
 def test_per_target_minimums_and_confidence():
     presence, prob, ref, targets = _two_targets()
     # each target has 40 negatives: a minimum of 41 leaves none with its own threshold
-    assert choose_target_thresholds(presence, prob, ref, targets, 0.5, 0.85, min_positives=4,
-                                    min_negatives=41) == {}
+    assert choose_target_thresholds(presence, prob, ref, targets, 0.5, 0.85, min_positives=4, min_negatives=41) == {}
     with pytest.raises(ValueError, match="at least one positive"):
         choose_target_thresholds(presence, prob, ref, targets, 0.5, 0.85, min_positives=0, min_negatives=1)
     # "effusion": 40 of 40 negatives empty. Point estimate 1.0 meets 0.95; the one-sided 95 %
     # Wilson bound of 40/40 is 0.937 (z = 1.645: (1 + z^2/80 - z^2/80) / (1 + z^2/40)), which does not
     point = choose_target_thresholds(presence, prob, ref, targets, 0.5, 0.95, min_positives=4, min_negatives=40)
-    bound = choose_target_thresholds(presence, prob, ref, targets, 0.5, 0.95, 0.95, min_positives=4,
-                                     min_negatives=40)
+    bound = choose_target_thresholds(presence, prob, ref, targets, 0.5, 0.95, 0.95, min_positives=4, min_negatives=40)
     assert point["effusion"]["constraint_met"] and point["effusion"]["n_acc"] == 1.0
     assert not bound["effusion"]["constraint_met"]
-    assert bound["effusion"]["n_acc_lower"] == pytest.approx(1 / (1 + 1.6448536 ** 2 / 40), abs=1e-4)
+    assert bound["effusion"]["n_acc_lower"] == pytest.approx(1 / (1 + 1.6448536**2 / 40), abs=1e-4)
 
 
 def test_calibrate_stores_only_targets_that_meet_the_constraint(monkeypatch):
@@ -141,15 +141,21 @@ def test_calibrate_stores_only_targets_that_meet_the_constraint(monkeypatch):
 
     scores = _two_targets()
     monkeypatch.setattr(cal, "validation_scores", lambda seg, ds, split: scores)
-    seg = SimpleNamespace(config=LightConfig(calib_min_n_acc=0.85, calib_confidence=0.0,
-                                             calib_target_min_positives=4, calib_target_min_negatives=40))
+    seg = SimpleNamespace(
+        config=LightConfig(
+            calib_min_n_acc=0.85, calib_confidence=0.0, calib_target_min_positives=4, calib_target_min_negatives=40
+        )
+    )
     out = cal.calibrate(seg, "unused")
     assert set(seg.config.tau_presence_by_target) == {"effusion", "opacity"}
     assert seg.config.tau_presence_by_target["opacity"] == out["by_target"]["opacity"]["tau_presence"] > 0.92
     # at 0.95 with 95 % confidence neither target's 40 negatives can show it (bound 0.937): both
     # keep the shared threshold, though the result still lists their search
-    seg = SimpleNamespace(config=LightConfig(calib_min_n_acc=0.95, calib_confidence=0.95,
-                                             calib_target_min_positives=4, calib_target_min_negatives=40))
+    seg = SimpleNamespace(
+        config=LightConfig(
+            calib_min_n_acc=0.95, calib_confidence=0.95, calib_target_min_positives=4, calib_target_min_negatives=40
+        )
+    )
     out = cal.calibrate(seg, "unused")
     assert seg.config.tau_presence_by_target == {}
     assert set(out["by_target"]) == {"effusion", "opacity"}
@@ -163,8 +169,12 @@ class _FixedNet(torch.nn.Module):
 
     def forward(self, x, t):
         b, _, s, _ = x.shape
-        return {"mask": torch.full((b, 1, s, s), 5.0), "presence": torch.full((b,), math.log(0.8 / 0.2)),
-                "lesion": torch.zeros(b, 3), "certainty": torch.zeros(b)}
+        return {
+            "mask": torch.full((b, 1, s, s), 5.0),
+            "presence": torch.full((b,), math.log(0.8 / 0.2)),
+            "lesion": torch.zeros(b, 3),
+            "certainty": torch.zeros(b),
+        }
 
 
 def test_predict_uses_the_threshold_of_the_instruction_target():
@@ -172,8 +182,15 @@ def test_predict_uses_the_threshold_of_the_instruction_target():
     from cxrils.models.light.segmenter import LightSegmenter
     from cxrils.templates import ParsedText
 
-    cfg = LightConfig(priors=False, box_prior=False, ctr_input=False, ensemble=1, image_size=32, tau_presence=0.5,
-                      tau_presence_by_target={"opacity": 0.9})
+    cfg = LightConfig(
+        priors=False,
+        box_prior=False,
+        ctr_input=False,
+        ensemble=1,
+        image_size=32,
+        tau_presence=0.5,
+        tau_presence_by_target={"opacity": 0.9},
+    )
     seg = LightSegmenter(cfg, net=_FixedNet())
     assert seg.presence_threshold(ParsedText("basic", None, "opacity", ("left lung",))) == 0.9
     assert seg.presence_threshold(ParsedText("global", None, "cardiomegaly")) == 0.5
@@ -181,8 +198,13 @@ def test_predict_uses_the_threshold_of_the_instruction_target():
     x = np.full((40, 40), 128, np.uint8)
     # presence 0.8: below opacity's 0.9, above the shared 0.5
     opacity, effusion, inference = seg.predict_many(
-        [x] * 3, ["Segment the opacity in the left lung.", "Segment the effusion in the left lung.",
-                  "What lesion is in the left lung?"])  # lesion inference names opacity: its threshold
+        [x] * 3,
+        [
+            "Segment the opacity in the left lung.",
+            "Segment the effusion in the left lung.",
+            "What lesion is in the left lung?",
+        ],
+    )  # lesion inference names opacity: its threshold
     assert not opacity.mask.any() and opacity.answer == "[SEG] There is no opacity in the left lung."
     assert effusion.mask.all() and effusion.answer == "[SEG]"
     assert not inference.mask.any()
@@ -210,8 +232,16 @@ def test_cardiomegaly_is_answered_present_only_above_the_ctr_cut_off():
     from cxrils.models.light.priors import ImagePriors, PackedMasks
     from cxrils.models.light.segmenter import LightSegmenter
 
-    cfg = LightConfig(priors=False, box_prior=False, ctr_input=True, ensemble=1, image_size=32, tau_presence=0.5,
-                      cardiomegaly_by_ctr=False, consistent_answers=False)  # no zones to place a global mask
+    cfg = LightConfig(
+        priors=False,
+        box_prior=False,
+        ctr_input=True,
+        ensemble=1,
+        image_size=32,
+        tau_presence=0.5,
+        cardiomegaly_by_ctr=False,
+        consistent_answers=False,
+    )  # no zones to place a global mask
     seg = LightSegmenter(cfg, net=_FixedNet())
     x = np.full((40, 40), 128, np.uint8)
     empty = PackedMasks({}, (8, 8))
@@ -274,12 +304,17 @@ class _ByQuestionNet(torch.nn.Module):
 
     def forward(self, x, t):
         b, _, s, _ = x.shape
-        keys = [(self.rows[tuple(row)], float(image[0].mean()) < 0.5) for image, row in
-                zip(x, t[:, :self.width].tolist())]
+        keys = [
+            (self.rows[tuple(row)], float(image[0].mean()) < 0.5) for image, row in zip(x, t[:, : self.width].tolist())
+        ]
         self.asked += [name for name, _ in keys]
         p = torch.tensor([self.scores[k] for k in keys])
-        return {"mask": torch.full((b, 1, s, s), 5.0), "presence": torch.log(p / (1 - p)),
-                "lesion": torch.zeros(b, 3), "certainty": torch.zeros(b)}
+        return {
+            "mask": torch.full((b, 1, s, s), 5.0),
+            "presence": torch.log(p / (1 - p)),
+            "lesion": torch.zeros(b, 3),
+            "certainty": torch.zeros(b),
+        }
 
 
 G, R, L = ("Segment the opacity.", "Segment the opacity in the right lung.", "Segment the opacity in the left lung.")
@@ -296,14 +331,20 @@ def _consistent_segmenter(scores, **config):
     from cxrils.models.light.priors import ImagePriors, PackedMasks
     from cxrils.models.light.segmenter import LightSegmenter
 
-    cfg = LightConfig(priors=False, box_prior=False, ctr_input=True, ensemble=1, image_size=32, tau_presence=0.5,
-                      **config)
+    cfg = LightConfig(
+        priors=False, box_prior=False, ctr_input=True, ensemble=1, image_size=32, tau_presence=0.5, **config
+    )
     seg = LightSegmenter(cfg)
     seg.net = _ByQuestionNet(seg, scores)
     half = np.zeros((8, 8), bool)
     half[:, :4] = True
-    sides = {**{z: half for z in vocab.RIGHT_ZONES}, **{z: ~half for z in vocab.LEFT_ZONES},
-             "right lung": half, "left lung": ~half, "heart": np.zeros((8, 8), bool)}
+    sides = {
+        **{z: half for z in vocab.RIGHT_ZONES},
+        **{z: ~half for z in vocab.LEFT_ZONES},
+        "right lung": half,
+        "left lung": ~half,
+        "heart": np.zeros((8, 8), bool),
+    }
     sides["heart"][3:6, 2:6] = True
     packed = PackedMasks(sides, (8, 8))
     seg.image_priors = lambda image: ImagePriors(anatomy=packed, x_ano=np.zeros((8, 8), np.float16), ctr=0.6)
@@ -316,11 +357,20 @@ DARK, BRIGHT = np.full((40, 40), 60, np.uint8), np.full((40, 40), 200, np.uint8)
 def test_consistent_answers_a_global_answer_is_present_exactly_when_a_lung_is():
     # dark: only the left lung's question passes (the global one fails, 0.3): the left lung
     # is present, so the global answer is too, inside the left lung only
-    scores = {(G, True): 0.3, (R, True): 0.3, (L, True): 0.6, (R_BASE, True): 0.9,
-              (G, False): 0.2, (R, False): 0.2, (L, False): 0.1, (R_BASE, False): 0.9}
+    scores = {
+        (G, True): 0.3,
+        (R, True): 0.3,
+        (L, True): 0.6,
+        (R_BASE, True): 0.9,
+        (G, False): 0.2,
+        (R, False): 0.2,
+        (L, False): 0.1,
+        (R_BASE, False): 0.9,
+    }
     seg = _consistent_segmenter(scores)
     g_dark, r_dark, l_dark, base_dark, g_bright, base_bright = seg.predict_many(
-        [DARK, DARK, DARK, DARK, BRIGHT, BRIGHT], [G, R, L, R_BASE, G, R_BASE])
+        [DARK, DARK, DARK, DARK, BRIGHT, BRIGHT], [G, R, L, R_BASE, G, R_BASE]
+    )
     assert l_dark.mask.all() and l_dark.note is None
     assert not r_dark.mask.any() and "its lung is absent" in r_dark.note  # own score 0.3, nothing lifts it
     assert g_dark.mask.any() and g_dark.presence_score == pytest.approx(0.3)
@@ -339,10 +389,20 @@ def test_consistent_answers_a_global_answer_is_present_exactly_when_a_lung_is():
 def test_consistent_answers_a_passing_global_question_lifts_the_lungs_its_mask_lies_in():
     # dark: the global question passes (0.9) with a mask over both halves, while each lung
     # scores below 0.5: both lungs are present, and so is a zone that passes on its own
-    seg = _consistent_segmenter({(G, True): 0.9, (R, True): 0.3, (L, True): 0.4, (RL, True): 0.1,
-                                 (R_BASE, True): 0.8,
-                                 (G, False): 0.1, (R, False): 0.2, (L, False): 0.2, (RL, False): 0.9,
-                                 (R_BASE, False): 0.3})
+    seg = _consistent_segmenter(
+        {
+            (G, True): 0.9,
+            (R, True): 0.3,
+            (L, True): 0.4,
+            (RL, True): 0.1,
+            (R_BASE, True): 0.8,
+            (G, False): 0.1,
+            (R, False): 0.2,
+            (L, False): 0.2,
+            (RL, False): 0.9,
+            (R_BASE, False): 0.3,
+        }
+    )
     right, left, glob, both, base = seg.predict_many([DARK] * 5, [R, L, G, RL, R_BASE])
     assert glob.mask.all() and glob.note is None
     assert right.mask[:, :20].all() and not right.mask[:, 20:].any()  # the global mask inside the right lung
@@ -368,12 +428,24 @@ def test_consistent_answers_leave_lesion_inference_and_cardiomegaly_alone():
     assert hierarchy_of(ParsedText("global", None, "cardiomegaly")) is None
     assert hierarchy_of(None) is None
     tree = hierarchy_of(ParsedText("basic", None, "effusion", ("left lung base", "left mid zone lung")))
-    assert tree.sides == ("left lung",) and tree.level is None and tree.questions == (
-        "Segment the effusion.", "Segment the effusion in the right lung.", "Segment the effusion in the left lung.")
+    assert (
+        tree.sides == ("left lung",)
+        and tree.level is None
+        and tree.questions
+        == (
+            "Segment the effusion.",
+            "Segment the effusion in the right lung.",
+            "Segment the effusion in the left lung.",
+        )
+    )
     both = hierarchy_of(ParsedText("basic", None, "edema", ("right lung base", "left lung base")))
     assert both.sides == ("right lung", "left lung") and both.level is None
     lungs = hierarchy_of(ParsedText("basic", None, "edema", ("left lung", "right lung")))
-    assert lungs.level is None and lungs.sides == ("right lung", "left lung") and hierarchy_of(ParsedText("global", None, "edema")).level == "global"
+    assert (
+        lungs.level is None
+        and lungs.sides == ("right lung", "left lung")
+        and hierarchy_of(ParsedText("global", None, "edema")).level == "global"
+    )
     assert hierarchy_of(ParsedText("basic", None, "edema", ("left lung",))).level == "left lung"
 
 
@@ -398,10 +470,12 @@ def test_a_score_above_the_threshold_without_mask_pixels_says_why():
     from cxrils.models.light.config import LightConfig
     from cxrils.models.light.segmenter import LightSegmenter
 
-    cfg = LightConfig(priors=False, box_prior=False, ctr_input=False, ensemble=1, image_size=32, tau_presence=0.5,
-                      tau_mask=0.999)  # the fixed network's pixels are sigmoid(5) = 0.993
-    pred = LightSegmenter(cfg, net=_FixedNet()).predict(np.full((40, 40), 128, np.uint8),
-                                                         "Segment the effusion in the left lung.")
+    cfg = LightConfig(
+        priors=False, box_prior=False, ctr_input=False, ensemble=1, image_size=32, tau_presence=0.5, tau_mask=0.999
+    )  # the fixed network's pixels are sigmoid(5) = 0.993
+    pred = LightSegmenter(cfg, net=_FixedNet()).predict(
+        np.full((40, 40), 128, np.uint8), "Segment the effusion in the left lung."
+    )
     assert pred.presence_score == pytest.approx(0.8) and not pred.mask.any()
     assert pred.answer == "[SEG] There is no effusion in the left lung."
     assert pred.note == "answered absent: no pixel of the mask reaches tau_mask 0.999"

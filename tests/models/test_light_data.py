@@ -71,13 +71,13 @@ def test_normal_forms_ask_global_whole_lungs_and_seeded_zones():
     from cxrils.training.light_data import normal_forms
 
     a, b = normal_forms("cqx-a"), normal_forms("cqx-a")
-    assert a == b                                                  # same id, same questions
+    assert a == b  # same id, same questions
     assert a[:3] == [("global", None), ("basic", "right lung"), ("basic", "left lung")]
     zones = [loc for _, loc in a[3:]]
     assert len(set(zones)) == len(zones) == LightDataConfig().normal_absent_zones
     assert all(z in vocab.INSTRUCTION_LOCATIONS and z not in ("right lung", "left lung") for z in zones)
     drawn = {tuple(normal_forms(f"cqx-{k}")[3:]) for k in range(40)}
-    assert len(drawn) > 5                                           # zones vary between images
+    assert len(drawn) > 5  # zones vary between images
 
 
 def test_cardiomegaly_positives_repeated_or_dropped_by_the_ctr():
@@ -87,13 +87,16 @@ def test_cardiomegaly_positives_repeated_or_dropped_by_the_ctr():
     def row(k, split, polarity, lesion):
         return {"record_id": f"im:{k}", "image_id": "im", "split": split, "polarity": polarity, "lesion_type": lesion}
 
-    rows = [row(0, "train", "positive", "cardiomegaly"), row(1, "train", "negative", "effusion"),
-            row(2, "test", "positive", "cardiomegaly")]
+    rows = [
+        row(0, "train", "positive", "cardiomegaly"),
+        row(1, "train", "negative", "effusion"),
+        row(2, "test", "positive", "cardiomegaly"),
+    ]
     out, rep, drop = _cardiomegaly_rows(rows, 0.58, Config())
     assert (rep, drop) == (1, 0) and len(out) == len(rows) + LightDataConfig().cardiomegaly_repeat - 1
-    assert len({r["record_id"] for r in out}) == len(out)          # new ids, no clash
-    assert sum(r["split"] == "test" for r in out) == 1               # test rows untouched
-    out, rep, drop = _cardiomegaly_rows(rows, 0.40, Config())        # CTR <= 0.45: report and measure disagree
+    assert len({r["record_id"] for r in out}) == len(out)  # new ids, no clash
+    assert sum(r["split"] == "test" for r in out) == 1  # test rows untouched
+    out, rep, drop = _cardiomegaly_rows(rows, 0.40, Config())  # CTR <= 0.45: report and measure disagree
     assert (rep, drop) == (0, 1) and [r["record_id"] for r in out] == ["im:1", "im:2"]
     assert _cardiomegaly_rows(rows, None, Config())[2] == 1
 
@@ -127,6 +130,7 @@ def test_jsrt_records_follow_the_radiologists_masks_and_nodules(shared_data):
     # JSRT's own words for two nodules (nodules.csv, "l.upper lobe", "r.lower lobe"...):
     # the side from the mask must agree with the lobe the radiologists wrote
     import csv
+
     with open(shared_data / "jsrt_scr" / "nodules.csv", newline="") as fh:
         lobe = {r["image_id"]: r["location_and_diagnosis_raw"].strip().lower() for r in csv.DictReader(fh)}
     sided = [(s.image_id, side) for s, _, _, side in picked if side]
@@ -143,12 +147,13 @@ def test_jsrt_records_follow_the_radiologists_masks_and_nodules(shared_data):
     assert (got == s.heart).all()
     s, _, _, side = next(p for p in picked if p[2] is False and p[3])
     _, rows = _jsrt_rows(s, False, side, "train", segment, cfg)
-    assert [(r["lesion_type"], r["polarity"]) for r in rows if r["lesion_type"] == "cardiomegaly"] == \
-        [("cardiomegaly", "negative")]
+    assert [(r["lesion_type"], r["polarity"]) for r in rows if r["lesion_type"] == "cardiomegaly"] == [
+        ("cardiomegaly", "negative")
+    ]
     opacity = [r for r in rows if r["lesion_type"] == "opacity"]
     other = "left" if side == "right" else "right"
     assert {r["polarity"] for r in opacity} == {"negative"} and len(opacity) == 5
-    assert all(r["locations"][0].startswith(other) for r in opacity)         # never the nodule's lung
+    assert all(r["locations"][0].startswith(other) for r in opacity)  # never the nodule's lung
     assert f"Segment the opacity in the {other} lung." in {r["instruction"] for r in opacity}
 
 
@@ -190,7 +195,7 @@ def test_zone_rows_ask_each_lesion_zone_and_the_untouched_zones():
     # every zone the mask does not touch; the left base holds 45 lesion pixels: no negative
     assert neg == set(vocab.LUNG_ZONES) - {"right mid zone lung", "right lung base", "left lung base"}
     assert {r["instruction_type"] for r in rows} == {"basic"} and {r["lesion_type"] for r in rows} == {"opacity"}
-    assert len(rows) == 2 + 5                                       # two zones asked, five negatives
+    assert len(rows) == 2 + 5  # two zones asked, five negatives
     assert sorted(r["record_id"] for r in rows) == sorted(f"cqx-a:{k}" for k in range(4, 4 + len(rows)))
     assert zone_rows("cqx-a", np.zeros((h, w), bool), anat, earlier, "train", Config()) == []
 
@@ -254,8 +259,9 @@ def test_synthetic_rows_give_lung_and_zone_positives_of_the_drawn_type_only():
         image_id = f"syn-{k}"
         t = synthetic_type(image_id)
         seen.add(t)
-        image, rows = synthetic_rows(image_id, x, anat["right lung"], anat["left lung"], "train",
-                                     lambda _img: anat, Config())
+        image, rows = synthetic_rows(
+            image_id, x, anat["right lung"], anat["left lung"], "train", lambda _img: anat, Config()
+        )
         assert rows and {r["lesion_type"] for r in rows} == {t}, image_id
         pos = [r for r in rows if r["polarity"] == "positive"]
         kinds = {(r["instruction_type"], tuple(r["locations"])) for r in pos}

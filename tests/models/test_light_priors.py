@@ -28,7 +28,9 @@ def _parsed(text: str) -> templates.ParsedText:
 def test_region_labels_follow_the_instruction():
     assert region_labels(_parsed("Segment the effusion in the left lung base.")) == ("left lung base",)
     assert set(region_labels(_parsed("Segment the opacity in the right lung base and left mid zone lung."))) == {
-        "right lung base", "left mid zone lung"}
+        "right lung base",
+        "left mid zone lung",
+    }
     assert region_labels(_parsed("Segment the edema.")) == ("right lung", "left lung")
     assert region_labels(_parsed("Segment the cardiomegaly.")) == ("heart",)
     assert region_labels(None) == ("right lung", "left lung")

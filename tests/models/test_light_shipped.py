@@ -38,8 +38,14 @@ def test_shipped_model_with_the_builtin_stages_on_a_real_image(shared_data):
         pytest.skip("no JSRT PNGs in ../shared/data/jsrt_scr/images")
     x = np.asarray(Image.open(images[0]).convert("L"))
     seg = Segmenter.from_pretrained(default_model_dir())
-    preds = seg.predict_many([x] * 3, ["Segment the effusion in the left lung base.", "Segment the pneumonia.",
-                                       "Segment the opacity in the right upper zone lung and predict its type."])
+    preds = seg.predict_many(
+        [x] * 3,
+        [
+            "Segment the effusion in the left lung base.",
+            "Segment the pneumonia.",
+            "Segment the opacity in the right upper zone lung and predict its type.",
+        ],
+    )
     for pred, itype in zip(preds, ("basic", "global", "lesion_inference")):
         assert pred.mask.shape == x.shape and pred.mask.dtype == bool
         parsed = templates.parse_answer(pred.answer, itype)
@@ -80,8 +86,10 @@ def test_shipped_model_answers_agree_across_questions_on_real_images(shared_data
             qs += [templates.render_instruction("basic", target, [loc]) for loc in vocab.INSTRUCTION_LOCATIONS]
             answers = seg.predict_many([x] * len(qs), qs)
             glob, preds = answers[0], dict(zip(qs[1:], answers[1:]))
-            lung = {name: preds[templates.render_instruction("basic", target, [name])].mask.any()
-                    for name in vocab.WHOLE_LUNGS}
+            lung = {
+                name: preds[templates.render_instruction("basic", target, [name])].mask.any()
+                for name in vocab.WHOLE_LUNGS
+            }
             assert glob.mask.any() == any(lung.values()), (path.name, target, glob.note)
             for name in vocab.WHOLE_LUNGS:
                 for zone in vocab.ZONES_OF_LUNG[name]:

@@ -45,8 +45,9 @@ def tiny_dataset(tmp_path_factory):
 @pytest.fixture(scope="module")
 def trained(tiny_dataset, tmp_path_factory):
     run = tmp_path_factory.mktemp("light") / "run"
-    result = train_light(tiny_dataset, run, LightConfig(**TINY, steps=150), progress=False, log_every=10,
-                         checkpoint_every=50, **STAGES)
+    result = train_light(
+        tiny_dataset, run, LightConfig(**TINY, steps=150), progress=False, log_every=10, checkpoint_every=50, **STAGES
+    )
     return run, result
 
 
@@ -61,8 +62,14 @@ def test_training_reduces_loss_and_writes_run(trained):
     assert [ln["step"] for ln in lines] == list(range(10, 151, 10))
     assert lines[-1]["loss"] < 0.5 * lines[0]["loss"]
     assert lines[-1]["bce"] < lines[0]["bce"] and lines[-1]["dice"] < lines[0]["dice"]
-    for name in ("config.json", "model.safetensors", "checkpoint.pt", "eval_validate.json",
-                 "predictions_validate.parquet", "train_summary.json"):
+    for name in (
+        "config.json",
+        "model.safetensors",
+        "checkpoint.pt",
+        "eval_validate.json",
+        "predictions_validate.parquet",
+        "train_summary.json",
+    ):
         assert (run / name).is_file(), name
     assert result["steps"] == 150 and result["train_seconds"] > 0
 
@@ -95,8 +102,14 @@ def test_trained_model_separates_present_from_absent(trained, tiny_dataset):
 
 
 def test_ensemble_trains_each_member(tiny_dataset, tmp_path):
-    res = train_light(tiny_dataset, tmp_path / "ens", LightConfig(**{**TINY, "ensemble": 2}, steps=4), progress=False,
-                      evaluate=False, **STAGES)
+    res = train_light(
+        tiny_dataset,
+        tmp_path / "ens",
+        LightConfig(**{**TINY, "ensemble": 2}, steps=4),
+        progress=False,
+        evaluate=False,
+        **STAGES,
+    )
     assert res["steps"] == 4
     from safetensors.torch import load_file
 
@@ -109,11 +122,11 @@ def test_ensemble_trains_each_member(tiny_dataset, tmp_path):
 def test_resume_continues_from_checkpoint(tiny_dataset, tmp_path):
     run = tmp_path / "run"
     cfg = LightConfig(**TINY, steps=6)
-    train_light(tiny_dataset, run, cfg, progress=False, log_every=2, checkpoint_every=3, evaluate=False,
-                **STAGES)
+    train_light(tiny_dataset, run, cfg, progress=False, log_every=2, checkpoint_every=3, evaluate=False, **STAGES)
     assert [ln["step"] for ln in _lines(run / "metrics.jsonl")] == [2, 4, 6]
-    res = train_light(tiny_dataset, run, LightConfig(**TINY, steps=8), progress=False, log_every=2,
-                      evaluate=False, **STAGES)
+    res = train_light(
+        tiny_dataset, run, LightConfig(**TINY, steps=8), progress=False, log_every=2, evaluate=False, **STAGES
+    )
     assert res["steps"] == 8
     assert [ln["step"] for ln in _lines(run / "metrics.jsonl")] == [2, 4, 6, 8]
     with pytest.raises(TrainError, match="another configuration"):
@@ -128,26 +141,37 @@ def test_cli_train_and_predict(tiny_dataset, tmp_path, monkeypatch):
     monkeypatch.setattr(segmod, "default_anomaly", lambda: bright_anomaly)
     runner = CliRunner()
     run = tmp_path / "run"
-    sets = ["--set", "ensemble=1", "--set", "image_size=32", "--set", "features=4,8,8,16,16,8", "--set", "batch_size=8",
-            "--set", "steps=6"]
+    sets = [
+        "--set",
+        "ensemble=1",
+        "--set",
+        "image_size=32",
+        "--set",
+        "features=4,8,8,16,16,8",
+        "--set",
+        "batch_size=8",
+        "--set",
+        "steps=6",
+    ]
     res = runner.invoke(app, ["train", "--model", "light", "--dataset", str(tiny_dataset), "-o", str(run), *sets])
     assert res.exit_code == 0, res.output
     assert "validate: gIoU" in res.output and (run / "model.safetensors").is_file()
 
     bad = runner.invoke(app, ["train", "--model", "light", "--dataset", str(tmp_path), "-o", str(run)])
     assert bad.exit_code == 2 and "manifest.json" in bad.output
-    bad = runner.invoke(app, ["train", "--dataset", str(tiny_dataset), "-o", str(tmp_path / "r2"),
-                              "--set", "nope=1"])
+    bad = runner.invoke(app, ["train", "--dataset", str(tiny_dataset), "-o", str(tmp_path / "r2"), "--set", "nope=1"])
     assert bad.exit_code == 2 and "unknown light model setting" in bad.output
-    bad = runner.invoke(app, ["train", "--dataset", str(tiny_dataset), "-o", str(tmp_path / "r3"),
-                              "--set", "consistent_answers=ture"])  # a typo is no silent False
+    bad = runner.invoke(
+        app, ["train", "--dataset", str(tiny_dataset), "-o", str(tmp_path / "r3"), "--set", "consistent_answers=ture"]
+    )  # a typo is no silent False
     assert bad.exit_code == 2 and "consistent_answers='ture'" in bad.output and "true/false" in bad.output
     assert not (tmp_path / "r3").exists()
 
     image = tiny_dataset / "images" / "img000.png"
     out = tmp_path / "pred"
-    res = runner.invoke(app, ["predict", "--model", str(run), str(image),
-                              "Segment the effusion in the left lung base.", "-o", str(out)])
+    res = runner.invoke(
+        app, ["predict", "--model", str(run), str(image), "Segment the effusion in the left lung base.", "-o", str(out)]
+    )
     assert res.exit_code == 0, res.output
     info = json.loads((out / "prediction.json").read_text())
     templates.parse_answer(info["answer"], "basic")
@@ -159,8 +183,9 @@ def test_cli_train_and_predict(tiny_dataset, tmp_path, monkeypatch):
     assert np.asarray(Image.open(out / "overlay.png")).shape == (80, 96, 3)
 
     preds = tmp_path / "preds.jsonl"
-    res = runner.invoke(app, ["predict", "--model", str(run), "--dataset", str(tiny_dataset), "--split", "test",
-                              "-o", str(preds)])
+    res = runner.invoke(
+        app, ["predict", "--model", str(run), "--dataset", str(tiny_dataset), "--split", "test", "-o", str(preds)]
+    )
     assert res.exit_code == 0, res.output
     rows = [json.loads(s) for s in preds.read_text().splitlines()]
     assert sorted(r["record_id"] for r in rows) == sorted(read_records(tiny_dataset, "test")["record_id"])
@@ -168,7 +193,9 @@ def test_cli_train_and_predict(tiny_dataset, tmp_path, monkeypatch):
     # (no rule overrules it unless a note says so)
     for r in rows:
         assert 0.0 <= r["presence_score"] <= 1.0 and r["presence_threshold"] in (
-            stored["tau_presence"], *stored["tau_presence_by_target"].values())
+            stored["tau_presence"],
+            *stored["tau_presence_by_target"].values(),
+        )
         has_mask = decode_rle(r["mask"]).any()
         if r["note"] is None:
             assert has_mask == (r["presence_score"] >= r["presence_threshold"])
@@ -179,19 +206,22 @@ def test_cli_train_and_predict(tiny_dataset, tmp_path, monkeypatch):
     # the evaluation reads past the score columns
     assert sorted(read_predictions(preds).column("record_id").to_pylist()) == sorted(r["record_id"] for r in rows)
     parquet = tmp_path / "preds.parquet"
-    res = runner.invoke(app, ["predict", "--model", str(run), "--dataset", str(tiny_dataset), "--split", "test",
-                              "-o", str(parquet)])
+    res = runner.invoke(
+        app, ["predict", "--model", str(run), "--dataset", str(tiny_dataset), "--split", "test", "-o", str(parquet)]
+    )
     assert res.exit_code == 0, res.output
     import pyarrow.parquet as pq
 
     table = pq.read_table(parquet)
     assert {"presence_score", "presence_threshold", "note"} <= set(table.column_names)
-    assert table.column("presence_score").to_pylist() == [r["presence_score"] for r in sorted(
-        rows, key=lambda r: r["record_id"])]
+    assert table.column("presence_score").to_pylist() == [
+        r["presence_score"] for r in sorted(rows, key=lambda r: r["record_id"])
+    ]
     assert read_predictions(parquet).num_rows == len(rows)
 
-    res = runner.invoke(app, ["predict", "--model", str(tmp_path / "nope"), str(image), "Segment the edema.",
-                              "-o", str(out)])
+    res = runner.invoke(
+        app, ["predict", "--model", str(tmp_path / "nope"), str(image), "Segment the edema.", "-o", str(out)]
+    )
     assert res.exit_code == 2 and "not found" in res.output
     res = runner.invoke(app, ["predict", "--model", str(run), str(image), "  ", "-o", str(out)])
     assert res.exit_code == 2 and "instruction is empty" in res.output
@@ -199,8 +229,9 @@ def test_cli_train_and_predict(tiny_dataset, tmp_path, monkeypatch):
     assert res.exit_code == 2 and "instruction 'Segment the lungs.'" in res.output
     res = runner.invoke(app, ["predict", "--model", str(run), str(image), "Segment the edema.", "-o", str(image)])
     assert res.exit_code == 2 and "exists and is not a folder" in res.output  # never overwrites a file
-    res = runner.invoke(app, ["predict", "--model", str(run), str(image), "Segment the edema.",
-                              "-o", str(tmp_path / "mask.png")])
+    res = runner.invoke(
+        app, ["predict", "--model", str(run), str(image), "Segment the edema.", "-o", str(tmp_path / "mask.png")]
+    )
     assert res.exit_code == 2 and "output folder" in res.output and not (tmp_path / "mask.png").exists()
 
 
@@ -219,8 +250,9 @@ def test_cached_items_equal_uncached_items(tiny_dataset):
         for i in range(len(plain)):
             a, b = plain[i], cached[i]
             assert torch_equal(a["image"], b["image"]) and torch_equal(a["mask"], b["mask"])
-            assert {k: v for k, v in a.items() if isinstance(v, str)} == \
-                {k: v for k, v in b.items() if isinstance(v, str)}
+            assert {k: v for k, v in a.items() if isinstance(v, str)} == {
+                k: v for k, v in b.items() if isinstance(v, str)
+            }
             equalised += int(kw["augment"].decide(f"{epoch}:{a['record_id']}"))
     assert 0 < equalised < 3 * len(plain)  # the augmentation actually ran on some items, not all
     assert len(cached._images) == cached.records["image_id"].nunique()
@@ -252,18 +284,26 @@ def test_resuming_a_finished_run_only_calibrates_and_keeps_its_loss(tiny_dataset
     cal = json.loads((run / "calibration.json").read_text())
     stored = json.loads((run / "config.json").read_text())
     assert cal["by_target"]  # every target of the tiny set has a positive and a negative
-    assert stored["tau_presence_by_target"] == {t: c["tau_presence"] for t, c in cal["by_target"].items()
-                                                if c["constraint_met"]}
+    assert stored["tau_presence_by_target"] == {
+        t: c["tau_presence"] for t, c in cal["by_target"].items() if c["constraint_met"]
+    }
     seg = Segmenter.from_pretrained(run, **STAGES)
     assert seg.config.tau_presence_by_target == stored["tau_presence_by_target"]
     # a setting of the answers only may change on resume; one of the weights may not
-    later = LightConfig(**TINY, steps=4, calib_target_min_positives=1, calib_target_min_negatives=1,
-                        cardiomegaly_min_ctr=0.6)
+    later = LightConfig(
+        **TINY, steps=4, calib_target_min_positives=1, calib_target_min_negatives=1, cardiomegaly_min_ctr=0.6
+    )
     train_light(tiny_dataset, run, later, progress=False, evaluate=False, **STAGES)
     assert json.loads((run / "config.json").read_text())["cardiomegaly_min_ctr"] == 0.6
     with pytest.raises(TrainError, match="another configuration"):
-        train_light(tiny_dataset, run, LightConfig(**{**TINY, "text_hidden": 16}, steps=4), progress=False,
-                    evaluate=False, **STAGES)
+        train_light(
+            tiny_dataset,
+            run,
+            LightConfig(**{**TINY, "text_hidden": 16}, steps=4),
+            progress=False,
+            evaluate=False,
+            **STAGES,
+        )
 
 
 def test_cli_resume_keeps_answer_settings_it_was_not_given(tiny_dataset, tmp_path, monkeypatch):
@@ -272,11 +312,19 @@ def test_cli_resume_keeps_answer_settings_it_was_not_given(tiny_dataset, tmp_pat
 
     monkeypatch.setattr(segmod, "default_anatomy", lambda: block_anatomy)
     monkeypatch.setattr(segmod, "default_anomaly", lambda: bright_anomaly)
-    sets = {"ensemble": "1", "image_size": "32", "features": "4,8,8,16,16,8", "text_hidden": "32",
-            "batch_size": "8", "lr": "0.003", "steps": "4"}
+    sets = {
+        "ensemble": "1",
+        "image_size": "32",
+        "features": "4,8,8,16,16,8",
+        "text_hidden": "32",
+        "batch_size": "8",
+        "lr": "0.003",
+        "steps": "4",
+    }
     run = tmp_path / "run"
-    first = cli_train(tiny_dataset, run, {**sets, "tau_location": "0.2", "cardiomegaly_min_ctr": "0"},
-                      evaluate=False, progress=False)
+    first = cli_train(
+        tiny_dataset, run, {**sets, "tau_location": "0.2", "cardiomegaly_min_ctr": "0"}, evaluate=False, progress=False
+    )
     again = cli_train(tiny_dataset, run, sets, evaluate=False, progress=False)  # resumes, trains nothing
     stored = json.loads((run / "config.json").read_text())
     assert (stored["tau_location"], stored["cardiomegaly_min_ctr"]) == (0.2, 0.0)  # not reset to defaults

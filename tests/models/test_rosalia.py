@@ -88,14 +88,15 @@ def test_released_layout_loads_every_weight_and_predicts(release, released):
     assert isinstance(released, RosaliaSegmenter)
     sd = released.model.state_dict()
     # a few weights by LISA name, against the file (bf16 in the file, fp32 on the CPU)
-    pairs = {"model.layers.1.self_attn.q_proj.weight": "language_model.model.layers.1.self_attn.q_proj.weight",
-             "lm_head.weight": "language_model.lm_head.weight", "model.mm_projector.weight": "mm_projector.weight",
-             "model.text_hidden_fcs.0.2.weight": "text_hidden_fcs.0.2.weight",
-             "model.visual_model.mask_decoder.output_hypernetworks_mlps.2.layers.2.weight":
-                 "sam.mask_decoder.output_hypernetworks_mlps.2.proj_out.weight",
-             "model.visual_model.image_encoder.blocks.1.attn.rel_pos_h": "sam.vision_encoder.layers.1.attn.rel_pos_h",
-             "model.visual_model.prompt_encoder.pe_layer.positional_encoding_gaussian_matrix":
-                 "sam.shared_image_embedding.positional_embedding"}
+    pairs = {
+        "model.layers.1.self_attn.q_proj.weight": "language_model.model.layers.1.self_attn.q_proj.weight",
+        "lm_head.weight": "language_model.lm_head.weight",
+        "model.mm_projector.weight": "mm_projector.weight",
+        "model.text_hidden_fcs.0.2.weight": "text_hidden_fcs.0.2.weight",
+        "model.visual_model.mask_decoder.output_hypernetworks_mlps.2.layers.2.weight": "sam.mask_decoder.output_hypernetworks_mlps.2.proj_out.weight",
+        "model.visual_model.image_encoder.blocks.1.attn.rel_pos_h": "sam.vision_encoder.layers.1.attn.rel_pos_h",
+        "model.visual_model.prompt_encoder.pe_layer.positional_encoding_gaussian_matrix": "sam.shared_image_embedding.positional_embedding",
+    }
     for lisa, ours in pairs.items():
         assert torch.equal(sd[ours].to(torch.bfloat16), state[lisa]), lisa
     # the CLIP tower is the separate folder's, not random
@@ -103,7 +104,7 @@ def test_released_layout_loads_every_weight_and_predicts(release, released):
 
     clip_state = load_file(str(clip / "model.safetensors"))
     w = "vision_model.encoder.layers.2.self_attn.q_proj.weight"
-    ours = "vision_tower." + (w if "vision_tower." + w in sd else w[len("vision_model."):])
+    ours = "vision_tower." + (w if "vision_tower." + w in sd else w[len("vision_model.") :])
     assert torch.equal(sd[ours], clip_state[w])
     assert not any("lora_" in k for k in sd)  # a released model is used as it is
     pred = released.predict(_image(50, 64), INSTRUCTION)
@@ -128,9 +129,13 @@ def test_every_checkpoint_key_is_used_or_documented(release, tmp_path):
         Segmenter.from_pretrained(short, clip_path=str(clip))
     # vision-tower keys (an unmerged save) and LLaMA's old inv_freq buffers are ignored, as documented
     extra = tmp_path / "extra"
-    write_lisa_checkpoint(extra, extra={
-        "model.vision_tower.vision_tower.vision_model.post_layernorm.weight": torch.ones(4),
-        "model.layers.0.self_attn.rotary_emb.inv_freq": torch.ones(8)})
+    write_lisa_checkpoint(
+        extra,
+        extra={
+            "model.vision_tower.vision_tower.vision_model.post_layernorm.weight": torch.ones(4),
+            "model.layers.0.self_attn.rotary_emb.inv_freq": torch.ones(8),
+        },
+    )
     Segmenter.from_pretrained(extra, clip_path=str(clip))
 
 
@@ -187,11 +192,17 @@ def test_prompt_ids_are_the_authors(released):
     sp("Segment ... ASSISTANT:") (the whitespace next to the added tokens is stripped)."""
     proc = released.processor
     tok = proc.tokenizer
-    assert proc.prompt(INSTRUCTION) == (SYSTEM_PROMPT + " USER: <im_start><image><im_end>\n" + INSTRUCTION + " ASSISTANT:")
+    assert proc.prompt(INSTRUCTION) == (
+        SYSTEM_PROMPT + " USER: <im_start><image><im_end>\n" + INSTRUCTION + " ASSISTANT:"
+    )
     sp = spm.SentencePieceProcessor(model_file=str(tok.folder / "tokenizer.model"))
     added = json.loads((tok.folder / "added_tokens.json").read_text())
-    expected = ([1] + sp.encode(SYSTEM_PROMPT + " USER:") + [added["<im_start>"], IMAGE_TOKEN_INDEX, added["<im_end>"]]
-                + sp.encode(INSTRUCTION + " ASSISTANT:"))
+    expected = (
+        [1]
+        + sp.encode(SYSTEM_PROMPT + " USER:")
+        + [added["<im_start>"], IMAGE_TOKEN_INDEX, added["<im_end>"]]
+        + sp.encode(INSTRUCTION + " ASSISTANT:")
+    )
     enc = proc.encode(_image(), INSTRUCTION)
     assert enc.input_ids.tolist() == expected
     assert tok.convert_tokens_to_ids("<image>") is None and len(tok) == sp.get_piece_size() + 4
@@ -228,8 +239,11 @@ def test_seg_hidden_state_is_the_one_before_seg(released, monkeypatch):
     answer '[SEG]</s>' and recompute the mask from a plain forward of prompt + [SEG]."""
     model, proc = released.model, released.processor
     seg, eos = model.seg_token_id, proc.tokenizer.eos_token_id
-    monkeypatch.setattr(model.language_model, "generate",
-                        lambda inputs_embeds, **kw: torch.tensor([[seg, eos]] * inputs_embeds.shape[0]))
+    monkeypatch.setattr(
+        model.language_model,
+        "generate",
+        lambda inputs_embeds, **kw: torch.tensor([[seg, eos]] * inputs_embeds.shape[0]),
+    )
     x = _image(36, 44)
     pred = released.predict(x, INSTRUCTION)
     assert pred.answer == "[SEG]"
@@ -239,8 +253,9 @@ def test_seg_hidden_state_is_the_one_before_seg(released, monkeypatch):
     with torch.no_grad():
         hidden = model.language_model.model(inputs_embeds=emb, attention_mask=att).last_hidden_state
         prompt = model.text_hidden_fcs[0](hidden[:, -2])
-        logits = model.decode_masks(batch["sam_pixel_values"], [prompt], batch["reshaped_sizes"],
-                                    batch["original_sizes"])[0][0]
+        logits = model.decode_masks(
+            batch["sam_pixel_values"], [prompt], batch["reshaped_sizes"], batch["original_sizes"]
+        )[0][0]
     assert np.array_equal(pred.mask, (logits > 0).numpy())
     assert emb.shape[1] == ids.shape[1] - 1 + 16  # -200 -> (32 / 8)^2 CLIP patches, CLS dropped
 
@@ -252,17 +267,32 @@ def test_lora_targets_all_language_model_linears_by_default(release, tmp_path):
     cfg = RosaliaConfig(checkpoint=str(ckpt), clip_path=str(clip))
     assert (cfg.lora_r, cfg.lora_alpha, cfg.lora_dropout) == (128, 256, 0.05)
     model, _ = build_model(cfg)
-    expected = {"lm_head"} | {f"model.layers.{i}.{p}" for i in range(LAYERS) for p in
-                              ("self_attn.q_proj", "self_attn.k_proj", "self_attn.v_proj", "self_attn.o_proj",
-                               "mlp.gate_proj", "mlp.up_proj", "mlp.down_proj")}
+    expected = {"lm_head"} | {
+        f"model.layers.{i}.{p}"
+        for i in range(LAYERS)
+        for p in (
+            "self_attn.q_proj",
+            "self_attn.k_proj",
+            "self_attn.v_proj",
+            "self_attn.o_proj",
+            "mlp.gate_proj",
+            "mlp.up_proj",
+            "mlp.down_proj",
+        )
+    }
     with_lora = {n.rsplit(".lora_A", 1)[0] for n, _ in model.language_model.named_modules() if n.endswith(".lora_A")}
     assert with_lora == expected
     assert model.language_model.lm_head.lora_A["default"].weight.shape == (128, 64)
     trainable = {n.split(".")[0] for n, p in model.named_parameters() if p.requires_grad}
     assert trainable == {"language_model", "sam", "text_hidden_fcs"}
-    assert not any(p.requires_grad for n, p in model.named_parameters()
-                   if n.startswith(("vision_tower", "mm_projector", "sam.vision_encoder", "sam.prompt_encoder")))
-    qv, _ = build_model(RosaliaConfig(checkpoint=str(ckpt), clip_path=str(clip), lora_target_modules=("q_proj", "v_proj")))
+    assert not any(
+        p.requires_grad
+        for n, p in model.named_parameters()
+        if n.startswith(("vision_tower", "mm_projector", "sam.vision_encoder", "sam.prompt_encoder"))
+    )
+    qv, _ = build_model(
+        RosaliaConfig(checkpoint=str(ckpt), clip_path=str(clip), lora_target_modules=("q_proj", "v_proj"))
+    )
     with_lora = {n.rsplit(".lora_A", 1)[0] for n, _ in qv.language_model.named_modules() if n.endswith(".lora_A")}
     assert with_lora == {f"model.layers.{i}.self_attn.{p}" for i in range(LAYERS) for p in ("q_proj", "v_proj")}
 
@@ -293,11 +323,17 @@ def test_sam_vit_h_and_llama_7b_shapes_map_exactly():
     with torch.device("meta"):
         sam = SamModel(conf)
     theirs = {k: tuple(v.shape) for k, v in sam.state_dict().items()}
-    mapped = {map_lisa_key(k)[len("sam."):]: v for k, v in shapes.items()}
+    mapped = {map_lisa_key(k)[len("sam.") :]: v for k, v in shapes.items()}
     assert set(theirs) - set(mapped) == {"shared_image_embedding.positional_embedding"}
     assert all(theirs[k] == v for k, v in mapped.items()), [k for k, v in mapped.items() if theirs.get(k) != v][:5]
-    cfg7b = {**lisa_config(32004), "hidden_size": 4096, "intermediate_size": 11008, "num_attention_heads": 32,
-             "num_hidden_layers": 32, "num_key_value_heads": 32}
+    cfg7b = {
+        **lisa_config(32004),
+        "hidden_size": 4096,
+        "intermediate_size": 11008,
+        "num_attention_heads": 32,
+        "num_hidden_layers": 32,
+        "num_key_value_heads": 32,
+    }
     with torch.device("meta"):
         llm = LlamaForCausalLM(llama_config(cfg7b))
     assert {"language_model." + k for k in llm.state_dict()} == {map_lisa_key(k) for k in lisa_llm_keys(32)}
@@ -312,8 +348,9 @@ def test_tokenizer_restates_the_slow_legacy_rules(release):
     sp = spm.SentencePieceProcessor(model_file=str(ckpt / "tokenizer.model"))
     seg = tok.convert_tokens_to_ids("[SEG]")
     # both neighbours of an added token lose their whitespace; </s> keeps it (lstrip false)
-    assert tok.tokenize_ids("ASSISTANT: [SEG] There is no edema.</s>") == \
-        [1] + sp.encode("ASSISTANT:") + [seg] + sp.encode("There is no edema.") + [2]
+    assert tok.tokenize_ids("ASSISTANT: [SEG] There is no edema.</s>") == [1] + sp.encode("ASSISTANT:") + [
+        seg
+    ] + sp.encode("There is no edema.") + [2]
     assert tok.tokenize_ids("no edema. </s>", add_bos=False) == sp.encode("no edema. ") + [2]
     assert tok.decode([seg] + sp.encode("There is no edema.")) == "[SEG] There is no edema."
     assert tok.pad_token_id == tok.unk_token_id == 0  # pad = unk, as the authors set
@@ -386,8 +423,16 @@ def test_bf16_training_step_keeps_float32_master_weights(release, tmp_path):
     from cxrils.models.rosalia.training import train_rosalia
 
     ckpt, clip, _ = release
-    cfg = RosaliaConfig(checkpoint=str(ckpt), clip_path=str(clip), precision="bf16", lora_r=4, lora_alpha=8,
-                        batch_size=2, micro_batch_size=2, warmup_steps=1)
+    cfg = RosaliaConfig(
+        checkpoint=str(ckpt),
+        clip_path=str(clip),
+        precision="bf16",
+        lora_r=4,
+        lora_alpha=8,
+        batch_size=2,
+        micro_batch_size=2,
+        warmup_steps=1,
+    )
     model, proc = build_model(cfg, dtype=torch.bfloat16)
     seg = RosaliaSegmenter(model, proc)
     before = model.sam.mask_decoder.iou_token.weight.detach().float().clone()
@@ -400,8 +445,9 @@ def test_bf16_training_step_keeps_float32_master_weights(release, tmp_path):
     assert m.sam.vision_encoder.pos_embed.dtype == torch.bfloat16
     assert not torch.equal(m.sam.mask_decoder.iou_token.weight.detach(), before)
     again = Segmenter.from_pretrained(tmp_path / "ft")  # trained parameters on top of the checkpoint, in bf16
-    assert torch.equal(again.model.sam.mask_decoder.iou_token.weight,
-                       m.sam.mask_decoder.iou_token.weight.detach().to(torch.bfloat16))
+    assert torch.equal(
+        again.model.sam.mask_decoder.iou_token.weight, m.sam.mask_decoder.iou_token.weight.detach().to(torch.bfloat16)
+    )
 
 
 @pytest.mark.slow
@@ -415,8 +461,21 @@ def test_cli_train_tiny_rosalia_on_a_dataset(tmp_path):
 
     ds = make_tiny_dataset(tmp_path / "ds", n_train=8, n_val=2, n_test=1)
     run = tmp_path / "run"
-    common = ["train", "--model", "rosalia", "--dataset", str(ds), "-o", str(run), "--set", "tiny=true",
-              "--set", "batch_size=2", "--set", "micro_batch_size=2"]
+    common = [
+        "train",
+        "--model",
+        "rosalia",
+        "--dataset",
+        str(ds),
+        "-o",
+        str(run),
+        "--set",
+        "tiny=true",
+        "--set",
+        "batch_size=2",
+        "--set",
+        "micro_batch_size=2",
+    ]
     r = CliRunner().invoke(app, common + ["--set", "steps=2", "--no-evaluate"])
     assert r.exit_code == 0, r.output
     assert len((run / "train_log.jsonl").read_text().splitlines()) == 2
@@ -460,8 +519,9 @@ def test_interrupted_training_resumes_on_schedule(tmp_path):
     straight = train_rosalia(fresh(0), [batch] * 4, tmp_path / "a", total_steps=4)
     first = train_rosalia(fresh(1), [batch] * 2, tmp_path / "b", total_steps=4)  # "killed" after step 2
     assert len(first) == 2 and (tmp_path / "b" / "optimizer.pt").is_file()
-    resumed = train_rosalia(Segmenter.from_pretrained(tmp_path / "b"), [batch] * 2, tmp_path / "b",
-                            total_steps=4, start_step=2)
+    resumed = train_rosalia(
+        Segmenter.from_pretrained(tmp_path / "b"), [batch] * 2, tmp_path / "b", total_steps=4, start_step=2
+    )
     assert [e["step"] for e in resumed] == [1, 2, 3, 4]
     assert [e["lr"] for e in resumed] == pytest.approx([e["lr"] for e in straight])
 
@@ -481,8 +541,11 @@ def test_teacher_forced_masks_as_the_authors_validate(release, released, tmp_pat
     x = _image(36, 44)
     forced = released.predict_teacher_forced(x, INSTRUCTION, "[SEG]")
     with monkeypatch.context() as mp:
-        mp.setattr(model.language_model, "generate",
-                   lambda inputs_embeds, **kw: torch.tensor([[seg, eos]] * inputs_embeds.shape[0]))
+        mp.setattr(
+            model.language_model,
+            "generate",
+            lambda inputs_embeds, **kw: torch.tensor([[seg, eos]] * inputs_embeds.shape[0]),
+        )
         generated = released.predict(x, INSTRUCTION)
     assert np.array_equal(forced.mask, generated.mask)
     assert not released.predict_teacher_forced(x, INSTRUCTION, "There is no effusion.").mask.any()
@@ -491,8 +554,21 @@ def test_teacher_forced_masks_as_the_authors_validate(release, released, tmp_pat
     monkeypatch.setenv("CXRILS_CLIP_PATH", str(clip))
     ds = make_tiny_dataset(tmp_path / "ds", n_train=1, n_val=1, n_test=2)
     preds = tmp_path / "tf.jsonl"
-    r = CliRunner().invoke(app, ["predict", "--model", str(ckpt), "--dataset", str(ds), "--split", "test",
-                                 "--teacher-forced", "-o", str(preds)])
+    r = CliRunner().invoke(
+        app,
+        [
+            "predict",
+            "--model",
+            str(ckpt),
+            "--dataset",
+            str(ds),
+            "--split",
+            "test",
+            "--teacher-forced",
+            "-o",
+            str(preds),
+        ],
+    )
     assert r.exit_code == 0, r.output
     rows = [json.loads(line) for line in preds.read_text().splitlines()]
     assert rows and all("answer" not in row for row in rows)

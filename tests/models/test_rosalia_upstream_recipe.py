@@ -56,6 +56,7 @@ def tiny(tmp_path_factory):
 
 # --- restatements of upstream --------------------------------------------------------
 
+
 def get_preprocess_shape(h, w, side):
     scale = side * 1.0 / max(h, w)
     return int(h * scale + 0.5), int(w * scale + 0.5)
@@ -85,6 +86,7 @@ def iou(a, b):
 
 
 # --- the frame the released weights learned ---------------------------------------------
+
 
 def test_default_reads_masks_in_the_frame_the_weights_learned(tiny, monkeypatch):
     """A model that learned the padded frame perfectly outputs low-res logits whose
@@ -121,6 +123,7 @@ def test_default_reads_masks_in_the_frame_the_weights_learned(tiny, monkeypatch)
 
 
 # --- fine-tuning: loss frame, epoch length, --lora_sam_encoder -----------------------------
+
 
 def test_training_loss_is_on_the_padded_frame(tiny):
     """The BCE and Dice terms equal LISA.py's, computed on postprocess_masks(..., 1024
@@ -194,8 +197,13 @@ def test_cli_train_schedule_and_sampler_follow_the_epoch(tmp_path, monkeypatch):
 
     monkeypatch.setattr(cxrils.dataset, "BalancedBatchSampler", sampler)
     monkeypatch.setattr(training, "train_rosalia", fake_train)
-    res = training.cli_train(ds, tmp_path / "run", {"tiny": "true", "batch_size": "2", "micro_batch_size": "2",
-                                                    "epochs": "1"}, evaluate=False, progress=False)
+    res = training.cli_train(
+        ds,
+        tmp_path / "run",
+        {"tiny": "true", "batch_size": "2", "micro_batch_size": "2", "epochs": "1"},
+        evaluate=False,
+        progress=False,
+    )
     assert res["steps"] == seen["total"] == math.ceil(2 * n_pos / 2)
     assert seen["batches"] == 2 * n_pos // 2
 
@@ -209,20 +217,28 @@ def test_lora_sam_encoder_targets_the_image_encoder_and_learns_nothing_there(tmp
     seg = tiny_segmenter(tmp_path, lora_sam_encoder=True)
     enc = seg.model.sam.vision_encoder
     lora_b = {n: p for n, p in enc.named_parameters() if "lora_B" in n}
-    linears = [n for n, m in tiny_segmenter(tmp_path / "plain").model.sam.vision_encoder.named_modules()
-               if isinstance(m, torch.nn.Linear)]
+    linears = [
+        n
+        for n, m in tiny_segmenter(tmp_path / "plain").model.sam.vision_encoder.named_modules()
+        if isinstance(m, torch.nn.Linear)
+    ]
     assert linears and {n.split(".lora_B")[0] for n in lora_b} == set(linears)  # every encoder Linear
     assert all(p.requires_grad for p in lora_b.values())
     x = (np.random.default_rng(0).random((40, 30)) * 255).astype(np.uint8)
     m = np.zeros(x.shape, bool)
     m[5:20, 5:15] = True
-    batch = [{"image": x, "instruction": INSTRUCTION, "answer": "[SEG]", "mask": m},
-             {"image": x, "instruction": "Segment the pneumonia.",
-              "answer": templates.render_answer("global", "negative", "pneumonia"), "mask": np.zeros_like(m)}]
+    batch = [
+        {"image": x, "instruction": INSTRUCTION, "answer": "[SEG]", "mask": m},
+        {
+            "image": x,
+            "instruction": "Segment the pneumonia.",
+            "answer": templates.render_answer("global", "negative", "pneumonia"),
+            "mask": np.zeros_like(m),
+        },
+    ]
     seg.model.cfg.batch_size = seg.model.cfg.micro_batch_size = 2
     seg.model.cfg.warmup_steps = 0  # the first step at the full learning rate
     train_rosalia(seg, [batch], tmp_path / "run", total_steps=1)
     # upstream computes SAM's image embeddings under no_grad: those LoRA weights stay 0
-    assert all(torch.count_nonzero(p) == 0 for n, p in seg.model.sam.vision_encoder.named_parameters()
-               if "lora_B" in n)
+    assert all(torch.count_nonzero(p) == 0 for n, p in seg.model.sam.vision_encoder.named_parameters() if "lora_B" in n)
     assert any(torch.count_nonzero(p) for n, p in seg.model.language_model.named_parameters() if "lora_B" in n)

@@ -104,8 +104,11 @@ class _Detector:
         rows, cols = np.nonzero(x > 150)
         if rows.size == 0:
             return []
-        return [LesionBox(float(cols.min()), float(rows.min()), float(cols.max() + 1), float(rows.max() + 1),
-                          0.9, "Lung Opacity")]
+        return [
+            LesionBox(
+                float(cols.min()), float(rows.min()), float(cols.max() + 1), float(rows.max() + 1), 0.9, "Lung Opacity"
+            )
+        ]
 
 
 class FakeStages:
@@ -124,10 +127,18 @@ class FakeStages:
                 for t in vocab.LESION_TYPES:
                     if t in low:
                         side = "left lung" if "left" in low else "right lung"
-                        findings.append(Finding(entity=t, sentence_index=i + 1,
-                                                presence="negative" if "no " in low else "positive",
-                                                certainty="definitive", locations=[side.split()[0]],
-                                                labels=[side], lesion_type=t, sentence=sentence.strip()))
+                        findings.append(
+                            Finding(
+                                entity=t,
+                                sentence_index=i + 1,
+                                presence="negative" if "no " in low else "positive",
+                                certainty="definitive",
+                                locations=[side.split()[0]],
+                                labels=[side],
+                                lesion_type=t,
+                                sentence=sentence.strip(),
+                            )
+                        )
             yield StructuredReport(study_id, "findings", text, findings=findings)
 
     def load_image(self, path, cfg):
@@ -163,11 +174,25 @@ class FakeStages:
             region = anatomy.union(f.labels)
             mask = found & region & box_mask if f.presence == "positive" else None
             ok = mask is not None and mask.any()
-            out.append(GroundedFinding(finding=f, lesion_type=f.lesion_type, reported=list(f.labels),
-                                       grounded=list(f.labels) if ok else [], empty=[],
-                                       mask=mask if ok else None, drop_reason=None if ok else "no signal"))
-        return StudyGrounding(study_id=study_id, image_id=image_id, shape=x.shape, findings=out,
-                              empty_locations=["left upper zone lung"], ctr=0.4)
+            out.append(
+                GroundedFinding(
+                    finding=f,
+                    lesion_type=f.lesion_type,
+                    reported=list(f.labels),
+                    grounded=list(f.labels) if ok else [],
+                    empty=[],
+                    mask=mask if ok else None,
+                    drop_reason=None if ok else "no signal",
+                )
+            )
+        return StudyGrounding(
+            study_id=study_id,
+            image_id=image_id,
+            shape=x.shape,
+            findings=out,
+            empty_locations=["left upper zone lung"],
+            ctr=0.4,
+        )
 
     def generate_records(self, grounding, *, split, patient_id, image_path, cfg, absent_negatives=True):
         if "badrecords" in grounding.image_id:
@@ -179,20 +204,35 @@ class FakeStages:
                 continue
             pos = gf.mask is not None
             mask = gf.mask if pos else empty
-            recs.append({
-                "record_id": f"{grounding.image_id}:{len(recs)}", "study_id": grounding.study_id,
-                "image_id": grounding.image_id, "patient_id": patient_id, "image_path": image_path,
-                "split": split, "lesion_type": gf.lesion_type, "target": gf.lesion_type,
-                "instruction_type": "basic",
-                "polarity": "positive" if pos else "negative", "locations": list(gf.reported),
-                "certainty": gf.finding.certainty if pos else "",
-                "instruction": f"Segment the {gf.lesion_type} in the {gf.reported[0]}.",
-                "answer": "yes" if pos else "no", "mask": encode_rle(mask), "mask_area": int(mask.sum()),
-                "height": grounding.shape[0], "width": grounding.shape[1],
-                "finding_entity": gf.finding.entity, "sentence_index": gf.finding.sentence_index,
-                "sentence": gf.finding.sentence, "source_findings": "[]", "paraphrase_of": "", "persona": "",
-                "provenance": "{}",
-            })
+            recs.append(
+                {
+                    "record_id": f"{grounding.image_id}:{len(recs)}",
+                    "study_id": grounding.study_id,
+                    "image_id": grounding.image_id,
+                    "patient_id": patient_id,
+                    "image_path": image_path,
+                    "split": split,
+                    "lesion_type": gf.lesion_type,
+                    "target": gf.lesion_type,
+                    "instruction_type": "basic",
+                    "polarity": "positive" if pos else "negative",
+                    "locations": list(gf.reported),
+                    "certainty": gf.finding.certainty if pos else "",
+                    "instruction": f"Segment the {gf.lesion_type} in the {gf.reported[0]}.",
+                    "answer": "yes" if pos else "no",
+                    "mask": encode_rle(mask),
+                    "mask_area": int(mask.sum()),
+                    "height": grounding.shape[0],
+                    "width": grounding.shape[1],
+                    "finding_entity": gf.finding.entity,
+                    "sentence_index": gf.finding.sentence_index,
+                    "sentence": gf.finding.sentence,
+                    "source_findings": "[]",
+                    "paraphrase_of": "",
+                    "persona": "",
+                    "provenance": "{}",
+                }
+            )
         return recs
 
 

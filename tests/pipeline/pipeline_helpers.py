@@ -28,6 +28,7 @@ def config():
 
     return load_config(None, X_HAT)
 
+
 REPORTS = [
     "Small left effusion. No pneumonia.",
     "Right opacity and right consolidation.",
@@ -49,7 +50,7 @@ def _image(i: int, size: int = 48) -> np.ndarray:
     rng = np.random.default_rng(i)
     x = rng.integers(40, 90, (size, size)).astype(np.uint8)
     r, c = 10 + (i * 7) % 24, 8 + (i * 11) % 30
-    x[r:r + 8, c:c + 8] = 200
+    x[r : r + 8, c : c + 8] = 200
     return x
 
 
@@ -63,8 +64,15 @@ def make_input(folder: Path, n: int = 12, bad: bool = True) -> Path:
     rows = []
     for i in range(n):
         Image.fromarray(_image(i)).save(folder / "img" / f"im{i:03d}.png")
-        rows.append({"image_path": f"img/im{i:03d}.png", "report": REPORTS[i % len(REPORTS)],
-                     "study_id": f"s{i // 2}", "patient_id": f"p{i // 4}", "view": "PA"})
+        rows.append(
+            {
+                "image_path": f"img/im{i:03d}.png",
+                "report": REPORTS[i % len(REPORTS)],
+                "study_id": f"s{i // 2}",
+                "patient_id": f"p{i // 4}",
+                "view": "PA",
+            }
+        )
     if bad:
         (folder / "img" / "broken.png").write_bytes(b"not a png")
         Image.fromarray(np.zeros((48, 48), np.uint8)).save(folder / "img" / "black.png")
@@ -76,14 +84,29 @@ def make_input(folder: Path, n: int = 12, bad: bool = True) -> Path:
         rows[3:3] = [
             {"image_path": "img/broken.png", "report": REPORTS[0], "study_id": "sb", "patient_id": "pb", "view": "PA"},
             {"image_path": "img/empty.png", "report": "  ", "study_id": "se", "patient_id": "pe", "view": "AP"},
-            {"image_path": "img/lat.png", "report": REPORTS[1], "study_id": "sl", "patient_id": "pl",
-             "view": "LATERAL"},
+            {
+                "image_path": "img/lat.png",
+                "report": REPORTS[1],
+                "study_id": "sl",
+                "patient_id": "pl",
+                "view": "LATERAL",
+            },
             {"image_path": "img/black.png", "report": REPORTS[1], "study_id": "sk", "patient_id": "pk", "view": "PA"},
             {"image_path": "img/bright.png", "report": REPORTS[1], "study_id": "sc", "patient_id": "pc", "view": "PA"},
-            {"image_path": "img/nogrounding.png", "report": REPORTS[3], "study_id": "sn", "patient_id": "pn",
-             "view": ""},
-            {"image_path": "img/badrecords.png", "report": REPORTS[0], "study_id": "sr", "patient_id": "pr",
-             "view": "PA"},
+            {
+                "image_path": "img/nogrounding.png",
+                "report": REPORTS[3],
+                "study_id": "sn",
+                "patient_id": "pn",
+                "view": "",
+            },
+            {
+                "image_path": "img/badrecords.png",
+                "report": REPORTS[0],
+                "study_id": "sr",
+                "patient_id": "pr",
+                "view": "PA",
+            },
         ]
     path = folder / "pairs.csv"
     with open(path, "w", newline="") as fh:
@@ -99,8 +122,10 @@ def snapshot(dataset: Path) -> dict:
     from cxrils.dataset import read_records
 
     df = read_records(dataset)
-    records = sorted(json.dumps({k: (v.tolist() if hasattr(v, "tolist") else v) for k, v in r.items()},
-                                 sort_keys=True, default=str) for r in df.to_dict("records"))
+    records = sorted(
+        json.dumps({k: (v.tolist() if hasattr(v, "tolist") else v) for k, v in r.items()}, sort_keys=True, default=str)
+        for r in df.to_dict("records")
+    )
     images = {p.name: p.read_bytes() for p in sorted((dataset / "images").glob("*.png"))}
     grounding = {p.name: p.read_bytes() for p in sorted((dataset / "grounding").glob("*.json"))}
     summary = json.loads((dataset / "generate_summary.json").read_text())

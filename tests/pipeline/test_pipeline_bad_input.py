@@ -46,10 +46,11 @@ def _write(path: Path, rows: list[dict]) -> None:
 @pytest.mark.needs_data
 def test_bad_rows_become_their_own_exclusions_and_the_good_rows_all_produce_records(tmp_path, shared_data):
     good = [dict(r, image_id=Path(r["image_path"]).stem) for r in _iu_rows(shared_data, 3)]
-    bad = [dict(good[0], study_id="huge", patient_id="p-huge", image_id="huge", report=HUGE),
-           dict(good[0], study_id="latin1", patient_id="p-latin1", image_id="latin1",
-                report="Mild cardiomegaly BADBYTE."),
-           dict(good[0], study_id="textonly", patient_id="p-textonly", image_id="textonly", image_path="")]
+    bad = [
+        dict(good[0], study_id="huge", patient_id="p-huge", image_id="huge", report=HUGE),
+        dict(good[0], study_id="latin1", patient_id="p-latin1", image_id="latin1", report="Mild cardiomegaly BADBYTE."),
+        dict(good[0], study_id="textonly", patient_id="p-textonly", image_id="textonly", image_path=""),
+    ]
     rows = [good[0], bad[0], good[1], bad[1], bad[2], good[2]]  # lines 2..7
     path = tmp_path / "pairs.csv"
     _write(path, rows)
@@ -62,13 +63,18 @@ def test_bad_rows_become_their_own_exclusions_and_the_good_rows_all_produce_reco
     for r in rows[:-1]:
         lines.append(lines[-1] + r["report"].count("\n") + 1)
     # The 1 MB report is read (csv's default limit is 131,072) and excluded by the length cap.
-    assert excluded["huge"] == ("report: too long: 1000000 characters, more than inputs.report_max_chars = "
-                                f"20000; more than inputs.report_max_sentences = 200 sentences (study huge, "
-                                f"row 2 (line {lines[1]}))")
-    assert excluded["row-4"] == (f"input: row 4 (line {lines[3]}), study latin1: column 'report' holds a byte "
-                                 "that is not UTF-8 (0xe9 at character 21)")
-    assert excluded["row-5"] == (f"input: row 5 (line {lines[4]}), study textonly: no image_path: a "
-                                 "report-only row has no image to segment")
+    assert excluded["huge"] == (
+        "report: too long: 1000000 characters, more than inputs.report_max_chars = "
+        f"20000; more than inputs.report_max_sentences = 200 sentences (study huge, "
+        f"row 2 (line {lines[1]}))"
+    )
+    assert excluded["row-4"] == (
+        f"input: row 4 (line {lines[3]}), study latin1: column 'report' holds a byte "
+        "that is not UTF-8 (0xe9 at character 21)"
+    )
+    assert excluded["row-5"] == (
+        f"input: row 5 (line {lines[4]}), study textonly: no image_path: a report-only row has no image to segment"
+    )
     assert len(excluded) == 3
     records = read_records(out)
     for row in good:
@@ -85,8 +91,9 @@ def test_a_too_long_report_is_excluded_or_cut_with_the_reason_recorded(tmp_path)
     summary = generate(path, tmp_path / "ex", cfg, stages=FAKE)
     assert summary["studies"]["excluded_by_reason"] == {"report": 1}
     (reason,) = _exclusions(tmp_path / "ex").values()
-    assert reason == ("report: too long: more than inputs.report_max_sentences = 10 sentences (study s0, "
-                      "row 1 (line 2))")
+    assert reason == (
+        "report: too long: more than inputs.report_max_sentences = 10 sentences (study s0, row 1 (line 2))"
+    )
     cfg.inputs.report_over_cap = "truncate"
     generate(path, tmp_path / "cut", cfg, stages=FAKE)
     assert len(read_records(tmp_path / "cut").query("image_id == 'im000'")) > 0  # structured from 10 sentences
@@ -114,14 +121,30 @@ def test_two_images_of_one_patient_without_patient_id_are_refused(tmp_path, shar
         del r["patient_id"]
     path = tmp_path / "pairs.csv"
     _write(path, [rows[0], second])
-    with pytest.raises(InputError, match=r"pairs\.csv: 2 image\(s\) have no patient_id and no split .*"
-                                         r"Add a patient_id column.*--split-by study"):
+    with pytest.raises(
+        InputError,
+        match=r"pairs\.csv: 2 image\(s\) have no patient_id and no split .*"
+        r"Add a patient_id column.*--split-by study",
+    ):
         generate(path, tmp_path / "ds", config(), stages=FAKE)
-    result = CliRunner().invoke(app, ["generate", str(path), "-o", str(tmp_path / "cli"), "--no-progress",
-                                      "--stages", FAKE])
+    result = CliRunner().invoke(
+        app, ["generate", str(path), "-o", str(tmp_path / "cli"), "--no-progress", "--stages", FAKE]
+    )
     assert result.exit_code == 2 and "have no patient_id" in result.output and "Traceback" not in result.output
-    result = CliRunner().invoke(app, ["generate", str(path), "-o", str(tmp_path / "by-study"), "--no-progress",
-                                      "--stages", FAKE, "--split-by", "study"])
+    result = CliRunner().invoke(
+        app,
+        [
+            "generate",
+            str(path),
+            "-o",
+            str(tmp_path / "by-study"),
+            "--no-progress",
+            "--stages",
+            FAKE,
+            "--split-by",
+            "study",
+        ],
+    )
     assert result.exit_code == 0, result.output
     assert read_manifest(tmp_path / "by-study")["provenance"]["config"]["split"]["by"] == "study"
     assert len(set(read_records(tmp_path / "by-study")["split"])) == 1

@@ -34,8 +34,10 @@ def test_batched_steps_give_every_study_its_single_result(tmp_path):
         singles = [step(s) for s in singles]
         states = step(states)  # the whole list as one batch
     assert [s.excluded for s in states] == [s.excluded for s in singles]
-    assert {s.excluded for s in states if s.excluded} >= {"qc_crosscheck: lung x-extent differs",
-                                                          "view_not_frontal: LATERAL"}
+    assert {s.excluded for s in states if s.excluded} >= {
+        "qc_crosscheck: lung x-extent differs",
+        "view_not_frontal: LATERAL",
+    }
     for b, s in zip(states, singles):
         assert as_bytes(b) == as_bytes(s)
     results = [pipe.finish(s) for s in states]

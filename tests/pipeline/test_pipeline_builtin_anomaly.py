@@ -24,8 +24,15 @@ def test_builtin_anomaly_map_is_zero_on_heart_outside_lungs(shared_data):
     if image is None:
         pytest.skip("no JSRT image")
     pipe = Pipeline(load_config())
-    study = StudyInput(study_id="s1", image_id="i1", patient_id="p1", image_path=Path(image),
-                       report="FINDINGS: Right lower lobe consolidation.", view="PA", split="train")
+    study = StudyInput(
+        study_id="s1",
+        image_id="i1",
+        patient_id="p1",
+        image_path=Path(image),
+        report="FINDINGS: Right lower lobe consolidation.",
+        view="PA",
+        split="train",
+    )
     state = pipe.start(study, None)
     state = pipe.run_anatomy_x(state)
     state = pipe.run_anomaly(state)

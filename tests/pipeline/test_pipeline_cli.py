@@ -15,8 +15,10 @@ runner = CliRunner()
 def test_generate_prints_and_writes_summary(tmp_path):
     pairs = make_input(tmp_path / "in", n=5)
     out = tmp_path / "ds"
-    res = runner.invoke(app, ["generate", str(pairs), "-o", str(out), "--stages", FAKE, "--limit", "7",
-                              "--no-progress", "--set", X_HAT[0]])
+    res = runner.invoke(
+        app,
+        ["generate", str(pairs), "-o", str(out), "--stages", FAKE, "--limit", "7", "--no-progress", "--set", X_HAT[0]],
+    )
     assert res.exit_code == 0, res.output
     summary = json.loads((out / "generate_summary.json").read_text())
     assert summary["studies"]["total"] == 7
@@ -35,8 +37,9 @@ def test_generate_user_errors_exit_2_without_traceback(tmp_path):
     pairs = make_input(tmp_path / "in", n=2, bad=False)
     res = runner.invoke(app, ["generate", str(pairs), "-o", str(tmp_path / "ds"), "--set", "grounding.nope=1"])
     assert res.exit_code == 2 and "unknown config key grounding.nope" in res.output
-    res = runner.invoke(app, ["generate", str(pairs), "-o", str(tmp_path / "ds"), "--runner", "spark",
-                              "--stages", FAKE])
+    res = runner.invoke(
+        app, ["generate", str(pairs), "-o", str(tmp_path / "ds"), "--runner", "spark", "--stages", FAKE]
+    )
     assert res.exit_code == 2 and "unknown runner 'spark'" in res.output
     for r in (res,):
         assert "Traceback" not in r.output
@@ -46,7 +49,12 @@ def test_demo_without_data_says_what_to_get(tmp_path):
     res = runner.invoke(app, ["demo", "--data", str(tmp_path / "nodata"), "-o", str(tmp_path / "out")])
     assert res.exit_code == 2
     assert f"{tmp_path / 'nodata' / 'pairs' / 'all_pairs.csv'} not found" in res.output
-    for needed in ("iu_xray/images", "covid_ieee8023/images", "torchxrayvision==1.5.7",
-                   "covid-chestxray-dataset", "image_path, report"):
+    for needed in (
+        "iu_xray/images",
+        "covid_ieee8023/images",
+        "torchxrayvision==1.5.7",
+        "covid-chestxray-dataset",
+        "image_path, report",
+    ):
         assert needed in res.output
     assert not (tmp_path / "out").exists()

@@ -24,8 +24,12 @@ def test_demo_on_real_pairs(shared_data, tmp_path):
     df = read_records(out)
     assert list(df.columns) == list(COLUMNS)
     assert len(df) == summary["records"]["total"] == read_manifest(out)["n_records"]
-    assert set(df["image_id"]) <= {"CXR1900_IM-0584-1001", "CXR7_IM-2263-1001", "CXR3_IM-1384-1001",
-                                   "CXR25_IM-1024-2001"}
+    assert set(df["image_id"]) <= {
+        "CXR1900_IM-0584-1001",
+        "CXR7_IM-2263-1001",
+        "CXR3_IM-1384-1001",
+        "CXR25_IM-1024-2001",
+    }
     for _, r in df.iterrows():
         assert (out / r["image_path"]).is_file()
         assert list(r["mask"]["size"]) == [r["height"], r["width"]]

@@ -64,7 +64,7 @@ def chest(shared_data: Path) -> tuple[Path, np.ndarray, np.ndarray, np.ndarray]:
     rows, cols = np.nonzero(right)
     assert cols.mean() < np.nonzero(left)[1].mean()  # the source is in the standard orientation
     r0, c0 = rows.min() + 0.85 * (rows.max() - rows.min()), np.median(cols)
-    rr, cc = np.mgrid[0:x.shape[0], 0:x.shape[1]]
+    rr, cc = np.mgrid[0 : x.shape[0], 0 : x.shape[1]]
     blob = np.exp(-(((rr - r0) / 30.0) ** 2 + ((cc - c0) / 45.0) ** 2))
     shown = np.clip(x + 90.0 * blob * right, 0, 255).astype(np.uint8)
     return src, shown, right, left
@@ -106,9 +106,23 @@ def test_mirrored_dicom_is_turned_before_the_stages_see_it(tmp_path):
     cfg = config()
     cfg.qc.frontal_plausibility = True
     out = tmp_path / "ds"
-    generate(_write_pairs(tmp_path, [{"study_id": "s1", "patient_id": "p1", "image_path": "mirrored.dcm",
-                                      "view": "PA", "report": "Right opacity."}]), out, cfg,
-             stages="fake_stages:FakeStagesRealLoader")
+    generate(
+        _write_pairs(
+            tmp_path,
+            [
+                {
+                    "study_id": "s1",
+                    "patient_id": "p1",
+                    "image_path": "mirrored.dcm",
+                    "view": "PA",
+                    "report": "Right opacity.",
+                }
+            ],
+        ),
+        out,
+        cfg,
+        stages="fake_stages:FakeStagesRealLoader",
+    )
     (rec,) = read_records(out).query("polarity == 'positive'").itertuples()
     mask = decode_rle({"size": list(rec.mask["size"]), "counts": rec.mask["counts"]})
     cols = np.nonzero(mask)[1]
@@ -120,11 +134,22 @@ def test_a_lateral_image_given_as_frontal_is_excluded_with_the_reason(tmp_path, 
     iu = shared_data / "iu_xray"
     with open(iu / "images.csv", newline="") as fh:
         lateral = next(r for r in csv.DictReader(fh) if r["view_visual"] == "lateral")
-    rows = [{"study_id": "lat", "patient_id": "p-lat", "image_path": str((iu / lateral["file"]).resolve()),
-             "view": "", "report": "FINDINGS: Small right pleural effusion. Heart size is normal."},  # no view
-            {"study_id": "front", "patient_id": "p-front",
-             "image_path": str((iu / "images" / "CXR1900_IM-0584-1001.png").resolve()), "view": "",
-             "report": "FINDINGS: Small right pleural effusion. Heart size is normal."}]
+    rows = [
+        {
+            "study_id": "lat",
+            "patient_id": "p-lat",
+            "image_path": str((iu / lateral["file"]).resolve()),
+            "view": "",
+            "report": "FINDINGS: Small right pleural effusion. Heart size is normal.",
+        },  # no view
+        {
+            "study_id": "front",
+            "patient_id": "p-front",
+            "image_path": str((iu / "images" / "CXR1900_IM-0584-1001.png").resolve()),
+            "view": "",
+            "report": "FINDINGS: Small right pleural effusion. Heart size is normal.",
+        },
+    ]
     out = tmp_path / "ds"
     summary = generate(_write_pairs(tmp_path, rows), out, Config())
     excluded = read_exclusions(out)
@@ -149,8 +174,10 @@ def test_every_jsrt_human_mask_is_plausible_and_the_iu_lateral_images_are_not(sh
     masks_dir = shared_data / "jsrt_scr" / "masks"
     qc = Config().qc
     for png in sorted((masks_dir / "heart").glob("*.png")):
-        organs = {k: np.asarray(Image.open(masks_dir / d / png.name)) > 127
-                  for k, d in (("right lung", "right_lung"), ("left lung", "left_lung"), ("heart", "heart"))}
+        organs = {
+            k: np.asarray(Image.open(masks_dir / d / png.name)) > 127
+            for k, d in (("right lung", "right_lung"), ("left lung", "left_lung"), ("heart", "heart"))
+        }
         masks = AnatomyMasks(masks=organs, shape=organs["heart"].shape, backend="jsrt-scr")
         assert frontal_plausibility(masks, qc) is None, png.name
         mirrored = AnatomyMasks(masks={k: v[:, ::-1] for k, v in organs.items()}, shape=masks.shape, backend="m")

@@ -29,12 +29,20 @@ def mimic_tree(tmp_path, shared_data):
     reports = {rid: text for rid, _, text in read_iu_reports(iu)}
     root = tmp_path / "mimic"
     plan = {  # patient -> study -> [(dicom_id, source image)]
-        "p10000032": {"s50414267": [("02aa804e-bde0afdd", iu / "images/CXR1900_IM-0584-1001.png"),
-                                    ("174413ec-4ec4c1f7", iu / "images/CXR1900_IM-0584-2001.png")],
-                      "s53189527": [("2a2277a9-b0ded155", shared_data / "dicom/RG1_UNCR.dcm")]},
-        "p11000011": {"s50000001": [("aa000001-00000001", iu / "images/CXR7_IM-2263-1001.png"),
-                                    ("aa000001-00000002", iu / "images/CXR7_IM-2263-2001.png")],
-                      "s50000002": []},
+        "p10000032": {
+            "s50414267": [
+                ("02aa804e-bde0afdd", iu / "images/CXR1900_IM-0584-1001.png"),
+                ("174413ec-4ec4c1f7", iu / "images/CXR1900_IM-0584-2001.png"),
+            ],
+            "s53189527": [("2a2277a9-b0ded155", shared_data / "dicom/RG1_UNCR.dcm")],
+        },
+        "p11000011": {
+            "s50000001": [
+                ("aa000001-00000001", iu / "images/CXR7_IM-2263-1001.png"),
+                ("aa000001-00000002", iu / "images/CXR7_IM-2263-2001.png"),
+            ],
+            "s50000002": [],
+        },
     }
     texts = iter(["CXR1900", "CXR7", "CXR3", "CXR25"])
     for patient, studies in plan.items():
@@ -49,14 +57,26 @@ def mimic_tree(tmp_path, shared_data):
                     shutil.copy(src, pdir / study / f"{dicom_id}.dcm")
                 else:  # MIMIC-CXR-JPG style
                     Image.open(src).convert("L").save(pdir / study / f"{dicom_id}.jpg", quality=95)
-    views = {"02aa804e-bde0afdd": "PA", "174413ec-4ec4c1f7": "LATERAL", "2a2277a9-b0ded155": "AP",
-             "aa000001-00000001": "PA", "aa000001-00000002": "LL"}
-    _write_csv(root / "mimic-cxr-2.0.0-metadata.csv.gz",
-               [{"dicom_id": d, "subject_id": "1", "study_id": "5", "ViewPosition": v} for d, v in views.items()],
-               gz=True)
-    _write_csv(root / "mimic-cxr-2.0.0-split.csv.gz",
-               [{"dicom_id": d, "study_id": "5", "subject_id": "1",
-                 "split": "test" if d.startswith("aa") else "train"} for d in views], gz=True)
+    views = {
+        "02aa804e-bde0afdd": "PA",
+        "174413ec-4ec4c1f7": "LATERAL",
+        "2a2277a9-b0ded155": "AP",
+        "aa000001-00000001": "PA",
+        "aa000001-00000002": "LL",
+    }
+    _write_csv(
+        root / "mimic-cxr-2.0.0-metadata.csv.gz",
+        [{"dicom_id": d, "subject_id": "1", "study_id": "5", "ViewPosition": v} for d, v in views.items()],
+        gz=True,
+    )
+    _write_csv(
+        root / "mimic-cxr-2.0.0-split.csv.gz",
+        [
+            {"dicom_id": d, "study_id": "5", "subject_id": "1", "split": "test" if d.startswith("aa") else "train"}
+            for d in views
+        ],
+        gz=True,
+    )
     return root, reports
 
 
@@ -66,9 +86,12 @@ def test_mimic_layout(mimic_tree):
     assert detect_input_kind(root / "files") == "mimic"
     items = list(read_inputs(root))
     assert [(s.patient_id, s.study_id, s.image_id) for s in items] == [
-        ("p10000032", "s50414267", "02aa804e-bde0afdd"), ("p10000032", "s50414267", "174413ec-4ec4c1f7"),
+        ("p10000032", "s50414267", "02aa804e-bde0afdd"),
+        ("p10000032", "s50414267", "174413ec-4ec4c1f7"),
         ("p10000032", "s53189527", "2a2277a9-b0ded155"),
-        ("p11000011", "s50000001", "aa000001-00000001"), ("p11000011", "s50000001", "aa000001-00000002")]
+        ("p11000011", "s50000001", "aa000001-00000001"),
+        ("p11000011", "s50000001", "aa000001-00000002"),
+    ]
     assert [s.view for s in items] == ["PA", "LATERAL", "AP", "PA", "LL"]
     assert [s.split for s in items] == ["train", "train", "train", "test", "test"]
     assert items[0].report == items[1].report == "FINAL REPORT\n" + reports["CXR1900"]
@@ -88,8 +111,7 @@ def test_mimic_without_metadata_and_split(mimic_tree):
 
 def test_mimic_bad_split_value(mimic_tree):
     root, _ = mimic_tree
-    _write_csv(root / "mimic-cxr-2.0.0-split.csv.gz",
-               [{"dicom_id": "02aa804e-bde0afdd", "split": "holdout"}], gz=True)
+    _write_csv(root / "mimic-cxr-2.0.0-split.csv.gz", [{"dicom_id": "02aa804e-bde0afdd", "split": "holdout"}], gz=True)
     with pytest.raises(InputError, match=r"split\.csv\.gz: dicom_id 02aa804e-bde0afdd: split 'holdout'"):
         list(read_inputs(root))
 
@@ -113,11 +135,12 @@ def test_iu_xml_reports(tmp_path):
     (folder / "ecgen-radiology").mkdir(parents=True)
     (folder / "images").mkdir()
     (folder / "ecgen-radiology" / "12.xml").write_text(
-        '<eCitation><MedlineCitation><Article><Abstract>'
+        "<eCitation><MedlineCitation><Article><Abstract>"
         '<AbstractText Label="COMPARISON">None.</AbstractText>'
         '<AbstractText Label="FINDINGS">Left basilar atelectasis.</AbstractText>'
         '<AbstractText Label="IMPRESSION"/></Abstract></Article></MedlineCitation>'
-        '<parentImage id="CXR12_IM-0001-1001"/><parentImage id="CXR12_IM-0001-2001"/></eCitation>')
+        '<parentImage id="CXR12_IM-0001-1001"/><parentImage id="CXR12_IM-0001-2001"/></eCitation>'
+    )
     (folder / "ecgen-radiology" / "13.xml").write_text("<eCitation><broken>")
     (folder / "images" / "CXR12_IM-0001-1001.png").write_bytes(b"")
     assert detect_input_kind(folder) == "iu"
@@ -140,9 +163,14 @@ def test_generic_csv(tmp_path, shared_data):
     (tmp_path / "a").mkdir()
     (tmp_path / "b").mkdir()
     path = tmp_path / "in.csv"
-    _write_csv(path, [{"image_path": "a/x.png", "report": "r1", "split": "val"},
-                      {"image_path": "b/x.png", "report": "r2", "split": ""},
-                      {"image_path": str(tmp_path / "c.png"), "report": "r3", "split": "test"}])
+    _write_csv(
+        path,
+        [
+            {"image_path": "a/x.png", "report": "r1", "split": "val"},
+            {"image_path": "b/x.png", "report": "r2", "split": ""},
+            {"image_path": str(tmp_path / "c.png"), "report": "r3", "split": "test"},
+        ],
+    )
     a, b, c = read_inputs(path)
     assert a.image_id.startswith("x-") and b.image_id.startswith("x-") and a.image_id != b.image_id
     assert a.study_id == a.image_id and a.patient_id == "" and a.view is None
@@ -152,8 +180,13 @@ def test_generic_csv(tmp_path, shared_data):
 
 def test_generic_csv_errors(tmp_path):
     path = tmp_path / "in.csv"
-    _write_csv(path, [{"image_path": "a.png", "report": "r", "image_id": "k"},
-                      {"image_path": "b.png", "report": "r", "image_id": "k"}])
+    _write_csv(
+        path,
+        [
+            {"image_path": "a.png", "report": "r", "image_id": "k"},
+            {"image_path": "b.png", "report": "r", "image_id": "k"},
+        ],
+    )
     with pytest.raises(InputError, match=r"duplicate image id 'k'"):
         list(read_inputs(path))
     path.write_text("image_path,view\na.png,PA\n")
@@ -166,21 +199,23 @@ def test_generic_csv_bad_rows_are_problems_not_errors(tmp_path):
     spoil only their own row: it comes back with the reason (line, study id)."""
     path = tmp_path / "in.csv"
     huge = "Small left effusion. " * 50_000  # 1.05 MB, over csv's default field limit of 131,072
-    rows = [{"study_id": "s1", "image_path": "a.png", "report": "No acute process.", "split": ""},
-            {"study_id": "s2", "image_path": "b.png", "report": huge, "split": ""},
-            {"study_id": "s3", "image_path": "c.png", "report": "BADBYTE here.", "split": ""},
-            {"study_id": "s4", "image_path": "", "report": "Report only.", "split": ""},
-            {"study_id": "s5", "image_path": "e.png", "report": "r", "split": "dev"},
-            {"study_id": "s6", "image_path": "f.png", "report": "Multi\nline report.", "split": "val"}]
+    rows = [
+        {"study_id": "s1", "image_path": "a.png", "report": "No acute process.", "split": ""},
+        {"study_id": "s2", "image_path": "b.png", "report": huge, "split": ""},
+        {"study_id": "s3", "image_path": "c.png", "report": "BADBYTE here.", "split": ""},
+        {"study_id": "s4", "image_path": "", "report": "Report only.", "split": ""},
+        {"study_id": "s5", "image_path": "e.png", "report": "r", "split": "dev"},
+        {"study_id": "s6", "image_path": "f.png", "report": "Multi\nline report.", "split": "val"},
+    ]
     _write_csv(path, rows)
     path.write_bytes(path.read_bytes().replace(b"BADBYTE", b"caf\xe9"))  # Latin-1 e-acute
     items = list(read_inputs(path))
     assert [s.problem is None for s in items] == [True, True, False, False, False, True]
     assert items[1].report == huge and items[1].where == "row 2 (line 3)"
-    assert items[2].problem == ("row 3 (line 4), study s3: column 'report' holds a byte that is not UTF-8 "
-                                "(0xe9 at character 3)")
-    assert items[3].problem == ("row 4 (line 5), study s4: no image_path: a report-only row has no image "
-                                "to segment")
+    assert items[2].problem == (
+        "row 3 (line 4), study s3: column 'report' holds a byte that is not UTF-8 (0xe9 at character 3)"
+    )
+    assert items[3].problem == ("row 4 (line 5), study s4: no image_path: a report-only row has no image to segment")
     assert items[4].problem == "row 5 (line 6), study s5: split 'dev' is not one of ['train', 'validate', 'test']"
     assert [s.image_id for s in items[2:5]] == ["row-3", "row-4", "row-5"]
     assert items[5].split == "validate" and items[5].where == "row 6 (line 7)"

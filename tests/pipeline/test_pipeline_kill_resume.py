@@ -14,8 +14,22 @@ from pipeline_helpers import FAKE, X_HAT, make_input, snapshot, subprocess_env
 
 
 def _cmd(pairs, out, workers):
-    return [sys.executable, "-m", "cxrils", "generate", str(pairs), "-o", str(out), "--stages", FAKE,
-            "--workers", str(workers), "--no-progress", "--set", X_HAT[0]]
+    return [
+        sys.executable,
+        "-m",
+        "cxrils",
+        "generate",
+        str(pairs),
+        "-o",
+        str(out),
+        "--stages",
+        FAKE,
+        "--workers",
+        str(workers),
+        "--no-progress",
+        "--set",
+        X_HAT[0],
+    ]
 
 
 def _committed(out) -> int:
@@ -35,8 +49,13 @@ def test_sigkill_then_rerun_equals_uninterrupted_run(tmp_path, workers):
     env_slow = {**env, "CXRILS_FAKE_DELAY": "0.4"}
     kills = 0
     for target in (4, 11):  # two kills at different points of the run
-        proc = subprocess.Popen(_cmd(pairs, out, workers), env=env_slow, start_new_session=True,
-                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        proc = subprocess.Popen(
+            _cmd(pairs, out, workers),
+            env=env_slow,
+            start_new_session=True,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
         deadline = time.monotonic() + 240
         while _committed(out) < target and proc.poll() is None and time.monotonic() < deadline:
             time.sleep(0.02)

@@ -51,8 +51,8 @@ def test_resume_after_changing_a_weight_file_is_refused(tmp_path, shared_data):
     with pytest.raises(RunError) as info:
         generate(pairs, out, cfg, limit=2)
     message = str(info.value)
-    assert f"weights.anomaly (builtin).{lesion_map}: \"{old[:23]}" in message
-    assert f"now \"{_sha(lesion_map)[:23]}" in message
+    assert f'weights.anomaly (builtin).{lesion_map}: "{old[:23]}' in message
+    assert f'now "{_sha(lesion_map)[:23]}' in message
     assert f"to start over, delete {out} or write to a new folder (-o)" in message
     assert len(list((out / "parts").glob("*.parquet"))) + len(list((out / "excluded").glob("*.json"))) == 1
 
@@ -110,9 +110,16 @@ def test_two_processes_cannot_write_one_dataset_folder(tmp_path):
     pairs = make_input(tmp_path / "in", n=2, bad=False)
     out = tmp_path / "ds"
     holder = subprocess.Popen(
-        [sys.executable, "-c", "import sys, time\nfrom cxrils.dataset import DatasetWriter\n"
-         f"w = DatasetWriter({str(out)!r}, {{}})\nprint('holding', flush=True)\ntime.sleep(60)"],
-        stdout=subprocess.PIPE, text=True, env=subprocess_env())
+        [
+            sys.executable,
+            "-c",
+            "import sys, time\nfrom cxrils.dataset import DatasetWriter\n"
+            f"w = DatasetWriter({str(out)!r}, {{}})\nprint('holding', flush=True)\ntime.sleep(60)",
+        ],
+        stdout=subprocess.PIPE,
+        text=True,
+        env=subprocess_env(),
+    )
     try:
         assert holder.stdout.readline().strip() == "holding"
         with pytest.raises(RunError, match="another process is writing this dataset"):

@@ -18,8 +18,15 @@ from cxrils.pipeline.stages import RunError
 
 
 def test_step_options_follow_the_config_and_refuse_what_the_cluster_lacks():
-    cfg = load_config(None, ["pipeline.ray.anomaly.num_gpus=1", "pipeline.ray.anomaly.batch_size=8",
-                             "pipeline.ray.anomaly.num_cpus=1", "pipeline.ray.detector.actors=3"])
+    cfg = load_config(
+        None,
+        [
+            "pipeline.ray.anomaly.num_gpus=1",
+            "pipeline.ray.anomaly.batch_size=8",
+            "pipeline.ray.anomaly.num_cpus=1",
+            "pipeline.ray.detector.actors=3",
+        ],
+    )
     opts = step_options(cfg, workers=2, cluster={"CPU": 16.0, "GPU": 2.0})
     assert set(opts) == set(ACTOR_STEPS) | {"start", "finish"}
     assert opts["anomaly"] == {"num_cpus": 1.0, "num_gpus": 1.0, "actors": 2, "batch_size": 8}
@@ -57,8 +64,15 @@ def test_gpu_step_gets_the_gpu_and_batches_without_changing_the_dataset(tmp_path
     generate(pairs, tmp_path / "local", config(), stages=FAKE, runner="local")
     for p in batches.iterdir():
         p.unlink()
-    cfg = load_config(None, X_HAT + ["pipeline.ray.anomaly.num_gpus=1", "pipeline.ray.anomaly.batch_size=3",
-                                     "pipeline.ray.anatomy_x.batch_size=2"])
+    cfg = load_config(
+        None,
+        X_HAT
+        + [
+            "pipeline.ray.anomaly.num_gpus=1",
+            "pipeline.ray.anomaly.batch_size=3",
+            "pipeline.ray.anatomy_x.batch_size=2",
+        ],
+    )
     generate(pairs, tmp_path / "ray", cfg, stages=FAKE, runner="ray", workers=1)
     ray_snap, local_snap = snapshot(tmp_path / "ray"), snapshot(tmp_path / "local")
     assert ray_snap["records"] == local_snap["records"] and ray_snap["images"] == local_snap["images"]
@@ -76,14 +90,36 @@ def test_gpu_step_gets_the_gpu_and_batches_without_changing_the_dataset(tmp_path
 def test_cli_generate_runner_ray_equals_runner_local(tmp_path):
     pairs = make_input(tmp_path / "in", n=8)
     env = subprocess_env()
-    common = [sys.executable, "-m", "cxrils", "generate", str(pairs), "--stages", FAKE, "--no-progress",
-              "--set", "backends.anatomy_on_x_hat=yes"]
+    common = [
+        sys.executable,
+        "-m",
+        "cxrils",
+        "generate",
+        str(pairs),
+        "--stages",
+        FAKE,
+        "--no-progress",
+        "--set",
+        "backends.anatomy_on_x_hat=yes",
+    ]
     local = subprocess.run(common + ["-o", str(tmp_path / "local")], env=env, capture_output=True, text=True)
     assert local.returncode == 0, local.stderr
-    ray_run = subprocess.run(common + ["-o", str(tmp_path / "ray"), "--runner", "ray",
-                                       "--set", "pipeline.ray.anomaly.batch_size=4",
-                                       "--set", "pipeline.ray.detector.batch_size=3"],
-                             env=env, capture_output=True, text=True)
+    ray_run = subprocess.run(
+        common
+        + [
+            "-o",
+            str(tmp_path / "ray"),
+            "--runner",
+            "ray",
+            "--set",
+            "pipeline.ray.anomaly.batch_size=4",
+            "--set",
+            "pipeline.ray.detector.batch_size=3",
+        ],
+        env=env,
+        capture_output=True,
+        text=True,
+    )
     assert ray_run.returncode == 0, ray_run.stderr
     a, b = snapshot(tmp_path / "local"), snapshot(tmp_path / "ray")
     assert a["records"] == b["records"] and a["images"] == b["images"] and a["summary"] == b["summary"]

@@ -29,8 +29,9 @@ def test_process_study_bad_studies_become_exclusions(pairs):
     assert "broken.png" in res["broken"].excluded or "cannot identify" in res["broken"].excluded
     assert res["empty"].excluded == "report: no findings, impression or last paragraph"
     assert res["lat"].excluded == "view_not_frontal: LATERAL"
-    assert res["black"].excluded == ("qc_anatomy: no right lung found: not a frontal chest view, or a failed "
-                                     "segmentation")
+    assert res["black"].excluded == (
+        "qc_anatomy: no right lung found: not a frontal chest view, or a failed segmentation"
+    )
     assert res["bright"].excluded == "qc_crosscheck: lung x-extent differs"
     assert res["nogrounding"].excluded == "error:grounding: ValueError: grounding failed on purpose"
     for bad in ("broken", "empty", "lat", "black", "bright", "nogrounding"):
@@ -64,8 +65,14 @@ def test_generate_summary_and_json(pairs, tmp_path):
     assert summary["studies"]["total"] == 19
     assert summary["studies"]["excluded"] == 7
     assert summary["studies"]["excluded_by_reason"] == {
-        "error:commit": 1, "error:grounding": 1, "error:image": 1, "qc_anatomy": 1, "qc_crosscheck": 1, "report": 1,
-        "view_not_frontal": 1}
+        "error:commit": 1,
+        "error:grounding": 1,
+        "error:image": 1,
+        "qc_anatomy": 1,
+        "qc_crosscheck": 1,
+        "report": 1,
+        "view_not_frontal": 1,
+    }
     from cxrils.dataset import read_exclusions
 
     reasons = read_exclusions(out)
@@ -105,8 +112,10 @@ def test_each_image_with_records_keeps_how_it_was_grounded(pairs, tmp_path):
         assert doc["image_id"] == image_id and doc["excluded"] is None
         assert doc["report"]["section_text"] == reports[image_id]  # the fake structurer uses the whole text
         assert doc["empty_locations"] == ["left upper zone lung"] and doc["ctr"] == 0.4
-        by_key = {(f["finding"]["entity"], f["finding"]["sentence_index"], f["finding"]["sentence"]): f
-                  for f in doc["findings"]}
+        by_key = {
+            (f["finding"]["entity"], f["finding"]["sentence_index"], f["finding"]["sentence"]): f
+            for f in doc["findings"]
+        }
         for r in group.itertuples():  # the finding each record came from is in the file, as grounded
             f = by_key[(r.finding_entity, r.sentence_index, r.sentence)]
             if r.polarity == "positive":
@@ -184,8 +193,11 @@ def test_resume_with_another_config_is_refused(pairs, tmp_path):
     generate(pairs, tmp_path / "ds", config(), stages=FAKE, limit=2)
     cfg = config()
     cfg.grounding.tau_ano = 0.3
-    with pytest.raises(RunError, match=r"cannot resume: .* config\.grounding\.tau_ano: 0\.1, now 0\.3\. "
-                                       r"Resume only with .* to start over, delete"):
+    with pytest.raises(
+        RunError,
+        match=r"cannot resume: .* config\.grounding\.tau_ano: 0\.1, now 0\.3\. "
+        r"Resume only with .* to start over, delete",
+    ):
         generate(pairs, tmp_path / "ds", cfg, stages=FAKE)
 
 
@@ -218,8 +230,11 @@ def test_a_stage_that_cannot_load_stops_the_run(tmp_path, workers):
     from cxrils.pipeline.stages import StageLoadError
 
     pairs = make_input(tmp_path / "in", n=3, bad=False)
-    with pytest.raises(StageLoadError, match=r"cannot load the anatomy stage \(backend 'builtin'\): "
-                                             r"FileNotFoundError: weights/anatomy.safetensors not found"):
+    with pytest.raises(
+        StageLoadError,
+        match=r"cannot load the anatomy stage \(backend 'builtin'\): "
+        r"FileNotFoundError: weights/anatomy.safetensors not found",
+    ):
         generate(pairs, tmp_path / "ds", config(), stages="test_pipeline_runner:NO_WEIGHTS", workers=workers)
     assert not list((tmp_path / "ds" / "excluded").glob("*.json"))
 
@@ -282,8 +297,11 @@ def test_a_structurer_failing_on_every_report_stops_the_run(tmp_path):
 
     path = make_input(tmp_path / "in", n=3, bad=False)
     df = path.read_text()
-    for text in ("Small left effusion. No pneumonia.", "Right opacity and right consolidation.",
-                 "Heart is normal. Left atelectasis."):
+    for text in (
+        "Small left effusion. No pneumonia.",
+        "Right opacity and right consolidation.",
+        "Heart is normal. Left atelectasis.",
+    ):
         df = df.replace(text, "STRUCTURER-CRASH")
     path.write_text(df)
     with pytest.raises(StageLoadError, match="failed for every report, e.g. error:report: RuntimeError"):

@@ -7,9 +7,16 @@ from cxrils.pipeline.summary import format_summary, summarize
 
 
 def test_summary_table_has_full_headers_and_aligned_rows():
-    stats = [{"excluded": None, "reported": {"effusion": 2}, "grounded": {"effusion": 1},
-              "records": {"effusion|basic|positive": 1, "edema|global|negative": 3}, "n_findings": 2},
-             {"excluded": "qc_grounding: no lungs", "reported": {}, "grounded": {}, "records": {}, "n_findings": 0}]
+    stats = [
+        {
+            "excluded": None,
+            "reported": {"effusion": 2},
+            "grounded": {"effusion": 1},
+            "records": {"effusion|basic|positive": 1, "edema|global|negative": 3},
+            "n_findings": 2,
+        },
+        {"excluded": "qc_grounding: no lungs", "reported": {}, "grounded": {}, "records": {}, "n_findings": 0},
+    ]
     text = format_summary(summarize(stats))
     lines = text.splitlines()
     header = next(line for line in lines if line.startswith("lesion type"))

@@ -44,7 +44,8 @@ def medspacy_nlp():
     nlp = medspacy.load(medspacy_enable=["medspacy_target_matcher"])
     nlp.add_pipe("sentencizer", first=True)
     nlp.get_pipe("medspacy_target_matcher").add(
-        [TargetRule(phrase, t or "FINDING") for phrase, t in lesion_terms().items()])
+        [TargetRule(phrase, t or "FINDING") for phrase, t in lesion_terms().items()]
+    )
     context = nlp.add_pipe("medspacy_context", config={"rules": None, "span_attrs": None})
     context.add([ConTextRule(lit, cat, direction=d, max_scope=sc) for lit, cat, d, sc in CONTEXT_RULES])
     return nlp
@@ -70,8 +71,11 @@ def test_same_categories_as_medspacy_context(medspacy_nlp, text):
 
 def test_terminate_and_same_category_end_a_scope():
     # "no" FORWARD, "but" TERMINATE, "possible" FORWARD: rules are (literal, category, direction, max_scope)
-    neg, term, hedge = ("no", "NEG", "FORWARD", None), ("but", "TERMINATE", "TERMINATE", None), \
-        ("possible", "POS", "FORWARD", None)
+    neg, term, hedge = (
+        ("no", "NEG", "FORWARD", None),
+        ("but", "TERMINATE", "TERMINATE", None),
+        ("possible", "POS", "FORWARD", None),
+    )
     # tokens: no(0) A(1) but(2) B(3) possible(4) C(5)
     mods = ctx.target_modifiers(6, [(1, 2), (3, 4), (5, 6)], [(0, 1, neg), (2, 3, term), (4, 5, hedge)])
     assert [{c for c, _, _ in m} for m in mods] == [{"NEG"}, set(), {"POS"}]
@@ -85,13 +89,16 @@ def test_terminate_and_same_category_end_a_scope():
 
 
 # ------------------------------------------------------------------ tokens and sentences
-@pytest.mark.parametrize("text,sentences", [
-    ("Atelectasis vs. scar. No effusion.", ["Atelectasis vs. scar.", "No effusion."]),
-    ("1. Cardiomegaly. 2. Small effusion.", ["1. Cardiomegaly.", "2. Small effusion."]),
-    ("Opacity at the apex.There is effusion.", ["Opacity at the apex.", "There is effusion."]),
-    ("Nodule measures 1.5 cm. Stable.", ["Nodule measures 1.5 cm.", "Stable."]),
-    ("No effusion", ["No effusion"]),
-])
+@pytest.mark.parametrize(
+    "text,sentences",
+    [
+        ("Atelectasis vs. scar. No effusion.", ["Atelectasis vs. scar.", "No effusion."]),
+        ("1. Cardiomegaly. 2. Small effusion.", ["1. Cardiomegaly.", "2. Small effusion."]),
+        ("Opacity at the apex.There is effusion.", ["Opacity at the apex.", "There is effusion."]),
+        ("Nodule measures 1.5 cm. Stable.", ["Nodule measures 1.5 cm.", "Stable."]),
+        ("No effusion", ["No effusion"]),
+    ],
+)
 def test_sentence_split(text, sentences):
     assert [s.text for s in split_sentences(text)] == sentences
     assert [s.index for s in split_sentences(text)] == list(range(1, len(sentences) + 1))
@@ -105,9 +112,10 @@ def test_long_sentences_are_cut_but_keep_their_index():
 
 
 def test_phrases_longest_match_and_deidentification_token():
-    m = Matcher([("effusion", "E"), ("pleural effusion", "PE"), ("right", "R")],
-                [TokenPattern([{"LOWER": "heart"}, {"LOWER": {"IN": ["is", "size"]}, "OP": "*"},
-                               {"LOWER": "enlarged"}], "CM")])
+    m = Matcher(
+        [("effusion", "E"), ("pleural effusion", "PE"), ("right", "R")],
+        [TokenPattern([{"LOWER": "heart"}, {"LOWER": {"IN": ["is", "size"]}, "OP": "*"}, {"LOWER": "enlarged"}], "CM")],
+    )
     assert m.find("small pleural effusion".split()) == [(1, 3, "PE")]
     assert m.find("pleural xxxx effusion".split()) == [(0, 3, "PE")]
     assert m.find("heart size xxxx enlarged".split()) == [(0, 4, "CM")]
@@ -127,8 +135,10 @@ def test_work_is_per_sentence_and_linear(monkeypatch):
 
     monkeypatch.setattr(ctx.Modifier, "limit_scope", counting)
     s = RulesStructurer()
-    para = ("No pneumothorax or effusion, but possible left basilar atelectasis versus scar. "
-            "Opacity may represent pneumonia; no edema. ")
+    para = (
+        "No pneumothorax or effusion, but possible left basilar atelectasis versus scar. "
+        "Opacity may represent pneumonia; no edema. "
+    )
 
     def cost(text):
         calls["n"] = 0

@@ -18,10 +18,26 @@ from cxrils.report.llm import (  # noqa: E402
     extract_json,
 )
 
-GOOD = {"findings": [{"entity": "adenopathy", "sentence_index": 1, "presence": "positive",
-                      "certainty": "definitive", "location": ["hilar"], "predicted_lesion_type": None},
-                     {"entity": "opacity", "sentence_index": 2, "presence": "positive",
-                      "certainty": "tentative", "location": ["left base"], "predicted_lesion_type": "pneumonia"}]}
+GOOD = {
+    "findings": [
+        {
+            "entity": "adenopathy",
+            "sentence_index": 1,
+            "presence": "positive",
+            "certainty": "definitive",
+            "location": ["hilar"],
+            "predicted_lesion_type": None,
+        },
+        {
+            "entity": "opacity",
+            "sentence_index": 2,
+            "presence": "positive",
+            "certainty": "tentative",
+            "location": ["left base"],
+            "predicted_lesion_type": "pneumonia",
+        },
+    ]
+}
 
 
 class Scripted:
@@ -46,8 +62,14 @@ def test_prompt_holds_the_paper_rules_and_the_report():
     LLMStructurer(c).structure("Hilar adenopathy. Left base opacity, possibly pneumonia.")
     p = c.prompts[0]
     assert "Hilar adenopathy. Left base opacity" in p
-    for rule in ["No change in pneumothorax", "has\n   been resolved", "hilar adenopathy", "devices",
-                 '"clear"', "cannot exclude pneumothorax"]:
+    for rule in [
+        "No change in pneumothorax",
+        "has\n   been resolved",
+        "hilar adenopathy",
+        "devices",
+        '"clear"',
+        "cannot exclude pneumothorax",
+    ]:
         assert rule in p
 
 
@@ -55,7 +77,9 @@ def test_parses_fenced_answer_with_prose():
     c = Scripted(["Here you go:\n```json\n" + json.dumps(GOOD) + "\n```\nLet me know!"])
     fs = LLMStructurer(c).structure("x")
     assert [(f.entity, f.locations, f.lesion_type, f.predicted_lesion_type) for f in fs] == [
-        ("adenopathy", ["hilar"], None, None), ("opacity", ["left base"], "opacity", "pneumonia")]
+        ("adenopathy", ["hilar"], None, None),
+        ("opacity", ["left base"], "opacity", "pneumonia"),
+    ]
 
 
 def test_none_answer_is_no_findings():
@@ -127,7 +151,7 @@ def test_from_config_needs_a_model():
 
 
 def test_extract_json_variants():
-    assert extract_json('[1, 2] trailing') == [1, 2]
+    assert extract_json("[1, 2] trailing") == [1, 2]
     assert extract_json("null") is None
     with pytest.raises(ValueError):
         extract_json("nothing")
@@ -154,9 +178,13 @@ def test_incomplete_answer_is_not_read_as_an_inner_value():
 def test_predicted_lesion_type_keeps_the_reports_disease():
     """The paper's sixth field holds whatever disease the report names: an eighth disease
     never fails the section; it is kept as text and grounds as nothing."""
-    tb = {"findings": [{**GOOD["findings"][1], "predicted_lesion_type": "tuberculosis"},
-                       {**GOOD["findings"][1], "predicted_lesion_type": "Pneumonia"},
-                       {**GOOD["findings"][1], "predicted_lesion_type": "tuberculous pneumonia"}]}
+    tb = {
+        "findings": [
+            {**GOOD["findings"][1], "predicted_lesion_type": "tuberculosis"},
+            {**GOOD["findings"][1], "predicted_lesion_type": "Pneumonia"},
+            {**GOOD["findings"][1], "predicted_lesion_type": "tuberculous pneumonia"},
+        ]
+    }
     a, b, c = LLMStructurer(Scripted([json.dumps(tb)]), max_retries=0).structure("x")
     assert (a.lesion_type, a.predicted_lesion_type, a.predicted_lesion_text) == ("opacity", None, "tuberculosis")
     assert a.target_type == "opacity"
@@ -175,16 +203,22 @@ def test_task_settings_and_their_fallback():
     assert llm_endpoint(cfg, "locations")[3] == "shared"
     # a task's own model name on the shared server
     cfg.backends.llm_structure_model = "mistralai/Mistral-Small-3.1-24B-Instruct-2503"
-    assert llm_endpoint(cfg, "structure") == ("http://127.0.0.1:8000/v1", "", "",
-                                              "mistralai/Mistral-Small-3.1-24B-Instruct-2503")
+    assert llm_endpoint(cfg, "structure") == (
+        "http://127.0.0.1:8000/v1",
+        "",
+        "",
+        "mistralai/Mistral-Small-3.1-24B-Instruct-2503",
+    )
     # a task's own server replaces the shared place as a whole
     cfg.backends.llm_locations_base_url = "http://127.0.0.1:9000/v1"
     cfg.backends.llm_locations_model = "google/medgemma-27b-text-it"
     assert llm_endpoint(cfg, "locations") == ("http://127.0.0.1:9000/v1", "", "", "google/medgemma-27b-text-it")
     s = LLMStructurer.from_config(cfg)
     m = LLMLocationMapper.from_config(cfg)
-    assert (s.client.model, s.client.base_url) == ("mistralai/Mistral-Small-3.1-24B-Instruct-2503",
-                                                   "http://127.0.0.1:8000/v1")
+    assert (s.client.model, s.client.base_url) == (
+        "mistralai/Mistral-Small-3.1-24B-Instruct-2503",
+        "http://127.0.0.1:8000/v1",
+    )
     assert (m.client.model, m.client.base_url) == ("google/medgemma-27b-text-it", "http://127.0.0.1:9000/v1")
     with pytest.raises(ValueError, match="unknown LLM task"):
         llm_endpoint(cfg, "paraphrase")

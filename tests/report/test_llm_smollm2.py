@@ -48,9 +48,19 @@ def server(local):
             body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
             assert self.path == "/v1/chat/completions"
             c = local.complete(body["messages"], max_tokens=body["max_tokens"])
-            data = json.dumps({"object": "chat.completion", "model": body["model"], "choices": [
-                {"index": 0, "message": {"role": "assistant", "content": c.text},
-                 "finish_reason": c.finish_reason}]}).encode()
+            data = json.dumps(
+                {
+                    "object": "chat.completion",
+                    "model": body["model"],
+                    "choices": [
+                        {
+                            "index": 0,
+                            "message": {"role": "assistant", "content": c.text},
+                            "finish_reason": c.finish_reason,
+                        }
+                    ],
+                }
+            ).encode()
             self.send_response(200)
             self.send_header("Content-Type", "application/json")
             self.send_header("Content-Length", str(len(data)))

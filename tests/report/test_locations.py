@@ -7,40 +7,43 @@ from cxrils.vocab import BROAD_CATEGORIES, LUNG_REGION_LABELS
 m = LexiconLocationMapper()
 
 
-@pytest.mark.parametrize("phrase,labels", [
-    ("bibasilar", ["right lung base", "left lung base"]),
-    ("right lower lobe", ["lung lower lobe right"]),
-    ("left midlung", ["left mid zone lung"]),
-    ("left mid lung", ["left mid zone lung"]),
-    ("retrocardiac", ["left lung base"]),
-    ("left", ["left lung"]),
-    ("bilateral", ["right lung", "left lung"]),
-    ("right-sided", ["right lung"]),
-    ("lingula", ["lung upper lobe left"]),
-    ("right apex", ["right apical zone lung"]),
-    ("left upper and lower lobes", ["lung upper lobe left", "lung lower lobe left"]),
-    ("right and left lower lobes", ["lung lower lobe right", "lung lower lobe left"]),
-    ("right upper and middle lobes", ["lung upper lobe right", "lung middle lobe right"]),
-    ("lung bases", ["right lung base", "left lung base"]),
-    ("right costophrenic angle", ["right lung base"]),
-    ("superior segment of the right lower lobe", ["lung lower lobe right"]),
-    ("bilateral perihilar", ["right mid zone lung", "left mid zone lung"]),
-    # a zone or lobe without a side overlaps both sides' labels (Appendix A.2: choose all)
-    ("basilar", ["right lung base", "left lung base"]),
-    ("the base", ["right lung base", "left lung base"]),
-    ("lower lobes", ["lung lower lobe right", "lung lower lobe left"]),
-    ("apical", ["right apical zone lung", "left apical zone lung"]),
-    ("right basilar", ["right lung base"]),
-    ("left basilar", ["left lung base"]),
-    # comparatives and slashes keep both parts
-    ("right greater than left", ["right lung", "left lung"]),
-    ("left greater than right basilar", ["right lung base", "left lung base"]),
-    ("retrocardiac/left base", ["left lung base"]),
-    ("right/left lower lobes", ["lung lower lobe right", "lung lower lobe left"]),
-    # a de-identified word inside a phrase keeps the side
-    ("right XXXX lobe", ["right lung"]),
-    ("left heart border", ["lung upper lobe left"]),
-])
+@pytest.mark.parametrize(
+    "phrase,labels",
+    [
+        ("bibasilar", ["right lung base", "left lung base"]),
+        ("right lower lobe", ["lung lower lobe right"]),
+        ("left midlung", ["left mid zone lung"]),
+        ("left mid lung", ["left mid zone lung"]),
+        ("retrocardiac", ["left lung base"]),
+        ("left", ["left lung"]),
+        ("bilateral", ["right lung", "left lung"]),
+        ("right-sided", ["right lung"]),
+        ("lingula", ["lung upper lobe left"]),
+        ("right apex", ["right apical zone lung"]),
+        ("left upper and lower lobes", ["lung upper lobe left", "lung lower lobe left"]),
+        ("right and left lower lobes", ["lung lower lobe right", "lung lower lobe left"]),
+        ("right upper and middle lobes", ["lung upper lobe right", "lung middle lobe right"]),
+        ("lung bases", ["right lung base", "left lung base"]),
+        ("right costophrenic angle", ["right lung base"]),
+        ("superior segment of the right lower lobe", ["lung lower lobe right"]),
+        ("bilateral perihilar", ["right mid zone lung", "left mid zone lung"]),
+        # a zone or lobe without a side overlaps both sides' labels (Appendix A.2: choose all)
+        ("basilar", ["right lung base", "left lung base"]),
+        ("the base", ["right lung base", "left lung base"]),
+        ("lower lobes", ["lung lower lobe right", "lung lower lobe left"]),
+        ("apical", ["right apical zone lung", "left apical zone lung"]),
+        ("right basilar", ["right lung base"]),
+        ("left basilar", ["left lung base"]),
+        # comparatives and slashes keep both parts
+        ("right greater than left", ["right lung", "left lung"]),
+        ("left greater than right basilar", ["right lung base", "left lung base"]),
+        ("retrocardiac/left base", ["left lung base"]),
+        ("right/left lower lobes", ["lung lower lobe right", "lung lower lobe left"]),
+        # a de-identified word inside a phrase keeps the side
+        ("right XXXX lobe", ["right lung"]),
+        ("left heart border", ["lung upper lobe left"]),
+    ],
+)
 def test_lung_phrases(phrase, labels):
     assert m.categories(phrase) == ["lung"]
     assert m.map(phrase) == labels
@@ -51,10 +54,19 @@ def test_lateral_only_terms(phrase):
     assert m.map(phrase) == ["lateral view location"]
 
 
-@pytest.mark.parametrize("phrase,cat", [("hilar", "mediastinum"), ("thoracic spine", "thoracic spine"),
-                                        ("left hemidiaphragm", "diaphragm"), ("right clavicle", "clavicle"),
-                                        ("left 5th rib", "rib"), ("substernal", "sternum"), ("heart", "heart"),
-                                        ("right glenoid", "scapula")])
+@pytest.mark.parametrize(
+    "phrase,cat",
+    [
+        ("hilar", "mediastinum"),
+        ("thoracic spine", "thoracic spine"),
+        ("left hemidiaphragm", "diaphragm"),
+        ("right clavicle", "clavicle"),
+        ("left 5th rib", "rib"),
+        ("substernal", "sternum"),
+        ("heart", "heart"),
+        ("right glenoid", "scapula"),
+    ],
+)
 def test_non_lung_categories(phrase, cat):
     assert m.map(phrase) == [cat]
 

@@ -6,8 +6,16 @@ from cxrils.types import Finding
 
 
 def f(lesion_type, presence="positive", certainty="definitive", labels=(), predicted=None, inference=None):
-    return Finding(entity="x", sentence_index=1, presence=presence, certainty=certainty, labels=list(labels),
-                   lesion_type=lesion_type, predicted_lesion_type=predicted, inference_certainty=inference)
+    return Finding(
+        entity="x",
+        sentence_index=1,
+        presence=presence,
+        certainty=certainty,
+        labels=list(labels),
+        lesion_type=lesion_type,
+        predicted_lesion_type=predicted,
+        inference_certainty=inference,
+    )
 
 
 def test_split_rule_is_the_sha256_parity_of_the_report_id():
@@ -24,19 +32,20 @@ def test_strict_maps_headings_only_to_their_own_type():
     mesh = "Volume Loss/lung/left|Density/lung/base/right|Pulmonary Congestion|Heart Failure/mild"
     assert ms.mesh_types(mesh, ms.STRICT_MESH) == {}
     assert set(ms.mesh_types(mesh, ms.LENIENT_MESH)) == {"atelectasis", "opacity", "edema"}
-    got = ms.mesh_types("Opacity/lung/base/left|Opacity/lung/upper lobe/right|Cardiac Shadow/enlarged",
-                        ms.STRICT_MESH)
+    got = ms.mesh_types("Opacity/lung/base/left|Opacity/lung/upper lobe/right|Cardiac Shadow/enlarged", ms.STRICT_MESH)
     assert got == {"opacity": {"left", "right"}, "cardiomegaly": None}
     assert ms.mesh_types("Pleural Effusion/bilateral/small", ms.STRICT_MESH) == {"effusion": {"left", "right"}}
 
 
 def test_strict_counts_definitive_present_findings_and_definitive_inferences():
-    got = ms.strict_types([
-        f("opacity", labels=["left lung base"], predicted="atelectasis", inference="tentative"),
-        f("effusion", certainty="tentative", labels=["right lung"]),
-        f("edema", presence="negative"),
-        f("consolidation", labels=["right lung base"], predicted="pneumonia", inference="definitive"),
-    ])
+    got = ms.strict_types(
+        [
+            f("opacity", labels=["left lung base"], predicted="atelectasis", inference="tentative"),
+            f("effusion", certainty="tentative", labels=["right lung"]),
+            f("edema", presence="negative"),
+            f("consolidation", labels=["right lung base"], predicted="pneumonia", inference="definitive"),
+        ]
+    )
     assert got == {"opacity": {"left"}, "consolidation": {"right"}, "pneumonia": {"right"}}
     assert ms.any_types([f("effusion", certainty="tentative")]) == {"effusion"}
     # dicts (cxrils structure's JSON lines) read the same
@@ -51,10 +60,12 @@ def test_strict_sides_count_a_missing_side_as_a_disagreement():
 
 
 def test_score_counts_and_disagreement_indices():
-    rows = [("Pleural Effusion/left", [f("effusion", labels=["left lung"])]),
-            ("normal", [f("effusion", labels=["left lung"])]),
-            ("Pulmonary Atelectasis/right", [f("atelectasis", certainty="tentative")]),
-            ("Volume Loss/left", [f("atelectasis", labels=["left lung"])])]
+    rows = [
+        ("Pleural Effusion/left", [f("effusion", labels=["left lung"])]),
+        ("normal", [f("effusion", labels=["left lung"])]),
+        ("Pulmonary Atelectasis/right", [f("atelectasis", certainty="tentative")]),
+        ("Volume Loss/left", [f("atelectasis", labels=["left lung"])]),
+    ]
     s, wrong = ms.score(rows, strict=True)
     assert (s.tp["effusion"], s.fp["effusion"], s.fn["atelectasis"], s.fp["atelectasis"]) == (1, 1, 1, 1)
     assert wrong["FP effusion"] == [1] and wrong["FN atelectasis"] == [2] and wrong["FP atelectasis"] == [3]
@@ -68,12 +79,21 @@ def test_certainty_classes_count_what_mesh_indexes_per_class():
     from types import SimpleNamespace as R
 
     import benchmarks.report_mesh as rm
+
     mesh = ["Pulmonary Atelectasis", "Pulmonary Atelectasis", "normal", "Pneumonia"]
     # report 1: definitive; 2: a differential item (definitive only when lists are); 3: hedged; 4: absent
-    tentative = [R(findings=[f("atelectasis")]), R(findings=[f("atelectasis", certainty="tentative")]),
-                 R(findings=[f("atelectasis", certainty="tentative")]), R(findings=[])]
-    definitive = [R(findings=[f("atelectasis")]), R(findings=[f("atelectasis")]),
-                  R(findings=[f("atelectasis", certainty="tentative")]), R(findings=[])]
+    tentative = [
+        R(findings=[f("atelectasis")]),
+        R(findings=[f("atelectasis", certainty="tentative")]),
+        R(findings=[f("atelectasis", certainty="tentative")]),
+        R(findings=[]),
+    ]
+    definitive = [
+        R(findings=[f("atelectasis")]),
+        R(findings=[f("atelectasis")]),
+        R(findings=[f("atelectasis", certainty="tentative")]),
+        R(findings=[]),
+    ]
     text = rm.certainty_classes(mesh, tentative, definitive, ["tuning"] * 4)
     row = next(line for line in text.splitlines() if line.startswith("| tuning | atelectasis |"))
     assert row == "| tuning | atelectasis | 1/1 | 1/1 | 0/1 | 0/1 |"
@@ -85,6 +105,7 @@ def test_targets_table_marks_misses():
     from types import SimpleNamespace as R
 
     import benchmarks.report_mesh as rm
+
     mesh = ["Cardiomegaly", "Cardiomegaly", "normal"]
     reps = [R(findings=[f("cardiomegaly")]), R(findings=[]), R(findings=[])]  # F1 = 2/3
     text = rm.targets_table(mesh, {"tentative": reps}, ["untuned"] * 3)

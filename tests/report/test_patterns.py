@@ -30,33 +30,39 @@ def labels_of(rules, text, lesion_type):
 
 # ------------------------------------------------------------------ sides
 def test_two_sides_with_their_own_sizes_give_two_findings(rules):
-    assert labels_of(rules, "Small right and moderate left effusions.", "effusion") == [
-        ["right lung"], ["left lung"]]
+    assert labels_of(rules, "Small right and moderate left effusions.", "effusion") == [["right lung"], ["left lung"]]
 
 
-@pytest.mark.parametrize("text,labels", [
-    ("Bibasilar atelectasis.", ["right lung base", "left lung base"]),
-    ("Basilar atelectasis.", ["right lung base", "left lung base"]),
-    ("Mild atelectasis at the bases.", ["right lung base", "left lung base"]),
-    ("Right basilar atelectasis.", ["right lung base"]),
-    ("Atelectasis in the left base.", ["left lung base"]),
-    # a side given elsewhere for the same finding: the side-less zone takes it
-    ("Minimal basilar atelectasis, left base.", ["left lung base"]),
-])
+@pytest.mark.parametrize(
+    "text,labels",
+    [
+        ("Bibasilar atelectasis.", ["right lung base", "left lung base"]),
+        ("Basilar atelectasis.", ["right lung base", "left lung base"]),
+        ("Mild atelectasis at the bases.", ["right lung base", "left lung base"]),
+        ("Right basilar atelectasis.", ["right lung base"]),
+        ("Atelectasis in the left base.", ["left lung base"]),
+        # a side given elsewhere for the same finding: the side-less zone takes it
+        ("Minimal basilar atelectasis, left base.", ["left lung base"]),
+    ],
+)
 def test_basilar_with_and_without_a_side(rules, text, labels):
     assert labels_of(rules, text, "atelectasis") == [labels]
 
 
 def test_slash_shares_the_location(rules):
     fs = structure_report("s", "FINDINGS: Left basilar atelectasis/scarring.", structurer=rules).findings
-    assert [(f.entity, f.labels) for f in fs] == [("atelectasis", ["left lung base"]),
-                                                 ("scarring", ["left lung base"])]
+    assert [(f.entity, f.labels) for f in fs] == [("atelectasis", ["left lung base"]), ("scarring", ["left lung base"])]
     assert labels_of(rules, "Retrocardiac/left base opacity.", "opacity") == [["left lung base"]]
 
 
-@pytest.mark.parametrize("text", ["Bilateral pleural effusions, right greater than left.",
-                                  "Right greater than left pleural effusions.",
-                                  "Pleural effusions, left more than right."])
+@pytest.mark.parametrize(
+    "text",
+    [
+        "Bilateral pleural effusions, right greater than left.",
+        "Right greater than left pleural effusions.",
+        "Pleural effusions, left more than right.",
+    ],
+)
 def test_right_greater_than_left_keeps_both_sides(rules, text):
     (labels,) = labels_of(rules, text, "effusion")
     assert {"right lung", "left lung"} <= set(labels)
@@ -64,7 +70,8 @@ def test_right_greater_than_left_keeps_both_sides(rules, text):
 
 def test_comparative_zone_names_both_bases(rules):
     assert labels_of(rules, "Left greater than right basilar opacities.", "opacity") == [
-        ["right lung base", "left lung base"]]
+        ["right lung base", "left lung base"]
+    ]
 
 
 def test_anaphora_takes_the_place_of_the_previous_sentence(rules):
@@ -74,12 +81,14 @@ def test_anaphora_takes_the_place_of_the_previous_sentence(rules):
 
 def test_a_finding_with_adjacent_atelectasis_shares_its_side(rules):
     assert labels_of(rules, "Large right pleural effusion with adjacent atelectasis.", "atelectasis") == [
-        ["right lung"]]
+        ["right lung"]
+    ]
 
 
 def test_a_place_after_a_finding_before_a_comma_is_that_findings(rules):
-    fs = structure_report("s", "FINDINGS: Streaky opacity lateral right lung, atelectasis versus scarring.",
-                          structurer=rules).findings
+    fs = structure_report(
+        "s", "FINDINGS: Streaky opacity lateral right lung, atelectasis versus scarring.", structurer=rules
+    ).findings
     assert fs[0].entity == "opacity" and fs[0].labels == ["right lung"]
 
 
@@ -89,11 +98,14 @@ def test_unrelated_findings_do_not_share_a_place(rules):
     assert eff == [("effusion", "positive", "definitive", "effusion", [])]
 
 
-@pytest.mark.parametrize("text,expected", [
-    ("Heart size XXXX enlarged.", ("cardiomegaly", "positive")),
-    ("There are no XXXX of a pleural effusion.", ("effusion", "negative")),
-    ("The questionable nodule was not XXXX seen.", (None, "negative")),
-])
+@pytest.mark.parametrize(
+    "text,expected",
+    [
+        ("Heart size XXXX enlarged.", ("cardiomegaly", "positive")),
+        ("There are no XXXX of a pleural effusion.", ("effusion", "negative")),
+        ("The questionable nodule was not XXXX seen.", (None, "negative")),
+    ],
+)
 def test_deidentification_tokens_inside_phrases(rules, text, expected):
     (f,) = rules.structure(text)
     assert (f.lesion_type, f.presence) == expected
@@ -104,21 +116,31 @@ def test_deidentified_word_keeps_the_side_of_a_lobe(rules):
 
 
 # ------------------------------------------------------------------ non-lung densities
-@pytest.mark.parametrize("text", [
-    "Sclerotic density in the sternum.",
-    "Density overlying the left 5th rib.",
-    "Tubular densities overlying the heart.",
-    "Curvilinear density projected over the breast.",
-    "Calcified density in the left upper lobe, likely a granuloma.",
-    "Nodular density in the right midlung.",
-])
+@pytest.mark.parametrize(
+    "text",
+    [
+        "Sclerotic density in the sternum.",
+        "Density overlying the left 5th rib.",
+        "Tubular densities overlying the heart.",
+        "Curvilinear density projected over the breast.",
+        "Calcified density in the left upper lobe, likely a granuloma.",
+        "Nodular density in the right midlung.",
+    ],
+)
 def test_densities_outside_the_lung_are_no_lung_opacity(rules, text):
     fs = rules.structure(text)
     assert fs and all(f.lesion_type is None for f in fs)
 
 
-@pytest.mark.parametrize("text", ["Left lower lobe density.", "Right hilar density.",
-                                  "Opacity projecting over the right 9th rib.", "Increased retrocardiac density."])
+@pytest.mark.parametrize(
+    "text",
+    [
+        "Left lower lobe density.",
+        "Right hilar density.",
+        "Opacity projecting over the right 9th rib.",
+        "Increased retrocardiac density.",
+    ],
+)
 def test_lung_densities_and_opacities_stay_opacity(rules, text):
     assert [f.lesion_type for f in rules.structure(text)] == ["opacity"]
 
@@ -127,7 +149,11 @@ def test_lung_densities_and_opacities_stay_opacity(rules, text):
 def test_the_observation_keeps_its_certainty_the_inference_has_its_own(rules):
     (f,) = rules.structure("Left base opacity, may represent atelectasis.")
     assert (f.lesion_type, f.certainty, f.predicted_lesion_type, f.inference_certainty) == (
-        "opacity", "definitive", "atelectasis", "tentative")
+        "opacity",
+        "definitive",
+        "atelectasis",
+        "tentative",
+    )
     assert f.type_certainty == "tentative"
     (g,) = rules.structure("Right lower lobe opacity consistent with pneumonia.")
     assert (g.certainty, g.inference_certainty, g.type_certainty) == ("definitive", "definitive", "definitive")
@@ -146,8 +172,9 @@ def test_alternatives_of_the_inference_are_not_the_observations(rules):
 
 
 def test_inferred_disease_hands_its_place_to_the_opacity(rules):
-    rep = structure_report("s", "FINDINGS: Interstitial opacities consistent with edema in the lower lobes.",
-                           structurer=rules)
+    rep = structure_report(
+        "s", "FINDINGS: Interstitial opacities consistent with edema in the lower lobes.", structurer=rules
+    )
     (f,) = rep.findings
     assert f.predicted_lesion_type == "edema"
     assert f.labels == ["lung lower lobe right", "lung lower lobe left"]
@@ -179,24 +206,30 @@ def test_differential_certainty_is_checked():
 
 
 # ------------------------------------------------------------------ cue gaps
-@pytest.mark.parametrize("text,lesion_type", [
-    ("Interval clearing of the left basilar opacity.", "opacity"),
-    ("The left effusion is no longer visualized.", "effusion"),
-    ("Pneumonia is unlikely.", "pneumonia"),
-    ("The heart is not enlarged.", "cardiomegaly"),
-    ("Heart size is not significantly enlarged.", "cardiomegaly"),
-    ("No history of pneumonia.", "pneumonia"),
-])
+@pytest.mark.parametrize(
+    "text,lesion_type",
+    [
+        ("Interval clearing of the left basilar opacity.", "opacity"),
+        ("The left effusion is no longer visualized.", "effusion"),
+        ("Pneumonia is unlikely.", "pneumonia"),
+        ("The heart is not enlarged.", "cardiomegaly"),
+        ("Heart size is not significantly enlarged.", "cardiomegaly"),
+        ("No history of pneumonia.", "pneumonia"),
+    ],
+)
 def test_negative_cue_gaps(rules, text, lesion_type):
     fs = [f for f in rules.structure(text) if f.lesion_type == lesion_type]
     assert fs and all(f.presence == "negative" for f in fs)
 
 
-@pytest.mark.parametrize("text,lesion_type,labels", [
-    ("The right lower lobe is consolidated.", "consolidation", ["lung lower lobe right"]),
-    ("The left lower lobe is collapsed.", "atelectasis", ["lung lower lobe left"]),
-    ("The left base is opacified.", "opacity", ["left lung base"]),
-])
+@pytest.mark.parametrize(
+    "text,lesion_type,labels",
+    [
+        ("The right lower lobe is consolidated.", "consolidation", ["lung lower lobe right"]),
+        ("The left lower lobe is collapsed.", "atelectasis", ["lung lower lobe left"]),
+        ("The left base is opacified.", "opacity", ["left lung base"]),
+    ],
+)
 def test_verb_forms_are_findings(rules, text, lesion_type, labels):
     rep = structure_report("s", "FINDINGS: " + text, structurer=rules)
     (f,) = rep.findings
@@ -204,8 +237,13 @@ def test_verb_forms_are_findings(rules, text, lesion_type, labels):
     assert f.entity == lesion_type  # named by its type, as the paper's entity
 
 
-@pytest.mark.parametrize("text", ["Negative for pneumothorax, positive for a small left effusion.",
-                                  "No cardiomegaly with small bilateral pleural effusions."])
+@pytest.mark.parametrize(
+    "text",
+    [
+        "Negative for pneumothorax, positive for a small left effusion.",
+        "No cardiomegaly with small bilateral pleural effusions.",
+    ],
+)
 def test_negation_stops_before_a_positive_clause(rules, text):
     eff = [f for f in rules.structure(text) if f.lesion_type == "effusion"]
     assert [f.presence for f in eff] == ["positive"]
@@ -237,10 +275,13 @@ def test_congestion_and_heart_failure_are_not_edema(rules):
 
 
 # ------------------------------------------------------------------ remaining patterns (tuning half)
-@pytest.mark.parametrize("text", [
-    "No interval change in the small right effusion or the left basal atelectasis.",
-    "No significant change in the left pleural fluid or the right lower lobe collapse.",
-])
+@pytest.mark.parametrize(
+    "text",
+    [
+        "No interval change in the small right effusion or the left basal atelectasis.",
+        "No significant change in the left pleural fluid or the right lower lobe collapse.",
+    ],
+)
 def test_or_inside_a_no_change_list_joins_it_offers_no_alternative(rules, text):
     fs = rules.structure(text)
     assert len(fs) == 2 and all((f.presence, f.certainty) == ("positive", "definitive") for f in fs)
@@ -249,29 +290,40 @@ def test_or_inside_a_no_change_list_joins_it_offers_no_alternative(rules, text):
 def test_or_after_a_terminated_negation_is_still_a_differential(rules):
     fs = rules.structure("No pneumothorax, but atelectasis or pneumonia in the right base.")
     assert [(f.lesion_type, f.presence, f.certainty) for f in fs] == [
-        (None, "negative", "definitive"), ("atelectasis", "positive", "tentative"),
-        ("pneumonia", "positive", "tentative")]
+        (None, "negative", "definitive"),
+        ("atelectasis", "positive", "tentative"),
+        ("pneumonia", "positive", "tentative"),
+    ]
 
 
-@pytest.mark.parametrize("text,disease", [
-    ("Streaky right basal opacity, probable atelectasis or scarring.", "atelectasis"),
-    ("Dense left base opacity, possible pneumonia.", "pneumonia"),
-    ("Patchy perihilar opacities, likely edema.", "edema"),
-])
+@pytest.mark.parametrize(
+    "text,disease",
+    [
+        ("Streaky right basal opacity, probable atelectasis or scarring.", "atelectasis"),
+        ("Dense left base opacity, possible pneumonia.", "pneumonia"),
+        ("Patchy perihilar opacities, likely edema.", "edema"),
+    ],
+)
 def test_a_hedged_disease_in_apposition_is_the_observations_inference(rules, text, disease):
     (f,) = rules.structure(text)
     assert (f.lesion_type, f.certainty, f.predicted_lesion_type, f.inference_certainty) == (
-        "opacity", "definitive", disease, "tentative")
+        "opacity",
+        "definitive",
+        disease,
+        "tentative",
+    )
 
 
 def test_a_place_with_no_finding_goes_to_the_finding_inferred_from_it(rules):
-    assert labels_of(rules, "Blunting of the left costophrenic angle, consistent with a small effusion.",
-                     "effusion") == [["left lung base"]]
+    assert labels_of(
+        rules, "Blunting of the left costophrenic angle, consistent with a small effusion.", "effusion"
+    ) == [["left lung base"]]
     assert labels_of(rules, "Elevation of the right hemidiaphragm. Small effusion.", "effusion") == [[]]
 
 
-@pytest.mark.parametrize("second", ["This is atelectasis.", "The appearance XXXX subsegmental atelectasis.",
-                                    "These are atelectasis."])
+@pytest.mark.parametrize(
+    "second", ["This is atelectasis.", "The appearance XXXX subsegmental atelectasis.", "These are atelectasis."]
+)
 def test_a_copula_or_deidentified_verb_refers_back(rules, second):
     assert labels_of(rules, "Streaky left base opacity. " + second, "atelectasis") == [["left lung base"]]
 
@@ -280,16 +332,26 @@ def test_a_new_statement_does_not_refer_back(rules):
     assert labels_of(rules, "Streaky left base opacity. Atelectasis is also present.", "atelectasis") == [[]]
 
 
-@pytest.mark.parametrize("text", ["Ovoid retrocardiac density, consistent with a hiatal hernia.",
-                                  "Rounded density in the right midlung corresponding to a calcified granuloma."])
+@pytest.mark.parametrize(
+    "text",
+    [
+        "Ovoid retrocardiac density, consistent with a hiatal hernia.",
+        "Rounded density in the right midlung corresponding to a calcified granuloma.",
+    ],
+)
 def test_a_density_said_to_be_another_finding_is_no_lung_opacity(rules, text):
     assert [f.lesion_type for f in rules.structure(text) if f.entity == "density"] == [None]
     (o,) = [f for f in rules.structure("Left base density, likely atelectasis.") if f.entity == "density"]
     assert (o.lesion_type, o.predicted_lesion_type) == ("opacity", "atelectasis")
 
 
-@pytest.mark.parametrize("text", ["Retrocardiac density, not consistent with a hiatal hernia.",
-                                  "Retrocardiac density, NOT consistent with a hiatal hernia."])
+@pytest.mark.parametrize(
+    "text",
+    [
+        "Retrocardiac density, not consistent with a hiatal hernia.",
+        "Retrocardiac density, NOT consistent with a hiatal hernia.",
+    ],
+)
 def test_a_density_denied_to_be_another_finding_stays_an_opacity(rules, text):
     assert [f.lesion_type for f in rules.structure(text) if f.entity == "density"] == ["opacity"]
 
@@ -301,15 +363,17 @@ def test_clear_directly_before_a_finding_negates_it(rules):
     assert (g.lesion_type, g.presence) == ("atelectasis", "positive")
 
 
-@pytest.mark.parametrize("text", ["Right basal atelectasis, otherwise clear lungs.",
-                                  "The lungs are clear, atelectasis at the right base."])
+@pytest.mark.parametrize(
+    "text", ["Right basal atelectasis, otherwise clear lungs.", "The lungs are clear, atelectasis at the right base."]
+)
 def test_a_place_said_to_be_clear_is_no_findings_place(rules, text):
     assert labels_of(rules, text, "atelectasis") == [["right lung base"]]
 
 
 def test_a_clause_after_a_semicolon_that_refers_back_shares_the_place(rules):
     assert labels_of(rules, "Streaky bibasilar opacities; the appearance suggests atelectasis.", "atelectasis") == [
-        ["right lung base", "left lung base"]]
+        ["right lung base", "left lung base"]
+    ]
     assert labels_of(rules, "Streaky bibasilar opacities; atelectasis is present too.", "atelectasis") == [[]]
 
 
@@ -319,26 +383,41 @@ def test_a_long_subject_called_a_consideration_is_tentative(rules):
 
 
 def test_suggest_is_a_hedge_and_the_appearances_refer_back(rules):
-    fs = structure_report("s", "FINDINGS: Bandlike right lung opacities. The appearances suggest atelectasis.",
-                          structurer=rules).findings
+    fs = structure_report(
+        "s", "FINDINGS: Bandlike right lung opacities. The appearances suggest atelectasis.", structurer=rules
+    ).findings
     assert [(f.lesion_type, f.certainty, f.labels) for f in fs] == [
-        ("opacity", "definitive", ["right lung"]), ("atelectasis", "tentative", ["right lung"])]
+        ("opacity", "definitive", ["right lung"]),
+        ("atelectasis", "tentative", ["right lung"]),
+    ]
 
 
-@pytest.mark.parametrize("text,inference", [
-    ("Bandlike left base opacities XXXX scarring or atelectasis.", "tentative"),  # a differential
-    ("Left base opacities, XXXX atelectatic changes.", "definitive"),  # no hedge left in the words
-])
+@pytest.mark.parametrize(
+    "text,inference",
+    [
+        ("Bandlike left base opacities XXXX scarring or atelectasis.", "tentative"),  # a differential
+        ("Left base opacities, XXXX atelectatic changes.", "definitive"),  # no hedge left in the words
+    ],
+)
 def test_a_deidentified_link_word_makes_an_inference(rules, text, inference):
     (f,) = rules.structure(text)
     assert (f.lesion_type, f.certainty, f.predicted_lesion_type, f.inference_certainty) == (
-        "opacity", "definitive", "atelectasis", inference)
+        "opacity",
+        "definitive",
+        "atelectasis",
+        inference,
+    )
     fs = rules.structure("Left base opacity and XXXX effusion.")  # a conjunction is no link
     assert [f.lesion_type for f in fs] == ["opacity", "effusion"]
 
 
-@pytest.mark.parametrize("text", ["Slightly increased opacity of the right base compared to the left.",
-                                  "Increased density of the right base relative to the left base."])
+@pytest.mark.parametrize(
+    "text",
+    [
+        "Slightly increased opacity of the right base compared to the left.",
+        "Increased density of the right base relative to the left base.",
+    ],
+)
 def test_the_term_of_a_comparison_is_not_the_findings_place(rules, text):
     assert labels_of(rules, text, "opacity") == [["right lung base"]]
 
@@ -346,12 +425,19 @@ def test_the_term_of_a_comparison_is_not_the_findings_place(rules, text):
 # ------------------------------------------------------------------ regressions a reviewer found
 # Sentences of the review of commits 71dfb28, 34924fa, df0082c, 4309449; the expected readings
 # are the clinical ones (what the rules gave before those commits).
-@pytest.mark.parametrize("text", ["The right lung is clear, left basilar atelectasis or pneumonia.",
-                                  "Lungs are clear bilaterally, left base atelectasis versus pneumonia."])
+@pytest.mark.parametrize(
+    "text",
+    [
+        "The right lung is clear, left basilar atelectasis or pneumonia.",
+        "Lungs are clear bilaterally, left base atelectasis versus pneumonia.",
+    ],
+)
 def test_a_clear_place_opens_no_negated_list_past_its_scope(rules, text):
     fs = rules.structure(text)
     assert [(f.lesion_type, f.presence, f.certainty) for f in fs] == [
-        ("atelectasis", "positive", "tentative"), ("pneumonia", "positive", "tentative")]
+        ("atelectasis", "positive", "tentative"),
+        ("pneumonia", "positive", "tentative"),
+    ]
     assert labels_of(rules, text, "atelectasis") == [["left lung base"]]  # "clear bilaterally" is no place of it
 
 
@@ -360,9 +446,14 @@ def test_a_negated_list_still_swallows_its_or(rules):
     assert [(f.presence, f.certainty) for f in fs] == [("negative", "definitive")] * 3
 
 
-@pytest.mark.parametrize("text", ["Right upper lobe density consistent with a nodule.",
-                                  "Right upper lobe density, likely a mass.",
-                                  "Right upper lobe density, likely scarring."])
+@pytest.mark.parametrize(
+    "text",
+    [
+        "Right upper lobe density consistent with a nodule.",
+        "Right upper lobe density, likely a mass.",
+        "Right upper lobe density, likely scarring.",
+    ],
+)
 def test_a_density_said_to_be_a_lung_lesion_stays_an_opacity(rules, text):
     assert [f.lesion_type for f in rules.structure(text) if f.entity == "density"] == ["opacity"]
 
@@ -372,14 +463,21 @@ def test_a_density_with_a_typed_alternative_keeps_its_type(rules):
     assert (d.lesion_type, d.predicted_lesion_type) == ("opacity", "atelectasis")
 
 
-@pytest.mark.parametrize("text,disease", [
-    ("There is opacity in the right base, probable atelectasis.", "atelectasis"),  # docs/report.md's example
-    ("Opacity at the right base, possible pneumonia.", "pneumonia"),
-])
+@pytest.mark.parametrize(
+    "text,disease",
+    [
+        ("There is opacity in the right base, probable atelectasis.", "atelectasis"),  # docs/report.md's example
+        ("Opacity at the right base, possible pneumonia.", "pneumonia"),
+    ],
+)
 def test_a_hedged_disease_in_apposition_after_the_place_is_absorbed(rules, text, disease):
     (f,) = rules.structure(text)
     assert (f.lesion_type, f.certainty, f.predicted_lesion_type, f.inference_certainty) == (
-        "opacity", "definitive", disease, "tentative")
+        "opacity",
+        "definitive",
+        disease,
+        "tentative",
+    )
     assert labels_of(rules, text, disease) == [["right lung base"]]
 
 
@@ -389,67 +487,95 @@ def test_clear_as_an_adjective_negates_nothing(rules):
 
 
 def test_a_consideration_after_a_comma_hedges_only_its_own_finding(rules):
-    fs = rules.structure("Moderate cardiomegaly, bibasilar atelectasis and a small left effusion, "
-                         "edema is also a consideration.")
+    fs = rules.structure(
+        "Moderate cardiomegaly, bibasilar atelectasis and a small left effusion, edema is also a consideration."
+    )
     assert [(f.lesion_type, f.certainty) for f in fs] == [
-        ("cardiomegaly", "definitive"), ("atelectasis", "definitive"), ("effusion", "definitive"),
-        ("edema", "tentative")]
+        ("cardiomegaly", "definitive"),
+        ("atelectasis", "definitive"),
+        ("effusion", "definitive"),
+        ("edema", "tentative"),
+    ]
     # an alternative running up to the comma stays in the hedge's subject
     fs = rules.structure("Cardiomegaly or less likely, pericardial effusion is suspected.")
-    assert [(f.entity, f.certainty) for f in fs] == [("cardiomegaly", "tentative"),
-                                                     ("pericardial effusion", "tentative")]
+    assert [(f.entity, f.certainty) for f in fs] == [
+        ("cardiomegaly", "tentative"),
+        ("pericardial effusion", "tentative"),
+    ]
 
 
 def test_a_compared_place_followed_by_its_finding_is_that_findings_place(rules):
-    assert labels_of(rules, "Opacity in the left base is unchanged compared to the right base opacity.",
-                     "opacity") == [["left lung base"], ["right lung base"]]
+    assert labels_of(rules, "Opacity in the left base is unchanged compared to the right base opacity.", "opacity") == [
+        ["left lung base"],
+        ["right lung base"],
+    ]
 
 
-@pytest.mark.parametrize("text,certainty", [
-    ("Findings highly suggestive of pneumonia in the right lower lobe.", "definitive"),
-    ("Appearance most suggestive of pulmonary edema.", "definitive"),
-    ("Findings strongly suggestive of a left effusion.", "definitive"),
-    ("Findings very suggestive of pneumonia.", "definitive"),
-    ("Findings suggestive of pneumonia in the right lower lobe.", "tentative"),  # plain: a hedge
-])
+@pytest.mark.parametrize(
+    "text,certainty",
+    [
+        ("Findings highly suggestive of pneumonia in the right lower lobe.", "definitive"),
+        ("Appearance most suggestive of pulmonary edema.", "definitive"),
+        ("Findings strongly suggestive of a left effusion.", "definitive"),
+        ("Findings very suggestive of pneumonia.", "definitive"),
+        ("Findings suggestive of pneumonia in the right lower lobe.", "tentative"),  # plain: a hedge
+    ],
+)
 def test_highly_suggestive_is_the_papers_definitive_wording(rules, text, certainty):
     (f,) = [f for f in rules.structure(text) if f.lesion_type]
     assert (f.presence, f.certainty) == ("positive", certainty)
 
 
-@pytest.mark.parametrize("link,inference", [
-    ("most suggestive of", "definitive"), ("highly suggestive of", "definitive"),
-    ("suggestive of", "tentative"), ("most likely", "tentative"),
-])
+@pytest.mark.parametrize(
+    "link,inference",
+    [
+        ("most suggestive of", "definitive"),
+        ("highly suggestive of", "definitive"),
+        ("suggestive of", "tentative"),
+        ("most likely", "tentative"),
+    ],
+)
 def test_highly_suggestive_links_a_definitive_inference(rules, link, inference):
     (f,) = rules.structure(f"Patchy bilateral opacities {link} pulmonary edema.")
     assert (f.lesion_type, f.certainty, f.predicted_lesion_type, f.inference_certainty) == (
-        "opacity", "definitive", "edema", inference)
+        "opacity",
+        "definitive",
+        "edema",
+        inference,
+    )
 
 
-@pytest.mark.parametrize("text,presence", [
-    ("No findings highly suggestive of pneumonia.", "negative"),
-    ("Lungs without findings very suggestive of pneumonia.", "negative"),
-    ("No pneumothorax or findings most suggestive of pneumonia.", "negative"),
-])
+@pytest.mark.parametrize(
+    "text,presence",
+    [
+        ("No findings highly suggestive of pneumonia.", "negative"),
+        ("Lungs without findings very suggestive of pneumonia.", "negative"),
+        ("No pneumothorax or findings most suggestive of pneumonia.", "negative"),
+    ],
+)
 def test_a_negated_definite_wording_stays_negative(rules, text, presence):
     (f,) = [f for f in rules.structure(text) if f.lesion_type]
     assert (f.lesion_type, f.presence) == ("pneumonia", presence)
 
 
-@pytest.mark.parametrize("text", [
-    "To exclude findings most suggestive of edema.",
-    "If there are findings highly suggestive of pneumonia, call the referring team.",
-    "If there is pneumonia, call the referring team.",  # "there is" alone ends a scope; "if there is" is one cue
-])
+@pytest.mark.parametrize(
+    "text",
+    [
+        "To exclude findings most suggestive of edema.",
+        "If there are findings highly suggestive of pneumonia, call the referring team.",
+        "If there is pneumonia, call the referring team.",  # "there is" alone ends a scope; "if there is" is one cue
+    ],
+)
 def test_a_hypothetical_definite_wording_states_nothing(rules, text):
     assert [f for f in rules.structure(text) if f.lesion_type] == []
 
 
 @pytest.mark.parametrize("link", ["most suggestive of", "consistent with"])
 def test_less_likely_after_a_comma_hedges_the_alternative_not_the_inference(rules, link):
-    fs = [(f.lesion_type, f.certainty, f.predicted_lesion_type, f.inference_certainty)
-          for f in rules.structure(f"Opacity {link} atelectasis, less likely pneumonia.")]
+    fs = [
+        (f.lesion_type, f.certainty, f.predicted_lesion_type, f.inference_certainty)
+        for f in rules.structure(f"Opacity {link} atelectasis, less likely pneumonia.")
+    ]
     assert fs == [("opacity", "definitive", "atelectasis", "definitive"), ("pneumonia", "tentative", None, None)]
     # the backward reading stays: "edema is less likely" hedges the edema only
     fs = [(f.lesion_type, f.certainty) for f in rules.structure("Moderate cardiomegaly, edema is less likely.")]

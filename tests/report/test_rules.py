@@ -13,8 +13,10 @@ def rules():
 
 
 def run(rules, text):
-    return [(f.entity, f.presence, f.certainty, f.locations, f.lesion_type, f.predicted_lesion_type)
-            for f in rules.structure(text)]
+    return [
+        (f.entity, f.presence, f.certainty, f.locations, f.lesion_type, f.predicted_lesion_type)
+        for f in rules.structure(text)
+    ]
 
 
 def by_type(rules, text):
@@ -39,22 +41,38 @@ def test_pseudo_negation_is_positive_and_stable(rules):
     assert (f.lesion_type, f.presence, f.locations) == ("effusion", "positive", ["left"])
 
 
-@pytest.mark.parametrize("text", ["Cannot exclude pneumonia.", "Findings may represent pneumonia.",
-                                  "Possible pneumonia.", "Pneumonia cannot be excluded."])
+@pytest.mark.parametrize(
+    "text",
+    [
+        "Cannot exclude pneumonia.",
+        "Findings may represent pneumonia.",
+        "Possible pneumonia.",
+        "Pneumonia cannot be excluded.",
+    ],
+)
 def test_hedging_is_tentative_not_negative(rules, text):
     (f,) = rules.structure(text)
     assert (f.lesion_type, f.presence, f.certainty) == ("pneumonia", "positive", "tentative")
 
 
-@pytest.mark.parametrize("text", ["The pneumonia has resolved.", "Left effusion has cleared.",
-                                  "Interval resolution of the left effusion.", "Resolved right pneumonia."])
+@pytest.mark.parametrize(
+    "text",
+    [
+        "The pneumonia has resolved.",
+        "Left effusion has cleared.",
+        "Interval resolution of the left effusion.",
+        "Resolved right pneumonia.",
+    ],
+)
 def test_resolved_is_negative(rules, text):
     (f,) = rules.structure(text)
     assert f.presence == "negative"
 
 
-@pytest.mark.parametrize("text", ["Without evidence of pneumonia.", "Negative for pneumonia.",
-                                  "There is no pneumonia.", "Pneumonia is not seen."])
+@pytest.mark.parametrize(
+    "text",
+    ["Without evidence of pneumonia.", "Negative for pneumonia.", "There is no pneumonia.", "Pneumonia is not seen."],
+)
 def test_negation_cues(rules, text):
     (f,) = rules.structure(text)
     assert (f.lesion_type, f.presence) == ("pneumonia", "negative")
@@ -88,7 +106,11 @@ def test_predicted_lesion_type(rules):
     (f,) = rules.structure("Left basilar opacity likely reflecting pneumonia.")
     # the opacity is stated (definitive); only the inference is hedged (split certainty)
     assert (f.lesion_type, f.predicted_lesion_type, f.certainty, f.inference_certainty) == (
-        "opacity", "pneumonia", "definitive", "tentative")
+        "opacity",
+        "pneumonia",
+        "definitive",
+        "tentative",
+    )
     assert f.type_certainty == "tentative"
     assert f.locations == ["left basilar"]
     (g,) = rules.structure("Right lower lobe opacity consistent with atelectasis.")
@@ -101,8 +123,13 @@ def test_location_moved_out_of_entity(rules):
 
 
 def test_cardiomegaly_phrasings(rules):
-    for text in ["The heart is mildly enlarged.", "Stable cardiomegaly.", "Enlarged cardiac silhouette.",
-                 "Borderline heart size.", "The cardiac silhouette size is borderline enlarged."]:
+    for text in [
+        "The heart is mildly enlarged.",
+        "Stable cardiomegaly.",
+        "Enlarged cardiac silhouette.",
+        "Borderline heart size.",
+        "The cardiac silhouette size is borderline enlarged.",
+    ]:
         (f,) = rules.structure(text)
         assert (f.lesion_type, f.presence) == ("cardiomegaly", "positive")
 
@@ -118,8 +145,9 @@ def test_sentence_index_is_one_based(rules):
 
 
 def test_structure_report_maps_labels(rules):
-    rep = structure_report("s1", "FINDINGS: Bibasilar atelectasis. No right effusion; small left effusion.",
-                           structurer=rules)
+    rep = structure_report(
+        "s1", "FINDINGS: Bibasilar atelectasis. No right effusion; small left effusion.", structurer=rules
+    )
     assert rep.section_used == "findings"
     labels = {(f.lesion_type, f.presence): f.labels for f in rep.findings}
     assert labels[("atelectasis", "positive")] == ["right lung base", "left lung base"]

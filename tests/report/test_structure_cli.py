@@ -19,10 +19,14 @@ def write_csv(path, header, rows):
 
 def test_structure_generic_csv(tmp_path):
     src = tmp_path / "r.csv"
-    write_csv(src, ["study_id", "report"], [
-        ["s1", "FINDINGS: No right effusion; small left effusion.\n\nIMPRESSION: Effusion."],
-        ["s2", "INDICATION: cough\n\nCOMPARISON:"],
-    ])
+    write_csv(
+        src,
+        ["study_id", "report"],
+        [
+            ["s1", "FINDINGS: No right effusion; small left effusion.\n\nIMPRESSION: Effusion."],
+            ["s2", "INDICATION: cough\n\nCOMPARISON:"],
+        ],
+    )
     out = tmp_path / "o.jsonl"
     res = runner.invoke(app, ["structure", str(src), "-o", str(out)])
     assert res.exit_code == 0, res.output
@@ -31,17 +35,26 @@ def test_structure_generic_csv(tmp_path):
     f = rows[0]["findings"]
     assert rows[0]["section_used"] == "findings"
     assert [(x["presence"], x["labels"], x["lesion_type"]) for x in f] == [
-        ("negative", ["right lung"], "effusion"), ("positive", ["left lung"], "effusion")]
-    assert set(f[0]) >= {"entity", "sentence_index", "presence", "certainty", "locations", "labels",
-                         "lesion_type", "predicted_lesion_type"}
+        ("negative", ["right lung"], "effusion"),
+        ("positive", ["left lung"], "effusion"),
+    ]
+    assert set(f[0]) >= {
+        "entity",
+        "sentence_index",
+        "presence",
+        "certainty",
+        "locations",
+        "labels",
+        "lesion_type",
+        "predicted_lesion_type",
+    }
     assert rows[1]["excluded"] and rows[1]["findings"] == []
     assert "excluded" in res.output
 
 
 def test_structure_iu_csv_and_folder(tmp_path):
     iu = tmp_path / "iu.csv"
-    write_csv(iu, ["report_id", "findings", "impression", "mesh_major"],
-              [["CXR1", "", "Bibasilar atelectasis.", "x"]])
+    write_csv(iu, ["report_id", "findings", "impression", "mesh_major"], [["CXR1", "", "Bibasilar atelectasis.", "x"]])
     out = tmp_path / "o.jsonl"
     assert runner.invoke(app, ["structure", str(iu), "-o", str(out)]).exit_code == 0
     row = json.loads(out.read_text())
@@ -83,11 +96,14 @@ def test_structure_reads_the_differential_key(tmp_path):
     certs = {}
     for value in ("tentative", "definitive"):
         out = tmp_path / f"{value}.jsonl"
-        res = runner.invoke(app, ["structure", str(src), "-o", str(out), "--set",
-                                  f"report.differential_certainty={value}"])
+        res = runner.invoke(
+            app, ["structure", str(src), "-o", str(out), "--set", f"report.differential_certainty={value}"]
+        )
         assert res.exit_code == 0, res.output
         certs[value] = [x["certainty"] for x in json.loads(out.read_text())["findings"]]
     assert certs == {"tentative": ["tentative", "tentative"], "definitive": ["definitive", "definitive"]}
-    res = runner.invoke(app, ["structure", str(src), "-o", str(tmp_path / "x.jsonl"), "--set",
-                              "report.differential_certainty=sometimes"])
+    res = runner.invoke(
+        app,
+        ["structure", str(src), "-o", str(tmp_path / "x.jsonl"), "--set", "report.differential_certainty=sometimes"],
+    )
     assert res.exit_code == 2 and "report.differential_certainty" in res.output

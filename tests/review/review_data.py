@@ -27,11 +27,14 @@ SPLITS = ("train", "train", "validate", "test")
 def _checks(mask: np.ndarray) -> list[dict]:
     """A kept box over the mask and a dropped one (c1 and c3 failed) elsewhere."""
     rows, cols = np.nonzero(mask)
-    kept = LesionBox(float(cols.min()), float(rows.min()), float(cols.max() + 1), float(rows.max() + 1), 0.8,
-                     "Lung Opacity")
+    kept = LesionBox(
+        float(cols.min()), float(rows.min()), float(cols.max() + 1), float(rows.max() + 1), 0.8, "Lung Opacity"
+    )
     far = LesionBox(40.0, 2.0, 60.0, 10.0, 0.3, "Lung Opacity")
-    return [BoxCheck(kept, 0.6, 0.8, 0.7, 0.3, 0.0, True, True, True, True, 1).to_dict(),
-            BoxCheck(far, 0.0, 0.3, 0.0, 0.0, 0.1, False, True, False, True).to_dict()]
+    return [
+        BoxCheck(kept, 0.6, 0.8, 0.7, 0.3, 0.0, True, True, True, True, 1).to_dict(),
+        BoxCheck(far, 0.0, 0.3, 0.0, 0.0, 0.1, False, True, False, True).to_dict(),
+    ]
 
 
 def build_dataset(root: Path, n_studies: int = 8) -> Path:
@@ -45,10 +48,15 @@ def build_dataset(root: Path, n_studies: int = 8) -> Path:
                     gf.box_checks = _checks(gf.mask)
             g.provenance = {"grounding": {"tau_anatomy": 0.25, "tau_conf": 0.2, "tau_signal": 0.2, "tau_size": 0.1}}
             x = ((np.arange(64)[:, None] * 3 + np.arange(64)[None, :] + 9 * i) % 256).astype(np.uint8)
-            records = generate_records(g, split=SPLITS[i % len(SPLITS)], patient_id=f"p{i}", image_path="",
-                                       cfg=Config())
-            report = StructuredReport(g.study_id, "findings", " ".join(gf.finding.sentence for gf in g.findings),
-                                      findings=[gf.finding for gf in g.findings])
+            records = generate_records(
+                g, split=SPLITS[i % len(SPLITS)], patient_id=f"p{i}", image_path="", cfg=Config()
+            )
+            report = StructuredReport(
+                g.study_id,
+                "findings",
+                " ".join(gf.finding.sentence for gf in g.findings),
+                findings=[gf.finding for gf in g.findings],
+            )
             w.commit_study(g.image_id, x, records, grounding=grounding_record(g, report))
         w.finalize()
     return root

@@ -34,9 +34,17 @@ def client(review):
 
 
 def _decide(client, rec, decision, reason=None, reviewer="ann", **extra):
-    return client.post("/api/decisions", json={"reviewer": reviewer, "position": rec["position"],
-                                               "record_id": rec["record_id"], "decision": decision,
-                                               "reason": reason, **extra})
+    return client.post(
+        "/api/decisions",
+        json={
+            "reviewer": reviewer,
+            "position": rec["position"],
+            "record_id": rec["record_id"],
+            "decision": decision,
+            "reason": reason,
+            **extra,
+        },
+    )
 
 
 def test_review_flow_decide_undo_resume(client, review):
@@ -76,15 +84,18 @@ def test_image_and_mask_are_the_records_own(client, review):
     assert np.array_equal(m[..., 3] == 255, want) and (m[want][:, :3] == LESION_RGB).all()
 
 
-@pytest.mark.parametrize(("body", "status", "words"), [
-    ({"decision": "maybe"}, 422, "decision"),
-    ({"decision": "reject"}, 400, "needs a reason"),
-    ({"decision": "reject", "reason": "ugly"}, 422, "reason"),
-    ({"reviewer": "<script>"}, 422, "reviewer"),
-    ({"position": 10_000}, 404, "no record 10000"),
-    ({"record_id": "im9:99"}, 409, "reload the page"),
-    ({"extra": 1}, 422, "extra"),
-])
+@pytest.mark.parametrize(
+    ("body", "status", "words"),
+    [
+        ({"decision": "maybe"}, 422, "decision"),
+        ({"decision": "reject"}, 400, "needs a reason"),
+        ({"decision": "reject", "reason": "ugly"}, 422, "reason"),
+        ({"reviewer": "<script>"}, 422, "reviewer"),
+        ({"position": 10_000}, 404, "no record 10000"),
+        ({"record_id": "im9:99"}, 409, "reload the page"),
+        ({"extra": 1}, 422, "extra"),
+    ],
+)
 def test_bad_decisions_are_refused_in_words(client, review, body, status, words):
     rec = review.record(0)
     payload = {"reviewer": "ann", "position": 0, "record_id": rec["record_id"], "decision": "accept", **body}
@@ -112,18 +123,26 @@ def test_only_loopback_hosts_without_a_token(review):
 
 def test_posts_must_be_json_from_the_page_itself(client, review):
     rec = review.record(0)
-    form = client.post("/api/decisions", data={"reviewer": "ann", "position": 0, "record_id": rec["record_id"],
-                                               "decision": "accept"})
+    form = client.post(
+        "/api/decisions", data={"reviewer": "ann", "position": 0, "record_id": rec["record_id"], "decision": "accept"}
+    )
     assert form.status_code == 415  # what a cross-site HTML form can send
-    res = client.post("/api/decisions", json={"reviewer": "ann", "position": 0, "record_id": rec["record_id"],
-                                              "decision": "accept"}, headers={"Origin": "http://evil.example"})
+    res = client.post(
+        "/api/decisions",
+        json={"reviewer": "ann", "position": 0, "record_id": rec["record_id"], "decision": "accept"},
+        headers={"Origin": "http://evil.example"},
+    )
     assert res.status_code == 403
-    big = client.post("/api/undo", content=b'{"reviewer": "' + b"a" * 20_000 + b'"}',
-                      headers={"Content-Type": "application/json"})
+    big = client.post(
+        "/api/undo", content=b'{"reviewer": "' + b"a" * 20_000 + b'"}', headers={"Content-Type": "application/json"}
+    )
     assert big.status_code == 413
     assert review.store.n_rows() == 0
-    ok = client.post("/api/decisions", json={"reviewer": "ann", "position": 0, "record_id": rec["record_id"],
-                                             "decision": "accept"}, headers={"Origin": LOCAL})
+    ok = client.post(
+        "/api/decisions",
+        json={"reviewer": "ann", "position": 0, "record_id": rec["record_id"], "decision": "accept"},
+        headers={"Origin": LOCAL},
+    )
     assert ok.status_code == 200 and review.store.n_rows() == 1
 
 
@@ -141,7 +160,9 @@ def test_a_token_guards_every_request(review):
     browser = TestClient(app, base_url="http://10.1.2.3:8765")
     first = browser.get(f"/?token={token}", follow_redirects=False)
     assert first.status_code == 303 and first.headers["location"] == "/"
-    assert "httponly" in first.headers["set-cookie"].lower() and "samesite=strict" in first.headers["set-cookie"].lower()
+    assert (
+        "httponly" in first.headers["set-cookie"].lower() and "samesite=strict" in first.headers["set-cookie"].lower()
+    )
     assert browser.get("/").status_code == 200 and browser.get("/api/info").status_code == 200  # the cookie
 
 

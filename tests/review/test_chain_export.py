@@ -85,8 +85,18 @@ def test_export_writes_the_accepted_records_unchanged_and_never_touches_the_sour
     got = read_records(out / "cxrils").set_index("record_id")
     assert set(got.index) == keep
     for rid, row in got.iterrows():
-        for col in ("instruction", "answer", "split", "lesion_type", "polarity", "locations", "sentence",
-                    "source_findings", "provenance", "image_path"):
+        for col in (
+            "instruction",
+            "answer",
+            "split",
+            "lesion_type",
+            "polarity",
+            "locations",
+            "sentence",
+            "source_findings",
+            "provenance",
+            "image_path",
+        ):
             assert np.array_equal(np.asarray(row[col]), np.asarray(src.loc[rid, col])), (rid, col)
         assert np.array_equal(decode_rle(row["mask"]), decode_rle(src.loc[rid, "mask"]))
     for image_id in got["image_id"].unique():
@@ -95,8 +105,12 @@ def test_export_writes_the_accepted_records_unchanged_and_never_touches_the_sour
     assert prov["reviewed_subset_of"]["review_plan"] == r.store.plan() and prov["reviewers"] == ["ann", "bob"]
 
     release = json.loads((out / "mimic-ils" / JSON_NAME).read_text())
-    pairs = [p for split in release.values() for s in split.values()
-             for p in s["instruction_answer_pairs"]["positive_pairs"] + s["instruction_answer_pairs"]["negative_pairs"]]
+    pairs = [
+        p
+        for split in release.values()
+        for s in split.values()
+        for p in s["instruction_answer_pairs"]["positive_pairs"] + s["instruction_answer_pairs"]["negative_pairs"]
+    ]
     assert sorted(p["instruction"] for p in pairs) == sorted(src.loc[sorted(keep), "instruction"])
     after = {p.relative_to(dataset): sha256_file(p) for p in dataset.rglob("*") if p.is_file()}
     assert {k: v for k, v in after.items() if k in before} == before  # nothing the dataset held changed
@@ -138,14 +152,20 @@ def test_the_export_replaces_only_an_earlier_export(dataset, tmp_path):
 
     r = open_review(dataset)
     r.store.decide("ann", r.record(0)["record_id"], "accept")
-    before = {p.relative_to(dataset): sha256_file(p) for p in dataset.rglob("*") if p.is_file() and "review" not in p.name}
+    before = {
+        p.relative_to(dataset): sha256_file(p) for p in dataset.rglob("*") if p.is_file() and "review" not in p.name
+    }
     notes = tmp_path / "notes"
     notes.mkdir()
     (notes / "keep.txt").write_text("mine")
     (tmp_path / "file.txt").write_text("mine too")
-    refused = [(dataset, "outside the reviewed dataset"), (dataset / "accepted", "outside the reviewed dataset"),
-               (tmp_path, "outside the reviewed dataset"),  # the folder that holds the dataset
-               (notes, "not an earlier export"), (tmp_path / "file.txt", "not an earlier export")]
+    refused = [
+        (dataset, "outside the reviewed dataset"),
+        (dataset / "accepted", "outside the reviewed dataset"),
+        (tmp_path, "outside the reviewed dataset"),  # the folder that holds the dataset
+        (notes, "not an earlier export"),
+        (tmp_path / "file.txt", "not an earlier export"),
+    ]
     for out, words in refused:
         with pytest.raises(ReviewError, match=words):
             export_accepted(dataset, r.store, out)
@@ -153,7 +173,9 @@ def test_the_export_replaces_only_an_earlier_export(dataset, tmp_path):
     with pytest.raises(ReviewError, match="not an earlier export"):
         export_accepted(dataset, r.store, notes)
     assert (notes / "keep.txt").read_text() == "mine" and (tmp_path / "file.txt").read_text() == "mine too"
-    after = {p.relative_to(dataset): sha256_file(p) for p in dataset.rglob("*") if p.is_file() and "review" not in p.name}
+    after = {
+        p.relative_to(dataset): sha256_file(p) for p in dataset.rglob("*") if p.is_file() and "review" not in p.name
+    }
     assert after == before and not (dataset / "accepted").exists()
 
     empty = tmp_path / "empty"

@@ -11,11 +11,17 @@ import pytest
 from cxrils.review.intervals import cohen_kappa, wilson_half_width, wilson_interval, wilson_sample_size
 
 
-@pytest.mark.parametrize(("k", "n", "low", "high"), [
-    # R. G. Newcombe, "Two-sided confidence intervals for the single proportion: comparison of
-    # seven methods", Stat. Med. 17 (1998) 857-872, Table II, method 3 (Wilson score, 95%).
-    (81, 263, 0.2553, 0.3662), (15, 148, 0.0624, 0.1605), (0, 20, 0.0, 0.1611), (1, 29, 0.0061, 0.1718),
-])
+@pytest.mark.parametrize(
+    ("k", "n", "low", "high"),
+    [
+        # R. G. Newcombe, "Two-sided confidence intervals for the single proportion: comparison of
+        # seven methods", Stat. Med. 17 (1998) 857-872, Table II, method 3 (Wilson score, 95%).
+        (81, 263, 0.2553, 0.3662),
+        (15, 148, 0.0624, 0.1605),
+        (0, 20, 0.0, 0.1611),
+        (1, 29, 0.0061, 0.1718),
+    ],
+)
 def test_wilson_matches_newcombes_published_intervals(k, n, low, high):
     lo, hi = wilson_interval(k, n)
     assert lo == pytest.approx(low, abs=5e-5) and hi == pytest.approx(high, abs=5e-5)
@@ -60,7 +66,7 @@ def test_sample_size_is_close_to_the_wald_formula():
     # so it needs a few records fewer there and a few more here.
     z = 1.959963984540054
     assert wilson_sample_size(0.5, 0.05) < 385
-    assert wilson_sample_size(0.9, 0.05) > math.ceil(z * z * 0.9 * 0.1 / 0.05 ** 2)
+    assert wilson_sample_size(0.9, 0.05) > math.ceil(z * z * 0.9 * 0.1 / 0.05**2)
     for p, m in ((0.5, 0.05), (0.7, 0.03), (0.9, 0.05)):
         wald = math.ceil(z * z * p * (1 - p) / (m * m))
         assert 0.95 * wald <= wilson_sample_size(p, m) <= 1.05 * wald
@@ -75,11 +81,14 @@ def _table(a: int, b: int, c: int, d: int) -> tuple[list[str], list[str]]:
     return (["yes"] * (a + b) + ["no"] * (c + d), ["yes"] * a + ["no"] * b + ["yes"] * c + ["no"] * d)
 
 
-@pytest.mark.parametrize(("cells", "kappa"), [
-    ((20, 5, 10, 15), 0.4),  # p_o 0.70, p_e 0.50
-    ((45, 15, 25, 15), 0.1304),  # p_o 0.60, p_e 0.54: same agreement, lower kappa
-    ((25, 35, 5, 35), 0.2593),  # p_o 0.60, p_e 0.46
-])
+@pytest.mark.parametrize(
+    ("cells", "kappa"),
+    [
+        ((20, 5, 10, 15), 0.4),  # p_o 0.70, p_e 0.50
+        ((45, 15, 25, 15), 0.1304),  # p_o 0.60, p_e 0.54: same agreement, lower kappa
+        ((25, 35, 5, 35), 0.2593),  # p_o 0.60, p_e 0.46
+    ],
+)
 def test_kappa_textbook_tables(cells, kappa):
     assert cohen_kappa(*_table(*cells)) == pytest.approx(kappa, abs=5e-5)
 

@@ -28,10 +28,17 @@ def _free_port() -> int:
 
 
 def _start(dataset: Path, port: int) -> subprocess.Popen:
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(SRC), os.environ.get("PYTHONPATH", "")]),
-           "OMP_NUM_THREADS": "1"}
-    proc = subprocess.Popen([sys.executable, "-m", "cxrils", "review", str(dataset), "--port", str(port)],
-                            env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    env = {
+        **os.environ,
+        "PYTHONPATH": os.pathsep.join([str(SRC), os.environ.get("PYTHONPATH", "")]),
+        "OMP_NUM_THREADS": "1",
+    }
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "cxrils", "review", str(dataset), "--port", str(port)],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+    )
     deadline = time.time() + 90
     while time.time() < deadline:
         if proc.poll() is not None:
@@ -57,8 +64,10 @@ def test_sigkill_mid_review_loses_no_acknowledged_decision(dataset):
             rec = c.get("/api/next", params={"reviewer": "ann"}).json()["record"]
             for i in range(5):  # a first stretch of the review
                 d = "accept" if i % 2 == 0 else "skip"
-                res = c.post("/api/decisions", json={"reviewer": "ann", "position": rec["position"],
-                                                     "record_id": rec["record_id"], "decision": d})
+                res = c.post(
+                    "/api/decisions",
+                    json={"reviewer": "ann", "position": rec["position"], "record_id": rec["record_id"], "decision": d},
+                )
                 assert res.status_code == 200
                 acknowledged.append((rec["record_id"], d))
                 rec = res.json()["record"]
@@ -70,9 +79,16 @@ def test_sigkill_mid_review_loses_no_acknowledged_decision(dataset):
                 try:
                     nxt = c.get("/api/next", params={"reviewer": "bob"}).json()["record"]
                     while nxt is not None and not stop.is_set():
-                        res = c.post("/api/decisions", json={"reviewer": "bob", "position": nxt["position"],
-                                                             "record_id": nxt["record_id"], "decision": "reject",
-                                                             "reason": "wrong_extent"})
+                        res = c.post(
+                            "/api/decisions",
+                            json={
+                                "reviewer": "bob",
+                                "position": nxt["position"],
+                                "record_id": nxt["record_id"],
+                                "decision": "reject",
+                                "reason": "wrong_extent",
+                            },
+                        )
                         if res.status_code != 200:
                             return
                         acknowledged.append((nxt["record_id"], "reject"))

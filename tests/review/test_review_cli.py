@@ -21,8 +21,9 @@ def _one_line_error(res) -> str:
 def test_review_stats_prints_writes_html_and_exports(dataset, tmp_path):
     r = open_review(dataset)
     for i in range(6):
-        r.store.decide("ann", r.record(i)["record_id"], "accept" if i != 2 else "reject",
-                       None if i != 2 else "wrong_side")
+        r.store.decide(
+            "ann", r.record(i)["record_id"], "accept" if i != 2 else "reject", None if i != 2 else "wrong_side"
+        )
         r.store.decide("bob", r.record(i)["record_id"], "accept")
     r.close()
     out = tmp_path / "acc"
@@ -46,8 +47,9 @@ def test_errors_are_one_line(dataset, tmp_path):
     assert "no manifest" in line
     line = _one_line_error(runner.invoke(app, ["review", str(dataset), "--host", "0.0.0.0", "--token", "short"]))
     assert "16 characters" in line
-    line = _one_line_error(runner.invoke(app, ["review", str(dataset), "--host", "0.0.0.0", "--token",
-                                               "a token with spaces & more"]))
+    line = _one_line_error(
+        runner.invoke(app, ["review", str(dataset), "--host", "0.0.0.0", "--token", "a token with spaces & more"])
+    )
     assert "a letter, a digit or one of" in line  # it must travel in the printed ?token= address as it is
     res = runner.invoke(app, ["review", str(dataset), "--port", "70000"])
     assert res.exit_code == 2 and "Traceback" not in res.output and "65535" in res.output

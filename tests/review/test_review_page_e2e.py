@@ -23,9 +23,18 @@ RED_PIXELS = """() => { const c = document.getElementById('view');
     for (let i = 0; i < d.length; i += 4) if (d[i] > d[i + 1] + 60) n++; return n; }"""
 # key -> (decision, reason) it stands for; "u" withdraws the previous one
 KEYS = ["a", "a", "1", "s", "a", "2", "a", "a", "u", "5", "3", "a"]
-WANT = {0: ("accept", None), 1: ("accept", None), 2: ("reject", "wrong_location"), 3: ("skip", None),
-        4: ("accept", None), 5: ("reject", "wrong_extent"), 6: ("accept", None), 7: ("reject", "report_misread"),
-        8: ("reject", "not_a_lesion"), 9: ("accept", None)}
+WANT = {
+    0: ("accept", None),
+    1: ("accept", None),
+    2: ("reject", "wrong_location"),
+    3: ("skip", None),
+    4: ("accept", None),
+    5: ("reject", "wrong_extent"),
+    6: ("accept", None),
+    7: ("reject", "report_misread"),
+    8: ("reject", "not_a_lesion"),
+    9: ("accept", None),
+}
 
 
 @pytest.fixture
@@ -89,8 +98,14 @@ def test_keyboard_review_resume_export_and_stats(served, chromium, tmp_path):
     want_ids = {review.record(p)["record_id"] for p, (d, _) in WANT.items() if d == "accept"}
     assert set(accepted["record_id"]) == want_ids
     release = json.loads((tmp_path / "accepted" / "mimic-ils" / "mimic_ils_instruction_answer.json").read_text())
-    assert sum(len(s["instruction_answer_pairs"]["positive_pairs"]) + len(s["instruction_answer_pairs"]["negative_pairs"])
-               for split in release.values() for s in split.values()) == 5
+    assert (
+        sum(
+            len(s["instruction_answer_pairs"]["positive_pairs"]) + len(s["instruction_answer_pairs"]["negative_pairs"])
+            for split in release.values()
+            for s in split.values()
+        )
+        == 5
+    )
 
     # the statistics page: 9 accepted or rejected, 5 accepted, with the Wilson interval
     page.focus("#stats-link")

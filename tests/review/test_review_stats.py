@@ -15,8 +15,14 @@ from cxrils.review.stats import review_stats, stratified_rate
 
 # (ann, bob) per sample position; None = no decision. Consensus: 0 accepted, 1 rejected
 # (bob), 2 rejected, 3 accepted (ann only skipped), 4 accepted (ann alone), 5 nothing.
-PLAN = {0: ("accept", "accept"), 1: ("accept", ("reject", "wrong_extent")), 2: (("reject", "wrong_side"),
-        ("reject", "wrong_side")), 3: ("skip", "accept"), 4: ("accept", None), 5: (None, "skip")}
+PLAN = {
+    0: ("accept", "accept"),
+    1: ("accept", ("reject", "wrong_extent")),
+    2: (("reject", "wrong_side"), ("reject", "wrong_side")),
+    3: ("skip", "accept"),
+    4: ("accept", None),
+    5: (None, "skip"),
+}
 CONSENSUS = {0: True, 1: False, 2: False, 3: True, 4: True}
 
 
@@ -44,8 +50,12 @@ def test_consensus_rates_per_group_with_wilson_intervals(reviewed):
     assert (all_["low"], all_["high"]) == pytest.approx(wilson_interval(3, 5))
     # the same groups computed here from the sample's strata
     strata = reviewed.sample.set_index("position")
-    truth = pd.DataFrame([{**strata.loc[p, ["lesion_type", "polarity", "instruction_type"]].to_dict(), "acc": a}
-                          for p, a in CONSENSUS.items()])
+    truth = pd.DataFrame(
+        [
+            {**strata.loc[p, ["lesion_type", "polarity", "instruction_type"]].to_dict(), "acc": a}
+            for p, a in CONSENSUS.items()
+        ]
+    )
     for by in (("lesion_type",), ("polarity",), ("instruction_type",), ("lesion_type", "polarity")):
         want = truth.groupby(list(by))["acc"].agg(["size", "sum"]).reset_index()
         got = stats.rates[by].merge(want, on=list(by))
@@ -65,8 +75,9 @@ def test_per_reviewer_rates_reasons_and_kappa(reviewed):
     pair = stats.agreement.iloc[0]
     assert (pair["reviewer_a"], pair["reviewer_b"], pair["both"]) == ("ann", "bob", 3)
     cohen_kappa_score = pytest.importorskip("sklearn.metrics").cohen_kappa_score
-    assert pair["kappa"] == pytest.approx(cohen_kappa_score(["accept", "accept", "reject"],
-                                                            ["accept", "reject", "reject"]))
+    assert pair["kappa"] == pytest.approx(
+        cohen_kappa_score(["accept", "accept", "reject"], ["accept", "reject", "reject"])
+    )
     assert pair["agree"] == pytest.approx(2 / 3)
 
 
@@ -90,9 +101,9 @@ def test_stratified_estimate_weighs_strata_by_their_size():
     strata = pd.DataFrame({"N": [100, 900], "n": [10, 10], "k": [10, 5]})
     rate, low, high = stratified_rate(strata)
     assert rate == pytest.approx(0.1 * 1.0 + 0.9 * 0.5)  # not the pooled 15/20
-    z2 = 1.959963984540054 ** 2
+    z2 = 1.959963984540054**2
     adj = [(10 + z2 / 2) / (10 + z2), (5 + z2 / 2) / (10 + z2)]
-    var = (0.1 ** 2 * adj[0] * (1 - adj[0]) / (10 + z2) * 0.9 + 0.9 ** 2 * adj[1] * (1 - adj[1]) / (10 + z2) * (1 - 10 / 900))
+    var = 0.1**2 * adj[0] * (1 - adj[0]) / (10 + z2) * 0.9 + 0.9**2 * adj[1] * (1 - adj[1]) / (10 + z2) * (1 - 10 / 900)
     assert (low, high) == pytest.approx((0.55 - math.sqrt(z2 * var), 0.55 + math.sqrt(z2 * var)))
     census = pd.DataFrame({"N": [10, 30], "n": [10, 30], "k": [9, 30]})
     assert stratified_rate(census) == pytest.approx((39 / 40, 39 / 40, 39 / 40))  # nothing left to sample

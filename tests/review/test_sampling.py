@@ -17,13 +17,24 @@ def _records(sizes: dict[tuple[str, str, str], int]) -> pd.DataFrame:
     rows = []
     for (lesion, pol, itype), n in sizes.items():
         for i in range(n):
-            rows.append({"record_id": f"{lesion}-{pol}-{itype}-{i}:0", "lesion_type": lesion, "polarity": pol,
-                         "instruction_type": itype, "paraphrase_of": ""})
+            rows.append(
+                {
+                    "record_id": f"{lesion}-{pol}-{itype}-{i}:0",
+                    "lesion_type": lesion,
+                    "polarity": pol,
+                    "instruction_type": itype,
+                    "paraphrase_of": "",
+                }
+            )
     return pd.DataFrame(rows)
 
 
-SIZES = {("edema", "positive", "basic"): 400, ("edema", "negative", "global"): 300,
-         ("effusion", "positive", "global"): 12, ("cardiomegaly", "negative", "global"): 90}
+SIZES = {
+    ("edema", "positive", "basic"): 400,
+    ("edema", "negative", "global"): 300,
+    ("effusion", "positive", "global"): 12,
+    ("cardiomegaly", "negative", "global"): 90,
+}
 
 
 def test_each_stratum_gets_the_wilson_size_or_all_of_it():
@@ -33,8 +44,12 @@ def test_each_stratum_gets_the_wilson_size_or_all_of_it():
     got = s.groupby(["lesion_type", "polarity", "instruction_type"]).size().to_dict()
     # planning rates of the paper's Table 3: positives 0.901, negatives 0.977
     want_pos, want_neg = wilson_sample_size(0.901, 0.05), wilson_sample_size(0.977, 0.05)
-    assert got == {("edema", "positive", "basic"): want_pos, ("edema", "negative", "global"): want_neg,
-                   ("effusion", "positive", "global"): 12, ("cardiomegaly", "negative", "global"): want_neg}
+    assert got == {
+        ("edema", "positive", "basic"): want_pos,
+        ("edema", "negative", "global"): want_neg,
+        ("effusion", "positive", "global"): 12,
+        ("cardiomegaly", "negative", "global"): want_neg,
+    }
     row = s[s["lesion_type"] == "effusion"].iloc[0]
     assert (row["stratum_size"], row["stratum_sampled"]) == (12, 12)  # a small stratum is reviewed whole
     assert s["position"].tolist() == list(range(len(s)))
@@ -49,8 +64,10 @@ def test_fixed_n_per_stratum_and_bad_plans():
     with pytest.raises(SamplingError, match="margin"):
         draw_sample(_records(SIZES), SamplePlan(margin=0.8))
     with pytest.raises(SamplingError, match="no records"):
-        draw_sample(_records({}).reindex(columns=["record_id", "lesion_type", "polarity", "instruction_type",
-                                                   "paraphrase_of"]), SamplePlan())
+        draw_sample(
+            _records({}).reindex(columns=["record_id", "lesion_type", "polarity", "instruction_type", "paraphrase_of"]),
+            SamplePlan(),
+        )
 
 
 def test_the_sample_is_the_hash_order_prefix_whatever_the_row_order():

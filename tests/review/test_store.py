@@ -16,9 +16,17 @@ from cxrils.review.sampling import SamplePlan
 
 def _store(tmp_path, n=6) -> ReviewStore:
     s = ReviewStore(tmp_path / "review.sqlite")
-    sample = pd.DataFrame({"position": range(n), "record_id": [f"im{i}:0" for i in range(n)],
-                           "lesion_type": "edema", "polarity": "positive", "instruction_type": "basic",
-                           "stratum_size": n, "stratum_sampled": n})
+    sample = pd.DataFrame(
+        {
+            "position": range(n),
+            "record_id": [f"im{i}:0" for i in range(n)],
+            "lesion_type": "edema",
+            "polarity": "positive",
+            "instruction_type": "basic",
+            "stratum_size": n,
+            "stratum_sampled": n,
+        }
+    )
     s.create_sample(sample, {"n": n}, "fingerprint")
     return s
 
@@ -35,8 +43,12 @@ def test_decisions_and_undo_are_rows_and_nothing_is_ever_changed(tmp_path):
     assert log["decision"].tolist() == ["accept", "reject", "undo", "reject", "undo", "undo", "skip"]
     assert log["undoes"].dropna().astype(int).tolist() == [2, 4, 1]
     assert {k: (d.decision, d.reason) for k, d in s.current().items()} == {("ann", "im0:0"): ("skip", None)}
-    for sql in ("UPDATE decisions SET decision = 'accept'", "DELETE FROM decisions", "DELETE FROM sample",
-                "UPDATE meta SET value = 'x'"):
+    for sql in (
+        "UPDATE decisions SET decision = 'accept'",
+        "DELETE FROM decisions",
+        "DELETE FROM sample",
+        "UPDATE meta SET value = 'x'",
+    ):
         with pytest.raises(sqlite3.DatabaseError, match="append-only"):
             s._db.execute(sql)
     assert len(s.log()) == 7
@@ -60,13 +72,15 @@ def test_resume_after_reopening_and_the_next_record(tmp_path):
 
 def test_bad_input_is_refused_in_words(tmp_path):
     s = _store(tmp_path)
-    cases = [(("ann", "im9:0", "accept"), "not in the review sample"),
-             (("ann", "im0:0", "maybe"), "not one of"),
-             (("ann", "im0:0", "reject"), "needs a reason"),
-             (("ann", "im0:0", "reject", "bad_light"), "needs a reason"),
-             (("ann", "im0:0", "accept", "wrong_side"), "only a rejection"),
-             (("", "im0:0", "accept"), "reviewer name"),
-             (("../etc", "im0:0", "accept"), "reviewer name")]
+    cases = [
+        (("ann", "im9:0", "accept"), "not in the review sample"),
+        (("ann", "im0:0", "maybe"), "not one of"),
+        (("ann", "im0:0", "reject"), "needs a reason"),
+        (("ann", "im0:0", "reject", "bad_light"), "needs a reason"),
+        (("ann", "im0:0", "accept", "wrong_side"), "only a rejection"),
+        (("", "im0:0", "accept"), "reviewer name"),
+        (("../etc", "im0:0", "accept"), "reviewer name"),
+    ]
     for args, words in cases:
         with pytest.raises(ReviewError, match=words):
             s.decide(*args)

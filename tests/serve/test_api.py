@@ -45,8 +45,11 @@ def test_health_info_docs(client):
 
 
 def test_segment_png_returns_exact_mask(client, image):
-    r = client.post("/v1/segment", files={"image": ("x.png", _png(image), "image/png")},
-                    data={"instruction": "Segment the effusion in the left lung base."})
+    r = client.post(
+        "/v1/segment",
+        files={"image": ("x.png", _png(image), "image/png")},
+        data={"instruction": "Segment the effusion in the left lung base."},
+    )
     assert r.status_code == 200, r.text
     body = r.json()
     expected = image >= np.percentile(image, 95)
@@ -90,12 +93,30 @@ def test_segment_real_dicom(segmenter, client, shared_data):
     assert str(seg.PatientName) == "" and str(seg.PatientID) == ""
 
 
-@pytest.mark.parametrize("files,data,status,words", [
-    ({"image": ("x.txt", b"hello, not an image", "text/plain")}, {"instruction": "Segment the edema."}, 400, "could not be read"),
-    ({"image": ("x.dcm", b"\0" * 128 + b"DICM" + b"\x02\x00", "application/dicom")}, {"instruction": "Segment the edema."}, 400, "could not be read"),
-    ({"image": ("x.png", b"", "image/png")}, {"instruction": "Segment the edema."}, 400, "empty"),
-    ({"image": ("x.png", b"\x89PNG" + b"\0" * 300_000, "image/png")}, {"instruction": "Segment the edema."}, 413, "limit"),
-])
+@pytest.mark.parametrize(
+    "files,data,status,words",
+    [
+        (
+            {"image": ("x.txt", b"hello, not an image", "text/plain")},
+            {"instruction": "Segment the edema."},
+            400,
+            "could not be read",
+        ),
+        (
+            {"image": ("x.dcm", b"\0" * 128 + b"DICM" + b"\x02\x00", "application/dicom")},
+            {"instruction": "Segment the edema."},
+            400,
+            "could not be read",
+        ),
+        ({"image": ("x.png", b"", "image/png")}, {"instruction": "Segment the edema."}, 400, "empty"),
+        (
+            {"image": ("x.png", b"\x89PNG" + b"\0" * 300_000, "image/png")},
+            {"instruction": "Segment the edema."},
+            413,
+            "limit",
+        ),
+    ],
+)
 def test_bad_uploads(client, files, data, status, words):
     r = client.post("/v1/segment", files=files, data=data)
     assert r.status_code == status, r.text
@@ -119,8 +140,11 @@ def test_upload_not_kept(client, image, tmp_path, monkeypatch):
     import tempfile
 
     monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
-    r = client.post("/v1/segment", files={"image": ("x.png", _png(image), "image/png")},
-                    data={"instruction": "Segment the effusion in the left lung base."})
+    r = client.post(
+        "/v1/segment",
+        files={"image": ("x.png", _png(image), "image/png")},
+        data={"instruction": "Segment the effusion in the left lung base."},
+    )
     assert r.status_code == 200
     assert list(tmp_path.iterdir()) == []
 
@@ -132,8 +156,11 @@ def test_concurrent_requests_do_not_mix(client):
     images = [(rng.random((32 + i, 40)) * 255).astype(np.uint8) for i in range(8)]
 
     def call(x):
-        r = client.post("/v1/segment", files={"image": ("x.png", _png(x), "image/png")},
-                        data={"instruction": "Segment the opacity in the right lung."})
+        r = client.post(
+            "/v1/segment",
+            files={"image": ("x.png", _png(x), "image/png")},
+            data={"instruction": "Segment the opacity in the right lung."},
+        )
         return x, r.json()
 
     with ThreadPoolExecutor(4) as pool:
@@ -150,7 +177,7 @@ def test_missing_fields_and_pages_answer_in_plain_words(client, image):
     assert isinstance(detail, str) and "no image" in detail and "no instruction" in detail
     page = client.get("/no/such/page", headers={"accept": "text/html"})
     assert page.status_code == 404 and page.headers["content-type"].startswith("text/html")
-    assert "<a href=\"/\">" in page.text and "detail" not in page.text
+    assert '<a href="/">' in page.text and "detail" not in page.text
     api = client.get("/v1/nothing")
     assert api.status_code == 404 and "POST /v1/segment" in api.json()["detail"]
     assert client.get("/v1/segment").json()["detail"].startswith("GET is not allowed")
@@ -191,9 +218,11 @@ def test_page_error_says_its_first_sentence_once():
     script = (Path(__file__).resolve().parents[2] / "src/cxrils/serve/static/app.js").read_text()
     words = re.search(r"const STATUS_WORDS = \{.*?\};", script, re.S).group(0)
     func = re.search(r"function plainError\(status, detail\) \{.*?\n\}", script, re.S).group(0)
-    probe = (f"{words}\n{func}\n"
-             "console.log(plainError(400, 'the file could not be read as a chest X-ray image: not DICOM'));\n"
-             "console.log(plainError(413, 'the image is larger than the limit of 50 MB'));\n")
+    probe = (
+        f"{words}\n{func}\n"
+        "console.log(plainError(400, 'the file could not be read as a chest X-ray image: not DICOM'));\n"
+        "console.log(plainError(413, 'the image is larger than the limit of 50 MB'));\n"
+    )
     out = subprocess.run([node, "-e", probe], capture_output=True, text=True, timeout=60, check=True).stdout
     first, second = out.strip().splitlines()
     assert first == "The file could not be read as a chest X-ray image: not DICOM"

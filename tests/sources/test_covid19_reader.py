@@ -22,7 +22,8 @@ def test_images_and_lung_masks_as_the_readme_counts_them(corpus):
     # every mask file of the folders is found, none is lost for want of a metadata row
     for sub, attr in (("masks_lung_v7labs", "v7labs_mask_path"), ("masks_lung_vae", "vae_mask_path")):
         assert {p.stem for p in (root / FOLDER / sub).glob("*.png")} == {
-            r.image_id for r in images if getattr(r, attr) is not None}
+            r.image_id for r in images if getattr(r, attr) is not None
+        }
     raw = raw_rows(root / FOLDER / "metadata.csv")
     assert [(r.image_id, r.patient_id) for r in images] == [(x["image_id"], x["patientid"]) for x in raw]
     for r in images:
@@ -57,8 +58,9 @@ def test_severity_matches_images_by_file_name_and_rejects_a_bad_score(tmp_path):
     d = tmp_path / FOLDER
     d.mkdir()
     (d / "metadata.csv").write_text("image_id,orig_filename,patientid\na,a.jpeg,7\n", encoding="utf-8")
-    (d / "severity_scores.csv").write_text("filename,geographic_mean,opacity_mean\na.jpeg,3.5,2\nzz.png,1,1\n",
-                                           encoding="utf-8")
+    (d / "severity_scores.csv").write_text(
+        "filename,geographic_mean,opacity_mean\na.jpeg,3.5,2\nzz.png,1,1\n", encoding="utf-8"
+    )
     a, zz = read_covid19_severity(tmp_path)
     assert (a.image_id, a.image_path, a.geographic_mean, a.opacity_mean) == ("a", d / "images" / "a.png", 3.5, 2.0)
     assert (zz.image_id, zz.image_path) == (None, None)

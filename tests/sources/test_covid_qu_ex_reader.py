@@ -33,7 +33,7 @@ def test_every_image_of_the_readme_with_its_masks(corpus):
 @pytest.mark.needs_data
 def test_masks_are_0_255_and_infection_lies_mostly_in_the_lungs(corpus):
     images = read_covid_qu_ex(corpus(FOLDER))
-    for r in [r for r in images if r.positive][:: 100]:
+    for r in [r for r in images if r.positive][::100]:
         lungs = np.asarray(Image.open(r.lung_mask_path).convert("L"))
         assert r.infection_mask_path is not None
         lesion = np.asarray(Image.open(r.infection_mask_path).convert("L"))
@@ -54,13 +54,19 @@ def test_missing_table_names_the_file(tmp_path):
         read_covid_qu_ex(tmp_path)
 
 
-@pytest.mark.parametrize(("body", "problem"), [
-    ("image_id,cls\nc1,COVID-19\n", r"missing column\(s\) \['lung_mask'\]"),
-    ("image_id,cls,lung_mask\nc1,Covid,lung_masks/c1.png\n", r"row 1 \(line 2\): cls 'Covid'"),
-    ("image_id,cls,lung_mask\nc1,Normal,m/c1.png\nc1,Normal,m/c1.png\n", r"row 2 \(line 3\): duplicate image_id 'c1'"),
-    ("image_id,cls,lung_mask,w,h\nc1,Normal,m/c1.png,256,wide\n", r"row 1 \(line 2\): column 'h' holds 'wide'"),
-    ("image_id,cls,lung_mask\nc1,Normal,\n", r"row 1 \(line 2\): image c1 has no lung_mask"),
-])
+@pytest.mark.parametrize(
+    ("body", "problem"),
+    [
+        ("image_id,cls\nc1,COVID-19\n", r"missing column\(s\) \['lung_mask'\]"),
+        ("image_id,cls,lung_mask\nc1,Covid,lung_masks/c1.png\n", r"row 1 \(line 2\): cls 'Covid'"),
+        (
+            "image_id,cls,lung_mask\nc1,Normal,m/c1.png\nc1,Normal,m/c1.png\n",
+            r"row 2 \(line 3\): duplicate image_id 'c1'",
+        ),
+        ("image_id,cls,lung_mask,w,h\nc1,Normal,m/c1.png,256,wide\n", r"row 1 \(line 2\): column 'h' holds 'wide'"),
+        ("image_id,cls,lung_mask\nc1,Normal,\n", r"row 1 \(line 2\): image c1 has no lung_mask"),
+    ],
+)
 def test_malformed_table_names_the_file_and_row(tmp_path, body, problem):
     table = _table(tmp_path, body)
     with pytest.raises(InputError, match=problem) as err:
@@ -69,10 +75,16 @@ def test_malformed_table_names_the_file_and_row(tmp_path, body, problem):
 
 
 def test_paths_join_the_corpus_folder(tmp_path):
-    _table(tmp_path, "image_id,cls,lung_mask,infection_mask\nc1,COVID-19,lung_masks/c1.png,infection_masks/c1.png\n"
-                     "n1,Normal,lung_masks/n1.png,\n")
+    _table(
+        tmp_path,
+        "image_id,cls,lung_mask,infection_mask\nc1,COVID-19,lung_masks/c1.png,infection_masks/c1.png\n"
+        "n1,Normal,lung_masks/n1.png,\n",
+    )
     c1, n1 = read_covid_qu_ex(tmp_path)
     d = tmp_path / FOLDER
     assert (c1.image_path, c1.lung_mask_path, c1.infection_mask_path) == (
-        d / "images" / "c1.png", d / "lung_masks" / "c1.png", d / "infection_masks" / "c1.png")
+        d / "images" / "c1.png",
+        d / "lung_masks" / "c1.png",
+        d / "infection_masks" / "c1.png",
+    )
     assert n1.infection_mask_path is None and not n1.positive and (n1.width, n1.height) == (None, None)

@@ -70,13 +70,16 @@ def test_masks_that_are_absent_are_none(tmp_path):
     assert (b.image_id, b.heart) == ("B2", None)
 
 
-@pytest.mark.parametrize(("body", "problem"), [
-    ("image_id,x_512\nJPCLN001,1\n", r"missing column\(s\) \['y_512'\]"),
-    ("image_id,x_512,y_512\nJPCLN001,408.5,\n", r"row 1 \(line 2\): no value in column 'y_512'"),
-    ("image_id,x_512,y_512,size_mm\nJPCLN001,408.5,173,big\n", r"row 1 \(line 2\): column 'size_mm' holds 'big'"),
-    ("image_id,x_512,y_512,age\nJPCLN001,408.5,173,53.5\n", r"row 1 \(line 2\): column 'age' holds '53.5'"),
-    ("image_id,x_512,y_512\nJPCLN001,1,1\nJPCLN001,2,2\n", r"row 2 \(line 3\): duplicate image_id"),
-])
+@pytest.mark.parametrize(
+    ("body", "problem"),
+    [
+        ("image_id,x_512\nJPCLN001,1\n", r"missing column\(s\) \['y_512'\]"),
+        ("image_id,x_512,y_512\nJPCLN001,408.5,\n", r"row 1 \(line 2\): no value in column 'y_512'"),
+        ("image_id,x_512,y_512,size_mm\nJPCLN001,408.5,173,big\n", r"row 1 \(line 2\): column 'size_mm' holds 'big'"),
+        ("image_id,x_512,y_512,age\nJPCLN001,408.5,173,53.5\n", r"row 1 \(line 2\): column 'age' holds '53.5'"),
+        ("image_id,x_512,y_512\nJPCLN001,1,1\nJPCLN001,2,2\n", r"row 2 \(line 3\): duplicate image_id"),
+    ],
+)
 def test_malformed_nodule_table_names_the_file_and_row(tmp_path, body, problem):
     (tmp_path / FOLDER).mkdir()
     table = tmp_path / FOLDER / "nodules.csv"
@@ -88,7 +91,8 @@ def test_malformed_nodule_table_names_the_file_and_row(tmp_path, body, problem):
 
 def test_unknown_age_is_none(tmp_path):
     (tmp_path / FOLDER).mkdir()
-    (tmp_path / FOLDER / "non_nodules.csv").write_text("image_id,age,sex,finding\nJPCNN001,?,male,non-nodule\n",
-                                                       encoding="utf-8")
+    (tmp_path / FOLDER / "non_nodules.csv").write_text(
+        "image_id,age,sex,finding\nJPCNN001,?,male,non-nodule\n", encoding="utf-8"
+    )
     (n,) = read_jsrt_non_nodules(tmp_path)
     assert (n.image_id, n.age, n.sex, n.finding) == ("JPCNN001", None, "male", "non-nodule")

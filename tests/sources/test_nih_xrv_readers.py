@@ -23,8 +23,14 @@ def test_nih_one_expert_box_per_image(corpus):
     # mass, infiltrate), in original 1024 and stored pixels
     assert len(boxes) == len(images) == 12
     assert {b.image_id for b in boxes} == {r.image_id for r in images}
-    assert Counter(b.finding for b in boxes) == {"Cardiomegaly": 3, "Pneumonia": 3, "Nodule": 3,
-                                                 "Atelectasis": 1, "Mass": 1, "Infiltrate": 1}
+    assert Counter(b.finding for b in boxes) == {
+        "Cardiomegaly": 3,
+        "Pneumonia": 3,
+        "Nodule": 3,
+        "Atelectasis": 1,
+        "Mass": 1,
+        "Infiltrate": 1,
+    }
     size = {r.image_id: (r.width, r.height) for r in images}
     for b in boxes:
         w, h = image_size(b.image_path)

@@ -77,7 +77,8 @@ def test_split_never_trains_on_a_held_back_image(split, shared_data):
     with open(shared_data / "covid_ieee8023" / "metadata.csv", newline="", encoding="utf-8") as fh:
         held_ieee = [r["image_id"] for r in csv.DictReader(fh) if split_of("covid_ieee8023", r["patientid"]) == "test"]
     assert {iid for src, iid in held_keys if src == "covid_ieee8023"} == {
-        i for i in held_ieee if (shared_data / "covid_ieee8023" / "images" / f"{i}.png").is_file()}
+        i for i in held_ieee if (shared_data / "covid_ieee8023" / "images" / f"{i}.png").is_file()
+    }
 
 
 @pytest.mark.slow

@@ -138,7 +138,7 @@ def _synthetic_root(tmp_path):
     rr, cc = np.mgrid[:64, :64]
 
     def organ(cy, cx, ry, rx):
-        return (((rr - cy) / ry) ** 2 + ((cc - cx) / rx) ** 2 <= 1)
+        return ((rr - cy) / ry) ** 2 + ((cc - cx) / rx) ** 2 <= 1
 
     right, left, heart = organ(30, 18, 20, 10), organ(30, 46, 20, 10), organ(44, 36, 8, 10)
 
@@ -172,8 +172,10 @@ def _synthetic_root(tmp_path):
     copy_id = [i for i in ids if split_of("covid_ieee8023", i) == "train"][3]
     big = cv2.resize(held_back, (96, 80), interpolation=cv2.INTER_LINEAR)
     _save(root / "covid_ieee8023" / "images" / f"{copy_id}.png", np.clip(big * 0.8 + 40, 0, 255).astype(np.uint8))
-    _save(root / "covid_ieee8023" / "masks_lung_v7labs" / f"{copy_id}.png",
-          cv2.resize((right | left).astype(np.uint8) * 255, (96, 80), interpolation=cv2.INTER_NEAREST))
+    _save(
+        root / "covid_ieee8023" / "masks_lung_v7labs" / f"{copy_id}.png",
+        cv2.resize((right | left).astype(np.uint8) * 255, (96, 80), interpolation=cv2.INTER_NEAREST),
+    )
     rows.append(f"{copy_id},{copy_id}")
     (root / "covid_ieee8023" / "metadata.csv").write_text("\n".join(rows) + "\n")
     return root, test_id, qu_test, copy_id
@@ -200,10 +202,11 @@ def test_fingerprint_matches_rescaled_copies_not_other_images():
     x = cv2.normalize(x, None, 0, 255, cv2.NORM_MINMAX)
     squashed = cv2.resize(x, (256, 256), interpolation=cv2.INTER_AREA)  # like COVID-QU-Ex's square copies
     darker = (squashed * 0.7 + 10).astype(np.uint8)
-    other = cv2.normalize(cv2.GaussianBlur(rng.integers(0, 255, (300, 240)).astype(np.uint8), (0, 0), 6),
-                          None, 0, 255, cv2.NORM_MINMAX)
+    other = cv2.normalize(
+        cv2.GaussianBlur(rng.integers(0, 255, (300, 240)).astype(np.uint8), (0, 0), 6), None, 0, 255, cv2.NORM_MINMAX
+    )
     f = fingerprint(x)
-    assert f.shape == (SPLIT.dup_size ** 2,) and f.dtype == np.float32
+    assert f.shape == (SPLIT.dup_size**2,) and f.dtype == np.float32
     assert float(f @ f) == pytest.approx(1.0, abs=1e-5)
     assert float(f @ fingerprint(darker)) > 0.98
     assert float(f @ fingerprint(other)) < 0.5
@@ -243,8 +246,22 @@ def test_train_anatomy_command_writes_loadable_weights(tmp_path, monkeypatch):
     tiny = {"channels": [4, 8, 8, 8, 8], "strides": [2, 2, 2, 2], "num_res_units": 1, "input_size": 32}
     monkeypatch.setattr("cxrils.training.anatomy_train.DEFAULT_ARCH", tiny)
     out = tmp_path / "w.safetensors"
-    res = CliRunner().invoke(app, ["train-anatomy", "--data", str(root), "-o", str(out), "--epochs", "2",
-                                   "--covid-per-epoch", "2", "--qu-ex-per-epoch", "2"])
+    res = CliRunner().invoke(
+        app,
+        [
+            "train-anatomy",
+            "--data",
+            str(root),
+            "-o",
+            str(out),
+            "--epochs",
+            "2",
+            "--covid-per-epoch",
+            "2",
+            "--qu-ex-per-epoch",
+            "2",
+        ],
+    )
     assert res.exit_code == 0, res.output
     assert "epoch 2/2" in res.output
     from safetensors import safe_open
@@ -256,8 +273,11 @@ def test_train_anatomy_command_writes_loadable_weights(tmp_path, monkeypatch):
     # every train-split image, none of the test split, not the copy of a held-back image
     assert used == {"jsrt_scr": 4, "covid_ieee8023": 3, "covid_qu_ex": 3}
     assert summary["near_duplicates_left_out"] == {"jsrt_scr": 0, "covid_ieee8023": 1, "covid_qu_ex": 0}
-    assert summary["per_epoch"] == {"jsrt_scr": summary["train_images"]["jsrt_scr"], "covid_ieee8023": 2,
-                                    "covid_qu_ex": 2}
+    assert summary["per_epoch"] == {
+        "jsrt_scr": summary["train_images"]["jsrt_scr"],
+        "covid_ieee8023": 2,
+        "covid_qu_ex": 2,
+    }
     assert 1 <= summary["best_epoch"] <= summary["epochs_run"] == 2
     seg = BuiltinSegmenter(out)
     m = seg.segment(np.zeros((50, 70), dtype=np.uint8))
@@ -265,9 +285,26 @@ def test_train_anatomy_command_writes_loadable_weights(tmp_path, monkeypatch):
 
     # fine-tuning starts from the given weights and keeps their architecture
     out2 = tmp_path / "w2.safetensors"
-    res = CliRunner().invoke(app, ["train-anatomy", "--data", str(root), "-o", str(out2), "--epochs", "1",
-                                   "--covid-per-epoch", "2", "--init", str(out), "--lr", "1e-9",
-                                   "--val-percent", "0"])
+    res = CliRunner().invoke(
+        app,
+        [
+            "train-anatomy",
+            "--data",
+            str(root),
+            "-o",
+            str(out2),
+            "--epochs",
+            "1",
+            "--covid-per-epoch",
+            "2",
+            "--init",
+            str(out),
+            "--lr",
+            "1e-9",
+            "--val-percent",
+            "0",
+        ],
+    )
     assert res.exit_code == 0, res.output
     from safetensors.torch import load_file
 
@@ -281,16 +318,42 @@ def test_train_anatomy_command_missing_data(tmp_path):
     res = CliRunner().invoke(app, ["train-anatomy", "--data", str(tmp_path), "-o", str(tmp_path / "w.safetensors")])
     assert res.exit_code == 2
     assert "jsrt_scr" in res.output and "not found" in res.output
-    res = CliRunner().invoke(app, ["train-anatomy", "--data", str(tmp_path), "-o", str(tmp_path / "w.safetensors"),
-                                   "--init", str(tmp_path / "absent.safetensors")])
+    res = CliRunner().invoke(
+        app,
+        [
+            "train-anatomy",
+            "--data",
+            str(tmp_path),
+            "-o",
+            str(tmp_path / "w.safetensors"),
+            "--init",
+            str(tmp_path / "absent.safetensors"),
+        ],
+    )
     assert res.exit_code == 2 and "absent.safetensors" in res.output
 
 
 def test_train_anatomy_channels_option(tmp_path):
     root, *_ = _synthetic_root(tmp_path)
     out = tmp_path / "w.safetensors"
-    res = CliRunner().invoke(app, ["train-anatomy", "--data", str(root), "-o", str(out), "--epochs", "1",
-                                   "--covid-per-epoch", "1", "--channels", "2,4,4", "--val-percent", "0"])
+    res = CliRunner().invoke(
+        app,
+        [
+            "train-anatomy",
+            "--data",
+            str(root),
+            "-o",
+            str(out),
+            "--epochs",
+            "1",
+            "--covid-per-epoch",
+            "1",
+            "--channels",
+            "2,4,4",
+            "--val-percent",
+            "0",
+        ],
+    )
     assert res.exit_code == 0, res.output
     from safetensors import safe_open
 

@@ -39,9 +39,9 @@ def test_training_samples_are_disjoint_halves_of_the_tuning_part(tmp_path):
 
 def test_lesion_boxes_one_per_component_specks_dropped():
     m = np.zeros((100, 100), bool)
-    m[10:30, 5:25] = True       # 400 px
-    m[50:90, 60:70] = True      # 400 px
-    m[95:97, 95:97] = True      # 4 px speck
+    m[10:30, 5:25] = True  # 400 px
+    m[50:90, 60:70] = True  # 400 px
+    m[95:97, 95:97] = True  # 4 px speck
     lungs = np.ones((100, 100), bool)
     boxes = ld.lesion_boxes(m, 0.01, lungs)  # 1% of 10,000 = 100 px
     assert sorted(boxes) == [(5.0, 10.0, 25.0, 30.0), (60.0, 50.0, 70.0, 90.0)]

@@ -44,7 +44,9 @@ def test_train_anomaly_writes_loadable_weights_with_p_star(data_root, tmp_path):
 
     out = tmp_path / "ano.safetensors"
     s = train_anomaly(data_root, out, dataclasses.replace(AnomalyTrainConfig(), **TINY), progress=False)
-    assert s["images"] == len(training_samples(data_root, "anomaly")) and s["p_star"] in AnomalyTrainConfig().p_star_grid
+    assert (
+        s["images"] == len(training_samples(data_root, "anomaly")) and s["p_star"] in AnomalyTrainConfig().p_star_grid
+    )
     m = get_anomaly_mapper("builtin", Config(anomaly=AnomalyConfig(builtin_weights=str(out))))
     assert m.p_star == s["p_star"] and m.version.startswith("lesionseg-")
     # best_threshold by hand: the threshold separating the two values wins with IoU 1

@@ -50,8 +50,8 @@ class _StandIn(torch.nn.Module):
         out = torch.full((x.shape[0], len(self.table), s, s), -8.0) + 0 * x.mean()
         ch = {name: int(i) for i, name in self.table.items()}
         out[:, ch["right lung"], :, : s // 3] = 8.0
-        out[:, ch["left lung"], :, 2 * s // 3:] = 8.0
-        out[:, ch["heart"], s // 2: 3 * s // 4, s // 3: 2 * s // 3] = 8.0
+        out[:, ch["left lung"], :, 2 * s // 3 :] = 8.0
+        out[:, ch["heart"], s // 2 : 3 * s // 4, s // 3 : 2 * s // 3] = 8.0
         return out
 
 
@@ -105,9 +105,18 @@ class _Evil:
 def _cxas_style_checkpoint(path, extra=None):
     net = _TinyNet()
     state = collections.OrderedDict((f"module.{k}", v) for k, v in net.state_dict().items())
-    torch.save({"model": state, "epoch": 41, "optimizer": {"state": {}, "param_groups": [{"lr": 1e-4}]},
-                "args": argparse.Namespace(model="UNet_ResNet50_default", lr=1e-4),
-                "best_dice": np.float64(0.91), "history": np.zeros(3, np.float32), **(extra or {})}, path)
+    torch.save(
+        {
+            "model": state,
+            "epoch": 41,
+            "optimizer": {"state": {}, "param_groups": [{"lr": 1e-4}]},
+            "args": argparse.Namespace(model="UNet_ResNet50_default", lr=1e-4),
+            "best_dice": np.float64(0.91),
+            "history": np.zeros(3, np.float32),
+            **(extra or {}),
+        },
+        path,
+    )
     return net
 
 
@@ -176,11 +185,14 @@ def test_unknown_backend():
         get_segmenter("nope", Config())
 
 
-@pytest.mark.parametrize("bad", [np.zeros((4, 4), dtype=np.float32), np.zeros((4, 4, 3), dtype=np.uint8),
-                                 np.zeros((0, 4), dtype=np.uint8)])
+@pytest.mark.parametrize(
+    "bad", [np.zeros((4, 4), dtype=np.float32), np.zeros((4, 4, 3), dtype=np.uint8), np.zeros((0, 4), dtype=np.uint8)]
+)
 def test_adapters_reject_bad_images(bad):
     table = _label_table()
-    for seg in (HybridGNetSegmenter(torch.nn.Identity(), device="cpu"),
-                CxasSegmenter(_StandIn(table), table, device="cpu")):
+    for seg in (
+        HybridGNetSegmenter(torch.nn.Identity(), device="cpu"),
+        CxasSegmenter(_StandIn(table), table, device="cpu"),
+    ):
         with pytest.raises(ValueError, match="uint8 \\(H, W\\)"):
             seg.segment(bad)

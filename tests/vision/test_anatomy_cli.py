@@ -19,8 +19,9 @@ def image_folder(shared_data, tmp_path):
     """Two held-out JSRT images and one COVID-19 image, linked (not copied) into a folder."""
     folder = tmp_path / "in"
     folder.mkdir()
-    jsrt = [p for p in sorted((shared_data / "jsrt_scr" / "images").glob("*.png"))
-            if split_of("jsrt_scr", p.stem) == "test"][:2]
+    jsrt = [
+        p for p in sorted((shared_data / "jsrt_scr" / "images").glob("*.png")) if split_of("jsrt_scr", p.stem) == "test"
+    ][:2]
     covid = sorted((shared_data / "covid_ieee8023" / "images").glob("*.png"))[:1]
     for p in jsrt + covid:
         (folder / p.name).symlink_to(p)

@@ -10,12 +10,12 @@ from cxrils.vision.anatomy import cardiothoracic_ratio, cross_check
 from cxrils.vision.anatomy.base import assemble
 
 
-def _masks(shape=(200, 200), right=(40, 160, 20, 90), left=(40, 160, 110, 180), heart=(100, 170, 70, 130),
-           backend="a"):
+def _masks(shape=(200, 200), right=(40, 160, 20, 90), left=(40, 160, 110, 180), heart=(100, 170, 70, 130), backend="a"):
     def box(r0, r1, c0, c1):
         m = np.zeros(shape, dtype=bool)
         m[r0:r1, c0:c1] = True
         return m
+
     return assemble(box(*right), box(*left), box(*heart), AnatomyConfig(), backend, "test")
 
 
@@ -52,8 +52,9 @@ def test_ctr_empty_heart_or_lungs_raises():
 
 def test_cross_check_consistent_and_resolution_independent():
     a = _masks()
-    b = _masks(shape=(400, 400), right=(80, 320, 42, 180), left=(80, 320, 220, 358), heart=(200, 342, 140, 260),
-               backend="b")
+    b = _masks(
+        shape=(400, 400), right=(80, 320, 42, 180), left=(80, 320, 220, 358), heart=(200, 342, 140, 260), backend="b"
+    )
     assert cross_check(a, b, QCConfig()) is None
 
 

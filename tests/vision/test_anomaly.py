@@ -34,7 +34,7 @@ def test_atlas_marks_the_opacity_and_keeps_the_outside():
     expected = np.clip(x.astype(int) - res.x_hat.astype(int), 0, None) / 255.0
     assert np.allclose(res.x_ano, expected)
     a = res.anomaly_set(0.10)
-    assert a[85:95, 30:40].all()                      # the opacity's core
+    assert a[85:95, 30:40].all()  # the opacity's core
     assert not a[25:60, 20:50].any() and not a[:, 73:].any()  # healthy lung
 
 
@@ -79,9 +79,9 @@ def test_atlas_coordinates_and_loading(tmp_path):
 
     _, right, left = phantom()
     u, v = lung_coordinates(right | left)
-    assert u[20, 30] == 0 and u[109, 30] == 1                    # apex -> base
-    assert v[50, 15] == 1 and v[50, 54] == 0                     # patient right: lateral = image left
-    assert v[50, 73] == 0 and v[50, 112] == 1                    # patient left: lateral = image right
+    assert u[20, 30] == 0 and u[109, 30] == 1  # apex -> base
+    assert v[50, 15] == 1 and v[50, 54] == 0  # patient right: lateral = image left
+    assert v[50, 73] == 0 and v[50, 112] == 1  # patient left: lateral = image right
     atlas = HealthyLungAtlas.load()
     assert atlas.mu.shape == atlas.sd.shape and (atlas.sd > 0).all()
     # normal lungs are brighter at the bases and the lateral edge than mid-medially
@@ -99,7 +99,7 @@ def test_fit_atlas_recovers_a_known_brightness_pattern():
     u, v = lung_coordinates(lungs)
     maps = [np.where(lungs, 0.2 + 0.5 * u + k * 0.01, 0).astype(np.float32) for k in range(5)]
     atlas = fit_atlas(maps, [lungs] * 5, n=4)
-    assert atlas.mu[3].mean() > atlas.mu[0].mean() + 0.3         # brighter towards the base
+    assert atlas.mu[3].mean() > atlas.mu[0].mean() + 0.3  # brighter towards the base
     assert np.allclose(atlas.mu[:, 0], atlas.mu[:, 3], atol=1e-3)  # no medial-lateral trend
     assert np.isfinite(atlas.mu).all() and (atlas.sd > 0).all()
     mu, sd = atlas.lookup(lungs)
@@ -139,8 +139,8 @@ def test_builtin_x_ano_is_the_scaled_lesion_probability_inside_the_lungs(tmp_pat
     want = np.where(lungs, np.clip(np.rint(x - 255 * np.minimum(1, 0.10 * p / 0.4)), 0, 255), x)
     assert np.array_equal(res.x_hat, want.astype(np.uint8))
     assert np.allclose(res.x_ano, np.clip(x.astype(int) - res.x_hat.astype(int), 0, None) / 255.0)
-    assert res.x_ano[~lungs].max() == 0.0                        # heart and body untouched
-    sure = lungs & (np.abs(p - 0.4) > 0.02) & (x >= 26)            # away from the threshold, bright enough
+    assert res.x_ano[~lungs].max() == 0.0  # heart and body untouched
+    sure = lungs & (np.abs(p - 0.4) > 0.02) & (x >= 26)  # away from the threshold, bright enough
     assert np.array_equal(res.anomaly_set(0.10)[sure], (p >= 0.4)[sure])
 
 

@@ -43,8 +43,16 @@ def test_default_batch_methods_call_the_single_image_ones_in_order():
     call_batch(b, "map_batch", AnomalyMapper, xs, regions, lungs=regions)
     boxes = call_batch(b, "detect_batch", LesionDetector, xs, anomalies=[None, None])
     assert boxes == [[LesionBox(0, 0, 1, 1, 0.5, "Consolidation")]] * 2
-    assert b.calls == [("segment", (2, 3)), ("segment", (4, 1)), ("map", True), ("map", True),
-                       ("map", False), ("map", False), ("detect", True, True), ("detect", True, True)]
+    assert b.calls == [
+        ("segment", (2, 3)),
+        ("segment", (4, 1)),
+        ("map", True),
+        ("map", True),
+        ("map", False),
+        ("map", False),
+        ("detect", True, True),
+        ("detect", True, True),
+    ]
     with pytest.raises(ValueError, match="1 items given for 2 images"):
         call_batch(b, "map_batch", AnomalyMapper, xs, regions[:1])
     with pytest.raises(ValueError, match="3 items given for 2 images"):

@@ -37,8 +37,11 @@ def test_loss_is_lower_for_the_right_prediction():
 
     t = cn.targets([(8.0, 12.0, 40.0, 28.0)], grid=16)
     tgt = {k: torch.from_numpy(v)[None] for k, v in t.items()}
-    good = {"heatmap": torch.logit(torch.from_numpy(t["heatmap"]).clamp(1e-3, 1 - 1e-3))[None],
-            "size": tgt["size"].clone(), "offset": tgt["offset"].clone()}
+    good = {
+        "heatmap": torch.logit(torch.from_numpy(t["heatmap"]).clamp(1e-3, 1 - 1e-3))[None],
+        "size": tgt["size"].clone(),
+        "offset": tgt["offset"].clone(),
+    }
     bad = {"heatmap": torch.zeros(1, 1, 16, 16), "size": torch.zeros(1, 2, 16, 16), "offset": torch.zeros(1, 2, 16, 16)}
     assert float(cn.loss(good, tgt)) < 0.1 * float(cn.loss(bad, tgt))
 
@@ -46,7 +49,7 @@ def test_loss_is_lower_for_the_right_prediction():
 def test_box_iou_and_nms():
     a, b, c = (0, 0, 10, 10, 0.9, 0), (5, 0, 15, 10, 0.8, 0), (0, 0, 10, 10, 0.7, 1)
     assert cn.box_iou(a, b) == pytest.approx(50 / 150)
-    assert cn.nms([a, b, c], 0.3) == [a, c]          # b overlaps a by 1/3; c is another class
+    assert cn.nms([a, b, c], 0.3) == [a, c]  # b overlaps a by 1/3; c is another class
     assert cn.nms([a, b, c], 0.5) == [a, b, c]
 
 

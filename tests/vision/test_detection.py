@@ -28,9 +28,11 @@ def _random_detector(tmp_path, size=64):
     net = CenterNetDetector((4, 4, 8, 8, 8))
     with torch.no_grad():
         net.heatmap[-1].bias.fill_(0.0)  # peaks everywhere around 0.5: many candidate boxes
-    path = save_weights(net, tmp_path / "det.safetensors",
-                        {"arch": {"widths": [4, 4, 8, 8, 8], "input_size": size, "n_classes": 1},
-                         "classes": ["Lung Opacity"]})
+    path = save_weights(
+        net,
+        tmp_path / "det.safetensors",
+        {"arch": {"widths": [4, 4, 8, 8, 8], "input_size": size, "n_classes": 1}, "classes": ["Lung Opacity"]},
+    )
     return Config(detection=DetectionConfig(builtin_weights=str(path)))
 
 
@@ -118,12 +120,16 @@ def yolo_graph(path, rows: np.ndarray, input_shape=(1, 3, S, S), meta=None) -> N
         helper.make_node("Add", ["rows", "z"], ["output0"]),  # broadcast to (B, N, K)
     ]
     graph = helper.make_graph(
-        nodes, "tiny_yolo",
+        nodes,
+        "tiny_yolo",
         [helper.make_tensor_value_info("images", TensorProto.FLOAT, list(input_shape))],
         [helper.make_tensor_value_info("output0", TensorProto.FLOAT, ["B", *rows.shape[1:]])],
-        initializer=[numpy_helper.from_array(rows.astype(np.float32), "rows"),
-                     numpy_helper.from_array(np.array(0.0, np.float32), "zero"),
-                     numpy_helper.from_array(np.array([-1, 1, 1], np.int64), "shape")])
+        initializer=[
+            numpy_helper.from_array(rows.astype(np.float32), "rows"),
+            numpy_helper.from_array(np.array(0.0, np.float32), "zero"),
+            numpy_helper.from_array(np.array([-1, 1, 1], np.int64), "shape"),
+        ],
+    )
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
     model.ir_version = 8
     for k, v in (meta or {}).items():
@@ -148,13 +154,15 @@ def v5_row(box, obj, cls, score):
 
 
 def v5_rows():
-    return np.stack([
-        v5_row((10, 20, 30, 60), 0.9, "Consolidation", 0.8),     # 0.72: kept
-        v5_row((11, 21, 31, 61), 0.9, "Consolidation", 0.5),     # same class, overlaps: NMS
-        v5_row((10, 20, 30, 60), 0.9, "Nodule/Mass", 0.5),       # other class: kept (class-wise)
-        v5_row((0, 0, 40, 40), 0.9, "Aortic enlargement", 0.9),  # dropped class
-        v5_row((5, 70, 20, 90), 0.1, "Pleural effusion", 0.02),  # 0.002 < onnx_min_score
-    ])[None]
+    return np.stack(
+        [
+            v5_row((10, 20, 30, 60), 0.9, "Consolidation", 0.8),  # 0.72: kept
+            v5_row((11, 21, 31, 61), 0.9, "Consolidation", 0.5),  # same class, overlaps: NMS
+            v5_row((10, 20, 30, 60), 0.9, "Nodule/Mass", 0.5),  # other class: kept (class-wise)
+            v5_row((0, 0, 40, 40), 0.9, "Aortic enlargement", 0.9),  # dropped class
+            v5_row((5, 70, 20, 90), 0.1, "Pleural effusion", 0.02),  # 0.002 < onnx_min_score
+        ]
+    )[None]
 
 
 def detector(tmp_path, rows, input_shape=(1, 3, S, S), meta=None, input_size=640):
@@ -207,11 +215,14 @@ def test_onnx_input_size_and_names_come_from_the_model(tmp_path):
     assert det.names[0] == "AORTIC ENLARGEMENT"
 
 
-@pytest.mark.parametrize(("names", "match"), [
-    (["person", "bicycle"], "2 classes that are not the 14 VinDr-CXR classes"),
-    ([*VINDR_CLASSES[:4], VINDR_CLASSES[5], VINDR_CLASSES[4], *VINDR_CLASSES[6:]], "4: 'ILD' != 'Consolidation'"),
-    ([*VINDR_CLASSES, "No finding"], "15 classes"),
-])
+@pytest.mark.parametrize(
+    ("names", "match"),
+    [
+        (["person", "bicycle"], "2 classes that are not the 14 VinDr-CXR classes"),
+        ([*VINDR_CLASSES[:4], VINDR_CLASSES[5], VINDR_CLASSES[4], *VINDR_CLASSES[6:]], "4: 'ILD' != 'Consolidation'"),
+        ([*VINDR_CLASSES, "No finding"], "15 classes"),
+    ],
+)
 def test_onnx_refuses_a_model_of_other_classes(tmp_path, names, match):
     with pytest.raises(DetectorBackendError, match=match):
         detector(tmp_path, v5_rows(), meta={"names": yolo_names(names)})
@@ -246,8 +257,12 @@ def test_onnx_rectangular_input_letterboxes_to_height_and_width(tmp_path):
 
 def test_onnx_batch_of_four_equals_four_singles(tmp_path):
     det = detector(tmp_path, v5_rows(), input_shape=("batch", 3, S, S))
-    xs = [np.zeros((100, 50), np.uint8), np.full((80, 120), 30, np.uint8), np.zeros((64, 64), np.uint8),
-          np.full((100, 50), 200, np.uint8)]
+    xs = [
+        np.zeros((100, 50), np.uint8),
+        np.full((80, 120), 30, np.uint8),
+        np.zeros((64, 64), np.uint8),
+        np.full((100, 50), 200, np.uint8),
+    ]
     singles = [det.detect(x) for x in xs]
     det.stack = True  # the stacked path the CUDA provider takes, on CPU
     assert det.detect_batch(xs) == singles

@@ -52,10 +52,11 @@ def bordered_image(shape=(300, 220), border=(10, 25, 5, 15), spot=(150, 120), se
     rng = np.random.default_rng(seed)
     x = np.zeros(shape, np.uint8)
     left, top, right, bottom = border
-    x[top:shape[0] - bottom, left:shape[1] - right] = rng.integers(60, 140, (shape[0] - top - bottom,
-                                                                            shape[1] - left - right))
+    x[top : shape[0] - bottom, left : shape[1] - right] = rng.integers(
+        60, 140, (shape[0] - top - bottom, shape[1] - left - right)
+    )
     sx, sy = spot
-    x[sy - 1:sy + 2, sx - 1:sx + 2] = 255
+    x[sy - 1 : sy + 2, sx - 1 : sx + 2] = 255
     return x
 
 
@@ -66,10 +67,13 @@ def spot_on_canvas(canvas):
     return np.array([(cols * w[rows, cols]).sum(), (rows * w[rows, cols]).sum()]) / w[rows, cols].sum()
 
 
-@pytest.mark.parametrize(("shape", "border", "spot"), [
-    ((300, 220), (10, 25, 5, 15), (150, 120)),    # tall: padded left/right, upscaled
-    ((1400, 2100), (40, 0, 60, 90), (700, 900)),  # wide: padded top/bottom, downscaled
-])
+@pytest.mark.parametrize(
+    ("shape", "border", "spot"),
+    [
+        ((300, 220), (10, 25, 5, 15), (150, 120)),  # tall: padded left/right, upscaled
+        ((1400, 2100), (40, 0, 60, 90), (700, 900)),  # wide: padded top/bottom, downscaled
+    ],
+)
 def test_round_trip_puts_a_known_landmark_back_within_one_pixel(shape, border, spot):
     x = bordered_image(shape, border, spot)
     canvas, tf = to_canvas(x)
@@ -96,7 +100,7 @@ def test_black_image_and_bad_input():
 
 # --- stand-in upstream code folders -------------------------------------------------
 
-STANDIN_UTILS = '''
+STANDIN_UTILS = """
 import numpy as np
 import torch
 
@@ -127,7 +131,7 @@ def {matrices}():
 def scipy_to_torch_sparse(m):
     return torch.sparse_coo_tensor(np.vstack((m.row, m.col)), m.data.astype(np.float32), m.shape,
                                    check_invariants=False)
-'''
+"""
 
 STANDIN_MODEL = '''
 import numpy as np
@@ -178,8 +182,9 @@ def standin(tmp_path, layout):
         helper = "from .chebConv import helper"
         checks = 'assert config["K"] == 6 and tuple(config["window"]) == (3, 3)'
         (root / "models" / "chebConv.py").write_text("helper = 1\n")
-    (root / "models" / model_file).write_text(textwrap.dedent(STANDIN_MODEL).replace(
-        "{helper_import}", helper).replace("{layout_checks}", checks))
+    (root / "models" / model_file).write_text(
+        textwrap.dedent(STANDIN_MODEL).replace("{helper_import}", helper).replace("{layout_checks}", checks)
+    )
     (root / "utils" / "utils.py").write_text(STANDIN_UTILS.replace("{matrices}", matrices))
     weights = tmp_path / f"{layout}.pt"
     torch.save({"offset": torch.tensor([0.0, 0.0])}, weights)
@@ -261,9 +266,17 @@ def test_batch_of_four_equals_four_singles_bit_for_bit(tmp_path):
     root, weights = standin(tmp_path, "hybridgnet")
     net, _ = load_hybridgnet(root, weights)
     seg = HybridGNetSegmenter(net, device="cpu")
-    xs = [bordered_image(s, b, p, seed=k) for k, (s, b, p) in enumerate([
-        ((300, 220), (10, 25, 5, 15), (150, 120)), ((200, 260), (0, 0, 0, 0), (100, 100)),
-        ((260, 260), (5, 5, 5, 5), (60, 70)), ((300, 220), (0, 30, 0, 0), (100, 200))])]
+    xs = [
+        bordered_image(s, b, p, seed=k)
+        for k, (s, b, p) in enumerate(
+            [
+                ((300, 220), (10, 25, 5, 15), (150, 120)),
+                ((200, 260), (0, 0, 0, 0), (100, 100)),
+                ((260, 260), (5, 5, 5, 5), (60, 70)),
+                ((300, 220), (0, 30, 0, 0), (100, 200)),
+            ]
+        )
+    ]
     batch = seg.segment_batch(xs)
     singles = [seg.segment(x) for x in xs]
     assert all(tuple(s) == (1, 1, 1024, 1024) for s in net.seen)  # one canvas per forward on CPU

@@ -29,8 +29,13 @@ from cxrils.vision.anomaly.radedit import RadEditAnomalyMapper, edit_schedule, u
 
 def model_card_scheduler():
     """The scheduler of the microsoft/radedit model card."""
-    return DDIMScheduler(beta_schedule="linear", clip_sample=False, prediction_type="epsilon",
-                         timestep_spacing="trailing", steps_offset=1)
+    return DDIMScheduler(
+        beta_schedule="linear",
+        clip_sample=False,
+        prediction_type="epsilon",
+        timestep_spacing="trailing",
+        steps_offset=1,
+    )
 
 
 def tiny_components(tmp_path):
@@ -39,17 +44,41 @@ def tiny_components(tmp_path):
 
     torch.manual_seed(0)
     unet = UNet2DConditionModel(
-        sample_size=16, in_channels=4, out_channels=4, layers_per_block=1, block_out_channels=(8, 16),
-        down_block_types=("CrossAttnDownBlock2D", "DownBlock2D"), up_block_types=("UpBlock2D", "CrossAttnUpBlock2D"),
-        cross_attention_dim=16, attention_head_dim=2, norm_num_groups=4)
-    vae = AutoencoderKL(in_channels=3, out_channels=3, down_block_types=("DownEncoderBlock2D",) * 2,
-                        up_block_types=("UpDecoderBlock2D",) * 2, block_out_channels=(8, 8), latent_channels=4,
-                        norm_num_groups=4, layers_per_block=1)
-    text = BertModel(BertConfig(vocab_size=16, hidden_size=16, num_hidden_layers=1, num_attention_heads=2,
-                                intermediate_size=32, max_position_embeddings=128))
+        sample_size=16,
+        in_channels=4,
+        out_channels=4,
+        layers_per_block=1,
+        block_out_channels=(8, 16),
+        down_block_types=("CrossAttnDownBlock2D", "DownBlock2D"),
+        up_block_types=("UpBlock2D", "CrossAttnUpBlock2D"),
+        cross_attention_dim=16,
+        attention_head_dim=2,
+        norm_num_groups=4,
+    )
+    vae = AutoencoderKL(
+        in_channels=3,
+        out_channels=3,
+        down_block_types=("DownEncoderBlock2D",) * 2,
+        up_block_types=("UpDecoderBlock2D",) * 2,
+        block_out_channels=(8, 8),
+        latent_channels=4,
+        norm_num_groups=4,
+        layers_per_block=1,
+    )
+    text = BertModel(
+        BertConfig(
+            vocab_size=16,
+            hidden_size=16,
+            num_hidden_layers=1,
+            num_attention_heads=2,
+            intermediate_size=32,
+            max_position_embeddings=128,
+        )
+    )
     vocab = tmp_path / "vocab.txt"
-    vocab.write_text("\n".join(["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "no", "acute",
-                                "cardiopulmonary", "process"]) + "\n")
+    vocab.write_text(
+        "\n".join(["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "no", "acute", "cardiopulmonary", "process"]) + "\n"
+    )
     tok = BertTokenizer(str(vocab), model_max_length=12)
     return unet, vae, text, tok, model_card_scheduler()
 
@@ -86,6 +115,7 @@ def latents_and_generators(m, n=1, seed=0):
 
 # --- restatement of upstream (inbarhub/DDPM_inversion), for comparison ------------
 
+
 def upstream_inversion(m, z0, generator):
     """inversion_forward_process of DDPM_inversion at 6b73448 with etas=1 and prompt "":
     xts[0] = x0 and xts[k] the latent at the k-th smallest timestep, drawn for
@@ -113,10 +143,10 @@ def upstream_inversion(m, z0, generator):
             prev = t - sched.config.num_train_timesteps // n
             abar_prev = abar[prev] if prev >= 0 else sched.final_alpha_cumprod
             var = (1 - abar_prev) / (1 - abar[t]) * (1 - abar[t] / abar_prev)
-            mu = abar_prev ** 0.5 * x0_pred + (1 - abar_prev - var) ** 0.5 * eps
-            z = (xts[idx] - mu) / var ** 0.5
+            mu = abar_prev**0.5 * x0_pred + (1 - abar_prev - var) ** 0.5 * eps
+            z = (xts[idx] - mu) / var**0.5
             zs[idx] = z
-            xts[idx] = mu + var ** 0.5 * z
+            xts[idx] = mu + var**0.5 * z
     zs[0] = torch.zeros_like(zs[0])
     return xts, zs
 
@@ -125,7 +155,7 @@ def old_single_noise_edit(m, z0, edit_mask, seed=0):
     """The adapter before this change: one noise sample added at timesteps[skip], DDIM
     steps, the keep region reset to z0 noised with that same sample."""
     sched = m.scheduler
-    timesteps = sched.timesteps[m.schedule.skip:]
+    timesteps = sched.timesteps[m.schedule.skip :]
     noise = torch.randn(z0.shape, generator=torch.Generator().manual_seed(seed))
     uncond, cond = m._prompt_embeddings()
     emb = torch.cat([uncond, cond])
@@ -134,12 +164,13 @@ def old_single_noise_edit(m, z0, edit_mask, seed=0):
         for i, t in enumerate(timesteps):
             eps_u, eps_c = m.unet(torch.cat([z, z]), t, encoder_hidden_states=emb).sample.chunk(2)
             z = sched.step(eps_u + m.cfg.radedit_guidance * (eps_c - eps_u), t, z).prev_sample
-            known = z0 if i + 1 == len(timesteps) else sched.add_noise(z0, noise, timesteps[i + 1:i + 2])
+            known = z0 if i + 1 == len(timesteps) else sched.add_noise(z0, noise, timesteps[i + 1 : i + 2])
             z = edit_mask * z + (1 - edit_mask) * known
     return z
 
 
 # --- schedule ------------------------------------------------------------------------
+
 
 def test_schedule_pins_timesteps_and_skip_against_upstream():
     s = edit_schedule(model_card_scheduler(), 100, 0.3)
@@ -183,6 +214,7 @@ def test_unet_calls_follow_the_schedule(components):
 
 
 # --- inversion properties -----------------------------------------------------------
+
 
 def test_inversion_with_the_same_conditioning_reconstructs_the_latents(components):
     m = mapper(components, radedit_prompt="")  # the editing prompt = the inversion's (empty)
@@ -236,7 +268,7 @@ def test_matches_upstream_inversion_and_handles_its_last_step(components):
         assert torch.allclose(latents[i], xts[n - i], atol=1e-6)  # same per-timestep noise draws
     for i in range(skip, n - 1):  # sigma_i > 0: n_i = sigma_i z_i
         _, _, var = m._coefficients(m.schedule.timesteps[i])
-        assert var > 0 and torch.allclose(noise[i], var ** 0.5 * zs[n - i - 1], atol=1e-5)
+        assert var > 0 and torch.allclose(noise[i], var**0.5 * zs[n - i - 1], atol=1e-5)
     _, _, var_last = m._coefficients(m.schedule.timesteps[-1])
     assert var_last == 0.0
     assert torch.isnan(xts[0]).all()  # upstream's x0 slot after the last inversion step
@@ -253,8 +285,8 @@ def upstream_reverse_step(m, eps, t, x, eta, z):
     prev = t - sched.config.num_train_timesteps // n
     abar, abar_prev = sched.alphas_cumprod[t], (sched.alphas_cumprod[prev] if prev >= 0 else sched.final_alpha_cumprod)
     var = (1 - abar_prev) / (1 - abar) * (1 - abar / abar_prev)
-    x0 = (x - (1 - abar) ** 0.5 * eps) / abar ** 0.5
-    return abar_prev ** 0.5 * x0 + (1 - abar_prev - eta * var) ** 0.5 * eps + eta * var ** 0.5 * z
+    x0 = (x - (1 - abar) ** 0.5 * eps) / abar**0.5
+    return abar_prev**0.5 * x0 + (1 - abar_prev - eta * var) ** 0.5 * eps + eta * var**0.5 * z
 
 
 def test_inversion_runs_with_eta_one_whatever_the_editing_eta(components):
@@ -291,8 +323,13 @@ def test_inversion_runs_with_eta_one_whatever_the_editing_eta(components):
 
 def test_text_encoding_passes_no_attention_mask(components):
     m = mapper(components)
-    tok = m.tokenizer(["no acute cardiopulmonary process"], padding="max_length", truncation=True,
-                      max_length=m.tokenizer.model_max_length, return_tensors="pt")
+    tok = m.tokenizer(
+        ["no acute cardiopulmonary process"],
+        padding="max_length",
+        truncation=True,
+        max_length=m.tokenizer.model_max_length,
+        return_tensors="pt",
+    )
     with torch.inference_mode():
         plain = m.text_encoder(tok.input_ids)[0]
         masked = m.text_encoder(tok.input_ids, attention_mask=tok.attention_mask)[0]
@@ -303,6 +340,7 @@ def test_text_encoding_passes_no_attention_mask(components):
 
 # --- batching ------------------------------------------------------------------------
 
+
 def test_batch_of_four_equals_four_singles_bit_for_bit_on_cpu(components):
     m = mapper(components, radedit_steps=4, radedit_skip_ratio=0.5)
     rng = np.random.default_rng(0)
@@ -310,7 +348,7 @@ def test_batch_of_four_equals_four_singles_bit_for_bit_on_cpu(components):
     for k, shape in enumerate([(48, 48), (40, 56), (64, 36), (48, 48)]):
         x = rng.integers(30, 220, shape, dtype=np.uint8)
         r = np.zeros(shape, bool)
-        r[5 + k:shape[0] - 5, 4:shape[1] - 4 - k] = True
+        r[5 + k : shape[0] - 5, 4 : shape[1] - 4 - k] = True
         xs.append(x)
         regions.append(r)
     batch = m.map_batch(xs, regions)

@@ -34,6 +34,7 @@ SIZE = 128
 
 def restated_resnet50():
     """torchvision's ResNet-50 trunk as cxas's ``Backbone`` reads it (module docstring)."""
+
     class Trunk(nn.Module):
         def __init__(self):
             super().__init__()
@@ -43,9 +44,15 @@ def restated_resnet50():
             self.maxpool = nn.MaxPool2d(3, stride=2, padding=1)
             chans, strides = [64, 256, 512, 1024, 2048], [1, 2, 2, 2]
             for k in range(4):
-                setattr(self, f"layer{k + 1}", nn.Sequential(
-                    nn.Conv2d(chans[k], chans[k + 1], 1, stride=strides[k], bias=False),
-                    nn.BatchNorm2d(chans[k + 1]), nn.ReLU(inplace=True)))
+                setattr(
+                    self,
+                    f"layer{k + 1}",
+                    nn.Sequential(
+                        nn.Conv2d(chans[k], chans[k + 1], 1, stride=strides[k], bias=False),
+                        nn.BatchNorm2d(chans[k + 1]),
+                        nn.ReLU(inplace=True),
+                    ),
+                )
             self.inplanes = 2048
 
     return Trunk()
@@ -55,8 +62,9 @@ def restated_resnet50():
 def cxas_modules():
     require("cxas", "cxas")
     require("colorcet", "colorcet (cxas.label_mapper imports it)")
-    tv, models, resnet = (types.ModuleType(n) for n in ("torchvision", "torchvision.models",
-                                                        "torchvision.models.resnet"))
+    tv, models, resnet = (
+        types.ModuleType(n) for n in ("torchvision", "torchvision.models", "torchvision.models.resnet")
+    )
     models.resnet50, models.resnet, tv.models = restated_resnet50, resnet, models
     resnet.BasicBlock = type("BasicBlock", (nn.Module,), {})
     extra = {"torchvision": tv, "torchvision.models": models, "torchvision.models.resnet": resnet}
@@ -77,8 +85,15 @@ def training_checkpoint(cxas_modules, tmp_path_factory):
     torch.manual_seed(0)
     net = backbone_unet("UNet_ResNet50_default", len(id2label)).eval()
     path = tmp_path_factory.mktemp("cxas") / "UNet_ResNet50_default.pth"
-    torch.save({"model": {f"module.{k}": v for k, v in net.state_dict().items()}, "epoch": 3,
-                "args": argparse.Namespace(lr=1e-3), "best": np.float64(0.8)}, path)
+    torch.save(
+        {
+            "model": {f"module.{k}": v for k, v in net.state_dict().items()},
+            "epoch": 3,
+            "args": argparse.Namespace(lr=1e-3),
+            "best": np.float64(0.8),
+        },
+        path,
+    )
     return net, path
 
 
@@ -88,7 +103,9 @@ def upstream_input(x):
     import torch.nn.functional as F
 
     rgb = torch.tensor(np.transpose(np.repeat(x[:, :, None], 3, axis=2), [2, 0, 1])).float() / 255
-    rgb = (rgb - torch.tensor([0.485, 0.456, 0.406]).view(-1, 1, 1)) / torch.tensor([0.229, 0.224, 0.225]).view(-1, 1, 1)
+    rgb = (rgb - torch.tensor([0.485, 0.456, 0.406]).view(-1, 1, 1)) / torch.tensor([0.229, 0.224, 0.225]).view(
+        -1, 1, 1
+    )
     return F.interpolate(rgb.unsqueeze(0), SIZE)
 
 
@@ -123,6 +140,11 @@ def test_upstream_cxas_network_through_the_adapter(cxas_modules, training_checkp
     assert torch.allclose(ours, upstream["logits"], atol=1e-5)
     masks = seg.segment(x)
     for label, channel in seg.channels.items():
-        want = torch.nn.functional.interpolate(upstream["segmentation_preds"][:, channel:channel + 1].float(),
-                                               size=x.shape, mode="nearest")[0, 0].bool().numpy()
+        want = (
+            torch.nn.functional.interpolate(
+                upstream["segmentation_preds"][:, channel : channel + 1].float(), size=x.shape, mode="nearest"
+            )[0, 0]
+            .bool()
+            .numpy()
+        )
         assert np.array_equal(masks[label], want), label  # CXAS.resize_to_numpy of its own threshold

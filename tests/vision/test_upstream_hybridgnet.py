@@ -37,7 +37,7 @@ from upstream_code import require
 
 torch = pytest.importorskip("torch")
 
-MODEL_UTILS = '''
+MODEL_UTILS = """
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
@@ -82,7 +82,7 @@ class residualBlock(nn.Module):
         out = self.block(x)
         out += x if self.skip is None else self.skip(x)
         return F.relu(out)
-'''
+"""
 
 HYBRID = '''
 import numpy as np
@@ -219,7 +219,7 @@ class Hybrid(nn.Module):
         return x, pos1, pos2
 '''
 
-UTILS = '''
+UTILS = """
 import numpy as np
 import torch
 
@@ -270,7 +270,7 @@ def genMatrixesLungsHeart():
         U[p:p + s, q:q + h] = mOrganU(s)
         p, q = p + s, q + h
     return A, AD, D, U
-'''
+"""
 
 
 @pytest.fixture(scope="module")
@@ -291,8 +291,9 @@ def chexmask_folder(tmp_path_factory):
     # on sys.path, so the path entries holding such files are set aside too.
     saved = {k: sys.modules.pop(k) for k in list(sys.modules) if k.split(".")[0] in ("models", "utils")}
     saved_path = list(sys.path)
-    sys.path[:] = [str(root)] + [p for p in sys.path
-                                 if not any((Path(p or ".") / f).exists() for f in ("models.py", "utils.py"))]
+    sys.path[:] = [str(root)] + [
+        p for p in sys.path if not any((Path(p or ".") / f).exists() for f in ("models.py", "utils.py"))
+    ]
     try:
         import scipy.sparse as sp
         from models.HybridGNet2IGSC import Hybrid
@@ -300,10 +301,19 @@ def chexmask_folder(tmp_path_factory):
 
         A, AD, D, U = (sp.csc_matrix(m).tocoo() for m in genMatrixesLungsHeart())
         torch.manual_seed(0)
-        config = {"n_nodes": [120] * 3 + [60] * 3, "latents": 64, "inputsize": 1024,
-                  "filters": [2, 32, 32, 32, 16, 16, 16], "skip_features": 32}
-        net = Hybrid(config, [scipy_to_torch_sparse(D)], [scipy_to_torch_sparse(U)],
-                     [scipy_to_torch_sparse(m) for m in [A] * 3 + [AD] * 3])
+        config = {
+            "n_nodes": [120] * 3 + [60] * 3,
+            "latents": 64,
+            "inputsize": 1024,
+            "filters": [2, 32, 32, 32, 16, 16, 16],
+            "skip_features": 32,
+        }
+        net = Hybrid(
+            config,
+            [scipy_to_torch_sparse(D)],
+            [scipy_to_torch_sparse(U)],
+            [scipy_to_torch_sparse(m) for m in [A] * 3 + [AD] * 3],
+        )
         state = net.state_dict()
     finally:
         sys.path[:] = saved_path
@@ -323,8 +333,9 @@ def film(seed, shape=(300, 260)):
 
 
 def graph_tensors(net):
-    return [t for name in ("downsample_matrices", "upsample_matrices", "adjacency_matrices")
-            for t in getattr(net, name)]
+    return [
+        t for name in ("downsample_matrices", "upsample_matrices", "adjacency_matrices") for t in getattr(net, name)
+    ]
 
 
 @pytest.mark.slow

@@ -39,8 +39,15 @@ def tiny_biovil(classes, tmp_path):
     vocab.write_text("\n".join(VOCAB) + "\n")
     tokenizer = tokenizer_cls(vocab_file=str(vocab), model_max_length=12)
     torch.manual_seed(0)
-    config = config_cls(vocab_size=len(VOCAB), hidden_size=16, num_hidden_layers=1, num_attention_heads=2,
-                        intermediate_size=32, max_position_embeddings=128, projection_size=8)
+    config = config_cls(
+        vocab_size=len(VOCAB),
+        hidden_size=16,
+        num_hidden_layers=1,
+        num_attention_heads=2,
+        intermediate_size=32,
+        max_position_embeddings=128,
+        projection_size=8,
+    )
     return model_cls(config).eval(), tokenizer
 
 
@@ -59,8 +66,13 @@ def test_upstream_radedit_biovil_text_encoder_through_the_adapter(biovil_classes
     # diffusers' encode_prompt rule: CXRBertConfig sets no use_attention_mask, so the mask
     # passed is None and the padding is attended to
     assert not getattr(text.config, "use_attention_mask", False)
-    ids = tok(["", "no acute cardiopulmonary process"], padding="max_length", truncation=True, max_length=12,
-              return_tensors="pt")
+    ids = tok(
+        ["", "no acute cardiopulmonary process"],
+        padding="max_length",
+        truncation=True,
+        max_length=12,
+        return_tensors="pt",
+    )
     with torch.inference_mode():
         want = text(ids.input_ids, attention_mask=None).last_hidden_state
         masked = text(ids.input_ids, attention_mask=ids.attention_mask).last_hidden_state
@@ -79,8 +91,9 @@ def test_upstream_radedit_uses_the_mask_when_the_config_asks(biovil_classes, tmp
     text.config.use_attention_mask = True  # diffusers then passes the tokenizer's mask
     unet, vae, _, _, _ = tiny_components(tmp_path)
     m = RadEditAnomalyMapper(unet, vae, text, tok, model_card_scheduler(), cfg=small_cfg(), device="cpu")
-    ids = tok(["no acute cardiopulmonary process"], padding="max_length", truncation=True, max_length=12,
-              return_tensors="pt")
+    ids = tok(
+        ["no acute cardiopulmonary process"], padding="max_length", truncation=True, max_length=12, return_tensors="pt"
+    )
     with torch.inference_mode():
         want = text(ids.input_ids, attention_mask=ids.attention_mask).last_hidden_state
     assert torch.equal(m.embed(["no acute cardiopulmonary process"]), want)

@@ -42,13 +42,26 @@ config_app = typer.Typer(help="Show or check the configuration (paper thresholds
 app.add_typer(config_app, name="config")
 
 #: The command modules, in the order their commands are listed by ``cxrils --help``.
-COMMAND_MODULES = (image_info, structure, anatomy, lesion_train, ground, stats, mimic_ils, evaluate, models, serve,
-                   review, generate)
+COMMAND_MODULES = (
+    image_info,
+    structure,
+    anatomy,
+    lesion_train,
+    ground,
+    stats,
+    mimic_ils,
+    evaluate,
+    models,
+    serve,
+    review,
+    generate,
+)
 
 
 @app.callback()
-def _root(ctx: typer.Context,
-          verbose: bool = typer.Option(False, "--verbose", "-v", help="Log debug messages.")) -> None:
+def _root(
+    ctx: typer.Context, verbose: bool = typer.Option(False, "--verbose", "-v", help="Log debug messages.")
+) -> None:
     from tqdm.contrib.logging import logging_redirect_tqdm
 
     logging.basicConfig(
@@ -66,8 +79,21 @@ def version() -> None:
     from importlib import metadata
 
     typer.echo(f"cxrils {__version__}")
-    for dist in ("numpy", "torch", "pydicom", "pycocotools", "pillow", "scikit-image", "monai",
-                 "transformers", "peft", "diffusers", "onnxruntime", "ray", "fastapi"):
+    for dist in (
+        "numpy",
+        "torch",
+        "pydicom",
+        "pycocotools",
+        "pillow",
+        "scikit-image",
+        "monai",
+        "transformers",
+        "peft",
+        "diffusers",
+        "onnxruntime",
+        "ray",
+        "fastapi",
+    ):
         try:
             typer.echo(f"  {dist} {metadata.version(dist)}")
         except metadata.PackageNotFoundError:

@@ -12,7 +12,6 @@ from cxrils.cli.common import fail, load_config_or_fail
 IMAGE_SUFFIXES = (".png", ".jpg", ".jpeg", ".dcm", ".tif", ".tiff", ".bmp")
 
 
-
 def _inputs(path: Path) -> list[Path]:
     if path.is_file():
         return [path]
@@ -71,11 +70,17 @@ def anatomy(
         except ValueError as err:
             ctr, ctr_note = None, str(err)
         info = {
-            "image": str(path), "ctr": ctr, "ctr_note": ctr_note,
+            "image": str(path),
+            "ctr": ctr,
+            "ctr_note": ctr_note,
             "ctr_max_cardiomegaly_negative": cfg.qc.ctr_max_cardiomegaly_negative,
             "cardiomegaly_negative_allowed": ctr is not None and ctr <= cfg.qc.ctr_max_cardiomegaly_negative,
-            "provenance": {"backend": masks.backend, "version": masks.version, "cxrils": __version__,
-                           "anatomy_config": cfg.to_dict()["anatomy"]},
+            "provenance": {
+                "backend": masks.backend,
+                "version": masks.version,
+                "cxrils": __version__,
+                "anatomy_config": cfg.to_dict()["anatomy"],
+            },
         }
         write_outputs(out_dir / path.stem, x, masks, info)
     typer.echo(f"{len(files) - failed} of {len(files)} images segmented into {out_dir}")
@@ -84,8 +89,9 @@ def anatomy(
 
 
 def train_anatomy(
-    data: Path = typer.Option(Path("../shared/data"), "--data",
-                              help="Folder with jsrt_scr/, covid_ieee8023/ and covid_qu_ex/."),
+    data: Path = typer.Option(
+        Path("../shared/data"), "--data", help="Folder with jsrt_scr/, covid_ieee8023/ and covid_qu_ex/."
+    ),
     out: Path = typer.Option(Path("anatomy_builtin.safetensors"), "--out", "-o", help="Weights file to write."),
     epochs: int = typer.Option(20, help="Most training epochs."),
     covid_per_epoch: int = typer.Option(120, help="COVID-19 v7labs images drawn per epoch (all JSRT images are used)."),
@@ -95,8 +101,13 @@ def train_anatomy(
     val_percent: int = typer.Option(10, help="Percent of training patients held out to pick the best epoch."),
     init: Path | None = typer.Option(None, help="Builtin weights to fine-tune from (their architecture is used)."),
     lr: float = typer.Option(3e-3, help="Peak learning rate of the one-cycle schedule."),
-    max_minutes: float | None = typer.Option(None, help="Wall-clock budget: the LR anneals within it, training stops when it is used."),
-    channels: str | None = typer.Option(None, help="U-Net widths from scratch, comma-separated (default: the shipped 12,24,48,96,192); ignored with --init."),
+    max_minutes: float | None = typer.Option(
+        None, help="Wall-clock budget: the LR anneals within it, training stops when it is used."
+    ),
+    channels: str | None = typer.Option(
+        None,
+        help="U-Net widths from scratch, comma-separated (default: the shipped 12,24,48,96,192); ignored with --init.",
+    ),
 ) -> None:
     """Train the builtin anatomy network on the public JSRT/SCR, COVID-19 and COVID-QU-Ex masks.
 
@@ -113,14 +124,27 @@ def train_anatomy(
             fail(f"--channels {channels!r}: expected comma-separated integers such as 12,24,48,96,192")
         size = int(DEFAULT_ARCH["input_size"])
         if len(widths) < 2 or min(widths) < 1 or size % 2 ** (len(widths) - 1):
-            fail(f"--channels {channels!r}: need 2 to {size.bit_length()} positive widths "
-                  f"(each level halves the {size} px input)")
+            fail(
+                f"--channels {channels!r}: need 2 to {size.bit_length()} positive widths "
+                f"(each level halves the {size} px input)"
+            )
         arch = {**DEFAULT_ARCH, "channels": widths, "strides": [2] * (len(widths) - 1)}
     try:
-        summary = run(data, out, epochs=epochs, covid_per_epoch=covid_per_epoch,
-                      qu_ex_per_epoch=qu_ex_per_epoch, seed=seed,
-                      threads=threads, val_percent=val_percent, init=init, lr=lr, arch=arch,
-                      max_seconds=None if max_minutes is None else max_minutes * 60, progress=typer.echo)
+        summary = run(
+            data,
+            out,
+            epochs=epochs,
+            covid_per_epoch=covid_per_epoch,
+            qu_ex_per_epoch=qu_ex_per_epoch,
+            seed=seed,
+            threads=threads,
+            val_percent=val_percent,
+            init=init,
+            lr=lr,
+            arch=arch,
+            max_seconds=None if max_minutes is None else max_minutes * 60,
+            progress=typer.echo,
+        )
     except (FileNotFoundError, ValueError) as err:
         fail(str(err))
     typer.echo(f"wrote {out}: {summary}")

@@ -19,13 +19,17 @@ def register(app: typer.Typer) -> None:
     @app.command()
     def evaluate(
         dataset: Path = typer.Option(..., "--dataset", "-d", help="cxrils dataset folder (records/*.parquet)."),
-        predictions: Path = typer.Option(..., "--predictions", "-p",
-                                         help="Predictions: .parquet or .jsonl with record_id, mask (COCO RLE), "
-                                              "optional answer."),
+        predictions: Path = typer.Option(
+            ...,
+            "--predictions",
+            "-p",
+            help="Predictions: .parquet or .jsonl with record_id, mask (COCO RLE), optional answer.",
+        ),
         out: Path = typer.Option(..., "--out", "-o", help="Report folder (report.json, table*.csv, report.md)."),
         split: str = typer.Option("test", "--split", help="Split to evaluate: train | validate | test | all."),
-        paraphrases: str = typer.Option("exclude", "--paraphrases",
-                                        help="Paraphrased-instruction rows (Appendix C.3): exclude | include | only."),
+        paraphrases: str = typer.Option(
+            "exclude", "--paraphrases", help="Paraphrased-instruction rows (Appendix C.3): exclude | include | only."
+        ),
         batch_size: int = typer.Option(1024, "--batch-size", min=1, help="Records per batch (memory only)."),
     ) -> None:
         """Score predictions: gIoU, cIoU (positives), N-Acc (negatives), text accuracy (paper Tables 4-6, 14)."""
@@ -34,8 +38,9 @@ def register(app: typer.Typer) -> None:
         from cxrils.evaluation.report import pct
 
         try:
-            report = evaluate_predictions(dataset, predictions, split=_split(split), paraphrases=paraphrases,
-                                          batch_size=batch_size)
+            report = evaluate_predictions(
+                dataset, predictions, split=_split(split), paraphrases=paraphrases, batch_size=batch_size
+            )
             files = report.write(out)
         except EvaluationError as err:
             fail(str(err))
@@ -43,11 +48,15 @@ def register(app: typer.Typer) -> None:
             fail(f"{out}: cannot write the report: {err}")
         t4 = report.table4()
         typer.echo(f"{report.n_samples} records ({t4['n_positive']} positive, {t4['n_negative']} negative)")
-        typer.echo(f"gIoU {pct(t4['gIoU'])}  cIoU {pct(t4['cIoU'])}  N-Acc {pct(t4['n_acc'])}  "
-                   f"text accuracy {pct(t4['text_accuracy'])}  (%)")
+        typer.echo(
+            f"gIoU {pct(t4['gIoU'])}  cIoU {pct(t4['cIoU'])}  N-Acc {pct(t4['n_acc'])}  "
+            f"text accuracy {pct(t4['text_accuracy'])}  (%)"
+        )
         o = report.official_protocol()
-        typer.echo(f"authors' protocol (ROSALIA train_ds.py validate()): giou_pos {pct(o['giou_pos'])}  "
-                   f"ciou_pos {pct(o['ciou_pos'])}  giou_neg {pct(o['giou_neg'])}  (%)")
+        typer.echo(
+            f"authors' protocol (ROSALIA train_ds.py validate()): giou_pos {pct(o['giou_pos'])}  "
+            f"ciou_pos {pct(o['ciou_pos'])}  giou_neg {pct(o['giou_neg'])}  (%)"
+        )
         typer.echo("wrote " + ", ".join(str(f) for f in files))
 
     @app.command()
@@ -56,10 +65,12 @@ def register(app: typer.Typer) -> None:
         dataset: Path = typer.Option(..., "--dataset", "-d", help="cxrils dataset folder (records/*.parquet)."),
         out: Path = typer.Option(..., "--out", "-o", help="Predictions file to write (.parquet or .jsonl)."),
         split: str = typer.Option("test", "--split", help="Split to predict: train | validate | test | all."),
-        paraphrases: str = typer.Option("exclude", "--paraphrases",
-                                        help="Paraphrased-instruction rows (Appendix C.3): exclude | include | only."),
-        config: Path | None = typer.Option(None, "--config", "-c",
-                                              help="TOML configuration (anatomy backend for whole-lung)."),
+        paraphrases: str = typer.Option(
+            "exclude", "--paraphrases", help="Paraphrased-instruction rows (Appendix C.3): exclude | include | only."
+        ),
+        config: Path | None = typer.Option(
+            None, "--config", "-c", help="TOML configuration (anatomy backend for whole-lung)."
+        ),
         set_: list[str] = typer.Option([], "--set", help="Config override section.key=value (repeatable)."),
     ) -> None:
         """Write the predictions of a reference baseline (always-empty, whole-lung, oracle)."""
@@ -77,8 +88,9 @@ def register(app: typer.Typer) -> None:
         try:
             cfg = load_config(config, set_)
             anatomy_fn = default_anatomy_fn(cfg) if name == "whole-lung" else None
-            rows = baseline_predictions(name, dataset, split=_split(split), paraphrases=paraphrases,
-                                        anatomy_fn=anatomy_fn)
+            rows = baseline_predictions(
+                name, dataset, split=_split(split), paraphrases=paraphrases, anatomy_fn=anatomy_fn
+            )
             n = write_predictions(out, rows, with_answers=name in BASELINES_WITH_ANSWERS)
         except (EvaluationError, ConfigError) as err:
             fail(str(err))

@@ -41,9 +41,19 @@ def _default_data_dir() -> Path:
     return repo.parent / "shared" / "data"
 
 
-def _run(input_path: Path, output: Path, config: Path | None, set_: list[str], runner: str, workers: int,
-         limit: int | None, stages: str, ray_address: str | None, progress: bool,
-         split_by: str | None = None) -> dict:
+def _run(
+    input_path: Path,
+    output: Path,
+    config: Path | None,
+    set_: list[str],
+    runner: str,
+    workers: int,
+    limit: int | None,
+    stages: str,
+    ray_address: str | None,
+    progress: bool,
+    split_by: str | None = None,
+) -> dict:
     """Load the configuration, run :func:`generate` with a progress bar, print the summary."""
     from tqdm import tqdm
 
@@ -71,8 +81,17 @@ def _run(input_path: Path, output: Path, config: Path | None, set_: list[str], r
         bar.refresh()
 
     try:  # log lines go through tqdm.write (cxrils.cli): they never share the bar's line
-        summary = generate(input_path, output, cfg, runner=runner, workers=workers, limit=limit,
-                           stages=stages, progress=on_progress, ray_address=ray_address)
+        summary = generate(
+            input_path,
+            output,
+            cfg,
+            runner=runner,
+            workers=workers,
+            limit=limit,
+            stages=stages,
+            progress=on_progress,
+            ray_address=ray_address,
+        )
     except (InputError, RunError, StageLoadError, ValueError) as err:
         bar.close()
         fail(str(err))
@@ -87,24 +106,31 @@ def register(app: typer.Typer) -> None:
 
     @app.command()
     def generate(
-        input_path: Path = typer.Argument(..., metavar="INPUT",
-                                          help="MIMIC-CXR folder, IU X-ray folder, or CSV (image_path, report)."),
+        input_path: Path = typer.Argument(
+            ..., metavar="INPUT", help="MIMIC-CXR folder, IU X-ray folder, or CSV (image_path, report)."
+        ),
         output: Path = typer.Option(..., "--output", "-o", help="Dataset folder (created, or resumed)."),
         config: Path | None = typer.Option(None, "--config", "-c", help="TOML configuration file."),
         set_: list[str] = typer.Option([], "--set", help="Override as section.key=value (repeatable)."),
         runner: str = typer.Option("local", "--runner", help="local | ray"),
-        workers: int = typer.Option(1, "--workers", "-w",
-                                    help="Local: worker processes. Ray: actors per model-backed stage."),
+        workers: int = typer.Option(
+            1, "--workers", "-w", help="Local: worker processes. Ray: actors per model-backed stage."
+        ),
         limit: int | None = typer.Option(None, "--limit", help="Only the first N images of the input."),
-        stages: str = typer.Option(DEFAULT_STAGES, "--stages",
-                                   help="Stage provider as package.module:Name (for custom backends)."),
-        ray_address: str | None = typer.Option(None, "--ray-address",
-                                                  help="Ray cluster address (default: start a local one)."),
+        stages: str = typer.Option(
+            DEFAULT_STAGES, "--stages", help="Stage provider as package.module:Name (for custom backends)."
+        ),
+        ray_address: str | None = typer.Option(
+            None, "--ray-address", help="Ray cluster address (default: start a local one)."
+        ),
         progress: bool = typer.Option(True, "--progress/--no-progress", help="Show a progress bar."),
         split_by: str | None = typer.Option(
-            None, "--split-by", help="What a split keeps together: patient (default; every image needs a "
-                                     "patient_id or a split) | study (each study is a different patient). "
-                                     "Same as --set split.by=...; recorded in the manifest."),
+            None,
+            "--split-by",
+            help="What a split keeps together: patient (default; every image needs a "
+            "patient_id or a split) | study (each study is a different patient). "
+            "Same as --set split.by=...; recorded in the manifest.",
+        ),
     ) -> None:
         """Generate an instruction-answer-mask dataset from image-report pairs (resumable).
 
@@ -140,13 +166,16 @@ def _print_statistics(dataset: Path) -> None:
     from cxrils.cli.stats import stats
 
     typer.echo("")
-    stats(dataset, split=None, plot=None, no_plot=importlib.util.find_spec("matplotlib") is None, html=None,
-          per_cell=2)
-    typer.echo(f"\nresults: {dataset.resolve()} (records/*.parquet, images/, manifest.json, "
-               "generate_summary.json; read them with cxrils.dataset.read_records or datasets)")
+    stats(dataset, split=None, plot=None, no_plot=importlib.util.find_spec("matplotlib") is None, html=None, per_cell=2)
+    typer.echo(
+        f"\nresults: {dataset.resolve()} (records/*.parquet, images/, manifest.json, "
+        "generate_summary.json; read them with cxrils.dataset.read_records or datasets)"
+    )
     cxrils = invoked_as()
-    typer.echo(f"look at sampled records and their masks: {cxrils} stats {dataset} --html {dataset / 'report.html'}\n"
-               f"try the model on an image: {cxrils} serve   (then open http://127.0.0.1:8000/)")
+    typer.echo(
+        f"look at sampled records and their masks: {cxrils} stats {dataset} --html {dataset / 'report.html'}\n"
+        f"try the model on an image: {cxrils} serve   (then open http://127.0.0.1:8000/)"
+    )
 
 
 def invoked_as() -> str:

@@ -16,11 +16,15 @@ from cxrils.cli.common import fail, load_config_or_fail
 
 def ground(
     image: Path = typer.Argument(..., metavar="IMAGE", help="Chest X-ray: DICOM, PNG or JPEG (frontal)."),
-    report_text: str = typer.Argument(..., metavar="REPORT_TEXT",
-                                      help="The radiology report text, or the path of a text file holding it."),
+    report_text: str = typer.Argument(
+        ..., metavar="REPORT_TEXT", help="The radiology report text, or the path of a text file holding it."
+    ),
     out_dir: Path = typer.Option(..., "--out", "-o", help="Output folder."),
-    view: str | None = typer.Option(None, "--view", help="View position (PA, AP, LATERAL...); "
-                                       "default: from DICOM metadata, else unknown (not excluded)."),
+    view: str | None = typer.Option(
+        None,
+        "--view",
+        help="View position (PA, AP, LATERAL...); default: from DICOM metadata, else unknown (not excluded).",
+    ),
     study_id: str = typer.Option("study", "--study-id", help="Study id written to grounding.json."),
     config: Path | None = typer.Option(None, "--config", "-c", help="TOML configuration file."),
     set_: list[str] = typer.Option([], "--set", help="Override as section.key=value (repeatable)."),
@@ -61,8 +65,10 @@ def ground(
     except (OSError, ValueError):  # e.g. a report longer than a file name may be: it is text
         is_file = False
     if not is_file and _missing_report_path(report_text):
-        fail(f"{report_text}: no such report file (REPORT_TEXT is the report itself or the path of a text file "
-              "holding it)")
+        fail(
+            f"{report_text}: no such report file (REPORT_TEXT is the report itself or the path of a text file "
+            "holding it)"
+        )
     try:
         text = text_path.read_text(encoding="utf-8") if is_file else report_text
     except (OSError, UnicodeDecodeError) as err:
@@ -85,8 +91,15 @@ def ground(
         pipe.load_models(paraphrase=False)  # ground writes no records
     except StageLoadError as err:
         fail(str(err))
-    study = StudyInput(study_id=study_id, image_id=image.stem, patient_id=study_id, image_path=image,
-                       report=text, view=view.strip().upper() if view else None, split=None)
+    study = StudyInput(
+        study_id=study_id,
+        image_id=image.stem,
+        patient_id=study_id,
+        image_path=image,
+        report=text,
+        view=view.strip().upper() if view else None,
+        split=None,
+    )
     try:
         state = pipe.start(study, None)
     except StageLoadError as err:
@@ -112,18 +125,25 @@ def ground(
         if gf.mask is not None:
             entry["mask_file"] = mask_filename(i, gf.lesion_type)
             write_png(out_dir / entry["mask_file"], gf.mask.astype(np.uint8) * 255)
-    summary.update({
-        "image": {"file": image.name, **loaded.meta.to_dict()},
-        "report": report.to_dict(),
-        "detector_boxes": [b.to_dict() for b in boxes],
-        "backends": {"anatomy": anatomy.backend, "anomaly": anomaly.backend,
-                     "detector": getattr(pipe.detector, "name", type(pipe.detector).__name__)},
-    })
+    summary.update(
+        {
+            "image": {"file": image.name, **loaded.meta.to_dict()},
+            "report": report.to_dict(),
+            "detector_boxes": [b.to_dict() for b in boxes],
+            "backends": {
+                "anatomy": anatomy.backend,
+                "anomaly": anomaly.backend,
+                "detector": getattr(pipe.detector, "name", type(pipe.detector).__name__),
+            },
+        }
+    )
     atomic_write_json(out_dir / "grounding.json", summary)
     grounded = [f"F{e['index']} {e['lesion_type']} {e['grounded']}" for e in summary["findings"] if e["mask_file"]]
-    typer.echo(f"{out_dir}: {len(sg.findings)} findings, {len(grounded)} grounded"
-               + (f" ({'; '.join(grounded)})" if grounded else "")
-               + (f"; excluded: {sg.excluded}" if sg.excluded else ""))
+    typer.echo(
+        f"{out_dir}: {len(sg.findings)} findings, {len(grounded)} grounded"
+        + (f" ({'; '.join(grounded)})" if grounded else "")
+        + (f"; excluded: {sg.excluded}" if sg.excluded else "")
+    )
 
 
 def _missing_report_path(arg: str) -> bool:

@@ -13,8 +13,9 @@ from cxrils.cli.common import fail
 def image_info(
     path: Path = typer.Argument(..., help="DICOM, PNG, JPEG, TIFF or BMP file."),
     save: Path | None = typer.Option(None, "--save", help="Also write the 8-bit image as this PNG."),
-    max_pixels: int | None = typer.Option(None, "--max-pixels", min=1,
-                                             help="Pixel limit (default: io.max_pixels of the config)."),
+    max_pixels: int | None = typer.Option(
+        None, "--max-pixels", min=1, help="Pixel limit (default: io.max_pixels of the config)."
+    ),
     voi: str = typer.Option("auto", "--voi", help="DICOM VOI (io.voi): auto | lut[:K] | window[:K] | minmax."),
 ) -> None:
     """Load an image as the pipeline does and print its metadata and transforms as JSON."""

@@ -12,12 +12,23 @@ from cxrils.cli.common import fail
 
 DATA_HELP = "Shared data folder with covid_qu_ex/ and jsrt_scr/."
 INIT_HELP = "Weights file of the same network to fine-tune from."
-SYNTHETIC_HELP = ("Add the role's JSRT nodule images and draw synthetic effusions, opacities and plate "
-                  "atelectasis on a share of the training images (SyntheticConfig).")
+SYNTHETIC_HELP = (
+    "Add the role's JSRT nodule images and draw synthetic effusions, opacities and plate "
+    "atelectasis on a share of the training images (SyntheticConfig)."
+)
 
 
-def _run(train: Callable, cfg_cls: type, data: Path, out: Path, epochs: int | None, threads: int,
-         init: Path | None, lr: float | None, synthetic: bool) -> dict:
+def _run(
+    train: Callable,
+    cfg_cls: type,
+    data: Path,
+    out: Path,
+    epochs: int | None,
+    threads: int,
+    init: Path | None,
+    lr: float | None,
+    synthetic: bool,
+) -> dict:
     import dataclasses
 
     import torch
@@ -48,8 +59,10 @@ def train_detector(
     from cxrils.training.detector_train import train_detector as train
 
     s = _run(train, DetectorTrainConfig, data, out, epochs, threads, init, lr, synthetic)
-    typer.echo(f"wrote {out}: validation AP50 {s['validation_ap50']:.3f} (epoch {s['best_epoch']}), "
-               f"{s['images']} images, {s['train_seconds']:.0f} s")
+    typer.echo(
+        f"wrote {out}: validation AP50 {s['validation_ap50']:.3f} (epoch {s['best_epoch']}), "
+        f"{s['images']} images, {s['train_seconds']:.0f} s"
+    )
 
 
 def train_anomaly(
@@ -67,8 +80,10 @@ def train_anomaly(
     from cxrils.training.anomaly_train import train_anomaly as train
 
     s = _run(train, AnomalyTrainConfig, data, out, epochs, threads, init, lr, synthetic)
-    typer.echo(f"wrote {out}: validation IoU {s['validation_iou']:.3f} at p_star {s['p_star']} "
-               f"(epoch {s['best_epoch']}), {s['images']} images, {s['train_seconds']:.0f} s")
+    typer.echo(
+        f"wrote {out}: validation IoU {s['validation_iou']:.3f} at p_star {s['p_star']} "
+        f"(epoch {s['best_epoch']}), {s['images']} images, {s['train_seconds']:.0f} s"
+    )
 
 
 def register(app: typer.Typer) -> None:

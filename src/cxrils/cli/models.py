@@ -33,7 +33,6 @@ def _rosalia_trainer() -> Callable[..., dict]:
 TRAINERS: dict[str, Callable[[], Callable[..., dict]]] = {"light": _light_trainer, "rosalia": _rosalia_trainer}
 
 
-
 def _parse_overrides(items: list[str]) -> dict[str, str]:
     out = {}
     for item in items:
@@ -69,9 +68,10 @@ def settings_help() -> str:
     from cxrils.models.rosalia.configuration import RosaliaConfig
 
     lines = ["Settings: --set KEY=VALUE (repeatable), shown with their defaults; --threads sets torch threads."]
-    for name, cls, extra in (("light", LightConfig, {}),
-                             ("rosalia", RosaliaConfig, {"steps": "(epochs x batches)", "save_every": 200,
-                                                         "tiny": False})):
+    for name, cls, extra in (
+        ("light", LightConfig, {}),
+        ("rosalia", RosaliaConfig, {"steps": "(epochs x batches)", "save_every": 200, "tiny": False}),
+    ):
         defaults = cls()
         items = [f"{f.name}={_set_value(getattr(defaults, f.name))}" for f in dataclasses.fields(cls) if f.init]
         items += [f"{k}={_set_value(v)}" for k, v in extra.items()]
@@ -88,15 +88,20 @@ def register(app: typer.Typer) -> None:
         model: str = typer.Option("light", "--model", "-m", help=f"Model to train: {' | '.join(TRAINERS)}."),
         dataset: Path = typer.Option(..., "--dataset", "-d", help="cxrils dataset folder (cxrils generate)."),
         out: Path = typer.Option(..., "--out", "-o", help="Run folder: checkpoints, metrics.jsonl, weights."),
-        set_: list[str] = typer.Option([], "--set", help="Model config override key=value (repeatable), "
-                                       "e.g. --set steps=2000 --set text_encoder=minilm."),
+        set_: list[str] = typer.Option(
+            [],
+            "--set",
+            help="Model config override key=value (repeatable), e.g. --set steps=2000 --set text_encoder=minilm.",
+        ),
         resume: bool = typer.Option(True, "--resume/--no-resume", help="Continue from the run's checkpoint."),
-        evaluate: bool = typer.Option(True, "--evaluate/--no-evaluate",
-                                      help="Evaluate on the validation split at the end."),
+        evaluate: bool = typer.Option(
+            True, "--evaluate/--no-evaluate", help="Evaluate on the validation split at the end."
+        ),
         threads: int | None = typer.Option(None, "--threads", help="torch CPU threads."),
         steps: int | None = typer.Option(None, "--steps", min=1, help="Optimisation steps (= --set steps=N)."),
-        batch_size: int | None = typer.Option(None, "--batch-size", min=2,
-                                                 help="Records per batch, half positive (= --set batch_size=N)."),
+        batch_size: int | None = typer.Option(
+            None, "--batch-size", min=2, help="Records per batch, half positive (= --set batch_size=N)."
+        ),
         lr: float | None = typer.Option(None, "--lr", help="AdamW learning rate (= --set lr=X)."),
         seed: int | None = typer.Option(None, "--seed", help="Seed of initialisation and sampling (= --set seed=N)."),
     ) -> None:
@@ -138,28 +143,44 @@ def register(app: typer.Typer) -> None:
         typer.echo(f"trained {model} for {result['steps']} steps in {result['train_seconds']:.0f} s -> {out}")
         val = result.get("validate")
         if val:
-            fmt = {k: ("n/a" if val[k] is None else f"{100 * val[k]:.1f}%")
-                   for k in ("gIoU", "cIoU", "n_acc", "text_accuracy")}
-            typer.echo("validate: " + ", ".join(f"{k} {v}" for k, v in fmt.items())
-                       + f" ({val['n_positive']} positives, {val['n_negative']} negatives)")
+            fmt = {
+                k: ("n/a" if val[k] is None else f"{100 * val[k]:.1f}%")
+                for k in ("gIoU", "cIoU", "n_acc", "text_accuracy")
+            }
+            typer.echo(
+                "validate: "
+                + ", ".join(f"{k} {v}" for k, v in fmt.items())
+                + f" ({val['n_positive']} positives, {val['n_negative']} negatives)"
+            )
 
     @app.command()
     def predict(
-        model: Path | None = typer.Option(None, "--model", "-m", help="Trained run folder (cxrils train -o); "
-                                             "default: the light model shipped in the package."),
+        model: Path | None = typer.Option(
+            None,
+            "--model",
+            "-m",
+            help="Trained run folder (cxrils train -o); default: the light model shipped in the package.",
+        ),
         image: Path | None = typer.Argument(None, help="Image file (DICOM, PNG, JPEG)."),
         instruction: str | None = typer.Argument(None, help='e.g. "Segment the effusion in the left lung base."'),
-        out: Path = typer.Option(..., "--out", "-o", help="Output folder (single image) or predictions "
-                                 ".parquet/.jsonl file (--dataset)."),
+        out: Path = typer.Option(
+            ..., "--out", "-o", help="Output folder (single image) or predictions .parquet/.jsonl file (--dataset)."
+        ),
         dataset: Path | None = typer.Option(None, "--dataset", "-d", help="Batch mode: predict a dataset split."),
         split: str = typer.Option("test", "--split", help="Split of --dataset: train, validate, test or all."),
         threads: int | None = typer.Option(None, "--threads", help="torch CPU threads."),
-        teacher_forced: bool = typer.Option(False, "--teacher-forced",
-                                            help="--dataset with ROSALIA: masks from the reference answers' [SEG], as "
-                                                 "the authors' validate() (no text generated, text not scored)."),
-        dicom_seg: bool | None = typer.Option(None, "--dicom-seg/--no-dicom-seg",
-                                                 help="Also write the mask as DICOM SEG (mask.seg.dcm) referencing "
-                                                 "the source image; default: when IMAGE is a DICOM file."),
+        teacher_forced: bool = typer.Option(
+            False,
+            "--teacher-forced",
+            help="--dataset with ROSALIA: masks from the reference answers' [SEG], as "
+            "the authors' validate() (no text generated, text not scored).",
+        ),
+        dicom_seg: bool | None = typer.Option(
+            None,
+            "--dicom-seg/--no-dicom-seg",
+            help="Also write the mask as DICOM SEG (mask.seg.dcm) referencing "
+            "the source image; default: when IMAGE is a DICOM file.",
+        ),
     ) -> None:
         """Segment what an instruction asks for; write mask PNG + RLE, answer and overlay (or batch predictions).
 
@@ -173,8 +194,10 @@ def register(app: typer.Typer) -> None:
             fail("the instruction is empty")
         model = model or default_model_dir()
         if model is None:
-            fail("no --model given and no built-in light model is installed; train one with "
-                  "cxrils train --model light --dataset DATASET -o RUN_DIR")
+            fail(
+                "no --model given and no built-in light model is installed; train one with "
+                "cxrils train --model light --dataset DATASET -o RUN_DIR"
+            )
         try:
             seg = Segmenter.from_pretrained(model, **({} if threads is None else {"num_threads": threads}))
         except ModelLoadError as err:
@@ -194,11 +217,15 @@ def register(app: typer.Typer) -> None:
         if image is None or instruction is None:
             fail("give IMAGE and INSTRUCTION, or --dataset for batch mode")
         if out.exists() and not out.is_dir():
-            fail(f"{out}: exists and is not a folder; -o names the output folder (mask.png, overlay.png and "
-                  "prediction.json are written into it)")
+            fail(
+                f"{out}: exists and is not a folder; -o names the output folder (mask.png, overlay.png and "
+                "prediction.json are written into it)"
+            )
         if not out.exists() and out.suffix.lower() in (".png", ".jpg", ".jpeg", ".json", ".dcm", *PREDICTION_SUFFIXES):
-            fail(f"{out}: -o names the output folder for one image (mask.png, overlay.png and prediction.json "
-                  "are written into it), not a file; .parquet/.jsonl files are for --dataset")
+            fail(
+                f"{out}: -o names the output folder for one image (mask.png, overlay.png and prediction.json "
+                "are written into it), not a file; .parquet/.jsonl files are for --dataset"
+            )
         from cxrils.extras import MissingExtraError
         from cxrils.io import ImageLoadError, load_image
         from cxrils.models.output import write_prediction
@@ -213,8 +240,10 @@ def register(app: typer.Typer) -> None:
             fail(str(err))
         is_dicom = loaded.meta.format == "dicom"
         if dicom_seg and not is_dicom:
-            fail(f"{image}: --dicom-seg needs a DICOM image (a SEG references its source DICOM); "
-                  f"this is {loaded.meta.format}")
+            fail(
+                f"{image}: --dicom-seg needs a DICOM image (a SEG references its source DICOM); "
+                f"this is {loaded.meta.format}"
+            )
         if is_dicom and dicom_seg is not False:
             from cxrils.extras import missing_module
 
@@ -231,16 +260,27 @@ def register(app: typer.Typer) -> None:
             pred = seg.predict(x, instruction)
         except (RuntimeError, ValueError) as err:
             fail(f"{image}: {err}")
-        notes = write_prediction(out, x, instruction, pred, meta=loaded.meta, answered=answered,
-                                 dicom_source=image if dicom_seg else None, model_name=f"cxrils {seg.model_type}")
+        notes = write_prediction(
+            out,
+            x,
+            instruction,
+            pred,
+            meta=loaded.meta,
+            answered=answered,
+            dicom_source=image if dicom_seg else None,
+            model_name=f"cxrils {seg.model_type}",
+        )
         for note in notes:  # the SEG could not be written: everything else was
-            typer.echo(f"note: no DICOM SEG written: {note} (mask.png and prediction.json are; "
-                       "--no-dicom-seg skips the SEG)", err=True)
+            typer.echo(
+                f"note: no DICOM SEG written: {note} (mask.png and prediction.json are; --no-dicom-seg skips the SEG)",
+                err=True,
+            )
         typer.echo(f"instruction answered: {answered}")
         typer.echo(f"answer: {pred.answer}")
         if pred.note:
             typer.echo(f"why: {pred.note}")
-        files = "mask.png, overlay.png, prediction.json" + (", mask.seg.dcm (DICOM SEG)" if dicom_seg and not notes
-                                                            else "")
+        files = "mask.png, overlay.png, prediction.json" + (
+            ", mask.seg.dcm (DICOM SEG)" if dicom_seg and not notes else ""
+        )
         shown = "" if pred.presence_threshold is None else f" (a mask from {pred.presence_threshold:.3f})"
         typer.echo(f"presence {pred.presence_score:.3f}{shown}, mask {int(pred.mask.sum())} px -> {out} ({files})")

@@ -21,14 +21,15 @@ DEFAULT_PORT = 8765
 TOKEN_PATTERN = re.compile(r"^[A-Za-z0-9._~-]{16,256}$")
 
 
-
 def plan_words(plan: dict) -> str:
     """A stored sample plan in words: "per stratum: 95% Wilson interval within +-0.05
     at 0.901 (positives) / 0.977 (negatives), seed 0" or "per stratum: 20 records, seed 0"."""
     if plan.get("n"):
         return f"per stratum: {plan['n']} records, seed {plan['seed']}"
-    return (f"per stratum: {100 * plan['confidence']:.0f}% Wilson interval within +-{plan['margin']} at "
-            f"{plan['planning_positive']} (positives) / {plan['planning_negative']} (negatives), seed {plan['seed']}")
+    return (
+        f"per stratum: {100 * plan['confidence']:.0f}% Wilson interval within +-{plan['margin']} at "
+        f"{plan['planning_positive']} (positives) / {plan['planning_negative']} (negatives), seed {plan['seed']}"
+    )
 
 
 def register(app: typer.Typer) -> None:
@@ -40,16 +41,23 @@ def register(app: typer.Typer) -> None:
 def review_cmd(
     dataset: Path = typer.Argument(..., help="Finalized cxrils dataset folder; decisions go to DATASET/review.sqlite."),
     n: int | None = typer.Option(None, "--n", min=1, help="Records per stratum (instead of --margin)."),
-    margin: float | None = typer.Option(None, "--margin", help="Target half-width of each stratum's 95% Wilson "
-                                           "interval (default 0.05)."),
+    margin: float | None = typer.Option(
+        None, "--margin", help="Target half-width of each stratum's 95% Wilson interval (default 0.05)."
+    ),
     seed: int | None = typer.Option(None, "--seed", help="Seed of the sample (default 0)."),
-    host: str | None = typer.Option(None, "--host", help="Address to listen on (default 127.0.0.1); any "
-                                       "--host requires a token (printed, or --token / $CXRILS_REVIEW_TOKEN)."),
+    host: str | None = typer.Option(
+        None,
+        "--host",
+        help="Address to listen on (default 127.0.0.1); any "
+        "--host requires a token (printed, or --token / $CXRILS_REVIEW_TOKEN).",
+    ),
     port: int = typer.Option(DEFAULT_PORT, "--port", min=1, max=65535, help="TCP port."),
-    token: str | None = typer.Option(None, "--token", help="Token the page and API require (16-256 letters, "
-                                        "digits or . _ ~ -)."),
-    export_dir: Path | None = typer.Option(None, "--export-dir", help="Where the page's export writes "
-                                              "(default: DATASET-accepted beside the dataset)."),
+    token: str | None = typer.Option(
+        None, "--token", help="Token the page and API require (16-256 letters, digits or . _ ~ -)."
+    ),
+    export_dir: Path | None = typer.Option(
+        None, "--export-dir", help="Where the page's export writes (default: DATASET-accepted beside the dataset)."
+    ),
 ) -> None:
     """Start the expert-review page for a dataset: a stratified, seeded sample; accept,
     reject with a reason, or skip each record with the keyboard; resumable."""
@@ -80,12 +88,15 @@ def review_cmd(
     bind = host or "127.0.0.1"
     shown = "127.0.0.1" if bind in ("0.0.0.0", "::") else bind
     url = f"http://{f'[{shown}]' if ':' in shown else shown}:{port}/"  # an IPv6 address goes in brackets
-    typer.echo(f"review of {dataset}: {len(session)} records sampled ({plan_words(session.store.plan())}); "
-               f"decisions in {session.store.path}")
+    typer.echo(
+        f"review of {dataset}: {len(session)} records sampled ({plan_words(session.store.plan())}); "
+        f"decisions in {session.store.path}"
+    )
     typer.echo(f"open {url}?token={token}" if token else f"open {url}")
     try:
-        uvicorn.run(create_review_app(session, token=token, export_dir=export_dir), host=bind, port=port,
-                    log_level="warning")
+        uvicorn.run(
+            create_review_app(session, token=token, export_dir=export_dir), host=bind, port=port, log_level="warning"
+        )
     finally:
         session.close()
 
@@ -93,9 +104,13 @@ def review_cmd(
 def review_stats_cmd(
     dataset: Path = typer.Argument(..., help="Reviewed dataset folder (with review.sqlite)."),
     html: Path | None = typer.Option(None, "--html", help="HTML report (default DATASET/review-stats.html)."),
-    export_accepted: Path | None = typer.Option(None, "--export-accepted", help="Also write the accepted "
-                                                   "records here: OUT/cxrils (a cxrils dataset) and OUT/mimic-ils "
-                                                   "(the released MIMIC-ILS layout)."),
+    export_accepted: Path | None = typer.Option(
+        None,
+        "--export-accepted",
+        help="Also write the accepted "
+        "records here: OUT/cxrils (a cxrils dataset) and OUT/mimic-ils "
+        "(the released MIMIC-ILS layout).",
+    ),
 ) -> None:
     """Print acceptance rates with 95% Wilson intervals (per lesion type, polarity,
     instruction type), inter-reviewer kappa and the paper's rates; write them as HTML."""
@@ -142,5 +157,7 @@ def review_stats_cmd(
                 fail(str(err))
             except OSError as err:
                 fail(f"{export_accepted}: cannot write: {err}")
-            console.print(f"accepted: {res['records']} records of {res['images']} images -> {res['cxrils']} "
-                          f"(cxrils dataset) and {res['mimic_ils']} (MIMIC-ILS layout)")
+            console.print(
+                f"accepted: {res['records']} records of {res['images']} images -> {res['cxrils']} "
+                f"(cxrils dataset) and {res['mimic_ils']} (MIMIC-ILS layout)"
+            )

@@ -46,13 +46,18 @@ def register(app: typer.Typer) -> None:
                 "error: no --model given and no built-in light model is installed.\n"
                 "Train one: cxrils demo (generates a dataset from ../shared/data), then\n"
                 "  cxrils train --model light --dataset DATASET -o RUN_DIR\n"
-                "and start the service with: cxrils serve --model RUN_DIR", err=True)
+                "and start the service with: cxrils serve --model RUN_DIR",
+                err=True,
+            )
             raise typer.Exit(2)
         try:
             segmenter = Segmenter.from_pretrained(run_dir)
         except ModelLoadError as err:
             fail(str(err))
-        cfg = ServiceConfig(max_upload_bytes=max_upload_mb * 1024 * 1024,
-                            max_instruction_chars=max_instruction_chars, keep_uploads_dir=keep_uploads)
+        cfg = ServiceConfig(
+            max_upload_bytes=max_upload_mb * 1024 * 1024,
+            max_instruction_chars=max_instruction_chars,
+            keep_uploads_dir=keep_uploads,
+        )
         typer.echo(f"cxrils: serving {run_dir} on http://{host}:{port}/ (API docs at /docs)")
         uvicorn.run(create_app(segmenter, model_name=str(run_dir), config=cfg), host=host, port=port, log_level="info")

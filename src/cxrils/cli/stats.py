@@ -33,10 +33,15 @@ def stats(
     split: str | None = typer.Option(None, "--split", help="Only this split (train, validate, test)."),
     plot: Path | None = typer.Option(None, "--plot", help="Bar chart PNG [default: DATASET/stats.png]."),
     no_plot: bool = typer.Option(False, "--no-plot", help="Do not write the bar chart."),
-    html: Path | None = typer.Option(None, "--html", help="Also write a self-contained HTML report here: "
-                                        "tables, chart and a gallery of sampled records with their masks."),
-    per_cell: int = typer.Option(2, "--samples", min=1, max=20,
-                                 help="Gallery records per lesion type and polarity (--html)."),
+    html: Path | None = typer.Option(
+        None,
+        "--html",
+        help="Also write a self-contained HTML report here: "
+        "tables, chart and a gallery of sampled records with their masks.",
+    ),
+    per_cell: int = typer.Option(
+        2, "--samples", min=1, max=20, help="Gallery records per lesion type and polarity (--html)."
+    ),
 ) -> None:
     """Print pairs by lesion type x instruction type x polarity per split (Tables 10-12),
     image and exclusion counts, and write a bar chart like Figure 4 (and an HTML report)."""
@@ -86,9 +91,12 @@ def _image_table(counts: dict):
     t.add_row("with records", str(counts["with_records"]), "images the records refer to")
     if counts["without_records"]:
         ids = counts["without_records"]
-        t.add_row("done, no records", str(len(ids)),
-                  "processed, but no record came out (e.g. no finding grounded; absent-type negatives "
-                  "go to a study's first image only): " + ", ".join(ids[:3]) + (" ..." if len(ids) > 3 else ""))
+        t.add_row(
+            "done, no records",
+            str(len(ids)),
+            "processed, but no record came out (e.g. no finding grounded; absent-type negatives "
+            "go to a study's first image only): " + ", ".join(ids[:3]) + (" ..." if len(ids) > 3 else ""),
+        )
     t.add_row("excluded", str(counts["excluded"]), "QC or errors; reasons below and in DATASET/excluded/")
     for reason, n in counts["excluded_by_reason"].items():
         t.add_row(f"  {reason}", str(n), "")

@@ -15,8 +15,9 @@ def register(app: typer.Typer) -> None:
 
 
 def structure(
-    input: Path = typer.Argument(..., metavar="INPUT",
-                                 help="CSV (study_id,report), the IU CSV, or a folder of MIMIC .txt reports."),
+    input: Path = typer.Argument(
+        ..., metavar="INPUT", help="CSV (study_id,report), the IU CSV, or a folder of MIMIC .txt reports."
+    ),
     out: Path = typer.Option(..., "--out", "-o", help="Output JSON Lines file."),
     structurer: str | None = typer.Option(None, help="rules | llm (default: config backends.report_structurer)."),
     mapper: str | None = typer.Option(None, help="lexicon | llm (default: config backends.location_mapper)."),

@@ -23,7 +23,24 @@ from cxrils.dataset.writer import (
 )
 
 __all__ = [
-    "HIST_EQ_PROB", "HistogramEqualization", "BalancedBatchSampler", "COLUMNS", "SCHEMA_VERSION",
-    "SPLITS", "SplitError", "assign_split", "load_official_split", "normalize_split", "ILSDataset",
-    "DatasetError", "DatasetWriter", "grounding_relpath", "image_relpath", "read_grounding", "read_exclusions", "read_manifest", "read_records", "shard_paths",
+    "HIST_EQ_PROB",
+    "HistogramEqualization",
+    "BalancedBatchSampler",
+    "COLUMNS",
+    "SCHEMA_VERSION",
+    "SPLITS",
+    "SplitError",
+    "assign_split",
+    "load_official_split",
+    "normalize_split",
+    "ILSDataset",
+    "DatasetError",
+    "DatasetWriter",
+    "grounding_relpath",
+    "image_relpath",
+    "read_grounding",
+    "read_exclusions",
+    "read_manifest",
+    "read_records",
+    "shard_paths",
 ]

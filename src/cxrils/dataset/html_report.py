@@ -75,21 +75,28 @@ def _count_html(table: Any, split: str) -> str:
     sub = "<th>positive</th><th>negative</th>" * len(vocab.INSTRUCTION_TYPES)
     rows = []
     for lesion in table.index:
-        cells = "".join(f"<td>{int(table.loc[lesion, (it, p)])}</td>"
-                        for it in vocab.INSTRUCTION_TYPES for p in vocab.POLARITIES)
+        cells = "".join(
+            f"<td>{int(table.loc[lesion, (it, p)])}</td>" for it in vocab.INSTRUCTION_TYPES for p in vocab.POLARITIES
+        )
         tot = "".join(f"<td>{int(table.loc[lesion, (TOTAL, k)])}</td>" for k in ("positive", "negative", TOTAL))
         rows.append(f"<tr class='{'total' if lesion == TOTAL else ''}'><td>{html.escape(lesion)}</td>{cells}{tot}</tr>")
-    return (f"<h3>{html.escape(split)}</h3><table><tr><th rowspan=2>lesion type</th>{head}"
-            f"<th colspan=3>all</th></tr><tr>{sub}<th>positive</th><th>negative</th><th>pairs</th></tr>"
-            + "".join(rows) + "</table>")
+    return (
+        f"<h3>{html.escape(split)}</h3><table><tr><th rowspan=2>lesion type</th>{head}"
+        f"<th colspan=3>all</th></tr><tr>{sub}<th>positive</th><th>negative</th><th>pairs</th></tr>"
+        + "".join(rows)
+        + "</table>"
+    )
 
 
 def _images_html(counts: dict[str, Any]) -> str:
     rows = []
     if counts["processed"] is not None:
         rows.append(("processed by cxrils generate", counts["processed"]))
-    rows += [("with records", counts["with_records"]),
-             ("processed, no record", len(counts["without_records"])), ("excluded", counts["excluded"])]
+    rows += [
+        ("with records", counts["with_records"]),
+        ("processed, no record", len(counts["without_records"])),
+        ("excluded", counts["excluded"]),
+    ]
     rows += [(f"excluded: {reason}", n) for reason, n in counts["excluded_by_reason"].items()]
     body = "".join(f"<tr><td>{html.escape(k)}</td><td>{v}</td></tr>" for k, v in rows)
     return f"<table><tr><th>images</th><th>count</th></tr>{body}</table>"
@@ -119,12 +126,20 @@ def _figure(ds: ILSDataset, i: int) -> str:
     src = _b64(thumbnail(x, mask), "image/jpeg")
     alt = f"{r['image_id']}: {r['instruction']}"
     area = int(mask.sum())
-    facts = [r["record_id"], r["split"], INSTRUCTION_TYPE_NAMES.get(r["instruction_type"], r["instruction_type"]),
-             r["certainty"], f"mask {area} px" if area else "empty mask"]
-    return (f"<figure><img src='{src}' alt='{html.escape(alt, quote=True)}'>"
-            f"<figcaption><span class='q'>{html.escape(str(r['instruction']))}</span><br>"
-            f"<span class='a'>{html.escape(str(r['answer']))}</span><br>"
-            + " · ".join(html.escape(str(f)) for f in facts if f) + "</figcaption></figure>")
+    facts = [
+        r["record_id"],
+        r["split"],
+        INSTRUCTION_TYPE_NAMES.get(r["instruction_type"], r["instruction_type"]),
+        r["certainty"],
+        f"mask {area} px" if area else "empty mask",
+    ]
+    return (
+        f"<figure><img src='{src}' alt='{html.escape(alt, quote=True)}'>"
+        f"<figcaption><span class='q'>{html.escape(str(r['instruction']))}</span><br>"
+        f"<span class='a'>{html.escape(str(r['answer']))}</span><br>"
+        + " · ".join(html.escape(str(f)) for f in facts if f)
+        + "</figcaption></figure>"
+    )
 
 
 def write_html_report(dataset_dir: str | Path, out_path: str | Path, *, per_cell: int = 2, seed: int = 0) -> Path:
@@ -155,32 +170,42 @@ def write_html_report(dataset_dir: str | Path, out_path: str | Path, *, per_cell
     manifest = read_manifest(root)
     ds = ILSDataset(root, None, augment=None, size=None)
     records = ds.records
-    parts = [f"<h1>cxrils dataset: {html.escape(root.name)}</h1>",
-             f"<p class='meta'>{html.escape(str(root.resolve()))} · {len(records)} records · written "
-             f"{_dt.datetime.now().strftime('%Y-%m-%d %H:%M')} by cxrils {__version__} (cxrils stats --html). "
-             "Masks are the dataset's own (automatically generated); no expert reviewed them.</p>",
-             "<h2>Images</h2>", _images_html(image_counts(root, manifest)),
-             "<h2>Instruction-answer pairs per split (layout of paper Tables 10-12)</h2>"]
+    parts = [
+        f"<h1>cxrils dataset: {html.escape(root.name)}</h1>",
+        f"<p class='meta'>{html.escape(str(root.resolve()))} · {len(records)} records · written "
+        f"{_dt.datetime.now().strftime('%Y-%m-%d %H:%M')} by cxrils {__version__} (cxrils stats --html). "
+        "Masks are the dataset's own (automatically generated); no expert reviewed them.</p>",
+        "<h2>Images</h2>",
+        _images_html(image_counts(root, manifest)),
+        "<h2>Instruction-answer pairs per split (layout of paper Tables 10-12)</h2>",
+    ]
     for split in vocab.SPLITS:
         if (records["split"] == split).any():
             parts.append(_count_html(count_table(records, split), split))
     if len(records):
         with tempfile.TemporaryDirectory(prefix="cxrils-report-") as tmp:
             chart = plot_counts(records, Path(tmp) / "chart.png").read_bytes()
-        parts.append("<h2>Pairs per lesion type (Figure 4 style)</h2>"
-                     f"<img class='chart' src='{_b64(chart, 'image/png')}' alt='bar chart of pairs per lesion type'>")
-    parts.append(f"<h2>Sampled records ({per_cell} per lesion type and polarity, seed {seed})</h2>"
-                 "<p>Each image shows the record's reference mask in red; R and L mark the patient's right "
-                 "and left (standard frontal display: the patient's right is on the image's left).</p>")
+        parts.append(
+            "<h2>Pairs per lesion type (Figure 4 style)</h2>"
+            f"<img class='chart' src='{_b64(chart, 'image/png')}' alt='bar chart of pairs per lesion type'>"
+        )
+    parts.append(
+        f"<h2>Sampled records ({per_cell} per lesion type and polarity, seed {seed})</h2>"
+        "<p>Each image shows the record's reference mask in red; R and L mark the patient's right "
+        "and left (standard frontal display: the patient's right is on the image's left).</p>"
+    )
     for (lesion, pol), rows in sample_records(records, per_cell, seed).items():
         parts.append(f"<h3>{html.escape(lesion)}, {pol}</h3>")
         if not rows:
             parts.append("<p class='none'>no record of this kind</p>")
             continue
         parts.append("<div class='cell'>" + "".join(_figure(ds, i) for i in rows) + "</div>")
-    page = ("<!doctype html><html lang='en'><head><meta charset='utf-8'>"
-            f"<title>cxrils dataset {html.escape(root.name)}</title><style>{_CSS}</style></head><body>"
-            + "\n".join(parts) + "</body></html>\n")
+    page = (
+        "<!doctype html><html lang='en'><head><meta charset='utf-8'>"
+        f"<title>cxrils dataset {html.escape(root.name)}</title><style>{_CSS}</style></head><body>"
+        + "\n".join(parts)
+        + "</body></html>\n"
+    )
     out = Path(out_path)
     out.parent.mkdir(parents=True, exist_ok=True)
     atomic_write_text(out, page)

@@ -73,5 +73,5 @@ class BalancedBatchSampler:
         pos = self._stream(self.positives, rng, n)
         neg = self._stream(self.negatives, rng, n)
         for b in range(self.num_batches):
-            batch = np.concatenate([pos[b * self.half:(b + 1) * self.half], neg[b * self.half:(b + 1) * self.half]])
+            batch = np.concatenate([pos[b * self.half : (b + 1) * self.half], neg[b * self.half : (b + 1) * self.half]])
             yield [int(i) for i in rng.permutation(batch)]

@@ -52,7 +52,12 @@ def arrow_schema() -> pa.Schema:
     types = {
         "mask": pa.struct([("size", pa.list_(pa.int32())), ("counts", pa.string())]),
         "locations": pa.list_(pa.string()),
-        "mask_area": pa.int64(), "height": pa.int32(), "width": pa.int32(), "sentence_index": pa.int32(),
+        "mask_area": pa.int64(),
+        "height": pa.int32(),
+        "width": pa.int32(),
+        "sentence_index": pa.int32(),
     }
-    return pa.schema([(name, types.get(name, pa.string())) for name in COLUMNS],
-                     metadata={"cxrils_schema_version": str(SCHEMA_VERSION)})
+    return pa.schema(
+        [(name, types.get(name, pa.string())) for name in COLUMNS],
+        metadata={"cxrils_schema_version": str(SCHEMA_VERSION)},
+    )

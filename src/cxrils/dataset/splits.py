@@ -25,8 +25,9 @@ def _unit_interval(seed: int, patient_id: str) -> float:
     return int.from_bytes(digest[:8], "big") / 2.0**64
 
 
-def assign_split(patient_id: str, cfg: Config, *, official: Mapping[str, str] | None = None,
-                 key: str | None = None) -> str:
+def assign_split(
+    patient_id: str, cfg: Config, *, official: Mapping[str, str] | None = None, key: str | None = None
+) -> str:
     """The split of an image, decided by patient.
 
     Parameters

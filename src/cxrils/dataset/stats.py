@@ -60,8 +60,12 @@ def rich_count_table(table: Any, title: str) -> Any:
     from rich import box
     from rich.table import Table
 
-    t = Table(title=f"{title}: instruction-answer pairs (layout of paper Tables 10-12)", box=box.SIMPLE_HEAD,
-              caption="cells: positive / negative pairs", title_justify="left")
+    t = Table(
+        title=f"{title}: instruction-answer pairs (layout of paper Tables 10-12)",
+        box=box.SIMPLE_HEAD,
+        caption="cells: positive / negative pairs",
+        title_justify="left",
+    )
     t.add_column("lesion type", no_wrap=True, vertical="bottom")
     for it in vocab.INSTRUCTION_TYPES:
         name = INSTRUCTION_TYPE_NAMES[it].replace(" ", "\n")
@@ -69,8 +73,10 @@ def rich_count_table(table: Any, title: str) -> Any:
     for name in ("all +", "all -", "pairs"):
         t.add_column(name, justify="right", no_wrap=True, vertical="bottom")
     for lesion in table.index:
-        cells = [f"{int(table.loc[lesion, (it, 'positive')])} / {int(table.loc[lesion, (it, 'negative')])}"
-                 for it in vocab.INSTRUCTION_TYPES]
+        cells = [
+            f"{int(table.loc[lesion, (it, 'positive')])} / {int(table.loc[lesion, (it, 'negative')])}"
+            for it in vocab.INSTRUCTION_TYPES
+        ]
         totals = [str(int(table.loc[lesion, (TOTAL, k)])) for k in ("positive", "negative", TOTAL)]
         t.add_row(lesion, *cells, *totals, end_section=lesion == vocab.LESION_TYPES[-1])
     return t
@@ -120,9 +126,13 @@ def image_counts(dataset_dir: str | Path, manifest: dict[str, Any]) -> dict[str,
         if rows == 0:
             empty.append(p.stem)
     n_excluded = int(excl.get("n", 0))
-    return {"processed": len(parts) + n_excluded if (root / "parts").is_dir() else None,
-            "with_records": int(manifest.get("n_images", 0)), "without_records": empty,
-            "excluded": n_excluded, "excluded_by_reason": dict(sorted(by_reason.items()))}
+    return {
+        "processed": len(parts) + n_excluded if (root / "parts").is_dir() else None,
+        "with_records": int(manifest.get("n_images", 0)),
+        "without_records": empty,
+        "excluded": n_excluded,
+        "excluded_by_reason": dict(sorted(by_reason.items())),
+    }
 
 
 def count_figure(records: Any) -> Any:
@@ -145,15 +155,30 @@ def count_figure(records: Any) -> Any:
             bottom = np.zeros(len(x))
             for itype in vocab.INSTRUCTION_TYPES:
                 h = table.loc[list(vocab.LESION_TYPES), (itype, pol)].to_numpy()
-                ax.bar(x + offset, h, 0.38, bottom=bottom, color=colors[itype], hatch=hatch,
-                       edgecolor="white", label=f"{INSTRUCTION_TYPE_NAMES[itype]} {pol}")
+                ax.bar(
+                    x + offset,
+                    h,
+                    0.38,
+                    bottom=bottom,
+                    color=colors[itype],
+                    hatch=hatch,
+                    edgecolor="white",
+                    label=f"{INSTRUCTION_TYPE_NAMES[itype]} {pol}",
+                )
                 bottom += h
         ax.set_xticks(x, vocab.LESION_TYPES, rotation=30, ha="right")
         ax.set_title(f"{split} ({int(table.loc[TOTAL, (TOTAL, TOTAL)])} pairs)")
         ax.set_ylabel("instruction-answer pairs")
     handles, labels = axes[0][0].get_legend_handles_labels()
-    fig.legend(handles, labels, loc="lower center", ncol=3, fontsize=8, frameon=False,
-               title="left bar: positive, right bar (hatched): negative")
+    fig.legend(
+        handles,
+        labels,
+        loc="lower center",
+        ncol=3,
+        fontsize=8,
+        frameon=False,
+        title="left bar: positive, right bar (hatched): negative",
+    )
     fig.tight_layout(rect=(0, 0.17, 1, 1))
     return fig
 

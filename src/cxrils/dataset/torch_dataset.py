@@ -12,8 +12,16 @@ from cxrils.dataset.writer import DatasetError, read_records
 from cxrils.masks import decode_rle
 
 #: Record fields passed through with every item (besides image, mask, texts).
-ITEM_FIELDS: tuple[str, ...] = ("record_id", "study_id", "image_id", "lesion_type", "instruction_type",
-                                "polarity", "certainty", "split")
+ITEM_FIELDS: tuple[str, ...] = (
+    "record_id",
+    "study_id",
+    "image_id",
+    "lesion_type",
+    "instruction_type",
+    "polarity",
+    "certainty",
+    "split",
+)
 
 
 class ILSDataset:
@@ -50,9 +58,15 @@ class ILSDataset:
         match its record's size.
     """
 
-    def __init__(self, dataset_dir: str | Path, split: str | None = "train", *,
-                 augment: Callable[..., np.ndarray] | None = None, size: int | None = None,
-                 cache: bool = False):
+    def __init__(
+        self,
+        dataset_dir: str | Path,
+        split: str | None = "train",
+        *,
+        augment: Callable[..., np.ndarray] | None = None,
+        size: int | None = None,
+        cache: bool = False,
+    ):
         self.dataset_dir = Path(dataset_dir)
         self.records = read_records(self.dataset_dir, split).reset_index(drop=True)
         self.augment, self.size, self.epoch = augment, size, 0
@@ -86,8 +100,9 @@ class ILSDataset:
         except OSError as err:
             raise DatasetError(f"{path}: cannot read image of record {r['record_id']}: {err}") from err
         if x.shape != (int(r["height"]), int(r["width"])):
-            raise DatasetError(f"{path}: image is {x.shape}, record {r['record_id']} says "
-                               f"{int(r['height'])}x{int(r['width'])}")
+            raise DatasetError(
+                f"{path}: image is {x.shape}, record {r['record_id']} says {int(r['height'])}x{int(r['width'])}"
+            )
         return x
 
     def __getitem__(self, index: int) -> dict[str, Any]:
@@ -123,8 +138,7 @@ class ILSDataset:
         if mask is None:
             mask = decode_rle(self.records.at[index, "mask"])
             if self.size is not None:
-                mask = cv2.resize(mask.astype(np.uint8), (self.size, self.size),
-                                  interpolation=cv2.INTER_NEAREST) > 0
+                mask = cv2.resize(mask.astype(np.uint8), (self.size, self.size), interpolation=cv2.INTER_NEAREST) > 0
             if self.cache:
                 self._masks[index] = mask
         return x, mask

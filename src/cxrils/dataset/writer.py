@@ -61,9 +61,11 @@ def unreadable_part(path: str | Path, err: Exception) -> DatasetError:
     the way out: deleting it makes ``cxrils generate`` process that one study again (the
     run resumes from the parts), so the dataset comes out as an uninterrupted run's."""
     cause = " ".join(str(err).split()) or type(err).__name__
-    return DatasetError(f"{path}: unreadable part file ({cause}); delete this file and rerun cxrils generate with "
-                        "the same input and output: only this study is processed again, the other parts are kept "
-                        "and the result is identical")
+    return DatasetError(
+        f"{path}: unreadable part file ({cause}); delete this file and rerun cxrils generate with "
+        "the same input and output: only this study is processed again, the other parts are kept "
+        "and the result is identical"
+    )
 
 
 def image_relpath(image_id: str) -> str:
@@ -106,8 +108,10 @@ def read_grounding(dataset_dir: str | Path, image_id: str) -> dict[str, Any] | N
 
 def _check_id(image_id: str) -> None:
     if not isinstance(image_id, str) or not SAFE_IMAGE_ID.match(image_id):
-        raise DatasetError(f"image id {image_id!r} is not a safe file name "
-                           "(no '/', '\\', control characters or leading '.', at most 200 characters)")
+        raise DatasetError(
+            f"image id {image_id!r} is not a safe file name "
+            "(no '/', '\\', control characters or leading '.', at most 200 characters)"
+        )
 
 
 def provenance_changes(old: Any, new: Any, prefix: str = "") -> list[str]:
@@ -174,9 +178,11 @@ class DatasetWriter:
         try:
             self._lock.acquire()
         except Timeout:
-            raise DatasetError(f"{self.out_dir}: another process is writing this dataset (it holds "
-                               f"{self.out_dir / LOCK_NAME}); wait for it to finish, or write to another "
-                               "folder") from None
+            raise DatasetError(
+                f"{self.out_dir}: another process is writing this dataset (it holds "
+                f"{self.out_dir / LOCK_NAME}); wait for it to finish, or write to another "
+                "folder"
+            ) from None
         try:
             self._open()
         except BaseException:
@@ -196,8 +202,11 @@ class DatasetWriter:
             if old != new:
                 changes = provenance_changes(old, new)
                 more = f" (and {len(changes) - 8} more)" if len(changes) > 8 else ""
-                raise DatasetError(f"{self.out_dir} was started with another provenance ({prov_path}): "
-                                   + "; ".join(changes[:8]) + more)
+                raise DatasetError(
+                    f"{self.out_dir} was started with another provenance ({prov_path}): "
+                    + "; ".join(changes[:8])
+                    + more
+                )
         else:
             atomic_write_json(prov_path, self.provenance)
 
@@ -224,8 +233,14 @@ class DatasetWriter:
         done |= {p.stem for p in (self.out_dir / "excluded").glob("*.json") if not p.name.startswith(".")}
         return done
 
-    def commit_study(self, image_id: str, x: np.ndarray | None, records: list[dict[str, Any]] | None,
-                     excluded: str | None = None, grounding: dict[str, Any] | None = None) -> None:
+    def commit_study(
+        self,
+        image_id: str,
+        x: np.ndarray | None,
+        records: list[dict[str, Any]] | None,
+        excluded: str | None = None,
+        grounding: dict[str, Any] | None = None,
+    ) -> None:
         """Write one study atomically: its image and grounding, then its records (the commit marker).
 
         Parameters
@@ -263,8 +278,9 @@ class DatasetWriter:
         if excluded is not None:
             if records:
                 raise DatasetError(f"study {image_id}: excluded ({excluded}) but {len(records)} records given")
-            atomic_write_json(self.out_dir / "excluded" / f"{image_id}.json",
-                              {"image_id": image_id, "reason": str(excluded)})
+            atomic_write_json(
+                self.out_dir / "excluded" / f"{image_id}.json", {"image_id": image_id, "reason": str(excluded)}
+            )
             (self.out_dir / grounding_relpath(image_id)).unlink(missing_ok=True)  # of an attempt that failed
             return
         rows = [self._check_record(image_id, r) for r in records]
@@ -276,8 +292,10 @@ class DatasetWriter:
                 raise DatasetError(f"study {image_id}: image must be uint8 (H, W), got {x.dtype} {x.shape}")
             for r in rows:
                 if (r["height"], r["width"]) != x.shape:
-                    raise DatasetError(f"study {image_id}: record {r['record_id']} is {r['height']}x{r['width']}"
-                                       f" but the image is {x.shape[0]}x{x.shape[1]}")
+                    raise DatasetError(
+                        f"study {image_id}: record {r['record_id']} is {r['height']}x{r['width']}"
+                        f" but the image is {x.shape[0]}x{x.shape[1]}"
+                    )
             with atomic_path(self.out_dir / image_relpath(image_id), suffix=".png") as tmp:
                 Image.fromarray(x).save(tmp, format="PNG")
         try:
@@ -296,7 +314,9 @@ class DatasetWriter:
         if missing:
             raise DatasetError(f"study {image_id}: record {record.get('record_id')!r} lacks columns {missing}")
         if record["image_id"] != image_id or _record_key(record["record_id"])[0] != image_id:
-            raise DatasetError(f"study {image_id}: record {record['record_id']!r} belongs to image {record['image_id']!r}")
+            raise DatasetError(
+                f"study {image_id}: record {record['record_id']!r} belongs to image {record['image_id']!r}"
+            )
         if record["split"] not in SPLITS:
             raise DatasetError(f"study {image_id}: record {record['record_id']!r} has split {record['split']!r}")
         row = {c: record.get(c) for c in COLUMNS}
@@ -304,7 +324,9 @@ class DatasetWriter:
         try:
             row["mask"] = {"size": [int(v) for v in record["mask"]["size"]], "counts": str(record["mask"]["counts"])}
         except (KeyError, TypeError, ValueError) as err:
-            raise DatasetError(f"study {image_id}: record {record['record_id']!r} mask is not a COCO RLE dict: {err}") from err
+            raise DatasetError(
+                f"study {image_id}: record {record['record_id']!r} mask is not a COCO RLE dict: {err}"
+            ) from err
         return row
 
     def exclusions(self) -> dict[str, str]:
@@ -361,9 +383,14 @@ class DatasetWriter:
             for k, start in enumerate(range(0, sub.num_rows, self.shard_size)):
                 name = f"{split}-{k:05d}.parquet"
                 pq.write_table(sub.slice(start, self.shard_size), new_dir / name)
-                shards.append({"path": f"records/{name}", "split": split,
-                               "rows": min(self.shard_size, sub.num_rows - start),
-                               "sha256": sha256_file(new_dir / name)})
+                shards.append(
+                    {
+                        "path": f"records/{name}",
+                        "split": split,
+                        "rows": min(self.shard_size, sub.num_rows - start),
+                        "sha256": sha256_file(new_dir / name),
+                    }
+                )
         fsync_dir(new_dir)
         if rec_dir.is_dir():
             rec_dir.rename(old_dir)
@@ -410,6 +437,7 @@ def read_exclusions(dataset_dir: str | Path) -> dict[str, str]:
 
 def _counts(rows: list[dict[str, Any]]) -> dict[str, Any]:
     """Counts by split, lesion type, instruction type and polarity (nested dicts)."""
+
     def tally(key: str) -> dict[str, int]:
         return dict(sorted(Counter(r[key] for r in rows).items()))
 
@@ -417,9 +445,13 @@ def _counts(rows: list[dict[str, Any]]) -> dict[str, Any]:
     for r in rows:
         d = detail.setdefault(r["split"], {}).setdefault(r["lesion_type"], {}).setdefault(r["instruction_type"], {})
         d[r["polarity"]] = d.get(r["polarity"], 0) + 1
-    return {"by_split": tally("split"), "by_lesion_type": tally("lesion_type"),
-            "by_instruction_type": tally("instruction_type"), "by_polarity": tally("polarity"),
-            "by_split_type_instruction_polarity": detail}
+    return {
+        "by_split": tally("split"),
+        "by_lesion_type": tally("lesion_type"),
+        "by_instruction_type": tally("instruction_type"),
+        "by_polarity": tally("polarity"),
+        "by_split_type_instruction_polarity": detail,
+    }
 
 
 def read_manifest(dataset_dir: str | Path) -> dict[str, Any]:
@@ -439,7 +471,9 @@ def read_manifest(dataset_dir: str | Path) -> dict[str, Any]:
     except (OSError, json.JSONDecodeError) as err:
         raise DatasetError(f"{path}: unreadable manifest: {err}") from err
     if manifest.get("schema_version") != SCHEMA_VERSION:
-        raise DatasetError(f"{path}: schema version {manifest.get('schema_version')!r}, this cxrils reads {SCHEMA_VERSION}")
+        raise DatasetError(
+            f"{path}: schema version {manifest.get('schema_version')!r}, this cxrils reads {SCHEMA_VERSION}"
+        )
     return manifest
 
 
@@ -463,9 +497,11 @@ def _shards(dataset_dir: str | Path, split: str | None) -> list[dict[str, Any]]:
     listed = {s["path"] for s in manifest["shards"]}
     on_disk = {f"records/{p.name}" for p in (root / "records").glob("*.parquet")}
     if listed != on_disk:
-        raise DatasetError(f"{root}: records/ and manifest.json disagree (missing {sorted(listed - on_disk)}, "
-                           f"unlisted {sorted(on_disk - listed)}); an interrupted finalize? "
-                           "Run the finalize again (rerun `cxrils generate` with the same output folder)")
+        raise DatasetError(
+            f"{root}: records/ and manifest.json disagree (missing {sorted(listed - on_disk)}, "
+            f"unlisted {sorted(on_disk - listed)}); an interrupted finalize? "
+            "Run the finalize again (rerun `cxrils generate` with the same output folder)"
+        )
     chosen = [s for s in manifest["shards"] if split is None or s["split"] == split]
     for shard in chosen:
         path = root / shard["path"]
@@ -474,9 +510,11 @@ def _shards(dataset_dir: str | Path, split: str | None) -> list[dict[str, Any]]:
         except OSError as err:
             raise DatasetError(f"{path}: unreadable records shard: {err}") from err
         if digest != shard.get("sha256"):
-            raise DatasetError(f"{path}: records shard is corrupt or was replaced: its SHA-256 is {digest}, "
-                               f"manifest.json lists {shard.get('sha256')}; write the shards again from the committed "
-                               "studies (rerun `cxrils generate` with the same input and output folder)")
+            raise DatasetError(
+                f"{path}: records shard is corrupt or was replaced: its SHA-256 is {digest}, "
+                f"manifest.json lists {shard.get('sha256')}; write the shards again from the committed "
+                "studies (rerun `cxrils generate` with the same input and output folder)"
+            )
     return chosen
 
 
@@ -517,7 +555,9 @@ def read_records(dataset_dir: str | Path, split: str | None = None) -> pd.DataFr
         except (OSError, pa.ArrowException) as err:
             raise DatasetError(f"{p}: unreadable records shard: {err}") from err
         if tables[-1].num_rows != shard["rows"]:
-            raise DatasetError(f"{p}: {tables[-1].num_rows} rows, manifest.json says {shard['rows']}; "
-                               "shards and manifest come from different finalize runs: finalize again")
+            raise DatasetError(
+                f"{p}: {tables[-1].num_rows} rows, manifest.json says {shard['rows']}; "
+                "shards and manifest come from different finalize runs: finalize again"
+            )
     table = pa.concat_tables(tables) if tables else arrow_schema().empty_table()
     return table.to_pandas()

@@ -25,8 +25,24 @@ from cxrils.evaluation.report import EvaluationReport
 from cxrils.masks import InvalidRLE, rle_areas
 
 __all__ = [
-    "EvalSample", "EvaluationError", "EvaluationReport", "InvalidRLE", "MaskCounts", "MaskSizeError",
-    "SegmentationAccumulator", "TextAccumulator", "answer_correct", "evaluate", "evaluate_predictions",
-    "histogram_auroc", "mask_counts", "mask_dice", "mask_iou", "mask_precision", "read_predictions", "rle_areas",
-    "rle_mask_counts", "write_predictions",
+    "EvalSample",
+    "EvaluationError",
+    "EvaluationReport",
+    "InvalidRLE",
+    "MaskCounts",
+    "MaskSizeError",
+    "SegmentationAccumulator",
+    "TextAccumulator",
+    "answer_correct",
+    "evaluate",
+    "evaluate_predictions",
+    "histogram_auroc",
+    "mask_counts",
+    "mask_dice",
+    "mask_iou",
+    "mask_precision",
+    "read_predictions",
+    "rle_areas",
+    "rle_mask_counts",
+    "write_predictions",
 ]

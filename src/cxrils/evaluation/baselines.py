@@ -49,17 +49,18 @@ def default_anatomy_fn(cfg: Config | None = None) -> AnatomyFn:
     try:
         from cxrils.vision.anatomy import get_segmenter
     except ImportError as err:
-        raise EvaluationError("the whole-lung baseline needs the anatomy stage (cxrils.vision.anatomy), "
-                              f"which cannot be imported: {err}") from err
+        raise EvaluationError(
+            f"the whole-lung baseline needs the anatomy stage (cxrils.vision.anatomy), which cannot be imported: {err}"
+        ) from err
     try:
         return get_segmenter(cfg.backends.anatomy, cfg).segment
     except RuntimeError as err:  # AnatomyBackendError: unknown backend, missing package or weights
-        raise EvaluationError(f"the whole-lung baseline cannot build the anatomy backend "
-                              f"{cfg.backends.anatomy!r}: {err}") from err
+        raise EvaluationError(
+            f"the whole-lung baseline cannot build the anatomy backend {cfg.backends.anatomy!r}: {err}"
+        ) from err
 
 
-def _negative_answer(instruction: str, instruction_type: str, target: str | None,
-                     locations: list[str]) -> str | None:
+def _negative_answer(instruction: str, instruction_type: str, target: str | None, locations: list[str]) -> str | None:
     """The instruction's negative answer (Table 2). Parsed from the instruction text; for
     a text that is no template (a paraphrase, Appendix C.3) built from the record's
     ``instruction_type``, ``target`` and ``locations`` columns; None if neither works."""
@@ -112,9 +113,15 @@ def whole_lung_mask(anatomy: AnatomyMasks, instruction_type: str, locations: lis
     return anatomy.union(regions)
 
 
-def baseline_predictions(name: str, dataset_dir: str | Path, *, split: str | None = "test",
-                         paraphrases: str = "exclude", anatomy_fn: AnatomyFn | None = None,
-                         batch_size: int = 256) -> Iterator[dict[str, Any]]:
+def baseline_predictions(
+    name: str,
+    dataset_dir: str | Path,
+    *,
+    split: str | None = "test",
+    paraphrases: str = "exclude",
+    anatomy_fn: AnatomyFn | None = None,
+    batch_size: int = 256,
+) -> Iterator[dict[str, Any]]:
     """Predictions of a baseline for every record of a split, in dataset order.
 
     Parameters
@@ -151,14 +158,19 @@ def baseline_predictions(name: str, dataset_dir: str | Path, *, split: str | Non
     segment = anatomy_fn or (default_anatomy_fn() if name == "whole-lung" else None)
     cache: OrderedDict[str, AnatomyMasks] = OrderedDict()
     empty: dict[tuple[int, int], RLE] = {}
-    for batch in iter_reference_batches(root, split, columns, batch_size, optional=["target"],
-                                        paraphrases=paraphrases):
+    for batch in iter_reference_batches(root, split, columns, batch_size, optional=["target"], paraphrases=paraphrases):
         counts, heights, widths = mask_column(batch.column("mask"), str(root))
         targets = batch.column("target").to_pylist() if "target" in batch.schema.names else [None] * batch.num_rows
-        rows = zip(*(batch.column(c).to_pylist() for c in ("record_id", "answer", "instruction",
-                                                           "instruction_type", "locations", "image_path")), targets)
-        for (rid, answer, instruction, itype, locations, image_path, target), c, h, w in zip(rows, counts, heights,
-                                                                                            widths):
+        rows = zip(
+            *(
+                batch.column(c).to_pylist()
+                for c in ("record_id", "answer", "instruction", "instruction_type", "locations", "image_path")
+            ),
+            targets,
+        )
+        for (rid, answer, instruction, itype, locations, image_path, target), c, h, w in zip(
+            rows, counts, heights, widths
+        ):
             size = (int(h), int(w))
             if name == "oracle":
                 yield {"record_id": rid, "mask": {"size": list(size), "counts": c}, "answer": answer}
@@ -166,15 +178,20 @@ def baseline_predictions(name: str, dataset_dir: str | Path, *, split: str | Non
             if name == "always-empty":
                 if size not in empty:
                     empty[size] = encode_rle(np.zeros(size, dtype=bool))
-                yield {"record_id": rid, "mask": empty[size],
-                       "answer": _negative_answer(instruction, itype, target, list(locations or []))}
+                yield {
+                    "record_id": rid,
+                    "mask": empty[size],
+                    "answer": _negative_answer(instruction, itype, target, list(locations or [])),
+                }
                 continue
             if image_path not in cache:
                 assert segment is not None  # every baseline but whole-lung has returned above
                 anatomy = segment(_load_x(root / image_path))
                 if tuple(anatomy.shape) != size:
-                    raise EvaluationError(f"{root / image_path}: anatomy masks are {anatomy.shape}, "
-                                          f"the record's mask is {size} (record {rid!r})")
+                    raise EvaluationError(
+                        f"{root / image_path}: anatomy masks are {anatomy.shape}, "
+                        f"the record's mask is {size} (record {rid!r})"
+                    )
                 cache[image_path] = anatomy
                 if len(cache) > 4:
                     cache.popitem(last=False)

@@ -77,8 +77,9 @@ def mask_counts(pred: Any, ref: Any) -> MaskCounts:
     p = as_bool_mask(pred, "predicted ")
     r = as_bool_mask(ref, "reference ")
     if p.shape != r.shape:
-        raise MaskSizeError(f"predicted mask is {p.shape[0]}x{p.shape[1]} (HxW) but the reference is "
-                            f"{r.shape[0]}x{r.shape[1]}")
+        raise MaskSizeError(
+            f"predicted mask is {p.shape[0]}x{p.shape[1]} (HxW) but the reference is {r.shape[0]}x{r.shape[1]}"
+        )
     pred_area = int(np.count_nonzero(p))
     ref_area = int(np.count_nonzero(r))
     inter = int(np.count_nonzero(np.logical_and(p, r))) if pred_area and ref_area else 0
@@ -130,6 +131,7 @@ def batch_mask_counts(pairs: Sequence[tuple[Any, Any]], start: int | None = 0) -
     MaskSizeError, MaskError
         As :func:`mask_counts`, naming the item.
     """
+
     def where(k: int) -> str:
         return "" if start is None else f"item {start + k}: "
 
@@ -140,8 +142,10 @@ def batch_mask_counts(pairs: Sequence[tuple[Any, Any]], start: int | None = 0) -
             if isinstance(pred, Mapping) and isinstance(ref, Mapping):
                 p, r = coco_rle(pred, "predicted "), coco_rle(ref, "reference ")
                 if p["size"] != r["size"]:
-                    raise MaskSizeError(f"predicted mask is {p['size'][0]}x{p['size'][1]} (HxW) but the "
-                                        f"reference is {r['size'][0]}x{r['size'][1]}")
+                    raise MaskSizeError(
+                        f"predicted mask is {p['size'][0]}x{p['size'][1]} (HxW) but the "
+                        f"reference is {r['size'][0]}x{r['size'][1]}"
+                    )
                 rle.append((k, p, r))
             else:
                 out[k] = mask_counts(pred, ref)

@@ -50,12 +50,15 @@ def _as_sample(item: Any) -> EvalSample:
         return item
     if isinstance(item, tuple) and len(item) in (2, 4):
         return EvalSample(*item)
-    raise TypeError("evaluate() takes EvalSample, (pred_mask, ref_mask) or "
-                    f"(pred_mask, ref_mask, pred_answer, ref_answer) items, got {type(item).__name__}")
+    raise TypeError(
+        "evaluate() takes EvalSample, (pred_mask, ref_mask) or "
+        f"(pred_mask, ref_mask, pred_answer, ref_answer) items, got {type(item).__name__}"
+    )
 
 
-def evaluate(items: Iterable[Any], *, metadata: dict[str, Any] | None = None,
-             batch_size: int = 1024) -> EvaluationReport:
+def evaluate(
+    items: Iterable[Any], *, metadata: dict[str, Any] | None = None, batch_size: int = 1024
+) -> EvaluationReport:
     """Evaluate (prediction, reference) pairs: gIoU, cIoU, N-Acc and text accuracy.
 
     Streams ``items``: memory does not depend on their number, and the result does
@@ -108,8 +111,9 @@ def _add_samples(report: EvaluationReport, samples: list[EvalSample], start: int
                 text = answer_correct(s.pred_answer, s.ref_answer)
             except TemplateError as err:
                 raise TemplateError(f"item {start + k}: reference answer: {err}") from None
-        report.add(c, lesion_type=s.lesion_type, instruction_type=s.instruction_type,
-                   polarity=s.polarity, text_correct=text)
+        report.add(
+            c, lesion_type=s.lesion_type, instruction_type=s.instruction_type, polarity=s.polarity, text_correct=text
+        )
 
 
 def _examples(ids: pa.Array, k: int = 5) -> list[str]:
@@ -121,8 +125,14 @@ def _duplicates(ids: pa.Array) -> pa.Array:
     return counts.field("values").filter(pc.greater(counts.field("counts"), 1))
 
 
-def evaluate_predictions(dataset_dir: str | Path, predictions: str | Path | Any, *, split: str | None = "test",
-                         paraphrases: str = "exclude", batch_size: int = 1024) -> EvaluationReport:
+def evaluate_predictions(
+    dataset_dir: str | Path,
+    predictions: str | Path | Any,
+    *,
+    split: str | None = "test",
+    paraphrases: str = "exclude",
+    batch_size: int = 1024,
+) -> EvaluationReport:
     """Evaluate a predictions file (or table) against the records of a dataset split.
 
     Parameters
@@ -167,21 +177,28 @@ def evaluate_predictions(dataset_dir: str | Path, predictions: str | Path | Any,
     dups = _duplicates(pred_ids)
     if len(dups):
         raise EvaluationError(f"{where}: {len(dups)} duplicate record ids, e.g. {_examples(dups)}")
-    ref_ids = pa.chunked_array([b.column("record_id").cast(pa.string()) for b in
-                                iter_reference_batches(dataset_dir, split, ["record_id"], batch_size,
-                                                       paraphrases=paraphrases)],
-                               type=pa.string()).combine_chunks()
+    ref_ids = pa.chunked_array(
+        [
+            b.column("record_id").cast(pa.string())
+            for b in iter_reference_batches(dataset_dir, split, ["record_id"], batch_size, paraphrases=paraphrases)
+        ],
+        type=pa.string(),
+    ).combine_chunks()
     if len(ref_ids) == 0:
-        raise EvaluationError(f"{dataset_dir}: no records in split {split_name!r}" if split is not None
-                              else f"{dataset_dir}: no records in any split")
+        raise EvaluationError(
+            f"{dataset_dir}: no records in split {split_name!r}"
+            if split is not None
+            else f"{dataset_dir}: no records in any split"
+        )
     dups = _duplicates(ref_ids)
     if len(dups):
         raise EvaluationError(f"{dataset_dir}: {len(dups)} duplicate record ids in the dataset, e.g. {_examples(dups)}")
     missing = ref_ids.filter(pc.invert(pc.is_in(ref_ids, value_set=pred_ids)))
     if len(missing):
         which = f"{split_name} records" if split is not None else "records (all splits)"
-        raise EvaluationError(f"{where}: {len(missing)} of {len(ref_ids)} {which} have no prediction, "
-                              f"e.g. {_examples(missing)}")
+        raise EvaluationError(
+            f"{where}: {len(missing)} of {len(ref_ids)} {which} have no prediction, e.g. {_examples(missing)}"
+        )
     extra = pred_ids.filter(pc.invert(pc.is_in(pred_ids, value_set=ref_ids)))
     if len(extra):
         raise EvaluationError(_outside_message(where, dataset_dir, extra, split, paraphrases, batch_size))
@@ -189,8 +206,15 @@ def evaluate_predictions(dataset_dir: str | Path, predictions: str | Path | Any,
     del ref_ids, pred_ids, missing, extra
 
     score_text = "answer" in pred.column_names
-    report = EvaluationReport({"dataset": str(dataset_dir), "predictions": where, "split": split_name,
-                               "paraphrases": paraphrases, "text_scored": score_text})
+    report = EvaluationReport(
+        {
+            "dataset": str(dataset_dir),
+            "predictions": where,
+            "split": split_name,
+            "paraphrases": paraphrases,
+            "text_scored": score_text,
+        }
+    )
     offset = 0
     for batch in iter_reference_batches(dataset_dir, split, REFERENCE_COLUMNS, batch_size, paraphrases=paraphrases):
         rows = pred.take(index.slice(offset, batch.num_rows))
@@ -199,17 +223,18 @@ def evaluate_predictions(dataset_dir: str | Path, predictions: str | Path | Any,
     return report
 
 
-def _outside_message(where: str, dataset_dir: str | Path, extra: pa.Array, split: str | None, paraphrases: str,
-                     batch_size: int) -> str:
+def _outside_message(
+    where: str, dataset_dir: str | Path, extra: pa.Array, split: str | None, paraphrases: str, batch_size: int
+) -> str:
     """Why predicted ids are not records of the evaluated split: in which split they
     are, left out by ``--paraphrases``, or not in the dataset at all."""
     chosen = normalize_split(split) if split is not None else None
     where_found: Counter[str] = Counter()
-    for batch in iter_reference_batches(dataset_dir, None, ["record_id", "split"], batch_size,
-                                        optional=["paraphrase_of"], paraphrases="include"):
+    for batch in iter_reference_batches(
+        dataset_dir, None, ["record_id", "split"], batch_size, optional=["paraphrase_of"], paraphrases="include"
+    ):
         hit = batch.filter(pc.is_in(batch.column("record_id").cast(pa.string()), value_set=extra))
-        para = (hit.column("paraphrase_of").to_pylist() if "paraphrase_of" in hit.schema.names
-                else [""] * hit.num_rows)
+        para = hit.column("paraphrase_of").to_pylist() if "paraphrase_of" in hit.schema.names else [""] * hit.num_rows
         for s, p in zip(hit.column("split").to_pylist(), para):
             if chosen is not None and s != chosen:
                 where_found[f"in split {s!r}"] += 1
@@ -221,22 +246,28 @@ def _outside_message(where: str, dataset_dir: str | Path, extra: pa.Array, split
     if absent:
         where_found["not in the dataset"] = absent
     parts = ", ".join(f"{n} {what}" for what, n in sorted(where_found.items(), key=lambda kv: (-kv[1], kv[0])))
-    hint = "; evaluate another split with --split (train | validate | test | all)" if any(
-        k.startswith("in split") for k in where_found) else ""
+    hint = (
+        "; evaluate another split with --split (train | validate | test | all)"
+        if any(k.startswith("in split") for k in where_found)
+        else ""
+    )
     records = f"records of split {chosen!r}" if chosen is not None else "records"
-    return (f"{where}: {len(extra)} record ids are not {records} of {dataset_dir} ({parts}), "
-            f"e.g. {_examples(extra)}{hint}")
+    return (
+        f"{where}: {len(extra)} record ids are not {records} of {dataset_dir} ({parts}), e.g. {_examples(extra)}{hint}"
+    )
 
 
-def _score_batch(report: EvaluationReport, ref: pa.RecordBatch, pred: pa.Table, score_text: bool,
-                 dataset: str, where: str) -> None:
+def _score_batch(
+    report: EvaluationReport, ref: pa.RecordBatch, pred: pa.Table, score_text: bool, dataset: str, where: str
+) -> None:
     ids = ref.column("record_id").to_pylist()
     r_counts, r_h, r_w = mask_column(ref.column("mask"), dataset)
     p_counts, p_h, p_w = (pred.column(c).to_pylist() for c in ("counts", "height", "width"))
     for rid, ph, pw, rh, rw in zip(ids, p_h, p_w, r_h, r_w):
         if (ph, pw) != (rh, rw):
-            raise EvaluationError(f"{where}: record {rid!r}: mask is {ph}x{pw} (HxW) but the reference "
-                                  f"image is {rh}x{rw}")
+            raise EvaluationError(
+                f"{where}: record {rid!r}: mask is {ph}x{pw} (HxW) but the reference image is {rh}x{rw}"
+            )
     try:
         ref_areas = rle_areas(r_counts, r_h, r_w).tolist()
     except InvalidRLE as err:
@@ -251,8 +282,10 @@ def _score_batch(report: EvaluationReport, ref: pa.RecordBatch, pred: pa.Table, 
         pa_, ra = pred_areas[i], ref_areas[i]
         inter = 0
         if pa_ and ra:
-            inter = rle_intersection({"size": [p_h[i], p_w[i]], "counts": _as_bytes(p_counts[i])},
-                                     {"size": [r_h[i], r_w[i]], "counts": _as_bytes(r_counts[i])})
+            inter = rle_intersection(
+                {"size": [p_h[i], p_w[i]], "counts": _as_bytes(p_counts[i])},
+                {"size": [r_h[i], r_w[i]], "counts": _as_bytes(r_counts[i])},
+            )
         text = None
         if score_text:
             try:
@@ -260,8 +293,13 @@ def _score_batch(report: EvaluationReport, ref: pa.RecordBatch, pred: pa.Table, 
             except (TemplateError, AttributeError) as err:
                 raise EvaluationError(f"{dataset}: record {ids[i]!r}: reference answer: {err}") from None
             text = answer_correct(answers[i], ref_parsed)
-        report.add(MaskCounts(inter, pa_ + ra - inter, pa_, ra), lesion_type=lesion, instruction_type=itype,
-                   polarity=polarity, text_correct=text)
+        report.add(
+            MaskCounts(inter, pa_ + ra - inter, pa_, ra),
+            lesion_type=lesion,
+            instruction_type=itype,
+            polarity=polarity,
+            text_correct=text,
+        )
 
 
 def _as_bytes(counts: str | bytes) -> bytes:

@@ -35,7 +35,13 @@ class EvaluationError(ValueError):
 _JSONL_CHUNK = 8192
 
 REFERENCE_COLUMNS: tuple[str, ...] = (
-    "record_id", "split", "lesion_type", "instruction_type", "polarity", "answer", "mask",
+    "record_id",
+    "split",
+    "lesion_type",
+    "instruction_type",
+    "polarity",
+    "answer",
+    "mask",
 )
 
 
@@ -81,9 +87,15 @@ def dataset_shards(dataset_dir: str | Path) -> list[Path]:
 PARAPHRASE_MODES: tuple[str, ...] = ("exclude", "include", "only")
 
 
-def iter_reference_batches(dataset_dir: str | Path, split: str | None, columns: Iterable[str],
-                           batch_size: int = 1024, *, optional: Iterable[str] = (),
-                           paraphrases: str = "include") -> Iterator[pa.RecordBatch]:
+def iter_reference_batches(
+    dataset_dir: str | Path,
+    split: str | None,
+    columns: Iterable[str],
+    batch_size: int = 1024,
+    *,
+    optional: Iterable[str] = (),
+    paraphrases: str = "include",
+) -> Iterator[pa.RecordBatch]:
     """Stream the records of one split (all splits when ``split`` is None) in shard order.
 
     Parameters
@@ -131,8 +143,11 @@ def iter_reference_batches(dataset_dir: str | Path, split: str | None, columns: 
             has_para = "paraphrase_of" in names
             if paraphrases == "only" and not has_para:
                 continue
-            read = cols + [c for c in ("split", "paraphrase_of") if c not in cols and
-                           (c == "split" and split is not None or c == "paraphrase_of" and has_para)]
+            read = cols + [
+                c
+                for c in ("split", "paraphrase_of")
+                if c not in cols and (c == "split" and split is not None or c == "paraphrase_of" and has_para)
+            ]
             for batch in pf.iter_batches(batch_size=batch_size, columns=read):
                 keep = None
                 if split is not None:
@@ -229,8 +244,10 @@ def read_predictions(path: str | Path) -> pa.Table:
                     heights.append(int(size[0]))
                     widths.append(int(size[1]))
                 except (ValueError, KeyError, TypeError, IndexError) as err:
-                    raise EvaluationError(f"{path}: line {lineno}: not a prediction "
-                                          f"{{record_id, mask: {{size, counts}}, answer?}}: {err!r}") from err
+                    raise EvaluationError(
+                        f"{path}: line {lineno}: not a prediction "
+                        f"{{record_id, mask: {{size, counts}}, answer?}}: {err!r}"
+                    ) from err
                 if not isinstance(rid, str):
                     raise EvaluationError(f"{path}: line {lineno}: record_id must be a string, got {rid!r}")
                 ids.append(rid)
@@ -273,22 +290,29 @@ def predictions_from_table(table: Any, where: str = "predictions") -> pa.Table:
     if _is_rle_struct(mask.type):  # the usual case, kept in Arrow (no Python objects per row)
         mask = mask.combine_chunks() if isinstance(mask, pa.ChunkedArray) else mask
         size, counts = pc.struct_field(mask, "size"), pc.struct_field(mask, "counts")
-        bad = pc.or_kleene(pc.is_null(mask), pc.or_kleene(pc.is_null(counts),
-                                                          pc.not_equal(pc.list_value_length(size), 2)))
+        bad = pc.or_kleene(
+            pc.is_null(mask), pc.or_kleene(pc.is_null(counts), pc.not_equal(pc.list_value_length(size), 2))
+        )
         bad = pc.fill_null(bad, True)
         if pc.any(bad).as_py():
             row = pc.index(bad, True).as_py()
-            raise EvaluationError(f"{where}: record {ids[row].as_py()!r}: mask must be a COCO RLE "
-                                  f"{{size: [H, W], counts}}, got {mask[row].as_py()!r:.120}")
-        cols = {"record_id": ids.cast(pa.string()), "counts": counts.cast(pa.string()),
-                "height": pc.list_element(size, 0).cast(pa.int64()),
-                "width": pc.list_element(size, 1).cast(pa.int64())}
+            raise EvaluationError(
+                f"{where}: record {ids[row].as_py()!r}: mask must be a COCO RLE "
+                f"{{size: [H, W], counts}}, got {mask[row].as_py()!r:.120}"
+            )
+        cols = {
+            "record_id": ids.cast(pa.string()),
+            "counts": counts.cast(pa.string()),
+            "height": pc.list_element(size, 0).cast(pa.int64()),
+            "width": pc.list_element(size, 1).cast(pa.int64()),
+        }
         if answer is not None:
             cols["answer"] = answer.cast(pa.string())
         return pa.table(cols)
     counts, heights, widths = mask_column(mask, where)
-    return _prediction_table(ids.to_pylist(), counts, heights, widths,
-                             None if answer is None else answer.to_pylist(), where)
+    return _prediction_table(
+        ids.to_pylist(), counts, heights, widths, None if answer is None else answer.to_pylist(), where
+    )
 
 
 def _is_text(t: pa.DataType) -> bool:
@@ -297,13 +321,18 @@ def _is_text(t: pa.DataType) -> bool:
 
 def _is_rle_struct(t: pa.DataType) -> bool:
     names = {f.name: f.type for f in t} if pa.types.is_struct(t) else {}
-    return ("counts" in names and "size" in names and _is_text(names["counts"])
-            and (pa.types.is_list(names["size"]) or pa.types.is_large_list(names["size"]))
-            and pa.types.is_integer(names["size"].value_type))
+    return (
+        "counts" in names
+        and "size" in names
+        and _is_text(names["counts"])
+        and (pa.types.is_list(names["size"]) or pa.types.is_large_list(names["size"]))
+        and pa.types.is_integer(names["size"].value_type)
+    )
 
 
-def _prediction_table(ids: list[Any], counts: list[Any], heights: list[Any], widths: list[Any],
-                      answers: list[Any] | None, path: Any) -> pa.Table:
+def _prediction_table(
+    ids: list[Any], counts: list[Any], heights: list[Any], widths: list[Any], answers: list[Any] | None, path: Any
+) -> pa.Table:
     norm = []
     for rid, c, h, w in zip(ids, counts, heights, widths):
         if isinstance(c, list):  # uncompressed COCO RLE: compress (checks the runs add up to H*W)
@@ -331,8 +360,11 @@ def _prediction_table(ids: list[Any], counts: list[Any], heights: list[Any], wid
 
 #: Optional columns of a model's predictions file that say how each answer was decided
 #: (:class:`cxrils.models.base.Prediction`); evaluation reads none of them.
-SCORE_FIELDS: tuple[tuple[str, Any], ...] = (("presence_score", pa.float64()), ("presence_threshold", pa.float64()),
-                                             ("note", pa.string()))
+SCORE_FIELDS: tuple[tuple[str, Any], ...] = (
+    ("presence_score", pa.float64()),
+    ("presence_threshold", pa.float64()),
+    ("note", pa.string()),
+)
 
 
 def _finite_or_none(value: Any) -> Any:
@@ -340,8 +372,14 @@ def _finite_or_none(value: Any) -> Any:
     return None if isinstance(value, float) and not math.isfinite(value) else value
 
 
-def write_predictions(path: str | Path, rows: Iterable[dict[str, Any]], *, with_answers: bool = True,
-                      with_scores: bool = False, chunk_size: int = 4096) -> int:
+def write_predictions(
+    path: str | Path,
+    rows: Iterable[dict[str, Any]],
+    *,
+    with_answers: bool = True,
+    with_scores: bool = False,
+    chunk_size: int = 4096,
+) -> int:
     """Write predictions atomically as Parquet (``.parquet``) or JSON Lines (other suffixes).
 
     Parameters
@@ -365,14 +403,19 @@ def write_predictions(path: str | Path, rows: Iterable[dict[str, Any]], *, with_
         Rows written.
     """
     path = Path(path)
-    fields = [("record_id", pa.string()),
-              ("mask", pa.struct([("size", pa.list_(pa.int32())), ("counts", pa.string())]))]
-    schema = pa.schema(fields + ([("answer", pa.string())] if with_answers else [])
-                       + (list(SCORE_FIELDS) if with_scores else []))
+    fields = [
+        ("record_id", pa.string()),
+        ("mask", pa.struct([("size", pa.list_(pa.int32())), ("counts", pa.string())])),
+    ]
+    schema = pa.schema(
+        fields + ([("answer", pa.string())] if with_answers else []) + (list(SCORE_FIELDS) if with_scores else [])
+    )
 
     def plain(row: dict[str, Any]) -> dict[str, Any]:
-        out = {"record_id": row["record_id"],
-               "mask": {"size": [int(v) for v in row["mask"]["size"]], "counts": row["mask"]["counts"]}}
+        out = {
+            "record_id": row["record_id"],
+            "mask": {"size": [int(v) for v in row["mask"]["size"]], "counts": row["mask"]["counts"]},
+        }
         if with_answers:
             out["answer"] = row.get("answer")
         if with_scores:

@@ -97,13 +97,17 @@ class OfficialAccumulator:
             "giou_neg": self._mean(q.acc, q.n),
             "giou": self._mean(p.acc + q.acc, n),
             "ciou": (p.inter + q.inter) / (p.union + q.union + UNION_EPS) if n else None,
-            "n_pos": p.n, "n_neg": q.n,
+            "n_pos": p.n,
+            "n_neg": q.n,
         }
 
     def to_dict(self) -> dict[str, str]:
         """Raw sums as decimal strings (exact; the fixed-point sums exceed JSON's doubles)."""
-        return {f"{g}_{name}": str(getattr(grp, name)) for g, grp in (("pos", self.pos), ("neg", self.neg))
-                for name in self._FIELDS}
+        return {
+            f"{g}_{name}": str(getattr(grp, name))
+            for g, grp in (("pos", self.pos), ("neg", self.neg))
+            for name in self._FIELDS
+        }
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> OfficialAccumulator:

@@ -60,9 +60,15 @@ class EvaluationReport:
         self.official = OfficialAccumulator()
 
     # -- accumulation -------------------------------------------------------
-    def add(self, counts: MaskCounts, *, lesion_type: str | None = None,
-            instruction_type: str | None = None, polarity: str | None = None,
-            text_correct: bool | None = None) -> None:
+    def add(
+        self,
+        counts: MaskCounts,
+        *,
+        lesion_type: str | None = None,
+        instruction_type: str | None = None,
+        polarity: str | None = None,
+        text_correct: bool | None = None,
+    ) -> None:
         """Add one sample.
 
         Parameters
@@ -103,10 +109,19 @@ class EvaluationReport:
     @staticmethod
     def _seg_row(acc: _CellAcc) -> dict[str, Any]:
         s = acc.seg
-        return {"gIoU": s.gIoU, "cIoU": s.cIoU, "n_acc": s.n_acc,
-                "n_positive": s.n_positive, "n_negative": s.n_negative,
-                "intersection": s.intersection, "union": s.union, "n_negative_empty": s.n_negative_empty,
-                "text_accuracy": acc.text.accuracy, "n_text": acc.text.n, "n_text_correct": acc.text.n_correct}
+        return {
+            "gIoU": s.gIoU,
+            "cIoU": s.cIoU,
+            "n_acc": s.n_acc,
+            "n_positive": s.n_positive,
+            "n_negative": s.n_negative,
+            "intersection": s.intersection,
+            "union": s.union,
+            "n_negative_empty": s.n_negative_empty,
+            "text_accuracy": acc.text.accuracy,
+            "n_text": acc.text.n,
+            "n_text_correct": acc.text.n_correct,
+        }
 
     @staticmethod
     def _text_row(acc: _CellAcc) -> dict[str, Any]:
@@ -144,8 +159,10 @@ class EvaluationReport:
         out: dict[str, dict[str, dict[str, Any]]] = {}
         for it in self._itypes() + ["all"]:
             sel = "*" if it == "all" else it
-            out[it] = {pol: self._text_row(self._sum(itype=sel, polarity="*" if pol == "all" else pol))
-                       for pol in (*vocab.POLARITIES, "all")}
+            out[it] = {
+                pol: self._text_row(self._sum(itype=sel, polarity="*" if pol == "all" else pol))
+                for pol in (*vocab.POLARITIES, "all")
+            }
         return out
 
     def table14(self) -> dict[str, dict[str, dict[str, dict[str, Any]]]]:
@@ -155,9 +172,10 @@ class EvaluationReport:
             out[les] = {}
             for it in self._itypes() + ["all"]:
                 sel = "*" if it == "all" else it
-                out[les][it] = {pol: self._text_row(self._sum(lesion=les, itype=sel,
-                                                              polarity="*" if pol == "all" else pol))
-                                for pol in (*vocab.POLARITIES, "all")}
+                out[les][it] = {
+                    pol: self._text_row(self._sum(lesion=les, itype=sel, polarity="*" if pol == "all" else pol))
+                    for pol in (*vocab.POLARITIES, "all")
+                }
         return out
 
     def official_protocol(self) -> dict[str, Any]:
@@ -171,21 +189,38 @@ class EvaluationReport:
         rows = []
         for (les, it, pol), acc in sorted(self._cells.items(), key=lambda kv: tuple(str(k) for k in kv[0])):
             s = acc.seg
-            rows.append({"lesion_type": les, "instruction_type": it, "polarity": pol,
-                         "n_positive": s.n_positive, "iou_sum_2pow1074": str(s.iou_sum),
-                         "intersection": s.intersection, "union": s.union,
-                         "n_negative": s.n_negative, "n_negative_empty": s.n_negative_empty,
-                         "n_text": acc.text.n, "n_text_correct": acc.text.n_correct})
+            rows.append(
+                {
+                    "lesion_type": les,
+                    "instruction_type": it,
+                    "polarity": pol,
+                    "n_positive": s.n_positive,
+                    "iou_sum_2pow1074": str(s.iou_sum),
+                    "intersection": s.intersection,
+                    "union": s.union,
+                    "n_negative": s.n_negative,
+                    "n_negative_empty": s.n_negative_empty,
+                    "n_text": acc.text.n,
+                    "n_text_correct": acc.text.n_correct,
+                }
+            )
         return rows
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready dict: metadata, Tables 4, 5, 6, 14 and the raw cell counts."""
-        return {"schema": REPORT_SCHEMA, "metadata": self.metadata, "n_samples": self.n_samples,
-                "text_scored": self.text_scored, "table4_overall": self.table4(),
-                "table5_per_lesion_type": self.table5(), "table6_text_by_instruction_type": self.table6(),
-                "table14_text_by_lesion_and_instruction_type": self.table14(),
-                "official_protocol": self.official_protocol(), "official_protocol_counts": self.official.to_dict(),
-                "cells": self.cells()}
+        return {
+            "schema": REPORT_SCHEMA,
+            "metadata": self.metadata,
+            "n_samples": self.n_samples,
+            "text_scored": self.text_scored,
+            "table4_overall": self.table4(),
+            "table5_per_lesion_type": self.table5(),
+            "table6_text_by_instruction_type": self.table6(),
+            "table14_text_by_lesion_and_instruction_type": self.table14(),
+            "official_protocol": self.official_protocol(),
+            "official_protocol_counts": self.official.to_dict(),
+            "cells": self.cells(),
+        }
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> EvaluationReport:
@@ -203,9 +238,13 @@ class EvaluationReport:
         try:
             for row in data["cells"]:
                 seg = SegmentationAccumulator(
-                    n_positive=int(row["n_positive"]), iou_sum=int(row["iou_sum_2pow1074"]),
-                    intersection=int(row["intersection"]), union=int(row["union"]),
-                    n_negative=int(row["n_negative"]), n_negative_empty=int(row["n_negative_empty"]))
+                    n_positive=int(row["n_positive"]),
+                    iou_sum=int(row["iou_sum_2pow1074"]),
+                    intersection=int(row["intersection"]),
+                    union=int(row["union"]),
+                    n_negative=int(row["n_negative"]),
+                    n_negative_empty=int(row["n_negative_empty"]),
+                )
                 text = TextAccumulator(n=int(row["n_text"]), n_correct=int(row["n_text_correct"]))
                 key = (row["lesion_type"], row["instruction_type"], row["polarity"])
                 report._cells.setdefault(key, _CellAcc()).merge(_CellAcc(seg, text))
@@ -229,15 +268,26 @@ class EvaluationReport:
         files = {
             "report.json": None,
             "table4.csv": _csv(_TABLE4_COLS, [self.table4()]),
-            "table5.csv": _csv(["lesion_type", *_TABLE4_COLS],
-                               [{"lesion_type": les, **row} for les, row in self.table5().items()]),
-            "table6.csv": _csv(["instruction_type", "polarity", "accuracy", "n_correct", "n"],
-                               [{"instruction_type": it, "polarity": pol, **row}
-                                for it, pols in self.table6().items() for pol, row in pols.items()]),
-            "table14.csv": _csv(["lesion_type", "instruction_type", "polarity", "accuracy", "n_correct", "n"],
-                                [{"lesion_type": les, "instruction_type": it, "polarity": pol, **row}
-                                 for les, its in self.table14().items() for it, pols in its.items()
-                                 for pol, row in pols.items()]),
+            "table5.csv": _csv(
+                ["lesion_type", *_TABLE4_COLS], [{"lesion_type": les, **row} for les, row in self.table5().items()]
+            ),
+            "table6.csv": _csv(
+                ["instruction_type", "polarity", "accuracy", "n_correct", "n"],
+                [
+                    {"instruction_type": it, "polarity": pol, **row}
+                    for it, pols in self.table6().items()
+                    for pol, row in pols.items()
+                ],
+            ),
+            "table14.csv": _csv(
+                ["lesion_type", "instruction_type", "polarity", "accuracy", "n_correct", "n"],
+                [
+                    {"lesion_type": les, "instruction_type": it, "polarity": pol, **row}
+                    for les, its in self.table14().items()
+                    for it, pols in its.items()
+                    for pol, row in pols.items()
+                ],
+            ),
             "report.md": self.to_markdown(),
         }
         written = []
@@ -256,51 +306,91 @@ class EvaluationReport:
         lines = ["# cxrils evaluation report", ""]
         for key, value in self.metadata.items():
             lines.append(f"- {key}: `{value}`")
-        lines += [f"- samples: {self.n_samples} ({t4['n_positive']} positive, {t4['n_negative']} negative)",
-                  "", _DEFINITIONS, "", "## Table 4: overall", "",
-                  "| gIoU | cIoU | N-Acc. | text acc. | positives | negatives |", "|---|---|---|---|---|---|",
-                  f"| {pct(t4['gIoU'])} | {pct(t4['cIoU'])} | {pct(t4['n_acc'])} | {pct(t4['text_accuracy'])} "
-                  f"| {t4['n_positive']} | {t4['n_negative']} |", "",
-                  *_official_lines(self.official_protocol()),
-                  "## Table 5: per lesion type", "",
-                  "| lesion type | gIoU | cIoU | N-Acc. | positives | negatives |", "|---|---|---|---|---|---|"]
+        lines += [
+            f"- samples: {self.n_samples} ({t4['n_positive']} positive, {t4['n_negative']} negative)",
+            "",
+            _DEFINITIONS,
+            "",
+            "## Table 4: overall",
+            "",
+            "| gIoU | cIoU | N-Acc. | text acc. | positives | negatives |",
+            "|---|---|---|---|---|---|",
+            f"| {pct(t4['gIoU'])} | {pct(t4['cIoU'])} | {pct(t4['n_acc'])} | {pct(t4['text_accuracy'])} "
+            f"| {t4['n_positive']} | {t4['n_negative']} |",
+            "",
+            *_official_lines(self.official_protocol()),
+            "## Table 5: per lesion type",
+            "",
+            "| lesion type | gIoU | cIoU | N-Acc. | positives | negatives |",
+            "|---|---|---|---|---|---|",
+        ]
         for les, row in self.table5().items():
-            lines.append(f"| {les} | {pct(row['gIoU'])} | {pct(row['cIoU'])} | {pct(row['n_acc'])} "
-                         f"| {row['n_positive']} | {row['n_negative']} |")
+            lines.append(
+                f"| {les} | {pct(row['gIoU'])} | {pct(row['cIoU'])} | {pct(row['n_acc'])} "
+                f"| {row['n_positive']} | {row['n_negative']} |"
+            )
         if not self.text_scored:
             lines += ["", "Text accuracy (Tables 6 and 14): n/a, the predictions carry no answers."]
             return "\n".join(lines) + "\n"
-        lines += ["", "## Table 6: text accuracy per instruction type", "",
-                  "| instruction type | positive | negative | all |", "|---|---|---|---|"]
+        lines += [
+            "",
+            "## Table 6: text accuracy per instruction type",
+            "",
+            "| instruction type | positive | negative | all |",
+            "|---|---|---|---|",
+        ]
         for it, pols in self.table6().items():
             lines.append(f"| {it} | " + " | ".join(_frac(pols[p]) for p in (*vocab.POLARITIES, "all")) + " |")
-        lines += ["", "## Table 14: text accuracy per lesion type and instruction type", "",
-                  "| lesion type | instruction type | positive | negative | all |", "|---|---|---|---|---|"]
+        lines += [
+            "",
+            "## Table 14: text accuracy per lesion type and instruction type",
+            "",
+            "| lesion type | instruction type | positive | negative | all |",
+            "|---|---|---|---|---|",
+        ]
         for les, its in self.table14().items():
             for it, pols in its.items():
                 if pols["all"]["n"]:
-                    lines.append(f"| {les} | {it} | "
-                                 + " | ".join(_frac(pols[p]) for p in (*vocab.POLARITIES, "all")) + " |")
+                    lines.append(
+                        f"| {les} | {it} | " + " | ".join(_frac(pols[p]) for p in (*vocab.POLARITIES, "all")) + " |"
+                    )
         return "\n".join(lines) + "\n"
 
 
-_TABLE4_COLS = ["gIoU", "cIoU", "n_acc", "n_positive", "n_negative", "intersection", "union",
-                "n_negative_empty", "text_accuracy", "n_text", "n_text_correct"]
+_TABLE4_COLS = [
+    "gIoU",
+    "cIoU",
+    "n_acc",
+    "n_positive",
+    "n_negative",
+    "intersection",
+    "union",
+    "n_negative_empty",
+    "text_accuracy",
+    "n_text",
+    "n_text_correct",
+]
 
 _DEFINITIONS = (
     "gIoU (mean per-sample IoU) and cIoU (total intersection / total union) are computed over "
     "**positives** (non-empty reference mask) only; N-Acc. is the share of **negatives** (empty "
     "reference mask) whose predicted mask is entirely empty. Text accuracy is exact match of the "
-    "parsed answer (template and every variable). Values in %; n/a = no sample of that kind.")
+    "parsed answer (template and every variable). Values in %; n/a = no sample of that kind."
+)
 
 
 def _official_lines(o: dict[str, Any]) -> list[str]:
-    return ["## Table 4, the authors' protocol (KAIST-Edlab/ROSALIA train_ds.py validate())", "",
-            "| giou_pos | ciou_pos | giou_neg | giou (all) | ciou (all) |", "|---|---|---|---|---|",
-            f"| {pct(o['giou_pos'])} | {pct(o['ciou_pos'])} | {pct(o['giou_neg'])} | {pct(o['giou'])} "
-            f"| {pct(o['ciou'])} |", "",
-            "Per sample I / (U + 1e-5), + 1 when U = 0; means divide by (count + 1e-5); giou_neg is "
-            "N-Acc. up to that epsilon (docs/evaluation.md).", ""]
+    return [
+        "## Table 4, the authors' protocol (KAIST-Edlab/ROSALIA train_ds.py validate())",
+        "",
+        "| giou_pos | ciou_pos | giou_neg | giou (all) | ciou (all) |",
+        "|---|---|---|---|---|",
+        f"| {pct(o['giou_pos'])} | {pct(o['ciou_pos'])} | {pct(o['giou_neg'])} | {pct(o['giou'])} | {pct(o['ciou'])} |",
+        "",
+        "Per sample I / (U + 1e-5), + 1 when U = 0; means divide by (count + 1e-5); giou_neg is "
+        "N-Acc. up to that epsilon (docs/evaluation.md).",
+        "",
+    ]
 
 
 def pct(value: float | None) -> str:

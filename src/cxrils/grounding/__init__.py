@@ -8,8 +8,21 @@ from cxrils.grounding.locations import empty_locations, grounded_locations, repo
 from cxrils.grounding.study import frontal_view_problem, ground_study, grounding_to_dict, recall_counts
 
 __all__ = [
-    "Algorithm1Result", "BoxCheck", "OracleBox", "algorithm1", "c1_oracle", "c1_passing_sides", "c1_sides",
-    "check_box", "lesion_boxes", "refine", "empty_locations",
-    "grounded_locations", "reported_locations", "frontal_view_problem", "ground_study", "grounding_to_dict",
+    "Algorithm1Result",
+    "BoxCheck",
+    "OracleBox",
+    "algorithm1",
+    "c1_oracle",
+    "c1_passing_sides",
+    "c1_sides",
+    "check_box",
+    "lesion_boxes",
+    "refine",
+    "empty_locations",
+    "grounded_locations",
+    "reported_locations",
+    "frontal_view_problem",
+    "ground_study",
+    "grounding_to_dict",
     "recall_counts",
 ]

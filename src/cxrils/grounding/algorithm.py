@@ -88,15 +88,26 @@ class BoxCheck:
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready dict; ``c1_iou_right_part`` / ``c1_iou_left_part`` only when
         :attr:`iou_anatomy_sides` was evaluated."""
-        sides = {} if self.iou_anatomy_sides is None else {
-            "c1_iou_right_part": self.iou_anatomy_sides[0], "c1_iou_left_part": self.iou_anatomy_sides[1]}
+        sides = (
+            {}
+            if self.iou_anatomy_sides is None
+            else {"c1_iou_right_part": self.iou_anatomy_sides[0], "c1_iou_left_part": self.iou_anatomy_sides[1]}
+        )
         return {
             **self.box.to_dict(),
-            "c1_iou_anatomy": self.iou_anatomy, **sides, "c1": self.c1,
-            "c2_confidence": self.confidence, "c2": self.c2,
-            "c3_signal": self.signal, "c3": self.c3,
-            "c4_iou_right_lung": self.iou_right_lung, "c4_iou_left_lung": self.iou_left_lung, "c4": self.c4,
-            "kept": self.kept, "failed": self.failed, "n_components": self.n_components,
+            "c1_iou_anatomy": self.iou_anatomy,
+            **sides,
+            "c1": self.c1,
+            "c2_confidence": self.confidence,
+            "c2": self.c2,
+            "c3_signal": self.signal,
+            "c3": self.c3,
+            "c4_iou_right_lung": self.iou_right_lung,
+            "c4_iou_left_lung": self.iou_left_lung,
+            "c4": self.c4,
+            "kept": self.kept,
+            "failed": self.failed,
+            "n_components": self.n_components,
         }
 
 
@@ -144,9 +155,16 @@ def c1_sides(labels: tuple[str, ...] | list[str], anatomy: AnatomyMasks) -> tupl
     return anatomy.union(right), anatomy.union(left)
 
 
-def check_box(box: LesionBox, anomaly_set: np.ndarray, m_union: np.ndarray, right_lung: np.ndarray,
-              left_lung: np.ndarray, lesion_type: str, cfg: GroundingConfig,
-              m_sides: tuple[np.ndarray, np.ndarray] | None = None) -> BoxCheck:
+def check_box(
+    box: LesionBox,
+    anomaly_set: np.ndarray,
+    m_union: np.ndarray,
+    right_lung: np.ndarray,
+    left_lung: np.ndarray,
+    lesion_type: str,
+    cfg: GroundingConfig,
+    m_sides: tuple[np.ndarray, np.ndarray] | None = None,
+) -> BoxCheck:
     """Evaluate conditions c1-c4 of Algorithm 1 for one box.
 
     c1 is the paper's ``IoU(B, M_union) >= tau_anatomy``. With
@@ -177,13 +195,16 @@ def check_box(box: LesionBox, anomaly_set: np.ndarray, m_union: np.ndarray, righ
     b = box.to_mask(anomaly_set.shape)
     area = int(np.count_nonzero(b))
     iou_anatomy = iou(b, m_union)
-    sides = (iou(b, m_sides[0]), iou(b, m_sides[1])) \
-        if m_sides is not None and cfg.c1_bilateral == "per_lung" else None
+    sides = (iou(b, m_sides[0]), iou(b, m_sides[1])) if m_sides is not None and cfg.c1_bilateral == "per_lung" else None
     signal = int(np.count_nonzero(b & anomaly_set)) / area if area else 0.0
     iou_r, iou_l = iou(b, right_lung), iou(b, left_lung)
     return BoxCheck(
-        box=box, iou_anatomy=iou_anatomy, confidence=float(box.confidence), signal=signal,
-        iou_right_lung=iou_r, iou_left_lung=iou_l,
+        box=box,
+        iou_anatomy=iou_anatomy,
+        confidence=float(box.confidence),
+        signal=signal,
+        iou_right_lung=iou_r,
+        iou_left_lung=iou_l,
         c1=bool(iou_anatomy >= cfg.tau_anatomy or (sides is not None and max(sides) >= cfg.tau_anatomy)),
         c2=bool(box.confidence >= cfg.tau_conf_for(lesion_type)),
         c3=bool(signal >= cfg.tau_signal),
@@ -214,8 +235,12 @@ def intersecting_components(box_mask: np.ndarray, labels: np.ndarray) -> tuple[n
     return np.isin(labels, ids), int(ids.size)
 
 
-def hidden_base(whole: tuple[np.ndarray, np.ndarray], visible: tuple[np.ndarray, np.ndarray],
-                heart: np.ndarray, cfg: GroundingConfig) -> np.ndarray:
+def hidden_base(
+    whole: tuple[np.ndarray, np.ndarray],
+    visible: tuple[np.ndarray, np.ndarray],
+    heart: np.ndarray,
+    cfg: GroundingConfig,
+) -> np.ndarray:
     """Lung base that the whole-lung masks hold and the visible lungs do not (ours).
 
     Per lung: ``whole & ~visible`` outside the heart (grown by ``open_radius_px``) within
@@ -255,8 +280,14 @@ def hidden_base(whole: tuple[np.ndarray, np.ndarray], visible: tuple[np.ndarray,
     return out
 
 
-def refine(component: np.ndarray, x: np.ndarray, right_lung: np.ndarray, left_lung: np.ndarray,
-           lesion_type: str, cfg: GroundingConfig) -> np.ndarray:
+def refine(
+    component: np.ndarray,
+    x: np.ndarray,
+    right_lung: np.ndarray,
+    left_lung: np.ndarray,
+    lesion_type: str,
+    cfg: GroundingConfig,
+) -> np.ndarray:
     """Refine(C) of Algorithm 1 (paper Appendix A.5).
 
     1. Opening (erosion then dilation) with a disk of radius ``open_radius_px``
@@ -323,11 +354,19 @@ def refine(component: np.ndarray, x: np.ndarray, right_lung: np.ndarray, left_lu
     return mask
 
 
-def algorithm1(x: np.ndarray, anomaly_set: np.ndarray, m_union: np.ndarray, right_lung: np.ndarray,
-               left_lung: np.ndarray, boxes: list[LesionBox], lesion_type: str,
-               cfg: GroundingConfig, labels: np.ndarray | None = None,
-               m_sides: tuple[np.ndarray, np.ndarray] | None = None,
-               whole_lungs: tuple[np.ndarray, np.ndarray] | None = None) -> Algorithm1Result:
+def algorithm1(
+    x: np.ndarray,
+    anomaly_set: np.ndarray,
+    m_union: np.ndarray,
+    right_lung: np.ndarray,
+    left_lung: np.ndarray,
+    boxes: list[LesionBox],
+    lesion_type: str,
+    cfg: GroundingConfig,
+    labels: np.ndarray | None = None,
+    m_sides: tuple[np.ndarray, np.ndarray] | None = None,
+    whole_lungs: tuple[np.ndarray, np.ndarray] | None = None,
+) -> Algorithm1Result:
     """Lesion mask of one finding (paper Algorithm 1).
 
     Keeps box B_j when c1 IoU(B_j, M_union) >= tau_anatomy (``per_lung`` variant:

@@ -37,8 +37,9 @@ from cxrils.vocab import WHOLE_LUNGS
 ORACLE_LESION_TYPE = "opacity"
 
 
-def lesion_boxes(lesion: np.ndarray, min_area_frac: float, lungs: np.ndarray | None = None
-                 ) -> list[tuple[float, float, float, float]]:
+def lesion_boxes(
+    lesion: np.ndarray, min_area_frac: float, lungs: np.ndarray | None = None
+) -> list[tuple[float, float, float, float]]:
     """Boxes ``(x0, y0, x1, y1)`` (pixels, x = column, x1/y1 exclusive) of the
     8-connected components of a lesion mask, the detector's training targets.
 
@@ -112,8 +113,9 @@ class OracleBox:
         return self.check.c1
 
 
-def c1_oracle(lesion: np.ndarray, right_lung: np.ndarray, left_lung: np.ndarray, cfg: GroundingConfig,
-              *, min_area_frac: float) -> list[OracleBox]:
+def c1_oracle(
+    lesion: np.ndarray, right_lung: np.ndarray, left_lung: np.ndarray, cfg: GroundingConfig, *, min_area_frac: float
+) -> list[OracleBox]:
     """c1 of Algorithm 1 for the boxes of an expert lesion, reported in both lungs.
 
     Each box of :func:`lesion_boxes` (components of at least ``min_area_frac`` of the
@@ -148,13 +150,13 @@ def c1_oracle(lesion: np.ndarray, right_lung: np.ndarray, left_lung: np.ndarray,
     return out
 
 
-def c1_passing_sides(lesion: np.ndarray, right_lung: np.ndarray, left_lung: np.ndarray, cfg: GroundingConfig,
-                     *, min_area_frac: float) -> frozenset[str]:
+def c1_passing_sides(
+    lesion: np.ndarray, right_lung: np.ndarray, left_lung: np.ndarray, cfg: GroundingConfig, *, min_area_frac: float
+) -> frozenset[str]:
     """The patient sides (of ``"right lung"``, ``"left lung"``) on which at least one box
     of :func:`c1_oracle` passes c1 under ``cfg.c1_bilateral``; arguments as there.
 
     Empty when no box passes, e.g. under ``"union"`` for a bilateral lesion whose
     components each cover less than ``tau_anatomy`` of both lungs.
     """
-    return frozenset(b.side for b in c1_oracle(lesion, right_lung, left_lung, cfg, min_area_frac=min_area_frac)
-                     if b.c1)
+    return frozenset(b.side for b in c1_oracle(lesion, right_lung, left_lung, cfg, min_area_frac=min_area_frac) if b.c1)

@@ -38,11 +38,26 @@ LUNG_BROAD: frozenset[str] = frozenset({"lung", "pleura"})
 
 #: Entities (lower case, as the report stage extracts them) that lie outside the lungs
 #: when the report names no location: they occupy no lung region (ours).
-NON_LUNG_ENTITIES: frozenset[str] = frozenset({
-    "fracture", "fractures", "hernia", "hiatal hernia", "adenopathy", "lymphadenopathy",
-    "pulmonary hypertension", "tortuosity", "degenerative changes", "scoliosis", "kyphosis",
-    "osteopenia", "pericardial effusion", "pericardial effusions", "pneumomediastinum", "eventration",
-})
+NON_LUNG_ENTITIES: frozenset[str] = frozenset(
+    {
+        "fracture",
+        "fractures",
+        "hernia",
+        "hiatal hernia",
+        "adenopathy",
+        "lymphadenopathy",
+        "pulmonary hypertension",
+        "tortuosity",
+        "degenerative changes",
+        "scoliosis",
+        "kyphosis",
+        "osteopenia",
+        "pericardial effusion",
+        "pericardial effusions",
+        "pneumomediastinum",
+        "eventration",
+    }
+)
 
 
 @dataclass(frozen=True)
@@ -73,8 +88,9 @@ def reported_locations(finding: Finding) -> ReportedLocations:
     return ReportedLocations(WHOLE_LUNGS, implied=True, outside=others)
 
 
-def grounded_locations(reported: tuple[str, ...], anatomy: AnatomyMasks, kept_boxes: list[LesionBox],
-                       lesion_mask: np.ndarray) -> list[str]:
+def grounded_locations(
+    reported: tuple[str, ...], anatomy: AnatomyMasks, kept_boxes: list[LesionBox], lesion_mask: np.ndarray
+) -> list[str]:
     """Reported labels whose anatomy mask meets a kept box and the lesion mask.
 
     Parameters
@@ -96,8 +112,7 @@ def grounded_locations(reported: tuple[str, ...], anatomy: AnatomyMasks, kept_bo
     boxes = np.zeros(anatomy.shape, dtype=bool)
     for box in kept_boxes:
         boxes |= box.to_mask(anatomy.shape)
-    return [label for label in reported
-            if (anatomy[label] & boxes).any() and (anatomy[label] & lesion_mask).any()]
+    return [label for label in reported if (anatomy[label] & boxes).any() and (anatomy[label] & lesion_mask).any()]
 
 
 def empty_locations(positive_findings: list[Finding], anatomy: AnatomyMasks, tol_px: int = 0) -> list[str]:

@@ -17,7 +17,7 @@ from cxrils.fsutil import atomic_path
 from cxrils.overlay import draw_legend, draw_side_markers, gray_to_rgb, tint
 from cxrils.types import AnomalyResult, LesionBox, StudyGrounding
 
-KEPT_COLOUR = (40, 220, 40)       # RGB
+KEPT_COLOUR = (40, 220, 40)  # RGB
 REJECTED_COLOUR = (235, 50, 50)
 MASK_COLOURS = ((255, 140, 0), (0, 200, 255), (255, 0, 200), (160, 255, 0), (255, 255, 0), (120, 120, 255))
 
@@ -40,11 +40,15 @@ def anomaly_overlay(x: np.ndarray, anomaly: AnomalyResult, tau_ano: float) -> np
     out = gray_to_rgb(x)
     region = anomaly.edit_region
     out[region] = (0.55 * out[region] + 0.45 * heat[region]).astype(np.uint8)
-    contours, _ = cv2.findContours(anomaly.anomaly_set(tau_ano).astype(np.uint8), cv2.RETR_EXTERNAL,
-                                   cv2.CHAIN_APPROX_SIMPLE)
+    contours, _ = cv2.findContours(
+        anomaly.anomaly_set(tau_ano).astype(np.uint8), cv2.RETR_EXTERNAL, cv2.CHAIN_APPROX_SIMPLE
+    )
     cv2.drawContours(out, contours, -1, (255, 255, 255), _thickness(x.shape))
-    legend = [("x_ano low", (0, 0, 255), "fill"), ("x_ano high", (255, 0, 0), "fill"),
-              (f"A: x_ano >= {tau_ano:g}", (255, 255, 255), "line")]
+    legend = [
+        ("x_ano low", (0, 0, 255), "fill"),
+        ("x_ano high", (255, 0, 0), "fill"),
+        (f"A: x_ano >= {tau_ano:g}", (255, 255, 255), "line"),
+    ]
     return draw_side_markers(draw_legend(out, legend))
 
 
@@ -70,8 +74,10 @@ def boxes_overlay(x: np.ndarray, sg: StudyGrounding, boxes: list[LesionBox]) -> 
                         failed.append(f"F{i}:{','.join(rec['failed'])}")
         label = f"{b.confidence:.2f}" + ("" if kept or not failed else " " + " ".join(failed))
         _box(out, b, KEPT_COLOUR if kept else REJECTED_COLOUR, label)
-    legend = [("box kept by a finding", KEPT_COLOUR, "line"),
-              ("box rejected (failed conditions)", REJECTED_COLOUR, "line")]
+    legend = [
+        ("box kept by a finding", KEPT_COLOUR, "line"),
+        ("box rejected (failed conditions)", REJECTED_COLOUR, "line"),
+    ]
     return draw_side_markers(draw_legend(out, legend))
 
 

@@ -55,13 +55,22 @@ def _check_inputs(x: np.ndarray, anatomy: AnatomyMasks, anomaly: AnomalyResult) 
         raise ValueError(f"anomaly map ({anomaly.backend}) has shape {anomaly.x_ano.shape}, image {x.shape}")
 
 
-def _ground_finding(finding: Finding, x: np.ndarray, anatomy: AnatomyMasks, organs: AnatomyMasks,
-                    anomaly_components: Callable[[str], tuple[np.ndarray, np.ndarray]],
-                    boxes: list[LesionBox], empty: list[str], cfg: Config, ctr: float | None) -> GroundedFinding:
+def _ground_finding(
+    finding: Finding,
+    x: np.ndarray,
+    anatomy: AnatomyMasks,
+    organs: AnatomyMasks,
+    anomaly_components: Callable[[str], tuple[np.ndarray, np.ndarray]],
+    boxes: list[LesionBox],
+    empty: list[str],
+    cfg: Config,
+    ctr: float | None,
+) -> GroundedFinding:
     loc = reported_locations(finding)
     lesion_type = finding.target_type if finding.target_type in LESION_TYPES else None
-    result = GroundedFinding(finding=finding, lesion_type=lesion_type, reported=list(loc.labels),
-                             grounded=[], empty=list(empty))
+    result = GroundedFinding(
+        finding=finding, lesion_type=lesion_type, reported=list(loc.labels), grounded=[], empty=list(empty)
+    )
     if finding.presence != "positive":
         result.drop_reason = "negative finding: nothing to ground"
     elif lesion_type is None:
@@ -71,8 +80,10 @@ def _ground_finding(finding: Finding, x: np.ndarray, anatomy: AnatomyMasks, orga
         if not heart.any():
             result.drop_reason = "cardiomegaly: the heart mask is empty"
         elif ctr is not None and ctr <= cfg.qc.ctr_min_cardiomegaly_positive:
-            result.drop_reason = (f"cardiomegaly: CTR {ctr:.2f} <= {cfg.qc.ctr_min_cardiomegaly_positive} "
-                                  "(qc.ctr_min_cardiomegaly_positive): the heart mask shows no enlargement")
+            result.drop_reason = (
+                f"cardiomegaly: CTR {ctr:.2f} <= {cfg.qc.ctr_min_cardiomegaly_positive} "
+                "(qc.ctr_min_cardiomegaly_positive): the heart mask shows no enlargement"
+            )
         else:  # section 3.2: cardiomegaly's mask is the (HybridGNet) heart mask
             result.mask, result.grounded = heart.copy(), ["heart"]
     elif not loc.labels:
@@ -84,9 +95,19 @@ def _ground_finding(finding: Finding, x: np.ndarray, anatomy: AnatomyMasks, orga
         right, left = organs["right lung"], organs["left lung"]  # L_r, L_l of c4 (HybridGNet)
         anomaly_set, labels = anomaly_components(lesion_type)
         m_sides = c1_sides(loc.labels, anatomy) if g.c1_bilateral == "per_lung" else None
-        out = algorithm1(x, anomaly_set, anatomy.union(loc.labels), right, left, boxes, lesion_type, g,
-                         labels=labels, m_sides=m_sides,
-                         whole_lungs=(anatomy["right lung"], anatomy["left lung"]))
+        out = algorithm1(
+            x,
+            anomaly_set,
+            anatomy.union(loc.labels),
+            right,
+            left,
+            boxes,
+            lesion_type,
+            g,
+            labels=labels,
+            m_sides=m_sides,
+            whole_lungs=(anatomy["right lung"], anatomy["left lung"]),
+        )
         result.box_checks = [c.to_dict() for c in out.checks]
         result.kept_boxes = out.kept_boxes
         if not result.kept_boxes:
@@ -104,10 +125,21 @@ def _ground_finding(finding: Finding, x: np.ndarray, anatomy: AnatomyMasks, orga
     return result
 
 
-def ground_study(*, study_id: str, image_id: str, x: np.ndarray, report: StructuredReport,
-                 anatomy: AnatomyMasks, anomaly: AnomalyResult, boxes: list[LesionBox], cfg: Config,
-                 view_position: str | None = None, crosscheck: str | None = None,
-                 ctr: float | None = None, organs: AnatomyMasks | None = None) -> StudyGrounding:
+def ground_study(
+    *,
+    study_id: str,
+    image_id: str,
+    x: np.ndarray,
+    report: StructuredReport,
+    anatomy: AnatomyMasks,
+    anomaly: AnomalyResult,
+    boxes: list[LesionBox],
+    cfg: Config,
+    view_position: str | None = None,
+    crosscheck: str | None = None,
+    ctr: float | None = None,
+    organs: AnatomyMasks | None = None,
+) -> StudyGrounding:
     """Ground every finding of a study's report in one frontal image.
 
     Runs quality control, Algorithm 1 for each positive finding of the seven lesion
@@ -170,10 +202,14 @@ def ground_study(*, study_id: str, image_id: str, x: np.ndarray, report: Structu
         from cxrils.vision.anatomy import cardiothoracic_ratio
 
         ctr = cardiothoracic_ratio(organs)
-    base: dict[str, Any] = dict(study_id=study_id, image_id=image_id, shape=tuple(x.shape), ctr=ctr, heart_mask=heart,
-                provenance=provenance)
-    reason = (f"report: {report.excluded}" if report.excluded else None) \
-        or frontal_view_problem(view_position, cfg) or crosscheck
+    base: dict[str, Any] = dict(
+        study_id=study_id, image_id=image_id, shape=tuple(x.shape), ctr=ctr, heart_mask=heart, provenance=provenance
+    )
+    reason = (
+        (f"report: {report.excluded}" if report.excluded else None)
+        or frontal_view_problem(view_position, cfg)
+        or crosscheck
+    )
     if reason:
         return StudyGrounding(findings=[], empty_locations=[], excluded=reason, **base)
     positives = [f for f in report.findings if f.presence == "positive"]
@@ -191,14 +227,19 @@ def ground_study(*, study_id: str, image_id: str, x: np.ndarray, report: Structu
             anomaly_set = anomaly.anomaly_set(key[0])
             if key[1]:
                 if hidden is None:
-                    hidden = hidden_base((anatomy["right lung"], anatomy["left lung"]),
-                                         (organs["right lung"], organs["left lung"]), organs["heart"], g)
+                    hidden = hidden_base(
+                        (anatomy["right lung"], anatomy["left lung"]),
+                        (organs["right lung"], organs["left lung"]),
+                        organs["heart"],
+                        g,
+                    )
                 anomaly_set = anomaly_set | hidden
             components[key] = (anomaly_set, ndi.label(anomaly_set, structure=neighbourhood(g))[0])
         return components[key]
 
-    findings = [_ground_finding(f, x, anatomy, organs, anomaly_components, boxes, empty, cfg, ctr)
-                for f in report.findings]
+    findings = [
+        _ground_finding(f, x, anatomy, organs, anomaly_components, boxes, empty, cfg, ctr) for f in report.findings
+    ]
     return StudyGrounding(findings=findings, empty_locations=empty, **base)
 
 
@@ -223,8 +264,14 @@ def recall_counts(groundings: Iterable[StudyGrounding]) -> dict[str, dict[str, f
             if gf.finding.presence == "positive" and gf.lesion_type:
                 reported[gf.lesion_type] += 1
                 grounded[gf.lesion_type] += gf.mask is not None
-    return {t: {"reported": reported[t], "grounded": grounded[t],
-                "recall": grounded[t] / reported[t] if reported[t] else 0.0} for t in LESION_TYPES}
+    return {
+        t: {
+            "reported": reported[t],
+            "grounded": grounded[t],
+            "recall": grounded[t] / reported[t] if reported[t] else 0.0,
+        }
+        for t in LESION_TYPES
+    }
 
 
 def grounding_to_dict(sg: StudyGrounding) -> dict[str, Any]:
@@ -236,13 +283,26 @@ def grounding_to_dict(sg: StudyGrounding) -> dict[str, Any]:
     verdicts (:meth:`cxrils.grounding.BoxCheck.to_dict`).
     """
     return {
-        "study_id": sg.study_id, "image_id": sg.image_id, "shape": list(sg.shape), "excluded": sg.excluded,
-        "ctr": sg.ctr, "empty_locations": list(sg.empty_locations), "provenance": sg.provenance,
-        "findings": [{
-            "finding": gf.finding.to_dict(), "lesion_type": gf.lesion_type, "reported": list(gf.reported),
-            "reported_implied": reported_locations(gf.finding).implied, "grounded": list(gf.grounded),
-            "empty": list(gf.empty), "drop_reason": gf.drop_reason,
-            "mask_area": int(gf.mask.sum()) if gf.mask is not None else 0,
-            "kept_boxes": [b.to_dict() for b in gf.kept_boxes], "boxes": list(gf.box_checks),
-        } for gf in sg.findings],
+        "study_id": sg.study_id,
+        "image_id": sg.image_id,
+        "shape": list(sg.shape),
+        "excluded": sg.excluded,
+        "ctr": sg.ctr,
+        "empty_locations": list(sg.empty_locations),
+        "provenance": sg.provenance,
+        "findings": [
+            {
+                "finding": gf.finding.to_dict(),
+                "lesion_type": gf.lesion_type,
+                "reported": list(gf.reported),
+                "reported_implied": reported_locations(gf.finding).implied,
+                "grounded": list(gf.grounded),
+                "empty": list(gf.empty),
+                "drop_reason": gf.drop_reason,
+                "mask_area": int(gf.mask.sum()) if gf.mask is not None else 0,
+                "kept_boxes": [b.to_dict() for b in gf.kept_boxes],
+                "boxes": list(gf.box_checks),
+            }
+            for gf in sg.findings
+        ],
     }

@@ -16,6 +16,14 @@ from cxrils.instructions.generate import (
 from cxrils.instructions.paraphrase import PERSONAS, ParaphraseError, paraphrase_instruction, paraphrase_records
 
 __all__ = [
-    "OPACITY_FAMILY", "InstructionError", "generate_records", "lesion_type_of", "mentioned_types",
-    "record_seed", "PERSONAS", "ParaphraseError", "paraphrase_instruction", "paraphrase_records",
+    "OPACITY_FAMILY",
+    "InstructionError",
+    "generate_records",
+    "lesion_type_of",
+    "mentioned_types",
+    "record_seed",
+    "PERSONAS",
+    "ParaphraseError",
+    "paraphrase_instruction",
+    "paraphrase_records",
 ]

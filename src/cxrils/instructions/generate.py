@@ -44,11 +44,28 @@ OPACITY_FAMILY: tuple[str, ...] = ("pneumonia", "atelectasis", "opacity", "conso
 
 #: Findings outside the seven types that are opacities on a radiograph too (ours): a
 #: positive one makes "There is no opacity" false, so no absent-type opacity negative.
-OPACITY_LIKE_ENTITIES: frozenset[str] = frozenset({
-    "nodule", "nodules", "nodular opacity", "mass", "masses", "lesion", "lesions", "granuloma",
-    "granulomas", "calcified granuloma", "calcified granulomas", "scarring", "scar", "fibrosis",
-    "cavitary lesion", "metastases", "metastatic disease",
-})
+OPACITY_LIKE_ENTITIES: frozenset[str] = frozenset(
+    {
+        "nodule",
+        "nodules",
+        "nodular opacity",
+        "mass",
+        "masses",
+        "lesion",
+        "lesions",
+        "granuloma",
+        "granulomas",
+        "calcified granuloma",
+        "calcified granulomas",
+        "scarring",
+        "scar",
+        "fibrosis",
+        "cavitary lesion",
+        "metastases",
+        "metastatic disease",
+    }
+)
+
 
 class InstructionError(ValueError):
     """Raised when a grounding is inconsistent (mask shape, unknown values)."""
@@ -178,31 +195,63 @@ class _Builder:
         self.records: list[dict] = []
         self.empty_rle = encode_rle(np.zeros(g.shape, dtype=bool))
 
-    def add(self, *, lesion_type: str, target: str, instruction_type: str, polarity: str,
-            instruction: str, answer: str, locations: Sequence[str], certainty: str,
-            mask: np.ndarray | None, sources: Sequence[GroundedFinding]) -> None:
+    def add(
+        self,
+        *,
+        lesion_type: str,
+        target: str,
+        instruction_type: str,
+        polarity: str,
+        instruction: str,
+        answer: str,
+        locations: Sequence[str],
+        certainty: str,
+        mask: np.ndarray | None,
+        sources: Sequence[GroundedFinding],
+    ) -> None:
         if any(r["instruction"] == instruction for r in self.records):
             return  # one query per study: the same text never gets two answers
         rle = encode_rle(mask) if mask is not None else self.empty_rle
         primary = sources[0].finding if sources else None
-        self.records.append({
-            "record_id": f"{self.g.image_id}:{len(self.records)}",
-            "study_id": self.g.study_id, "image_id": self.g.image_id,
-            "patient_id": self.patient_id, "image_path": self.image_path, "split": self.split,
-            "lesion_type": lesion_type, "target": target, "instruction_type": instruction_type,
-            "polarity": polarity, "locations": list(locations), "certainty": certainty,
-            "instruction": instruction, "answer": answer, "mask": rle,
-            "mask_area": int(mask.sum()) if mask is not None else 0,
-            "height": int(self.g.shape[0]), "width": int(self.g.shape[1]),
-            "finding_entity": primary.entity if primary else "",
-            "sentence_index": int(primary.sentence_index) if primary else 0,
-            "sentence": primary.sentence if primary else "",
-            "source_findings": json.dumps(
-                [{"entity": s.finding.entity, "sentence_index": s.finding.sentence_index,
-                  "sentence": s.finding.sentence} for s in sources], sort_keys=True),
-            "paraphrase_of": "", "persona": "",
-            "provenance": self.provenance,
-        })
+        self.records.append(
+            {
+                "record_id": f"{self.g.image_id}:{len(self.records)}",
+                "study_id": self.g.study_id,
+                "image_id": self.g.image_id,
+                "patient_id": self.patient_id,
+                "image_path": self.image_path,
+                "split": self.split,
+                "lesion_type": lesion_type,
+                "target": target,
+                "instruction_type": instruction_type,
+                "polarity": polarity,
+                "locations": list(locations),
+                "certainty": certainty,
+                "instruction": instruction,
+                "answer": answer,
+                "mask": rle,
+                "mask_area": int(mask.sum()) if mask is not None else 0,
+                "height": int(self.g.shape[0]),
+                "width": int(self.g.shape[1]),
+                "finding_entity": primary.entity if primary else "",
+                "sentence_index": int(primary.sentence_index) if primary else 0,
+                "sentence": primary.sentence if primary else "",
+                "source_findings": json.dumps(
+                    [
+                        {
+                            "entity": s.finding.entity,
+                            "sentence_index": s.finding.sentence_index,
+                            "sentence": s.finding.sentence,
+                        }
+                        for s in sources
+                    ],
+                    sort_keys=True,
+                ),
+                "paraphrase_of": "",
+                "persona": "",
+                "provenance": self.provenance,
+            }
+        )
 
 
 def _prepare(g: StudyGrounding) -> list[_Item]:
@@ -213,14 +262,18 @@ def _prepare(g: StudyGrounding) -> list[_Item]:
             continue
         for c in (gf.finding.certainty, gf.finding.inference_certainty or gf.finding.certainty):
             if c not in vocab.CERTAINTIES:
-                raise InstructionError(f"image {g.image_id}: finding {gf.finding.entity!r} has certainty "
-                                       f"{c!r}; expected one of {vocab.CERTAINTIES}")
+                raise InstructionError(
+                    f"image {g.image_id}: finding {gf.finding.entity!r} has certainty "
+                    f"{c!r}; expected one of {vocab.CERTAINTIES}"
+                )
         mask = gf.mask
         if mask is not None:
             mask = np.asarray(mask)
             if mask.shape != tuple(g.shape):
-                raise InstructionError(f"image {g.image_id}: mask of finding {gf.finding.entity!r} has "
-                                       f"shape {mask.shape}, grounding shape is {tuple(g.shape)}")
+                raise InstructionError(
+                    f"image {g.image_id}: mask of finding {gf.finding.entity!r} has "
+                    f"shape {mask.shape}, grounding shape is {tuple(g.shape)}"
+                )
             mask = mask.astype(bool)
             if not mask.any():
                 mask = None
@@ -229,11 +282,18 @@ def _prepare(g: StudyGrounding) -> list[_Item]:
             mask = None
         # A tentative type is named "opacity" (section 3.2); the record keeps the observation's certainty.
         target = "opacity" if (gf.finding.type_certainty == "tentative" and t not in vocab.ORGAN_LESION_TYPES) else t
-        items.append(_Item(
-            index=i, gf=gf, lesion_type=t, target=target,
-            reported_zones=_zones(list(gf.reported) + grounded),
-            grounded_zones=_zones(grounded), grounded_locations=_locations(grounded), mask=mask,
-        ))
+        items.append(
+            _Item(
+                index=i,
+                gf=gf,
+                lesion_type=t,
+                target=target,
+                reported_zones=_zones(list(gf.reported) + grounded),
+                grounded_zones=_zones(grounded),
+                grounded_locations=_locations(grounded),
+                mask=mask,
+            )
+        )
     return items
 
 
@@ -255,21 +315,40 @@ def _positives(b: _Builder, items: list[_Item], g: StudyGrounding) -> None:
                 continue
             locs, mask = merged
             src = own + [it for it in comp if it not in own]  # the record's own finding first
-            b.add(lesion_type=own[0].lesion_type, target=target, instruction_type="basic",
-                  polarity="positive", instruction=templates.render_instruction("basic", target, locs),
-                  answer=templates.render_answer("basic", "positive"), locations=locs,
-                  certainty=own[0].gf.finding.certainty, mask=mask, sources=[it.gf for it in src])
+            b.add(
+                lesion_type=own[0].lesion_type,
+                target=target,
+                instruction_type="basic",
+                polarity="positive",
+                instruction=templates.render_instruction("basic", target, locs),
+                answer=templates.render_answer("basic", "positive"),
+                locations=locs,
+                certainty=own[0].gf.finding.certainty,
+                mask=mask,
+                sources=[it.gf for it in src],
+            )
         # Global: only when every instance of the target is grounded where reported.
         members = pool if target == "opacity" else [it for it in lung if it.lesion_type == target]
-        if members and all(it.fully_grounded for it in members) and (
-                target == "opacity" or all(it.definitive for it in members)):
+        if (
+            members
+            and all(it.fully_grounded for it in members)
+            and (target == "opacity" or all(it.definitive for it in members))
+        ):
             locs = _locations(lb for it in members for lb in it.gf.grounded)
             mask = np.logical_or.reduce([it.mask for it in members])
             src = [it for it in members if it.target == target] + [it for it in members if it.target != target]
-            b.add(lesion_type=src[0].lesion_type, target=target, instruction_type="global",
-                  polarity="positive", instruction=templates.render_instruction("global", target),
-                  answer=templates.render_answer("global", "positive", locations=locs), locations=locs,
-                  certainty=src[0].gf.finding.certainty, mask=mask, sources=[it.gf for it in src])
+            b.add(
+                lesion_type=src[0].lesion_type,
+                target=target,
+                instruction_type="global",
+                polarity="positive",
+                instruction=templates.render_instruction("global", target),
+                answer=templates.render_answer("global", "positive", locations=locs),
+                locations=locs,
+                certainty=src[0].gf.finding.certainty,
+                mask=mask,
+                sources=[it.gf for it in src],
+            )
     # Lesion inference: "Segment the opacity in [Location] and predict its type."
     for comp in _components(opacity_pool):
         types = {it.lesion_type for it in comp}
@@ -281,10 +360,18 @@ def _positives(b: _Builder, items: list[_Item], g: StudyGrounding) -> None:
         locs, mask = merged
         lesion = types.pop()
         certainty = "definitive" if any(it.definitive for it in comp if it.mask is not None) else "tentative"
-        b.add(lesion_type=lesion, target="opacity", instruction_type="lesion_inference",
-              polarity="positive", instruction=templates.render_instruction("lesion_inference", None, locs),
-              answer=templates.render_answer("lesion_inference", "positive", lesion=lesion, certainty=certainty),
-              locations=locs, certainty=certainty, mask=mask, sources=[it.gf for it in comp])
+        b.add(
+            lesion_type=lesion,
+            target="opacity",
+            instruction_type="lesion_inference",
+            polarity="positive",
+            instruction=templates.render_instruction("lesion_inference", None, locs),
+            answer=templates.render_answer("lesion_inference", "positive", lesion=lesion, certainty=certainty),
+            locations=locs,
+            certainty=certainty,
+            mask=mask,
+            sources=[it.gf for it in comp],
+        )
 
 
 def _cardiomegaly_positive(b: _Builder, items: list[_Item], g: StudyGrounding) -> None:
@@ -297,19 +384,35 @@ def _cardiomegaly_positive(b: _Builder, items: list[_Item], g: StudyGrounding) -
     if mask is None and g.heart_mask is not None:
         mask = np.asarray(g.heart_mask).astype(bool)
         if mask.shape != tuple(g.shape):
-            raise InstructionError(f"image {g.image_id}: heart mask has shape {mask.shape}, "
-                                   f"grounding shape is {tuple(g.shape)}")
+            raise InstructionError(
+                f"image {g.image_id}: heart mask has shape {mask.shape}, grounding shape is {tuple(g.shape)}"
+            )
     if mask is None or not mask.any():
         return
     locs = [vocab.ORGAN_LOCATIONS["cardiomegaly"]]
-    b.add(lesion_type="cardiomegaly", target="cardiomegaly", instruction_type="global", polarity="positive",
-          instruction=templates.render_instruction("global", "cardiomegaly"),
-          answer=templates.render_answer("global", "positive", locations=locs), locations=locs,
-          certainty="definitive", mask=mask, sources=[it.gf for it in definitive])
+    b.add(
+        lesion_type="cardiomegaly",
+        target="cardiomegaly",
+        instruction_type="global",
+        polarity="positive",
+        instruction=templates.render_instruction("global", "cardiomegaly"),
+        answer=templates.render_answer("global", "positive", locations=locs),
+        locations=locs,
+        certainty="definitive",
+        mask=mask,
+        sources=[it.gf for it in definitive],
+    )
 
 
-def _negatives(b: _Builder, items: list[_Item], g: StudyGrounding, cfg: Config, rng: np.random.Generator,
-               absent: bool = True, absent_forms: Sequence[tuple[str, str | None]] | None = None) -> None:
+def _negatives(
+    b: _Builder,
+    items: list[_Item],
+    g: StudyGrounding,
+    cfg: Config,
+    rng: np.random.Generator,
+    absent: bool = True,
+    absent_forms: Sequence[tuple[str, str | None]] | None = None,
+) -> None:
     positive_findings = [gf for gf in g.findings if gf.finding.presence == "positive"]
     present = set().union(*(mentioned_types(gf) for gf in positive_findings)) if positive_findings else set()
     opacity_pool = [it for it in items if it.lesion_type in OPACITY_FAMILY]
@@ -319,8 +422,9 @@ def _negatives(b: _Builder, items: list[_Item], g: StudyGrounding, cfg: Config, 
     # by a zone or a whole lung (an empty lobe does not make its lung empty), and not
     # touching any positive finding's reported or grounded lung region.
     occupied = _zones(lb for gf in positive_findings for lb in list(gf.reported) + list(gf.grounded))
-    empty = [loc for loc in vocab.INSTRUCTION_LOCATIONS
-             if loc in set(g.empty_locations) and not (_zones([loc]) & occupied)]
+    empty = [
+        loc for loc in vocab.INSTRUCTION_LOCATIONS if loc in set(g.empty_locations) and not (_zones([loc]) & occupied)
+    ]
     ic = cfg.instructions
     for t in vocab.LESION_TYPES:
         negated = [gf for gf in g.findings if gf.finding.presence == "negative" and t in mentioned_types(gf)]
@@ -331,8 +435,11 @@ def _negatives(b: _Builder, items: list[_Item], g: StudyGrounding, cfg: Config, 
                 if g.ctr is not None and cfg.qc.ctr_plausible_min <= g.ctr <= cfg.qc.ctr_max_cardiomegaly_negative:
                     _negative(b, t, "global", None, negated)
                 continue
-            forms = absent_forms if absent_forms is not None else \
-                _absent_choices(rng, ic.max_absent_negatives_per_type, ic.absent_negative_global_prob)
+            forms = (
+                absent_forms
+                if absent_forms is not None
+                else _absent_choices(rng, ic.max_absent_negatives_per_type, ic.absent_negative_global_prob)
+            )
             for form, loc in forms:
                 _negative(b, t, form, loc, negated)
             continue
@@ -372,14 +479,30 @@ def _negative(b: _Builder, t: str, form: str, loc: str | None, sources: Sequence
         instruction = templates.render_instruction(form, t, locs)
         answer = templates.render_answer(form, "negative", target=t, locations=locs)
         target = t
-    b.add(lesion_type=t, target=target, instruction_type=form, polarity="negative",
-          instruction=instruction, answer=answer, locations=locs, certainty="", mask=None,
-          sources=list(sources))
+    b.add(
+        lesion_type=t,
+        target=target,
+        instruction_type=form,
+        polarity="negative",
+        instruction=instruction,
+        answer=answer,
+        locations=locs,
+        certainty="",
+        mask=None,
+        sources=list(sources),
+    )
 
 
-def generate_records(grounding: StudyGrounding, *, split: str, patient_id: str, image_path: str,
-                     cfg: Config, absent_negatives: bool = True,
-                     absent_forms: Sequence[tuple[str, str | None]] | None = None) -> list[dict]:
+def generate_records(
+    grounding: StudyGrounding,
+    *,
+    split: str,
+    patient_id: str,
+    image_path: str,
+    cfg: Config,
+    absent_negatives: bool = True,
+    absent_forms: Sequence[tuple[str, str | None]] | None = None,
+) -> list[dict]:
     """Instruction-answer records of one image (paper section 3.2, Table 2, Appendix C).
 
     Parameters
@@ -432,12 +555,17 @@ def generate_records(grounding: StudyGrounding, *, split: str, patient_id: str, 
         split = normalize_split(split)
     except SplitError as err:
         raise InstructionError(f"image {grounding.image_id}: {err}") from err
-    provenance = json.dumps({
-        "code_version": __version__, "grounding": grounding.provenance,
-        "config_sha256": hashlib.sha256(cfg.to_json().encode("utf-8")).hexdigest(),
-        "instructions": dataclasses.asdict(cfg.instructions),
-        "ctr_max_cardiomegaly_negative": cfg.qc.ctr_max_cardiomegaly_negative,
-    }, sort_keys=True, default=str)
+    provenance = json.dumps(
+        {
+            "code_version": __version__,
+            "grounding": grounding.provenance,
+            "config_sha256": hashlib.sha256(cfg.to_json().encode("utf-8")).hexdigest(),
+            "instructions": dataclasses.asdict(cfg.instructions),
+            "ctr_max_cardiomegaly_negative": cfg.qc.ctr_max_cardiomegaly_negative,
+        },
+        sort_keys=True,
+        default=str,
+    )
     b = _Builder(grounding, split, patient_id, image_path, provenance)
     items = _prepare(grounding)
     rng = np.random.default_rng(record_seed(cfg.instructions.seed, grounding.image_id))
@@ -445,7 +573,9 @@ def generate_records(grounding: StudyGrounding, *, split: str, patient_id: str, 
     if absent_forms is not None:
         for form, loc in absent_forms:
             if form not in ("global", "basic") or (form == "basic") != (loc in vocab.INSTRUCTION_LOCATIONS):
-                raise InstructionError(f"image {grounding.image_id}: absent negative {(form, loc)!r} is not "
-                                       "('global', None) or ('basic', an instruction location)")
+                raise InstructionError(
+                    f"image {grounding.image_id}: absent negative {(form, loc)!r} is not "
+                    "('global', None) or ('basic', an instruction location)"
+                )
     _negatives(b, items, grounding, cfg, rng, absent_negatives, absent_forms)
     return b.records

@@ -42,8 +42,13 @@ class ParaphraseError(ValueError):
     """Raised for an unknown persona or a completion that is not text."""
 
 
-def paraphrase_instruction(instruction: str, persona: str, complete: Callable[[str], str], n: int = 3,
-                           max_chars: int = InstructionConfig.paraphrase_max_chars) -> list[str]:
+def paraphrase_instruction(
+    instruction: str,
+    persona: str,
+    complete: Callable[[str], str],
+    n: int = 3,
+    max_chars: int = InstructionConfig.paraphrase_max_chars,
+) -> list[str]:
     """Up to ``n`` distinct paraphrases of one instruction in a persona's voice.
 
     Parameters
@@ -108,10 +113,16 @@ def paraphrase_records(records: Iterable[dict], complete: Callable[[str], str], 
         if r.get("paraphrase_of"):
             continue  # never paraphrase a paraphrase
         for persona in PERSONAS:
-            for text in paraphrase_instruction(r["instruction"], persona, complete, n,
-                                               cfg.instructions.paraphrase_max_chars):
-                new = dict(r, instruction=text, persona=persona, paraphrase_of=r["record_id"],
-                           record_id=f"{r['image_id']}:{next_index[r['image_id']]}")
+            for text in paraphrase_instruction(
+                r["instruction"], persona, complete, n, cfg.instructions.paraphrase_max_chars
+            ):
+                new = dict(
+                    r,
+                    instruction=text,
+                    persona=persona,
+                    paraphrase_of=r["record_id"],
+                    record_id=f"{r['image_id']}:{next_index[r['image_id']]}",
+                )
                 next_index[r["image_id"]] += 1
                 out.append(new)
     return out

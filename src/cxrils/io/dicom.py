@@ -186,8 +186,9 @@ def _nth(ds: Dataset, keyword: str, k: int) -> tuple[float, int]:
     return float(values[k]), len(values)
 
 
-def _voi_unit(values: np.ndarray, ds: Dataset, present: np.ndarray | None = None,
-              voi: str = "auto") -> tuple[np.ndarray, str]:
+def _voi_unit(
+    values: np.ndarray, ds: Dataset, present: np.ndarray | None = None, voi: str = "auto"
+) -> tuple[np.ndarray, str]:
     """Apply the VOI transform of ``ds`` chosen by ``voi`` to modality values; output in
     [0, 1] and its record (with ``io.voi=...`` when not ``"auto"``).
 
@@ -212,8 +213,10 @@ def _voi_unit(values: np.ndarray, ds: Dataset, present: np.ndarray | None = None
             lo, hi = float(lut.min()), float(lut.max())
             y = lut[iv - first_map]
             f = (y - lo) / (hi - lo) if hi > lo else np.zeros_like(y)
-            return f, (f"voi:lut[{k} of {len(seq)}](entries={n_entries}, first={first_map}, bits={bits}, "
-                       f"output {lo:g}..{hi:g}){tag}")
+            return f, (
+                f"voi:lut[{k} of {len(seq)}](entries={n_entries}, first={first_map}, bits={bits}, "
+                f"output {lo:g}..{hi:g}){tag}"
+            )
         if kind == "lut":
             note = f"; no usable VOI LUT item {k} (the file has {len(seq)})"
     elif kind == "lut":
@@ -224,8 +227,7 @@ def _voi_unit(values: np.ndarray, ds: Dataset, present: np.ndarray | None = None
             width, _ = _nth(ds, "WindowWidth", k)
             function = str(ds.get("VOILUTFunction", "") or "LINEAR").strip().upper()
             f = _window_unit(values, center, width, function)
-            return f, (f"voi:window[{k} of {n_windows}](center={center:g}, width={width:g}, "
-                       f"function={function}){tag}")
+            return f, (f"voi:window[{k} of {n_windows}](center={center:g}, width={width:g}, function={function}){tag}")
         except (ValueError, TypeError, IndexError) as err:  # empty, non-numeric, out-of-range or no k-th window
             note = f"; window{f' {k}' if k else ''} ignored: {err}"
     elif kind == "window":
@@ -234,8 +236,15 @@ def _voi_unit(values: np.ndarray, ds: Dataset, present: np.ndarray | None = None
     return f, f"voi:minmax({lo:g}..{hi:g}){tag}{note}"
 
 
-def _display_unit(path: Path, stored: np.ndarray, ds: Dataset, photometric: str, transforms: list[str],
-                  present: np.ndarray | None = None, voi: str = "auto") -> np.ndarray:
+def _display_unit(
+    path: Path,
+    stored: np.ndarray,
+    ds: Dataset,
+    photometric: str,
+    transforms: list[str],
+    present: np.ndarray | None = None,
+    voi: str = "auto",
+) -> np.ndarray:
     """Modality LUT -> VOI -> MONOCHROME1 inversion of stored values; output in [0, 1].
 
     ``present`` (bool, same shape as ``stored``) marks the values that occur in the image,
@@ -248,8 +257,9 @@ def _display_unit(path: Path, stored: np.ndarray, ds: Dataset, photometric: str,
     if ds.get("ModalityLUTSequence"):
         transforms.append("modality:lut")
     elif "RescaleSlope" in ds and "RescaleIntercept" in ds:
-        transforms.append(f"modality:rescale(slope={float(ds.RescaleSlope):g}, "
-                          f"intercept={float(ds.RescaleIntercept):g})")
+        transforms.append(
+            f"modality:rescale(slope={float(ds.RescaleSlope):g}, intercept={float(ds.RescaleIntercept):g})"
+        )
     try:
         f, record = _voi_unit(values, ds, present, voi)
     except Exception as err:
@@ -261,8 +271,9 @@ def _display_unit(path: Path, stored: np.ndarray, ds: Dataset, photometric: str,
     return f
 
 
-def _monochrome_to_uint8(path: Path, arr: np.ndarray, ds: Dataset, photometric: str,
-                         transforms: list[str], voi: str = "auto") -> np.ndarray:
+def _monochrome_to_uint8(
+    path: Path, arr: np.ndarray, ds: Dataset, photometric: str, transforms: list[str], voi: str = "auto"
+) -> np.ndarray:
     """The 8-bit display image of integer stored values ``arr`` (H, W).
 
     The chain is applied once per stored level between the image's minimum and maximum
@@ -280,8 +291,10 @@ def _monochrome_to_uint8(path: Path, arr: np.ndarray, ds: Dataset, photometric: 
 
 
 def _pixel_spacing(ds: Dataset) -> tuple[tuple[float, float] | None, str | None]:
-    for keyword, source in (("PixelSpacing", "PixelSpacing"),
-                            ("ImagerPixelSpacing", "ImagerPixelSpacing (uncalibrated)")):
+    for keyword, source in (
+        ("PixelSpacing", "PixelSpacing"),
+        ("ImagerPixelSpacing", "ImagerPixelSpacing (uncalibrated)"),
+    ):
         try:
             value = ds.get(keyword)
             row, col = float(value[0]), float(value[1])
@@ -319,13 +332,17 @@ def _patient_orientation(path: Path, ds: Dataset) -> tuple[str, str] | None:
         return None
     if len(values) != 2 or not all(_DIRECTION.fullmatch(v) for v in values):
         text = "\\".join(values)
-        raise ImageLoadError(path, f"Patient Orientation (0020,0020) {text!r} is not two direction codes "
-                                   "(L, R, A, P, H, F): cannot tell the patient's sides")
+        raise ImageLoadError(
+            path,
+            f"Patient Orientation (0020,0020) {text!r} is not two direction codes "
+            "(L, R, A, P, H, F): cannot tell the patient's sides",
+        )
     return values[0], values[1]
 
 
-def orient_frontal(pixels: np.ndarray, orientation: tuple[str, str] | None, view_position: str | None
-                   ) -> tuple[np.ndarray, list[str], bool]:
+def orient_frontal(
+    pixels: np.ndarray, orientation: tuple[str, str] | None, view_position: str | None
+) -> tuple[np.ndarray, list[str], bool]:
     """Turn a frontal image to the standard display: the patient's right on the image's
     left (columns run towards the patient's left, ``L``) and the head at the top (rows
     run towards the feet, ``F``), i.e. Patient Orientation ``L\\F``.
@@ -368,12 +385,15 @@ def orient_frontal(pixels: np.ndarray, orientation: tuple[str, str] | None, view
     view = (view_position or "").strip().upper()
     if "AP" in axes:  # a sagittal or axial plane: not a frontal radiograph
         if view in FRONTAL_VIEWS:
-            raise ValueError(f"View Position {view} is frontal but Patient Orientation {text} is not "
-                             "(an A/P direction): the tags contradict each other")
+            raise ValueError(
+                f"View Position {view} is frontal but Patient Orientation {text} is not "
+                "(an A/P direction): the tags contradict each other"
+            )
         return pixels, (), [f"orient:none(PatientOrientation {text}: not a frontal plane, left as stored)"]
     if view in LATERAL_VIEWS:
-        raise ValueError(f"View Position {view} is lateral but Patient Orientation {text} is frontal: "
-                         "the tags contradict each other")
+        raise ValueError(
+            f"View Position {view} is lateral but Patient Orientation {text} is frontal: the tags contradict each other"
+        )
     ops: list[str] = []
     if axes[0] == "HF":  # columns run head-feet: rotated by 90 degrees
         row_dir, col_dir = col_dir, row_dir
@@ -449,13 +469,15 @@ def load_dicom(path: str | Path, *, max_pixels: int, voi: str = "auto") -> Loade
     frames = _int_element(path, ds, "NumberOfFrames", default=1)
     photometric = str(ds.get("PhotometricInterpretation", "")).strip().upper()
     if photometric not in _MONOCHROME + _COLOUR:
-        raise ImageLoadError(path, f"unsupported Photometric Interpretation {photometric!r}; "
-                                   f"expected one of {_MONOCHROME + _COLOUR}")
+        raise ImageLoadError(
+            path, f"unsupported Photometric Interpretation {photometric!r}; expected one of {_MONOCHROME + _COLOUR}"
+        )
     if frames != 1:
         raise ImageLoadError(path, f"multi-frame DICOM ({frames} frames); expected a single radiograph")
     if rows * cols > max_pixels:
-        raise ImageLoadError(path, f"image has {rows}x{cols} = {rows * cols} pixels, more than the "
-                                   f"limit of {max_pixels} (io.max_pixels)")
+        raise ImageLoadError(
+            path, f"image has {rows}x{cols} = {rows * cols} pixels, more than the limit of {max_pixels} (io.max_pixels)"
+        )
     try:
         # Bits above Bits Stored are junk: pydicom masks them (sign-extending signed data).
         ds.pixel_array_options(correct_unused_bits=True)

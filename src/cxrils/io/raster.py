@@ -33,8 +33,16 @@ from cxrils.io.base import ImageLoadError, ImageMeta, LoadedImage, minmax_unit, 
 #: Formats Pillow may detect; anything else is refused.
 FORMATS: tuple[str, ...] = ("PNG", "JPEG", "TIFF", "BMP")
 _HIGH_DEPTH = {"I;16": 16, "I;16L": 16, "I;16B": 16, "I;16N": 16, "I": 32, "F": 32}
-_COLOUR = {"RGB": "RGB", "RGBA": "RGBA", "RGBX": "RGB", "CMYK": "CMYK", "YCbCr": "YBR_FULL",
-           "LA": "MONOCHROME2", "P": "PALETTE COLOR", "PA": "PALETTE COLOR"}
+_COLOUR = {
+    "RGB": "RGB",
+    "RGBA": "RGBA",
+    "RGBX": "RGB",
+    "CMYK": "CMYK",
+    "YCbCr": "YBR_FULL",
+    "LA": "MONOCHROME2",
+    "P": "PALETTE COLOR",
+    "PA": "PALETTE COLOR",
+}
 
 
 def _photometric(mode: str) -> str:
@@ -127,11 +135,13 @@ def load_raster(path: str | Path, *, max_pixels: int) -> LoadedImage:
             with opened as im:
                 w, h = im.size
                 if w * h > max_pixels:
-                    raise ImageLoadError(path, f"image has {h}x{w} = {w * h} pixels, more than the "
-                                               f"limit of {max_pixels} (io.max_pixels)")
+                    raise ImageLoadError(
+                        path, f"image has {h}x{w} = {w * h} pixels, more than the limit of {max_pixels} (io.max_pixels)"
+                    )
                 if getattr(im, "n_frames", 1) != 1:
-                    raise ImageLoadError(path, f"multi-frame {im.format} ({im.n_frames} frames); "
-                                               "expected a single image")
+                    raise ImageLoadError(
+                        path, f"multi-frame {im.format} ({im.n_frames} frames); expected a single image"
+                    )
                 fmt, mode, bits = str(im.format), im.mode, _bits(im)
                 orientation = im.getexif().get(0x0112, 1)  # EXIF Orientation tag
                 im.load()
@@ -145,8 +155,11 @@ def load_raster(path: str | Path, *, max_pixels: int) -> LoadedImage:
         # Pillow's own text quotes its limit (twice ours): keep its pixel count, name only our limit.
         size = re.search(r"\((\d+) pixels\)", str(err))
         count = f"{size.group(1)} pixels" if size else "more than twice that many pixels"
-        raise ImageLoadError(path, f"image has {count}, more than the limit of {max_pixels} (io.max_pixels): "
-                                   "refused before decoding (possible decompression bomb)") from err
+        raise ImageLoadError(
+            path,
+            f"image has {count}, more than the limit of {max_pixels} (io.max_pixels): "
+            "refused before decoding (possible decompression bomb)",
+        ) from err
     except FileNotFoundError as err:
         raise ImageLoadError(path, "file not found") from err
     except IsADirectoryError as err:

@@ -32,10 +32,14 @@ class ModelLoadError(ValueError):
 
 #: model_type -> "module:Class" of its :class:`Segmenter`, imported lazily
 #: (:class:`cxrils.registry.Registry`; :meth:`Segmenter.from_pretrained` loads, not ``build``).
-MODEL_TYPES: Registry[Segmenter] = Registry("model_type", {
-    "light": "cxrils.models.light.segmenter:LightSegmenter",
-    "rosalia": "cxrils.models.rosalia.segmenter:RosaliaSegmenter",
-}, ModelLoadError)
+MODEL_TYPES: Registry[Segmenter] = Registry(
+    "model_type",
+    {
+        "light": "cxrils.models.light.segmenter:LightSegmenter",
+        "rosalia": "cxrils.models.rosalia.segmenter:RosaliaSegmenter",
+    },
+    ModelLoadError,
+)
 
 
 @dataclass(frozen=True)

@@ -34,18 +34,41 @@ from cxrils.extras import require_extra
 from cxrils.fsutil import atomic_write_bytes
 
 #: Source attributes the SEG needs to reference the image and match its frame.
-REFERENCE_FIELDS: tuple[str, ...] = ("SOPClassUID", "SOPInstanceUID", "StudyInstanceUID", "SeriesInstanceUID",
-                                     "Rows", "Columns")
+REFERENCE_FIELDS: tuple[str, ...] = (
+    "SOPClassUID",
+    "SOPInstanceUID",
+    "StudyInstanceUID",
+    "SeriesInstanceUID",
+    "Rows",
+    "Columns",
+)
 #: Source attributes of a frame of reference, copied only all together.
-SPATIAL_FIELDS: tuple[str, ...] = ("FrameOfReferenceUID", "PixelSpacing", "SliceThickness",
-                                   "ImageOrientationPatient", "ImagePositionPatient")
+SPATIAL_FIELDS: tuple[str, ...] = (
+    "FrameOfReferenceUID",
+    "PixelSpacing",
+    "SliceThickness",
+    "ImageOrientationPatient",
+    "ImagePositionPatient",
+)
 #: Patient and Study module attributes (Type 2) written empty.
-EMPTIED_FIELDS: tuple[str, ...] = ("PatientName", "PatientID", "PatientBirthDate", "PatientSex", "StudyDate",
-                                   "StudyTime", "StudyID", "AccessionNumber", "ReferringPhysicianName")
+EMPTIED_FIELDS: tuple[str, ...] = (
+    "PatientName",
+    "PatientID",
+    "PatientBirthDate",
+    "PatientSex",
+    "StudyDate",
+    "StudyTime",
+    "StudyID",
+    "AccessionNumber",
+    "ReferringPhysicianName",
+)
 #: Segmented Property Type per lesion type: names of ``pydicom.sr.codedict.codes.SCT``
 #: (SNOMED CT codes of DICOM PS3.16); types without an entry there are coded "Lesion".
-PROPERTY_TYPES: dict[str, str] = {"effusion": "PleuralEffusion", "cardiomegaly": "Cardiomegaly",
-                                  "edema": "PulmonaryEdema"}
+PROPERTY_TYPES: dict[str, str] = {
+    "effusion": "PleuralEffusion",
+    "cardiomegaly": "Cardiomegaly",
+    "edema": "PulmonaryEdema",
+}
 #: Longest value of a DICOM LO (Long String) attribute (PS3.5 Table 6.2-1).
 LO_MAX = 64
 
@@ -57,7 +80,7 @@ class DicomSegError(ValueError):
 
 def _lo(text: str) -> str:
     text = " ".join(text.split())
-    return text if len(text) <= LO_MAX else text[:LO_MAX - 3] + "..."
+    return text if len(text) <= LO_MAX else text[: LO_MAX - 3] + "..."
 
 
 def source_reference(path: str | Path):
@@ -106,8 +129,7 @@ def source_reference(path: str | Path):
     return stub
 
 
-def make_dicom_seg(reference, mask: np.ndarray, *, segment_label: str, description: str,
-                   model_name: str = "cxrils"):
+def make_dicom_seg(reference, mask: np.ndarray, *, segment_label: str, description: str, model_name: str = "cxrils"):
     """Build the SEG of ``mask`` for a source read by :func:`source_reference`.
 
     Parameters
@@ -142,17 +164,23 @@ def make_dicom_seg(reference, mask: np.ndarray, *, segment_label: str, descripti
 
     m = np.asarray(mask, dtype=bool)
     if m.shape != (int(reference.Rows), int(reference.Columns)):
-        raise DicomSegError(f"the mask is {m.shape[0]}x{m.shape[1]} but the image is "
-                            f"{reference.Rows}x{reference.Columns} (Rows x Columns)")
+        raise DicomSegError(
+            f"the mask is {m.shape[0]}x{m.shape[1]} but the image is "
+            f"{reference.Rows}x{reference.Columns} (Rows x Columns)"
+        )
     label = _lo(segment_label or "lesion")
     property_type = getattr(codes.SCT, PROPERTY_TYPES.get(segment_label, "Lesion"))
-    algorithm = hd.AlgorithmIdentificationSequence(name=_lo(model_name), version=__version__,
-                                                   family=codes.DCM.ArtificialIntelligence)
+    algorithm = hd.AlgorithmIdentificationSequence(
+        name=_lo(model_name), version=__version__, family=codes.DCM.ArtificialIntelligence
+    )
     segment = hd.seg.SegmentDescription(
-        segment_number=1, segment_label=label,
+        segment_number=1,
+        segment_label=label,
         segmented_property_category=codes.SCT.MorphologicallyAbnormalStructure,
         segmented_property_type=property_type,
-        algorithm_type=hd.seg.SegmentAlgorithmTypeValues.AUTOMATIC, algorithm_identification=algorithm)
+        algorithm_type=hd.seg.SegmentAlgorithmTypeValues.AUTOMATIC,
+        algorithm_identification=algorithm,
+    )
     # highdicom logs, at INFO, each module it copies "from" the reference (which holds only
     # the fields above); cxrils' INFO log would show that chatter to users as if patient
     # data were copied.
@@ -161,12 +189,23 @@ def make_dicom_seg(reference, mask: np.ndarray, *, segment_label: str, descripti
     hd_log.setLevel(max(level, logging.WARNING))
     try:
         return hd.seg.Segmentation(
-            source_images=[reference], pixel_array=m[None].astype(np.uint8),
-            segmentation_type=hd.seg.SegmentationTypeValues.BINARY, segment_descriptions=[segment],
-            series_instance_uid=hd.UID(), series_number=1, sop_instance_uid=hd.UID(), instance_number=1,
-            manufacturer="cxrils", manufacturer_model_name=_lo(model_name), software_versions=__version__,
-            device_serial_number="none", content_label="CXRILS", content_description=label,
-            series_description=_lo(description), omit_empty_frames=False)
+            source_images=[reference],
+            pixel_array=m[None].astype(np.uint8),
+            segmentation_type=hd.seg.SegmentationTypeValues.BINARY,
+            segment_descriptions=[segment],
+            series_instance_uid=hd.UID(),
+            series_number=1,
+            sop_instance_uid=hd.UID(),
+            instance_number=1,
+            manufacturer="cxrils",
+            manufacturer_model_name=_lo(model_name),
+            software_versions=__version__,
+            device_serial_number="none",
+            content_label="CXRILS",
+            content_description=label,
+            series_description=_lo(description),
+            omit_empty_frames=False,
+        )
     except (ValueError, TypeError, AttributeError, KeyError) as err:
         raise DicomSegError(f"highdicom cannot build a SEG for this image: {err}") from None
     finally:
@@ -182,8 +221,15 @@ def dicom_seg_bytes(reference, mask: np.ndarray, **kwargs) -> bytes:
     return buf.getvalue()
 
 
-def write_dicom_seg(out_path: str | Path, source_path: str | Path, mask: np.ndarray, *,
-                    segment_label: str, description: str, model_name: str = "cxrils") -> Path:
+def write_dicom_seg(
+    out_path: str | Path,
+    source_path: str | Path,
+    mask: np.ndarray,
+    *,
+    segment_label: str,
+    description: str,
+    model_name: str = "cxrils",
+) -> Path:
     """Write ``mask`` as a BINARY DICOM SEG referencing the DICOM at ``source_path``,
     atomically (see :func:`make_dicom_seg` for the parameters).
 
@@ -203,8 +249,9 @@ def write_dicom_seg(out_path: str | Path, source_path: str | Path, mask: np.ndar
     require_extra("dicom", "DICOM SEG output")
     reference = source_reference(source_path)
     try:
-        data = dicom_seg_bytes(reference, mask, segment_label=segment_label, description=description,
-                               model_name=model_name)
+        data = dicom_seg_bytes(
+            reference, mask, segment_label=segment_label, description=description, model_name=model_name
+        )
     except DicomSegError as err:
         raise DicomSegError(f"{source_path}: {err}") from None
     out = Path(out_path)

@@ -33,9 +33,17 @@ def segment_label(answered: str, answer: str) -> str:
     return parsed.target or "lesion"
 
 
-def write_prediction(out_dir: str | Path, x: np.ndarray, instruction: str, pred: Prediction, *,
-                     meta: ImageMeta, answered: str | None = None, dicom_source: str | Path | None = None,
-                     model_name: str = "cxrils") -> list[str]:
+def write_prediction(
+    out_dir: str | Path,
+    x: np.ndarray,
+    instruction: str,
+    pred: Prediction,
+    *,
+    meta: ImageMeta,
+    answered: str | None = None,
+    dicom_source: str | Path | None = None,
+    model_name: str = "cxrils",
+) -> list[str]:
     """Write one prediction's files into ``out_dir`` (created), each atomically.
 
     Files: ``mask.png`` (0/255), ``prediction.json`` (instruction as given,
@@ -87,8 +95,14 @@ def write_prediction(out_dir: str | Path, x: np.ndarray, instruction: str, pred:
         from cxrils.models.dicom_seg import DicomSegError, write_dicom_seg
 
         try:
-            write_dicom_seg(out / DICOM_SEG_NAME, dicom_source, mask, segment_label=segment_label(answered, pred.answer),
-                            description=f"cxrils: {answered}", model_name=model_name)
+            write_dicom_seg(
+                out / DICOM_SEG_NAME,
+                dicom_source,
+                mask,
+                segment_label=segment_label(answered, pred.answer),
+                description=f"cxrils: {answered}",
+                model_name=model_name,
+            )
             files["dicom_seg"] = DICOM_SEG_NAME
         except DicomSegError as err:
             notes.append(str(err))
@@ -96,12 +110,21 @@ def write_prediction(out_dir: str | Path, x: np.ndarray, instruction: str, pred:
         Image.fromarray(mask.astype(np.uint8) * 255).save(tmp, format="PNG")
     with atomic_path(out / "overlay.png", suffix=".png") as tmp:
         Image.fromarray(mask_overlay(x, pred.mask, label="predicted mask")).save(tmp, format="PNG")
-    atomic_write_json(out / "prediction.json", {
-        "instruction": instruction, "instruction_answered": answered, "answer": pred.answer,
-        "presence_score": float(pred.presence_score), "presence_threshold": pred.presence_threshold,
-        "note": pred.note,
-        "mask": dict(encode_rle(mask)),
-        "mask_area": int(mask.sum()), "frame": "source", "overlay_frame": "display",
-        "display_ops": list(meta.display_ops), "files": files,
-    })
+    atomic_write_json(
+        out / "prediction.json",
+        {
+            "instruction": instruction,
+            "instruction_answered": answered,
+            "answer": pred.answer,
+            "presence_score": float(pred.presence_score),
+            "presence_threshold": pred.presence_threshold,
+            "note": pred.note,
+            "mask": dict(encode_rle(mask)),
+            "mask_area": int(mask.sum()),
+            "frame": "source",
+            "overlay_frame": "display",
+            "display_ops": list(meta.display_ops),
+            "files": files,
+        },
+    )
     return notes

@@ -24,9 +24,17 @@ log = logging.getLogger(__name__)
 PREDICTION_SUFFIXES = (".parquet", ".jsonl")
 
 
-def predict_dataset(segmenter: Segmenter, dataset_dir: str | Path, split: str | None, out_path: str | Path,
-                    *, batch_size: int = 16, progress: bool = True, templates_only: bool = False,
-                    teacher_forced: bool = False) -> Path:
+def predict_dataset(
+    segmenter: Segmenter,
+    dataset_dir: str | Path,
+    split: str | None,
+    out_path: str | Path,
+    *,
+    batch_size: int = 16,
+    progress: bool = True,
+    templates_only: bool = False,
+    teacher_forced: bool = False,
+) -> Path:
     """Predict every record of a dataset split and write the predictions file.
 
     Parameters
@@ -82,7 +90,7 @@ def predict_dataset(segmenter: Segmenter, dataset_dir: str | Path, split: str | 
         order = order[(recs["paraphrase_of"].to_numpy()[order] == "")]
     with tqdm(total=len(order), desc=f"predict {split or 'all'}", disable=not progress, unit="rec") as bar:
         for start in range(0, len(order), batch_size):
-            idx = [int(i) for i in order[start:start + batch_size]]
+            idx = [int(i) for i in order[start : start + batch_size]]
             images = []
             for i in idx:
                 image_id = recs.at[i, "image_id"]
@@ -93,22 +101,32 @@ def predict_dataset(segmenter: Segmenter, dataset_dir: str | Path, split: str | 
             if teacher_forced:
                 if not hasattr(segmenter, "predict_teacher_forced"):
                     raise ValueError(f"{type(segmenter).__name__} cannot predict from reference answers")
-                preds = [segmenter.predict_teacher_forced(x, str(recs.at[i, "instruction"]), str(recs.at[i, "answer"]))
-                         for x, i in zip(images, idx)]
+                preds = [
+                    segmenter.predict_teacher_forced(x, str(recs.at[i, "instruction"]), str(recs.at[i, "answer"]))
+                    for x, i in zip(images, idx)
+                ]
             else:
                 preds = segmenter.predict_many(images, [str(recs.at[i, "instruction"]) for i in idx])
             for i, p in zip(idx, preds):
-                rows.append({"record_id": str(recs.at[i, "record_id"]), "mask": dict(encode_rle(p.mask)),
-                             "answer": p.answer, "presence_score": float(p.presence_score),
-                             "presence_threshold": p.presence_threshold, "note": p.note})
+                rows.append(
+                    {
+                        "record_id": str(recs.at[i, "record_id"]),
+                        "mask": dict(encode_rle(p.mask)),
+                        "answer": p.answer,
+                        "presence_score": float(p.presence_score),
+                        "presence_threshold": p.presence_threshold,
+                        "note": p.note,
+                    }
+                )
             bar.update(len(idx))
     rows.sort(key=lambda r: r["record_id"])
     write_predictions(out_path, rows, with_answers=not teacher_forced, with_scores=True)
     return Path(out_path)
 
 
-def evaluate_run(seg: Segmenter, dataset_dir: str | Path, run_dir: str | Path, split: str,
-                 *, progress: bool = True) -> dict | None:
+def evaluate_run(
+    seg: Segmenter, dataset_dir: str | Path, run_dir: str | Path, split: str, *, progress: bool = True
+) -> dict | None:
     """Predict ``split``, write ``predictions_{split}.parquet`` and ``eval_{split}.json``.
 
     Scores template instructions only, as the paper's Tables 4-6
@@ -127,8 +145,9 @@ def evaluate_run(seg: Segmenter, dataset_dir: str | Path, run_dir: str | Path, s
     if not len(read_records(dataset_dir, split)):
         log.warning("%s: no %s records; skipping evaluation", dataset_dir, split)
         return None
-    path = predict_dataset(seg, dataset_dir, split, Path(run_dir) / f"predictions_{split}.parquet",
-                           progress=progress, templates_only=True)
+    path = predict_dataset(
+        seg, dataset_dir, split, Path(run_dir) / f"predictions_{split}.parquet", progress=progress, templates_only=True
+    )
     report = evaluate_predictions(dataset_dir, path, split=split)
     metrics = report.table4()
     atomic_write_json(Path(run_dir) / f"eval_{split}.json", report.to_dict())

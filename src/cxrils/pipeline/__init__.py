@@ -8,5 +8,13 @@ from cxrils.pipeline.runner import RunError, generate
 from cxrils.pipeline.study import Pipeline, StudyResult
 from cxrils.sources import InputError, StudyInput, detect_input_kind, read_inputs
 
-__all__ = ["InputError", "Pipeline", "RunError", "StudyInput", "StudyResult", "detect_input_kind",
-           "generate", "read_inputs"]
+__all__ = [
+    "InputError",
+    "Pipeline",
+    "RunError",
+    "StudyInput",
+    "StudyResult",
+    "detect_input_kind",
+    "generate",
+    "read_inputs",
+]

@@ -51,11 +51,14 @@ def check_splits(studies: Iterable[StudyInput], source: str | Path, split_by: st
         if anonymous:
             first = anonymous[0]
             where = f"{first.where}, " if first.where else ""
-            raise InputError(source, f"{len(anonymous)} image(s) have no patient_id and no split (e.g. {where}"
-                                     f"image {first.image_id!r}): splits are made by patient so that a patient's "
-                                     "images never land in two splits. Add a patient_id column, give every row a "
-                                     "split, or pass --split-by study (set split.by = \"study\", recorded in the "
-                                     "manifest) if every study is a different patient")
+            raise InputError(
+                source,
+                f"{len(anonymous)} image(s) have no patient_id and no split (e.g. {where}"
+                f"image {first.image_id!r}): splits are made by patient so that a patient's "
+                "images never land in two splits. Add a patient_id column, give every row a "
+                'split, or pass --split-by study (set split.by = "study", recorded in the '
+                "manifest) if every study is a different patient",
+            )
     key = (lambda s: s.patient_id) if split_by == "patient" else (lambda s: s.study_id)
     given: dict[str, tuple[str, StudyInput]] = {}
     for s in good:
@@ -64,9 +67,12 @@ def check_splits(studies: Iterable[StudyInput], source: str | Path, split_by: st
         seen = given.setdefault(key(s), (s.split, s))
         if seen[0] != s.split:
             other = seen[1]
-            raise InputError(source, f"{split_by} {key(s)!r} is in two splits: {seen[0]} (image "
-                                     f"{other.image_id!r}) and {s.split} (image {s.image_id!r}); a {split_by}'s "
-                                     "images must share one split")
+            raise InputError(
+                source,
+                f"{split_by} {key(s)!r} is in two splits: {seen[0]} (image "
+                f"{other.image_id!r}) and {s.split} (image {s.image_id!r}); a {split_by}'s "
+                "images must share one split",
+            )
     out = []
     for s in items:
         if s.problem is None and s.split is None and key(s) in given:

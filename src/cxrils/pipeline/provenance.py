@@ -37,8 +37,14 @@ def code_sha256() -> str:
     committed or not."""
     root = _package_dir()
     h = hashlib.sha256()
-    for path in sorted(p for p in root.rglob("*") if p.suffix in _SOURCE_SUFFIXES and p.is_file()
-                       and "weights" not in p.relative_to(root).parts and "__pycache__" not in p.parts):
+    for path in sorted(
+        p
+        for p in root.rglob("*")
+        if p.suffix in _SOURCE_SUFFIXES
+        and p.is_file()
+        and "weights" not in p.relative_to(root).parts
+        and "__pycache__" not in p.parts
+    ):
         h.update(path.relative_to(root).as_posix().encode("utf-8") + b"\0")
         h.update(path.read_bytes() + b"\0")
     return h.hexdigest()
@@ -48,12 +54,12 @@ def git_commit() -> str | None:
     """The git commit of the package's source when it is a tracked git checkout, else None."""
     root = _package_dir()
     try:
-        tracked = subprocess.run(["git", "-C", str(root), "ls-files", "--error-unmatch", "__init__.py"],
-                                 capture_output=True, timeout=10)
+        tracked = subprocess.run(
+            ["git", "-C", str(root), "ls-files", "--error-unmatch", "__init__.py"], capture_output=True, timeout=10
+        )
         if tracked.returncode != 0:
             return None
-        out = subprocess.run(["git", "-C", str(root), "rev-parse", "HEAD"], capture_output=True, text=True,
-                             timeout=10)
+        out = subprocess.run(["git", "-C", str(root), "rev-parse", "HEAD"], capture_output=True, text=True, timeout=10)
     except (OSError, subprocess.SubprocessError):
         return None
     commit = out.stdout.strip()
@@ -120,6 +126,12 @@ def run_provenance(cfg: Config, stages: str, provider: Any) -> dict[str, Any]:
     files = listing(cfg) if callable(listing) else {}
     if files:
         log.info("hashing the weight files of %s", ", ".join(files))
-    return {"generator": "cxrils generate", "cxrils_version": cxrils.__version__, "git_commit": git_commit(),
-            "code_sha256": code_sha256(), "stages": stages, "config": cfg.dataset_settings(),
-            "weights": weight_hashes(files)}
+    return {
+        "generator": "cxrils generate",
+        "cxrils_version": cxrils.__version__,
+        "git_commit": git_commit(),
+        "code_sha256": code_sha256(),
+        "stages": stages,
+        "config": cfg.dataset_settings(),
+        "weights": weight_hashes(files),
+    }

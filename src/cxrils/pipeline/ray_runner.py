@@ -120,8 +120,9 @@ def step_options(cfg: Config, workers: int, cluster: dict[str, float]) -> dict[s
         wait for ever).
     """
     workers = max(1, workers)
-    per_step: dict[str, RayStageConfig] = {f.name: getattr(cfg.pipeline.ray, f.name)
-                                           for f in dataclasses.fields(cfg.pipeline.ray)}
+    per_step: dict[str, RayStageConfig] = {
+        f.name: getattr(cfg.pipeline.ray, f.name) for f in dataclasses.fields(cfg.pipeline.ray)
+    }
     actors = {name: per_step[name].actors or workers for name in ACTOR_STEPS}
     cpus, gpus = float(cluster.get("CPU", 1.0)), float(cluster.get("GPU", 0.0))
     sharing = sum(actors[n] for n in ACTOR_STEPS if not per_step[n].num_cpus) + 2 * workers + 1
@@ -129,20 +130,36 @@ def step_options(cfg: Config, workers: int, cluster: dict[str, float]) -> dict[s
     opts: dict[str, dict[str, Any]] = {}
     for name in ACTOR_STEPS:
         sc = per_step[name]
-        for what, unit, need, have in (("num_gpus", "GPUs", sc.num_gpus, gpus), ("num_cpus", "CPUs", sc.num_cpus, cpus)):
+        for what, unit, need, have in (
+            ("num_gpus", "GPUs", sc.num_gpus, gpus),
+            ("num_cpus", "CPUs", sc.num_cpus, cpus),
+        ):
             if need * actors[name] > have + 1e-9:
-                raise RunError(f"pipeline.ray.{name}: {actors[name]} actor(s) x {what}={need:g} exceed the "
-                               f"cluster's {have:g} {unit}; lower pipeline.ray.{name}.{what} or .actors, "
-                               "or add resources")
-        opts[name] = {"num_cpus": sc.num_cpus or share, "num_gpus": sc.num_gpus, "actors": actors[name],
-                      "batch_size": sc.batch_size}
+                raise RunError(
+                    f"pipeline.ray.{name}: {actors[name]} actor(s) x {what}={need:g} exceed the "
+                    f"cluster's {have:g} {unit}; lower pipeline.ray.{name}.{what} or .actors, "
+                    "or add resources"
+                )
+        opts[name] = {
+            "num_cpus": sc.num_cpus or share,
+            "num_gpus": sc.num_gpus,
+            "actors": actors[name],
+            "batch_size": sc.batch_size,
+        }
     for name in ("start", "finish"):
         opts[name] = {"num_cpus": share, "num_gpus": 0.0, "actors": workers, "batch_size": 1}
     return opts
 
 
-def run_ray(studies: list[StudyInput], reports: dict[tuple[str, str], StructuredReport], cfg: Config, *,
-            stages: str = DEFAULT_STAGES, workers: int = 1, address: str | None = None) -> Iterator[StudyResult]:
+def run_ray(
+    studies: list[StudyInput],
+    reports: dict[tuple[str, str], StructuredReport],
+    cfg: Config,
+    *,
+    stages: str = DEFAULT_STAGES,
+    workers: int = 1,
+    address: str | None = None,
+) -> Iterator[StudyResult]:
     """Yield one :class:`StudyResult` per study, in the order of ``studies``.
 
     Parameters
@@ -174,20 +191,34 @@ def run_ray(studies: list[StudyInput], reports: dict[tuple[str, str], Structured
         ctx.enable_progress_bars = False
         opts = step_options(cfg, workers, ray.cluster_resources())
         cfg_dict = cfg.to_dict()
-        items = [{"i": i, "state": pickle.dumps((s, reports[(s.study_id, s.report)]))}
-                 for i, s in enumerate(studies)]
+        items = [{"i": i, "state": pickle.dumps((s, reports[(s.study_id, s.report)]))} for i, s in enumerate(studies)]
         ds = ray.data.from_items(items, override_num_blocks=max(1, min(len(items), 200)))
         o = opts["start"]
-        ds = ds.map_batches(_start, fn_kwargs={"cfg_dict": cfg_dict, "stages": stages}, batch_size=1,
-                            compute=ray.data.TaskPoolStrategy(size=o["actors"]), num_cpus=o["num_cpus"])
+        ds = ds.map_batches(
+            _start,
+            fn_kwargs={"cfg_dict": cfg_dict, "stages": stages},
+            batch_size=1,
+            compute=ray.data.TaskPoolStrategy(size=o["actors"]),
+            num_cpus=o["num_cpus"],
+        )
         for name, method in ACTOR_STEPS.items():
             o = opts[name]
-            ds = ds.map_batches(StepActor, fn_constructor_args=(cfg_dict, stages, method),
-                                batch_size=o["batch_size"], compute=ray.data.ActorPoolStrategy(size=o["actors"]),
-                                num_cpus=o["num_cpus"], num_gpus=o["num_gpus"])
+            ds = ds.map_batches(
+                StepActor,
+                fn_constructor_args=(cfg_dict, stages, method),
+                batch_size=o["batch_size"],
+                compute=ray.data.ActorPoolStrategy(size=o["actors"]),
+                num_cpus=o["num_cpus"],
+                num_gpus=o["num_gpus"],
+            )
         o = opts["finish"]
-        ds = ds.map_batches(_finish, fn_kwargs={"cfg_dict": cfg_dict, "stages": stages}, batch_size=1,
-                            compute=ray.data.TaskPoolStrategy(size=o["actors"]), num_cpus=o["num_cpus"])
+        ds = ds.map_batches(
+            _finish,
+            fn_kwargs={"cfg_dict": cfg_dict, "stages": stages},
+            batch_size=1,
+            compute=ray.data.TaskPoolStrategy(size=o["actors"]),
+            num_cpus=o["num_cpus"],
+        )
         expected = 0
         try:
             for row in ds.iter_rows():
@@ -196,8 +227,9 @@ def run_ray(studies: list[StudyInput], reports: dict[tuple[str, str], Structured
                 expected += 1
                 yield pickle.loads(row["result"])
         except ray.exceptions.RayError as err:
-            raise RunError(f"the Ray run stopped after {expected} studies (committed studies stay; rerun to "
-                           f"resume): {err}") from err
+            raise RunError(
+                f"the Ray run stopped after {expected} studies (committed studies stay; rerun to resume): {err}"
+            ) from err
         if expected != len(studies):
             raise RunError(f"Ray returned {expected} of {len(studies)} studies")
     finally:

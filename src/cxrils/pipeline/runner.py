@@ -102,9 +102,15 @@ def _work(study: StudyInput, report: StructuredReport) -> StudyResult:
     return _WORKER.process_study(study, report)
 
 
-def run_local(studies: list[StudyInput], reports: dict[tuple[str, str], StructuredReport], cfg: Config, *,
-              stages: str = DEFAULT_STAGES, workers: int = 1, pipeline: Pipeline | None = None
-              ) -> Iterator[StudyResult]:
+def run_local(
+    studies: list[StudyInput],
+    reports: dict[tuple[str, str], StructuredReport],
+    cfg: Config,
+    *,
+    stages: str = DEFAULT_STAGES,
+    workers: int = 1,
+    pipeline: Pipeline | None = None,
+) -> Iterator[StudyResult]:
     """Yield one :class:`StudyResult` per study, in the order of ``studies``.
 
     ``workers <= 1`` runs in this process (with ``pipeline`` if given); otherwise a
@@ -123,8 +129,12 @@ def run_local(studies: list[StudyInput], reports: dict[tuple[str, str], Structur
             yield pipe.process_study(s, reports[(s.study_id, s.report)])
         return
     threads = max(1, (os.cpu_count() or 1) // workers)
-    with ProcessPoolExecutor(max_workers=workers, mp_context=mp.get_context("spawn"),
-                             initializer=_init_worker, initargs=(cfg.to_dict(), stages, threads)) as pool:
+    with ProcessPoolExecutor(
+        max_workers=workers,
+        mp_context=mp.get_context("spawn"),
+        initializer=_init_worker,
+        initargs=(cfg.to_dict(), stages, threads),
+    ) as pool:
         pending: deque[tuple[StudyInput, Future]] = deque()
         it = iter(studies)
         for s in itertools.islice(it, 4 * workers):
@@ -134,8 +144,10 @@ def run_local(studies: list[StudyInput], reports: dict[tuple[str, str], Structur
             try:
                 result = fut.result()
             except BrokenProcessPool as err:
-                raise RunError(f"a worker process died while processing {s.image_id} ({err}); "
-                               "finished studies are committed: rerun the same command to resume") from err
+                raise RunError(
+                    f"a worker process died while processing {s.image_id} ({err}); "
+                    "finished studies are committed: rerun the same command to resume"
+                ) from err
             nxt = next(it, None)
             if nxt is not None:
                 pending.append((nxt, pool.submit(_work, nxt, reports[(nxt.study_id, nxt.report)])))
@@ -150,8 +162,9 @@ def _commit(writer: Any, state: RunState, result: StudyResult) -> None:
     that do not fit the schema) is committed as an exclusion instead."""
     state.save(result)
     try:
-        writer.commit_study(result.image_id, result.x, result.records, excluded=result.excluded,
-                            grounding=result.grounding)
+        writer.commit_study(
+            result.image_id, result.x, result.records, excluded=result.excluded, grounding=result.grounding
+        )
     except ValueError as err:  # cxrils.dataset.DatasetError
         if result.excluded is not None:
             raise
@@ -180,15 +193,25 @@ def _open_writer(out_dir: Path, cfg: Config, stages: str) -> Any:
     except DatasetError as err:
         if "another provenance" not in str(err):
             raise RunError(str(err)) from None
-        raise RunError(f"cannot resume: {err}. Resume only with the code, configuration (--config, --set), "
-                       f"stage provider (--stages) and weight files it was started with; to start over, delete "
-                       f"{out_dir} or write to a new folder (-o)") from None
+        raise RunError(
+            f"cannot resume: {err}. Resume only with the code, configuration (--config, --set), "
+            f"stage provider (--stages) and weight files it was started with; to start over, delete "
+            f"{out_dir} or write to a new folder (-o)"
+        ) from None
 
 
-def generate(input_path: str | Path, out_dir: str | Path, cfg: Config, *, runner: str = "local",
-             workers: int = 1, limit: int | None = None, stages: str = DEFAULT_STAGES,
-             progress: Callable[[int, int], Any] | None = None, ray_address: str | None = None
-             ) -> dict[str, Any]:
+def generate(
+    input_path: str | Path,
+    out_dir: str | Path,
+    cfg: Config,
+    *,
+    runner: str = "local",
+    workers: int = 1,
+    limit: int | None = None,
+    stages: str = DEFAULT_STAGES,
+    progress: Callable[[int, int], Any] | None = None,
+    ray_address: str | None = None,
+) -> dict[str, Any]:
     """Generate (or resume) a dataset from an input; return the run summary.
 
     Parameters
@@ -234,15 +257,34 @@ def generate(input_path: str | Path, out_dir: str | Path, cfg: Config, *, runner
     state = RunState(out)
     with _open_writer(out, cfg, stages) as writer:
         state.remove_stale_temporaries()
-        counts = _generate(studies, writer, state, cfg, runner=runner, workers=workers, stages=stages,
-                           progress=progress, ray_address=ray_address)
+        counts = _generate(
+            studies,
+            writer,
+            state,
+            cfg,
+            runner=runner,
+            workers=workers,
+            stages=stages,
+            progress=progress,
+            ray_address=ray_address,
+        )
         summary = {"input": str(input_path), "dataset": str(out), "runner": runner, **counts}
         atomic_write_json(out / SUMMARY_NAME, summary)
     return summary
 
 
-def _generate(studies: list[StudyInput], writer: Any, state: RunState, cfg: Config, *, runner: str, workers: int,
-              stages: str, progress: Callable[[int, int], Any] | None, ray_address: str | None) -> dict[str, Any]:
+def _generate(
+    studies: list[StudyInput],
+    writer: Any,
+    state: RunState,
+    cfg: Config,
+    *,
+    runner: str,
+    workers: int,
+    stages: str,
+    progress: Callable[[int, int], Any] | None,
+    ray_address: str | None,
+) -> dict[str, Any]:
     """The body of :func:`generate`, with the writer open (and the folder locked):
     process and commit what is not done yet, finalize, return the counts of all
     ``studies``."""
@@ -256,8 +298,9 @@ def _generate(studies: list[StudyInput], writer: Any, state: RunState, cfg: Conf
         pipeline = Pipeline(cfg, stages)
         reports = pipeline.structure(todo)
         if runner == "local":
-            results: Iterable[StudyResult] = run_local(todo, reports, cfg, stages=stages, workers=workers,
-                                                       pipeline=pipeline)
+            results: Iterable[StudyResult] = run_local(
+                todo, reports, cfg, stages=stages, workers=workers, pipeline=pipeline
+            )
         else:
             results = run_ray(todo, reports, cfg, stages=stages, workers=workers, address=ray_address)
         for result in results:

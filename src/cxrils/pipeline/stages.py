@@ -81,19 +81,38 @@ class StageProvider(Protocol):
         """Appendix D.2: None when two anatomy sources agree, else the reason."""
         ...
 
-    def ground_study(self, *, study_id: str, image_id: str, x: np.ndarray, report: StructuredReport,
-                     anatomy: AnatomyMasks, anomaly: AnomalyResult, boxes: list[LesionBox], cfg: Config,
-                     view_position: str | None = None, crosscheck: str | None = None,
-                     ctr: float | None = None, organs: AnatomyMasks | None = None) -> StudyGrounding:
+    def ground_study(
+        self,
+        *,
+        study_id: str,
+        image_id: str,
+        x: np.ndarray,
+        report: StructuredReport,
+        anatomy: AnatomyMasks,
+        anomaly: AnomalyResult,
+        boxes: list[LesionBox],
+        cfg: Config,
+        view_position: str | None = None,
+        crosscheck: str | None = None,
+        ctr: float | None = None,
+        organs: AnatomyMasks | None = None,
+    ) -> StudyGrounding:
         """Algorithm 1 and location verification, as :func:`cxrils.grounding.ground_study`
         (same keywords); the pipeline passes those up to ``cfg``, and ``organs``."""
         ...
 
-    def generate_records(self, grounding: StudyGrounding, *, split: str, patient_id: str,
-                         image_path: str, cfg: Config, absent_negatives: bool = True) -> list[dict[str, Any]]:
+    def generate_records(
+        self,
+        grounding: StudyGrounding,
+        *,
+        split: str,
+        patient_id: str,
+        image_path: str,
+        cfg: Config,
+        absent_negatives: bool = True,
+    ) -> list[dict[str, Any]]:
         """Dataset rows of one image (:func:`cxrils.instructions.generate_records`)."""
         ...
-
 
 
 class BuiltinStages:
@@ -142,24 +161,61 @@ class BuiltinStages:
 
         return cross_check(a, b, cfg.qc)
 
-    def ground_study(self, *, study_id: str, image_id: str, x: np.ndarray, report: StructuredReport,
-                     anatomy: AnatomyMasks, anomaly: AnomalyResult, boxes: list[LesionBox], cfg: Config,
-                     view_position: str | None = None, crosscheck: str | None = None,
-                     ctr: float | None = None, organs: AnatomyMasks | None = None) -> StudyGrounding:
+    def ground_study(
+        self,
+        *,
+        study_id: str,
+        image_id: str,
+        x: np.ndarray,
+        report: StructuredReport,
+        anatomy: AnatomyMasks,
+        anomaly: AnomalyResult,
+        boxes: list[LesionBox],
+        cfg: Config,
+        view_position: str | None = None,
+        crosscheck: str | None = None,
+        ctr: float | None = None,
+        organs: AnatomyMasks | None = None,
+    ) -> StudyGrounding:
         """Algorithm 1 and location verification (section 3.1 steps 3-4)."""
         from cxrils.grounding import ground_study
 
-        return ground_study(study_id=study_id, image_id=image_id, x=x, report=report, anatomy=anatomy,
-                            anomaly=anomaly, boxes=boxes, cfg=cfg, view_position=view_position,
-                            crosscheck=crosscheck, ctr=ctr, organs=organs)
+        return ground_study(
+            study_id=study_id,
+            image_id=image_id,
+            x=x,
+            report=report,
+            anatomy=anatomy,
+            anomaly=anomaly,
+            boxes=boxes,
+            cfg=cfg,
+            view_position=view_position,
+            crosscheck=crosscheck,
+            ctr=ctr,
+            organs=organs,
+        )
 
-    def generate_records(self, grounding: StudyGrounding, *, split: str, patient_id: str,
-                         image_path: str, cfg: Config, absent_negatives: bool = True) -> list[dict[str, Any]]:
+    def generate_records(
+        self,
+        grounding: StudyGrounding,
+        *,
+        split: str,
+        patient_id: str,
+        image_path: str,
+        cfg: Config,
+        absent_negatives: bool = True,
+    ) -> list[dict[str, Any]]:
         """Instruction-answer records of one image (section 3.2)."""
         from cxrils.instructions import generate_records
 
-        return generate_records(grounding, split=split, patient_id=patient_id, image_path=image_path, cfg=cfg,
-                                absent_negatives=absent_negatives)
+        return generate_records(
+            grounding,
+            split=split,
+            patient_id=patient_id,
+            image_path=image_path,
+            cfg=cfg,
+            absent_negatives=absent_negatives,
+        )
 
     def weight_files(self, cfg: Config) -> dict[str, list[str]]:
         """The weight files (or folders) the backends of ``cfg`` load, by stage: hashed
@@ -187,8 +243,10 @@ class BuiltinStages:
             out[f"anatomy ({name})"] = listed(ANATOMY, name)
         out[f"anomaly ({b.anomaly})"] = listed(ANOMALY, b.anomaly)
         out[f"detector ({b.detector})"] = listed(DETECTOR, b.detector)
-        text: list[tuple[str, list[str]]] = [(b.report_structurer, listed(STRUCTURERS, b.report_structurer)),
-                                             (b.location_mapper, listed(LOCATION_MAPPERS, b.location_mapper))]
+        text: list[tuple[str, list[str]]] = [
+            (b.report_structurer, listed(STRUCTURERS, b.report_structurer)),
+            (b.location_mapper, listed(LOCATION_MAPPERS, b.location_mapper)),
+        ]
         if cfg.instructions.paraphrase:  # paraphrasing asks the shared LLM (Appendix C.3)
             from cxrils.report.llm import llm_weight_files
 

@@ -105,8 +105,10 @@ def grounding_record(grounding: StudyGrounding, report: StructuredReport) -> dic
     """
     from cxrils.grounding import grounding_to_dict
 
-    return {**grounding_to_dict(grounding),
-            "report": {"section_used": report.section_used, "section_text": report.section_text}}
+    return {
+        **grounding_to_dict(grounding),
+        "report": {"section_used": report.section_used, "section_text": report.section_text},
+    }
 
 
 def _guarded(step: str) -> Callable:
@@ -164,8 +166,9 @@ class Pipeline:
         try:
             return factory(self.cfg)
         except Exception as err:
-            raise StageLoadError(f"cannot load the {what} stage (backend {backend!r}): "
-                                 f"{type(err).__name__}: {err}") from err
+            raise StageLoadError(
+                f"cannot load the {what} stage (backend {backend!r}): {type(err).__name__}: {err}"
+            ) from err
 
     @cached_property
     def anatomy_segmenter(self) -> Any:
@@ -223,8 +226,9 @@ class Pipeline:
             from cxrils.report.llm import client_from_config
 
             client = client_from_config(cfg)
-            return lambda prompt: client.complete([{"role": "user", "content": prompt}],
-                                                  max_tokens=cfg.backends.llm_max_tokens).text
+            return lambda prompt: (
+                client.complete([{"role": "user", "content": prompt}], max_tokens=cfg.backends.llm_max_tokens).text
+            )
 
         return self._make("paraphrase", factory, "llm")
 
@@ -288,11 +292,14 @@ class Pipeline:
                 try:
                     reports.append(next(iter(self.stages.structure_reports([item], self.cfg))))
                 except Exception as one:
-                    reports.append(StructuredReport(item[0], None, "",
-                                                    excluded=f"error:report: {type(one).__name__}: {one}"))
+                    reports.append(
+                        StructuredReport(item[0], None, "", excluded=f"error:report: {type(one).__name__}: {one}")
+                    )
             if all(r.excluded and r.excluded.startswith("error:report") for r in reports):
-                raise StageLoadError(f"report structuring (backend {self.cfg.backends.report_structurer!r}) failed "
-                                     f"for every report, e.g. {reports[0].excluded}") from err
+                raise StageLoadError(
+                    f"report structuring (backend {self.cfg.backends.report_structurer!r}) failed "
+                    f"for every report, e.g. {reports[0].excluded}"
+                ) from err
         for key, report in zip(keys, reports):
             flags = todo[key][1]
             if flags:
@@ -326,8 +333,10 @@ class Pipeline:
         from_file_view: str | None
         x, from_file_view = self.stages.load_image(state.study.image_path, self.cfg)
         if not (isinstance(x, np.ndarray) and x.ndim == 2 and x.dtype == np.uint8 and x.size):
-            raise ValueError(f"{state.study.image_path}: image loader returned {type(x).__name__} "
-                             f"{getattr(x, 'shape', '')} {getattr(x, 'dtype', '')}, expected uint8 (H, W)")
+            raise ValueError(
+                f"{state.study.image_path}: image loader returned {type(x).__name__} "
+                f"{getattr(x, 'shape', '')} {getattr(x, 'dtype', '')}, expected uint8 (H, W)"
+            )
         view = (from_file_view or "").strip().upper()
         if self.cfg.qc.frontal_only and state.study.view is None and view and view not in ACCEPTED_VIEWS:
             state.excluded = f"view_not_frontal: {view}"
@@ -361,8 +370,9 @@ class Pipeline:
         # would flag the normal heart as anomalous (RadEdit ignores it and edits the region).
         regions = [s.anatomy_x.union(vocab.EDIT_REGION_LABELS) for s in states]
         lungs = [s.anatomy_x.union(("right lung", "left lung")) for s in states]
-        results = call_batch(self.anomaly_mapper, "map_batch", AnomalyMapper, [s.x for s in states], regions,
-                             lungs=lungs)
+        results = call_batch(
+            self.anomaly_mapper, "map_batch", AnomalyMapper, [s.x for s in states], regions, lungs=lungs
+        )
         for state, result in zip(states, results, strict=True):
             state.anomaly = result
 
@@ -386,8 +396,14 @@ class Pipeline:
     @_guarded("detection")
     def run_detector(self, states: list[StudyState]) -> None:
         """Step 7: lesion boxes on ``x``."""
-        boxes = call_batch(self.detector, "detect_batch", LesionDetector, [s.x for s in states],
-                           anomalies=[s.anomaly for s in states], anatomies=[s.anatomy for s in states])
+        boxes = call_batch(
+            self.detector,
+            "detect_batch",
+            LesionDetector,
+            [s.x for s in states],
+            anomalies=[s.anomaly for s in states],
+            anatomies=[s.anatomy for s in states],
+        )
         for state, found in zip(states, boxes, strict=True):
             state.boxes = list(found)
 
@@ -400,9 +416,16 @@ class Pipeline:
             return None
         try:
             grounding = self.stages.ground_study(
-                study_id=state.study.study_id, image_id=state.study.image_id, x=state.x,
-                report=state.report, anatomy=state.anatomy, anomaly=state.anomaly,
-                boxes=state.boxes, cfg=self.cfg, organs=state.anatomy_x.organs())
+                study_id=state.study.study_id,
+                image_id=state.study.image_id,
+                x=state.x,
+                report=state.report,
+                anatomy=state.anatomy,
+                anomaly=state.anomaly,
+                boxes=state.boxes,
+                cfg=self.cfg,
+                organs=state.anatomy_x.organs(),
+            )
         except Exception as err:  # one bad study never stops the run
             state.excluded = f"error:grounding: {type(err).__name__}: {err}"
             log.warning("%s: excluded: %s", state.study.image_id, state.excluded)
@@ -429,9 +452,13 @@ class Pipeline:
                 key = study.patient_id if self.cfg.split.by == "patient" else study.study_id
                 split = study.split or assign_split(key, self.cfg)
                 records = self.stages.generate_records(
-                    grounding, split=split, patient_id=study.patient_id,
-                    image_path=image_relpath(study.image_id), cfg=self.cfg,
-                    absent_negatives=study.first_of_study)
+                    grounding,
+                    split=split,
+                    patient_id=study.patient_id,
+                    image_path=image_relpath(study.image_id),
+                    cfg=self.cfg,
+                    absent_negatives=study.first_of_study,
+                )
                 if self.paraphrase_complete is not None:  # Appendix C.3, off by default
                     from cxrils.instructions import paraphrase_records
 
@@ -443,8 +470,11 @@ class Pipeline:
                 records = None
         ok = state.excluded is None
         return StudyResult(
-            study_id=state.study.study_id, image_id=state.study.image_id,
-            x=state.x if ok else None, records=records if ok else None, excluded=state.excluded,
+            study_id=state.study.study_id,
+            image_id=state.study.image_id,
+            x=state.x if ok else None,
+            records=records if ok else None,
+            excluded=state.excluded,
             stats=study_stats(state.report, grounding if ok else None, records if ok else None, state.excluded),
             grounding=doc if ok else None,
         )

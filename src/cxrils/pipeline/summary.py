@@ -23,8 +23,9 @@ def exclusion_category(reason: str) -> str:
     return reason.split(": ", 1)[0]
 
 
-def study_stats(report: StructuredReport | None, grounding: StudyGrounding | None,
-                records: list[dict] | None, excluded: str | None) -> dict[str, Any]:
+def study_stats(
+    report: StructuredReport | None, grounding: StudyGrounding | None, records: list[dict] | None, excluded: str | None
+) -> dict[str, Any]:
     """JSON-ready counts of one image (see the module docstring)."""
     reported: Counter[str] = Counter()
     grounded: Counter[str] = Counter()
@@ -77,17 +78,27 @@ def summarize(stats: Iterable[dict[str, Any]]) -> dict[str, Any]:
     def recall(g: int, r: int) -> float | None:
         return round(g / r, 4) if r else None
 
-    findings = {t: {"reported": reported[t], "grounded": grounded[t], "recall": recall(grounded[t], reported[t])}
-                for t in vocab.LESION_TYPES}
+    findings = {
+        t: {"reported": reported[t], "grounded": grounded[t], "recall": recall(grounded[t], reported[t])}
+        for t in vocab.LESION_TYPES
+    }
     tot_r, tot_g = sum(reported.values()), sum(grounded.values())
     findings["all"] = {"reported": tot_r, "grounded": tot_g, "recall": recall(tot_g, tot_r)}
-    by_type = {t: {p: sum(c for (lt, _, pol), c in records.items() if lt == t and pol == p)
-                   for p in vocab.POLARITIES} for t in vocab.LESION_TYPES}
-    by_itype = {i: {p: sum(c for (_, it, pol), c in records.items() if it == i and pol == p)
-                    for p in vocab.POLARITIES} for i in vocab.INSTRUCTION_TYPES}
+    by_type = {
+        t: {p: sum(c for (lt, _, pol), c in records.items() if lt == t and pol == p) for p in vocab.POLARITIES}
+        for t in vocab.LESION_TYPES
+    }
+    by_itype = {
+        i: {p: sum(c for (_, it, pol), c in records.items() if it == i and pol == p) for p in vocab.POLARITIES}
+        for i in vocab.INSTRUCTION_TYPES
+    }
     return {
-        "studies": {"total": n, "done": done, "excluded": n - done,
-                    "excluded_by_reason": dict(sorted(reasons.items()))},
+        "studies": {
+            "total": n,
+            "done": done,
+            "excluded": n - done,
+            "excluded_by_reason": dict(sorted(reasons.items())),
+        },
         "findings": findings,
         "records": {"total": sum(records.values()), "by_lesion_type": by_type, "by_instruction_type": by_itype},
     }
@@ -105,13 +116,20 @@ def format_summary(summary: dict[str, Any]) -> str:
     lines.append(f"{head[0]:<15}{head[1]:>10}{head[2]:>10}{head[3]:>8}{head[4]:>18}{head[5]:>18}")
     for t, f in summary["findings"].items():
         rec = summary["records"]["by_lesion_type"].get(t)
-        pos, neg = (rec["positive"], rec["negative"]) if rec else (
-            sum(v["positive"] for v in summary["records"]["by_lesion_type"].values()),
-            sum(v["negative"] for v in summary["records"]["by_lesion_type"].values()))
+        pos, neg = (
+            (rec["positive"], rec["negative"])
+            if rec
+            else (
+                sum(v["positive"] for v in summary["records"]["by_lesion_type"].values()),
+                sum(v["negative"] for v in summary["records"]["by_lesion_type"].values()),
+            )
+        )
         r = "-" if f["recall"] is None else f"{100 * f['recall']:.1f}%"
         lines.append(f"{t:<15}{f['reported']:>10}{f['grounded']:>10}{r:>8}{pos:>18}{neg:>18}")
-    lines.append("(reported: positive findings of images that reached Algorithm 1; grounded: those with a "
-                 "non-empty mask; recall = grounded / reported)")
+    lines.append(
+        "(reported: positive findings of images that reached Algorithm 1; grounded: those with a "
+        "non-empty mask; recall = grounded / reported)"
+    )
     lines.append("")
     lines.append(f"{'instruction type':<18}{'positive records':>18}{'negative records':>18}")
     for i, v in summary["records"]["by_instruction_type"].items():

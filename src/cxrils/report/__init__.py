@@ -25,9 +25,18 @@ from cxrils.report.sections import SectionChoice, select_iu_section, select_sect
 from cxrils.types import Finding, StructuredReport
 
 __all__ = [
-    "ReportStructurer", "LocationMapper", "STRUCTURERS", "LOCATION_MAPPERS", "get_structurer", "get_location_mapper",
-    "structure_report", "structure_reports", "structure_section", "select_section",
-    "select_iu_section", "SectionChoice",
+    "ReportStructurer",
+    "LocationMapper",
+    "STRUCTURERS",
+    "LOCATION_MAPPERS",
+    "get_structurer",
+    "get_location_mapper",
+    "structure_report",
+    "structure_reports",
+    "structure_section",
+    "select_section",
+    "select_iu_section",
+    "SectionChoice",
 ]
 
 
@@ -43,16 +52,24 @@ class ReportStructurer(Protocol):
 
 #: Report structurers by name (:class:`cxrils.registry.Registry`); ``from_config(cfg)``
 #: builds one, ``weight_files(cfg)`` lists the model it loads (``llm``).
-STRUCTURERS: Registry[ReportStructurer] = Registry("report structurer", {
-    "rules": "cxrils.report.rules:RulesStructurer",
-    "llm": "cxrils.report.llm:LLMStructurer",
-}, ValueError)
+STRUCTURERS: Registry[ReportStructurer] = Registry(
+    "report structurer",
+    {
+        "rules": "cxrils.report.rules:RulesStructurer",
+        "llm": "cxrils.report.llm:LLMStructurer",
+    },
+    ValueError,
+)
 
 #: Location mappers by name, as :data:`STRUCTURERS`.
-LOCATION_MAPPERS: Registry[LocationMapper] = Registry("location mapper", {
-    "lexicon": "cxrils.report.locations:LexiconLocationMapper",
-    "llm": "cxrils.report.llm:LLMLocationMapper",
-}, ValueError)
+LOCATION_MAPPERS: Registry[LocationMapper] = Registry(
+    "location mapper",
+    {
+        "lexicon": "cxrils.report.locations:LexiconLocationMapper",
+        "llm": "cxrils.report.llm:LLMLocationMapper",
+    },
+    ValueError,
+)
 
 
 def get_structurer(name: str | None = None, cfg=None) -> ReportStructurer:
@@ -102,8 +119,12 @@ def _map_labels(findings: list[Finding], mapper: LocationMapper) -> list[Finding
 
 def _report(study_id: str, choice: SectionChoice, findings: list[Finding]) -> StructuredReport:
     return StructuredReport(
-        study_id=str(study_id), section_used=choice.name, section_text=choice.text,
-        findings=findings, excluded=choice.excluded, flags=list(choice.flags),
+        study_id=str(study_id),
+        section_used=choice.name,
+        section_text=choice.text,
+        findings=findings,
+        excluded=choice.excluded,
+        flags=list(choice.flags),
     )
 
 
@@ -136,8 +157,9 @@ def structure_report(study_id: str, text: str, *, structurer=None, mapper=None) 
     return structure_section(study_id, select_section(text), structurer=structurer, mapper=mapper)
 
 
-def structure_reports(items: Iterable[tuple[str, str]], cfg=None, *, structurer=None, mapper=None,
-                      batch_size: int = 256) -> Iterator[StructuredReport]:
+def structure_reports(
+    items: Iterable[tuple[str, str]], cfg=None, *, structurer=None, mapper=None, batch_size: int = 256
+) -> Iterator[StructuredReport]:
     """Structure many ``(study_id, raw_text)`` pairs, in input order, lazily.
 
     Backends come from ``cfg.backends`` unless given; texts are processed in

@@ -82,9 +82,9 @@ class Modifier:
         return tuple_overlaps((self.scope_start, self.scope_end), (start, end))
 
 
-def target_modifiers(n_tokens: int, targets: Sequence[tuple[int, int]],
-                     cues: Sequence[tuple[int, int, tuple[str, str, str, int | None]]]
-                     ) -> list[list[tuple[str, int, int]]]:
+def target_modifiers(
+    n_tokens: int, targets: Sequence[tuple[int, int]], cues: Sequence[tuple[int, int, tuple[str, str, str, int | None]]]
+) -> list[list[tuple[str, int, int]]]:
     """ConText on one sentence: the cues that modify each target.
 
     Parameters

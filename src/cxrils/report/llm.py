@@ -115,8 +115,15 @@ class OpenAIChatClient:
         For a malformed URL or a remote host without ``allow_remote``.
     """
 
-    def __init__(self, base_url: str, model: str, *, timeout_s: float = 120.0,
-                 allow_remote: bool = False, api_key: str | None = None) -> None:
+    def __init__(
+        self,
+        base_url: str,
+        model: str,
+        *,
+        timeout_s: float = 120.0,
+        allow_remote: bool = False,
+        api_key: str | None = None,
+    ) -> None:
         import httpx
 
         parsed = urlparse(base_url)
@@ -125,7 +132,8 @@ class OpenAIChatClient:
         if not allow_remote and not _is_local(parsed.hostname):
             raise ValueError(
                 f"LLM server {parsed.hostname!r} is not on this machine or a private network; report "
-                "text must not leave the site. Set backends.llm_allow_remote=true to allow it.")
+                "text must not leave the site. Set backends.llm_allow_remote=true to allow it."
+            )
         self.base_url = base_url.rstrip("/")
         self.model = model
         headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
@@ -175,7 +183,9 @@ class TransformersChatClient:
             torch.set_num_threads(threads)
         kw = {"gguf_file": gguf_file} if gguf_file else {}
         self.tokenizer = AutoTokenizer.from_pretrained(model_path, local_files_only=True, **kw)
-        self.model_obj = AutoModelForCausalLM.from_pretrained(model_path, local_files_only=True, dtype=torch.float32, **kw)
+        self.model_obj = AutoModelForCausalLM.from_pretrained(
+            model_path, local_files_only=True, dtype=torch.float32, **kw
+        )
         self.model_obj.eval()
         self.model = f"{Path(model_path).name}/{gguf_file or ''}".rstrip("/")
         self._lock = threading.Lock()  # one generate at a time per model
@@ -184,13 +194,15 @@ class TransformersChatClient:
         """Generate greedily; finish reason "length" when ``max_tokens`` ran out."""
         import torch
 
-        enc = self.tokenizer.apply_chat_template(messages, add_generation_prompt=True,
-                                                 return_tensors="pt", return_dict=True)
+        enc = self.tokenizer.apply_chat_template(
+            messages, add_generation_prompt=True, return_tensors="pt", return_dict=True
+        )
         enc = {k: v.to(self.model_obj.device) for k, v in enc.items()}  # where the model is (a GPU too)
         with self._lock, torch.inference_mode():
-            out = self.model_obj.generate(**enc, max_new_tokens=max_tokens, do_sample=False,
-                                          pad_token_id=self.tokenizer.eos_token_id)
-        new = out[0, enc["input_ids"].shape[1]:].tolist()
+            out = self.model_obj.generate(
+                **enc, max_new_tokens=max_tokens, do_sample=False, pad_token_id=self.tokenizer.eos_token_id
+            )
+        new = out[0, enc["input_ids"].shape[1] :].tolist()
         eos = self.tokenizer.eos_token_id
         eos_ids = set(eos if isinstance(eos, list) else [eos])
         finished = bool(new) and new[-1] in eos_ids
@@ -259,13 +271,16 @@ def client_from_config(cfg, task: str | None = None) -> ChatClient:
         raise ValueError(
             f"the llm backend{f' for {task}' if task else ''} needs {keys}backends.llm_base_url (an "
             "OpenAI-compatible server such as vLLM, llama.cpp server or Ollama) or backends.llm_model_path "
-            "(a local model folder)")
+            "(a local model folder)"
+        )
     key = (url, model or "default", b.llm_timeout_s, b.llm_allow_remote) if url else (path, gguf)
     with _CLIENTS_LOCK:
         if key not in _CLIENTS:
-            _CLIENTS[key] = (OpenAIChatClient(url, model or "default", timeout_s=b.llm_timeout_s,
-                                              allow_remote=b.llm_allow_remote) if url
-                             else TransformersChatClient(path, gguf or None))
+            _CLIENTS[key] = (
+                OpenAIChatClient(url, model or "default", timeout_s=b.llm_timeout_s, allow_remote=b.llm_allow_remote)
+                if url
+                else TransformersChatClient(path, gguf or None)
+            )
         return _CLIENTS[key]
 
 
@@ -297,19 +312,24 @@ def extract_json(text: str) -> Any:
 FINDINGS_SCHEMA: dict = {
     "type": "object",
     "required": ["findings"],
-    "properties": {"findings": {"type": "array", "items": {
-        "type": "object",
-        "required": ["entity", "sentence_index", "presence", "certainty", "location", "predicted_lesion_type"],
-        "properties": {
-            "entity": {"type": "string", "minLength": 1},
-            "sentence_index": {"type": "integer", "minimum": 1},
-            "presence": {"enum": ["positive", "negative"]},
-            "certainty": {"enum": ["definitive", "tentative"]},
-            "location": {"type": "array", "items": {"type": "string"}},
-            # the disease the report names, in its words (any disease, not only the seven types)
-            "predicted_lesion_type": {"type": ["string", "null"]},
-        },
-    }}},
+    "properties": {
+        "findings": {
+            "type": "array",
+            "items": {
+                "type": "object",
+                "required": ["entity", "sentence_index", "presence", "certainty", "location", "predicted_lesion_type"],
+                "properties": {
+                    "entity": {"type": "string", "minLength": 1},
+                    "sentence_index": {"type": "integer", "minimum": 1},
+                    "presence": {"enum": ["positive", "negative"]},
+                    "certainty": {"enum": ["definitive", "tentative"]},
+                    "location": {"type": "array", "items": {"type": "string"}},
+                    # the disease the report names, in its words (any disease, not only the seven types)
+                    "predicted_lesion_type": {"type": ["string", "null"]},
+                },
+            },
+        }
+    },
 }
 LOCATION_SCHEMA: dict = {
     "type": "object",
@@ -349,8 +369,15 @@ class _LLMBase:
     prompt_name = ""
     schema: dict = {}
 
-    def __init__(self, client: ChatClient, *, max_tokens: int = 2048, max_retries: int = 2,
-                 concurrency: int = 4, cache_dir: str | Path | None = None) -> None:
+    def __init__(
+        self,
+        client: ChatClient,
+        *,
+        max_tokens: int = 2048,
+        max_retries: int = 2,
+        concurrency: int = 4,
+        cache_dir: str | Path | None = None,
+    ) -> None:
         import jsonschema
 
         self.client = client
@@ -368,9 +395,13 @@ class _LLMBase:
     @classmethod
     def from_config(cls, cfg, client: ChatClient | None = None):
         b = cfg.backends
-        return cls(client or client_from_config(cfg, cls.task), max_tokens=b.llm_max_tokens,
-                   max_retries=b.llm_max_retries, concurrency=b.llm_concurrency,
-                   cache_dir=b.llm_cache_dir or None)
+        return cls(
+            client or client_from_config(cfg, cls.task),
+            max_tokens=b.llm_max_tokens,
+            max_retries=b.llm_max_retries,
+            concurrency=b.llm_concurrency,
+            cache_dir=b.llm_cache_dir or None,
+        )
 
     @classmethod
     def weight_files(cls, cfg) -> list[str]:
@@ -422,7 +453,9 @@ class _LLMBase:
             if c.finish_reason == "length":
                 raise LLMTruncatedError(
                     f"LLM answer cut off at max_tokens={self.max_tokens} (finish reason 'length'); "
-                    "raise backends.llm_max_tokens", c.text)
+                    "raise backends.llm_max_tokens",
+                    c.text,
+                )
             try:
                 obj = self._normalise(extract_json(c.text))
                 errors = sorted(self._validator.iter_errors(obj), key=str)
@@ -477,15 +510,19 @@ class LLMStructurer(_LLMBase):
         out = []
         for d in obj["findings"]:
             predicted = (d["predicted_lesion_type"] or "").strip() or None
-            out.append(Finding(
-                entity=d["entity"].strip(), sentence_index=int(d["sentence_index"]),
-                presence=d["presence"], certainty=d["certainty"],
-                locations=[x.strip().lower() for x in d["location"] if x.strip()],
-                lesion_type=lesion_type_of(d["entity"]),
-                # the report's disease is kept as text; it grounds only when it is one of our types
-                predicted_lesion_type=lesion_type_of(predicted) if predicted else None,
-                predicted_lesion_text=predicted,
-            ))
+            out.append(
+                Finding(
+                    entity=d["entity"].strip(),
+                    sentence_index=int(d["sentence_index"]),
+                    presence=d["presence"],
+                    certainty=d["certainty"],
+                    locations=[x.strip().lower() for x in d["location"] if x.strip()],
+                    lesion_type=lesion_type_of(d["entity"]),
+                    # the report's disease is kept as text; it grounds only when it is one of our types
+                    predicted_lesion_type=lesion_type_of(predicted) if predicted else None,
+                    predicted_lesion_text=predicted,
+                )
+            )
         return out
 
     def structure(self, text: str) -> list[Finding]:
@@ -521,8 +558,7 @@ class LLMLocationMapper(_LLMBase):
         super().__init__(client, **{"max_tokens": 256, **kw})
 
     def _render(self, text: str) -> str:
-        return (self.template.replace("{lung_labels}", ", ".join(LUNG_REGION_LABELS))
-                .replace("{phrase}", text))
+        return self.template.replace("{lung_labels}", ", ".join(LUNG_REGION_LABELS)).replace("{phrase}", text)
 
     def map(self, phrase: str) -> list[str]:
         """Lung-region labels, or the broad categories of a non-lung phrase; [] if none."""

@@ -46,7 +46,8 @@ class LocationMapper(Protocol):
 # Step 1 keyword rules, checked in order; the first that matches decides.
 _LATERAL_ONLY = re.compile(
     r"\b(retrosternal|retrocardiac clear space|anterior clear space|posterior (costophrenic|sulc\w*|recess\w*|gutter\w*)"
-    r"|lateral (view|projection|film|radiograph)|on the lateral)\b")
+    r"|lateral (view|projection|film|radiograph)|on the lateral)\b"
+)
 _CATEGORY_RULES: tuple[tuple[str, re.Pattern[str]], ...] = (
     ("lateral view location", _LATERAL_ONLY),
     ("cervical spine", re.compile(r"\bcervical\b")),
@@ -65,25 +66,35 @@ _CATEGORY_RULES: tuple[tuple[str, re.Pattern[str]], ...] = (
     ("breast", re.compile(r"\bbreasts?\b")),
     ("trachea", re.compile(r"\btrache\w*")),
     ("vessels", re.compile(r"\b(aorta|aortic|vascular|vessels?|arter\w*|vein\w*)\b")),
-    ("lung", re.compile(
-        r"\b(lungs?|lobes?|lobar|zones?|bases?|basilar\w*|basal\w*|bibas\w*|apex|apices|apical\w*|biapical\w*|"
-        r"perihilar|infrahilar|suprahilar|retrocardiac|lingula\w*|midlungs?|hemithora\w*|costophrenic|"
-        r"parenchym\w*|subpleural|fissur\w*|right|left|bilateral\w*|both)\b")),
+    (
+        "lung",
+        re.compile(
+            r"\b(lungs?|lobes?|lobar|zones?|bases?|basilar\w*|basal\w*|bibas\w*|apex|apices|apical\w*|biapical\w*|"
+            r"perihilar|infrahilar|suprahilar|retrocardiac|lingula\w*|midlungs?|hemithora\w*|costophrenic|"
+            r"parenchym\w*|subpleural|fissur\w*|right|left|bilateral\w*|both)\b"
+        ),
+    ),
     ("pleura", re.compile(r"\bpleura\w*")),
 )
 assert all(c in BROAD_CATEGORIES for c, _ in _CATEGORY_RULES)
 
 # Step 2 vocabulary.
-_BOTH = re.compile(r"\b(bilateral\w*|both|bi(basilar|basal|apical)\w*|lungs|bases|apices|lobes|zones|midlungs|"
-                   r"hemithoraces|angles|perihilar regions)\b")
+_BOTH = re.compile(
+    r"\b(bilateral\w*|both|bi(basilar|basal|apical)\w*|lungs|bases|apices|lobes|zones|midlungs|"
+    r"hemithoraces|angles|perihilar regions)\b"
+)
 _ZONE_RULES: tuple[tuple[str, re.Pattern[str]], ...] = (
     ("apical", re.compile(r"\b(apex|apices|apical\w*|biapical\w*)\b")),
     ("upper", re.compile(r"\b(upper|suprahilar)\b")),
     ("mid", re.compile(r"\b(mid|middle|midlungs?|perihilar|infrahilar)\b")),
     ("base", re.compile(r"\b(base|bases|basilar\w*|basal\w*|bibas\w*|lower|costophrenic|retrocardiac)\b")),
 )
-_ZONE_LABEL = {"apical": "{s} apical zone lung", "upper": "{s} upper zone lung",
-               "mid": "{s} mid zone lung", "base": "{s} lung base"}
+_ZONE_LABEL = {
+    "apical": "{s} apical zone lung",
+    "upper": "{s} upper zone lung",
+    "mid": "{s} mid zone lung",
+    "base": "{s} lung base",
+}
 _LOBE = re.compile(r"\b(lobes?|lobar|lingula\w*)\b")
 _WHOLE = re.compile(r"\b(lungs?|hemithora\w*|right|left|bilateral\w*|both|parenchym\w*)\b")
 _SPLIT = re.compile(r"\s*(?:,|;|\band/or\b|\band\b|\bor\b|\bto\b|/)\s*")
@@ -150,7 +161,7 @@ def _parts(phrase: str) -> list[str]:
     out = []
     for i, p in enumerate(parts):
         if not _HEAD.search(p):
-            for q in parts[i + 1:]:
+            for q in parts[i + 1 :]:
                 h = _HEAD.search(q)
                 if h:
                     zoned = any(rx.search(p) for _, rx in _ZONE_RULES)

@@ -76,8 +76,11 @@ _POSTLINK = re.compile(
     re.IGNORECASE,
 )
 # A place said to be clear is no finding's place: "left basilar atelectasis, otherwise clear lungs".
-_BREAK = re.compile(r"[;:]|\b(?:but|however|although|whereas|while|with|without|no|otherwise|elsewhere|clear|"
-                    r"normal|unremarkable)\b", re.IGNORECASE)
+_BREAK = re.compile(
+    r"[;:]|\b(?:but|however|although|whereas|while|with|without|no|otherwise|elsewhere|clear|"
+    r"normal|unremarkable)\b",
+    re.IGNORECASE,
+)
 # Inference cues between a non-specific finding and the disease it represents.
 _INFER = re.compile(
     r"\b(?:represent\w*|reflect\w*|consistent with|compatible with|suggest\w*|concerning for|suspicious for|"
@@ -94,15 +97,15 @@ _HEDGE_INFER = re.compile(
 # "Highly suggestive of" is the paper's definitive wording (lexicon.DEFINITE_SUGGESTIVE): no
 # hedge in the inference link.
 _DEFINITE_SUGGEST = re.compile(
-    r"\b(?:" + "|".join(r"\s+".join(map(re.escape, w.split())) for w in DEFINITE_SUGGESTIVE) + r")\b",
-    re.IGNORECASE)
+    r"\b(?:" + "|".join(r"\s+".join(map(re.escape, w.split())) for w in DEFINITE_SUGGESTIVE) + r")\b", re.IGNORECASE
+)
 # Alternatives in the inference ("versus", "or"): tentative when report.differential_certainty is.
 _ALT_INFER = re.compile(r"\b(?:versus|vs|or)\b", re.IGNORECASE)
 # A disease in apposition with a hedge: "opacity, probable atelectasis"; the observation's
 # place may come first ("opacity in the right base, probable atelectasis": _hedged_apposition).
 _HEDGED_APPOSITION = re.compile(
-    r"^(?P<place>[^,;]*),\s*(?:most\s+)?(?:probable|possible|likely|presumed|suspected|questionable)\s+$",
-    re.IGNORECASE)
+    r"^(?P<place>[^,;]*),\s*(?:most\s+)?(?:probable|possible|likely|presumed|suspected|questionable)\s+$", re.IGNORECASE
+)
 # Only de-identified words between an observation and a disease: the link word was removed
 # ("opacities XXXX scarring or atelectasis"). Its certainty comes from the words left (no
 # hedge is assumed for the removed word, as for any text without a cue).
@@ -114,34 +117,41 @@ _CONJ = re.compile(r"^\s*(?:,|and|or|,\s*and|,\s*or|and/or|/)\s*$", re.IGNORECAS
 # effusion with adjacent atelectasis", "left base opacity, XXXX atelectasis").
 _SHARE_BREAK = re.compile(
     r"[;:]|\b(?:but|however|although|whereas|while|no|not|without|there (?:is|are)|otherwise|"
-    r"elsewhere|other|contralateral|opposite)\b", re.IGNORECASE)
+    r"elsewhere|other|contralateral|opposite)\b",
+    re.IGNORECASE,
+)
 # A sentence that refers back ("This may represent pneumonia", "These findings are
 # consistent with atelectasis").
 _ANAPHORA = re.compile(
     r"^\W*(?:\d+\.\s*)?(?:this|these|it|which|findings?|the findings?|this finding|these findings|"
     r"this appearance|the appearances?|these appearances|the features|these features|this area|the opacity|"
-    r"the opacities)\b", re.IGNORECASE)
+    r"the opacities)\b",
+    re.IGNORECASE,
+)
 # What links a place with no finding of its own to the finding inferred from it: "blunting
 # of the left costophrenic angle, consistent with a small effusion".
 _PLACE_INFER = re.compile(
     r"^[\s,]*(?:(?:which|that)\s+(?:is|are|may be|could be)\s+)?(?:most\s+)?(?:consistent with|compatible with|"
     r"suggestive of|suspicious for|concerning for|likely|probably|possibly|represent\w*|reflect\w*|"
     r"due to|secondary to|related to)\b",
-    re.IGNORECASE)
+    re.IGNORECASE,
+)
 # What may stand between a referring word and the disease it names: "This is atelectasis",
 # "The appearance XXXX subsegmental atelectasis" (a de-identified verb).
 _REFER_LINK = re.compile(rf"^(?:\s+(?:is|are|{DEID_TOKEN}))+\b", re.IGNORECASE)
 # A place named as the term of a comparison is not where the finding is: "increased
 # opacity of the right base compared to the left" (_compared_place).
-_REFERENCE_PLACE = re.compile(r"\b(?:compared (?:to|with)|in comparison (?:to|with)|relative to)\s+(?:the\s+)?$",
-                              re.IGNORECASE)
+_REFERENCE_PLACE = re.compile(
+    r"\b(?:compared (?:to|with)|in comparison (?:to|with)|relative to)\s+(?:the\s+)?$", re.IGNORECASE
+)
 # Tokens that join findings into one list (a backward hedge's subject stays the whole list).
 _LIST_WORDS = frozenset({"and", "or", "versus", "vs", "/", ";"})
 # A place said to be clear, right before or after the word: "the lungs are clear
 # bilaterally, left base atelectasis" (neither "lungs" nor "bilaterally" is the atelectasis's).
 _CLEAR_BEFORE = re.compile(r"\b(?:clear|normal|unremarkable)\s+$", re.IGNORECASE)
 _CLEAR_AFTER = re.compile(
-    r"^\s+(?:(?:is|are|appears?|remains?)\s+)?(?:clear|normal|unremarkable)\b(?!\s+of\b)", re.IGNORECASE)
+    r"^\s+(?:(?:is|are|appears?|remains?)\s+)?(?:clear|normal|unremarkable)\b(?!\s+of\b)", re.IGNORECASE
+)
 _SIDES = re.compile(r"\b(?:right|left)\b", re.IGNORECASE)
 _SLASH = re.compile(r"^\s*/\s*$")
 
@@ -182,8 +192,11 @@ class RulesStructurer:
         rc = (cfg or Config()).report
         self.differential_certainty = rc.differential_certainty
         self.max_sentence_tokens = rc.max_sentence_tokens
-        self._hedges = {"POSSIBLE_EXISTENCE", "ALTERNATIVE"} if rc.differential_certainty == "tentative" \
+        self._hedges = (
+            {"POSSIBLE_EXISTENCE", "ALTERNATIVE"}
+            if rc.differential_certainty == "tentative"
             else {"POSSIBLE_EXISTENCE"}
+        )
         self._targets, self._cues = _matchers()
         self._windows = (rc.clear_before_chars, rc.clear_after_chars, rc.comparison_before_chars)
 
@@ -238,16 +251,24 @@ class RulesStructurer:
                 if any(w in NEGATION_IN_PATTERN for w in sent.words[a:b]):  # "the heart is not enlarged"
                     mods = mods + [("NEGATED_EXISTENCE", a, b)]
                 m = _Mention(
-                    start=start, end=end, entity=entity, lesion_type=lesion_type, presence="positive",
-                    certainty="definitive", sentence_index=sent.index, sentence=sent.text.strip(),
-                    pre=[], post=[], mods=[(c, *sent.char_span(cs, ce)) for c, cs, ce in mods],
+                    start=start,
+                    end=end,
+                    entity=entity,
+                    lesion_type=lesion_type,
+                    presence="positive",
+                    certainty="definitive",
+                    sentence_index=sent.index,
+                    sentence=sent.text.strip(),
+                    pre=[],
+                    post=[],
+                    mods=[(c, *sent.char_span(cs, ce)) for c, cs, ce in mods],
                 )
                 self._assert(m)
                 ms.append(m)
             if not ms:
                 continue
             for a, b in zip(ms, ms[1:]):
-                if _SLASH.match(text[a.end:b.start]):  # "atelectasis/scarring": alternatives
+                if _SLASH.match(text[a.end : b.start]):  # "atelectasis/scarring": alternatives
                     for m in (a, b):
                         m.mods.append(("ALTERNATIVE", a.end, b.start))
                         self._assert(m)
@@ -264,10 +285,17 @@ class RulesStructurer:
             prev = (sent.index, [m for m in ms if not m.absorbed])
         return [
             Finding(
-                entity=m.entity, sentence_index=m.sentence_index, presence=m.presence,
-                certainty=m.certainty, locations=_one_side(_dedupe([p.lower() for p in m.pre + m.post])), labels=[],
-                lesion_type=m.lesion_type, predicted_lesion_type=m.predicted, sentence=m.sentence,
-                inference_certainty=m.inference_certainty, predicted_lesion_text=m.predicted_text,
+                entity=m.entity,
+                sentence_index=m.sentence_index,
+                presence=m.presence,
+                certainty=m.certainty,
+                locations=_one_side(_dedupe([p.lower() for p in m.pre + m.post])),
+                labels=[],
+                lesion_type=m.lesion_type,
+                predicted_lesion_type=m.predicted,
+                sentence=m.sentence,
+                inference_certainty=m.inference_certainty,
+                predicted_lesion_text=m.predicted_text,
             )
             for m in mentions
         ]
@@ -286,19 +314,27 @@ class RulesStructurer:
         before, after, compared = self._windows
         base = sent.start
         spans = [(base + s, base + e, p) for s, e, p in find_locations(sent.text)]
-        spans = [sp for sp in spans if not any(sp[0] < m.end and m.start < sp[1] for m in ms)
-                 and not _compared_place(text, base, sp, ms, compared)
-                 and not _CLEAR_BEFORE.search(text[max(base, sp[0] - before):sp[0]])
-                 and not _CLEAR_AFTER.match(text[sp[1]:sp[1] + after])]
+        spans = [
+            sp
+            for sp in spans
+            if not any(sp[0] < m.end and m.start < sp[1] for m in ms)
+            and not _compared_place(text, base, sp, ms, compared)
+            and not _CLEAR_BEFORE.search(text[max(base, sp[0] - before) : sp[0]])
+            and not _CLEAR_AFTER.match(text[sp[1] : sp[1] + after])
+        ]
         for s, e, phrase in spans:
             prev = max((m for m in ms if m.end <= s), key=lambda m: m.end, default=None)
             nxt = min((m for m in ms if m.start >= e), key=lambda m: m.start, default=None)
-            gap_next = text[e:nxt.start] if nxt else None
-            gap_prev = text[prev.end:s] if prev else None
+            gap_next = text[e : nxt.start] if nxt else None
+            gap_prev = text[prev.end : s] if prev else None
             # "streaky opacity lateral right lung, atelectasis versus scarring": a place right
             # after a finding, with a comma before the next, is the first finding's.
-            right_after = prev is not None and nxt is not None and "," in gap_next \
+            right_after = (
+                prev is not None
+                and nxt is not None
+                and "," in gap_next
                 and (not gap_prev.strip() or bool(_POSTLINK.match(gap_prev)))
+            )
             if nxt is not None and _PREMOD.match(gap_next) and not right_after:
                 nxt.pre.append(phrase)
             elif prev is not None and _POSTLINK.match(gap_prev) and len(gap_prev.split()) <= 10:
@@ -312,7 +348,7 @@ class RulesStructurer:
         # Coordinated findings share locations: "bibasilar atelectasis and effusions",
         # "atelectasis and effusion at the bases", "atelectasis/scarring at the left base".
         for a, b in zip(ms, ms[1:]):
-            if not _CONJ.match(text[a.end:b.start]) or a.presence != b.presence:
+            if not _CONJ.match(text[a.end : b.start]) or a.presence != b.presence:
                 continue
             if a.pre and not (b.pre or b.post):
                 b.pre = list(a.pre)
@@ -324,32 +360,41 @@ class RulesStructurer:
             if b.pre or b.post or b.lesion_type == "cardiomegaly" or i == 0:
                 continue
             a = ms[i - 1]
-            gap = text[a.end:b.start]
+            gap = text[a.end : b.start]
             # "streaky bibasilar opacities; the appearance suggests atelectasis": a clause that refers back
-            if (a.pre or a.post) and a.presence == b.presence and a.lesion_type != "cardiomegaly" \
-                    and len(gap.split()) <= 8 and (not _SHARE_BREAK.search(gap)
-                                                   or gap.lstrip().startswith(";") and _refers(gap)):
+            if (
+                (a.pre or a.post)
+                and a.presence == b.presence
+                and a.lesion_type != "cardiomegaly"
+                and len(gap.split()) <= 8
+                and (not _SHARE_BREAK.search(gap) or gap.lstrip().startswith(";") and _refers(gap))
+            ):
                 b.post = list(a.pre + a.post)
 
     @staticmethod
     def _refer_back(text: str, sent: Sentence, ms: list[_Mention], prev: tuple[int, list[_Mention]]) -> None:
-        """"Opacity in the left base. This may represent atelectasis.": the disease
+        """ "Opacity in the left base. This may represent atelectasis.": the disease
         of a sentence that refers back lies where the last located finding of the
         previous sentence does."""
         index, before = prev
         if index != sent.index - 1 or not _ANAPHORA.match(sent.text):
             return
-        located = [m for m in before if m.presence == "positive" and (m.pre or m.post)
-                   and m.lesion_type != "cardiomegaly"]
+        located = [
+            m for m in before if m.presence == "positive" and (m.pre or m.post) and m.lesion_type != "cardiomegaly"
+        ]
         if not located:
             return
         for m in ms:
-            if m.presence == "positive" and not (m.pre or m.post) and m.lesion_type != "cardiomegaly" \
-                    and _refers(text[sent.start:m.start]):
+            if (
+                m.presence == "positive"
+                and not (m.pre or m.post)
+                and m.lesion_type != "cardiomegaly"
+                and _refers(text[sent.start : m.start])
+            ):
                 m.post = list(located[-1].pre + located[-1].post)
 
     def _predict_types(self, text: str, ms: list[_Mention]) -> None:
-        """"opacity likely reflecting pneumonia": the opacity gets predicted type
+        """ "opacity likely reflecting pneumonia": the opacity gets predicted type
         pneumonia and the disease mention(s) are absorbed into it. The opacity keeps
         its own certainty (cues of the inference left out); the inference's goes to
         ``inference_certainty``."""
@@ -360,20 +405,24 @@ class RulesStructurer:
             j = i + 1
             # Skip over further non-specific findings and locations: "opacity and
             # consolidation in the left base, likely pneumonia".
-            while j < len(ms) and ms[j].lesion_type in NONSPECIFIC_TYPES and _CONJ.match(text[ms[j - 1].end:ms[j].start]):
+            while (
+                j < len(ms)
+                and ms[j].lesion_type in NONSPECIFIC_TYPES
+                and _CONJ.match(text[ms[j - 1].end : ms[j].start])
+            ):
                 j += 1
             if j >= len(ms):
                 continue
-            gap = text[ms[j - 1].end:ms[j].start]
+            gap = text[ms[j - 1].end : ms[j].start]
             chain = [ms[j]]  # "atelectasis or scarring", "scarring versus atelectasis"
             k = j + 1
-            while k < len(ms) and _ALT.match(text[ms[k - 1].end:ms[k].start]):
+            while k < len(ms) and _ALT.match(text[ms[k - 1].end : ms[k].start]):
                 chain.append(ms[k])
                 k += 1
             # "opacity in the right base, atelectasis versus pneumonia": a differential in apposition
             appositive = (len(chain) > 1 and gap.rstrip().endswith(",")) or _hedged_apposition(gap)
             deid = _DEID_LINK.match(gap)
-            hidden = deid is not None and bool(_PREMOD.match(gap[deid.end():]))
+            hidden = deid is not None and bool(_PREMOD.match(gap[deid.end() :]))
             if not (_INFER.search(gap) or appositive or hidden) or len(gap.split()) > 12:
                 continue
             if re.search(r"[;]|\b(?:no|without|but|however)\b", gap, re.IGNORECASE):
@@ -382,11 +431,14 @@ class RulesStructurer:
             if not typed:
                 continue
             b = typed[0]
-            hedged = bool(_HEDGE_INFER.search(_DEFINITE_SUGGEST.sub(" ", gap))) or b.certainty == "tentative" \
+            hedged = (
+                bool(_HEDGE_INFER.search(_DEFINITE_SUGGEST.sub(" ", gap)))
+                or b.certainty == "tentative"
                 or (differential and (len(chain) > 1 or bool(_ALT_INFER.search(gap))))
+            )
             for x in chain:
                 x.absorbed = True
-            words = text[chain[0].start:chain[-1].end]
+            words = text[chain[0].start : chain[-1].end]
             places = [p for x in chain for p in x.pre + x.post]  # "opacities consistent with edema in the bases"
             for m in ms[i:j]:
                 m.post += [p for p in places if p not in m.pre + m.post]
@@ -416,9 +468,9 @@ def _refers(lead: str) -> bool:
     anaphor = _ANAPHORA.match(lead)
     if not anaphor:
         return False
-    rest = lead[anaphor.end():]
+    rest = lead[anaphor.end() :]
     link = _REFER_LINK.match(rest)
-    return bool(_INFER.search(lead)) or (link is not None and bool(_PREMOD.match(rest[link.end():])))
+    return bool(_INFER.search(lead)) or (link is not None and bool(_PREMOD.match(rest[link.end() :])))
 
 
 def _listing_or(cues: list) -> list:
@@ -432,8 +484,12 @@ def _listing_or(cues: list) -> list:
     out, listing_until = [], -1.0  # token index where the open negated list ends
     for cue in cues:
         start, end, (literal, category, direction, max_scope) = cue
-        if category == "NEGATED_EXISTENCE" and direction != "BACKWARD" \
-                or category == "PSEUDO" and literal.split()[0] in ("no", "not", "without"):
+        if (
+            category == "NEGATED_EXISTENCE"
+            and direction != "BACKWARD"
+            or category == "PSEUDO"
+            and literal.split()[0] in ("no", "not", "without")
+        ):
             listing_until = max(listing_until, end + max_scope if max_scope is not None else math.inf)
         elif category == "TERMINATE":
             listing_until = -1.0
@@ -458,8 +514,12 @@ def _clause_scope(words: list[str], targets: list[tuple[int, int]], cues: list) 
     for cue in cues:
         start, end, (literal, category, direction, max_scope) = cue
         subject = max(((a, b) for a, b in targets if b <= start), key=lambda t: t[1], default=None)
-        if category != "POSSIBLE_EXISTENCE" or direction != "BACKWARD" or subject is None \
-                or any(w in _LIST_WORDS for w in words[subject[1]:start]):
+        if (
+            category != "POSSIBLE_EXISTENCE"
+            or direction != "BACKWARD"
+            or subject is None
+            or any(w in _LIST_WORDS for w in words[subject[1] : start])
+        ):
             out.append(cue)
             continue
         comma = None
@@ -487,17 +547,17 @@ def _compared_place(text: str, base: int, span: tuple[int, int, str], ms: list[_
     ``base`` is the sentence's start; the comparison must start within ``window``
     characters before the place."""
     s, e, _ = span
-    if not _REFERENCE_PLACE.search(text[max(base, s - window):s]):
+    if not _REFERENCE_PLACE.search(text[max(base, s - window) : s]):
         return False
     nxt = min((m for m in ms if m.start >= e), key=lambda m: m.start, default=None)
-    return nxt is None or not _PREMOD.match(text[e:nxt.start])
+    return nxt is None or not _PREMOD.match(text[e : nxt.start])
 
 
 def _place_of_inference(gap: str) -> bool:
     """Whether ``gap`` (text from a place to the next finding) infers that finding from
     the place: ", consistent with a small" before "effusion"."""
     m = _PLACE_INFER.match(gap)
-    return bool(m) and len(gap.split()) <= 8 and bool(_PREMOD.match(gap[m.end():]))
+    return bool(m) and len(gap.split()) <= 8 and bool(_PREMOD.match(gap[m.end() :]))
 
 
 def _named_other(text: str, ms: list[_Mention], i: int) -> bool:
@@ -509,17 +569,20 @@ def _named_other(text: str, ms: list[_Mention], i: int) -> bool:
     if ms[i].predicted is not None or i + 1 >= len(ms) or ms[i + 1].entity not in NON_LESION_DENSITY_FINDINGS:
         return False
     k = i + 2  # the alternatives offered with it: "hiatal hernia or atelectasis"
-    while k < len(ms) and _ALT.match(text[ms[k - 1].end:ms[k].start]):
+    while k < len(ms) and _ALT.match(text[ms[k - 1].end : ms[k].start]):
         if ms[k].lesion_type is not None:
             return False
         k += 1
-    gap = text[ms[i].end:ms[i + 1].start]
-    return (bool(_INFER.search(gap)) and len(gap.split()) <= 10
-            and not re.search(r"[;]|\b(?:no|not|without|but)\b", gap, re.IGNORECASE))
+    gap = text[ms[i].end : ms[i + 1].start]
+    return (
+        bool(_INFER.search(gap))
+        and len(gap.split()) <= 10
+        and not re.search(r"[;]|\b(?:no|not|without|but)\b", gap, re.IGNORECASE)
+    )
 
 
 def _split_sides(ms: list[_Mention]) -> list[_Mention]:
-    """"small right and moderate left effusions": one finding per side, each with its
+    """ "small right and moderate left effusions": one finding per side, each with its
     own location (two separate location runs before one finding name two findings)."""
     out = []
     for m in ms:

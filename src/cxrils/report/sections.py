@@ -23,29 +23,82 @@ from dataclasses import dataclass, field
 #: Misspellings are those the official MIMIC-CXR parser lists as frequent.
 SECTION_ALIASES: dict[str, tuple[str, ...]] = {
     "findings": (
-        "findings", "finding", "findins", "findindgs", "findgings", "findngs", "findnings",
-        "finidngs", "fidings", "findigns", "pfi", "frontal and lateral chest radiographs",
+        "findings",
+        "finding",
+        "findins",
+        "findindgs",
+        "findgings",
+        "findngs",
+        "findnings",
+        "finidngs",
+        "fidings",
+        "findigns",
+        "pfi",
+        "frontal and lateral chest radiographs",
     ),
     "impression": (
-        "impression", "impressions", "impresson", "imprression", "imoression", "impressoin",
-        "imprssion", "impresion", "imperssion", "mpression", "impession", "conclusion",
-        "conclusions", "summary", "opinion",
+        "impression",
+        "impressions",
+        "impresson",
+        "imprression",
+        "imoression",
+        "impressoin",
+        "imprssion",
+        "impresion",
+        "imperssion",
+        "mpression",
+        "impession",
+        "conclusion",
+        "conclusions",
+        "summary",
+        "opinion",
     ),
     "findings_impression": (
-        "findings and impression", "findings/impression", "findings/ impression",
-        "impression and findings", "findings and impressions",
+        "findings and impression",
+        "findings/impression",
+        "findings/ impression",
+        "impression and findings",
+        "findings and impressions",
     ),
     "comparison": (
-        "comparison", "comparisons", "comparison exam", "comparison film", "comparision",
-        "comparsion", "comparrison", "comparisions", "prior", "priors", "reference exam",
+        "comparison",
+        "comparisons",
+        "comparison exam",
+        "comparison film",
+        "comparision",
+        "comparsion",
+        "comparrison",
+        "comparisions",
+        "prior",
+        "priors",
+        "reference exam",
     ),
     "history": (
-        "history", "clinical history", "patient history", "indication", "indications",
-        "ndication", "idication", "clinical indication", "reason for examination",
-        "reason for exam", "clinical information", "clinical info", "hx", "reason",
+        "history",
+        "clinical history",
+        "patient history",
+        "indication",
+        "indications",
+        "ndication",
+        "idication",
+        "clinical indication",
+        "reason for examination",
+        "reason for exam",
+        "clinical information",
+        "clinical info",
+        "hx",
+        "reason",
     ),
-    "technique": ("technique", "procedure", "examination", "exam", "type of examination",
-                  "chest, two views", "chest two views", "views"),
+    "technique": (
+        "technique",
+        "procedure",
+        "examination",
+        "exam",
+        "type of examination",
+        "chest, two views",
+        "chest two views",
+        "views",
+    ),
     "addendum": ("addendum", "addenda"),
     "wet_read": ("wet read", "wetread", "wet reading", "preliminary read", "preliminary report"),
     "recommendation": ("recommendation", "recommendations", "recommendation(s)", "notification", "comment", "comments"),
@@ -60,8 +113,10 @@ _HEADER = re.compile(r"(?m)^[ \t]*([A-Z][A-Z ()/,&-]{1,60}?)[ \t]*:(?=\s|$)")
 # A known section name in any case ("Indication: pneumonia", "Findings:"), which the
 # official parser's upper-case rule misses in reports typed in mixed case.
 _KNOWN_HEADER = re.compile(
-    r"(?mi)^[ \t]*(" + "|".join(sorted((re.escape(a) for a in _ALIAS_TO_NAME), key=len, reverse=True))
-    + r")[ \t]*:(?=\s|$)")
+    r"(?mi)^[ \t]*("
+    + "|".join(sorted((re.escape(a) for a in _ALIAS_TO_NAME), key=len, reverse=True))
+    + r")[ \t]*:(?=\s|$)"
+)
 
 
 def _headers(text: str) -> list[re.Match]:
@@ -70,6 +125,8 @@ def _headers(text: str) -> list[re.Match]:
     for m in _HEADER.finditer(text):
         found.setdefault(m.start(), m)
     return [found[k] for k in sorted(found)]
+
+
 _PARAGRAPH_SPLIT = re.compile(r"\n[ \t]*\n")
 
 
@@ -135,10 +192,11 @@ def split_sections(text: str) -> Sections:
     out = Sections(preamble=text[: matches[0].start()])
     for i, m in enumerate(matches):
         end = matches[i + 1].start() if i + 1 < len(matches) else len(text)
-        out.sections.append((normalize_section_name(m.group(1)), text[m.end():end]))
+        out.sections.append((normalize_section_name(m.group(1)), text[m.end() : end]))
     # A "findings and impression" section serves as both.
     out.sections = [
-        (n, t) for name, t in out.sections
+        (n, t)
+        for name, t in out.sections
         for n in (("findings", "impression") if name == "findings_impression" else (name,))
     ]
     return out
@@ -163,7 +221,7 @@ def last_paragraph(text: str) -> str:
             if name in _NON_FINDING_SECTIONS:
                 continue
             if name in SECTION_ALIASES:
-                para = stripped[m.end():]
+                para = stripped[m.end() :]
         if para.strip():
             return para
     return ""
@@ -227,7 +285,11 @@ def select_section(text: str) -> SectionChoice:
     if body:
         return SectionChoice("last_paragraph", body, flags=flags, wet_read=wet, addendum=add)
     return SectionChoice(
-        None, "", flags=flags, wet_read=wet, addendum=add,
+        None,
+        "",
+        flags=flags,
+        wet_read=wet,
+        addendum=add,
         excluded="no findings or impression text, and no last paragraph outside "
         "history/comparison/technique/wet-read sections",
     )

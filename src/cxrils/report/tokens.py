@@ -104,11 +104,13 @@ def split_sentences(text: str, max_tokens: int = 200) -> list[Sentence]:
             continue
         if i + 1 < n:
             gap = ends[i] < starts[i + 1]
-            if not gap and not (text[starts[i + 1]].isupper() and words[i] == "." and i > 0
-                                and words[i - 1].isalpha()):
+            if not gap and not (text[starts[i + 1]].isupper() and words[i] == "." and i > 0 and words[i - 1].isalpha()):
                 continue
-            if words[i] == "." and i > 0 and (words[i - 1] in _ABBREVIATIONS
-                                              or (len(words[i - 1]) == 1 and words[i - 1].isalpha())):
+            if (
+                words[i] == "."
+                and i > 0
+                and (words[i - 1] in _ABBREVIATIONS or (len(words[i - 1]) == 1 and words[i - 1].isalpha()))
+            ):
                 continue
         if i - first == 1 and words[first].isdigit():
             continue  # "1. Cardiomegaly." : the list number belongs to its item
@@ -158,7 +160,7 @@ class PhraseTable:
                 continue
             for toks, payload in cands:
                 k = len(toks)
-                if k == 1 or words[i:i + k] == toks:
+                if k == 1 or words[i : i + k] == toks:
                     out.append((i, i + k, payload))
                     break
         return out

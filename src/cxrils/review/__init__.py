@@ -13,5 +13,17 @@ from cxrils.review.sampling import SamplePlan, SamplingError, draw_sample
 from cxrils.review.session import ReviewSession, open_review
 from cxrils.review.store import DECISIONS, REJECT_REASONS, ReviewError, ReviewStore
 
-__all__ = ["cohen_kappa", "wilson_interval", "wilson_sample_size", "SamplePlan", "SamplingError", "draw_sample",
-           "ReviewSession", "open_review", "DECISIONS", "REJECT_REASONS", "ReviewError", "ReviewStore"]
+__all__ = [
+    "cohen_kappa",
+    "wilson_interval",
+    "wilson_sample_size",
+    "SamplePlan",
+    "SamplingError",
+    "draw_sample",
+    "ReviewSession",
+    "open_review",
+    "DECISIONS",
+    "REJECT_REASONS",
+    "ReviewError",
+    "ReviewStore",
+]

@@ -115,8 +115,9 @@ def _json(value):
     return value
 
 
-def create_review_app(session: ReviewSession, *, token: str | None = None,
-                      export_dir: str | Path | None = None) -> FastAPI:
+def create_review_app(
+    session: ReviewSession, *, token: str | None = None, export_dir: str | Path | None = None
+) -> FastAPI:
     """Build the review app around an open review.
 
     Parameters
@@ -137,27 +138,39 @@ def create_review_app(session: ReviewSession, *, token: str | None = None,
     async def guard(request: Request, call_next):
         host = request.headers.get("host", "")
         if token is None and _host_name(host) not in LOOPBACK_HOSTS:
-            return JSONResponse({"detail": f"this review server answers only on 127.0.0.1 or localhost (asked for "
-                                           f"{host!r}); start it with --host and a token to reach it otherwise"},
-                                status_code=421)
+            return JSONResponse(
+                {
+                    "detail": f"this review server answers only on 127.0.0.1 or localhost (asked for "
+                    f"{host!r}); start it with --host and a token to reach it otherwise"
+                },
+                status_code=421,
+            )
         if token is not None:
-            given = request.headers.get("authorization", "").removeprefix("Bearer ").strip() \
-                or request.cookies.get(TOKEN_COOKIE, "")
+            given = request.headers.get("authorization", "").removeprefix("Bearer ").strip() or request.cookies.get(
+                TOKEN_COOKIE, ""
+            )
             if request.method == "GET" and request.url.path == "/" and "token" in request.query_params:
                 if _same_token(request.query_params["token"], token):
                     resp = RedirectResponse("/", status_code=303)
                     resp.set_cookie(TOKEN_COOKIE, token, httponly=True, samesite="strict")
                     return resp
             if not _same_token(given, token):
-                return JSONResponse({"detail": "this review server needs its token: open the address "
-                                               "`cxrils review` printed (it ends in ?token=...)"}, status_code=401)
+                return JSONResponse(
+                    {
+                        "detail": "this review server needs its token: open the address "
+                        "`cxrils review` printed (it ends in ?token=...)"
+                    },
+                    status_code=401,
+                )
         if request.method == "POST":
             if request.headers.get("content-type", "").split(";")[0].strip().lower() != "application/json":
                 return JSONResponse({"detail": "send JSON (Content-Type: application/json)"}, status_code=415)
             length = request.headers.get("content-length", "")
             if not length.isdigit() or int(length) > MAX_BODY_BYTES:
-                return JSONResponse({"detail": f"the request body must state its length and be at most "
-                                               f"{MAX_BODY_BYTES} bytes"}, status_code=413)
+                return JSONResponse(
+                    {"detail": f"the request body must state its length and be at most {MAX_BODY_BYTES} bytes"},
+                    status_code=413,
+                )
             origin = request.headers.get("origin")
             if origin is not None and origin.split("://", 1)[-1] != host:
                 return JSONResponse({"detail": f"requests from {origin} are not accepted"}, status_code=403)
@@ -193,8 +206,11 @@ def create_review_app(session: ReviewSession, *, token: str | None = None,
         """The reviewer's next record, and the one after it (the page preloads its images)."""
         pos = session.store.next_position(reviewer, after=after, skipped=skipped)
         upcoming = session.store.next_position(reviewer, after=pos, skipped=skipped) if pos is not None else None
-        return {"progress": session.progress(reviewer), "upcoming": upcoming,
-                "record": session.payload(pos, reviewer) if pos is not None else None}
+        return {
+            "progress": session.progress(reviewer),
+            "upcoming": upcoming,
+            "record": session.payload(pos, reviewer) if pos is not None else None,
+        }
 
     @app.get("/", include_in_schema=False)
     def page() -> FileResponse:
@@ -209,8 +225,9 @@ def create_review_app(session: ReviewSession, *, token: str | None = None,
         return session.info()
 
     @app.get("/api/next")
-    def next_(reviewer: str = Query(pattern=REVIEWER_PATTERN), after: int = Query(-1, ge=-1),
-              skipped: bool = False) -> dict:
+    def next_(
+        reviewer: str = Query(pattern=REVIEWER_PATTERN), after: int = Query(-1, ge=-1), skipped: bool = False
+    ) -> dict:
         return next_record(reviewer, after, skipped)
 
     @app.get("/api/records/{position}")
@@ -220,8 +237,9 @@ def create_review_app(session: ReviewSession, *, token: str | None = None,
     @app.get("/api/records/{position}/image.png")
     def image(position: int) -> FileResponse:
         record_or_404(position)
-        return FileResponse(session.image_path(position), media_type="image/png",
-                            headers={"Cache-Control": IMAGE_CACHE})
+        return FileResponse(
+            session.image_path(position), media_type="image/png", headers={"Cache-Control": IMAGE_CACHE}
+        )
 
     @app.get("/api/records/{position}/mask.png")
     def mask(position: int) -> Response:
@@ -232,11 +250,17 @@ def create_review_app(session: ReviewSession, *, token: str | None = None,
     def decide(body: DecisionIn) -> dict:
         rec = record_or_404(body.position)
         if rec["record_id"] != body.record_id:
-            raise HTTPException(409, f"record {body.position} is {rec['record_id']!r}, not {body.record_id!r}: "
-                                     "reload the page")
+            raise HTTPException(
+                409, f"record {body.position} is {rec['record_id']!r}, not {body.record_id!r}: reload the page"
+            )
         row = session.store.decide(body.reviewer, body.record_id, body.decision, body.reason, body.request_id)
-        log.info("review: %s %s %s%s", body.reviewer, body.record_id, body.decision,
-                 f" ({body.reason})" if body.reason else "")
+        log.info(
+            "review: %s %s %s%s",
+            body.reviewer,
+            body.record_id,
+            body.decision,
+            f" ({body.reason})" if body.reason else "",
+        )
         if body.revisit:
             return {"id": row, **next_record(body.reviewer, body.position, skipped=True)}
         return {"id": row, **next_record(body.reviewer)}
@@ -250,13 +274,17 @@ def create_review_app(session: ReviewSession, *, token: str | None = None,
     @app.get("/api/stats")
     def stats() -> dict:
         s = review_stats(session.store)
-        return _json({
-            "counts": s.counts,
-            "rates": {"+".join(by) or "all": t.to_dict("records") for by, t in s.rates.items()},
-            "reviewers": s.reviewer_rates.to_dict("records"), "agreement": s.agreement.to_dict("records"),
-            "reasons": s.reasons.to_dict("records"), "dataset_estimate": s.dataset_estimate.to_dict("records"),
-            "paper": s.paper.to_dict("records"),
-        })
+        return _json(
+            {
+                "counts": s.counts,
+                "rates": {"+".join(by) or "all": t.to_dict("records") for by, t in s.rates.items()},
+                "reviewers": s.reviewer_rates.to_dict("records"),
+                "agreement": s.agreement.to_dict("records"),
+                "reasons": s.reasons.to_dict("records"),
+                "dataset_estimate": s.dataset_estimate.to_dict("records"),
+                "paper": s.paper.to_dict("records"),
+            }
+        )
 
     @app.post("/api/export")
     def export() -> dict:

@@ -24,8 +24,16 @@ CONDITIONS: dict[str, str] = {
     "c4": "box large enough: IoU with the right or the left lung >= tau_size",
 }
 #: Grounding thresholds shown beside the conditions (``GroundingConfig`` names).
-THRESHOLDS: tuple[str, ...] = ("tau_anatomy", "tau_conf", "tau_conf_edema", "tau_signal", "tau_size", "tau_ano",
-                               "tau_ano_edema", "c1_bilateral")
+THRESHOLDS: tuple[str, ...] = (
+    "tau_anatomy",
+    "tau_conf",
+    "tau_conf_edema",
+    "tau_signal",
+    "tau_size",
+    "tau_ano",
+    "tau_ano_edema",
+    "c1_bilateral",
+)
 
 
 def _sources(record: Mapping[str, Any]) -> list[dict]:
@@ -38,10 +46,21 @@ def _sources(record: Mapping[str, Any]) -> list[dict]:
 
 def _box(check: dict) -> dict:
     """One candidate box of Algorithm 1: coordinates, class, values and verdicts."""
-    out = {"box": [round(float(v), 1) for v in check.get("box", [])], "class_name": check.get("class_name", ""),
-           "kept": bool(check.get("kept")), "failed": list(check.get("failed", []))}
-    for key in ("c1_iou_anatomy", "c1_iou_right_part", "c1_iou_left_part", "c2_confidence", "c3_signal",
-                "c4_iou_right_lung", "c4_iou_left_lung"):
+    out = {
+        "box": [round(float(v), 1) for v in check.get("box", [])],
+        "class_name": check.get("class_name", ""),
+        "kept": bool(check.get("kept")),
+        "failed": list(check.get("failed", [])),
+    }
+    for key in (
+        "c1_iou_anatomy",
+        "c1_iou_right_part",
+        "c1_iou_left_part",
+        "c2_confidence",
+        "c3_signal",
+        "c4_iou_right_lung",
+        "c4_iou_left_lung",
+    ):
         if key in check:
             out[key] = round(float(check[key]), 3)
     out.update({c: bool(check.get(c)) for c in CONDITIONS})
@@ -51,14 +70,22 @@ def _box(check: dict) -> dict:
 def _finding(f: dict) -> dict:
     s = f.get("finding", {})
     return {
-        "entity": s.get("entity", ""), "sentence_index": s.get("sentence_index", 0), "sentence": s.get("sentence", ""),
-        "presence": s.get("presence", ""), "certainty": s.get("certainty", ""),
-        "lesion_type": f.get("lesion_type"), "entity_lesion_type": s.get("lesion_type"),
-        "predicted_lesion_type": s.get("predicted_lesion_type"), "inference_certainty": s.get("inference_certainty"),
-        "report_locations": list(s.get("locations", [])), "labels": list(s.get("labels", [])),
-        "reported": list(f.get("reported", [])), "reported_implied": bool(f.get("reported_implied")),
+        "entity": s.get("entity", ""),
+        "sentence_index": s.get("sentence_index", 0),
+        "sentence": s.get("sentence", ""),
+        "presence": s.get("presence", ""),
+        "certainty": s.get("certainty", ""),
+        "lesion_type": f.get("lesion_type"),
+        "entity_lesion_type": s.get("lesion_type"),
+        "predicted_lesion_type": s.get("predicted_lesion_type"),
+        "inference_certainty": s.get("inference_certainty"),
+        "report_locations": list(s.get("locations", [])),
+        "labels": list(s.get("labels", [])),
+        "reported": list(f.get("reported", [])),
+        "reported_implied": bool(f.get("reported_implied")),
         "boxes": [_box(b) for b in f.get("boxes", [])],
-        "grounded": list(f.get("grounded", [])), "mask_area": int(f.get("mask_area", 0)),
+        "grounded": list(f.get("grounded", [])),
+        "mask_area": int(f.get("mask_area", 0)),
         "drop_reason": f.get("drop_reason"),
     }
 
@@ -85,18 +112,30 @@ def record_chain(record: Mapping[str, Any], grounding: dict | None) -> dict:
     """
     sources = _sources(record)
     lesion = str(record.get("lesion_type", ""))
-    out: dict[str, Any] = {"recorded": grounding is not None, "findings": [], "empty_locations": [], "ctr": None,
-                           "report": None, "thresholds": {}, "conditions": CONDITIONS}
+    out: dict[str, Any] = {
+        "recorded": grounding is not None,
+        "findings": [],
+        "empty_locations": [],
+        "ctr": None,
+        "report": None,
+        "thresholds": {},
+        "conditions": CONDITIONS,
+    }
     if grounding is None:
-        out["note"] = ("this dataset holds no grounding file for the image (written before cxrils stored them, "
-                       "imported, or built by hand): only the record's own fields are shown")
+        out["note"] = (
+            "this dataset holds no grounding file for the image (written before cxrils stored them, "
+            "imported, or built by hand): only the record's own fields are shown"
+        )
         return out
     seen: set[str] = set()
     for src in sources:
         for f in grounding.get("findings", []):
             s = f.get("finding", {})
-            if (s.get("entity"), s.get("sentence_index"), s.get("sentence")) != \
-                    (src.get("entity"), src.get("sentence_index"), src.get("sentence")):
+            if (s.get("entity"), s.get("sentence_index"), s.get("sentence")) != (
+                src.get("entity"),
+                src.get("sentence_index"),
+                src.get("sentence"),
+            ):
                 continue
             item = _finding(f)
             key = json.dumps(item, sort_keys=True)
@@ -112,13 +151,18 @@ def record_chain(record: Mapping[str, Any], grounding: dict | None) -> dict:
     if polarity == "positive":
         out["note"] = "the mask is the union of the kept boxes' anomaly components, refined (Algorithm 1)"
     elif not sources:
-        out["note"] = (f"no {lesion} finding in the report: a negative of an absent lesion type, asked globally "
-                       "or at a drawn location (Appendix C.2)")
+        out["note"] = (
+            f"no {lesion} finding in the report: a negative of an absent lesion type, asked globally "
+            "or at a drawn location (Appendix C.2)"
+        )
     elif any(f["presence"] == "negative" for f in out["findings"]) and not any(
-            f["presence"] == "positive" for f in out["findings"]):
+        f["presence"] == "positive" for f in out["findings"]
+    ):
         out["note"] = f"the report states {lesion} absent (a negated finding)"
     else:
         locs = ", ".join(record.get("locations", [])) or "-"
-        out["note"] = (f"{lesion} is reported elsewhere; the asked location ({locs}) is empty: no positive "
-                       "finding's reported or grounded region touches it (section 3.1)")
+        out["note"] = (
+            f"{lesion} is reported elsewhere; the asked location ({locs}) is empty: no positive "
+            "finding's reported or grounded region touches it (section 3.1)"
+        )
     return out

@@ -71,11 +71,15 @@ def check_export_dir(dataset_dir: Path, out: Path) -> None:
     """
     src, out = Path(dataset_dir).resolve(), Path(out).resolve()
     if out == src or src in out.parents or out in src.parents:
-        raise ReviewError(f"{out}: the accepted records must go to a folder outside the reviewed dataset {src} "
-                          "(neither the dataset, a folder inside it, nor one that holds it)")
+        raise ReviewError(
+            f"{out}: the accepted records must go to a folder outside the reviewed dataset {src} "
+            "(neither the dataset, a folder inside it, nor one that holds it)"
+        )
     if out.exists() and not _replaceable(out):
-        raise ReviewError(f"{out}: exists and is not an earlier export of accepted records (it would be replaced "
-                          "as a whole); name a new folder, or move this one away")
+        raise ReviewError(
+            f"{out}: exists and is not an earlier export of accepted records (it would be replaced "
+            "as a whole); name a new folder, or move this one away"
+        )
 
 
 def _row(record: dict) -> dict:
@@ -123,9 +127,13 @@ def export_accepted(dataset_dir: str | Path, store: ReviewStore, out_dir: str | 
     records = records[records["record_id"].isin(keep)]
     source = read_manifest(root)
     provenance = {
-        "reviewed_subset_of": {"dataset": str(root.resolve()), "provenance": source.get("provenance"),
-                               "review_database": store.path.name, "review_plan": store.plan(),
-                               "dataset_fingerprint": store.meta.get("dataset_fingerprint")},
+        "reviewed_subset_of": {
+            "dataset": str(root.resolve()),
+            "provenance": source.get("provenance"),
+            "review_database": store.path.name,
+            "review_plan": store.plan(),
+            "dataset_fingerprint": store.meta.get("dataset_fingerprint"),
+        },
         "rule": "accepted by at least one reviewer and rejected by none",
         "reviewers": store.reviewers(),
         "exported_at": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
@@ -141,8 +149,12 @@ def export_accepted(dataset_dir: str | Path, store: ReviewStore, out_dir: str | 
                     raise DatasetError(f"{src}: image of accepted records of {image_id} missing from the dataset")
                 with Image.open(src) as im:
                     x = np.asarray(im.convert("L"))
-                writer.commit_study(str(image_id), x, [_row(r) for r in group.to_dict("records")],
-                                    grounding=read_grounding(root, str(image_id)))
+                writer.commit_study(
+                    str(image_id),
+                    x,
+                    [_row(r) for r in group.to_dict("records")],
+                    grounding=read_grounding(root, str(image_id)),
+                )
             writer.finalize()
         counts = export_mimic_ils(ds, tmp / "mimic-ils")
         for key in ("json", "images_dir", "masks_dir"):  # the paths they will have once swapped in
@@ -162,5 +174,11 @@ def export_accepted(dataset_dir: str | Path, store: ReviewStore, out_dir: str | 
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
-    return {"records": len(records), "images": int(records["image_id"].nunique()), "out": str(out),
-            "cxrils": str(out / "cxrils"), "mimic_ils": str(out / "mimic-ils"), "mimic_ils_counts": counts}
+    return {
+        "records": len(records),
+        "images": int(records["image_id"].nunique()),
+        "out": str(out),
+        "cxrils": str(out / "cxrils"),
+        "mimic_ils": str(out / "mimic-ils"),
+        "mimic_ils_counts": counts,
+    }

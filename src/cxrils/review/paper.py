@@ -46,8 +46,10 @@ TABLE13_NOTES: dict[str, str] = {
     "consolidation": "most consistently accepted: 97-100%",
 }
 #: Where the numbers come from, printed under every comparison.
-SOURCE = ("paper (arXiv 2511.15186) Section 3.3 / Table 3 and Appendix E.4 / Table 13, as restated in the "
-          "reference description; four radiation oncologists, MIMIC-ILS test set")
+SOURCE = (
+    "paper (arXiv 2511.15186) Section 3.3 / Table 3 and Appendix E.4 / Table 13, as restated in the "
+    "reference description; four radiation oncologists, MIMIC-ILS test set"
+)
 
 
 def table13_text(lesion_type: str) -> str:

@@ -122,8 +122,9 @@ def draw_sample(records: pd.DataFrame, plan: SamplePlan) -> pd.DataFrame:
         want = plan.per_stratum(stratum["polarity"])
         keys = group["record_id"].map(lambda r: sample_key(plan.seed, str(r)))
         chosen = group.assign(_key=keys).sort_values("_key").head(want)
-        parts.append(chosen[["record_id", *STRATUM_COLUMNS, "_key"]].assign(
-            stratum_size=len(group), stratum_sampled=len(chosen)))
+        parts.append(
+            chosen[["record_id", *STRATUM_COLUMNS, "_key"]].assign(stratum_size=len(group), stratum_sampled=len(chosen))
+        )
     out = pd.concat(parts).sort_values("_key").drop(columns="_key").reset_index(drop=True)
     out.insert(0, "position", range(len(out)))
     return out

@@ -62,17 +62,22 @@ def open_review(dataset_dir: str | Path, plan: SamplePlan | None = None) -> Revi
     try:
         stored = store.plan()
         if stored is None:
-            store.create_sample(draw_sample(records, chosen) if sample is None else sample, chosen.to_dict(),
-                                fingerprint)
+            store.create_sample(
+                draw_sample(records, chosen) if sample is None else sample, chosen.to_dict(), fingerprint
+            )
         else:
             if store.meta.get("dataset_fingerprint") != fingerprint:
-                raise ReviewError(f"{root}: the dataset's records changed since its review sample was drawn "
-                                  f"({store.path}); review the dataset it was drawn from, or move {store.path.name} "
-                                  "away to start a new review")
+                raise ReviewError(
+                    f"{root}: the dataset's records changed since its review sample was drawn "
+                    f"({store.path}); review the dataset it was drawn from, or move {store.path.name} "
+                    "away to start a new review"
+                )
             if plan is not None and plan.to_dict() != stored:
-                raise ReviewError(f"{store.path}: this review was planned with {json.dumps(stored, sort_keys=True)}; "
-                                  f"asked for {json.dumps(plan.to_dict(), sort_keys=True)}. Leave out the sampling "
-                                  f"options to continue it, or move {store.path.name} away to start a new review")
+                raise ReviewError(
+                    f"{store.path}: this review was planned with {json.dumps(stored, sort_keys=True)}; "
+                    f"asked for {json.dumps(plan.to_dict(), sort_keys=True)}. Leave out the sampling "
+                    f"options to continue it, or move {store.path.name} away to start a new review"
+                )
         return ReviewSession(root, store, records)
     except BaseException:
         store.close()
@@ -108,12 +113,14 @@ class ReviewSession:
         self.sample = store.sample()
         ids = set(self.sample["record_id"])
         rows = records[records["record_id"].isin(ids)]
-        self._records: dict[str, dict] = {str(r["record_id"]): {k: _plain(v) for k, v in r.items()}
-                                          for r in rows.to_dict("records")}
+        self._records: dict[str, dict] = {
+            str(r["record_id"]): {k: _plain(v) for k, v in r.items()} for r in rows.to_dict("records")
+        }
         missing = ids - set(self._records)
         if missing:
-            raise ReviewError(f"{store.path}: {len(missing)} sampled records are not in the dataset "
-                              f"(e.g. {sorted(missing)[0]!r})")
+            raise ReviewError(
+                f"{store.path}: {len(missing)} sampled records are not in the dataset (e.g. {sorted(missing)[0]!r})"
+            )
         self._by_position = [str(r) for r in self.sample["record_id"]]
         self._positions = {r: i for i, r in enumerate(self._by_position)}
         self._mask_png = lru_cache(maxsize=64)(self._render_mask)
@@ -199,13 +206,34 @@ class ReviewSession:
             d = self.store.current(name).get((name, r["record_id"]))
             if d is not None:
                 current = {"decision": d.decision, "reason": d.reason, "decided_at": d.decided_at}
-        fields = ("record_id", "image_id", "study_id", "split", "lesion_type", "target", "instruction_type", "polarity",
-                  "locations", "certainty", "instruction", "answer", "mask_area", "height", "width",
-                  "finding_entity", "sentence_index", "sentence")
+        fields = (
+            "record_id",
+            "image_id",
+            "study_id",
+            "split",
+            "lesion_type",
+            "target",
+            "instruction_type",
+            "polarity",
+            "locations",
+            "certainty",
+            "instruction",
+            "answer",
+            "mask_area",
+            "height",
+            "width",
+            "finding_entity",
+            "sentence_index",
+            "sentence",
+        )
         return {
-            "position": position, "total": len(self), **{k: r.get(k) for k in fields},
-            "chain": record_chain(r, grounding), "current": current,
-            "image_url": f"/api/records/{position}/image.png", "mask_url": f"/api/records/{position}/mask.png",
+            "position": position,
+            "total": len(self),
+            **{k: r.get(k) for k in fields},
+            "chain": record_chain(r, grounding),
+            "current": current,
+            "image_url": f"/api/records/{position}/image.png",
+            "mask_url": f"/api/records/{position}/mask.png",
         }
 
     def progress(self, reviewer: str) -> dict:
@@ -216,14 +244,24 @@ class ReviewSession:
         for d in self.store.current(reviewer).values():
             counts[d.decision] += 1
         decided = sum(counts.values())
-        return {"reviewer": reviewer, "total": len(self), "decided": decided, "remaining": len(self) - decided,
-                **counts}
+        return {
+            "reviewer": reviewer,
+            "total": len(self),
+            "decided": decided,
+            "remaining": len(self) - decided,
+            **counts,
+        }
 
     def info(self) -> dict:
         """The review's summary for the page: dataset, plan, sample size, reasons, reviewers."""
-        return {"dataset": self.root.name, "plan": self.store.plan(), "total": len(self),
-                "created_at": self.store.meta.get("created_at"), "reasons": REJECT_REASONS,
-                "reviewers": self.store.reviewers()}
+        return {
+            "dataset": self.root.name,
+            "plan": self.store.plan(),
+            "total": len(self),
+            "created_at": self.store.meta.get("created_at"),
+            "reasons": REJECT_REASONS,
+            "reviewers": self.store.reviewers(),
+        }
 
     def close(self) -> None:
         """Close the database."""

@@ -30,8 +30,13 @@ from cxrils.review.store import REJECT_REASONS, ReviewStore
 
 #: The groupings of the rate tables, in the order they are reported.
 GROUPINGS: tuple[tuple[str, ...], ...] = (
-    (), ("polarity",), ("lesion_type",), ("instruction_type",), ("lesion_type", "polarity"),
-    ("polarity", "instruction_type"), STRATUM_COLUMNS,
+    (),
+    ("polarity",),
+    ("lesion_type",),
+    ("instruction_type",),
+    ("lesion_type", "polarity"),
+    ("polarity", "instruction_type"),
+    STRATUM_COLUMNS,
 )
 
 
@@ -133,7 +138,7 @@ def stratified_rate(strata: pd.DataFrame, confidence: float = CONFIDENCE) -> tup
     p = used["k"] / used["n"]
     adj = (used["k"] + z2 / 2) / (used["n"] + z2)
     fpc = (1 - used["n"] / used["N"]).clip(lower=0)
-    var = float((w ** 2 * adj * (1 - adj) / (used["n"] + z2) * fpc).sum())
+    var = float((w**2 * adj * (1 - adj) / (used["n"] + z2) * fpc).sum())
     est = float((w * p).sum())
     half = math.sqrt(z2 * var)
     return est, max(0.0, est - half), min(1.0, est + half)
@@ -159,17 +164,31 @@ def paper_comparison(rates: dict[tuple[str, ...], pd.DataFrame]) -> pd.DataFrame
         return {"n": int(r["n"]), "rate": r["rate"], "low": r["low"], "high": r["high"]}
 
     lo, hi = paper.TABLE3_EXPERT_RANGE
-    rows.append({"what": "all records", **ours(()),
-                 "paper": f"{100 * paper.TABLE3_ACCEPTANCE['all']:.1f}% of {paper.TABLE3_REVIEWED:,} "
-                          f"(experts {100 * lo:.1f}-{100 * hi:.1f}%; Table 3)"})
+    rows.append(
+        {
+            "what": "all records",
+            **ours(()),
+            "paper": f"{100 * paper.TABLE3_ACCEPTANCE['all']:.1f}% of {paper.TABLE3_REVIEWED:,} "
+            f"(experts {100 * lo:.1f}-{100 * hi:.1f}%; Table 3)",
+        }
+    )
     for pol in vocab.POLARITIES:
-        rows.append({"what": f"{pol} records", **ours(("polarity",), polarity=pol),
-                     "paper": f"{100 * paper.TABLE3_ACCEPTANCE[pol]:.1f}% (Table 3)"})
+        rows.append(
+            {
+                "what": f"{pol} records",
+                **ours(("polarity",), polarity=pol),
+                "paper": f"{100 * paper.TABLE3_ACCEPTANCE[pol]:.1f}% (Table 3)",
+            }
+        )
     for lesion in vocab.LESION_TYPES:
         text = paper.table13_text(lesion)
-        rows.append({"what": f"{lesion}, positive", **ours(("lesion_type", "polarity"), lesion_type=lesion,
-                                                           polarity="positive"),
-                     "paper": f"{text} (Table 13)" if text else "not in the reference"})
+        rows.append(
+            {
+                "what": f"{lesion}, positive",
+                **ours(("lesion_type", "polarity"), lesion_type=lesion, polarity="positive"),
+                "paper": f"{text} (Table 13)" if text else "not in the reference",
+            }
+        )
     return pd.DataFrame(rows)
 
 
@@ -178,8 +197,10 @@ def current_frame(store: ReviewStore, sample: pd.DataFrame | None = None) -> pd.
     ``decision``, ``reason``, ``decided_at`` and the stratum columns (``sample``: the
     store's sample when already read)."""
     cur = store.current()
-    frame = pd.DataFrame([(d.reviewer, d.record_id, d.decision, d.reason, d.decided_at) for d in cur.values()],
-                         columns=["reviewer", "record_id", "decision", "reason", "decided_at"])
+    frame = pd.DataFrame(
+        [(d.reviewer, d.record_id, d.decision, d.reason, d.decided_at) for d in cur.values()],
+        columns=["reviewer", "record_id", "decision", "reason", "decided_at"],
+    )
     sample = store.sample() if sample is None else sample
     return frame.merge(sample[["record_id", *STRATUM_COLUMNS]], on="record_id", how="left")
 
@@ -196,8 +217,17 @@ def review_stats(store: ReviewStore, confidence: float = CONFIDENCE) -> ReviewSt
         g = group.assign(accepted=group["decision"] == "accept")
         for pol, part in [("all", g)] + [(p, g[g["polarity"] == p]) for p in vocab.POLARITIES]:
             t = _rate_table(part, (), confidence).iloc[0]
-            per_rev.append({"reviewer": reviewer, "polarity": pol, "n": int(t["n"]), "accepted": int(t["accepted"]),
-                            "rate": t["rate"], "low": t["low"], "high": t["high"]})
+            per_rev.append(
+                {
+                    "reviewer": reviewer,
+                    "polarity": pol,
+                    "n": int(t["n"]),
+                    "accepted": int(t["accepted"]),
+                    "rate": t["rate"],
+                    "low": t["low"],
+                    "high": t["high"],
+                }
+            )
     reviewer_rates = pd.DataFrame(per_rev, columns=["reviewer", "polarity", "n", "accepted", "rate", "low", "high"])
 
     decided = current[current["decision"].isin(("accept", "reject"))]
@@ -206,14 +236,23 @@ def review_stats(store: ReviewStore, confidence: float = CONFIDENCE) -> ReviewSt
     for a, b in itertools.combinations(sorted(labels), 2):
         both = labels[a].index.intersection(labels[b].index)
         la, lb = labels[a].loc[both].tolist(), labels[b].loc[both].tolist()
-        pairs.append({"reviewer_a": a, "reviewer_b": b, "both": len(both),
-                      "agree": (sum(x == y for x, y in zip(la, lb)) / len(both)) if len(both) else math.nan,
-                      "kappa": cohen_kappa(la, lb)})
+        pairs.append(
+            {
+                "reviewer_a": a,
+                "reviewer_b": b,
+                "both": len(both),
+                "agree": (sum(x == y for x, y in zip(la, lb)) / len(both)) if len(both) else math.nan,
+                "kappa": cohen_kappa(la, lb),
+            }
+        )
     agreement = pd.DataFrame(pairs, columns=["reviewer_a", "reviewer_b", "both", "agree", "kappa"])
 
     rej = current[current["decision"] == "reject"]
-    reasons = (rej.groupby(["polarity", "reason"]).size().rename("n").reset_index()
-               if not rej.empty else pd.DataFrame(columns=["polarity", "reason", "n"]))
+    reasons = (
+        rej.groupby(["polarity", "reason"]).size().rename("n").reset_index()
+        if not rej.empty
+        else pd.DataFrame(columns=["polarity", "reason", "n"])
+    )
     reasons["reason"] = reasons["reason"].map(lambda k: REJECT_REASONS.get(k, k))
 
     strata = sample.groupby(list(STRATUM_COLUMNS)).agg(N=("stratum_size", "first")).reset_index()
@@ -223,12 +262,32 @@ def review_stats(store: ReviewStore, confidence: float = CONFIDENCE) -> ReviewSt
     est = []
     for pol, part in [("all", strata)] + [(p, strata[strata["polarity"] == p]) for p in vocab.POLARITIES]:
         rate, low, high = stratified_rate(part, confidence)
-        est.append({"polarity": pol, "rate": rate, "low": low, "high": high,
-                    "strata_reviewed": int((part["n"] > 0).sum()), "strata": len(part)})
+        est.append(
+            {
+                "polarity": pol,
+                "rate": rate,
+                "low": low,
+                "high": high,
+                "strata_reviewed": int((part["n"] > 0).sum()),
+                "strata": len(part),
+            }
+        )
 
     skipped_only = set(current.loc[current["decision"] == "skip", "record_id"]) - set(cons["record_id"])
-    counts = {"sample": len(sample), "decisions": store.n_rows(), "current": len(current),
-              "reviewers": sorted(current["reviewer"].unique().tolist()), "with_consensus": len(cons),
-              "skipped_only": len(skipped_only)}
-    return ReviewStats(rates=rates, reviewer_rates=reviewer_rates, agreement=agreement, reasons=reasons,
-                       dataset_estimate=pd.DataFrame(est), paper=paper_comparison(rates), counts=counts)
+    counts = {
+        "sample": len(sample),
+        "decisions": store.n_rows(),
+        "current": len(current),
+        "reviewers": sorted(current["reviewer"].unique().tolist()),
+        "with_consensus": len(cons),
+        "skipped_only": len(skipped_only),
+    }
+    return ReviewStats(
+        rates=rates,
+        reviewer_rates=reviewer_rates,
+        agreement=agreement,
+        reasons=reasons,
+        dataset_estimate=pd.DataFrame(est),
+        paper=paper_comparison(rates),
+        counts=counts,
+    )

@@ -78,10 +78,14 @@ CREATE TABLE IF NOT EXISTS decisions (
 );
 CREATE INDEX IF NOT EXISTS decisions_by_reviewer ON decisions (reviewer, id);
 """
-_APPEND_ONLY = [f"""
+_APPEND_ONLY = [
+    f"""
 CREATE TRIGGER IF NOT EXISTS {table}_no_{op.lower()} BEFORE {op} ON {table}
 BEGIN SELECT RAISE(ABORT, 'the review database is append-only: {table} rows are never changed'); END;
-""" for table in ("meta", "sample", "decisions") for op in ("UPDATE", "DELETE")]
+"""
+    for table in ("meta", "sample", "decisions")
+    for op in ("UPDATE", "DELETE")
+]
 
 
 class ReviewError(ValueError):
@@ -99,8 +103,10 @@ def check_reviewer(name: str) -> str:
     """
     text = str(name or "").strip()
     if not _REVIEWER.match(text):
-        raise ReviewError(f"reviewer name {name!r} is not usable: 1-64 letters, digits, spaces or ._@-, "
-                          "starting with a letter or digit")
+        raise ReviewError(
+            f"reviewer name {name!r} is not usable: 1-64 letters, digits, spaces or ._@-, "
+            "starting with a letter or digit"
+        )
     return text
 
 
@@ -171,13 +177,19 @@ class ReviewStore:
             self._db.execute("PRAGMA journal_mode=WAL")
             self._db.execute("PRAGMA synchronous=FULL")
             self._db.execute("PRAGMA foreign_keys=ON")
-            self._db.executescript("BEGIN IMMEDIATE;" + _SCHEMA + "".join(_APPEND_ONLY)
-                                   + f"INSERT OR IGNORE INTO meta VALUES ('schema_version', '{SCHEMA_VERSION}');"
-                                   + "COMMIT;")
+            self._db.executescript(
+                "BEGIN IMMEDIATE;"
+                + _SCHEMA
+                + "".join(_APPEND_ONLY)
+                + f"INSERT OR IGNORE INTO meta VALUES ('schema_version', '{SCHEMA_VERSION}');"
+                + "COMMIT;"
+            )
             version = self._meta().get("schema_version")
             if version != str(SCHEMA_VERSION):
-                raise ReviewError(f"{self.path}: review database of schema version {version}; "
-                                  f"this cxrils reads version {SCHEMA_VERSION}")
+                raise ReviewError(
+                    f"{self.path}: review database of schema version {version}; "
+                    f"this cxrils reads version {SCHEMA_VERSION}"
+                )
         except sqlite3.DatabaseError as err:
             self._db.close()
             raise ReviewError(f"{self.path}: not a usable review database: {err}") from None
@@ -220,17 +232,32 @@ class ReviewStore:
         ReviewError
             If the database already holds a sample.
         """
-        rows = [(int(r.position), str(r.record_id), str(r.lesion_type), str(r.polarity), str(r.instruction_type),
-                 int(r.stratum_size), int(r.stratum_sampled)) for r in sample.itertuples(index=False)]
+        rows = [
+            (
+                int(r.position),
+                str(r.record_id),
+                str(r.lesion_type),
+                str(r.polarity),
+                str(r.instruction_type),
+                int(r.stratum_size),
+                int(r.stratum_sampled),
+            )
+            for r in sample.itertuples(index=False)
+        ]
         with self._lock:
             self._db.execute("BEGIN IMMEDIATE")
             try:
                 if "plan" in self._meta():
                     raise ReviewError(f"{self.path} already holds a review sample")
                 self._db.executemany("INSERT INTO sample VALUES (?, ?, ?, ?, ?, ?, ?)", rows)
-                self._db.executemany("INSERT INTO meta VALUES (?, ?)", [
-                    ("dataset_fingerprint", fingerprint), ("plan", json.dumps(plan, sort_keys=True)),
-                    ("created_at", _now())])
+                self._db.executemany(
+                    "INSERT INTO meta VALUES (?, ?)",
+                    [
+                        ("dataset_fingerprint", fingerprint),
+                        ("plan", json.dumps(plan, sort_keys=True)),
+                        ("created_at", _now()),
+                    ],
+                )
                 self._db.execute("COMMIT")
             except BaseException:
                 self._db.execute("ROLLBACK")
@@ -282,13 +309,24 @@ class ReviewStore:
 
     def _refresh(self) -> None:
         """Replay decisions written since the last call (by this or another process)."""
-        rows = self._db.execute("SELECT id, reviewer, record_id, decision, reason, undoes, decided_at "
-                                "FROM decisions WHERE id > ? ORDER BY id", (self._seen,)).fetchall()
+        rows = self._db.execute(
+            "SELECT id, reviewer, record_id, decision, reason, undoes, decided_at "
+            "FROM decisions WHERE id > ? ORDER BY id",
+            (self._seen,),
+        ).fetchall()
         for row_id, reviewer, record_id, decision, reason, undoes, decided_at in rows:
             self._apply(row_id, reviewer, record_id, decision, reason, undoes, decided_at)
 
-    def _apply(self, row_id: int, reviewer: str, record_id: str, decision: str, reason: str | None,
-               undoes: int | None, decided_at: str) -> None:
+    def _apply(
+        self,
+        row_id: int,
+        reviewer: str,
+        record_id: str,
+        decision: str,
+        reason: str | None,
+        undoes: int | None,
+        decided_at: str,
+    ) -> None:
         self._seen = row_id
         if decision == "undo":
             gone = self._by_id.pop(undoes, None)
@@ -301,8 +339,9 @@ class ReviewStore:
         self._stack.setdefault((reviewer, record_id), []).append(d)
         self._history.setdefault(reviewer, []).append(d)
 
-    def decide(self, reviewer: str, record_id: str, decision: str, reason: str | None = None,
-               request_id: str | None = None) -> int:
+    def decide(
+        self, reviewer: str, record_id: str, decision: str, reason: str | None = None, request_id: str | None = None
+    ) -> int:
         """Append one decision (one committed transaction).
 
         Parameters
@@ -365,8 +404,15 @@ class ReviewStore:
             self._refresh()
             return last.record_id
 
-    def _write(self, reviewer: str, record_id: str, decision: str, reason: str | None,
-               undoes: int | None, request_id: str | None) -> int:
+    def _write(
+        self,
+        reviewer: str,
+        record_id: str,
+        decision: str,
+        reason: str | None,
+        undoes: int | None,
+        request_id: str | None,
+    ) -> int:
         self._db.execute("BEGIN IMMEDIATE")
         try:
             if request_id is not None:
@@ -382,11 +428,20 @@ class ReviewStore:
         self._refresh()
         return row_id
 
-    def _insert(self, reviewer: str, record_id: str, decision: str, reason: str | None, undoes: int | None,
-                request_id: str | None) -> int:
+    def _insert(
+        self,
+        reviewer: str,
+        record_id: str,
+        decision: str,
+        reason: str | None,
+        undoes: int | None,
+        request_id: str | None,
+    ) -> int:
         cur = self._db.execute(
             "INSERT INTO decisions (reviewer, record_id, decision, reason, undoes, decided_at, request_id) "
-            "VALUES (?, ?, ?, ?, ?, ?, ?)", (reviewer, record_id, decision, reason, undoes, _now(), request_id))
+            "VALUES (?, ?, ?, ?, ?, ?, ?)",
+            (reviewer, record_id, decision, reason, undoes, _now(), request_id),
+        )
         return int(cur.lastrowid)
 
     def add_decisions(self, rows: Iterable[tuple[str, str, str, str | None]]) -> int:
@@ -404,8 +459,10 @@ class ReviewStore:
                 checked.append((reviewer, record_id, decision, reason, _now()))
             self._db.execute("BEGIN IMMEDIATE")
             try:
-                self._db.executemany("INSERT INTO decisions (reviewer, record_id, decision, reason, decided_at) "
-                                     "VALUES (?, ?, ?, ?, ?)", checked)
+                self._db.executemany(
+                    "INSERT INTO decisions (reviewer, record_id, decision, reason, decided_at) VALUES (?, ?, ?, ?, ?)",
+                    checked,
+                )
                 self._db.execute("COMMIT")
             except BaseException:
                 self._db.execute("ROLLBACK")

@@ -103,8 +103,9 @@ def example_instructions() -> dict[str, list[str]]:
     return out
 
 
-def create_app(segmenter, *, model_name: str = "", config: ServiceConfig | None = None,
-               load_image: Callable | None = None) -> FastAPI:
+def create_app(
+    segmenter, *, model_name: str = "", config: ServiceConfig | None = None, load_image: Callable | None = None
+) -> FastAPI:
     """Build the app around a loaded model.
 
     Parameters
@@ -129,16 +130,19 @@ def create_app(segmenter, *, model_name: str = "", config: ServiceConfig | None 
     cfg = config or ServiceConfig()
     loader = load_image or default_loader
     lock = threading.Lock()  # one inference at a time: a model's buffers are not thread-safe by contract
-    app = FastAPI(title="cxrils", version=__version__,
-                  description="Instruction-guided lesion segmentation for chest X-rays.")
+    app = FastAPI(
+        title="cxrils", version=__version__, description="Instruction-guided lesion segmentation for chest X-rays."
+    )
 
     @app.middleware("http")
     async def limit_body(request, call_next):
         # Refuse oversized bodies before they are spooled (multipart overhead allowed).
         length = request.headers.get("content-length")
         if length and length.isdigit() and int(length) > cfg.max_upload_bytes + 1024 * 1024:
-            return JSONResponse({"detail": f"the image is larger than the limit of "
-                                           f"{cfg.max_upload_bytes // (1024 * 1024)} MB"}, status_code=413)
+            return JSONResponse(
+                {"detail": f"the image is larger than the limit of {cfg.max_upload_bytes // (1024 * 1024)} MB"},
+                status_code=413,
+            )
         return await call_next(request)
 
     @app.exception_handler(RequestValidationError)
@@ -164,7 +168,9 @@ def create_app(segmenter, *, model_name: str = "", config: ServiceConfig | None 
     @app.get("/v1/info")
     def info() -> dict:
         return {
-            "name": "cxrils", "version": __version__, "model": model_name,
+            "name": "cxrils",
+            "version": __version__,
+            "model": model_name,
             "model_type": getattr(segmenter, "model_type", type(segmenter).__name__),
             "lesion_types": list(vocab.LESION_TYPES),
             "locations": [templates.location_phrase([loc]) for loc in vocab.QUERY_LOCATIONS],
@@ -176,16 +182,22 @@ def create_app(segmenter, *, model_name: str = "", config: ServiceConfig | None 
         }
 
     @app.post("/v1/segment")
-    def segment(image: UploadFile = File(..., description="PNG, JPEG or DICOM file"),
-                instruction: str = Form(..., description="e.g. 'Segment the effusion in the left lung base.'")) -> dict:
+    def segment(
+        image: UploadFile = File(..., description="PNG, JPEG or DICOM file"),
+        instruction: str = Form(..., description="e.g. 'Segment the effusion in the left lung base.'"),
+    ) -> dict:
         text = instruction.strip()
         if not text:
             raise HTTPException(422, "the instruction is empty")
         if len(text) > cfg.max_instruction_chars:
-            raise HTTPException(422, f"the instruction has {len(text)} characters; the limit is {cfg.max_instruction_chars}")
+            raise HTTPException(
+                422, f"the instruction has {len(text)} characters; the limit is {cfg.max_instruction_chars}"
+            )
         data = image.file.read(cfg.max_upload_bytes + 1)
         if len(data) > cfg.max_upload_bytes:
-            raise HTTPException(413, f"the image is larger than the limit of {cfg.max_upload_bytes // (1024 * 1024)} MB")
+            raise HTTPException(
+                413, f"the image is larger than the limit of {cfg.max_upload_bytes // (1024 * 1024)} MB"
+            )
         if not data:
             raise HTTPException(400, "the uploaded file is empty")
         try:
@@ -226,24 +238,44 @@ def create_app(segmenter, *, model_name: str = "", config: ServiceConfig | None 
         seg = None
         if reference is not None:
             try:
-                seg = b64(dicom_seg_bytes(reference, source_mask, segment_label=segment_label(answered, pred.answer),
-                                          description=f"cxrils: {answered}",
-                                          model_name=f"cxrils {getattr(segmenter, 'model_type', '')}".strip()))
+                seg = b64(
+                    dicom_seg_bytes(
+                        reference,
+                        source_mask,
+                        segment_label=segment_label(answered, pred.answer),
+                        description=f"cxrils: {answered}",
+                        model_name=f"cxrils {getattr(segmenter, 'model_type', '')}".strip(),
+                    )
+                )
             except DicomSegError as err:  # the response still carries PNG and RLE
                 notes.append(f"no DICOM SEG: {err}")
         for note in notes:
             log.info("segment: %s", note)
-        log.info("segment: %dx%d image, mask area %d, %.0f ms", x.shape[1], x.shape[0], int(mask.sum()),
-                 1000 * (time.perf_counter() - t0))
+        log.info(
+            "segment: %dx%d image, mask area %d, %.0f ms",
+            x.shape[1],
+            x.shape[0],
+            int(mask.sum()),
+            1000 * (time.perf_counter() - t0),
+        )
         return {
-            "instruction": text, "instruction_answered": answered,
-            "answer": pred.answer, "presence_score": float(pred.presence_score),
-            "presence_threshold": pred.presence_threshold, "note": pred.note, "notes": notes,
-            "frame": "source", "mask": encode_rle(source_mask), "mask_area": int(source_mask.sum()),
-            "width": int(source_mask.shape[1]), "height": int(source_mask.shape[0]),
-            "mask_png": b64_png(source_mask.astype(np.uint8) * 255), "dicom_seg": seg,
+            "instruction": text,
+            "instruction_answered": answered,
+            "answer": pred.answer,
+            "presence_score": float(pred.presence_score),
+            "presence_threshold": pred.presence_threshold,
+            "note": pred.note,
+            "notes": notes,
+            "frame": "source",
+            "mask": encode_rle(source_mask),
+            "mask_area": int(source_mask.sum()),
+            "width": int(source_mask.shape[1]),
+            "height": int(source_mask.shape[0]),
+            "mask_png": b64_png(source_mask.astype(np.uint8) * 255),
+            "dicom_seg": seg,
             "display_ops": list(loaded.meta.display_ops),
-            "image_png": b64_png(x), "display_mask_png": b64_png(mask.astype(np.uint8) * 255),
+            "image_png": b64_png(x),
+            "display_mask_png": b64_png(mask.astype(np.uint8) * 255),
             "overlay_png": b64_png(overlay(x, mask)),
         }
 

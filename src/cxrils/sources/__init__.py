@@ -44,7 +44,6 @@ raises ``FileNotFoundError`` naming a missing table or folder and :class:`InputE
 naming the file and row of a malformed one.
 """
 
-
 from __future__ import annotations
 
 import dataclasses
@@ -73,7 +72,9 @@ def detect_input_kind(path: str | Path) -> str:
         raise InputError(p, "input not found")
     if p.is_file():
         if p.suffix.lower() != ".csv":
-            raise InputError(p, "unknown input: expected a generic CSV (.csv), a MIMIC-CXR folder or an IU X-ray folder")
+            raise InputError(
+                p, "unknown input: expected a generic CSV (.csv), a MIMIC-CXR folder or an IU X-ray folder"
+            )
         header = csv_header(p)
         if {"image_path", "report"} <= set(header):
             return "csv"
@@ -85,13 +86,14 @@ def detect_input_kind(path: str | Path) -> str:
     if iu.reports_source(p) is not None:
         return "iu"
     raise InputError(
-        p, "unknown input layout: expected a MIMIC-CXR folder (files/pXX/pXXXXXXXX/sXXXXXXXX.txt), "
+        p,
+        "unknown input layout: expected a MIMIC-CXR folder (files/pXX/pXXXXXXXX/sXXXXXXXX.txt), "
         "an IU X-ray folder (nlmcxr_reports_all.csv or ecgen-radiology/*.xml, and images/) "
-        "or a CSV with columns image_path, report")
+        "or a CSV with columns image_path, report",
+    )
 
 
-def read_inputs(path: str | Path, kind: str | None = None, inputs: InputConfig | None = None
-                ) -> Iterator[StudyInput]:
+def read_inputs(path: str | Path, kind: str | None = None, inputs: InputConfig | None = None) -> Iterator[StudyInput]:
     """Yield the studies of an input in input order.
 
     Parameters
@@ -115,7 +117,10 @@ def read_inputs(path: str | Path, kind: str | None = None, inputs: InputConfig |
     kind = kind or detect_input_kind(p)
     cfg = inputs or InputConfig()
     readers: dict[str, Callable[[Path], Iterator[StudyInput]]] = {
-        "mimic": mimic.read_mimic, "iu": lambda q: iu.read_iu(q, cfg), "csv": read_generic_csv}
+        "mimic": mimic.read_mimic,
+        "iu": lambda q: iu.read_iu(q, cfg),
+        "csv": read_generic_csv,
+    }
     if kind not in readers:
         raise InputError(p, f"unknown input kind {kind!r}; known: {sorted(readers)}")
     seen: set[str] = set()

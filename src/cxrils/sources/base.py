@@ -74,7 +74,6 @@ class StudyInput:
     problem: str | None = None
 
 
-
 #: Largest CSV field the reader accepts: any (a field is at most the file's size, which is
 #: read whole anyway); Python's csv module refuses fields over 131,072 characters by default.
 _CSV_FIELD_LIMIT = 2**31 - 1
@@ -97,8 +96,11 @@ def open_text(path: Path):
     except (OSError, EOFError) as err:
         raise InputError(path, f"cannot read CSV: {err}") from err
     if head.startswith((b"\xff\xfe", b"\xfe\xff")) or b"\x00" in head:
-        raise InputError(path, "the CSV is not UTF-8 (it looks like UTF-16 or UTF-32 text); save it as UTF-8 "
-                               "(e.g. iconv -f UTF-16 -t UTF-8 IN.csv > OUT.csv) and run again")
+        raise InputError(
+            path,
+            "the CSV is not UTF-8 (it looks like UTF-16 or UTF-32 text); save it as UTF-8 "
+            "(e.g. iconv -f UTF-16 -t UTF-8 IN.csv > OUT.csv) and run again",
+        )
     if path.suffix == ".gz":
         return io.TextIOWrapper(gzip.open(path, "rb"), encoding="utf-8", errors="surrogateescape", newline="")
     return open(path, encoding="utf-8-sig", errors="surrogateescape", newline="")
@@ -135,8 +137,9 @@ def csv_header(path: Path) -> list[str]:
         raise InputError(path, f"cannot read CSV: {err}") from err
 
 
-def csv_rows(path: Path, required: tuple[str, ...], *, strict: bool = True
-              ) -> Iterator[tuple[str, dict[str, str], str | None]]:
+def csv_rows(
+    path: Path, required: tuple[str, ...], *, strict: bool = True
+) -> Iterator[tuple[str, dict[str, str], str | None]]:
     """Yield ``(where, row, problem)`` with stripped keys; check required columns first.
 
     ``where`` is ``"row {n} (line {first line of the row})"``.
@@ -242,8 +245,7 @@ def cell_id(path: Path, where: str, row: dict[str, str], column: str, seen: set[
 MISSING_VALUES: tuple[str, ...] = ("", "?", "nan", "NaN")
 
 
-def cell_float(path: Path, where: str, row: dict[str, str], column: str, *, optional: bool = False
-               ) -> float | None:
+def cell_float(path: Path, where: str, row: dict[str, str], column: str, *, optional: bool = False) -> float | None:
     """The number in ``column`` as a float; None for an absent column or a value of
     :data:`MISSING_VALUES` when ``optional``.
 

@@ -105,14 +105,21 @@ def read_covid19_images(data_root: str | Path) -> list[Covid19Image]:
     out = []
     for where, row in table_rows(table, ("image_id",)):
         iid = cell_id(table, where, row, "image_id", seen)
-        out.append(Covid19Image(
-            image_id=iid, image_path=folder / "images" / f"{iid}.png",
-            patient_id=(row.get("patientid") or "").strip(), orig_filename=(row.get("orig_filename") or "").strip(),
-            view=(row.get("view") or "").strip(), finding=(row.get("finding") or "").strip(),
-            license=(row.get("license") or "").strip(),
-            width=cell_int(table, where, row, "w"), height=cell_int(table, where, row, "h"),
-            v7labs_mask_path=existing(folder / "masks_lung_v7labs" / f"{iid}.png"),
-            vae_mask_path=existing(folder / "masks_lung_vae" / f"{iid}.png")))
+        out.append(
+            Covid19Image(
+                image_id=iid,
+                image_path=folder / "images" / f"{iid}.png",
+                patient_id=(row.get("patientid") or "").strip(),
+                orig_filename=(row.get("orig_filename") or "").strip(),
+                view=(row.get("view") or "").strip(),
+                finding=(row.get("finding") or "").strip(),
+                license=(row.get("license") or "").strip(),
+                width=cell_int(table, where, row, "w"),
+                height=cell_int(table, where, row, "h"),
+                v7labs_mask_path=existing(folder / "masks_lung_v7labs" / f"{iid}.png"),
+                vae_mask_path=existing(folder / "masks_lung_vae" / f"{iid}.png"),
+            )
+        )
     return out
 
 
@@ -137,7 +144,13 @@ def read_covid19_severity(data_root: str | Path) -> list[Covid19Severity]:
     for where, row in rows:
         name = cell_id(table, where, row, "filename")
         image = by_name.get(name)
-        out.append(Covid19Severity(name, image.image_id if image else None, image.image_path if image else None,
-                                   cell_number(table, where, row, "geographic_mean"),
-                                   cell_number(table, where, row, "opacity_mean")))
+        out.append(
+            Covid19Severity(
+                name,
+                image.image_id if image else None,
+                image.image_path if image else None,
+                cell_number(table, where, row, "geographic_mean"),
+                cell_number(table, where, row, "opacity_mean"),
+            )
+        )
     return out

@@ -94,7 +94,15 @@ def read_covid_qu_ex(data_root: str | Path) -> list[QuExImage]:
         if not lung:
             raise InputError(table, f"{where}: image {iid} has no lung_mask")
         infection = (row.get("infection_mask") or "").strip()
-        out.append(QuExImage(iid, cls, folder / "images" / f"{iid}.png", folder / lung,
-                             folder / infection if infection else None,
-                             cell_int(table, where, row, "w"), cell_int(table, where, row, "h")))
+        out.append(
+            QuExImage(
+                iid,
+                cls,
+                folder / "images" / f"{iid}.png",
+                folder / lung,
+                folder / infection if infection else None,
+                cell_int(table, where, row, "w"),
+                cell_int(table, where, row, "h"),
+            )
+        )
     return out

@@ -19,9 +19,18 @@ def _bad_row(path: Path, where: str, row: dict[str, str], problem: str) -> Study
     study = row.get("study_id", "").strip()
     study = "" if SURROGATE.search(study) else study
     row_id = "row-" + where.split()[1]
-    return StudyInput(study_id=study or row_id, image_id=row_id, patient_id="",
-                      image_path=path.resolve(), report="", view=None, split=None, first_of_study=False,
-                      where=where, problem=f"{where}" + (f", study {study}" if study else "") + f": {problem}")
+    return StudyInput(
+        study_id=study or row_id,
+        image_id=row_id,
+        patient_id="",
+        image_path=path.resolve(),
+        report="",
+        view=None,
+        split=None,
+        first_of_study=False,
+        where=where,
+        problem=f"{where}" + (f", study {study}" if study else "") + f": {problem}",
+    )
 
 
 def read_generic_csv(path: Path) -> Iterator[StudyInput]:

@@ -39,8 +39,9 @@ def iu_report_text(sections: dict[str, str], names: tuple[str, ...] = InputConfi
     return "\n\n".join(parts) + ("\n" if parts else "")
 
 
-def read_iu_reports(source: str | Path, names: tuple[str, ...] = InputConfig.iu_sections
-                    ) -> Iterator[tuple[str, list[str], str]]:
+def read_iu_reports(
+    source: str | Path, names: tuple[str, ...] = InputConfig.iu_sections
+) -> Iterator[tuple[str, list[str], str]]:
     """Yield ``(report_id, image_ids, report_text)`` from the IU reports CSV or XML folder;
     the text joins the sections ``names`` (:func:`iu_report_text`).
 
@@ -104,8 +105,13 @@ def read_iu(path: Path, inputs: InputConfig) -> Iterator[StudyInput]:
         if report_id not in reports:
             raise InputError(folder / "images.csv", f"image {image_id}: report {report_id!r} not in {source}")
         yield StudyInput(
-            study_id=f"iu-{report_id}", image_id=image_id, patient_id=f"iu-{report_id}",
-            image_path=image_path.resolve(), report=reports[report_id][1], view=view, split=None,
+            study_id=f"iu-{report_id}",
+            image_id=image_id,
+            patient_id=f"iu-{report_id}",
+            image_path=image_path.resolve(),
+            report=reports[report_id][1],
+            view=view,
+            split=None,
         )
     if missing:
         log.info("IU input %s: %d listed images have no PNG in %s (skipped)", folder, missing, images_dir)

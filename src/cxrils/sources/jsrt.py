@@ -152,12 +152,18 @@ def _nodule(table: Path, where: str, row: dict[str, str], seen: set[str]) -> Jsr
 
     return JsrtNodule(
         image_id=cell_id(table, where, row, "image_id", seen),
-        x_512=cell_number(table, where, row, "x_512"), y_512=cell_number(table, where, row, "y_512"),
-        x_2048=num("x_2048"), y_2048=num("y_2048"), diameter_px_512=num("diameter_px_512"),
-        size_mm=num("size_mm"), subtlety=cell_int(table, where, row, "subtlety_1to5"),
+        x_512=cell_number(table, where, row, "x_512"),
+        y_512=cell_number(table, where, row, "y_512"),
+        x_2048=num("x_2048"),
+        y_2048=num("y_2048"),
+        diameter_px_512=num("diameter_px_512"),
+        size_mm=num("size_mm"),
+        subtlety=cell_int(table, where, row, "subtlety_1to5"),
         malignancy=(row.get("malignancy") or "").strip(),
         location=(row.get("location_and_diagnosis_raw") or "").strip(),
-        age=cell_int(table, where, row, "age"), sex=(row.get("sex") or "").strip())
+        age=cell_int(table, where, row, "age"),
+        sex=(row.get("sex") or "").strip(),
+    )
 
 
 def read_jsrt_non_nodules(data_root: str | Path) -> list[JsrtNonNodule]:
@@ -173,6 +179,12 @@ def read_jsrt_non_nodules(data_root: str | Path) -> list[JsrtNonNodule]:
     """
     table = Path(data_root) / FOLDER / "non_nodules.csv"
     seen: set[str] = set()
-    return [JsrtNonNodule(cell_id(table, where, row, "image_id", seen), cell_int(table, where, row, "age"),
-                          (row.get("sex") or "").strip(), (row.get("finding") or "").strip())
-            for where, row in table_rows(table, ("image_id",))]
+    return [
+        JsrtNonNodule(
+            cell_id(table, where, row, "image_id", seen),
+            cell_int(table, where, row, "age"),
+            (row.get("sex") or "").strip(),
+            (row.get("finding") or "").strip(),
+        )
+        for where, row in table_rows(table, ("image_id",))
+    ]

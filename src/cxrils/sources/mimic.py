@@ -53,7 +53,8 @@ def read_mimic(path: Path) -> Iterator[StudyInput]:
             study_dirs = {d.name: d for d in patient.iterdir() if d.is_dir() and _STUDY_RE.match(d.name)}
             for study in sorted(set(reports) | set(study_dirs)):
                 images = sorted(
-                    q for q in (study_dirs[study].iterdir() if study in study_dirs else [])
+                    q
+                    for q in (study_dirs[study].iterdir() if study in study_dirs else [])
                     if q.is_file() and q.suffix.lower() in IMAGE_SUFFIXES
                 )
                 if not images:
@@ -69,8 +70,11 @@ def read_mimic(path: Path) -> Iterator[StudyInput]:
                     dicom_id = image.stem
                     split = splits.get(dicom_id, "")
                     yield StudyInput(
-                        study_id=study, image_id=dicom_id, patient_id=patient.name,
-                        image_path=image.resolve(), report=report,
+                        study_id=study,
+                        image_id=dicom_id,
+                        patient_id=patient.name,
+                        image_path=image.resolve(),
+                        report=report,
                         view=norm_view(views.get(dicom_id)),
                         split=norm_split(split, split_csv, f"dicom_id {dicom_id}") if split else None,
                     )

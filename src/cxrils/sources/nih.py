@@ -139,8 +139,17 @@ def read_nih_images(data_root: str | Path) -> list[NihImage]:
         iid, _ = _stem(table, where, row, seen)
         file = cell_id(table, where, row, "file")
         labels = tuple(t.strip() for t in row["nih_finding_labels"].split("|") if t.strip())
-        out.append(NihImage(iid, folder / file, labels, (row.get("patient_id") or "").strip(),
-                            (row.get("sex") or "").strip(), (row.get("view_position") or "").strip(),
-                            cell_int(table, where, row, "age"), cell_int(table, where, row, "w"),
-                            cell_int(table, where, row, "h")))
+        out.append(
+            NihImage(
+                iid,
+                folder / file,
+                labels,
+                (row.get("patient_id") or "").strip(),
+                (row.get("sex") or "").strip(),
+                (row.get("view_position") or "").strip(),
+                cell_int(table, where, row, "age"),
+                cell_int(table, where, row, "w"),
+                cell_int(table, where, row, "h"),
+            )
+        )
     return out

@@ -73,11 +73,15 @@ def read_reports(path: str | Path) -> Iterator[tuple[str, str]]:
             elif {"report_id", "findings", "impression"} <= cols:
                 kind = "iu"
             else:
-                one_report = (" (one report? put its .txt file in a folder and give the folder)"
-                              if p.suffix.lower() != ".csv" else "")
+                one_report = (
+                    " (one report? put its .txt file in a folder and give the folder)"
+                    if p.suffix.lower() != ".csv"
+                    else ""
+                )
                 raise ReportInputError(
                     f"{p}: expected a CSV with columns study_id,report (or the IU columns report_id,findings,"
-                    f"impression), or a folder of .txt reports; found columns {sorted(cols)}{one_report}")
+                    f"impression), or a folder of .txt reports; found columns {sorted(cols)}{one_report}"
+                )
             seen: dict[str, str] = {}
             for line, row in enumerate(reader, start=2):
                 sid = (row["study_id"] if kind == "generic" else row["report_id"]) or ""

@@ -89,8 +89,16 @@ def read_xrv_images(data_root: str | Path) -> list[XrvImage]:
     out = []
     for where, row in table_rows(table, ("image_id", "labels")):
         iid = cell_id(table, where, row, "image_id", seen)
-        out.append(XrvImage(iid, folder / "images" / f"{iid}.png", (row.get("dataset") or "").strip(),
-                            row["labels"].strip(), cell_int(table, where, row, "w"), cell_int(table, where, row, "h")))
+        out.append(
+            XrvImage(
+                iid,
+                folder / "images" / f"{iid}.png",
+                (row.get("dataset") or "").strip(),
+                row["labels"].strip(),
+                cell_int(table, where, row, "w"),
+                cell_int(table, where, row, "h"),
+            )
+        )
     return out
 
 
@@ -106,6 +114,11 @@ def read_xrv_boxes(data_root: str | Path) -> list[XrvBox]:
         number (the message names the file and the row).
     """
     table = Path(data_root) / FOLDER / "tbx11k_boxes.csv"
-    return [XrvBox(cell_id(table, where, row, "image_id"), (row.get("category") or "").strip(),
-                   *(cell_number(table, where, row, k) for k in "xywh"))
-            for where, row in table_rows(table, ("image_id", "x", "y", "w", "h"))]
+    return [
+        XrvBox(
+            cell_id(table, where, row, "image_id"),
+            (row.get("category") or "").strip(),
+            *(cell_number(table, where, row, k) for k in "xywh"),
+        )
+        for where, row in table_rows(table, ("image_id", "x", "y", "w", "h"))
+    ]

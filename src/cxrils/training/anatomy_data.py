@@ -141,7 +141,7 @@ def split_both_lungs(mask: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         return right, left
     c0, c1 = int(cols[0]), int(cols[-1]) + 1
     third = max(1, (c1 - c0) // 3)
-    counts = mask[:, c0 + third:c1 - third].sum(axis=0)
+    counts = mask[:, c0 + third : c1 - third].sum(axis=0)
     cut = c0 + third + int(np.argmin(counts)) if counts.size else (c0 + c1) // 2
     right[:, :cut] = mask[:, :cut]
     left[:, cut:] = mask[:, cut:]
@@ -161,8 +161,17 @@ def jsrt_samples(data_root: Path) -> list[Sample]:
     for r in read_jsrt_images(data_root):
         if r.right_lung is None or r.left_lung is None or r.heart is None:
             continue
-        out.append(Sample("jsrt_scr", r.image_id, r.image_id, r.image_path, _read_mask(r.right_lung),
-                          _read_mask(r.left_lung), _read_mask(r.heart)))
+        out.append(
+            Sample(
+                "jsrt_scr",
+                r.image_id,
+                r.image_id,
+                r.image_path,
+                _read_mask(r.right_lung),
+                _read_mask(r.left_lung),
+                _read_mask(r.heart),
+            )
+        )
     return out
 
 
@@ -184,8 +193,9 @@ def covid_samples(data_root: Path) -> list[Sample]:
     out = []
     for r in sorted(listed, key=lambda r: str(r.v7labs_mask_path)):
         if not r.patient_id:
-            raise ValueError(f"covid_ieee8023 image {r.image_id}: metadata.csv gives no patientid "
-                             "(the anatomy split is by patient)")
+            raise ValueError(
+                f"covid_ieee8023 image {r.image_id}: metadata.csv gives no patientid (the anatomy split is by patient)"
+            )
         assert r.v7labs_mask_path is not None
         both = _read_mask(r.v7labs_mask_path)
         if both.sum() == 0:
@@ -227,12 +237,21 @@ def held_back_images(data_root: str | Path) -> list[tuple[str, str, Path]]:
     FileNotFoundError
         If a source's image list (``metadata.csv``, ``images.csv``, ``jsrt_scr/images``) is missing.
     """
-    out = [("jsrt_scr", r.image_id, r.image_path) for r in read_jsrt_images(data_root)
-           if split_of("jsrt_scr", r.image_id) == "test"]
-    out += [("covid_ieee8023", r.image_id, r.image_path) for r in read_covid19_images(data_root)
-            if split_of("covid_ieee8023", r.patient_id) == "test" and r.image_path.is_file()]
-    out += [("covid_qu_ex", r.image_id, r.image_path) for r in read_covid_qu_ex(data_root)
-            if split_of("covid_qu_ex", r.image_id) == "test" and r.image_path.is_file()]
+    out = [
+        ("jsrt_scr", r.image_id, r.image_path)
+        for r in read_jsrt_images(data_root)
+        if split_of("jsrt_scr", r.image_id) == "test"
+    ]
+    out += [
+        ("covid_ieee8023", r.image_id, r.image_path)
+        for r in read_covid19_images(data_root)
+        if split_of("covid_ieee8023", r.patient_id) == "test" and r.image_path.is_file()
+    ]
+    out += [
+        ("covid_qu_ex", r.image_id, r.image_path)
+        for r in read_covid_qu_ex(data_root)
+        if split_of("covid_qu_ex", r.image_id) == "test" and r.image_path.is_file()
+    ]
     return out
 
 
@@ -256,15 +275,15 @@ def fingerprint(x: np.ndarray) -> np.ndarray:
         divided by its norm: the dot product of two fingerprints is the Pearson
         correlation of the thumbnails (0 for a constant image).
     """
-    small = cv2.resize(x.astype(np.float32), (SPLIT.dup_size, SPLIT.dup_size),
-                       interpolation=cv2.INTER_AREA).ravel()
+    small = cv2.resize(x.astype(np.float32), (SPLIT.dup_size, SPLIT.dup_size), interpolation=cv2.INTER_AREA).ravel()
     small -= small.mean()
     norm = float(np.linalg.norm(small))
     return small / norm if norm > 0 else small
 
 
-def near_duplicates(a: list[Path], b: list[Path],
-                    min_correlation: float = SPLIT.dup_min_correlation) -> list[tuple[int, int, float]]:
+def near_duplicates(
+    a: list[Path], b: list[Path], min_correlation: float = SPLIT.dup_min_correlation
+) -> list[tuple[int, int, float]]:
     """Pairs ``(i, j, correlation)`` of image files ``a[i]`` and ``b[j]`` whose
     :func:`fingerprint` s correlate at ``min_correlation`` or more (a file listed in both
     pairs with itself).
@@ -280,7 +299,7 @@ def near_duplicates(a: list[Path], b: list[Path],
     fb = np.stack([_fingerprint_of_file(Path(p)) for p in b])
     out = []
     for start in range(0, len(a), 512):
-        corr = fa[start:start + 512] @ fb.T
+        corr = fa[start : start + 512] @ fb.T
         for i, j in zip(*np.nonzero(corr >= min_correlation)):
             out.append((start + int(i), int(j), float(corr[i, j])))
     return out
@@ -328,8 +347,9 @@ def load_split(data_root: str | Path) -> Split:
         if train[i].source == source and source in DISTINCT_PATIENT_SOURCES:
             continue
         matches.setdefault(i, []).append((source, image_id, round(corr, 4)))
-    return Split([s for i, s in enumerate(train) if i not in matches], test,
-                 [(train[i], m) for i, m in sorted(matches.items())])
+    return Split(
+        [s for i, s in enumerate(train) if i not in matches], test, [(train[i], m) for i, m in sorted(matches.items())]
+    )
 
 
 def load_samples(data_root: str | Path, split: str) -> list[Sample]:

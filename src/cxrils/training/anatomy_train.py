@@ -68,7 +68,7 @@ def medial_gap(right: np.ndarray, left: np.ndarray, heart: np.ndarray | None) ->
     gap = np.zeros((h, w), dtype=bool)
     both = right.any(axis=1) & left.any(axis=1)
     medial_right = w - 1 - np.argmax(right[:, ::-1], axis=1)  # last column of the right lung
-    medial_left = np.argmax(left, axis=1)                     # first column of the left lung
+    medial_left = np.argmax(left, axis=1)  # first column of the left lung
     cols = np.arange(w)[None, :]
     gap[both] = ((cols > medial_right[:, None]) & (cols < medial_left[:, None]))[both]
     if heart is not None:
@@ -97,8 +97,9 @@ def _canvas_targets(sample: Sample, size: int) -> tuple[np.ndarray, np.ndarray, 
         gap = np.zeros((size, size), dtype=np.uint8)
     else:
         weights = np.array([1.0, 1.0, 0.0 if sample.heart is None else 1.0, 1.0, 1.0], dtype=np.float32)
-        gap = medial_gap(targets[0] > 0.5, targets[1] > 0.5,
-                         targets[2] > 0.5 if sample.heart is not None else None).astype(np.uint8)
+        gap = medial_gap(
+            targets[0] > 0.5, targets[1] > 0.5, targets[2] > 0.5 if sample.heart is not None else None
+        ).astype(np.uint8)
     return _to_uint8(canvas), _to_uint8(targets), weights, gap
 
 
@@ -142,8 +143,10 @@ def load_overlapping(net, state: dict) -> list[str]:
     """
     own = net.state_dict()
     if set(own) != set(state):
-        raise ValueError(f"init weights have other tensors: missing {sorted(set(own) - set(state))[:3]}, "
-                         f"unexpected {sorted(set(state) - set(own))[:3]}")
+        raise ValueError(
+            f"init weights have other tensors: missing {sorted(set(own) - set(state))[:3]}, "
+            f"unexpected {sorted(set(state) - set(own))[:3]}"
+        )
     partial = []
     for name, tensor in own.items():
         stored = state[name]
@@ -178,8 +181,9 @@ def validation_weights(weights: np.ndarray, gaps: np.ndarray) -> np.ndarray:
     return out
 
 
-def _val_dice(net, images: np.ndarray, targets: np.ndarray, weights: np.ndarray,
-              groups: np.ndarray) -> tuple[float, dict[str, float]]:
+def _val_dice(
+    net, images: np.ndarray, targets: np.ndarray, weights: np.ndarray, groups: np.ndarray
+) -> tuple[float, dict[str, float]]:
     """Validation Dice at the canvas size, probabilities thresholded at 0.5.
 
     ``images`` (N, 1, S, S) and ``targets`` (N, C, S, S) uint8, ``weights`` (N, C)
@@ -192,12 +196,12 @@ def _val_dice(net, images: np.ndarray, targets: np.ndarray, weights: np.ndarray,
     scores: list[np.ndarray] = []
     with torch.no_grad():
         for i in range(0, len(images), 8):
-            pred = net(torch.from_numpy(_to_float(images[i:i + 8]))).sigmoid().numpy() > 0.5
-            ref = targets[i:i + 8] > 127
+            pred = net(torch.from_numpy(_to_float(images[i : i + 8]))).sigmoid().numpy() > 0.5
+            ref = targets[i : i + 8] > 127
             inter = (pred & ref).sum(axis=(2, 3))
             total = pred.sum(axis=(2, 3)) + ref.sum(axis=(2, 3))
             dice = np.where(total > 0, 2 * inter / np.maximum(total, 1), 1.0)
-            w = weights[i:i + 8] > 0
+            w = weights[i : i + 8] > 0
             scores.extend((dice * w).sum(axis=1) / w.sum(axis=1))
     per_image = np.asarray(scores)
     per_source = {str(g): float(per_image[groups == g].mean()) for g in dict.fromkeys(groups.tolist())}
@@ -212,18 +216,26 @@ def _burn_in_marks(image: np.ndarray, rng: np.random.Generator) -> None:
         if rng.random() < 0.5:
             text = "".join(rng.choice(list("ABCDLR0123456789"), size=int(rng.integers(1, 3))))
             org = (int(rng.integers(0, s - 20)), int(rng.integers(20, s)))
-            cv2.putText(layer, text, org, cv2.FONT_HERSHEY_SIMPLEX, float(rng.uniform(0.4, 1.2)),
-                        255, int(rng.integers(1, 3)))
+            cv2.putText(
+                layer, text, org, cv2.FONT_HERSHEY_SIMPLEX, float(rng.uniform(0.4, 1.2)), 255, int(rng.integers(1, 3))
+            )
         else:
             p0 = rng.integers(0, s, size=2)
             p1 = np.clip(p0 + rng.integers(-s // 6, s // 6, size=2), 0, s - 1)
-            cv2.arrowedLine(layer, (int(p0[0]), int(p0[1])), (int(p1[0]), int(p1[1])), 255,
-                            int(rng.integers(1, 4)), tipLength=0.3)
+            cv2.arrowedLine(
+                layer, (int(p0[0]), int(p0[1])), (int(p1[0]), int(p1[1])), 255, int(rng.integers(1, 4)), tipLength=0.3
+            )
         image[layer > 0] = float(rng.choice([0.0, 1.0]))
 
 
-def _synthetic_findings(image: np.ndarray, targets: np.ndarray, weights: np.ndarray, gap: np.ndarray,
-                        rng: np.random.Generator, cfg: SyntheticConfig) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def _synthetic_findings(
+    image: np.ndarray,
+    targets: np.ndarray,
+    weights: np.ndarray,
+    gap: np.ndarray,
+    rng: np.random.Generator,
+    cfg: SyntheticConfig,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Draw synthetic findings on one canvas (module docstring), in place of a copy.
 
     Parameters
@@ -255,8 +267,9 @@ def _synthetic_findings(image: np.ndarray, targets: np.ndarray, weights: np.ndar
             targets[vis][region] = 0.0
         if rng.random() < cfg.p_blob / 2:
             maker = synthetic.blob_region if rng.random() < 0.75 else synthetic.band_region
-            image = synthetic.add_density(image, maker(lung, rng, cfg), rng, cfg,
-                                          edge_sigma=cfg.blob_edge_sigma, patchy=True)
+            image = synthetic.add_density(
+                image, maker(lung, rng, cfg), rng, cfg, edge_sigma=cfg.blob_edge_sigma, patchy=True
+            )
     if rng.random() < cfg.p_lines:
         image = synthetic.draw_lines(image, rng, cfg)
     return image, targets, gap
@@ -406,31 +419,37 @@ def train_anatomy(
 
     def stack(part: list[Sample]) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
         prepared = [_canvas_targets(s, size) for s in part]
-        return (np.stack([p[0] for p in prepared])[:, None], np.stack([p[1] for p in prepared]),
-                np.stack([p[2] for p in prepared]), np.stack([p[3] for p in prepared]),
-                np.array([s.source for s in part]))
+        return (
+            np.stack([p[0] for p in prepared])[:, None],
+            np.stack([p[1] for p in prepared]),
+            np.stack([p[2] for p in prepared]),
+            np.stack([p[3] for p in prepared]),
+            np.array([s.source for s in part]),
+        )
 
     images, targets, weights, gaps, _ = stack(samples)
     val = None
     if val_samples:
         v_images, v_targets, v_weights, v_gaps, v_groups = stack(val_samples)
         val = (v_images, v_targets, validation_weights(v_weights, v_gaps), v_groups)
-    progress(f"prepared {len(samples)} training + {len(val_samples)} validation images "
-             f"in {time.time() - t0:.0f} s")
+    progress(f"prepared {len(samples)} training + {len(val_samples)} validation images in {time.time() - t0:.0f} s")
 
     net = build_network(arch)
     fresh: list[str] = []
     if init_state is not None:
         fresh = load_overlapping(net, init_state)
         if fresh:
-            progress(f"fine-tuning: {len(fresh)} tensors of another shape start from their overlap "
-                     f"with the init file: {', '.join(fresh)}")
+            progress(
+                f"fine-tuning: {len(fresh)} tensors of another shape start from their overlap "
+                f"with the init file: {', '.join(fresh)}"
+            )
     opt = torch.optim.AdamW(net.parameters(), lr=lr, weight_decay=1e-4)
-    by_source = {src: np.array([i for i, s in enumerate(samples) if s.source == src], dtype=int)
-                 for src in SOURCES}
-    draws = {"jsrt_scr": len(by_source["jsrt_scr"]),
-             "covid_ieee8023": min(covid_per_epoch, len(by_source["covid_ieee8023"])),
-             "covid_qu_ex": min(qu_ex_per_epoch, len(by_source["covid_qu_ex"]))}
+    by_source = {src: np.array([i for i, s in enumerate(samples) if s.source == src], dtype=int) for src in SOURCES}
+    draws = {
+        "jsrt_scr": len(by_source["jsrt_scr"]),
+        "covid_ieee8023": min(covid_per_epoch, len(by_source["covid_ieee8023"])),
+        "covid_qu_ex": min(qu_ex_per_epoch, len(by_source["covid_qu_ex"])),
+    }
     per_epoch = sum(draws.values())
     steps_per_epoch = math.ceil(per_epoch / batch_size)
     total_steps = epochs * steps_per_epoch
@@ -448,11 +467,12 @@ def train_anatomy(
     epochs_run = 0
     for epoch in range(epochs):
         net.train()
-        order = rng.permutation(np.concatenate([rng.choice(by_source[src], size=n, replace=False)
-                                                for src, n in draws.items()]).astype(int))
+        order = rng.permutation(
+            np.concatenate([rng.choice(by_source[src], size=n, replace=False) for src, n in draws.items()]).astype(int)
+        )
         total = 0.0
         for i in range(0, len(order), batch_size):
-            idx = order[i:i + batch_size]
+            idx = order[i : i + batch_size]
             xb, yb, gb = _to_float(images[idx]), _to_float(targets[idx]), gaps[idx].astype(np.float32)
             for j in range(len(idx)):
                 xb[j, 0], yb[j], gb[j] = _synthetic_findings(xb[j, 0], yb[j], weights[idx[j]], gb[j], rng, synth)
@@ -477,8 +497,7 @@ def train_anatomy(
             score, per_source = _val_dice(net, *val)
             line += f" val Dice {score:.4f} (" + ", ".join(f"{k} {v:.4f}" for k, v in per_source.items()) + ")"
             if best is None or score > best[0]:
-                best = (score, epoch + 1, {k: v.detach().clone() for k, v in net.state_dict().items()},
-                        per_source)
+                best = (score, epoch + 1, {k: v.detach().clone() for k, v in net.state_dict().items()}, per_source)
         progress(f"{line} ({time.time() - t0:.0f} s)")
         if progress_fraction() >= 1.0:
             if epoch + 1 < epochs:
@@ -496,17 +515,21 @@ def train_anatomy(
         "init": Path(init).name if init is not None else None,
         "init_tensors_reshaped": fresh,
         "synthetic": dataclasses.asdict(synth),
-        "epochs": epochs, "epochs_run": epochs_run,
+        "epochs": epochs,
+        "epochs_run": epochs_run,
         "best_epoch": best[1] if best else epochs_run,
         "best_val_dice": round(best[0], 5) if best else None,
         "best_val_dice_per_source": {k: round(v, 5) for k, v in best[3].items()} if best else None,
-        "per_epoch": draws, "batch_size": batch_size, "lr": lr, "seed": seed,
-        "final_loss": round(loss_value, 5), "seconds": round(time.time() - t0, 1),
+        "per_epoch": draws,
+        "batch_size": batch_size,
+        "lr": lr,
+        "seed": seed,
+        "final_loss": round(loss_value, 5),
+        "seconds": round(time.time() - t0, 1),
         "cpu_seconds": round(time.process_time() - cpu0, 1),
     }
     state = {k: v.detach().contiguous() for k, v in net.state_dict().items()}
-    metadata = {"arch": json.dumps(arch), "channels": json.dumps(list(CHANNELS)),
-                "training": json.dumps(summary)}
+    metadata = {"arch": json.dumps(arch), "channels": json.dumps(list(CHANNELS)), "training": json.dumps(summary)}
     with atomic_path(out_path, suffix=".safetensors") as tmp:
         save_file(state, str(tmp), metadata=metadata)
     return summary

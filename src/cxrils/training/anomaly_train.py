@@ -54,9 +54,16 @@ def best_threshold(prob: np.ndarray, ref: np.ndarray, grid: tuple[float, ...]) -
     return best
 
 
-def train_anomaly(data_root: str | Path, out: str | Path, cfg: AnomalyTrainConfig = AnomalyTrainConfig(),
-                  data_cfg: LesionDataConfig = LesionDataConfig(), *, progress: bool = True,
-                  synthetic: SyntheticConfig | None = SyntheticConfig(), init: str | Path | None = None) -> dict:
+def train_anomaly(
+    data_root: str | Path,
+    out: str | Path,
+    cfg: AnomalyTrainConfig = AnomalyTrainConfig(),
+    data_cfg: LesionDataConfig = LesionDataConfig(),
+    *,
+    progress: bool = True,
+    synthetic: SyntheticConfig | None = SyntheticConfig(),
+    init: str | Path | None = None,
+) -> dict:
     """Train the lesion map and write its weights (safetensors with metadata) to ``out``.
 
     With ``synthetic`` (the default), the role's JSRT nodule images join the training
@@ -124,15 +131,21 @@ def train_anomaly(data_root: str | Path, out: str | Path, cfg: AnomalyTrainConfi
         return cfg.bce_weight * bce + cfg.dice_weight * dice.mean()
 
     net = LesionSegNet(cfg.widths, in_channels=2 if cfg.lung_input else 1)
-    ref = np.stack([_area(items[i].lesion, half) >= 0.5 for i in val_pos]) if val_pos else np.zeros((0, half, half), bool)
+    ref = (
+        np.stack([_area(items[i].lesion, half) >= 0.5 for i in val_pos]) if val_pos else np.zeros((0, half, half), bool)
+    )
     chosen: dict = {}
 
     def validate() -> float:
         probs = []
         for start in range(0, len(val_pos), 32):
-            chunk = val_pos[start:start + 32]
-            inputs = np.stack([_channels(item_input(items[i], plain, None)[0],
-                                         (items[i].right | items[i].left).astype(np.float32)) for i in chunk])
+            chunk = val_pos[start : start + 32]
+            inputs = np.stack(
+                [
+                    _channels(item_input(items[i], plain, None)[0], (items[i].right | items[i].left).astype(np.float32))
+                    for i in chunk
+                ]
+            )
             probs.append(torch.sigmoid(net(torch.from_numpy(inputs)))[:, 0].numpy())
         if not probs:
             return 0.0
@@ -141,9 +154,19 @@ def train_anomaly(data_root: str | Path, out: str | Path, cfg: AnomalyTrainConfi
         return score
 
     result = fit(net, len(train_idx), make_batch, loss_fn, validate, cfg, progress=progress, init=init)
-    summary = {**run_summary("anomaly", samples, len(train_idx), len(val_idx), result, backgrounds, synthetic),
-               "p_star": chosen[result["best_score"]], "validation_iou": round(result["best_score"], 4)}
-    save_weights(net, out, {"arch": {"widths": list(cfg.widths), "input_size": s, "in_channels": net.in_channels},
-                            "training": summary,
-                            "train_config": asdict(cfg), "data_config": asdict(data_cfg)})
+    summary = {
+        **run_summary("anomaly", samples, len(train_idx), len(val_idx), result, backgrounds, synthetic),
+        "p_star": chosen[result["best_score"]],
+        "validation_iou": round(result["best_score"], 4),
+    }
+    save_weights(
+        net,
+        out,
+        {
+            "arch": {"widths": list(cfg.widths), "input_size": s, "in_channels": net.in_channels},
+            "training": summary,
+            "train_config": asdict(cfg),
+            "data_config": asdict(data_cfg),
+        },
+    )
     return summary

@@ -38,9 +38,16 @@ from cxrils.vision.lesion_nets import CenterNetDetector
 CLASSES: tuple[str, ...] = ("Lung Opacity",)
 
 
-def train_detector(data_root: str | Path, out: str | Path, cfg: DetectorTrainConfig = DetectorTrainConfig(),
-                   data_cfg: LesionDataConfig = LesionDataConfig(), *, progress: bool = True,
-                   synthetic: SyntheticConfig | None = SyntheticConfig(), init: str | Path | None = None) -> dict:
+def train_detector(
+    data_root: str | Path,
+    out: str | Path,
+    cfg: DetectorTrainConfig = DetectorTrainConfig(),
+    data_cfg: LesionDataConfig = LesionDataConfig(),
+    *,
+    progress: bool = True,
+    synthetic: SyntheticConfig | None = SyntheticConfig(),
+    init: str | Path | None = None,
+) -> dict:
     """Train the detector and write its weights (safetensors with metadata) to ``out``.
 
     With ``synthetic`` (the default), the role's JSRT nodule images join the training
@@ -100,19 +107,39 @@ def train_detector(data_root: str | Path, out: str | Path, cfg: DetectorTrainCon
     def validate() -> float:
         dets = []
         for start in range(0, len(val_idx), 32):
-            chunk = val_idx[start:start + 32]
+            chunk = val_idx[start : start + 32]
             out = net(torch.from_numpy(np.stack([item_input(items[i], plain, None)[0] for i in chunk]))[:, None])
             hm = torch.sigmoid(out["heatmap"]).numpy()
             for k in range(len(chunk)):
-                dets.append(nms(decode(hm[k], out["size"][k].numpy(), out["offset"][k].numpy(),
-                                       min_score=dc.builtin_min_score, max_boxes=dc.builtin_max_boxes),
-                                dc.builtin_nms_iou))
+                dets.append(
+                    nms(
+                        decode(
+                            hm[k],
+                            out["size"][k].numpy(),
+                            out["offset"][k].numpy(),
+                            min_score=dc.builtin_min_score,
+                            max_boxes=dc.builtin_max_boxes,
+                        ),
+                        dc.builtin_nms_iou,
+                    )
+                )
         return average_precision(dets, truths, 0.5)
 
     result = fit(net, len(train_idx), make_batch, loss_fn, validate, cfg, progress=progress, init=init)
-    summary = {**run_summary("detector", samples, len(train_idx), len(val_idx), result, backgrounds, synthetic),
-               "validation_ap50": round(result["best_score"], 4)}
+    summary = {
+        **run_summary("detector", samples, len(train_idx), len(val_idx), result, backgrounds, synthetic),
+        "validation_ap50": round(result["best_score"], 4),
+    }
     arch = {"widths": list(cfg.widths), "input_size": s, "n_classes": len(CLASSES)}
-    save_weights(net, out, {"arch": arch, "classes": list(CLASSES), "training": summary,
-                            "train_config": asdict(cfg), "data_config": asdict(data_cfg)})
+    save_weights(
+        net,
+        out,
+        {
+            "arch": arch,
+            "classes": list(CLASSES),
+            "training": summary,
+            "train_config": asdict(cfg),
+            "data_config": asdict(data_cfg),
+        },
+    )
     return summary

@@ -61,16 +61,18 @@ def _holding(lesion: np.ndarray, regions: dict[str, np.ndarray], min_share: floa
     return tuple(name for name, m in regions.items() if int((lesion & m).sum()) >= min_share * total)
 
 
-def sides_of_mask(lesion: np.ndarray, right: np.ndarray, left: np.ndarray,
-                  min_share: float = LightDataConfig.side_min_share) -> tuple[str, ...]:
+def sides_of_mask(
+    lesion: np.ndarray, right: np.ndarray, left: np.ndarray, min_share: float = LightDataConfig.side_min_share
+) -> tuple[str, ...]:
     """Patient sides (of :data:`LUNGS`) holding at least ``min_share`` (default
     ``cxrils.config.LightDataConfig.side_min_share``) of the lesion's pixels, from bool
     (H, W) masks of the lesion and of each lung."""
     return _holding(lesion, dict(zip(LUNGS, (right, left))), min_share)
 
 
-def zones_of_mask(lesion: np.ndarray, anatomy: AnatomyMasks,
-                  min_share: float = LightDataConfig.side_min_share) -> tuple[str, ...]:
+def zones_of_mask(
+    lesion: np.ndarray, anatomy: AnatomyMasks, min_share: float = LightDataConfig.side_min_share
+) -> tuple[str, ...]:
     """Lung zones (of :data:`cxrils.vocab.LUNG_ZONES`, CXAS names, patient sides) holding
     at least ``min_share`` of the lesion's pixels.
 
@@ -111,8 +113,9 @@ def report_from_zones(lesion_type: str, zones: tuple[str, ...]) -> str:
     return " ".join(report_from_label(lesion_type, (z,)) for z in zones)
 
 
-def sides_of_box(box: tuple[float, float, float, float], width: int,
-                 min_share: float = LightDataConfig.side_min_share) -> tuple[str, ...]:
+def sides_of_box(
+    box: tuple[float, float, float, float], width: int, min_share: float = LightDataConfig.side_min_share
+) -> tuple[str, ...]:
     """Patient sides of a box ``(x0, y0, x1, y1)`` holding at least ``min_share`` of its
     columns: its share of columns left of the image's middle column is on the patient's
     right."""
@@ -122,8 +125,9 @@ def sides_of_box(box: tuple[float, float, float, float], width: int,
     return tuple(s for s, share in zip(LUNGS, (right, 1 - right)) if share >= min_share)
 
 
-def human_grounding(*, study_id: str, image_id: str, report: StructuredReport, anatomy: AnatomyMasks,
-                    lesion: np.ndarray, cfg: Config) -> StudyGrounding:
+def human_grounding(
+    *, study_id: str, image_id: str, report: StructuredReport, anatomy: AnatomyMasks, lesion: np.ndarray, cfg: Config
+) -> StudyGrounding:
     """A :class:`~cxrils.types.StudyGrounding` whose lesion masks are a human mask.
 
     Every positive finding of the report's lesion types (but cardiomegaly, whose mask is
@@ -154,8 +158,11 @@ def human_grounding(*, study_id: str, image_id: str, report: StructuredReport, a
 
     _check_shape(lesion, anatomy)
     positives = [f for f in report.findings if f.presence == "positive"]
-    empty = [lb for lb in empty_locations(positives, anatomy, cfg.grounding.empty_overlap_tol_px)
-             if int((anatomy[lb] & lesion).sum()) <= cfg.grounding.empty_overlap_tol_px]
+    empty = [
+        lb
+        for lb in empty_locations(positives, anatomy, cfg.grounding.empty_overlap_tol_px)
+        if int((anatomy[lb] & lesion).sum()) <= cfg.grounding.empty_overlap_tol_px
+    ]
     heart = anatomy["heart"]
     ctr = cardiothoracic_ratio(anatomy) if heart.any() and anatomy.union(LUNGS).any() else None
     findings = []
@@ -173,7 +180,13 @@ def human_grounding(*, study_id: str, image_id: str, report: StructuredReport, a
             else:
                 gf.drop_reason = "the human mask reaches no reported location"
         findings.append(gf)
-    return StudyGrounding(study_id=study_id, image_id=image_id, shape=tuple(lesion.shape), findings=findings,
-                          empty_locations=empty, ctr=ctr, heart_mask=heart,
-                          provenance={"anatomy": f"{anatomy.backend} {anatomy.version}".strip(),
-                                      "lesion_masks": "human"})
+    return StudyGrounding(
+        study_id=study_id,
+        image_id=image_id,
+        shape=tuple(lesion.shape),
+        findings=findings,
+        empty_locations=empty,
+        ctr=ctr,
+        heart_mask=heart,
+        provenance={"anatomy": f"{anatomy.backend} {anatomy.version}".strip(), "lesion_masks": "human"},
+    )

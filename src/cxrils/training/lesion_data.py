@@ -48,8 +48,12 @@ from cxrils.training.anatomy_data import read_gray, split_both_lungs, split_of
 COVID_QU_EX = "covid_qu_ex"
 #: Other shared sources whose images a COVID-QU-Ex image may copy (folder, image glob).
 OTHER_SOURCES: tuple[tuple[str, str], ...] = (
-    ("covid_ieee8023", "images/*.png"), ("nih_bbox", "images/*.png"), ("xrv_tests", "images/*.png"),
-    ("jsrt_scr", "images/*.png"), ("iu_xray", "images/*.png"), ("pip_packaged", "images/*.png"),
+    ("covid_ieee8023", "images/*.png"),
+    ("nih_bbox", "images/*.png"),
+    ("xrv_tests", "images/*.png"),
+    ("jsrt_scr", "images/*.png"),
+    ("iu_xray", "images/*.png"),
+    ("pip_packaged", "images/*.png"),
 )
 #: The two halves of the tuning part (:func:`tuning_role`).
 ROLES: tuple[str, ...] = ("detector", "anomaly")
@@ -164,8 +168,9 @@ def fingerprints(path: Path, cfg: LesionDataConfig = LesionDataConfig()) -> tupl
     return _thumb(x, cfg.dup_coarse_side, 0.0), _thumb(x, cfg.dup_fine_side, cfg.dup_fine_sigma)
 
 
-def near_duplicate_pairs(a: list[Path], b: list[Path], cfg: LesionDataConfig = LesionDataConfig(),
-                         *, same_list: bool = False) -> list[tuple[int, int, float]]:
+def near_duplicate_pairs(
+    a: list[Path], b: list[Path], cfg: LesionDataConfig = LesionDataConfig(), *, same_list: bool = False
+) -> list[tuple[int, int, float]]:
     """Pairs ``(i, j, fine correlation)`` of images ``a[i]``, ``b[j]`` that are copies.
 
     A pair is a copy when the coarse thumbnails correlate at ``dup_coarse_min`` or
@@ -178,7 +183,7 @@ def near_duplicate_pairs(a: list[Path], b: list[Path], cfg: LesionDataConfig = L
     cb, fb = map(np.stack, zip(*(fingerprints(Path(p), cfg) for p in b)))
     out = []
     for start in range(0, len(a), 512):
-        coarse = ca[start:start + 512] @ cb.T
+        coarse = ca[start : start + 512] @ cb.T
         for i, j in zip(*np.nonzero(coarse >= cfg.dup_coarse_min)):
             i, j = start + int(i), int(j)
             if same_list and j <= i:
@@ -226,8 +231,10 @@ def find_duplicates(data_root: str | Path, cfg: LesionDataConfig = LesionDataCon
     samples = covid_qu_ex_samples(root)
     others = other_source_images(root)
     paths = [s.image_path for s in samples]
-    cross = [(samples[i].image_id, str(others[j].relative_to(root)), round(c, 4))
-             for i, j, c in near_duplicate_pairs(paths, others, cfg)]
+    cross = [
+        (samples[i].image_id, str(others[j].relative_to(root)), round(c, 4))
+        for i, j, c in near_duplicate_pairs(paths, others, cfg)
+    ]
     within = []
     for i, j, c in near_duplicate_pairs(paths, paths, cfg, same_list=True):
         a, b = samples[i], samples[j]
@@ -239,8 +246,9 @@ def find_duplicates(data_root: str | Path, cfg: LesionDataConfig = LesionDataCon
     return DuplicateReport(cross, within, frozenset(excluded))
 
 
-def training_samples(data_root: str | Path, role: str, cfg: LesionDataConfig = LesionDataConfig()
-                     ) -> list[LesionSample]:
+def training_samples(
+    data_root: str | Path, role: str, cfg: LesionDataConfig = LesionDataConfig()
+) -> list[LesionSample]:
     """Tuning-part samples of one role (:func:`tuning_role`) that are no copies of
     another source's or the report part's images (:func:`find_duplicates`).
 
@@ -254,8 +262,11 @@ def training_samples(data_root: str | Path, role: str, cfg: LesionDataConfig = L
     if role not in ROLES:
         raise ValueError(f"role must be one of {ROLES}, got {role!r}")
     excluded = find_duplicates(data_root, cfg).excluded
-    return [s for s in covid_qu_ex_samples(data_root, "tuning")
-            if tuning_role(s.image_id) == role and s.image_id not in excluded]
+    return [
+        s
+        for s in covid_qu_ex_samples(data_root, "tuning")
+        if tuning_role(s.image_id) == role and s.image_id not in excluded
+    ]
 
 
 @dataclass(frozen=True)
@@ -319,15 +330,15 @@ def jsrt_backgrounds(data_root: str | Path, role: str) -> list[JsrtBackground]:
     return out
 
 
-def random_affine(rng: np.random.Generator, size: int, scale: float, rotate_deg: float,
-                  shift: float) -> np.ndarray:
+def random_affine(rng: np.random.Generator, size: int, scale: float, rotate_deg: float, shift: float) -> np.ndarray:
     """A random 2 x 3 affine matrix on a ``size`` x ``size`` grid (training
     augmentation): zoom in [1 - scale, 1 + scale], rotation in +-``rotate_deg`` degrees
     about the centre, shift in +-``shift`` x size pixels. No flip: it would swap the
     patient's sides and put the heart on the wrong side."""
     c = (size - 1) / 2.0
-    m = cv2.getRotationMatrix2D((c, c), float(rng.uniform(-rotate_deg, rotate_deg)),
-                                float(rng.uniform(1 - scale, 1 + scale)))
+    m = cv2.getRotationMatrix2D(
+        (c, c), float(rng.uniform(-rotate_deg, rotate_deg)), float(rng.uniform(1 - scale, 1 + scale))
+    )
     m[:, 2] += rng.uniform(-shift, shift, 2) * size
     return m
 

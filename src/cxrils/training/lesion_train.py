@@ -35,8 +35,11 @@ log = logging.getLogger(__name__)
 def split_validation(ids: Sequence[str], fraction: float, salt: str) -> tuple[list[int], list[int]]:
     """Indices (train, validation) of ``ids``: an id is validation when
     ``sha256("<salt>:<id>")`` modulo 10,000 is below ``fraction * 10,000`` (fixed)."""
-    val = [i for i, s in enumerate(ids)
-           if int(hashlib.sha256(f"{salt}:{s}".encode()).hexdigest(), 16) % 10_000 < fraction * 10_000]
+    val = [
+        i
+        for i, s in enumerate(ids)
+        if int(hashlib.sha256(f"{salt}:{s}".encode()).hexdigest(), 16) % 10_000 < fraction * 10_000
+    ]
     vs = set(val)
     return [i for i in range(len(ids)) if i not in vs], val
 
@@ -89,13 +92,15 @@ def train_items(samples: Sequence[LesionSample | JsrtBackground], size: int) -> 
         right, left = smp.lungs()
         small = cv2.resize(np.ascontiguousarray(x), (size, size), interpolation=cv2.INTER_AREA)
         lesion = cv2.resize(smp.lesion(right.shape).astype(np.float32), (size, size), interpolation=cv2.INTER_AREA)
-        out.append(TrainItem(small, lesion, network_mask(right, size) > 0, network_mask(left, size) > 0,
-                             bool(smp.positive)))
+        out.append(
+            TrainItem(small, lesion, network_mask(right, size) > 0, network_mask(left, size) > 0, bool(smp.positive))
+        )
     return out
 
 
-def item_input(item: TrainItem, rng: np.random.Generator, synth: SyntheticConfig | None
-               ) -> tuple[np.ndarray, np.ndarray]:
+def item_input(
+    item: TrainItem, rng: np.random.Generator, synth: SyntheticConfig | None
+) -> tuple[np.ndarray, np.ndarray]:
     """Network input and lesion target of one item, before the affine augmentation.
 
     With ``synth``, synthetic lesions (:func:`cxrils.training.synthetic.draw_lesions`) are
@@ -118,34 +123,57 @@ def item_input(item: TrainItem, rng: np.random.Generator, synth: SyntheticConfig
     return cv2.equalizeHist(small).astype(np.float32) / 255.0, lesion
 
 
-def lesion_training_data(data_root: str | Path, role: str, data_cfg: LesionDataConfig,
-                         synth: SyntheticConfig | None) -> tuple[list[LesionSample], list[JsrtBackground]]:
+def lesion_training_data(
+    data_root: str | Path, role: str, data_cfg: LesionDataConfig, synth: SyntheticConfig | None
+) -> tuple[list[LesionSample], list[JsrtBackground]]:
     """(COVID-QU-Ex samples of the role, JSRT backgrounds of the role or none without ``synth``)."""
     return role_samples(data_root, role, data_cfg), ([] if synth is None else jsrt_backgrounds(data_root, role))
 
 
-def run_summary(role: str, samples: list[LesionSample], n_train: int, n_val: int, result: dict,
-                backgrounds: Sequence[JsrtBackground] = (), synth: SyntheticConfig | None = None) -> dict:
+def run_summary(
+    role: str,
+    samples: list[LesionSample],
+    n_train: int,
+    n_val: int,
+    result: dict,
+    backgrounds: Sequence[JsrtBackground] = (),
+    synth: SyntheticConfig | None = None,
+) -> dict:
     """The JSON-ready summary of a training run stored with its weights: data, image
     counts, best epoch, per-epoch history (4 decimals) and seconds."""
     n_pos = sum(s.positive for s in samples)
     return {
         "data": f"COVID-QU-Ex infection segmentation, train split: '{role}' half of the tuning part "
-                "(cxrils.training.lesion_data), copies of other sources' and report-part images excluded"
-                + (f"; plus {len(backgrounds)} JSRT nodule images of the role as backgrounds of synthetic "
-                   "lesions" if backgrounds else ""),
+        "(cxrils.training.lesion_data), copies of other sources' and report-part images excluded"
+        + (
+            f"; plus {len(backgrounds)} JSRT nodule images of the role as backgrounds of synthetic lesions"
+            if backgrounds
+            else ""
+        ),
         "synthetic": None if synth is None else asdict(synth),
-        "images": len(samples), "covid_images": n_pos, "normal_images": len(samples) - n_pos,
+        "images": len(samples),
+        "covid_images": n_pos,
+        "normal_images": len(samples) - n_pos,
         "jsrt_backgrounds": len(backgrounds),
-        "train_images": n_train, "validation_images": n_val, "best_epoch": result["best_epoch"],
+        "train_images": n_train,
+        "validation_images": n_val,
+        "best_epoch": result["best_epoch"],
         "history": [{k: round(v, 4) if isinstance(v, float) else v for k, v in h.items()} for h in result["history"]],
         "train_seconds": round(result["train_seconds"], 1),
     }
 
 
-def fit(net, n_train: int, make_batch: Callable[[list[int], np.random.Generator], tuple[Any, Any]],
-        loss_fn: Callable[[Any, Any], Any], validate: Callable[[], float], cfg: LesionTrainConfig, *,
-        progress: bool = True, init: str | Path | None = None) -> dict:
+def fit(
+    net,
+    n_train: int,
+    make_batch: Callable[[list[int], np.random.Generator], tuple[Any, Any]],
+    loss_fn: Callable[[Any, Any], Any],
+    validate: Callable[[], float],
+    cfg: LesionTrainConfig,
+    *,
+    progress: bool = True,
+    init: str | Path | None = None,
+) -> dict:
     """Train ``net`` in place and load the weights of its best validation epoch.
 
     Parameters
@@ -203,10 +231,15 @@ def fit(net, n_train: int, make_batch: Callable[[list[int], np.random.Generator]
         net.train()
         order = rng.permutation(n_train)
         losses = []
-        bar = tqdm(range(steps_per_epoch), desc=f"epoch {epoch + 1}/{cfg.epochs}", disable=not progress,
-                   unit="batch", leave=False)
+        bar = tqdm(
+            range(steps_per_epoch),
+            desc=f"epoch {epoch + 1}/{cfg.epochs}",
+            disable=not progress,
+            unit="batch",
+            leave=False,
+        )
         for b in bar:
-            inputs, targets = make_batch([int(i) for i in order[b * cfg.batch_size:(b + 1) * cfg.batch_size]], rng)
+            inputs, targets = make_batch([int(i) for i in order[b * cfg.batch_size : (b + 1) * cfg.batch_size]], rng)
             loss = loss_fn(net(inputs), targets)
             opt.zero_grad(set_to_none=True)
             loss.backward()
@@ -217,19 +250,32 @@ def fit(net, n_train: int, make_batch: Callable[[list[int], np.random.Generator]
         net.eval()
         with torch.inference_mode():
             score = float(validate())
-        history.append({"epoch": epoch + 1, "loss": float(np.mean(losses)), "score": score,
-                        "seconds": time.perf_counter() - t0})
-        log.info("epoch %d: loss %.4f, validation %.4f (%.0f s)", epoch + 1, history[-1]["loss"], score,
-                 history[-1]["seconds"])
+        history.append(
+            {"epoch": epoch + 1, "loss": float(np.mean(losses)), "score": score, "seconds": time.perf_counter() - t0}
+        )
+        log.info(
+            "epoch %d: loss %.4f, validation %.4f (%.0f s)",
+            epoch + 1,
+            history[-1]["loss"],
+            score,
+            history[-1]["seconds"],
+        )
         if progress:
-            print(f"epoch {epoch + 1}/{cfg.epochs}: loss {history[-1]['loss']:.4f}, validation {score:.4f}, "
-                  f"{history[-1]['seconds']:.0f} s", flush=True)
+            print(
+                f"epoch {epoch + 1}/{cfg.epochs}: loss {history[-1]['loss']:.4f}, validation {score:.4f}, "
+                f"{history[-1]['seconds']:.0f} s",
+                flush=True,
+            )
         if best is None or score > best[0]:
             best = (score, epoch + 1, copy.deepcopy(net.state_dict()))
     net.load_state_dict(best[2])
     net.eval()
-    return {"best_epoch": best[1], "best_score": best[0], "history": history,
-            "train_seconds": time.perf_counter() - t_start}
+    return {
+        "best_epoch": best[1],
+        "best_score": best[0],
+        "history": history,
+        "train_seconds": time.perf_counter() - t_start,
+    }
 
 
 def save_weights(net, path: str | Path, metadata: dict[str, Any]) -> Path:

@@ -103,8 +103,11 @@ HUMAN_PREFIX = "cqx-"
 #: the seven types anywhere, and normal images are where the model must learn to answer
 #: "no". Random zone draws alone rarely ask the global and whole-lung questions, the
 #: ones users (and ``benchmarks/human_masks.py``) ask of a normal film.
-NORMAL_ABSENT_FORMS: tuple[tuple[str, str | None], ...] = (("global", None), ("basic", "right lung"),
-                                                           ("basic", "left lung"))
+NORMAL_ABSENT_FORMS: tuple[tuple[str, str | None], ...] = (
+    ("global", None),
+    ("basic", "right lung"),
+    ("basic", "left lung"),
+)
 #: Prefix of the image ids of the JSRT images in the training dataset.
 JSRT_PREFIX = "jsrt-"
 #: Prefix of the image ids of the synthetic studies (item 4 of the module docstring).
@@ -128,8 +131,9 @@ def held_back_images(data_root: str | Path) -> list[Path]:
     return [p for p in scored if p.is_file()] + [s.image_path for s in covid_qu_ex_samples(data_root, "report")]
 
 
-def _cardiomegaly_rows(rows: list[dict], ctr: float | None, cfg: Config,
-                       data: LightDataConfig = LightDataConfig()) -> tuple[list[dict], int, int]:
+def _cardiomegaly_rows(
+    rows: list[dict], ctr: float | None, cfg: Config, data: LightDataConfig = LightDataConfig()
+) -> tuple[list[dict], int, int]:
     """Train rows with each cardiomegaly positive repeated :attr:`~cxrils.config.LightDataConfig.cardiomegaly_repeat`
     times (new record ids), or dropped when the image's CTR is at most the negative
     cut-off (Appendix D.3: such a heart may be a cardiomegaly negative, so the
@@ -230,9 +234,19 @@ def _jsrt_config(cfg: Config) -> Config:
     return _with_empty_negatives(cfg, JSRT_EMPTY_LOCATION_NEGATIVES)
 
 
-def _jsrt_rows(sample, cardiomegaly: bool | None, side: str | None, split: str, segment,
-               cfg: Config, *, jcfg: Config | None = None, structurer=None,
-               mapper=None, data: LightDataConfig = LightDataConfig()) -> tuple[np.ndarray, list[dict]]:
+def _jsrt_rows(
+    sample,
+    cardiomegaly: bool | None,
+    side: str | None,
+    split: str,
+    segment,
+    cfg: Config,
+    *,
+    jcfg: Config | None = None,
+    structurer=None,
+    mapper=None,
+    data: LightDataConfig = LightDataConfig(),
+) -> tuple[np.ndarray, list[dict]]:
     """Image and records of one JSRT sample (module docstring, item 3); ``jcfg``
     (default :func:`_jsrt_config` of ``cfg``), ``structurer`` and ``mapper`` may be
     built once by the caller."""
@@ -240,20 +254,27 @@ def _jsrt_rows(sample, cardiomegaly: bool | None, side: str | None, split: str, 
     image_id = JSRT_PREFIX + sample.image_id
     x = read_gray(sample.image_path)
     auto = segment(x)
-    anatomy = AnatomyMasks({**auto.masks, **sample.reference_masks()}, tuple(x.shape),
-                           "SCR reference + " + auto.backend, auto.version)
-    text = (report_from_label("cardiomegaly", ()) + " " if cardiomegaly else "") + \
-        (f"There is a nodule in the {side} lung." if side else "")
-    report = next(iter(structure_reports([(image_id, text or NORMAL_REPORT)], cfg, structurer=structurer,
-                                         mapper=mapper)))
+    anatomy = AnatomyMasks(
+        {**auto.masks, **sample.reference_masks()}, tuple(x.shape), "SCR reference + " + auto.backend, auto.version
+    )
+    text = (report_from_label("cardiomegaly", ()) + " " if cardiomegaly else "") + (
+        f"There is a nodule in the {side} lung." if side else ""
+    )
+    report = next(
+        iter(structure_reports([(image_id, text or NORMAL_REPORT)], cfg, structurer=structurer, mapper=mapper))
+    )
     jcfg = jcfg or _jsrt_config(cfg)
-    g = human_grounding(study_id=image_id, image_id=image_id, report=report, anatomy=anatomy,
-                        lesion=np.zeros(x.shape, bool), cfg=jcfg)
-    rows = [r for r in generate_records(g, split=split, patient_id=image_id, image_path=f"images/{image_id}.png",
-                                        cfg=jcfg, absent_forms=())
-            if (r["lesion_type"] == "cardiomegaly" and cardiomegaly is not None)
-            or (side and r["lesion_type"] == "opacity" and r["polarity"] == "negative"
-                and r["instruction_type"] == "basic")]
+    g = human_grounding(
+        study_id=image_id, image_id=image_id, report=report, anatomy=anatomy, lesion=np.zeros(x.shape, bool), cfg=jcfg
+    )
+    rows = [
+        r
+        for r in generate_records(
+            g, split=split, patient_id=image_id, image_path=f"images/{image_id}.png", cfg=jcfg, absent_forms=()
+        )
+        if (r["lesion_type"] == "cardiomegaly" and cardiomegaly is not None)
+        or (side and r["lesion_type"] == "opacity" and r["polarity"] == "negative" and r["instruction_type"] == "basic")
+    ]
     first = next((r for r in rows if r["lesion_type"] == "cardiomegaly" and r["polarity"] == "positive"), None)
     if first is not None and split == "train":
         start = 1 + max(int(str(r["record_id"]).rpartition(":")[2]) for r in rows)
@@ -261,8 +282,9 @@ def _jsrt_rows(sample, cardiomegaly: bool | None, side: str | None, split: str, 
     return x, rows
 
 
-def normal_forms(image_id: str, seed: int = 0, data: LightDataConfig = LightDataConfig()
-                 ) -> list[tuple[str, str | None]]:
+def normal_forms(
+    image_id: str, seed: int = 0, data: LightDataConfig = LightDataConfig()
+) -> list[tuple[str, str | None]]:
     """Absent-type negatives of a human-labelled Normal image: :data:`NORMAL_ABSENT_FORMS`
     and :attr:`~cxrils.config.LightDataConfig.normal_absent_zones` zones of :data:`cxrils.vocab.INSTRUCTION_LOCATIONS`
     (not whole lungs) drawn with a seed from ``image_id`` (the same id, the same zones)."""
@@ -272,9 +294,19 @@ def normal_forms(image_id: str, seed: int = 0, data: LightDataConfig = LightData
     return list(NORMAL_ABSENT_FORMS) + [("basic", zones[i]) for i in picks]
 
 
-def zone_rows(image_id: str, lesion: np.ndarray, anatomy: AnatomyMasks, rows: list[dict], split: str, cfg: Config, *,
-              structurer=None, mapper=None, lesion_type: str = "opacity",
-              data: LightDataConfig = LightDataConfig()) -> list[dict]:
+def zone_rows(
+    image_id: str,
+    lesion: np.ndarray,
+    anatomy: AnatomyMasks,
+    rows: list[dict],
+    split: str,
+    cfg: Config,
+    *,
+    structurer=None,
+    mapper=None,
+    lesion_type: str = "opacity",
+    data: LightDataConfig = LightDataConfig(),
+) -> list[dict]:
     """Zone records of one lesion-masked image (module docstring, items 2 and 4).
 
     A report naming every zone of :func:`cxrils.training.human_grounding.zones_of_mask` in a
@@ -324,16 +356,26 @@ def zone_rows(image_id: str, lesion: np.ndarray, anatomy: AnatomyMasks, rows: li
     zones = zones_of_mask(lesion, anatomy, data.side_min_share)
     if not zones:
         return []
-    report = next(iter(structure_reports([(image_id, report_from_zones(lesion_type, zones))], cfg,
-                                         structurer=structurer, mapper=mapper)))
+    report = next(
+        iter(
+            structure_reports(
+                [(image_id, report_from_zones(lesion_type, zones))], cfg, structurer=structurer, mapper=mapper
+            )
+        )
+    )
     zcfg = _with_empty_negatives(cfg, len(vocab.LUNG_ZONES))
-    g = human_grounding(study_id=image_id, image_id=image_id, report=report, anatomy=anatomy, lesion=lesion,
-                        cfg=zcfg)
+    g = human_grounding(study_id=image_id, image_id=image_id, report=report, anatomy=anatomy, lesion=lesion, cfg=zcfg)
     # human_grounding's empty locations hold no expert-mask pixel, so no negative is at a touched zone
-    kept = [r for r in generate_records(g, split=split, patient_id=image_id, image_path=f"images/{image_id}.png",
-                                        cfg=zcfg, absent_forms=())
-            if r["instruction_type"] == "basic" and r["lesion_type"] == lesion_type
-            and len(r["locations"]) == 1 and r["locations"][0] in vocab.LUNG_ZONES]
+    kept = [
+        r
+        for r in generate_records(
+            g, split=split, patient_id=image_id, image_path=f"images/{image_id}.png", cfg=zcfg, absent_forms=()
+        )
+        if r["instruction_type"] == "basic"
+        and r["lesion_type"] == lesion_type
+        and len(r["locations"]) == 1
+        and r["locations"][0] in vocab.LUNG_ZONES
+    ]
     start = 1 + max((int(str(r["record_id"]).rpartition(":")[2]) for r in rows), default=-1)
     return [{**r, "record_id": f"{image_id}:{start + k}"} for k, r in enumerate(kept)]
 
@@ -345,8 +387,9 @@ def synthetic_type(image_id: str, seed: int = 0) -> str:
     return SYNTHETIC_TYPES[int(rng.integers(len(SYNTHETIC_TYPES)))]
 
 
-def draw_type(x: np.ndarray, right: np.ndarray, left: np.ndarray, lesion_type: str,
-              rng: np.random.Generator, cfg: SyntheticConfig) -> tuple[np.ndarray, np.ndarray]:
+def draw_type(
+    x: np.ndarray, right: np.ndarray, left: np.ndarray, lesion_type: str, rng: np.random.Generator, cfg: SyntheticConfig
+) -> tuple[np.ndarray, np.ndarray]:
     """Draw one synthetic lesion of ``lesion_type`` (module docstring, item 4).
 
     effusion: :func:`~cxrils.training.synthetic.effusion_region` of one lung; edema: an
@@ -388,15 +431,26 @@ def draw_type(x: np.ndarray, right: np.ndarray, left: np.ndarray, lesion_type: s
         parts = [(synthetic.blob_region(base, rng, cfg), True)]
     region = np.zeros(x.shape, dtype=bool)
     for part, patchy in parts:
-        image = synthetic.add_density(image, part, rng, cfg, edge_sigma=cfg.blob_edge_sigma if patchy else None,
-                                      patchy=patchy)
+        image = synthetic.add_density(
+            image, part, rng, cfg, edge_sigma=cfg.blob_edge_sigma if patchy else None, patchy=patchy
+        )
         region |= part
     return np.rint(image * 255).astype(np.uint8), region
 
 
-def synthetic_rows(image_id: str, x: np.ndarray, right: np.ndarray, left: np.ndarray, split: str, segment,
-                   cfg: Config, *, structurer=None, mapper=None, data: LightDataConfig = LightDataConfig()
-                   ) -> tuple[np.ndarray, list[dict]]:
+def synthetic_rows(
+    image_id: str,
+    x: np.ndarray,
+    right: np.ndarray,
+    left: np.ndarray,
+    split: str,
+    segment,
+    cfg: Config,
+    *,
+    structurer=None,
+    mapper=None,
+    data: LightDataConfig = LightDataConfig(),
+) -> tuple[np.ndarray, list[dict]]:
     """Image and records of one synthetic study (module docstring, item 4): a lesion of
     :func:`synthetic_type` drawn by :func:`draw_type` on a normal film, reported in the
     lungs it lies in, grounded with the drawn mask, with lung-level (basic, global,
@@ -416,15 +470,36 @@ def synthetic_rows(image_id: str, x: np.ndarray, right: np.ndarray, left: np.nda
     if not region.any():
         return image, []
     anatomy = segment(image)
-    report = next(iter(structure_reports([(image_id, report_from_label(lesion_type, sides_of_mask(region, right, left,
-                                                                                        data.side_min_share)))],
-                                         cfg, structurer=structurer, mapper=mapper)))
+    report = next(
+        iter(
+            structure_reports(
+                [(image_id, report_from_label(lesion_type, sides_of_mask(region, right, left, data.side_min_share)))],
+                cfg,
+                structurer=structurer,
+                mapper=mapper,
+            )
+        )
+    )
     g = human_grounding(study_id=image_id, image_id=image_id, report=report, anatomy=anatomy, lesion=region, cfg=cfg)
-    rows = [r for r in generate_records(g, split=split, patient_id=image_id, image_path=f"images/{image_id}.png",
-                                        cfg=cfg, absent_forms=())
-            if r["lesion_type"] == lesion_type]
-    rows += zone_rows(image_id, region, anatomy, rows, split, cfg, structurer=structurer, mapper=mapper,
-                      lesion_type=lesion_type, data=data)
+    rows = [
+        r
+        for r in generate_records(
+            g, split=split, patient_id=image_id, image_path=f"images/{image_id}.png", cfg=cfg, absent_forms=()
+        )
+        if r["lesion_type"] == lesion_type
+    ]
+    rows += zone_rows(
+        image_id,
+        region,
+        anatomy,
+        rows,
+        split,
+        cfg,
+        structurer=structurer,
+        mapper=mapper,
+        lesion_type=lesion_type,
+        data=data,
+    )
     return image, rows
 
 
@@ -435,8 +510,13 @@ def _plain(record: dict) -> dict:
     return out
 
 
-def build_training_dataset(generated: str | Path, data_root: str | Path, out: str | Path,
-                           cfg: Config | None = None, data: LightDataConfig = LightDataConfig()) -> dict:
+def build_training_dataset(
+    generated: str | Path,
+    data_root: str | Path,
+    out: str | Path,
+    cfg: Config | None = None,
+    data: LightDataConfig = LightDataConfig(),
+) -> dict:
     """Write the training dataset (module docstring) to ``out`` and finalize it.
 
     Parameters
@@ -469,13 +549,19 @@ def build_training_dataset(generated: str | Path, data_root: str | Path, out: st
     cfg = cfg or Config()
     generated, root = Path(generated), Path(data_root)
     records = read_records(generated)
-    writer = DatasetWriter(out, {"builder": "cxrils.training.light_data.build_training_dataset",
-                                 "generated": str(generated), "data_root": str(root),
-                                 "human": "COVID-QU-Ex tuning part, detector half, expert-verified infection masks "
-                                          "(lung and zone records); "
-                                          "JSRT/SCR train-split nodule images, cardiomegaly by the SCR masks' CTR, "
-                                          "opacity negatives in the lung without the JSRT nodule; "
-                                          "synthetic lesions of the six lung types on the Normal and JSRT images"})
+    writer = DatasetWriter(
+        out,
+        {
+            "builder": "cxrils.training.light_data.build_training_dataset",
+            "generated": str(generated),
+            "data_root": str(root),
+            "human": "COVID-QU-Ex tuning part, detector half, expert-verified infection masks "
+            "(lung and zone records); "
+            "JSRT/SCR train-split nodule images, cardiomegaly by the SCR masks' CTR, "
+            "opacity negatives in the lung without the JSRT nodule; "
+            "synthetic lesions of the six lung types on the Normal and JSRT images",
+        },
+    )
     try:
         done = writer.done_ids()
         image_ids = sorted(records["image_id"].unique())
@@ -519,19 +605,25 @@ def build_training_dataset(generated: str | Path, data_root: str | Path, out: st
                 text = NORMAL_REPORT
             report = next(iter(structure_reports([(image_id, text)], cfg, structurer=structurer, mapper=mapper)))
             anatomy = segment(x)
-            g = human_grounding(study_id=image_id, image_id=image_id, report=report, anatomy=anatomy,
-                                lesion=lesion, cfg=cfg)
+            g = human_grounding(
+                study_id=image_id, image_id=image_id, report=report, anatomy=anatomy, lesion=lesion, cfg=cfg
+            )
             # no absent-type lung negatives on COVID-19 images (forms ()): their label says
             # "infection", which may well be pneumonia or consolidation, so "There is no
             # pneumonia" would be false; the cardiomegaly negative follows the CTR rule
             split = "validate" if s.image_id in val_ids else "train"
-            rows = generate_records(g, split=split, patient_id=image_id,
-                                    image_path=f"images/{image_id}.png", cfg=normal_cfg if not s.positive else cfg,
-                                    absent_forms=normal_forms(image_id, cfg.instructions.seed, data)
-                                    if not s.positive else ())
+            rows = generate_records(
+                g,
+                split=split,
+                patient_id=image_id,
+                image_path=f"images/{image_id}.png",
+                cfg=normal_cfg if not s.positive else cfg,
+                absent_forms=normal_forms(image_id, cfg.instructions.seed, data) if not s.positive else (),
+            )
             if s.positive:
-                rows += zone_rows(image_id, lesion, anatomy, rows, split, cfg, structurer=structurer, mapper=mapper,
-                                  data=data)
+                rows += zone_rows(
+                    image_id, lesion, anatomy, rows, split, cfg, structurer=structurer, mapper=mapper, data=data
+                )
             writer.commit_study(image_id, x, rows)
             n_human += len(rows)
         jsrt = jsrt_training_samples(root, cfg)
@@ -542,14 +634,26 @@ def build_training_dataset(generated: str | Path, data_root: str | Path, out: st
         for s, _, cardiomegaly, side in jsrt:
             if JSRT_PREFIX + s.image_id in done:
                 continue
-            x, rows = _jsrt_rows(s, cardiomegaly, side, "validate" if s.image_id in jval_ids else "train", segment,
-                                 cfg, jcfg=jcfg, structurer=structurer, mapper=mapper, data=data)
+            x, rows = _jsrt_rows(
+                s,
+                cardiomegaly,
+                side,
+                "validate" if s.image_id in jval_ids else "train",
+                segment,
+                cfg,
+                jcfg=jcfg,
+                structurer=structurer,
+                mapper=mapper,
+                data=data,
+            )
             if rows:
                 writer.commit_study(JSRT_PREFIX + s.image_id, x, rows)
                 n_jsrt += len(rows)
         backgrounds = [(s.image_id, s.image, s.lungs) for s in samples if not s.positive]
-        backgrounds += [("jsrt" + s.image_id, (lambda s=s: read_gray(s.image_path)),
-                         (lambda s=s: (s.right_lung, s.left_lung))) for s, _, _, _ in jsrt]
+        backgrounds += [
+            ("jsrt" + s.image_id, (lambda s=s: read_gray(s.image_path)), (lambda s=s: (s.right_lung, s.left_lung)))
+            for s, _, _, _ in jsrt
+        ]
         _, sval = split_validation([b[0] for b in backgrounds], data.validate_fraction, "light-val-syn")
         sval_ids = {backgrounds[i][0] for i in sval}
         n_syn = 0
@@ -557,19 +661,36 @@ def build_training_dataset(generated: str | Path, data_root: str | Path, out: st
             image_id = SYNTHETIC_PREFIX + bid
             if image_id in done:
                 continue
-            x, rows = synthetic_rows(image_id, image(), *lungs(), "validate" if bid in sval_ids else "train",
-                                     segment, cfg, structurer=structurer, mapper=mapper, data=data)
+            x, rows = synthetic_rows(
+                image_id,
+                image(),
+                *lungs(),
+                "validate" if bid in sval_ids else "train",
+                segment,
+                cfg,
+                structurer=structurer,
+                mapper=mapper,
+                data=data,
+            )
             if rows:
                 writer.commit_study(image_id, x, rows)
                 n_syn += len(rows)
         writer.finalize()
-        return {"generated_images": len(image_ids), "held_back_images": len(held), "held_back_records_dropped": dropped,
-                "cardiomegaly_positives_repeated": cm_repeated, "cardiomegaly_positives_dropped": cm_dropped,
-                "human_images": len(samples), "human_records_added": n_human,
-                "jsrt_cardiomegaly_positives": sum(cm is True for _, _, cm, _ in jsrt),
-                "jsrt_cardiomegaly_negatives": sum(cm is False for _, _, cm, _ in jsrt),
-                "jsrt_nodule_images": sum(side is not None for _, _, _, side in jsrt), "jsrt_records_added": n_jsrt,
-                "synthetic_studies": len(backgrounds), "synthetic_records_added": n_syn}
+        return {
+            "generated_images": len(image_ids),
+            "held_back_images": len(held),
+            "held_back_records_dropped": dropped,
+            "cardiomegaly_positives_repeated": cm_repeated,
+            "cardiomegaly_positives_dropped": cm_dropped,
+            "human_images": len(samples),
+            "human_records_added": n_human,
+            "jsrt_cardiomegaly_positives": sum(cm is True for _, _, cm, _ in jsrt),
+            "jsrt_cardiomegaly_negatives": sum(cm is False for _, _, cm, _ in jsrt),
+            "jsrt_nodule_images": sum(side is not None for _, _, _, side in jsrt),
+            "jsrt_records_added": n_jsrt,
+            "synthetic_studies": len(backgrounds),
+            "synthetic_records_added": n_syn,
+        }
     finally:
         writer.close()  # release the folder's lock
 

@@ -58,9 +58,16 @@ def _batch(seg: LightSegmenter, ds, indices: list[int], cache: dict[str, ImagePr
 
     items, x, t = dataset_inputs(seg, ds, indices, cache)
     mask = torch.stack([it["mask"] for it in items])
-    lesion = torch.tensor([vocab.INFERENCE_LESION_TYPES.index(it["lesion_type"])
-                           if it["instruction_type"] == "lesion_inference" and it["polarity"] == "positive"
-                           and it["lesion_type"] in vocab.INFERENCE_LESION_TYPES else -1 for it in items])
+    lesion = torch.tensor(
+        [
+            vocab.INFERENCE_LESION_TYPES.index(it["lesion_type"])
+            if it["instruction_type"] == "lesion_inference"
+            and it["polarity"] == "positive"
+            and it["lesion_type"] in vocab.INFERENCE_LESION_TYPES
+            else -1
+            for it in items
+        ]
+    )
     certainty = torch.tensor([float(it["certainty"] == "definitive") for it in items])
     return x, t, mask, lesion, certainty
 
@@ -74,8 +81,9 @@ def _summary_number(run_dir: Path, key: str) -> float | None:
     return float(value) if isinstance(value, (int, float)) and value == value else None
 
 
-def _resolve_config(run_dir: Path, config: LightConfig | None, resume: bool,
-                    inference_keys: tuple[str, ...] = INFERENCE_ONLY) -> tuple[LightConfig, bool]:
+def _resolve_config(
+    run_dir: Path, config: LightConfig | None, resume: bool, inference_keys: tuple[str, ...] = INFERENCE_ONLY
+) -> tuple[LightConfig, bool]:
     stored_path = run_dir / CONFIG_NAME
     ckpt = run_dir / CHECKPOINT_NAME
     if resume and ckpt.is_file():
@@ -83,8 +91,10 @@ def _resolve_config(run_dir: Path, config: LightConfig | None, resume: bool,
         if config is not None and config.to_dict() != stored.to_dict():
             changed = sorted(k for k, v in config.to_dict().items() if stored.to_dict().get(k) != v)
             if not set(changed) <= {"steps", *CALIBRATED, *INFERENCE_ONLY}:
-                raise TrainError(f"{run_dir}: a run with another configuration exists (differs in {changed}); "
-                                 "use a new run folder or --no-resume")
+                raise TrainError(
+                    f"{run_dir}: a run with another configuration exists (differs in {changed}); "
+                    "use a new run folder or --no-resume"
+                )
             stored.steps = config.steps
         if config is not None:
             for key in inference_keys:  # only those the caller set: the others keep the run's
@@ -93,10 +103,20 @@ def _resolve_config(run_dir: Path, config: LightConfig | None, resume: bool,
     return config or LightConfig(), False
 
 
-def train_light(dataset_dir: str | Path, run_dir: str | Path, config: LightConfig | None = None, *,
-                resume: bool = True, progress: bool = True, log_every: int = 10, checkpoint_every: int = 100,
-                evaluate: bool = True, anatomy: AnatomyFn | None = None,
-                anomaly: AnomalyFn | None = None, inference_keys: tuple[str, ...] = INFERENCE_ONLY) -> dict:
+def train_light(
+    dataset_dir: str | Path,
+    run_dir: str | Path,
+    config: LightConfig | None = None,
+    *,
+    resume: bool = True,
+    progress: bool = True,
+    log_every: int = 10,
+    checkpoint_every: int = 100,
+    evaluate: bool = True,
+    anatomy: AnatomyFn | None = None,
+    anomaly: AnomalyFn | None = None,
+    inference_keys: tuple[str, ...] = INFERENCE_ONLY,
+) -> dict:
     """Train the light model; resume from ``run_dir/checkpoint.pt`` when present.
 
     Parameters
@@ -150,8 +170,13 @@ def train_light(dataset_dir: str | Path, run_dir: str | Path, config: LightConfi
     cfg, resuming = _resolve_config(run, config, resume, inference_keys)
     torch.manual_seed(cfg.seed)
     try:
-        ds = ILSDataset(dataset_dir, "train", augment=HistogramEqualization(cfg.hist_eq_prob, cfg.seed),
-                        size=cfg.image_size, cache=True)
+        ds = ILSDataset(
+            dataset_dir,
+            "train",
+            augment=HistogramEqualization(cfg.hist_eq_prob, cfg.seed),
+            size=cfg.image_size,
+            cache=True,
+        )
         sampler = BalancedBatchSampler(ds.polarities, cfg.batch_size, seed=cfg.seed)
     except (DatasetError, ValueError) as err:
         raise TrainError(f"{dataset_dir}: cannot train on this dataset: {err}") from err
@@ -177,8 +202,16 @@ def train_light(dataset_dir: str | Path, run_dir: str | Path, config: LightConfi
 
     def checkpoint() -> None:
         with atomic_path(run / CHECKPOINT_NAME, suffix=".pt") as tmp:
-            torch.save({"net": net.state_dict(), "opt": opt.state_dict(), "step": step,
-                        "elapsed_s": elapsed, "loss": last_loss}, tmp)
+            torch.save(
+                {
+                    "net": net.state_dict(),
+                    "opt": opt.state_dict(),
+                    "step": step,
+                    "elapsed_s": elapsed,
+                    "loss": last_loss,
+                },
+                tmp,
+            )
 
     net.train()
     prior_cache: dict[str, ImagePriors] = {}
@@ -208,9 +241,13 @@ def train_light(dataset_dir: str | Path, run_dir: str | Path, config: LightConfi
             bar.update(1)
             bar.set_postfix(loss=f"{last_loss:.3f}")
             if step % log_every == 0 or step == cfg.steps:
-                line = {"step": step, "epoch": epoch, "lr": sched.get_last_lr()[0],
-                        "elapsed_s": elapsed + time.perf_counter() - t0,
-                        **{k: float(np.mean(v)) for k, v in running.items()}}
+                line = {
+                    "step": step,
+                    "epoch": epoch,
+                    "lr": sched.get_last_lr()[0],
+                    "elapsed_s": elapsed + time.perf_counter() - t0,
+                    **{k: float(np.mean(v)) for k, v in running.items()},
+                }
                 with open(run / METRICS_NAME, "a", encoding="utf-8") as fh:
                     fh.write(json.dumps(line) + "\n")
                 running.clear()
@@ -236,8 +273,13 @@ def train_light(dataset_dir: str | Path, run_dir: str | Path, config: LightConfi
             atomic_write_json(run / CALIBRATION_NAME, result["calibration"])
             log.info("thresholds chosen on validate: %s", result["calibration"])
         else:
-            log.warning("%s: validate split lacks positives or negatives; keeping thresholds %s / %s "
-                        "(by target: %s)", dataset_dir, cfg.tau_presence, cfg.tau_mask, cfg.tau_presence_by_target)
+            log.warning(
+                "%s: validate split lacks positives or negatives; keeping thresholds %s / %s (by target: %s)",
+                dataset_dir,
+                cfg.tau_presence,
+                cfg.tau_mask,
+                cfg.tau_presence_by_target,
+            )
     seg.save(run)
     if evaluate:
         result["validate"] = evaluate_run(seg, dataset_dir, run, "validate", progress=progress)
@@ -245,8 +287,15 @@ def train_light(dataset_dir: str | Path, run_dir: str | Path, config: LightConfi
     return result
 
 
-def cli_train(dataset: str | Path, run_dir: str | Path, overrides: dict[str, str], *, resume: bool = True,
-              evaluate: bool = True, progress: bool = True) -> dict:
+def cli_train(
+    dataset: str | Path,
+    run_dir: str | Path,
+    overrides: dict[str, str],
+    *,
+    resume: bool = True,
+    evaluate: bool = True,
+    progress: bool = True,
+) -> dict:
     """``cxrils train --model light``: :func:`train_light` with ``--set key=value`` overrides.
 
     Raises
@@ -276,9 +325,18 @@ def cli_train(dataset: str | Path, run_dir: str | Path, overrides: dict[str, str
             else:
                 values[key] = type(default)(raw)
         except ValueError as err:  # json.JSONDecodeError is a ValueError
-            raise ValueError(f"--set {key}={raw!r}: expected {type(default).__name__}"
-                             + (' as JSON, e.g. {"opacity": 0.9}' if isinstance(default, dict) else "")
-                             + (" (true/false, yes/no or 1/0)" if isinstance(default, bool) else "")) from err
+            raise ValueError(
+                f"--set {key}={raw!r}: expected {type(default).__name__}"
+                + (' as JSON, e.g. {"opacity": 0.9}' if isinstance(default, dict) else "")
+                + (" (true/false, yes/no or 1/0)" if isinstance(default, bool) else "")
+            ) from err
     config = LightConfig(**values) if values or not resume else None
-    return train_light(dataset, run_dir, config, resume=resume, progress=progress, evaluate=evaluate,
-                       inference_keys=tuple(k for k in INFERENCE_ONLY if k in values))
+    return train_light(
+        dataset,
+        run_dir,
+        config,
+        resume=resume,
+        progress=progress,
+        evaluate=evaluate,
+        inference_keys=tuple(k for k in INFERENCE_ONLY if k in values),
+    )

@@ -30,8 +30,7 @@ def _rows_cols(mask: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return np.flatnonzero(mask.any(axis=1)), np.flatnonzero(mask.any(axis=0))
 
 
-def effusion_region(lung: np.ndarray, side: str, rng: np.random.Generator,
-                    cfg: SyntheticConfig) -> np.ndarray:
+def effusion_region(lung: np.ndarray, side: str, rng: np.random.Generator, cfg: SyntheticConfig) -> np.ndarray:
     """The part of one lung that a free pleural effusion of an upright film fills.
 
     The fluid surface lies ``h`` of the lung's height above the lung's lowest row and
@@ -142,9 +141,15 @@ def band_region(lung: np.ndarray, rng: np.random.Generator, cfg: SyntheticConfig
     return lung & (np.abs(r - line - wave) <= thick / 2)
 
 
-def add_density(image: np.ndarray, region: np.ndarray, rng: np.random.Generator,
-                cfg: SyntheticConfig, level: float | None = None, edge_sigma: float | None = None,
-                patchy: bool = False) -> np.ndarray:
+def add_density(
+    image: np.ndarray,
+    region: np.ndarray,
+    rng: np.random.Generator,
+    cfg: SyntheticConfig,
+    level: float | None = None,
+    edge_sigma: float | None = None,
+    patchy: bool = False,
+) -> np.ndarray:
     """Make ``region`` denser (brighter), as fluid or airless lung is.
 
     ``x' = x + s * soft * (level - x)`` with ``soft`` the region blurred by a Gaussian of
@@ -216,8 +221,8 @@ def heart_warp(shape: tuple[int, int], heart: np.ndarray, factor: float) -> tupl
     centre_r, centre_c = float(rows.mean()), float(cols[0] + cols[-1]) / 2
     half = 1.2 * (cols[-1] - cols[0] + 1) / 2
     fade = np.exp(-(((rr - centre_r) / max(rows[-1] - rows[0] + 1, 1)) ** 2))
-    s = 1.0 + (factor - 1.0) * fade                      # stretch per row
-    u = cc - centre_c                                    # destination offset
+    s = 1.0 + (factor - 1.0) * fade  # stretch per row
+    u = cc - centre_c  # destination offset
     edge = np.where(u < 0, centre_c, (w - 1) - centre_c)  # distance to the fixed edge
     a = np.minimum(half, 0.8 * edge / np.maximum(s, 1.0))  # keep s * a < edge
     inner = np.abs(u) <= s * a
@@ -246,8 +251,7 @@ def draw_lines(image: np.ndarray, rng: np.random.Generator, cfg: SyntheticConfig
     for _ in range(int(rng.integers(1, 4))):
         p = rng.uniform(0, 1, (4, 2)) * [w, h]
         t = np.linspace(0, 1, 60)[:, None]
-        curve = ((1 - t) ** 3 * p[0] + 3 * (1 - t) ** 2 * t * p[1] + 3 * (1 - t) * t ** 2 * p[2]
-                 + t ** 3 * p[3])
+        curve = (1 - t) ** 3 * p[0] + 3 * (1 - t) ** 2 * t * p[1] + 3 * (1 - t) * t**2 * p[2] + t**3 * p[3]
         layer = np.zeros((h, w), dtype=np.uint8)
         width = max(1, int(round(rng.uniform(*cfg.line_width) * max(h, w))))
         cv2.polylines(layer, [np.round(curve).astype(np.int32)], False, 255, width)
@@ -255,8 +259,9 @@ def draw_lines(image: np.ndarray, rng: np.random.Generator, cfg: SyntheticConfig
     return out
 
 
-def draw_lesions(image: np.ndarray, right: np.ndarray, left: np.ndarray, rng: np.random.Generator,
-                 cfg: SyntheticConfig) -> tuple[np.ndarray, np.ndarray]:
+def draw_lesions(
+    image: np.ndarray, right: np.ndarray, left: np.ndarray, rng: np.random.Generator, cfg: SyntheticConfig
+) -> tuple[np.ndarray, np.ndarray]:
     """One to ``cfg.lesions_max`` synthetic lesions of the seven types' look, for the
     built-in lesion networks' training: a pleural effusion (:func:`effusion_region`,
     homogeneous, sharp surface), an airspace opacity (:func:`blob_region`, patchy,

@@ -85,8 +85,10 @@ def inference(device: str, precision: str = "fp32") -> Iterator[None]:
         raise ValueError(f"precision must be one of {list(PRECISIONS)}, got {precision!r}")
     cuda = str(device).startswith("cuda")
     dtype = {"fp16": torch.float16, "bf16": torch.bfloat16}.get(precision)
-    with torch.inference_mode(), torch.autocast("cuda", dtype=dtype or torch.float32,
-                                                 enabled=cuda and dtype is not None):
+    with (
+        torch.inference_mode(),
+        torch.autocast("cuda", dtype=dtype or torch.float32, enabled=cuda and dtype is not None),
+    ):
         yield
 
 

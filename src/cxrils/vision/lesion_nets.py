@@ -33,8 +33,12 @@ from torch.nn import functional as F
 def conv_block(c_in: int, c_out: int, stride: int = 1) -> nn.Sequential:
     """Two 3x3 convolutions with batch norm and ReLU; the first has ``stride``."""
     return nn.Sequential(
-        nn.Conv2d(c_in, c_out, 3, stride, 1, bias=False), nn.BatchNorm2d(c_out), nn.ReLU(inplace=True),
-        nn.Conv2d(c_out, c_out, 3, 1, 1, bias=False), nn.BatchNorm2d(c_out), nn.ReLU(inplace=True),
+        nn.Conv2d(c_in, c_out, 3, stride, 1, bias=False),
+        nn.BatchNorm2d(c_out),
+        nn.ReLU(inplace=True),
+        nn.Conv2d(c_out, c_out, 3, 1, 1, bias=False),
+        nn.BatchNorm2d(c_out),
+        nn.ReLU(inplace=True),
     )
 
 
@@ -114,8 +118,9 @@ class CenterNetDetector(nn.Module):
     then y, in [0, 1) at the peak.
     """
 
-    def __init__(self, widths: tuple[int, ...] = (16, 32, 64, 128, 128), n_classes: int = 1,
-                 head_width: int = 32) -> None:
+    def __init__(
+        self, widths: tuple[int, ...] = (16, 32, 64, 128, 128), n_classes: int = 1, head_width: int = 32
+    ) -> None:
         super().__init__()
         self.widths = tuple(int(w) for w in widths)
         self.n_classes = int(n_classes)
@@ -124,7 +129,9 @@ class CenterNetDetector(nn.Module):
         c = self.decoder.out_channels
 
         def head(out: int) -> nn.Sequential:
-            return nn.Sequential(nn.Conv2d(c, head_width, 3, 1, 1), nn.ReLU(inplace=True), nn.Conv2d(head_width, out, 1))
+            return nn.Sequential(
+                nn.Conv2d(c, head_width, 3, 1, 1), nn.ReLU(inplace=True), nn.Conv2d(head_width, out, 1)
+            )
 
         self.heatmap = head(self.n_classes)
         self.size = head(2)

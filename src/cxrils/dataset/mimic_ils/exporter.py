@@ -72,8 +72,9 @@ def _copy_image(src: Path, dest: Path) -> None:
         shutil.copyfile(src, tmp)
 
 
-def export_mimic_ils(dataset_dir: str | Path, out_dir: str | Path, *, images_dir: str | Path | None = None,
-                     paraphrases: str = "exclude") -> dict[str, Any]:
+def export_mimic_ils(
+    dataset_dir: str | Path, out_dir: str | Path, *, images_dir: str | Path | None = None, paraphrases: str = "exclude"
+) -> dict[str, Any]:
     """Write a finalized cxrils dataset in the MIMIC-CXR-Ext-ILS layout (module docstring).
 
     Parameters
@@ -123,8 +124,11 @@ def export_mimic_ils(dataset_dir: str | Path, out_dir: str | Path, *, images_dir
                 n_pos += len(sample[PAIRS_KEY][POSITIVE_KEY])
                 n_neg += len(sample[PAIRS_KEY][NEGATIVE_KEY])
             fh.write("}")
-            counts["samples"][rsplit], counts["positive_pairs"][rsplit], counts["negative_pairs"][rsplit] = \
-                n_samples, n_pos, n_neg
+            counts["samples"][rsplit], counts["positive_pairs"][rsplit], counts["negative_pairs"][rsplit] = (
+                n_samples,
+                n_pos,
+                n_neg,
+            )
         fh.write("}\n")
     counts.update({"json": str(out / JSON_NAME), "images_dir": str(images), "masks_dir": str(masks_dir)})
     return counts

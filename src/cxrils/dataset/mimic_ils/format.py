@@ -104,8 +104,9 @@ def ids_from_image_path(image_path: str) -> tuple[str, str]:
     return (parts[-3], parts[-2]) if len(parts) >= 3 else ("", "")
 
 
-def read_mask_png(path: Path, image_shape: tuple[int, int], foreground: int = 255,
-                  out_shape: tuple[int, int] | None = None) -> tuple[np.ndarray, bool]:
+def read_mask_png(
+    path: Path, image_shape: tuple[int, int], foreground: int = 255, out_shape: tuple[int, int] | None = None
+) -> tuple[np.ndarray, bool]:
     """A release mask as bool at ``out_shape``, the grid its image is stored on.
 
     Foreground = every colour channel equals ``foreground`` (16-bit PNGs are reduced to
@@ -159,7 +160,7 @@ def read_mask_png(path: Path, image_shape: tuple[int, int], foreground: int = 25
     if (h, w) != fg.shape:
         fg = np.asarray(Image.fromarray(fg.astype(np.uint8) * 255).resize((w, h), Image.Resampling.NEAREST)) > 0
     mask = np.zeros((out_h, out_w), dtype=bool)
-    mask[:min(h, out_h), :min(w, out_w)] = fg[:out_h, :out_w]
+    mask[: min(h, out_h), : min(w, out_w)] = fg[:out_h, :out_w]
     return mask, differs
 
 
@@ -175,8 +176,9 @@ class PairFields:
     problems: list[str] = field(default_factory=list)
 
 
-def _certainty(itype: str, polarity: str, ins_target: str, lesion: str, ans: templates.ParsedText | None,
-               hint: Any) -> str:
+def _certainty(
+    itype: str, polarity: str, ins_target: str, lesion: str, ans: templates.ParsedText | None, hint: Any
+) -> str:
     if polarity != "positive":
         return ""
     if isinstance(hint, str) and hint in vocab.CERTAINTIES:
@@ -190,7 +192,9 @@ def _certainty(itype: str, polarity: str, ins_target: str, lesion: str, ans: tem
     return ""  # the texts do not say (global positives, cardiomegaly, opacity)
 
 
-def parse_pair(instruction: str, answer: str, json_target: Any, polarity: str, certainty_hint: Any = None) -> PairFields:
+def parse_pair(
+    instruction: str, answer: str, json_target: Any, polarity: str, certainty_hint: Any = None
+) -> PairFields:
     """Instruction type, target, lesion type, locations and certainty of a release pair.
 
     Texts are parsed with :mod:`cxrils.templates` (Table 2). ``lesion_type`` is the
@@ -223,8 +227,9 @@ def parse_pair(instruction: str, answer: str, json_target: Any, polarity: str, c
         problems.append(f"answer reads {ans.polarity} but the pair is listed as {polarity}")
     lesion = json_target if isinstance(json_target, str) and json_target in vocab.LESION_TYPES else None
     if lesion is None:
-        lesion = (ans.lesion if ans is not None and ans.lesion else None) or \
-                 (ins.target if ins is not None and ins.target in vocab.LESION_TYPES else None)
+        lesion = (ans.lesion if ans is not None and ans.lesion else None) or (
+            ins.target if ins is not None and ins.target in vocab.LESION_TYPES else None
+        )
         if lesion is None:
             raise ValueError(f"no lesion type: target {json_target!r} is not one of {vocab.LESION_TYPES}")
         problems.append(f"target {json_target!r} is not a lesion type; {lesion!r} taken from the texts")

@@ -157,9 +157,16 @@ def process_sample(job: _Job) -> _Result:
                     problems.append(_problem(job, "bad_mask", f"{mpath}: {err}", where))
                     continue
                 if differs:
-                    problems.append(_problem(job, "mask_size_differs", f"{mpath}: not the size of its "
-                                             f"{x0.shape[0]}x{x0.shape[1]} image; resized by its own aspect "
-                                             f"into the image's frame, as the authors' loader (kept)", where))
+                    problems.append(
+                        _problem(
+                            job,
+                            "mask_size_differs",
+                            f"{mpath}: not the size of its "
+                            f"{x0.shape[0]}x{x0.shape[1]} image; resized by its own aspect "
+                            f"into the image's frame, as the authors' loader (kept)",
+                            where,
+                        )
+                    )
                 masks[mask_rel] = mask
             mask = masks[mask_rel]
             if not mask.any():
@@ -172,30 +179,59 @@ def process_sample(job: _Job) -> _Result:
             problems.append(_problem(job, "unknown_lesion_type", str(err), where))
             continue
         problems += [_problem(job, "not_template", p, where) for p in fields.problems]
-        provenance = {"source": SOURCE, "release_split": job.release_split, "sample_key": job.sample_key,
-                      "image_path": image_path, "pair": where, "release_target": qa.get("target"),
-                      "seg_mask_path": mask_rel if polarity == "positive" else None,
-                      "original_size": list(x0.shape), "max_side": job.max_side}
-        records.append({
-            "record_id": f"{image_id}:{len(records)}", "study_id": study_id, "image_id": image_id,
-            "patient_id": patient_id, "split": job.split, "lesion_type": fields.lesion_type,
-            "target": fields.target, "instruction_type": fields.instruction_type, "polarity": polarity,
-            "locations": fields.locations, "certainty": fields.certainty, "instruction": qa["instruction"],
-            "answer": qa["answer"], "mask": dict(encode_rle(mask)), "mask_area": int(mask.sum()),
-            "height": shape[0], "width": shape[1], "finding_entity": "", "sentence_index": 0, "sentence": "",
-            "source_findings": "[]", "paraphrase_of": "", "persona": "",
-            "provenance": json.dumps(provenance, sort_keys=True),
-        })
+        provenance = {
+            "source": SOURCE,
+            "release_split": job.release_split,
+            "sample_key": job.sample_key,
+            "image_path": image_path,
+            "pair": where,
+            "release_target": qa.get("target"),
+            "seg_mask_path": mask_rel if polarity == "positive" else None,
+            "original_size": list(x0.shape),
+            "max_side": job.max_side,
+        }
+        records.append(
+            {
+                "record_id": f"{image_id}:{len(records)}",
+                "study_id": study_id,
+                "image_id": image_id,
+                "patient_id": patient_id,
+                "split": job.split,
+                "lesion_type": fields.lesion_type,
+                "target": fields.target,
+                "instruction_type": fields.instruction_type,
+                "polarity": polarity,
+                "locations": fields.locations,
+                "certainty": fields.certainty,
+                "instruction": qa["instruction"],
+                "answer": qa["answer"],
+                "mask": dict(encode_rle(mask)),
+                "mask_area": int(mask.sum()),
+                "height": shape[0],
+                "width": shape[1],
+                "finding_entity": "",
+                "sentence_index": 0,
+                "sentence": "",
+                "source_findings": "[]",
+                "paraphrase_of": "",
+                "persona": "",
+                "provenance": json.dumps(provenance, sort_keys=True),
+            }
+        )
     return image_id, job.split, x, records, problems
 
 
 def _check_inputs(json_path: Path, images_dir: Path, masks_dir: Path) -> None:
     if not json_path.is_file():
-        raise DatasetError(f"{json_path}: not found; it is {JSON_NAME} of MIMIC-CXR-Ext-ILS 1.0.0 "
-                           "(PhysioNet, credentialed access: physionet.org/content/mimic-cxr-ext-ils/1.0.0/)")
+        raise DatasetError(
+            f"{json_path}: not found; it is {JSON_NAME} of MIMIC-CXR-Ext-ILS 1.0.0 "
+            "(PhysioNet, credentialed access: physionet.org/content/mimic-cxr-ext-ils/1.0.0/)"
+        )
     if not images_dir.is_dir():
-        raise DatasetError(f"{images_dir}: not a folder; give the files/ folder of MIMIC-CXR-JPG 2.1.0 "
-                           "(PhysioNet, credentialed access), the --base_image_dir of the authors' train.sh")
+        raise DatasetError(
+            f"{images_dir}: not a folder; give the files/ folder of MIMIC-CXR-JPG 2.1.0 "
+            "(PhysioNet, credentialed access), the --base_image_dir of the authors' train.sh"
+        )
     if not masks_dir.is_dir():
         raise DatasetError(f"{masks_dir}: not a folder; give the {MASK_DIR_NAME}/ folder of MIMIC-CXR-Ext-ILS 1.0.0")
 
@@ -223,9 +259,17 @@ class _Progress:
         self.bar.close()
 
 
-def import_mimic_ils(json_path: str | Path, images_dir: str | Path, masks_dir: str | Path, out_dir: str | Path, *,
-                     cfg: MimicIlsConfig | None = None, workers: int = 1, progress: bool = True,
-                     shard_size: int | None = None) -> dict[str, Any]:
+def import_mimic_ils(
+    json_path: str | Path,
+    images_dir: str | Path,
+    masks_dir: str | Path,
+    out_dir: str | Path,
+    *,
+    cfg: MimicIlsConfig | None = None,
+    workers: int = 1,
+    progress: bool = True,
+    shard_size: int | None = None,
+) -> dict[str, Any]:
     """Import the release into a finalized cxrils dataset at ``out_dir`` (module docstring).
 
     Parameters
@@ -260,14 +304,24 @@ def import_mimic_ils(json_path: str | Path, images_dir: str | Path, masks_dir: s
     cfg = cfg or MimicIlsConfig()
     json_path, images_dir, masks_dir, out = Path(json_path), Path(images_dir), Path(masks_dir), Path(out_dir)
     _check_inputs(json_path, images_dir, masks_dir)
-    provenance = {"source": SOURCE, "json": json_path.name, "json_sha256": sha256_file(json_path),
-                  "max_side": cfg.max_side, "mask_foreground": cfg.mask_foreground}
+    provenance = {
+        "source": SOURCE,
+        "json": json_path.name,
+        "json_sha256": sha256_file(json_path),
+        "max_side": cfg.max_side,
+        "mask_foreground": cfg.mask_foreground,
+    }
     writer = DatasetWriter(out, provenance, **({} if shard_size is None else {"shard_size": shard_size}))
     done = writer.done_ids()
     (out / PROBLEM_DIR).mkdir(exist_ok=True)
     run_problems: list[dict[str, Any]] = []
-    stats: dict[str, Any] = {"samples": 0, "samples_skipped_done": 0, "pairs_imported": 0, "samples_imported": 0,
-             "by_split": {}}
+    stats: dict[str, Any] = {
+        "samples": 0,
+        "samples_skipped_done": 0,
+        "pairs_imported": 0,
+        "samples_imported": 0,
+        "by_split": {},
+    }
     seen: set[str] = set()
 
     def commit(result: _Result) -> None:
@@ -285,11 +339,20 @@ def import_mimic_ils(json_path: str | Path, images_dir: str | Path, masks_dir: s
         for rsplit, key, item in iter_samples(fh, str(json_path)):
             stats["samples"] += 1
             split = SPLIT_FROM_RELEASE.get(rsplit)
-            job = _Job(split or "", str(rsplit), str(key), item, str(images_dir), str(masks_dir),
-                       cfg.max_side, cfg.mask_foreground)
+            job = _Job(
+                split or "",
+                str(rsplit),
+                str(key),
+                item,
+                str(images_dir),
+                str(masks_dir),
+                cfg.max_side,
+                cfg.mask_foreground,
+            )
             if split is None:
-                run_problems.append(_problem(job, "unknown_split", f"split {rsplit!r} is not one of "
-                                             f"{sorted(SPLIT_FROM_RELEASE)}"))
+                run_problems.append(
+                    _problem(job, "unknown_split", f"split {rsplit!r} is not one of {sorted(SPLIT_FROM_RELEASE)}")
+                )
                 continue
             if not isinstance(item, dict):
                 run_problems.append(_problem(job, "malformed_sample", "sample is not an object"))
@@ -337,7 +400,9 @@ def _run(jobs: Iterator[_Job], commit: Callable[..., Any], workers: int, tick: C
             tick()
 
 
-def _write_report(out: Path, run_problems: list[dict[str, Any]], stats: dict[str, Any], manifest: Path) -> dict[str, Any]:
+def _write_report(
+    out: Path, run_problems: list[dict[str, Any]], stats: dict[str, Any], manifest: Path
+) -> dict[str, Any]:
     problems = list(run_problems)
     for p in sorted((out / PROBLEM_DIR).glob("*.json")):
         if p.name.startswith("."):
@@ -351,14 +416,20 @@ def _write_report(out: Path, run_problems: list[dict[str, Any]], stats: dict[str
     for problem in problems:
         by_kind[problem["kind"]] = by_kind.get(problem["kind"], 0) + 1
     manifest_data = json.loads(manifest.read_text(encoding="utf-8"))
-    report = {"source": SOURCE, "samples_in_json": stats["samples"],
-              "samples_imported_this_run": stats["samples_imported"],
-              "pairs_imported_this_run": stats["pairs_imported"],
-              "samples_already_done": stats["samples_skipped_done"],
-              "records_in_dataset": manifest_data["n_records"], "images_in_dataset": manifest_data["n_images"],
-              "records_by_split": manifest_data["counts"]["by_split"],
-              "problems_by_kind": dict(sorted(by_kind.items())), "n_problems": len(problems),
-              "problems_file": PROBLEMS_NAME, "manifest": str(manifest)}
+    report = {
+        "source": SOURCE,
+        "samples_in_json": stats["samples"],
+        "samples_imported_this_run": stats["samples_imported"],
+        "pairs_imported_this_run": stats["pairs_imported"],
+        "samples_already_done": stats["samples_skipped_done"],
+        "records_in_dataset": manifest_data["n_records"],
+        "images_in_dataset": manifest_data["n_images"],
+        "records_by_split": manifest_data["counts"]["by_split"],
+        "problems_by_kind": dict(sorted(by_kind.items())),
+        "n_problems": len(problems),
+        "problems_file": PROBLEMS_NAME,
+        "manifest": str(manifest),
+    }
     with atomic_path(out / PROBLEMS_NAME) as tmp:
         tmp.write_text("".join(json.dumps(p, sort_keys=True) + "\n" for p in problems), encoding="utf-8")
     atomic_write_text(out / REPORT_NAME, json.dumps(report, indent=2, sort_keys=True) + "\n")

@@ -68,7 +68,9 @@ def locations_from_mask(mask: np.ndarray, anatomy: AnatomyMasks, tau_location: f
         if overlap[best] > 0:
             chosen = [best]
         else:
-            side_overlap = {lung: int((m & anatomy[lung]).sum()) if lung in anatomy else 0 for lung in vocab.ZONES_OF_LUNG}
+            side_overlap = {
+                lung: int((m & anatomy[lung]).sum()) if lung in anatomy else 0 for lung in vocab.ZONES_OF_LUNG
+            }
             lung = max(side_overlap, key=side_overlap.get)
             if side_overlap[lung] == 0:
                 col = float(np.nonzero(m)[1].mean())

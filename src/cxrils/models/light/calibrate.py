@@ -42,8 +42,9 @@ from cxrils.models.light.inputs import dataset_inputs
 TAU_MASK_GRID: tuple[float, ...] = (0.3, 0.4, 0.5, 0.6, 0.7)
 
 
-def validation_scores(seg, dataset_dir: str | Path, split: str = "validate", *,
-                      batch_size: int = 32) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+def validation_scores(
+    seg, dataset_dir: str | Path, split: str = "validate", *, batch_size: int = 32
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """Presence scores, pixel probabilities and reference masks of a split's template records.
 
     Parameters
@@ -82,7 +83,7 @@ def validation_scores(seg, dataset_dir: str | Path, split: str = "validate", *,
     prior_cache: dict = {}
     seg.net.eval()
     for start in range(0, len(idx), batch_size):
-        items, x, t = dataset_inputs(seg, ds, [int(i) for i in idx[start:start + batch_size]], prior_cache)
+        items, x, t = dataset_inputs(seg, ds, [int(i) for i in idx[start : start + batch_size]], prior_cache)
         with torch.inference_mode():
             out = seg.net(x, t)
         presence.append(torch.sigmoid(out["presence"]).numpy())
@@ -103,8 +104,9 @@ def n_acc_lower_bound(n_correct: int, n_negative: int, confidence: float) -> flo
     return float(binomtest(n_correct, n_negative).proportion_ci(two_sided, method="wilson").low)
 
 
-def choose_thresholds(presence: np.ndarray, prob: np.ndarray, ref: np.ndarray,
-                      min_n_acc: float, confidence: float = 0.0) -> dict:
+def choose_thresholds(
+    presence: np.ndarray, prob: np.ndarray, ref: np.ndarray, min_n_acc: float, confidence: float = 0.0
+) -> dict:
     """Grid search of ``(tau_presence, tau_mask)`` (see the module docstring).
 
     Parameters
@@ -150,14 +152,16 @@ def _choice_key(met: bool, g_iou: float, n_acc: float) -> tuple:
     return met, g_iou if met else g_iou + n_acc, n_acc
 
 
-def _best_presence(presence: np.ndarray, fg: np.ndarray, ref: np.ndarray, positive: np.ndarray,
-                   min_n_acc: float, confidence: float) -> dict:
+def _best_presence(
+    presence: np.ndarray, fg: np.ndarray, ref: np.ndarray, positive: np.ndarray, min_n_acc: float, confidence: float
+) -> dict:
     """The best ``tau_presence`` for fixed foreground masks ``fg`` bool (N, S, S) (rule of
     the module docstring): a dict of ``tau_presence``, ``gIoU``, ``cIoU``, ``n_acc``,
     ``n_acc_lower``, ``constraint_met``."""
     ref_pos = ref[positive].reshape(positive.sum(), -1)
-    tau_p_grid = np.unique(np.round(np.concatenate([np.linspace(0.05, 0.95, 19),
-                                                    np.quantile(presence, np.linspace(0.5, 0.99, 25))]), 4))
+    tau_p_grid = np.unique(
+        np.round(np.concatenate([np.linspace(0.05, 0.95, 19), np.quantile(presence, np.linspace(0.5, 0.99, 25))]), 4)
+    )
     n_negative = int((~positive).sum())
     flat = fg.reshape(len(fg), -1)
     nonempty = flat.any(1)
@@ -180,14 +184,32 @@ def _best_presence(presence: np.ndarray, fg: np.ndarray, ref: np.ndarray, positi
         met = bounds[n_correct] >= min_n_acc
         key = _choice_key(met, g_iou, n_acc)
         if best is None or key > best[0]:
-            best = (key, {"tau_presence": float(tau_p), "gIoU": g_iou, "cIoU": c_iou, "n_acc": n_acc,
-                          "n_acc_lower": bounds[n_correct], "constraint_met": met})
+            best = (
+                key,
+                {
+                    "tau_presence": float(tau_p),
+                    "gIoU": g_iou,
+                    "cIoU": c_iou,
+                    "n_acc": n_acc,
+                    "n_acc_lower": bounds[n_correct],
+                    "constraint_met": met,
+                },
+            )
     return best[1]
 
 
-def choose_target_thresholds(presence: np.ndarray, prob: np.ndarray, ref: np.ndarray, targets: np.ndarray,
-                             tau_mask: float, min_n_acc: float, confidence: float = 0.0, *,
-                             min_positives: int, min_negatives: int) -> dict[str, dict]:
+def choose_target_thresholds(
+    presence: np.ndarray,
+    prob: np.ndarray,
+    ref: np.ndarray,
+    targets: np.ndarray,
+    tau_mask: float,
+    min_n_acc: float,
+    confidence: float = 0.0,
+    *,
+    min_positives: int,
+    min_negatives: int,
+) -> dict[str, dict]:
     """Per-target ``tau_presence`` at a fixed ``tau_mask`` (module docstring).
 
     Parameters
@@ -216,8 +238,10 @@ def choose_target_thresholds(presence: np.ndarray, prob: np.ndarray, ref: np.nda
         If ``min_positives`` or ``min_negatives`` is below 1.
     """
     if min(min_positives, min_negatives) < 1:
-        raise ValueError(f"a target needs at least one positive and one negative for its own threshold, "
-                         f"got min_positives={min_positives}, min_negatives={min_negatives}")
+        raise ValueError(
+            f"a target needs at least one positive and one negative for its own threshold, "
+            f"got min_positives={min_positives}, min_negatives={min_negatives}"
+        )
     positive = ref.reshape(len(ref), -1).any(1)
     fg = prob >= tau_mask
     out: dict[str, dict] = {}
@@ -255,8 +279,16 @@ def calibrate(seg, dataset_dir: str | Path, split: str = "validate") -> dict:
     cfg.tau_presence, cfg.tau_mask = chosen["tau_presence"], chosen["tau_mask"]
     by_target = {}
     if cfg.calib_per_target:
-        by_target = choose_target_thresholds(presence, prob, ref, targets, cfg.tau_mask, cfg.calib_min_n_acc,
-                                             cfg.calib_confidence, min_positives=cfg.calib_target_min_positives,
-                                             min_negatives=cfg.calib_target_min_negatives)
+        by_target = choose_target_thresholds(
+            presence,
+            prob,
+            ref,
+            targets,
+            cfg.tau_mask,
+            cfg.calib_min_n_acc,
+            cfg.calib_confidence,
+            min_positives=cfg.calib_target_min_positives,
+            min_negatives=cfg.calib_target_min_negatives,
+        )
     cfg.tau_presence_by_target = {t: c["tau_presence"] for t, c in by_target.items() if c["constraint_met"]}
     return {**chosen, "by_target": by_target, "split": split, "n_records": int(len(presence))}

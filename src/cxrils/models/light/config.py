@@ -180,16 +180,23 @@ class LightConfig:
             raise ValueError(f"ensemble must be >= 1, got {self.ensemble}")
         self.ensemble = int(self.ensemble)
         if not (self.calib_confidence == 0.0 or 0.5 <= self.calib_confidence < 1.0):
-            raise ValueError(f"calib_confidence must be 0 (point estimate) or in [0.5, 1), "
-                             f"got {self.calib_confidence}")
+            raise ValueError(f"calib_confidence must be 0 (point estimate) or in [0.5, 1), got {self.calib_confidence}")
         by_target = self.tau_presence_by_target
         if not isinstance(by_target, dict):
             raise ValueError(f"tau_presence_by_target must map lesion types to thresholds, got {by_target!r}")
-        bad = {k: v for k, v in by_target.items() if k not in vocab.LESION_TYPES or isinstance(v, bool)
-               or not isinstance(v, (int, float)) or not 0.0 <= v <= 1.0}
+        bad = {
+            k: v
+            for k, v in by_target.items()
+            if k not in vocab.LESION_TYPES
+            or isinstance(v, bool)
+            or not isinstance(v, (int, float))
+            or not 0.0 <= v <= 1.0
+        }
         if bad:
-            raise ValueError(f"tau_presence_by_target needs lesion types of {vocab.LESION_TYPES} with thresholds "
-                             f"in [0, 1], got {bad}")
+            raise ValueError(
+                f"tau_presence_by_target needs lesion types of {vocab.LESION_TYPES} with thresholds "
+                f"in [0, 1], got {bad}"
+            )
         self.tau_presence_by_target = {str(k): float(v) for k, v in by_target.items()}
         if not 0.0 <= self.cardiomegaly_min_ctr < 1.0:
             raise ValueError(f"cardiomegaly_min_ctr must be in [0, 1), got {self.cardiomegaly_min_ctr}")
@@ -227,6 +234,14 @@ class LightConfig:
         unknown = set(d) - names - {"model_type"}
         if unknown:
             raise ValueError(f"unknown light model config keys: {sorted(unknown)}")
-        d = {"priors": False, "ensemble": 1, "ctr_input": False, "box_prior": False, "cardiomegaly_min_ctr": 0.0,
-             "cardiomegaly_by_ctr": False, "consistent_answers": False, **d}
+        d = {
+            "priors": False,
+            "ensemble": 1,
+            "ctr_input": False,
+            "box_prior": False,
+            "cardiomegaly_min_ctr": 0.0,
+            "cardiomegaly_by_ctr": False,
+            "consistent_answers": False,
+            **d,
+        }
         return cls(**{k: v for k, v in d.items() if k in names})

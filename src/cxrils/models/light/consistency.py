@@ -42,8 +42,11 @@ __all__ = ["LUNG_LEVEL", "Evidence", "Hierarchy", "hierarchy_of", "decide"]
 #: question, then the two whole lungs (:data:`cxrils.vocab.WHOLE_LUNGS`).
 LUNG_LEVEL: tuple[str, ...] = ("global",) + vocab.WHOLE_LUNGS
 
-_NAMES = {"global": "the global question", "right lung": "the right lung's question",
-          "left lung": "the left lung's question"}
+_NAMES = {
+    "global": "the global question",
+    "right lung": "the right lung's question",
+    "left lung": "the left lung's question",
+}
 
 
 @dataclass(frozen=True)
@@ -114,12 +117,18 @@ def hierarchy_of(parsed: ParsedText | None) -> Hierarchy | None:
         None for an unread instruction, a lesion-inference question, an organ target
         (cardiomegaly) or a location outside both lungs.
     """
-    if parsed is None or parsed.target is None or parsed.target in vocab.ORGAN_LOCATIONS \
-            or parsed.instruction_type not in ("basic", "global"):
+    if (
+        parsed is None
+        or parsed.target is None
+        or parsed.target in vocab.ORGAN_LOCATIONS
+        or parsed.instruction_type not in ("basic", "global")
+    ):
         return None
     t = parsed.target
-    questions = {"global": render_instruction("global", t),
-                 **{lung: render_instruction("basic", t, [lung]) for lung in vocab.WHOLE_LUNGS}}
+    questions = {
+        "global": render_instruction("global", t),
+        **{lung: render_instruction("basic", t, [lung]) for lung in vocab.WHOLE_LUNGS},
+    }
     if parsed.instruction_type == "global":
         return Hierarchy(questions, vocab.WHOLE_LUNGS, "global")
     named = {vocab.LABEL_SIDE.get(loc) for loc in parsed.locations}
@@ -130,8 +139,9 @@ def hierarchy_of(parsed: ParsedText | None) -> Hierarchy | None:
     return Hierarchy(questions, sides, level)
 
 
-def decide(hierarchy: Hierarchy, own: Evidence, evidence: dict[str, Evidence], threshold: float
-           ) -> tuple[bool, tuple[str, ...], str | None]:
+def decide(
+    hierarchy: Hierarchy, own: Evidence, evidence: dict[str, Evidence], threshold: float
+) -> tuple[bool, tuple[str, ...], str | None]:
     """Whether a question is answered present under the consistent-answers rule, and why.
 
     Parameters
@@ -163,8 +173,11 @@ def decide(hierarchy: Hierarchy, own: Evidence, evidence: dict[str, Evidence], t
     if hierarchy.level is None:  # a zone, lobe or list of them: its own answer, inside a present lung
         if not own.passes(threshold) or covered:
             return own.passes(threshold) and bool(covered), covered, None
-        return False, covered, (f"answered absent: the lung it lies in is absent (lung-level questions: {scores}; "
-                                f"{rule})")
+        return (
+            False,
+            covered,
+            (f"answered absent: the lung it lies in is absent (lung-level questions: {scores}; {rule})"),
+        )
     if not covered:
         if own.score >= threshold:
             return False, covered, None  # the caller says which tau_mask no pixel reaches
@@ -172,8 +185,15 @@ def decide(hierarchy: Hierarchy, own: Evidence, evidence: dict[str, Evidence], t
         return False, covered, f"answered absent: {where} (lung-level questions: {scores}; {rule})"
     if own.passes(threshold):
         return True, covered, None
-    by = " and ".join(_NAMES[key] for key in LUNG_LEVEL
-                      if evidence[key].passes(threshold) and set(evidence[key].lungs) & set(covered))
+    by = " and ".join(
+        _NAMES[key] for key in LUNG_LEVEL if evidence[key].passes(threshold) and set(evidence[key].lungs) & set(covered)
+    )
     verb = "is" if len(covered) == 1 else "are"
-    return True, covered, (f"answered present: the {' and the '.join(covered)} {verb} present by {by}, though this "
-                           f"question's own score is {own.score:.2f} ({rule})")
+    return (
+        True,
+        covered,
+        (
+            f"answered present: the {' and the '.join(covered)} {verb} present by {by}, though this "
+            f"question's own score is {own.score:.2f} ({rule})"
+        ),
+    )

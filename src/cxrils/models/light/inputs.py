@@ -6,8 +6,9 @@ from cxrils.models.light.priors import ImagePriors
 from cxrils.models.light.segmenter import LightSegmenter
 
 
-def dataset_inputs(seg: LightSegmenter, ds, indices: list[int],
-                   cache: dict[str, ImagePriors]) -> tuple[list[dict], object, object]:
+def dataset_inputs(
+    seg: LightSegmenter, ds, indices: list[int], cache: dict[str, ImagePriors]
+) -> tuple[list[dict], object, object]:
     """Items of ``ds`` (an :class:`~cxrils.dataset.ILSDataset` at the network side) and
     the network inputs ``(x, t)`` of :meth:`LightSegmenter.network_inputs` for them.
 
@@ -27,6 +28,5 @@ def dataset_inputs(seg: LightSegmenter, ds, indices: list[int],
                 # keyed by dataset and image id in the segmenter's own (small) cache
                 cache[image_id] = seg.image_priors(ds.load_image(i), key=f"{ds.dataset_dir}:{image_id}")
             priors.append(cache[image_id])
-    x, t = seg.network_inputs(torch.stack([it["image"] for it in items]), priors,
-                              [it["instruction"] for it in items])
+    x, t = seg.network_inputs(torch.stack([it["image"] for it in items]), priors, [it["instruction"] for it in items])
     return items, x, t

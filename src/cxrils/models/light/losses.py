@@ -20,8 +20,9 @@ from cxrils.models.light.config import LightConfig
 _DICE = DiceLoss(sigmoid=True, reduction="mean")
 
 
-def light_loss(out: dict[str, torch.Tensor], mask: torch.Tensor, lesion: torch.Tensor,
-               certainty: torch.Tensor, config: LightConfig) -> dict[str, torch.Tensor]:
+def light_loss(
+    out: dict[str, torch.Tensor], mask: torch.Tensor, lesion: torch.Tensor, certainty: torch.Tensor, config: LightConfig
+) -> dict[str, torch.Tensor]:
     """Loss terms of one batch.
 
     Parameters
@@ -48,15 +49,25 @@ def light_loss(out: dict[str, torch.Tensor], mask: torch.Tensor, lesion: torch.T
     bce = F.binary_cross_entropy_with_logits(logits, mask)
     dice = _DICE(logits[positive][:, None], mask[positive][:, None]) if positive.any() else logits.sum() * 0.0
     presence = F.binary_cross_entropy_with_logits(
-        out["presence"], positive.float(),
-        pos_weight=torch.tensor(config.presence_pos_weight, dtype=logits.dtype))
+        out["presence"], positive.float(), pos_weight=torch.tensor(config.presence_pos_weight, dtype=logits.dtype)
+    )
     has_type = lesion >= 0
     if has_type.any():
-        type_loss = F.cross_entropy(out["lesion"][has_type], lesion[has_type]) + \
-            F.binary_cross_entropy_with_logits(out["certainty"][has_type], certainty[has_type])
+        type_loss = F.cross_entropy(out["lesion"][has_type], lesion[has_type]) + F.binary_cross_entropy_with_logits(
+            out["certainty"][has_type], certainty[has_type]
+        )
     else:
         type_loss = out["lesion"].sum() * 0.0
-    loss = (config.lambda_bce * bce + config.lambda_dice * dice + config.lambda_presence * presence
-            + config.lambda_type * type_loss)
-    return {"loss": loss, "bce": bce.detach(), "dice": dice.detach(), "presence": presence.detach(),
-            "type": type_loss.detach()}
+    loss = (
+        config.lambda_bce * bce
+        + config.lambda_dice * dice
+        + config.lambda_presence * presence
+        + config.lambda_type * type_loss
+    )
+    return {
+        "loss": loss,
+        "bce": bce.detach(),
+        "dice": dice.detach(),
+        "presence": presence.detach(),
+        "type": type_loss.detach(),
+    }

@@ -83,8 +83,10 @@ class LightILSNet(nn.Module):
             If ``x`` does not have :attr:`in_channels` channels.
         """
         if x.shape[1] != self.in_channels:
-            raise ValueError(f"the light network expects {self.in_channels} input channels "
-                             f"(image{' + priors' if self.in_channels > 1 else ''}), got {x.shape[1]}")
+            raise ValueError(
+                f"the light network expects {self.in_channels} input channels "
+                f"(image{' + priors' if self.in_channels > 1 else ''}), got {x.shape[1]}"
+            )
         e = self.text_mlp(t)
         params = self.film(e).split([2 * c for c in self._film_channels], dim=1)
         film = iter(params)
@@ -148,8 +150,12 @@ class LightEnsemble(nn.Module):
             return torch.log(p) - torch.log1p(-p)
 
         lesion = torch.stack([torch.softmax(o["lesion"], dim=1) for o in outs]).mean(0)
-        return {"mask": mean_logit("mask"), "presence": mean_logit("presence"),
-                "lesion": torch.log(lesion.clamp(min=eps)), "certainty": mean_logit("certainty")}
+        return {
+            "mask": mean_logit("mask"),
+            "presence": mean_logit("presence"),
+            "lesion": torch.log(lesion.clamp(min=eps)),
+            "certainty": mean_logit("certainty"),
+        }
 
 
 def build_light_network(config: LightConfig, text_dim: int) -> nn.Module:

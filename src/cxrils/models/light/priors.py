@@ -147,8 +147,10 @@ def default_anatomy() -> AnatomyFn:
         from cxrils.config import Config
         from cxrils.vision.anatomy import get_segmenter
     except ImportError as err:
-        raise RuntimeError("the light model's priors and answers name lung regions and need the anatomy "
-                           f"stage (cxrils.vision.anatomy), which is not available: {err}") from err
+        raise RuntimeError(
+            "the light model's priors and answers name lung regions and need the anatomy "
+            f"stage (cxrils.vision.anatomy), which is not available: {err}"
+        ) from err
     cfg = Config()
     return get_segmenter(cfg.backends.anatomy, cfg).segment
 
@@ -223,8 +225,9 @@ class PriorComputer:
         A :data:`DetectorFn`; when given, :attr:`ImagePriors.boxes` is computed.
     """
 
-    def __init__(self, anatomy: AnatomyFn, anomaly: AnomalyFn | None = None,
-                 detector: DetectorFn | None = None) -> None:
+    def __init__(
+        self, anatomy: AnatomyFn, anomaly: AnomalyFn | None = None, detector: DetectorFn | None = None
+    ) -> None:
         self._anatomy = anatomy
         self._anomaly = anomaly
         self._detector = detector
@@ -256,24 +259,29 @@ class PriorComputer:
         anatomy = self._anatomy(small)
         missing = [lb for lb in PRIOR_LABELS if lb not in anatomy]
         if missing or tuple(anatomy.shape) != small.shape:
-            raise ValueError(f"anatomy of a {small.shape} image has shape {tuple(anatomy.shape)} "
-                             f"and lacks {missing}; the light model's priors need the lungs, their "
-                             "zones and the heart")
+            raise ValueError(
+                f"anatomy of a {small.shape} image has shape {tuple(anatomy.shape)} "
+                f"and lacks {missing}; the light model's priors need the lungs, their "
+                "zones and the heart"
+            )
         x_ano = np.zeros(small.shape, dtype=np.float16)
         lungs = anatomy.union(("right lung", "left lung"))
         if not lungs.any():
-            log.warning("the anatomy stage found no lungs in this %s image (is it a frontal chest "
-                        "radiograph?): the priors are empty and answers will mostly be negative", x.shape)
+            log.warning(
+                "the anatomy stage found no lungs in this %s image (is it a frontal chest "
+                "radiograph?): the priors are empty and answers will mostly be negative",
+                x.shape,
+            )
         if with_anomaly:
             if self._anomaly is None:
                 raise ValueError("no anomaly mapper given; cannot compute the x_ano prior")
             if lungs.any():
                 try:
-                    x_ano = np.asarray(self._anomaly(small, anatomy.union(vocab.EDIT_REGION_LABELS), lungs),
-                                       dtype=np.float16)
+                    x_ano = np.asarray(
+                        self._anomaly(small, anatomy.union(vocab.EDIT_REGION_LABELS), lungs), dtype=np.float16
+                    )
                 except (ValueError, RuntimeError) as err:  # e.g. no mediastinum, flat contrast
-                    log.warning("x_ano prior set to zero: the anomaly stage failed on a %s image: %s",
-                                small.shape, err)
+                    log.warning("x_ano prior set to zero: the anomaly stage failed on a %s image: %s", small.shape, err)
         boxes = None
         if self._detector is not None and with_anomaly:
             try:
@@ -282,8 +290,12 @@ class PriorComputer:
                 log.warning("box prior set to zero: the detection stage failed on a %s image: %s", small.shape, err)
                 boxes = np.zeros(small.shape, np.float16)
         kept = PRIOR_LABELS + tuple(lb for lb in OPTIONAL_PRIOR_LABELS if lb in anatomy)
-        result = ImagePriors(anatomy=PackedMasks({lb: anatomy[lb] for lb in kept}, small.shape), x_ano=x_ano,
-                             ctr=_ctr(anatomy), boxes=boxes)
+        result = ImagePriors(
+            anatomy=PackedMasks({lb: anatomy[lb] for lb in kept}, small.shape),
+            x_ano=x_ano,
+            ctr=_ctr(anatomy),
+            boxes=boxes,
+        )
         self._cache[(key, with_anomaly)] = result
         while len(self._cache) > CACHE_SIZE:
             self._cache.popitem(last=False)
@@ -317,8 +329,7 @@ def region_labels(parsed: ParsedText | None) -> tuple[str, ...]:
     return tuple(parsed.locations)
 
 
-def prior_channels(priors: ImagePriors, parsed: ParsedText | None, size: int, *,
-                   boxes: bool = False) -> np.ndarray:
+def prior_channels(priors: ImagePriors, parsed: ParsedText | None, size: int, *, boxes: bool = False) -> np.ndarray:
     """The :data:`PRIOR_CHANNELS` of one (image, instruction) pair.
 
     Returns
@@ -338,12 +349,17 @@ def prior_channels(priors: ImagePriors, parsed: ParsedText | None, size: int, *,
     labels = region_labels(parsed)
     missing = [lb for lb in labels if lb not in priors.anatomy]
     if missing:
-        raise ValueError(f"the anatomy stage gave no mask for {missing}, which the instruction names; "
-                         "use an anatomy backend that segments it (builtin and cxas give lobes)")
-    maps = [priors.anatomy.union(labels).astype(np.float32),
-            priors.anatomy.union(("right lung", "left lung")).astype(np.float32),
-            priors.x_ano.astype(np.float32)]
+        raise ValueError(
+            f"the anatomy stage gave no mask for {missing}, which the instruction names; "
+            "use an anatomy backend that segments it (builtin and cxas give lobes)"
+        )
+    maps = [
+        priors.anatomy.union(labels).astype(np.float32),
+        priors.anatomy.union(("right lung", "left lung")).astype(np.float32),
+        priors.x_ano.astype(np.float32),
+    ]
     if boxes:
-        maps.append(priors.boxes.astype(np.float32) if priors.boxes is not None
-                    else np.zeros(priors.x_ano.shape, np.float32))
+        maps.append(
+            priors.boxes.astype(np.float32) if priors.boxes is not None else np.zeros(priors.x_ano.shape, np.float32)
+        )
     return np.stack([cv2.resize(m, (size, size), interpolation=cv2.INTER_AREA) for m in maps])

@@ -61,9 +61,16 @@ class LightSegmenter(Segmenter):
 
     model_type = "light"
 
-    def __init__(self, config: LightConfig, net=None, *, anatomy: AnatomyFn | None = None,
-                 anomaly: AnomalyFn | None = None, detector: DetectorFn | None = None,
-                 num_threads: int | None = None) -> None:
+    def __init__(
+        self,
+        config: LightConfig,
+        net=None,
+        *,
+        anatomy: AnatomyFn | None = None,
+        anomaly: AnomalyFn | None = None,
+        detector: DetectorFn | None = None,
+        num_threads: int | None = None,
+    ) -> None:
         import torch
 
         from cxrils.models.light.network import build_light_network
@@ -82,9 +89,16 @@ class LightSegmenter(Segmenter):
             torch.set_num_threads(num_threads)
 
     @classmethod
-    def _load(cls, path: Path, config: dict, *, anatomy: AnatomyFn | None = None,
-              anomaly: AnomalyFn | None = None, detector: DetectorFn | None = None,
-              num_threads: int | None = None) -> LightSegmenter:
+    def _load(
+        cls,
+        path: Path,
+        config: dict,
+        *,
+        anatomy: AnatomyFn | None = None,
+        anomaly: AnomalyFn | None = None,
+        detector: DetectorFn | None = None,
+        num_threads: int | None = None,
+    ) -> LightSegmenter:
         from safetensors.torch import load_file
 
         try:
@@ -165,8 +179,9 @@ class LightSegmenter(Segmenter):
             maps = []
             for p, text in zip(priors, instructions):
                 interp = interpret_instruction(text)
-                maps.append(prior_channels(p, interp.parsed if interp is not None else None, s,
-                                           boxes=self.config.box_prior))
+                maps.append(
+                    prior_channels(p, interp.parsed if interp is not None else None, s, boxes=self.config.box_prior)
+                )
             x = torch.cat([images, torch.from_numpy(np.stack(maps))], dim=1)
         t = self.encoder.encode(instructions)
         if self.config.ctr_input:
@@ -178,15 +193,17 @@ class LightSegmenter(Segmenter):
         """Whether the network inputs need :class:`ImagePriors` (priors or the CTR input)."""
         return bool(self.config.priors or self.config.ctr_input)
 
-    def _forward(self, images: list[np.ndarray], priors: list[ImagePriors] | None,
-                 instructions: list[str]) -> dict[str, np.ndarray]:
+    def _forward(
+        self, images: list[np.ndarray], priors: list[ImagePriors] | None, instructions: list[str]
+    ) -> dict[str, np.ndarray]:
         import cv2
         import torch
 
         s = self.config.image_size
         batch = np.stack([cv2.resize(x, (s, s), interpolation=cv2.INTER_AREA) for x in images])
-        x_t, t_t = self.network_inputs(torch.from_numpy(batch.astype(np.float32) / 255.0)[:, None], priors,
-                                       instructions)
+        x_t, t_t = self.network_inputs(
+            torch.from_numpy(batch.astype(np.float32) / 255.0)[:, None], priors, instructions
+        )
         with torch.inference_mode():
             out = self.net(x_t, t_t)
         return {
@@ -212,8 +229,10 @@ class LightSegmenter(Segmenter):
         if ctr is not None and ctr > gate:
             return None
         measured = "no CTR (heart or lungs not found)" if ctr is None else f"CTR {ctr:.2f}"
-        return (f"answered absent: the anatomy gives {measured}, not above {gate:.2f}, the cardiomegaly "
-                "cut-off (LightConfig.cardiomegaly_min_ctr)")
+        return (
+            f"answered absent: the anatomy gives {measured}, not above {gate:.2f}, the cardiomegaly "
+            "cut-off (LightConfig.cardiomegaly_min_ctr)"
+        )
 
     def read_instruction(self, instruction: str) -> str:
         """The Table 2 reading of ``instruction`` (:meth:`InstructionEncoder.read`)."""
@@ -269,9 +288,11 @@ class LightSegmenter(Segmenter):
         # the questions of consistent_answers ride in the same network pass
         trees = [hierarchy_of(p) if c.consistent_answers else None for p in parsed_all]
         rows = [(i, q) for i, tree in enumerate(trees) if tree is not None for q in tree.questions]
-        out = self._forward(images + [images[i] for i, _ in rows],
-                            None if priors is None else priors + [priors[i] for i, _ in rows],
-                            list(instructions) + [q for _, q in rows])
+        out = self._forward(
+            images + [images[i] for i, _ in rows],
+            None if priors is None else priors + [priors[i] for i, _ in rows],
+            list(instructions) + [q for _, q in rows],
+        )
         extra = {}  # (pair, question) -> network row
         for k, key in enumerate(rows):
             extra[key] = len(images) + k
@@ -281,8 +302,13 @@ class LightSegmenter(Segmenter):
             prior = priors[i] if priors is not None else None
             p = float(out["presence"][i])
             threshold = self.presence_threshold(parsed)
-            if c.cardiomegaly_by_ctr and prior is not None and parsed is not None \
-                    and parsed.target == "cardiomegaly" and parsed.instruction_type == "global":
+            if (
+                c.cardiomegaly_by_ctr
+                and prior is not None
+                and parsed is not None
+                and parsed.target == "cardiomegaly"
+                and parsed.instruction_type == "global"
+            ):
                 mask, note = self._cardiomegaly(x, prior)
             elif tree is not None:
                 mask, note = self._consistent(out, i, extra, x, prior, parsed, tree, threshold)
@@ -294,31 +320,48 @@ class LightSegmenter(Segmenter):
                     note = f"answered absent: no pixel of the mask reaches tau_mask {c.tau_mask:g}"
             present = bool(mask.any())
             locations: list[str] = []
-            if present and (parsed is None or parsed.instruction_type == "global") and (
-                    parsed is None or parsed.target not in vocab.ORGAN_LOCATIONS):
+            if (
+                present
+                and (parsed is None or parsed.instruction_type == "global")
+                and (parsed is None or parsed.target not in vocab.ORGAN_LOCATIONS)
+            ):
                 anatomy = (prior if prior is not None else self.image_priors(x)).anatomy
                 locations = locations_from_mask(mask, anatomy, c.tau_location)
             lesion = vocab.INFERENCE_LESION_TYPES[int(np.argmax(out["lesion"][i]))]
             certainty = "definitive" if out["certainty"][i] >= 0.5 else "tentative"
             answer = compose_answer(parsed, present, locations=locations, lesion=lesion, certainty=certainty)
-            preds.append(Prediction(mask=mask, answer=answer, presence_score=p, presence_threshold=threshold,
-                                    note=note))
+            preds.append(
+                Prediction(mask=mask, answer=answer, presence_score=p, presence_threshold=threshold, note=note)
+            )
         return preds
 
-    def _consistent(self, out: dict[str, np.ndarray], i: int, extra: dict[tuple[int, str], int], x: np.ndarray,
-                    prior: ImagePriors | None, parsed: ParsedText, tree: Hierarchy, threshold: float
-                    ) -> tuple[np.ndarray, str | None]:
+    def _consistent(
+        self,
+        out: dict[str, np.ndarray],
+        i: int,
+        extra: dict[tuple[int, str], int],
+        x: np.ndarray,
+        prior: ImagePriors | None,
+        parsed: ParsedText,
+        tree: Hierarchy,
+        threshold: float,
+    ) -> tuple[np.ndarray, str | None]:
         """Mask and note of pair ``i`` under the consistent-answers rule
         (``consistent_answers``; :func:`cxrils.models.light.consistency.decide`);
         ``extra`` maps (pair, lung-level question) to its network row."""
         rows = {key: extra[i, q] for key, q in tree.lung_questions.items()}
         masks = {key: self._mask(out, r, x.shape) for key, r in rows.items()}
-        evidence = {key: self._evidence(key, float(out["presence"][r]), masks[key], x, prior, threshold)
-                    for key, r in rows.items()}
+        evidence = {
+            key: self._evidence(key, float(out["presence"][r]), masks[key], x, prior, threshold)
+            for key, r in rows.items()
+        }
         own_mask = self._mask(out, i, x.shape)
         own_score = float(out["presence"][i])
-        own = (self._evidence(tree.level, own_score, own_mask, x, prior, threshold) if tree.level is not None
-               else Evidence(own_score, bool(own_mask.any()), tree.sides))
+        own = (
+            self._evidence(tree.level, own_score, own_mask, x, prior, threshold)
+            if tree.level is not None
+            else Evidence(own_score, bool(own_mask.any()), tree.sides)
+        )
         present, covered, note = decide(tree, own, evidence, threshold)
         if not present:
             if note is None and own_score >= threshold:
@@ -332,8 +375,9 @@ class LightSegmenter(Segmenter):
         base = own_mask if own.passes(threshold) else np.logical_or.reduce(lifting)
         return self._keep_in_lungs(base, x, prior, covered, lifting), note
 
-    def _evidence(self, key: str, score: float, mask: np.ndarray, x: np.ndarray, prior: ImagePriors | None,
-                  threshold: float) -> Evidence:
+    def _evidence(
+        self, key: str, score: float, mask: np.ndarray, x: np.ndarray, prior: ImagePriors | None, threshold: float
+    ) -> Evidence:
         """What lung-level question ``key`` says (:class:`Evidence`): a lung question
         names its own lung; a passing global question the lungs of the locations its
         mask lies in (:func:`locations_from_mask`, as its answer text)."""
@@ -351,8 +395,9 @@ class LightSegmenter(Segmenter):
         import torch
         import torch.nn.functional as F
 
-        logits = F.interpolate(out["mask_logits"][row][None, None], size=shape, mode="bilinear",
-                               align_corners=False)[0, 0]
+        logits = F.interpolate(out["mask_logits"][row][None, None], size=shape, mode="bilinear", align_corners=False)[
+            0, 0
+        ]
         return (torch.sigmoid(logits) >= self.config.tau_mask).numpy()
 
     def _region(self, x: np.ndarray, prior: ImagePriors | None, labels) -> np.ndarray:
@@ -363,8 +408,9 @@ class LightSegmenter(Segmenter):
         small = anatomy.union(tuple(labels)).astype(np.uint8)
         return cv2.resize(small, (x.shape[1], x.shape[0]), interpolation=cv2.INTER_NEAREST).astype(bool)
 
-    def _keep_in_lungs(self, mask: np.ndarray, x: np.ndarray, prior: ImagePriors | None, present_lungs,
-                       lung_masks: list[np.ndarray]) -> np.ndarray:
+    def _keep_in_lungs(
+        self, mask: np.ndarray, x: np.ndarray, prior: ImagePriors | None, present_lungs, lung_masks: list[np.ndarray]
+    ) -> np.ndarray:
         """``mask`` inside the present lungs' anatomy, or, where nothing of it is left
         there, the union of ``lung_masks``, the passing lung-level answers that lift
         those lungs (consistent_answers)."""
@@ -379,8 +425,9 @@ class LightSegmenter(Segmenter):
         gate, ctr = self.config.cardiomegaly_min_ctr, prior.ctr
         if ctr is None or ctr <= gate:
             measured = "no CTR (heart or lungs not found)" if ctr is None else f"CTR {ctr:.2f}"
-            return np.zeros(x.shape, bool), (f"answered absent: the anatomy gives {measured}, not above "
-                                             f"{gate:.2f} (cardiomegaly_by_ctr)")
+            return np.zeros(x.shape, bool), (
+                f"answered absent: the anatomy gives {measured}, not above {gate:.2f} (cardiomegaly_by_ctr)"
+            )
         heart = self._region(x, prior, ("heart",))
         note = None if heart.any() else "answered absent: the anatomy's heart mask is empty (cardiomegaly_by_ctr)"
         return heart, note

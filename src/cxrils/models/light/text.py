@@ -60,28 +60,106 @@ class Interpretation:
     exact: bool
 
 
-_SYNONYMS = sorted(((syn, t) for t, syns in vocab.LESION_SYNONYMS.items() for syn in syns),
-                   key=lambda p: -len(p[0]))
+_SYNONYMS = sorted(((syn, t) for t, syns in vocab.LESION_SYNONYMS.items() for syn in syns), key=lambda p: -len(p[0]))
 #: Location wordings (query locations themselves and vocab.LOCATION_SYNONYMS), longest first.
 _LOCATION_WORDS: list[tuple[str, tuple[str, ...]]] = sorted(
     [(loc, (loc,)) for loc in vocab.INSTRUCTION_LOCATIONS] + list(vocab.LOCATION_SYNONYMS.items()),
-    key=lambda p: -len(p[0]))
+    key=lambda p: -len(p[0]),
+)
 
 
 #: Words after which a free-text instruction names a place ("in the knee").
-_PLACE_PREPOSITIONS = frozenset({"in", "on", "at", "within", "inside", "near", "over", "along", "behind", "outside",
-                                 "under", "below", "above", "around", "beneath", "beside", "across"})
+_PLACE_PREPOSITIONS = frozenset(
+    {
+        "in",
+        "on",
+        "at",
+        "within",
+        "inside",
+        "near",
+        "over",
+        "along",
+        "behind",
+        "outside",
+        "under",
+        "below",
+        "above",
+        "around",
+        "beneath",
+        "beside",
+        "across",
+    }
+)
 #: Words skipped between such a preposition and the place: determiners and the adjectives
 #: of a film ("on this frontal radiograph"), "s" of a possessive ("this patient's knee").
-_PLACE_SKIPPED = frozenset({"the", "this", "these", "that", "a", "an", "his", "her", "its", "their", "my", "our",
-                            "your", "either", "any", "each", "every", "pa", "ap", "frontal", "portable", "supine",
-                            "upright", "current", "same", "whole", "entire", "given", "s"})
+_PLACE_SKIPPED = frozenset(
+    {
+        "the",
+        "this",
+        "these",
+        "that",
+        "a",
+        "an",
+        "his",
+        "her",
+        "its",
+        "their",
+        "my",
+        "our",
+        "your",
+        "either",
+        "any",
+        "each",
+        "every",
+        "pa",
+        "ap",
+        "frontal",
+        "portable",
+        "supine",
+        "upright",
+        "current",
+        "same",
+        "whole",
+        "entire",
+        "given",
+        "s",
+    }
+)
 #: Places that name no region of the lungs, so that a question about them is a global one
 #: ("Is there an opacity in this image?", "... in the lungs?", "... at all?").
-_WHOLE_IMAGE_PLACES = frozenset({"image", "images", "picture", "x", "ray", "xray", "radiograph", "radiographs",
-                                 "film", "chest", "study", "scan", "cxr", "patient", "view", "lung", "lungs",
-                                 "thorax", "all", "general", "detail", "case", "exam", "examination", "there",
-                                 "here", "one", "time", "moment"})
+_WHOLE_IMAGE_PLACES = frozenset(
+    {
+        "image",
+        "images",
+        "picture",
+        "x",
+        "ray",
+        "xray",
+        "radiograph",
+        "radiographs",
+        "film",
+        "chest",
+        "study",
+        "scan",
+        "cxr",
+        "patient",
+        "view",
+        "lung",
+        "lungs",
+        "thorax",
+        "all",
+        "general",
+        "detail",
+        "case",
+        "exam",
+        "examination",
+        "there",
+        "here",
+        "one",
+        "time",
+        "moment",
+    }
+)
 #: Places that begin like a whole-image one but are outside the lungs ("the chest wall").
 _NON_LUNG_AFTER_WHOLE = frozenset({"wall", "tube", "port", "spine", "bones"})
 #: Stands for a location already read, in the words left to check ("in the _read_place_").
@@ -128,9 +206,11 @@ def _unread_places(words: list[str]) -> list[str]:
 def accepted_help() -> str:
     """One paragraph naming what the structured reader accepts (for error messages)."""
     forms = "; ".join(repr(t) for t in templates.INSTRUCTION_TEMPLATES.values())
-    return (f"Accepted: the forms of paper Table 2 ({forms}) with a target in {', '.join(vocab.LESION_TYPES)}, "
-            f"and locations {', '.join(vocab.INSTRUCTION_LOCATIONS)}, or the lobes "
-            f"{', '.join(vocab.LOBE_PHRASES.values())} (several joined by 'and')")
+    return (
+        f"Accepted: the forms of paper Table 2 ({forms}) with a target in {', '.join(vocab.LESION_TYPES)}, "
+        f"and locations {', '.join(vocab.INSTRUCTION_LOCATIONS)}, or the lobes "
+        f"{', '.join(vocab.LOBE_PHRASES.values())} (several joined by 'and')"
+    )
 
 
 def _canonical(locations: list[str]) -> tuple[str, ...]:
@@ -219,13 +299,15 @@ def _checked_places(text: str, parsed: templates.ParsedText) -> templates.Parsed
         places = ", the ".join(vocab.LOBE_PHRASES.get(loc, loc) for loc in parsed.locations)
         raise InstructionError(
             f"instruction {text!r}: {parsed.target} is a finding of the {organ} and is asked only of the "
-            f"whole image (\"Segment the {parsed.target}.\"), not of the {places}. " + accepted_help())
+            f'whole image ("Segment the {parsed.target}."), not of the {places}. ' + accepted_help()
+        )
     organs = [loc for loc in parsed.locations if loc in set(vocab.ORGAN_LOCATIONS.values())]
     if organs:
         owners = sorted(t for t, o in vocab.ORGAN_LOCATIONS.items() if o in organs)
         raise InstructionError(
             f"instruction {text!r}: {parsed.target or 'a lung lesion'} is asked of lung regions; the "
-            f"{', '.join(organs)} is the place of {', '.join(owners)} only. " + accepted_help())
+            f"{', '.join(organs)} is the place of {', '.join(owners)} only. " + accepted_help()
+        )
     return parsed
 
 
@@ -254,13 +336,18 @@ def canonical_instruction(parsed: templates.ParsedText) -> str:
 
 
 def _unread_place_error(text: str, words: list[str]) -> InstructionError:
-    return InstructionError(f"cannot read where instruction {text!r} asks to look (unread words: "
-                            f"{', '.join(words)}), and it is not answered without its location. " + accepted_help())
+    return InstructionError(
+        f"cannot read where instruction {text!r} asks to look (unread words: "
+        f"{', '.join(words)}), and it is not answered without its location. " + accepted_help()
+    )
 
 
 def _no_lesion_error(text: str) -> InstructionError:
-    return InstructionError(f"instruction {text!r} names no known lesion type. "
-                            + accepted_help() + " (a model trained with text_encoder='minilm' reads free text)")
+    return InstructionError(
+        f"instruction {text!r} names no known lesion type. "
+        + accepted_help()
+        + " (a model trained with text_encoder='minilm' reads free text)"
+    )
 
 
 class InstructionEncoder:
@@ -332,12 +419,16 @@ class InstructionEncoder:
                     if interp is None:
                         raise _no_lesion_error(t)
                     if not interp.exact:
-                        log.info("instruction %r does not follow the templates; read as %r", t,
-                                 canonical_instruction(interp.parsed))
+                        log.info(
+                            "instruction %r does not follow the templates; read as %r",
+                            t,
+                            canonical_instruction(interp.parsed),
+                        )
                     self._cache[t] = structured_vector(interp.parsed)
             else:
-                emb = self._minilm().encode(list(missing), batch_size=64, convert_to_numpy=True,
-                                            show_progress_bar=False)
+                emb = self._minilm().encode(
+                    list(missing), batch_size=64, convert_to_numpy=True, show_progress_bar=False
+                )
                 for t, e in zip(missing, emb):
                     self._cache[t] = np.asarray(e, dtype=np.float32)
         return np.stack([self._cache[t] for t in texts]) if texts else np.zeros((0, self.dim), np.float32)

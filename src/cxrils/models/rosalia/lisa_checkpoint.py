@@ -68,12 +68,31 @@ SAM_KEY_RENAMES: tuple[tuple[str, str], ...] = (
     ("blocks", "layers"),
 )
 _HYPER = re.compile(r".*output_hypernetworks_mlps\.(\d+)\.layers\.(\d+).*")
-_IGNORED = (re.compile(r"^model\.vision_tower\."), re.compile(r"rotary_emb\.inv_freq$"),
-            re.compile(r"^model\.visual_model\.pixel_(mean|std)$"))
-_LLAMA_KEYS = ("hidden_size", "intermediate_size", "num_hidden_layers", "num_attention_heads",
-               "num_key_value_heads", "vocab_size", "max_position_embeddings", "rms_norm_eps", "hidden_act",
-               "rope_theta", "rope_scaling", "initializer_range", "pretraining_tp", "tie_word_embeddings",
-               "bos_token_id", "eos_token_id", "pad_token_id", "attention_bias")
+_IGNORED = (
+    re.compile(r"^model\.vision_tower\."),
+    re.compile(r"rotary_emb\.inv_freq$"),
+    re.compile(r"^model\.visual_model\.pixel_(mean|std)$"),
+)
+_LLAMA_KEYS = (
+    "hidden_size",
+    "intermediate_size",
+    "num_hidden_layers",
+    "num_attention_heads",
+    "num_key_value_heads",
+    "vocab_size",
+    "max_position_embeddings",
+    "rms_norm_eps",
+    "hidden_act",
+    "rope_theta",
+    "rope_scaling",
+    "initializer_range",
+    "pretraining_tp",
+    "tie_word_embeddings",
+    "bos_token_id",
+    "eos_token_id",
+    "pad_token_id",
+    "attention_bias",
+)
 
 
 class LisaCheckpointError(ValueError):
@@ -95,8 +114,10 @@ def read_lisa_config(folder: str | Path) -> dict[str, Any]:
     """
     path = Path(folder) / "config.json"
     if not path.is_file():
-        raise LisaCheckpointError(f"{path}: missing; download checkone/ROSALIA-7B-v1 (or xinlai/LISA-7B-v1) from "
-                                  f"the Hugging Face hub into {Path(folder)} (config.json, tokenizer files, weights)")
+        raise LisaCheckpointError(
+            f"{path}: missing; download checkone/ROSALIA-7B-v1 (or xinlai/LISA-7B-v1) from "
+            f"the Hugging Face hub into {Path(folder)} (config.json, tokenizer files, weights)"
+        )
     try:
         cfg = json.loads(path.read_text(encoding="utf-8"))
     except json.JSONDecodeError as err:
@@ -125,8 +146,10 @@ def weight_files(folder: str | Path) -> list[Path]:
     folder = Path(folder)
     files = sorted(folder.glob("*.safetensors")) or sorted(folder.glob("pytorch_model*.bin"))
     if not files:
-        raise LisaCheckpointError(f"{folder}: no *.safetensors or pytorch_model*.bin; the hub folder "
-                                  "checkone/ROSALIA-7B-v1 (or xinlai/LISA-7B-v1) must be downloaded completely")
+        raise LisaCheckpointError(
+            f"{folder}: no *.safetensors or pytorch_model*.bin; the hub folder "
+            "checkone/ROSALIA-7B-v1 (or xinlai/LISA-7B-v1) must be downloaded completely"
+        )
     return files
 
 
@@ -198,25 +221,40 @@ def sam_config_from_shapes(shapes: Mapping[str, tuple[int, ...]], prefix: str = 
     global_idx = [i for i, r in enumerate(rel) if r[0] == 2 * grid - 1]
     windows = {(r[0] + 1) // 2 for i, r in enumerate(rel) if i not in global_idx}
     dec_hidden = shape("mask_decoder.iou_token.weight")[1]
-    vision = {"hidden_size": hidden, "num_hidden_layers": depth, "num_attention_heads": hidden // head_dim,
-              "mlp_dim": shape("image_encoder.blocks.0.mlp.lin1.weight")[0], "image_size": grid * patch,
-              "patch_size": patch, "output_channels": shape("image_encoder.neck.0.weight")[0],
-              "global_attn_indexes": global_idx, "window_size": windows.pop() if windows else 0,
-              "num_pos_feats": shape("prompt_encoder.pe_layer.positional_encoding_gaussian_matrix")[1]}
-    prompt = {"hidden_size": shape("prompt_encoder.no_mask_embed.weight")[1], "image_size": grid * patch,
-              "patch_size": patch, "mask_input_channels": shape("prompt_encoder.mask_downscaling.3.weight")[0]}
+    vision = {
+        "hidden_size": hidden,
+        "num_hidden_layers": depth,
+        "num_attention_heads": hidden // head_dim,
+        "mlp_dim": shape("image_encoder.blocks.0.mlp.lin1.weight")[0],
+        "image_size": grid * patch,
+        "patch_size": patch,
+        "output_channels": shape("image_encoder.neck.0.weight")[0],
+        "global_attn_indexes": global_idx,
+        "window_size": windows.pop() if windows else 0,
+        "num_pos_feats": shape("prompt_encoder.pe_layer.positional_encoding_gaussian_matrix")[1],
+    }
+    prompt = {
+        "hidden_size": shape("prompt_encoder.no_mask_embed.weight")[1],
+        "image_size": grid * patch,
+        "patch_size": patch,
+        "mask_input_channels": shape("prompt_encoder.mask_downscaling.3.weight")[0],
+    }
     q = shape("mask_decoder.transformer.layers.0.cross_attn_token_to_image.q_proj.weight")
-    decoder = {"hidden_size": dec_hidden, "num_hidden_layers": count(r"mask_decoder\.transformer\.layers\.(\d+)\."),
-               "num_attention_heads": SAM_DECODER_HEADS, "attention_downsample_rate": dec_hidden // q[0],
-               "mlp_dim": shape("mask_decoder.transformer.layers.0.mlp.lin1.weight")[0],
-               "num_multimask_outputs": shape("mask_decoder.mask_tokens.weight")[0] - 1,
-               "iou_head_depth": count(r"mask_decoder\.iou_prediction_head\.layers\.(\d+)\."),
-               "iou_head_hidden_dim": shape("mask_decoder.iou_prediction_head.layers.0.weight")[0]}
+    decoder = {
+        "hidden_size": dec_hidden,
+        "num_hidden_layers": count(r"mask_decoder\.transformer\.layers\.(\d+)\."),
+        "num_attention_heads": SAM_DECODER_HEADS,
+        "attention_downsample_rate": dec_hidden // q[0],
+        "mlp_dim": shape("mask_decoder.transformer.layers.0.mlp.lin1.weight")[0],
+        "num_multimask_outputs": shape("mask_decoder.mask_tokens.weight")[0] - 1,
+        "iou_head_depth": count(r"mask_decoder\.iou_prediction_head\.layers\.(\d+)\."),
+        "iou_head_hidden_dim": shape("mask_decoder.iou_prediction_head.layers.0.weight")[0],
+    }
     return SamConfig(vision_config=vision, prompt_encoder_config=prompt, mask_decoder_config=decoder)
 
 
 def projector_type_from_shapes(shapes: Mapping[str, tuple[int, ...]]) -> str:
-    """"linear" (LISA-7B-v1: one ``nn.Linear``) or "mlp2x_gelu" (LLaVA-1.5: Sequential 0, 2)."""
+    """ "linear" (LISA-7B-v1: one ``nn.Linear``) or "mlp2x_gelu" (LLaVA-1.5: Sequential 0, 2)."""
     return "mlp2x_gelu" if "model.mm_projector.0.weight" in shapes else "linear"
 
 
@@ -236,11 +274,11 @@ def map_lisa_key(key: str) -> str | None:
     """Map one LISA key to a :class:`RosaliaForSegmentation` key; None for keys with no
     counterpart (the ignored ones among them are listed in the module docstring)."""
     if key.startswith("model.visual_model."):
-        return "sam." + map_sam_key(key[len("model.visual_model."):])
+        return "sam." + map_sam_key(key[len("model.visual_model.") :])
     if key.startswith("model.text_hidden_fcs."):
-        return "text_hidden_fcs." + key[len("model.text_hidden_fcs."):]
+        return "text_hidden_fcs." + key[len("model.text_hidden_fcs.") :]
     if key.startswith("model.mm_projector."):
-        return "mm_projector." + key[len("model.mm_projector."):]
+        return "mm_projector." + key[len("model.mm_projector.") :]
     if key.startswith(("model.embed_tokens.", "model.layers.", "model.norm.")):
         return "language_model." + key
     if key == "lm_head.weight":
@@ -256,8 +294,13 @@ def is_ignored(key: str) -> bool:
 def expected_keys(model) -> set[str]:
     """Model keys a LISA checkpoint must provide: everything but the CLIP tower and SAM's
     duplicate ``shared_image_embedding`` (filled from the prompt encoder's matrix)."""
-    return {k for k in model.state_dict() if not k.startswith("vision_tower.")
-            and k != "sam.shared_image_embedding.positional_embedding" and "lora_" not in k}
+    return {
+        k
+        for k in model.state_dict()
+        if not k.startswith("vision_tower.")
+        and k != "sam.shared_image_embedding.positional_embedding"
+        and "lora_" not in k
+    }
 
 
 def load_lisa_weights(model, folder: str | Path) -> dict[str, Any]:
@@ -283,7 +326,9 @@ def load_lisa_weights(model, folder: str | Path) -> dict[str, Any]:
     with torch.no_grad():
         for key, value in iter_tensors(folder):
             if is_ignored(key):
-                reason = "vision_tower" if "vision_tower" in key else "inv_freq" if "inv_freq" in key else "sam_pixel_stats"
+                reason = (
+                    "vision_tower" if "vision_tower" in key else "inv_freq" if "inv_freq" in key else "sam_pixel_stats"
+                )
                 ignored[reason] += 1
                 continue
             new = map_lisa_key(key)
@@ -302,7 +347,8 @@ def load_lisa_weights(model, folder: str | Path) -> dict[str, Any]:
     if unexpected or mismatched or missing:
         raise LisaCheckpointError(
             f"{folder}: does not fit the LISA architecture: {len(unexpected)} unexpected keys {unexpected[:5]}, "
-            f"{len(mismatched)} shape mismatches {mismatched[:5]}, {len(missing)} missing weights {missing[:5]}")
+            f"{len(mismatched)} shape mismatches {mismatched[:5]}, {len(missing)} missing weights {missing[:5]}"
+        )
     return {"loaded": len(loaded), "ignored": ignored}
 
 
@@ -326,7 +372,8 @@ def find_clip_folder(clip_path: str, lisa: Mapping[str, Any], checkpoint: str | 
     raise LisaCheckpointError(
         f"CLIP vision tower not found: LISA checkpoints omit it ({tower} is loaded separately). Download {tower} "
         f"from the Hugging Face hub into {ckpt.parent / Path(tower).name}, or point --set clip_path=DIR / "
-        f"${CLIP_ENV} at it (looked in: {', '.join(candidates)})")
+        f"${CLIP_ENV} at it (looked in: {', '.join(candidates)})"
+    )
 
 
 def load_clip(folder: str | Path):
@@ -351,7 +398,7 @@ def load_clip(folder: str | Path):
             if key.endswith("position_ids"):
                 continue
             # a CLIPModel checkpoint names them vision_model.*; transformers 5's CLIPVisionModel has no prefix
-            name = key if key in state else key[len("vision_model."):] if key.startswith("vision_model.") else None
+            name = key if key in state else key[len("vision_model.") :] if key.startswith("vision_model.") else None
             if name in state:
                 state[name].copy_(value.to(state[name].dtype))
                 got.add(name)

@@ -25,7 +25,9 @@ def mask_bce(logits: list[torch.Tensor], targets: list[torch.Tensor]) -> torch.T
     return torch.stack(losses).mean()
 
 
-def mask_dice(logits: list[torch.Tensor], targets: list[torch.Tensor], scale: float = 1000.0, eps: float = 1e-6) -> torch.Tensor:
+def mask_dice(
+    logits: list[torch.Tensor], targets: list[torch.Tensor], scale: float = 1000.0, eps: float = 1e-6
+) -> torch.Tensor:
     """Dice loss averaged over **positive** samples (non-empty targets); 0 if there are none.
 
     ``1 - (2 |P∩T| + eps) / (|P| + |T| + eps)`` on sigmoid probabilities, with LISA's

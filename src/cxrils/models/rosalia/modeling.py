@@ -83,8 +83,16 @@ class RosaliaForSegmentation(nn.Module):
         hidden = language_model.config.hidden_size
         self.mm_projector = build_projector(cfg.projector_type, vision_tower.config.hidden_size, hidden)
         self.sam = sam
-        self.text_hidden_fcs = nn.ModuleList([nn.Sequential(
-            nn.Linear(hidden, hidden), nn.ReLU(inplace=True), nn.Linear(hidden, cfg.seg_out_dim), nn.Dropout(0.0))])
+        self.text_hidden_fcs = nn.ModuleList(
+            [
+                nn.Sequential(
+                    nn.Linear(hidden, hidden),
+                    nn.ReLU(inplace=True),
+                    nn.Linear(hidden, cfg.seg_out_dim),
+                    nn.Dropout(0.0),
+                )
+            ]
+        )
         self.seg_token_id = seg_token_id
         self.lora_applied = False
 
@@ -116,9 +124,15 @@ class RosaliaForSegmentation(nn.Module):
         from peft import LoraConfig, inject_adapter_in_model
 
         if self.cfg.lora_r > 0:
+
             def lora(targets: list[str]) -> LoraConfig:
-                return LoraConfig(r=self.cfg.lora_r, lora_alpha=self.cfg.lora_alpha,
-                                  lora_dropout=self.cfg.lora_dropout, target_modules=targets, bias="none")
+                return LoraConfig(
+                    r=self.cfg.lora_r,
+                    lora_alpha=self.cfg.lora_alpha,
+                    lora_dropout=self.cfg.lora_dropout,
+                    target_modules=targets,
+                    bias="none",
+                )
 
             inject_adapter_in_model(lora(self.lora_target_names()), self.language_model)
             if self.cfg.lora_sam_encoder:
@@ -133,7 +147,8 @@ class RosaliaForSegmentation(nn.Module):
         encoders, the CLIP tower, the projector, the LLaMA weights)."""
         for name, p in self.named_parameters():
             p.requires_grad = "lora_" in name or any(
-                s in name for s in ("lm_head", "embed_tokens", "mask_decoder", "text_hidden_fcs"))
+                s in name for s in ("lm_head", "embed_tokens", "mask_decoder", "text_hidden_fcs")
+            )
 
     # ----------------------------------------------------------------- pieces
     def encode_images(self, pixel_values: torch.Tensor) -> torch.Tensor:
@@ -148,8 +163,13 @@ class RosaliaForSegmentation(nn.Module):
     def mm_projector_dtype(self) -> torch.dtype:
         return next(self.mm_projector.parameters()).dtype
 
-    def inputs_embeds(self, input_ids: torch.Tensor, attention_mask: torch.Tensor, pixel_values: torch.Tensor,
-                      labels: torch.Tensor | None = None):
+    def inputs_embeds(
+        self,
+        input_ids: torch.Tensor,
+        attention_mask: torch.Tensor,
+        pixel_values: torch.Tensor,
+        labels: torch.Tensor | None = None,
+    ):
         """Replace each sample's single -200 by its N image features.
 
         Returns
@@ -166,7 +186,9 @@ class RosaliaForSegmentation(nn.Module):
         """
         counts = (input_ids == IMAGE_TOKEN_INDEX).sum(dim=1)
         if not bool((counts == 1).all()):
-            raise ValueError(f"every sample needs exactly one image placeholder ({IMAGE_TOKEN_INDEX}), got {counts.tolist()}")
+            raise ValueError(
+                f"every sample needs exactly one image placeholder ({IMAGE_TOKEN_INDEX}), got {counts.tolist()}"
+            )
         feats = self.encode_images(pixel_values)
         emb_layer = self.language_model.get_input_embeddings()
         pos = (input_ids == IMAGE_TOKEN_INDEX).float().argmax(dim=1)
@@ -176,12 +198,12 @@ class RosaliaForSegmentation(nn.Module):
         rows, masks, labs = [], [], []
         for i in range(input_ids.shape[0]):
             p = int(pos[i])
-            rows.append(torch.cat([text[i, :p], feats[i].to(text.dtype), text[i, p + 1:]], dim=0))
+            rows.append(torch.cat([text[i, :p], feats[i].to(text.dtype), text[i, p + 1 :]], dim=0))
             ones = torch.ones(n, dtype=attention_mask.dtype, device=attention_mask.device)
-            masks.append(torch.cat([attention_mask[i, :p], ones, attention_mask[i, p + 1:]]))
+            masks.append(torch.cat([attention_mask[i, :p], ones, attention_mask[i, p + 1 :]]))
             if labels is not None:
                 ign = torch.full((n,), IGNORE_INDEX, dtype=labels.dtype, device=labels.device)
-                labs.append(torch.cat([labels[i, :p], ign, labels[i, p + 1:]]))
+                labs.append(torch.cat([labels[i, :p], ign, labels[i, p + 1 :]]))
         return (torch.stack(rows), torch.stack(masks), torch.stack(labs) if labels is not None else None, pos)
 
     def seg_hidden_positions(self, input_ids: torch.Tensor) -> torch.Tensor:
@@ -196,7 +218,7 @@ class RosaliaForSegmentation(nn.Module):
         for i in range(mask.shape[0]):
             p = int(image_pos[i])
             out[i, :p] = mask[i, :p]
-            out[i, p + n_image:] = mask[i, p + 1:]
+            out[i, p + n_image :] = mask[i, p + 1 :]
         return out
 
     def low_res_masks(self, sam_pixel_values: torch.Tensor, prompts: Sequence[torch.Tensor]) -> list[torch.Tensor]:
@@ -222,9 +244,12 @@ class RosaliaForSegmentation(nn.Module):
             k = pr.shape[0]
             dense = dense_w.reshape(1, -1, 1, 1).expand(k, -1, emb.shape[-2], emb.shape[-1]).to(emb.dtype)
             low_res, _ = self.sam.mask_decoder(
-                image_embeddings=emb[i:i + 1].expand(k, -1, -1, -1), image_positional_embeddings=pe.expand(k, -1, -1, -1),
-                sparse_prompt_embeddings=pr[:, None, None, :].to(emb.dtype), dense_prompt_embeddings=dense,
-                multimask_output=False)[:2]
+                image_embeddings=emb[i : i + 1].expand(k, -1, -1, -1),
+                image_positional_embeddings=pe.expand(k, -1, -1, -1),
+                sparse_prompt_embeddings=pr[:, None, None, :].to(emb.dtype),
+                dense_prompt_embeddings=dense,
+                multimask_output=False,
+            )[:2]
             out.append(low_res[:, 0])
         return out
 
@@ -238,8 +263,13 @@ class RosaliaForSegmentation(nn.Module):
         up = F.interpolate(low_res.float(), size=(s, s), mode="bilinear", align_corners=False)
         return F.interpolate(up[..., :rh, :rw], size=(s, s), mode="bilinear", align_corners=False)[:, 0]
 
-    def decode_masks(self, sam_pixel_values: torch.Tensor, prompts: Sequence[torch.Tensor],
-                     reshaped_sizes: torch.Tensor, original_sizes: torch.Tensor) -> list[torch.Tensor]:
+    def decode_masks(
+        self,
+        sam_pixel_values: torch.Tensor,
+        prompts: Sequence[torch.Tensor],
+        reshaped_sizes: torch.Tensor,
+        original_sizes: torch.Tensor,
+    ) -> list[torch.Tensor]:
         """Mask logits of each sample's [SEG] prompts at its image's own size.
 
         ``cfg.mask_geometry`` "padded" (default): the frame of :meth:`padded_frame` (what
@@ -274,9 +304,17 @@ class RosaliaForSegmentation(nn.Module):
         return self.language_model.model(inputs_embeds=embeds, attention_mask=attention_mask).last_hidden_state
 
     # ----------------------------------------------------------------- forward
-    def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor, pixel_values: torch.Tensor,
-                sam_pixel_values: torch.Tensor, reshaped_sizes: torch.Tensor, original_sizes: torch.Tensor,
-                labels: torch.Tensor, gt_frames: list[torch.Tensor]) -> RosaliaOutput:
+    def forward(
+        self,
+        input_ids: torch.Tensor,
+        attention_mask: torch.Tensor,
+        pixel_values: torch.Tensor,
+        sam_pixel_values: torch.Tensor,
+        reshaped_sizes: torch.Tensor,
+        original_sizes: torch.Tensor,
+        labels: torch.Tensor,
+        gt_frames: list[torch.Tensor],
+    ) -> RosaliaOutput:
         """Teacher-forced forward pass and loss (LISA.py ``model_forward``, training branch).
 
         ``input_ids`` (B, L) hold prompt and answer (one -200, one [SEG]); ``labels`` (B, L)
@@ -294,8 +332,9 @@ class RosaliaForSegmentation(nn.Module):
         embeds, att, labs, image_pos = self.inputs_embeds(input_ids, attention_mask, pixel_values, labels)
         hidden = self._hidden(embeds, att)
         logits = self.language_model.lm_head(hidden).float()
-        loss_txt = F.cross_entropy(logits[:, :-1].reshape(-1, logits.shape[-1]), labs[:, 1:].reshape(-1),
-                                   ignore_index=IGNORE_INDEX)
+        loss_txt = F.cross_entropy(
+            logits[:, :-1].reshape(-1, logits.shape[-1]), labs[:, 1:].reshape(-1), ignore_index=IGNORE_INDEX
+        )
         seg = self.seg_hidden_positions(input_ids)
         if not bool(seg.any(dim=1).all()):
             raise ValueError("every training answer must contain a [SEG] token")
@@ -311,9 +350,17 @@ class RosaliaForSegmentation(nn.Module):
         return RosaliaOutput(loss, loss_txt.detach(), l_bce.detach(), l_dice.detach(), masks)
 
     @torch.no_grad()
-    def generate(self, input_ids: torch.Tensor, attention_mask: torch.Tensor, pixel_values: torch.Tensor,
-                 sam_pixel_values: torch.Tensor, reshaped_sizes: torch.Tensor, original_sizes: torch.Tensor,
-                 eos_token_id: int, pad_token_id: int) -> tuple[torch.Tensor, list[torch.Tensor | None]]:
+    def generate(
+        self,
+        input_ids: torch.Tensor,
+        attention_mask: torch.Tensor,
+        pixel_values: torch.Tensor,
+        sam_pixel_values: torch.Tensor,
+        reshaped_sizes: torch.Tensor,
+        original_sizes: torch.Tensor,
+        eos_token_id: int,
+        pad_token_id: int,
+    ) -> tuple[torch.Tensor, list[torch.Tensor | None]]:
         """Greedy answer (LISA.py ``evaluate``: ``num_beams=1``, up to ``cfg.max_new_tokens``,
         stop at ``</s>``), then one mask per generated [SEG].
 
@@ -323,9 +370,15 @@ class RosaliaForSegmentation(nn.Module):
         mask_logits : list of (K_i, H_i, W_i) tensors, or None where no [SEG] was generated
         """
         embeds, att, _, _ = self.inputs_embeds(input_ids, attention_mask, pixel_values)
-        new = self.language_model.generate(inputs_embeds=embeds, attention_mask=att, max_new_tokens=self.cfg.max_new_tokens,
-                                           do_sample=False, num_beams=1, eos_token_id=eos_token_id,
-                                           pad_token_id=pad_token_id)
+        new = self.language_model.generate(
+            inputs_embeds=embeds,
+            attention_mask=att,
+            max_new_tokens=self.cfg.max_new_tokens,
+            do_sample=False,
+            num_beams=1,
+            eos_token_id=eos_token_id,
+            pad_token_id=pad_token_id,
+        )
         emb_new = self.language_model.get_input_embeddings()(new)
         full = torch.cat([embeds, emb_new.to(embeds.dtype)], dim=1)
         full_att = torch.cat([att, torch.ones_like(new, dtype=att.dtype)], dim=1)
@@ -339,8 +392,9 @@ class RosaliaForSegmentation(nn.Module):
         masks: list[torch.Tensor | None] = [None] * new.shape[0]
         idx = [i for i, k in enumerate(keep) if k]
         if idx:
-            dec = self.decode_masks(sam_pixel_values[idx], [prompts[i] for i in idx], reshaped_sizes[idx],
-                                    original_sizes[idx])
+            dec = self.decode_masks(
+                sam_pixel_values[idx], [prompts[i] for i in idx], reshaped_sizes[idx], original_sizes[idx]
+            )
             for i, m in zip(idx, dec):
                 masks[i] = m
         return new, masks

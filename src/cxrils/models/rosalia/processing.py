@@ -117,8 +117,10 @@ class RosaliaProcessor:
         needed = [SEG_TOKEN] + ([IM_START_TOKEN, IM_END_TOKEN] if cfg.mm_use_im_start_end else [])
         missing = [t for t in needed if tokenizer.convert_tokens_to_ids(t) is None]
         if missing:
-            raise ValueError(f"tokenizer {tokenizer.folder} lacks {missing}; LISA checkpoints add "
-                             "<im_patch>, <im_start>, <im_end>, [SEG] (added_tokens.json)")
+            raise ValueError(
+                f"tokenizer {tokenizer.folder} lacks {missing}; LISA checkpoints add "
+                "<im_patch>, <im_start>, <im_end>, [SEG] (added_tokens.json)"
+            )
         self.seg_token_id = tokenizer.convert_tokens_to_ids(SEG_TOKEN)
 
     # ----------------------------------------------------------------- text
@@ -143,7 +145,7 @@ class RosaliaProcessor:
                 raise ValueError(f"conversation round needs exactly one {ASSISTANT_SEP.strip()!r}: {rou!r}")
             round_len = len(tokenizer_image_token(rou, self.tokenizer))
             instruction_len = len(tokenizer_image_token(parts[0] + ASSISTANT_SEP, self.tokenizer)) - 2
-            target[cur:cur + instruction_len] = [IGNORE_INDEX] * len(target[cur:cur + instruction_len])
+            target[cur : cur + instruction_len] = [IGNORE_INDEX] * len(target[cur : cur + instruction_len])
             cur += round_len
         target[cur:] = [IGNORE_INDEX] * len(target[cur:])
         return target
@@ -169,13 +171,17 @@ class RosaliaProcessor:
         norm = (resized - np.asarray(SAM_PIXEL_MEAN, np.float32)) / np.asarray(SAM_PIXEL_STD, np.float32)
         sam = np.zeros((s, s, 3), np.float32)
         sam[:h, :w] = norm
-        return {"pixel_values": clip, "sam_pixel_values": torch.from_numpy(sam).permute(2, 0, 1).contiguous(),
-                "reshaped_size": torch.tensor([h, w], dtype=torch.long),
-                "original_size": torch.tensor(image.shape, dtype=torch.long)}
+        return {
+            "pixel_values": clip,
+            "sam_pixel_values": torch.from_numpy(sam).permute(2, 0, 1).contiguous(),
+            "reshaped_size": torch.tensor([h, w], dtype=torch.long),
+            "original_size": torch.tensor(image.shape, dtype=torch.long),
+        }
 
     # ----------------------------------------------------------------- samples
-    def encode(self, image: np.ndarray, instruction: str, answer: str | None = None,
-               mask: np.ndarray | None = None) -> Encoded:
+    def encode(
+        self, image: np.ndarray, instruction: str, answer: str | None = None, mask: np.ndarray | None = None
+    ) -> Encoded:
         """Encode one sample; with ``answer`` the labels cover the answer and ``</s>``;
         ``mask`` (bool (H, W), the image's grid) becomes the padded-frame training target
         (:func:`padded_target`)."""
@@ -190,8 +196,15 @@ class RosaliaProcessor:
             ids, labels = ids[:limit], labels[:limit]
         im = self.images(image)
         gt = None if mask is None else padded_target(mask, self.cfg.sam_image_size)
-        return Encoded(torch.tensor(ids), torch.tensor(labels), im["pixel_values"], im["sam_pixel_values"],
-                       im["reshaped_size"], im["original_size"], gt)
+        return Encoded(
+            torch.tensor(ids),
+            torch.tensor(labels),
+            im["pixel_values"],
+            im["sam_pixel_values"],
+            im["reshaped_size"],
+            im["original_size"],
+            gt,
+        )
 
     def collate(self, items: Sequence[Encoded]) -> dict[str, Any]:
         """Pad a list of :class:`Encoded` (right padding with ``pad = unk``, as collate_fn)."""
@@ -204,7 +217,8 @@ class RosaliaProcessor:
             k = len(e.input_ids)
             ids[i, :k], labels[i, :k], att[i, :k] = e.input_ids, e.labels, 1
         batch: dict[str, Any] = {
-            "input_ids": ids, "attention_mask": att,
+            "input_ids": ids,
+            "attention_mask": att,
             "pixel_values": torch.stack([e.pixel_values for e in items]),
             "sam_pixel_values": torch.stack([e.sam_pixel_values for e in items]),
             "reshaped_sizes": torch.stack([e.reshaped_size for e in items]),

@@ -88,8 +88,9 @@ def _from_scratch(cfg: RosaliaConfig) -> bool:
     return not cfg.checkpoint
 
 
-def build_model(cfg: RosaliaConfig, tokenizer: LisaTokenizer | None = None, *, lora: bool = True,
-                dtype: torch.dtype = torch.float32) -> tuple[RosaliaForSegmentation, RosaliaProcessor]:
+def build_model(
+    cfg: RosaliaConfig, tokenizer: LisaTokenizer | None = None, *, lora: bool = True, dtype: torch.dtype = torch.float32
+) -> tuple[RosaliaForSegmentation, RosaliaProcessor]:
     """Build ROSALIA and its processor.
 
     With ``cfg.checkpoint`` (a local LISA-format folder) the sizes come from its
@@ -119,8 +120,10 @@ def build_model(cfg: RosaliaConfig, tokenizer: LisaTokenizer | None = None, *, l
             cfg.seg_out_dim = int(lisa.get("out_dim", cfg.seg_out_dim))
             llm_conf = llama_config(lisa)
             if llm_conf.vocab_size != len(tokenizer):
-                raise LisaCheckpointError(f"{folder}: config.json vocab_size {llm_conf.vocab_size} but the tokenizer "
-                                          f"has {len(tokenizer)} tokens")
+                raise LisaCheckpointError(
+                    f"{folder}: config.json vocab_size {llm_conf.vocab_size} but the tokenizer "
+                    f"has {len(tokenizer)} tokens"
+                )
             sam_conf = sam_config_from_shapes(shapes)
             cfg.sam_image_size = sam_conf.vision_config.image_size
             vision, clip_proc = load_clip(find_clip_folder(cfg.clip_path, lisa, folder))
@@ -133,14 +136,23 @@ def build_model(cfg: RosaliaConfig, tokenizer: LisaTokenizer | None = None, *, l
                 raise ModelLoadError("a randomly initialised ROSALIA needs a tokenizer")
             from transformers import LlamaConfig
 
-            llm_conf = LlamaConfig(**cfg.llm_config, vocab_size=len(tokenizer), bos_token_id=tokenizer.bos_token_id,
-                                   eos_token_id=tokenizer.eos_token_id, pad_token_id=tokenizer.pad_token_id)
+            llm_conf = LlamaConfig(
+                **cfg.llm_config,
+                vocab_size=len(tokenizer),
+                bos_token_id=tokenizer.bos_token_id,
+                eos_token_id=tokenizer.eos_token_id,
+                pad_token_id=tokenizer.pad_token_id,
+            )
             clip_conf = CLIPVisionConfig(**cfg.clip_config)
             clip_proc = clip_image_processor(size=clip_conf.image_size)
             with _construction(dtype, skip_init=False):
-                model = RosaliaForSegmentation(cfg, LlamaForCausalLM(llm_conf), CLIPVisionModel(clip_conf),
-                                               SamModel(SamConfig(**cfg.sam_config)),
-                                               tokenizer.convert_tokens_to_ids(SEG_TOKEN))
+                model = RosaliaForSegmentation(
+                    cfg,
+                    LlamaForCausalLM(llm_conf),
+                    CLIPVisionModel(clip_conf),
+                    SamModel(SamConfig(**cfg.sam_config)),
+                    tokenizer.convert_tokens_to_ids(SEG_TOKEN),
+                )
         processor = RosaliaProcessor(tokenizer, cfg, clip_proc)
     except (LisaCheckpointError, TokenizerError) as err:
         raise ModelLoadError(str(err)) from err
@@ -163,8 +175,9 @@ class RosaliaSegmenter(Segmenter):
 
     model_type = "rosalia"
 
-    def __init__(self, model: RosaliaForSegmentation, processor: RosaliaProcessor,
-                 device: torch.device | None = None) -> None:
+    def __init__(
+        self, model: RosaliaForSegmentation, processor: RosaliaProcessor, device: torch.device | None = None
+    ) -> None:
         self.model = model.eval()
         self.processor = processor
         self.device = device or next(model.parameters()).device
@@ -191,8 +204,12 @@ class RosaliaSegmenter(Segmenter):
         geometry = {"mask_geometry": str(kwargs["mask_geometry"])} if kwargs.get("mask_geometry") else {}
         if is_lisa_config(config):
             try:
-                cfg = RosaliaConfig(checkpoint=str(path), clip_path=str(kwargs.get("clip_path") or ""),
-                                    precision=str(kwargs.get("precision") or "auto"), **geometry)
+                cfg = RosaliaConfig(
+                    checkpoint=str(path),
+                    clip_path=str(kwargs.get("clip_path") or ""),
+                    precision=str(kwargs.get("precision") or "auto"),
+                    **geometry,
+                )
             except ValueError as err:
                 raise ModelLoadError(f"{path}: {err}") from err
             device, dtype = resolve_device_dtype(cfg.precision, kwargs.get("device"))
@@ -208,8 +225,9 @@ class RosaliaSegmenter(Segmenter):
             cfg.precision = str(kwargs["precision"])
         if geometry:
             if geometry["mask_geometry"] not in MASK_GEOMETRIES:
-                raise ModelLoadError(f"{path}: mask_geometry must be one of {MASK_GEOMETRIES}, "
-                                     f"got {geometry['mask_geometry']!r}")
+                raise ModelLoadError(
+                    f"{path}: mask_geometry must be one of {MASK_GEOMETRIES}, got {geometry['mask_geometry']!r}"
+                )
             cfg.mask_geometry = geometry["mask_geometry"]
         weights = path / WEIGHTS_NAME
         if not weights.is_file():
@@ -223,7 +241,9 @@ class RosaliaSegmenter(Segmenter):
         state = load_file(str(weights))
         missing, unexpected = model.load_state_dict(state, strict=False)
         if unexpected or (_from_scratch(cfg) and missing):
-            raise ModelLoadError(f"{weights}: does not fit the model (missing {missing[:3]}, unexpected {unexpected[:3]})")
+            raise ModelLoadError(
+                f"{weights}: does not fit the model (missing {missing[:3]}, unexpected {unexpected[:3]})"
+            )
         return cls(model.to(device=device, dtype=dtype), processor, device)
 
     def save_pretrained(self, path: str | Path) -> None:
@@ -286,8 +306,11 @@ class RosaliaSegmenter(Segmenter):
         x = check_image(image)
         batch = self.processor.collate([self.processor.encode(x, instruction, answer, None)])
         dtype = next(self.model.mm_projector.parameters()).dtype
-        batch = {k: v.to(self.device, dtype=dtype if v.is_floating_point() else None)
-                 for k, v in batch.items() if torch.is_tensor(v)}
+        batch = {
+            k: v.to(self.device, dtype=dtype if v.is_floating_point() else None)
+            for k, v in batch.items()
+            if torch.is_tensor(v)
+        }
         m = self.model
         seg = m.seg_hidden_positions(batch["input_ids"])
         if not bool(seg.any()):
@@ -296,6 +319,7 @@ class RosaliaSegmenter(Segmenter):
         hidden = m.language_model.model(inputs_embeds=emb, attention_mask=att).last_hidden_state
         seg_e = m.expand_positions(seg, image_pos, emb.shape[1] - batch["input_ids"].shape[1] + 1)
         prompt = m.text_hidden_fcs[0](hidden[0, int(seg_e[0].float().argmax())])[None]
-        logits = m.decode_masks(batch["sam_pixel_values"], [prompt], batch["reshaped_sizes"],
-                                batch["original_sizes"])[0][0].cpu()
+        logits = m.decode_masks(batch["sam_pixel_values"], [prompt], batch["reshaped_sizes"], batch["original_sizes"])[
+            0
+        ][0].cpu()
         return Prediction((logits > 0).numpy(), answer, float(torch.sigmoid(logits).max()))

@@ -46,17 +46,39 @@ def build_tiny_tokenizer(folder: str | Path, vocab_size: int = 400) -> LisaToken
     out.mkdir(parents=True, exist_ok=True)
     buf = io.BytesIO()
     spm.SentencePieceTrainer.train(
-        sentence_iterator=iter(template_corpus()), model_writer=buf, vocab_size=vocab_size, model_type="bpe",
-        unk_id=0, bos_id=1, eos_id=2, pad_id=-1, byte_fallback=True, character_coverage=1.0,
-        normalization_rule_name="identity", add_dummy_prefix=True, remove_extra_whitespaces=False,
-        minloglevel=2)
+        sentence_iterator=iter(template_corpus()),
+        model_writer=buf,
+        vocab_size=vocab_size,
+        model_type="bpe",
+        unk_id=0,
+        bos_id=1,
+        eos_id=2,
+        pad_id=-1,
+        byte_fallback=True,
+        character_coverage=1.0,
+        normalization_rule_name="identity",
+        add_dummy_prefix=True,
+        remove_extra_whitespaces=False,
+        minloglevel=2,
+    )
     (out / "tokenizer.model").write_bytes(buf.getvalue())
     n = spm.SentencePieceProcessor(model_proto=buf.getvalue()).get_piece_size()
     (out / "added_tokens.json").write_text(json.dumps({t: n + i for i, t in enumerate(LISA_ADDED_TOKENS)}))
-    special = {k: {"content": c, "lstrip": False, "normalized": True, "rstrip": False, "single_word": False}
-               for k, c in (("bos_token", "<s>"), ("eos_token", "</s>"), ("unk_token", "<unk>"))}
+    special = {
+        k: {"content": c, "lstrip": False, "normalized": True, "rstrip": False, "single_word": False}
+        for k, c in (("bos_token", "<s>"), ("eos_token", "</s>"), ("unk_token", "<unk>"))
+    }
     (out / "special_tokens_map.json").write_text(json.dumps(special))
-    (out / "tokenizer_config.json").write_text(json.dumps({
-        "tokenizer_class": "LlamaTokenizer", "add_bos_token": True, "add_eos_token": False, "model_max_length": 512,
-        "padding_side": "right", **special}))
+    (out / "tokenizer_config.json").write_text(
+        json.dumps(
+            {
+                "tokenizer_class": "LlamaTokenizer",
+                "add_bos_token": True,
+                "add_eos_token": False,
+                "model_max_length": 512,
+                "padding_side": "right",
+                **special,
+            }
+        )
+    )
     return LisaTokenizer(out)

@@ -84,16 +84,19 @@ class LisaTokenizer:
         self.folder = Path(folder)
         model = self.folder / "tokenizer.model"
         if not model.is_file():
-            raise TokenizerError(f"{model}: missing; LISA/ROSALIA checkpoints ship LLaMA's sentencepiece "
-                                 "tokenizer.model: download the whole hub folder (checkone/ROSALIA-7B-v1 or "
-                                 f"xinlai/LISA-7B-v1) into {self.folder}")
+            raise TokenizerError(
+                f"{model}: missing; LISA/ROSALIA checkpoints ship LLaMA's sentencepiece "
+                "tokenizer.model: download the whole hub folder (checkone/ROSALIA-7B-v1 or "
+                f"xinlai/LISA-7B-v1) into {self.folder}"
+            )
         self.sp = spm.SentencePieceProcessor(model_file=str(model))
         n = self.sp.get_piece_size()
         added_path = self.folder / "added_tokens.json"
         added = json.loads(added_path.read_text(encoding="utf-8")) if added_path.is_file() else {}
         if sorted(added.values()) != list(range(n, n + len(added))):
-            raise TokenizerError(f"{added_path}: added token ids {sorted(added.values())} do not follow the "
-                                 f"{n} sentencepiece pieces")
+            raise TokenizerError(
+                f"{added_path}: added token ids {sorted(added.values())} do not follow the {n} sentencepiece pieces"
+            )
         self.added: dict[str, int] = dict(added)
         cfg = self._json("tokenizer_config.json")
         smap = self._json("special_tokens_map.json")
@@ -117,7 +120,9 @@ class LisaTokenizer:
         self.pad_token_id = self.unk_token_id
         self.add_bos_token = bool(cfg.get("add_bos_token", True))
         specials = [t for t in self._flags if t] + list(self.added)
-        self._split = re.compile("(" + "|".join(re.escape(t) for t in sorted(set(specials), key=len, reverse=True)) + ")")
+        self._split = re.compile(
+            "(" + "|".join(re.escape(t) for t in sorted(set(specials), key=len, reverse=True)) + ")"
+        )
 
     def _json(self, name: str) -> dict:
         path = self.folder / name

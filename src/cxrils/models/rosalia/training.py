@@ -115,7 +115,9 @@ def train_rosalia(
             break
         encoded = [proc.encode(s["image"], s["instruction"], s["answer"], s["mask"]) for s in samples]
         batch = proc.collate(encoded)
-        batch = {k: (v.to(acc.device) if torch.is_tensor(v) else [t.to(acc.device) for t in v]) for k, v in batch.items()}
+        batch = {
+            k: (v.to(acc.device) if torch.is_tensor(v) else [t.to(acc.device) for t in v]) for k, v in batch.items()
+        }
         with acc.accumulate(model):
             with torch.autocast(device_type=acc.device.type, dtype=dtype, enabled=dtype != torch.float32):
                 result = model(**batch)
@@ -127,9 +129,14 @@ def train_rosalia(
             opt.zero_grad()
         if acc.sync_gradients:
             step += 1
-            entry = {"step": step, "lr": sched.get_last_lr()[0], "loss": float(result.loss.detach()),
-                     "loss_txt": float(result.loss_txt), "loss_bce": float(result.loss_bce),
-                     "loss_dice": float(result.loss_dice)}
+            entry = {
+                "step": step,
+                "lr": sched.get_last_lr()[0],
+                "loss": float(result.loss.detach()),
+                "loss_txt": float(result.loss_txt),
+                "loss_bce": float(result.loss_bce),
+                "loss_dice": float(result.loss_dice),
+            }
             if not all(math.isfinite(v) for v in entry.values()):
                 raise FloatingPointError(f"non-finite loss at step {step}: {entry}")
             history.append(entry)
@@ -221,10 +228,12 @@ def _tokenizer(cfg: RosaliaConfig, tiny: bool, run_dir: Path):
 
         return build_tiny_tokenizer(run_dir / TOKENIZER_DIR)
     if not cfg.checkpoint:
-        raise ValueError("ROSALIA needs local weights: --set checkpoint=DIR with xinlai/LISA-7B-v1 (to fine-tune as "
-                         "the paper) or checkone/ROSALIA-7B-v1 downloaded from the Hugging Face hub, and the CLIP "
-                         "folder openai/clip-vit-large-patch14 beside it (or --set clip_path=DIR); "
-                         "or --set tiny=true for a CPU smoke run")
+        raise ValueError(
+            "ROSALIA needs local weights: --set checkpoint=DIR with xinlai/LISA-7B-v1 (to fine-tune as "
+            "the paper) or checkone/ROSALIA-7B-v1 downloaded from the Hugging Face hub, and the CLIP "
+            "folder openai/clip-vit-large-patch14 beside it (or --set clip_path=DIR); "
+            "or --set tiny=true for a CPU smoke run"
+        )
     return None
 
 
@@ -241,14 +250,27 @@ def _batches(dataset, sampler) -> Iterator[list[dict]]:
             for i in indices:
                 item = dataset[i]
                 x = np.rint(item["image"][0].numpy() * 255).astype(np.uint8)
-                batch.append({"image": x, "mask": decode_rle(dataset.records.iloc[i]["mask"]),
-                              "instruction": item["instruction"], "answer": item["answer"]})
+                batch.append(
+                    {
+                        "image": x,
+                        "mask": decode_rle(dataset.records.iloc[i]["mask"]),
+                        "instruction": item["instruction"],
+                        "answer": item["answer"],
+                    }
+                )
             yield batch
         epoch += 1
 
 
-def cli_train(dataset: str | Path, run_dir: str | Path, overrides: dict[str, str], *, resume: bool = True,
-              evaluate: bool = True, progress: bool = True) -> dict:
+def cli_train(
+    dataset: str | Path,
+    run_dir: str | Path,
+    overrides: dict[str, str],
+    *,
+    resume: bool = True,
+    evaluate: bool = True,
+    progress: bool = True,
+) -> dict:
     """``cxrils train --model rosalia``: train on a cxrils dataset's train split.
 
     Settings come from ``--set key=value`` (fields of :class:`RosaliaConfig`, plus
@@ -292,11 +314,22 @@ def cli_train(dataset: str | Path, run_dir: str | Path, overrides: dict[str, str
     remaining = max(0, total - done)
     t0 = time.perf_counter()
     if remaining:
-        sampler = BalancedBatchSampler(data.polarities, cfg.micro_batch_size, seed=cfg.seed,
-                                       num_batches=max(1, epoch_samples(data.polarities) // cfg.micro_batch_size))
+        sampler = BalancedBatchSampler(
+            data.polarities,
+            cfg.micro_batch_size,
+            seed=cfg.seed,
+            num_batches=max(1, epoch_samples(data.polarities) // cfg.micro_batch_size),
+        )
         batches = itertools.islice(_batches(data, sampler), done * accum, None)  # skip used batches
-        train_rosalia(seg, batches, run, total_steps=total, start_step=done, save_every=save_every,
-                      log=(lambda e: print(json.dumps(e), flush=True)) if progress else None)
+        train_rosalia(
+            seg,
+            batches,
+            run,
+            total_steps=total,
+            start_step=done,
+            save_every=save_every,
+            log=(lambda e: print(json.dumps(e), flush=True)) if progress else None,
+        )
     result = {"steps": total, "train_seconds": time.perf_counter() - t0, "accumulation": accum}
     if evaluate:
         result["validate"] = evaluate_run(seg, dataset, run, "validate", progress=progress)

@@ -14,6 +14,11 @@ from cxrils.vision.anatomy.measures import cardiothoracic_ratio, cross_check, fr
 from cxrils.vision.anatomy.regions import lung_regions
 
 __all__ = [
-    "AnatomyBackendError", "AnatomySegmenter", "get_segmenter", "cardiothoracic_ratio",
-    "cross_check", "frontal_plausibility", "lung_regions",
+    "AnatomyBackendError",
+    "AnatomySegmenter",
+    "get_segmenter",
+    "cardiothoracic_ratio",
+    "cross_check",
+    "frontal_plausibility",
+    "lung_regions",
 ]

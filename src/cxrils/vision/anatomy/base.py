@@ -76,11 +76,15 @@ class AnatomySegmenter(Protocol):
 
 #: Backend name -> "module:Class" (:class:`cxrils.registry.Registry`); each class provides
 #: ``from_config(cfg)`` and ``weight_files(cfg)`` (the files it loads, for provenance).
-BACKENDS: Registry[AnatomySegmenter] = Registry("anatomy backend", {
-    "builtin": "cxrils.vision.anatomy.builtin:BuiltinSegmenter",
-    "cxas": "cxrils.vision.anatomy.cxas:CxasSegmenter",
-    "hybridgnet": "cxrils.vision.anatomy.hybridgnet:HybridGNetSegmenter",
-}, AnatomyBackendError)
+BACKENDS: Registry[AnatomySegmenter] = Registry(
+    "anatomy backend",
+    {
+        "builtin": "cxrils.vision.anatomy.builtin:BuiltinSegmenter",
+        "cxas": "cxrils.vision.anatomy.cxas:CxasSegmenter",
+        "hybridgnet": "cxrils.vision.anatomy.hybridgnet:HybridGNetSegmenter",
+    },
+    AnatomyBackendError,
+)
 
 
 def get_segmenter(name: str, cfg: Config) -> AnatomySegmenter:
@@ -94,8 +98,15 @@ def get_segmenter(name: str, cfg: Config) -> AnatomySegmenter:
     return BACKENDS.build(name, cfg)
 
 
-def assemble(right: np.ndarray, left: np.ndarray, heart: np.ndarray, cfg: AnatomyConfig,
-             backend: str, version: str, visible: tuple[np.ndarray, np.ndarray] | None = None) -> AnatomyMasks:
+def assemble(
+    right: np.ndarray,
+    left: np.ndarray,
+    heart: np.ndarray,
+    cfg: AnatomyConfig,
+    backend: str,
+    version: str,
+    visible: tuple[np.ndarray, np.ndarray] | None = None,
+) -> AnatomyMasks:
     """AnatomyMasks with all labels, zones and lobes derived geometrically
     (:mod:`cxrils.vision.anatomy.regions`) from the lungs. Inputs bool (H, W),
     patient sides.
@@ -105,10 +116,18 @@ def assemble(right: np.ndarray, left: np.ndarray, heart: np.ndarray, cfg: Anatom
     visible lungs (:meth:`cxrils.types.AnatomyMasks.organs`)."""
     masks = lung_regions(right, left, cfg)
     masks["heart"] = np.asarray(heart, dtype=bool)
-    seen = None if visible is None else {"right lung": np.asarray(visible[0], dtype=bool),
-                                         "left lung": np.asarray(visible[1], dtype=bool)}
-    return AnatomyMasks(masks={k: masks[k] for k in ANATOMY_LABELS}, shape=tuple(right.shape),
-                        backend=backend, version=version, visible=seen)
+    seen = (
+        None
+        if visible is None
+        else {"right lung": np.asarray(visible[0], dtype=bool), "left lung": np.asarray(visible[1], dtype=bool)}
+    )
+    return AnatomyMasks(
+        masks={k: masks[k] for k in ANATOMY_LABELS},
+        shape=tuple(right.shape),
+        backend=backend,
+        version=version,
+        visible=seen,
+    )
 
 
 def check_input(x: np.ndarray) -> None:

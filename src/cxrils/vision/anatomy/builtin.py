@@ -73,8 +73,9 @@ class BuiltinSegmenter(AnatomySegmenter):
 
         path = Path(weights) if weights is not None else default_weights()
         if not path.is_file():
-            raise AnatomyBackendError(f"{path}: builtin anatomy weights not found; "
-                                      "train them with `cxrils train-anatomy`")
+            raise AnatomyBackendError(
+                f"{path}: builtin anatomy weights not found; train them with `cxrils train-anatomy`"
+            )
         try:
             with safe_open(str(path), framework="pt") as fh:
                 meta = fh.metadata() or {}
@@ -135,13 +136,16 @@ class BuiltinSegmenter(AnatomySegmenter):
         t = self.cfg.threshold
 
         def split(p_right: np.ndarray, p_left: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-            return (largest_component((p_right >= t) & (p_right >= p_left)),
-                    largest_component((p_left >= t) & (p_left > p_right)))
+            return (
+                largest_component((p_right >= t) & (p_right >= p_left)),
+                largest_component((p_left >= t) & (p_left > p_right)),
+            )
 
         seen_right, seen_left = split(p[VISIBLE[0]], p[VISIBLE[1]])
         full_right, full_left = split(p[FULL[0]], p[FULL[1]])
         full_right = largest_component(full_right | (seen_right & ~full_left))
         full_left = largest_component(full_left | (seen_left & ~full_right))
         heart = largest_component(p[HEART] >= self.cfg.heart_threshold)
-        return assemble(full_right, full_left, heart, self.cfg, self.name, self.version,
-                        visible=(seen_right, seen_left))
+        return assemble(
+            full_right, full_left, heart, self.cfg, self.name, self.version, visible=(seen_right, seen_left)
+        )

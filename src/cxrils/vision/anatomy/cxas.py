@@ -46,10 +46,15 @@ IMAGENET_STD = (0.229, 0.224, 0.225)
 #: types a training script saves next to ``"model"`` (its arguments, numpy scalars and
 #: arrays, e.g. the best score). Unpickling them constructs data, never runs code.
 SAFE_CHECKPOINT_GLOBALS: tuple[str, ...] = (
-    "argparse.Namespace", "collections.defaultdict", "collections.OrderedDict",
-    "numpy.core.multiarray.scalar", "numpy._core.multiarray.scalar",
-    "numpy.core.multiarray._reconstruct", "numpy._core.multiarray._reconstruct",
-    "numpy.ndarray", "numpy.dtype",
+    "argparse.Namespace",
+    "collections.defaultdict",
+    "collections.OrderedDict",
+    "numpy.core.multiarray.scalar",
+    "numpy._core.multiarray.scalar",
+    "numpy.core.multiarray._reconstruct",
+    "numpy._core.multiarray._reconstruct",
+    "numpy.ndarray",
+    "numpy.dtype",
 )
 
 _GET_WEIGHTS = (
@@ -130,7 +135,8 @@ def load_checkpoint_state(path: Path) -> dict[str, Any]:
                 raise AnatomyBackendError(
                     f"{path}: the CXAS checkpoint names code cxrils will not unpickle: {refused}. If you trust "
                     "the file, re-save its state dict in a trusted Python: torch.save(torch.load(f, "
-                    "weights_only=False)['model'], 'cxas_state.pth') and point backends.cxas_weights at it") from None
+                    "weights_only=False)['model'], 'cxas_state.pth') and point backends.cxas_weights at it"
+                ) from None
             with torch.serialization.safe_globals(_safe_globals(names)):
                 checkpoint = torch.load(str(path), map_location="cpu", weights_only=True)
     except AnatomyBackendError:
@@ -170,8 +176,8 @@ def _load_cxas_network(weights: Path):
         from cxas.models.UNet.backbone_unet import BackboneUNet
     except ImportError as err:
         raise AnatomyBackendError(
-            f"the cxas backend needs the package 'cxas' and its dependency torchvision "
-            f"(pip install cxas): {err}") from err
+            f"the cxas backend needs the package 'cxas' and its dependency torchvision (pip install cxas): {err}"
+        ) from err
 
     net = BackboneUNet(CXAS_MODEL_NAME, len(id2label_dict))
     load_into(net, load_checkpoint_state(weights), weights)
@@ -211,8 +217,15 @@ class CxasSegmenter(AnatomySegmenter):
 
     name = "cxas"
 
-    def __init__(self, network, id2label: Mapping[str, str], version: str = "", device: str | None = None,
-                 precision: str = "fp32", threshold: float = AnatomyConfig.cxas_threshold) -> None:
+    def __init__(
+        self,
+        network,
+        id2label: Mapping[str, str],
+        version: str = "",
+        device: str | None = None,
+        precision: str = "fp32",
+        threshold: float = AnatomyConfig.cxas_threshold,
+    ) -> None:
         self.device = torch_device(device)
         self.network = network.to(self.device).eval()
         self.channels = label_channels(id2label)
@@ -245,8 +258,13 @@ class CxasSegmenter(AnatomySegmenter):
         network, id2label = _load_cxas_network(weights)
         from importlib import metadata
 
-        return cls(network, id2label, version=f"cxas-{metadata.version('cxas')}:{weights.name}",
-                   precision=cfg.backends.precision, threshold=cfg.anatomy.cxas_threshold)
+        return cls(
+            network,
+            id2label,
+            version=f"cxas-{metadata.version('cxas')}:{weights.name}",
+            precision=cfg.backends.precision,
+            threshold=cfg.anatomy.cxas_threshold,
+        )
 
     def _input(self, x: np.ndarray):
         """CXAS's network input (3, 512, 512) of one image (module docstring)."""
@@ -278,7 +296,13 @@ class CxasSegmenter(AnatomySegmenter):
             with inference(self.device, self.precision):
                 chosen = (self.network(data)[:, idx].float().sigmoid() > self.threshold).float()
             for k, i in enumerate(group):
-                masks = F.interpolate(chosen[k:k + 1], size=xs[i].shape, mode="nearest")[0].bool().cpu().numpy()
-                out.append(AnatomyMasks(masks={lab: masks[j] for j, lab in enumerate(self.channels)},
-                                        shape=tuple(xs[i].shape), backend=self.name, version=self.version))
+                masks = F.interpolate(chosen[k : k + 1], size=xs[i].shape, mode="nearest")[0].bool().cpu().numpy()
+                out.append(
+                    AnatomyMasks(
+                        masks={lab: masks[j] for j, lab in enumerate(self.channels)},
+                        shape=tuple(xs[i].shape),
+                        backend=self.name,
+                        version=self.version,
+                    )
+                )
         return out

@@ -89,15 +89,21 @@ class Layout:
 
 #: Recognised layouts of ``backends.hybridgnet_dir`` (module docstring).
 LAYOUTS: dict[str, Layout] = {
-    "chexmask": Layout("models.HybridGNet2IGSC", "genMatrixesLungsHeart",
-                       "ngaggion/CheXmask-Database HybridGNet/ (and the HF Space)"),
+    "chexmask": Layout(
+        "models.HybridGNet2IGSC", "genMatrixesLungsHeart", "ngaggion/CheXmask-Database HybridGNet/ (and the HF Space)"
+    ),
     # trainerHybrid.py's defaults --K 6 --w 3 (the CheXmask copy hard-codes them)
-    "hybridgnet": Layout("models.HybridGNet_2_IGSC", "genMatrixesLH", "ngaggion/HybridGNet",
-                         {"K": 6, "window": (3, 3)}),
+    "hybridgnet": Layout(
+        "models.HybridGNet_2_IGSC", "genMatrixesLH", "ngaggion/HybridGNet", {"K": 6, "window": (3, 3)}
+    ),
 }
 #: The constructor config both layouts share (CheXmask inferenceWithHybridGNet.py).
-BASE_CONFIG: dict[str, Any] = {"latents": 64, "inputsize": CANVAS, "filters": [2, 32, 32, 32, 16, 16, 16],
-                               "skip_features": 32}
+BASE_CONFIG: dict[str, Any] = {
+    "latents": 64,
+    "inputsize": CANVAS,
+    "filters": [2, 32, 32, 32, 16, 16, 16],
+    "skip_features": 32,
+}
 
 
 @dataclass(frozen=True)
@@ -165,7 +171,7 @@ def to_canvas(x: np.ndarray) -> tuple[np.ndarray, CanvasTransform]:
     side = max(h, w)
     pad_top, pad_left = (side - h) // 2, (side - w) // 2
     square = np.zeros((side, side), dtype=np.uint8)
-    square[pad_top:pad_top + h, pad_left:pad_left + w] = x[top:top + h, left:left + w]
+    square[pad_top : pad_top + h, pad_left : pad_left + w] = x[top : top + h, left : left + w]
     canvas = cv2.resize(square, (CANVAS, CANVAS)).astype(np.float32) / 255.0
     return canvas, CanvasTransform(left, top, w, h, pad_left, pad_top, side)
 
@@ -201,7 +207,7 @@ def landmarks_to_masks(points: np.ndarray, shape: tuple[int, int]) -> dict[str, 
     out, start = {}, 0
     for label, n in LANDMARK_COUNTS.items():
         canvas = np.zeros((h, w), dtype=np.uint8)
-        cv2.fillPoly(canvas, [np.round(pts[start:start + n]).astype(np.int32).reshape(-1, 1, 2)], 1)
+        cv2.fillPoly(canvas, [np.round(pts[start : start + n]).astype(np.int32).reshape(-1, 1, 2)], 1)
         out[label] = canvas.astype(bool)
         start += n
     return out
@@ -392,16 +398,17 @@ def load_hybridgnet(code_dir: Path, weights: Path) -> tuple[Any, Layout]:
             utils = importlib.import_module("utils.utils")
             matrices, to_sparse = getattr(utils, layout.matrices), utils.scipy_to_torch_sparse
         except (ImportError, AttributeError) as err:
-            raise AnatomyBackendError(f"{folder}: cannot import HybridGNet ({layout.file}, utils/utils.py "
-                                      f"{layout.matrices}; {layout.source}; it needs torch_geometric and "
-                                      f"torchvision): {err}") from err
+            raise AnatomyBackendError(
+                f"{folder}: cannot import HybridGNet ({layout.file}, utils/utils.py "
+                f"{layout.matrices}; {layout.source}; it needs torch_geometric and "
+                f"torchvision): {err}"
+            ) from err
         adj, adj_down, down, up = (sp.csc_matrix(m).tocoo() for m in matrices())
         n1, n2 = adj.shape[0], adj_down.shape[0]
         config = {**BASE_CONFIG, "n_nodes": [n1, n1, n1, n2, n2, n2], **layout.extra_config}
         # Built inside the import context: torch_geometric's MessagePassing inspects its
         # subclasses' type hints at construction through sys.modules[cls.__module__].
-        net = hybrid(config, [to_sparse(down)], [to_sparse(up)],
-                     [to_sparse(a) for a in [adj] * 3 + [adj_down] * 3])
+        net = hybrid(config, [to_sparse(down)], [to_sparse(up)], [to_sparse(a) for a in [adj] * 3 + [adj_down] * 3])
     repair_generated_propagate(net)
     try:
         net.load_state_dict(torch.load(str(weights), map_location="cpu", weights_only=True))
@@ -430,8 +437,9 @@ class HybridGNetSegmenter(AnatomySegmenter):
 
     name = "hybridgnet"
 
-    def __init__(self, network: Any, cfg: AnatomyConfig | None = None, version: str = "",
-                 device: str | None = None) -> None:
+    def __init__(
+        self, network: Any, cfg: AnatomyConfig | None = None, version: str = "", device: str | None = None
+    ) -> None:
         self.device = torch_device(device)
         register_graph_buffers(network)
         self.network = network.to(self.device).eval()
@@ -455,9 +463,11 @@ class HybridGNetSegmenter(AnatomySegmenter):
         AnatomyBackendError
             If either is unset or missing, or the code cannot be imported.
         """
-        where = ("put HybridGNet's code (GPL-3.0) in a folder: ngaggion/CheXmask-Database's HybridGNet/ "
-                 "or a clone of ngaggion/HybridGNet, download its lungs+heart weights, and set "
-                 "backends.hybridgnet_dir and backends.hybridgnet_weights")
+        where = (
+            "put HybridGNet's code (GPL-3.0) in a folder: ngaggion/CheXmask-Database's HybridGNet/ "
+            "or a clone of ngaggion/HybridGNet, download its lungs+heart weights, and set "
+            "backends.hybridgnet_dir and backends.hybridgnet_weights"
+        )
         code, weights = cfg.backends.hybridgnet_dir, cfg.backends.hybridgnet_weights
         if not code or not weights:
             raise AnatomyBackendError(f"the hybridgnet backend is not configured: {where}")
@@ -489,6 +499,7 @@ class HybridGNetSegmenter(AnatomySegmenter):
             with torch.no_grad():
                 points = landmarks_from_output(self.network(torch.from_numpy(canvas)[None, None].to(self.device)), 1)
             organs = landmarks_to_masks(transform.to_image(points[0]), x.shape)
-            out.append(assemble(organs["right lung"], organs["left lung"], organs["heart"], self.cfg,
-                                self.name, self.version))
+            out.append(
+                assemble(organs["right lung"], organs["left lung"], organs["heart"], self.cfg, self.name, self.version)
+            )
         return out

@@ -103,8 +103,10 @@ def frontal_plausibility(masks: AnatomyMasks, cfg: QCConfig) -> str | None:
             return f"no {side} lung found{hint}"
         areas[side] = float(lung.mean())
         if not (cfg.plausible_lung_area_min_fraction <= areas[side] <= cfg.plausible_lung_area_max_fraction):
-            return (f"{side} lung covers {areas[side]:.3f} of the image (outside "
-                    f"{cfg.plausible_lung_area_min_fraction}..{cfg.plausible_lung_area_max_fraction}){hint}")
+            return (
+                f"{side} lung covers {areas[side]:.3f} of the image (outside "
+                f"{cfg.plausible_lung_area_min_fraction}..{cfg.plausible_lung_area_max_fraction}){hint}"
+            )
     balance = min(areas.values()) / max(areas.values())
     if balance < cfg.plausible_lung_balance_min_fraction:
         return f"the smaller lung is {balance:.2f} of the larger (< {cfg.plausible_lung_balance_min_fraction}){hint}"
@@ -116,12 +118,16 @@ def frontal_plausibility(masks: AnatomyMasks, cfg: QCConfig) -> str | None:
     r_cols, l_cols = (np.flatnonzero(m.any(axis=0)) for m in (right, left))
     column_overlap = np.intersect1d(r_cols, l_cols).size / min(r_cols.size, l_cols.size)
     if column_overlap > cfg.plausible_lung_column_overlap_max_fraction:
-        return (f"the lungs overlap in {column_overlap:.2f} of their columns "
-                f"(> {cfg.plausible_lung_column_overlap_max_fraction}): lungs behind each other{hint}")
+        return (
+            f"the lungs overlap in {column_overlap:.2f} of their columns "
+            f"(> {cfg.plausible_lung_column_overlap_max_fraction}): lungs behind each other{hint}"
+        )
     cx_right, cx_left = np.nonzero(right)[1].mean() / w, np.nonzero(left)[1].mean() / w
     if not cx_right < cx_left:
-        return (f"the right lung (centroid at {cx_right:.2f} of the width) is not on the image's left of the "
-                f"left lung ({cx_left:.2f}): mirrored image or lungs swapped")
+        return (
+            f"the right lung (centroid at {cx_right:.2f} of the width) is not on the image's left of the "
+            f"left lung ({cx_left:.2f}): mirrored image or lungs swapped"
+        )
     heart_area = float(heart.mean())
     if not heart.any() or heart_area < cfg.plausible_heart_area_min_fraction:
         return f"heart covers {heart_area:.3f} of the image (< {cfg.plausible_heart_area_min_fraction}){hint}"
@@ -168,14 +174,18 @@ def cross_check(a: AnatomyMasks, b: AnatomyMasks, cfg: QCConfig) -> str | None:
         None when consistent; otherwise the reason to exclude the image.
     """
     la, lb = _landmarks(a), _landmarks(b)
-    for structure, key, tol in (("right lung", "right lung outermost x", cfg.crosscheck_lung_x_tol),
-                                ("left lung", "left lung outermost x", cfg.crosscheck_lung_x_tol),
-                                ("heart", "heart lowest y", cfg.crosscheck_heart_y_tol)):
+    for structure, key, tol in (
+        ("right lung", "right lung outermost x", cfg.crosscheck_lung_x_tol),
+        ("left lung", "left lung outermost x", cfg.crosscheck_lung_x_tol),
+        ("heart", "heart lowest y", cfg.crosscheck_heart_y_tol),
+    ):
         va, vb = la[key], lb[key]
         if va is None or vb is None:
             empty = a.backend if va is None else b.backend
             return f"anatomy cross-check: {structure} mask empty in {empty!r}"
         if abs(va - vb) > tol:
-            return (f"anatomy cross-check: {key} differs by {abs(va - vb):.3f} (> {tol}) "
-                    f"between {a.backend!r} and {b.backend!r}")
+            return (
+                f"anatomy cross-check: {key} differs by {abs(va - vb):.3f} (> {tol}) "
+                f"between {a.backend!r} and {b.backend!r}"
+            )
     return None

@@ -43,7 +43,11 @@ def build_network(arch: dict[str, Any]):
     from monai.networks.nets import UNet
 
     return UNet(
-        spatial_dims=2, in_channels=1, out_channels=len(CHANNELS),
-        channels=tuple(arch["channels"]), strides=tuple(arch["strides"]),
-        num_res_units=int(arch["num_res_units"]), norm="batch",
+        spatial_dims=2,
+        in_channels=1,
+        out_channels=len(CHANNELS),
+        channels=tuple(arch["channels"]),
+        strides=tuple(arch["strides"]),
+        num_res_units=int(arch["num_res_units"]),
+        norm="batch",
     )

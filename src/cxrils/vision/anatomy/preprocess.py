@@ -54,13 +54,13 @@ class Letterbox:
         zeros outside the image."""
         scaled = cv2.resize(image, (self.width, self.height), interpolation=interpolation)
         out = np.zeros((self.size, self.size), dtype=image.dtype)
-        out[self.top:self.top + self.height, self.left:self.left + self.width] = scaled
+        out[self.top : self.top + self.height, self.left : self.left + self.width] = scaled
         return out
 
     def inverse(self, canvas: np.ndarray) -> np.ndarray:
         """Map a (C, size, size) float32 array back to (C, H, W) of the original image
         (bilinear)."""
-        crop = canvas[:, self.top:self.top + self.height, self.left:self.left + self.width]
+        crop = canvas[:, self.top : self.top + self.height, self.left : self.left + self.width]
         h, w = self.shape
         return np.stack([cv2.resize(c, (w, h), interpolation=cv2.INTER_LINEAR) for c in crop])
 
@@ -105,5 +105,5 @@ def prepare(x: np.ndarray, size: int, cfg: AnatomyConfig | None = None) -> tuple
     box = Letterbox.fit(x.shape, size)
     scaled = cv2.resize(x, (box.width, box.height), interpolation=cv2.INTER_AREA)
     canvas = np.zeros((size, size), dtype=np.float32)
-    canvas[box.top:box.top + box.height, box.left:box.left + box.width] = equalise(scaled, cfg) / 255.0
+    canvas[box.top : box.top + box.height, box.left : box.left + box.width] = equalise(scaled, cfg) / 255.0
     return canvas, box

@@ -44,7 +44,7 @@ def _levels(lung: np.ndarray) -> np.ndarray:
     if rows.size:
         top, bottom = rows[0], rows[-1]
         r = np.arange(top, bottom + 1)
-        levels[top:bottom + 1] = (r - top + 0.5) / (bottom - top + 1)
+        levels[top : bottom + 1] = (r - top + 0.5) / (bottom - top + 1)
     return levels
 
 
@@ -104,8 +104,11 @@ def lung_lobes(lung: np.ndarray, side: str, cfg: AnatomyConfig) -> dict[str, np.
     if side == "right":
         upper = lung & (f < cfg.right_horizontal_fissure)
         middle = lung & ~upper & above_lower & medial
-        return {"lung upper lobe right": upper, "lung middle lobe right": middle,
-                "lung lower lobe right": lung & ~upper & ~middle}
+        return {
+            "lung upper lobe right": upper,
+            "lung middle lobe right": middle,
+            "lung lower lobe right": lung & ~upper & ~middle,
+        }
     upper = lung & ((f < cfg.left_upper_lobe_end) | (above_lower & medial))
     return {"lung upper lobe left": upper, "lung lower lobe left": lung & ~upper}
 

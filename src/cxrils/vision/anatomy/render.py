@@ -52,12 +52,14 @@ def overlay(x: np.ndarray, masks: AnatomyMasks, alpha: float = 0.35) -> np.ndarr
     out = np.ascontiguousarray(out)
     thick = max(1, text_scale(x.shape)[1])
     visible = masks.visible or {}
-    borders = ((LOBES, LOBE_COLOUR, masks.masks), (LUNG_ZONES, ZONE_COLOUR, masks.masks),
-               (tuple(visible), VISIBLE_COLOUR, visible))
+    borders = (
+        (LOBES, LOBE_COLOUR, masks.masks),
+        (LUNG_ZONES, ZONE_COLOUR, masks.masks),
+        (tuple(visible), VISIBLE_COLOUR, visible),
+    )
     for labels, colour, source in borders:
         for label in labels:
-            contours, _ = cv2.findContours(source[label].astype(np.uint8), cv2.RETR_EXTERNAL,
-                                           cv2.CHAIN_APPROX_SIMPLE)
+            contours, _ = cv2.findContours(source[label].astype(np.uint8), cv2.RETR_EXTERNAL, cv2.CHAIN_APPROX_SIMPLE)
             cv2.drawContours(out, contours, -1, colour, thick)
     legend = [(label, colour, "fill") for label, colour in ORGAN_COLOURS.items()]
     legend += [("zone borders", ZONE_COLOUR, "line"), ("lobe borders", LOBE_COLOUR, "line")]

@@ -111,7 +111,7 @@ def soft_tissue_reference(xs: np.ndarray, region: np.ndarray, cfg: AnomalyConfig
         return float(np.median(xs[between]))
     rows, cols = np.nonzero(region)
     box = np.zeros_like(region)
-    box[rows.min():rows.max() + 1, cols.min():cols.max() + 1] = True
+    box[rows.min() : rows.max() + 1, cols.min() : cols.max() + 1] = True
     around = box & ~region
     if not around.any():
         raise ValueError("no soft-tissue reference: the edit region fills its whole bounding box")
@@ -132,8 +132,10 @@ def standardised_brightness(x: np.ndarray, lungs: np.ndarray, cfg: AnomalyConfig
     dark = float(np.percentile(xs[lungs], cfg.dark_percentile))
     contrast = soft_tissue_reference(xs, lungs, cfg) - dark
     if contrast < cfg.min_contrast:
-        raise ValueError(f"lung-to-mediastinum contrast {contrast:.1f} grey levels is below "
-                         f"anomaly.min_contrast={cfg.min_contrast}: image too flat for the atlas mapper")
+        raise ValueError(
+            f"lung-to-mediastinum contrast {contrast:.1f} grey levels is below "
+            f"anomaly.min_contrast={cfg.min_contrast}: image too flat for the atlas mapper"
+        )
     return ((xs - dark) / contrast).astype(np.float32), contrast
 
 
@@ -191,6 +193,7 @@ class HealthyLungAtlas:
 
     def to_json(self) -> str:
         """JSON text: ``{"mu": [[...]], "sd": [[...]], "source": "..."}``, 4 decimals."""
+
         def rows(grid: np.ndarray) -> list[list[float]]:
             return [[round(float(v), 4) for v in row] for row in grid]
 

@@ -58,8 +58,13 @@ class AnomalyMapper(Protocol):
         """
         ...
 
-    def map_batch(self, xs: Sequence[np.ndarray], edit_regions: Sequence[np.ndarray], *,
-                  lungs: Sequence[np.ndarray | None] | None = None) -> list[AnomalyResult]:
+    def map_batch(
+        self,
+        xs: Sequence[np.ndarray],
+        edit_regions: Sequence[np.ndarray],
+        *,
+        lungs: Sequence[np.ndarray | None] | None = None,
+    ) -> list[AnomalyResult]:
         """:meth:`map` of each image; each result is the one the image gets alone.
 
         The default maps image by image; model-backed backends override it to stack
@@ -90,11 +95,15 @@ class AnomalyMapper(Protocol):
 
 #: Backend name -> "module:Class" (:class:`cxrils.registry.Registry`); each class provides
 #: ``from_config(cfg)`` and ``weight_files(cfg)`` (the files it loads, for provenance).
-BACKENDS: Registry[AnomalyMapper] = Registry("anomaly backend", {
-    "builtin": "cxrils.vision.anomaly.builtin:BuiltinAnomalyMapper",
-    "atlas": "cxrils.vision.anomaly.atlas:AtlasAnomalyMapper",
-    "radedit": "cxrils.vision.anomaly.radedit:RadEditAnomalyMapper",
-}, AnomalyBackendError)
+BACKENDS: Registry[AnomalyMapper] = Registry(
+    "anomaly backend",
+    {
+        "builtin": "cxrils.vision.anomaly.builtin:BuiltinAnomalyMapper",
+        "atlas": "cxrils.vision.anomaly.atlas:AtlasAnomalyMapper",
+        "radedit": "cxrils.vision.anomaly.radedit:RadEditAnomalyMapper",
+    },
+    AnomalyBackendError,
+)
 
 
 def get_anomaly_mapper(name: str, cfg: Config) -> AnomalyMapper:
@@ -134,8 +143,9 @@ def check_inputs(x: np.ndarray, edit_region: np.ndarray) -> np.ndarray:
     return region
 
 
-def anomaly_result(x: np.ndarray, x_hat: np.ndarray, edit_region: np.ndarray, backend: str,
-                   version: str = "") -> AnomalyResult:
+def anomaly_result(
+    x: np.ndarray, x_hat: np.ndarray, edit_region: np.ndarray, backend: str, version: str = ""
+) -> AnomalyResult:
     """Assemble an :class:`~cxrils.types.AnomalyResult` from an edited image.
 
     ``x_hat`` is forced equal to ``x`` outside ``edit_region``, then

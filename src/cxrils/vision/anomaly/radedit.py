@@ -180,8 +180,17 @@ class RadEditAnomalyMapper(AnomalyMapper):
     name = "radedit"
     version = "ddpm-inversion-1"
 
-    def __init__(self, unet: Any, vae: Any, text_encoder: Any, tokenizer: Any, scheduler: Any,
-                 cfg: AnomalyConfig | None = None, device: str | None = None, precision: str = "fp32") -> None:
+    def __init__(
+        self,
+        unet: Any,
+        vae: Any,
+        text_encoder: Any,
+        tokenizer: Any,
+        scheduler: Any,
+        cfg: AnomalyConfig | None = None,
+        device: str | None = None,
+        precision: str = "fp32",
+    ) -> None:
         self.cfg = cfg or AnomalyConfig()
         self.device = torch_device(device)
         self.precision = precision
@@ -198,8 +207,11 @@ class RadEditAnomalyMapper(AnomalyMapper):
         """The folders :meth:`from_config` loads, those set of ``backends.radedit_dir``,
         ``anomaly.radedit_vae_dir``, ``anomaly.radedit_text_encoder_dir``; imports
         neither diffusers nor transformers."""
-        return [p for p in [cfg.backends.radedit_dir, cfg.anomaly.radedit_vae_dir,
-                            cfg.anomaly.radedit_text_encoder_dir] if p]
+        return [
+            p
+            for p in [cfg.backends.radedit_dir, cfg.anomaly.radedit_vae_dir, cfg.anomaly.radedit_text_encoder_dir]
+            if p
+        ]
 
     @classmethod
     def from_config(cls, cfg: Config) -> RadEditAnomalyMapper:
@@ -214,20 +226,27 @@ class RadEditAnomalyMapper(AnomalyMapper):
             from diffusers import AutoencoderKL, DDIMScheduler, UNet2DConditionModel
             from transformers import AutoModel, AutoTokenizer
         except ImportError as err:
-            raise AnomalyBackendError(f"radedit backend needs diffusers and transformers: "
-                                      f"pip install 'cxrils[radedit]' ({err})") from err
+            raise AnomalyBackendError(
+                f"radedit backend needs diffusers and transformers: pip install 'cxrils[radedit]' ({err})"
+            ) from err
         unet_dir = _require_dir(cfg.backends.radedit_dir, "backends.radedit_dir", "microsoft/radedit")
         vae_dir = _require_dir(cfg.anomaly.radedit_vae_dir, "anomaly.radedit_vae_dir", "stabilityai/sdxl-vae")
-        text_dir = _require_dir(cfg.anomaly.radedit_text_encoder_dir, "anomaly.radedit_text_encoder_dir",
-                                "microsoft/BiomedVLP-BioViL-T")
+        text_dir = _require_dir(
+            cfg.anomaly.radedit_text_encoder_dir, "anomaly.radedit_text_encoder_dir", "microsoft/BiomedVLP-BioViL-T"
+        )
         if (unet_dir / "unet").is_dir():
             unet_dir = unet_dir / "unet"
         unet = UNet2DConditionModel.from_pretrained(unet_dir)
         vae = AutoencoderKL.from_pretrained(vae_dir)
         text_encoder = AutoModel.from_pretrained(text_dir, trust_remote_code=True)
         tokenizer = AutoTokenizer.from_pretrained(text_dir, model_max_length=128, trust_remote_code=True)
-        scheduler = DDIMScheduler(beta_schedule="linear", clip_sample=False, prediction_type="epsilon",
-                                  timestep_spacing="trailing", steps_offset=1)
+        scheduler = DDIMScheduler(
+            beta_schedule="linear",
+            clip_sample=False,
+            prediction_type="epsilon",
+            timestep_spacing="trailing",
+            steps_offset=1,
+        )
         return cls(unet, vae, text_encoder, tokenizer, scheduler, cfg.anomaly, precision=cfg.backends.precision)
 
     # ------------------------------------------------------------------ pieces
@@ -243,10 +262,18 @@ class RadEditAnomalyMapper(AnomalyMapper):
         no default for it (hi-ml-multimodal ``modelling_cxrbert.py``)."""
         import torch
 
-        tok = self.tokenizer(list(prompts), padding="max_length", truncation=True,
-                             max_length=self.tokenizer.model_max_length, return_tensors="pt")
-        mask = tok.attention_mask.to(self.device) if getattr(self.text_encoder.config, "use_attention_mask",
-                                                              False) else None
+        tok = self.tokenizer(
+            list(prompts),
+            padding="max_length",
+            truncation=True,
+            max_length=self.tokenizer.model_max_length,
+            return_tensors="pt",
+        )
+        mask = (
+            tok.attention_mask.to(self.device)
+            if getattr(self.text_encoder.config, "use_attention_mask", False)
+            else None
+        )
         with torch.inference_mode():
             return self.text_encoder(tok.input_ids.to(self.device), attention_mask=mask)[0].float()
 
@@ -277,9 +304,9 @@ class RadEditAnomalyMapper(AnomalyMapper):
         """Posterior mean ``mu(x_t)`` of DDPM_inversion's ``reverse_step`` (without its
         added noise): ``sqrt(abar_prev) x0_hat + sqrt(1 - abar_prev - eta var) eps``."""
         abar_t, abar_prev, variance = self._coefficients(t)
-        x0_hat = (x - (1 - abar_t) ** 0.5 * eps) / abar_t ** 0.5
+        x0_hat = (x - (1 - abar_t) ** 0.5 * eps) / abar_t**0.5
         direction = max(1 - abar_prev - eta * variance, 0.0) ** 0.5
-        return abar_prev ** 0.5 * x0_hat + direction * eps
+        return abar_prev**0.5 * x0_hat + direction * eps
 
     def encode(self, images: np.ndarray):
         """VAE latents of ``images`` (B, S, S) in [-1, 1]: one posterior sample per image
@@ -311,7 +338,7 @@ class RadEditAnomalyMapper(AnomalyMapper):
         for i in reversed(self.schedule.steps):  # increasing t, the draw order upstream uses
             abar = float(sched.alphas_cumprod[ts[i]])
             e = torch.stack([torch.randn(z0.shape[1:], generator=g) for g in generators]).to(self.device)
-            latents[i] = abar ** 0.5 * z0 + (1 - abar) ** 0.5 * e
+            latents[i] = abar**0.5 * z0 + (1 - abar) ** 0.5 * e
         uncond, _ = self._prompt_embeddings()
         noise = {}
         for i in self.schedule.steps:  # decreasing t, as upstream's loop (independent steps)
@@ -353,8 +380,13 @@ class RadEditAnomalyMapper(AnomalyMapper):
         RadEdit edits the whole edit region, as in the paper)."""
         return self.map_batch([x], [edit_region])[0]
 
-    def map_batch(self, xs: Sequence[np.ndarray], edit_regions: Sequence[np.ndarray], *,
-                  lungs: Sequence[np.ndarray | None] | None = None) -> list[AnomalyResult]:
+    def map_batch(
+        self,
+        xs: Sequence[np.ndarray],
+        edit_regions: Sequence[np.ndarray],
+        *,
+        lungs: Sequence[np.ndarray | None] | None = None,
+    ) -> list[AnomalyResult]:
         """See :meth:`cxrils.vision.anomaly.AnomalyMapper.map_batch`: stacked on CUDA,
         image by image on CPU (:mod:`cxrils.vision.batching`); each image gets its own
         noise, so its result does not depend on the batch."""
@@ -372,8 +404,12 @@ class RadEditAnomalyMapper(AnomalyMapper):
         size = self.cfg.radedit_size
         factor = 2 ** (len(self.vae.config.block_out_channels) - 1)
         images = np.stack([cv2.resize(x, (size, size), interpolation=cv2.INTER_AREA) for x in xs])
-        masks = np.stack([cv2.resize(r.astype(np.uint8), (size // factor, size // factor),
-                                     interpolation=cv2.INTER_NEAREST) for r in regions])
+        masks = np.stack(
+            [
+                cv2.resize(r.astype(np.uint8), (size // factor, size // factor), interpolation=cv2.INTER_NEAREST)
+                for r in regions
+            ]
+        )
         with torch.inference_mode():
             edit_mask = torch.from_numpy(masks.astype(np.float32))[:, None].to(self.device)
             z0, generators = self.encode(images.astype(np.float32) / 127.5 - 1.0)

@@ -25,8 +25,9 @@ class LesionDetector(Protocol):
     name: str
     version: str
 
-    def detect(self, x: np.ndarray, *, anomaly: AnomalyResult | None = None,
-               anatomy: AnatomyMasks | None = None) -> list[LesionBox]:
+    def detect(
+        self, x: np.ndarray, *, anomaly: AnomalyResult | None = None, anatomy: AnatomyMasks | None = None
+    ) -> list[LesionBox]:
         """Candidate lesion boxes of ``x``.
 
         Parameters
@@ -52,8 +53,13 @@ class LesionDetector(Protocol):
         """
         ...
 
-    def detect_batch(self, xs: Sequence[np.ndarray], *, anomalies: Sequence[AnomalyResult | None] | None = None,
-                     anatomies: Sequence[AnatomyMasks | None] | None = None) -> list[list[LesionBox]]:
+    def detect_batch(
+        self,
+        xs: Sequence[np.ndarray],
+        *,
+        anomalies: Sequence[AnomalyResult | None] | None = None,
+        anatomies: Sequence[AnatomyMasks | None] | None = None,
+    ) -> list[list[LesionBox]]:
         """:meth:`detect` of each image; each result is the one the image gets alone.
 
         The default detects image by image; model-backed backends override it to
@@ -84,10 +90,14 @@ class LesionDetector(Protocol):
 
 #: Backend name -> "module:Class" (:class:`cxrils.registry.Registry`); each class provides
 #: ``from_config(cfg)`` and ``weight_files(cfg)`` (the files it loads, for provenance).
-BACKENDS: Registry[LesionDetector] = Registry("detector backend", {
-    "builtin": "cxrils.vision.detection.builtin:BuiltinDetector",
-    "onnx": "cxrils.vision.detection.onnx_yolo:OnnxYoloDetector",
-}, DetectorBackendError)
+BACKENDS: Registry[LesionDetector] = Registry(
+    "detector backend",
+    {
+        "builtin": "cxrils.vision.detection.builtin:BuiltinDetector",
+        "onnx": "cxrils.vision.detection.onnx_yolo:OnnxYoloDetector",
+    },
+    DetectorBackendError,
+)
 
 
 def get_detector(name: str, cfg: Config) -> LesionDetector:

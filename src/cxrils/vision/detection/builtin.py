@@ -80,8 +80,9 @@ class BuiltinDetector(LesionDetector):
         """The file :meth:`from_config` loads: ``detection.builtin_weights``, else the shipped one."""
         return [cfg.detection.builtin_weights or str(default_weights())]
 
-    def detect(self, x: np.ndarray, *, anomaly: AnomalyResult | None = None,
-               anatomy: AnatomyMasks | None = None) -> list[LesionBox]:
+    def detect(
+        self, x: np.ndarray, *, anomaly: AnomalyResult | None = None, anatomy: AnatomyMasks | None = None
+    ) -> list[LesionBox]:
         """See :meth:`cxrils.vision.detection.LesionDetector.detect`. ``anomaly`` and
         ``anatomy`` are ignored (the detector is independent of both).
 
@@ -95,11 +96,24 @@ class BuiltinDetector(LesionDetector):
         torch = self._torch
         with torch.inference_mode():
             out = self.net(torch.from_numpy(network_input(x, s))[None, None])
-        found = decode(torch.sigmoid(out["heatmap"][0]).numpy(), out["size"][0].numpy(), out["offset"][0].numpy(),
-                       min_score=self.cfg.builtin_min_score, max_boxes=self.cfg.builtin_max_boxes)
+        found = decode(
+            torch.sigmoid(out["heatmap"][0]).numpy(),
+            out["size"][0].numpy(),
+            out["offset"][0].numpy(),
+            min_score=self.cfg.builtin_min_score,
+            max_boxes=self.cfg.builtin_max_boxes,
+        )
         h, w = x.shape
         sx, sy = w / s, h / s
-        boxes = [LesionBox(float(np.clip(x0 * sx, 0, w)), float(np.clip(y0 * sy, 0, h)), float(np.clip(x1 * sx, 0, w)),
-                           float(np.clip(y1 * sy, 0, h)), float(score), self.classes[c])
-                 for x0, y0, x1, y1, score, c in nms(found, self.cfg.builtin_nms_iou)]
+        boxes = [
+            LesionBox(
+                float(np.clip(x0 * sx, 0, w)),
+                float(np.clip(y0 * sy, 0, h)),
+                float(np.clip(x1 * sx, 0, w)),
+                float(np.clip(y1 * sy, 0, h)),
+                float(score),
+                self.classes[c],
+            )
+            for x0, y0, x1, y1, score, c in nms(found, self.cfg.builtin_nms_iou)
+        ]
         return keep_lesion_classes(b for b in boxes if b.x1 > b.x0 and b.y1 > b.y0)

@@ -21,8 +21,13 @@ import numpy as np
 STRIDE = 4
 
 
-def targets(boxes: list[tuple[float, float, float, float]], grid: int, n_classes: int = 1,
-            classes: list[int] | None = None, gaussian_alpha: float = 0.54) -> dict[str, np.ndarray]:
+def targets(
+    boxes: list[tuple[float, float, float, float]],
+    grid: int,
+    n_classes: int = 1,
+    classes: list[int] | None = None,
+    gaussian_alpha: float = 0.54,
+) -> dict[str, np.ndarray]:
     """Training targets of one image.
 
     Parameters
@@ -61,8 +66,9 @@ def targets(boxes: list[tuple[float, float, float, float]], grid: int, n_classes
     return {"heatmap": hm, "size": size, "offset": off, "mask": mask}
 
 
-def loss(out: dict, tgt: dict, alpha: float = 2.0, beta: float = 4.0, size_weight: float = 1.0,
-         offset_weight: float = 1.0):
+def loss(
+    out: dict, tgt: dict, alpha: float = 2.0, beta: float = 4.0, size_weight: float = 1.0, offset_weight: float = 1.0
+):
     """CenterNet loss of a batch: penalty-reduced pixel-wise focal loss on the heatmap
     (paper eq. 1, exponents ``alpha``, ``beta``) plus L1 on size and offset at centre
     cells, each divided by the number of centres (at least 1).
@@ -78,16 +84,19 @@ def loss(out: dict, tgt: dict, alpha: float = 2.0, beta: float = 4.0, size_weigh
     pos = gt.eq(1).float()
     log_p, log_1p = F.logsigmoid(logits), F.logsigmoid(-logits)
     pos_loss = -((1 - p) ** alpha * log_p * pos).sum()
-    neg_loss = -((1 - gt) ** beta * p ** alpha * log_1p * (1 - pos)).sum()
+    neg_loss = -((1 - gt) ** beta * p**alpha * log_1p * (1 - pos)).sum()
     m = tgt["mask"][:, None]
     n = m.sum().clamp(min=1.0)
-    reg = size_weight * ((out["size"] - tgt["size"]).abs() * m).sum() + \
-        offset_weight * ((out["offset"] - tgt["offset"]).abs() * m).sum()
+    reg = (
+        size_weight * ((out["size"] - tgt["size"]).abs() * m).sum()
+        + offset_weight * ((out["offset"] - tgt["offset"]).abs() * m).sum()
+    )
     return (pos_loss + neg_loss + reg) / n
 
 
-def decode(heatmap: np.ndarray, size: np.ndarray, offset: np.ndarray, *, min_score: float,
-           max_boxes: int) -> list[tuple[float, float, float, float, float, int]]:
+def decode(
+    heatmap: np.ndarray, size: np.ndarray, offset: np.ndarray, *, min_score: float, max_boxes: int
+) -> list[tuple[float, float, float, float, float, int]]:
     """Boxes of one image from the network outputs.
 
     Peaks are cells at least as high as their 3 x 3 neighbours (CenterNet's max-pool
@@ -113,8 +122,16 @@ def decode(heatmap: np.ndarray, size: np.ndarray, offset: np.ndarray, *, min_sco
         for iy, ix in zip(*np.nonzero(peaks)):
             w, hh = math.exp(float(size[0, iy, ix])), math.exp(float(size[1, iy, ix]))
             cx, cy = ix + float(offset[0, iy, ix]), iy + float(offset[1, iy, ix])
-            out.append(((cx - w / 2) * STRIDE, (cy - hh / 2) * STRIDE, (cx + w / 2) * STRIDE,
-                        (cy + hh / 2) * STRIDE, float(h[iy, ix]), c))
+            out.append(
+                (
+                    (cx - w / 2) * STRIDE,
+                    (cy - hh / 2) * STRIDE,
+                    (cx + w / 2) * STRIDE,
+                    (cy + hh / 2) * STRIDE,
+                    float(h[iy, ix]),
+                    c,
+                )
+            )
     out.sort(key=lambda b: -b[4])
     return out[:max_boxes]
 

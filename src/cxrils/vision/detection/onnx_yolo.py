@@ -67,7 +67,7 @@ def letterbox(x: np.ndarray, size: int | tuple[int, int]) -> tuple[np.ndarray, f
     resized = cv2.resize(x, (nw, nh), interpolation=cv2.INTER_LINEAR) if (nh, nw) != (h, w) else x
     canvas = np.full((out_h, out_w), PAD_VALUE, dtype=np.uint8)
     top, left = (out_h - nh) // 2, (out_w - nw) // 2
-    canvas[top:top + nh, left:left + nw] = resized
+    canvas[top : top + nh, left : left + nw] = resized
     return canvas, scale, (float(left), float(top))
 
 
@@ -100,6 +100,7 @@ def check_names(names: Sequence[str], path: Path) -> None:
     DetectorBackendError
         Naming the first differences.
     """
+
     def norm(n: str) -> str:
         return " ".join(str(n).lower().split())
 
@@ -108,7 +109,8 @@ def check_names(names: Sequence[str], path: Path) -> None:
         raise DetectorBackendError(
             f"onnx detector: {path} has {len(names)} classes that are not the 14 VinDr-CXR classes in order"
             f" ({'; '.join(diff[:3]) or 'different count'}); export the VinDr-CXR YOLO with its class list "
-            f"{list(VINDR_CLASSES)}")
+            f"{list(VINDR_CLASSES)}"
+        )
 
 
 def decode(output: np.ndarray, n_classes: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -130,8 +132,10 @@ def decode(output: np.ndarray, n_classes: int) -> tuple[np.ndarray, np.ndarray, 
         out = out.T
         cls_scores = out[:, 4:]
     else:
-        raise ValueError(f"YOLO output shape {np.shape(output)} fits neither (1, N, {5 + n_classes}) "
-                         f"nor (1, {4 + n_classes}, N) for {n_classes} classes")
+        raise ValueError(
+            f"YOLO output shape {np.shape(output)} fits neither (1, N, {5 + n_classes}) "
+            f"nor (1, {4 + n_classes}, N) for {n_classes} classes"
+        )
     class_ids = cls_scores.argmax(axis=1)
     scores = cls_scores[np.arange(len(out)), class_ids]
     return out[:, :4], scores, class_ids
@@ -174,12 +178,16 @@ class OnnxYoloDetector(LesionDetector):
         try:
             import onnxruntime as ort
         except ImportError as err:
-            raise DetectorBackendError(f"onnx detector needs onnxruntime: pip install 'cxrils[detect]' ({err})") from err
+            raise DetectorBackendError(
+                f"onnx detector needs onnxruntime: pip install 'cxrils[detect]' ({err})"
+            ) from err
         self.cfg = cfg or DetectionConfig()
         path = Path(model_path).expanduser()
         if not path.is_file():
-            raise DetectorBackendError(f"onnx detector: model file {str(path)!r} not found; export the "
-                                       "VinDr-CXR YOLO to ONNX and set backends.onnx_detector")
+            raise DetectorBackendError(
+                f"onnx detector: model file {str(path)!r} not found; export the "
+                "VinDr-CXR YOLO to ONNX and set backends.onnx_detector"
+            )
         try:
             self.session = ort.InferenceSession(str(path), providers=ort.get_available_providers())
         except Exception as err:  # onnxruntime raises several unrelated types
@@ -207,8 +215,10 @@ class OnnxYoloDetector(LesionDetector):
         else:
             size = (self.cfg.onnx_input_size, self.cfg.onnx_input_size)
             if stride and size[0] % stride:
-                raise DetectorBackendError(f"onnx detector: detection.onnx_input_size={size[0]} is not a multiple "
-                                           f"of the model's stride {stride} ({path})")
+                raise DetectorBackendError(
+                    f"onnx detector: detection.onnx_input_size={size[0]} is not a multiple "
+                    f"of the model's stride {stride} ({path})"
+                )
         return size, not isinstance(shape[0], int)
 
     @classmethod
@@ -224,14 +234,20 @@ class OnnxYoloDetector(LesionDetector):
             raise DetectorBackendError("onnx detector: set backends.onnx_detector to the exported .onnx file")
         return cls(cfg.backends.onnx_detector, cfg.detection)
 
-    def detect(self, x: np.ndarray, *, anomaly: AnomalyResult | None = None,
-               anatomy: AnatomyMasks | None = None) -> list[LesionBox]:
+    def detect(
+        self, x: np.ndarray, *, anomaly: AnomalyResult | None = None, anatomy: AnatomyMasks | None = None
+    ) -> list[LesionBox]:
         """See :meth:`cxrils.vision.detection.LesionDetector.detect` (``anomaly`` and
         ``anatomy`` are not used)."""
         return self.detect_batch([x])[0]
 
-    def detect_batch(self, xs: Sequence[np.ndarray], *, anomalies: Sequence[AnomalyResult | None] | None = None,
-                     anatomies: Sequence[AnatomyMasks | None] | None = None) -> list[list[LesionBox]]:
+    def detect_batch(
+        self,
+        xs: Sequence[np.ndarray],
+        *,
+        anomalies: Sequence[AnomalyResult | None] | None = None,
+        anatomies: Sequence[AnatomyMasks | None] | None = None,
+    ) -> list[list[LesionBox]]:
         """See :meth:`cxrils.vision.detection.LesionDetector.detect_batch`: stacked when
         the model's batch dimension is symbolic and it runs on CUDA, else one by one."""
         check_lengths("detect_batch", len(xs), anomalies, anatomies)
@@ -247,11 +263,12 @@ class OnnxYoloDetector(LesionDetector):
                 raise ValueError(f"YOLO output of shape {output.shape} for a batch of {len(group)}")
             for k, i in enumerate(group):
                 _, scale, pad = boxed[k]
-                out[i] = self._boxes(output[k:k + 1], xs[i].shape, scale, pad)
+                out[i] = self._boxes(output[k : k + 1], xs[i].shape, scale, pad)
         return out
 
-    def _boxes(self, output: np.ndarray, shape: tuple[int, int], scale: float,
-               pad: tuple[float, float]) -> list[LesionBox]:
+    def _boxes(
+        self, output: np.ndarray, shape: tuple[int, int], scale: float, pad: tuple[float, float]
+    ) -> list[LesionBox]:
         """Decode, NMS and un-letterbox the output of one image."""
         h, w = shape
         left, top = pad
@@ -260,10 +277,14 @@ class OnnxYoloDetector(LesionDetector):
         cxcywh, scores, class_ids = cxcywh[ok], scores[ok], class_ids[ok]
         if len(scores) == 0:
             return []
-        xywh = np.column_stack([cxcywh[:, 0] - cxcywh[:, 2] / 2, cxcywh[:, 1] - cxcywh[:, 3] / 2,
-                                cxcywh[:, 2], cxcywh[:, 3]])
-        keep = np.asarray(cv2.dnn.NMSBoxesBatched(xywh.tolist(), scores.tolist(), class_ids.tolist(),
-                                                  self.cfg.onnx_min_score, self.cfg.onnx_nms_iou)).reshape(-1)
+        xywh = np.column_stack(
+            [cxcywh[:, 0] - cxcywh[:, 2] / 2, cxcywh[:, 1] - cxcywh[:, 3] / 2, cxcywh[:, 2], cxcywh[:, 3]]
+        )
+        keep = np.asarray(
+            cv2.dnn.NMSBoxesBatched(
+                xywh.tolist(), scores.tolist(), class_ids.tolist(), self.cfg.onnx_min_score, self.cfg.onnx_nms_iou
+            )
+        ).reshape(-1)
         boxes = []
         for i in keep:
             x0 = np.clip((xywh[i, 0] - left) / scale, 0, w)
@@ -271,6 +292,9 @@ class OnnxYoloDetector(LesionDetector):
             x1 = np.clip((xywh[i, 0] + xywh[i, 2] - left) / scale, 0, w)
             y1 = np.clip((xywh[i, 1] + xywh[i, 3] - top) / scale, 0, h)
             if x1 > x0 and y1 > y0:
-                boxes.append(LesionBox(float(x0), float(y0), float(x1), float(y1),
-                                       float(scores[i]), VINDR_CLASSES[int(class_ids[i])]))
+                boxes.append(
+                    LesionBox(
+                        float(x0), float(y0), float(x1), float(y1), float(scores[i]), VINDR_CLASSES[int(class_ids[i])]
+                    )
+                )
         return keep_lesion_classes(boxes)

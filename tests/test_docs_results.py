@@ -145,3 +145,13 @@ def test_the_header_names_the_module_run_with_python_m(monkeypatch):
     assert results.invocation(argv) == ["-m", "benchmarks.results", "--publish", "x"]
     main.__spec__ = None  # run as a script
     assert results.invocation(argv) == argv
+
+
+def test_no_results_file_comes_from_an_uncommitted_tree():
+    """``publish`` refuses uncommitted code, so no header may name a commit "+changes"."""
+    stale = [
+        path.name
+        for path in sorted((REPO_ROOT / "docs" / "results").glob("*.md"))
+        if "+changes" in path.read_text(encoding="utf-8").splitlines()[0]
+    ]
+    assert stale == [], f"rerun these benchmarks on committed code: {stale}"

@@ -84,6 +84,11 @@ SOURCES = ("covid_qu_ex", "nih_bbox", "nih_labels", "covid_severity", "xrv_tests
 #: heart border, mediastinum and hila border the lungs there.
 MEDIAL_FRACTION = 0.20
 FALSE_REPORT = "There are opacities in both lungs."
+#: The basic opacity questions asked of a normal image: the locations of the positives'
+#: basic questions (one whole lung, or both for a bilateral lesion). Until issue 28's
+#: both-lungs negatives the N-Acc left the both-lungs question out, which the shipped
+#: model then answered on its text alone (it had been asked only of positives).
+NORMAL_LUNG_QUESTIONS: tuple[tuple[str, ...], ...] = (("right lung",), ("left lung",), ("right lung", "left lung"))
 NIH_TYPES = {
     "Cardiomegaly": "cardiomegaly",
     "Pneumonia": "pneumonia",
@@ -517,30 +522,30 @@ def run_case(r: Runner, case: Case) -> None:
         if case.source == "covid_severity":
             o["frac"] = 0.0
         if r.seg is not None:
-            qs = [
-                render_instruction("basic", "opacity", ["right lung"]),
-                render_instruction("basic", "opacity", ["left lung"]),
-                render_instruction("global", "opacity"),
-                render_instruction("global", "cardiomegaly"),
-            ]
+            # the opacity questions asked of positives: each lung, both lungs (a bilateral
+            # lesion's basic question) and the global one
+            qs = [render_instruction("basic", "opacity", list(locs)) for locs in NORMAL_LUNG_QUESTIONS]
+            qs += [render_instruction("global", "opacity")]
+            n_op = len(qs)
+            qs += [render_instruction("global", "cardiomegaly")]
             qs += [render_instruction("basic", "opacity", [z]) for z in vocab.LUNG_ZONES]
             preds = r.ask(x, qs)
-            # qs[2]: the global opacity question, answered with the model's own setting in
-            # preds and asked again with the other one
+            # the opacity questions, answered with the model's own setting in preds and
+            # asked again with the other one
             own = bool(r.seg.config.consistent_answers)
-            other = r.ask(x, qs[:3], consistent=not own)
+            other = r.ask(x, qs[:n_op], consistent=not own)
             o["light_neg_rules"] = {
-                own: [not p.mask.any() for p in preds[:3]],
+                own: [not p.mask.any() for p in preds[:n_op]],
                 not own: [not p.mask.any() for p in other],
             }
             enlarged = case.reference_ctr is not None and case.reference_ctr > CTR_MIN_CARDIOMEGALY
             o["light_neg"] = {
-                "opacity": [not p.mask.any() for p in preds[:3]],
-                "cardiomegaly": [] if enlarged else [not preds[3].mask.any()],
+                "opacity": [not p.mask.any() for p in preds[:n_op]],
+                "cardiomegaly": [] if enlarged else [not preds[n_op].mask.any()],
             }
             o["enlarged_heart"] = enlarged
-            o["light_cardiomegaly"] = bool(preds[3].mask.any())
-            o["light_neg_zones"] = [not p.mask.any() for p in preds[4:]]
+            o["light_cardiomegaly"] = bool(preds[n_op].mask.any())
+            o["light_neg_zones"] = [not p.mask.any() for p in preds[n_op + 1 :]]
             if case.source == "covid_severity":
                 o["light_frac"] = 0.0
 
@@ -764,7 +769,8 @@ def light_tables(cases: list[Case]) -> list[str]:
         lines += [
             "",
             "### Light model on normal images: N-Acc (share of questions answered with an empty mask; "
-            "opacity: basic right lung, basic left lung, global; cardiomegaly: global, not asked where the "
+            "opacity: basic right lung, basic left lung, basic right lung and left lung, global; "
+            "cardiomegaly: global, not asked where the "
             f"radiologists' SCR masks give a CTR above {CTR_MIN_CARDIOMEGALY})",
             "",
             "| source | type | questions | N-Acc |",
@@ -782,8 +788,8 @@ def light_tables(cases: list[Case]) -> list[str]:
 
 def consistency_lines(cases: list[Case]) -> list[str]:
     """The light model with and without consistent answers (``LightConfig.consistent_answers``):
-    the basic and the global question on expert-masked lesions, and the three opacity
-    questions (right lung, left lung, global) on normal images."""
+    the basic and the global question on expert-masked lesions, and the four opacity
+    questions (right lung, left lung, both lungs, global) on normal images."""
     pos, neg = _having(cases, "light_global"), _having(cases, "light_neg_rules")
     if not pos and not neg:
         return []
@@ -795,7 +801,7 @@ def consistency_lines(cases: list[Case]) -> list[str]:
             "IoU (empty = 0)",
             "global question: presence recall",
             "IoU (empty = 0)",
-            "normal images: N-Acc of the opacity questions (right lung, left lung, global)",
+            "normal images: N-Acc of the opacity questions (right lung, left lung, both lungs, global)",
         ],
     )
     for check in (True, False):
@@ -1185,7 +1191,10 @@ def main() -> None:
     ap.add_argument("--model", type=Path, default=None, help="light model folder (default: the shipped one)")
     ap.add_argument("--no-light", action="store_true")
     ap.add_argument(
-        "--tuning-auroc-limit", type=int, default=None, help="x_ano statistics on the first N tuning-part images only"
+        "--tuning-auroc-limit",
+        type=int,
+        default=None,
+        help="x_ano statistics on the first N images of each tuning-part half only",
     )
     ap.add_argument("--no-x-ano", action="store_true")
     ap.add_argument(
@@ -1234,13 +1243,22 @@ def main() -> None:
         + targets_table(cases)
     )
     if not args.no_x_ano and "covid_qu_ex" in sources:
+        from cxrils.training.lesion_data import ROLES, tuning_role
+
+        # the tuning part by halves: the anomaly network trained on the "anomaly" half only
+        groups = [
+            (
+                f"tuning, {role} half",
+                [x for x in covid_qu_ex_samples(args.data, "tuning") if tuning_role(x.image_id) == role],
+            )
+            for role in ROLES
+        ] + [("report", covid_qu_ex_samples(args.data, "report"))]
         stats = []
-        for part in ("tuning", "report"):
-            s = covid_qu_ex_samples(args.data, part)
-            n = args.tuning_auroc_limit if part == "tuning" else args.limit
+        for label, s in groups:
+            n = args.limit if label == "report" else args.tuning_auroc_limit
             if n:
                 s = [x for x in s if x.positive][:n] + [x for x in s if not x.positive][: max(1, n // 2)]
-            stats.append(x_ano_stats(r, s, part))
+            stats.append(x_ano_stats(r, s, label))
         lines += x_ano_table(stats)
     if "covid_qu_ex" in sources:
         lines += oracle_c1_lines(args.data, r.cfg.grounding)

@@ -1,5 +1,6 @@
 """The light model's training dataset: generated records with held-back images' train
-records dropped, plus records written from human masks of the detector half."""
+records dropped, plus records written from human masks of the COVID-QU-Ex tuning part
+(both halves, ``LightDataConfig.covid_qu_ex_roles``)."""
 
 from __future__ import annotations
 
@@ -38,8 +39,10 @@ def test_training_dataset_merges_generated_and_human_records(tmp_path):
     assert not len(recs[(recs.image_id == "img000")]), "train records of a held-back image are dropped"
     assert len(recs[recs.image_id == "img008"]) == len(before[before.image_id == "img008"]), "test records stay"
     human = recs[recs.image_id.str.startswith(HUMAN_PREFIX)]
-    want = {HUMAN_PREFIX + s.image_id for s in training_samples(root, "detector")}
-    # every record comes from the detector half; an image whose human mask reaches no
+    tuning = training_samples(root, "detector") + training_samples(root, "anomaly")
+    assert training_samples(root, "detector") and training_samples(root, "anomaly")
+    want = {HUMAN_PREFIX + s.image_id for s in tuning}
+    # every record comes from the tuning part, both halves; an image whose human mask reaches no
     # location of the (synthetic-image) anatomy yields no record, so not all must appear
     assert set(human.image_id) <= want and len(set(human.image_id)) >= 0.9 * len(want)
     assert set(human.split) <= {"train", "validate"}
@@ -47,7 +50,7 @@ def test_training_dataset_merges_generated_and_human_records(tmp_path):
     assert not reported & set(recs.image_id)
     pos = human[human.polarity == "positive"]
     assert len(pos) and set(pos.lesion_type) == {"opacity"} and (pos.mask_area > 0).all()
-    normals = {HUMAN_PREFIX + s.image_id for s in training_samples(root, "detector") if not s.positive}
+    normals = {HUMAN_PREFIX + s.image_id for s in tuning if not s.positive}
     assert not set(pos.image_id) & normals
     # COVID-19 images get no absent-type lung negatives ("There is no pneumonia" could be
     # false); cardiomegaly only by the CTR rule
@@ -63,6 +66,7 @@ def test_training_dataset_merges_generated_and_human_records(tmp_path):
             assert (t, f"Segment the {t}.") in asked, (image_id, t)
             assert (t, f"Segment the {t} in the right lung.") in asked, (image_id, t)
             assert (t, f"Segment the {t} in the left lung.") in asked, (image_id, t)
+            assert (t, f"Segment the {t} in the right lung and left lung.") in asked, (image_id, t)
 
 
 def test_normal_forms_ask_global_whole_lungs_and_seeded_zones():
@@ -78,6 +82,40 @@ def test_normal_forms_ask_global_whole_lungs_and_seeded_zones():
     assert all(z in vocab.INSTRUCTION_LOCATIONS and z not in ("right lung", "left lung") for z in zones)
     drawn = {tuple(normal_forms(f"cqx-{k}")[3:]) for k in range(40)}
     assert len(drawn) > 5  # zones vary between images
+
+
+def test_both_lungs_negatives_copy_each_right_lung_negative():
+    from cxrils.training.light_data import both_lungs_negatives
+
+    def row(k, polarity, form, locs, lesion="edema"):
+        return {
+            "record_id": f"im:{k}",
+            "image_id": "im",
+            "polarity": polarity,
+            "instruction_type": form,
+            "locations": locs,
+            "lesion_type": lesion,
+            "instruction": "x",
+            "answer": "y",
+            "mask_area": 0,
+        }
+
+    rows = [
+        row(0, "negative", "global", []),
+        row(1, "negative", "basic", ["right lung"]),
+        row(2, "negative", "basic", ["left lung"]),
+        row(3, "negative", "basic", ["right lung"], "effusion"),
+        row(7, "negative", "basic", ["right lung base"]),
+        row(4, "positive", "basic", ["right lung"], "opacity"),
+    ]
+    out = both_lungs_negatives(rows)
+    assert [r["record_id"] for r in out] == ["im:8", "im:9"]  # numbering continues after the highest
+    assert [r["lesion_type"] for r in out] == ["edema", "effusion"]
+    assert out[0]["instruction"] == "Segment the edema in the right lung and left lung."
+    assert out[1]["answer"] == "[SEG] There is no effusion in the right lung and left lung."
+    assert all(r["locations"] == ["right lung", "left lung"] and r["polarity"] == "negative" for r in out)
+    assert rows[1]["locations"] == ["right lung"]  # the source rows are not changed
+    assert both_lungs_negatives([row(0, "positive", "basic", ["right lung"])]) == []
 
 
 def test_cardiomegaly_positives_repeated_or_dropped_by_the_ctr():

@@ -8,21 +8,24 @@ from human lesion masks (issue 18).
    validate records of images held back for the human-mask benchmark, i.e. images that
    copy (:func:`cxrils.training.lesion_data.near_duplicate_pairs`) one of the 93
    severity-scored COVID-19 images or an image of the COVID-QU-Ex report part;
-2. the ``detector`` half of the COVID-QU-Ex tuning part
-   (:func:`cxrils.training.lesion_data.training_samples`): a report written from each
+2. the COVID-QU-Ex tuning part, both halves (:attr:`~cxrils.config.LightDataConfig.covid_qu_ex_roles`,
+   :func:`cxrils.training.lesion_data.training_samples`): a report written from each
    image's label (:func:`cxrils.training.human_grounding.report_from_label`: opacity in the
    lungs the expert-verified infection mask lies in; Normal images get a normal report),
    grounded with the human mask instead of Algorithm 1
    (:func:`cxrils.training.human_grounding.human_grounding`) and turned into records by the
    pipeline's own instruction generator (absent-type negatives only on Normal images: a
    COVID-19 infection may be pneumonia or consolidation, which the label does not say).
-   The ``anomaly`` half is left out on purpose: the anomaly network trained on it, so
-   its x_ano prior would be better there than on new images and the model would learn to trust it too much. A fixed hash share
+   Until issue 28 the ``anomaly`` half was left out, lest the model learn to trust an
+   x_ano prior better on the images the anomaly network trained on than on new ones; but
+   x_ano's pixel AUROC on the tuning part is close to that on the unseen report part
+   (``benchmarks/human_masks.py``, x_ano table), and twice the real images are worth more. A fixed hash share
    (:attr:`~cxrils.config.LightDataConfig.validate_fraction`) goes to ``validate`` (threshold choice), the rest to
    ``train``; none to ``test`` (the report part is the test, scored by
    ``benchmarks/human_masks.py``). Normal images are asked, for every type, the questions
    a user asks of a normal image (:data:`NORMAL_ABSENT_FORMS`: the global one and each
-   whole lung) plus :attr:`~cxrils.config.LightDataConfig.normal_absent_zones` zone questions drawn per image, and the
+   whole lung) plus :attr:`~cxrils.config.LightDataConfig.normal_absent_zones` zone questions drawn per image, the
+   both-lungs question (:func:`both_lungs_negatives`), and the
    cardiomegaly negative at any plausible CTR (the radiologists' Normal label vouches for
    the heart, where the paper's generated data, without such a label, needs CTR <= 0.45).
    COVID-19 images get only the paper's CTR-ruled cardiomegaly negative.
@@ -80,6 +83,7 @@ from cxrils.instructions import generate_records, record_seed
 from cxrils.report import get_location_mapper, get_structurer, structure_reports
 from cxrils.sources.covid19 import read_covid19_severity
 from cxrils.sources.jsrt import read_jsrt_nodules
+from cxrils.templates import render_answer, render_instruction
 from cxrils.training.anatomy_data import Sample, read_gray
 from cxrils.training.human_grounding import (
     NORMAL_REPORT,
@@ -292,6 +296,45 @@ def normal_forms(
     rng = np.random.default_rng(record_seed(seed, image_id))
     picks = sorted(rng.choice(len(zones), size=min(data.normal_absent_zones, len(zones)), replace=False).tolist())
     return list(NORMAL_ABSENT_FORMS) + [("basic", zones[i]) for i in picks]
+
+
+def both_lungs_negatives(rows: list[dict]) -> list[dict]:
+    """The both-lungs question of a Normal image, as a negative per type: a copy of each
+    basic right-lung negative of ``rows`` (:data:`NORMAL_ABSENT_FORMS`) asking "Segment the
+    {type} in the right lung and left lung." (Table 2's basic template with both whole
+    lungs, the question ``benchmarks/human_masks.py`` asks of a bilateral lesion).
+
+    The paper's generator writes single-location negatives only (Appendix C.2), so
+    without these the both-lungs question was asked only of positives and scored near 1
+    on normal films (a text shortcut, :mod:`cxrils.models.light.consistency`).
+
+    Parameters
+    ----------
+    rows : list of dict
+        The image's records (:data:`cxrils.dataset.schema.COLUMNS`); the new ones continue
+        their record numbering.
+
+    Returns
+    -------
+    list of dict
+        One negative per type that has a basic right-lung negative in ``rows``.
+    """
+    locs = list(vocab.WHOLE_LUNGS)
+    start = 1 + max((int(str(r["record_id"]).rpartition(":")[2]) for r in rows), default=-1)
+    out = []
+    for r in rows:
+        if r["polarity"] == "negative" and r["instruction_type"] == "basic" and list(r["locations"]) == ["right lung"]:
+            t = r["lesion_type"]
+            out.append(
+                {
+                    **r,
+                    "record_id": f"{r['image_id']}:{start + len(out)}",
+                    "locations": locs,
+                    "instruction": render_instruction("basic", t, locs),
+                    "answer": render_answer("basic", "negative", target=t, locations=locs),
+                }
+            )
+    return out
 
 
 def zone_rows(
@@ -555,8 +598,8 @@ def build_training_dataset(
             "builder": "cxrils.training.light_data.build_training_dataset",
             "generated": str(generated),
             "data_root": str(root),
-            "human": "COVID-QU-Ex tuning part, detector half, expert-verified infection masks "
-            "(lung and zone records); "
+            "human": "COVID-QU-Ex tuning part, halves " + "+".join(data.covid_qu_ex_roles) + ", "
+            "expert-verified infection masks (lung and zone records); "
             "JSRT/SCR train-split nodule images, cardiomegaly by the SCR masks' CTR, "
             "opacity negatives in the lung without the JSRT nodule; "
             "synthetic lesions of the six lung types on the Normal and JSRT images",
@@ -584,7 +627,9 @@ def build_training_dataset(
                 rows, rep, drop = _cardiomegaly_rows(rows, ctr, cfg, data)
                 cm_repeated, cm_dropped = cm_repeated + rep, cm_dropped + drop
             writer.commit_study(image_id, x, rows)
-        samples = training_samples(root, "detector")
+        samples = sorted(
+            (s for role in data.covid_qu_ex_roles for s in training_samples(root, role)), key=lambda s: s.image_id
+        )
         _, val = split_validation([s.image_id for s in samples], data.validate_fraction, "light-val")
         val_ids = {samples[i].image_id for i in val}
         # a Normal label is the radiologists' reading of the whole film, heart included:
@@ -620,7 +665,9 @@ def build_training_dataset(
                 cfg=normal_cfg if not s.positive else cfg,
                 absent_forms=normal_forms(image_id, cfg.instructions.seed, data) if not s.positive else (),
             )
-            if s.positive:
+            if not s.positive:
+                rows += both_lungs_negatives(rows)
+            else:
                 rows += zone_rows(
                     image_id, lesion, anatomy, rows, split, cfg, structurer=structurer, mapper=mapper, data=data
                 )

@@ -18,9 +18,11 @@ global and basic templates). Each lung is then decided once
   one answers with the passing lung-level masks inside its present lungs;
 * any other location question (zones, lobes, lists of them, both lungs) is present iff its own
   score reaches the threshold, its mask is not empty and a lung on one of its
-  locations' sides is present. Such a question does not lift its lung: the both-lungs
-  question of the shipped model scores near 1 on normal images (a text shortcut: the
-  training data ask it only of positives), and a zone would take eight more network rows.
+  locations' sides is present. Such a question does not lift its lung: a light model
+  trained before issue 28's both-lungs negatives
+  (:func:`cxrils.training.light_data.both_lungs_negatives`) scored the both-lungs question
+  near 1 on normal images (a text shortcut: its training data asked it only of
+  positives), and a zone would take eight more network rows.
 
 So a zone is answered present only when its lung is, and the global answer is present
 exactly when a lung answer is. Two earlier rules gated the lungs instead (on the global

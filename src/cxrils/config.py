@@ -523,9 +523,9 @@ class LightDataConfig:
     validate_fraction: float = 0.15
     # Halves of the COVID-QU-Ex tuning part (cxrils.training.lesion_data.ROLES) whose images
     # and expert masks become records. Issue 28: both; the anomaly network trained on the
-    # "anomaly" half, but its x_ano separates lesion from lung there about as well as on the
-    # unseen report part (pixel AUROC of docs/results/human_masks.md's x_ano table), so
-    # the prior is not much better on those images than on new ones.
+    # "anomaly" half, but its x_ano separates lesion from lung there only a little better
+    # than on the unseen report part (pixel AUROC of docs/results/human_masks.md's x_ano
+    # table), so the prior is not much better on those images than on new ones.
     covid_qu_ex_roles: tuple[str, ...] = ("detector", "anomaly")
     # Zone questions (basic at a zone of vocab.INSTRUCTION_LOCATIONS) drawn once per Normal
     # image (every type is asked the same zones) besides light_data.NORMAL_ABSENT_FORMS.

@@ -143,7 +143,7 @@ def _cardiomegaly_rows(
     cut-off (Appendix D.3: such a heart may be a cardiomegaly negative, so the
     report and the measurement disagree). Returns (rows, repeated, dropped)."""
     out, repeated, dropped = [], 0, 0
-    next_index = 1 + max(int(str(r["record_id"]).rpartition(":")[2]) for r in rows)
+    next_index = _next_record_number(rows)
     for r in rows:
         if not (r["split"] == "train" and r["polarity"] == "positive" and r["lesion_type"] == "cardiomegaly"):
             out.append(r)
@@ -281,7 +281,7 @@ def _jsrt_rows(
     ]
     first = next((r for r in rows if r["lesion_type"] == "cardiomegaly" and r["polarity"] == "positive"), None)
     if first is not None and split == "train":
-        start = 1 + max(int(str(r["record_id"]).rpartition(":")[2]) for r in rows)
+        start = _next_record_number(rows)
         rows += [{**first, "record_id": f"{image_id}:{start + k}"} for k in range(data.jsrt_cardiomegaly_repeat - 1)]
     return x, rows
 
@@ -302,7 +302,8 @@ def both_lungs_negatives(rows: list[dict]) -> list[dict]:
     """The both-lungs question of a Normal image, as a negative per type: a copy of each
     basic right-lung negative of ``rows`` (:data:`NORMAL_ABSENT_FORMS`) asking "Segment the
     {type} in the right lung and left lung." (Table 2's basic template with both whole
-    lungs, the question ``benchmarks/human_masks.py`` asks of a bilateral lesion).
+    lungs, patient sides, the question ``benchmarks/human_masks.py`` asks of a bilateral
+    lesion). The copies keep the source row's empty RLE mask (a negative has no pixel).
 
     The paper's generator writes single-location negatives only (Appendix C.2), so
     without these the both-lungs question was asked only of positives and scored near 1
@@ -320,7 +321,7 @@ def both_lungs_negatives(rows: list[dict]) -> list[dict]:
         One negative per type that has a basic right-lung negative in ``rows``.
     """
     locs = list(vocab.WHOLE_LUNGS)
-    start = 1 + max((int(str(r["record_id"]).rpartition(":")[2]) for r in rows), default=-1)
+    start = _next_record_number(rows)
     out = []
     for r in rows:
         if r["polarity"] == "negative" and r["instruction_type"] == "basic" and list(r["locations"]) == ["right lung"]:
@@ -419,7 +420,7 @@ def zone_rows(
         and len(r["locations"]) == 1
         and r["locations"][0] in vocab.LUNG_ZONES
     ]
-    start = 1 + max((int(str(r["record_id"]).rpartition(":")[2]) for r in rows), default=-1)
+    start = _next_record_number(rows)
     return [{**r, "record_id": f"{image_id}:{start + k}"} for k, r in enumerate(kept)]
 
 
@@ -544,6 +545,12 @@ def synthetic_rows(
         data=data,
     )
     return image, rows
+
+
+def _next_record_number(rows: list[dict]) -> int:
+    """The number after the highest ``k`` of the ``"{image_id}:{k}"`` record ids of one
+    image's ``rows`` (0 for none), so that added records continue the numbering."""
+    return 1 + max((int(str(r["record_id"]).rpartition(":")[2]) for r in rows), default=-1)
 
 
 def _plain(record: dict) -> dict:

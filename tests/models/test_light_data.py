@@ -7,12 +7,15 @@ from __future__ import annotations
 import csv
 import shutil
 
+import numpy as np
 import pytest
 from light_synthetic import make_tiny_dataset
+from PIL import Image
 
 from cxrils.dataset import read_records
 from cxrils.training.lesion_data import covid_qu_ex_samples, training_samples
-from cxrils.training.light_data import HUMAN_PREFIX, build_training_dataset
+from cxrils.training.lesion_train import split_validation
+from cxrils.training.light_data import HUMAN_PREFIX, build_training_dataset, validation_images
 from lesion_fixtures import write_covid_qu_ex
 
 
@@ -311,3 +314,38 @@ def test_synthetic_rows_give_lung_and_zone_positives_of_the_drawn_type_only():
             assert m.any() and (m & ~drawn).sum() <= 0.05 * m.sum(), (image_id, r["instruction"])
     assert synthetic_type("syn-3") == synthetic_type("syn-3")
     assert len(seen) >= 4 and seen <= set(SYNTHETIC_TYPES)
+
+
+def _in_validation(image_id, fraction, salt):
+    return bool(split_validation([image_id], fraction, salt)[1])
+
+
+def test_validation_images_keep_copies_in_one_split(tmp_path):
+    """A copy of an image (re-encoded with a little noise) goes where the cluster's
+    smallest id goes, even where its own hash says otherwise; other images keep the
+    split their hash gives."""
+    salt, fraction = "t", 0.5
+    # two ids the hash alone puts in different splits, the smaller one in validation
+    names = [f"img{k:03d}" for k in range(200)]
+    a = next(n for n in names if _in_validation(n, fraction, salt))
+    b = next(n for n in names if n > a and not _in_validation(n, fraction, salt))
+    rng = np.random.default_rng(0)
+    base = (rng.random((64, 64)) * 255).astype(np.uint8)
+    base = np.kron(base, np.ones((4, 4), np.uint8))  # 256 x 256, coarse texture
+    noisy = np.clip(base.astype(int) + rng.integers(-3, 4, base.shape), 0, 255).astype(np.uint8)
+    paths = {}
+    for name, x in [(a, base), (b, noisy)] + [
+        (f"other{k}", (rng.random((256, 256)) * 255).astype(np.uint8)) for k in range(6)
+    ]:
+        paths[name] = tmp_path / f"{name}.png"
+        Image.fromarray(x).save(paths[name])
+    ids = sorted(paths)
+    val = validation_images(ids, [paths[i] for i in ids], fraction, salt)
+    assert a in val and b in val, "the copy follows the smaller id into validation"
+    for i in ids:
+        if i.startswith("other"):
+            assert (i in val) == _in_validation(i, fraction, salt), i
+    with pytest.raises(ValueError, match="unique ids"):
+        validation_images([a, a], [paths[a], paths[a]], fraction, salt)
+    with pytest.raises(ValueError, match="one path each"):
+        validation_images([a, b], [paths[a]], fraction, salt)

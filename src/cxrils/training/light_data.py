@@ -21,7 +21,7 @@ from human lesion masks (issue 18).
    x_ano's pixel AUROC on the tuning part is close to that on the unseen report part
    (``benchmarks/human_masks.py``, x_ano table), and twice the real images are worth more. A fixed hash share
    (:attr:`~cxrils.config.LightDataConfig.validate_fraction`) goes to ``validate`` (threshold choice), the rest to
-   ``train``; none to ``test`` (the report part is the test, scored by
+   ``train``, copies of one image together (:func:`validation_images`); none to ``test`` (the report part is the test, scored by
    ``benchmarks/human_masks.py``). Normal images are asked, for every type, the questions
    a user asks of a normal image (:data:`NORMAL_ABSENT_FORMS`: the global one and each
    whole lung) plus :attr:`~cxrils.config.LightDataConfig.normal_absent_zones` zone questions drawn per image, the
@@ -56,7 +56,8 @@ from human lesion masks (issue 18).
    by :mod:`cxrils.training.synthetic` (:func:`draw_type`), with its drawn mask as the
    answer: the only lung-level and zone-level positives of pneumonia, atelectasis,
    consolidation, edema and effusion the model sees besides the few the demo grounds
-   (ours; the built-in lesion networks learn from the same kind of drawings). Whether
+   (ours; the built-in lesion networks learn from the same kind of drawings). A
+   synthetic study is in the split of the image it is drawn on. Whether
    this helps on real films is measured on human labels only (``benchmarks/human_masks.py``).
 
 Cardiomegaly: each generated train positive is repeated :attr:`~cxrils.config.LightDataConfig.cardiomegaly_repeat`
@@ -72,12 +73,15 @@ from __future__ import annotations
 
 import copy
 import logging
+from collections.abc import Sequence
 from pathlib import Path
 
 import numpy as np
+from scipy.sparse import coo_matrix
+from scipy.sparse.csgraph import connected_components
 
 from cxrils import vocab
-from cxrils.config import CTR_MIN_CARDIOMEGALY, Config, LightDataConfig, SyntheticConfig
+from cxrils.config import CTR_MIN_CARDIOMEGALY, Config, LesionDataConfig, LightDataConfig, SyntheticConfig
 from cxrils.dataset import DatasetWriter, read_records
 from cxrils.instructions import generate_records, record_seed
 from cxrils.report import get_location_mapper, get_structurer, structure_reports
@@ -125,6 +129,51 @@ SYNTHETIC_TYPES: tuple[str, ...] = ("pneumonia", "atelectasis", "opacity", "cons
 #: JSRT database marks one nodule per image and no other finding; "no opacity in the
 #: other lung" assumes, as its nodule studies do, that the other lung is clear.
 JSRT_EMPTY_LOCATION_NEGATIVES = len(vocab.INSTRUCTION_LOCATIONS) // 2
+
+
+def validation_images(
+    ids: Sequence[str],
+    paths: Sequence[Path],
+    fraction: float,
+    salt: str,
+    cfg: LesionDataConfig = LesionDataConfig(),
+) -> set[str]:
+    """The ids of ``ids`` that go to the ``validate`` split, near-duplicates together.
+
+    Images that copy one another (:func:`cxrils.training.lesion_data.near_duplicate_pairs`,
+    joined into clusters by :func:`scipy.sparse.csgraph.connected_components`) all take
+    the split of the cluster's smallest id, which is drawn as for a lone image by
+    :func:`cxrils.training.lesion_train.split_validation` (``fraction``, ``salt``). So
+    no image is trained on while a copy of it chooses the thresholds (ours; issue 28's
+    review found 12 such pairs in the COVID-QU-Ex tuning part). A lone image keeps the
+    split the hash alone gives it.
+
+    Parameters
+    ----------
+    ids : sequence of str
+        Unique image ids.
+    paths : sequence of Path
+        The image file of each id, same order.
+
+    Raises
+    ------
+    ValueError
+        If ``ids`` and ``paths`` differ in length or ``ids`` repeats an id.
+    """
+    ids, paths = list(ids), [Path(p) for p in paths]
+    if len(ids) != len(paths) or len(set(ids)) != len(ids):
+        raise ValueError(f"validation_images needs unique ids, one path each: {len(ids)} ids, {len(paths)} paths")
+    pairs = near_duplicate_pairs(paths, paths, cfg, same_list=True)
+    n = len(ids)
+    rows, cols = [i for i, _, _ in pairs], [j for _, j, _ in pairs]
+    _, cluster = connected_components(coo_matrix((np.ones(len(pairs)), (rows, cols)), shape=(n, n)), directed=False)
+    first: dict[int, str] = {}
+    for k in sorted(range(n), key=lambda k: ids[k]):
+        first.setdefault(int(cluster[k]), ids[k])
+    reps = sorted(set(first.values()))
+    _, val = split_validation(reps, fraction, salt)
+    val_reps = {reps[i] for i in val}
+    return {ids[k] for k in range(n) if first[int(cluster[k])] in val_reps}
 
 
 def held_back_images(data_root: str | Path) -> list[Path]:
@@ -637,8 +686,9 @@ def build_training_dataset(
         samples = sorted(
             (s for role in data.covid_qu_ex_roles for s in training_samples(root, role)), key=lambda s: s.image_id
         )
-        _, val = split_validation([s.image_id for s in samples], data.validate_fraction, "light-val")
-        val_ids = {samples[i].image_id for i in val}
+        val_ids = validation_images(
+            [s.image_id for s in samples], [s.image_path for s in samples], data.validate_fraction, "light-val"
+        )
         # a Normal label is the radiologists' reading of the whole film, heart included:
         # the cardiomegaly negative at any plausible CTR (docs/models.md)
         normal_cfg = copy.deepcopy(cfg)
@@ -682,8 +732,12 @@ def build_training_dataset(
             n_human += len(rows)
         jsrt = jsrt_training_samples(root, cfg)
         jcfg = _jsrt_config(cfg)
-        _, jval = split_validation([s.image_id for s, _, _, _ in jsrt], data.validate_fraction, "light-val-jsrt")
-        jval_ids = {jsrt[i][0].image_id for i in jval}
+        jval_ids = validation_images(
+            [s.image_id for s, _, _, _ in jsrt],
+            [s.image_path for s, _, _, _ in jsrt],
+            data.validate_fraction,
+            "light-val-jsrt",
+        )
         n_jsrt = 0
         for s, _, cardiomegaly, side in jsrt:
             if JSRT_PREFIX + s.image_id in done:
@@ -708,8 +762,9 @@ def build_training_dataset(
             ("jsrt" + s.image_id, (lambda s=s: read_gray(s.image_path)), (lambda s=s: (s.right_lung, s.left_lung)))
             for s, _, _, _ in jsrt
         ]
-        _, sval = split_validation([b[0] for b in backgrounds], data.validate_fraction, "light-val-syn")
-        sval_ids = {backgrounds[i][0] for i in sval}
+        # a synthetic study is in the split of the image it is drawn on: no image is seen
+        # in training under one record kind and scored in validation under another
+        sval_ids = val_ids | {"jsrt" + i for i in jval_ids}
         n_syn = 0
         for bid, image, lungs in backgrounds:
             image_id = SYNTHETIC_PREFIX + bid

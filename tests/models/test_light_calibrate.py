@@ -140,7 +140,7 @@ def test_calibrate_stores_only_targets_that_meet_the_constraint(monkeypatch):
     from cxrils.models.light.config import LightConfig
 
     scores = _two_targets()
-    monkeypatch.setattr(cal, "validation_scores", lambda seg, ds, split: scores)
+    monkeypatch.setattr(cal, "validation_scores", lambda seg, ds, split, **kw: scores)
     seg = SimpleNamespace(
         config=LightConfig(
             calib_min_n_acc=0.85, calib_confidence=0.0, calib_target_min_positives=4, calib_target_min_negatives=40

@@ -332,3 +332,31 @@ def test_cli_resume_keeps_answer_settings_it_was_not_given(tiny_dataset, tmp_pat
     cli_train(tiny_dataset, run, {**sets, "cardiomegaly_min_ctr": "0.5"}, evaluate=False, progress=False)
     stored = json.loads((run / "config.json").read_text())
     assert (stored["tau_location"], stored["cardiomegaly_min_ctr"]) == (0.2, 0.5)
+
+
+def test_light_members_scores_each_member_on_the_ensembles_priors(tiny_dataset, tmp_path):
+    """benchmarks.light_members: the members alone are the ensemble's own networks (its
+    presence is their mean probability), scored on priors computed once per image."""
+    from benchmarks.light_members import candidates
+    from cxrils.models.light.calibrate import validation_scores
+
+    run = tmp_path / "run"
+    train_light(
+        tiny_dataset, run, LightConfig(**{**TINY, "ensemble": 2}, steps=20), progress=False, evaluate=False, **STAGES
+    )
+    calls = []
+
+    def counting_anatomy(x):
+        calls.append(1)
+        return block_anatomy(x)
+
+    seg = Segmenter.from_pretrained(run, anatomy=counting_anatomy, anomaly=bright_anomaly)
+    named = candidates(seg)
+    assert [n for n, _ in named] == ["ensemble of 2", "member 0 alone", "member 1 alone"]
+    assert all(s.config.ensemble == 1 for _, s in named[1:])
+    cache: dict = {}
+    scores = [validation_scores(s, tiny_dataset, "validate", prior_cache=cache)[0] for _, s in named]
+    n_images = read_records(tiny_dataset, "validate")["image_id"].nunique()
+    assert len(calls) == n_images == len(cache), "priors computed once per image for the three networks"
+    assert not np.allclose(scores[1], scores[2]), "the two members differ"
+    np.testing.assert_allclose(scores[0], (scores[1] + scores[2]) / 2, rtol=1e-4, atol=1e-6)

@@ -43,7 +43,7 @@ TAU_MASK_GRID: tuple[float, ...] = (0.3, 0.4, 0.5, 0.6, 0.7)
 
 
 def validation_scores(
-    seg, dataset_dir: str | Path, split: str = "validate", *, batch_size: int = 32
+    seg, dataset_dir: str | Path, split: str = "validate", *, batch_size: int = 32, prior_cache: dict | None = None
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """Presence scores, pixel probabilities and reference masks of a split's template records.
 
@@ -54,6 +54,10 @@ def validation_scores(
         A finalized cxrils dataset.
     split : str
         The split to score (``"validate"``; never the test split).
+    prior_cache : dict, optional
+        Image id -> priors (:func:`cxrils.models.light.inputs.dataset_inputs`), filled
+        here; pass one dict to score several networks of one prior configuration (an
+        ensemble's members) without computing the priors again.
 
     Returns
     -------
@@ -80,7 +84,7 @@ def validation_scores(
     if not len(idx):
         raise ValueError(f"{dataset_dir}: no template records in split {split!r} to choose thresholds on")
     presence, prob, ref = [], [], []
-    prior_cache: dict = {}
+    prior_cache = {} if prior_cache is None else prior_cache
     seg.net.eval()
     for start in range(0, len(idx), batch_size):
         items, x, t = dataset_inputs(seg, ds, [int(i) for i in idx[start : start + batch_size]], prior_cache)
@@ -255,9 +259,10 @@ def choose_target_thresholds(
     return out
 
 
-def calibrate(seg, dataset_dir: str | Path, split: str = "validate") -> dict:
+def calibrate(seg, dataset_dir: str | Path, split: str = "validate", *, prior_cache: dict | None = None) -> dict:
     """Choose and set ``seg.config.tau_presence`` / ``tau_mask`` on ``split``, and with
-    ``calib_per_target`` also ``tau_presence_by_target`` (module docstring).
+    ``calib_per_target`` also ``tau_presence_by_target`` (module docstring);
+    ``prior_cache`` as :func:`validation_scores`.
 
     Returns
     -------
@@ -274,7 +279,7 @@ def calibrate(seg, dataset_dir: str | Path, split: str = "validate") -> dict:
     if split == "test":
         raise ValueError("thresholds must not be chosen on the test split")
     cfg: LightConfig = seg.config
-    presence, prob, ref, targets = validation_scores(seg, dataset_dir, split)
+    presence, prob, ref, targets = validation_scores(seg, dataset_dir, split, prior_cache=prior_cache)
     chosen = choose_thresholds(presence, prob, ref, cfg.calib_min_n_acc, cfg.calib_confidence)
     cfg.tau_presence, cfg.tau_mask = chosen["tau_presence"], chosen["tau_mask"]
     by_target = {}

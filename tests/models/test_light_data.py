@@ -12,10 +12,11 @@ import pytest
 from light_synthetic import make_tiny_dataset
 from PIL import Image
 
-from cxrils.dataset import read_records
-from cxrils.training.lesion_data import covid_qu_ex_samples, training_samples
+from cxrils.config import LightDataConfig
+from cxrils.dataset import DatasetError, read_records
+from cxrils.training.lesion_data import covid_qu_ex_samples, near_duplicate_pairs, training_samples
 from cxrils.training.lesion_train import split_validation
-from cxrils.training.light_data import HUMAN_PREFIX, build_training_dataset, validation_images
+from cxrils.training.light_data import HUMAN_PREFIX, SYNTHETIC_PREFIX, build_training_dataset, validation_images
 from lesion_fixtures import write_covid_qu_ex
 
 
@@ -70,6 +71,16 @@ def test_training_dataset_merges_generated_and_human_records(tmp_path):
             assert (t, f"Segment the {t} in the right lung.") in asked, (image_id, t)
             assert (t, f"Segment the {t} in the left lung.") in asked, (image_id, t)
             assert (t, f"Segment the {t} in the right lung and left lung.") in asked, (image_id, t)
+    # a synthetic study is in the split of the Normal image it is drawn on
+    syn = recs[recs.image_id.str.startswith(SYNTHETIC_PREFIX)]
+    assert len(syn)
+    split_of = human.groupby("image_id").split.first()
+    for image_id, group in syn.groupby("image_id"):
+        assert set(group.split) == {split_of[HUMAN_PREFIX + image_id[len(SYNTHETIC_PREFIX) :]]}, image_id
+    # a folder begun with other settings is never resumed into
+    with pytest.raises(DatasetError, match="another provenance.*validate_fraction"):
+        build_training_dataset(gen, root, out, data=LightDataConfig(validate_fraction=0.3))
+    assert len(read_records(out)) == len(recs), "the finished folder is untouched"
 
 
 def test_normal_forms_ask_global_whole_lungs_and_seeded_zones():
@@ -321,27 +332,53 @@ def _in_validation(image_id, fraction, salt):
 
 
 def test_validation_images_keep_copies_in_one_split(tmp_path):
-    """A copy of an image (re-encoded with a little noise) goes where the cluster's
-    smallest id goes, even where its own hash says otherwise; other images keep the
-    split their hash gives."""
+    """Copies of an image (with a little noise) go where the cluster's
+    smallest id goes, whichever way their own hash points, also along a chain of
+    copies; other images keep the split their hash gives."""
     salt, fraction = "t", 0.5
-    # two ids the hash alone puts in different splits, the smaller one in validation
     names = [f"img{k:03d}" for k in range(200)]
-    a = next(n for n in names if _in_validation(n, fraction, salt))
-    b = next(n for n in names if n > a and not _in_validation(n, fraction, salt))
+    in_val = [n for n in names if _in_validation(n, fraction, salt)]
+    in_train = [n for n in names if not _in_validation(n, fraction, salt)]
+    # cluster 1: smallest id in validation, its copy hashed to train
+    a = in_val[0]
+    b = next(n for n in in_train if n > a)
+    # cluster 2, a chain c ~ d ~ e: smallest id in train, the others hashed to validation
+    c = next(n for n in in_train if n > b)
+    d, e = [n for n in in_val if n > c][:2]
     rng = np.random.default_rng(0)
-    base = (rng.random((64, 64)) * 255).astype(np.uint8)
-    base = np.kron(base, np.ones((4, 4), np.uint8))  # 256 x 256, coarse texture
-    noisy = np.clip(base.astype(int) + rng.integers(-3, 4, base.shape), 0, 255).astype(np.uint8)
+
+    def cells():  # iid Gaussian texture, 64 x 64 cells of 4 x 4 pixels
+        return np.kron(rng.normal(size=(64, 64)), np.ones((4, 4)))
+
+    def to_image(x):
+        return np.clip(128 + 30 * (x - x.mean()) / x.std(), 0, 255).astype(np.uint8)
+
+    # a chain: correlation(c, d) ~ 0.90, (d, e) ~ 0.88, (c, e) ~ 0.79, under the copy
+    # test's 0.85 (coarse); a ~ b at ~ 0.99
+    first, chain = cells(), cells()
+    d_cells = chain + 0.484 * cells()
+    e_cells = d_cells + 0.6 * cells()
+    images = {
+        a: to_image(first),
+        b: to_image(first + 0.1 * cells()),
+        c: to_image(chain),
+        d: to_image(d_cells),
+        e: to_image(e_cells),
+    }
+    images.update({f"other{k}": to_image(cells()) for k in range(6)})
     paths = {}
-    for name, x in [(a, base), (b, noisy)] + [
-        (f"other{k}", (rng.random((256, 256)) * 255).astype(np.uint8)) for k in range(6)
-    ]:
+    for name, x in images.items():
         paths[name] = tmp_path / f"{name}.png"
         Image.fromarray(x).save(paths[name])
     ids = sorted(paths)
+    pairs = {
+        (ids[i], ids[j])
+        for i, j, _ in near_duplicate_pairs([paths[i] for i in ids], [paths[i] for i in ids], same_list=True)
+    }
+    assert (c, e) not in pairs and {(a, b), (c, d), (d, e)} <= pairs, "the fixture: two clusters, one a chain"
     val = validation_images(ids, [paths[i] for i in ids], fraction, salt)
     assert a in val and b in val, "the copy follows the smaller id into validation"
+    assert not {c, d, e} & val, "the chain follows its smallest id into train"
     for i in ids:
         if i.startswith("other"):
             assert (i in val) == _in_validation(i, fraction, salt), i

@@ -352,11 +352,14 @@ def test_light_members_scores_each_member_on_the_ensembles_priors(tiny_dataset, 
 
     seg = Segmenter.from_pretrained(run, anatomy=counting_anatomy, anomaly=bright_anomaly)
     named = candidates(seg)
+    assert named[1][1].members() == [named[1][1]], "a single network is its own only member"
     assert [n for n, _ in named] == ["ensemble of 2", "member 0 alone", "member 1 alone"]
     assert all(s.config.ensemble == 1 for _, s in named[1:])
     cache: dict = {}
     scores = [validation_scores(s, tiny_dataset, "validate", prior_cache=cache)[0] for _, s in named]
     n_images = read_records(tiny_dataset, "validate")["image_id"].nunique()
+    # the members have the ensemble's (counting) anatomy: without the shared cache it
+    # would run three times per image
     assert len(calls) == n_images == len(cache), "priors computed once per image for the three networks"
     assert not np.allclose(scores[1], scores[2]), "the two members differ"
     np.testing.assert_allclose(scores[0], (scores[1] + scores[2]) / 2, rtol=1e-4, atol=1e-6)

@@ -21,8 +21,8 @@ from human lesion masks (issue 18).
    x_ano's pixel AUROC on the tuning part is close to that on the unseen report part
    (``benchmarks/human_masks.py``, x_ano table), and twice the real images are worth more. A fixed hash share
    (:attr:`~cxrils.config.LightDataConfig.validate_fraction`) goes to ``validate`` (threshold choice), the rest to
-   ``train``, copies of one image together (:func:`validation_images`); none to ``test`` (the report part is the test, scored by
-   ``benchmarks/human_masks.py``). Normal images are asked, for every type, the questions
+   ``train``, copies of one image together (:func:`validation_images`); none to ``test``
+   (the report part is the test, scored by ``benchmarks/human_masks.py``). Normal images are asked, for every type, the questions
    a user asks of a normal image (:data:`NORMAL_ABSENT_FORMS`: the global one and each
    whole lung) plus :attr:`~cxrils.config.LightDataConfig.normal_absent_zones` zone questions drawn per image, the
    both-lungs question (:func:`both_lungs_negatives`), and the
@@ -72,6 +72,7 @@ image's left.
 from __future__ import annotations
 
 import copy
+import hashlib
 import logging
 from collections.abc import Sequence
 from pathlib import Path
@@ -120,6 +121,8 @@ NORMAL_ABSENT_FORMS: tuple[tuple[str, str | None], ...] = (
 JSRT_PREFIX = "jsrt-"
 #: Prefix of the image ids of the synthetic studies (item 4 of the module docstring).
 SYNTHETIC_PREFIX = "syn-"
+#: Prefix of a JSRT image's id as a synthetic background: ``syn-jsrtJPCLN001``.
+JSRT_BACKGROUND_PREFIX = "jsrt"
 #: Lesion types drawn on synthetic studies: the six lung types (cardiomegaly has real
 #: positives from JSRT's SCR hearts and the demo).
 SYNTHETIC_TYPES: tuple[str, ...] = ("pneumonia", "atelectasis", "opacity", "consolidation", "edema", "effusion")
@@ -133,7 +136,7 @@ JSRT_EMPTY_LOCATION_NEGATIVES = len(vocab.INSTRUCTION_LOCATIONS) // 2
 
 def validation_images(
     ids: Sequence[str],
-    paths: Sequence[Path],
+    paths: Sequence[str | Path],
     fraction: float,
     salt: str,
     cfg: LesionDataConfig = LesionDataConfig(),
@@ -146,16 +149,29 @@ def validation_images(
     :func:`cxrils.training.lesion_train.split_validation` (``fraction``, ``salt``). So
     no image is trained on while a copy of it chooses the thresholds (ours; issue 28's
     review found 12 such pairs in the COVID-QU-Ex tuning part). A lone image keeps the
-    split the hash alone gives it. The copy test also pairs look-alikes: 33 of the 45
-    tuning-part pairs score 0.70 to 0.80, the range where it pairs distinct JSRT
-    patients; a look-alike pair kept together costs the validation split nothing.
+    split the hash alone gives it. The copy test also pairs look-alikes (most
+    tuning-part pairs score 0.70 to 0.80, the range where it also pairs distinct JSRT
+    patients); a look-alike pair kept together only moves the validate share a little
+    off ``fraction``.
 
     Parameters
     ----------
     ids : sequence of str
         Unique image ids.
-    paths : sequence of Path
-        The image file of each id, same order.
+    paths : sequence of str or Path
+        The image file of each id, same order (read by
+        :func:`cxrils.training.lesion_data.fingerprints`).
+    fraction : float
+        Share in [0, 1] of the clusters drawn into validation.
+    salt : str
+        Salt of the hash (one per record source).
+    cfg : LesionDataConfig
+        The copy test's thresholds (``dup_*``).
+
+    Returns
+    -------
+    set of str
+        The validation ids; every other id is ``train``.
 
     Raises
     ------
@@ -611,6 +627,37 @@ def _plain(record: dict) -> dict:
     return out
 
 
+def _provenance(generated: Path, root: Path, cfg: Config, data: LightDataConfig) -> dict:
+    """The training dataset's provenance: its inputs, and the code, settings and anatomy
+    weights its records depend on, so that :class:`~cxrils.dataset.DatasetWriter`
+    refuses to resume a folder begun by another version (``cxrils.pipeline.provenance``)."""
+    import dataclasses
+
+    import cxrils
+    from cxrils.pipeline.provenance import code_sha256, weight_hashes
+    from cxrils.vision.anatomy.base import BACKENDS as ANATOMY
+
+    anatomy = f"anatomy ({cfg.backends.anatomy})"
+    return {
+        "builder": "cxrils.training.light_data.build_training_dataset",
+        "generated": str(generated),
+        "generated_manifest_sha256": hashlib.sha256((generated / "manifest.json").read_bytes()).hexdigest(),
+        "data_root": str(root),
+        "human": "COVID-QU-Ex tuning part, halves " + "+".join(data.covid_qu_ex_roles) + ", "
+        "expert-verified infection masks (lung and zone records); "
+        "JSRT/SCR train-split nodule images, cardiomegaly by the SCR masks' CTR, "
+        "opacity negatives in the lung without the JSRT nodule; "
+        "synthetic lesions of the six lung types on the Normal and JSRT images",
+        "split": "train/validate by a fixed hash of the image id; COVID-QU-Ex copies together "
+        "(validation_images); a synthetic study in the split of its image",
+        "cxrils_version": cxrils.__version__,
+        "code_sha256": code_sha256(),
+        "config": cfg.dataset_settings(),
+        "light_data": dataclasses.asdict(data),
+        "weights": weight_hashes({anatomy: ANATOMY.weight_files(cfg.backends.anatomy, cfg)}),
+    }
+
+
 def build_training_dataset(
     generated: str | Path,
     data_root: str | Path,
@@ -650,19 +697,7 @@ def build_training_dataset(
     cfg = cfg or Config()
     generated, root = Path(generated), Path(data_root)
     records = read_records(generated)
-    writer = DatasetWriter(
-        out,
-        {
-            "builder": "cxrils.training.light_data.build_training_dataset",
-            "generated": str(generated),
-            "data_root": str(root),
-            "human": "COVID-QU-Ex tuning part, halves " + "+".join(data.covid_qu_ex_roles) + ", "
-            "expert-verified infection masks (lung and zone records); "
-            "JSRT/SCR train-split nodule images, cardiomegaly by the SCR masks' CTR, "
-            "opacity negatives in the lung without the JSRT nodule; "
-            "synthetic lesions of the six lung types on the Normal and JSRT images",
-        },
-    )
+    writer = DatasetWriter(out, _provenance(generated, root, cfg, data))
     try:
         done = writer.done_ids()
         image_ids = sorted(records["image_id"].unique())
@@ -735,7 +770,7 @@ def build_training_dataset(
         jsrt = jsrt_training_samples(root, cfg)
         jcfg = _jsrt_config(cfg)
         # JSRT holds one film per patient; its digitised films look alike to the copy
-        # test (near_duplicate_pairs pairs 76 of these 116 images, 106 pairs at fine
+        # test (near_duplicate_pairs pairs most of these images with another, at fine
         # correlations of 0.70 to 0.85), so each image is drawn alone
         _, jval = split_validation([s.image_id for s, _, _, _ in jsrt], data.validate_fraction, "light-val-jsrt")
         jval_ids = {jsrt[i][0].image_id for i in jval}
@@ -760,12 +795,16 @@ def build_training_dataset(
                 n_jsrt += len(rows)
         backgrounds = [(s.image_id, s.image, s.lungs) for s in samples if not s.positive]
         backgrounds += [
-            ("jsrt" + s.image_id, (lambda s=s: read_gray(s.image_path)), (lambda s=s: (s.right_lung, s.left_lung)))
+            (
+                JSRT_BACKGROUND_PREFIX + s.image_id,
+                (lambda s=s: read_gray(s.image_path)),
+                (lambda s=s: (s.right_lung, s.left_lung)),
+            )
             for s, _, _, _ in jsrt
         ]
         # a synthetic study is in the split of the image it is drawn on: no image is seen
         # in training under one record kind and scored in validation under another
-        sval_ids = val_ids | {"jsrt" + i for i in jval_ids}
+        sval_ids = val_ids | {JSRT_BACKGROUND_PREFIX + i for i in jval_ids}
         n_syn = 0
         for bid, image, lungs in backgrounds:
             image_id = SYNTHETIC_PREFIX + bid

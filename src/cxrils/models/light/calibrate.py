@@ -57,7 +57,8 @@ def validation_scores(
     prior_cache : dict, optional
         Image id -> priors (:func:`cxrils.models.light.inputs.dataset_inputs`), filled
         here; pass one dict to score several networks of one prior configuration (an
-        ensemble's members) without computing the priors again.
+        ensemble's members) without computing the priors again. Keyed by the bare image
+        id: one dict per dataset.
 
     Returns
     -------

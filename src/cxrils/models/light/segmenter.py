@@ -7,6 +7,7 @@
 
 from __future__ import annotations
 
+import copy
 from pathlib import Path
 
 import numpy as np
@@ -116,6 +117,18 @@ class LightSegmenter(Segmenter):
             raise ModelLoadError(f"{weights}: cannot load weights into the light model: {err}") from err
         seg.net.eval()
         return seg
+
+    def members(self) -> list[LightSegmenter]:
+        """The networks of an ensemble (``config.ensemble > 1``), each as a single-network
+        segmenter: a copy of ``config`` with ``ensemble=1`` and the same prior stages,
+        sharing the member's weights (not copied; thresholds as stored). ``[self]`` for
+        a single network. For scoring members alone (``benchmarks/light_members.py``)."""
+        if self.config.ensemble == 1:
+            return [self]
+        single = copy.deepcopy(self.config)
+        single.ensemble = 1
+        stages = dict(anatomy=self._anatomy, anomaly=self._anomaly, detector=self._detector)
+        return [LightSegmenter(copy.deepcopy(single), net=m, **stages) for m in self.net.members]
 
     def save(self, path: str | Path) -> Path:
         """Write ``config.json`` and ``model.safetensors`` into ``path`` (atomically)."""

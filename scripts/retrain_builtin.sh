@@ -12,7 +12,7 @@ DATA=${1:-../shared/data}
 WORK=${2:-runs/retrain}
 THREADS=${THREADS:-2}     # THREADS=1 on a machine shared with other jobs (no oversubscription)
 LIGHT_STEPS=${LIGHT_STEPS:-6000}
-LIGHT_SET="--set steps=$LIGHT_STEPS --set ensemble=1 --set calib_min_n_acc=0.95"
+LIGHT_SET="--set steps=$LIGHT_STEPS --set ensemble=2 --set calib_min_n_acc=0.95"
 W=src/cxrils/weights
 PY=${PYTHON:-python}
 CX=${CXRILS:-cxrils}

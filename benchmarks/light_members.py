@@ -23,7 +23,6 @@ Usage::
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 from benchmarks.results import apply_threads, benchmark_parser, publish_if_asked
@@ -61,7 +60,6 @@ def main(argv: list[str] | None = None) -> int:
     apply_threads(args)
 
     from cxrils.models import Segmenter
-    from cxrils.models.light import LightConfig
     from cxrils.models.light.calibrate import calibrate
     from cxrils.models.light.segmenter import LightSegmenter
 
@@ -69,7 +67,7 @@ def main(argv: list[str] | None = None) -> int:
     if not isinstance(seg, LightSegmenter):
         print(f"{args.run}: not a light model")
         return 1
-    stored = LightConfig.from_dict(json.loads((args.run / "config.json").read_text()))
+    stored = seg.config  # the rule's settings, as trained (calibrate changes only thresholds)
     cache: dict = {}  # one set of priors for every network
     results = [(name, calibrate(s, args.dataset, "validate", prior_cache=cache)) for name, s in candidates(seg)]
     n = results[0][1]["n_records"]

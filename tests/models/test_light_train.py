@@ -363,3 +363,42 @@ def test_light_members_scores_each_member_on_the_ensembles_priors(tiny_dataset, 
     assert len(calls) == n_images == len(cache), "priors computed once per image for the three networks"
     assert not np.allclose(scores[1], scores[2]), "the two members differ"
     np.testing.assert_allclose(scores[0], (scores[1] + scores[2]) / 2, rtol=1e-4, atol=1e-6)
+
+
+def test_light_members_main_prints_one_row_per_network(tiny_dataset, tmp_path, monkeypatch, capsys):
+    """benchmarks.light_members.main: the ensemble and each member get a row in both
+    tables, each with the scores of its own calibration on the validate split."""
+    from benchmarks import light_members
+    from cxrils.models.light.calibrate import calibrate
+
+    per_target = dict(calib_per_target=True, calib_target_min_positives=1, calib_target_min_negatives=1)
+    run = tmp_path / "run"
+    train_light(
+        tiny_dataset,
+        run,
+        LightConfig(**{**TINY, "ensemble": 2}, steps=20, **per_target),
+        progress=False,
+        evaluate=False,
+        **STAGES,
+    )
+    real = Segmenter.from_pretrained.__func__
+
+    def with_stages(cls, path, **kw):
+        return real(cls, path, **{**STAGES, **kw})
+
+    monkeypatch.setattr(Segmenter, "from_pretrained", classmethod(with_stages))
+    assert light_members.main(["--run", str(run), "--dataset", str(tiny_dataset), "--threads", "1"]) == 0
+    out = capsys.readouterr().out
+    rows = {}
+    for line in out.splitlines():
+        cells = [c.strip() for c in line.strip("|").split("|")]
+        if len(cells) == 6 and cells[0] in ("ensemble of 2", "member 0 alone", "member 1 alone"):
+            rows[cells[0]] = cells
+    assert set(rows) == {"ensemble of 2", "member 0 alone", "member 1 alone"}
+    seg = Segmenter.from_pretrained(run)
+    member = seg.members()[1]
+    cal = calibrate(member, tiny_dataset, "validate")
+    assert float(rows["member 1 alone"][1]) == pytest.approx(100 * cal["gIoU"], abs=0.051)
+    assert float(rows["member 1 alone"][3]) == pytest.approx(100 * cal["n_acc"], abs=0.051)
+    targets = [line for line in out.splitlines() if line.startswith("| member 0 alone |") and line.count("|") == 9]
+    assert len(targets) == len(cal["by_target"]) > 0, "one per-target row per calibrated target"

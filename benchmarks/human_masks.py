@@ -553,6 +553,7 @@ def run_case(r: Runner, case: Case) -> None:
             }
             o["enlarged_heart"] = enlarged
             o["light_cardiomegaly"] = bool(preds[n_op].mask.any())
+            o["light_ctr"] = r.seg.image_priors(x).ctr  # cached: the CTR its answer used
             o["light_neg_zones"] = [not p.mask.any() for p in preds[n_op + 1 :]]
             # the global question of every other lung type: a normal film holds none of them
             others = r.ask(x, [render_instruction("global", t) for t in OTHER_LUNG_TYPES])
@@ -1016,6 +1017,57 @@ def ctr_cardiomegaly_lines(cases: list[Case]) -> list[str]:
     return lines
 
 
+#: Cut-offs on the light model's anatomy CTR tried by :func:`ctr_cutoff_lines` (a
+#: diagnostic of the trade-off between issue 28's two cardiomegaly targets and N-Acc; the
+#: shipped cut-off is the radiographic definition, ``LightConfig.cardiomegaly_min_ctr``).
+CTR_CUTOFFS = (0.46, 0.47, 0.48, 0.49, 0.50, 0.51, 0.52, 0.53, 0.54, 0.56, 0.58, 0.60)
+
+
+def ctr_cutoff_lines(cases: list[Case], shipped: float | None) -> list[str]:
+    """What "Segment the cardiomegaly." would answer on the normal images at other cut-offs
+    on the light model's own anatomy CTR (``cardiomegaly_by_ctr``: present where the CTR is
+    above the cut-off): the JSRT images by the radiologists' CTR, and the N-Acc of the
+    opacity and cardiomegaly questions of all normal images. A diagnostic on the report
+    images, not a tuning (nothing is chosen from it). The row check: at the shipped
+    cut-off the rule must reproduce the model's own answers."""
+    g = [c for c in cases if "light_ctr" in c.out]
+    if not g or shipped is None:
+        return []
+
+    def present(c: Case, t: float) -> bool:
+        return c.out["light_ctr"] is not None and c.out["light_ctr"] > t
+
+    same = sum(present(c, shipped) == c.out["light_cardiomegaly"] for c in g)
+    jsrt = [c for c in g if c.reference_ctr is not None]
+    big = [c for c in jsrt if c.reference_ctr > CTR_MIN_CARDIOMEGALY]
+    small = [c for c in jsrt if c.reference_ctr <= 0.45]
+    asked = [c for c in g if c.out["light_neg"]["cardiomegaly"]]
+    opacity = [v for c in g for v in c.out["light_neg"]["opacity"]]
+    lines = _table_head(
+        "Light model on the normal images: the cardiomegaly cut-off on its anatomy CTR (diagnostic, nothing chosen from it)",
+        [
+            "cut-off",
+            f"JSRT, expert CTR > {CTR_MIN_CARDIOMEGALY}: found (of {len(big)})",
+            f"JSRT, expert CTR <= 0.45: found (of {len(small)})",
+            f"cardiomegaly answered on normal images (of {len(asked)} questions)",
+            f"N-Acc, opacity and cardiomegaly questions (of {len(opacity) + len(asked)})",
+        ],
+    )
+    for t in sorted({*CTR_CUTOFFS, shipped}):
+        fp = sum(present(c, t) for c in asked)
+        k = sum(opacity) + len(asked) - fp
+        mark = " (shipped)" if t == shipped else ""
+        lines.append(
+            f"| {t:.2f}{mark} | {sum(present(c, t) for c in big)} | {sum(present(c, t) for c in small)} | {fp} "
+            f"| {prop(k, len(opacity) + len(asked))} |"
+        )
+    lines += [
+        "",
+        f"At the shipped cut-off {shipped:.2f} the rule reproduces the model's answer on {same} of {len(g)} normal images.",
+    ]
+    return lines
+
+
 def jsrt_held_out(image_id: str) -> bool:
     """Whether a JSRT image is in the builtin anatomy model's held-out ``test`` split
     (:func:`cxrils.training.anatomy_data.split_of`, patient = image on JSRT)."""
@@ -1294,11 +1346,14 @@ def main() -> None:
         + ".",
         "",
     ]
+    light_cfg = r.seg.config if r.seg is not None else None
+    shipped_ctr_cutoff = light_cfg.cardiomegaly_min_ctr if light_cfg and light_cfg.cardiomegaly_by_ctr else None
     lines += (
         pipeline_tables(cases)
         + light_tables(cases)
         + cardiomegaly_table(cases)
         + ctr_cardiomegaly_lines(cases)
+        + ctr_cutoff_lines(cases, shipped_ctr_cutoff)
         + per_type_table(cases)
         + targets_table(cases)
     )

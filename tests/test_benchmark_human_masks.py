@@ -35,3 +35,35 @@ def test_ctr_table_counts_the_held_out_images_apart(shared_data):
     assert cells[1] == "4"
     assert cells[2].startswith("3/4 = ")  # all four images
     assert cells[3].startswith("1/2 = ")  # the two held-out ones
+
+
+def test_ctr_cutoff_sweep_counts_answers_at_each_cutoff():
+    from benchmarks.human_masks import ctr_cutoff_lines
+
+    def case(i, ref, ctr, found, enlarged):
+        c = Case("jsrt_normals", i, Path(f"{i}.png"), "normal", reference_ctr=ref)
+        c.out.update(
+            light_ctr=ctr,
+            light_cardiomegaly=found,
+            light_neg={"opacity": [True, False], "cardiomegaly": [] if enlarged else [not found]},
+        )
+        return c
+
+    cases = [
+        case("a", 0.55, 0.505, True, True),  # expert enlarged, our CTR just above 0.5
+        case("b", 0.40, 0.47, False, False),  # expert small heart
+        case("c", 0.48, None, False, False),  # no CTR: never present
+    ]
+    lines = ctr_cutoff_lines(cases, 0.5)
+    rows = {
+        line.split("|")[1].strip(): [x.strip() for x in line.strip("|").split("|")]
+        for line in lines
+        if "| 0.4" in line or "| 0.5" in line
+    }
+    assert rows["0.46"][1:4] == ["1", "1", "1"]  # a and b present; b is an asked normal
+    assert rows["0.50 (shipped)"][1:4] == ["1", "0", "0"]
+    assert rows["0.51"][1:4] == ["0", "0", "0"]
+    # N-Acc: 3 of 6 opacity questions empty, plus the two cardiomegaly questions (b, c)
+    assert rows["0.46"][4].startswith("4/8 = ") and rows["0.50 (shipped)"][4].startswith("5/8 = ")
+    assert lines[-1].endswith("reproduces the model's answer on 3 of 3 normal images.")
+    assert ctr_cutoff_lines(cases, None) == []

@@ -553,7 +553,10 @@ def run_case(r: Runner, case: Case) -> None:
             }
             o["enlarged_heart"] = enlarged
             o["light_cardiomegaly"] = bool(preds[n_op].mask.any())
-            o["light_ctr"] = r.seg.image_priors(x).ctr  # cached: the CTR its answer used
+            if r.seg.needs_priors and r.seg.config.cardiomegaly_by_ctr:
+                # the CTR its cardiomegaly answer used (the rule runs only with priors;
+                # image_priors is cached, so this recomputes nothing)
+                o["light_ctr"] = r.seg.image_priors(x).ctr
             o["light_neg_zones"] = [not p.mask.any() for p in preds[n_op + 1 :]]
             # the global question of every other lung type: a normal film holds none of them
             others = r.ask(x, [render_instruction("global", t) for t in OTHER_LUNG_TYPES])
@@ -1008,11 +1011,12 @@ def ctr_cardiomegaly_lines(cases: list[Case]) -> list[str]:
             f"| {name} | {len(part)} | {prop(sum(c.out['light_cardiomegaly'] for c in part), len(part))} "
             f"| {prop(sum(c.out['light_cardiomegaly'] for c in held), len(held))} |"
         )
+    n_held = sum(jsrt_held_out(c.image_id) for c in g)
     lines += [
         "",
         "The light model answers cardiomegaly by the CTR of the builtin anatomy, which trained on the JSRT "
-        "images outside its held-out split (`cxrils.training.anatomy_data.split_of`); the last column counts "
-        "only the held-out ones.",
+        f"images outside its held-out split (`cxrils.training.anatomy_data.split_of`): {len(g) - n_held} of "
+        f"these {len(g)} images are its training images; the last column counts only the {n_held} held-out ones.",
     ]
     return lines
 
@@ -1029,7 +1033,12 @@ def ctr_cutoff_lines(cases: list[Case], shipped: float | None) -> list[str]:
     above the cut-off): the JSRT images by the radiologists' CTR, and the N-Acc of the
     opacity and cardiomegaly questions of all normal images. A diagnostic on the report
     images, not a tuning (nothing is chosen from it). The row check: at the shipped
-    cut-off the rule must reproduce the model's own answers."""
+    cut-off the rule must reproduce the model's own answers; the images where it does not
+    (e.g. a CTR above the cut-off with an empty heart mask, answered absent) are named.
+
+    ``shipped`` is ``LightConfig.cardiomegaly_min_ctr`` when the model answers by the CTR
+    rule, else ``None`` (no table). Cut-offs are rounded to two decimals, so a shipped
+    cut-off among :data:`CTR_CUTOFFS` is one row."""
     g = [c for c in cases if "light_ctr" in c.out]
     if not g or shipped is None:
         return []
@@ -1037,7 +1046,7 @@ def ctr_cutoff_lines(cases: list[Case], shipped: float | None) -> list[str]:
     def present(c: Case, t: float) -> bool:
         return c.out["light_ctr"] is not None and c.out["light_ctr"] > t
 
-    same = sum(present(c, shipped) == c.out["light_cardiomegaly"] for c in g)
+    differ = [c.image_id for c in g if present(c, shipped) != c.out["light_cardiomegaly"]]
     jsrt = [c for c in g if c.reference_ctr is not None]
     big = [c for c in jsrt if c.reference_ctr > CTR_MIN_CARDIOMEGALY]
     small = [c for c in jsrt if c.reference_ctr <= 0.45]
@@ -1049,11 +1058,12 @@ def ctr_cutoff_lines(cases: list[Case], shipped: float | None) -> list[str]:
             "cut-off",
             f"JSRT, expert CTR > {CTR_MIN_CARDIOMEGALY}: found (of {len(big)})",
             f"JSRT, expert CTR <= 0.45: found (of {len(small)})",
-            f"cardiomegaly answered on normal images (of {len(asked)} questions)",
+            f"cardiomegaly answered present on normal images (of {len(asked)} questions)",
             f"N-Acc, opacity and cardiomegaly questions (of {len(opacity) + len(asked)})",
         ],
     )
-    for t in sorted({*CTR_CUTOFFS, shipped}):
+    shipped = round(shipped, 2)
+    for t in sorted({round(t, 2) for t in (*CTR_CUTOFFS, shipped)}):
         fp = sum(present(c, t) for c in asked)
         k = sum(opacity) + len(asked) - fp
         mark = " (shipped)" if t == shipped else ""
@@ -1061,9 +1071,19 @@ def ctr_cutoff_lines(cases: list[Case], shipped: float | None) -> list[str]:
             f"| {t:.2f}{mark} | {sum(present(c, t) for c in big)} | {sum(present(c, t) for c in small)} | {fp} "
             f"| {prop(k, len(opacity) + len(asked))} |"
         )
+    best = sum(opacity) + len(asked)
     lines += [
         "",
-        f"At the shipped cut-off {shipped:.2f} the rule reproduces the model's answer on {same} of {len(g)} normal images.",
+        f"With no cardiomegaly question answered present, the N-Acc would be {prop(best, len(opacity) + len(asked))}: "
+        f"the opacity questions answer {len(opacity) - sum(opacity)} of {len(opacity)} present, whatever the cut-off.",
+        "",
+        f"At the shipped cut-off {shipped:.2f} the rule reproduces the model's answer on "
+        f"{len(g) - len(differ)} of {len(g)} normal images"
+        + (
+            f"; it differs on {', '.join(differ)}, so the rows above are not the model's answers there."
+            if differ
+            else "."
+        ),
     ]
     return lines
 
@@ -1346,8 +1366,9 @@ def main() -> None:
         + ".",
         "",
     ]
-    light_cfg = r.seg.config if r.seg is not None else None
-    shipped_ctr_cutoff = light_cfg.cardiomegaly_min_ctr if light_cfg and light_cfg.cardiomegaly_by_ctr else None
+    # the CTR rule answers only where the model reads priors (LightSegmenter.predict)
+    by_ctr = r.seg is not None and r.seg.needs_priors and r.seg.config.cardiomegaly_by_ctr
+    shipped_ctr_cutoff = r.seg.config.cardiomegaly_min_ctr if r.seg is not None and by_ctr else None
     lines += (
         pipeline_tables(cases)
         + light_tables(cases)

@@ -35,35 +35,76 @@ def test_ctr_table_counts_the_held_out_images_apart(shared_data):
     assert cells[1] == "4"
     assert cells[2].startswith("3/4 = ")  # all four images
     assert cells[3].startswith("1/2 = ")  # the two held-out ones
+    note = ctr_cardiomegaly_lines(cases)[-1]
+    assert "2 of these 4 images are its training images" in note and "only the 2 held-out ones" in note
+
+
+def _sweep_case(i, ref, ctr, found, enlarged):
+    c = Case("jsrt_normals", i, Path(f"{i}.png"), "normal", reference_ctr=ref)
+    c.out.update(
+        light_ctr=ctr,
+        light_cardiomegaly=found,
+        light_neg={"opacity": [True, False], "cardiomegaly": [] if enlarged else [not found]},
+    )
+    return c
+
+
+def _rows(lines):
+    return {
+        line.split("|")[1].strip(): [x.strip() for x in line.strip("|").split("|")]
+        for line in lines
+        if line.startswith("| 0.")
+    }
 
 
 def test_ctr_cutoff_sweep_counts_answers_at_each_cutoff():
     from benchmarks.human_masks import ctr_cutoff_lines
 
-    def case(i, ref, ctr, found, enlarged):
-        c = Case("jsrt_normals", i, Path(f"{i}.png"), "normal", reference_ctr=ref)
-        c.out.update(
-            light_ctr=ctr,
-            light_cardiomegaly=found,
-            light_neg={"opacity": [True, False], "cardiomegaly": [] if enlarged else [not found]},
-        )
-        return c
-
+    case = _sweep_case
     cases = [
         case("a", 0.55, 0.505, True, True),  # expert enlarged, our CTR just above 0.5
         case("b", 0.40, 0.47, False, False),  # expert small heart
         case("c", 0.48, None, False, False),  # no CTR: never present
     ]
     lines = ctr_cutoff_lines(cases, 0.5)
-    rows = {
-        line.split("|")[1].strip(): [x.strip() for x in line.strip("|").split("|")]
-        for line in lines
-        if "| 0.4" in line or "| 0.5" in line
-    }
+    rows = _rows(lines)
+    assert "0.50" not in rows  # the shipped cut-off is one row, not two
     assert rows["0.46"][1:4] == ["1", "1", "1"]  # a and b present; b is an asked normal
     assert rows["0.50 (shipped)"][1:4] == ["1", "0", "0"]
     assert rows["0.51"][1:4] == ["0", "0", "0"]
     # N-Acc: 3 of 6 opacity questions empty, plus the two cardiomegaly questions (b, c)
     assert rows["0.46"][4].startswith("4/8 = ") and rows["0.50 (shipped)"][4].startswith("5/8 = ")
     assert lines[-1].endswith("reproduces the model's answer on 3 of 3 normal images.")
+    bound = next(line for line in lines if line.startswith("With no cardiomegaly question"))
+    assert "would be 5/8 = " in bound and "answer 3 of 6 present" in bound
     assert ctr_cutoff_lines(cases, None) == []
+
+
+def test_ctr_cutoff_sweep_names_the_images_where_the_rule_is_not_the_answer():
+    """A CTR above the cut-off answered absent (e.g. an empty heart mask): the sweep says
+    so and names the image instead of counting it as reproduced."""
+    from benchmarks.human_masks import ctr_cutoff_lines
+
+    cases = [
+        _sweep_case("a", 0.55, 0.505, True, True),
+        _sweep_case("b", 0.40, 0.47, False, False),
+        _sweep_case("d", 0.52, 0.53, False, True),  # above 0.5 but answered absent
+    ]
+    last = ctr_cutoff_lines(cases, 0.5)[-1]
+    assert "on 2 of 3 normal images" in last and "differs on d," in last
+
+
+def test_ctr_cutoff_sweep_shipped_row_is_the_targets_n_acc():
+    """The sweep's shipped row and the targets table count the same questions the same way."""
+    from benchmarks.human_masks import ctr_cutoff_lines, targets_table
+
+    cases = [
+        _sweep_case("a", 0.55, 0.505, True, True),
+        _sweep_case("b", 0.40, 0.47, False, False),
+        _sweep_case("c", 0.48, 0.52, True, False),  # a false positive
+    ]
+    shipped = _rows(ctr_cutoff_lines(cases, 0.5))["0.50 (shipped)"][4]
+    row = next(line for line in targets_table(cases) if "N-Acc on normal images" in line)
+    assert shipped.split(" = ")[0] == "4/8"
+    this_run = [x.strip() for x in row.strip("|").split("|")][2]
+    assert this_run == "50.0" and shipped.split(" = ")[1].startswith(this_run)

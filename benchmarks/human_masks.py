@@ -553,7 +553,7 @@ def run_case(r: Runner, case: Case) -> None:
             }
             o["enlarged_heart"] = enlarged
             o["light_cardiomegaly"] = bool(preds[n_op].mask.any())
-            if r.seg.needs_priors and r.seg.config.cardiomegaly_by_ctr:
+            if r.seg.answers_cardiomegaly_by_ctr:
                 # the CTR its cardiomegaly answer used (the rule runs only with priors;
                 # image_priors is cached, so this recomputes nothing)
                 o["light_ctr"] = r.seg.image_priors(x).ctr
@@ -1037,8 +1037,9 @@ def ctr_cutoff_lines(cases: list[Case], shipped: float | None) -> list[str]:
     (e.g. a CTR above the cut-off with an empty heart mask, answered absent) are named.
 
     ``shipped`` is ``LightConfig.cardiomegaly_min_ctr`` when the model answers by the CTR
-    rule, else ``None`` (no table). Cut-offs are rounded to two decimals, so a shipped
-    cut-off among :data:`CTR_CUTOFFS` is one row."""
+    rule, else ``None`` (no table). The shipped row counts at the exact shipped cut-off
+    and replaces a tried cut-off equal to it; rows are labelled with two decimals unless
+    the cut-off has more."""
     g = [c for c in cases if "light_ctr" in c.out]
     if not g or shipped is None:
         return []
@@ -1046,7 +1047,10 @@ def ctr_cutoff_lines(cases: list[Case], shipped: float | None) -> list[str]:
     def present(c: Case, t: float) -> bool:
         return c.out["light_ctr"] is not None and c.out["light_ctr"] > t
 
-    differ = [c.image_id for c in g if present(c, shipped) != c.out["light_cardiomegaly"]]
+    def label(t: float) -> str:
+        return f"{t:.2f}" if math.isclose(t, round(t, 2), abs_tol=1e-9) else f"{t:g}"
+
+    differ = [f"{c.source}/{c.image_id}" for c in g if present(c, shipped) != c.out["light_cardiomegaly"]]
     jsrt = [c for c in g if c.reference_ctr is not None]
     big = [c for c in jsrt if c.reference_ctr > CTR_MIN_CARDIOMEGALY]
     small = [c for c in jsrt if c.reference_ctr <= 0.45]
@@ -1062,13 +1066,13 @@ def ctr_cutoff_lines(cases: list[Case], shipped: float | None) -> list[str]:
             f"N-Acc, opacity and cardiomegaly questions (of {len(opacity) + len(asked)})",
         ],
     )
-    shipped = round(shipped, 2)
-    for t in sorted({round(t, 2) for t in (*CTR_CUTOFFS, shipped)}):
+    tried = [t for t in CTR_CUTOFFS if not math.isclose(t, shipped, abs_tol=1e-9)]
+    for t in sorted([*tried, shipped]):
         fp = sum(present(c, t) for c in asked)
         k = sum(opacity) + len(asked) - fp
         mark = " (shipped)" if t == shipped else ""
         lines.append(
-            f"| {t:.2f}{mark} | {sum(present(c, t) for c in big)} | {sum(present(c, t) for c in small)} | {fp} "
+            f"| {label(t)}{mark} | {sum(present(c, t) for c in big)} | {sum(present(c, t) for c in small)} | {fp} "
             f"| {prop(k, len(opacity) + len(asked))} |"
         )
     best = sum(opacity) + len(asked)
@@ -1077,10 +1081,13 @@ def ctr_cutoff_lines(cases: list[Case], shipped: float | None) -> list[str]:
         f"With no cardiomegaly question answered present, the N-Acc would be {prop(best, len(opacity) + len(asked))}: "
         f"the opacity questions answer {len(opacity) - sum(opacity)} of {len(opacity)} present, whatever the cut-off.",
         "",
-        f"At the shipped cut-off {shipped:.2f} the rule reproduces the model's answer on "
+        f"At the shipped cut-off {label(shipped)} the rule reproduces the model's answer on "
         f"{len(g) - len(differ)} of {len(g)} normal images"
         + (
-            f"; it differs on {', '.join(differ)}, so the rows above are not the model's answers there."
+            f"; it differs on {', '.join(differ[:10])}"
+            + (f" and {len(differ) - 10} more" if len(differ) > 10 else "")
+            + ": there the table counts the rule, not the model's answer (so its shipped row differs "
+            "from the targets table)."
             if differ
             else "."
         ),
@@ -1366,9 +1373,9 @@ def main() -> None:
         + ".",
         "",
     ]
-    # the CTR rule answers only where the model reads priors (LightSegmenter.predict)
-    by_ctr = r.seg is not None and r.seg.needs_priors and r.seg.config.cardiomegaly_by_ctr
-    shipped_ctr_cutoff = r.seg.config.cardiomegaly_min_ctr if r.seg is not None and by_ctr else None
+    shipped_ctr_cutoff = (
+        r.seg.config.cardiomegaly_min_ctr if r.seg is not None and r.seg.answers_cardiomegaly_by_ctr else None
+    )
     lines += (
         pipeline_tables(cases)
         + light_tables(cases)

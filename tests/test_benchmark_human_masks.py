@@ -1,6 +1,7 @@
 """benchmarks.human_masks: the JSRT cardiomegaly-by-CTR table separates the images the
 builtin anatomy trained on from its held-out ones (its CTR decides the light model's
-cardiomegaly answer)."""
+cardiomegaly answer), and the sweep of the light model's cardiomegaly CTR cut-off counts
+hand-worked cases."""
 
 from __future__ import annotations
 
@@ -23,10 +24,10 @@ def test_ctr_table_counts_the_held_out_images_apart(shared_data):
     from cxrils.sources.jsrt import read_jsrt_non_nodules
 
     ids = [n.image_id for n in read_jsrt_non_nodules(shared_data)]
-    held = [i for i in ids if jsrt_held_out(i)][:2]
-    trained = [i for i in ids if not jsrt_held_out(i)][:2]
+    held = [i for i in ids if jsrt_held_out(i)][:1]
+    trained = [i for i in ids if not jsrt_held_out(i)][:3]
     cases = []
-    for i, found in zip(held + trained, (True, False, True, True), strict=True):
+    for i, found in zip(held + trained, (False, True, True, True), strict=True):
         c = Case("jsrt_normals", i, Path(f"{i}.png"), "normal", reference_ctr=0.6)
         c.out["light_cardiomegaly"] = found
         cases.append(c)
@@ -34,9 +35,9 @@ def test_ctr_table_counts_the_held_out_images_apart(shared_data):
     cells = [c.strip() for c in row.strip("|").split("|")]
     assert cells[1] == "4"
     assert cells[2].startswith("3/4 = ")  # all four images
-    assert cells[3].startswith("1/2 = ")  # the two held-out ones
+    assert cells[3].startswith("0/1 = ")  # the one held-out image
     note = ctr_cardiomegaly_lines(cases)[-1]
-    assert "2 of these 4 images are its training images" in note and "only the 2 held-out ones" in note
+    assert "3 of these 4 images are its training images" in note and "only the 1 held-out ones" in note
 
 
 def _sweep_case(i, ref, ctr, found, enlarged):
@@ -68,7 +69,6 @@ def test_ctr_cutoff_sweep_counts_answers_at_each_cutoff():
     ]
     lines = ctr_cutoff_lines(cases, 0.5)
     rows = _rows(lines)
-    assert "0.50" not in rows  # the shipped cut-off is one row, not two
     assert rows["0.46"][1:4] == ["1", "1", "1"]  # a and b present; b is an asked normal
     assert rows["0.50 (shipped)"][1:4] == ["1", "0", "0"]
     assert rows["0.51"][1:4] == ["0", "0", "0"]
@@ -91,7 +91,27 @@ def test_ctr_cutoff_sweep_names_the_images_where_the_rule_is_not_the_answer():
         _sweep_case("d", 0.52, 0.53, False, True),  # above 0.5 but answered absent
     ]
     last = ctr_cutoff_lines(cases, 0.5)[-1]
-    assert "on 2 of 3 normal images" in last and "differs on d," in last
+    assert "on 2 of 3 normal images" in last and "differs on jsrt_normals/d:" in last
+
+
+def test_ctr_cutoff_sweep_counts_at_the_exact_shipped_cutoff():
+    """A shipped cut-off with three decimals gets its own row, counted at that value (not
+    at a rounded one); one that only equals a tried cut-off up to float error is one row;
+    a CTR exactly at the cut-off is absent (the model's rule is CTR > cut-off)."""
+    from benchmarks.human_masks import ctr_cutoff_lines
+
+    cases = [
+        _sweep_case("a", 0.55, 0.507, True, True),
+        _sweep_case("e", 0.55, 0.50, False, True),  # at the cut-off: absent
+    ]
+    lines = ctr_cutoff_lines(cases, 0.505)
+    rows = _rows(lines)
+    assert rows["0.505 (shipped)"][1] == "1" and rows["0.50"][1] == "1" and rows["0.51"][1] == "0"
+    assert rows["0.49"][1] == "2"  # e's CTR 0.50 counts below its value only
+    assert lines[-1] == "At the shipped cut-off 0.505 the rule reproduces the model's answer on 2 of 2 normal images."
+    rows = _rows(ctr_cutoff_lines(cases, 0.7 - 0.2))  # 0.49999999999999994
+    assert "0.50" not in rows and rows["0.50 (shipped)"][1] == "2"  # exact: 0.50 > 0.4999...
+    assert sum(k.startswith("0.50") for k in rows) == 1
 
 
 def test_ctr_cutoff_sweep_shipped_row_is_the_targets_n_acc():
@@ -108,3 +128,20 @@ def test_ctr_cutoff_sweep_shipped_row_is_the_targets_n_acc():
     assert shipped.split(" = ")[0] == "4/8"
     this_run = [x.strip() for x in row.strip("|").split("|")][2]
     assert this_run == "50.0" and shipped.split(" = ")[1].startswith(this_run)
+
+
+def test_segmenter_answers_cardiomegaly_by_ctr_only_with_priors():
+    """The sweep runs where the model answers by the CTR rule: the flag on and an anatomy
+    input (priors or the CTR input) to take the CTR from."""
+    from cxrils.models.light.config import LightConfig
+    from cxrils.models.light.segmenter import LightSegmenter
+
+    def seg(**kw):
+        s = LightSegmenter.__new__(LightSegmenter)  # the property reads only the config
+        s.config = LightConfig(**kw)
+        return s
+
+    assert seg(cardiomegaly_by_ctr=True, priors=True).answers_cardiomegaly_by_ctr
+    assert seg(cardiomegaly_by_ctr=True, priors=False, ctr_input=True).answers_cardiomegaly_by_ctr
+    assert not seg(cardiomegaly_by_ctr=True, priors=False, ctr_input=False).answers_cardiomegaly_by_ctr
+    assert not seg(cardiomegaly_by_ctr=False, priors=True).answers_cardiomegaly_by_ctr

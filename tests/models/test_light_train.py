@@ -97,9 +97,8 @@ def test_trained_model_separates_present_from_absent(trained, tiny_dataset):
     for p, r in zip(sorted(preds, key=lambda p: p["record_id"]), recs.sort_values("record_id").itertuples()):
         templates.parse_answer(p["answer"], r.instruction_type)  # every answer follows the templates
         assert decode_rle(p["mask"]).shape == (r.height, r.width)
-    # an image without a disc: no type is present. (This test used to ask edema of a disc
-    # image too; the tiny network does not learn to tell edema from effusion on a disc
-    # reliably in 150 steps, and a fresh install answered it present, so it is not asked.)
+    # an image without a disc: no type is present (edema is not asked of a disc image: the
+    # tiny network does not learn reliably in 150 steps to tell edema from effusion there)
     free = glob[glob["polarity"] == "negative"].iloc[0]
     x = np.asarray(Image.open(tiny_dataset / free["image_path"]))
     assert seg.predict(x, "Segment the edema.").answer == "[SEG] There is no edema."

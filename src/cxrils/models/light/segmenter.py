@@ -206,6 +206,13 @@ class LightSegmenter(Segmenter):
         """Whether the network inputs need :class:`ImagePriors` (priors or the CTR input)."""
         return bool(self.config.priors or self.config.ctr_input)
 
+    @property
+    def answers_cardiomegaly_by_ctr(self) -> bool:
+        """Whether "Segment the cardiomegaly." is answered by the anatomy's CTR
+        (``cardiomegaly_by_ctr``, which needs the priors that hold the CTR) rather than by
+        the presence score."""
+        return bool(self.config.cardiomegaly_by_ctr) and self.needs_priors
+
     def _forward(
         self, images: list[np.ndarray], priors: list[ImagePriors] | None, instructions: list[str]
     ) -> dict[str, np.ndarray]:
@@ -316,7 +323,7 @@ class LightSegmenter(Segmenter):
             p = float(out["presence"][i])
             threshold = self.presence_threshold(parsed)
             if (
-                c.cardiomegaly_by_ctr
+                self.answers_cardiomegaly_by_ctr
                 and prior is not None
                 and parsed is not None
                 and parsed.target == "cardiomegaly"

@@ -169,7 +169,8 @@ def _print_statistics(dataset: Path) -> None:
     stats(dataset, split=None, plot=None, no_plot=importlib.util.find_spec("matplotlib") is None, html=None, per_cell=2)
     typer.echo(
         f"\nresults: {dataset.resolve()} (records/*.parquet, images/, manifest.json, "
-        "generate_summary.json; read them with cxrils.dataset.read_records or datasets)"
+        "generate_summary.json; read them with cxrils.dataset.read_records, or with Hugging Face datasets "
+        "after installing the hf extra)"
     )
     cxrils = invoked_as()
     typer.echo(

@@ -91,7 +91,7 @@ def _count_html(table: Any, split: str) -> str:
 def _images_html(counts: dict[str, Any]) -> str:
     rows = []
     if counts["processed"] is not None:
-        rows.append(("processed by cxrils generate", counts["processed"]))
+        rows.append(("processed (done + excluded)", counts["processed"]))
     rows += [
         ("with records", counts["with_records"]),
         ("processed, no record", len(counts["without_records"])),

@@ -466,6 +466,20 @@ def test_cardiomegaly_by_ctr_answers_with_the_anatomy_heart():
     assert not seg.predict(DARK, "Segment the cardiomegaly.").mask.any()
 
 
+def test_cardiomegaly_needs_score_asks_the_network_too():
+    seg = _consistent_segmenter({("Segment the cardiomegaly.", True): 0.1, ("Segment the cardiomegaly.", False): 0.9})
+    seg.config.cardiomegaly_needs_score = True
+    # DARK: CTR 0.6 > 0.5 but the network scores 0.1 < tau_presence 0.5: absent, and the note says why
+    low = seg.predict(DARK, "Segment the cardiomegaly.")
+    assert not low.mask.any() and low.answer == "[SEG] There is no cardiomegaly."
+    assert "presence score 0.10 is below 0.50 (cardiomegaly_needs_score)" in low.note
+    # BRIGHT: the same CTR, the network scores 0.9: the heart
+    high = seg.predict(BRIGHT, "Segment the cardiomegaly.")
+    assert high.mask.any() and high.note is None and high.answer == "[SEG] It is located in the heart."
+    seg.config.cardiomegaly_needs_score = False  # the CTR alone: the heart on both
+    assert seg.predict(DARK, "Segment the cardiomegaly.").mask.any()
+
+
 def test_a_score_above_the_threshold_without_mask_pixels_says_why():
     from cxrils.models.light.config import LightConfig
     from cxrils.models.light.segmenter import LightSegmenter
@@ -485,11 +499,12 @@ def test_runs_saved_before_the_answer_rules_load_without_them():
     from cxrils.models.light.config import LightConfig
 
     old = LightConfig().to_dict()
-    del old["consistent_answers"], old["cardiomegaly_by_ctr"]
+    del old["consistent_answers"], old["cardiomegaly_by_ctr"], old["cardiomegaly_needs_score"]
     old["global_needs_lung"] = True  # the former one-way check: read and dropped
     back = LightConfig.from_dict(old)
     assert back.consistent_answers is False and back.cardiomegaly_by_ctr is False
+    assert back.cardiomegaly_needs_score is False
     assert LightConfig().consistent_answers is True and LightConfig().cardiomegaly_by_ctr is True
-    for flag in ("consistent_answers", "cardiomegaly_by_ctr"):
+    for flag in ("consistent_answers", "cardiomegaly_by_ctr", "cardiomegaly_needs_score"):
         with pytest.raises(ValueError, match=flag):
             LightConfig(**{flag: "yes"})

@@ -118,6 +118,15 @@ class LightConfig:
         paper's cardiomegaly mask is the heart, section 3.2; the rule is ours, issue 28:
         the network found 2 of 4 enlarged hearts). The network's score is still reported.
         Off for runs saved before it existed. An inference setting.
+    cardiomegaly_needs_score : bool
+        With ``cardiomegaly_by_ctr``: the heart is the answer only when the network's
+        presence score also reaches the cardiomegaly threshold
+        (:meth:`cxrils.models.light.segmenter.LightSegmenter.presence_threshold`
+        of the target), so a heart the CTR calls enlarged on a film the network, trained
+        with the radiologists' Normal films as cardiomegaly negatives at any CTR, reads as
+        normal (an AP portable film magnifies the heart) is answered absent (ours, issue
+        28). Off: the CTR alone decides. Off for runs saved before it existed. An inference
+        setting.
     consistent_answers : bool
         Answers about one image agree across global, lung and zone questions of a lung
         lesion type (ours, issue 32; :mod:`cxrils.models.light.consistency`): a lung is
@@ -157,6 +166,7 @@ class LightConfig:
     tau_presence_by_target: dict[str, float] = field(default_factory=dict)
     cardiomegaly_min_ctr: float = CTR_MIN_CARDIOMEGALY  # Appendix D.3 / radiological definition
     cardiomegaly_by_ctr: bool = True  # ours
+    cardiomegaly_needs_score: bool = False  # ours
     consistent_answers: bool = True  # ours
     tau_location: float = 0.10
     calibrate: bool = True
@@ -200,7 +210,7 @@ class LightConfig:
         self.tau_presence_by_target = {str(k): float(v) for k, v in by_target.items()}
         if not 0.0 <= self.cardiomegaly_min_ctr < 1.0:
             raise ValueError(f"cardiomegaly_min_ctr must be in [0, 1), got {self.cardiomegaly_min_ctr}")
-        for flag in ("cardiomegaly_by_ctr", "consistent_answers"):
+        for flag in ("cardiomegaly_by_ctr", "cardiomegaly_needs_score", "consistent_answers"):
             if not isinstance(getattr(self, flag), bool):
                 raise ValueError(f"{flag} must be true or false, got {getattr(self, flag)!r}")
         if min(self.calib_target_min_positives, self.calib_target_min_negatives) < 1:
@@ -220,8 +230,8 @@ class LightConfig:
         A config without ``priors``, ``ensemble``, ``ctr_input`` or ``box_prior`` (runs
         saved before they existed) loads with ``priors=False``, ``ensemble=1``,
         ``ctr_input=False``, ``box_prior=False``, the architecture its weights have, and
-        one without ``cardiomegaly_min_ctr`` with 0 and without ``cardiomegaly_by_ctr`` or
-        ``consistent_answers`` with False (the answers it gave); the former key
+        one without ``cardiomegaly_min_ctr`` with 0 and without ``cardiomegaly_by_ctr``,
+        ``cardiomegaly_needs_score`` or ``consistent_answers`` with False (the answers it gave); the former key
         ``global_needs_lung`` (an earlier, one-way lung check) is dropped.
 
         Raises
@@ -241,6 +251,7 @@ class LightConfig:
             "box_prior": False,
             "cardiomegaly_min_ctr": 0.0,
             "cardiomegaly_by_ctr": False,
+            "cardiomegaly_needs_score": False,
             "consistent_answers": False,
             **d,
         }

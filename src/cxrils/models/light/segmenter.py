@@ -280,7 +280,8 @@ class LightSegmenter(Segmenter):
         rows per pair. With
         :attr:`LightConfig.cardiomegaly_by_ctr`, "Segment the cardiomegaly." is answered
         by the anatomy (:meth:`_cardiomegaly`; a model without anatomy inputs, neither
-        ``priors`` nor ``ctr_input``, answers by its score).
+        ``priors`` nor ``ctr_input``, answers by its score; with
+        :attr:`LightConfig.cardiomegaly_needs_score` the score must also pass).
 
         Returns
         -------
@@ -329,7 +330,7 @@ class LightSegmenter(Segmenter):
                 and parsed.target == "cardiomegaly"
                 and parsed.instruction_type == "global"
             ):
-                mask, note = self._cardiomegaly(x, prior)
+                mask, note = self._cardiomegaly(x, prior, p, threshold)
             elif tree is not None:
                 mask, note = self._consistent(out, i, extra, x, prior, parsed, tree, threshold)
             else:
@@ -439,14 +440,23 @@ class LightSegmenter(Segmenter):
             return inside
         return np.logical_or.reduce(lung_masks) if lung_masks else inside
 
-    def _cardiomegaly(self, x: np.ndarray, prior: ImagePriors) -> tuple[np.ndarray, str | None]:
+    def _cardiomegaly(
+        self, x: np.ndarray, prior: ImagePriors, score: float, threshold: float
+    ) -> tuple[np.ndarray, str | None]:
         """Answer "Segment the cardiomegaly." from the anatomy (``cardiomegaly_by_ctr``):
-        the heart mask when the CTR exceeds ``cardiomegaly_min_ctr``, else empty with a note."""
+        the heart mask when the CTR exceeds ``cardiomegaly_min_ctr`` (and, with
+        ``cardiomegaly_needs_score``, the network's presence ``score`` reaches
+        ``threshold``), else empty with a note saying which condition failed."""
         gate, ctr = self.config.cardiomegaly_min_ctr, prior.ctr
         if ctr is None or ctr <= gate:
             measured = "no CTR (heart or lungs not found)" if ctr is None else f"CTR {ctr:.2f}"
             return np.zeros(x.shape, bool), (
                 f"answered absent: the anatomy gives {measured}, not above {gate:.2f} (cardiomegaly_by_ctr)"
+            )
+        if self.config.cardiomegaly_needs_score and score < threshold:
+            return np.zeros(x.shape, bool), (
+                f"answered absent: CTR {ctr:.2f} is above {gate:.2f} but the presence score {score:.2f} is below "
+                f"{threshold:.2f} (cardiomegaly_needs_score)"
             )
         heart = self._region(x, prior, ("heart",))
         note = None if heart.any() else "answered absent: the anatomy's heart mask is empty (cardiomegaly_by_ctr)"

@@ -54,3 +54,23 @@ def test_train_anomaly_writes_loadable_weights_with_p_star(data_root, tmp_path):
     ref = np.array([[[True, False], [False, False]]])
     t, iou = best_threshold(prob, ref, (0.1, 0.5, 0.95))
     assert (t, iou) == (0.5, 1.0)
+
+
+@pytest.mark.slow
+def test_lesion_training_is_repeatable_from_its_seed(data_root, tmp_path):
+    """The seed fixes the initial weights too (they were drawn before it was set, so two
+    runs of one command gave different networks)."""
+    from safetensors.torch import load_file
+
+    from cxrils.training.anomaly_train import train_anomaly
+
+    def weights(name: str, seed: int) -> dict:
+        out = tmp_path / f"{name}.safetensors"
+        cfg = dataclasses.replace(AnomalyTrainConfig(), **{**TINY, "epochs": 1, "seed": seed})
+        train_anomaly(data_root, out, cfg, progress=False)
+        return load_file(str(out))
+
+    a, b, c = weights("a", 0), weights("b", 0), weights("c", 1)
+    assert a.keys() == b.keys() == c.keys()
+    assert all(np.array_equal(a[k].numpy(), b[k].numpy()) for k in a)
+    assert not all(np.array_equal(a[k].numpy(), c[k].numpy()) for k in a)

@@ -12,6 +12,7 @@ from cxrils.cli.common import fail
 
 DATA_HELP = "Shared data folder with covid_qu_ex/ and jsrt_scr/."
 INIT_HELP = "Weights file of the same network to fine-tune from."
+SEED_HELP = "Seed of the initial weights, batch order and augmentation (default: the config's, 0)."
 SYNTHETIC_HELP = (
     "Add the role's JSRT nodule images and draw synthetic effusions, opacities and plate "
     "atelectasis on a share of the training images (SyntheticConfig)."
@@ -28,6 +29,7 @@ def _run(
     init: Path | None,
     lr: float | None,
     synthetic: bool,
+    seed: int | None,
 ) -> dict:
     import dataclasses
 
@@ -36,7 +38,7 @@ def _run(
     from cxrils.config import SyntheticConfig
 
     torch.set_num_threads(threads)
-    changes = {k: v for k, v in (("epochs", epochs), ("lr", lr)) if v is not None}
+    changes = {k: v for k, v in (("epochs", epochs), ("lr", lr), ("seed", seed)) if v is not None}
     cfg = dataclasses.replace(cfg_cls(), **changes)
     try:
         return train(data, out, cfg, synthetic=SyntheticConfig() if synthetic else None, init=init)
@@ -52,13 +54,14 @@ def train_detector(
     init: Path | None = typer.Option(None, help=INIT_HELP),
     lr: float | None = typer.Option(None, help="Peak learning rate (default: the config's)."),
     synthetic: bool = typer.Option(True, "--synthetic/--no-synthetic", help=SYNTHETIC_HELP),
+    seed: int | None = typer.Option(None, help=SEED_HELP),
 ) -> None:
     """Train the builtin lesion detector (CenterNet, "Lung Opacity" boxes) on the
     detector half of the COVID-QU-Ex tuning part (and of the JSRT nodule images)."""
     from cxrils.config import DetectorTrainConfig
     from cxrils.training.detector_train import train_detector as train
 
-    s = _run(train, DetectorTrainConfig, data, out, epochs, threads, init, lr, synthetic)
+    s = _run(train, DetectorTrainConfig, data, out, epochs, threads, init, lr, synthetic, seed)
     typer.echo(
         f"wrote {out}: validation AP50 {s['validation_ap50']:.3f} (epoch {s['best_epoch']}), "
         f"{s['images']} images, {s['train_seconds']:.0f} s"
@@ -73,13 +76,14 @@ def train_anomaly(
     init: Path | None = typer.Option(None, help=INIT_HELP),
     lr: float | None = typer.Option(None, help="Peak learning rate (default: the config's)."),
     synthetic: bool = typer.Option(True, "--synthetic/--no-synthetic", help=SYNTHETIC_HELP),
+    seed: int | None = typer.Option(None, help=SEED_HELP),
 ) -> None:
     """Train the builtin anomaly map's lesion network on the anomaly half of the
     COVID-QU-Ex tuning part (and of the JSRT nodule images)."""
     from cxrils.config import AnomalyTrainConfig
     from cxrils.training.anomaly_train import train_anomaly as train
 
-    s = _run(train, AnomalyTrainConfig, data, out, epochs, threads, init, lr, synthetic)
+    s = _run(train, AnomalyTrainConfig, data, out, epochs, threads, init, lr, synthetic, seed)
     typer.echo(
         f"wrote {out}: validation IoU {s['validation_iou']:.3f} at p_star {s['p_star']} "
         f"(epoch {s['best_epoch']}), {s['images']} images, {s['train_seconds']:.0f} s"

@@ -130,6 +130,7 @@ def train_anomaly(
         dice = 1 - (2 * inter + 1) / (p.sum(1)[pos] + t.sum(1)[pos] + 1)
         return cfg.bce_weight * bce + cfg.dice_weight * dice.mean()
 
+    torch.manual_seed(cfg.seed)  # the initial weights too: a run is repeatable
     net = LesionSegNet(cfg.widths, in_channels=2 if cfg.lung_input else 1)
     ref = (
         np.stack([_area(items[i].lesion, half) >= 0.5 for i in val_pos]) if val_pos else np.zeros((0, half, half), bool)

@@ -100,6 +100,7 @@ def train_detector(
     def loss_fn(outputs, tgt):
         return loss(outputs, tgt, cfg.focal_alpha, cfg.focal_beta, cfg.size_weight, cfg.offset_weight)
 
+    torch.manual_seed(cfg.seed)  # the initial weights too: a run is repeatable
     net = CenterNetDetector(cfg.widths, n_classes=len(CLASSES))
     truths = [boxes_of((items[i].lesion >= 0.5).astype(np.float32), lungs_of(i)) for i in val_idx]
     dc = DetectionConfig()  # validation decodes as the builtin backend does

@@ -47,6 +47,10 @@ def test_train_anomaly_writes_loadable_weights_with_p_star(data_root, tmp_path):
     assert (
         s["images"] == len(training_samples(data_root, "anomaly")) and s["p_star"] in AnomalyTrainConfig().p_star_grid
     )
+    # the epoch is chosen by the validation AUROC, and p_star is that epoch's
+    top = max(h["score"] for h in s["history"])
+    assert s["history"][s["best_epoch"] - 1]["score"] == top == s["validation_auroc"]
+    assert 0.0 <= s["validation_auroc"] <= 1.0 and 0.0 <= s["validation_iou"] <= 1.0
     m = get_anomaly_mapper("builtin", Config(anomaly=AnomalyConfig(builtin_weights=str(out))))
     assert m.p_star == s["p_star"] and m.version.startswith("lesionseg-")
     # best_threshold by hand: the threshold separating the two values wins with IoU 1

@@ -9,8 +9,11 @@ synthetic effusions, airspace opacities and plate atelectasis are drawn on a sha
 them (:func:`cxrils.training.lesion_train.item_input`); with ``lung_input`` the network
 also sees the image's expert lung mask. Loss: binary cross-entropy on every
 pixel plus soft Dice on the COVID-19 images (ours). A fixed hash share of these images
-(``val_fraction``) picks the best epoch by mean IoU at the best threshold, and that
-threshold is stored as ``p_star`` (:mod:`cxrils.vision.anomaly.builtin` maps it to
+(``val_fraction``) picks the best epoch by the pixel AUROC of the lesion probability in
+their lungs (lesion pixels against the other lung pixels, Normal films included; issue 28:
+the mean IoU of the lesion images alone, the former rule, ignored false regions on Normal
+films and picked mid-schedule epochs), and that epoch's best-IoU threshold over the images
+with a lesion is stored as ``p_star`` (:mod:`cxrils.vision.anomaly.builtin` maps it to
 Table 7's tau_ano). The detector's half and the report part are never read.
 """
 
@@ -23,6 +26,7 @@ import cv2
 import numpy as np
 
 from cxrils.config import AnomalyTrainConfig, LesionDataConfig, SyntheticConfig
+from cxrils.evaluation.metrics import histogram_auroc
 from cxrils.training.lesion_data import random_affine, warp
 from cxrils.training.lesion_train import (
     fit,
@@ -75,7 +79,9 @@ def train_anomaly(
     -------
     dict
         Training summary (also in the weights' metadata): images used, ``p_star``,
-        validation mean IoU at ``p_star``, per-epoch history, seconds.
+        ``validation_auroc`` (the chosen epoch's), ``validation_iou`` (mean IoU of the
+        validation images with a lesion at ``p_star``), per-epoch history (``score``: the
+        AUROC), seconds.
 
     Raises
     ------
@@ -132,15 +138,18 @@ def train_anomaly(
 
     torch.manual_seed(cfg.seed)  # the initial weights too: a run is repeatable
     net = LesionSegNet(cfg.widths, in_channels=2 if cfg.lung_input else 1)
-    ref = (
-        np.stack([_area(items[i].lesion, half) >= 0.5 for i in val_pos]) if val_pos else np.zeros((0, half, half), bool)
-    )
-    chosen: dict = {}
+    val_lesion = [_area(items[i].lesion, half) >= 0.5 for i in val_idx]
+    val_lungs = [_area(items[i].right | items[i].left, half) >= 0.5 for i in val_idx]
+    val_pos = [k for k, m in enumerate(val_lesion) if m.any()]
+    per_epoch: list[tuple[float, float]] = []  # (p_star, IoU at p_star) of each validated epoch
 
     def validate() -> float:
+        """Pixel AUROC of the lesion probability inside the lungs of every validation image
+        (lesion pixels against the other lung pixels, Normal films' included); records the
+        epoch's best-IoU threshold over the images with a lesion."""
         probs = []
-        for start in range(0, len(val_pos), 32):
-            chunk = val_pos[start : start + 32]
+        for start in range(0, len(val_idx), 32):
+            chunk = val_idx[start : start + 32]
             inputs = np.stack(
                 [
                     _channels(item_input(items[i], plain, None)[0], (items[i].right | items[i].left).astype(np.float32))
@@ -149,16 +158,26 @@ def train_anomaly(
             )
             probs.append(torch.sigmoid(net(torch.from_numpy(inputs)))[:, 0].numpy())
         if not probs:
+            per_epoch.append((cfg.p_star_grid[0], 0.0))
             return 0.0
-        t, score = best_threshold(np.concatenate(probs), ref, cfg.p_star_grid)
-        chosen[score] = t
-        return score
+        prob = np.concatenate(probs)
+        bins = np.minimum((prob * 256).astype(np.int64), 255)
+        lesion, lungs = np.stack(val_lesion), np.stack(val_lungs)
+        auroc = histogram_auroc(
+            np.bincount(bins[lesion & lungs], minlength=256), np.bincount(bins[~lesion & lungs], minlength=256)
+        )
+        per_epoch.append(
+            best_threshold(prob[val_pos], lesion[val_pos], cfg.p_star_grid) if val_pos else (cfg.p_star_grid[0], 0.0)
+        )
+        return auroc
 
     result = fit(net, len(train_idx), make_batch, loss_fn, validate, cfg, progress=progress, init=init)
+    p_star, iou = per_epoch[result["best_epoch"] - 1]
     summary = {
         **run_summary("anomaly", samples, len(train_idx), len(val_idx), result, backgrounds, synthetic),
-        "p_star": chosen[result["best_score"]],
-        "validation_iou": round(result["best_score"], 4),
+        "p_star": p_star,
+        "validation_iou": round(iou, 4),
+        "validation_auroc": round(result["best_score"], 4),
     }
     save_weights(
         net,

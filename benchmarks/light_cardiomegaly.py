@@ -1,0 +1,117 @@
+"""The light model's cardiomegaly rule on the validation split: CTR alone against CTR and score (issue 28).
+
+With ``cardiomegaly_by_ctr`` the light model answers "Segment the cardiomegaly." with the
+anatomy's heart where the cardiothoracic ratio of its priors exceeds
+``cardiomegaly_min_ctr`` (0.5). ``cardiomegaly_needs_score`` also asks the network's
+presence score to reach the cardiomegaly threshold. This benchmark answers every global
+cardiomegaly record of a light dataset's ``validate`` split under both rules and prints,
+per source of the image (the record's image-id prefix: ``cqx-Normal``, ``cqx-covid``,
+``jsrt``, other), the positives answered present and the negatives answered absent. The
+rule is chosen here, on the split the thresholds are chosen on, never on the human-mask
+benchmark's images (``benchmarks/human_masks.py`` is the test): keep the score gate only
+if it answers every validation positive the CTR alone answers and more negatives absent.
+
+Usage::
+
+    python -m benchmarks.light_cardiomegaly --dataset LIGHT_DATA [--run RUN] [--threads 2]
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from benchmarks.results import apply_threads, benchmark_parser, publish_if_asked
+
+#: Record image-id prefixes and the source they name (cxrils.training.light_data).
+SOURCES: tuple[tuple[str, str], ...] = (
+    ("cqx-Normal", "COVID-QU-Ex Normal films"),
+    ("cqx-covid", "COVID-QU-Ex COVID-19 films"),
+    ("jsrt-", "JSRT (SCR CTR)"),
+)
+
+
+#: The question asked (Table 2's global cardiomegaly instruction).
+QUESTION = "Segment the cardiomegaly."
+
+
+def source_of(image_id: str) -> str:
+    """The source named by a light-dataset record's image id (the prefix of
+    :data:`SOURCES`), else ``"generated (demo reports)"``."""
+    return next((name for prefix, name in SOURCES if image_id.startswith(prefix)), "generated (demo reports)")
+
+
+def tally(rows: list[tuple[str, str, bool]]) -> dict[str, tuple[int, int, int, int]]:
+    """``{source: (positives present, positives, negatives absent, negatives)}`` from
+    ``(source, polarity, answered present)`` rows, plus ``"all"``."""
+    out: dict[str, list[int]] = {}
+    for source, polarity, present in rows:
+        for key in (source, "all"):
+            t = out.setdefault(key, [0, 0, 0, 0])
+            if polarity == "positive":
+                t[0] += present
+                t[1] += 1
+            else:
+                t[2] += not present
+                t[3] += 1
+    return {k: (t[0], t[1], t[2], t[3]) for k, t in out.items()}
+
+
+def _cell(k: int, n: int) -> str:
+    return f"{k}/{n} = {100 * k / n:.1f}" if n else "n/a"
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = benchmark_parser(__doc__.splitlines()[0], threads=2, page="light_cardiomegaly")
+    ap.add_argument("--run", type=Path, default=None, help="light run folder (default: the shipped model)")
+    ap.add_argument("--dataset", type=Path, required=True, help="the light training dataset (validate split)")
+    args = ap.parse_args(argv)
+    apply_threads(args)
+
+    from cxrils.dataset import read_records
+    from cxrils.io import load_image
+    from cxrils.models import Segmenter, default_model_dir
+    from cxrils.models.light.segmenter import LightSegmenter
+    from cxrils.templates import parse_instruction
+
+    run = args.run or default_model_dir()
+    seg = Segmenter.from_pretrained(run)
+    if not isinstance(seg, LightSegmenter) or not seg.answers_cardiomegaly_by_ctr:
+        print(f"{run}: not a light model that answers cardiomegaly by the CTR")
+        return 1
+    records = read_records(args.dataset, "validate")
+    records = records[(records.lesion_type == "cardiomegaly") & (records.instruction == QUESTION)]
+    rules = {"CTR alone": False, "CTR and score": True}
+    rows: dict[str, list[tuple[str, str, bool]]] = {name: [] for name in rules}
+    keep = seg.config.cardiomegaly_needs_score
+    try:
+        for r in records.itertuples():
+            x = load_image(Path(args.dataset) / r.image_path).pixels
+            for name, gate in rules.items():
+                seg.config.cardiomegaly_needs_score = gate
+                present = bool(seg.predict(x, r.instruction).mask.any())
+                rows[name].append((source_of(r.image_id), r.polarity, present))
+    finally:
+        seg.config.cardiomegaly_needs_score = keep
+    tallies = {name: tally(v) for name, v in rows.items()}
+    sources = sorted({s for t in tallies.values() for s in t if s != "all"}) + ["all"]
+    lines = [
+        f"Model: {run.name}; dataset: {Path(args.dataset).name}, validate split, {len(records)} records "
+        f'"{QUESTION}"; cut-off CTR > {seg.config.cardiomegaly_min_ctr}, '
+        f"cardiomegaly threshold {seg.presence_threshold(parse_instruction(QUESTION)):.3f}; "
+        f"shipped setting: cardiomegaly_needs_score = {keep}.",
+        "",
+        "| source | rule | positives answered present | negatives answered absent (N-Acc) |",
+        "|---|---|---|---|",
+    ]
+    for source in sources:
+        for name in rules:
+            p, n_p, a, n_n = tallies[name].get(source, (0, 0, 0, 0))
+            lines.append(f"| {source} | {name} | {_cell(p, n_p)} | {_cell(a, n_n)} |")
+    text = "\n".join(lines)
+    print(text)
+    publish_if_asked(args, text)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

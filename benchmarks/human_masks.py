@@ -555,8 +555,13 @@ def run_case(r: Runner, case: Case) -> None:
             o["light_cardiomegaly"] = bool(preds[n_op].mask.any())
             if r.seg.answers_cardiomegaly_by_ctr:
                 # the CTR its cardiomegaly answer used (the rule runs only with priors;
-                # image_priors is cached, so this recomputes nothing)
+                # image_priors is cached, so this recomputes nothing), and whether the
+                # network's score passes where cardiomegaly_needs_score asks it to
                 o["light_ctr"] = r.seg.image_priors(x).ctr
+                cm = preds[n_op]
+                o["light_cm_score_ok"] = (
+                    not r.seg.config.cardiomegaly_needs_score or cm.presence_score >= cm.presence_threshold
+                )
             o["light_neg_zones"] = [not p.mask.any() for p in preds[n_op + 1 :]]
             # the global question of every other lung type: a normal film holds none of them
             others = r.ask(x, [render_instruction("global", t) for t in OTHER_LUNG_TYPES])
@@ -1030,7 +1035,8 @@ CTR_CUTOFFS = (0.46, 0.47, 0.48, 0.49, 0.50, 0.51, 0.52, 0.53, 0.54, 0.56, 0.58,
 def ctr_cutoff_lines(cases: list[Case], shipped: float | None) -> list[str]:
     """What "Segment the cardiomegaly." would answer on the normal images at other cut-offs
     on the light model's own anatomy CTR (``cardiomegaly_by_ctr``: present where the CTR is
-    above the cut-off): the JSRT images by the radiologists' CTR, and the N-Acc of the
+    above the cut-off and, with ``cardiomegaly_needs_score``, the network's score reaches
+    its threshold, ``light_cm_score_ok``): the JSRT images by the radiologists' CTR, and the N-Acc of the
     opacity and cardiomegaly questions of all normal images. A diagnostic on the report
     images, not a tuning (nothing is chosen from it). The row check: at the shipped
     cut-off the rule must reproduce the model's own answers; the images where it does not
@@ -1045,7 +1051,8 @@ def ctr_cutoff_lines(cases: list[Case], shipped: float | None) -> list[str]:
         return []
 
     def present(c: Case, t: float) -> bool:
-        return c.out["light_ctr"] is not None and c.out["light_ctr"] > t
+        ctr = c.out["light_ctr"]
+        return ctr is not None and ctr > t and c.out.get("light_cm_score_ok", True)
 
     def label(t: float) -> str:
         return f"{t:.2f}" if math.isclose(t, round(t, 2), abs_tol=1e-9) else f"{t:g}"

@@ -47,6 +47,7 @@ $PY -m benchmarks.lesion_models --data "$DATA" --publish lesion_models
 $PY -m benchmarks.models --dataset "$WORK/light_data" --from-run "$W/light_ils" --work "$WORK/bench_models" \
     --publish light_model
 $PY -m benchmarks.human_masks --data "$DATA" --publish human_masks
+$PY -m benchmarks.light_cardiomegaly --dataset "$WORK/light_data" --publish light_cardiomegaly
 $PY -m benchmarks.human_masks --data "$DATA" --set grounding.c1_bilateral=union --publish human_masks_c1_union
 $PY -m benchmarks.grounding --data "$DATA" --publish grounding
 # benchmarks of other pages whose numbers depend on the builtin lesion models

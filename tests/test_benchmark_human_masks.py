@@ -114,6 +114,24 @@ def test_ctr_cutoff_sweep_counts_at_the_exact_shipped_cutoff():
     assert sum(k.startswith("0.50") for k in rows) == 1
 
 
+def test_ctr_cutoff_sweep_applies_the_score_gate():
+    """With cardiomegaly_needs_score, an image whose network score fails is absent at
+    every cut-off, whatever its CTR; the rule then reproduces the answers."""
+    from benchmarks.human_masks import ctr_cutoff_lines
+
+    cases = [
+        _sweep_case("a", 0.55, 0.60, True, True),
+        _sweep_case("f", 0.48, 0.60, False, False),  # CTR 0.60 but the score fails: absent
+    ]
+    cases[0].out["light_cm_score_ok"], cases[1].out["light_cm_score_ok"] = True, False
+    lines = ctr_cutoff_lines(cases, 0.5)
+    rows = _rows(lines)
+    assert rows["0.46"][1:4] == ["1", "0", "0"] and rows["0.50 (shipped)"][3] == "0"
+    assert lines[-1].endswith("reproduces the model's answer on 2 of 2 normal images.")
+    cases[1].out["light_cm_score_ok"] = True  # without the gate f is a false positive
+    assert _rows(ctr_cutoff_lines(cases, 0.5))["0.50 (shipped)"][3] == "1"
+
+
 def test_ctr_cutoff_sweep_shipped_row_is_the_targets_n_acc():
     """The sweep's shipped row and the targets table count the same questions the same way."""
     from benchmarks.human_masks import ctr_cutoff_lines, targets_table

@@ -452,7 +452,8 @@ def test_consistent_answers_leave_lesion_inference_and_cardiomegaly_alone():
 def test_cardiomegaly_by_ctr_answers_with_the_anatomy_heart():
     from cxrils.models.light.priors import ImagePriors
 
-    seg = _consistent_segmenter({("Segment the cardiomegaly.", True): 0.1})
+    # the CTR alone (cardiomegaly_needs_score off)
+    seg = _consistent_segmenter({("Segment the cardiomegaly.", True): 0.1}, cardiomegaly_needs_score=False)
     enlarged = seg.predict(DARK, "Segment the cardiomegaly.")  # CTR 0.6 > 0.5, network score 0.1
     heart = np.zeros((40, 40), bool)
     heart[15:30, 10:30] = True  # the 8x8 heart [3:6, 2:6] at 40x40 (nearest)
@@ -468,7 +469,7 @@ def test_cardiomegaly_by_ctr_answers_with_the_anatomy_heart():
 
 def test_cardiomegaly_needs_score_asks_the_network_too():
     seg = _consistent_segmenter({("Segment the cardiomegaly.", True): 0.1, ("Segment the cardiomegaly.", False): 0.9})
-    seg.config.cardiomegaly_needs_score = True
+    assert seg.config.cardiomegaly_needs_score  # the default
     # DARK: CTR 0.6 > 0.5 but the network scores 0.1 < tau_presence 0.5: absent, and the note says why
     low = seg.predict(DARK, "Segment the cardiomegaly.")
     assert not low.mask.any() and low.answer == "[SEG] There is no cardiomegaly."
@@ -505,6 +506,7 @@ def test_runs_saved_before_the_answer_rules_load_without_them():
     assert back.consistent_answers is False and back.cardiomegaly_by_ctr is False
     assert back.cardiomegaly_needs_score is False
     assert LightConfig().consistent_answers is True and LightConfig().cardiomegaly_by_ctr is True
+    assert LightConfig().cardiomegaly_needs_score is True
     for flag in ("consistent_answers", "cardiomegaly_by_ctr", "cardiomegaly_needs_score"):
         with pytest.raises(ValueError, match=flag):
             LightConfig(**{flag: "yes"})

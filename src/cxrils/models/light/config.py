@@ -125,8 +125,8 @@ class LightConfig:
         of the target), so a heart the CTR calls enlarged on a film the network, trained
         with the radiologists' Normal films as cardiomegaly negatives at any CTR, reads as
         normal (an AP portable film magnifies the heart) is answered absent (ours, issue
-        28). Off: the CTR alone decides. Off for runs saved before it existed. An inference
-        setting.
+        28; chosen on the validate split, ``benchmarks/light_cardiomegaly.py``). Off: the CTR
+        alone decides. Off for runs saved before it existed. An inference setting.
     consistent_answers : bool
         Answers about one image agree across global, lung and zone questions of a lung
         lesion type (ours, issue 32; :mod:`cxrils.models.light.consistency`): a lung is
@@ -166,7 +166,7 @@ class LightConfig:
     tau_presence_by_target: dict[str, float] = field(default_factory=dict)
     cardiomegaly_min_ctr: float = CTR_MIN_CARDIOMEGALY  # Appendix D.3 / radiological definition
     cardiomegaly_by_ctr: bool = True  # ours
-    cardiomegaly_needs_score: bool = False  # ours
+    cardiomegaly_needs_score: bool = True  # ours (benchmarks/light_cardiomegaly.py)
     consistent_answers: bool = True  # ours
     tau_location: float = 0.10
     calibrate: bool = True

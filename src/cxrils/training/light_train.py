@@ -34,7 +34,13 @@ METRICS_NAME = "metrics.jsonl"
 CALIBRATION_NAME = "calibration.json"
 CALIBRATED = ("tau_presence", "tau_mask", "tau_presence_by_target")  # set by calibration after training
 #: Settings that change no weight (answers only), so they may differ when a run is resumed.
-INFERENCE_ONLY = ("cardiomegaly_min_ctr", "cardiomegaly_by_ctr", "consistent_answers", "tau_location")
+INFERENCE_ONLY = (
+    "cardiomegaly_min_ctr",
+    "cardiomegaly_by_ctr",
+    "cardiomegaly_needs_score",
+    "consistent_answers",
+    "tau_location",
+)
 WARMUP_STEPS = 100  # linear warm-up then linear decay to 0, as ROSALIA (Appendix F)
 
 

@@ -79,7 +79,9 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{run}: not a light model that answers cardiomegaly by the CTR")
         return 1
     records = read_records(args.dataset, "validate")
-    records = records[(records.lesion_type == "cardiomegaly") & (records.instruction == QUESTION)]
+    records = records[
+        (records.lesion_type == "cardiomegaly") & (records.instruction_type == "global") & (records.paraphrase_of == "")
+    ]
     rules = {"CTR alone": False, "CTR and score": True}
     rows: dict[str, list[tuple[str, str, bool]]] = {name: [] for name in rules}
     keep = seg.config.cardiomegaly_needs_score
@@ -96,7 +98,7 @@ def main(argv: list[str] | None = None) -> int:
     sources = sorted({s for t in tallies.values() for s in t if s != "all"}) + ["all"]
     lines = [
         f"Model: {run.name}; dataset: {Path(args.dataset).name}, validate split, {len(records)} records "
-        f'"{QUESTION}"; cut-off CTR > {seg.config.cardiomegaly_min_ctr}, '
+        f'"{QUESTION}" (template records); cut-off CTR > {seg.config.cardiomegaly_min_ctr}, '
         f"cardiomegaly threshold {seg.presence_threshold(parse_instruction(QUESTION)):.3f}; "
         f"shipped setting: cardiomegaly_needs_score = {keep}.",
         "",
@@ -107,6 +109,14 @@ def main(argv: list[str] | None = None) -> int:
         for name in rules:
             p, n_p, a, n_n = tallies[name].get(source, (0, 0, 0, 0))
             lines.append(f"| {source} | {name} | {_cell(p, n_p)} | {_cell(a, n_n)} |")
+    (p0, n_p, a0, n_n), (p1, _, a1, _) = tallies["CTR alone"]["all"], tallies["CTR and score"]["all"]
+    met = p1 == p0 and a1 > a0
+    lines += [
+        "",
+        f"The rule (keep the score gate only if it answers every positive the CTR alone answers, {p0} of {n_p}, "
+        f"and more negatives absent): {'met' if met else 'not met'} ({p1} of {n_p} positives, "
+        f"{a1} against {a0} of {n_n} negatives absent).",
+    ]
     text = "\n".join(lines)
     print(text)
     publish_if_asked(args, text)

@@ -44,6 +44,7 @@ def _sweep_case(i, ref, ctr, found, enlarged):
     c = Case("jsrt_normals", i, Path(f"{i}.png"), "normal", reference_ctr=ref)
     c.out.update(
         light_ctr=ctr,
+        light_cm_score_ok=True,
         light_cardiomegaly=found,
         light_neg={"opacity": [True, False], "cardiomegaly": [] if enlarged else [not found]},
     )
@@ -69,11 +70,12 @@ def test_ctr_cutoff_sweep_counts_answers_at_each_cutoff():
     ]
     lines = ctr_cutoff_lines(cases, 0.5)
     rows = _rows(lines)
-    assert rows["0.46"][1:4] == ["1", "1", "1"]  # a and b present; b is an asked normal
-    assert rows["0.50 (shipped)"][1:4] == ["1", "0", "0"]
-    assert rows["0.51"][1:4] == ["0", "0", "0"]
+    # columns: cut-off, enlarged found, the same by the CTR alone, small found, normals present, N-Acc
+    assert rows["0.46"][1:5] == ["1", "1", "1", "1"]  # a and b present; b is an asked normal
+    assert rows["0.50 (shipped)"][1:5] == ["1", "1", "0", "0"]
+    assert rows["0.51"][1:5] == ["0", "0", "0", "0"]
     # N-Acc: 3 of 6 opacity questions empty, plus the two cardiomegaly questions (b, c)
-    assert rows["0.46"][4].startswith("4/8 = ") and rows["0.50 (shipped)"][4].startswith("5/8 = ")
+    assert rows["0.46"][5].startswith("4/8 = ") and rows["0.50 (shipped)"][5].startswith("5/8 = ")
     assert lines[-1].endswith("reproduces the model's answer on 3 of 3 normal images.")
     bound = next(line for line in lines if line.startswith("With no cardiomegaly question"))
     assert "would be 5/8 = " in bound and "answer 3 of 6 present" in bound
@@ -126,10 +128,12 @@ def test_ctr_cutoff_sweep_applies_the_score_gate():
     cases[0].out["light_cm_score_ok"], cases[1].out["light_cm_score_ok"] = True, False
     lines = ctr_cutoff_lines(cases, 0.5)
     rows = _rows(lines)
-    assert rows["0.46"][1:4] == ["1", "0", "0"] and rows["0.50 (shipped)"][3] == "0"
+    assert rows["0.46"][1:5] == ["1", "1", "0", "0"] and rows["0.50 (shipped)"][4] == "0"
     assert lines[-1].endswith("reproduces the model's answer on 2 of 2 normal images.")
+    cases[0].out["light_cm_score_ok"] = False  # a enlarged, gated out: found by the CTR alone only
+    assert _rows(ctr_cutoff_lines(cases, 0.5))["0.50 (shipped)"][1:3] == ["0", "1"]
     cases[1].out["light_cm_score_ok"] = True  # without the gate f is a false positive
-    assert _rows(ctr_cutoff_lines(cases, 0.5))["0.50 (shipped)"][3] == "1"
+    assert _rows(ctr_cutoff_lines(cases, 0.5))["0.50 (shipped)"][4] == "1"
 
 
 def test_ctr_cutoff_sweep_shipped_row_is_the_targets_n_acc():
@@ -141,7 +145,7 @@ def test_ctr_cutoff_sweep_shipped_row_is_the_targets_n_acc():
         _sweep_case("b", 0.40, 0.47, False, False),
         _sweep_case("c", 0.48, 0.52, True, False),  # a false positive
     ]
-    shipped = _rows(ctr_cutoff_lines(cases, 0.5))["0.50 (shipped)"][4]
+    shipped = _rows(ctr_cutoff_lines(cases, 0.5))["0.50 (shipped)"][5]
     row = next(line for line in targets_table(cases) if "N-Acc on normal images" in line)
     assert shipped.split(" = ")[0] == "4/8"
     this_run = [x.strip() for x in row.strip("|").split("|")][2]

@@ -257,3 +257,16 @@ def test_histogram_auroc_hand_computed() -> None:
     pairs = (pos[:, None] > neg[None]).sum() + 0.5 * (pos[:, None] == neg[None]).sum()
     got = histogram_auroc(np.bincount(pos, minlength=256), np.bincount(neg, minlength=256))
     assert got == pytest.approx(pairs / (500 * 700), abs=1e-12)
+
+
+def test_region_pixel_auroc_hand_computed() -> None:
+    from cxrils.evaluation import region_pixel_auroc
+
+    score = np.array([[0.9, 0.5, 0.5, 0.2, 0.95]])
+    lesion = np.array([[True, True, False, False, True]])
+    region = np.array([[True, True, True, True, False]])  # the last pixel (a lesion) lies outside
+    # lesion 0.9, 0.5 against other 0.5, 0.2: pairs (0.9 > 0.5), (0.9 > 0.2), (0.5 = 0.5: 1/2), (0.5 > 0.2)
+    assert region_pixel_auroc(score, lesion, region) == 3.5 / 4
+    # two bins ([0, 0.5) and [0.5, 1]): 0.9 and 0.5 share a bin with the other 0.5 -> 2 ties
+    assert region_pixel_auroc(score, lesion, region, n_bins=2) == 3.0 / 4
+    assert region_pixel_auroc(score, lesion & False, region) == 0.0  # no lesion pixel in the region

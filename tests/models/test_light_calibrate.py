@@ -473,7 +473,7 @@ def test_cardiomegaly_needs_score_asks_the_network_too():
     # DARK: CTR 0.6 > 0.5 but the network scores 0.1 < tau_presence 0.5: absent, and the note says why
     low = seg.predict(DARK, "Segment the cardiomegaly.")
     assert not low.mask.any() and low.answer == "[SEG] There is no cardiomegaly."
-    assert "presence score 0.10 is below 0.50 (cardiomegaly_needs_score)" in low.note
+    assert "presence score 0.100 is below 0.500 (cardiomegaly_needs_score)" in low.note
     # BRIGHT: the same CTR, the network scores 0.9: the heart
     high = seg.predict(BRIGHT, "Segment the cardiomegaly.")
     assert high.mask.any() and high.note is None and high.answer == "[SEG] It is located in the heart."

@@ -336,6 +336,11 @@ def test_cli_resume_keeps_answer_settings_it_was_not_given(tiny_dataset, tmp_pat
     cli_train(tiny_dataset, run, {**sets, "cardiomegaly_min_ctr": "0.5"}, evaluate=False, progress=False)
     stored = json.loads((run / "config.json").read_text())
     assert (stored["tau_location"], stored["cardiomegaly_min_ctr"]) == (0.2, 0.5)
+    assert stored["cardiomegaly_needs_score"] is True  # the default
+    # the score gate is an inference setting too: a resume may switch it off, and it stays off
+    cli_train(tiny_dataset, run, {**sets, "cardiomegaly_needs_score": "false"}, evaluate=False, progress=False)
+    cli_train(tiny_dataset, run, sets, evaluate=False, progress=False)
+    assert json.loads((run / "config.json").read_text())["cardiomegaly_needs_score"] is False
 
 
 def test_light_members_scores_each_member_on_the_ensembles_priors(tiny_dataset, tmp_path):

@@ -50,6 +50,7 @@ def test_train_anomaly_writes_loadable_weights_with_p_star(data_root, tmp_path):
     # the epoch is chosen by the validation AUROC, and p_star is that epoch's
     top = max(h["score"] for h in s["history"])
     assert s["history"][s["best_epoch"] - 1]["score"] == top == s["validation_auroc"]
+    assert len(s["p_star_by_epoch"]) == len(s["history"]) and s["p_star"] == s["p_star_by_epoch"][s["best_epoch"] - 1]
     assert 0.0 <= s["validation_auroc"] <= 1.0 and 0.0 <= s["validation_iou"] <= 1.0
     m = get_anomaly_mapper("builtin", Config(anomaly=AnomalyConfig(builtin_weights=str(out))))
     assert m.p_star == s["p_star"] and m.version.startswith("lesionseg-")
@@ -78,3 +79,14 @@ def test_lesion_training_is_repeatable_from_its_seed(data_root, tmp_path):
     assert a.keys() == b.keys() == c.keys()
     assert all(np.array_equal(a[k].numpy(), b[k].numpy()) for k in a)
     assert not all(np.array_equal(a[k].numpy(), c[k].numpy()) for k in a)
+
+
+def test_train_anomaly_refuses_an_empty_validation_split(data_root, tmp_path):
+    """Without validation images nothing can choose the epoch or p_star: a clear error,
+    no weights file (before, epoch 1 and the first p_star of the grid were written)."""
+    from cxrils.training.anomaly_train import train_anomaly
+
+    out = tmp_path / "ano.safetensors"
+    with pytest.raises(ValueError, match="no validation image"):
+        train_anomaly(data_root, out, dataclasses.replace(AnomalyTrainConfig(), **{**TINY, "val_fraction": 0.0}))
+    assert not out.exists()

@@ -85,8 +85,9 @@ def train_anomaly(
 
     s = _run(train, AnomalyTrainConfig, data, out, epochs, threads, init, lr, synthetic, seed)
     typer.echo(
-        f"wrote {out}: validation IoU {s['validation_iou']:.3f} at p_star {s['p_star']} "
-        f"(epoch {s['best_epoch']}), {s['images']} images, {s['train_seconds']:.0f} s"
+        f"wrote {out}: epoch {s['best_epoch']} by its validation pixel AUROC {s['validation_auroc']:.3f}; "
+        f"p_star {s['p_star']} (validation IoU {s['validation_iou']:.3f}), {s['images']} images, "
+        f"{s['train_seconds']:.0f} s"
     )
 
 

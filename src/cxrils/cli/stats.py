@@ -87,7 +87,9 @@ def _image_table(counts: dict):
     t.add_column("count", justify="right")
     t.add_column("note")
     if counts["processed"] is not None:
-        t.add_row("processed", str(counts["processed"]), "committed by the run that wrote this dataset (done + excluded)")
+        t.add_row(
+            "processed", str(counts["processed"]), "committed by the run that wrote this dataset (done + excluded)"
+        )
     t.add_row("with records", str(counts["with_records"]), "images the records refer to")
     if counts["without_records"]:
         ids = counts["without_records"]

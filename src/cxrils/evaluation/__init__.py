@@ -20,6 +20,7 @@ from cxrils.evaluation.metrics import (
     mask_dice,
     mask_iou,
     mask_precision,
+    region_pixel_auroc,
 )
 from cxrils.evaluation.report import EvaluationReport
 from cxrils.masks import InvalidRLE, rle_areas
@@ -37,6 +38,7 @@ __all__ = [
     "evaluate",
     "evaluate_predictions",
     "histogram_auroc",
+    "region_pixel_auroc",
     "mask_counts",
     "mask_dice",
     "mask_iou",

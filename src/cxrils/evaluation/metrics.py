@@ -293,3 +293,35 @@ def answer_correct(pred: str | None, ref: str | ParsedText) -> bool:
         return parse_answer(pred) == ref_parsed
     except TemplateError:
         return False
+
+
+def region_pixel_auroc(score: np.ndarray, lesion: np.ndarray, region: np.ndarray, n_bins: int = 256) -> float:
+    """Pixel AUROC of a score map inside a region: lesion pixels against the region's other
+    pixels, scores binned into ``n_bins`` equal bins of [0, 1] (:func:`histogram_auroc`;
+    ties within a bin count one half).
+
+    Parameters
+    ----------
+    score : numpy.ndarray, float, shape (N, H, W) or (H, W)
+        Scores in [0, 1] (e.g. a lesion probability); values outside are clipped.
+    lesion, region : numpy.ndarray, bool, same shape as ``score``
+        The reference lesion and the region scored (e.g. the lungs); lesion pixels outside
+        the region are ignored.
+    n_bins : int
+        Bins of [0, 1]; bin ``k`` holds ``k / n_bins <= s < (k + 1) / n_bins`` (1.0 in the last).
+
+    Returns
+    -------
+    float
+        In [0, 1]; 0.0 when the region holds no lesion pixel or no other pixel.
+
+    Examples
+    --------
+    >>> s = np.array([[0.9, 0.1, 0.6, 0.0]])
+    >>> region_pixel_auroc(s, np.array([[True, False, False, False]]), np.ones((1, 4), bool))
+    1.0
+    """
+    s = np.asarray(score, dtype=np.float64)
+    les, reg = np.asarray(lesion, dtype=bool), np.asarray(region, dtype=bool)
+    k = np.minimum((np.clip(s, 0.0, 1.0) * n_bins).astype(np.int64), n_bins - 1)
+    return histogram_auroc(np.bincount(k[les & reg], minlength=n_bins), np.bincount(k[~les & reg], minlength=n_bins))

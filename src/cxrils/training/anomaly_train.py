@@ -26,7 +26,7 @@ import cv2
 import numpy as np
 
 from cxrils.config import AnomalyTrainConfig, LesionDataConfig, SyntheticConfig
-from cxrils.evaluation.metrics import histogram_auroc
+from cxrils.evaluation.metrics import region_pixel_auroc
 from cxrils.training.lesion_data import random_affine, warp
 from cxrils.training.lesion_train import (
     fit,
@@ -79,8 +79,10 @@ def train_anomaly(
     -------
     dict
         Training summary (also in the weights' metadata): images used, ``p_star``,
-        ``validation_auroc`` (the chosen epoch's), ``validation_iou`` (mean IoU of the
-        validation images with a lesion at ``p_star``), per-epoch history (``score``: the
+        ``validation_auroc`` (the chosen epoch's; the lesion probability at the network's
+        output, ``input_size / 2`` px, binned in 256 bins: :func:`~cxrils.evaluation.
+        region_pixel_auroc`), ``validation_iou`` (mean IoU of the validation images with a
+        lesion at ``p_star``), ``p_star_by_epoch``, per-epoch history (``score``: the
         AUROC), seconds.
 
     Raises
@@ -88,7 +90,8 @@ def train_anomaly(
     FileNotFoundError
         If the COVID-QU-Ex folder is missing.
     ValueError
-        If there are no training images.
+        If there are no training images, no validation image, or the validation images'
+        lungs hold no lesion pixel or no other pixel.
     """
     import torch
     import torch.nn.functional as F
@@ -98,7 +101,6 @@ def train_anomaly(
     items = train_items([*samples, *backgrounds], s)
     train_idx, val_idx = split_validation([smp.image_id for smp in samples], cfg.val_fraction, "anomaly-val")
     train_idx += list(range(len(samples), len(items)))
-    val_pos = [i for i in val_idx if items[i].lesion.any()]
     plain = np.random.default_rng(0)  # item_input without synthetic lesions draws nothing
 
     def _jitter(lungs: np.ndarray, rng: np.random.Generator) -> np.ndarray:
@@ -138,9 +140,19 @@ def train_anomaly(
 
     torch.manual_seed(cfg.seed)  # the initial weights too: a run is repeatable
     net = LesionSegNet(cfg.widths, in_channels=2 if cfg.lung_input else 1)
-    val_lesion = [_area(items[i].lesion, half) >= 0.5 for i in val_idx]
-    val_lungs = [_area(items[i].right | items[i].left, half) >= 0.5 for i in val_idx]
-    val_pos = [k for k, m in enumerate(val_lesion) if m.any()]
+    if not val_idx:
+        raise ValueError(
+            f"{data_root}: no validation image (val_fraction {cfg.val_fraction} of {len(samples)} images): "
+            "nothing to choose the epoch and p_star on"
+        )
+    lesion = np.stack([_area(items[i].lesion, half) >= 0.5 for i in val_idx])
+    lungs = np.stack([_area(items[i].right | items[i].left, half) >= 0.5 for i in val_idx])
+    if not (lesion & lungs).any() or not (~lesion & lungs).any():
+        raise ValueError(
+            f"{data_root}: the {len(val_idx)} validation images hold no lesion pixel or no other lung pixel in "
+            "their lungs: the AUROC that chooses the epoch is undefined"
+        )
+    val_pos = [k for k, m in enumerate(lesion) if m.any()]
     per_epoch: list[tuple[float, float]] = []  # (p_star, IoU at p_star) of each validated epoch
 
     def validate() -> float:
@@ -157,19 +169,9 @@ def train_anomaly(
                 ]
             )
             probs.append(torch.sigmoid(net(torch.from_numpy(inputs)))[:, 0].numpy())
-        if not probs:
-            per_epoch.append((cfg.p_star_grid[0], 0.0))
-            return 0.0
         prob = np.concatenate(probs)
-        bins = np.minimum((prob * 256).astype(np.int64), 255)
-        lesion, lungs = np.stack(val_lesion), np.stack(val_lungs)
-        auroc = histogram_auroc(
-            np.bincount(bins[lesion & lungs], minlength=256), np.bincount(bins[~lesion & lungs], minlength=256)
-        )
-        per_epoch.append(
-            best_threshold(prob[val_pos], lesion[val_pos], cfg.p_star_grid) if val_pos else (cfg.p_star_grid[0], 0.0)
-        )
-        return auroc
+        per_epoch.append(best_threshold(prob[val_pos], lesion[val_pos], cfg.p_star_grid))
+        return region_pixel_auroc(prob, lesion, lungs)
 
     result = fit(net, len(train_idx), make_batch, loss_fn, validate, cfg, progress=progress, init=init)
     p_star, iou = per_epoch[result["best_epoch"] - 1]
@@ -178,6 +180,7 @@ def train_anomaly(
         "p_star": p_star,
         "validation_iou": round(iou, 4),
         "validation_auroc": round(result["best_score"], 4),
+        "p_star_by_epoch": [t for t, _ in per_epoch],
     }
     save_weights(
         net,

@@ -126,7 +126,8 @@ class LightConfig:
         with the radiologists' Normal films as cardiomegaly negatives at any CTR, reads as
         normal (an AP portable film magnifies the heart) is answered absent (ours, issue
         28; chosen on the validate split, ``benchmarks/light_cardiomegaly.py``). Off: the CTR
-        alone decides. Off for runs saved before it existed. An inference setting.
+        alone decides. No effect without ``cardiomegaly_by_ctr`` (the score then decides
+        anyway). Off for runs saved before it existed. An inference setting.
     consistent_answers : bool
         Answers about one image agree across global, lung and zone questions of a lung
         lesion type (ours, issue 32; :mod:`cxrils.models.light.consistency`): a lung is

@@ -455,8 +455,8 @@ class LightSegmenter(Segmenter):
             )
         if self.config.cardiomegaly_needs_score and score < threshold:
             return np.zeros(x.shape, bool), (
-                f"answered absent: CTR {ctr:.2f} is above {gate:.2f} but the presence score {score:.2f} is below "
-                f"{threshold:.2f} (cardiomegaly_needs_score)"
+                f"answered absent: CTR {ctr:.2f} is above {gate:.2f} but the presence score {score:.3f} is below "
+                f"{threshold:.3f} (cardiomegaly_needs_score)"
             )
         heart = self._region(x, prior, ("heart",))
         note = None if heart.any() else "answered absent: the anatomy's heart mask is empty (cardiomegaly_by_ctr)"

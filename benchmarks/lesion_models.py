@@ -165,7 +165,7 @@ def main() -> None:
             "",
             f"| backend | pixel AUROC | IoU of A (tau_ano {cfg.grounding.tau_ano}) | whole-lung IoU "
             "| normal lungs in A (%) | medial fifth of normal lungs in A (%) "
-            f"| normal images with A over {100 * NORMAL_FLAGGED_SHARE:.0f} % of the lungs | images refused (empty map) |",
+            f"| normal images with A on at least {100 * NORMAL_FLAGGED_SHARE:.0f} % of the lungs | images refused (empty map) |",
             "|---|---|---|---|---|---|---|---|",
         ]
         lines += anomaly_rows(mappers, samples, cfg.grounding.tau_ano) + [""]

@@ -40,6 +40,9 @@ $PY -m cxrils.training.light_data --generated "$WORK/demo" --data "$DATA" -o "$W
 # 5. the light model (thresholds chosen on the validation split), then ship it
 rm -rf "$WORK/light"
 $CX train --model light --dataset "$WORK/light_data" -o "$WORK/light" $LIGHT_SET --threads "$THREADS" --no-evaluate
+# the cardiomegaly score gate is shipped only where its validation rule holds (exit 3 stops here;
+# an inference setting: set "cardiomegaly_needs_score": false in $WORK/light/config.json, rerun from cp)
+$PY -m benchmarks.light_cardiomegaly --run "$WORK/light" --dataset "$WORK/light_data"
 cp "$WORK/light/config.json" "$WORK/light/model.safetensors" "$WORK/light/train_summary.json" "$W/light_ils/"
 # 6. the benchmarks quoted by the model cards and docs
 $PY -m benchmarks.anatomy --data "$DATA" --publish anatomy

@@ -270,3 +270,22 @@ def test_region_pixel_auroc_hand_computed() -> None:
     # two bins ([0, 0.5) and [0.5, 1]): 0.9 and 0.5 share a bin with the other 0.5 -> 2 ties
     assert region_pixel_auroc(score, lesion, region, n_bins=2) == 3.0 / 4
     assert region_pixel_auroc(score, lesion & False, region) == 0.0  # no lesion pixel in the region
+
+
+def test_region_pixel_auroc_refuses_bad_input() -> None:
+    from cxrils.evaluation import region_pixel_auroc
+
+    score, mask = np.array([[0.9, 0.1]]), np.array([[True, False]])
+    with pytest.raises(ValueError, match="differ in shape"):
+        region_pixel_auroc(score, mask, np.ones((1, 3), bool))
+    with pytest.raises(ValueError, match="n_bins must be at least 1"):
+        region_pixel_auroc(score, mask, mask | True, n_bins=0)
+    with pytest.raises(ValueError, match="NaN or infinite"):
+        region_pixel_auroc(np.array([[0.9, np.nan]]), mask, mask | True)
+    # a NaN outside the region is not scored
+    assert (
+        region_pixel_auroc(
+            np.array([[0.9, 0.1, np.nan]]), np.array([[True, False, False]]), np.array([[True, True, False]])
+        )
+        == 1.0
+    )

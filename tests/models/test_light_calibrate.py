@@ -481,6 +481,14 @@ def test_cardiomegaly_needs_score_asks_the_network_too():
     assert seg.predict(DARK, "Segment the cardiomegaly.").mask.any()
 
 
+def test_cardiomegaly_needs_score_passes_a_score_equal_to_its_threshold():
+    """The gate is ``score >= threshold`` (present), like every other presence answer."""
+    seg = _consistent_segmenter({("Segment the cardiomegaly.", True): 0.5, ("Segment the cardiomegaly.", False): 0.5})
+    pred = seg.predict(DARK, "Segment the cardiomegaly.")
+    assert pred.presence_score == pytest.approx(0.5, abs=1e-6) and pred.presence_threshold == 0.5
+    assert pred.mask.any() and pred.answer == "[SEG] It is located in the heart."
+
+
 def test_a_score_above_the_threshold_without_mask_pixels_says_why():
     from cxrils.models.light.config import LightConfig
     from cxrils.models.light.segmenter import LightSegmenter

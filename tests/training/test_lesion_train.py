@@ -62,17 +62,23 @@ def test_train_anomaly_writes_loadable_weights_with_p_star(data_root, tmp_path):
 
 
 @pytest.mark.slow
-def test_lesion_training_is_repeatable_from_its_seed(data_root, tmp_path):
+@pytest.mark.parametrize("which", ["anomaly", "detector"])
+def test_lesion_training_is_repeatable_from_its_seed(data_root, tmp_path, which):
     """The seed fixes the initial weights too (they were drawn before it was set, so two
     runs of one command gave different networks)."""
     from safetensors.torch import load_file
 
     from cxrils.training.anomaly_train import train_anomaly
+    from cxrils.training.detector_train import train_detector
+
+    train, base = {
+        "anomaly": (train_anomaly, AnomalyTrainConfig()),
+        "detector": (train_detector, DetectorTrainConfig()),
+    }[which]
 
     def weights(name: str, seed: int) -> dict:
         out = tmp_path / f"{name}.safetensors"
-        cfg = dataclasses.replace(AnomalyTrainConfig(), **{**TINY, "epochs": 1, "seed": seed})
-        train_anomaly(data_root, out, cfg, progress=False)
+        train(data_root, out, dataclasses.replace(base, **{**TINY, "epochs": 1, "seed": seed}), progress=False)
         return load_file(str(out))
 
     a, b, c = weights("a", 0), weights("b", 0), weights("c", 1)

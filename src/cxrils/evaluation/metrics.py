@@ -313,7 +313,14 @@ def region_pixel_auroc(score: np.ndarray, lesion: np.ndarray, region: np.ndarray
     Returns
     -------
     float
-        In [0, 1]; 0.0 when the region holds no lesion pixel or no other pixel.
+        In [0, 1]; 0.0 when the region holds no lesion pixel or no other pixel (the
+        convention of :func:`histogram_auroc`: a caller that chooses by it checks first).
+
+    Raises
+    ------
+    ValueError
+        If ``lesion`` or ``region`` differs in shape from ``score``, ``n_bins`` is below 1,
+        or a score inside the region is not finite.
 
     Examples
     --------
@@ -323,5 +330,14 @@ def region_pixel_auroc(score: np.ndarray, lesion: np.ndarray, region: np.ndarray
     """
     s = np.asarray(score, dtype=np.float64)
     les, reg = np.asarray(lesion, dtype=bool), np.asarray(region, dtype=bool)
-    k = np.minimum((np.clip(s, 0.0, 1.0) * n_bins).astype(np.int64), n_bins - 1)
-    return histogram_auroc(np.bincount(k[les & reg], minlength=n_bins), np.bincount(k[~les & reg], minlength=n_bins))
+    if les.shape != s.shape or reg.shape != s.shape:
+        raise ValueError(
+            f"region_pixel_auroc: score {s.shape}, lesion {les.shape} and region {reg.shape} differ in shape"
+        )
+    if n_bins < 1:
+        raise ValueError(f"region_pixel_auroc: n_bins must be at least 1, got {n_bins}")
+    inside, les_inside = s[reg], les[reg]
+    if not np.isfinite(inside).all():
+        raise ValueError("region_pixel_auroc: the score map holds NaN or infinite values inside the region")
+    k = np.minimum((np.clip(inside, 0.0, 1.0) * n_bins).astype(np.int64), n_bins - 1)
+    return histogram_auroc(np.bincount(k[les_inside], minlength=n_bins), np.bincount(k[~les_inside], minlength=n_bins))

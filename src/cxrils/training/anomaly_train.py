@@ -138,8 +138,6 @@ def train_anomaly(
         dice = 1 - (2 * inter + 1) / (p.sum(1)[pos] + t.sum(1)[pos] + 1)
         return cfg.bce_weight * bce + cfg.dice_weight * dice.mean()
 
-    torch.manual_seed(cfg.seed)  # the initial weights too: a run is repeatable
-    net = LesionSegNet(cfg.widths, in_channels=2 if cfg.lung_input else 1)
     if not val_idx:
         raise ValueError(
             f"{data_root}: no validation image (val_fraction {cfg.val_fraction} of {len(samples)} images): "
@@ -152,6 +150,8 @@ def train_anomaly(
             f"{data_root}: the {len(val_idx)} validation images hold no lesion pixel or no other lung pixel in "
             "their lungs: the AUROC that chooses the epoch is undefined"
         )
+    torch.manual_seed(cfg.seed)  # the initial weights too: a run is repeatable
+    net = LesionSegNet(cfg.widths, in_channels=2 if cfg.lung_input else 1)
     val_pos = [k for k, m in enumerate(lesion) if m.any()]
     per_epoch: list[tuple[float, float]] = []  # (p_star, IoU at p_star) of each validated epoch
 

@@ -125,7 +125,9 @@ class LightConfig:
         of the target), so a heart the CTR calls enlarged on a film the network, trained
         with the radiologists' Normal films as cardiomegaly negatives at any CTR, reads as
         normal (an AP portable film magnifies the heart) is answered absent (ours, issue
-        28; chosen on the validate split, ``benchmarks/light_cardiomegaly.py``). Off: the CTR
+        28; chosen on the validate split, ``benchmarks/light_cardiomegaly.py``: an
+        in-sample check with few positives, the threshold being calibrated on that split;
+        the held-back test is ``benchmarks/human_masks.py``). Off: the CTR
         alone decides. No effect without ``cardiomegaly_by_ctr`` (the score then decides
         anyway). Off for runs saved before it existed. An inference setting.
     consistent_answers : bool

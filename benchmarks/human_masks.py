@@ -559,9 +559,7 @@ def run_case(r: Runner, case: Case) -> None:
                 # network's score passes where cardiomegaly_needs_score asks it to
                 o["light_ctr"] = r.seg.image_priors(x).ctr
                 cm = preds[n_op]
-                o["light_cm_score_ok"] = (
-                    not r.seg.config.cardiomegaly_needs_score or cm.presence_score >= cm.presence_threshold
-                )
+                o["light_cm_score_ok"] = not r.seg.config.cardiomegaly_needs_score or bool(cm.score_passes)
             o["light_neg_zones"] = [not p.mask.any() for p in preds[n_op + 1 :]]
             # the global question of every other lung type: a normal film holds none of them
             others = r.ask(x, [render_instruction("global", t) for t in OTHER_LUNG_TYPES])

@@ -102,7 +102,7 @@ def main(argv: list[str] | None = None) -> int:
             pred = seg.predict(load_image(Path(args.dataset) / r.image_path).pixels, r.instruction)
             by_ctr = bool(pred.mask.any())
             # the gate as LightSegmenter._cardiomegaly applies it: absent when score < threshold
-            gated = by_ctr and pred.presence_score >= pred.presence_threshold
+            gated = by_ctr and bool(pred.score_passes)
             for name, present in zip(rules, (by_ctr, gated)):
                 rows[name].append((source_of(r.image_id), r.polarity, present))
     finally:

@@ -481,6 +481,15 @@ def test_cardiomegaly_needs_score_asks_the_network_too():
     assert seg.predict(DARK, "Segment the cardiomegaly.").mask.any()
 
 
+def test_prediction_score_passes_at_or_above_its_threshold():
+    from cxrils.models.base import Prediction
+
+    empty = np.zeros((2, 2), bool)
+    assert Prediction(empty, "", 0.5, presence_threshold=0.5).score_passes is True
+    assert Prediction(empty, "", 0.49, presence_threshold=0.5).score_passes is False
+    assert Prediction(empty, "", 0.9).score_passes is None  # no threshold (ROSALIA)
+
+
 def test_cardiomegaly_needs_score_passes_a_score_equal_to_its_threshold():
     """The gate is ``score >= threshold`` (present), like every other presence answer."""
     seg = _consistent_segmenter({("Segment the cardiomegaly.", True): 0.5, ("Segment the cardiomegaly.", False): 0.5})

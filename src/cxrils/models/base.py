@@ -76,6 +76,15 @@ class Prediction:
         """True when the predicted mask has no foreground pixel."""
         return not bool(self.mask.any())
 
+    @property
+    def score_passes(self) -> bool | None:
+        """True when ``presence_score`` reaches ``presence_threshold`` (at or above: the
+        rule by which the light model answers with a mask, and by which
+        ``cardiomegaly_needs_score`` lets the heart through); None without a threshold."""
+        if self.presence_threshold is None:
+            return None
+        return self.presence_score >= self.presence_threshold
+
 
 def read_model_config(path: str | Path) -> dict:
     """Read ``config.json`` of a run folder.

@@ -179,6 +179,9 @@ def fit(
     Parameters
     ----------
     net : torch.nn.Module
+        Built by the caller after ``torch.manual_seed(cfg.seed)``, so that its initial
+        weights, and not only the batches, follow the seed (fit seeds torch and numpy
+        again for the batch order and augmentation).
     n_train : int
         Number of training items; batches are drawn from a fresh permutation per epoch.
     make_batch : callable

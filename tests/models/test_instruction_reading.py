@@ -227,3 +227,23 @@ def test_cardiomegaly_is_not_asked_of_a_lung_region(text):
         InstructionError, match=r"cardiomegaly is a finding of the heart .* not of the (right|left) (lung|lower lobe)"
     ):
         interpret_instruction(text)
+
+
+@pytest.mark.parametrize(
+    "text,word",
+    [
+        ("Segment the opacity in the right lung, not the left lung.", "not"),
+        ("Segment the opacity in both lungs except the left lower zone.", "except"),
+        ("Segment the pneumonia without the effusion.", "without"),
+    ],
+)
+def test_an_instruction_that_excludes_something_is_refused_not_read_as_asking_for_it(text, word):
+    # keyword reading would take "left lung" (resp. the zone) as asked for: refused instead
+    with pytest.raises(InstructionError, match="excludes something") as err:
+        interpret_instruction(text)
+    assert word in str(err.value)
+
+
+def test_a_table_2_instruction_is_still_read_exactly():
+    interp = interpret_instruction("Segment the opacity in the right lung.")
+    assert interp is not None and interp.exact and interp.parsed.locations == ("right lung",)

@@ -467,6 +467,40 @@ def test_cardiomegaly_by_ctr_answers_with_the_anatomy_heart():
     assert not seg.predict(DARK, "Segment the cardiomegaly.").mask.any()
 
 
+def test_an_impossible_ctr_gives_no_cardiomegaly_and_an_implausible_anatomy_a_warning():
+    from cxrils.config import QCConfig
+    from cxrils.models.light.priors import ImagePriors
+
+    seg = _consistent_segmenter({("Segment the cardiomegaly.", True): 0.9}, cardiomegaly_needs_score=False)
+    anatomy = seg.image_priors(DARK).anatomy
+    qc = QCConfig()
+    for ctr in (qc.ctr_plausible_max + 0.01, 2.6, qc.ctr_plausible_min - 0.01):  # a heart wider than the thorax...
+        seg.image_priors = lambda image, c=ctr: ImagePriors(anatomy=anatomy, x_ano=np.zeros((8, 8), np.float16), ctr=c)
+        got = seg.predict(DARK, "Segment the cardiomegaly.")
+        assert not got.mask.any() and "a failed heart or lung mask rather than a heart size" in got.note
+    seg.image_priors = lambda image: ImagePriors(
+        anatomy=anatomy, x_ano=np.zeros((8, 8), np.float16), ctr=0.6, implausible="no left lung found"
+    )
+    got = seg.predict(DARK, "Segment the cardiomegaly.")  # answered as before, with the warning in its note
+    assert got.mask.any() and got.note == (
+        "warning: the image does not look like a frontal chest radiograph (no left lung found)"
+    )
+
+
+def test_the_prior_computer_flags_an_anatomy_that_is_no_frontal_chest_radiograph():
+    from cxrils.models.light.priors import PRIOR_LABELS, PriorComputer
+    from cxrils.types import AnatomyMasks
+
+    def anatomy_fn(x):
+        h, w = x.shape
+        m = {lb: np.zeros((h, w), bool) for lb in PRIOR_LABELS}
+        m["right lung"][10:50, 5:25] = True  # one lung only, no heart: QC's "no left lung found"
+        return AnatomyMasks(m, (h, w), "test")
+
+    got = PriorComputer(anatomy_fn, None, None).priors(np.full((64, 64), 100, np.uint8), with_anomaly=False)
+    assert got.implausible is not None and "left lung" in got.implausible
+
+
 def test_cardiomegaly_needs_score_asks_the_network_too():
     seg = _consistent_segmenter({("Segment the cardiomegaly.", True): 0.1, ("Segment the cardiomegaly.", False): 0.9})
     assert seg.config.cardiomegaly_needs_score  # the default

@@ -96,3 +96,20 @@ def test_anatomy_errors(tmp_path):
     broken.write_bytes(b"not a png")
     res = runner.invoke(app, ["anatomy", str(broken.parent), "-o", str(tmp_path / "o")])
     assert res.exit_code == 1 and "b.png" in res.output
+
+
+def test_an_image_that_is_no_chest_radiograph_gets_no_ctr_verdict(tmp_path):
+    # a uniform grey square: whatever the builtin network segments there is no frontal
+    # chest anatomy, and a CTR outside the plausible range is a failed mask, not a heart size
+    from cxrils.config import QCConfig
+
+    img = tmp_path / "flat.png"
+    Image.fromarray(np.full((256, 256), 128, np.uint8)).save(img)
+    res = CliRunner().invoke(app, ["anatomy", str(img), "-o", str(tmp_path / "o"), "--backend", "builtin"])
+    assert res.exit_code == 0, res.output
+    info = json.loads((tmp_path / "o" / "flat" / "anatomy.json").read_text())
+    assert info["frontal_plausibility"] is not None and "does not look like a frontal chest radiograph" in res.output
+    assert info["cardiomegaly_negative_allowed"] is False
+    qc = QCConfig()
+    if info["ctr"] is not None and not qc.ctr_plausible_min <= info["ctr"] <= qc.ctr_plausible_max:
+        assert "not a heart size" in info["ctr_note"]

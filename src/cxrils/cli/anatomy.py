@@ -46,7 +46,7 @@ def anatomy(
     from cxrils import __version__
     from cxrils.io import ImageLoadError, load_image
     from cxrils.vision.anatomy.base import AnatomyBackendError, get_segmenter
-    from cxrils.vision.anatomy.measures import cardiothoracic_ratio
+    from cxrils.vision.anatomy.measures import cardiothoracic_ratio, frontal_plausibility
     from cxrils.vision.anatomy.render import write_outputs
 
     cfg = load_config_or_fail(config, set_)
@@ -69,12 +69,25 @@ def anatomy(
             ctr, ctr_note = cardiothoracic_ratio(masks), None
         except ValueError as err:
             ctr, ctr_note = None, str(err)
+        qc = cfg.qc
+        if ctr is not None and not qc.ctr_plausible_min <= ctr <= qc.ctr_plausible_max:
+            ctr_note = (
+                f"CTR {ctr:.3f} is outside {qc.ctr_plausible_min}..{qc.ctr_plausible_max} (qc.ctr_plausible_min/max): "
+                "a failed heart or lung mask, not a heart size"
+            )
+        implausible = frontal_plausibility(masks, qc)
+        if implausible is not None:
+            typer.echo(f"warning: {path}: does not look like a frontal chest radiograph ({implausible})", err=True)
         info = {
             "image": str(path),
             "ctr": ctr,
             "ctr_note": ctr_note,
-            "ctr_max_cardiomegaly_negative": cfg.qc.ctr_max_cardiomegaly_negative,
-            "cardiomegaly_negative_allowed": ctr is not None and ctr <= cfg.qc.ctr_max_cardiomegaly_negative,
+            "frontal_plausibility": implausible,
+            "ctr_max_cardiomegaly_negative": qc.ctr_max_cardiomegaly_negative,
+            "cardiomegaly_negative_allowed": ctr_note is None
+            and implausible is None
+            and ctr is not None
+            and ctr <= qc.ctr_max_cardiomegaly_negative,
             "provenance": {
                 "backend": masks.backend,
                 "version": masks.version,

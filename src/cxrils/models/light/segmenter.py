@@ -13,6 +13,7 @@ from pathlib import Path
 import numpy as np
 
 from cxrils import vocab
+from cxrils.config import QCConfig
 from cxrils.fsutil import atomic_path, atomic_write_json
 from cxrils.models.base import CONFIG_NAME, ModelLoadError, Prediction, Segmenter, check_image
 from cxrils.models.light.answer import compose_answer, locations_from_mask
@@ -339,6 +340,9 @@ class LightSegmenter(Segmenter):
                 mask = self._mask(out, i, x.shape) if on and note is None else np.zeros(x.shape, dtype=bool)
                 if on and note is None and not mask.any():
                     note = f"answered absent: no pixel of the mask reaches tau_mask {c.tau_mask:g}"
+            if prior is not None and prior.implausible is not None:
+                warning = f"warning: the image does not look like a frontal chest radiograph ({prior.implausible})"
+                note = f"{note}; {warning}" if note else warning
             present = bool(mask.any())
             locations: list[str] = []
             if (
@@ -446,8 +450,16 @@ class LightSegmenter(Segmenter):
         """Answer "Segment the cardiomegaly." from the anatomy (``cardiomegaly_by_ctr``):
         the heart mask when the CTR exceeds ``cardiomegaly_min_ctr`` (and, with
         ``cardiomegaly_needs_score``, the network's presence ``score`` reaches
-        ``threshold``), else empty with a note saying which condition failed."""
+        ``threshold``), else empty with a note saying which condition failed. A CTR
+        outside ``QCConfig.ctr_plausible_min..ctr_plausible_max`` (the pipeline's QC
+        bounds) measures a failed mask, not a heart: answered absent."""
         gate, ctr = self.config.cardiomegaly_min_ctr, prior.ctr
+        qc = QCConfig()
+        if ctr is not None and not qc.ctr_plausible_min <= ctr <= qc.ctr_plausible_max:
+            return np.zeros(x.shape, bool), (
+                f"answered absent: the anatomy gives CTR {ctr:.2f}, outside {qc.ctr_plausible_min}.."
+                f"{qc.ctr_plausible_max}, a failed heart or lung mask rather than a heart size (cardiomegaly_by_ctr)"
+            )
         if ctr is None or ctr <= gate:
             measured = "no CTR (heart or lungs not found)" if ctr is None else f"CTR {ctr:.2f}"
             return np.zeros(x.shape, bool), (

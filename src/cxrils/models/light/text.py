@@ -162,6 +162,10 @@ _WHOLE_IMAGE_PLACES = frozenset(
 )
 #: Places that begin like a whole-image one but are outside the lungs ("the chest wall").
 _NON_LUNG_AFTER_WHOLE = frozenset({"wall", "tube", "port", "spine", "bones"})
+#: Words that exclude a place or a finding ("in the right lung, not the left lung"): the
+#: keyword reader would take every place it names as asked for, so such an instruction is
+#: refused (ours).
+_EXCLUDING_WORDS = frozenset({"not", "except", "excluding", "exclude", "without", "besides", "apart", "rather", "nor"})
 #: Stands for a location already read, in the words left to check ("in the _read_place_").
 _READ_PLACE = "_read_place_"
 
@@ -220,6 +224,9 @@ def _canonical(locations: list[str]) -> tuple[str, ...]:
 def _keyword_interpretation(text: str) -> templates.ParsedText | None:
     s = " " + re.sub(r"[^a-z ]+", " ", text.lower()) + " "
     s = re.sub(r"\s+", " ", s)
+    excluding = [w for w in s.split() if w in _EXCLUDING_WORDS]
+    if excluding:
+        raise _excluding_error(text, excluding)
     locations: list[str] = []
     rest = s
     for phrase, locs in _LOCATION_WORDS:
@@ -265,7 +272,9 @@ def interpret_instruction(text: str) -> Interpretation | None:
     InstructionError
         When the text names a place that is not read as a query location
         (e.g. "in the knee"): answering without it would answer another question; or a
-        place that does not fit the target (cardiomegaly in a lung, effusion in the heart).
+        place that does not fit the target (cardiomegaly in a lung, effusion in the heart);
+        or, for wording outside Table 2, when it excludes something ("not", "except",
+        "without": ``_EXCLUDING_WORDS``), which keyword reading would take as asked for.
     """
     try:
         parsed = templates.parse_instruction(text)
@@ -339,6 +348,13 @@ def _unread_place_error(text: str, words: list[str]) -> InstructionError:
     return InstructionError(
         f"cannot read where instruction {text!r} asks to look (unread words: "
         f"{', '.join(words)}), and it is not answered without its location. " + accepted_help()
+    )
+
+
+def _excluding_error(text: str, words: list[str]) -> InstructionError:
+    return InstructionError(
+        f"instruction {text!r} excludes something ({', '.join(dict.fromkeys(words))}); the light model reads "
+        "only what an instruction asks for, so name just the places to look in. " + accepted_help()
     )
 
 

@@ -286,3 +286,30 @@ def test_a_study_grounding_file_is_committed_before_its_records(tmp_path, studie
         read_grounding(out, "list")
     with pytest.raises(DatasetError, match="not a safe file name"):
         read_grounding(out, "../images/x")
+
+
+@pytest.mark.parametrize("alias", ["val", "validation", "Validate"])
+def test_split_aliases_read_the_validate_split(tmp_path, studies, alias):
+    # docs/dataset.md: "val"/"validation" are accepted and normalised; one study (im3) is validate
+    write_all(tmp_path / "ds", studies)
+    want = sorted(r["record_id"] for r in studies["im3"][1])
+    assert sorted(read_records(tmp_path / "ds", alias)["record_id"]) == want
+    assert len(ILSDataset(tmp_path / "ds", alias)) == len(want)
+    with pytest.raises(DatasetError, match="unknown split name 'vald'"):
+        read_records(tmp_path / "ds", "vald")
+
+
+def test_a_resume_that_differs_only_in_an_informative_key_keeps_the_first_value(tmp_path):
+    # the pipeline passes informative=("git_commit",): an unrelated commit must not block a resume
+    out = tmp_path / "ds"
+    first = {**PROV, "git_commit": "aaa", "code_sha256": "c1"}
+    DatasetWriter(out, first, informative=("git_commit",)).close()
+    w = DatasetWriter(out, {**first, "git_commit": "bbb"}, informative=("git_commit",))
+    assert w.provenance["git_commit"] == "aaa"  # as the folder was started
+    w.close()
+    assert json.loads((out / "provenance.json").read_text())["git_commit"] == "aaa"
+    # other keys still count, with or without the informative one changing too
+    with pytest.raises(DatasetError, match=r"code_sha256: \"c1\", now \"c2\""):
+        DatasetWriter(out, {**first, "git_commit": "bbb", "code_sha256": "c2"}, informative=("git_commit",))
+    with pytest.raises(DatasetError, match=r"git_commit: \"aaa\", now \"bbb\""):
+        DatasetWriter(out, {**first, "git_commit": "bbb"})  # not informative for this writer

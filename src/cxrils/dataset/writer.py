@@ -35,7 +35,7 @@ import numpy as np
 from filelock import FileLock, Timeout
 
 from cxrils.dataset.schema import COLUMNS, SCHEMA_VERSION, arrow_schema
-from cxrils.dataset.splits import SPLITS
+from cxrils.dataset.splits import SPLITS, SplitError, normalize_split
 from cxrils.fsutil import atomic_path, atomic_write_json, fsync_dir, fsync_folder, sha256_file
 
 if TYPE_CHECKING:
@@ -153,13 +153,17 @@ class DatasetWriter:
         version); written to ``provenance.json`` and to the manifest.
     shard_size : int
         Rows per records shard written by :meth:`finalize`.
+    informative : tuple of str
+        Top-level provenance keys that only inform (e.g. the git commit of the whole
+        checkout, where a code hash identifies the code): a resumed run whose provenance
+        differs only in them resumes and keeps the values the folder was started with.
 
     Raises
     ------
     DatasetError
         If another writer holds the folder (its lock, :data:`LOCK_NAME`), or the folder
-        was started with a different provenance (the message lists what changed, see
-        :func:`provenance_changes`).
+        was started with a different provenance outside ``informative`` (the message
+        lists what changed, see :func:`provenance_changes`).
 
     Notes
     -----
@@ -167,11 +171,19 @@ class DatasetWriter:
     block, or of the process). Use one writer per folder at a time.
     """
 
-    def __init__(self, out_dir: str | Path, provenance: dict[str, Any], *, shard_size: int = DEFAULT_SHARD_SIZE):
+    def __init__(
+        self,
+        out_dir: str | Path,
+        provenance: dict[str, Any],
+        *,
+        shard_size: int = DEFAULT_SHARD_SIZE,
+        informative: tuple[str, ...] = (),
+    ):
         if shard_size < 1:
             raise DatasetError(f"shard_size must be >= 1, got {shard_size}")
         self.out_dir = Path(out_dir)
         self.provenance = dict(provenance)
+        self.informative = tuple(informative)
         self.shard_size = int(shard_size)
         self.out_dir.mkdir(parents=True, exist_ok=True)
         self._lock = FileLock(str(self.out_dir / LOCK_NAME), timeout=0)
@@ -199,6 +211,11 @@ class DatasetWriter:
                 old = json.loads(prov_path.read_text(encoding="utf-8"))
             except (OSError, json.JSONDecodeError) as err:
                 raise DatasetError(f"{prov_path}: unreadable provenance: {err}") from err
+            if isinstance(old, dict) and old != new:
+                kept = {k: old[k] for k in self.informative if k in old}
+                if {**new, **kept} == old:  # only informative keys differ: resume as started
+                    self.provenance.update(kept)
+                    new = old
             if old != new:
                 changes = provenance_changes(old, new)
                 more = f" (and {len(changes) - 8} more)" if len(changes) > 8 else ""
@@ -485,14 +502,17 @@ def _shards(dataset_dir: str | Path, split: str | None) -> list[dict[str, Any]]:
     Raises
     ------
     DatasetError
-        If the split is unknown, ``records/`` and the manifest list different
-        shards (a finalize interrupted between swapping the records folder and
+        If the split is unknown (aliases such as "val" are normalised), ``records/``
+        and the manifest list different shards (a finalize interrupted between swapping the records folder and
         writing the manifest, or files changed by hand), or a shard's bytes are not
         those the manifest lists (corrupt or replaced; the message names it).
     """
     manifest = read_manifest(dataset_dir)
-    if split is not None and split not in SPLITS:
-        raise DatasetError(f"unknown split {split!r}; expected one of {SPLITS}")
+    if split is not None:
+        try:
+            split = normalize_split(split)  # "val", "validation" name the validate split
+        except SplitError as err:
+            raise DatasetError(str(err)) from None
     root = Path(dataset_dir)
     listed = {s["path"] for s in manifest["shards"]}
     on_disk = {f"records/{p.name}" for p in (root / "records").glob("*.parquet")}

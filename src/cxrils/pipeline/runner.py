@@ -189,7 +189,8 @@ def _open_writer(out_dir: Path, cfg: Config, stages: str) -> Any:
 
     provenance = run_provenance(cfg, stages, resolve_stages(stages))
     try:
-        return DatasetWriter(out_dir, provenance)
+        # the checkout's commit changes with unrelated files; code_sha256 identifies the package code
+        return DatasetWriter(out_dir, provenance, informative=("git_commit",))
     except DatasetError as err:
         if "another provenance" not in str(err):
             raise RunError(str(err)) from None

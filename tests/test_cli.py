@@ -64,6 +64,8 @@ def test_image_info_command(tmp_path: Path) -> None:
     res = CliRunner().invoke(app, ["image-info", str(bad)])
     assert res.exit_code == 2
     assert "bad.png" in res.output and "Traceback" not in res.output
+    res = CliRunner().invoke(app, ["image-info", str(tmp_path / "a.png"), "--save", str(tmp_path / "a8.jpg")])
+    assert res.exit_code == 2 and "ending in .png" in res.output and not (tmp_path / "a8.jpg").exists()
 
 
 def test_train_help_lists_the_training_settings() -> None:

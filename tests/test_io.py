@@ -559,6 +559,15 @@ def test_pixel_limit(tmp_path: Path, monkeypatch) -> None:
         load_image(tmp_path / "s.png", max_pixels=0)
 
 
+def test_a_png_whose_header_fails_its_checksum_is_called_a_corrupt_png(tmp_path: Path) -> None:
+    Image.fromarray(np.zeros((16, 16), np.uint8)).save(tmp_path / "ok.png")
+    data = bytearray((tmp_path / "ok.png").read_bytes())
+    data[29] ^= 0xFF  # the IHDR chunk's CRC: bytes 29-32 (8 signature + 4 length + 4 type + 13 data)
+    (tmp_path / "crc.png").write_bytes(bytes(data))
+    with pytest.raises(ImageLoadError, match="a corrupt PNG file: its header cannot be read"):
+        load_image(tmp_path / "crc.png")
+
+
 def test_not_an_image_truncated_missing(tmp_path: Path) -> None:
     txt = tmp_path / "notes.png"
     txt.write_text("this is not an image\n" * 20)
@@ -704,7 +713,7 @@ def test_voi_choice_lut_or_which_window(tmp_path: Path) -> None:
     np.testing.assert_array_equal(plain.pixels, to8(stored / 4095.0))
     missing = load_image(path, voi="window:5")
     voi = [t for t in missing.meta.transforms if t.startswith("voi")][0]
-    assert voi.startswith("voi:minmax(0..4095) (io.voi=window:5); window 5 ignored")
+    assert voi == "voi:minmax(0..4095) (io.voi=window:5); window 5 ignored: the file has 2 WindowCenter values"
     with pytest.raises(ValueError, match="voi must be"):
         load_image(path, voi="brightest")
     from cxrils.config import ConfigError, load_config

@@ -158,6 +158,16 @@ def test_cli_unknown_baseline_and_missing_anatomy(dataset: Path, tmp_path: Path)
         assert code == 2 and "anatomy stage" in out and "Traceback" not in out
 
 
+def test_cli_baseline_refuses_a_suffix_it_would_not_write_and_evaluate_names_the_formats(
+    dataset: Path, tmp_path: Path
+) -> None:
+    code, out = _cli("baseline", "oracle", "--dataset", dataset, "-o", tmp_path / "p.csv")
+    assert code == 2 and "must end in .parquet or .jsonl" in out and not (tmp_path / "p.csv").exists()
+    (tmp_path / "q.csv").write_text("record_id,mask\nx,y\n")
+    code, out = _cli("evaluate", "--dataset", dataset, "--predictions", tmp_path / "q.csv", "-o", tmp_path / "rep")
+    assert code == 2 and "predictions are .parquet or JSON Lines" in out and "Traceback" not in out
+
+
 def _write_jsonl(path: Path, rows: list[dict]) -> Path:
     path.write_text("".join(json.dumps(r) + "\n" for r in rows))
     return path

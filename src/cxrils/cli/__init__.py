@@ -38,7 +38,11 @@ app = typer.Typer(
     add_completion=False,
     pretty_exceptions_enable=False,
 )
-config_app = typer.Typer(help="Show or check the configuration (paper thresholds, backends).", no_args_is_help=True)
+config_app = typer.Typer(
+    help="Show the effective configuration (paper thresholds, backends); `config show` also checks a --config file "
+    "and --set overrides.",
+    no_args_is_help=True,
+)
 app.add_typer(config_app, name="config")
 
 #: The command modules, in the order their commands are listed by ``cxrils --help``.

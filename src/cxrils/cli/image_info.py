@@ -24,6 +24,8 @@ def image_info(
     from cxrils.fsutil import atomic_path
     from cxrils.io import ImageLoadError, load_image
 
+    if save is not None and save.suffix.lower() != ".png":
+        fail(f"{save}: --save writes a PNG; give a file name ending in .png")
     try:
         img = load_image(path, max_pixels=max_pixels, voi=voi)
     except (ImageLoadError, ValueError) as err:

@@ -187,8 +187,8 @@ def register(app: typer.Typer) -> None:
         Prints the instruction as the model read it, the answer and where the files are.
         For a DICOM image the mask is also written as DICOM SEG (extra 'dicom').
         """
+        from cxrils.evaluation.io import PREDICTION_SUFFIXES
         from cxrils.models.base import ModelLoadError, Segmenter, default_model_dir
-        from cxrils.models.predict import PREDICTION_SUFFIXES
 
         if instruction is not None and not instruction.strip():
             fail("the instruction is empty")

@@ -33,6 +33,8 @@ class EvaluationError(ValueError):
 
 #: Reference columns evaluation reads.
 _JSONL_CHUNK = 8192
+#: The suffixes of the predictions files the CLI writes: Parquet or JSON Lines.
+PREDICTION_SUFFIXES: tuple[str, ...] = (".parquet", ".jsonl")
 
 REFERENCE_COLUMNS: tuple[str, ...] = (
     "record_id",
@@ -244,9 +246,10 @@ def read_predictions(path: str | Path) -> pa.Table:
                     heights.append(int(size[0]))
                     widths.append(int(size[1]))
                 except (ValueError, KeyError, TypeError, IndexError) as err:
+                    kind = "" if path.suffix == ".jsonl" else " (predictions are .parquet or JSON Lines, .jsonl)"
                     raise EvaluationError(
                         f"{path}: line {lineno}: not a prediction "
-                        f"{{record_id, mask: {{size, counts}}, answer?}}: {err!r}"
+                        f"{{record_id, mask: {{size, counts}}, answer?}}: {err!r}{kind}"
                     ) from err
                 if not isinstance(rid, str):
                     raise EvaluationError(f"{path}: line {lineno}: record_id must be a string, got {rid!r}")

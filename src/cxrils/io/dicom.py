@@ -183,6 +183,8 @@ def _nth(ds: Dataset, keyword: str, k: int) -> tuple[float, int]:
     """The k-th value of a possibly multi-valued DS element, and its number of values."""
     elem = ds[keyword]
     values = list(elem.value) if elem.VM > 1 else [elem.value]
+    if k >= len(values):
+        raise IndexError(f"the file has {len(values)} {keyword} value{'s' if len(values) != 1 else ''}")
     return float(values[k]), len(values)
 
 

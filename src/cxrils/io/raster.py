@@ -45,6 +45,28 @@ _COLOUR = {
 }
 
 
+#: File signatures (magic bytes) of :data:`FORMATS`, to tell a corrupt file of a known
+#: format from a file of another kind (PNG, JPEG/JFIF, TIFF little/big endian, BMP
+#: specifications).
+_SIGNATURES: tuple[tuple[bytes, str], ...] = (
+    (b"\x89PNG\r\n\x1a\n", "PNG"),
+    (b"\xff\xd8\xff", "JPEG"),
+    (b"II*\x00", "TIFF"),
+    (b"MM\x00*", "TIFF"),
+    (b"BM", "BMP"),
+)
+
+
+def _signature_format(path: Path) -> str | None:
+    """The format whose signature the file starts with, or None (unreadable or none)."""
+    try:
+        with open(path, "rb") as fh:
+            head = fh.read(8)
+    except OSError:
+        return None
+    return next((fmt for magic, fmt in _SIGNATURES if head.startswith(magic)), None)
+
+
 def _photometric(mode: str) -> str:
     if mode in _COLOUR:
         return _COLOUR[mode]
@@ -165,6 +187,9 @@ def load_raster(path: str | Path, *, max_pixels: int) -> LoadedImage:
     except IsADirectoryError as err:
         raise ImageLoadError(path, "is a directory, not an image file") from err
     except Image.UnidentifiedImageError as err:
+        signed = _signature_format(Path(path))
+        if signed is not None:  # e.g. a PNG whose header chunk fails its checksum
+            raise ImageLoadError(path, f"a corrupt {signed} file: its header cannot be read") from err
         raise ImageLoadError(path, f"not a recognised image ({', '.join(FORMATS)} or DICOM)") from err
     except (OSError, SyntaxError, ValueError, EOFError) as err:
         # Pillow reports truncated and corrupt data as OSError / SyntaxError / ValueError.

@@ -21,8 +21,6 @@ from cxrils.models.base import Segmenter
 
 log = logging.getLogger(__name__)
 
-PREDICTION_SUFFIXES = (".parquet", ".jsonl")
-
 
 def predict_dataset(
     segmenter: Segmenter,

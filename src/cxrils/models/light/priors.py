@@ -127,18 +127,12 @@ class ImagePriors:
     boxes : ndarray, float16 (h, w), or None
         Highest detector confidence of a box covering each pixel (None when no
         detector was given).
-    implausible : str or None
-        Why the anatomy does not look like that of a frontal chest radiograph
-        (:func:`cxrils.vision.anatomy.measures.frontal_plausibility` with the default
-        :class:`cxrils.config.QCConfig`, the pipeline's QC bounds), None when it does
-        or when no lungs were found (warned about apart).
     """
 
     anatomy: PackedMasks
     x_ano: np.ndarray
     ctr: float | None = None
     boxes: np.ndarray | None = None
-    implausible: str | None = None
 
 
 def default_anatomy() -> AnatomyFn:
@@ -272,14 +266,13 @@ class PriorComputer:
             )
         x_ano = np.zeros(small.shape, dtype=np.float16)
         lungs = anatomy.union(("right lung", "left lung"))
-        implausible = None
         if not lungs.any():
             log.warning(
                 "the anatomy stage found no lungs in this %s image (is it a frontal chest "
                 "radiograph?): the priors are empty and answers will mostly be negative",
                 x.shape,
             )
-        else:
+        else:  # the pipeline's QC check (default QCConfig bounds); the answers are still given
             implausible = frontal_plausibility(anatomy, QCConfig())
             if implausible is not None:
                 log.warning(
@@ -311,7 +304,6 @@ class PriorComputer:
             x_ano=x_ano,
             ctr=_ctr(anatomy),
             boxes=boxes,
-            implausible=implausible,
         )
         self._cache[(key, with_anomaly)] = result
         while len(self._cache) > CACHE_SIZE:

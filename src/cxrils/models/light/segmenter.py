@@ -340,9 +340,6 @@ class LightSegmenter(Segmenter):
                 mask = self._mask(out, i, x.shape) if on and note is None else np.zeros(x.shape, dtype=bool)
                 if on and note is None and not mask.any():
                     note = f"answered absent: no pixel of the mask reaches tau_mask {c.tau_mask:g}"
-            if prior is not None and prior.implausible is not None:
-                warning = f"warning: the image does not look like a frontal chest radiograph ({prior.implausible})"
-                note = f"{note}; {warning}" if note else warning
             present = bool(mask.any())
             locations: list[str] = []
             if (

@@ -311,7 +311,9 @@ def import_mimic_ils(
         "max_side": cfg.max_side,
         "mask_foreground": cfg.mask_foreground,
     }
-    writer = DatasetWriter(out, provenance, **({} if shard_size is None else {"shard_size": shard_size}))
+    writer = (
+        DatasetWriter(out, provenance) if shard_size is None else DatasetWriter(out, provenance, shard_size=shard_size)
+    )
     done = writer.done_ids()
     (out / PROBLEM_DIR).mkdir(exist_ok=True)
     run_problems: list[dict[str, Any]] = []

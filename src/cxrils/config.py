@@ -254,6 +254,13 @@ class ReportConfig:
     clear_before_chars: int = 20
     clear_after_chars: int = 30
     comparison_before_chars: int = 30
+    # A report section of at least language_min_words words (0 = no check) holding at
+    # least language_min_foreign function words of other European languages, and more
+    # of them than English ones, is excluded as not English (cxrils.report.language; ours:
+    # no IU report and no COVID-19 case note of the shared data is excluded). The
+    # structurers read English; silence on another language would become negatives.
+    language_min_words: int = 4
+    language_min_foreign: int = 2
 
 
 @dataclass

@@ -15,6 +15,7 @@ Sides are the PATIENT's ("right lung" is on the image's left on a frontal view).
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Iterable, Iterator
 from functools import lru_cache
 from typing import Protocol
@@ -163,11 +164,24 @@ def structure_reports(
     """Structure many ``(study_id, raw_text)`` pairs, in input order, lazily.
 
     Backends come from ``cfg.backends`` unless given; texts are processed in
-    batches (concurrent requests for llm).
+    batches (concurrent requests for llm). A chosen section that is not English
+    (:func:`cxrils.report.language.not_english_reason`, ``cfg.report``) is excluded
+    with the reason, never structured into "no finding".
     """
+    from cxrils.config import Config
+    from cxrils.report.language import not_english_reason
+
     structurer = structurer or get_structurer(None, cfg)
     mapper = mapper or get_location_mapper(None, cfg)
+    rc = (cfg or Config()).report
     batch: list[tuple[str, SectionChoice]] = []
+
+    def choose(item: str | SectionChoice) -> SectionChoice:
+        choice = item if isinstance(item, SectionChoice) else select_section(item)
+        foreign = (
+            None if choice.excluded else not_english_reason(choice.text, rc.language_min_words, rc.language_min_foreign)
+        )
+        return dataclasses.replace(choice, name=None, text="", excluded=foreign) if foreign else choice
 
     def flush() -> Iterator[StructuredReport]:
         todo = [c.text for _, c in batch if not c.excluded]
@@ -178,7 +192,7 @@ def structure_reports(
         batch.clear()
 
     for sid, item in items:
-        batch.append((sid, item if isinstance(item, SectionChoice) else select_section(item)))
+        batch.append((sid, choose(item)))
         if len(batch) >= batch_size:
             yield from flush()
     if batch:

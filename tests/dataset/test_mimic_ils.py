@@ -236,7 +236,7 @@ def test_resume_skips_done_samples_and_keeps_the_report(release, imported, tmp_p
     )
     assert third["samples_imported_this_run"] == 1 and third["records_in_dataset"] == 18
     assert "missing_image" not in third["problems_by_kind"]
-    with pytest.raises(DatasetError, match=r"started with another provenance .*max_side: 0, now 64"):
+    with pytest.raises(DatasetError, match=r"started with another provenance .*max_side: 0, now 64.*to start over"):
         import_mimic_ils(
             release.json, release.images, release.masks, imported, cfg=MimicIlsConfig(max_side=64), progress=False
         )
@@ -455,3 +455,39 @@ def test_commands_work_on_an_imported_dataset(imported, tmp_path, monkeypatch):
     r = runner.invoke(app, ["evaluate", "-d", str(imported), "-p", str(preds), "-o", str(tmp_path / "ev4")])
     assert r.exit_code == 0, r.output
     assert "giou_pos" in r.output
+
+
+def _negatives_only(imported: Path, out: Path) -> Path:
+    """The imported dataset's negative records, written as a dataset of their own."""
+    from cxrils.dataset import DatasetWriter
+
+    recs = read_records(imported)
+    recs = recs[recs["polarity"] == "negative"]
+    with DatasetWriter(out, {"source": "test: negatives only"}) as w:
+        for image_id, group in recs.groupby("image_id"):
+            rows = []
+            for r in group.to_dict("records"):
+                r["locations"] = list(r["locations"])
+                r["mask"] = {"size": [int(v) for v in r["mask"]["size"]], "counts": r["mask"]["counts"]}
+                rows.append(r)
+            x = np.asarray(Image.open(imported / "images" / f"{image_id}.png"))
+            w.commit_study(str(image_id), x, rows)
+        w.finalize()
+    return out
+
+
+def test_an_export_without_positive_pairs_round_trips_and_never_writes_into_the_dataset(imported, tmp_path):
+    ds = _negatives_only(imported, tmp_path / "neg")
+    out = tmp_path / "export"
+    counts = export_mimic_ils(ds, out)
+    assert counts["masks"] == 0 and (out / "lesion_mask").is_dir()  # train_ds.py's --base_mask_dir exists
+    back = tmp_path / "back"
+    import_mimic_ils(
+        out / "mimic_ils_instruction_answer.json", out / "files", out / "lesion_mask", back, progress=False
+    )
+    assert len(read_records(back)) == len(read_records(ds)) > 0
+    for target in (ds, ds / "sub"):
+        with pytest.raises(DatasetError, match="inside the dataset"):
+            export_mimic_ils(ds, target)
+    with pytest.raises(DatasetError, match="its images would be written inside the dataset"):
+        export_mimic_ils(ds, tmp_path / "e2", images_dir=ds / "images")

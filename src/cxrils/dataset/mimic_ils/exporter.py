@@ -97,14 +97,19 @@ def export_mimic_ils(
     Raises
     ------
     DatasetError
-        If the dataset is not readable, an image file is missing, or ``paraphrases`` is unknown.
+        If the dataset is not readable, an image file is missing, ``paraphrases`` is
+        unknown, or ``out_dir`` or ``images_dir`` lies inside the dataset folder.
     """
     if paraphrases not in PARAPHRASE_MODES:
         raise DatasetError(f"paraphrases must be one of {PARAPHRASE_MODES}, got {paraphrases!r}")
     ds, out = Path(dataset_dir), Path(out_dir)
     images = Path(images_dir) if images_dir is not None else out / "files"
     masks_dir = out / MASK_DIR_NAME
+    for where, what in ((out, "the export"), (images, "its images")):
+        if _inside(where, ds):
+            raise DatasetError(f"{where}: {what} would be written inside the dataset {ds}; choose a folder outside it")
     out.mkdir(parents=True, exist_ok=True)
+    masks_dir.mkdir(exist_ok=True)  # train_ds.py's --base_mask_dir, empty when no pair is positive
     counts: dict[str, Any] = {"samples": {}, "positive_pairs": {}, "negative_pairs": {}, "masks": 0, "images": 0}
     with atomic_path(out / JSON_NAME, suffix=".json") as tmp, open(tmp, "w", encoding="utf-8") as fh:
         fh.write("{")
@@ -132,6 +137,12 @@ def export_mimic_ils(
         fh.write("}\n")
     counts.update({"json": str(out / JSON_NAME), "images_dir": str(images), "masks_dir": str(masks_dir)})
     return counts
+
+
+def _inside(path: Path, folder: Path) -> bool:
+    """Whether ``path`` is ``folder`` or lies below it (links resolved)."""
+    p, f = path.resolve(), folder.resolve()
+    return p == f or f in p.parents
 
 
 def _sample(ds: Path, image_id: str, group: Any, images: Path, masks_dir: Path) -> tuple[dict[str, Any], int]:

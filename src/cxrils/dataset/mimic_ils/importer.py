@@ -311,9 +311,19 @@ def import_mimic_ils(
         "max_side": cfg.max_side,
         "mask_foreground": cfg.mask_foreground,
     }
-    writer = (
-        DatasetWriter(out, provenance) if shard_size is None else DatasetWriter(out, provenance, shard_size=shard_size)
-    )
+    try:
+        writer = (
+            DatasetWriter(out, provenance)
+            if shard_size is None
+            else DatasetWriter(out, provenance, shard_size=shard_size)
+        )
+    except DatasetError as err:
+        if "another provenance" not in str(err):
+            raise
+        raise DatasetError(
+            f"{err}. Resume only with the JSON and settings the import was started with; to start over "
+            f"(e.g. after a run that failed on a broken JSON), delete {out} or import into a new folder (-o)"
+        ) from None
     done = writer.done_ids()
     (out / PROBLEM_DIR).mkdir(exist_ok=True)
     run_problems: list[dict[str, Any]] = []

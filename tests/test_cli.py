@@ -8,6 +8,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 from typer.testing import CliRunner
 
 import cxrils
@@ -138,3 +139,11 @@ def test_next_step_hints_use_the_command_as_typed(monkeypatch):
     assert invoked_as() == ".venv/bin/cxrils"
     monkeypatch.setattr(sys, "argv", ["/x/cxrils/__main__.py", "demo"])
     assert invoked_as() == "python -m cxrils"
+
+
+@pytest.mark.parametrize(
+    "option,value", [("--port", "99999"), ("--port", "0"), ("--max-upload-mb", "-1"), ("--max-instruction-chars", "0")]
+)
+def test_serve_refuses_impossible_options_before_starting(option, value):
+    res = CliRunner().invoke(app, ["serve", option, value])
+    assert res.exit_code == 2 and option in res.output and "Traceback" not in res.output

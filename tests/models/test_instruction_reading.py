@@ -247,3 +247,16 @@ def test_an_instruction_that_excludes_something_is_refused_not_read_as_asking_fo
 def test_a_table_2_instruction_is_still_read_exactly():
     interp = interpret_instruction("Segment the opacity in the right lung.")
     assert interp is not None and interp.exact and interp.parsed.locations == ("right lung",)
+
+
+@pytest.mark.parametrize(
+    "text,word",
+    [
+        ("Segment the opacity \u00ff\u00fe in the left lung.", "\u00ff\u00fe"),
+        ("Segment the neumonía in the right lung.", "neumonía"),
+    ],
+)
+def test_words_the_reader_cannot_read_are_refused_not_dropped(text, word):
+    with pytest.raises(InstructionError, match="reads English instructions") as err:
+        interpret_instruction(text)
+    assert word in str(err.value)

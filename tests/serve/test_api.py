@@ -73,7 +73,9 @@ def test_segment_real_dicom(segmenter, client, shared_data):
         pytest.skip(f"{path} not present")
     files = {"image": ("x.dcm", path.read_bytes(), "application/dicom")}
     data = {"instruction": "Segment the pneumonia in the right lung."}
-    assert client.post("/v1/segment", files=files, data=data).status_code == 413  # over the 200 kB test limit
+    over = client.post("/v1/segment", files=files, data=data)
+    assert over.status_code == 413  # over the 200 kB test limit, said in MB (not rounded down to 0)
+    assert over.json()["detail"] == "the image is larger than the limit of 0.191 MB"  # 200000 / 2**20
     big = TestClient(create_app(segmenter))
     r = big.post("/v1/segment", files=files, data=data)
     assert r.status_code == 200, r.text

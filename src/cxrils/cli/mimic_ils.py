@@ -27,7 +27,7 @@ def import_mimic_ils_cmd(
     ),
     out: Path = typer.Option(..., "--out", "-o", help="cxrils dataset folder to write; rerun on it to resume."),
     max_side: int | None = typer.Option(
-        None, "--max-side", min=0, help="Longest stored image side [default: 1024, ROSALIA's SAM input; 0 = original]."
+        None, "--max-side", min=0, help="Longest stored image side (default: 1024, ROSALIA's SAM input; 0 = original)."
     ),
     workers: int = typer.Option(1, "--workers", "-j", min=1, help="Processes reading images and masks."),
 ) -> None:
@@ -70,7 +70,7 @@ def export_cmd(
     images: Path | None = typer.Option(
         None,
         "--images",
-        help="Images folder (train_ds.py --base_image_dir); image_path is relative to it [default: OUT/files].",
+        help="Images folder (train_ds.py --base_image_dir); image_path is relative to it (default: OUT/files).",
     ),
     paraphrases: str = typer.Option(
         "exclude", "--paraphrases", help="Paraphrased rows (Appendix C.3): exclude | include."

@@ -23,9 +23,9 @@ def register(app: typer.Typer) -> None:
     def serve(
         model: Path | None = typer.Option(None, "--model", "-m", help="Trained model folder (cxrils train -o ...)."),
         host: str = typer.Option("127.0.0.1", help="Address to listen on (loopback by default)."),
-        port: int = typer.Option(8000, help="TCP port."),
-        max_upload_mb: int = typer.Option(50, help="Largest accepted upload, MB."),
-        max_instruction_chars: int = typer.Option(500, help="Longest accepted instruction."),
+        port: int = typer.Option(8000, min=1, max=65535, help="TCP port."),
+        max_upload_mb: int = typer.Option(50, min=1, help="Largest accepted upload, MB."),
+        max_instruction_chars: int = typer.Option(500, min=1, help="Longest accepted instruction."),
         keep_uploads: Path | None = typer.Option(None, help="Keep uploads in this folder (off by default)."),
     ) -> None:
         """Serve the segmentation page and REST API (POST /v1/segment) with one loaded model."""

@@ -31,7 +31,7 @@ def _console():
 def stats(
     dataset: Path = typer.Argument(..., help="Finalized dataset folder (with manifest.json)."),
     split: str | None = typer.Option(None, "--split", help="Only this split (train, validate, test)."),
-    plot: Path | None = typer.Option(None, "--plot", help="Bar chart PNG [default: DATASET/stats.png]."),
+    plot: Path | None = typer.Option(None, "--plot", help="Bar chart PNG (default: DATASET/stats.png)."),
     no_plot: bool = typer.Option(False, "--no-plot", help="Do not write the bar chart."),
     html: Path | None = typer.Option(
         None,

@@ -66,6 +66,11 @@ class ServiceConfig:
     keep_uploads_dir: Path | None = None
 
 
+def _megabytes(n_bytes: int) -> str:
+    """``n_bytes`` in MB (2**20 bytes) for messages: "50 MB", "0.0095 MB"."""
+    return f"{n_bytes / (1024 * 1024):.3g} MB"
+
+
 #: Plain-words messages for form fields missing from a request (FastAPI validation).
 MISSING_FIELD_MESSAGES: dict[str, str] = {
     "image": "no image was uploaded: choose a PNG, JPEG or DICOM file of a chest X-ray",
@@ -140,7 +145,7 @@ def create_app(
         length = request.headers.get("content-length")
         if length and length.isdigit() and int(length) > cfg.max_upload_bytes + 1024 * 1024:
             return JSONResponse(
-                {"detail": f"the image is larger than the limit of {cfg.max_upload_bytes // (1024 * 1024)} MB"},
+                {"detail": f"the image is larger than the limit of {_megabytes(cfg.max_upload_bytes)}"},
                 status_code=413,
             )
         return await call_next(request)
@@ -195,9 +200,7 @@ def create_app(
             )
         data = image.file.read(cfg.max_upload_bytes + 1)
         if len(data) > cfg.max_upload_bytes:
-            raise HTTPException(
-                413, f"the image is larger than the limit of {cfg.max_upload_bytes // (1024 * 1024)} MB"
-            )
+            raise HTTPException(413, f"the image is larger than the limit of {_megabytes(cfg.max_upload_bytes)}")
         if not data:
             raise HTTPException(400, "the uploaded file is empty")
         try:

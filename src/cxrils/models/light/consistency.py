@@ -183,7 +183,7 @@ def decide(
     if not covered:
         if own.score >= threshold:
             return False, covered, None  # the caller says which tau_mask no pixel reaches
-        where = "no lung is present" if hierarchy.level == "global" else "its lung is absent"
+        where = "no lung answers present" if hierarchy.level == "global" else "its lung answers absent"
         return False, covered, f"answered absent: {where} (lung-level questions: {scores}; {rule})"
     if own.passes(threshold):
         return True, covered, None

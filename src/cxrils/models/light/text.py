@@ -227,6 +227,12 @@ def _keyword_interpretation(text: str) -> templates.ParsedText | None:
     excluding = [w for w in s.split() if w in _EXCLUDING_WORDS]
     if excluding:
         raise _excluding_error(text, excluding)
+    foreign = [w for w in re.findall(r"[^\W\d_]+", text) if not w.isascii()]
+    if foreign:  # dropped by the a-z reading above, they would go unanswered silently
+        raise InstructionError(
+            f"cannot read the words {', '.join(dict.fromkeys(foreign))} of instruction {text!r}: the light model "
+            "reads English instructions. " + accepted_help()
+        )
     locations: list[str] = []
     rest = s
     for phrase, locs in _LOCATION_WORDS:
@@ -274,7 +280,8 @@ def interpret_instruction(text: str) -> Interpretation | None:
         (e.g. "in the knee"): answering without it would answer another question; or a
         place that does not fit the target (cardiomegaly in a lung, effusion in the heart);
         or, for wording outside Table 2, when it excludes something ("not", "except",
-        "without": ``_EXCLUDING_WORDS``), which keyword reading would take as asked for.
+        "without": ``_EXCLUDING_WORDS``), which keyword reading would take as asked for,
+        or holds words of letters outside a-z ("ÿþ", "neumonía"), which it cannot read.
     """
     try:
         parsed = templates.parse_instruction(text)

@@ -12,6 +12,7 @@ import pytest
 
 from cxrils.review import ReviewError, ReviewStore, open_review
 from cxrils.review.sampling import SamplePlan
+from cxrils.review.store import REJECT_REASONS, RequestConflict
 
 
 def _store(tmp_path, n=6) -> ReviewStore:
@@ -96,6 +97,10 @@ def test_a_resent_request_counts_once(tmp_path):
     s = _store(tmp_path)
     first = s.decide("ann", "im0:0", "accept", request_id="req-000001")
     assert s.decide("ann", "im0:0", "accept", request_id="req-000001") == first
+    assert len(s.log()) == 1
+    # the same id for another decision is a conflict, not a silent replay of the first
+    with pytest.raises(RequestConflict, match="already used for ann's 'accept' of 'im0:0'"):
+        s.decide("ann", "im1:0", "reject", reason=next(iter(REJECT_REASONS)), request_id="req-000001")
     assert len(s.log()) == 1
 
 

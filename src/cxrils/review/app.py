@@ -48,7 +48,7 @@ from cxrils.review.export import export_accepted
 from cxrils.review.report import stats_html
 from cxrils.review.session import ReviewSession
 from cxrils.review.stats import review_stats
-from cxrils.review.store import REJECT_REASONS, REVIEWER_PATTERN, ReviewError
+from cxrils.review.store import REJECT_REASONS, REVIEWER_PATTERN, RequestConflict, ReviewError
 
 log = logging.getLogger(__name__)
 STATIC_DIR = Path(__file__).with_name("static")
@@ -191,7 +191,7 @@ def create_review_app(
 
     @app.exception_handler(ReviewError)
     async def review_error(request: Request, exc: ReviewError):
-        return JSONResponse({"detail": str(exc)}, status_code=400)
+        return JSONResponse({"detail": str(exc)}, status_code=409 if isinstance(exc, RequestConflict) else 400)
 
     @app.exception_handler(DatasetError)
     async def dataset_error(request: Request, exc: DatasetError):

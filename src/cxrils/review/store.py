@@ -93,6 +93,10 @@ class ReviewError(ValueError):
     database that belongs to another dataset or version; the message says which."""
 
 
+class RequestConflict(ReviewError):
+    """Raised when a request id already stored names another decision (the page answers 409)."""
+
+
 def check_reviewer(name: str) -> str:
     """The reviewer name, stripped, if it matches :data:`REVIEWER_PATTERN`.
 
@@ -354,8 +358,9 @@ class ReviewStore:
         reason : str, optional
             A key of :data:`REJECT_REASONS`; required for "reject", refused otherwise.
         request_id : str, optional
-            The client's id of this request: a decision sent again with the same id is
-            stored once (the first row's id is returned).
+            The client's id of this request (8-64 letters, digits, ``_`` or ``-``): a
+            decision sent again with the same id is stored once (the first row's id is
+            returned); another decision under a used id raises :class:`RequestConflict`.
 
         Returns
         -------
@@ -366,7 +371,8 @@ class ReviewStore:
         ------
         ReviewError
             For a record outside the sample, an unknown decision or reason, a bad
-            reviewer name or request id.
+            reviewer name or request id; :class:`RequestConflict` for a request id used
+            by another decision.
         """
         reviewer = check_reviewer(reviewer)
         _check_decision(decision, reason)
@@ -416,9 +422,17 @@ class ReviewStore:
         self._db.execute("BEGIN IMMEDIATE")
         try:
             if request_id is not None:
-                found = self._db.execute("SELECT id FROM decisions WHERE request_id = ?", (request_id,)).fetchone()
+                found = self._db.execute(
+                    "SELECT id, reviewer, record_id, decision, reason FROM decisions WHERE request_id = ?",
+                    (request_id,),
+                ).fetchone()
                 if found:
                     self._db.execute("COMMIT")
+                    if tuple(found[1:]) != (reviewer, record_id, decision, reason):
+                        raise RequestConflict(
+                            f"request id {request_id!r} was already used for {found[1]}'s {found[3]!r} of "
+                            f"{found[2]!r}; send a new id for a new decision"
+                        )
                     return int(found[0])
             row_id = self._insert(reviewer, record_id, decision, reason, undoes, request_id)
             self._db.execute("COMMIT")

@@ -427,12 +427,12 @@ class ReviewStore:
                     (request_id,),
                 ).fetchone()
                 if found:
-                    self._db.execute("COMMIT")
-                    if tuple(found[1:]) != (reviewer, record_id, decision, reason):
+                    if tuple(found[1:]) != (reviewer, record_id, decision, reason):  # rolled back below
                         raise RequestConflict(
                             f"request id {request_id!r} was already used for {found[1]}'s {found[3]!r} of "
                             f"{found[2]!r}; send a new id for a new decision"
                         )
+                    self._db.execute("COMMIT")
                     return int(found[0])
             row_id = self._insert(reviewer, record_id, decision, reason, undoes, request_id)
             self._db.execute("COMMIT")

@@ -202,3 +202,12 @@ def test_a_dataset_opened_as_dot_is_named_and_exports_beside_itself(dataset, mon
     res = c.post("/api/export", json={})
     assert res.status_code == 200 and res.json()["out"] == str(dataset.resolve().with_name(f"{dataset.name}-accepted"))
     r.close()
+
+
+def test_a_request_id_reused_for_another_decision_is_a_409(client, review):
+    first, second = review.record(0), review.record(1)
+    assert _decide(client, first, "accept", request_id="req00001").status_code == 200
+    assert _decide(client, first, "accept", request_id="req00001").status_code == 200  # a resend: counted once
+    res = _decide(client, second, "reject", "wrong_location", request_id="req00001")
+    assert res.status_code == 409 and "already used" in res.json()["detail"]
+    assert review.store.n_rows() == 1

@@ -205,7 +205,7 @@ def test_a_dataset_opened_as_dot_is_named_and_exports_beside_itself(dataset, mon
 
 
 def test_a_request_id_reused_for_another_decision_is_a_409(client, review):
-    first, second = review.record(0), review.record(1)
+    first, second = ({**review.record(k), "position": k} for k in (0, 1))
     assert _decide(client, first, "accept", request_id="req00001").status_code == 200
     assert _decide(client, first, "accept", request_id="req00001").status_code == 200  # a resend: counted once
     res = _decide(client, second, "reject", "wrong_location", request_id="req00001")

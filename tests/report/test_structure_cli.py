@@ -107,3 +107,21 @@ def test_structure_reads_the_differential_key(tmp_path):
         ["structure", str(src), "-o", str(tmp_path / "x.jsonl"), "--set", "report.differential_certainty=sometimes"],
     )
     assert res.exit_code == 2 and "report.differential_certainty" in res.output
+
+
+def test_structure_caps_long_reports_as_generate_does(tmp_path):
+    # 150,000 characters: over csv's default field limit (131,072) and inputs.report_max_chars (20,000)
+    long = "FINDINGS: " + "Small left effusion. " * 7143
+    assert len(long) > 150_000
+    src = tmp_path / "r.csv"
+    write_csv(src, ["study_id", "report"], [["s1", long], ["s2", "FINDINGS: Small left effusion."]])
+    out = tmp_path / "o.jsonl"
+    res = runner.invoke(app, ["structure", str(src), "-o", str(out)])
+    assert res.exit_code == 0, res.output
+    rows = [json.loads(line) for line in out.read_text().splitlines()]
+    assert rows[0]["excluded"].startswith("too long:") and "inputs.report_max_chars = 20000" in rows[0]["excluded"]
+    assert rows[0]["findings"] == [] and rows[1]["excluded"] is None and rows[1]["findings"]
+    res = runner.invoke(app, ["structure", str(src), "-o", str(out), "--set", "inputs.report_over_cap=truncate"])
+    assert res.exit_code == 0, res.output
+    rows = [json.loads(line) for line in out.read_text().splitlines()]
+    assert rows[0]["excluded"] is None and rows[0]["findings"]  # cut at the cap, then structured

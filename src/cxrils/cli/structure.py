@@ -9,6 +9,22 @@ import typer
 from cxrils.cli.common import fail
 
 
+def _capped(items, cfg):
+    """``(study_id, text)`` items under the pipeline's report-length cap (``cfg.inputs``,
+    as ``generate`` and ``ground`` apply it): over the cap, an excluded section with the
+    reason, or with ``report_over_cap = "truncate"`` the text cut at the cap."""
+    from cxrils.pipeline.inputs import cap_report
+    from cxrils.report.sections import SectionChoice
+
+    inputs = cfg.inputs
+    for sid, text in items:
+        cut, over = cap_report(text, inputs.report_max_chars, inputs.report_max_sentences)
+        if over is None or inputs.report_over_cap == "truncate":
+            yield sid, cut
+        else:
+            yield sid, SectionChoice(None, "", excluded=f"too long: {over} (study {sid})")
+
+
 def register(app: typer.Typer) -> None:
     """Add the report commands to the ``cxrils`` app."""
     app.command("structure")(structure)
@@ -55,7 +71,7 @@ def structure(
     try:
         with atomic_path(out) as tmp, open(tmp, "w", encoding="utf-8") as fh:
             bar = tqdm(total=n_total, unit="report", desc="structure")
-            for rep in structure_reports(read_reports(input), cfg, structurer=s, mapper=m):
+            for rep in structure_reports(_capped(read_reports(input), cfg), cfg, structurer=s, mapper=m):
                 fh.write(json.dumps(rep.to_dict(), ensure_ascii=False) + "\n")
                 n += 1
                 bar.update(1)

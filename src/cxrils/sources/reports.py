@@ -17,6 +17,7 @@ import csv
 from collections.abc import Iterator
 from pathlib import Path
 
+from cxrils.sources.base import any_field_size
 from cxrils.sources.iu import iu_report_text
 
 
@@ -64,7 +65,7 @@ def read_reports(path: str | Path) -> Iterator[tuple[str, str]]:
         fh = open(p, newline="", encoding="utf-8")
     except OSError as err:
         raise ReportInputError(f"{p}: cannot open: {err}") from err
-    with fh:
+    with fh, any_field_size():  # a report longer than csv's default 131,072 characters is a report
         try:
             reader = csv.DictReader(fh)
             cols = set(reader.fieldnames or [])

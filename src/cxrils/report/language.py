@@ -9,7 +9,7 @@ words that holds at least :attr:`~cxrils.config.ReportConfig.language_min_foreig
 function words of other European report languages (:data:`FOREIGN_WORDS`) and more of them than English function words
 (:data:`ENGLISH_WORDS`). Function words, not medical terms, tell languages apart
 ("pleural" and "opacity" look alike in several). The word lists are ours and leave out
-words that are also English ("a", "in", "no", "per", "an"). Checked on every report of the
+words that are also English or report abbreviations ("a", "in", "no", "et", "im"). Checked on every report of the
 public IU collection and every COVID-19 case note of the shared data, none of which it
 excludes (``tests/report/test_language.py``).
 """
@@ -28,14 +28,16 @@ ENGLISH_WORDS: frozenset[str] = frozenset(
     """.split()
 )
 #: Function words and side words of German, Dutch, French, Spanish, Italian and
-#: Portuguese reports that are not English words (ours; lower case, accents kept).
+#: Portuguese reports that are neither English words nor report abbreviations (ours;
+#: lower case; left out: "et" (ET tube), "im" (IM), "y" (y/o), "do", "die", "den", "son",
+#: "il", "os", "da", "con", "sin", "es", "van", "com", "sem", "di", "lo", "dos", "est" (est.),
+#: "non" (non-specific), "met", "sono").
 FOREIGN_WORDS: frozenset[str] = frozenset(
     """
-    der die das den dem des und im mit ist sind nicht kein keine ein eine einer bei oder
-    auch links rechts beidseits het een niet geen van met le les des du et avec sans une
-    est sont droit droite gauche au aux el los las del y con sin por una es son en
-    derecho derecha izquierdo izquierda il lo gli della delle dei di non destro destra
-    sinistro sinistra os da das do dos com sem direito direita esquerdo esquerda
+    der das dem des und mit ist sind nicht kein keine ein eine einer bei oder auch links
+    rechts beidseits het een niet geen le les du avec sans une sont droit droite gauche
+    au aux el los las del por una en derecho derecha izquierdo izquierda gli della delle
+    dei destro destra sinistro sinistra direito direita esquerdo esquerda
     """.split()
 )
 _WORD = re.compile(r"[^\W\d_]+", re.UNICODE)

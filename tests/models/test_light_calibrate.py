@@ -158,6 +158,9 @@ def test_calibrate_stores_only_targets_that_meet_the_constraint(monkeypatch):
     )
     out = cal.calibrate(seg, "unused")
     assert seg.config.tau_presence_by_target == {}
+    for name in ("test", "Test", "testing"):  # split aliases read the test split: refused by any name
+        with pytest.raises(ValueError, match="must not be chosen on the test split"):
+            cal.calibrate(seg, "unused", name)
     assert set(out["by_target"]) == {"effusion", "opacity"}
     assert not any(c["constraint_met"] for c in out["by_target"].values())
     seg.config.calib_per_target = False

@@ -277,7 +277,13 @@ def calibrate(seg, dataset_dir: str | Path, split: str = "validate", *, prior_ca
     ValueError
         If ``split`` is the test split or has no template records.
     """
-    if split == "test":
+    from cxrils.vocab import SplitError, normalize_split
+
+    try:
+        named = normalize_split(split)  # "Test", "testing": the test split too
+    except SplitError as err:
+        raise ValueError(str(err)) from None
+    if named == "test":
         raise ValueError("thresholds must not be chosen on the test split")
     cfg: LightConfig = seg.config
     presence, prob, ref, targets = validation_scores(seg, dataset_dir, split, prior_cache=prior_cache)

@@ -224,7 +224,8 @@ def _canonical(locations: list[str]) -> tuple[str, ...]:
 def _keyword_interpretation(text: str) -> templates.ParsedText | None:
     s = " " + re.sub(r"[^a-z ]+", " ", text.lower()) + " "
     s = re.sub(r"\s+", " ", s)
-    excluding = [w for w in s.split() if w in _EXCLUDING_WORDS]
+    asked = re.sub(r" (whether or not|or not|if not) ", " ", s)  # yes/no wording, not an exclusion
+    excluding = [w for w in asked.split() if w in _EXCLUDING_WORDS]
     if excluding:
         raise _excluding_error(text, excluding)
     foreign = [w for w in re.findall(r"[^\W\d_]+", text) if not w.isascii()]

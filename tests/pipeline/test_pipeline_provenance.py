@@ -84,8 +84,20 @@ def test_provenance_records_the_code_version_and_refuses_another(tmp_path, monke
     with pytest.raises(RunError, match=r"code_sha256: .*now \"0000"):
         generate(pairs, out, config(), stages=FAKE)
     monkeypatch.undo()
+    import importlib.metadata as md
+
+    assert prov["dependencies"]["numpy"] == md.version("numpy")  # library versions are recorded
+    real = md.version
+    monkeypatch.setattr(md, "version", lambda d: "0.0.1" if d == "numpy" else real(d))
+    with pytest.raises(RunError, match=r"dependencies\.numpy: .*now \"0\.0\.1\""):
+        generate(pairs, out, config(), stages=FAKE)
+    monkeypatch.undo()
+    monkeypatch.setattr("cxrils.pipeline.provenance.git_commit", lambda: "f" * 40)
+    generate(pairs, out, config(), stages=FAKE, limit=2)  # another commit of the same package code resumes
+    monkeypatch.undo()
     generate(pairs, out, config(), stages=FAKE)  # the same versions resume
     assert read_manifest(out)["n_images"] == 3
+    assert read_manifest(out)["provenance"]["git_commit"] == prov["git_commit"]  # as the folder was started
 
 
 def test_resume_may_change_how_a_run_executes_but_not_what_it_writes(tmp_path):

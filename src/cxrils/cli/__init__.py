@@ -80,28 +80,11 @@ def _root(
 @app.command()
 def version() -> None:
     """Print the version of cxrils and of its key dependencies."""
-    from importlib import metadata
+    from cxrils.pipeline.provenance import dependency_versions
 
     typer.echo(f"cxrils {__version__}")
-    for dist in (
-        "numpy",
-        "torch",
-        "pydicom",
-        "pycocotools",
-        "pillow",
-        "scikit-image",
-        "monai",
-        "transformers",
-        "peft",
-        "diffusers",
-        "onnxruntime",
-        "ray",
-        "fastapi",
-    ):
-        try:
-            typer.echo(f"  {dist} {metadata.version(dist)}")
-        except metadata.PackageNotFoundError:
-            typer.echo(f"  {dist} (not installed)")
+    for dist, found in dependency_versions().items():
+        typer.echo(f"  {dist} {found or '(not installed)'}")
 
 
 @config_app.command("show")

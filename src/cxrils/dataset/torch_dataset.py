@@ -32,7 +32,8 @@ class ILSDataset:
     dataset_dir : path
         A folder written by :class:`cxrils.dataset.DatasetWriter` and finalized.
     split : str or None
-        "train", "validate", "test", or None for all rows.
+        "train", "validate", "test" or an alias ("val", "validation", ...:
+        :func:`cxrils.vocab.normalize_split`), or None for all rows.
     augment : callable, optional
         ``augment(x: uint8 (H, W), key: str) -> uint8 (H, W)``, e.g.
         :class:`cxrils.dataset.HistogramEqualization` (Appendix F); the key is

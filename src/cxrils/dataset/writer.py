@@ -555,12 +555,14 @@ def read_records(dataset_dir: str | Path, split: str | None = None) -> pd.DataFr
 
     Columns are those of :data:`cxrils.dataset.schema.COLUMNS`; ``mask`` holds dicts
     ``{"size": array([H, W]), "counts": str}`` (decode with
-    :func:`cxrils.masks.decode_rle`); ``locations`` holds arrays of str.
+    :func:`cxrils.masks.decode_rle`); ``locations`` holds arrays of str. ``split``:
+    "train", "validate", "test" or an alias (:func:`cxrils.vocab.normalize_split`:
+    "val", "validation", "testing", any case), None for all rows.
 
     Raises
     ------
     DatasetError
-        If the dataset is not finalized, a shard is missing, corrupt or replaced (its
+        If the split name is unknown, the dataset is not finalized, a shard is missing, corrupt or replaced (its
         SHA-256 differs from the manifest's), or a shard's row count differs from the
         manifest's (shards of another finalize).
     """

@@ -50,6 +50,41 @@ def code_sha256() -> str:
     return h.hexdigest()
 
 
+#: The distributions whose versions can change a generated dataset (the pixels the
+#: image and vision stages compute, the models they load), recorded in every run's
+#: provenance and printed by ``cxrils version``.
+KEY_DEPENDENCIES: tuple[str, ...] = (
+    "numpy",
+    "scipy",
+    "torch",
+    "opencv-python-headless",
+    "scikit-image",
+    "pillow",
+    "pydicom",
+    "pycocotools",
+    "monai",
+    "transformers",
+    "peft",
+    "diffusers",
+    "onnxruntime",
+    "ray",
+    "fastapi",
+)
+
+
+def dependency_versions() -> dict[str, str | None]:
+    """``{distribution: version}`` of :data:`KEY_DEPENDENCIES` (None when not installed)."""
+    from importlib import metadata
+
+    out: dict[str, str | None] = {}
+    for dist in KEY_DEPENDENCIES:
+        try:
+            out[dist] = metadata.version(dist)
+        except metadata.PackageNotFoundError:
+            out[dist] = None
+    return out
+
+
 def git_commit() -> str | None:
     """The git commit of the package's source when it is a tracked git checkout, else None."""
     root = _package_dir()
@@ -120,7 +155,9 @@ def run_provenance(cfg: Config, stages: str, provider: Any) -> dict[str, Any]:
     -------
     dict
         ``generator``, ``cxrils_version``, ``git_commit`` (None outside a git
-        checkout), ``code_sha256``, ``stages``, ``config``, ``weights``.
+        checkout), ``code_sha256``, ``dependencies`` (:func:`dependency_versions`: a
+        resume under other library versions is refused), ``stages``, ``config``,
+        ``weights``.
     """
     listing = getattr(provider, "weight_files", None)
     files = listing(cfg) if callable(listing) else {}
@@ -131,6 +168,7 @@ def run_provenance(cfg: Config, stages: str, provider: Any) -> dict[str, Any]:
         "cxrils_version": cxrils.__version__,
         "git_commit": git_commit(),
         "code_sha256": code_sha256(),
+        "dependencies": dependency_versions(),
         "stages": stages,
         "config": cfg.dataset_settings(),
         "weights": weight_hashes(files),

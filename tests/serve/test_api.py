@@ -125,6 +125,14 @@ def test_bad_uploads(client, files, data, status, words):
     assert words in r.json()["detail"]
 
 
+def test_an_image_too_small_to_be_a_radiograph_is_refused(client):
+    files = {"image": ("x.png", _png(np.full((1, 1), 128, np.uint8)), "image/png")}
+    r = client.post("/v1/segment", files=files, data={"instruction": "Segment the edema."})
+    assert r.status_code == 422 and r.json()["detail"] == (
+        "the image is 1 x 1 pixels; a chest X-ray needs at least 32 on each side"
+    )
+
+
 def test_bad_instructions(client, image):
     files = {"image": ("x.png", _png(image), "image/png")}
     r = client.post("/v1/segment", files=files, data={"instruction": "   "})

@@ -58,11 +58,15 @@ class ServiceConfig:
     """Limits of the service.
 
     ``max_upload_bytes``: 50 MB by default (issue 10); ``max_instruction_chars``: 500;
-    ``keep_uploads_dir``: where to keep uploads if the operator asks (None = never kept).
+    ``min_image_side``: the fewest pixels an image needs on each side (ours: the light
+    model's input is 96 px and its anatomy prior works at 256 px; a thumbnail or a 1 x 1
+    image is no radiograph to answer about); ``keep_uploads_dir``: where to keep uploads
+    if the operator asks (None = never kept).
     """
 
     max_upload_bytes: int = 50 * 1024 * 1024
     max_instruction_chars: int = 500
+    min_image_side: int = 32
     keep_uploads_dir: Path | None = None
 
 
@@ -231,6 +235,12 @@ def create_app(
                 cfg.keep_uploads_dir.mkdir(parents=True, exist_ok=True)
                 (cfg.keep_uploads_dir / f"{time.time_ns()}{suffix}").write_bytes(data)
         x = loaded.pixels
+        if min(x.shape) < cfg.min_image_side:
+            raise HTTPException(
+                422,
+                f"the image is {x.shape[1]} x {x.shape[0]} pixels; a chest X-ray needs at least "
+                f"{cfg.min_image_side} on each side",
+            )
         try:
             with lock:
                 pred = segmenter.predict(x, text)

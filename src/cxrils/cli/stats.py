@@ -48,6 +48,9 @@ def stats(
     from cxrils import vocab
     from cxrils.dataset.splits import SplitError, normalize_split
     from cxrils.dataset.stats import count_table, image_counts, plot_counts, rich_count_table
+
+    if plot is not None and no_plot:
+        fail("give --plot PATH or --no-plot, not both")
     from cxrils.dataset.writer import DatasetError, read_manifest, read_records
 
     try:

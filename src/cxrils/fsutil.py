@@ -84,6 +84,12 @@ def fsync_dir(folder: str | Path) -> None:
     fsync_folder(folder)
 
 
+def within(path: str | Path, folder: str | Path) -> bool:
+    """Whether ``path`` is ``folder`` or lies below it (both resolved: links followed)."""
+    p, f = Path(path).resolve(), Path(folder).resolve()
+    return p == f or f in p.parents
+
+
 def sha256_file(path: str | Path) -> str:
     """SHA-256 (hex) of a file's bytes, read in 1 MiB chunks."""
     h = hashlib.sha256()

@@ -25,7 +25,7 @@ import numpy as np
 
 from cxrils.dataset import DatasetError, DatasetWriter, image_relpath, read_grounding, read_manifest, read_records
 from cxrils.dataset.mimic_ils import export_mimic_ils
-from cxrils.fsutil import fsync_folder
+from cxrils.fsutil import fsync_folder, within
 from cxrils.review.stats import consensus, current_frame
 from cxrils.review.store import ReviewError, ReviewStore
 
@@ -70,7 +70,7 @@ def check_export_dir(dataset_dir: Path, out: Path) -> None:
         an empty folder nor an earlier export (:func:`is_export`).
     """
     src, out = Path(dataset_dir).resolve(), Path(out).resolve()
-    if out == src or src in out.parents or out in src.parents:
+    if within(out, src) or within(src, out):
         raise ReviewError(
             f"{out}: the accepted records must go to a folder outside the reviewed dataset {src} "
             "(neither the dataset, a folder inside it, nor one that holds it)"

@@ -43,7 +43,7 @@ from cxrils.dataset.mimic_ils.format import (
 )
 from cxrils.dataset.splits import SPLITS
 from cxrils.dataset.writer import DatasetError, image_relpath, read_records
-from cxrils.fsutil import atomic_path
+from cxrils.fsutil import atomic_path, within
 from cxrils.masks import decode_rle
 
 PARAPHRASE_MODES = ("exclude", "include")
@@ -106,7 +106,7 @@ def export_mimic_ils(
     images = Path(images_dir) if images_dir is not None else out / "files"
     masks_dir = out / MASK_DIR_NAME
     for where, what in ((out, "the export"), (images, "its images")):
-        if _inside(where, ds):
+        if within(where, ds):
             raise DatasetError(f"{where}: {what} would be written inside the dataset {ds}; choose a folder outside it")
     out.mkdir(parents=True, exist_ok=True)
     masks_dir.mkdir(exist_ok=True)  # train_ds.py's --base_mask_dir, empty when no pair is positive
@@ -137,12 +137,6 @@ def export_mimic_ils(
         fh.write("}\n")
     counts.update({"json": str(out / JSON_NAME), "images_dir": str(images), "masks_dir": str(masks_dir)})
     return counts
-
-
-def _inside(path: Path, folder: Path) -> bool:
-    """Whether ``path`` is ``folder`` or lies below it (links resolved)."""
-    p, f = path.resolve(), folder.resolve()
-    return p == f or f in p.parents
 
 
 def _sample(ds: Path, image_id: str, group: Any, images: Path, masks_dir: Path) -> tuple[dict[str, Any], int]:

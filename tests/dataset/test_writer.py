@@ -8,7 +8,15 @@ import numpy as np
 import pyarrow.parquet as pq
 import pytest
 
-from cxrils.dataset import DatasetError, DatasetWriter, ILSDataset, read_manifest, read_records, shard_paths
+from cxrils.dataset import (
+    DatasetError,
+    DatasetWriter,
+    ILSDataset,
+    ProvenanceMismatch,
+    read_manifest,
+    read_records,
+    shard_paths,
+)
 from cxrils.dataset.schema import COLUMNS
 from cxrils.masks import decode_rle
 
@@ -309,7 +317,7 @@ def test_a_resume_that_differs_only_in_an_informative_key_keeps_the_first_value(
     w.close()
     assert json.loads((out / "provenance.json").read_text())["git_commit"] == "aaa"
     # other keys still count, with or without the informative one changing too
-    with pytest.raises(DatasetError, match=r"code_sha256: \"c1\", now \"c2\""):
+    with pytest.raises(ProvenanceMismatch, match=r"code_sha256: \"c1\", now \"c2\""):
         DatasetWriter(out, {**first, "git_commit": "bbb", "code_sha256": "c2"}, informative=("git_commit",))
     with pytest.raises(DatasetError, match=r"git_commit: \"aaa\", now \"bbb\""):
         DatasetWriter(out, {**first, "git_commit": "bbb"})  # not informative for this writer

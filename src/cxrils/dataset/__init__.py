@@ -13,6 +13,7 @@ from cxrils.dataset.torch_dataset import ILSDataset
 from cxrils.dataset.writer import (
     DatasetError,
     DatasetWriter,
+    ProvenanceMismatch,
     grounding_relpath,
     image_relpath,
     read_exclusions,
@@ -35,6 +36,7 @@ __all__ = [
     "normalize_split",
     "ILSDataset",
     "DatasetError",
+    "ProvenanceMismatch",
     "DatasetWriter",
     "grounding_relpath",
     "image_relpath",

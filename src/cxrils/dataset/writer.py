@@ -56,6 +56,11 @@ class DatasetError(ValueError):
     """Raised for a malformed dataset folder, record or image (the message names the file)."""
 
 
+class ProvenanceMismatch(DatasetError):
+    """Raised by :class:`DatasetWriter` when a folder was started with another provenance
+    (the message lists what changed); callers add how to resume or start over."""
+
+
 def unreadable_part(path: str | Path, err: Exception) -> DatasetError:
     """The error for a part file (``parts/{image_id}.parquet``) that cannot be read, with
     the way out: deleting it makes ``cxrils generate`` process that one study again (the
@@ -161,9 +166,10 @@ class DatasetWriter:
     Raises
     ------
     DatasetError
-        If another writer holds the folder (its lock, :data:`LOCK_NAME`), or the folder
-        was started with a different provenance outside ``informative`` (the message
-        lists what changed, see :func:`provenance_changes`).
+        If another writer holds the folder (its lock, :data:`LOCK_NAME`);
+        :class:`ProvenanceMismatch` if the folder was started with a different
+        provenance outside ``informative`` (the message lists what changed, see
+        :func:`provenance_changes`).
 
     Notes
     -----
@@ -219,7 +225,7 @@ class DatasetWriter:
             if old != new:
                 changes = provenance_changes(old, new)
                 more = f" (and {len(changes) - 8} more)" if len(changes) > 8 else ""
-                raise DatasetError(
+                raise ProvenanceMismatch(
                     f"{self.out_dir} was started with another provenance ({prov_path}): "
                     + "; ".join(changes[:8])
                     + more

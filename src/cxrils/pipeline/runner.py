@@ -185,20 +185,20 @@ def _open_writer(out_dir: Path, cfg: Config, stages: str) -> Any:
         If another process writes the folder, or it was started with another
         provenance (the message says what changed and how to start over).
     """
-    from cxrils.dataset import DatasetError, DatasetWriter
+    from cxrils.dataset import DatasetError, DatasetWriter, ProvenanceMismatch
 
     provenance = run_provenance(cfg, stages, resolve_stages(stages))
     try:
         # the checkout's commit changes with unrelated files; code_sha256 identifies the package code
         return DatasetWriter(out_dir, provenance, informative=("git_commit",))
-    except DatasetError as err:
-        if "another provenance" not in str(err):
-            raise RunError(str(err)) from None
+    except ProvenanceMismatch as err:
         raise RunError(
             f"cannot resume: {err}. Resume only with the code, configuration (--config, --set), "
             f"stage provider (--stages) and weight files it was started with; to start over, delete "
             f"{out_dir} or write to a new folder (-o)"
         ) from None
+    except DatasetError as err:
+        raise RunError(str(err)) from None
 
 
 def generate(

@@ -44,7 +44,7 @@ from cxrils.dataset.mimic_ils.format import (
     read_mask_png,
     resized_shape,
 )
-from cxrils.dataset.writer import DatasetError, DatasetWriter
+from cxrils.dataset.writer import DatasetError, DatasetWriter, ProvenanceMismatch
 from cxrils.fsutil import atomic_path, atomic_write_json, atomic_write_text, sha256_file
 from cxrils.masks import encode_rle
 
@@ -317,10 +317,8 @@ def import_mimic_ils(
             if shard_size is None
             else DatasetWriter(out, provenance, shard_size=shard_size)
         )
-    except DatasetError as err:
-        if "another provenance" not in str(err):
-            raise
-        raise DatasetError(
+    except ProvenanceMismatch as err:
+        raise ProvenanceMismatch(
             f"{err}. Resume only with the JSON and settings the import was started with; to start over "
             f"(e.g. after a run that failed on a broken JSON), delete {out} or import into a new folder (-o)"
         ) from None

@@ -13,16 +13,12 @@ def _capped(items, cfg):
     """``(study_id, text)`` items under the pipeline's report-length cap (``cfg.inputs``,
     as ``generate`` and ``ground`` apply it): over the cap, an excluded section with the
     reason, or with ``report_over_cap = "truncate"`` the text cut at the cap."""
-    from cxrils.pipeline.inputs import cap_report
+    from cxrils.pipeline.inputs import apply_report_cap
     from cxrils.report.sections import SectionChoice
 
-    inputs = cfg.inputs
     for sid, text in items:
-        cut, over = cap_report(text, inputs.report_max_chars, inputs.report_max_sentences)
-        if over is None or inputs.report_over_cap == "truncate":
-            yield sid, cut
-        else:
-            yield sid, SectionChoice(None, "", excluded=f"too long: {over} (study {sid})")
+        kept, note = apply_report_cap(text, cfg.inputs, f"study {sid}")
+        yield sid, kept if kept is not None else SectionChoice(None, "", excluded=note)
 
 
 def register(app: typer.Typer) -> None:

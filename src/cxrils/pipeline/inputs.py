@@ -8,7 +8,7 @@ import re
 from collections.abc import Iterable
 from pathlib import Path
 
-from cxrils.config import SPLIT_BY
+from cxrils.config import SPLIT_BY, InputConfig
 from cxrils.sources import InputError, StudyInput
 
 __all__ = ["check_splits", "cap_report"]
@@ -127,3 +127,31 @@ def cap_report(text: str, max_chars: int, max_sentences: int) -> tuple[str, str 
     if not reasons:
         return text, None
     return text[:cut], "; ".join(reasons)
+
+
+def apply_report_cap(text: str, inputs: InputConfig, where: str) -> tuple[str | None, str | None]:
+    """The report as the pipeline structures it under ``inputs``' length cap.
+
+    Parameters
+    ----------
+    text : str
+        Raw report text.
+    inputs : InputConfig
+        ``report_max_chars``, ``report_max_sentences`` (:func:`cap_report`) and
+        ``report_over_cap`` ("exclude" or "truncate").
+    where : str
+        Names the study in the note, e.g. ``"study s1, pairs.csv line 3"``.
+
+    Returns
+    -------
+    (str or None, str or None)
+        ``(text, None)`` within the cap; over it, ``(None, "too long: ... (where)")`` (the
+        exclusion reason) or, with ``report_over_cap = "truncate"``, ``(cut text,
+        "truncated: ... (where); cut to N characters")`` (a flag for the provenance).
+    """
+    cut, over = cap_report(text, inputs.report_max_chars, inputs.report_max_sentences)
+    if over is None:
+        return text, None
+    if inputs.report_over_cap == "truncate":
+        return cut, f"truncated: {over} ({where}); cut to {len(cut)} characters"
+    return None, f"too long: {over} ({where})"

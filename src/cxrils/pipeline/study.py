@@ -43,7 +43,7 @@ import numpy as np
 from cxrils import vocab
 from cxrils.config import Config
 from cxrils.dataset import assign_split, image_relpath
-from cxrils.pipeline.inputs import cap_report
+from cxrils.pipeline.inputs import apply_report_cap
 from cxrils.pipeline.stages import DEFAULT_STAGES, StageLoadError, StageProvider, resolve_stages
 from cxrils.sources import StudyInput
 from cxrils.types import AnatomyMasks, AnomalyResult, LesionBox, StructuredReport, StudyGrounding
@@ -271,14 +271,11 @@ class Pipeline:
             if key in todo:
                 continue
             out.pop(key, None)
-            text, over = cap_report(s.report, inputs.report_max_chars, inputs.report_max_sentences)
-            where = f"study {s.study_id}" + (f", {s.where}" if s.where else "")
-            if over is None:
-                todo[key] = (s.report, [])
-            elif inputs.report_over_cap == "truncate":
-                todo[key] = (text, [f"truncated: {over} ({where}); cut to {len(text)} characters"])
+            text, note = apply_report_cap(s.report, inputs, f"study {s.study_id}" + (f", {s.where}" if s.where else ""))
+            if text is None:
+                out[key] = StructuredReport(s.study_id, None, "", excluded=note)
             else:
-                out[key] = StructuredReport(s.study_id, None, "", excluded=f"too long: {over} ({where})")
+                todo[key] = (text, [note] if note else [])
         keys = list(todo)
         items = [(k[0], todo[k][0]) for k in keys]
         try:

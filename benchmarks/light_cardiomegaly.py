@@ -24,6 +24,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from benchmarks.light_validate import add_light_validate_options, count_cell, load_light_run
 from benchmarks.results import apply_threads, benchmark_parser, publish_if_asked
 from cxrils.training.light_data import HUMAN_PREFIX, JSRT_PREFIX
 
@@ -64,28 +65,21 @@ def tally(rows: list[tuple[str, str, bool]]) -> dict[str, tuple[int, int, int, i
     return {k: (t[0], t[1], t[2], t[3]) for k, t in out.items()}
 
 
-def _cell(k: int, n: int) -> str:
-    return f"{k}/{n} = {100 * k / n:.1f}" if n else "n/a"
-
-
 def main(argv: list[str] | None = None) -> int:
     """Answer the validate split's global cardiomegaly records under both rules, print
     (and with ``--publish`` write) the table; 0 when the rule is met, 1 when the model
     does not answer cardiomegaly by the CTR, :data:`RULE_NOT_MET` otherwise."""
     ap = benchmark_parser(__doc__.splitlines()[0], threads=2, page="light_cardiomegaly")
-    ap.add_argument("--run", type=Path, default=None, help="light run folder (default: the shipped model)")
-    ap.add_argument("--dataset", type=Path, required=True, help="the light training dataset (validate split)")
+    add_light_validate_options(ap)
     args = ap.parse_args(argv)
     apply_threads(args)
+    run, seg = load_light_run(args)
 
     from cxrils.dataset import read_records
     from cxrils.io import load_image
-    from cxrils.models import Segmenter, default_model_dir
     from cxrils.models.light.segmenter import LightSegmenter
     from cxrils.templates import parse_instruction
 
-    run = args.run or default_model_dir()
-    seg = Segmenter.from_pretrained(run)
     if not isinstance(seg, LightSegmenter) or not seg.answers_cardiomegaly_by_ctr:
         print(f"{run}: not a light model that answers cardiomegaly by the CTR")
         return 1
@@ -121,7 +115,7 @@ def main(argv: list[str] | None = None) -> int:
     for source in sources:
         for name in rules:
             p, n_p, a, n_n = tallies[name].get(source, (0, 0, 0, 0))
-            lines.append(f"| {source} | {name} | {_cell(p, n_p)} | {_cell(a, n_n)} |")
+            lines.append(f"| {source} | {name} | {count_cell(p, n_p)} | {count_cell(a, n_n)} |")
     (p0, n_p, a0, n_n), (p1, _, a1, _) = tallies["CTR alone"]["all"], tallies["CTR and score"]["all"]
     met = p1 == p0 and a1 > a0
     lines += [

@@ -31,6 +31,7 @@ from __future__ import annotations
 from collections import defaultdict
 from pathlib import Path
 
+from benchmarks.light_validate import add_light_validate_options, count_cell, load_light_run
 from benchmarks.results import apply_threads, benchmark_parser, publish_if_asked
 from cxrils.training.light_data import HUMAN_PREFIX
 
@@ -68,28 +69,21 @@ def tally(rows: list[tuple[str, bool, bool, bool]]) -> dict[str, tuple[int, int,
     return {k: (t[0], t[1], t[2], t[3], t[4], t[5]) for k, t in out.items()}
 
 
-def _cell(k: int, n: int) -> str:
-    return f"{k}/{n} = {100 * k / n:.1f}" if n else "n/a"
-
-
 def main(argv: list[str] | None = None) -> int:
     """Answer the validate split's COVID-QU-Ex opacity questions at each threshold and
     print (and with ``--publish`` write) the table; 1 when the model is not a light model
     with the anomaly prior."""
     ap = benchmark_parser(__doc__.splitlines()[0], threads=2, page="light_prior_shift")
-    ap.add_argument("--run", type=Path, default=None, help="light run folder (default: the shipped model)")
-    ap.add_argument("--dataset", type=Path, required=True, help="the light training dataset (validate split)")
+    add_light_validate_options(ap)
     args = ap.parse_args(argv)
     apply_threads(args)
+    run, seg = load_light_run(args)
 
     from cxrils.dataset import read_records
     from cxrils.io import load_image
-    from cxrils.models import Segmenter, default_model_dir
     from cxrils.models.light.segmenter import LightSegmenter
     from cxrils.training.lesion_data import tuning_role
 
-    run = args.run or default_model_dir()
-    seg = Segmenter.from_pretrained(run)
     if not isinstance(seg, LightSegmenter) or not seg.config.priors:
         print(f"{run}: not a light model with the anomaly prior")
         return 1
@@ -135,7 +129,9 @@ def main(argv: list[str] | None = None) -> int:
         for tau in taus:
             t = tally(rows[tau]).get(half, (0,) * 6)
             mark = f"{tau:.4f} (shipped)" if tau == shipped else f"{tau:.3f}"
-            lines.append(f"| {label} | {mark} | {_cell(t[0], t[1])} | {_cell(t[2], t[3])} | {_cell(t[4], t[5])} |")
+            lines.append(
+                f"| {label} | {mark} | {count_cell(t[0], t[1])} | {count_cell(t[2], t[3])} | {count_cell(t[4], t[5])} |"
+            )
     text = "\n".join(lines)
     print(text)
     publish_if_asked(args, text)

@@ -18,7 +18,7 @@ REPO_ROOT = Path(__file__).resolve().parents[1]
 BENCHMARKS = REPO_ROOT / "benchmarks"
 SRC = Path(cxrils.__file__).resolve().parent
 #: Modules of the package that are helpers of a benchmark, not benchmarks themselves.
-HELPERS = {"__init__", "results", "mesh_scoring"}
+HELPERS = {"__init__", "results", "mesh_scoring", "light_validate"}
 
 
 def _modules() -> list[Path]:

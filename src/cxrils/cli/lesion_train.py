@@ -12,6 +12,10 @@ from cxrils.cli.common import fail
 
 DATA_HELP = "Shared data folder with covid_qu_ex/ and jsrt_scr/."
 INIT_HELP = "Weights file of the same network to fine-tune from."
+ROLE_HELP = (
+    "Half of the COVID-QU-Ex tuning part to train on: the model's own (default) or the other "
+    "one, for an out-of-fold model whose maps the light model trains on (docs/models.md)."
+)
 SEED_HELP = "Seed of the initial weights, batch order and augmentation (default: the config's, 0)."
 SYNTHETIC_HELP = (
     "Add the role's JSRT nodule images and draw synthetic effusions, opacities and plate "
@@ -30,6 +34,7 @@ def _run(
     lr: float | None,
     synthetic: bool,
     seed: int | None,
+    role: str,
 ) -> dict:
     import dataclasses
 
@@ -41,7 +46,7 @@ def _run(
     changes = {k: v for k, v in (("epochs", epochs), ("lr", lr), ("seed", seed)) if v is not None}
     cfg = dataclasses.replace(cfg_cls(), **changes)
     try:
-        return train(data, out, cfg, synthetic=SyntheticConfig() if synthetic else None, init=init)
+        return train(data, out, cfg, synthetic=SyntheticConfig() if synthetic else None, init=init, role=role)
     except (FileNotFoundError, ValueError) as err:
         fail(str(err))
 
@@ -55,13 +60,14 @@ def train_detector(
     lr: float | None = typer.Option(None, help="Peak learning rate (default: the config's)."),
     synthetic: bool = typer.Option(True, "--synthetic/--no-synthetic", help=SYNTHETIC_HELP),
     seed: int | None = typer.Option(None, help=SEED_HELP),
+    role: str = typer.Option("detector", help=ROLE_HELP),
 ) -> None:
     """Train the builtin lesion detector (CenterNet, "Lung Opacity" boxes) on the
     detector half of the COVID-QU-Ex tuning part (and of the JSRT nodule images)."""
     from cxrils.config import DetectorTrainConfig
     from cxrils.training.detector_train import train_detector as train
 
-    s = _run(train, DetectorTrainConfig, data, out, epochs, threads, init, lr, synthetic, seed)
+    s = _run(train, DetectorTrainConfig, data, out, epochs, threads, init, lr, synthetic, seed, role)
     typer.echo(
         f"wrote {out}: validation AP50 {s['validation_ap50']:.3f} (epoch {s['best_epoch']}), "
         f"{s['images']} images, {s['train_seconds']:.0f} s"
@@ -77,13 +83,14 @@ def train_anomaly(
     lr: float | None = typer.Option(None, help="Peak learning rate (default: the config's)."),
     synthetic: bool = typer.Option(True, "--synthetic/--no-synthetic", help=SYNTHETIC_HELP),
     seed: int | None = typer.Option(None, help=SEED_HELP),
+    role: str = typer.Option("anomaly", help=ROLE_HELP),
 ) -> None:
     """Train the builtin anomaly map's lesion network on the anomaly half of the
     COVID-QU-Ex tuning part (and of the JSRT nodule images)."""
     from cxrils.config import AnomalyTrainConfig
     from cxrils.training.anomaly_train import train_anomaly as train
 
-    s = _run(train, AnomalyTrainConfig, data, out, epochs, threads, init, lr, synthetic, seed)
+    s = _run(train, AnomalyTrainConfig, data, out, epochs, threads, init, lr, synthetic, seed, role)
     typer.echo(
         f"wrote {out}: epoch {s['best_epoch']} by its validation pixel AUROC {s['validation_auroc']:.3f}; "
         f"p_star {s['p_star']} (validation IoU {s['validation_iou']:.3f}), {s['images']} images, "

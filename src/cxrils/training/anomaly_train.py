@@ -67,6 +67,7 @@ def train_anomaly(
     progress: bool = True,
     synthetic: SyntheticConfig | None = SyntheticConfig(),
     init: str | Path | None = None,
+    role: str = "anomaly",
 ) -> dict:
     """Train the lesion map and write its weights (safetensors with metadata) to ``out``.
 
@@ -74,6 +75,9 @@ def train_anomaly(
     images as adult PA backgrounds, and synthetic lesions are drawn on a share of the
     training images (:func:`cxrils.training.lesion_train.item_input`); validation scores
     the real COVID-QU-Ex images only. ``init`` fine-tunes an existing weights file.
+    ``role``: the half of the tuning part (:data:`~cxrils.training.lesion_data.ROLES`) to
+    train on; the other half gives an out-of-fold model
+    (:mod:`cxrils.training.prior_folds`).
 
     Returns
     -------
@@ -90,13 +94,13 @@ def train_anomaly(
     FileNotFoundError
         If the COVID-QU-Ex folder is missing.
     ValueError
-        If there are no training images, no validation image, or the validation images'
-        lungs hold no lesion pixel or no other pixel.
+        If ``role`` is unknown, there are no training images or no validation image, or
+        the validation images' lungs hold no lesion pixel or no other pixel.
     """
     import torch
     import torch.nn.functional as F
 
-    samples, backgrounds = lesion_training_data(data_root, "anomaly", data_cfg, synthetic)
+    samples, backgrounds = lesion_training_data(data_root, role, data_cfg, synthetic)
     s, half = cfg.input_size, cfg.input_size // 2
     items = train_items([*samples, *backgrounds], s)
     train_idx, val_idx = split_validation([smp.image_id for smp in samples], cfg.val_fraction, "anomaly-val")
@@ -176,7 +180,7 @@ def train_anomaly(
     result = fit(net, len(train_idx), make_batch, loss_fn, validate, cfg, progress=progress, init=init)
     p_star, iou = per_epoch[result["best_epoch"] - 1]
     summary = {
-        **run_summary("anomaly", samples, len(train_idx), len(val_idx), result, backgrounds, synthetic),
+        **run_summary(role, samples, len(train_idx), len(val_idx), result, backgrounds, synthetic),
         "p_star": p_star,
         "validation_iou": round(iou, 4),
         "validation_auroc": round(result["best_score"], 4),

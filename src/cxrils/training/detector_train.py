@@ -47,6 +47,7 @@ def train_detector(
     progress: bool = True,
     synthetic: SyntheticConfig | None = SyntheticConfig(),
     init: str | Path | None = None,
+    role: str = "detector",
 ) -> dict:
     """Train the detector and write its weights (safetensors with metadata) to ``out``.
 
@@ -54,7 +55,9 @@ def train_detector(
     images as adult PA backgrounds, and synthetic lesions are drawn on a share of the
     training images (:func:`cxrils.training.lesion_train.item_input`), one box per
     component as for the human masks; validation scores the real COVID-QU-Ex images
-    only. ``init`` fine-tunes an existing weights file.
+    only. ``init`` fine-tunes an existing weights file. ``role``: the half of the
+    tuning part (:data:`~cxrils.training.lesion_data.ROLES`) to train on; the other half
+    gives an out-of-fold model (:mod:`cxrils.training.prior_folds`).
 
     Returns
     -------
@@ -67,11 +70,11 @@ def train_detector(
     FileNotFoundError
         If the COVID-QU-Ex folder is missing.
     ValueError
-        If there are no training images.
+        If ``role`` is unknown or there are no training images.
     """
     import torch
 
-    samples, backgrounds = lesion_training_data(data_root, "detector", data_cfg, synthetic)
+    samples, backgrounds = lesion_training_data(data_root, role, data_cfg, synthetic)
     s = cfg.input_size
     grid = s // STRIDE
     items = train_items([*samples, *backgrounds], s)
@@ -128,7 +131,7 @@ def train_detector(
 
     result = fit(net, len(train_idx), make_batch, loss_fn, validate, cfg, progress=progress, init=init)
     summary = {
-        **run_summary("detector", samples, len(train_idx), len(val_idx), result, backgrounds, synthetic),
+        **run_summary(role, samples, len(train_idx), len(val_idx), result, backgrounds, synthetic),
         "validation_ap50": round(result["best_score"], 4),
     }
     arch = {"widths": list(cfg.widths), "input_size": s, "n_classes": len(CLASSES)}

@@ -302,9 +302,16 @@ class JsrtBackground:
         return read_gray(self.right_path) > 127, read_gray(self.left_path) > 127
 
 
+def jsrt_role(image_id: str) -> str:
+    """The lesion model (:data:`ROLES`) a JSRT nodule image is a synthetic-lesion
+    background of (``sha256("jsrt_scr-role:<id>")`` even/odd, as :func:`tuning_role`; ours,
+    fixed)."""
+    digest = hashlib.sha256(f"jsrt_scr-role:{image_id}".encode()).hexdigest()
+    return ROLES[int(digest, 16) % 2]
+
+
 def jsrt_backgrounds(data_root: str | Path, role: str) -> list[JsrtBackground]:
-    """The JSRT nodule images of one role (``sha256("jsrt_scr-role:<id>")`` even/odd, as
-    :func:`tuning_role`), sorted by image id. The 93 images without a nodule are left to
+    """The JSRT nodule images of one role (:func:`jsrt_role`), sorted by image id. The 93 images without a nodule are left to
     the benchmarks as normal adult films (``benchmarks/human_masks.py``). A data folder
     without ``jsrt_scr/nodules.csv`` or ``jsrt_scr/images`` gives none (the training
     summary records the count). Read by :mod:`cxrils.sources.jsrt`.
@@ -323,9 +330,8 @@ def jsrt_backgrounds(data_root: str | Path, role: str) -> list[JsrtBackground]:
         return []
     out = []
     for iid in ids:
-        digest = hashlib.sha256(f"jsrt_scr-role:{iid}".encode()).hexdigest()
         r = images.get(iid)
-        if ROLES[int(digest, 16) % 2] == role and r is not None and r.right_lung and r.left_lung:
+        if jsrt_role(iid) == role and r is not None and r.right_lung and r.left_lung:
             out.append(JsrtBackground(iid, r.image_path, r.right_lung, r.left_lung))
     return out
 

@@ -150,6 +150,7 @@ def run_summary(
             if backgrounds
             else ""
         ),
+        "role": role,
         "synthetic": None if synth is None else asdict(synth),
         "images": len(samples),
         "covid_images": n_pos,

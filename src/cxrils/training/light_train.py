@@ -18,12 +18,12 @@ from pathlib import Path
 import numpy as np
 
 from cxrils import vocab
-from cxrils.fsutil import atomic_path, atomic_write_json
+from cxrils.fsutil import atomic_path, atomic_write_json, sha256_file
 from cxrils.models.base import CONFIG_NAME
 from cxrils.models.light.calibrate import calibrate
 from cxrils.models.light.config import LightConfig
-from cxrils.models.light.inputs import dataset_inputs
-from cxrils.models.light.priors import AnatomyFn, AnomalyFn, ImagePriors
+from cxrils.models.light.inputs import PriorsFn, dataset_inputs
+from cxrils.models.light.priors import AnatomyFn, AnomalyFn, ImagePriors, default_anatomy
 from cxrils.models.light.segmenter import LightSegmenter
 from cxrils.models.predict import evaluate_run
 
@@ -59,10 +59,10 @@ def _lr_lambda(steps: int):
     return f
 
 
-def _batch(seg: LightSegmenter, ds, indices: list[int], cache: dict[str, ImagePriors]):
+def _batch(seg: LightSegmenter, ds, indices: list[int], cache: dict[str, ImagePriors], priors_of: PriorsFn | None):
     import torch
 
-    items, x, t = dataset_inputs(seg, ds, indices, cache)
+    items, x, t = dataset_inputs(seg, ds, indices, cache, priors_of)
     mask = torch.stack([it["mask"] for it in items])
     lesion = torch.tensor(
         [
@@ -144,7 +144,10 @@ def train_light(
         Predict and score the validation split at the end.
     anatomy, anomaly : callable, optional
         Anatomy segmenter and anomaly mapper of the priors and the answers' locations
-        (see :class:`LightSegmenter`; default: the configured builtin stages).
+        (see :class:`LightSegmenter`; default: the configured builtin stages). With
+        ``config.oof_anomaly_weights`` and ``oof_detector_weights``, the images of the
+        builtin lesion models' tuning part take out-of-fold priors instead, in training
+        and in the threshold choice (:mod:`cxrils.training.prior_folds`).
     inference_keys : tuple of str
         On resume, the settings of :data:`INFERENCE_ONLY` taken from ``config``; the
         others keep the run's stored values (``cxrils train`` passes those given by
@@ -156,13 +159,15 @@ def train_light(
         ``steps``, ``train_seconds``, ``final_loss`` (loss of the last step; None when
         unknown, e.g. a resumed run whose checkpoint predates it); with ``config.calibrate``,
         ``calibration`` (thresholds chosen on the validation split, also written to
-        ``calibration.json`` and stored in ``config.json``); when evaluated, ``validate``
+        ``calibration.json`` and stored in ``config.json``); with out-of-fold priors,
+        ``oof_priors`` (each weights file's SHA-256); when evaluated, ``validate``
         (Table 4 row of :meth:`cxrils.evaluation.EvaluationReport.table4`).
 
     Raises
     ------
     TrainError
-        If the dataset has no train positives or negatives, or the run folder holds
+        If the dataset has no train positives or negatives, an out-of-fold weights file
+        is unreadable or of the wrong half, or the run folder holds
         an incompatible run.
     """
     import torch
@@ -187,6 +192,15 @@ def train_light(
     except (DatasetError, ValueError) as err:
         raise TrainError(f"{dataset_dir}: cannot train on this dataset: {err}") from err
 
+    priors_of: PriorsFn | None = None
+    if cfg.oof_anomaly_weights:
+        from cxrils.training.prior_folds import OutOfFoldPriors
+
+        anatomy = anatomy or default_anatomy()
+        try:
+            priors_of = OutOfFoldPriors(cfg, anatomy)
+        except ValueError as err:
+            raise TrainError(f"out-of-fold priors: {err}") from err
     seg = LightSegmenter(cfg, anatomy=anatomy, anomaly=anomaly)
     net = seg.net
     opt = torch.optim.AdamW(net.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay)
@@ -232,7 +246,7 @@ def train_light(
         for b, indices in enumerate(sampler):
             if b < offset:
                 continue
-            x, t, mask, lesion, certainty = _batch(seg, ds, indices, prior_cache)
+            x, t, mask, lesion, certainty = _batch(seg, ds, indices, prior_cache, priors_of)
             outs = net.member_outputs(x, t) if hasattr(net, "member_outputs") else [net(x, t)]
             member_terms = [light_loss(o, mask, lesion, certainty, cfg) for o in outs]
             terms = {k: sum(m[k] for m in member_terms) / len(outs) for k in member_terms[0]}
@@ -270,12 +284,17 @@ def train_light(
         elapsed += time.perf_counter() - t0
     net.eval()
     result: dict = {"steps": step, "train_seconds": elapsed, "final_loss": last_loss}
+    if priors_of is not None:
+        result["oof_priors"] = {
+            "anomaly_sha256": sha256_file(cfg.oof_anomaly_weights),
+            "detector_sha256": sha256_file(cfg.oof_detector_weights),
+        }
     if cfg.calibrate:
         from cxrils.dataset import read_records
 
         val = read_records(dataset_dir, "validate")
         if len(val) and val["polarity"].nunique() == 2:
-            result["calibration"] = calibrate(seg, dataset_dir, "validate")
+            result["calibration"] = calibrate(seg, dataset_dir, "validate", priors_of=priors_of)
             atomic_write_json(run / CALIBRATION_NAME, result["calibration"])
             log.info("thresholds chosen on validate: %s", result["calibration"])
         else:

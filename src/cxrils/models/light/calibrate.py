@@ -36,14 +36,20 @@ from pathlib import Path
 import numpy as np
 
 from cxrils.models.light.config import LightConfig
-from cxrils.models.light.inputs import dataset_inputs
+from cxrils.models.light.inputs import PriorsFn, dataset_inputs
 
 #: Pixel-threshold candidates (ours).
 TAU_MASK_GRID: tuple[float, ...] = (0.3, 0.4, 0.5, 0.6, 0.7)
 
 
 def validation_scores(
-    seg, dataset_dir: str | Path, split: str = "validate", *, batch_size: int = 32, prior_cache: dict | None = None
+    seg,
+    dataset_dir: str | Path,
+    split: str = "validate",
+    *,
+    batch_size: int = 32,
+    prior_cache: dict | None = None,
+    priors_of: PriorsFn | None = None,
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """Presence scores, pixel probabilities and reference masks of a split's template records.
 
@@ -59,6 +65,8 @@ def validation_scores(
         here; pass one dict to score several networks of one prior configuration (an
         ensemble's members) without computing the priors again. Keyed by the bare image
         id: one dict per dataset.
+    priors_of : callable, optional
+        Priors in place of the segmenter's (:func:`~cxrils.models.light.inputs.dataset_inputs`).
 
     Returns
     -------
@@ -88,7 +96,7 @@ def validation_scores(
     prior_cache = {} if prior_cache is None else prior_cache
     seg.net.eval()
     for start in range(0, len(idx), batch_size):
-        items, x, t = dataset_inputs(seg, ds, [int(i) for i in idx[start : start + batch_size]], prior_cache)
+        items, x, t = dataset_inputs(seg, ds, [int(i) for i in idx[start : start + batch_size]], prior_cache, priors_of)
         with torch.inference_mode():
             out = seg.net(x, t)
         presence.append(torch.sigmoid(out["presence"]).numpy())
@@ -260,10 +268,17 @@ def choose_target_thresholds(
     return out
 
 
-def calibrate(seg, dataset_dir: str | Path, split: str = "validate", *, prior_cache: dict | None = None) -> dict:
+def calibrate(
+    seg,
+    dataset_dir: str | Path,
+    split: str = "validate",
+    *,
+    prior_cache: dict | None = None,
+    priors_of: PriorsFn | None = None,
+) -> dict:
     """Choose and set ``seg.config.tau_presence`` / ``tau_mask`` on ``split``, and with
     ``calib_per_target`` also ``tau_presence_by_target`` (module docstring);
-    ``prior_cache`` as :func:`validation_scores`.
+    ``prior_cache`` and ``priors_of`` as :func:`validation_scores`.
 
     Returns
     -------
@@ -286,7 +301,9 @@ def calibrate(seg, dataset_dir: str | Path, split: str = "validate", *, prior_ca
     if named == "test":
         raise ValueError("thresholds must not be chosen on the test split")
     cfg: LightConfig = seg.config
-    presence, prob, ref, targets = validation_scores(seg, dataset_dir, split, prior_cache=prior_cache)
+    presence, prob, ref, targets = validation_scores(
+        seg, dataset_dir, split, prior_cache=prior_cache, priors_of=priors_of
+    )
     chosen = choose_thresholds(presence, prob, ref, cfg.calib_min_n_acc, cfg.calib_confidence)
     cfg.tau_presence, cfg.tau_mask = chosen["tau_presence"], chosen["tau_mask"]
     by_target = {}

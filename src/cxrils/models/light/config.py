@@ -142,6 +142,15 @@ class LightConfig:
     tau_location : float
         Share of a predicted mask that must fall in a lung region for the answer to
         name it (ours; the paper names locations from the grounded masks, section 3.1).
+    oof_anomaly_weights, oof_detector_weights : str
+        Training only: builtin anomaly-map and detector weights files trained on the
+        other half of the lesion models' tuning part (``cxrils train-anomaly --role
+        detector``, ``cxrils train-detector --role anomaly``). With both set, the priors
+        of a training or validation image that a shipped lesion model learned from come
+        from the model that never saw it (:mod:`cxrils.training.prior_folds`; ours,
+        issue 28: the shipped models' maps are sharper on their own training images than
+        on new films, so the light model learned to trust them too much). Empty (the
+        default): the configured models for every image. Inference never reads them.
     seed : int
         Seed of initialisation, sampling and augmentation.
     """
@@ -178,6 +187,8 @@ class LightConfig:
     calib_per_target: bool = True  # ours
     calib_target_min_positives: int = 30  # ours
     calib_target_min_negatives: int = 100  # ours
+    oof_anomaly_weights: str = ""  # ours (training only)
+    oof_detector_weights: str = ""  # ours (training only)
     seed: int = 0
     model_type: str = field(default=MODEL_TYPE, init=False)
 
@@ -218,6 +229,12 @@ class LightConfig:
                 raise ValueError(f"{flag} must be true or false, got {getattr(self, flag)!r}")
         if min(self.calib_target_min_positives, self.calib_target_min_negatives) < 1:
             raise ValueError("calib_target_min_positives and calib_target_min_negatives must be >= 1")
+        if bool(self.oof_anomaly_weights) != bool(self.oof_detector_weights):
+            raise ValueError(
+                "oof_anomaly_weights and oof_detector_weights are set together (each half of the "
+                f"tuning part needs the other half's model), got {self.oof_anomaly_weights!r} and "
+                f"{self.oof_detector_weights!r}"
+            )
         if self.batch_size < 2 or self.batch_size % 2:
             raise ValueError(f"batch_size must be even and >= 2 (1:1 positives/negatives), got {self.batch_size}")
 

@@ -42,7 +42,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from cxrils import vocab
-from cxrils.config import QCConfig
+from cxrils.config import Config, QCConfig
 from cxrils.templates import ParsedText
 from cxrils.types import AnatomyMasks, LesionBox
 from cxrils.vision.anatomy.measures import cardiothoracic_ratio, frontal_plausibility
@@ -155,18 +155,18 @@ def default_anatomy() -> AnatomyFn:
     return get_segmenter(cfg.backends.anatomy, cfg).segment
 
 
-def default_anomaly() -> AnomalyFn:
-    """The configured anomaly mapper (builtin by default) as an :data:`AnomalyFn`.
+def default_anomaly(cfg: Config | None = None) -> AnomalyFn:
+    """The anomaly mapper of ``cfg`` (a :class:`cxrils.config.Config`; default: the
+    default config, whose backend is the builtin map) as an :data:`AnomalyFn`.
 
     Raises
     ------
     RuntimeError
         If the anomaly stage cannot be built.
     """
-    from cxrils.config import Config
     from cxrils.vision.anomaly import get_anomaly_mapper
 
-    cfg = Config()
+    cfg = cfg or Config()
     mapper = get_anomaly_mapper(cfg.backends.anomaly, cfg)
 
     def anomaly(x: np.ndarray, edit_region: np.ndarray, lungs: np.ndarray) -> np.ndarray:
@@ -175,18 +175,18 @@ def default_anomaly() -> AnomalyFn:
     return anomaly
 
 
-def default_detector() -> DetectorFn:
-    """The configured lesion detector (builtin by default) as a :data:`DetectorFn`.
+def default_detector(cfg: Config | None = None) -> DetectorFn:
+    """The lesion detector of ``cfg`` (a :class:`cxrils.config.Config`; default: the
+    default config, whose backend is the builtin detector) as a :data:`DetectorFn`.
 
     Raises
     ------
     RuntimeError
         If the detection stage cannot be built.
     """
-    from cxrils.config import Config
     from cxrils.vision.detection import get_detector
 
-    cfg = Config()
+    cfg = cfg or Config()
     return get_detector(cfg.backends.detector, cfg).detect
 
 

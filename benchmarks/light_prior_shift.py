@@ -21,9 +21,14 @@ a split of a few dozen normal images; the remedy it points to is training and
 calibrating the light model on priors from a map that never saw the image, see the
 light model card).
 
+With ``--out-of-fold`` (a model trained with out-of-fold priors,
+:mod:`cxrils.training.prior_folds`), each half is also answered with the priors of the
+lesion models that never saw it: the priors its thresholds were chosen on, and the
+situation of a new film.
+
 Usage::
 
-    python -m benchmarks.light_prior_shift --dataset LIGHT_DATA [--run RUN] [--threads 2]
+    python -m benchmarks.light_prior_shift --dataset LIGHT_DATA [--run RUN] [--out-of-fold] [--threads 2]
 """
 
 from __future__ import annotations
@@ -44,6 +49,28 @@ HALVES: tuple[tuple[str, str], ...] = (
     ("anomaly", "anomaly half (the map trained on these images)"),
     ("detector", "detector half (the map never saw them)"),
 )
+
+
+#: Labels of the lesion models the priors come from (the table's second column).
+SHIPPED = "shipped"
+OUT_OF_FOLD = "out of fold"
+
+
+def answers_at(seg, x, instructions: list[str], taus: list[float]) -> list[list[bool]]:
+    """Per threshold of ``taus``: whether ``seg`` answers each instruction about ``x``
+    present (``predict_many``, as users get it) with its opacity threshold set to it; the
+    model's thresholds are restored afterwards."""
+    by_target = seg.config.tau_presence_by_target
+    keep = dict(by_target)
+    out = []
+    try:
+        for tau in taus:
+            by_target[TARGET] = tau
+            out.append([bool(p.mask.any()) for p in seg.predict_many([x] * len(instructions), instructions)])
+    finally:
+        by_target.clear()
+        by_target.update(keep)
+    return out
 
 
 def is_lung_level(locations) -> bool:
@@ -75,6 +102,12 @@ def main(argv: list[str] | None = None) -> int:
     with the anomaly prior."""
     ap = benchmark_parser(__doc__.splitlines()[0], threads=2, page="light_prior_shift")
     add_light_validate_options(ap)
+    ap.add_argument(
+        "--out-of-fold",
+        action="store_true",
+        help="also answer each half with the priors of the lesion models that never saw it "
+        "(the run's oof_anomaly_weights / oof_detector_weights, cxrils.training.prior_folds)",
+    )
     args = ap.parse_args(argv)
     apply_threads(args)
     run, seg = load_light_run(args)
@@ -95,43 +128,59 @@ def main(argv: list[str] | None = None) -> int:
         & rec.image_id.str.startswith(HUMAN_PREFIX)
     ]
     by_image = {k: g for k, g in rec.groupby("image_id", sort=True)}
-    by_target = seg.config.tau_presence_by_target
-    shipped = by_target.get(TARGET, seg.config.tau_presence)
+    shipped = seg.config.tau_presence_by_target.get(TARGET, seg.config.tau_presence)
     taus = sorted({*THRESHOLDS, shipped})
-    keep = dict(by_target)
-    rows: dict[float, list[tuple[str, bool, bool, bool]]] = {t: [] for t in taus}
-    try:
-        for image_id, g in by_image.items():
-            x = load_image(Path(args.dataset) / g.image_path.iloc[0]).pixels
-            half = tuning_role(image_id[len(HUMAN_PREFIX) :])
-            normal = image_id.startswith(f"{HUMAN_PREFIX}Normal")
-            for tau in taus:
-                by_target[TARGET] = tau
-                preds = seg.predict_many([x] * len(g), g.instruction.tolist())
-                for r, p in zip(g.itertuples(), preds):
-                    positive = r.polarity == "positive"
-                    rows[tau].append((half, positive, normal and is_lung_level(r.locations), bool(p.mask.any())))
-    finally:
-        by_target.clear()
-        by_target.update(keep)
+    models: dict[str, dict[str, LightSegmenter]] = {SHIPPED: {h: seg for h, _ in HALVES}}
+    if args.out_of_fold:
+        from cxrils.models import Segmenter
+        from cxrils.training.prior_folds import check_out_of_fold_weights, out_of_fold_stages
+
+        try:
+            check_out_of_fold_weights(seg.config)
+        except ValueError as err:
+            print(f"{run}: no out-of-fold lesion models to answer with: {err}")
+            return 1
+        models[OUT_OF_FOLD] = {}
+        for h, _ in HALVES:
+            anomaly, detector = out_of_fold_stages(seg.config, h)
+            models[OUT_OF_FOLD][h] = Segmenter.from_pretrained(run, anomaly=anomaly, detector=detector)
+    rows: dict[tuple[str, float], list[tuple[str, bool, bool, bool]]] = {(k, t): [] for k in models for t in taus}
+    for image_id, g in by_image.items():
+        x = load_image(Path(args.dataset) / g.image_path.iloc[0]).pixels
+        half = tuning_role(image_id[len(HUMAN_PREFIX) :])
+        normal = image_id.startswith(f"{HUMAN_PREFIX}Normal")
+        for kind, by_half in models.items():
+            for tau, present in zip(taus, answers_at(by_half[half], x, g.instruction.tolist(), taus)):
+                for r, p in zip(g.itertuples(), present):
+                    rows[(kind, tau)].append((half, r.polarity == "positive", normal and is_lung_level(r.locations), p))
     n_images = {h: sum(tuning_role(i[len(HUMAN_PREFIX) :]) == h for i in by_image) for h, _ in HALVES}
     lines = [
         f"Model: {run.name}; dataset: {Path(args.dataset).name}, validate split: {len(rec)} template {TARGET} "
         f"questions (basic and global) on {len(by_image)} COVID-QU-Ex images "
         f"({', '.join(f'{h} half {n}' for h, n in n_images.items())}); answers as the model gives them "
-        f"(consistent_answers = {seg.config.consistent_answers}); shipped {TARGET} threshold {shipped:.4f}.",
+        f"(consistent_answers = {seg.config.consistent_answers}); shipped {TARGET} threshold {shipped:.4f}"
+        + (
+            f"; out of fold: each half's priors from the lesion models that never saw it "
+            f"(oof_anomaly_weights {Path(seg.config.oof_anomaly_weights).name}, "
+            f"oof_detector_weights {Path(seg.config.oof_detector_weights).name})."
+            if args.out_of_fold
+            else "."
+        ),
         "",
-        "| half of the tuning part | opacity threshold | Normal images, lung-level questions: N-Acc "
+        "| half of the tuning part | lesion models of the priors | opacity threshold "
+        "| Normal images, lung-level questions: N-Acc "
         "| all opacity negatives: N-Acc | opacity positives: presence recall |",
-        "|---|---|---|---|---|",
+        "|---|---|---|---|---|---|",
     ]
     for half, label in HALVES:
-        for tau in taus:
-            t = tally(rows[tau]).get(half, (0,) * 6)
-            mark = f"{tau:.4f} (shipped)" if tau == shipped else f"{tau:.3f}"
-            lines.append(
-                f"| {label} | {mark} | {count_cell(t[0], t[1])} | {count_cell(t[2], t[3])} | {count_cell(t[4], t[5])} |"
-            )
+        for kind in models:
+            for tau in taus:
+                t = tally(rows[(kind, tau)]).get(half, (0,) * 6)
+                mark = f"{tau:.4f} (shipped)" if tau == shipped else f"{tau:.3f}"
+                lines.append(
+                    f"| {label} | {kind} | {mark} | {count_cell(t[0], t[1])} | {count_cell(t[2], t[3])} "
+                    f"| {count_cell(t[4], t[5])} |"
+                )
     text = "\n".join(lines)
     print(text)
     publish_if_asked(args, text)

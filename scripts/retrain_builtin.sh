@@ -6,7 +6,7 @@
 # Steps 0-2 fine-tune the anatomy and detector networks from the shipped weights and train the
 # anomaly network from scratch (each model card gives its own command); SKIP_VISION=1
 # skips them (the detector and the anomaly map read only images, so an anatomy change
-# alone needs steps 0 and 3-7).
+# alone needs steps 0 and 3-7; step 5 then reuses the out-of-fold models of step 2b in WORK).
 set -euo pipefail
 DATA=${1:-../shared/data}
 WORK=${2:-runs/retrain}
@@ -30,6 +30,16 @@ if [ "${SKIP_VISION:-0}" != 1 ]; then
   cp "$WORK/detector.safetensors" "$W/detector_builtin.safetensors"
   $CX train-anomaly --data "$DATA" -o "$WORK/anomaly.safetensors" --threads "$THREADS"
   cp "$WORK/anomaly.safetensors" "$W/anomaly_builtin.safetensors"
+  # 2b. out-of-fold lesion models, each on the other half, whose maps the light model trains
+  # on (cxrils.training.prior_folds; not shipped): the anomaly map as above, the detector
+  # from scratch and then fine-tuned twice (the shipped one has been fine-tuned several times)
+  $CX train-anomaly --data "$DATA" --role detector -o "$WORK/oof_anomaly.safetensors" --threads "$THREADS"
+  $CX train-detector --data "$DATA" --role anomaly -o "$WORK/oof_detector_r1.safetensors" --threads "$THREADS"
+  for r in 2 3; do
+    $CX train-detector --data "$DATA" --role anomaly --init "$WORK/oof_detector_r$((r - 1)).safetensors" \
+        --epochs 12 --lr 1e-3 -o "$WORK/oof_detector_r$r.safetensors" --threads "$THREADS"
+  done
+  cp "$WORK/oof_detector_r3.safetensors" "$WORK/oof_detector.safetensors"
 fi
 # 3. the demo dataset with the new defaults (as `cxrils demo` does)
 rm -rf "$WORK/demo"
@@ -39,7 +49,8 @@ rm -rf "$WORK/light_data"
 $PY -m cxrils.training.light_data --generated "$WORK/demo" --data "$DATA" -o "$WORK/light_data"
 # 5. the light model (thresholds chosen on the validation split), then ship it
 rm -rf "$WORK/light"
-$CX train --model light --dataset "$WORK/light_data" -o "$WORK/light" $LIGHT_SET --threads "$THREADS" --no-evaluate
+$CX train --model light --dataset "$WORK/light_data" -o "$WORK/light" $LIGHT_SET --threads "$THREADS" --no-evaluate \
+    --set oof_anomaly_weights="$WORK/oof_anomaly.safetensors" --set oof_detector_weights="$WORK/oof_detector.safetensors"
 # the cardiomegaly score gate is shipped only where its validation rule holds (exit 3 stops here;
 # an inference setting: set "cardiomegaly_needs_score": false in $WORK/light/config.json, rerun from cp)
 $PY -m benchmarks.light_cardiomegaly --run "$WORK/light" --dataset "$WORK/light_data"

@@ -28,7 +28,15 @@ import numpy as np
 
 from cxrils.config import Config
 from cxrils.models.light.config import LightConfig
-from cxrils.models.light.priors import AnatomyFn, ImagePriors, PriorComputer, default_anomaly, default_detector
+from cxrils.models.light.priors import (
+    AnatomyFn,
+    AnomalyFn,
+    DetectorFn,
+    ImagePriors,
+    PriorComputer,
+    default_anomaly,
+    default_detector,
+)
 from cxrils.training.lesion_data import ROLES, jsrt_role, tuning_role
 from cxrils.training.light_data import HUMAN_PREFIX, JSRT_BACKGROUND_PREFIX, JSRT_PREFIX, SYNTHETIC_PREFIX
 
@@ -82,8 +90,56 @@ def weights_role(path: str | Path) -> str:
     return role
 
 
+def check_out_of_fold_weights(config: LightConfig) -> None:
+    """Check that ``config.oof_anomaly_weights`` trained on the detector half and
+    ``config.oof_detector_weights`` on the anomaly half (:func:`weights_role`).
+
+    Raises
+    ------
+    ValueError
+        If a file is unset, unreadable or of the wrong half.
+    """
+    for path, want in ((config.oof_anomaly_weights, "detector"), (config.oof_detector_weights, "anomaly")):
+        if not path:
+            raise ValueError("out-of-fold priors need both oof_anomaly_weights and oof_detector_weights")
+        have = weights_role(path)
+        if have != want:
+            raise ValueError(f"{path}: trained on the {have!r} half; the other model's half, {want!r}, is needed")
+
+
+def out_of_fold_stages(
+    config: LightConfig, role: str, base: Config | None = None
+) -> tuple[AnomalyFn | None, DetectorFn | None]:
+    """The anomaly map and detector that never saw an image of the tuning half ``role``:
+    for ``"anomaly"`` the out-of-fold map and the shipped detector, for ``"detector"`` the
+    shipped map and the out-of-fold detector (each None where ``config`` computes no
+    such prior: ``priors``, ``box_prior``). ``base``: the pipeline config whose anomaly and
+    detection settings both use (default: the default config).
+
+    Raises
+    ------
+    ValueError
+        If ``role`` is not one of :data:`~cxrils.training.lesion_data.ROLES`.
+    RuntimeError
+        If a stage cannot be built.
+    """
+    if role not in ROLES:
+        raise ValueError(f"role must be one of {ROLES}, got {role!r}")
+    base = base or Config()
+    oof = dataclasses.replace(
+        base,
+        anomaly=dataclasses.replace(base.anomaly, builtin_weights=config.oof_anomaly_weights),
+        detection=dataclasses.replace(base.detection, builtin_weights=config.oof_detector_weights),
+    )
+    anomaly_cfg, detector_cfg = (oof, base) if role == "anomaly" else (base, oof)
+    anomaly = default_anomaly(anomaly_cfg) if config.priors else None
+    detector = default_detector(detector_cfg) if config.priors and config.box_prior else None
+    return anomaly, detector
+
+
 class OutOfFoldPriors:
-    """Priors of light-training images from lesion models that never saw them.
+    """Priors of light-training images from lesion models that never saw them
+    (:func:`out_of_fold_stages` by :func:`source_role`).
 
     Parameters
     ----------
@@ -94,48 +150,20 @@ class OutOfFoldPriors:
     anatomy : callable
         The anatomy segmenter of the priors (the light model's own).
     base : Config, optional
-        Pipeline config whose anomaly and detection settings both models use (default:
-        the default config).
+        As :func:`out_of_fold_stages`.
 
     Raises
     ------
     ValueError
-        If a weights file is unset or records the wrong half (:func:`weights_role`).
+        If a weights file is unset or records the wrong half (:func:`check_out_of_fold_weights`).
     """
 
     def __init__(self, config: LightConfig, anatomy: AnatomyFn, base: Config | None = None) -> None:
-        base = base or Config()
+        check_out_of_fold_weights(config)
         self._config = config
         self._anatomy = anatomy
-        for path, want in ((config.oof_anomaly_weights, "detector"), (config.oof_detector_weights, "anomaly")):
-            if not path:
-                raise ValueError("out-of-fold priors need both oof_anomaly_weights and oof_detector_weights")
-            if weights_role(path) != want:
-                raise ValueError(
-                    f"{path}: trained on the {weights_role(path)!r} half; the other model's half, {want!r}, is needed"
-                )
-        self._oof_cfg = dataclasses.replace(
-            base,
-            anomaly=dataclasses.replace(base.anomaly, builtin_weights=config.oof_anomaly_weights),
-            detection=dataclasses.replace(base.detection, builtin_weights=config.oof_detector_weights),
-        )
         self._base = base
         self._computers: dict[str, PriorComputer] = {}
-
-    def _computer(self, role: str) -> PriorComputer:
-        """Role ``"anomaly"``: the out-of-fold anomaly map and the shipped detector;
-        ``"detector"``: the shipped anomaly map and the out-of-fold detector."""
-        if role not in self._computers:
-            with_boxes = self._config.priors and self._config.box_prior
-            anomaly_cfg, detector_cfg = (
-                (self._oof_cfg, self._base) if role == "anomaly" else (self._base, self._oof_cfg)
-            )
-            self._computers[role] = PriorComputer(
-                self._anatomy,
-                default_anomaly(anomaly_cfg) if self._config.priors else None,
-                default_detector(detector_cfg) if with_boxes else None,
-            )
-        return self._computers[role]
 
     def __call__(self, image_id: str, x: np.ndarray) -> ImagePriors | None:
         """Priors of ``x`` uint8 (H, W), the image ``image_id`` of a light-training
@@ -144,4 +172,6 @@ class OutOfFoldPriors:
         role = source_role(image_id)
         if role is None:
             return None
-        return self._computer(role).priors(x, with_anomaly=self._config.priors, key=image_id)
+        if role not in self._computers:
+            self._computers[role] = PriorComputer(self._anatomy, *out_of_fold_stages(self._config, role, self._base))
+        return self._computers[role].priors(x, with_anomaly=self._config.priors, key=image_id)

@@ -14,7 +14,8 @@ the same N-Acc constraint. Each figure is measured on the split its thresholds w
 chosen on, so all are optimistic, and picking the best of 1 + E candidates on them adds
 a little more; the human-mask benchmark (``benchmarks/human_masks.py``) is the test.
 Nothing here sees the test split or a human-mask benchmark image (the COVID-QU-Ex report
-part is never in a light training dataset).
+part is never in a light training dataset). A run trained on out-of-fold priors
+(``oof_anomaly_weights``) is scored on them too, as its thresholds were chosen.
 
 Usage::
 
@@ -69,13 +70,27 @@ def main(argv: list[str] | None = None) -> int:
         return 1
     stored = seg.config  # the rule's settings, as trained (calibrate changes only thresholds)
     cache: dict = {}  # one set of priors for every network
-    results = [(name, calibrate(s, args.dataset, "validate", prior_cache=cache)) for name, s in candidates(seg)]
+    priors_of = None
+    if stored.oof_anomaly_weights:  # the priors the run chose its thresholds on
+        from cxrils.models.light.priors import default_anatomy
+        from cxrils.training.prior_folds import OutOfFoldPriors
+
+        try:
+            priors_of = OutOfFoldPriors(stored, default_anatomy())
+        except ValueError as err:
+            print(f"{args.run}: trained on out-of-fold priors, which cannot be rebuilt: {err}")
+            return 1
+    results = [
+        (name, calibrate(s, args.dataset, "validate", prior_cache=cache, priors_of=priors_of))
+        for name, s in candidates(seg)
+    ]
     n = results[0][1]["n_records"]
     text = "\n".join(
         [
             f"Run: {args.run.name}; dataset: {args.dataset.name}, validate split, {n} template records; "
             f"N-Acc constraint {stored.calib_min_n_acc} at {stored.calib_confidence} one-sided confidence "
-            "(network resolution).",
+            "(network resolution)"
+            + ("; priors out of fold, as in training (cxrils.training.prior_folds)." if priors_of else "."),
             "",
             "| network | gIoU | cIoU | N-Acc | N-Acc lower bound | constraint met |",
             "|---|---|---|---|---|---|",

@@ -62,7 +62,8 @@ $PY -m benchmarks.models --dataset "$WORK/light_data" --from-run "$W/light_ils" 
     --publish light_model
 $PY -m benchmarks.human_masks --data "$DATA" --publish human_masks
 $PY -m benchmarks.light_cardiomegaly --dataset "$WORK/light_data" --publish light_cardiomegaly
-$PY -m benchmarks.light_prior_shift --dataset "$WORK/light_data" --publish light_prior_shift
+$PY -m benchmarks.light_prior_shift --dataset "$WORK/light_data" --out-of-fold --publish light_prior_shift
+$PY -m benchmarks.light_members --run "$WORK/light" --dataset "$WORK/light_data" --publish light_members
 $PY -m benchmarks.human_masks --data "$DATA" --set grounding.c1_bilateral=union --publish human_masks_c1_union
 $PY -m benchmarks.grounding --data "$DATA" --publish grounding
 # benchmarks of other pages whose numbers depend on the builtin lesion models

@@ -77,7 +77,7 @@ def main(argv: list[str] | None = None) -> int:
 
         try:
             priors_of = OutOfFoldPriors(stored, default_anatomy())
-        except ValueError as err:
+        except (ValueError, RuntimeError) as err:
             print(f"{args.run}: trained on out-of-fold priors, which cannot be rebuilt: {err}")
             return 1
     results = [

@@ -114,6 +114,7 @@ def main(argv: list[str] | None = None) -> int:
 
     from cxrils.dataset import read_records
     from cxrils.io import load_image
+    from cxrils.models import Segmenter
     from cxrils.models.light.segmenter import LightSegmenter
     from cxrils.training.lesion_data import tuning_role
 
@@ -130,20 +131,19 @@ def main(argv: list[str] | None = None) -> int:
     by_image = {k: g for k, g in rec.groupby("image_id", sort=True)}
     shipped = seg.config.tau_presence_by_target.get(TARGET, seg.config.tau_presence)
     taus = sorted({*THRESHOLDS, shipped})
-    models: dict[str, dict[str, LightSegmenter]] = {SHIPPED: {h: seg for h, _ in HALVES}}
+    models: dict[str, dict[str, Segmenter]] = {SHIPPED: {h: seg for h, _ in HALVES}}
     if args.out_of_fold:
-        from cxrils.models import Segmenter
         from cxrils.training.prior_folds import check_out_of_fold_weights, out_of_fold_stages
 
+        models[OUT_OF_FOLD] = {}
         try:
             check_out_of_fold_weights(seg.config)
-        except ValueError as err:
+            for h, _ in HALVES:
+                anomaly, detector = out_of_fold_stages(seg.config, h)
+                models[OUT_OF_FOLD][h] = Segmenter.from_pretrained(run, anomaly=anomaly, detector=detector)
+        except (ValueError, RuntimeError) as err:
             print(f"{run}: no out-of-fold lesion models to answer with: {err}")
             return 1
-        models[OUT_OF_FOLD] = {}
-        for h, _ in HALVES:
-            anomaly, detector = out_of_fold_stages(seg.config, h)
-            models[OUT_OF_FOLD][h] = Segmenter.from_pretrained(run, anomaly=anomaly, detector=detector)
     rows: dict[tuple[str, float], list[tuple[str, bool, bool, bool]]] = {(k, t): [] for k in models for t in taus}
     for image_id, g in by_image.items():
         x = load_image(Path(args.dataset) / g.image_path.iloc[0]).pixels

@@ -53,8 +53,11 @@ def test_both_halves_occur_among_training_ids():
     assert roles == {"detector", "anomaly"}
 
 
-def _weights(path, role):
-    meta = {"training": json.dumps({"role": role})} if role else {}
+def _weights(path, role, kind="anomaly", init=None):
+    """A weights file whose metadata record what cxrils' lesion training records: the half
+    trained on, the kind's own key (the map's p_star, the detector's AP50), the init."""
+    training = {"role": role, "init": init, **({"p_star": 0.15} if kind == "anomaly" else {"validation_ap50": 0.5})}
+    meta = {"training": json.dumps(training)} if role else {}
     save_file({"w": torch.zeros(1)}, str(path), metadata=meta)
     return str(path)
 
@@ -75,7 +78,10 @@ def test_light_config_takes_both_out_of_fold_files_or_neither():
 
 @pytest.fixture()
 def oof_files(tmp_path):
-    return _weights(tmp_path / "ano_oof.safetensors", "detector"), _weights(tmp_path / "det_oof.safetensors", "anomaly")
+    return (
+        _weights(tmp_path / "ano_oof.safetensors", "detector", "anomaly"),
+        _weights(tmp_path / "det_oof.safetensors", "anomaly", "detector"),
+    )
 
 
 def _fake_stages(monkeypatch, oof_ano, oof_det):
@@ -161,3 +167,52 @@ def test_cli_refuses_an_unknown_half(tmp_path, command):
     )
     assert res.exit_code != 0 and "role must be one of" in res.output
     assert not (tmp_path / "w.safetensors").exists()
+
+
+def test_a_file_of_the_other_kind_or_fine_tuned_from_the_other_half_is_refused(tmp_path, oof_files):
+    from cxrils.training.prior_folds import check_out_of_fold_weights
+
+    ano, det = oof_files
+    # a detector trained on the detector half named as the anomaly map: right half, wrong kind
+    wrong_kind = _weights(tmp_path / "det_on_det.safetensors", "detector", "detector")
+    with pytest.raises(ValueError, match="det_on_det.safetensors: not a builtin anomaly"):
+        check_out_of_fold_weights(LightConfig(oof_anomaly_weights=wrong_kind, oof_detector_weights=det))
+    # a detector of the anomaly half fine-tuned from the shipped detector (detector half)
+    leaked = _weights(
+        tmp_path / "det_ft.safetensors",
+        "anomaly",
+        "detector",
+        init={"file": "detector_builtin.safetensors", "role": None},
+    )
+    with pytest.raises(ValueError, match="det_ft.safetensors: fine-tuned from detector_builtin"):
+        check_out_of_fold_weights(LightConfig(oof_anomaly_weights=ano, oof_detector_weights=leaked))
+    # fine-tuned from a file of its own half: still out of fold
+    own = _weights(tmp_path / "det_r2.safetensors", "anomaly", "detector", init={"file": "r1", "role": "anomaly"})
+    check_out_of_fold_weights(LightConfig(oof_anomaly_weights=ano, oof_detector_weights=own))
+
+
+def test_init_record_names_the_file_its_hash_and_half(tmp_path):
+    from cxrils.training.lesion_train import init_record
+
+    path = _weights(tmp_path / "r1.safetensors", "anomaly", "detector")
+    rec = init_record(path)
+    assert rec["file"] == "r1.safetensors" and rec["role"] == "anomaly"
+    assert rec["sha256"] == hashlib.sha256((tmp_path / "r1.safetensors").read_bytes()).hexdigest()
+    assert init_record(None) is None
+
+
+def test_a_run_records_its_out_of_fold_files_and_refuses_to_resume_on_others(tmp_path, monkeypatch, oof_files):
+    ano, det = oof_files
+    _fake_stages(monkeypatch, ano, det)
+    ds_dir = make_tiny_dataset(tmp_path / "ds", n_train=4, n_val=2, n_test=1)
+    stages = dict(anatomy=block_anatomy, anomaly=lambda x, e, lungs: np.zeros(x.shape, np.float32))
+    small = dict(ensemble=1, image_size=32, features=(4, 8, 8, 16, 16, 8), text_hidden=16, batch_size=4)
+    cfg = LightConfig(**small, steps=2, calibrate=False, oof_anomaly_weights=ano, oof_detector_weights=det)
+    run = tmp_path / "run"
+    result = train_light(ds_dir, run, cfg, progress=False, evaluate=False, checkpoint_every=1, **stages)
+    assert result["oof_priors"]["anomaly_sha256"] == hashlib.sha256(open(ano, "rb").read()).hexdigest()
+    # retrained in place: same half and kind, other weights
+    meta = {"training": json.dumps({"role": "detector", "p_star": 0.2})}
+    save_file({"w": torch.ones(1)}, ano, metadata=meta)
+    with pytest.raises(TrainError, match="other out-of-fold weights"):
+        train_light(ds_dir, run, dataclasses.replace(cfg, steps=3), progress=False, evaluate=False, **stages)

@@ -30,6 +30,7 @@ from cxrils.evaluation.metrics import region_pixel_auroc
 from cxrils.training.lesion_data import random_affine, warp
 from cxrils.training.lesion_train import (
     fit,
+    init_record,
     item_input,
     lesion_training_data,
     run_summary,
@@ -182,6 +183,7 @@ def train_anomaly(
     summary = {
         **run_summary(role, samples, len(train_idx), len(val_idx), result, backgrounds, synthetic),
         "p_star": p_star,
+        "init": init_record(init),
         "validation_iou": round(iou, 4),
         "validation_auroc": round(result["best_score"], 4),
         "p_star_by_epoch": [t for t, _ in per_epoch],

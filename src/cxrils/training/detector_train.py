@@ -24,6 +24,7 @@ from cxrils.config import DetectionConfig, DetectorTrainConfig, LesionDataConfig
 from cxrils.training.lesion_data import lesion_boxes, random_affine, warp
 from cxrils.training.lesion_train import (
     fit,
+    init_record,
     item_input,
     lesion_training_data,
     run_summary,
@@ -133,6 +134,7 @@ def train_detector(
     summary = {
         **run_summary(role, samples, len(train_idx), len(val_idx), result, backgrounds, synthetic),
         "validation_ap50": round(result["best_score"], 4),
+        "init": init_record(init),
     }
     arch = {"widths": list(cfg.widths), "input_size": s, "n_classes": len(CLASSES)}
     save_weights(

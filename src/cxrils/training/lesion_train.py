@@ -24,7 +24,7 @@ import cv2
 import numpy as np
 
 from cxrils.config import LesionDataConfig, LesionTrainConfig, SyntheticConfig
-from cxrils.fsutil import atomic_path
+from cxrils.fsutil import atomic_path, sha256_file
 from cxrils.training.lesion_data import JsrtBackground, LesionSample, jsrt_backgrounds, training_samples
 from cxrils.training.synthetic import draw_lesions
 from cxrils.vision.lesion_nets import network_mask
@@ -128,6 +128,35 @@ def lesion_training_data(
 ) -> tuple[list[LesionSample], list[JsrtBackground]]:
     """(COVID-QU-Ex samples of the role, JSRT backgrounds of the role or none without ``synth``)."""
     return role_samples(data_root, role, data_cfg), ([] if synth is None else jsrt_backgrounds(data_root, role))
+
+
+def recorded_training(path: str | Path) -> dict:
+    """The ``training`` summary stored in a builtin lesion model's weights metadata
+    (:func:`save_weights`); ``{}`` when the file has none.
+
+    Raises
+    ------
+    ValueError
+        If the file is missing or its metadata cannot be read.
+    """
+    from safetensors import safe_open
+
+    try:
+        with safe_open(str(path), framework="pt") as fh:
+            meta = fh.metadata() or {}
+        training = json.loads(meta.get("training", "{}"))
+    except Exception as err:  # safetensors and json raise several types on missing or bad files
+        raise ValueError(f"{path}: cannot read weights metadata: {err}") from err
+    return training if isinstance(training, dict) else {}
+
+
+def init_record(init: str | Path | None) -> dict | None:
+    """What a run fine-tuned from, for its summary: the file's name, SHA-256 and the
+    half it recorded (``role``, None for files written before roles were recorded);
+    None without ``init``."""
+    if init is None:
+        return None
+    return {"file": Path(init).name, "sha256": sha256_file(init), "role": recorded_training(init).get("role")}
 
 
 def run_summary(

@@ -193,13 +193,18 @@ def train_light(
         raise TrainError(f"{dataset_dir}: cannot train on this dataset: {err}") from err
 
     priors_of: PriorsFn | None = None
+    oof_hashes: dict[str, str] | None = None  # the files' SHA-256, checked on resume
     if cfg.oof_anomaly_weights:
         from cxrils.training.prior_folds import OutOfFoldPriors
 
         anatomy = anatomy or default_anatomy()
         try:
             priors_of = OutOfFoldPriors(cfg, anatomy)
-        except ValueError as err:
+            oof_hashes = {
+                "anomaly_sha256": sha256_file(cfg.oof_anomaly_weights),
+                "detector_sha256": sha256_file(cfg.oof_detector_weights),
+            }
+        except (ValueError, RuntimeError, OSError) as err:
             raise TrainError(f"out-of-fold priors: {err}") from err
     seg = LightSegmenter(cfg, anatomy=anatomy, anomaly=anomaly)
     net = seg.net
@@ -212,6 +217,12 @@ def train_light(
         net.load_state_dict(state["net"])
         opt.load_state_dict(state["opt"])
         step, elapsed = int(state["step"]), float(state["elapsed_s"])
+        if state.get("oof_priors", oof_hashes) != oof_hashes:
+            raise TrainError(
+                f"{run}: its checkpoint was trained on other out-of-fold weights files "
+                f"({state.get('oof_priors')}) than {cfg.oof_anomaly_weights} / {cfg.oof_detector_weights}; "
+                "start over with --no-resume"
+            )
         last_loss = state.get("loss", _summary_number(run, "final_loss"))  # checkpoints before "loss" was stored
         sched = torch.optim.lr_scheduler.LambdaLR(opt, _lr_lambda(cfg.steps), last_epoch=step - 1)
         log.info("resuming %s at step %d", run, step)
@@ -229,6 +240,7 @@ def train_light(
                     "step": step,
                     "elapsed_s": elapsed,
                     "loss": last_loss,
+                    "oof_priors": oof_hashes,
                 },
                 tmp,
             )
@@ -284,11 +296,8 @@ def train_light(
         elapsed += time.perf_counter() - t0
     net.eval()
     result: dict = {"steps": step, "train_seconds": elapsed, "final_loss": last_loss}
-    if priors_of is not None:
-        result["oof_priors"] = {
-            "anomaly_sha256": sha256_file(cfg.oof_anomaly_weights),
-            "detector_sha256": sha256_file(cfg.oof_detector_weights),
-        }
+    if oof_hashes is not None:
+        result["oof_priors"] = oof_hashes
     if cfg.calibrate:
         from cxrils.dataset import read_records
 

@@ -5,9 +5,13 @@ part and of the JSRT nodule images (:func:`cxrils.training.lesion_data.tuning_ro
 :func:`~cxrils.training.lesion_data.jsrt_role`). The light model's training dataset
 (:mod:`cxrils.training.light_data`) holds images of both halves, so with the shipped
 models every such image has one prior from a model that learned on it: sharper than on a
-new film (``benchmarks/light_prior_shift.py``: lung-level opacity N-Acc on normal films
-98.5 % on the anomaly map's own half against 93.8 % on the other), and the light model
-learns to trust it more than it deserves on the radiologists' held-back films.
+new film (``benchmarks/light_prior_shift.py`` for the light model trained on the shipped
+models' priors, ``docs/results/light_prior_shift.md`` at commit 8d1e297: lung-level
+opacity N-Acc on normal films 98.5 % on the anomaly map's own half against 93.8 % on the
+other), and the light model learns to trust it more than it deserves on new films.
+Copies of one film across the two halves (near-duplicates inside the tuning part, which
+:func:`~cxrils.training.lesion_data.find_duplicates` does not remove) still leak: the
+out-of-fold model trained on the copy.
 
 With a second anomaly map trained on the detector half (``cxrils train-anomaly --role
 detector``) and a second detector trained on the anomaly half (``cxrils train-detector
@@ -21,7 +25,6 @@ Inference is unchanged: new films meet the shipped models, as out of fold as the
 from __future__ import annotations
 
 import dataclasses
-import json
 from pathlib import Path
 
 import numpy as np
@@ -38,6 +41,7 @@ from cxrils.models.light.priors import (
     default_detector,
 )
 from cxrils.training.lesion_data import ROLES, jsrt_role, tuning_role
+from cxrils.training.lesion_train import recorded_training
 from cxrils.training.light_data import HUMAN_PREFIX, JSRT_BACKGROUND_PREFIX, JSRT_PREFIX, SYNTHETIC_PREFIX
 
 
@@ -71,40 +75,50 @@ def weights_role(path: str | Path) -> str:
         If the file is missing, unreadable, or records no role of
         :data:`~cxrils.training.lesion_data.ROLES`.
     """
-    from safetensors import safe_open
-
-    try:
-        with safe_open(str(path), framework="pt") as fh:
-            meta = fh.metadata() or {}
-    except Exception as err:  # safetensors raises several types on missing or bad files
-        raise ValueError(f"{path}: cannot read weights metadata: {err}") from err
-    try:
-        role = json.loads(meta.get("training", "{}")).get("role")
-    except (ValueError, AttributeError):
-        role = None
+    role = recorded_training(path).get("role")
     if role not in ROLES:
         raise ValueError(
             f"{path}: records no training half (metadata 'training.role' {role!r}); retrain it with "
             "cxrils train-anomaly / train-detector --role"
         )
-    return role
+    return str(role)
+
+
+#: The ``training`` metadata key only each kind of builtin lesion model records: the
+#: anomaly map's ``p_star`` (its normalisation) and the detector's validation AP50.
+KIND_KEYS: dict[str, str] = {"anomaly": "p_star", "detector": "validation_ap50"}
 
 
 def check_out_of_fold_weights(config: LightConfig) -> None:
-    """Check that ``config.oof_anomaly_weights`` trained on the detector half and
-    ``config.oof_detector_weights`` on the anomaly half (:func:`weights_role`).
+    """Check that ``config.oof_anomaly_weights`` is an anomaly map trained on the detector
+    half and ``config.oof_detector_weights`` a detector trained on the anomaly half
+    (:func:`weights_role`, :data:`KIND_KEYS`), neither fine-tuned from a file of the other
+    half (the ``init`` record of the summary; files written before it was recorded pass).
 
     Raises
     ------
     ValueError
-        If a file is unset, unreadable or of the wrong half.
+        If a file is unset, unreadable, of the other kind or half, or fine-tuned from a
+        file of another or an unknown half.
     """
-    for path, want in ((config.oof_anomaly_weights, "detector"), (config.oof_detector_weights, "anomaly")):
+    for kind, path, want in (
+        ("anomaly", config.oof_anomaly_weights, "detector"),
+        ("detector", config.oof_detector_weights, "anomaly"),
+    ):
         if not path:
             raise ValueError("out-of-fold priors need both oof_anomaly_weights and oof_detector_weights")
         have = weights_role(path)
         if have != want:
             raise ValueError(f"{path}: trained on the {have!r} half; the other model's half, {want!r}, is needed")
+        training = recorded_training(path)
+        if KIND_KEYS[kind] not in training:
+            raise ValueError(f"{path}: not a builtin {kind} weights file (its metadata lack {KIND_KEYS[kind]!r})")
+        init = training.get("init")
+        if isinstance(init, dict) and init.get("role") != want:
+            raise ValueError(
+                f"{path}: fine-tuned from {init.get('file')}, which trained on the {init.get('role')!r} half: "
+                "not out of fold"
+            )
 
 
 def out_of_fold_stages(
@@ -155,15 +169,16 @@ class OutOfFoldPriors:
     Raises
     ------
     ValueError
-        If a weights file is unset or records the wrong half (:func:`check_out_of_fold_weights`).
+        If a weights file fails :func:`check_out_of_fold_weights`.
+    RuntimeError
+        If a stage cannot be built (e.g. the weights do not fit the network).
     """
 
     def __init__(self, config: LightConfig, anatomy: AnatomyFn, base: Config | None = None) -> None:
         check_out_of_fold_weights(config)
         self._config = config
-        self._anatomy = anatomy
-        self._base = base
-        self._computers: dict[str, PriorComputer] = {}
+        # both halves' stages are built now, so that a file that does not load fails here
+        self._computers = {role: PriorComputer(anatomy, *out_of_fold_stages(config, role, base)) for role in ROLES}
 
     def __call__(self, image_id: str, x: np.ndarray) -> ImagePriors | None:
         """Priors of ``x`` uint8 (H, W), the image ``image_id`` of a light-training
@@ -172,6 +187,4 @@ class OutOfFoldPriors:
         role = source_role(image_id)
         if role is None:
             return None
-        if role not in self._computers:
-            self._computers[role] = PriorComputer(self._anatomy, *out_of_fold_stages(self._config, role, self._base))
         return self._computers[role].priors(x, with_anomaly=self._config.priors, key=image_id)

@@ -64,7 +64,7 @@ def validation_scores(
         Image id -> priors (:func:`cxrils.models.light.inputs.dataset_inputs`), filled
         here; pass one dict to score several networks of one prior configuration (an
         ensemble's members) without computing the priors again. Keyed by the bare image
-        id: one dict per dataset.
+        id: one dict per dataset and per ``priors_of``.
     priors_of : callable, optional
         Priors in place of the segmenter's (:func:`~cxrils.models.light.inputs.dataset_inputs`).
 

@@ -31,6 +31,7 @@ def test_train_detector_writes_loadable_weights(data_root, tmp_path):
     det_ids = {x.image_id for x in training_samples(data_root, "detector")}
     assert s["images"] == len(det_ids) and s["train_images"] + s["validation_images"] == len(det_ids)
     assert len(s["history"]) == 2 and 0 <= s["validation_ap50"] <= 1
+    assert s["role"] == "detector" and s["init"] is None  # the half and the start it trained from
     det = get_detector("builtin", Config(detection=DetectionConfig(builtin_weights=str(out))))
     assert det.input_size == 32 and det.version.startswith("centernet-")
     x = np.full((64, 64), 100, np.uint8)

@@ -30,7 +30,6 @@ from cxrils.evaluation.metrics import region_pixel_auroc
 from cxrils.training.lesion_data import random_affine, warp
 from cxrils.training.lesion_train import (
     fit,
-    init_record,
     item_input,
     lesion_training_data,
     run_summary,
@@ -181,9 +180,8 @@ def train_anomaly(
     result = fit(net, len(train_idx), make_batch, loss_fn, validate, cfg, progress=progress, init=init)
     p_star, iou = per_epoch[result["best_epoch"] - 1]
     summary = {
-        **run_summary(role, samples, len(train_idx), len(val_idx), result, backgrounds, synthetic),
+        **run_summary(role, samples, len(train_idx), len(val_idx), result, backgrounds, synthetic, init),
         "p_star": p_star,
-        "init": init_record(init),
         "validation_iou": round(iou, 4),
         "validation_auroc": round(result["best_score"], 4),
         "p_star_by_epoch": [t for t, _ in per_epoch],

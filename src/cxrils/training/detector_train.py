@@ -24,7 +24,6 @@ from cxrils.config import DetectionConfig, DetectorTrainConfig, LesionDataConfig
 from cxrils.training.lesion_data import lesion_boxes, random_affine, warp
 from cxrils.training.lesion_train import (
     fit,
-    init_record,
     item_input,
     lesion_training_data,
     run_summary,
@@ -132,9 +131,8 @@ def train_detector(
 
     result = fit(net, len(train_idx), make_batch, loss_fn, validate, cfg, progress=progress, init=init)
     summary = {
-        **run_summary(role, samples, len(train_idx), len(val_idx), result, backgrounds, synthetic),
+        **run_summary(role, samples, len(train_idx), len(val_idx), result, backgrounds, synthetic, init),
         "validation_ap50": round(result["best_score"], 4),
-        "init": init_record(init),
     }
     arch = {"widths": list(cfg.widths), "input_size": s, "n_classes": len(CLASSES)}
     save_weights(

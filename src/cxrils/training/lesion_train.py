@@ -27,7 +27,7 @@ from cxrils.config import LesionDataConfig, LesionTrainConfig, SyntheticConfig
 from cxrils.fsutil import atomic_path, sha256_file
 from cxrils.training.lesion_data import JsrtBackground, LesionSample, jsrt_backgrounds, training_samples
 from cxrils.training.synthetic import draw_lesions
-from cxrils.vision.lesion_nets import network_mask
+from cxrils.vision.lesion_nets import network_mask, weights_metadata
 
 log = logging.getLogger(__name__)
 
@@ -132,21 +132,15 @@ def lesion_training_data(
 
 def recorded_training(path: str | Path) -> dict:
     """The ``training`` summary stored in a builtin lesion model's weights metadata
-    (:func:`save_weights`); ``{}`` when the file has none.
+    (:func:`save_weights`, read by :func:`cxrils.vision.lesion_nets.weights_metadata`);
+    ``{}`` when the file has none.
 
     Raises
     ------
     ValueError
         If the file is missing or its metadata cannot be read.
     """
-    from safetensors import safe_open
-
-    try:
-        with safe_open(str(path), framework="pt") as fh:
-            meta = fh.metadata() or {}
-        training = json.loads(meta.get("training", "{}"))
-    except Exception as err:  # safetensors and json raise several types on missing or bad files
-        raise ValueError(f"{path}: cannot read weights metadata: {err}") from err
+    training = weights_metadata(path).get("training", {})
     return training if isinstance(training, dict) else {}
 
 
@@ -167,8 +161,10 @@ def run_summary(
     result: dict,
     backgrounds: Sequence[JsrtBackground] = (),
     synth: SyntheticConfig | None = None,
+    init: str | Path | None = None,
 ) -> dict:
-    """The JSON-ready summary of a training run stored with its weights: data, image
+    """The JSON-ready summary of a training run stored with its weights: data, the half
+    trained on (``role``), the file fine-tuned from (``init``, :func:`init_record`), image
     counts, best epoch, per-epoch history (4 decimals) and seconds."""
     n_pos = sum(s.positive for s in samples)
     return {
@@ -180,6 +176,7 @@ def run_summary(
             else ""
         ),
         "role": role,
+        "init": init_record(init),
         "synthetic": None if synth is None else asdict(synth),
         "images": len(samples),
         "covid_images": n_pos,

@@ -163,6 +163,27 @@ def network_mask(m: np.ndarray, size: int) -> np.ndarray:
     return (cv2.resize(m.astype(np.float32), (size, size), interpolation=cv2.INTER_AREA) >= 0.5).astype(np.float32)
 
 
+def weights_metadata(path: str | Path, error: type[Exception] = ValueError) -> dict[str, Any]:
+    """The metadata of a file written by :func:`cxrils.training.lesion_train.save_weights`,
+    each value decoded from its JSON string (``arch``, ``training``, ...; ``{}`` when none).
+
+    Raises
+    ------
+    error
+        If the file is missing or its metadata cannot be read (the message names the file).
+    """
+    from safetensors import SafetensorError, safe_open
+
+    p = Path(path)
+    if not p.is_file():
+        raise error(f"{p}: weights not found")
+    try:
+        with safe_open(str(p), framework="pt") as fh:
+            return {k: json.loads(v) for k, v in (fh.metadata() or {}).items()}
+    except (SafetensorError, ValueError, OSError) as err:
+        raise error(f"{p}: not usable weights: {err}") from err
+
+
 def load_weights(path: str | Path, build: Callable[[dict], Any], error: type[Exception]):
     """``(net, metadata)`` from a file written by :func:`cxrils.training.lesion_train.save_weights`; ``build(meta)``
     makes the network from the metadata.
@@ -173,14 +194,11 @@ def load_weights(path: str | Path, build: Callable[[dict], Any], error: type[Exc
         If the file is missing or does not fit the network (the message names the file).
     """
     from safetensors import SafetensorError
-    from safetensors.torch import load_file, safe_open
+    from safetensors.torch import load_file
 
     p = Path(path)
-    if not p.is_file():
-        raise error(f"{p}: weights not found")
+    meta = weights_metadata(p, error)
     try:
-        with safe_open(str(p), framework="pt") as fh:
-            meta = {k: json.loads(v) for k, v in (fh.metadata() or {}).items()}
         net = build(meta)
         net.load_state_dict(load_file(str(p)))
     except (SafetensorError, KeyError, ValueError, TypeError, RuntimeError, OSError) as err:

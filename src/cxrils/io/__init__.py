@@ -12,16 +12,11 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from cxrils.io.base import ImageLoadError, ImageMeta, LoadedImage
+from cxrils.io.base import RASTER_SIGNATURES, ImageLoadError, ImageMeta, LoadedImage
 
 __all__ = ["ImageLoadError", "ImageMeta", "LoadedImage", "is_dicom", "load_image"]
 
 _DICOM_SUFFIXES = (".dcm", ".dicom", ".dic")
-
-
-#: Leading bytes of the raster formats Pillow reads here (PNG, JPEG, TIFF little / big
-#: endian, BMP): a file that starts so is not DICOM whatever its name.
-RASTER_SIGNATURES = (b"\x89PNG\r\n\x1a\n", b"\xff\xd8\xff", b"II*\x00", b"MM\x00*", b"BM")
 
 
 def is_dicom(path: str | Path) -> bool:
@@ -45,7 +40,9 @@ def is_dicom(path: str | Path) -> bool:
         raise ImageLoadError(path, f"cannot open: {err.strerror or err}") from err
     if head[128:132] == b"DICM":
         return True
-    return path.suffix.lower() in _DICOM_SUFFIXES and not head.startswith(RASTER_SIGNATURES)
+    return path.suffix.lower() in _DICOM_SUFFIXES and not head.startswith(
+        tuple(magic for magic, _ in RASTER_SIGNATURES)
+    )
 
 
 def load_image(path: str | Path, *, max_pixels: int | None = None, voi: str = "auto") -> LoadedImage:

@@ -9,6 +9,18 @@ from typing import Any
 
 import numpy as np
 
+#: File signatures (magic bytes) of the raster formats Pillow reads here, with their
+#: format names (PNG, JPEG/JFIF, TIFF little / big endian, BMP specifications): tells a
+#: corrupt file of a known format from a file of another kind, and a raster file from
+#: DICOM whatever its name.
+RASTER_SIGNATURES: tuple[tuple[bytes, str], ...] = (
+    (b"\x89PNG\r\n\x1a\n", "PNG"),
+    (b"\xff\xd8\xff", "JPEG"),
+    (b"II*\x00", "TIFF"),
+    (b"MM\x00*", "TIFF"),
+    (b"BM", "BMP"),
+)
+
 
 class ImageLoadError(ValueError):
     """An image could not be loaded.

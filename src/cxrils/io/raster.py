@@ -28,7 +28,7 @@ from pathlib import Path
 import numpy as np
 from PIL import Image, ImageOps
 
-from cxrils.io.base import ImageLoadError, ImageMeta, LoadedImage, minmax_unit, unit_to_uint8
+from cxrils.io.base import RASTER_SIGNATURES, ImageLoadError, ImageMeta, LoadedImage, minmax_unit, unit_to_uint8
 
 #: Formats Pillow may detect; anything else is refused.
 FORMATS: tuple[str, ...] = ("PNG", "JPEG", "TIFF", "BMP")
@@ -45,18 +45,6 @@ _COLOUR = {
 }
 
 
-#: File signatures (magic bytes) of :data:`FORMATS`, to tell a corrupt file of a known
-#: format from a file of another kind (PNG, JPEG/JFIF, TIFF little/big endian, BMP
-#: specifications).
-_SIGNATURES: tuple[tuple[bytes, str], ...] = (
-    (b"\x89PNG\r\n\x1a\n", "PNG"),
-    (b"\xff\xd8\xff", "JPEG"),
-    (b"II*\x00", "TIFF"),
-    (b"MM\x00*", "TIFF"),
-    (b"BM", "BMP"),
-)
-
-
 def _signature_format(path: Path) -> str | None:
     """The format whose signature the file starts with, or None (unreadable or none)."""
     try:
@@ -64,7 +52,7 @@ def _signature_format(path: Path) -> str | None:
             head = fh.read(8)
     except OSError:
         return None
-    return next((fmt for magic, fmt in _SIGNATURES if head.startswith(magic)), None)
+    return next((fmt for magic, fmt in RASTER_SIGNATURES if head.startswith(magic)), None)
 
 
 def _photometric(mode: str) -> str:

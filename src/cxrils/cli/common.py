@@ -39,3 +39,12 @@ def load_config_or_fail(config: Path | None, overrides: Sequence[str]) -> Config
         return load_config(config, list(overrides))
     except ConfigError as err:
         fail(str(err))
+
+
+def require_prediction_suffix(out: Path, what: str = "predictions") -> None:
+    """Exit with a clear error unless ``out`` ends in one of
+    :data:`cxrils.evaluation.io.PREDICTION_SUFFIXES`."""
+    from cxrils.evaluation.io import PREDICTION_SUFFIXES
+
+    if out.suffix not in PREDICTION_SUFFIXES:
+        fail(f"{out}: {what} must end in {' or '.join(PREDICTION_SUFFIXES)}")

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import typer
 
-from cxrils.cli.common import fail
+from cxrils.cli.common import fail, require_prediction_suffix
 
 
 def _split(value: str) -> str | None:
@@ -81,12 +81,11 @@ def register(app: typer.Typer) -> None:
             baseline_predictions,
             default_anatomy_fn,
         )
-        from cxrils.evaluation.io import PREDICTION_SUFFIXES, EvaluationError, write_predictions
+        from cxrils.evaluation.io import EvaluationError, write_predictions
 
         if name not in BASELINES:
             fail(f"unknown baseline {name!r}; choose one of {', '.join(BASELINES)}")
-        if out.suffix not in PREDICTION_SUFFIXES:
-            fail(f"{out}: predictions must end in .parquet or .jsonl")
+        require_prediction_suffix(out)
         try:
             cfg = load_config(config, set_)
             anatomy_fn = default_anatomy_fn(cfg) if name == "whole-lung" else None

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import typer
 
-from cxrils.cli.common import fail
+from cxrils.cli.common import fail, require_prediction_suffix
 
 
 def _light_trainer() -> Callable[..., dict]:
@@ -206,8 +206,7 @@ def register(app: typer.Typer) -> None:
             from cxrils.dataset import DatasetError
             from cxrils.models.predict import predict_dataset
 
-            if out.suffix not in PREDICTION_SUFFIXES:
-                fail(f"{out}: batch predictions must end in .parquet or .jsonl")
+            require_prediction_suffix(out, "batch predictions")
             try:
                 predict_dataset(seg, dataset, None if split == "all" else split, out, teacher_forced=teacher_forced)
             except (DatasetError, ValueError) as err:

@@ -46,7 +46,7 @@ def anatomy(
     from cxrils import __version__
     from cxrils.io import ImageLoadError, load_image
     from cxrils.vision.anatomy.base import AnatomyBackendError, get_segmenter
-    from cxrils.vision.anatomy.measures import cardiothoracic_ratio, frontal_plausibility
+    from cxrils.vision.anatomy.measures import cardiothoracic_ratio, frontal_plausibility, implausible_ctr
     from cxrils.vision.anatomy.render import write_outputs
 
     cfg = load_config_or_fail(config, set_)
@@ -70,11 +70,9 @@ def anatomy(
         except ValueError as err:
             ctr, ctr_note = None, str(err)
         qc = cfg.qc
-        if ctr is not None and not qc.ctr_plausible_min <= ctr <= qc.ctr_plausible_max:
-            ctr_note = (
-                f"CTR {ctr:.3f} is outside {qc.ctr_plausible_min}..{qc.ctr_plausible_max} (qc.ctr_plausible_min/max): "
-                "a failed heart or lung mask, not a heart size"
-            )
+        bad_ctr = None if ctr is None else implausible_ctr(ctr, qc)
+        if bad_ctr is not None:
+            ctr_note = f"{bad_ctr} (qc.ctr_plausible_min/max): a failed heart or lung mask, not a heart size"
         implausible = frontal_plausibility(masks, qc)
         if implausible is not None:
             typer.echo(f"warning: {path}: does not look like a frontal chest radiograph ({implausible})", err=True)

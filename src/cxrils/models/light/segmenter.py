@@ -33,6 +33,7 @@ from cxrils.models.light.priors import (
 )
 from cxrils.models.light.text import InstructionEncoder, interpret_instruction
 from cxrils.templates import ParsedText
+from cxrils.vision.anatomy.measures import implausible_ctr
 
 WEIGHTS_NAME = "model.safetensors"
 
@@ -451,11 +452,11 @@ class LightSegmenter(Segmenter):
         outside ``QCConfig.ctr_plausible_min..ctr_plausible_max`` (the pipeline's QC
         bounds) measures a failed mask, not a heart: answered absent."""
         gate, ctr = self.config.cardiomegaly_min_ctr, prior.ctr
-        qc = QCConfig()
-        if ctr is not None and not qc.ctr_plausible_min <= ctr <= qc.ctr_plausible_max:
+        bad_ctr = None if ctr is None else implausible_ctr(ctr, QCConfig())
+        if bad_ctr is not None:
             return np.zeros(x.shape, bool), (
-                f"answered absent: the anatomy gives CTR {ctr:.2f}, outside {qc.ctr_plausible_min}.."
-                f"{qc.ctr_plausible_max}, a failed heart or lung mask rather than a heart size (cardiomegaly_by_ctr)"
+                f"answered absent: the anatomy gives a {bad_ctr}, a failed heart or lung mask rather than "
+                "a heart size (cardiomegaly_by_ctr)"
             )
         if ctr is None or ctr <= gate:
             measured = "no CTR (heart or lungs not found)" if ctr is None else f"CTR {ctr:.2f}"

@@ -10,10 +10,11 @@ check is ours.
 """
 
 from cxrils.vision.anatomy.base import AnatomyBackendError, AnatomySegmenter, get_segmenter
-from cxrils.vision.anatomy.measures import cardiothoracic_ratio, cross_check, frontal_plausibility
+from cxrils.vision.anatomy.measures import cardiothoracic_ratio, cross_check, frontal_plausibility, implausible_ctr
 from cxrils.vision.anatomy.regions import lung_regions
 
 __all__ = [
+    "implausible_ctr",
     "AnatomyBackendError",
     "AnatomySegmenter",
     "get_segmenter",

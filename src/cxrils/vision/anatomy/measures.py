@@ -60,6 +60,16 @@ def cardiothoracic_ratio(masks: AnatomyMasks) -> float:
     return float(heart[-1] - heart[0] + 1) / float(thorax[-1] - thorax[0] + 1)
 
 
+def implausible_ctr(ctr: float, cfg: QCConfig) -> str | None:
+    """Why a cardiothoracic ratio (heart width / thoracic width, unitless) cannot be a
+    heart size, or None: outside ``cfg.ctr_plausible_min..ctr_plausible_max`` (the QC
+    bounds of :class:`~cxrils.config.QCConfig`) it measures a failed heart or lung mask
+    or an image that is not a frontal chest view."""
+    if cfg.ctr_plausible_min <= ctr <= cfg.ctr_plausible_max:
+        return None
+    return f"cardiothoracic ratio {ctr:.3f} outside {cfg.ctr_plausible_min}..{cfg.ctr_plausible_max}"
+
+
 def frontal_plausibility(masks: AnatomyMasks, cfg: QCConfig) -> str | None:
     """Whether the organs look like those of a frontal chest radiograph.
 
@@ -135,8 +145,9 @@ def frontal_plausibility(masks: AnatomyMasks, cfg: QCConfig) -> str | None:
     if not cx_right < cx_heart < cx_left:
         return f"heart centroid ({cx_heart:.2f} of the width) is not between the lungs ({cx_right:.2f}, {cx_left:.2f})"
     ctr = cardiothoracic_ratio(masks)
-    if not (cfg.ctr_plausible_min <= ctr <= cfg.ctr_plausible_max):
-        return f"cardiothoracic ratio {ctr:.3f} outside {cfg.ctr_plausible_min}..{cfg.ctr_plausible_max}{hint}"
+    bad_ctr = implausible_ctr(ctr, cfg)
+    if bad_ctr is not None:
+        return bad_ctr + hint
     return None
 
 

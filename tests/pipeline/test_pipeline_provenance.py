@@ -92,6 +92,11 @@ def test_provenance_records_the_code_version_and_refuses_another(tmp_path, monke
     with pytest.raises(RunError, match=r"dependencies\.numpy: .*now \"0\.0\.1\""):
         generate(pairs, out, config(), stages=FAKE)
     monkeypatch.undo()
+    # the serving and scheduling libraries change no dataset: another version of them resumes
+    assert "fastapi" not in prov["dependencies"] and "ray" not in prov["dependencies"]
+    monkeypatch.setattr(md, "version", lambda d: "0.0.1" if d in ("fastapi", "ray") else real(d))
+    generate(pairs, out, config(), stages=FAKE)
+    monkeypatch.undo()
     monkeypatch.setattr("cxrils.pipeline.provenance.git_commit", lambda: "f" * 40)
     generate(pairs, out, config(), stages=FAKE, limit=2)  # another commit of the same package code resumes
     monkeypatch.undo()

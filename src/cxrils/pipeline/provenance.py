@@ -51,9 +51,9 @@ def code_sha256() -> str:
 
 
 #: The distributions whose versions can change a generated dataset (the pixels the
-#: image and vision stages compute, the models they load), recorded in every run's
-#: provenance and printed by ``cxrils version``.
-KEY_DEPENDENCIES: tuple[str, ...] = (
+#: image and vision stages compute, the models they load): recorded in every run's
+#: provenance, where another version refuses a resume.
+DATASET_DEPENDENCIES: tuple[str, ...] = (
     "numpy",
     "scipy",
     "torch",
@@ -67,17 +67,20 @@ KEY_DEPENDENCIES: tuple[str, ...] = (
     "peft",
     "diffusers",
     "onnxruntime",
-    "ray",
-    "fastapi",
 )
+#: What ``cxrils version`` prints: :data:`DATASET_DEPENDENCIES` and the libraries that
+#: run stages or serve answers without changing a dataset (Ray, FastAPI), so installing
+#: the ``serve`` or ``ray`` extra between runs does not block a resume.
+KEY_DEPENDENCIES: tuple[str, ...] = (*DATASET_DEPENDENCIES, "ray", "fastapi")
 
 
-def dependency_versions() -> dict[str, str | None]:
-    """``{distribution: version}`` of :data:`KEY_DEPENDENCIES` (None when not installed)."""
+def dependency_versions(dists: tuple[str, ...] = KEY_DEPENDENCIES) -> dict[str, str | None]:
+    """``{distribution: version}`` of ``dists`` (default :data:`KEY_DEPENDENCIES`; None
+    when not installed)."""
     from importlib import metadata
 
     out: dict[str, str | None] = {}
-    for dist in KEY_DEPENDENCIES:
+    for dist in dists:
         try:
             out[dist] = metadata.version(dist)
         except metadata.PackageNotFoundError:
@@ -155,8 +158,8 @@ def run_provenance(cfg: Config, stages: str, provider: Any) -> dict[str, Any]:
     -------
     dict
         ``generator``, ``cxrils_version``, ``git_commit`` (None outside a git
-        checkout), ``code_sha256``, ``dependencies`` (:func:`dependency_versions`: a
-        resume under other library versions is refused), ``stages``, ``config``,
+        checkout), ``code_sha256``, ``dependencies`` (:func:`dependency_versions` of
+        :data:`DATASET_DEPENDENCIES`: a resume under other library versions is refused), ``stages``, ``config``,
         ``weights``.
     """
     listing = getattr(provider, "weight_files", None)
@@ -168,7 +171,7 @@ def run_provenance(cfg: Config, stages: str, provider: Any) -> dict[str, Any]:
         "cxrils_version": cxrils.__version__,
         "git_commit": git_commit(),
         "code_sha256": code_sha256(),
-        "dependencies": dependency_versions(),
+        "dependencies": dependency_versions(DATASET_DEPENDENCIES),
         "stages": stages,
         "config": cfg.dataset_settings(),
         "weights": weight_hashes(files),

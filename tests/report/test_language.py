@@ -7,7 +7,7 @@ import csv
 import pytest
 
 from cxrils.config import Config
-from cxrils.report import structure_reports
+from cxrils.report import structure_report, structure_reports
 from cxrils.report.language import function_words, not_english_reason
 
 FOREIGN = [
@@ -44,6 +44,9 @@ def test_a_report_in_another_language_is_excluded_with_the_reason(text):
     assert reason is not None and reason.startswith("not English")
     (rep,) = structure_reports([("s1", text)], Config())
     assert rep.excluded == reason and rep.findings == [] and rep.section_used is None
+    # the one-report entry points exclude it too
+    one = structure_report("s1", text)
+    assert one.excluded == reason and one.findings == [] and one.section_used is None
 
 
 @pytest.mark.parametrize("text", ENGLISH)

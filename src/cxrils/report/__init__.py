@@ -129,10 +129,29 @@ def _report(study_id: str, choice: SectionChoice, findings: list[Finding]) -> St
     )
 
 
-def structure_section(study_id: str, choice: SectionChoice, *, structurer=None, mapper=None) -> StructuredReport:
-    """Structure an already chosen section (e.g. from the IU format)."""
+def english_only(choice: SectionChoice, report_cfg=None) -> SectionChoice:
+    """``choice``, or the same choice excluded with the reason when its text is not English
+    (:func:`cxrils.report.language.not_english_reason` with ``report_cfg``'s
+    ``language_min_words`` / ``language_min_foreign``; default :class:`~cxrils.config.ReportConfig`),
+    so that a foreign report is never structured into "no finding"."""
+    from cxrils.config import Config
+    from cxrils.report.language import not_english_reason
+
+    if choice.excluded:
+        return choice
+    rc = report_cfg or Config().report
+    foreign = not_english_reason(choice.text, rc.language_min_words, rc.language_min_foreign)
+    return dataclasses.replace(choice, name=None, text="", excluded=foreign) if foreign else choice
+
+
+def structure_section(
+    study_id: str, choice: SectionChoice, *, structurer=None, mapper=None, report_cfg=None
+) -> StructuredReport:
+    """Structure an already chosen section (e.g. from the IU format); a section that is not
+    English is excluded with the reason (:func:`english_only`)."""
     structurer = structurer or _default_structurer()
     mapper = mapper or get_location_mapper("lexicon")
+    choice = english_only(choice, report_cfg)
     findings = [] if choice.excluded else structurer.structure(choice.text)
     return _report(study_id, choice, _map_labels(findings, mapper))
 
@@ -144,7 +163,8 @@ def structure_report(study_id: str, text: str, *, structurer=None, mapper=None) 
     ----------
     study_id : str
     text : str
-        The raw report (MIMIC-CXR layout with ``NAME:`` headers, or plain text).
+        The raw report (MIMIC-CXR layout with ``NAME:`` headers, or plain text); a
+        chosen section that is not English is excluded with the reason.
     structurer : ReportStructurer, optional
         Default: a shared ``rules`` structurer, built on first use.
     mapper : LocationMapper, optional
@@ -169,7 +189,6 @@ def structure_reports(
     with the reason, never structured into "no finding".
     """
     from cxrils.config import Config
-    from cxrils.report.language import not_english_reason
 
     structurer = structurer or get_structurer(None, cfg)
     mapper = mapper or get_location_mapper(None, cfg)
@@ -177,11 +196,7 @@ def structure_reports(
     batch: list[tuple[str, SectionChoice]] = []
 
     def choose(item: str | SectionChoice) -> SectionChoice:
-        choice = item if isinstance(item, SectionChoice) else select_section(item)
-        foreign = (
-            None if choice.excluded else not_english_reason(choice.text, rc.language_min_words, rc.language_min_foreign)
-        )
-        return dataclasses.replace(choice, name=None, text="", excluded=foreign) if foreign else choice
+        return english_only(item if isinstance(item, SectionChoice) else select_section(item), rc)
 
     def flush() -> Iterator[StructuredReport]:
         todo = [c.text for _, c in batch if not c.excluded]

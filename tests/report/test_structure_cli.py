@@ -125,3 +125,7 @@ def test_structure_caps_long_reports_as_generate_does(tmp_path):
     assert res.exit_code == 0, res.output
     rows = [json.loads(line) for line in out.read_text().splitlines()]
     assert rows[0]["excluded"] is None and rows[0]["findings"]  # cut at the cap, then structured
+    # the cut is said on the study's line (as generate flags it), and only on that study's
+    assert [f for f in rows[0]["flags"] if f.startswith("truncated:")] and "study s1" in rows[0]["flags"][-1]
+    assert not [f for f in rows[1]["flags"] if f.startswith("truncated")]
+    assert "cut at the report-length cap" in res.output

@@ -9,16 +9,23 @@ import typer
 from cxrils.cli.common import fail
 
 
-def _capped(items, cfg):
+def _capped(items, cfg, truncated: dict[str, str]):
     """``(study_id, text)`` items under the pipeline's report-length cap (``cfg.inputs``,
     as ``generate`` and ``ground`` apply it): over the cap, an excluded section with the
-    reason, or with ``report_over_cap = "truncate"`` the text cut at the cap."""
+    reason, or with ``report_over_cap = "truncate"`` the text cut at the cap, its note
+    ("truncated: ...") put in ``truncated`` under the study id (a flag of the study's
+    line, as ``generate`` records it)."""
     from cxrils.pipeline.inputs import apply_report_cap
     from cxrils.report.sections import SectionChoice
 
     for sid, text in items:
         kept, note = apply_report_cap(text, cfg.inputs, f"study {sid}")
-        yield sid, kept if kept is not None else SectionChoice(None, "", excluded=note)
+        if kept is None:
+            yield sid, SectionChoice(None, "", excluded=note)
+            continue
+        if note:
+            truncated[sid] = note
+        yield sid, kept
 
 
 def register(app: typer.Typer) -> None:
@@ -64,10 +71,16 @@ def structure(
     n_total = count_reports(input) if input.exists() else None
     sections, excluded, types = Counter(), Counter(), Counter()
     n = 0
+    truncated: dict[str, str] = {}
+    n_truncated = 0
     try:
         with atomic_path(out) as tmp, open(tmp, "w", encoding="utf-8") as fh:
             bar = tqdm(total=n_total, unit="report", desc="structure")
-            for rep in structure_reports(_capped(read_reports(input), cfg), cfg, structurer=s, mapper=m):
+            for rep in structure_reports(_capped(read_reports(input), cfg, truncated), cfg, structurer=s, mapper=m):
+                note = truncated.pop(rep.study_id, None)
+                if note:
+                    rep.flags = list(rep.flags) + [note]
+                    n_truncated += 1
                 fh.write(json.dumps(rep.to_dict(), ensure_ascii=False) + "\n")
                 n += 1
                 bar.update(1)
@@ -93,6 +106,8 @@ def structure(
         table.add_row(f"section used: {name}", str(c))
     for reason, c in excluded.most_common():
         table.add_row(f"excluded: {reason}", str(c))
+    if n_truncated:
+        table.add_row("cut at the report-length cap (flag 'truncated: ...')", str(n_truncated))
     for (t, pres), c in sorted(types.items()):
         table.add_row(f"{t} ({pres})", str(c))
     console.print(table)

@@ -8,7 +8,7 @@ import pytest
 
 from cxrils.config import Config
 from cxrils.report import structure_report, structure_reports
-from cxrils.report.language import function_words, not_english_reason
+from cxrils.report.language import function_words, not_english_reason, words
 
 FOREIGN = [
     # German, Spanish, French, Italian, Portuguese, Dutch reports naming a pneumonia and an effusion
@@ -72,3 +72,9 @@ def test_no_public_english_report_or_case_note_is_excluded(shared_data):
     cfg = Config().report
     flagged = [t for t in texts if not_english_reason(t, cfg.language_min_words, cfg.language_min_foreign)]
     assert flagged == []
+
+
+def test_words_are_letter_runs_of_any_alphabet():
+    # digits, underscores and punctuation split words; accented and Cyrillic letters do not
+    assert words("Erguss re. 2x_3 Lunge; légère опacity") == ["Erguss", "re", "x", "Lunge", "légère", "опacity"]
+    assert words(None) == [] and words("") == []

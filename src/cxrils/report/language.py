@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import re
 
-__all__ = ["ENGLISH_WORDS", "FOREIGN_WORDS", "function_words", "not_english_reason"]
+__all__ = ["ENGLISH_WORDS", "FOREIGN_WORDS", "function_words", "not_english_reason", "words"]
 
 #: English function words (ours; lower case).
 ENGLISH_WORDS: frozenset[str] = frozenset(
@@ -43,11 +43,17 @@ FOREIGN_WORDS: frozenset[str] = frozenset(
 _WORD = re.compile(r"[^\W\d_]+", re.UNICODE)
 
 
+def words(text: str | None) -> list[str]:
+    """The words of ``text`` as written: runs of letters of any alphabet (no digits, no
+    underscore), in order; ``[]`` for None or an empty text."""
+    return _WORD.findall(text or "")
+
+
 def function_words(text: str) -> tuple[int, int, int]:
-    """``(english, foreign, words)``: the text's words (runs of letters of any alphabet,
-    lower-cased) in :data:`ENGLISH_WORDS`, in :data:`FOREIGN_WORDS`, and in all."""
-    words = [w.lower() for w in _WORD.findall(text or "")]
-    return sum(w in ENGLISH_WORDS for w in words), sum(w in FOREIGN_WORDS for w in words), len(words)
+    """``(english, foreign, words)``: the text's words (:func:`words`, lower-cased) in
+    :data:`ENGLISH_WORDS`, in :data:`FOREIGN_WORDS`, and in all."""
+    words_ = [w.lower() for w in words(text)]
+    return sum(w in ENGLISH_WORDS for w in words_), sum(w in FOREIGN_WORDS for w in words_), len(words_)
 
 
 def not_english_reason(text: str, min_words: int, min_foreign: int) -> str | None:

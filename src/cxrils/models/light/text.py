@@ -34,6 +34,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from cxrils import templates, vocab
+from cxrils.report.language import words
 
 log = logging.getLogger(__name__)
 
@@ -228,7 +229,7 @@ def _keyword_interpretation(text: str) -> templates.ParsedText | None:
     excluding = [w for w in asked.split() if w in _EXCLUDING_WORDS]
     if excluding:
         raise _excluding_error(text, excluding)
-    foreign = [w for w in re.findall(r"[^\W\d_]+", text) if not w.isascii()]
+    foreign = [w for w in words(text) if not w.isascii()]
     if foreign:  # dropped by the a-z reading above, they would go unanswered silently
         raise InstructionError(
             f"cannot read the words {', '.join(dict.fromkeys(foreign))} of instruction {text!r}: the light model "

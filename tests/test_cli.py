@@ -8,6 +8,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import numpy as np
 import pytest
 from typer.testing import CliRunner
 
@@ -147,3 +148,20 @@ def test_next_step_hints_use_the_command_as_typed(monkeypatch):
 def test_serve_refuses_impossible_options_before_starting(option, value):
     res = CliRunner().invoke(app, ["serve", option, value])
     assert res.exit_code == 2 and option in res.output and "Traceback" not in res.output
+
+
+def test_predict_refuses_an_image_too_small_to_be_a_radiograph(tmp_path):
+    # the service's rule (tests/serve/test_api.py): both sides need MIN_IMAGE_SIDE pixels
+    from PIL import Image
+
+    from cxrils.models.base import MIN_IMAGE_SIDE
+
+    assert MIN_IMAGE_SIDE == 32
+    for name, shape in (("dot.png", (1, 1)), ("strip.png", (31, 400))):
+        path = tmp_path / name
+        Image.fromarray(np.full(shape, 128, np.uint8)).save(path)
+        out = tmp_path / f"out_{path.stem}"
+        res = CliRunner().invoke(app, ["predict", str(path), "Segment the opacity.", "-o", str(out)])
+        assert res.exit_code == 2, res.output
+        assert str(path) in res.output and f"{shape[1]} x {shape[0]} pixels" in res.output
+        assert "at least 32 on each side" in res.output and not out.exists()

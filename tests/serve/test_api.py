@@ -133,6 +133,18 @@ def test_an_image_too_small_to_be_a_radiograph_is_refused(client):
     )
 
 
+def test_a_second_image_or_instruction_part_is_refused_not_dropped(client, image):
+    png = _png(image)
+    two_images = [("image", ("a.png", png, "image/png")), ("image", ("b.png", png, "image/png"))]
+    r = client.post("/v1/segment", files=two_images, data={"instruction": "Segment the edema."})
+    assert r.status_code == 422 and r.json()["detail"] == "send one 'image' part per request; this request has 2"
+    one = {"image": ("x.png", png, "image/png")}
+    r = client.post("/v1/segment", files=one, data={"instruction": ["Segment the edema.", "Segment the opacity."]})
+    assert r.status_code == 422 and "one 'instruction' part" in r.json()["detail"]
+    r = client.post("/v1/segment", files=one, data={"instruction": "Segment the edema."})
+    assert r.status_code == 200, r.text
+
+
 def test_bad_instructions(client, image):
     files = {"image": ("x.png", _png(image), "image/png")}
     r = client.post("/v1/segment", files=files, data={"instruction": "   "})

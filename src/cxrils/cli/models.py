@@ -188,7 +188,7 @@ def register(app: typer.Typer) -> None:
         For a DICOM image the mask is also written as DICOM SEG (extra 'dicom').
         """
         from cxrils.evaluation.io import PREDICTION_SUFFIXES
-        from cxrils.models.base import ModelLoadError, Segmenter, default_model_dir
+        from cxrils.models.base import ModelLoadError, Segmenter, default_model_dir, image_too_small
 
         if instruction is not None and not instruction.strip():
             fail("the instruction is empty")
@@ -255,6 +255,9 @@ def register(app: typer.Typer) -> None:
             else:
                 dicom_seg = True
         x = loaded.pixels
+        small = image_too_small(x.shape)
+        if small:
+            fail(f"{image}: {small}")
         try:
             pred = seg.predict(x, instruction)
         except (RuntimeError, ValueError) as err:

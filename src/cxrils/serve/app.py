@@ -47,6 +47,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from cxrils import __version__, templates, vocab
 from cxrils.masks import encode_rle
+from cxrils.models.base import MIN_IMAGE_SIDE, image_too_small
 from cxrils.serve.images import b64, b64_png, overlay
 
 log = logging.getLogger(__name__)
@@ -58,15 +59,14 @@ class ServiceConfig:
     """Limits of the service.
 
     ``max_upload_bytes``: 50 MB by default (issue 10); ``max_instruction_chars``: 500;
-    ``min_image_side``: the fewest pixels an image needs on each side (ours: the light
-    model's input is 96 px and its anatomy prior works at 256 px; a thumbnail or a 1 x 1
-    image is no radiograph to answer about); ``keep_uploads_dir``: where to keep uploads
+    ``min_image_side``: the fewest pixels an image needs on each side
+    (:data:`cxrils.models.base.MIN_IMAGE_SIDE`, as ``cxrils predict``); ``keep_uploads_dir``: where to keep uploads
     if the operator asks (None = never kept).
     """
 
     max_upload_bytes: int = 50 * 1024 * 1024
     max_instruction_chars: int = 500
-    min_image_side: int = 32
+    min_image_side: int = MIN_IMAGE_SIDE
     keep_uploads_dir: Path | None = None
 
 
@@ -192,10 +192,16 @@ def create_app(
 
     @app.post("/v1/segment")
     def segment(
-        image: UploadFile = File(..., description="PNG, JPEG or DICOM file"),
-        instruction: str = Form(..., description="e.g. 'Segment the effusion in the left lung base.'"),
+        images: list[UploadFile] = File(..., alias="image", description="one PNG, JPEG or DICOM file"),
+        instructions: list[str] = Form(
+            ..., alias="instruction", description="e.g. 'Segment the effusion in the left lung base.'"
+        ),
     ) -> dict:
-        text = instruction.strip()
+        # one of each: a second part of the same name would otherwise be dropped unseen
+        for name, parts in (("image", images), ("instruction", instructions)):
+            if len(parts) != 1:
+                raise HTTPException(422, f"send one {name!r} part per request; this request has {len(parts)}")
+        image, text = images[0], instructions[0].strip()
         if not text:
             raise HTTPException(422, "the instruction is empty")
         if len(text) > cfg.max_instruction_chars:
@@ -235,12 +241,9 @@ def create_app(
                 cfg.keep_uploads_dir.mkdir(parents=True, exist_ok=True)
                 (cfg.keep_uploads_dir / f"{time.time_ns()}{suffix}").write_bytes(data)
         x = loaded.pixels
-        if min(x.shape) < cfg.min_image_side:
-            raise HTTPException(
-                422,
-                f"the image is {x.shape[1]} x {x.shape[0]} pixels; a chest X-ray needs at least "
-                f"{cfg.min_image_side} on each side",
-            )
+        small = image_too_small(x.shape, cfg.min_image_side)
+        if small:
+            raise HTTPException(422, small)
         try:
             with lock:
                 pred = segmenter.predict(x, text)

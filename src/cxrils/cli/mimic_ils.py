@@ -92,6 +92,10 @@ def export_cmd(
         f"samples {counts['samples']}, positive pairs {counts['positive_pairs']}, negative pairs "
         f"{counts['negative_pairs']}, {counts['masks']} masks -> {counts['json']}"
     )
+    if counts["stale_masks_removed"]:
+        typer.echo(
+            f"removed {counts['stale_masks_removed']} mask files of an earlier export that this one does not name"
+        )
     typer.echo(
         f"train_ds.py --json_dir {counts['json']} --base_image_dir {counts['images_dir']} "
         f"--base_mask_dir {counts['masks_dir']}"

@@ -10,9 +10,12 @@ Writes what KAIST-Edlab/ROSALIA's ``train_ds.py`` reads (``--json_dir``,
   type, which the loader reads as ``disease``), positives also ``seg_mask_path``; and one
   extra key, ``certainty``, which the authors' loader ignores and the importer reads back;
 * ``OUT/lesion_mask/{image_id}_{k}.png``: 0/255 8-bit masks, one per distinct mask of an
-  image, at the stored image size;
+  image, at the stored image size; a re-export into the same folder removes the mask
+  files of this naming that the new JSON does not name (left by an earlier export), so
+  the folder holds the masks of one export only;
 * the 8-bit images, copied to the images folder the user names (default
-  ``OUT/files``) as ``{patient_id}/{study_id}/{image_id}.png`` (as MIMIC-CXR-JPG's
+  ``OUT/files``; an image already there is kept only when it is the same file byte for
+  byte; nothing else in that folder is touched) as ``{patient_id}/{study_id}/{image_id}.png`` (as MIMIC-CXR-JPG's
   ``pXX/pXXXXXXXX/sXXXXXXXX/`` nesting ends, so ids read back) or ``{image_id}.png`` when the
   record has no patient or study id; ``image_path`` is relative to that folder.
 
@@ -23,6 +26,7 @@ entities, provenance) are not exported.
 
 from __future__ import annotations
 
+import filecmp
 import json
 import re
 import shutil
@@ -47,6 +51,9 @@ from cxrils.fsutil import atomic_path, within
 from cxrils.masks import decode_rle
 
 PARAPHRASE_MODES = ("exclude", "include")
+#: Names of the mask files an export writes (``{image_id}_{k}.png``), the only files of
+#: ``lesion_mask/`` a re-export removes.
+_MASK_NAME = re.compile(r"^.+_\d+\.png$")
 _SAFE_PART = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]{0,99}$")
 
 
@@ -65,8 +72,8 @@ def _write_mask(path: Path, mask: np.ndarray) -> None:
 
 
 def _copy_image(src: Path, dest: Path) -> None:
-    if dest.is_file() and dest.stat().st_size == src.stat().st_size:
-        return  # already exported (resume)
+    if dest.is_file() and filecmp.cmp(src, dest, shallow=False):
+        return  # already exported, byte for byte (a re-export; another image under its name is replaced)
     dest.parent.mkdir(parents=True, exist_ok=True)
     with atomic_path(dest, suffix=".png") as tmp:
         shutil.copyfile(src, tmp)
@@ -92,7 +99,8 @@ def export_mimic_ils(
     Returns
     -------
     dict
-        Counts: samples and pairs per release split, masks and images written, and the paths.
+        Counts: samples and pairs per release split, masks and images written, mask files
+        of an earlier export removed (``stale_masks_removed``), and the paths.
 
     Raises
     ------
@@ -111,6 +119,7 @@ def export_mimic_ils(
     out.mkdir(parents=True, exist_ok=True)
     masks_dir.mkdir(exist_ok=True)  # train_ds.py's --base_mask_dir, empty when no pair is positive
     counts: dict[str, Any] = {"samples": {}, "positive_pairs": {}, "negative_pairs": {}, "masks": 0, "images": 0}
+    mask_files: set[str] = set()
     with atomic_path(out / JSON_NAME, suffix=".json") as tmp, open(tmp, "w", encoding="utf-8") as fh:
         fh.write("{")
         for s_i, split in enumerate(SPLITS):
@@ -122,7 +131,8 @@ def export_mimic_ils(
             n_samples = n_pos = n_neg = 0
             for image_id, group in recs.groupby("image_id", sort=True):
                 sample, written = _sample(ds, str(image_id), group, images, masks_dir)
-                counts["masks"] += written
+                counts["masks"] += len(written)
+                mask_files.update(written)
                 counts["images"] += 1
                 fh.write(("," if n_samples else "") + "\n" + json.dumps(str(image_id)) + ": " + json.dumps(sample))
                 n_samples += 1
@@ -135,11 +145,15 @@ def export_mimic_ils(
                 n_neg,
             )
         fh.write("}\n")
+    stale = [p for p in masks_dir.glob("*.png") if _MASK_NAME.match(p.name) and p.name not in mask_files]
+    for path in stale:  # after the new JSON is in place: it names none of them
+        path.unlink()
+    counts["stale_masks_removed"] = len(stale)
     counts.update({"json": str(out / JSON_NAME), "images_dir": str(images), "masks_dir": str(masks_dir)})
     return counts
 
 
-def _sample(ds: Path, image_id: str, group: Any, images: Path, masks_dir: Path) -> tuple[dict[str, Any], int]:
+def _sample(ds: Path, image_id: str, group: Any, images: Path, masks_dir: Path) -> tuple[dict[str, Any], list[str]]:
     first = group.iloc[0]
     rel = _image_relpath(image_id, str(first["patient_id"]), str(first["study_id"]))
     src = ds / image_relpath(image_id)
@@ -150,7 +164,6 @@ def _sample(ds: Path, image_id: str, group: Any, images: Path, masks_dir: Path) 
         _copy_image(src, dest)
     mask_names: dict[str, str] = {}
     pos, neg = [], []
-    written = 0
     group = group.assign(_index=[int(str(r).rpartition(":")[2]) for r in group["record_id"]]).sort_values("_index")
     for rec in group.itertuples(index=False):
         pair = {"instruction": rec.instruction, "answer": rec.answer, "target": rec.lesion_type}
@@ -163,9 +176,8 @@ def _sample(ds: Path, image_id: str, group: Any, images: Path, masks_dir: Path) 
                 name = f"{image_id}_{len(mask_names)}.png"
                 _write_mask(masks_dir / name, decode_rle(rle))
                 mask_names[key] = name
-                written += 1
             pair[MASK_KEY] = mask_names[key]
             pos.append(pair)
         else:
             neg.append(pair)
-    return {"image_path": rel, PAIRS_KEY: {POSITIVE_KEY: pos, NEGATIVE_KEY: neg}}, written
+    return {"image_path": rel, PAIRS_KEY: {POSITIVE_KEY: pos, NEGATIVE_KEY: neg}}, list(mask_names.values())

@@ -207,6 +207,10 @@ def train_light(
         except (ValueError, RuntimeError, OSError) as err:
             raise TrainError(f"out-of-fold priors: {err}") from err
     seg = LightSegmenter(cfg, anatomy=anatomy, anomaly=anomaly)
+    try:  # the versions of the prior stages the weights learn from, stored with them
+        seg.prior_stages = seg.stage_versions()
+    except RuntimeError as err:
+        raise TrainError(f"the light model's prior stages cannot be built: {err}") from err
     net = seg.net
     opt = torch.optim.AdamW(net.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay)
     sched = torch.optim.lr_scheduler.LambdaLR(opt, _lr_lambda(cfg.steps))
@@ -217,6 +221,11 @@ def train_light(
         net.load_state_dict(state["net"])
         opt.load_state_dict(state["opt"])
         step, elapsed = int(state["step"]), float(state["elapsed_s"])
+        if state.get("prior_stages", seg.prior_stages) != seg.prior_stages:
+            raise TrainError(
+                f"{run}: its checkpoint was trained with other prior stages ({state.get('prior_stages')}) than "
+                f"those installed ({seg.prior_stages}); start over with --no-resume"
+            )
         if state.get("oof_priors", oof_hashes) != oof_hashes:
             raise TrainError(
                 f"{run}: its checkpoint was trained on other out-of-fold weights files "
@@ -241,6 +250,7 @@ def train_light(
                     "elapsed_s": elapsed,
                     "loss": last_loss,
                     "oof_priors": oof_hashes,
+                    "prior_stages": seg.prior_stages,
                 },
                 tmp,
             )

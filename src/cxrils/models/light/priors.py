@@ -135,8 +135,35 @@ class ImagePriors:
     boxes: np.ndarray | None = None
 
 
+#: The prior stages whose weights a light model's own depend on (keys of
+#: :func:`stage_version` records, :attr:`cxrils.models.light.segmenter.LightSegmenter.prior_stages`).
+PRIOR_STAGES: tuple[str, ...] = ("anatomy", "anomaly", "detector")
+
+
+def stage_version(fn) -> str | None:
+    """``"{backend name} {weights version}"`` of a stage callable made by
+    :func:`default_anatomy`, :func:`default_anomaly` or :func:`default_detector` (e.g.
+    ``"builtin lesionseg-4d8b4e5a1140"``, the version the pipeline's provenance records);
+    None for any other callable (a caller's own stage has no version to check)."""
+    return getattr(fn, "stage_version", None)
+
+
+def _versioned(fn, stage):
+    """``fn`` as a plain function carrying ``stage``'s name and version (:func:`stage_version`;
+    none when the stage has no ``version``)."""
+
+    def call(*args):
+        return fn(*args)
+
+    version = getattr(stage, "version", None)
+    if version:
+        call.stage_version = f"{getattr(stage, 'name', type(stage).__name__)} {version}"  # type: ignore[attr-defined]
+    return call
+
+
 def default_anatomy() -> AnatomyFn:
-    """The configured anatomy segmenter's ``segment`` (``cxrils.vision.anatomy``, builtin).
+    """The configured anatomy segmenter's ``segment`` (``cxrils.vision.anatomy``, builtin),
+    carrying its :func:`stage_version`.
 
     Raises
     ------
@@ -152,12 +179,14 @@ def default_anatomy() -> AnatomyFn:
             f"stage (cxrils.vision.anatomy), which is not available: {err}"
         ) from err
     cfg = Config()
-    return get_segmenter(cfg.backends.anatomy, cfg).segment
+    stage = get_segmenter(cfg.backends.anatomy, cfg)
+    return _versioned(stage.segment, stage)
 
 
 def default_anomaly(cfg: Config | None = None) -> AnomalyFn:
     """The anomaly mapper of ``cfg`` (a :class:`cxrils.config.Config`; default: the
-    default config, whose backend is the builtin map) as an :data:`AnomalyFn`.
+    default config, whose backend is the builtin map) as an :data:`AnomalyFn` carrying
+    its :func:`stage_version`.
 
     Raises
     ------
@@ -172,12 +201,13 @@ def default_anomaly(cfg: Config | None = None) -> AnomalyFn:
     def anomaly(x: np.ndarray, edit_region: np.ndarray, lungs: np.ndarray) -> np.ndarray:
         return mapper.map(x, edit_region, lungs=lungs).x_ano
 
-    return anomaly
+    return _versioned(anomaly, mapper)
 
 
 def default_detector(cfg: Config | None = None) -> DetectorFn:
     """The lesion detector of ``cfg`` (a :class:`cxrils.config.Config`; default: the
-    default config, whose backend is the builtin detector) as a :data:`DetectorFn`.
+    default config, whose backend is the builtin detector) as a :data:`DetectorFn`
+    carrying its :func:`stage_version`.
 
     Raises
     ------
@@ -187,7 +217,8 @@ def default_detector(cfg: Config | None = None) -> DetectorFn:
     from cxrils.vision.detection import get_detector
 
     cfg = cfg or Config()
-    return get_detector(cfg.backends.detector, cfg).detect
+    stage = get_detector(cfg.backends.detector, cfg)
+    return _versioned(stage.detect, stage)
 
 
 def box_map(boxes: list[LesionBox], shape: tuple[int, int]) -> np.ndarray:

@@ -8,6 +8,7 @@
 from __future__ import annotations
 
 import copy
+import json
 from pathlib import Path
 
 import numpy as np
@@ -20,6 +21,7 @@ from cxrils.models.light.answer import compose_answer, locations_from_mask
 from cxrils.models.light.config import LightConfig
 from cxrils.models.light.consistency import Evidence, Hierarchy, decide, hierarchy_of
 from cxrils.models.light.priors import (
+    PRIOR_STAGES,
     AnatomyFn,
     AnomalyFn,
     DetectorFn,
@@ -30,12 +32,15 @@ from cxrils.models.light.priors import (
     default_anomaly,
     default_detector,
     prior_channels,
+    stage_version,
 )
 from cxrils.models.light.text import InstructionEncoder, interpret_instruction
 from cxrils.templates import ParsedText
 from cxrils.vision.anatomy.measures import implausible_ctr
 
 WEIGHTS_NAME = "model.safetensors"
+#: Key of the weights file's metadata holding :attr:`LightSegmenter.prior_stages` (JSON).
+PRIOR_STAGES_KEY = "prior_stages"
 
 
 class LightSegmenter(Segmenter):
@@ -88,6 +93,12 @@ class LightSegmenter(Segmenter):
         self._anomaly = anomaly
         self._detector = detector
         self._prior_computer: PriorComputer | None = None
+        #: Stage -> ``"{backend} {weights version}"`` (:func:`~cxrils.models.light.priors.stage_version`)
+        #: of the prior stages the network's weights were trained with: set by
+        #: :func:`cxrils.training.light_train.train_light`, written into the weights file's
+        #: metadata by :meth:`save`, read back and checked by :meth:`from_pretrained`.
+        #: Empty: not recorded (runs saved before it existed, or stages without a version).
+        self.prior_stages: dict[str, str] = {}
         if num_threads is not None:
             torch.set_num_threads(num_threads)
 
@@ -115,10 +126,40 @@ class LightSegmenter(Segmenter):
         try:
             state = load_file(str(weights))
             seg.net.load_state_dict(state)
+            seg.prior_stages = _recorded_prior_stages(weights)
         except Exception as err:  # safetensors / torch raise several types on bad files
             raise ModelLoadError(f"{weights}: cannot load weights into the light model: {err}") from err
         seg.net.eval()
+        given = {"anatomy": anatomy, "anomaly": anomaly, "detector": detector}
+        seg._check_prior_stages(weights, {k for k, fn in given.items() if fn is not None})
         return seg
+
+    def _check_prior_stages(self, weights: Path, given: set[str]) -> None:
+        """Refuse default prior stages other than those the weights were trained with
+        (:attr:`prior_stages`); stages the caller passed in (``given``) are the caller's
+        choice and are not checked.
+
+        Raises
+        ------
+        ModelLoadError
+            Naming the stage, both versions and the way out.
+        """
+        recorded = {k: v for k, v in self.prior_stages.items() if k not in given}
+        if not recorded:
+            return
+        try:
+            current = self.stage_versions()
+        except RuntimeError as err:
+            raise ModelLoadError(f"{weights}: the light model's prior stages cannot be built: {err}") from err
+        for stage, version in sorted(recorded.items()):
+            now = current.get(stage)
+            if now is not None and now != version:
+                raise ModelLoadError(
+                    f"{weights}: this light model was trained with the {stage} stage {version}, but the "
+                    f"installed one is {now}: its priors would differ from those it learned from, and its "
+                    "measured accuracy would not hold. Retrain it (cxrils train --model light) or use the "
+                    "cxrils release it was trained with"
+                )
 
     def members(self) -> list[LightSegmenter]:
         """The networks of an ensemble (``config.ensemble > 1``), each as a single-network
@@ -130,17 +171,24 @@ class LightSegmenter(Segmenter):
         single = copy.deepcopy(self.config)
         single.ensemble = 1
         stages = dict(anatomy=self._anatomy, anomaly=self._anomaly, detector=self._detector)
-        return [LightSegmenter(copy.deepcopy(single), net=m, **stages) for m in self.net.members]
+        out = [LightSegmenter(copy.deepcopy(single), net=m, **stages) for m in self.net.members]
+        for member in out:
+            member.prior_stages = dict(self.prior_stages)
+        return out
 
     def save(self, path: str | Path) -> Path:
-        """Write ``config.json`` and ``model.safetensors`` into ``path`` (atomically)."""
+        """Write ``config.json`` and ``model.safetensors`` into ``path`` (atomically), the
+        weights' metadata holding :attr:`prior_stages` when recorded."""
         from safetensors.torch import save_file
 
         out = Path(path)
         out.mkdir(parents=True, exist_ok=True)
         state = {k: v.detach().contiguous().cpu() for k, v in self.net.state_dict().items()}
+        meta = {"model_type": self.model_type}
+        if self.prior_stages:
+            meta[PRIOR_STAGES_KEY] = json.dumps(self.prior_stages, sort_keys=True)
         with atomic_path(out / WEIGHTS_NAME, suffix=".safetensors") as tmp:
-            save_file(state, str(tmp), metadata={"model_type": self.model_type})
+            save_file(state, str(tmp), metadata=meta)
         atomic_write_json(out / CONFIG_NAME, self.config.to_dict())
         return out
 
@@ -154,12 +202,39 @@ class LightSegmenter(Segmenter):
             If the default anatomy or anomaly stage cannot be built.
         """
         if self._prior_computer is None:
-            anatomy = self._anatomy or default_anatomy()
-            anomaly = (self._anomaly or default_anomaly()) if self.config.priors else None
-            use_boxes = self.config.priors and self.config.box_prior
-            detector = (self._detector or default_detector()) if use_boxes else None
-            self._prior_computer = PriorComputer(anatomy, anomaly, detector)
+            self._prior_computer = PriorComputer(*self._stages())
         return self._prior_computer.priors(x, with_anomaly=self.config.priors, key=key)
+
+    def _stages(self) -> tuple[AnatomyFn, AnomalyFn | None, DetectorFn | None]:
+        """The anatomy, anomaly and detector callables the priors use (None where the
+        config uses none), the defaults built here on first use and kept.
+
+        Raises
+        ------
+        RuntimeError
+            If a default stage cannot be built.
+        """
+        if self._anatomy is None:
+            self._anatomy = default_anatomy()
+        if self._anomaly is None and self.config.priors:
+            self._anomaly = default_anomaly()
+        if self._detector is None and self.config.priors and self.config.box_prior:
+            self._detector = default_detector()
+        anomaly = self._anomaly if self.config.priors else None
+        detector = self._detector if self.config.priors and self.config.box_prior else None
+        return self._anatomy, anomaly, detector
+
+    def stage_versions(self) -> dict[str, str]:
+        """Stage -> version (:func:`~cxrils.models.light.priors.stage_version`) of the prior
+        stages in use, building the defaults; stages without a version are left out.
+
+        Raises
+        ------
+        RuntimeError
+            If a default stage cannot be built.
+        """
+        versions = {name: stage_version(fn) for name, fn in zip(PRIOR_STAGES, self._stages())}
+        return {name: v for name, v in versions.items() if v is not None}
 
     def clear_prior_cache(self) -> None:
         """Forget cached image priors (e.g. to time a query on a new image)."""
@@ -471,3 +546,23 @@ class LightSegmenter(Segmenter):
         heart = self._region(x, prior, ("heart",))
         note = None if heart.any() else "answered absent: the anatomy's heart mask is empty (cardiomegaly_by_ctr)"
         return heart, note
+
+
+def _recorded_prior_stages(weights: Path) -> dict[str, str]:
+    """:attr:`LightSegmenter.prior_stages` as recorded in ``weights``' metadata ({} when none).
+
+    Raises
+    ------
+    ValueError
+        If the record is not a JSON object of strings.
+    """
+    from safetensors import safe_open
+
+    with safe_open(str(weights), framework="pt") as fh:
+        raw = (fh.metadata() or {}).get(PRIOR_STAGES_KEY)
+    if raw is None:
+        return {}
+    value = json.loads(raw)
+    if not isinstance(value, dict) or not all(isinstance(k, str) and isinstance(v, str) for k, v in value.items()):
+        raise ValueError(f"metadata {PRIOR_STAGES_KEY!r} is not an object of stage -> version strings: {raw!r}")
+    return value

@@ -498,8 +498,14 @@ def test_the_prior_computer_warns_of_an_anatomy_that_is_no_frontal_chest_radiogr
         return AnatomyMasks(m, (h, w), "test")
 
     with caplog.at_level("WARNING", logger="cxrils.models.light.priors"):
-        PriorComputer(anatomy_fn, None, None).priors(np.full((64, 64), 100, np.uint8), with_anomaly=False)
+        got = PriorComputer(anatomy_fn, None, None).priors(np.full((64, 64), 100, np.uint8), with_anomaly=False)
     assert "does not look like a frontal chest radiograph (no left lung found" in caplog.text
+    assert got.implausible.startswith("no left lung found")
+    caplog.clear()
+    # warn=False (training): no warning, the reason kept with the priors
+    with caplog.at_level("WARNING", logger="cxrils.models.light.priors"):
+        quiet = PriorComputer(anatomy_fn, warn=False).priors(np.full((64, 64), 90, np.uint8), with_anomaly=False)
+    assert caplog.text == "" and quiet.implausible.startswith("no left lung found")
 
 
 def test_cardiomegaly_needs_score_asks_the_network_too():

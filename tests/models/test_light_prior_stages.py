@@ -86,3 +86,24 @@ def test_loading_with_other_installed_stages_is_refused_with_both_versions(tmp_p
     seg.save(tmp_path / "old")
     assert _recorded(tmp_path / "old") is None
     assert Segmenter.from_pretrained(tmp_path / "old").prior_stages == {}
+
+
+def test_training_counts_implausible_images_in_one_warning(tmp_path, caplog):
+    # block_anatomy's right lung covers half the image: no frontal chest radiograph to QC
+    ds = make_tiny_dataset(tmp_path / "ds", n_train=6, n_val=2, n_test=2)
+    with caplog.at_level("WARNING", logger="cxrils"):
+        train_light(
+            ds,
+            tmp_path / "run",
+            LightConfig(**TINY, steps=2, calibrate=False),
+            progress=False,
+            evaluate=False,
+            anatomy=block_anatomy,
+            anomaly=bright_anomaly,
+        )
+    per_image = [r for r in caplog.records if "does not look like a frontal chest radiograph" in r.getMessage()]
+    summary = [
+        r for r in caplog.records if "training images do not look like frontal chest radiographs" in r.getMessage()
+    ]
+    assert per_image == [] and len(summary) == 1
+    assert "right lung covers 0.500 of the image" in summary[0].getMessage()

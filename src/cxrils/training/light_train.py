@@ -207,6 +207,7 @@ def train_light(
         except (ValueError, RuntimeError, OSError) as err:
             raise TrainError(f"out-of-fold priors: {err}") from err
     seg = LightSegmenter(cfg, anatomy=anatomy, anomaly=anomaly)
+    seg.warn_implausible = False  # one count after training, not a warning per image
     try:  # the versions of the prior stages the weights learn from, stored with them
         seg.prior_stages = seg.stage_versions()
     except RuntimeError as err:
@@ -300,6 +301,7 @@ def train_light(
             if step >= cfg.steps:
                 break
     bar.close()
+    _log_implausible(prior_cache)
     if resuming and step == start_step:  # nothing trained: the earlier summary's time, not the last checkpoint's
         elapsed = _summary_number(run, "train_seconds") or elapsed
     else:
@@ -329,6 +331,21 @@ def train_light(
         result["validate"] = evaluate_run(seg, dataset_dir, run, "validate", progress=progress)
     atomic_write_json(run / "train_summary.json", result)
     return result
+
+
+def _log_implausible(priors: dict[str, ImagePriors]) -> None:
+    """One warning for the training images (``priors``: image id -> priors) whose anatomy
+    does not look like a frontal chest radiograph (:attr:`ImagePriors.implausible`)."""
+    bad = sorted((image_id, p.implausible) for image_id, p in priors.items() if p.implausible)
+    if bad:
+        log.warning(
+            "%d of %d training images do not look like frontal chest radiographs to the anatomy stage "
+            "(their priors were used as computed), e.g. %s: %s",
+            len(bad),
+            len(priors),
+            bad[0][0],
+            bad[0][1],
+        )
 
 
 def cli_train(

@@ -178,7 +178,9 @@ class OutOfFoldPriors:
         check_out_of_fold_weights(config)
         self._config = config
         # both halves' stages are built now, so that a file that does not load fails here
-        self._computers = {role: PriorComputer(anatomy, *out_of_fold_stages(config, role, base)) for role in ROLES}
+        self._computers = {
+            role: PriorComputer(anatomy, *out_of_fold_stages(config, role, base), warn=False) for role in ROLES
+        }
 
     def __call__(self, image_id: str, x: np.ndarray) -> ImagePriors | None:
         """Priors of ``x`` uint8 (H, W), the image ``image_id`` of a light-training

@@ -127,12 +127,17 @@ class ImagePriors:
     boxes : ndarray, float16 (h, w), or None
         Highest detector confidence of a box covering each pixel (None when no
         detector was given).
+    implausible : str or None
+        Why the anatomy does not look like a frontal chest radiograph ("no lungs found",
+        or the reason of :func:`cxrils.vision.anatomy.measures.frontal_plausibility` at
+        the default QC bounds); None when it does.
     """
 
     anatomy: PackedMasks
     x_ano: np.ndarray
     ctr: float | None = None
     boxes: np.ndarray | None = None
+    implausible: str | None = None
 
 
 #: The prior stages whose weights a light model's own depend on (keys of
@@ -254,14 +259,24 @@ class PriorComputer:
         An :data:`AnomalyFn`; needed only for :meth:`priors` with ``with_anomaly``.
     detector : callable, optional
         A :data:`DetectorFn`; when given, :attr:`ImagePriors.boxes` is computed.
+    warn : bool
+        Log a warning for each image whose anatomy does not look like a frontal chest
+        radiograph (:attr:`ImagePriors.implausible`), once per computed image: on for
+        answers; training turns it off and counts them instead.
     """
 
     def __init__(
-        self, anatomy: AnatomyFn, anomaly: AnomalyFn | None = None, detector: DetectorFn | None = None
+        self,
+        anatomy: AnatomyFn,
+        anomaly: AnomalyFn | None = None,
+        detector: DetectorFn | None = None,
+        *,
+        warn: bool = True,
     ) -> None:
         self._anatomy = anatomy
         self._anomaly = anomaly
         self._detector = detector
+        self._warn = warn
         self._cache: OrderedDict[tuple[str, bool], ImagePriors] = OrderedDict()
 
     def clear_cache(self) -> None:
@@ -298,14 +313,16 @@ class PriorComputer:
         x_ano = np.zeros(small.shape, dtype=np.float16)
         lungs = anatomy.union(("right lung", "left lung"))
         if not lungs.any():
-            log.warning(
-                "the anatomy stage found no lungs in this %s image (is it a frontal chest "
-                "radiograph?): the priors are empty and answers will mostly be negative",
-                x.shape,
-            )
+            implausible: str | None = "no lungs found"
+            if self._warn:
+                log.warning(
+                    "the anatomy stage found no lungs in this %s image (is it a frontal chest "
+                    "radiograph?): the priors are empty and answers will mostly be negative",
+                    x.shape,
+                )
         else:  # the pipeline's QC check (default QCConfig bounds); the answers are still given
             implausible = frontal_plausibility(anatomy, QCConfig())
-            if implausible is not None:
+            if implausible is not None and self._warn:
                 log.warning(
                     "this %s image does not look like a frontal chest radiograph (%s): the answers about it "
                     "are not reliable",
@@ -335,6 +352,7 @@ class PriorComputer:
             x_ano=x_ano,
             ctr=_ctr(anatomy),
             boxes=boxes,
+            implausible=implausible,
         )
         self._cache[(key, with_anomaly)] = result
         while len(self._cache) > CACHE_SIZE:

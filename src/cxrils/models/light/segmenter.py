@@ -99,6 +99,9 @@ class LightSegmenter(Segmenter):
         #: metadata by :meth:`save`, read back and checked by :meth:`from_pretrained`.
         #: Empty: not recorded (runs saved before it existed, or stages without a version).
         self.prior_stages: dict[str, str] = {}
+        #: Warn once per image whose anatomy is no frontal chest radiograph (answers);
+        #: training turns it off and logs a count (:class:`PriorComputer` ``warn``).
+        self.warn_implausible = True
         if num_threads is not None:
             torch.set_num_threads(num_threads)
 
@@ -202,7 +205,7 @@ class LightSegmenter(Segmenter):
             If the default anatomy or anomaly stage cannot be built.
         """
         if self._prior_computer is None:
-            self._prior_computer = PriorComputer(*self._stages())
+            self._prior_computer = PriorComputer(*self._stages(), warn=self.warn_implausible)
         return self._prior_computer.priors(x, with_anomaly=self.config.priors, key=key)
 
     def _stages(self) -> tuple[AnatomyFn, AnomalyFn | None, DetectorFn | None]:

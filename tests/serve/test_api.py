@@ -197,6 +197,9 @@ def test_missing_fields_and_pages_answer_in_plain_words(client, image):
     r = client.post("/v1/segment")
     detail = r.json()["detail"]
     assert isinstance(detail, str) and "no image" in detail and "no instruction" in detail
+    # an image sent as a text part: the field is named, not its list index
+    r = client.post("/v1/segment", data={"image": "not a file", "instruction": "Segment the edema."})
+    assert r.status_code == 422 and r.json()["detail"].startswith("the form field 'image' is not valid"), r.text
     page = client.get("/no/such/page", headers={"accept": "text/html"})
     assert page.status_code == 404 and page.headers["content-type"].startswith("text/html")
     assert '<a href="/">' in page.text and "detail" not in page.text

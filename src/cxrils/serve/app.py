@@ -90,7 +90,8 @@ def validation_message(errors: list[dict]) -> str:
     """One sentence for FastAPI's validation ``errors`` (missing or malformed form fields)."""
     words = []
     for err in errors:
-        field = str(err.get("loc", ["", ""])[-1])
+        # the field's name: the last text part of the location (a list field adds its index)
+        field = next((str(part) for part in reversed(err.get("loc", ())) if isinstance(part, str)), "")
         if err.get("type") == "missing" and field in MISSING_FIELD_MESSAGES:
             words.append(MISSING_FIELD_MESSAGES[field])
         else:

@@ -495,8 +495,10 @@ def test_an_export_without_positive_pairs_round_trips_and_never_writes_into_the_
 
 def test_a_re_export_leaves_only_its_own_masks_and_images(imported, tmp_path):
     out = tmp_path / "export"
+    (out / "lesion_mask").mkdir(parents=True)
+    (out / "lesion_mask" / "figure_1.png").write_bytes(b"the user's own PNG, named like a mask")
     assert export_mimic_ils(imported, out)["masks"] == 4
-    assert len(list((out / "lesion_mask").glob("*.png"))) == 4
+    assert len(list((out / "lesion_mask").glob("*.png"))) == 5
     (out / "lesion_mask" / "README.txt").write_text("the user's own file")
     # an image of the same size but other bytes under an exported name: replaced, not kept
     some = sorted((out / "files").rglob("*.png"))[0]
@@ -505,7 +507,9 @@ def test_a_re_export_leaves_only_its_own_masks_and_images(imported, tmp_path):
     ds = _negatives_only(imported, tmp_path / "neg")
     counts = export_mimic_ils(ds, out)
     assert counts["masks"] == 0 and counts["stale_masks_removed"] == 4
-    assert sorted(p.name for p in (out / "lesion_mask").iterdir()) == ["README.txt"]
+    assert sorted(p.name for p in (out / "lesion_mask").iterdir()) == ["README.txt", "figure_1.png"]
     assert some.read_bytes() != b"\0" * size
     image_id = some.stem
     assert some.read_bytes() == (ds / "images" / f"{image_id}.png").read_bytes()
+    with pytest.raises(DatasetError, match="inside the mask folder"):
+        export_mimic_ils(ds, out, images_dir=out / "lesion_mask")

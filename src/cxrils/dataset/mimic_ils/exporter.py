@@ -11,8 +11,8 @@ Writes what KAIST-Edlab/ROSALIA's ``train_ds.py`` reads (``--json_dir``,
   extra key, ``certainty``, which the authors' loader ignores and the importer reads back;
 * ``OUT/lesion_mask/{image_id}_{k}.png``: 0/255 8-bit masks, one per distinct mask of an
   image, at the stored image size; a re-export into the same folder removes the mask
-  files of this naming that the new JSON does not name (left by an earlier export), so
-  the folder holds the masks of one export only;
+  files the earlier export's JSON named and the new one does not, so the folder holds
+  the masks of one export only (no other file there is touched);
 * the 8-bit images, copied to the images folder the user names (default
   ``OUT/files``; an image already there is kept only when it is the same file byte for
   byte; nothing else in that folder is touched) as ``{patient_id}/{study_id}/{image_id}.png`` (as MIMIC-CXR-JPG's
@@ -44,6 +44,7 @@ from cxrils.dataset.mimic_ils.format import (
     PAIRS_KEY,
     POSITIVE_KEY,
     SPLIT_TO_RELEASE,
+    iter_samples,
 )
 from cxrils.dataset.splits import SPLITS
 from cxrils.dataset.writer import DatasetError, image_relpath, read_records
@@ -51,9 +52,6 @@ from cxrils.fsutil import atomic_path, within
 from cxrils.masks import decode_rle
 
 PARAPHRASE_MODES = ("exclude", "include")
-#: Names of the mask files an export writes (``{image_id}_{k}.png``), the only files of
-#: ``lesion_mask/`` a re-export removes.
-_MASK_NAME = re.compile(r"^.+_\d+\.png$")
 _SAFE_PART = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]{0,99}$")
 
 
@@ -72,11 +70,15 @@ def _write_mask(path: Path, mask: np.ndarray) -> None:
 
 
 def _copy_image(src: Path, dest: Path) -> None:
-    if dest.is_file() and filecmp.cmp(src, dest, shallow=False):
-        return  # already exported, byte for byte (a re-export; another image under its name is replaced)
+    if dest.is_file():
+        a, b = src.stat(), dest.stat()
+        # the copy keeps the source's time (copy2): same size and time is the same file;
+        # same size and another time is compared byte for byte
+        if a.st_size == b.st_size and (a.st_mtime_ns == b.st_mtime_ns or filecmp.cmp(src, dest, shallow=False)):
+            return  # already exported (a re-export); another image under its name is replaced
     dest.parent.mkdir(parents=True, exist_ok=True)
     with atomic_path(dest, suffix=".png") as tmp:
-        shutil.copyfile(src, tmp)
+        shutil.copy2(src, tmp)
 
 
 def export_mimic_ils(
@@ -116,6 +118,9 @@ def export_mimic_ils(
     for where, what in ((out, "the export"), (images, "its images")):
         if within(where, ds):
             raise DatasetError(f"{where}: {what} would be written inside the dataset {ds}; choose a folder outside it")
+    if within(images, masks_dir):
+        raise DatasetError(f"{images}: the images would be written inside the mask folder {masks_dir}; choose another")
+    earlier = _named_masks(out / JSON_NAME)
     out.mkdir(parents=True, exist_ok=True)
     masks_dir.mkdir(exist_ok=True)  # train_ds.py's --base_mask_dir, empty when no pair is positive
     counts: dict[str, Any] = {"samples": {}, "positive_pairs": {}, "negative_pairs": {}, "masks": 0, "images": 0}
@@ -145,12 +150,31 @@ def export_mimic_ils(
                 n_neg,
             )
         fh.write("}\n")
-    stale = [p for p in masks_dir.glob("*.png") if _MASK_NAME.match(p.name) and p.name not in mask_files]
+    stale = [masks_dir / name for name in sorted(earlier - mask_files) if (masks_dir / name).is_file()]
     for path in stale:  # after the new JSON is in place: it names none of them
         path.unlink()
     counts["stale_masks_removed"] = len(stale)
     counts.update({"json": str(out / JSON_NAME), "images_dir": str(images), "masks_dir": str(masks_dir)})
     return counts
+
+
+def _named_masks(json_path: Path) -> set[str]:
+    """The mask file names (``seg_mask_path``) an earlier export's JSON at ``json_path``
+    names; empty when there is none, or when it cannot be read (then nothing is removed)."""
+    if not json_path.is_file():
+        return set()
+    names: set[str] = set()
+    try:
+        with open(json_path, "rb") as fh:
+            for _split, _key, item in iter_samples(fh, str(json_path)):
+                pairs = item.get(PAIRS_KEY, {}) if isinstance(item, dict) else {}
+                for pair in pairs.get(POSITIVE_KEY, []) if isinstance(pairs, dict) else []:
+                    name = pair.get(MASK_KEY) if isinstance(pair, dict) else None
+                    if isinstance(name, str) and name and Path(name).name == name:
+                        names.add(name)
+    except (DatasetError, OSError):
+        return set()
+    return names
 
 
 def _sample(ds: Path, image_id: str, group: Any, images: Path, masks_dir: Path) -> tuple[dict[str, Any], list[str]]:

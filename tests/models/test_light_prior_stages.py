@@ -107,3 +107,20 @@ def test_training_counts_implausible_images_in_one_warning(tmp_path, caplog):
     ]
     assert per_image == [] and len(summary) == 1
     assert "right lung covers 0.500 of the image" in summary[0].getMessage()
+
+
+def test_a_resume_from_a_checkpoint_without_the_record_records_nothing(tmp_path, caplog):
+    import torch
+
+    ds = make_tiny_dataset(tmp_path / "ds", n_train=6, n_val=2, n_test=2)
+    run = tmp_path / "run"
+    v1 = _with_version(block_anatomy, "test anatomy v1")
+    kw = dict(progress=False, evaluate=False, checkpoint_every=2, anomaly=bright_anomaly, anatomy=v1)
+    train_light(ds, run, LightConfig(**TINY, steps=2, calibrate=False), **kw)
+    state = torch.load(run / "checkpoint.pt", map_location="cpu", weights_only=False)
+    del state["prior_stages"]  # as a checkpoint written before the record existed
+    torch.save(state, run / "checkpoint.pt")
+    with caplog.at_level("WARNING", logger="cxrils"):
+        train_light(ds, run, LightConfig(**TINY, steps=4, calibrate=False), **kw)
+    assert _recorded(run) is None  # today's stages are not vouched for on weights partly trained before
+    assert "does not record its prior stages" in caplog.text

@@ -222,10 +222,13 @@ def train_light(
         net.load_state_dict(state["net"])
         opt.load_state_dict(state["opt"])
         step, elapsed = int(state["step"]), float(state["elapsed_s"])
-        if state.get("prior_stages", seg.prior_stages) != seg.prior_stages:
+        if "prior_stages" not in state:  # written before the record: its stages are not known
+            log.warning("%s: its checkpoint does not record its prior stages; the weights will not either", run)
+            seg.prior_stages = {}
+        elif state["prior_stages"] != seg.prior_stages:
             raise TrainError(
-                f"{run}: its checkpoint was trained with other prior stages ({state.get('prior_stages')}) than "
-                f"those installed ({seg.prior_stages}); start over with --no-resume"
+                f"{run}: its checkpoint was trained with other prior stages ({state['prior_stages']}) than the "
+                f"ones it would go on with ({seg.prior_stages}); start over with --no-resume"
             )
         if state.get("oof_priors", oof_hashes) != oof_hashes:
             raise TrainError(

@@ -153,17 +153,22 @@ def stage_version(fn) -> str | None:
     return getattr(fn, "stage_version", None)
 
 
-def _versioned(fn, stage):
-    """``fn`` as a plain function carrying ``stage``'s name and version (:func:`stage_version`;
-    none when the stage has no ``version``)."""
+class _Versioned:
+    """A stage callable carrying its stage's name and version (:func:`stage_version`;
+    None when the stage has no ``version``)."""
 
-    def call(*args):
-        return fn(*args)
+    def __init__(self, fn, stage) -> None:
+        self.fn = fn
+        version = getattr(stage, "version", None)
+        self.stage_version = f"{getattr(stage, 'name', type(stage).__name__)} {version}" if version else None
 
-    version = getattr(stage, "version", None)
-    if version:
-        call.stage_version = f"{getattr(stage, 'name', type(stage).__name__)} {version}"  # type: ignore[attr-defined]
-    return call
+    def __call__(self, *args):
+        return self.fn(*args)
+
+
+def _versioned(fn, stage) -> _Versioned:
+    """``fn`` carrying ``stage``'s name and version (:class:`_Versioned`)."""
+    return _Versioned(fn, stage)
 
 
 def default_anatomy() -> AnatomyFn:

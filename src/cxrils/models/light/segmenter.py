@@ -160,8 +160,9 @@ class LightSegmenter(Segmenter):
                 raise ModelLoadError(
                     f"{weights}: this light model was trained with the {stage} stage {version}, but the "
                     f"installed one is {now}: its priors would differ from those it learned from, and its "
-                    "measured accuracy would not hold. Retrain it (cxrils train --model light) or use the "
-                    "cxrils release it was trained with"
+                    "measured accuracy would not hold. Retrain it (cxrils train --model light), use the "
+                    "cxrils release it was trained with, or, knowing this, pass the stage yourself in Python "
+                    f"(Segmenter.from_pretrained(run, {stage}=...), which is not checked)"
                 )
 
     def members(self) -> list[LightSegmenter]:

@@ -378,11 +378,9 @@ class Runner:
 
             self.seg = Segmenter.from_pretrained(model_dir, anatomy=anatomy.segment)
 
-    def run_pipeline(self, case: Case, reports: list[str]) -> list[dict]:
-        """Grounding of one image with each report (the image steps run once): the
-        generated mask of the case's type, the positive records and the anatomy."""
-        import dataclasses
-
+    def image_state(self, case: Case, reports: list[str]):
+        """``(studies, structured, state)``: one study per report of the case's image, their
+        structured reports, and the state after the image steps (run once, on the first)."""
         from cxrils.sources import StudyInput
 
         studies = [
@@ -401,6 +399,14 @@ class Runner:
         state = self.pipe.start(studies[0], structured[(studies[0].study_id, reports[0])])
         for step in self.pipe.image_steps:
             state = step(state)
+        return studies, structured, state
+
+    def run_pipeline(self, case: Case, reports: list[str]) -> list[dict]:
+        """Grounding of one image with each report (the image steps run once): the
+        generated mask of the case's type, the positive records and the anatomy."""
+        import dataclasses
+
+        studies, structured, state = self.image_state(case, reports)
         outs = []
         for study in studies:
             st = dataclasses.replace(state, study=study, report=structured[(study.study_id, study.report)])

@@ -77,7 +77,15 @@ RECALL_SLACK = 1.0
 
 def choose(rows: list[dict]) -> dict:
     """The row the module docstring's rule picks: highest ``margin`` among rows whose
-    ``recall`` is at least the first (shipped) row's minus :data:`RECALL_SLACK`."""
+    ``recall`` is at least the first (shipped) row's minus :data:`RECALL_SLACK`.
+
+    Raises
+    ------
+    ValueError
+        If ``rows`` is empty.
+    """
+    if not rows:
+        raise ValueError("no settings to choose from")
     floor = rows[0]["recall"] - RECALL_SLACK
     return max((r for r in rows if r["recall"] >= floor), key=lambda r: r["margin"])
 
@@ -112,18 +120,19 @@ def main(argv: list[str] | None = None) -> int:
 
     from benchmarks.human_masks import Runner, covid_qu_ex_cases, read_mask
     from cxrils.evaluation import mask_iou
-    from cxrils.sources import StudyInput
     from cxrils.training.human_grounding import report_from_label
     from cxrils.training.lesion_data import tuning_role
 
     t0 = time.time()
     cases = [c for c in covid_qu_ex_cases(args.data, "tuning") if c.kind == "positive"][: args.limit]
+    if not cases:
+        print(f"{args.data}: no COVID-19 images of the COVID-QU-Ex tuning part")
+        return 1
     runners = {
         "anomaly": Runner(None, [f"anomaly.builtin_weights={args.oof_anomaly}"]),
         "detector": Runner(None, [f"detection.builtin_weights={args.oof_detector}"]),
-        None: Runner(None),
     }
-    base = runners[None].cfg
+    base = runners["anomaly"].cfg
     configs = [
         dataclasses.replace(
             base,
@@ -134,23 +143,13 @@ def main(argv: list[str] | None = None) -> int:
         for o, g, t, tau in GRID
     ]
     per_setting: list[list[tuple[float | None, float]]] = [[] for _ in GRID]
-    halves = {"anomaly": 0, "detector": 0, None: 0}
+    halves = {"anomaly": 0, "detector": 0}
     for case in cases:
         role = tuning_role(case.image_id)
         halves[role] += 1
-        pipe = runners[role].pipe
-        study = StudyInput(
-            study_id=case.image_id,
-            image_id=case.image_id.replace("#", "_"),
-            patient_id=case.image_id,
-            image_path=case.path,
-            report=report_from_label(case.lesion_type, case.sides),
-            view=None,
-            split="test",
-        )
-        state = pipe.start(study, pipe.structure([study])[(study.study_id, study.report)])
-        for step in pipe.image_steps:  # once per image: only Algorithm 1 runs per setting
-            state = step(state)
+        runner = runners[role]
+        pipe = runner.pipe
+        _, _, state = runner.image_state(case, [report_from_label(case.lesion_type, case.sides)])
         ref = read_mask(case.mask_path)
         named = state.anatomy.organs().union(case.sides) if state.anatomy is not None else np.zeros(ref.shape, bool)
         wl = mask_iou(named, ref)
@@ -165,7 +164,7 @@ def main(argv: list[str] | None = None) -> int:
     chosen = choose(rows)
     lines = [
         f"COVID-QU-Ex tuning part, COVID-19 images: {len(cases)} (anomaly half {halves['anomaly']}, detector half "
-        f"{halves['detector']}, neither {halves[None]}); out-of-fold models: {args.oof_anomaly.name}, "
+        f"{halves['detector']}); out-of-fold models: {args.oof_anomaly.name}, "
         f"{args.oof_detector.name}; report from the expert mask's sides (report_from_label).",
         "",
         "| open_radius_px | grow_iterations | grow_intensity_tol | tau_ano | recall | IoU of generated masks | whole named lung, "

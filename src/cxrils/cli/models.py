@@ -80,6 +80,16 @@ def settings_help() -> str:
     return "\n\n".join(lines)
 
 
+def _load_model(model: Path, threads: int | None):
+    """The model of a run folder (``cxrils predict``), or exit 2 with the loader's message."""
+    from cxrils.models.base import ModelLoadError, Segmenter
+
+    try:
+        return Segmenter.from_pretrained(model, **({} if threads is None else {"num_threads": threads}))
+    except ModelLoadError as err:
+        fail(str(err))
+
+
 def register(app: typer.Typer) -> None:
     """Add ``train`` and ``predict`` to the ``cxrils`` app."""
 
@@ -188,7 +198,7 @@ def register(app: typer.Typer) -> None:
         For a DICOM image the mask is also written as DICOM SEG (extra 'dicom').
         """
         from cxrils.evaluation.io import PREDICTION_SUFFIXES
-        from cxrils.models.base import ModelLoadError, Segmenter, default_model_dir, image_too_small
+        from cxrils.models.base import default_model_dir, image_too_small
 
         if instruction is not None and not instruction.strip():
             fail("the instruction is empty")
@@ -198,15 +208,12 @@ def register(app: typer.Typer) -> None:
                 "no --model given and no built-in light model is installed; train one with "
                 "cxrils train --model light --dataset DATASET -o RUN_DIR"
             )
-        try:
-            seg = Segmenter.from_pretrained(model, **({} if threads is None else {"num_threads": threads}))
-        except ModelLoadError as err:
-            fail(str(err))
         if dataset is not None:
             from cxrils.dataset import DatasetError
             from cxrils.models.predict import predict_dataset
 
             require_prediction_suffix(out, "batch predictions")
+            seg = _load_model(model, threads)
             try:
                 predict_dataset(seg, dataset, None if split == "all" else split, out, teacher_forced=teacher_forced)
             except (DatasetError, ValueError) as err:
@@ -229,14 +236,14 @@ def register(app: typer.Typer) -> None:
         from cxrils.io import ImageLoadError, load_image
         from cxrils.models.output import write_prediction
 
-        try:
-            answered = seg.read_instruction(instruction)
-        except ValueError as err:  # InstructionError: the model cannot read it; says what it accepts
-            fail(str(err))
-        try:
+        try:  # the image first: a file that is no usable radiograph fails before the model loads
             loaded = load_image(image)
         except ImageLoadError as err:
             fail(str(err))
+        x = loaded.pixels
+        small = image_too_small(x.shape)
+        if small:
+            fail(f"{image}: {small}")
         is_dicom = loaded.meta.format == "dicom"
         if dicom_seg and not is_dicom:
             fail(
@@ -254,10 +261,11 @@ def register(app: typer.Typer) -> None:
                 dicom_seg = False
             else:
                 dicom_seg = True
-        x = loaded.pixels
-        small = image_too_small(x.shape)
-        if small:
-            fail(f"{image}: {small}")
+        seg = _load_model(model, threads)
+        try:
+            answered = seg.read_instruction(instruction)
+        except ValueError as err:  # InstructionError: the model cannot read it; says what it accepts
+            fail(str(err))
         try:
             pred = seg.predict(x, instruction)
         except (RuntimeError, ValueError) as err:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections import deque
 from pathlib import Path
 
 import typer
@@ -9,23 +10,19 @@ import typer
 from cxrils.cli.common import fail
 
 
-def _capped(items, cfg, truncated: dict[str, str]):
+def _capped(items, cfg, notes: deque):
     """``(study_id, text)`` items under the pipeline's report-length cap (``cfg.inputs``,
     as ``generate`` and ``ground`` apply it): over the cap, an excluded section with the
-    reason, or with ``report_over_cap = "truncate"`` the text cut at the cap, its note
-    ("truncated: ...") put in ``truncated`` under the study id (a flag of the study's
-    line, as ``generate`` records it)."""
+    reason, or with ``report_over_cap = "truncate"`` the text cut at the cap. Appends to
+    ``notes``, per item in input order, its "truncated: ..." note or None
+    (:func:`cxrils.report.structure_reports` yields one report per item, in that order)."""
     from cxrils.pipeline.inputs import apply_report_cap
     from cxrils.report.sections import SectionChoice
 
     for sid, text in items:
         kept, note = apply_report_cap(text, cfg.inputs, f"study {sid}")
-        if kept is None:
-            yield sid, SectionChoice(None, "", excluded=note)
-            continue
-        if note:
-            truncated[sid] = note
-        yield sid, kept
+        notes.append(note if kept is not None else None)
+        yield sid, kept if kept is not None else SectionChoice(None, "", excluded=note)
 
 
 def register(app: typer.Typer) -> None:
@@ -71,13 +68,13 @@ def structure(
     n_total = count_reports(input) if input.exists() else None
     sections, excluded, types = Counter(), Counter(), Counter()
     n = 0
-    truncated: dict[str, str] = {}
+    truncated: deque = deque()
     n_truncated = 0
     try:
         with atomic_path(out) as tmp, open(tmp, "w", encoding="utf-8") as fh:
             bar = tqdm(total=n_total, unit="report", desc="structure")
             for rep in structure_reports(_capped(read_reports(input), cfg, truncated), cfg, structurer=s, mapper=m):
-                note = truncated.pop(rep.study_id, None)
+                note = truncated.popleft()
                 if note:
                     rep.flags = list(rep.flags) + [note]
                     n_truncated += 1

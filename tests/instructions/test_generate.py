@@ -635,3 +635,17 @@ def test_absent_forms_replace_the_random_draws():
             cfg=Config(),
             absent_forms=[("basic", "the spleen")],
         )
+
+
+def test_a_cardiomegaly_grounding_dropped_makes_no_positive_even_with_a_heart_mask():
+    # grounding's CTR rule dropped the finding (CTR 0.43 <= 0.45): the study still carries
+    # the anatomy's heart mask, which must not become a positive record
+    f_cm = finding("cardiomegaly", lesion_type="cardiomegaly", labels=["heart"], sentence="Heart is enlarged.")
+    dropped = grounded(f_cm, ["heart"])
+    dropped.drop_reason = "cardiomegaly: CTR 0.43 <= 0.45 (qc.ctr_min_cardiomegaly_positive)"
+    records = gen(_single([dropped], ctr=0.43))
+    assert not [r for r in records if r["lesion_type"] == "cardiomegaly" and r["polarity"] == "positive"]
+    # the same finding grounded (its mask: the heart) gives the global positive with that mask
+    kept = gen(_single([grounded(f_cm, ["heart"], ["heart"], HEART_MASK)], ctr=0.55))
+    pos = [r for r in kept if r["lesion_type"] == "cardiomegaly" and r["polarity"] == "positive"]
+    assert len(pos) == 1 and np.array_equal(decode_rle(pos[0]["mask"]), HEART_MASK)

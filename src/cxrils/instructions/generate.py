@@ -303,7 +303,7 @@ def _positives(b: _Builder, items: list[_Item], g: StudyGrounding) -> None:
     targets = list(dict.fromkeys(it.target for it in items))
     for target in targets:
         if target == "cardiomegaly":
-            _cardiomegaly_positive(b, [it for it in items if it.target == "cardiomegaly"], g)
+            _cardiomegaly_positive(b, [it for it in items if it.target == "cardiomegaly"])
             continue
         owners = [it for it in lung if it.target == target]
         pool = opacity_pool if target == "opacity" else owners
@@ -374,19 +374,14 @@ def _positives(b: _Builder, items: list[_Item], g: StudyGrounding) -> None:
         )
 
 
-def _cardiomegaly_positive(b: _Builder, items: list[_Item], g: StudyGrounding) -> None:
-    """Global only, heart mask (section 3.2, Appendix C.1); a report that only
-    suspects cardiomegaly makes no positive (a global instruction would claim it)."""
+def _cardiomegaly_positive(b: _Builder, items: list[_Item]) -> None:
+    """Global only, heart mask (section 3.2, Appendix C.1), the mask grounding gave the
+    finding; a report that only suspects cardiomegaly makes no positive (a global
+    instruction would claim it), and neither does a finding grounding dropped (an empty
+    heart, or a CTR at or below ``qc.ctr_min_cardiomegaly_positive``): its quality
+    control said no."""
     definitive = [it for it in items if it.definitive]
-    if not definitive:
-        return
     mask = next((it.mask for it in definitive if it.mask is not None), None)
-    if mask is None and g.heart_mask is not None:
-        mask = np.asarray(g.heart_mask).astype(bool)
-        if mask.shape != tuple(g.shape):
-            raise InstructionError(
-                f"image {g.image_id}: heart mask has shape {mask.shape}, grounding shape is {tuple(g.shape)}"
-            )
     if mask is None or not mask.any():
         return
     locs = [vocab.ORGAN_LOCATIONS["cardiomegaly"]]

@@ -140,6 +140,9 @@ class ImagePriors:
     implausible: str | None = None
 
 
+#: :attr:`ImagePriors.implausible` of an image in which the anatomy stage found no lungs.
+NO_LUNGS = "no lungs found"
+
 #: The prior stages whose weights a light model's own depend on (keys of
 #: :func:`stage_version` records, :attr:`cxrils.models.light.segmenter.LightSegmenter.prior_stages`).
 PRIOR_STAGES: tuple[str, ...] = ("anatomy", "anomaly", "detector")
@@ -318,7 +321,7 @@ class PriorComputer:
         x_ano = np.zeros(small.shape, dtype=np.float16)
         lungs = anatomy.union(("right lung", "left lung"))
         if not lungs.any():
-            implausible: str | None = "no lungs found"
+            implausible: str | None = NO_LUNGS
             if self._warn:
                 log.warning(
                     "the anatomy stage found no lungs in this %s image (is it a frontal chest "

@@ -21,6 +21,7 @@ from cxrils.models.light.answer import compose_answer, locations_from_mask
 from cxrils.models.light.config import LightConfig
 from cxrils.models.light.consistency import Evidence, Hierarchy, decide, hierarchy_of
 from cxrils.models.light.priors import (
+    NO_LUNGS,
     PRIOR_STAGES,
     AnatomyFn,
     AnomalyFn,
@@ -420,6 +421,7 @@ class LightSegmenter(Segmenter):
                 mask = self._mask(out, i, x.shape) if on and note is None else np.zeros(x.shape, dtype=bool)
                 if on and note is None and not mask.any():
                     note = f"answered absent: no pixel of the mask reaches tau_mask {c.tau_mask:g}"
+            mask, note = _plausibility(prior, mask, note)
             present = bool(mask.any())
             locations: list[str] = []
             if (
@@ -570,3 +572,20 @@ def _recorded_prior_stages(weights: Path) -> dict[str, str]:
     if not isinstance(value, dict) or not all(isinstance(k, str) and isinstance(v, str) for k, v in value.items()):
         raise ValueError(f"metadata {PRIOR_STAGES_KEY!r} is not an object of stage -> version strings: {raw!r}")
     return value
+
+
+def _plausibility(prior: ImagePriors | None, mask: np.ndarray, note: str | None) -> tuple[np.ndarray, str | None]:
+    """The answer's mask and note after the anatomy's frontal-plausibility check
+    (:attr:`ImagePriors.implausible`): where the anatomy found no lungs the answer is
+    absent (a lung lesion, a zone or a CTR needs them), and where it does not look like
+    a frontal chest radiograph the note says the answer is not reliable."""
+    if prior is None or prior.implausible is None:
+        return mask, note
+    if prior.implausible == NO_LUNGS:
+        return np.zeros(mask.shape, dtype=bool), (
+            "answered absent: the anatomy stage found no lungs in this image (is it a frontal chest radiograph?)"
+        )
+    warning = (
+        f"this image does not look like a frontal chest radiograph ({prior.implausible}): the answer is not reliable"
+    )
+    return mask, warning if note is None else f"{note}; {warning}"

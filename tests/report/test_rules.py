@@ -62,11 +62,20 @@ def test_hedging_is_tentative_not_negative(rules, text):
         "Left effusion has cleared.",
         "Interval resolution of the left effusion.",
         "Resolved right pneumonia.",
+        # "seen", "noted", "present" end a cue's scope; after "previously" they are adjectives
+        "Interval resolution of the previously seen left upper lobe consolidation.",
+        "Resolution of the previously noted right effusion.",
+        "Near complete resolution of previously present left basilar atelectasis.",
     ],
 )
 def test_resolved_is_negative(rules, text):
     (f,) = rules.structure(text)
     assert f.presence == "negative"
+
+
+def test_a_previously_seen_finding_after_a_negated_one_stays_positive(rules):
+    found = {f.lesion_type: f.presence for f in rules.structure("No effusion, previously seen opacity persists.")}
+    assert found == {"effusion": "negative", "opacity": "positive"}
 
 
 @pytest.mark.parametrize(

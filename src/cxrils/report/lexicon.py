@@ -351,6 +351,22 @@ _RAW_CONTEXT_RULES: tuple[tuple[str, str, str, int | None], ...] = (
             "no history of",
         )
     ),
+    # "Resolution of the previously seen effusion": "seen", "noted" and "present" end a
+    # scope (terminators below), so the cue takes the adjective in: the scope starts after it
+    # (a PSEUDO "previously seen" would instead let "no effusion, previously seen opacity
+    # persists" negate the opacity).
+    *(
+        (f"{cue} {the}previously {verb}", "NEGATED_EXISTENCE", "FORWARD", None)
+        for cue in (
+            "resolution of",
+            "interval resolution of",
+            "near complete resolution of",
+            "clearing of",
+            "interval clearing of",
+        )
+        for the in ("", "the ")
+        for verb in ("seen", "noted", "present")
+    ),
     # "The lungs are clear airspace disease" (a dropped "of"): a place said to be clear, then
     # a finding right after it, so that "the lungs are clear, atelectasis at the left base"
     # stays positive. Only after a copula or "expanded and": "there is clear consolidation"

@@ -190,3 +190,26 @@ def test_pericardial_effusion_is_not_pleural_effusion(rules):
 def test_same_category_cues_do_not_cut_each_other(rules):
     fs = rules.structure("Findings may indicate edema or atypical infection.")
     assert [f.certainty for f in fs] == ["tentative", "tentative"]
+
+
+@pytest.mark.parametrize(
+    "text, labels",
+    [
+        ("Consolidation in the RLL.", ["lung lower lobe right"]),
+        ("LLL atelectasis.", ["lung lower lobe left"]),
+        ("RUL and RML opacities.", ["lung upper lobe right", "lung middle lobe right"]),
+        ("Opacity in the LUL.", ["lung upper lobe left"]),
+    ],
+)
+def test_lobe_abbreviations_are_located_as_the_lobes(text, labels):
+    from cxrils.report import structure_report
+
+    (f,) = structure_report("s", "FINDINGS: " + text).findings
+    assert f.presence == "positive" and f.labels == labels
+
+
+def test_a_lowercase_word_is_no_lobe_abbreviation():
+    from cxrils.report import structure_report
+
+    (f,) = structure_report("s", "FINDINGS: Opacity, rll not named.").findings
+    assert f.labels == []

@@ -48,3 +48,17 @@ def test_an_implausible_anatomy_is_answered_with_a_warning_in_the_note():
     assert pred.mask.any()
     assert "does not look like a frontal chest radiograph (right lung covers 0.500 of the image" in pred.note
     assert pred.note.endswith("the answer is not reliable")
+
+
+def test_the_model_api_says_how_to_pass_a_file_or_a_colour_image(tmp_path):
+    import pytest
+
+    from cxrils.models.base import check_image
+
+    with pytest.raises(ValueError, match=r"not a path .*load_image\(path\)\.pixels"):
+        check_image(str(tmp_path / "x.png"))
+    with pytest.raises(ValueError, match=r"grey levels uint8 \(H, W\), got \(64, 64, 3\).*COLOR_RGB2GRAY"):
+        check_image(np.zeros((64, 64, 3), np.uint8))
+    with pytest.raises(ValueError, match="uint8"):
+        check_image(np.zeros((64, 64), np.float32))
+    assert check_image(np.zeros((2, 3), np.uint8)).shape == (2, 3)  # the API answers any size

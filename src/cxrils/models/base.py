@@ -247,9 +247,21 @@ def check_image(image: np.ndarray) -> np.ndarray:
     Raises
     ------
     ValueError
-        If the array is not 2-D uint8 with both sides >= 1.
+        If the array is not 2-D uint8 with both sides >= 1 (the message says how to get
+        such an array from a file or a colour image). The model API answers any size;
+        ``cxrils predict`` and the service also refuse images under
+        :data:`MIN_IMAGE_SIDE` (:func:`image_too_small`).
     """
+    if isinstance(image, (str, Path)):
+        raise ValueError(
+            f"image must be the pixels, not a path ({image!r}): cxrils.io.load_image(path).pixels gives them"
+        )
     arr = np.asarray(image)
+    if arr.ndim == 3 and arr.dtype == np.uint8:
+        raise ValueError(
+            f"image must be grey levels uint8 (H, W), got {arr.shape}: cxrils.io.load_image reads a file as grey "
+            "levels, or convert the colour array first (e.g. cv2.cvtColor(x, cv2.COLOR_RGB2GRAY))"
+        )
     if arr.ndim != 2 or arr.dtype != np.uint8 or 0 in arr.shape:
         raise ValueError(f"image must be uint8 (H, W) with H, W >= 1, got {arr.dtype} {arr.shape}")
     return arr

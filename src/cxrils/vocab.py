@@ -339,4 +339,7 @@ def normalize_split(name: str) -> str:
     try:
         return SPLIT_ALIASES[str(name).strip().lower()]
     except KeyError:
-        raise SplitError(f"unknown split name {name!r}; expected one of {SPLITS}") from None
+        raise SplitError(
+            f"unknown split name {name!r}; expected one of {', '.join(SPLITS)} "
+            f"(also read: {', '.join(k for k in SPLIT_ALIASES if k not in SPLITS)})"
+        ) from None

@@ -110,6 +110,15 @@ def test_ground_writes_all_outputs(case, tmp_path):
     x_ano = np.asarray(Image.open(out / "x_ano.png"))
     assert x_ano.shape == (N, N) and x_ano[95, 35] > 0 and x_ano[30, 90] == 0
     assert np.asarray(Image.open(out / "overlay_boxes.png")).shape == (N, N, 3)
+    # a reported lesion with no mask: the reason is printed, not only written to grounding.json
+    res = CliRunner().invoke(
+        app,
+        ["ground", str(case), "FINDINGS: Left upper lobe atelectasis.", "-o", str(tmp_path / "o2")]
+        + ["--set", "backends.anomaly=atlas"],
+    )
+    assert res.exit_code == 0, res.output
+    reason = json.loads((tmp_path / "o2" / "grounding.json").read_text())["findings"][0]["drop_reason"]
+    assert reason and f"F1 atelectasis: not grounded: {reason}" in res.output
 
 
 def test_ground_reports_user_errors(case, tmp_path):

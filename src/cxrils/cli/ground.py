@@ -144,6 +144,9 @@ def ground(
         + (f" ({'; '.join(grounded)})" if grounded else "")
         + (f"; excluded: {sg.excluded}" if sg.excluded else "")
     )
+    for gf, e in zip(sg.findings, summary["findings"]):  # why each positive lesion finding got no mask
+        if not e["mask_file"] and gf.lesion_type and gf.finding.presence == "positive" and gf.drop_reason:
+            typer.echo(f"  F{e['index']} {gf.lesion_type}: not grounded: {gf.drop_reason}")
 
 
 def _missing_report_path(arg: str) -> bool:

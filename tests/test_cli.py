@@ -150,11 +150,16 @@ def test_serve_refuses_impossible_options_before_starting(option, value):
     assert res.exit_code == 2 and option in res.output and "Traceback" not in res.output
 
 
-def test_predict_refuses_an_image_too_small_to_be_a_radiograph(tmp_path):
+def test_predict_refuses_an_image_too_small_to_be_a_radiograph(tmp_path, monkeypatch):
     # the service's rule (tests/serve/test_api.py): both sides need MIN_IMAGE_SIDE pixels
     from PIL import Image
 
-    from cxrils.models.base import MIN_IMAGE_SIDE
+    from cxrils.models.base import MIN_IMAGE_SIDE, Segmenter
+
+    def no_model(*args, **kwargs):
+        raise AssertionError("the model was loaded before the image was checked")
+
+    monkeypatch.setattr(Segmenter, "from_pretrained", no_model)
 
     assert MIN_IMAGE_SIDE == 32
     for name, shape in (("dot.png", (1, 1)), ("strip.png", (31, 400))):

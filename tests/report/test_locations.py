@@ -85,3 +85,12 @@ def test_registry():
     assert get_location_mapper("lexicon").map("left base") == ["left lung base"]
     with pytest.raises(ValueError, match="unknown location mapper"):
         get_location_mapper("nope")
+
+
+def test_lobe_abbreviations_in_a_location_phrase_as_the_llm_backend_gives_them():
+    from cxrils.report.locations import LexiconLocationMapper
+
+    m = LexiconLocationMapper()
+    assert m.map("RLL") == ["lung lower lobe right"] == m.map("rll")
+    assert m.map("RUL and RML") == ["lung upper lobe right", "lung middle lobe right"]
+    assert m.map("left base") == ["left lung base"]  # no abbreviation inside a word

@@ -213,3 +213,27 @@ def test_a_lowercase_word_is_no_lobe_abbreviation():
 
     (f,) = structure_report("s", "FINDINGS: Opacity, rll not named.").findings
     assert f.labels == []
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "Partial resolution of the previously noted pneumonia.",
+        "Incomplete resolution of previously seen right effusion.",
+        "Partial resolution of the right effusion.",
+    ],
+)
+def test_partial_resolution_is_still_present(rules, text):
+    (f,) = rules.structure(text)
+    assert f.presence == "positive"
+
+
+def test_a_comma_and_new_end_a_negation_but_no_evidence_of_new_does_not():
+    from cxrils.report import structure_report
+
+    def found(text):
+        return {f.lesion_type: f.presence for f in structure_report("s", "FINDINGS: " + text).findings}
+
+    resolved_new = "Interval resolution of the previously seen right effusion, new left lower lobe consolidation."
+    assert found(resolved_new) == {"effusion": "negative", "consolidation": "positive"}
+    assert found("No evidence of new consolidation.") == {"consolidation": "negative"}

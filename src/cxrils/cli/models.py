@@ -288,7 +288,7 @@ def register(app: typer.Typer) -> None:
         typer.echo(f"instruction answered: {answered}")
         typer.echo(f"answer: {pred.answer}")
         if pred.note:
-            typer.echo(f"why: {pred.note}")
+            typer.echo(f"note: {pred.note}")
         files = "mask.png, overlay.png, prediction.json" + (
             ", mask.seg.dcm (DICOM SEG)" if dicom_seg and not notes else ""
         )

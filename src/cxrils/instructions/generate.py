@@ -297,7 +297,7 @@ def _prepare(g: StudyGrounding) -> list[_Item]:
     return items
 
 
-def _positives(b: _Builder, items: list[_Item], g: StudyGrounding) -> None:
+def _positives(b: _Builder, items: list[_Item]) -> None:
     lung = [it for it in items if it.lesion_type not in vocab.ORGAN_LESION_TYPES]
     opacity_pool = [it for it in lung if it.lesion_type in OPACITY_FAMILY]
     targets = list(dict.fromkeys(it.target for it in items))
@@ -564,7 +564,7 @@ def generate_records(
     b = _Builder(grounding, split, patient_id, image_path, provenance)
     items = _prepare(grounding)
     rng = np.random.default_rng(record_seed(cfg.instructions.seed, grounding.image_id))
-    _positives(b, items, grounding)
+    _positives(b, items)
     if absent_forms is not None:
         for form, loc in absent_forms:
             if form not in ("global", "basic") or (form == "basic") != (loc in vocab.INSTRUCTION_LOCATIONS):

@@ -60,9 +60,10 @@ class Prediction:
         score so that "absent" at 0.87 is no puzzle; None for models without one (ROSALIA
         decides by the mask its ``[SEG]`` token gives).
     note : str or None
-        Why the answer differs from what the score alone says (the light model's
-        cardiomegaly rule on the CTR, its lung check of global questions), for the user;
-        None when it does not.
+        For the user: why the answer differs from what the score alone says (the light
+        model's cardiomegaly rule on the CTR, its consistent-answers rule, no lungs
+        found), and a warning where the image does not look like a frontal chest
+        radiograph; None when there is nothing to say.
     """
 
     mask: np.ndarray

@@ -367,6 +367,15 @@ _RAW_CONTEXT_RULES: tuple[tuple[str, str, str, int | None], ...] = (
         for the in ("", "the ")
         for verb in ("seen", "noted", "present")
     ),
+    # "Partial resolution of the previously seen pneumonia": the finding is still there.
+    # The negated cues above would take these in (the longest match wins), so each one
+    # is a PSEUDO cue of its own, with the same adjectives.
+    *(
+        (f"{q} {cue}{tail}", "PSEUDO", "PSEUDO", None)
+        for q in ("partial", "incomplete", "slow", "slight", "some", "partial interval", "incomplete interval")
+        for cue in ("resolution of", "clearing of")
+        for tail in ("", *(f" {the}previously {verb}" for the in ("", "the ") for verb in ("seen", "noted", "present")))
+    ),
     # "The lungs are clear airspace disease" (a dropped "of"): a place said to be clear, then
     # a finding right after it, so that "the lungs are clear, atelectasis at the left base"
     # stays positive. Only after a copula or "expanded and": "there is clear consolidation"
@@ -702,6 +711,9 @@ _RAW_CONTEXT_RULES: tuple[tuple[str, str, str, int | None], ...] = (
             "impression :",
             # "no cardiomegaly with bilateral small effusions"
             "with",
+            # "resolution of the right effusion, new left consolidation" (not "no new ...",
+            # a cue of its own, nor "no evidence of new consolidation": no comma)
+            ", new",
         )
     ),
 )

@@ -28,7 +28,7 @@ import re
 from typing import TYPE_CHECKING, Protocol
 
 from cxrils.report.tokens import DEID_TOKEN
-from cxrils.vocab import BROAD_CATEGORIES, LUNG_REGION_LABELS
+from cxrils.vocab import BROAD_CATEGORIES, LOBE_PHRASES, LOCATION_SYNONYMS, LUNG_REGION_LABELS
 
 if TYPE_CHECKING:
     from cxrils.config import Config
@@ -177,8 +177,16 @@ def _parts(phrase: str) -> list[str]:
     return out
 
 
+#: Lobe abbreviations in a location phrase ("RLL", any case: in a place the letters are
+#: no English word) -> the lobe written out (:data:`cxrils.vocab.LOCATION_SYNONYMS`), as
+#: the rules structurer writes them out in the report (``cxrils.report.rules``).
+_LOBE_WORDS: dict[str, str] = {a: LOBE_PHRASES[LOCATION_SYNONYMS[a][0]] for a in ("rul", "rml", "rll", "lul", "lll")}
+_LOBE_ABBREVIATION = re.compile(r"\b(" + "|".join(_LOBE_WORDS) + r")\b")
+
+
 def _normalise(phrase: str) -> str:
     p = re.sub(rf"\b{DEID_TOKEN}\b", " ", phrase.lower()).replace("-", " ")
+    p = _LOBE_ABBREVIATION.sub(lambda m: _LOBE_WORDS[m.group(1)], p)
     p = re.sub(r"\b(right|left)\s+sided\b", r"\1", p)
     p = re.sub(r"\bmid\s*lung", "midlung", p)
     return " ".join(p.split())

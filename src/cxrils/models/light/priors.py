@@ -325,7 +325,7 @@ class PriorComputer:
             if self._warn:
                 log.warning(
                     "the anatomy stage found no lungs in this %s image (is it a frontal chest "
-                    "radiograph?): the priors are empty and answers will mostly be negative",
+                    "radiograph?): the priors are empty and every answer is absent",
                     x.shape,
                 )
         else:  # the pipeline's QC check (default QCConfig bounds); the answers are still given

@@ -177,16 +177,27 @@ def _parts(phrase: str) -> list[str]:
     return out
 
 
-#: Lobe abbreviations in a location phrase ("RLL", any case: in a place the letters are
-#: no English word) -> the lobe written out (:data:`cxrils.vocab.LOCATION_SYNONYMS`), as
-#: the rules structurer writes them out in the report (``cxrils.report.rules``).
-_LOBE_WORDS: dict[str, str] = {a: LOBE_PHRASES[LOCATION_SYNONYMS[a][0]] for a in ("rul", "rml", "rll", "lul", "lll")}
-_LOBE_ABBREVIATION = re.compile(r"\b(" + "|".join(_LOBE_WORDS) + r")\b")
+#: The lobe abbreviations of reports (lower case) -> the lobe written out
+#: (:data:`cxrils.vocab.LOCATION_SYNONYMS`, :data:`cxrils.vocab.LOBE_PHRASES`).
+LOBE_ABBREVIATIONS: dict[str, str] = {
+    a: LOBE_PHRASES[LOCATION_SYNONYMS[a][0]] for a in ("rul", "rml", "rll", "lul", "lll")
+}
+_ANY_CASE = re.compile(r"\b(" + "|".join(LOBE_ABBREVIATIONS) + r")\b", re.IGNORECASE)
+_UPPER_CASE = re.compile(r"\b(" + "|".join(a.upper() for a in LOBE_ABBREVIATIONS) + r")\b")
+
+
+def write_out_lobes(text: str, *, any_case: bool) -> str:
+    """``text`` with each lobe abbreviation (:data:`LOBE_ABBREVIATIONS`, whole words)
+    written out: "RLL" -> "right lower lobe". ``any_case`` for a location phrase, where
+    the letters are no English word; upper case only in running report text (the rules
+    structurer)."""
+    pattern = _ANY_CASE if any_case else _UPPER_CASE
+    return pattern.sub(lambda m: LOBE_ABBREVIATIONS[m.group(1).lower()], text)
 
 
 def _normalise(phrase: str) -> str:
     p = re.sub(rf"\b{DEID_TOKEN}\b", " ", phrase.lower()).replace("-", " ")
-    p = _LOBE_ABBREVIATION.sub(lambda m: _LOBE_WORDS[m.group(1)], p)
+    p = write_out_lobes(p, any_case=True)
     p = re.sub(r"\b(right|left)\s+sided\b", r"\1", p)
     p = re.sub(r"\bmid\s*lung", "midlung", p)
     return " ".join(p.split())

@@ -48,10 +48,10 @@ from cxrils.report.lexicon import (
     find_locations,
     lesion_terms,
 )
-from cxrils.report.locations import LexiconLocationMapper
+from cxrils.report.locations import LexiconLocationMapper, write_out_lobes
 from cxrils.report.tokens import DEID_TOKEN, Matcher, Sentence, TokenPattern, split_sentences
 from cxrils.types import Finding
-from cxrils.vocab import INFERENCE_LESION_TYPES, LOBE_PHRASES, LOCATION_SYNONYMS
+from cxrils.vocab import INFERENCE_LESION_TYPES
 
 # Words allowed between a location and the finding it precedes ("left SMALL effusion").
 _PREMOD = re.compile(
@@ -112,13 +112,6 @@ _HEDGED_APPOSITION = re.compile(
 _DEID_LINK = re.compile(rf"^[\s,]*(?:{DEID_TOKEN}\b[\s,]*)+", re.IGNORECASE)
 _ALT = re.compile(r"^\s*(?:,\s*)?(?:or|versus|vs\.?|and/or|/)\s*$", re.IGNORECASE)
 _MULTI_STOP = re.compile(r"\.{2,}\s*")
-#: The lobe abbreviations of reports (upper case, whole words: "RLL" is no English word)
-#: and the phrase each is written out as before matching, so that "consolidation in the
-#: RLL" is located as "right lower lobe" is (:data:`cxrils.vocab.LOCATION_SYNONYMS`).
-_LOBE_ABBREVIATIONS: dict[str, str] = {
-    abbr.upper(): LOBE_PHRASES[LOCATION_SYNONYMS[abbr][0]] for abbr in ("rul", "rml", "rll", "lul", "lll")
-}
-_LOBE_ABBREVIATION = re.compile(r"\b(" + "|".join(_LOBE_ABBREVIATIONS) + r")\b")
 _CONJ = re.compile(r"^\s*(?:,|and|or|,\s*and|,\s*or|and/or|/)\s*$", re.IGNORECASE)
 # Between a located finding and an unlocated one that shares its place ("right pleural
 # effusion with adjacent atelectasis", "left base opacity, XXXX atelectasis").
@@ -632,10 +625,11 @@ def _outside_lung(phrases: list[str]) -> bool:
 
 
 def _prepare(text: str) -> str:
-    """Whitespace collapsed, "effusion.. Left" split as a sentence end, and the lobe
-    abbreviations written out (:data:`_LOBE_ABBREVIATIONS`; the finding's sentence holds
-    the written-out words)."""
-    text = _LOBE_ABBREVIATION.sub(lambda m: _LOBE_ABBREVIATIONS[m.group(1)], " ".join(text.split()))
+    """Whitespace collapsed, "effusion.. Left" split as a sentence end, and the upper-case
+    lobe abbreviations written out (:func:`cxrils.report.locations.write_out_lobes`: "RLL"
+    is no English word, so "consolidation in the RLL" is located as "right lower lobe" is;
+    the finding's sentence holds the written-out words)."""
+    text = write_out_lobes(" ".join(text.split()), any_case=False)
     return _MULTI_STOP.sub(". ", text)
 
 

@@ -169,11 +169,6 @@ class _Versioned:
         return self.fn(*args)
 
 
-def _versioned(fn, stage) -> _Versioned:
-    """``fn`` carrying ``stage``'s name and version (:class:`_Versioned`)."""
-    return _Versioned(fn, stage)
-
-
 def default_anatomy() -> AnatomyFn:
     """The configured anatomy segmenter's ``segment`` (``cxrils.vision.anatomy``, builtin),
     carrying its :func:`stage_version`.
@@ -193,7 +188,7 @@ def default_anatomy() -> AnatomyFn:
         ) from err
     cfg = Config()
     stage = get_segmenter(cfg.backends.anatomy, cfg)
-    return _versioned(stage.segment, stage)
+    return _Versioned(stage.segment, stage)
 
 
 def default_anomaly(cfg: Config | None = None) -> AnomalyFn:
@@ -214,7 +209,7 @@ def default_anomaly(cfg: Config | None = None) -> AnomalyFn:
     def anomaly(x: np.ndarray, edit_region: np.ndarray, lungs: np.ndarray) -> np.ndarray:
         return mapper.map(x, edit_region, lungs=lungs).x_ano
 
-    return _versioned(anomaly, mapper)
+    return _Versioned(anomaly, mapper)
 
 
 def default_detector(cfg: Config | None = None) -> DetectorFn:
@@ -231,7 +226,7 @@ def default_detector(cfg: Config | None = None) -> DetectorFn:
 
     cfg = cfg or Config()
     stage = get_detector(cfg.backends.detector, cfg)
-    return _versioned(stage.detect, stage)
+    return _Versioned(stage.detect, stage)
 
 
 def box_map(boxes: list[LesionBox], shape: tuple[int, int]) -> np.ndarray:

@@ -14,12 +14,12 @@ from cxrils.vision.anatomy.measures import cardiothoracic_ratio, cross_check, fr
 from cxrils.vision.anatomy.regions import lung_regions
 
 __all__ = [
-    "implausible_ctr",
     "AnatomyBackendError",
     "AnatomySegmenter",
     "get_segmenter",
     "cardiothoracic_ratio",
     "cross_check",
     "frontal_plausibility",
+    "implausible_ctr",
     "lung_regions",
 ]

@@ -212,6 +212,18 @@ def test_lobe_abbreviations_are_located_as_the_lobes(text, labels):
     assert f.presence == "positive" and f.labels == labels
 
 
+@pytest.mark.parametrize(
+    "text, sentences",
+    [
+        ("Consolidation in the RLL.", ["Consolidation in the RLL."]),
+        ("RUL and  RML\nopacities.. LLL atelectasis", ["RUL and RML opacities..", "LLL atelectasis"]),
+    ],
+)
+def test_a_finding_quotes_the_reports_own_sentence(rules, text, sentences):
+    # the rules read "right lower lobe"; the record must quote what the radiologist wrote
+    assert sorted({f.sentence for f in rules.structure(text)}) == sorted(sentences)
+
+
 def test_a_lowercase_word_is_no_lobe_abbreviation():
     from cxrils.report import structure_report
 

@@ -183,7 +183,9 @@ LOBE_ABBREVIATIONS: dict[str, str] = {
     a: LOBE_PHRASES[LOCATION_SYNONYMS[a][0]] for a in ("rul", "rml", "rll", "lul", "lll")
 }
 _ANY_CASE = re.compile(r"\b(" + "|".join(LOBE_ABBREVIATIONS) + r")\b", re.IGNORECASE)
-_UPPER_CASE = re.compile(r"\b(" + "|".join(a.upper() for a in LOBE_ABBREVIATIONS) + r")\b")
+#: An upper-case lobe abbreviation as a whole word, the form :func:`write_out_lobes` reads in
+#: running report text.
+UPPER_CASE_LOBE_RE = re.compile(r"\b(" + "|".join(a.upper() for a in LOBE_ABBREVIATIONS) + r")\b")
 
 
 def write_out_lobes(text: str, *, any_case: bool) -> str:
@@ -191,7 +193,7 @@ def write_out_lobes(text: str, *, any_case: bool) -> str:
     written out: "RLL" -> "right lower lobe". ``any_case`` for a location phrase, where
     the letters are no English word; upper case only in running report text (the rules
     structurer)."""
-    pattern = _ANY_CASE if any_case else _UPPER_CASE
+    pattern = _ANY_CASE if any_case else UPPER_CASE_LOBE_RE
     return pattern.sub(lambda m: LOBE_ABBREVIATIONS[m.group(1).lower()], text)
 
 

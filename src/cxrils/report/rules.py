@@ -26,7 +26,7 @@ from __future__ import annotations
 import dataclasses
 import math
 import re
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from functools import lru_cache
 
@@ -48,7 +48,7 @@ from cxrils.report.lexicon import (
     find_locations,
     lesion_terms,
 )
-from cxrils.report.locations import LexiconLocationMapper, write_out_lobes
+from cxrils.report.locations import UPPER_CASE_LOBE_RE, LexiconLocationMapper, write_out_lobes
 from cxrils.report.tokens import DEID_TOKEN, Matcher, Sentence, TokenPattern, split_sentences
 from cxrils.types import Finding
 from cxrils.vocab import INFERENCE_LESION_TYPES
@@ -226,14 +226,15 @@ class RulesStructurer:
         if not text or not text.strip():
             return []
         doc = _prepare(text)
-        return self._findings(doc, split_sentences(doc, self.max_sentence_tokens))
+        return self._findings(doc, split_sentences(doc.text, self.max_sentence_tokens))
 
     def structure_many(self, texts: Iterable[str]) -> list[list[Finding]]:
         """:meth:`structure` over many texts, in order."""
         return [self.structure(t) for t in texts]
 
     # ------------------------------------------------------------------ internals
-    def _findings(self, text: str, sentences: list[Sentence]) -> list[Finding]:
+    def _findings(self, doc: _Prepared, sentences: list[Sentence]) -> list[Finding]:
+        text = doc.text
         mentions: list[_Mention] = []
         prev: tuple[int, list[_Mention]] = (0, [])  # the last sentence with findings
         for sent in sentences:
@@ -258,7 +259,7 @@ class RulesStructurer:
                     presence="positive",
                     certainty="definitive",
                     sentence_index=sent.index,
-                    sentence=sent.text.strip(),
+                    sentence=doc.quote(sent.start, sent.end),
                     pre=[],
                     post=[],
                     mods=[(c, *sent.char_span(cs, ce)) for c, cs, ce in mods],
@@ -624,13 +625,61 @@ def _outside_lung(phrases: list[str]) -> bool:
     return bool(phrases) and not any(_lung_compatible(p.lower()) for p in phrases)
 
 
-def _prepare(text: str) -> str:
+@dataclass(frozen=True)
+class _Prepared:
+    """The text the rules read, and where each of its characters came from in the
+    report: ``starts[i]:ends[i]`` is the span of the original text that character ``i``
+    of ``text`` stands for (a written-out lobe abbreviation stands for its letters)."""
+
+    text: str
+    original: str
+    starts: tuple[int, ...]
+    ends: tuple[int, ...]
+
+    def quote(self, start: int, end: int) -> str:
+        """The report's own words under ``text[start:end]``, whitespace collapsed."""
+        chars = [i for i in range(start, end) if not self.text[i].isspace()]
+        if not chars:
+            return ""
+        return " ".join(self.original[self.starts[chars[0]] : self.ends[chars[-1]]].split())
+
+    def sub(self, pattern: re.Pattern[str], repl: Callable[[re.Match[str]], str]) -> _Prepared:
+        """``pattern.sub(repl, text)`` with the origins carried along: a replacement's
+        characters each stand for the whole match."""
+        out: list[str] = []
+        starts: list[int] = []
+        ends: list[int] = []
+        pos = 0
+        for m in pattern.finditer(self.text):
+            a, b = m.start(), m.end()
+            out.append(self.text[pos:a])
+            starts.extend(self.starts[pos:a])
+            ends.extend(self.ends[pos:a])
+            r = repl(m)
+            out.append(r)
+            first = self.starts[a] if a < b else (self.ends[a - 1] if a else 0)
+            last = self.ends[b - 1] if a < b else first
+            starts.extend([first] * len(r))
+            ends.extend([last] * len(r))
+            pos = b
+        out.append(self.text[pos:])
+        starts.extend(self.starts[pos:])
+        ends.extend(self.ends[pos:])
+        return _Prepared("".join(out), self.original, tuple(starts), tuple(ends))
+
+
+_SPACES = re.compile(r"\s+")
+
+
+def _prepare(text: str) -> _Prepared:
     """Whitespace collapsed, "effusion.. Left" split as a sentence end, and the upper-case
     lobe abbreviations written out (:func:`cxrils.report.locations.write_out_lobes`: "RLL"
-    is no English word, so "consolidation in the RLL" is located as "right lower lobe" is;
-    the finding's sentence holds the written-out words)."""
-    text = write_out_lobes(" ".join(text.split()), any_case=False)
-    return _MULTI_STOP.sub(". ", text)
+    is no English word, so "consolidation in the RLL" is located as "right lower lobe" is).
+    A finding's ``sentence`` quotes the report's own words (:meth:`_Prepared.quote`)."""
+    doc = _Prepared(text, text, tuple(range(len(text))), tuple(range(1, len(text) + 1)))
+    doc = doc.sub(_SPACES, lambda m: "" if m.start() == 0 or m.end() == len(text) else " ")
+    doc = doc.sub(UPPER_CASE_LOBE_RE, lambda m: write_out_lobes(m.group(0), any_case=False))
+    return doc.sub(_MULTI_STOP, lambda m: ". ")
 
 
 def _dedupe(items: list[str]) -> list[str]:

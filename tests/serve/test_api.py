@@ -145,6 +145,14 @@ def test_a_second_image_or_instruction_part_is_refused_not_dropped(client, image
     assert r.status_code == 200, r.text
 
 
+def test_the_openapi_page_shows_one_image_and_one_instruction(client):
+    body = client.get("/openapi.json").json()["paths"]["/v1/segment"]["post"]["requestBody"]
+    ref = body["content"]["multipart/form-data"]["schema"]["$ref"].rsplit("/", 1)[1]
+    props = client.get("/openapi.json").json()["components"]["schemas"][ref]["properties"]
+    assert props["instruction"]["type"] == "string"
+    assert props["image"]["type"] == "string" and props["image"].get("format", "binary") == "binary"
+
+
 def test_bad_instructions(client, image):
     files = {"image": ("x.png", _png(image), "image/png")}
     r = client.post("/v1/segment", files=files, data={"instruction": "   "})

@@ -39,7 +39,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
-from fastapi import FastAPI, File, Form, HTTPException, Request, UploadFile
+from fastapi import Depends, FastAPI, File, Form, HTTPException, Request, UploadFile
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import FileResponse, HTMLResponse, JSONResponse
 from fastapi.staticfiles import StaticFiles
@@ -97,6 +97,17 @@ def validation_message(errors: list[dict]) -> str:
         else:
             words.append(f"the form field '{field}' is not valid: {err.get('msg', 'bad value')}")
     return "; ".join(dict.fromkeys(words)) or "the request is not a valid form"
+
+
+async def _one_part_each(request: Request) -> None:
+    """Refuse a form with a second ``image`` or ``instruction`` part (HTTP 422): FastAPI
+    would otherwise use the last one unseen. The form is parsed once; the endpoint reads
+    the same parsed form."""
+    form = await request.form()
+    for name in ("image", "instruction"):
+        n = len(form.getlist(name))
+        if n > 1:
+            raise HTTPException(422, f"send one {name!r} part per request; this request has {n}")
 
 
 def example_instructions() -> dict[str, list[str]]:
@@ -191,18 +202,12 @@ def create_app(
             "keeps_uploads": cfg.keep_uploads_dir is not None,
         }
 
-    @app.post("/v1/segment")
+    @app.post("/v1/segment", dependencies=[Depends(_one_part_each)])
     def segment(
-        images: list[UploadFile] = File(..., alias="image", description="one PNG, JPEG or DICOM file"),
-        instructions: list[str] = Form(
-            ..., alias="instruction", description="e.g. 'Segment the effusion in the left lung base.'"
-        ),
+        image: UploadFile = File(..., description="one PNG, JPEG or DICOM file"),
+        instruction: str = Form(..., description="e.g. 'Segment the effusion in the left lung base.'"),
     ) -> dict:
-        # one of each: a second part of the same name would otherwise be dropped unseen
-        for name, parts in (("image", images), ("instruction", instructions)):
-            if len(parts) != 1:
-                raise HTTPException(422, f"send one {name!r} part per request; this request has {len(parts)}")
-        image, text = images[0], instructions[0].strip()
+        text = instruction.strip()
         if not text:
             raise HTTPException(422, "the instruction is empty")
         if len(text) > cfg.max_instruction_chars:

@@ -493,6 +493,30 @@ def test_an_export_without_positive_pairs_round_trips_and_never_writes_into_the_
         export_mimic_ils(ds, tmp_path / "e2", images_dir=ds / "images")
 
 
+def test_a_re_export_removes_the_masks_of_an_export_that_stopped_before_its_json(imported, tmp_path, monkeypatch):
+    from cxrils.dataset.mimic_ils import exporter
+
+    out = tmp_path / "export"
+    real = exporter._write_mask
+    written = []
+
+    def crash_on_third(path, mask):
+        if len(written) == 2:
+            raise OSError("disk full")
+        written.append(path.name)
+        real(path, mask)
+
+    monkeypatch.setattr(exporter, "_write_mask", crash_on_third)
+    with pytest.raises(OSError, match="disk full"):
+        export_mimic_ils(imported, out)
+    monkeypatch.setattr(exporter, "_write_mask", real)
+    assert not (out / "mimic_ils_instruction_answer.json").exists()
+    assert sorted(p.name for p in (out / "lesion_mask").iterdir()) == sorted(written)
+    counts = export_mimic_ils(_negatives_only(imported, tmp_path / "neg"), out)
+    assert counts["stale_masks_removed"] == 2 and not any((out / "lesion_mask").iterdir())
+    assert sorted(p.name for p in out.iterdir()) == ["files", "lesion_mask", "mimic_ils_instruction_answer.json"]
+
+
 def test_a_re_export_leaves_only_its_own_masks_and_images(imported, tmp_path):
     out = tmp_path / "export"
     (out / "lesion_mask").mkdir(parents=True)

@@ -12,7 +12,9 @@ Writes what KAIST-Edlab/ROSALIA's ``train_ds.py`` reads (``--json_dir``,
 * ``OUT/lesion_mask/{image_id}_{k}.png``: 0/255 8-bit masks, one per distinct mask of an
   image, at the stored image size; a re-export into the same folder removes the mask
   files the earlier export's JSON named and the new one does not, so the folder holds
-  the masks of one export only (no other file there is touched);
+  the masks of one export only (no other file there is touched); while it runs,
+  ``OUT/.cxrils_export_masks`` lists each mask before it is written, so the masks of an
+  export that stopped before its JSON are removed by the next one too;
 * the 8-bit images, copied to the images folder the user names (default
   ``OUT/files``; an image already there is kept only when it is the same file byte for
   byte; nothing else in that folder is touched) as ``{patient_id}/{study_id}/{image_id}.png`` (as MIMIC-CXR-JPG's
@@ -53,6 +55,10 @@ from cxrils.masks import decode_rle
 
 PARAPHRASE_MODES = ("exclude", "include")
 _SAFE_PART = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]{0,99}$")
+
+
+#: The list of masks an export is writing (in ``OUT``; removed when it finishes).
+PENDING_NAME = ".cxrils_export_masks"
 
 
 def _image_relpath(image_id: str, patient_id: str, study_id: str) -> str:
@@ -120,9 +126,11 @@ def export_mimic_ils(
             raise DatasetError(f"{where}: {what} would be written inside the dataset {ds}; choose a folder outside it")
     if within(images, masks_dir):
         raise DatasetError(f"{images}: the images would be written inside the mask folder {masks_dir}; choose another")
-    earlier = _named_masks(out / JSON_NAME)
+    pending = out / PENDING_NAME
+    earlier = _named_masks(out / JSON_NAME) | _pending_masks(pending)
     out.mkdir(parents=True, exist_ok=True)
     masks_dir.mkdir(exist_ok=True)  # train_ds.py's --base_mask_dir, empty when no pair is positive
+    pending.write_text("".join(f"{name}\n" for name in sorted(earlier)), encoding="utf-8")
     counts: dict[str, Any] = {"samples": {}, "positive_pairs": {}, "negative_pairs": {}, "masks": 0, "images": 0}
     mask_files: set[str] = set()
     with atomic_path(out / JSON_NAME, suffix=".json") as tmp, open(tmp, "w", encoding="utf-8") as fh:
@@ -135,7 +143,7 @@ def export_mimic_ils(
             fh.write(("," if s_i else "") + json.dumps(rsplit) + ": {")
             n_samples = n_pos = n_neg = 0
             for image_id, group in recs.groupby("image_id", sort=True):
-                sample, written = _sample(ds, str(image_id), group, images, masks_dir)
+                sample, written = _sample(ds, str(image_id), group, images, masks_dir, pending)
                 counts["masks"] += len(written)
                 mask_files.update(written)
                 counts["images"] += 1
@@ -153,6 +161,7 @@ def export_mimic_ils(
     stale = [masks_dir / name for name in sorted(earlier - mask_files) if (masks_dir / name).is_file()]
     for path in stale:  # after the new JSON is in place: it names none of them
         path.unlink()
+    pending.unlink()
     counts["stale_masks_removed"] = len(stale)
     counts.update({"json": str(out / JSON_NAME), "images_dir": str(images), "masks_dir": str(masks_dir)})
     return counts
@@ -177,7 +186,19 @@ def _named_masks(json_path: Path) -> set[str]:
     return names
 
 
-def _sample(ds: Path, image_id: str, group: Any, images: Path, masks_dir: Path) -> tuple[dict[str, Any], list[str]]:
+def _pending_masks(path: Path) -> set[str]:
+    """The mask file names listed by an export that stopped before it finished (a
+    :data:`PENDING_NAME` file left behind); empty when there is none."""
+    try:
+        lines = path.read_text(encoding="utf-8").splitlines()
+    except (OSError, UnicodeDecodeError):
+        return set()
+    return {n for n in lines if n and Path(n).name == n and n.endswith(".png")}
+
+
+def _sample(
+    ds: Path, image_id: str, group: Any, images: Path, masks_dir: Path, pending: Path
+) -> tuple[dict[str, Any], list[str]]:
     first = group.iloc[0]
     rel = _image_relpath(image_id, str(first["patient_id"]), str(first["study_id"]))
     src = ds / image_relpath(image_id)
@@ -198,6 +219,8 @@ def _sample(ds: Path, image_id: str, group: Any, images: Path, masks_dir: Path) 
             key = rle["counts"] + "|" + "x".join(map(str, rle["size"]))
             if key not in mask_names:
                 name = f"{image_id}_{len(mask_names)}.png"
+                with open(pending, "a", encoding="utf-8") as fh:  # listed before it exists
+                    fh.write(name + "\n")
                 _write_mask(masks_dir / name, decode_rle(rle))
                 mask_names[key] = name
             pair[MASK_KEY] = mask_names[key]

@@ -15,16 +15,21 @@ positives are few (JSRT PA films): it can refuse the gate, not prove it; the hel
 images of ``human_masks`` are the test. Exit status 3 when the rule is not met (the
 retrain script then stops before shipping).
 
+With ``--out-of-fold`` (a model trained with out-of-fold priors) each image of the tuning
+part (COVID-QU-Ex, JSRT) is answered with the priors of the lesion models that never saw
+it, as in training (:mod:`cxrils.training.prior_folds`); other images with the shipped
+models. Without it the anomaly half's images get in-sample priors from the shipped map.
+
 Usage::
 
-    python -m benchmarks.light_cardiomegaly --dataset LIGHT_DATA [--run RUN] [--threads 2]
+    python -m benchmarks.light_cardiomegaly --dataset LIGHT_DATA [--run RUN] [--out-of-fold] [--threads 2]
 """
 
 from __future__ import annotations
 
 from pathlib import Path
 
-from benchmarks.light_validate import add_light_validate_options, count_cell, load_light_run
+from benchmarks.light_validate import add_light_validate_options, count_cell, load_light_run, out_of_fold_segmenters
 from benchmarks.results import apply_threads, benchmark_parser, publish_if_asked
 from cxrils.training.light_data import HUMAN_PREFIX, JSRT_PREFIX
 
@@ -71,6 +76,11 @@ def main(argv: list[str] | None = None) -> int:
     does not answer cardiomegaly by the CTR, :data:`RULE_NOT_MET` otherwise."""
     ap = benchmark_parser(__doc__.splitlines()[0], threads=2, page="light_cardiomegaly")
     add_light_validate_options(ap)
+    ap.add_argument(
+        "--out-of-fold",
+        action="store_true",
+        help="answer each tuning-part image with the priors of the lesion models that never saw it",
+    )
     args = ap.parse_args(argv)
     apply_threads(args)
     run, seg = load_light_run(args)
@@ -79,6 +89,7 @@ def main(argv: list[str] | None = None) -> int:
     from cxrils.io import load_image
     from cxrils.models.light.segmenter import LightSegmenter
     from cxrils.templates import parse_instruction
+    from cxrils.training.prior_folds import source_role
 
     if not isinstance(seg, LightSegmenter) or not seg.answers_cardiomegaly_by_ctr:
         print(f"{run}: not a light model that answers cardiomegaly by the CTR")
@@ -87,27 +98,38 @@ def main(argv: list[str] | None = None) -> int:
     records = records[
         (records.lesion_type == "cardiomegaly") & (records.instruction_type == "global") & (records.paraphrase_of == "")
     ]
+    by_half = {}
+    if args.out_of_fold:
+        try:
+            by_half = out_of_fold_segmenters(run, seg)
+        except (ValueError, RuntimeError) as err:
+            print(f"{run}: no out-of-fold lesion models to answer with: {err}")
+            return 1
     rules = ("CTR alone", "CTR and score")
     rows: dict[str, list[tuple[str, str, bool]]] = {name: [] for name in rules}
     keep = seg.config.cardiomegaly_needs_score
-    seg.config.cardiomegaly_needs_score = False  # one prediction per record: the CTR alone
+    for s in (seg, *by_half.values()):
+        s.config.cardiomegaly_needs_score = False  # one prediction per record: the CTR alone
     try:
         for r in records.itertuples():
-            pred = seg.predict(load_image(Path(args.dataset) / r.image_path).pixels, r.instruction)
+            answer = by_half.get(source_role(r.image_id), seg)
+            pred = answer.predict(load_image(Path(args.dataset) / r.image_path).pixels, r.instruction)
             by_ctr = bool(pred.mask.any())
             # the gate as LightSegmenter._cardiomegaly applies it: absent when score < threshold
             gated = by_ctr and bool(pred.score_passes)
             for name, present in zip(rules, (by_ctr, gated)):
                 rows[name].append((source_of(r.image_id), r.polarity, present))
     finally:
-        seg.config.cardiomegaly_needs_score = keep
+        for s in (seg, *by_half.values()):
+            s.config.cardiomegaly_needs_score = keep
     tallies = {name: tally(v) for name, v in rows.items()}
     sources = sorted({s for t in tallies.values() for s in t if s != "all"}) + ["all"]
     lines = [
         f"Model: {run.name}; dataset: {Path(args.dataset).name}, validate split, {len(records)} records "
         f'"{QUESTION}" (template records); cut-off CTR > {seg.config.cardiomegaly_min_ctr}, '
         f"cardiomegaly threshold {seg.presence_threshold(parse_instruction(QUESTION)):.3f}; "
-        f"shipped setting: cardiomegaly_needs_score = {keep}.",
+        f"shipped setting: cardiomegaly_needs_score = {keep}; priors of the tuning-part images: "
+        + ("out of fold (the lesion models that never saw each image)." if by_half else "the shipped lesion models."),
         "",
         "| source | rule | positives answered present | negatives answered absent (N-Acc) |",
         "|---|---|---|---|",

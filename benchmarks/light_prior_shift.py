@@ -36,7 +36,7 @@ from __future__ import annotations
 from collections import defaultdict
 from pathlib import Path
 
-from benchmarks.light_validate import add_light_validate_options, count_cell, load_light_run
+from benchmarks.light_validate import add_light_validate_options, count_cell, load_light_run, out_of_fold_segmenters
 from benchmarks.results import apply_threads, benchmark_parser, publish_if_asked
 from cxrils.training.light_data import HUMAN_PREFIX
 
@@ -133,14 +133,8 @@ def main(argv: list[str] | None = None) -> int:
     taus = sorted({*THRESHOLDS, shipped})
     models: dict[str, dict[str, Segmenter]] = {SHIPPED: {h: seg for h, _ in HALVES}}
     if args.out_of_fold:
-        from cxrils.training.prior_folds import check_out_of_fold_weights, out_of_fold_stages
-
-        models[OUT_OF_FOLD] = {}
         try:
-            check_out_of_fold_weights(seg.config)
-            for h, _ in HALVES:
-                anomaly, detector = out_of_fold_stages(seg.config, h)
-                models[OUT_OF_FOLD][h] = Segmenter.from_pretrained(run, anomaly=anomaly, detector=detector)
+            models[OUT_OF_FOLD] = out_of_fold_segmenters(run, seg)
         except (ValueError, RuntimeError) as err:
             print(f"{run}: no out-of-fold lesion models to answer with: {err}")
             return 1

@@ -271,3 +271,32 @@ def test_a_table_2_instruction_is_still_read_exactly():
 def test_words_the_reader_cannot_read_are_refused_not_dropped(text, word):
     with pytest.raises(InstructionError, match=f"cannot read the words {word} of instruction"):
         interpret_instruction(text)
+
+
+@pytest.mark.parametrize(
+    "text, words",
+    [
+        ("Segment the pneumothorax and the effusion.", "pneumothorax"),
+        ("Segment the effusion and the pneumonia in the left lung.", "2 lesion types"),
+        ("Segment the effusion, edema and consolidation.", "3 lesion types"),
+        ("Segment the cardiomegaly and the effusion.", "2 lesion types"),
+        ("Is there a nodule in the right lung?", "nodule"),
+    ],
+)
+def test_an_instruction_naming_another_finding_or_several_types_is_refused_not_half_answered(text, words):
+    # answering one of them would answer another question than the one asked
+    enc = InstructionEncoder("structured")
+    with pytest.raises(InstructionError, match=words):
+        enc.read(text)
+
+
+@pytest.mark.parametrize(
+    "text, answered",
+    [
+        ("Show the pleural effusion, if any, in the left lung.", "Segment the effusion in the left lung."),
+        ("Is there an effusion or effusions?", "Segment the effusion."),
+        ("What type of lesion is in the left lung?", "Segment the opacity in the left lung and predict its type."),
+    ],
+)
+def test_one_type_named_twice_or_the_word_lesion_is_still_read(text, answered):
+    assert InstructionEncoder("structured").read(text) == answered

@@ -35,6 +35,7 @@ import numpy as np
 
 from cxrils import templates, vocab
 from cxrils.report.language import words
+from cxrils.report.lexicon import OTHER_FINDINGS
 
 log = logging.getLogger(__name__)
 
@@ -62,6 +63,14 @@ class Interpretation:
 
 
 _SYNONYMS = sorted(((syn, t) for t, syns in vocab.LESION_SYNONYMS.items() for syn in syns), key=lambda p: -len(p[0]))
+#: Findings an instruction may name that are none of the seven lesion types
+#: (:data:`cxrils.report.lexicon.OTHER_FINDINGS`, longest first), less the generic "lesion"
+#: of a lesion-inference question ("What type of lesion is in the left lung?"). Naming one
+#: is refused: dropping it would answer another question ("the pneumothorax and the
+#: effusion" answered as "the effusion").
+_OTHER_FINDINGS: tuple[str, ...] = tuple(
+    sorted((w for w in OTHER_FINDINGS if w not in ("lesion", "lesions")), key=lambda w: -len(w))
+)
 #: Location wordings (query locations themselves and vocab.LOCATION_SYNONYMS), longest first.
 _LOCATION_WORDS: list[tuple[str, tuple[str, ...]]] = sorted(
     [(loc, (loc,)) for loc in vocab.INSTRUCTION_LOCATIONS] + list(vocab.LOCATION_SYNONYMS.items()),
@@ -241,12 +250,16 @@ def _keyword_interpretation(text: str) -> templates.ParsedText | None:
         while f" {phrase} " in rest:
             locations.extend(locs)
             rest = rest.replace(f" {phrase} ", f" {_READ_PLACE} ", 1)
-    target = None
+    named: list[str] = []
     for syn, lesion in _SYNONYMS:
-        if f" {syn} " in rest:
-            target = lesion
-            rest = rest.replace(f" {syn} ", " ")
-            break
+        while f" {syn} " in rest:
+            named.append(lesion)
+            rest = rest.replace(f" {syn} ", " ", 1)
+    others = [w for w in _OTHER_FINDINGS if f" {w} " in rest]
+    types = list(dict.fromkeys(named))
+    if len(types) > 1 or others:
+        raise _several_findings_error(text, types, others)
+    target = types[0] if types else None
     unread = _unread_places(rest.split())
     if unread:
         raise _unread_place_error(text, unread)
@@ -283,7 +296,9 @@ def interpret_instruction(text: str) -> Interpretation | None:
         place that does not fit the target (cardiomegaly in a lung, effusion in the heart);
         or, for wording outside Table 2, when it excludes something ("not", "except",
         "without": ``_EXCLUDING_WORDS``), which keyword reading would take as asked for,
-        or holds words of letters outside a-z ("ÿþ", "neumonía"), which it cannot read.
+        or holds words of letters outside a-z ("ÿþ", "neumonía"), which it cannot read;
+        or names more than one lesion type, or a finding that is none of them
+        ("pneumothorax"): one would be answered and the other dropped.
     """
     try:
         parsed = templates.parse_instruction(text)
@@ -365,6 +380,14 @@ def _excluding_error(text: str, words: list[str]) -> InstructionError:
         f"instruction {text!r} excludes something ({', '.join(dict.fromkeys(words))}); the light model reads "
         "only what an instruction asks for, so name just the places to look in. " + accepted_help()
     )
+
+
+def _several_findings_error(text: str, types: list[str], others: list[str]) -> InstructionError:
+    if others:
+        what = f"names {', '.join(others)}, which is none of the lesion types the model segments"
+    else:
+        what = f"names {len(types)} lesion types ({', '.join(types)}); ask one per instruction"
+    return InstructionError(f"instruction {text!r} {what}. " + accepted_help())
 
 
 def _no_lesion_error(text: str) -> InstructionError:

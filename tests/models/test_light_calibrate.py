@@ -386,7 +386,8 @@ def test_consistent_answers_a_global_answer_is_present_exactly_when_a_lung_is():
     # bright: no lung-level question passes, so no lung, global or zone answer is present
     assert not g_bright.mask.any() and g_bright.answer == "[SEG] There is no opacity."
     assert (
-        "no lung answers present" in g_bright.note and "global 0.20, right lung 0.20, left lung 0.10" in g_bright.note
+        "no lung answers present" in g_bright.note
+        and "global 0.200, right lung 0.200, left lung 0.100" in g_bright.note
     )
     assert not base_bright.mask.any()
 

@@ -170,8 +170,8 @@ def decide(
         evidence = {**evidence, hierarchy.level: own}
     present = {lung for ev in evidence.values() if ev.passes(threshold) for lung in ev.lungs}
     covered = tuple(lung for lung in hierarchy.sides if lung in present)
-    scores = ", ".join(f"{key} {evidence[key].score:.2f}" for key in LUNG_LEVEL)
-    rule = f"threshold {threshold:.2f}; consistent_answers"
+    scores = ", ".join(f"{key} {evidence[key].score:.3f}" for key in LUNG_LEVEL)
+    rule = f"threshold {threshold:.3f}; consistent_answers"
     if hierarchy.level is None:  # a zone, lobe or list of them: its own answer, inside a present lung
         if not own.passes(threshold) or covered:
             return own.passes(threshold) and bool(covered), covered, None
@@ -196,6 +196,6 @@ def decide(
         covered,
         (
             f"answered present: the {' and the '.join(covered)} {verb} present by {by}, though this "
-            f"question's own score is {own.score:.2f} ({rule})"
+            f"question's own score is {own.score:.3f} ({rule})"
         ),
     )

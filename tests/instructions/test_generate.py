@@ -649,3 +649,18 @@ def test_a_cardiomegaly_grounding_dropped_makes_no_positive_even_with_a_heart_ma
     kept = gen(_single([grounded(f_cm, ["heart"], ["heart"], HEART_MASK)], ctr=0.55))
     pos = [r for r in kept if r["lesion_type"] == "cardiomegaly" and r["polarity"] == "positive"]
     assert len(pos) == 1 and np.array_equal(decode_rle(pos[0]["mask"]), HEART_MASK)
+
+
+def test_a_type_the_report_asks_about_gets_no_absent_negative_one_it_denies_does():
+    # Section 3.2 / Appendix C.2: absent types are those never mentioned or explicitly
+    # negated; "rule out pneumonia" (a tentative negative) is neither
+    asked = finding("pneumonia", presence="negative", certainty="tentative", lesion_type="pneumonia")
+    denied = finding("edema", presence="negative", lesion_type="edema")
+    cfg = Config()
+    cfg.instructions.max_absent_negatives_per_type = 2
+    records = gen(_single([grounded(asked), grounded(denied)], ctr=0.4), cfg)
+    types = {r["lesion_type"] for r in records}
+    assert "pneumonia" not in types
+    assert {"edema", "atelectasis", "consolidation", "effusion"} <= types
+    both = finding("pneumonia", presence="negative", lesion_type="pneumonia", sentence_index=2)
+    assert "pneumonia" in {r["lesion_type"] for r in gen(_single([grounded(asked), grounded(both)], ctr=0.4), cfg)}

@@ -261,11 +261,18 @@ def test_mixed_case_headers_are_sections():
     assert (c.name, c.text) == ("impression", "Small left effusion.")
 
 
-def test_an_inline_history_is_not_a_finding(rules):
+def test_an_inline_history_asks_and_does_not_state(rules):
+    # the clinical question is no observation: neither present nor denied (a tentative negative)
     fs = rules.structure("History: pneumonia. No effusion.")
-    assert [(f.lesion_type, f.presence) for f in fs] == [("effusion", "negative")]
+    assert [(f.lesion_type, f.presence, f.certainty) for f in fs] == [
+        ("pneumonia", "negative", "tentative"),
+        ("effusion", "negative", "definitive"),
+    ]
     fs = rules.structure("Indication: cough, pneumonia FINDINGS: small right effusion.")
-    assert [(f.lesion_type, f.presence) for f in fs] == [("effusion", "positive")]
+    assert [(f.lesion_type, f.presence, f.certainty) for f in fs] == [
+        ("pneumonia", "negative", "tentative"),
+        ("effusion", "positive", "definitive"),
+    ]
 
 
 def test_congestion_and_heart_failure_are_not_edema(rules):
@@ -567,7 +574,8 @@ def test_a_negated_definite_wording_stays_negative(rules, text, presence):
     ],
 )
 def test_a_hypothetical_definite_wording_states_nothing(rules, text):
-    assert [f for f in rules.structure(text) if f.lesion_type] == []
+    # neither present nor denied: a tentative negative, which gives no "There is no ..." record
+    assert [(f.presence, f.certainty) for f in rules.structure(text) if f.lesion_type] == [("negative", "tentative")]
 
 
 @pytest.mark.parametrize("link", ["most suggestive of", "consistent with"])

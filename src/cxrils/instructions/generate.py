@@ -424,8 +424,8 @@ def _negatives(
     for t in vocab.LESION_TYPES:
         negated = [gf for gf in g.findings if gf.finding.presence == "negative" and t in mentioned_types(gf)]
         if t not in present:
-            if not absent:
-                continue
+            if not absent or (negated and all(gf.finding.certainty == "tentative" for gf in negated)):
+                continue  # asked, not denied ("rule out pneumonia"): neither absent nor negated
             if t == "cardiomegaly":  # Appendix D.3: only with a CTR known and <= 0.45 (and plausible)
                 if g.ctr is not None and cfg.qc.ctr_plausible_min <= g.ctr <= cfg.qc.ctr_max_cardiomegaly_negative:
                     _negative(b, t, "global", None, negated)

@@ -245,9 +245,6 @@ class RulesStructurer:
             mods_of = target_modifiers(len(sent.words), [(a, b) for a, b, _ in ents], cues)
             ms = []
             for (a, b, (entity, lesion_type)), mods in zip(ents, mods_of):
-                cats = {c for c, _, _ in mods}
-                if "HYPOTHETICAL" in cats:
-                    continue
                 start, end = sent.char_span(a, b)
                 if any(w in NEGATION_IN_PATTERN for w in sent.words[a:b]):  # "the heart is not enlarged"
                     mods = mods + [("NEGATED_EXISTENCE", a, b)]
@@ -305,6 +302,9 @@ class RulesStructurer:
         """Presence and certainty of a mention from its ConText cues, leaving out the
         cues inside the character span ``skip`` (those of an inference about it)."""
         cats = {c for c, s, _ in m.mods if skip is None or not skip[0] <= s < skip[1]}
+        if "HYPOTHETICAL" in cats:  # "rule out pneumonia": asked, neither stated nor denied
+            m.presence, m.certainty = "negative", "tentative"
+            return
         negative = "NEGATED_EXISTENCE" in cats
         m.presence = "negative" if negative else "positive"
         m.certainty = "tentative" if (cats & self._hedges) and not negative else "definitive"

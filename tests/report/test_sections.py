@@ -92,3 +92,82 @@ def test_iu_format():
     assert select_iu_section("Heart enlarged.", "Cardiomegaly.").name == "findings"
     assert select_iu_section(None, "Cardiomegaly.").name == "impression"
     assert select_iu_section("", "").excluded
+
+
+# Reports flattened to one line (CSV exports): an upper-case known header with a colon
+# after a sentence end starts a section, as it would at a line start.
+ONE_LINE = (
+    "FINDINGS: The heart is normal in size. There is a small left effusion. "
+    "IMPRESSION: Left effusion and right lower lobe pneumonia."
+)
+
+
+def test_one_line_report_findings_stop_before_impression():
+    c = select_section(ONE_LINE)
+    assert (c.name, c.text) == ("findings", "The heart is normal in size. There is a small left effusion.")
+    secs = split_sections(ONE_LINE)
+    assert secs.names == ["findings", "impression"]
+    assert " ".join(secs.get("impression").split()) == "Left effusion and right lower lobe pneumonia."
+
+
+def test_one_line_report_with_every_known_section():
+    text = (
+        "INDICATION: Cough and fever. COMPARISON: None. TECHNIQUE: PA and lateral views. "
+        "FINDINGS: Small left pleural effusion. No pneumothorax. IMPRESSION: Small left effusion? "
+        "RECOMMENDATION(S): Follow-up radiograph in two weeks."
+    )
+    secs = split_sections(text)
+    got = [(n, " ".join(t.split())) for n, t in secs.sections]
+    assert got == [
+        ("history", "Cough and fever."),
+        ("comparison", "None."),
+        ("technique", "PA and lateral views."),
+        ("findings", "Small left pleural effusion. No pneumothorax."),
+        ("impression", "Small left effusion?"),
+        ("recommendation", "Follow-up radiograph in two weeks."),
+    ]
+    assert select_section(text).text == "Small left pleural effusion. No pneumothorax."
+
+
+def test_one_line_report_synonym_and_no_space_after_the_period():
+    c = select_section("CLINICAL HISTORY: Fever.CONCLUSION: Right basal atelectasis.")
+    assert (c.name, c.text) == ("impression", "Right basal atelectasis.")
+
+
+def test_one_line_report_empty_findings_falls_back_to_impression():
+    c = select_section("FINDINGS: IMPRESSION: No acute cardiopulmonary process.")
+    assert (c.name, c.text) == ("impression", "No acute cardiopulmonary process.")
+
+
+def test_one_line_wet_read_ends_at_the_next_header():
+    c = select_section("WET READ: Possible pneumonia. IMPRESSION: No pneumonia.")
+    assert (c.name, c.text) == ("impression", "No pneumonia.")
+    assert c.wet_read == "Possible pneumonia."
+
+
+def test_running_text_is_not_split_mid_line():
+    for text in [
+        # lower case: a word of the sentence, not a header
+        "FINDINGS: Opacity at the right base; the impression is of pneumonia. No effusion.",
+        "FINDINGS: Opacity at the right base. impression: pneumonia is likely.",
+        # upper case without a colon
+        "FINDINGS: Small effusion. IMPRESSION UNCHANGED from the prior study.",
+        # a known name with a colon, but not after a sentence end
+        "FINDINGS: NG TUBE COMPARED TO PRIOR: UNCHANGED POSITION. NO EFFUSION.",
+        # an unknown upper-case name with a colon
+        "FINDINGS: Lungs clear. NOTE: The patient is rotated.",
+    ]:
+        c = select_section(text)
+        assert c.name == "findings", text
+        assert c.text == text[len("FINDINGS: ") :], text
+
+
+def test_one_line_report_structures_only_the_findings():
+    from cxrils.report import structure_report
+
+    rep = structure_report("s1", ONE_LINE)
+    assert rep.section_used == "findings"
+    assert rep.section_text == "The heart is normal in size. There is a small left effusion."
+    # two sentences: the impression's "pneumonia" is not a finding of the findings section
+    assert {f.sentence_index for f in rep.findings} <= {1, 2}
+    assert "pneumonia" not in {f.entity for f in rep.findings}

@@ -201,6 +201,25 @@ def test_resume_with_another_config_is_refused(pairs, tmp_path):
         generate(pairs, tmp_path / "ds", cfg, stages=FAKE)
 
 
+def test_resume_with_another_or_an_edited_input_is_refused_a_moved_one_resumes(pairs, tmp_path):
+    import shutil
+
+    ds = tmp_path / "ds"
+    generate(pairs, ds, config(), stages=FAKE, limit=3)
+    other = make_input(tmp_path / "other", n=4, bad=False)
+    with pytest.raises(RunError, match=r"cannot resume: .* was started from .*\(19 images\).*\(4 images\)"):
+        generate(other, ds, config(), stages=FAKE)
+    edited = tmp_path / "edited" / pairs.name
+    shutil.copytree(pairs.parent, edited.parent)
+    edited.write_text(pairs.read_text().replace("No acute process.", "No acute process seen."))
+    assert edited.read_text() != pairs.read_text()
+    with pytest.raises(RunError, match="another input or an edited one"):
+        generate(edited, ds, config(), stages=FAKE)
+    moved = tmp_path / "moved" / pairs.name
+    shutil.copytree(pairs.parent, moved.parent)
+    assert generate(moved, ds, config(), stages=FAKE)["studies"]["total"] == 19
+
+
 def test_unknown_runner_and_stage_provider(pairs, tmp_path):
     with pytest.raises(RunError, match="unknown runner"):
         generate(pairs, tmp_path / "ds", config(), runner="spark", stages=FAKE)

@@ -23,6 +23,7 @@ a different provenance (configuration, stage provider, code version, weight file
 
 from __future__ import annotations
 
+import hashlib
 import itertools
 import json
 import logging
@@ -64,6 +65,45 @@ class RunState:
     @property
     def studies_dir(self) -> Path:
         return self.out_dir / _STATE_DIR / "studies"
+
+    @property
+    def input_file(self) -> Path:
+        return self.out_dir / _STATE_DIR / "input.json"
+
+    def check_input(self, input_path: str | Path, studies: list[StudyInput]) -> None:
+        """Record which input the dataset is made from, or refuse another one.
+
+        The input is identified by SHA-256 over every study of it, in order (image,
+        study and patient ids, report text, view, split; not the image paths, so a
+        moved input folder resumes), before ``--limit``: a resume may raise the limit.
+        A dataset from before this record gets it on its next run, unchecked.
+
+        Raises
+        ------
+        RunError
+            If the dataset was started from another input, or an edited one: its
+            studies would be mixed with this input's (and its patient-level splits
+            were checked on each input alone).
+        """
+        h = hashlib.sha256()
+        for st in studies:
+            for v in (st.image_id, st.study_id, st.patient_id, st.report, st.view or "", st.split or ""):
+                h.update(v.encode("utf-8") + b"\0")
+        here = {"input": str(input_path), "images": len(studies), "sha256": h.hexdigest()}
+        if self.input_file.is_file():
+            try:
+                was = json.loads(self.input_file.read_text(encoding="utf-8"))
+            except (OSError, ValueError) as err:
+                raise RunError(f"{self.input_file}: unreadable ({err}); delete it to resume unchecked") from None
+            if was.get("sha256") != here["sha256"]:
+                raise RunError(
+                    f"cannot resume: {self.out_dir} was started from {was.get('input')} ({was.get('images')} images), "
+                    f"and {input_path} ({len(studies)} images) is another input or an edited one: their studies "
+                    "would be mixed in one dataset. Resume with the input it was started with, or write to a new "
+                    "folder (-o)"
+                )
+            return
+        atomic_write_json(self.input_file, here)
 
     def remove_stale_temporaries(self) -> None:
         """Delete temporary files a killed run left behind (``cxrils.fsutil`` names
@@ -247,16 +287,18 @@ def generate(
         "patient"``) or a patient in two splits (:func:`~cxrils.pipeline.inputs.check_splits`).
     RunError
         For an unknown runner, a folder another process writes, a provenance mismatch on
-        resume (configuration, stages, code or weights), or a dead worker.
+        resume (configuration, stages, code or weights), another input than the one the
+        dataset was started from (:meth:`RunState.check_input`), or a dead worker.
     """
     if runner not in RUNNERS:
         raise RunError(f"unknown runner {runner!r}; choose one of {list(RUNNERS)}")
     out = Path(out_dir)
     # Splits are checked on the whole input, so a patient's split never depends on --limit.
-    studies = check_splits(read_inputs(input_path, inputs=cfg.inputs), input_path, cfg.split.by)
-    studies = studies[:limit] if limit is not None else studies
+    studies_all = check_splits(read_inputs(input_path, inputs=cfg.inputs), input_path, cfg.split.by)
+    studies = studies_all[:limit] if limit is not None else studies_all
     state = RunState(out)
     with _open_writer(out, cfg, stages) as writer:
+        state.check_input(input_path, studies_all)
         state.remove_stale_temporaries()
         counts = _generate(
             studies,

@@ -22,7 +22,7 @@ from pydicom.uid import (
 )
 
 from cxrils.config import IOConfig
-from cxrils.io import ImageLoadError, ImageMeta, LoadedImage, load_image
+from cxrils.io import ImageLoadError, ImageMeta, LoadedImage, is_dicom, load_image
 
 CR_STORAGE = "1.2.840.10008.5.1.4.1.1.1"
 
@@ -429,6 +429,36 @@ def test_dicom_without_preamble_by_suffix(tmp_path: Path) -> None:
     # A DICOM with the preamble is recognised whatever its name.
     (tmp_path / "named.png").write_bytes((tmp_path / "a.dcm").read_bytes())
     assert load_image(tmp_path / "named.png").meta.format == "dicom"
+
+
+def test_a_file_named_dcm_that_is_not_dicom_is_not_a_recognised_image(tmp_path: Path) -> None:
+    text = tmp_path / "text.dcm"
+    text.write_text("hello world this is text\n")
+    noise = tmp_path / "noise.dcm"
+    noise.write_bytes(np.random.default_rng(3).integers(0, 256, 4000, dtype=np.uint8).tobytes())
+    for path in (text, noise):
+        assert not is_dicom(path)
+        with pytest.raises(ImageLoadError, match="not a recognised image") as info:
+            load_image(path)
+        assert info.value.path == str(path) and "Pixel Data" not in str(info.value)
+
+
+def test_a_bare_data_set_without_preamble_or_file_meta_is_still_dicom(tmp_path: Path) -> None:
+    # As ACR-NEMA wrote them: implicit VR little endian data elements from byte 0, with or
+    # without a leading group length (0008,0000).
+    for name, group_length in (("bare.dcm", False), ("glen.dcm", True)):
+        ds = Dataset()
+        if group_length:
+            ds.add_new(0x00080000, "UL", 0)
+        ds.Modality = "CR"
+        ds.Rows, ds.Columns = 2, 2
+        ds.save_as(tmp_path / name, implicit_vr=True, little_endian=True, enforce_file_format=False)
+        data = (tmp_path / name).read_bytes()
+        assert data[128:132] != b"DICM" and data[:2] == b"\x08\x00"
+        assert is_dicom(tmp_path / name)
+        with pytest.raises(ImageLoadError) as info:  # it holds no pixels: refused as a DICOM
+            load_image(tmp_path / name)
+        assert "not a recognised image" not in str(info.value)
 
 
 def test_dicom_failures(tmp_path: Path) -> None:

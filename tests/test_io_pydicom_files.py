@@ -14,7 +14,7 @@ import pytest
 from PIL import Image
 
 from benchmarks.pydicom_files import run, sample_files
-from cxrils.io import ImageLoadError, load_image
+from cxrils.io import ImageLoadError, is_dicom, load_image
 
 #: What a raw exception text looks like: a class name with a colon, or Python's attribute
 #: / key wording.
@@ -61,5 +61,12 @@ def test_a_png_named_dcm_is_read_as_a_png(tmp_path):
     img = load_image(path)
     assert img.meta.format == "png" and np.array_equal(img.pixels, arr)
     (tmp_path / "junk.dcm").write_bytes(b"not an image at all")
-    with pytest.raises(ImageLoadError, match="junk.dcm: "):  # other content named .dcm is still tried as DICOM
+    with pytest.raises(ImageLoadError, match="junk.dcm: not a recognised image"):  # nor a DICOM data set
         load_image(tmp_path / "junk.dcm")
+
+
+@pytest.mark.parametrize("name", ["ExplVR_LitEndNoMeta.dcm", "ExplVR_BigEndNoMeta.dcm", "rtstruct.dcm"])
+def test_pydicoms_files_without_preamble_are_dicom(name):
+    path = _sample(name)
+    assert path.read_bytes()[128:132] != b"DICM"
+    assert is_dicom(path)

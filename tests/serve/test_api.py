@@ -110,6 +110,12 @@ def test_segment_real_dicom(segmenter, client, shared_data):
             400,
             "could not be read",
         ),
+        (
+            {"image": ("x.dcm", bytes(range(256)) * 8, "application/dicom")},
+            {"instruction": "Segment the edema."},
+            400,
+            "not a recognised image",
+        ),
         ({"image": ("x.png", b"", "image/png")}, {"instruction": "Segment the edema."}, 400, "empty"),
         (
             {"image": ("x.png", b"\x89PNG" + b"\0" * 300_000, "image/png")},

@@ -21,7 +21,9 @@ _DICOM_SUFFIXES = (".dcm", ".dicom", ".dic")
 
 def is_dicom(path: str | Path) -> bool:
     """True if ``path`` has the DICOM preamble (``DICM`` at byte 128), or a DICOM suffix
-    and content that is not a PNG / JPEG / TIFF / BMP (a PNG named ``.dcm`` is a PNG).
+    (``.dcm``, ``.dicom``, ``.dic``) and content that is not a PNG / JPEG / TIFF / BMP (a
+    PNG named ``.dcm`` is a PNG) and that pydicom reads as a preamble-less data set (a text
+    file named ``.dcm`` is not DICOM: :func:`cxrils.io.dicom.reads_as_dataset`).
 
     Raises
     ------
@@ -40,16 +42,19 @@ def is_dicom(path: str | Path) -> bool:
         raise ImageLoadError(path, f"cannot open: {err.strerror or err}") from err
     if head[128:132] == b"DICM":
         return True
-    return path.suffix.lower() in _DICOM_SUFFIXES and not head.startswith(
-        tuple(magic for magic, _ in RASTER_SIGNATURES)
-    )
+    if path.suffix.lower() not in _DICOM_SUFFIXES or head.startswith(tuple(magic for magic, _ in RASTER_SIGNATURES)):
+        return False
+    from cxrils.io.dicom import reads_as_dataset
+
+    return reads_as_dataset(path)
 
 
 def load_image(path: str | Path, *, max_pixels: int | None = None, voi: str = "auto") -> LoadedImage:
     """Load a chest radiograph as the 8-bit gray image the pipeline works on.
 
     DICOM (detected by its preamble, or a ``.dcm``/``.dicom`` suffix on content that is
-    not a raster format: :func:`is_dicom`) goes through pydicom:
+    not a raster format and reads as a preamble-less data set: :func:`is_dicom`) goes
+    through pydicom:
     Modality LUT, VOI LUT or window (``voi``, recorded), MONOCHROME1 inversion, scaling
     to 8 bits, Patient Orientation to the standard display (:mod:`cxrils.io.dicom`).
     Other files go through Pillow: EXIF orientation, gray levels scaled by their

@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import math
 import re
+import warnings
 from pathlib import Path
 
 import numpy as np
@@ -121,6 +122,46 @@ def install_hint(uid: str) -> str:
     if uid in JPEGTransferSyntaxes or uid in JPEGLSTransferSyntaxes:
         return f"pylibjpeg and pylibjpeg-libjpeg {extra}"
     return "a pydicom pixel-data plugin for it (see pydicom's list of supported transfer syntaxes)"
+
+
+def reads_as_dataset(path: str | Path) -> bool:
+    """True if pydicom reads ``path``, a file without the ``DICM`` prefix at byte 128, as a
+    preamble-less DICOM file (a File Meta group, command group or bare data set, as
+    ACR-NEMA and some writers store them).
+
+    ``pydicom.dcmread(path, force=True)`` reads any bytes: without the prefix it assumes no
+    preamble and parses whatever is there as data elements (a text file or random bytes
+    come out as one element with a tag no standard defines). A real data set begins with an
+    element of the DICOM data dictionary: the first element pydicom reads must be a
+    dictionary tag (repeating groups such as (60xx,eeee) included) or a group length
+    (gggg,0000). A file that pydicom raises on counts as DICOM, so that the DICOM reader
+    names the problem.
+
+    Raises
+    ------
+    ImageLoadError
+        If the file cannot be opened.
+    """
+    from pydicom.datadict import get_entry
+
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # pydicom warns on every tag it cannot look up
+            ds = pydicom.dcmread(path, force=True, stop_before_pixels=True)
+    except OSError as err:
+        raise ImageLoadError(path, f"cannot open: {err.strerror or err}") from err
+    except Exception:  # pydicom raises many types on corrupt headers
+        return True
+    first = next(iter([*ds.file_meta.keys(), *ds.keys()]), None)
+    if first is None:
+        return False
+    if first.element == 0 and not first.is_private:
+        return True
+    try:
+        get_entry(first)
+    except KeyError:
+        return False
+    return True
 
 
 def _read(path: Path) -> Dataset:

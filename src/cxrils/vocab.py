@@ -328,8 +328,16 @@ class SplitError(ValueError):
     """Raised for an unknown split name, a bad fraction, or a key missing from an official split."""
 
 
-def normalize_split(name: str) -> str:
+def normalize_split(name: str, *, extra: tuple[str, ...] = ()) -> str:
     """Map a split name ("val", "validation", "Test"...) to train | validate | test.
+
+    Parameters
+    ----------
+    name : str
+    extra : tuple of str
+        Other words the caller accepts besides the splits (``("all",)`` for a command's
+        ``--split``), named in the error after the splits; the caller handles them
+        before calling (they are not mapped here).
 
     Raises
     ------
@@ -340,6 +348,6 @@ def normalize_split(name: str) -> str:
         return SPLIT_ALIASES[str(name).strip().lower()]
     except KeyError:
         raise SplitError(
-            f"unknown split name {name!r}; expected one of {', '.join(SPLITS)} "
+            f"unknown split name {name!r}; expected one of {', '.join((*SPLITS, *extra))} "
             f"(also read: {', '.join(k for k in SPLIT_ALIASES if k not in SPLITS)})"
         ) from None

@@ -150,6 +150,25 @@ def test_cli_baseline_then_evaluate(dataset: Path, tmp_path: Path) -> None:
     assert json.loads((tmp_path / "rep" / "report.json").read_text())["table4_overall"]["gIoU"] == 1.0
 
 
+@pytest.mark.parametrize(
+    "command",
+    [
+        ["baseline", "oracle", "-o", "q.parquet"],
+        ["evaluate", "-p", "p.parquet", "-o", "rep"],
+        ["predict", "-o", "q.parquet"],
+    ],
+)
+def test_cli_unknown_split_names_all_among_the_choices(dataset: Path, tmp_path: Path, command: list[str]) -> None:
+    # Each of these commands documents --split as train, validate, test or all.
+    code, out = _cli("baseline", "oracle", "--dataset", dataset, "--split", "all", "-o", tmp_path / "p.parquet")
+    assert code == 0, out
+    args = [str(tmp_path / a) if a.endswith((".parquet", "rep")) else a for a in command]
+    code, out = _cli(*args, "--dataset", dataset, "--split", "nosuch")
+    assert code == 2 and "unknown split name 'nosuch'" in out, out
+    choices = out.split("expected one of ", 1)[1].split("(")[0]
+    assert [c.strip() for c in choices.split(",")] == ["train", "validate", "test", "all"], out
+
+
 def test_cli_unknown_baseline_and_missing_anatomy(dataset: Path, tmp_path: Path) -> None:
     code, out = _cli("baseline", "random", "--dataset", dataset, "-o", tmp_path / "p.parquet")
     assert code == 2 and "unknown baseline 'random'" in out

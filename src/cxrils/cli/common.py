@@ -15,7 +15,7 @@ import typer
 if TYPE_CHECKING:
     from cxrils.config import Config
 
-__all__ = ["fail", "load_config_or_fail"]
+__all__ = ["fail", "load_config_or_fail", "split_or_all"]
 
 
 def fail(message: str) -> NoReturn:
@@ -38,6 +38,20 @@ def load_config_or_fail(config: Path | None, overrides: Sequence[str]) -> Config
     try:
         return load_config(config, list(overrides))
     except ConfigError as err:
+        fail(str(err))
+
+
+def split_or_all(value: str) -> str | None:
+    """A ``--split`` option that takes every record with ``all``: the split name
+    (:func:`cxrils.vocab.normalize_split`, aliases such as ``val`` read), or None for
+    ``all``; any other word is :func:`fail` naming the choices, ``all`` among them."""
+    from cxrils.vocab import SplitError, normalize_split
+
+    if value.strip().lower() == "all":
+        return None
+    try:
+        return normalize_split(value, extra=("all",))
+    except SplitError as err:
         fail(str(err))
 
 

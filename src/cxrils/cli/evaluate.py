@@ -6,11 +6,7 @@ from pathlib import Path
 
 import typer
 
-from cxrils.cli.common import fail, require_prediction_suffix
-
-
-def _split(value: str) -> str | None:
-    return None if value == "all" else value
+from cxrils.cli.common import fail, require_prediction_suffix, split_or_all
 
 
 def register(app: typer.Typer) -> None:
@@ -37,9 +33,10 @@ def register(app: typer.Typer) -> None:
         from cxrils.evaluation.io import EvaluationError
         from cxrils.evaluation.report import pct
 
+        chosen = split_or_all(split)
         try:
             report = evaluate_predictions(
-                dataset, predictions, split=_split(split), paraphrases=paraphrases, batch_size=batch_size
+                dataset, predictions, split=chosen, paraphrases=paraphrases, batch_size=batch_size
             )
             files = report.write(out)
         except EvaluationError as err:
@@ -86,12 +83,11 @@ def register(app: typer.Typer) -> None:
         if name not in BASELINES:
             fail(f"unknown baseline {name!r}; choose one of {', '.join(BASELINES)}")
         require_prediction_suffix(out)
+        chosen = split_or_all(split)
         try:
             cfg = load_config(config, set_)
             anatomy_fn = default_anatomy_fn(cfg) if name == "whole-lung" else None
-            rows = baseline_predictions(
-                name, dataset, split=_split(split), paraphrases=paraphrases, anatomy_fn=anatomy_fn
-            )
+            rows = baseline_predictions(name, dataset, split=chosen, paraphrases=paraphrases, anatomy_fn=anatomy_fn)
             n = write_predictions(out, rows, with_answers=name in BASELINES_WITH_ANSWERS)
         except (EvaluationError, ConfigError) as err:
             fail(str(err))

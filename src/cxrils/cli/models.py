@@ -13,7 +13,7 @@ from pathlib import Path
 
 import typer
 
-from cxrils.cli.common import fail, require_prediction_suffix
+from cxrils.cli.common import fail, require_prediction_suffix, split_or_all
 
 
 def _light_trainer() -> Callable[..., dict]:
@@ -213,9 +213,10 @@ def register(app: typer.Typer) -> None:
             from cxrils.models.predict import predict_dataset
 
             require_prediction_suffix(out, "batch predictions")
+            chosen = split_or_all(split)
             seg = _load_model(model, threads)
             try:
-                predict_dataset(seg, dataset, None if split == "all" else split, out, teacher_forced=teacher_forced)
+                predict_dataset(seg, dataset, chosen, out, teacher_forced=teacher_forced)
             except (DatasetError, ValueError) as err:
                 fail(str(err))
             typer.echo(f"predictions -> {out}")

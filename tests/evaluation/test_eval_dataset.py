@@ -13,6 +13,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 from eval_data import H, W, hand_anatomy
+from PIL import Image
 from typer.testing import CliRunner
 
 from cxrils.cli import app
@@ -167,6 +168,18 @@ def test_cli_unknown_split_names_all_among_the_choices(dataset: Path, tmp_path: 
     assert code == 2 and "unknown split name 'nosuch'" in out, out
     choices = out.split("expected one of ", 1)[1].split("(")[0]
     assert [c.strip() for c in choices.split(",")] == ["train", "validate", "test", "all"], out
+
+
+def test_cli_predict_refuses_an_image_or_instruction_with_dataset(dataset: Path, tmp_path: Path) -> None:
+    # Batch mode would predict the whole split and drop them without a word.
+    image = tmp_path / "x.png"
+    Image.fromarray(np.full((64, 64), 128, np.uint8)).save(image)
+    out = tmp_path / "p.parquet"
+    for positional in ([image, "Segment the cardiomegaly."], [image]):
+        code, text = _cli("predict", "--dataset", dataset, *positional, "-o", out)
+        assert code == 2, text
+        assert "IMAGE" in text and "INSTRUCTION" in text and "--dataset" in text and "not both" in text
+        assert "Traceback" not in text and not out.exists()
 
 
 def test_cli_unknown_baseline_and_missing_anatomy(dataset: Path, tmp_path: Path) -> None:

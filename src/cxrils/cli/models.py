@@ -176,7 +176,9 @@ def register(app: typer.Typer) -> None:
         out: Path = typer.Option(
             ..., "--out", "-o", help="Output folder (single image) or predictions .parquet/.jsonl file (--dataset)."
         ),
-        dataset: Path | None = typer.Option(None, "--dataset", "-d", help="Batch mode: predict a dataset split."),
+        dataset: Path | None = typer.Option(
+            None, "--dataset", "-d", help="Batch mode: predict a dataset split (instead of IMAGE and INSTRUCTION)."
+        ),
         split: str = typer.Option("test", "--split", help="Split of --dataset: train, validate, test or all."),
         threads: int | None = typer.Option(None, "--threads", help="torch CPU threads."),
         teacher_forced: bool = typer.Option(
@@ -200,6 +202,11 @@ def register(app: typer.Typer) -> None:
         from cxrils.evaluation.io import PREDICTION_SUFFIXES
         from cxrils.models.base import default_model_dir, image_too_small
 
+        if dataset is not None and (image is not None or instruction is not None):
+            fail(
+                "give IMAGE and INSTRUCTION (one image) or --dataset (batch mode), not both: "
+                "batch mode predicts every record of the dataset split"
+            )
         if instruction is not None and not instruction.strip():
             fail("the instruction is empty")
         model = model or default_model_dir()

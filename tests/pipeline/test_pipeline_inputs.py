@@ -187,11 +187,32 @@ def test_generic_csv_errors(tmp_path):
             {"image_path": "b.png", "report": "r", "image_id": "k"},
         ],
     )
-    with pytest.raises(InputError, match=r"duplicate image id 'k'"):
+    with pytest.raises(InputError, match=r"duplicate image id 'k'") as info:
         list(read_inputs(path))
+    assert f"row 1 (line 2) names {tmp_path / 'a.png'}" in str(info.value)
+    assert f"row 2 (line 3) names {tmp_path / 'b.png'}" in str(info.value)
     path.write_text("image_path,view\na.png,PA\n")
     with pytest.raises(InputError, match=r"in\.csv: CSV has columns"):
         list(read_inputs(path))
+
+
+def test_generic_csv_one_image_in_two_rows_names_both_rows_and_the_image(tmp_path):
+    # The file name repeats, so the reader derives ids with a hash suffix: the message
+    # names the rows and the file, which the user can find in the CSV.
+    path = tmp_path / "mixed.csv"
+    _write_csv(
+        path,
+        [
+            {"study_id": "s1", "image_path": "img/x.png", "report": "Two\nlines."},
+            {"study_id": "s2", "image_path": "other.png", "report": "r"},
+            {"study_id": "s3", "image_path": "img/x.png", "report": "r"},
+        ],
+    )
+    with pytest.raises(InputError) as info:
+        list(read_inputs(path))
+    message = str(info.value)
+    assert message.startswith(f"{path}: ")
+    assert "row 1 (line 2) and row 3 (line 5)" in message and str(tmp_path / "img" / "x.png") in message
 
 
 def test_generic_csv_bad_rows_are_problems_not_errors(tmp_path):

@@ -110,8 +110,9 @@ def read_inputs(path: str | Path, kind: str | None = None, inputs: InputConfig |
     ------
     InputError
         For an unknown layout, a missing column, a bad split value in a MIMIC split
-        file, or duplicate ids. A bad row of a generic CSV is not an error: it is
-        yielded with ``problem`` set.
+        file, or duplicate image ids (naming both rows of a generic CSV and the image
+        files). A bad row of a generic CSV is not an error: it is yielded with
+        ``problem`` set.
     """
     p = Path(path)
     kind = kind or detect_input_kind(p)
@@ -127,10 +128,27 @@ def read_inputs(path: str | Path, kind: str | None = None, inputs: InputConfig |
     studies: set[str] = set()
     for item in readers[kind](p):
         if item.image_id in seen:
-            raise InputError(p, f"duplicate image id {item.image_id!r}")
+            # Read again up to the first item of that id (ids only are kept: inputs are large).
+            first = next(s for s in readers[kind](p) if s.image_id == item.image_id)
+            raise InputError(p, _duplicate_message(first, item))
         seen.add(item.image_id)
         if item.problem is None:
             if item.study_id in studies:
                 item = dataclasses.replace(item, first_of_study=False)
             studies.add(item.study_id)
         yield item
+
+
+def _duplicate_message(first: StudyInput, again: StudyInput) -> str:
+    """Why two input items cannot share an image id: where each is (``"row 1 (line 2)"``
+    of a generic CSV) and its image file. Two rows of one file are named without the id,
+    which may be one the reader derived (a file name with a hash suffix)."""
+    if first.image_path == again.image_path:
+        if first.where and again.where:
+            return f"{first.where} and {again.where} both name image {again.image_path}; list each image once"
+        return f"image {again.image_path} is listed twice"
+
+    def place(s: StudyInput) -> str:
+        return f"{s.where} names {s.image_path}" if s.where else str(s.image_path)
+
+    return f"duplicate image id {again.image_id!r}: {place(first)} and {place(again)}; each image needs its own id"

@@ -96,6 +96,11 @@ def test_anatomy_errors(tmp_path):
     broken.write_bytes(b"not a png")
     res = runner.invoke(app, ["anatomy", str(broken.parent), "-o", str(tmp_path / "o")])
     assert res.exit_code == 1 and "b.png" in res.output
+    # one unreadable image among readable ones: the others are written, the exit status is still 1
+    Image.fromarray(np.full((128, 128), 128, np.uint8)).save(broken.parent / "a.png")
+    res = runner.invoke(app, ["anatomy", str(broken.parent), "-o", str(tmp_path / "o2")])
+    assert res.exit_code == 1 and "b.png" in res.output and "1 of 2 images segmented" in res.output
+    assert (tmp_path / "o2" / "a" / "anatomy.json").is_file() and not (tmp_path / "o2" / "b").exists()
 
 
 def test_an_image_that_is_no_chest_radiograph_gets_no_ctr_verdict(tmp_path):

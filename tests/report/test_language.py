@@ -18,6 +18,9 @@ FOREIGN = [
     "Addensamento del lobo inferiore destro, versamento pleurico sinistro: polmonite.",
     "Consolidação do lobo inferior direito com derrame pleural esquerdo.",
     "Infiltraat in de rechter onderkwab met pleuravocht links, geen pneumothorax.",
+    # short ones (new-user trial): one or two side words, no English function word
+    "Erguss rechts. Infiltrat im linken Unterlappen.",
+    "BEFUND: Infiltrat im linken Unterlappen, passend zu Pneumonie.",
 ]
 ENGLISH = [
     "No acute cardiopulmonary process.",
@@ -28,12 +31,15 @@ ENGLISH = [
     "ET tube in satisfactory position. ET and NG tubes in place.",
     "ET tube 3 cm above carina. NG tube in stomach. Recommend ET tube retraction.",
     "65 y/o male, est. 2 cm non-specific nodule, IM injection site, sono follow-up.",
+    # no English function word at all, and no foreign one
+    "Bilateral effusions. Cardiomegaly. Right basilar atelectasis.",
+    "Links to prior study are noted in the chart.",
 ]
 
 
 def test_function_words_counts_by_hand():
-    # "links", "rechts" are German side words ("im" is left out: also IM, intramuscular)
-    assert function_words(FOREIGN[0]) == (0, 2, 12)
+    # "rechten", "links", "rechts" are German side words ("im" is left out: also IM, intramuscular)
+    assert function_words(FOREIGN[0]) == (0, 3, 12)
     # the, with, the are English function words ("in" is left out of both lists: also German/Dutch)
     assert function_words("The heart with the lungs in view") == (3, 0, 7)
 

@@ -7,7 +7,8 @@ is no effusion." negatives: wrong labels. :func:`not_english_reason` excludes su
 report instead: one of at least :attr:`cxrils.config.ReportConfig.language_min_words`
 words that holds at least :attr:`~cxrils.config.ReportConfig.language_min_foreign`
 function words of other European report languages (:data:`FOREIGN_WORDS`) and more of them than English function words
-(:data:`ENGLISH_WORDS`). Function words, not medical terms, tell languages apart
+(:data:`ENGLISH_WORDS`), or one of them and no English function word at all (a short
+report: "Erguss rechts. Infiltrat im linken Unterlappen."). Function words, not medical terms, tell languages apart
 ("pleural" and "opacity" look alike in several). The word lists are ours and leave out
 words that are also English or report abbreviations ("a", "in", "no", "et", "im"). Checked on every report of the
 public IU collection and every COVID-19 case note of the shared data, none of which it
@@ -35,9 +36,11 @@ ENGLISH_WORDS: frozenset[str] = frozenset(
 FOREIGN_WORDS: frozenset[str] = frozenset(
     """
     der das dem des und mit ist sind nicht kein keine ein eine einer bei oder auch links
-    rechts beidseits het een niet geen le les du avec sans une sont droit droite gauche
-    au aux el los las del por una en derecho derecha izquierdo izquierda gli della delle
-    dei destro destra sinistro sinistra direito direita esquerdo esquerda
+    rechts linken rechten linke rechte linkem rechtem linkes rechtes beidseits beidseitig
+    beidseitige beidseitigen zu zum zur vom auf nach wie seit het een niet geen le les du
+    avec sans une sont droit droite gauche dans au aux el los las del por una en
+    derecho derecha derechos derechas izquierdo izquierda izquierdos izquierdas gli della
+    delle dei nel nella destro destra sinistro sinistra direito direita esquerdo esquerda
     """.split()
 )
 _WORD = re.compile(r"[^\W\d_]+", re.UNICODE)
@@ -66,8 +69,9 @@ def not_english_reason(text: str, min_words: int, min_foreign: int) -> str | Non
     min_words : int
         Texts with fewer words are not judged; 0 turns the check off.
     min_foreign : int
-        Fewest foreign function words that make a text foreign (a stray one, as in a
-        place name "Hospital de ...", does not).
+        Fewest foreign function words that make a text with English function words
+        foreign (a stray one, as in a place name "Hospital de ...", does not); a text
+        with no English function word needs one.
 
     Returns
     -------
@@ -78,7 +82,7 @@ def not_english_reason(text: str, min_words: int, min_foreign: int) -> str | Non
     if min_words <= 0:
         return None
     english, foreign, words = function_words(text)
-    if words < min_words or foreign < min_foreign or foreign <= english:
+    if words < min_words or foreign <= english or (foreign < min_foreign and english > 0):
         return None
     return (
         f"not English: {foreign} function words of other languages against {english} English ones "

@@ -27,7 +27,8 @@ class Finding:
     sentence_index : int
         1-based index of the sentence in the chosen report section.
     presence : {"positive", "negative"}
-        positive = present or stable; negative = stated absent or resolved.
+        positive = present or stable; negative = stated absent or resolved, or (with
+        ``certainty`` tentative) asked and not stated ("rule out pneumonia").
     certainty : {"definitive", "tentative"}
     locations : list of str
         Raw anatomical phrases from the report ("right lower lobe", "bibasilar").

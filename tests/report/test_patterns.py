@@ -573,7 +573,7 @@ def test_a_negated_definite_wording_stays_negative(rules, text, presence):
         "If there is pneumonia, call the referring team.",  # "there is" alone ends a scope; "if there is" is one cue
     ],
 )
-def test_a_hypothetical_definite_wording_states_nothing(rules, text):
+def test_a_hypothetical_definite_wording_asks_and_states_nothing(rules, text):
     # neither present nor denied: a tentative negative, which gives no "There is no ..." record
     assert [(f.presence, f.certainty) for f in rules.structure(text) if f.lesion_type] == [("negative", "tentative")]
 

@@ -240,3 +240,28 @@ def test_a_comma_and_new_end_a_negation_but_no_evidence_of_new_does_not():
     resolved_new = "Interval resolution of the previously seen right effusion, new left lower lobe consolidation."
     assert found(resolved_new) == {"effusion": "negative", "consolidation": "positive"}
     assert found("No evidence of new consolidation.") == {"consolidation": "negative"}
+
+
+def test_a_letter_whose_lower_case_is_longer_keeps_the_offsets(rules):
+    # "İ".lower() is two characters; the offsets after it drifted and the quote ran past the text
+    (f,) = rules.structure("Patient transferred from İzmir. Small right pleural effusion.")
+    assert f.sentence == "Small right pleural effusion." and f.labels == [] and f.locations == ["right"]
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "Right pleural effusion, evaluate for pneumonia, with adjacent atelectasis.",
+        "Right pleural effusion, rule out pneumonia, with adjacent atelectasis.",
+    ],
+)
+def test_a_question_between_two_findings_does_not_cut_the_shared_place(text):
+    from cxrils.report import structure_report
+
+    fs = structure_report("s", "FINDINGS: " + text).findings
+    got = {(f.lesion_type, f.presence, f.certainty): f.labels for f in fs}
+    assert got == {
+        ("effusion", "positive", "definitive"): ["right lung"],
+        ("pneumonia", "negative", "tentative"): [],
+        ("atelectasis", "positive", "definitive"): ["right lung"],
+    }

@@ -737,7 +737,7 @@ def _merge_directions(rules):
 
 #: ConText cue rules as (literal, category, direction, max_scope). Categories:
 #: NEGATED_EXISTENCE (absent or resolved), POSSIBLE_EXISTENCE and ALTERNATIVE
-#: (tentative), HYPOTHETICAL (not asserted: dropped), PSEUDO (looks like a cue, is
+#: (tentative), HYPOTHETICAL (asked, not asserted: a tentative negative), PSEUDO (looks like a cue, is
 #: not), TERMINATE (ends a cue's scope).
 CONTEXT_RULES: Final[tuple[tuple[str, str, str, int | None], ...]] = _merge_directions(_RAW_CONTEXT_RULES)
 

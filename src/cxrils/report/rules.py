@@ -11,7 +11,8 @@ sentence at a time, so the work is linear in the text's length
 3. ConText (:mod:`cxrils.report.context`, medspaCy's algorithm restated) with our cue
    rules (:data:`cxrils.report.lexicon.CONTEXT_RULES`): negation and resolution ->
    negative, hedging -> tentative, pseudo-cues ("no interval change in") ignored,
-   hypothetical mentions dropped, scope ended by terminators ("but", ";");
+   hypothetical mentions ("rule out pneumonia") kept as tentative negatives that take
+   no part in steps 4-5, scope ended by terminators ("but", ";");
 4. location phrases found in the sentence and attached to the nearest finding
    they modify ("right lower lobe consolidation", "opacity in the left base");
 5. a non-specific finding said to represent a disease gets a predicted lesion
@@ -48,7 +49,7 @@ from cxrils.report.lexicon import (
     find_locations,
     lesion_terms,
 )
-from cxrils.report.locations import UPPER_CASE_LOBE_RE, LexiconLocationMapper, write_out_lobes
+from cxrils.report.locations import LOBE_ABBREVIATIONS, UPPER_CASE_LOBE_RE, LexiconLocationMapper
 from cxrils.report.tokens import DEID_TOKEN, Matcher, Sentence, TokenPattern, split_sentences
 from cxrils.types import Finding
 from cxrils.vocab import INFERENCE_LESION_TYPES
@@ -243,8 +244,11 @@ class RulesStructurer:
                 continue
             cues = _clause_scope(sent.words, [(a, b) for a, b, _ in ents], _listing_or(self._cues.find(sent.words)))
             mods_of = target_modifiers(len(sent.words), [(a, b) for a, b, _ in ents], cues)
-            ms = []
+            ms: list[_Mention] = []
+            asked: list[_Mention] = []  # hypothetical: kept, but no part in the passes below
+            quoted = doc.quote(sent.start, sent.end)
             for (a, b, (entity, lesion_type)), mods in zip(ents, mods_of):
+                hypothetical = any(c == "HYPOTHETICAL" for c, _, _ in mods)
                 start, end = sent.char_span(a, b)
                 if any(w in NEGATION_IN_PATTERN for w in sent.words[a:b]):  # "the heart is not enlarged"
                     mods = mods + [("NEGATED_EXISTENCE", a, b)]
@@ -256,14 +260,15 @@ class RulesStructurer:
                     presence="positive",
                     certainty="definitive",
                     sentence_index=sent.index,
-                    sentence=doc.quote(sent.start, sent.end),
+                    sentence=quoted,
                     pre=[],
                     post=[],
                     mods=[(c, *sent.char_span(cs, ce)) for c, cs, ce in mods],
                 )
                 self._assert(m)
-                ms.append(m)
+                (asked if hypothetical else ms).append(m)
             if not ms:
+                mentions.extend(asked)
                 continue
             for a, b in zip(ms, ms[1:]):
                 if _SLASH.match(text[a.end : b.start]):  # "atelectasis/scarring": alternatives
@@ -279,7 +284,7 @@ class RulesStructurer:
                     # "density over the left 5th rib", "sclerotic density in the sternum",
                     # "retrocardiac density consistent with a hiatal hernia"
                     m.lesion_type = None
-            mentions.extend(m for m in ms if not m.absorbed)
+            mentions.extend(sorted([m for m in ms if not m.absorbed] + asked, key=lambda m: m.start))
             prev = (sent.index, [m for m in ms if not m.absorbed])
         return [
             Finding(
@@ -678,7 +683,7 @@ def _prepare(text: str) -> _Prepared:
     A finding's ``sentence`` quotes the report's own words (:meth:`_Prepared.quote`)."""
     doc = _Prepared(text, text, tuple(range(len(text))), tuple(range(1, len(text) + 1)))
     doc = doc.sub(_SPACES, lambda m: "" if m.start() == 0 or m.end() == len(text) else " ")
-    doc = doc.sub(UPPER_CASE_LOBE_RE, lambda m: write_out_lobes(m.group(0), any_case=False))
+    doc = doc.sub(UPPER_CASE_LOBE_RE, lambda m: LOBE_ABBREVIATIONS[m.group(1).lower()])
     return doc.sub(_MULTI_STOP, lambda m: ". ")
 
 

@@ -68,6 +68,16 @@ class Sentence:
         return self.tok_start[start], self.tok_end[end - 1]
 
 
+def _lower_in_place(text: str) -> str:
+    """``text.lower()`` where that keeps every character's offset; a character whose lower
+    case is longer ("İ" -> "i" + combining dot) stays as written, so token offsets index
+    ``text`` itself."""
+    lower = text.lower()
+    if len(lower) == len(text):
+        return lower
+    return "".join(c if len(c.lower()) != 1 else c.lower() for c in text)
+
+
 def split_sentences(text: str, max_tokens: int = 200) -> list[Sentence]:
     """Split ``text`` into sentences in one pass over its tokens.
 
@@ -88,7 +98,7 @@ def split_sentences(text: str, max_tokens: int = 200) -> list[Sentence]:
     list of Sentence
         In text order; tokens of ``text`` each belong to exactly one sentence.
     """
-    lower = text.lower()
+    lower = _lower_in_place(text)
     starts: list[int] = []
     ends: list[int] = []
     words: list[str] = []

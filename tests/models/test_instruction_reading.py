@@ -281,6 +281,9 @@ def test_words_the_reader_cannot_read_are_refused_not_dropped(text, word):
         ("Segment the effusion, edema and consolidation.", "3 lesion types"),
         ("Segment the cardiomegaly and the effusion.", "2 lesion types"),
         ("Is there a nodule in the right lung?", "nodule"),
+        ("Segment the pericardial effusion.", "pericardial effusion"),
+        ("Segment the old infection in the left lung.", "old infection"),
+        ("Show the effusion as well as the edema.", "2 lesion types"),
     ],
 )
 def test_an_instruction_naming_another_finding_or_several_types_is_refused_not_half_answered(text, words):
@@ -296,6 +299,10 @@ def test_an_instruction_naming_another_finding_or_several_types_is_refused_not_h
         ("Show the pleural effusion, if any, in the left lung.", "Segment the effusion in the left lung."),
         ("Is there an effusion or effusions?", "Segment the effusion."),
         ("What type of lesion is in the left lung?", "Segment the opacity in the left lung and predict its type."),
+        # words that qualify the one finding asked (review of the first version, which refused them)
+        ("Segment the mass-like opacity in the right lung.", "Segment the opacity in the right lung."),
+        ("Segment the aspiration pneumonia in the left lung.", "Segment the pneumonia in the left lung."),
+        ("Segment the edema due to heart failure.", "Segment the edema."),
     ],
 )
 def test_one_type_named_twice_or_the_word_lesion_is_still_read(text, answered):

@@ -52,7 +52,7 @@ def is_dicom(path: str | Path) -> bool:
 def load_image(path: str | Path, *, max_pixels: int | None = None, voi: str = "auto") -> LoadedImage:
     """Load a chest radiograph as the 8-bit gray image the pipeline works on.
 
-    DICOM (detected by its preamble, or a ``.dcm``/``.dicom`` suffix on content that is
+    DICOM (detected by its preamble, or a ``.dcm``/``.dicom``/``.dic`` suffix on content that is
     not a raster format and reads as a preamble-less data set: :func:`is_dicom`) goes
     through pydicom:
     Modality LUT, VOI LUT or window (``voi``, recorded), MONOCHROME1 inversion, scaling

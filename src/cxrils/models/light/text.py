@@ -68,9 +68,17 @@ _SYNONYMS = sorted(((syn, t) for t, syns in vocab.LESION_SYNONYMS.items() for sy
 #: of a lesion-inference question ("What type of lesion is in the left lung?"). Naming one
 #: is refused: dropping it would answer another question ("the pneumothorax and the
 #: effusion" answered as "the effusion").
-_OTHER_FINDINGS: tuple[str, ...] = tuple(
-    sorted((w for w in OTHER_FINDINGS if w not in ("lesion", "lesions")), key=lambda w: -len(w))
+_OTHER_FINDINGS: tuple[str, ...] = tuple(w for w in OTHER_FINDINGS if w not in ("lesion", "lesions"))
+#: Lesion synonyms (kind "type", named by their type) and other findings (kind "other"),
+#: as word tuples, most words first: the phrases :func:`_check_findings_named` reads.
+_FINDING_PHRASES: list[tuple[tuple[str, ...], str, str]] = sorted(
+    [(tuple(re.findall("[a-z]+", syn)), "type", t) for syn, t in _SYNONYMS]
+    + [(tuple(re.findall("[a-z]+", w)), "other", w) for w in _OTHER_FINDINGS],
+    key=lambda p: -len(p[0]),
 )
+#: Words that join two findings asked together, and those that may stand between them.
+_COORDINATORS = frozenset({"and", "or", ",", ";", "/", "&", "plus", "versus", "vs", "well"})
+_JOINING_WORDS = _COORDINATORS | {"the", "a", "an", "any", "as", "also", "both", "either"}
 #: Location wordings (query locations themselves and vocab.LOCATION_SYNONYMS), longest first.
 _LOCATION_WORDS: list[tuple[str, tuple[str, ...]]] = sorted(
     [(loc, (loc,)) for loc in vocab.INSTRUCTION_LOCATIONS] + list(vocab.LOCATION_SYNONYMS.items()),
@@ -250,16 +258,13 @@ def _keyword_interpretation(text: str) -> templates.ParsedText | None:
         while f" {phrase} " in rest:
             locations.extend(locs)
             rest = rest.replace(f" {phrase} ", f" {_READ_PLACE} ", 1)
-    named: list[str] = []
+    _check_findings_named(text)
+    target = None
     for syn, lesion in _SYNONYMS:
-        while f" {syn} " in rest:
-            named.append(lesion)
-            rest = rest.replace(f" {syn} ", " ", 1)
-    others = [w for w in _OTHER_FINDINGS if f" {w} " in rest]
-    types = list(dict.fromkeys(named))
-    if len(types) > 1 or others:
-        raise _several_findings_error(text, types, others)
-    target = types[0] if types else None
+        if f" {syn} " in rest:
+            target = lesion
+            rest = rest.replace(f" {syn} ", " ")
+            break
     unread = _unread_places(rest.split())
     if unread:
         raise _unread_place_error(text, unread)
@@ -382,12 +387,56 @@ def _excluding_error(text: str, words: list[str]) -> InstructionError:
     )
 
 
-def _several_findings_error(text: str, types: list[str], others: list[str]) -> InstructionError:
-    if others:
-        what = f"names {', '.join(others)}, which is none of the lesion types the model segments"
-    else:
-        what = f"names {len(types)} lesion types ({', '.join(types)}); ask one per instruction"
-    return InstructionError(f"instruction {text!r} {what}. " + accepted_help())
+def _check_findings_named(text: str) -> None:
+    """Refuse an instruction that asks for two findings, or for one that is none of the
+    lesion types.
+
+    The findings named are read longest first over the lesion synonyms and
+    :data:`_OTHER_FINDINGS` together ("pericardial effusion" is no pleural effusion).
+    Findings joined by "and", "or", a comma or a slash ("the effusion and the pneumonia",
+    "the pneumothorax and the effusion") are asked together, and a finding that is none of
+    the types asked alone ("the nodule", "the pericardial effusion") is asked too: either
+    way one answer would drop part of the question. Words that qualify the one finding
+    asked, next to it or linked by other words ("consolidative opacity", "aspiration
+    pneumonia", "mass-like opacity", "edema due to heart failure"), are read as before
+    (the longest lesion synonym names the target).
+
+    Raises
+    ------
+    InstructionError
+        Naming the findings.
+    """
+    toks = re.findall(r"[a-z]+|[,;/&]", text.lower())
+    items: list[tuple[int, int, str, str]] = []  # (start, end, kind, name)
+    i = 0
+    while i < len(toks):
+        for words_, kind, name in _FINDING_PHRASES:
+            if tuple(toks[i : i + len(words_)]) == words_:
+                items.append((i, i + len(words_), kind, name))
+                i += len(words_)
+                break
+        else:
+            i += 1
+    groups: list[list[tuple[int, int, str, str]]] = []
+    for item in items:
+        gap = toks[groups[-1][-1][1] : item[0]] if groups else []
+        if gap and set(gap) <= _JOINING_WORDS and set(gap) & _COORDINATORS:
+            groups[-1].append(item)
+        else:
+            groups.append([item])
+    for group in groups:
+        types = list(dict.fromkeys(name for _, _, kind, name in group if kind == "type"))
+        others = list(dict.fromkeys(name for _, _, kind, name in group if kind == "other"))
+        if others and (types or not any(k == "type" for _, _, k, _ in items)):
+            raise InstructionError(
+                f"instruction {text!r} names {', '.join(others)}, which is none of the lesion types the model "
+                "segments. " + accepted_help()
+            )
+        if len(types) > 1:
+            raise InstructionError(
+                f"instruction {text!r} names {len(types)} lesion types ({', '.join(types)}); ask one per "
+                "instruction. " + accepted_help()
+            )
 
 
 def _no_lesion_error(text: str) -> InstructionError:

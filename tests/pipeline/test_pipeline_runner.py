@@ -201,21 +201,30 @@ def test_resume_with_another_config_is_refused(pairs, tmp_path):
         generate(pairs, tmp_path / "ds", cfg, stages=FAKE)
 
 
-def test_resume_with_another_or_an_edited_input_is_refused_a_moved_one_resumes(pairs, tmp_path):
+def test_resume_needs_every_done_image_unchanged_in_the_input_more_images_are_fine(pairs, tmp_path):
+    import csv
     import shutil
 
     ds = tmp_path / "ds"
     generate(pairs, ds, config(), stages=FAKE, limit=3)
-    other = make_input(tmp_path / "other", n=4, bad=False)
-    with pytest.raises(RunError, match=r"cannot resume: .* was started from .*\(19 images\).*\(4 images\)"):
-        generate(other, ds, config(), stages=FAKE)
-    edited = tmp_path / "edited" / pairs.name
-    shutil.copytree(pairs.parent, edited.parent)
-    edited.write_text(pairs.read_text().replace("No acute process.", "No acute process seen."))
-    assert edited.read_text() != pairs.read_text()
-    with pytest.raises(RunError, match="another input or an edited one"):
+    with open(pairs, newline="") as fh:
+        rows = list(csv.DictReader(fh))
+
+    def write(name, rows_):
+        path = tmp_path / name / pairs.name
+        shutil.copytree(pairs.parent, path.parent)
+        with open(path, "w", newline="") as fh:
+            w = csv.DictWriter(fh, fieldnames=list(rows[0]))
+            w.writeheader()
+            w.writerows(rows_)
+        return path
+
+    with pytest.raises(RunError, match=r"cannot resume: .* holds 3 images this input does not have"):
+        generate(write("other", rows[3:]), ds, config(), stages=FAKE)
+    edited = write("edited", [{**rows[0], "report": rows[0]["report"] + " Edited."}, *rows[1:]])
+    with pytest.raises(RunError, match=r"1 images already done .* have another study in this input"):
         generate(edited, ds, config(), stages=FAKE)
-    moved = tmp_path / "moved" / pairs.name
+    moved = tmp_path / "moved" / pairs.name  # the same input elsewhere, and more of it than the first run's 3
     shutil.copytree(pairs.parent, moved.parent)
     assert generate(moved, ds, config(), stages=FAKE)["studies"]["total"] == 19
 

@@ -66,44 +66,44 @@ class RunState:
     def studies_dir(self) -> Path:
         return self.out_dir / _STATE_DIR / "studies"
 
-    @property
-    def input_file(self) -> Path:
-        return self.out_dir / _STATE_DIR / "input.json"
+    def check_input(self, studies: list[StudyInput], done: set[str]) -> dict[str, str]:
+        """The SHA-256 of each study of the input, after checking that the images already
+        done are all in it, unchanged.
 
-    def check_input(self, input_path: str | Path, studies: list[StudyInput]) -> None:
-        """Record which input the dataset is made from, or refuse another one.
-
-        The input is identified by SHA-256 over every study of it, in order (image,
-        study and patient ids, report text, view, split; not the image paths, so a
-        moved input folder resumes), before ``--limit``: a resume may raise the limit.
-        A dataset from before this record gets it on its next run, unchecked.
+        A study's SHA-256 covers its image, study and patient ids, report text, view and
+        split (not the image path, so a moved input folder resumes); each done image's is
+        kept in its counts file (``input_sha256``). The input may hold more images than
+        the first run (a raised ``--limit``, a download that grew), never fewer or edited
+        ones. Images done before this record are not checked.
 
         Raises
         ------
         RunError
-            If the dataset was started from another input, or an edited one: its
-            studies would be mixed with this input's (and its patient-level splits
-            were checked on each input alone).
+            If a done image is not in the input, or its study differs: the dataset would
+            mix two inputs (and its patient-level splits were checked on each alone).
         """
-        h = hashlib.sha256()
-        for st in studies:
-            for v in (st.image_id, st.study_id, st.patient_id, st.report, st.view or "", st.split or ""):
-                h.update(v.encode("utf-8") + b"\0")
-        here = {"input": str(input_path), "images": len(studies), "sha256": h.hexdigest()}
-        if self.input_file.is_file():
-            try:
-                was = json.loads(self.input_file.read_text(encoding="utf-8"))
-            except (OSError, ValueError) as err:
-                raise RunError(f"{self.input_file}: unreadable ({err}); delete it to resume unchecked") from None
-            if was.get("sha256") != here["sha256"]:
-                raise RunError(
-                    f"cannot resume: {self.out_dir} was started from {was.get('input')} ({was.get('images')} images), "
-                    f"and {input_path} ({len(studies)} images) is another input or an edited one: their studies "
-                    "would be mixed in one dataset. Resume with the input it was started with, or write to a new "
-                    "folder (-o)"
-                )
-            return
-        atomic_write_json(self.input_file, here)
+        digests = {st.image_id: _study_sha256(st) for st in studies}
+        missing = sorted(done - digests.keys())
+        changed = sorted(
+            i for i in done & digests.keys() if (self.load(i) or {}).get("input_sha256", digests[i]) != digests[i]
+        )
+        how = "Resume with the input it was started with, or write to a new folder (-o)"
+        if missing:
+            raise RunError(
+                f"cannot resume: {self.out_dir} holds {len(missing)} images this input does not have "
+                f"(e.g. {missing[0]}): it was made from another input. {how}"
+            )
+        if changed:
+            raise RunError(
+                f"cannot resume: {len(changed)} images already done in {self.out_dir} have another study in "
+                f"this input (e.g. {changed[0]}: its report, ids, view or split changed). {how}"
+            )
+        return digests
+
+    def save(self, result: StudyResult, input_sha256: str) -> None:
+        atomic_write_json(
+            self.studies_dir / f"{result.image_id}.json", {**result.stats, "input_sha256": input_sha256}, indent=None
+        )
 
     def remove_stale_temporaries(self) -> None:
         """Delete temporary files a killed run left behind (``cxrils.fsutil`` names
@@ -111,9 +111,6 @@ class RunState:
         if self.studies_dir.is_dir():
             for tmp in self.studies_dir.glob(".*"):
                 tmp.unlink(missing_ok=True)
-
-    def save(self, result: StudyResult) -> None:
-        atomic_write_json(self.studies_dir / f"{result.image_id}.json", result.stats, indent=None)
 
     def load(self, image_id: str) -> dict[str, Any] | None:
         path = self.studies_dir / f"{image_id}.json"
@@ -197,10 +194,10 @@ def run_local(
 # ------------------------------------------------------------------ generate
 
 
-def _commit(writer: Any, state: RunState, result: StudyResult) -> None:
+def _commit(writer: Any, state: RunState, result: StudyResult, input_sha256: str) -> None:
     """Save the image's counts, then commit it; a commit the writer rejects (records
     that do not fit the schema) is committed as an exclusion instead."""
-    state.save(result)
+    state.save(result, input_sha256)
     try:
         writer.commit_study(
             result.image_id, result.x, result.records, excluded=result.excluded, grounding=result.grounding
@@ -212,8 +209,16 @@ def _commit(writer: Any, state: RunState, result: StudyResult) -> None:
         result.excluded = f"error:commit: {type(err).__name__}: {err}"
         result.stats = {**result.stats, "excluded": result.excluded, "reported": {}, "grounded": {}, "records": {}}
         result.x, result.records, result.grounding = None, None, None
-        state.save(result)
+        state.save(result, input_sha256)
         writer.commit_study(result.image_id, None, None, excluded=result.excluded)
+
+
+def _study_sha256(st: StudyInput) -> str:
+    """SHA-256 of what identifies a study of the input (:meth:`RunState.check_input`)."""
+    h = hashlib.sha256()
+    for v in (st.image_id, st.study_id, st.patient_id, st.report, st.view or "", st.split or ""):
+        h.update(v.encode("utf-8") + b"\0")
+    return h.hexdigest()
 
 
 def _open_writer(out_dir: Path, cfg: Config, stages: str) -> Any:
@@ -287,8 +292,8 @@ def generate(
         "patient"``) or a patient in two splits (:func:`~cxrils.pipeline.inputs.check_splits`).
     RunError
         For an unknown runner, a folder another process writes, a provenance mismatch on
-        resume (configuration, stages, code or weights), another input than the one the
-        dataset was started from (:meth:`RunState.check_input`), or a dead worker.
+        resume (configuration, stages, code or weights), an input without an image already
+        done or with it edited (:meth:`RunState.check_input`), or a dead worker.
     """
     if runner not in RUNNERS:
         raise RunError(f"unknown runner {runner!r}; choose one of {list(RUNNERS)}")
@@ -298,10 +303,11 @@ def generate(
     studies = studies_all[:limit] if limit is not None else studies_all
     state = RunState(out)
     with _open_writer(out, cfg, stages) as writer:
-        state.check_input(input_path, studies_all)
         state.remove_stale_temporaries()
+        digests = state.check_input(studies_all, set(writer.done_ids()))
         counts = _generate(
             studies,
+            digests,
             writer,
             state,
             cfg,
@@ -318,6 +324,7 @@ def generate(
 
 def _generate(
     studies: list[StudyInput],
+    digests: dict[str, str],
     writer: Any,
     state: RunState,
     cfg: Config,
@@ -347,7 +354,7 @@ def _generate(
         else:
             results = run_ray(todo, reports, cfg, stages=stages, workers=workers, address=ray_address)
         for result in results:
-            _commit(writer, state, result)
+            _commit(writer, state, result, digests[result.image_id])
             n_done += 1
             if progress:
                 progress(n_done, n_total)

@@ -119,6 +119,14 @@ def test_ground_writes_all_outputs(case, tmp_path):
     assert res.exit_code == 0, res.output
     reason = json.loads((tmp_path / "o2" / "grounding.json").read_text())["findings"][0]["drop_reason"]
     assert reason and f"F1 atelectasis: not grounded: {reason}" in res.output
+    # rerun into the first folder with a report grounding nothing: the old lesion mask goes,
+    # a file of the user's named like one stays
+    (out / "lesion_notes.png").write_bytes(b"the user's")
+    res = CliRunner().invoke(
+        app, ["ground", str(case), "FINDINGS: No effusion.", "-o", str(out), "--set", "backends.anomaly=atlas"]
+    )
+    assert res.exit_code == 0, res.output
+    assert not (out / cons[0]["mask_file"]).exists() and (out / "lesion_notes.png").is_file()
 
 
 def test_ground_reports_user_errors(case, tmp_path):

@@ -7,6 +7,8 @@ lives in the pipeline package, above the grounding stage whose result it writes
 
 from __future__ import annotations
 
+import json
+import re
 from pathlib import Path
 
 import typer
@@ -111,6 +113,7 @@ def ground(
         typer.echo(f"{image}: excluded, nothing grounded: {state.excluded}", err=True)
         raise typer.Exit(1)
     x, anatomy, anomaly, boxes, report = state.x, state.anatomy, state.anomaly, state.boxes, state.report
+    earlier = _earlier_mask_files(out_dir / "grounding.json")
     out_dir.mkdir(parents=True, exist_ok=True)
     write_png(out_dir / "x_hat.png", anomaly.x_hat)
     write_png(out_dir / "x_ano.png", np.clip(np.rint(anomaly.x_ano * 255), 0, 255).astype(np.uint8))
@@ -138,6 +141,8 @@ def ground(
         }
     )
     atomic_write_json(out_dir / "grounding.json", summary)
+    for name in earlier - {e["mask_file"] for e in summary["findings"] if e["mask_file"]}:
+        (out_dir / name).unlink(missing_ok=True)  # an earlier run's lesion mask this one does not write
     grounded = [f"F{e['index']} {e['lesion_type']} {e['grounded']}" for e in summary["findings"] if e["mask_file"]]
     typer.echo(
         f"{out_dir}: {len(sg.findings)} findings, {len(grounded)} grounded"
@@ -166,3 +171,15 @@ def _missing_report_path(arg: str) -> bool:
 def register(app: typer.Typer) -> None:
     """Add ``cxrils ground`` to ``app``."""
     app.command("ground")(ground)
+
+
+def _earlier_mask_files(path: Path) -> set[str]:
+    """The lesion mask files an earlier ``cxrils ground`` into the same folder named in its
+    ``grounding.json`` (``lesion_*.png`` names only); empty when there is none or it
+    cannot be read (then nothing is removed)."""
+    try:
+        findings = json.loads(path.read_text(encoding="utf-8")).get("findings", [])
+        names = {f.get("mask_file") for f in findings if isinstance(f, dict)}
+    except (OSError, ValueError, AttributeError):
+        return set()
+    return {n for n in names if isinstance(n, str) and Path(n).name == n and re.fullmatch(r"lesion_\w+\.png", n)}

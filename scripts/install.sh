@@ -17,7 +17,12 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 venv=${1:-.venv}
 default_extras="serve,dicom"  # keep in step with cxrils.extras.DEFAULT_EXTRAS
-extras=${default_extras}${2:+,$2}
+# the defaults, then each asked extra not already among them, in order
+extras=$default_extras
+IFS=',' read -r -a asked <<< "${2:-}"
+for e in "${asked[@]}"; do
+  case ",$extras," in *",$e,"*) ;; *) [ -n "$e" ] && extras="$extras,$e" ;; esac
+done
 log="$venv/install.log"
 start=$(date +%s)
 

@@ -265,3 +265,25 @@ def test_a_question_between_two_findings_does_not_cut_the_shared_place(text):
         ("pneumonia", "negative", "tentative"): [],
         ("atelectasis", "positive", "definitive"): ["right lung"],
     }
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "Bibasilar, right greater than left atelectasis.",  # IU CXR1919's wording (new-user trial)
+        "Bibasilar atelectasis, right greater than left.",
+        "Bibasilar atelectasis, left slightly greater than right.",
+    ],
+)
+def test_a_comparison_of_the_sides_does_not_add_the_whole_lungs(text):
+    from cxrils.report import structure_report
+
+    (f,) = structure_report("s", "FINDINGS: " + text).findings
+    assert f.labels == ["right lung base", "left lung base"]
+
+
+def test_a_comparison_of_the_sides_alone_still_names_both_lungs():
+    from cxrils.report import structure_report
+
+    (f,) = structure_report("s", "FINDINGS: Opacities right greater than left.").findings
+    assert f.labels == ["right lung", "left lung"]

@@ -958,11 +958,20 @@ def find_locations(text: str) -> list[tuple[int, int, str]]:
     a location, unless it names a zone or lobe ("the lower lobes"). Trailing
     connectors are never part of a phrase.
     """
-    out = []
+    out: list[tuple[int, int, str]] = []
     for m in LOCATION_RE.finditer(text):
         phrase = " ".join(m.group(0).split())
         words = [w for w in re.findall(r"[a-z][a-z/-]*", phrase.lower()) if w not in _NOT_WORDS]
         if all(w in LOCATION_QUALIFIERS for w in words) and not _ZONE_RUN.match(" ".join(words)):
             continue
+        if out and COMPARED_SIDES_RE.match(phrase) and re.fullmatch(r"\s*,\s*", text[out[-1][1] : m.start()]):
+            # "Bibasilar, right greater than left atelectasis": one place, its sides compared
+            start, _, before = out.pop()
+            out.append((start, m.end(), f"{before} {phrase}"))
+            continue
         out.append((m.start(), m.end(), phrase))
     return out
+
+
+#: A location phrase that only compares the sides ("right greater than left").
+COMPARED_SIDES_RE = re.compile(r"(?i)^(?:right|left)(?: [a-z]+)? (?:greater|more) than (?:right|left)$")

@@ -36,6 +36,7 @@ from cxrils.config import Config
 from cxrils.report.context import target_modifiers
 from cxrils.report.lexicon import (
     CARDIOMEGALY_PATTERNS,
+    COMPARED_SIDES_RE,
     CONGESTION_PATTERNS,
     CONTEXT_RULES,
     DEFINITE_SUGGESTIVE,
@@ -292,7 +293,7 @@ class RulesStructurer:
                 sentence_index=m.sentence_index,
                 presence=m.presence,
                 certainty=m.certainty,
-                locations=_one_side(_dedupe([p.lower() for p in m.pre + m.post])),
+                locations=_without_extent_comparison(_one_side(_dedupe([p.lower() for p in m.pre + m.post]))),
                 labels=[],
                 lesion_type=m.lesion_type,
                 predicted_lesion_type=m.predicted,
@@ -602,6 +603,15 @@ def _split_sides(ms: list[_Mention]) -> list[_Mention]:
 
 
 _BOTH_WORDS = re.compile(r"\b(?:bilateral\w*|both|bi(?:basilar|basal|apical)\w*|lungs|bases|apices)\b")
+
+
+def _without_extent_comparison(phrases: list[str]) -> list[str]:
+    """A finding's places less a comparison of the sides (:data:`~cxrils.report.lexicon.COMPARED_SIDES_RE`:
+    how the sides compare in extent, not a place of its own) when another place names where:
+    "bibasilar atelectasis, right greater than left" lies at the bases, not in the whole
+    lungs the comparison names on its own."""
+    rest = [p for p in phrases if not COMPARED_SIDES_RE.match(p)]
+    return rest or phrases
 
 
 def _one_side(phrases: list[str]) -> list[str]:

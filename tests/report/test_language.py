@@ -31,9 +31,13 @@ ENGLISH = [
     "ET tube in satisfactory position. ET and NG tubes in place.",
     "ET tube 3 cm above carina. NG tube in stomach. Recommend ET tube retraction.",
     "65 y/o male, est. 2 cm non-specific nodule, IM injection site, sono follow-up.",
-    # no English function word at all, and no foreign one
+    # no English function word at all, and at most one foreign word: names, abbreviations
     "Bilateral effusions. Cardiomegaly. Right basilar atelectasis.",
-    "Links to prior study are noted in the chart.",
+    "Status post DES placement. Lungs clear. Heart size normal.",
+    "Right nipple shadow en face. Lungs otherwise clear.",
+    "Outside film, Hospital del Mar. Bilateral effusions. Cardiomegaly.",
+    "Dr. Wie notified. Lungs clear. No effusion.",
+    "Portable AP chest. Lungs clear. Dr. Zu paged.",
 ]
 
 

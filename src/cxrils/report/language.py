@@ -7,8 +7,8 @@ is no effusion." negatives: wrong labels. :func:`not_english_reason` excludes su
 report instead: one of at least :attr:`cxrils.config.ReportConfig.language_min_words`
 words that holds at least :attr:`~cxrils.config.ReportConfig.language_min_foreign`
 function words of other European report languages (:data:`FOREIGN_WORDS`) and more of them than English function words
-(:data:`ENGLISH_WORDS`), or one of them and no English function word at all (a short
-report: "Erguss rechts. Infiltrat im linken Unterlappen."). Function words, not medical terms, tell languages apart
+(:data:`ENGLISH_WORDS`): "Erguss rechts. Infiltrat im linken Unterlappen." holds two
+(German inflected side words count: "linken"). Function words, not medical terms, tell languages apart
 ("pleural" and "opacity" look alike in several). The word lists are ours and leave out
 words that are also English or report abbreviations ("a", "in", "no", "et", "im"). Checked on every report of the
 public IU collection and every COVID-19 case note of the shared data, none of which it
@@ -69,9 +69,8 @@ def not_english_reason(text: str, min_words: int, min_foreign: int) -> str | Non
     min_words : int
         Texts with fewer words are not judged; 0 turns the check off.
     min_foreign : int
-        Fewest foreign function words that make a text with English function words
-        foreign (a stray one, as in a place name "Hospital de ...", does not); a text
-        with no English function word needs one.
+        Fewest foreign function words that make a text foreign (a stray one, as in a
+        place name "Hospital de ...", a name "Dr. Zu" or an abbreviation "DES", does not).
 
     Returns
     -------
@@ -82,7 +81,7 @@ def not_english_reason(text: str, min_words: int, min_foreign: int) -> str | Non
     if min_words <= 0:
         return None
     english, foreign, words = function_words(text)
-    if words < min_words or foreign <= english or (foreign < min_foreign and english > 0):
+    if words < min_words or foreign < min_foreign or foreign <= english:
         return None
     return (
         f"not English: {foreign} function words of other languages against {english} English ones "

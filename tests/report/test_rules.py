@@ -287,3 +287,33 @@ def test_a_comparison_of_the_sides_alone_still_names_both_lungs():
 
     (f,) = structure_report("s", "FINDINGS: Opacities right greater than left.").findings
     assert f.labels == ["right lung", "left lung"]
+
+
+@pytest.mark.parametrize(
+    "text, first, second",
+    [
+        (
+            "Opacity at the left base, right greater than left pleural effusions.",
+            ["left lung base"],
+            ["right lung", "left lung"],
+        ),
+        (
+            "Atelectasis in the left lower lobe, right greater than left effusions.",
+            ["lung lower lobe left"],
+            ["right lung", "left lung"],
+        ),
+    ],
+)
+def test_a_side_comparison_never_takes_the_place_of_the_finding_before_it(text, first, second):
+    # review: the merge of "place, right greater than left" joined the earlier finding's place
+    from cxrils.report import structure_report
+
+    a, b = structure_report("s", "FINDINGS: " + text).findings
+    assert (a.labels, b.labels) == (first, second)
+
+
+def test_a_question_keeps_its_own_place():
+    from cxrils.report import structure_report
+
+    (f,) = structure_report("s", "FINDINGS: Evaluate for right lower lobe pneumonia.").findings
+    assert (f.presence, f.certainty, f.labels) == ("negative", "tentative", ["lung lower lobe right"])

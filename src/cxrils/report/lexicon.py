@@ -964,13 +964,27 @@ def find_locations(text: str) -> list[tuple[int, int, str]]:
         words = [w for w in re.findall(r"[a-z][a-z/-]*", phrase.lower()) if w not in _NOT_WORDS]
         if all(w in LOCATION_QUALIFIERS for w in words) and not _ZONE_RUN.match(" ".join(words)):
             continue
-        if out and COMPARED_SIDES_RE.match(phrase) and re.fullmatch(r"\s*,\s*", text[out[-1][1] : m.start()]):
-            # "Bibasilar, right greater than left atelectasis": one place, its sides compared
+        if (
+            out
+            and COMPARED_SIDES_RE.match(phrase)
+            and re.fullmatch(r"\s*,\s*", text[out[-1][1] : m.start()])
+            and _opens_clause(text, out[-1][0])
+            and len(set(re.findall(r"\b(?:right|left)\b", out[-1][2].lower()))) != 1
+        ):
+            # "Bibasilar, right greater than left atelectasis": one place opening the clause,
+            # then its sides compared (not "Opacity at the left base, right greater than left
+            # effusions", where the first place is the opacity's)
             start, _, before = out.pop()
             out.append((start, m.end(), f"{before} {phrase}"))
             continue
         out.append((m.start(), m.end(), phrase))
     return out
+
+
+def _opens_clause(text: str, start: int) -> bool:
+    """Whether nothing but punctuation or "the" comes before ``start`` in its clause."""
+    before = re.split(r"[.;:]", text[:start])[-1]
+    return not [w for w in re.findall(r"[a-z]+", before.lower()) if w != "the"]
 
 
 #: A location phrase that only compares the sides ("right greater than left").

@@ -269,6 +269,7 @@ class RulesStructurer:
                 self._assert(m)
                 (asked if hypothetical else ms).append(m)
             if not ms:
+                self._attach_locations(text, sent, asked)
                 mentions.extend(asked)
                 continue
             for a, b in zip(ms, ms[1:]):
@@ -285,6 +286,8 @@ class RulesStructurer:
                     # "density over the left 5th rib", "sclerotic density in the sternum",
                     # "retrocardiac density consistent with a hiatal hernia"
                     m.lesion_type = None
+            if asked:  # their own places, among themselves ("evaluate for right lower lobe pneumonia")
+                self._attach_locations(text, sent, asked)
             mentions.extend(sorted([m for m in ms if not m.absorbed] + asked, key=lambda m: m.start))
             prev = (sent.index, [m for m in ms if not m.absorbed])
         return [

@@ -278,7 +278,14 @@ def test_words_the_reader_cannot_read_are_refused_not_dropped(text, word):
     [
         ("Segment the pneumothorax and the effusion.", "pneumothorax"),
         ("Segment the effusion and the pneumonia in the left lung.", "2 lesion types"),
-        ("Segment the effusion, edema and consolidation.", "3 lesion types"),
+        ("Segment the effusion, edema and consolidation.", r"2 lesion types \(effusion, edema\)"),
+        # each placed, or in two sentences (review of the second version, which read one of them)
+        ("Segment the opacity in the left lung and the effusion in the right lung.", "2 lesion types"),
+        ("Is there pneumonia in the RLL and effusion in the LLL?", "2 lesion types"),
+        ("Segment the effusion. Then segment the atelectasis.", "2 lesion types"),
+        ("Segment the effusion with atelectasis.", "2 lesion types"),
+        ("Is there an effusion? Also check for pneumothorax.", "pneumothorax"),
+        ("Segment the opacity in the right lung. Also segment the nodule.", "nodule"),
         ("Segment the cardiomegaly and the effusion.", "2 lesion types"),
         ("Is there a nodule in the right lung?", "nodule"),
         ("Segment the pericardial effusion.", "pericardial effusion"),
@@ -303,6 +310,12 @@ def test_an_instruction_naming_another_finding_or_several_types_is_refused_not_h
         ("Segment the mass-like opacity in the right lung.", "Segment the opacity in the right lung."),
         ("Segment the aspiration pneumonia in the left lung.", "Segment the pneumonia in the left lung."),
         ("Segment the edema due to heart failure.", "Segment the edema."),
+        ("Segment the opacity related to infection.", "Segment the opacity."),
+        ("Segment the consolidative opacity in the right lung.", "Segment the opacity in the right lung."),
+        (
+            "Segment the effusion in the left lung and the effusion in the right lung.",
+            "Segment the effusion in the right lung and left lung.",
+        ),
     ],
 )
 def test_one_type_named_twice_or_the_word_lesion_is_still_read(text, answered):

@@ -64,21 +64,25 @@ class Interpretation:
 
 _SYNONYMS = sorted(((syn, t) for t, syns in vocab.LESION_SYNONYMS.items() for syn in syns), key=lambda p: -len(p[0]))
 #: Findings an instruction may name that are none of the seven lesion types
-#: (:data:`cxrils.report.lexicon.OTHER_FINDINGS`, longest first), less the generic "lesion"
+#: (:data:`cxrils.report.lexicon.OTHER_FINDINGS`), less the generic "lesion"
 #: of a lesion-inference question ("What type of lesion is in the left lung?"). Naming one
 #: is refused: dropping it would answer another question ("the pneumothorax and the
 #: effusion" answered as "the effusion").
 _OTHER_FINDINGS: tuple[str, ...] = tuple(w for w in OTHER_FINDINGS if w not in ("lesion", "lesions"))
 #: Lesion synonyms (kind "type", named by their type) and other findings (kind "other"),
-#: as word tuples, most words first: the phrases :func:`_check_findings_named` reads.
+#: as word tuples, most words first: the phrases :func:`_finding_asked` reads.
 _FINDING_PHRASES: list[tuple[tuple[str, ...], str, str]] = sorted(
     [(tuple(re.findall("[a-z]+", syn)), "type", t) for syn, t in _SYNONYMS]
     + [(tuple(re.findall("[a-z]+", w)), "other", w) for w in _OTHER_FINDINGS],
     key=lambda p: -len(p[0]),
 )
-#: Words that join two findings asked together, and those that may stand between them.
-_COORDINATORS = frozenset({"and", "or", ",", ";", "/", "&", "plus", "versus", "vs", "well"})
-_JOINING_WORDS = _COORDINATORS | {"the", "a", "an", "any", "as", "also", "both", "either"}
+#: Words by which a finding qualifies the one before it ("opacity related to infection"),
+#: and the words that may stand with them.
+_RELATIONS = frozenset(
+    {"due", "from", "related", "secondary", "caused", "consistent", "suggestive", "suspicious", "concerning"}
+    | {"likely", "representing", "reflecting", "compatible"}
+)
+_RELATION_WORDS = _RELATIONS | {"to", "by", "with", "of", "for", "the", "a", "an", "possible", "probable", "-"}
 #: Location wordings (query locations themselves and vocab.LOCATION_SYNONYMS), longest first.
 _LOCATION_WORDS: list[tuple[str, tuple[str, ...]]] = sorted(
     [(loc, (loc,)) for loc in vocab.INSTRUCTION_LOCATIONS] + list(vocab.LOCATION_SYNONYMS.items()),
@@ -258,13 +262,9 @@ def _keyword_interpretation(text: str) -> templates.ParsedText | None:
         while f" {phrase} " in rest:
             locations.extend(locs)
             rest = rest.replace(f" {phrase} ", f" {_READ_PLACE} ", 1)
-    _check_findings_named(text)
-    target = None
-    for syn, lesion in _SYNONYMS:
-        if f" {syn} " in rest:
-            target = lesion
-            rest = rest.replace(f" {syn} ", " ")
-            break
+    target = _finding_asked(text)
+    for syn, _ in _SYNONYMS:  # every lesion word read: none is left for the place check
+        rest = rest.replace(f" {syn} ", " ")
     unread = _unread_places(rest.split())
     if unread:
         raise _unread_place_error(text, unread)
@@ -302,8 +302,10 @@ def interpret_instruction(text: str) -> Interpretation | None:
         or, for wording outside Table 2, when it excludes something ("not", "except",
         "without": ``_EXCLUDING_WORDS``), which keyword reading would take as asked for,
         or holds words of letters outside a-z ("ÿþ", "neumonía"), which it cannot read;
-        or names more than one lesion type, or a finding that is none of them
-        ("pneumothorax"): one would be answered and the other dropped.
+        or asks for two findings of different types, or for a finding that is none of
+        them ("pneumothorax"): one would be answered and the other dropped
+        (:func:`_finding_asked`; a finding that qualifies another, "aspiration pneumonia",
+        is read).
     """
     try:
         parsed = templates.parse_instruction(text)
@@ -387,26 +389,25 @@ def _excluding_error(text: str, words: list[str]) -> InstructionError:
     )
 
 
-def _check_findings_named(text: str) -> None:
-    """Refuse an instruction that asks for two findings, or for one that is none of the
-    lesion types.
+def _finding_asked(text: str) -> str | None:
+    """The lesion type an instruction asks for, or None when it names none; refuses one
+    that asks for two findings, or for a finding that is none of the lesion types.
 
     The findings named are read longest first over the lesion synonyms and
-    :data:`_OTHER_FINDINGS` together ("pericardial effusion" is no pleural effusion).
-    Findings joined by "and", "or", a comma or a slash ("the effusion and the pneumonia",
-    "the pneumothorax and the effusion") are asked together, and a finding that is none of
-    the types asked alone ("the nodule", "the pericardial effusion") is asked too: either
-    way one answer would drop part of the question. Words that qualify the one finding
-    asked, next to it or linked by other words ("consolidative opacity", "aspiration
-    pneumonia", "mass-like opacity", "edema due to heart failure"), are read as before
-    (the longest lesion synonym names the target).
+    :data:`_OTHER_FINDINGS` together ("pericardial effusion" is no pleural effusion). Two
+    of them are one finding asked when one qualifies the other: next to it ("aspiration
+    pneumonia", "consolidative opacity", "mass-like opacity": the later one is asked) or
+    linked by a relation ("opacity related to infection", "edema due to heart failure":
+    the earlier one is asked). Anything else between them (and, or, a comma, a place, a
+    sentence end) makes two findings asked, refused unless both are the same type: one
+    answer would drop the other.
 
     Raises
     ------
     InstructionError
         Naming the findings.
     """
-    toks = re.findall(r"[a-z]+|[,;/&]", text.lower())
+    toks = re.findall(r"[a-z]+|[^a-z\s]", text.lower())
     items: list[tuple[int, int, str, str]] = []  # (start, end, kind, name)
     i = 0
     while i < len(toks):
@@ -417,26 +418,32 @@ def _check_findings_named(text: str) -> None:
                 break
         else:
             i += 1
-    groups: list[list[tuple[int, int, str, str]]] = []
-    for item in items:
-        gap = toks[groups[-1][-1][1] : item[0]] if groups else []
-        if gap and set(gap) <= _JOINING_WORDS and set(gap) & _COORDINATORS:
-            groups[-1].append(item)
-        else:
-            groups.append([item])
-    for group in groups:
-        types = list(dict.fromkeys(name for _, _, kind, name in group if kind == "type"))
-        others = list(dict.fromkeys(name for _, _, kind, name in group if kind == "other"))
-        if others and (types or not any(k == "type" for _, _, k, _ in items)):
+    if not items:
+        return None
+    head = items[0]
+    for prev, item in zip(items, items[1:]):
+        gap = toks[prev[1] : item[0]]
+        if not gap or gap == ["-", "like"] or gap == ["like"]:
+            head = item  # a modifier of the next finding
+        elif set(gap) <= _RELATION_WORDS and set(gap) & _RELATIONS:
+            continue  # the finding before is asked, this one qualifies it
+        elif (item[2], item[3]) != (head[2], head[3]) or item[2] == "other":
+            other = item if item[2] == "other" else head if head[2] == "other" else None
+            if other is not None:
+                raise _other_finding_error(text, other[3])
             raise InstructionError(
-                f"instruction {text!r} names {', '.join(others)}, which is none of the lesion types the model "
-                "segments. " + accepted_help()
+                f"instruction {text!r} names 2 lesion types ({head[3]}, {item[3]}); ask one per instruction. "
+                + accepted_help()
             )
-        if len(types) > 1:
-            raise InstructionError(
-                f"instruction {text!r} names {len(types)} lesion types ({', '.join(types)}); ask one per "
-                "instruction. " + accepted_help()
-            )
+    if head[2] == "other":
+        raise _other_finding_error(text, head[3])
+    return head[3]
+
+
+def _other_finding_error(text: str, name: str) -> InstructionError:
+    return InstructionError(
+        f"instruction {text!r} names {name}, which is none of the lesion types the model segments. " + accepted_help()
+    )
 
 
 def _no_lesion_error(text: str) -> InstructionError:

@@ -104,11 +104,17 @@ def test_stratified_estimate_weighs_strata_by_their_size():
     z2 = 1.959963984540054**2
     adj = [(10 + z2 / 2) / (10 + z2), (5 + z2 / 2) / (10 + z2)]
     var = 0.1**2 * adj[0] * (1 - adj[0]) / (10 + z2) * 0.9 + 0.9**2 * adj[1] * (1 - adj[1]) / (10 + z2) * (1 - 10 / 900)
-    centre = 0.1 * adj[0] + 0.9 * adj[1]  # Agresti-Coull: centred on the adjusted proportions
+    # Agresti-Coull: centred on the adjusted proportions, the adjustment shrunk by 1 - n/N
+    centre = 0.1 * (1.0 + 0.9 * (adj[0] - 1.0)) + 0.9 * (0.5 + (1 - 10 / 900) * (adj[1] - 0.5))
     assert (low, high) == pytest.approx((centre - math.sqrt(z2 * var), centre + math.sqrt(z2 * var)))
     # one stratum, every sampled record accepted: never narrower than Wilson's 10 of 10, (0.722, 1)
     _, low1, high1 = stratified_rate(pd.DataFrame({"N": [1000], "n": [10], "k": [10]}))
     assert low1 < 0.722 and high1 == 1.0
+    # never beyond what the decisions prove: a census at 0 beside a sample of all accepted
+    _, low2, high2 = stratified_rate(pd.DataFrame({"N": [20, 1000], "n": [20, 50], "k": [0, 50]}))
+    assert high2 <= 1000 / 1020 and low2 >= 50 / 1020
+    _, low3, _ = stratified_rate(pd.DataFrame({"N": [10, 10], "n": [10, 9], "k": [10, 9]}))
+    assert low3 >= 0.95  # 19 of the 20 records are known accepted
     census = pd.DataFrame({"N": [10, 30], "n": [10, 30], "k": [9, 30]})
     assert stratified_rate(census) == pytest.approx((39 / 40, 39 / 40, 39 / 40))  # nothing left to sample
     assert all(math.isnan(v) for v in stratified_rate(pd.DataFrame({"N": [5], "n": [0], "k": [0]})))

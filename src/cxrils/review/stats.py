@@ -116,10 +116,12 @@ def stratified_rate(strata: pd.DataFrame, confidence: float = CONFIDENCE) -> tup
     119-126), so a stratum with every record accepted still carries uncertainty,
     times the finite-population factor ``1 - n_s / N_s`` (a stratum reviewed whole has
     none): ``Var = sum_s W_s² p~_s (1 - p~_s) / (n_s + z²) (1 - n_s / N_s)``. As in
-    Agresti and Coull's interval, it is centred on the adjusted proportion:
-    ``sum_s W_s p~_s ± z sqrt(Var)``, widened to hold the estimate where needed and
-    clipped to [0, 1] (one stratum of 10 of 1000 records, all accepted: [0.68, 1.0],
-    wider than Wilson's [0.72, 1.0]; centred on the raw rate it was [0.82, 1.0]).
+    Agresti and Coull's interval, it is centred on the adjusted proportion, the
+    adjustment shrunk by the same factor: ``sum_s W_s (p_s + (1 - n_s / N_s)(p~_s - p_s))
+    ± z sqrt(Var)``, widened to hold the estimate where needed and clipped to what the
+    decisions prove (every record not reviewed rejected, or accepted: within [0, 1]).
+    One stratum of 10 of 1000 records, all accepted: [0.68, 1.0], wider than Wilson's
+    [0.72, 1.0]; centred on the raw rate it was [0.82, 1.0].
 
     Parameters
     ----------
@@ -143,9 +145,12 @@ def stratified_rate(strata: pd.DataFrame, confidence: float = CONFIDENCE) -> tup
     fpc = (1 - used["n"] / used["N"]).clip(lower=0)
     var = float((w**2 * adj * (1 - adj) / (used["n"] + z2) * fpc).sum())
     est = float((w * p).sum())
-    centre = float((w * adj).sum()) if var > 0 else est  # a census: no adjustment, no interval
+    centre = float((w * (p + fpc * (adj - p))).sum())  # a stratum reviewed whole needs no adjustment
     half = math.sqrt(z2 * var)
-    return est, max(0.0, min(est, centre - half)), min(1.0, max(est, centre + half))
+    # what the decisions already prove: every record not reviewed rejected, or accepted
+    least = float((w * used["k"] / used["N"]).sum())
+    most = float((w * (used["k"] + used["N"] - used["n"]) / used["N"]).sum())
+    return est, max(least, min(est, centre - half)), min(most, max(est, centre + half))
 
 
 def paper_comparison(rates: dict[tuple[str, ...], pd.DataFrame]) -> pd.DataFrame:

@@ -229,6 +229,39 @@ def test_resume_needs_every_done_image_unchanged_in_the_input_more_images_are_fi
     assert generate(moved, ds, config(), stages=FAKE)["studies"]["total"] == 19
 
 
+def test_resume_refuses_a_new_first_image_of_a_done_study_and_a_damaged_counts_file(pairs, tmp_path):
+    # Appendix C.2: the study's first image alone gets its absent-type negatives; a grown
+    # input whose new image comes first would give them twice
+    import csv
+    import shutil
+
+    with open(pairs, newline="") as fh:
+        rows = list(csv.DictReader(fh))
+    b = rows[0]
+    a = {**rows[1], "study_id": b["study_id"], "patient_id": b["patient_id"], "report": b["report"]}
+
+    def write(name, rows_):
+        path = tmp_path / name / pairs.name
+        shutil.copytree(pairs.parent, path.parent)
+        with open(path, "w", newline="") as fh:
+            w = csv.DictWriter(fh, fieldnames=list(rows[0]))
+            w.writeheader()
+            w.writerows(rows_)
+        return path
+
+    ds = tmp_path / "ds"
+    generate(write("one", [b]), ds, config(), stages=FAKE)
+    with pytest.raises(RunError, match="another image of its study now comes first"):
+        generate(write("grown", [a, b]), ds, config(), stages=FAKE)
+    assert generate(write("grown_after", [b, a]), ds, config(), stages=FAKE)["studies"]["total"] == 2
+    (counts,) = [
+        p for p in (ds / "pipeline" / "studies").glob("*.json") if b["image_path"].split("/")[-1][:5] in p.name
+    ]
+    counts.write_text('{"records": {}')
+    with pytest.raises(RunError, match="unreadable counts file"):
+        generate(write("again", [b, a]), ds, config(), stages=FAKE)
+
+
 def test_unknown_runner_and_stage_provider(pairs, tmp_path):
     with pytest.raises(RunError, match="unknown runner"):
         generate(pairs, tmp_path / "ds", config(), runner="spark", stages=FAKE)

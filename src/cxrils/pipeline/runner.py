@@ -70,8 +70,9 @@ class RunState:
         """The SHA-256 of each study of the input, after checking that the images already
         done are all in it, unchanged.
 
-        A study's SHA-256 covers its image, study and patient ids, report text, view and
-        split (not the image path, so a moved input folder resumes); each done image's is
+        A study's SHA-256 covers its image, study and patient ids, report text, view,
+        split and whether it is its study's first image (the one given the study's
+        absent-type negatives; not the image path, so a moved input folder resumes); each done image's is
         kept in its counts file (``input_sha256``). The input may hold more images than
         the first run (a raised ``--limit``, a download that grew), never fewer or edited
         ones. Images done before this record are not checked.
@@ -80,13 +81,19 @@ class RunState:
         ------
         RunError
             If a done image is not in the input, or its study differs: the dataset would
-            mix two inputs (and its patient-level splits were checked on each alone).
+            mix two inputs (and its patient-level splits were checked on each alone); or
+            a done image's counts file cannot be read.
         """
         digests = {st.image_id: _study_sha256(st) for st in studies}
         missing = sorted(done - digests.keys())
-        changed = sorted(
-            i for i in done & digests.keys() if (self.load(i) or {}).get("input_sha256", digests[i]) != digests[i]
-        )
+        changed = []
+        for i in sorted(done & digests.keys()):
+            try:
+                was = (self.load(i) or {}).get("input_sha256", digests[i])
+            except (OSError, ValueError) as err:
+                raise RunError(f"{self.studies_dir / (i + '.json')}: unreadable counts file ({err})") from None
+            if was != digests[i]:
+                changed.append(i)
         how = "Resume with the input it was started with, or write to a new folder (-o)"
         if missing:
             raise RunError(
@@ -96,7 +103,8 @@ class RunState:
         if changed:
             raise RunError(
                 f"cannot resume: {len(changed)} images already done in {self.out_dir} have another study in "
-                f"this input (e.g. {changed[0]}: its report, ids, view or split changed). {how}"
+                f"this input (e.g. {changed[0]}: its report, ids, view or split changed, or another image of its study "
+                f"now comes first). {how}"
             )
         return digests
 
@@ -216,7 +224,8 @@ def _commit(writer: Any, state: RunState, result: StudyResult, input_sha256: str
 def _study_sha256(st: StudyInput) -> str:
     """SHA-256 of what identifies a study of the input (:meth:`RunState.check_input`)."""
     h = hashlib.sha256()
-    for v in (st.image_id, st.study_id, st.patient_id, st.report, st.view or "", st.split or ""):
+    fields = (st.image_id, st.study_id, st.patient_id, st.report, st.view or "", st.split or "")
+    for v in (*fields, str(st.first_of_study)):
         h.update(v.encode("utf-8") + b"\0")
     return h.hexdigest()
 

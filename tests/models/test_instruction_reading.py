@@ -311,6 +311,14 @@ def test_an_instruction_naming_another_finding_or_several_types_is_refused_not_h
         ("Segment the aspiration pneumonia in the left lung.", "Segment the pneumonia in the left lung."),
         ("Segment the edema due to heart failure.", "Segment the edema."),
         ("Segment the opacity related to infection.", "Segment the opacity."),
+        # hyphens and relations after a place or a comma (third review)
+        ("Segment the air-space disease in the right lung.", "Segment the opacity in the right lung."),
+        ("Segment the effusion-related atelectasis.", "Segment the atelectasis."),
+        (
+            "Segment the opacity in the left lower lobe concerning for pneumonia.",
+            "Segment the opacity in the left lower lobe.",
+        ),
+        ("Segment the opacity, likely pneumonia.", "Segment the opacity."),
         ("Segment the consolidative opacity in the right lung.", "Segment the opacity in the right lung."),
         (
             "Segment the effusion in the left lung and the effusion in the right lung.",

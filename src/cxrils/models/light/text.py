@@ -76,13 +76,15 @@ _FINDING_PHRASES: list[tuple[tuple[str, ...], str, str]] = sorted(
     + [(tuple(re.findall("[a-z]+", w)), "other", w) for w in _OTHER_FINDINGS],
     key=lambda p: -len(p[0]),
 )
-#: Words by which a finding qualifies the one before it ("opacity related to infection"),
-#: and the words that may stand with them.
+#: Words by which a finding qualifies the one before it ("opacity related to infection",
+#: "opacity in the left base, likely atelectasis"), and those that keep two findings apart
+#: whatever else stands between them ("the opacity and the effusion", a sentence end).
 _RELATIONS = frozenset(
     {"due", "from", "related", "secondary", "caused", "consistent", "suggestive", "suspicious", "concerning"}
-    | {"likely", "representing", "reflecting", "compatible"}
+    | {"likely", "representing", "represent", "represents", "reflecting", "compatible", "suggesting", "suggest"}
+    | {"keeping", "possibly", "probably", "favor", "favoring", "of"}
 )
-_RELATION_WORDS = _RELATIONS | {"to", "by", "with", "of", "for", "the", "a", "an", "possible", "probable", "-"}
+_SEPARATORS = frozenset({"and", "or", "&", "/", "plus", "versus", "vs", ";", ".", "?", "!", "then", "also"})
 #: Location wordings (query locations themselves and vocab.LOCATION_SYNONYMS), longest first.
 _LOCATION_WORDS: list[tuple[str, tuple[str, ...]]] = sorted(
     [(loc, (loc,)) for loc in vocab.INSTRUCTION_LOCATIONS] + list(vocab.LOCATION_SYNONYMS.items()),
@@ -407,7 +409,20 @@ def _finding_asked(text: str) -> str | None:
     InstructionError
         Naming the findings.
     """
-    toks = re.findall(r"[a-z]+|[^a-z\s]", text.lower())
+    toks: list[str] = []
+    hyphened: list[bool] = []  # joined to the word before by a hyphen ("effusion-related")
+    end, joining = -1, False
+    for m in re.finditer(r"[a-z]+|[^a-z\s]", text.lower()):
+        if m.group() == "-":  # a hyphen inside a word joins; a spaced dash is punctuation
+            joining = m.start() == end
+            if not joining:
+                toks.append("-")
+                hyphened.append(False)
+            end = m.end()
+            continue
+        toks.append(m.group())
+        hyphened.append(joining and m.start() == end)
+        end, joining = m.end(), False
     items: list[tuple[int, int, str, str]] = []  # (start, end, kind, name)
     i = 0
     while i < len(toks):
@@ -423,10 +438,10 @@ def _finding_asked(text: str) -> str | None:
     head = items[0]
     for prev, item in zip(items, items[1:]):
         gap = toks[prev[1] : item[0]]
-        if not gap or gap == ["-", "like"] or gap == ["like"]:
-            head = item  # a modifier of the next finding
-        elif set(gap) <= _RELATION_WORDS and set(gap) & _RELATIONS:
-            continue  # the finding before is asked, this one qualifies it
+        if not gap or (len(gap) == 1 and (hyphened[prev[1]] or gap == ["like"])):
+            head = item  # a modifier of the next finding: "aspiration pneumonia", "effusion-related atelectasis"
+        elif set(gap) & _RELATIONS and not set(gap) & _SEPARATORS:
+            continue  # the finding before is asked, this one qualifies it ("opacity ..., likely pneumonia")
         elif (item[2], item[3]) != (head[2], head[3]) or item[2] == "other":
             other = item if item[2] == "other" else head if head[2] == "other" else None
             if other is not None:

@@ -273,6 +273,7 @@ def test_a_question_between_two_findings_does_not_cut_the_shared_place(text):
         "Bibasilar, right greater than left atelectasis.",  # IU CXR1919's wording (new-user trial)
         "Bibasilar atelectasis, right greater than left.",
         "Bibasilar atelectasis, left slightly greater than right.",
+        "There is bibasilar, right greater than left atelectasis.",  # third review: an opener before the place
     ],
 )
 def test_a_comparison_of_the_sides_does_not_add_the_whole_lungs(text):

@@ -16,6 +16,7 @@ negative, hedges tentative, devices ignored, "clear"/"normal" not negative).
 from __future__ import annotations
 
 import re
+from functools import lru_cache
 from typing import Final
 
 from cxrils.report.tokens import DEID_TOKEN
@@ -982,9 +983,16 @@ def find_locations(text: str) -> list[tuple[int, int, str]]:
 
 
 def _opens_clause(text: str, start: int) -> bool:
-    """Whether nothing but punctuation or "the" comes before ``start`` in its clause."""
-    before = re.split(r"[.;:]", text[:start])[-1]
-    return not [w for w in re.findall(r"[a-z]+", before.lower()) if w != "the"]
+    """Whether no finding is named before ``start`` in its clause ("There is bibasilar, ..."
+    opens it; "Opacity at the left base, ..." does not: that place is the opacity's)."""
+    before = " " + " ".join(re.findall(r"[a-z]+", re.split(r"[.;:]", text[:start])[-1].lower())) + " "
+    return not any(f" {term} " in before for term in _finding_words())
+
+
+@lru_cache(maxsize=1)
+def _finding_words() -> tuple[str, ...]:
+    """Every finding term of the lexicon (lesion terms and other findings), lower case."""
+    return tuple({*(" ".join(re.findall(r"[a-z]+", t.lower())) for t in (*lesion_terms(), *OTHER_FINDINGS))} - {""})
 
 
 #: A location phrase that only compares the sides ("right greater than left").

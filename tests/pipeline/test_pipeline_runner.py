@@ -257,9 +257,10 @@ def test_resume_refuses_a_new_first_image_of_a_done_study_and_a_damaged_counts_f
     (counts,) = [
         p for p in (ds / "pipeline" / "studies").glob("*.json") if b["image_path"].split("/")[-1][:5] in p.name
     ]
-    counts.write_text('{"records": {}')
-    with pytest.raises(RunError, match="unreadable counts file"):
-        generate(write("again", [b, a]), ds, config(), stages=FAKE)
+    for bad in ('{"records": {}', "[1]"):
+        counts.write_text(bad)
+        with pytest.raises(RunError, match="unreadable counts file"):
+            generate(write(f"again{len(bad)}", [b, a]), ds, config(), stages=FAKE)
 
 
 def test_unknown_runner_and_stage_provider(pairs, tmp_path):

@@ -115,6 +115,9 @@ def test_stratified_estimate_weighs_strata_by_their_size():
     assert high2 <= 1000 / 1020 and low2 >= 50 / 1020
     _, low3, _ = stratified_rate(pd.DataFrame({"N": [10, 10], "n": [10, 9], "k": [10, 9]}))
     assert low3 >= 0.95  # 19 of the 20 records are known accepted
+    for k in (10, 3):  # more decisions than the stratum's size (stale): still an interval in [0, 1]
+        est, lo, hi = stratified_rate(pd.DataFrame({"N": [5], "n": [10], "k": [k]}))
+        assert 0 <= lo <= est <= hi <= 1
     census = pd.DataFrame({"N": [10, 30], "n": [10, 30], "k": [9, 30]})
     assert stratified_rate(census) == pytest.approx((39 / 40, 39 / 40, 39 / 40))  # nothing left to sample
     assert all(math.isnan(v) for v in stratified_rate(pd.DataFrame({"N": [5], "n": [0], "k": [0]})))

@@ -90,7 +90,7 @@ class RunState:
         for i in sorted(done & digests.keys()):
             try:
                 was = (self.load(i) or {}).get("input_sha256", digests[i])
-            except (OSError, ValueError) as err:
+            except (OSError, ValueError, AttributeError) as err:  # AttributeError: JSON, not an object
                 raise RunError(f"{self.studies_dir / (i + '.json')}: unreadable counts file ({err})") from None
             if was != digests[i]:
                 changed.append(i)

@@ -148,8 +148,9 @@ def stratified_rate(strata: pd.DataFrame, confidence: float = CONFIDENCE) -> tup
     centre = float((w * (p + fpc * (adj - p))).sum())  # a stratum reviewed whole needs no adjustment
     half = math.sqrt(z2 * var)
     # what the decisions already prove: every record not reviewed rejected, or accepted
-    least = float((w * used["k"] / used["N"]).sum())
-    most = float((w * (used["k"] + used["N"] - used["n"]) / used["N"]).sum())
+    size = used[["N", "n"]].max(axis=1)  # more decisions than records: a stale stratum size
+    least = float((w * used["k"] / size).sum())
+    most = float((w * (used["k"] + size - used["n"]) / size).sum())
     return est, max(least, min(est, centre - half)), min(most, max(est, centre + half))
 
 

@@ -201,23 +201,37 @@ def test_resume_with_another_config_is_refused(pairs, tmp_path):
         generate(pairs, tmp_path / "ds", cfg, stages=FAKE)
 
 
-def test_resume_needs_every_done_image_unchanged_in_the_input_more_images_are_fine(pairs, tmp_path):
+def _rows(pairs):
+    """The rows of the generic CSV ``pairs``, as dicts."""
     import csv
+
+    with open(pairs, newline="") as fh:
+        return list(csv.DictReader(fh))
+
+
+def _input_with(pairs, folder, rows):
+    """A copy of the input folder of ``pairs`` at ``folder`` whose CSV holds ``rows``."""
+    import csv
+    import shutil
+
+    path = folder / pairs.name
+    shutil.copytree(pairs.parent, folder)
+    with open(path, "w", newline="") as fh:
+        w = csv.DictWriter(fh, fieldnames=list(rows[0]))
+        w.writeheader()
+        w.writerows(rows)
+    return path
+
+
+def test_resume_needs_every_done_image_unchanged_in_the_input_more_images_are_fine(pairs, tmp_path):
     import shutil
 
     ds = tmp_path / "ds"
     generate(pairs, ds, config(), stages=FAKE, limit=3)
-    with open(pairs, newline="") as fh:
-        rows = list(csv.DictReader(fh))
+    rows = _rows(pairs)
 
     def write(name, rows_):
-        path = tmp_path / name / pairs.name
-        shutil.copytree(pairs.parent, path.parent)
-        with open(path, "w", newline="") as fh:
-            w = csv.DictWriter(fh, fieldnames=list(rows[0]))
-            w.writeheader()
-            w.writerows(rows_)
-        return path
+        return _input_with(pairs, tmp_path / name, rows_)
 
     with pytest.raises(RunError, match=r"cannot resume: .* holds 3 images this input does not have"):
         generate(write("other", rows[3:]), ds, config(), stages=FAKE)
@@ -232,22 +246,12 @@ def test_resume_needs_every_done_image_unchanged_in_the_input_more_images_are_fi
 def test_resume_refuses_a_new_first_image_of_a_done_study_and_a_damaged_counts_file(pairs, tmp_path):
     # Appendix C.2: the study's first image alone gets its absent-type negatives; a grown
     # input whose new image comes first would give them twice
-    import csv
-    import shutil
-
-    with open(pairs, newline="") as fh:
-        rows = list(csv.DictReader(fh))
+    rows = _rows(pairs)
     b = rows[0]
     a = {**rows[1], "study_id": b["study_id"], "patient_id": b["patient_id"], "report": b["report"]}
 
     def write(name, rows_):
-        path = tmp_path / name / pairs.name
-        shutil.copytree(pairs.parent, path.parent)
-        with open(path, "w", newline="") as fh:
-            w = csv.DictWriter(fh, fieldnames=list(rows[0]))
-            w.writeheader()
-            w.writerows(rows_)
-        return path
+        return _input_with(pairs, tmp_path / name, rows_)
 
     ds = tmp_path / "ds"
     generate(write("one", [b]), ds, config(), stages=FAKE)

@@ -50,7 +50,7 @@ from cxrils.report.lexicon import (
     find_locations,
     lesion_terms,
 )
-from cxrils.report.locations import LOBE_ABBREVIATIONS, UPPER_CASE_LOBE_RE, LexiconLocationMapper
+from cxrils.report.locations import UPPER_CASE_LOBE_RE, LexiconLocationMapper, write_out_lobes
 from cxrils.report.tokens import DEID_TOKEN, Matcher, Sentence, TokenPattern, split_sentences
 from cxrils.types import Finding
 from cxrils.vocab import INFERENCE_LESION_TYPES
@@ -696,7 +696,7 @@ def _prepare(text: str) -> _Prepared:
     A finding's ``sentence`` quotes the report's own words (:meth:`_Prepared.quote`)."""
     doc = _Prepared(text, text, tuple(range(len(text))), tuple(range(1, len(text) + 1)))
     doc = doc.sub(_SPACES, lambda m: "" if m.start() == 0 or m.end() == len(text) else " ")
-    doc = doc.sub(UPPER_CASE_LOBE_RE, lambda m: LOBE_ABBREVIATIONS[m.group(1).lower()])
+    doc = doc.sub(UPPER_CASE_LOBE_RE, lambda m: write_out_lobes(m.group(0), any_case=False))
     return doc.sub(_MULTI_STOP, lambda m: ". ")
 
 

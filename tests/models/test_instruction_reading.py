@@ -319,6 +319,13 @@ def test_an_instruction_naming_another_finding_or_several_types_is_refused_not_h
             "Segment the opacity in the left lower lobe.",
         ),
         ("Segment the opacity, likely pneumonia.", "Segment the opacity."),
+        # relations opening with "in", which names no place there (refused as an unread place before)
+        (
+            "Segment the opacity in keeping with pneumonia in the left lung.",
+            "Segment the opacity in the left lung.",
+        ),
+        ("Segment the opacity in the setting of pneumonia.", "Segment the opacity."),
+        ("Segment the opacity, in favour of atelectasis.", "Segment the opacity."),
         ("Segment the consolidative opacity in the right lung.", "Segment the opacity in the right lung."),
         (
             "Segment the effusion in the left lung and the effusion in the right lung.",

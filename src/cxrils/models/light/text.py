@@ -82,9 +82,19 @@ _FINDING_PHRASES: list[tuple[tuple[str, ...], str, str]] = sorted(
 _RELATIONS = frozenset(
     {"due", "from", "related", "secondary", "caused", "consistent", "suggestive", "suspicious", "concerning"}
     | {"likely", "representing", "represent", "represents", "reflecting", "compatible", "suggesting", "suggest"}
-    | {"keeping", "possibly", "probably", "favor", "favoring", "of"}
+    | {"keeping", "possibly", "probably", "favor", "favour", "favoring", "of", "setting", "context", "association"}
 )
 _SEPARATORS = frozenset({"and", "or", "&", "/", "plus", "versus", "vs", ";", ".", "?", "!", "then", "also"})
+#: Relation phrases that open with a place preposition ("opacity in keeping with pneumonia"):
+#: their "in" names no place, so the place check reads them as the relation word alone.
+_RELATION_PHRASES: tuple[tuple[str, str], ...] = (
+    (" in keeping with ", " keeping with "),
+    (" in favor of ", " favor of "),
+    (" in favour of ", " favor of "),
+    (" in the setting of ", " setting of "),
+    (" in the context of ", " context of "),
+    (" in association with ", " association with "),
+)
 #: Location wordings (query locations themselves and vocab.LOCATION_SYNONYMS), longest first.
 _LOCATION_WORDS: list[tuple[str, tuple[str, ...]]] = sorted(
     [(loc, (loc,)) for loc in vocab.INSTRUCTION_LOCATIONS] + list(vocab.LOCATION_SYNONYMS.items()),
@@ -258,6 +268,8 @@ def _keyword_interpretation(text: str) -> templates.ParsedText | None:
             f"cannot read the words {', '.join(dict.fromkeys(foreign))} of instruction {text!r}: the light model "
             "reads English instructions. " + accepted_help()
         )
+    for phrase, relation in _RELATION_PHRASES:
+        s = s.replace(phrase, relation)
     locations: list[str] = []
     rest = s
     for phrase, locs in _LOCATION_WORDS:

@@ -171,3 +171,25 @@ def test_one_line_report_structures_only_the_findings():
     # two sentences: the impression's "pneumonia" is not a finding of the findings section
     assert {f.sentence_index for f in rep.findings} <= {1, 2}
     assert "pneumonia" not in {f.entity for f in rep.findings}
+
+
+def test_one_line_report_in_title_case_splits_at_its_known_headers():
+    text = "Indication: Cough. Findings: Small left effusion. No pneumothorax. Impression: Small left effusion."
+    secs = split_sections(text)
+    assert [(n, " ".join(t.split())) for n, t in secs.sections] == [
+        ("history", "Cough."),
+        ("findings", "Small left effusion. No pneumothorax."),
+        ("impression", "Small left effusion."),
+    ]
+    c = select_section("Findings: Clear lungs. Clinical History: Rule out pneumonia.")
+    assert (c.name, c.text) == ("findings", "Clear lungs.")
+
+
+def test_title_case_words_of_running_text_are_not_split_mid_line():
+    for text in [
+        "FINDINGS: Opacity at the right base. Impression of pneumonia, clinically. No effusion.",
+        "FINDINGS: Small effusion. History of heart failure: none given.",
+        "FINDINGS: Lungs clear. Note: The patient is rotated.",
+    ]:
+        c = select_section(text)
+        assert (c.name, c.text) == ("findings", text[len("FINDINGS: ") :]), text

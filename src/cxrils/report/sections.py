@@ -4,8 +4,8 @@ Reproduces the behaviour of the official MIMIC-CXR report pre-processing
 (``section_parser.py`` of the MIT-LCP ``mimic-cxr`` repository): a header is an
 upper-case name followed by a colon at the start of a line (indentation allowed;
 also a known section name in any case, "Indication:", for mixed-case reports; and a
-known upper-case name with its colon after a sentence end inside a line, for reports
-flattened to one line: "... effusion. IMPRESSION: ..."),
+known name in upper or title case with its colon after a sentence end inside a line,
+for reports flattened to one line: "... effusion. IMPRESSION: ...", "... Impression: ..."),
 section names are normalised (common misspellings included), and the text used
 for structuring follows the paper's fallback (section 3.1 step 1, Appendix A.1):
 findings, else impression, else the last paragraph, else the study is excluded
@@ -121,22 +121,28 @@ _KNOWN_HEADER = re.compile(
 )
 
 
-# A known section name in upper case after a sentence end (or after another header's
-# colon) inside a line: reports flattened to one line, as CSV exports often are
-# ("FINDINGS: Small effusion. IMPRESSION: Effusion."). The match starts after the
-# punctuation, which stays with the text before. Lower-case words of running text ("the
-# impression is of") and names without a colon never match; unknown upper-case names
-# ("NOTE:") start a section only at a line start.
+# A known section name in upper or title case after a sentence end (or after another
+# header's colon) inside a line: reports flattened to one line, as CSV exports often are
+# ("FINDINGS: Small effusion. IMPRESSION: Effusion.", "Findings: Small effusion.
+# Impression: Effusion."). The match starts after the punctuation, which stays with the
+# text before. Lower-case words of running text ("the impression is of") and names
+# without a colon never match; unknown names ("NOTE:") start a section only at a line start.
 _INLINE_HEADER = re.compile(
     r"(?<=[.!?:])[ \t]*("
-    + "|".join(sorted((re.escape(a.upper()) for a in _ALIAS_TO_NAME), key=len, reverse=True))
+    + "|".join(
+        sorted(
+            {re.escape(form) for a in _ALIAS_TO_NAME for form in (a.upper(), a.capitalize(), a.title())},
+            key=len,
+            reverse=True,
+        )
+    )
     + r")[ \t]*:(?=\s|$)"
 )
 
 
 def _headers(text: str) -> list[re.Match]:
     """Header matches in text order: upper-case names and known names in any case at a
-    line start, then known upper-case names after a sentence end inside a line."""
+    line start, then known names in upper or title case after a sentence end inside a line."""
     found = {m.start(): m for m in _KNOWN_HEADER.finditer(text)}
     for m in _HEADER.finditer(text):
         found.setdefault(m.start(), m)

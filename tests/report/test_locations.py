@@ -94,3 +94,20 @@ def test_lobe_abbreviations_in_a_location_phrase_as_the_llm_backend_gives_them()
     assert m.map("RLL") == ["lung lower lobe right"] == m.map("rll")
     assert m.map("RUL and RML") == ["lung upper lobe right", "lung middle lobe right"]
     assert m.map("left base") == ["left lung base"]  # no abbreviation inside a word
+
+
+@pytest.mark.parametrize(
+    "phrase, labels",
+    [
+        # one coordinated phrase, one side (COVID-19 note ciaa199: no right upper lobe)
+        ("upper and lower lobes of the left lung", ["lung upper lobe left", "lung lower lobe left"]),
+        ("upper and lower zones of the right lung", ["right upper zone lung", "right lung base"]),
+        # a part with its own head keeps both sides
+        (
+            "upper lobes and the left lower lobe",
+            ["lung upper lobe right", "lung upper lobe left", "lung lower lobe left"],
+        ),
+    ],
+)
+def test_a_part_that_borrows_its_head_borrows_its_side(phrase, labels):
+    assert sorted(LexiconLocationMapper().map(phrase)) == sorted(labels)

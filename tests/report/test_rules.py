@@ -318,3 +318,96 @@ def test_a_question_keeps_its_own_place():
 
     (f,) = structure_report("s", "FINDINGS: Evaluate for right lower lobe pneumonia.").findings
     assert (f.presence, f.certainty, f.labels) == ("negative", "tentative", ["lung lower lobe right"])
+
+
+# Read errors found by an audit of the shared IU and COVID-19 reports (stop 51); each
+# expectation is what the sentence says, as a radiologist reads it.
+
+
+@pytest.mark.parametrize(
+    "text, kind",
+    [
+        ("No other infiltrates or masses in the lungs.", "opacity"),  # IU CXR728
+        ("Note lack of cavitation, lymphadenopathy, and pleural effusion.", "effusion"),
+        ("Pleural effusion is excluded.", "effusion"),
+        ("Pleural effusion not recognizable.", "effusion"),
+        ("No further consolidation.", "consolidation"),
+    ],
+)
+def test_more_negation_cues(rules, text, kind):
+    assert {f.presence for f in rules.structure(text) if f.lesion_type == kind} == {"negative"}
+
+
+def test_no_other_finding_after_a_positive_one_denies_only_the_other(rules):
+    a, b = rules.structure("Right lower lobe consolidation. No other focal consolidation.")
+    assert (a.presence, a.locations) == ("positive", ["right lower lobe"])
+    assert (b.presence, b.locations) == ("negative", [])
+
+
+def test_stability_wordings_stay_positive(rules):
+    (f,) = rules.structure("No further change in the small left effusion.")
+    assert (f.lesion_type, f.presence) == ("effusion", "positive")
+    (f,) = rules.structure("Pneumonia is not excluded.")
+    assert (f.presence, f.certainty) == ("positive", "tentative")
+
+
+def test_residual_finding_after_a_resolved_one_is_present(rules):
+    a, b = rules.structure("Resolution of central consolidation and residual peripheral consolidation.")
+    assert (a.presence, b.presence) == ("negative", "positive")
+    (f,) = rules.structure("No residual effusion.")
+    assert f.presence == "negative"
+
+
+def test_a_test_asked_for_is_no_finding_stated(rules):
+    (f,) = rules.structure("He was tested for COVID-19 infection.")
+    assert (f.presence, f.certainty) == ("negative", "tentative")
+
+
+@pytest.mark.parametrize(
+    "text",
+    ["Adult female with positive HIV infection.", "Recent upper airway infection.", "Urinary tract infection."],
+)
+def test_infections_outside_the_lung_are_no_pneumonia(rules, text):
+    assert "pneumonia" not in {f.lesion_type for f in rules.structure(text)}
+
+
+def test_an_adjective_of_the_same_type_is_no_second_finding(rules):
+    (f,) = rules.structure("Hazy opacities in the right lower lobe.")
+    assert (f.lesion_type, f.locations) == ("opacity", ["right lower lobe"])
+
+
+def test_an_adjective_of_another_type_lies_where_its_noun_does(rules):
+    fs = rules.structure("Consolidative opacities in the left lower lobe.")
+    assert {(f.lesion_type, tuple(f.locations)) for f in fs} == {
+        ("consolidation", ("left lower lobe",)),
+        ("opacity", ("left lower lobe",)),
+    }
+
+
+def test_a_place_outside_the_lung_is_not_shared_with_a_lung_lesion(rules):
+    fs = by_type(rules, "Healing left rib fractures and small pleural effusion.")
+    assert fs["effusion"].locations == []  # anywhere in the lungs, not in the rib
+    assert fs[None].locations == ["left rib"]
+    fs = by_type(rules, "No displaced rib fractures, pneumothorax, or pleural effusion.")
+    assert fs["effusion"].locations == []
+
+
+def test_both_alone_names_no_place(rules):
+    (f,) = rules.structure("Opacity in the left upper lung, identified both on PA and lateral views.")
+    assert f.locations == ["left upper lung"]  # IU CXR2205: no right lung
+    (f,) = rules.structure("Peripheral ground glass opacities on both sides.")
+    assert f.locations == ["both"]
+
+
+@pytest.mark.parametrize(
+    "text, places",
+    [
+        ("Minimal right sided perihilar atelectasis.", ["right perihilar"]),  # IU CXR2206
+        ("Minimal basilar atelectasis on the left.", ["left basilar"]),  # IU CXR78
+        # a place that names no lung region keeps the side
+        ("Large left effusion extending up to the level of the aortic knob.", ["left", "left aortic"]),
+    ],
+)
+def test_a_side_named_with_a_region_of_that_side_adds_no_whole_lung(rules, text, places):
+    (f,) = rules.structure(text)
+    assert f.locations == places

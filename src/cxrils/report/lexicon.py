@@ -100,6 +100,16 @@ OTHER_FINDINGS: Final[tuple[str, ...]] = (
     "pericardial effusions",
     "tuberculous infection",
     "tuberculosis infection",
+    # infections outside the lung parenchyma (clinical notes: "positive HIV infection")
+    "hiv infection",
+    "urinary tract infection",
+    "upper airway infection",
+    "upper respiratory infection",
+    "upper respiratory tract infection",
+    "wound infection",
+    "soft tissue infection",
+    "line infection",
+    "infection isolation",
     "tuberculous pneumonia",
     "tuberculosis pneumonia",
     # Not edema on the image (cxrils.vocab): found, but of no lesion type.
@@ -125,6 +135,10 @@ NONSPECIFIC_TYPES: Final[frozenset[str]] = frozenset({"opacity", "consolidation"
 #: wherever it is: "opacity projecting over the 9th rib" is usually in the lung.
 LUNG_FINDING_CATEGORIES: Final[frozenset[str]] = frozenset({"lung", "pleura", "lateral view location"})
 DENSITY_ENTITIES: Final[frozenset[str]] = frozenset({"density", "densities"})
+#: Adjectives of the lexicon that name a finding alone ("hazy right base") but only
+#: qualify a finding right after them ("hazy opacities", "consolidative opacity"): there
+#: they are no finding of their own.
+MODIFIER_ENTITIES: Final[frozenset[str]] = frozenset({"hazy", "consolidative"})
 #: Findings that are no lung opacity: a density the report says is one of these gets no
 #: lesion type ("retrocardiac density consistent with a hiatal hernia", "density
 #: corresponding to a calcified granuloma"), as a density outside the lung does (paper
@@ -350,6 +364,9 @@ _RAW_CONTEXT_RULES: tuple[tuple[str, str, str, int | None], ...] = (
             "interval clearing of",
             "interval clearing",
             "no history of",
+            # "note lack of cavitation, lymphadenopathy, and pleural effusion"
+            "lack of",
+            "excluding",
         )
     ),
     # "Resolution of the previously seen effusion": "seen", "noted" and "present" end a
@@ -433,6 +450,14 @@ _RAW_CONTEXT_RULES: tuple[tuple[str, str, str, int | None], ...] = (
             "are gone",
             "ruled out",
             "has disappeared",
+            # "pneumonia is excluded"; "not excluded" and "cannot be excluded" are hedges (longer cues)
+            "is excluded",
+            "are excluded",
+            "was excluded",
+            "were excluded",
+            "not recognizable",
+            "not recognisable",
+            "not visible",
             # "pulmonary vascular engorgement appears within limits of normal"
             "within normal limits",
             "within limits of normal",
@@ -615,6 +640,11 @@ _RAW_CONTEXT_RULES: tuple[tuple[str, str, str, int | None], ...] = (
             "correlate clinically",
             "symptoms of",
             "signs and symptoms of",
+            # a test asked for, not its result: "he was tested for COVID-19 infection"
+            "tested for",
+            "testing for",
+            "screened for",
+            "screening for",
             # an inline header inside the section: "History: pneumonia", "Indication: cough"
             "history :",
             "clinical history :",
@@ -661,14 +691,13 @@ _RAW_CONTEXT_RULES: tuple[tuple[str, str, str, int | None], ...] = (
             "without substantial change",
             "no significant interval change of",
             "no substantial interval change",
-            "no other",
-            "without other",
-            "no additional",
             "not worsened",
             "no worsening",
             "gram negative",
             "not unexpected",
-            "no further",
+            # "no further change"; "no further consolidation" is read by the "no" cue
+            "no further change",
+            "no further interval change",
             "no longer distended",
             "there is clear",
             "there are clear",
@@ -715,6 +744,10 @@ _RAW_CONTEXT_RULES: tuple[tuple[str, str, str, int | None], ...] = (
             # "resolution of the right effusion, new left consolidation" (not "no new ...",
             # a cue of its own, nor "no evidence of new consolidation": no comma)
             ", new",
+            # "resolution of central consolidation and residual peripheral consolidation"
+            # (not "no residual effusion": no "and" or comma before it)
+            "and residual",
+            ", residual",
         )
     ),
 )
@@ -950,13 +983,15 @@ LOCATION_RE: Final[re.Pattern[str]] = re.compile(
     re.IGNORECASE,
 )
 _NOT_WORDS = frozenset(w for c in _CONNECTORS for w in c.split())
+_BOTH_SIDES = re.compile(r"\s+sides?\b", re.IGNORECASE)
 
 
 def find_locations(text: str) -> list[tuple[int, int, str]]:
     """Location phrases in ``text`` as ``(start, end, phrase)`` character spans.
 
     A run of location words that holds only qualifiers ("lower", "segment") is not
-    a location, unless it names a zone or lobe ("the lower lobes"). Trailing
+    a location, unless it names a zone or lobe ("the lower lobes"); nor is "both" alone
+    ("both on PA and lateral views"), unless "sides" follows ("on both sides"). Trailing
     connectors are never part of a phrase.
     """
     out: list[tuple[int, int, str]] = []
@@ -965,6 +1000,8 @@ def find_locations(text: str) -> list[tuple[int, int, str]]:
         words = [w for w in re.findall(r"[a-z][a-z/-]*", phrase.lower()) if w not in _NOT_WORDS]
         if all(w in LOCATION_QUALIFIERS for w in words) and not _ZONE_RUN.match(" ".join(words)):
             continue
+        if words == ["both"] and not _BOTH_SIDES.match(text, m.end()):
+            continue  # "seen both on PA and lateral views": no place named ("on both sides" is one)
         if (
             out
             and COMPARED_SIDES_RE.match(phrase)

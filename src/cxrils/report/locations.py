@@ -168,6 +168,10 @@ def _parts(phrase: str) -> list[str]:
                     # "mid and lower lungs": borrow the head; "right and left lower lobes":
                     # a bare side borrows the rest of the next part.
                     p = f"{p} {h.group(0) if zoned else _SIDE_WORD.sub('', q).strip()}"
+                    side = _SIDE_WORD.search(q)
+                    if zoned and side and not (_SIDE_WORD.search(p) or _EXPLICIT_BOTH.search(p)):
+                        # "upper and lower lobes of the left lung": one phrase, one side
+                        p = f"{side.group(0)} {p}"
                     break
         if not (_SIDE_WORD.search(p) or _EXPLICIT_BOTH.search(p)):
             prev = [q for q in out if _SIDE_WORD.search(q)]

@@ -43,6 +43,7 @@ from cxrils.report.lexicon import (
     DENSITY_ENTITIES,
     HILAR_WORDS,
     LUNG_FINDING_CATEGORIES,
+    MODIFIER_ENTITIES,
     NEGATION_IN_PATTERN,
     NON_LESION_DENSITY_FINDINGS,
     NONSPECIFIC_TYPES,
@@ -53,7 +54,7 @@ from cxrils.report.lexicon import (
 from cxrils.report.locations import UPPER_CASE_LOBE_RE, LexiconLocationMapper, write_out_lobes
 from cxrils.report.tokens import DEID_TOKEN, Matcher, Sentence, TokenPattern, split_sentences
 from cxrils.types import Finding
-from cxrils.vocab import INFERENCE_LESION_TYPES
+from cxrils.vocab import INFERENCE_LESION_TYPES, LUNG_REGION_LABELS
 
 # Words allowed between a location and the finding it precedes ("left SMALL effusion").
 _PREMOD = re.compile(
@@ -240,7 +241,7 @@ class RulesStructurer:
         mentions: list[_Mention] = []
         prev: tuple[int, list[_Mention]] = (0, [])  # the last sentence with findings
         for sent in sentences:
-            ents = self._targets.find(sent.words)
+            ents = _without_modifiers(text, sent, self._targets.find(sent.words))
             if not ents:
                 continue
             cues = _clause_scope(sent.words, [(a, b) for a, b, _ in ents], _listing_or(self._cues.find(sent.words)))
@@ -296,7 +297,9 @@ class RulesStructurer:
                 sentence_index=m.sentence_index,
                 presence=m.presence,
                 certainty=m.certainty,
-                locations=_without_extent_comparison(_one_side(_dedupe([p.lower() for p in m.pre + m.post]))),
+                locations=_without_bare_side(
+                    _without_extent_comparison(_one_side(_dedupe([p.lower() for p in m.pre + m.post])))
+                ),
                 labels=[],
                 lesion_type=m.lesion_type,
                 predicted_lesion_type=m.predicted,
@@ -361,9 +364,19 @@ class RulesStructurer:
             if not _CONJ.match(text[a.end : b.start]) or a.presence != b.presence:
                 continue
             if a.pre and not (b.pre or b.post):
-                b.pre = list(a.pre)
+                b.pre = _shared(a.pre, b)
             elif b.post and not (a.pre or a.post) and a.lesion_type != "cardiomegaly":
-                a.post = list(b.post)
+                a.post = _shared(b.post, a)
+        # An adjective finding lies where the finding it qualifies does: "consolidative
+        # opacities in the left lower lobe" (_without_modifiers).
+        for a, b in zip(ms, ms[1:]):
+            if (
+                a.entity in MODIFIER_ENTITIES
+                and b.lesion_type is not None
+                and not (a.pre or a.post)
+                and _PREMOD.match(text[a.end : b.start])
+            ):
+                a.post = _shared(b.pre + b.post, a)
         # An unlocated lung finding shares the place of the located finding just before
         # it: "right pleural effusion with adjacent atelectasis".
         for i, b in enumerate(ms):
@@ -379,7 +392,7 @@ class RulesStructurer:
                 and len(gap.split()) <= 8
                 and (not _SHARE_BREAK.search(gap) or gap.lstrip().startswith(";") and _refers(gap))
             ):
-                b.post = list(a.pre + a.post)
+                b.post = _shared(a.pre + a.post, b)
 
     @staticmethod
     def _refer_back(text: str, sent: Sentence, ms: list[_Mention], prev: tuple[int, list[_Mention]]) -> None:
@@ -456,6 +469,23 @@ class RulesStructurer:
                 m.predicted = b.lesion_type
                 m.predicted_text = " ".join(words.lower().split())
                 m.inference_certainty = "tentative" if hedged or m.certainty == "tentative" else "definitive"
+
+
+def _without_modifiers(text: str, sent: Sentence, ents: list) -> list:
+    """The sentence's finding matches less an adjective of :data:`MODIFIER_ENTITIES` that
+    qualifies a finding of its own lesion type right after it ("hazy opacities": one
+    opacity, not a second, unlocated one). One of another type stays a finding
+    ("ground-glass and consolidative opacities" names a consolidation) and takes the
+    places of the finding it qualifies (:meth:`RulesStructurer._attach_locations`)."""
+    out = []
+    for i, ent in enumerate(ents):
+        nxt = ents[i + 1] if i + 1 < len(ents) else None
+        if ent[2][0] in MODIFIER_ENTITIES and nxt is not None and nxt[2][1] == ent[2][1]:
+            gap = text[sent.char_span(ent[0], ent[1])[1] : sent.char_span(nxt[0], nxt[1])[0]]
+            if _PREMOD.match(gap):
+                continue
+        out.append(ent)
+    return out
 
 
 def _hedged_apposition(gap: str) -> bool:
@@ -617,6 +647,24 @@ def _without_extent_comparison(phrases: list[str]) -> list[str]:
     return rest or phrases
 
 
+_BARE_SIDE = re.compile(r"^(?:right|left)(?:[- ]?sided| side)?$")
+
+
+def _without_bare_side(phrases: list[str]) -> list[str]:
+    """A finding's places less a bare side ("right", "on the left") that another of its
+    places names with a lung region of that side: "minimal right sided perihilar
+    atelectasis" and "basilar atelectasis on the left" lie in that region, not in the
+    whole lung. A place outside the lung ("left effusion up to the aortic knob") or with
+    no lung region keeps the side."""
+    named = {
+        m.group(0)
+        for p in phrases
+        if not _BARE_SIDE.match(p) and set(_CATEGORIES.map(p)) & set(LUNG_REGION_LABELS)
+        for m in _SIDES.finditer(p)
+    }
+    return [p for p in phrases if not (_BARE_SIDE.match(p) and _SIDES.search(p).group(0) in named)]
+
+
 def _one_side(phrases: list[str]) -> list[str]:
     """A finding's places without a side take the one side its other places name:
     "minimal basilar infiltrate, left base" -> "left basilar", "left base"."""
@@ -636,6 +684,16 @@ def _lung_compatible(phrase: str) -> bool:
     :data:`LUNG_FINDING_CATEGORIES`, it names the hila, or it has no category at all."""
     cats = _CATEGORIES.categories(phrase)
     return not cats or bool(HILAR_WORDS.search(phrase)) or any(c in LUNG_FINDING_CATEGORIES for c in cats)
+
+
+def _shared(places: list[str], receiver: _Mention) -> list[str]:
+    """The places of one finding that another shares (coordination, an unlocated finding
+    beside a located one): for a finding of a lesion type only those that can be in the
+    lung (:func:`_lung_compatible`), since "healing left rib fractures and small pleural
+    effusion" puts the fractures, not the effusion, in the rib."""
+    if receiver.lesion_type is None:
+        return list(places)
+    return [p for p in places if _lung_compatible(p.lower())]
 
 
 def _outside_lung(phrases: list[str]) -> bool:

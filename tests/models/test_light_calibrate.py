@@ -415,7 +415,9 @@ def test_consistent_answers_a_passing_global_question_lifts_the_lungs_its_mask_l
     assert "present by the global question" in right.note and "own score is 0.30" in right.note
     assert left.mask[:, 20:].all() and not left.mask[:, :20].any()
     assert base.mask.all() and base.note is None
-    assert not both.mask.any()  # a list of locations answers by its own score (0.1), inside present lungs
+    # a list of locations scores 0.1, but the global answer names both its lungs ("It is
+    # located in the right lung and left lung"): present, with the global mask
+    assert both.mask.all() and "answer names the right lung and the left lung" in both.note
     # bright: only the both-lungs question passes (0.9); it lifts no lung, so it is absent too
     right, glob, both = seg.predict_many([BRIGHT] * 3, [R, G, RL])
     assert not right.mask.any() and not glob.mask.any()
@@ -426,11 +428,43 @@ def test_consistent_answers_a_passing_global_question_lifts_the_lungs_its_mask_l
     assert seg.net.asked[-2:] == [R, G]  # no extra questions without the rule
 
 
-def test_consistent_answers_leave_lesion_inference_and_cardiomegaly_alone():
+def test_consistent_answers_a_zone_the_global_answer_names_is_present():
+    # the global question passes with a mask over the image's left half (patient right)
+    # only; the right lung base (a zone there) and the right lung score low on their own
+    l_base = "Segment the opacity in the left lung base."
+    seg = _consistent_segmenter(
+        {(G, True): 0.9, (R, True): 0.2, (L, True): 0.2, (R_BASE, True): 0.1, (l_base, True): 0.1}
+    )
+    half = np.zeros((40, 40), bool)
+    half[:, :20] = True
+    seg._mask = lambda out, row, shape: half.copy()
+    glob, base = seg.predict_many([DARK, DARK], [G, R_BASE])
+    assert glob.answer == "[SEG] It is located in the right lung."
+    assert base.mask[:, :20].all() and not base.mask[:, 20:].any()
+    assert "the global question's answer names the right lung base" in base.note
+    assert "own score is 0.100" in base.note
+    # a left zone: the global answer does not name it, and its lung is absent
+    (left_base,) = seg.predict_many([DARK], [l_base])
+    assert not left_base.mask.any() and left_base.answer == "[SEG] There is no opacity in the left lung base."
+
+
+def test_consistent_answers_a_lesion_inference_question_agrees_with_its_lung():
+    inference = "Segment the opacity in the left lung and predict its type."
+    seg = _consistent_segmenter({(G, True): 0.2, (R, True): 0.2, (L, True): 0.9, (inference, True): 0.1})
+    left, asked = seg.predict_many([DARK, DARK], [L, inference])
+    assert left.mask.all() and asked.mask[:, 20:].all() and not asked.mask[:, :20].any()
+    assert asked.answer.startswith("[SEG] It is") and "present by the left lung's question" in asked.note
+    seg = _consistent_segmenter({(G, True): 0.2, (R, True): 0.2, (L, True): 0.1, (inference, True): 0.9})
+    (asked,) = seg.predict_many([DARK], [inference])
+    assert not asked.mask.any() and asked.answer == "[SEG] There is no opacity in the left lung."
+
+
+def test_consistent_answers_leave_cardiomegaly_alone():
     from cxrils.models.light.consistency import hierarchy_of
     from cxrils.templates import ParsedText
 
-    assert hierarchy_of(ParsedText("lesion_inference", None, None, ("right lung",))) is None
+    inference = hierarchy_of(ParsedText("lesion_inference", None, None, ("right lung",)))
+    assert inference.level == "right lung" and inference.questions[0] == "Segment the opacity."
     assert hierarchy_of(ParsedText("global", None, "cardiomegaly")) is None
     assert hierarchy_of(None) is None
     tree = hierarchy_of(ParsedText("basic", None, "effusion", ("left lung base", "left mid zone lung")))

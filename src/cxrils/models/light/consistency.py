@@ -16,9 +16,14 @@ global and basic templates). Each lung is then decided once
 * a **lung-level question** is present iff a lung it covers is present, whatever its
   own score (which is still reported); a global mask is kept inside its present lungs (``LightSegmenter._keep_in_lungs``), and a question lifted by another
   one answers with the passing lung-level masks inside its present lungs;
-* any other location question (zones, lobes, lists of them, both lungs) is present iff its own
-  score reaches the threshold, its mask is not empty and a lung on one of its
-  locations' sides is present. Such a question does not lift its lung: a light model
+* any other location question (zones, lobes, lists of them, both lungs) is present iff a
+  lung on one of its locations' sides is present and either its own score reaches the
+  threshold with a non-empty mask, or the global question's answer names one of its
+  locations (the zones and lungs :func:`cxrils.models.light.answer.locations_from_mask`
+  finds in the mask that answer gives, lifted or not; a named zone names its lung, a
+  named lung its four zones): "It is located in the right upper zone lung" is not
+  followed by "There is no opacity in the right upper zone lung". Such a question does
+  not lift its lung: a light model
   trained before issue 28's both-lungs negatives
   (:func:`cxrils.training.light_data.both_lungs_negatives`) scored the both-lungs question
   near 1 on normal images (a text shortcut: its training data asked it only of
@@ -28,7 +33,10 @@ So a zone is answered present only when its lung is, and the global answer is pr
 exactly when a lung answer is. Two earlier rules gated the lungs instead (on the global
 question's own score, then on each lung's own score alone); both cost much of the recall
 of the location questions (docs/results/human_masks.md), since a lesion often passes
-the global question while each single lung scores below the threshold. Cardiomegaly (an organ, the heart) and lesion-inference questions are left alone.
+the global question while each single lung scores below the threshold. A
+lesion-inference question ("Segment the opacity in the left lung and predict its
+type.") is decided as the basic question of its locations is (its type comes from its
+own row). Cardiomegaly (an organ, the heart) is left alone.
 """
 
 from __future__ import annotations
@@ -38,7 +46,7 @@ from dataclasses import dataclass
 from cxrils import vocab
 from cxrils.templates import ParsedText, render_instruction
 
-__all__ = ["LUNG_LEVEL", "Evidence", "Hierarchy", "hierarchy_of", "decide"]
+__all__ = ["LUNG_LEVEL", "Evidence", "Hierarchy", "hierarchy_of", "named_places", "decide"]
 
 #: The lung-level questions, in the order they ride in the network pass: the global
 #: question, then the two whole lungs (:data:`cxrils.vocab.WHOLE_LUNGS`).
@@ -93,11 +101,18 @@ class Hierarchy:
     level : str or None
         The question's own :data:`LUNG_LEVEL` key, or None for a zone, lobe or any list
         of locations (both lungs included).
+    locations : tuple of str
+        The question's own query locations (empty for the global question).
+    inference : bool
+        A lesion-inference question: its own row is not the lung-level question of its
+        lung (that one is asked beside it), so it never stands in for it.
     """
 
     lung_questions: dict[str, str]
     sides: tuple[str, ...]
     level: str | None
+    locations: tuple[str, ...] = ()
+    inference: bool = False
 
     @property
     def questions(self) -> tuple[str, ...]:
@@ -116,17 +131,16 @@ def hierarchy_of(parsed: ParsedText | None) -> Hierarchy | None:
     Returns
     -------
     Hierarchy or None
-        None for an unread instruction, a lesion-inference question, an organ target
-        (cardiomegaly) or a location outside both lungs.
+        None for an unread instruction, an organ target (cardiomegaly) or a location
+        outside both lungs. A lesion-inference question, which names no target, is
+        checked against the opacity questions (:mod:`cxrils.models.light.text` reads it
+        so too).
     """
-    if (
-        parsed is None
-        or parsed.target is None
-        or parsed.target in vocab.ORGAN_LOCATIONS
-        or parsed.instruction_type not in ("basic", "global")
-    ):
+    if parsed is None or parsed.instruction_type not in ("basic", "global", "lesion_inference"):
         return None
-    t = parsed.target
+    t = "opacity" if parsed.instruction_type == "lesion_inference" else parsed.target
+    if t is None or t in vocab.ORGAN_LOCATIONS:
+        return None
     questions = {
         "global": render_instruction("global", t),
         **{lung: render_instruction("basic", t, [lung]) for lung in vocab.WHOLE_LUNGS},
@@ -138,11 +152,31 @@ def hierarchy_of(parsed: ParsedText | None) -> Hierarchy | None:
     if not sides:
         return None
     level = parsed.locations[0] if len(parsed.locations) == 1 and parsed.locations[0] in vocab.WHOLE_LUNGS else None
-    return Hierarchy(questions, sides, level)
+    inference = parsed.instruction_type == "lesion_inference"
+    return Hierarchy(questions, sides, level, tuple(parsed.locations), inference)
+
+
+def named_places(locations: list[str]) -> frozenset[str]:
+    """The query locations an answer naming ``locations`` (those of
+    :func:`cxrils.models.light.answer.locations_from_mask`) speaks of: each one, the lung
+    of a named zone, and the four zones of a named lung (which the answer names instead
+    of its four zones)."""
+    out = set(locations)
+    for loc in locations:
+        side = vocab.LABEL_SIDE.get(loc)
+        if loc in vocab.WHOLE_LUNGS:
+            out.update(vocab.RIGHT_ZONES if side == vocab.LABEL_SIDE["right lung"] else vocab.LEFT_ZONES)
+        elif loc in vocab.LUNG_ZONES:
+            out.update(lung for lung in vocab.WHOLE_LUNGS if vocab.LABEL_SIDE[lung] == side)
+    return frozenset(out)
 
 
 def decide(
-    hierarchy: Hierarchy, own: Evidence, evidence: dict[str, Evidence], threshold: float
+    hierarchy: Hierarchy,
+    own: Evidence,
+    evidence: dict[str, Evidence],
+    threshold: float,
+    named: frozenset[str] = frozenset(),
 ) -> tuple[bool, tuple[str, ...], str | None]:
     """Whether a question is answered present under the consistent-answers rule, and why.
 
@@ -155,9 +189,14 @@ def decide(
         its sides' lungs for a location question).
     evidence : dict of str to Evidence
         Per :data:`LUNG_LEVEL` key: what that question says. For a lung-level question
-        its own entry is replaced by ``own``, so one network row decides it.
+        (not a lesion-inference one) its own entry is replaced by ``own``, so one network
+        row decides it.
     threshold : float
         The target's presence threshold (``tau_presence`` or its per-target value).
+    named : frozenset of str
+        The query locations the global question's answer names (:func:`named_places` of
+        the locations of the mask it answers with; empty where it is absent). Read only
+        for a zone, lobe or list question.
 
     Returns
     -------
@@ -166,19 +205,31 @@ def decide(
         :data:`cxrils.vocab.WHOLE_LUNGS` order); a note saying what decided it, or None
         where the question's own score and mask already say it.
     """
-    if hierarchy.level is not None:
+    if hierarchy.level is not None and not hierarchy.inference:
         evidence = {**evidence, hierarchy.level: own}
     present = {lung for ev in evidence.values() if ev.passes(threshold) for lung in ev.lungs}
     covered = tuple(lung for lung in hierarchy.sides if lung in present)
     scores = ", ".join(f"{key} {evidence[key].score:.3f}" for key in LUNG_LEVEL)
     rule = f"threshold {threshold:.3f}; consistent_answers"
-    if hierarchy.level is None:  # a zone, lobe or list of them: its own answer, inside a present lung
-        if not own.passes(threshold) or covered:
-            return own.passes(threshold) and bool(covered), covered, None
+    if hierarchy.level is None:  # a zone, lobe or list of them: inside a present lung
+        if own.passes(threshold):
+            if covered:
+                return True, covered, None
+            return (
+                False,
+                covered,
+                (f"answered absent: the lung it lies in is absent (lung-level questions: {scores}; {rule})"),
+            )
+        places = [loc for loc in hierarchy.locations if loc in named]
+        if not covered or not places:
+            return False, covered, None
         return (
-            False,
+            True,
             covered,
-            (f"answered absent: the lung it lies in is absent (lung-level questions: {scores}; {rule})"),
+            (
+                f"answered present: the global question's answer names the {' and the '.join(places)}, though "
+                f"this question's own score is {own.score:.3f} ({rule})"
+            ),
         )
     if not covered:
         if own.score >= threshold:

@@ -19,7 +19,7 @@ from cxrils.fsutil import atomic_path, atomic_write_json
 from cxrils.models.base import CONFIG_NAME, ModelLoadError, Prediction, Segmenter, check_image
 from cxrils.models.light.answer import compose_answer, locations_from_mask
 from cxrils.models.light.config import LightConfig
-from cxrils.models.light.consistency import Evidence, Hierarchy, decide, hierarchy_of
+from cxrils.models.light.consistency import Evidence, Hierarchy, decide, hierarchy_of, named_places
 from cxrils.models.light.priors import (
     NO_LUNGS,
     PRIOR_STAGES,
@@ -355,8 +355,8 @@ class LightSegmenter(Segmenter):
     def predict_many(self, images: list[np.ndarray], instructions: list[str]) -> list[Prediction]:
         """Answer several (image, instruction) pairs in one network pass.
 
-        With :attr:`LightConfig.consistent_answers`, each basic or global question about a
-        lung lesion type adds the three lung-level questions of its target (global, right
+        With :attr:`LightConfig.consistent_answers`, each basic, global or lesion-inference
+        question about a lung lesion type adds the three lung-level questions of its target (global, right
         lung, left lung) to the same pass, and each lung is decided once
         (:mod:`cxrils.models.light.consistency`), so the network batch may hold up to four
         rows per pair. With
@@ -452,7 +452,9 @@ class LightSegmenter(Segmenter):
     ) -> tuple[np.ndarray, str | None]:
         """Mask and note of pair ``i`` under the consistent-answers rule
         (``consistent_answers``; :func:`cxrils.models.light.consistency.decide`);
-        ``extra`` maps (pair, lung-level question) to its network row."""
+        ``extra`` maps (pair, lung-level question) to its network row. A zone, lobe or
+        list question lifted by the global answer answers with that answer's mask inside
+        its locations."""
         rows = {key: extra[i, q] for key, q in tree.lung_questions.items()}
         masks = {key: self._mask(out, r, x.shape) for key, r in rows.items()}
         evidence = {
@@ -466,18 +468,51 @@ class LightSegmenter(Segmenter):
             if tree.level is not None
             else Evidence(own_score, bool(own_mask.any()), tree.sides)
         )
-        present, covered, note = decide(tree, own, evidence, threshold)
+        named: frozenset[str] = frozenset()
+        if tree.level is None:  # what the global question's answer names (its text's locations)
+            lungs = tuple(
+                lung
+                for lung in vocab.WHOLE_LUNGS
+                if any(ev.passes(threshold) and lung in ev.lungs for ev in evidence.values())
+            )
+            global_mask = np.zeros(x.shape, dtype=bool)
+            if lungs:
+                global_mask = self._lifted(
+                    masks["global"], evidence["global"], evidence, masks, lungs, x, prior, threshold
+                )
+            if global_mask.any():
+                anatomy = (prior if prior is not None else self.image_priors(x)).anatomy
+                named = named_places(locations_from_mask(global_mask, anatomy, self.config.tau_location))
+        present, covered, note = decide(tree, own, evidence, threshold, named)
         if not present:
             if note is None and own_score >= threshold:
                 note = f"answered absent: no pixel of the mask reaches tau_mask {self.config.tau_mask:g}"
             return np.zeros(x.shape, dtype=bool), note
         if tree.level in (None, *vocab.WHOLE_LUNGS) and own.passes(threshold):
             return own_mask, note
-        if tree.level is not None:
+        if tree.level is None:  # lifted by the global answer, which names one of its places
+            return global_mask & self._region(x, prior, tree.locations), note
+        if not tree.inference:
             evidence[tree.level], masks[tree.level] = own, own_mask
+        return self._lifted(own_mask, own, evidence, masks, covered, x, prior, threshold), note
+
+    def _lifted(
+        self,
+        own_mask: np.ndarray,
+        own: Evidence,
+        evidence: dict[str, Evidence],
+        masks: dict[str, np.ndarray],
+        covered: tuple[str, ...],
+        x: np.ndarray,
+        prior: ImagePriors | None,
+        threshold: float,
+    ) -> np.ndarray:
+        """The mask of a lung-level answer present in the lungs ``covered``: its own mask
+        where it passes, else the passing lung-level masks that lift those lungs, kept
+        inside them (:meth:`_keep_in_lungs`)."""
         lifting = [masks[key] for key, ev in evidence.items() if ev.passes(threshold) and set(ev.lungs) & set(covered)]
         base = own_mask if own.passes(threshold) else np.logical_or.reduce(lifting)
-        return self._keep_in_lungs(base, x, prior, covered, lifting), note
+        return self._keep_in_lungs(base, x, prior, covered, lifting)
 
     def _evidence(
         self, key: str, score: float, mask: np.ndarray, x: np.ndarray, prior: ImagePriors | None, threshold: float

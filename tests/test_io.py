@@ -506,6 +506,30 @@ def test_png_16bit_scaled_by_the_container_range(tmp_path: Path) -> None:
     assert np.all(np.diff(img.pixels[0].astype(int)) >= 0)  # no wrap-around, no plateau from clipping
 
 
+def test_png_16bit_with_sbit_is_scaled_by_its_significant_bits(tmp_path: Path, caplog) -> None:
+    """12-bit data in a 16-bit PNG that says so (sBIT = 12, PNG 1.2 section 4.2.6): 4095 is
+    white, as a 12-bit DICOM's maximum is; the same file without sBIT is scaled by the
+    16-bit range and a warning names the file."""
+    from PIL.PngImagePlugin import PngInfo
+
+    arr = np.tile(np.array([0, 1024, 2048, 4095], np.uint16), (3, 1))
+    info = PngInfo()
+    info.add(b"sBIT", bytes([12]))
+    Image.fromarray(arr).save(tmp_path / "sbit.png", pnginfo=info)
+    img = load_image(tmp_path / "sbit.png")
+    assert img.meta.bits_stored == 12
+    np.testing.assert_array_equal(img.pixels[0], [0, 64, 128, 255])  # round(v * 255 / 4095)
+    Image.fromarray(arr).save(tmp_path / "plain.png")
+    with caplog.at_level("WARNING"):
+        plain = load_image(tmp_path / "plain.png")
+    assert plain.meta.bits_stored == 16 and plain.pixels.max() == 16  # round(4095 * 255 / 65535)
+    assert "plain.png" in caplog.text and "sBIT" in caplog.text
+    caplog.clear()
+    with caplog.at_level("WARNING"):
+        load_image(tmp_path / "sbit.png")
+    assert caplog.text == ""
+
+
 def test_8bit_and_16bit_copies_give_the_same_x(tmp_path: Path, shared_data: Path) -> None:
     """The one rule for both depths: v16 = 257 * v8 (the usual 8 -> 16-bit widening)
     gives back exactly v8, on a real radiograph and on a constant image."""

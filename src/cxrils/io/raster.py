@@ -5,7 +5,11 @@
 * Gray levels are scaled linearly by the range of their container, the one rule for
   every integer depth: ``x = round(v * 255 / (2**bits - 1))``. 8-bit gray is kept as
   is; a 16-bit copy ``v16 = 257 * v8`` of an 8-bit image gives back exactly the same
-  ``x``, and a constant image keeps its level (it is not stretched, nor zeroed). Bilevel
+  ``x``, and a constant image keeps its level (it is not stretched, nor zeroed). A 16-bit
+  gray PNG whose ``sBIT`` chunk (PNG 1.2 section 4.2.6, significant bits) gives fewer
+  bits is scaled by that range instead (12-bit data: ``round(v * 255 / 4095)``); one
+  without ``sBIT`` whose values all fit in 12 bits is scaled by the 16-bit range and
+  logged as a warning (it is nearly black; re-save it with ``sBIT`` or as 8-bit). Bilevel
   maps to 0/255. 32-bit integer and float images have no display range of their own:
   they are stretched from their minimum to their maximum (never clipped, never
   wrapped; a constant one maps to 0).
@@ -18,7 +22,9 @@
 
 from __future__ import annotations
 
+import logging
 import re
+import struct
 import threading
 import warnings
 from collections.abc import Iterator
@@ -29,6 +35,8 @@ import numpy as np
 from PIL import Image, ImageOps
 
 from cxrils.io.base import RASTER_SIGNATURES, ImageLoadError, ImageMeta, LoadedImage, minmax_unit, unit_to_uint8
+
+log = logging.getLogger(__name__)
 
 #: Formats Pillow may detect; anything else is refused.
 FORMATS: tuple[str, ...] = ("PNG", "JPEG", "TIFF", "BMP")
@@ -70,9 +78,35 @@ def _bits(im: Image.Image) -> int:
     return 8
 
 
+def _png_significant_bits(path: Path) -> int | None:
+    """The ``sBIT`` gray depth of a 16-bit gray (or gray + alpha) PNG, or None where the
+    file has none (chunks are read up to the first IDAT; PNG 1.2 section 4.2.6)."""
+    try:
+        with open(path, "rb") as fh:
+            if fh.read(8) != b"\x89PNG\r\n\x1a\n":
+                return None
+            gray16 = False
+            while True:
+                head = fh.read(8)
+                if len(head) < 8:
+                    return None
+                length, kind = struct.unpack(">I4s", head)
+                if kind == b"IDAT" or length > 1 << 20:
+                    return None
+                data = fh.read(length)
+                fh.seek(4, 1)  # CRC (Pillow checks the file when it decodes it)
+                if kind == b"IHDR" and len(data) >= 10:
+                    gray16 = data[8] == 16 and data[9] in (0, 4)  # bit depth, colour type
+                elif kind == b"sBIT" and data:
+                    return int(data[0]) if gray16 and 1 <= data[0] < 16 else None
+    except OSError:
+        return None
+
+
 def _to_gray(im: Image.Image, transforms: list[str], bits: int) -> np.ndarray:
     """Gray uint8 of ``im``; ``bits`` is the stored depth (:func:`_bits` of the file, before
-    an EXIF transpose, which drops ``im.format``)."""
+    an EXIF transpose, which drops ``im.format``; a 16-bit PNG's ``sBIT`` depth where it
+    has one)."""
     mode = im.mode
     if mode == "L":
         return np.asarray(im, dtype=np.uint8)
@@ -80,11 +114,12 @@ def _to_gray(im: Image.Image, transforms: list[str], bits: int) -> np.ndarray:
         transforms.append("gray:1->L")
         return np.asarray(im.convert("L"), dtype=np.uint8)
     if mode in _HIGH_DEPTH:
-        if bits == 16 and mode != "F":
-            # Container range, exactly: (v * 255 + 32767) // 65535 = round(v * 255 / 65535).
-            v = np.clip(np.asarray(im, dtype=np.int64), 0, 65535)
-            transforms.append("scale:linear(0..65535)->uint8")
-            return ((v * 255 + 32767) // 65535).astype(np.uint8)
+        if bits <= 16 and mode != "F":
+            # Container range, exactly: (v * 255 + full // 2) // full = round(v * 255 / full).
+            full = 2**bits - 1
+            v = np.clip(np.asarray(im, dtype=np.int64), 0, full)
+            transforms.append(f"scale:linear(0..{full})->uint8")
+            return ((v * 255 + full // 2) // full).astype(np.uint8)
         f, lo, hi = minmax_unit(np.asarray(im))
         transforms.append(f"scale:minmax({lo:g}..{hi:g})->uint8")
         return unit_to_uint8(f)
@@ -153,6 +188,10 @@ def load_raster(path: str | Path, *, max_pixels: int) -> LoadedImage:
                         path, f"multi-frame {im.format} ({im.n_frames} frames); expected a single image"
                     )
                 fmt, mode, bits = str(im.format), im.mode, _bits(im)
+                significant = _png_significant_bits(path) if fmt == "PNG" and bits == 16 else None
+                if significant is not None:
+                    bits = significant
+                    transforms.append(f"png_sbit:{significant}")
                 orientation = im.getexif().get(0x0112, 1)  # EXIF Orientation tag
                 im.load()
                 oriented = ImageOps.exif_transpose(im)
@@ -183,6 +222,14 @@ def load_raster(path: str | Path, *, max_pixels: int) -> LoadedImage:
         # Pillow reports truncated and corrupt data as OSError / SyntaxError / ValueError.
         why = " ".join(str(err).split()) or "the decoder gave no reason"
         raise ImageLoadError(path, f"cannot decode image data: {why}") from err
+    if fmt == "PNG" and bits == 16 and mode != "F" and gray.max() <= 16:  # every value below 4096 of 65535
+        log.warning(
+            "%s: a 16-bit PNG whose values all fit in 12 bits and that has no sBIT chunk is scaled by "
+            "the 16-bit range, so it is nearly black (max gray level %d of 255); give it an sBIT chunk "
+            "(significant bits) or save it as 8-bit",
+            path,
+            int(gray.max()),
+        )
     meta = ImageMeta(
         format=fmt.lower(),
         original_shape=(h, w),

@@ -537,3 +537,21 @@ def test_a_re_export_leaves_only_its_own_masks_and_images(imported, tmp_path):
     assert some.read_bytes() == (ds / "images" / f"{image_id}.png").read_bytes()
     with pytest.raises(DatasetError, match="inside the mask folder"):
         export_mimic_ils(ds, out, images_dir=out / "lesion_mask")
+
+
+@pytest.mark.parametrize(
+    "pairs, kinds",
+    [
+        (None, ["malformed_sample"]),  # no pairs object: one problem, not also "no_pairs"
+        ({"positive_pairs": []}, ["malformed_sample"]),  # the negative list missing
+        ({"positive_pairs": [], "negative_pairs": []}, ["no_pairs"]),
+    ],
+)
+def test_a_sample_without_pairs_is_one_problem(pairs, kinds, tmp_path):
+    from cxrils.dataset.mimic_ils.importer import PAIRS_KEY, _Job, process_sample
+
+    item = {"image_path": "p10/x.jpg"} | ({} if pairs is None else {PAIRS_KEY: pairs})
+    job = _Job("train", "train", "s1", item, str(tmp_path), str(tmp_path), 1024, 255)
+    _, _, x, records, problems = process_sample(job)
+    assert x is None and records == []
+    assert [p["kind"] for p in problems] == kinds

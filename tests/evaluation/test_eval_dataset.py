@@ -214,8 +214,11 @@ def _write_jsonl(path: Path, rows: list[dict]) -> Path:
         "wrong_size",
         "truncated_rle",
         "bad_json",
+        "no_mask_field",
+        "null_mask",
         "garbage_parquet",
         "no_file",
+        "a_folder",
         "no_mask_column",
     ],
 )
@@ -244,7 +247,13 @@ def test_cli_evaluate_errors(case: str, dataset: Path, tmp_path: Path) -> None:
         _write_jsonl(pred, rows)
         with open(pred, "a") as fh:
             fh.write("{not json\n")
-        expect = "line 11"
+        expect = "line 11: not a prediction {record_id, mask: {size, counts}, answer?}: not valid JSON ("
+    elif case == "no_mask_field":
+        _write_jsonl(pred, rows[:3] + [{"record_id": rows[3]["record_id"]}])
+        expect = "line 4: not a prediction {record_id, mask: {size, counts}, answer?}: it has no 'mask' field"
+    elif case == "null_mask":
+        _write_jsonl(pred, [{**rows[0], "mask": None}])
+        expect = "line 1: not a prediction {record_id, mask: {size, counts}, answer?}: its mask is not an object"
     elif case == "garbage_parquet":
         pred = tmp_path / "p.parquet"
         pred.write_bytes(b"not a parquet file at all")
@@ -252,6 +261,10 @@ def test_cli_evaluate_errors(case: str, dataset: Path, tmp_path: Path) -> None:
     elif case == "no_file":
         pred = tmp_path / "absent.parquet"
         expect = "predictions file not found"
+    elif case == "a_folder":
+        pred = tmp_path / "preds"
+        pred.mkdir()
+        expect = "is a folder; give the predictions file (.parquet or .jsonl) in it"
     else:
         pred = tmp_path / "p.parquet"
         pq.write_table(pa.table({"record_id": [r["record_id"] for r in rows]}), pred)

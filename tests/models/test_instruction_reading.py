@@ -335,3 +335,11 @@ def test_an_instruction_naming_another_finding_or_several_types_is_refused_not_h
 )
 def test_one_type_named_twice_or_the_word_lesion_is_still_read(text, answered):
     assert InstructionEncoder("structured").read(text) == answered
+
+
+def test_a_long_instruction_is_quoted_cut_in_the_error():
+    text = "Segment the knee " + "x" * 5000
+    with pytest.raises(InstructionError) as err:
+        InstructionEncoder("structured").read(text)
+    message = str(err.value)
+    assert f"... ({len(text)} characters)" in message and "x" * 300 not in message

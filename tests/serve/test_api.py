@@ -170,6 +170,29 @@ def test_bad_instructions(client, image):
     # the model cannot read it (names no lesion type): 422 with the model's reason, not a 500
     r = client.post("/v1/segment", files=files, data={"instruction": "Segment the lungs."})
     assert r.status_code == 422 and "lungs" in r.json()["detail"]
+    # over Starlette's 1 MB text-part limit: the instruction's own limit, not the parser's words
+    r = client.post("/v1/segment", files=files, data={"instruction": "x" * 1_200_000})
+    assert r.status_code == 422 and r.json()["detail"] == (
+        "a text form field is larger than 1 MB: the instruction's limit is 500 characters, and the image goes "
+        "in a file part"
+    )
+
+
+def test_an_image_sent_as_text_is_refused_in_plain_words(client):
+    r = client.post("/v1/segment", data={"image": "not a file", "instruction": "Segment the edema."})
+    assert r.status_code == 422
+    assert r.json()["detail"] == "the form field 'image' must be a file part (curl: -F image=@FILE), not text"
+
+
+def test_a_request_over_the_upload_limit_names_no_single_field(image, segmenter):
+    small = TestClient(create_app(segmenter, config=ServiceConfig(max_upload_bytes=1000)))
+    r = small.post(
+        "/v1/segment", files={"image": ("x.png", _png(image), "image/png")}, data={"instruction": "y" * 1_100_000}
+    )
+    assert r.status_code == 413
+    assert (
+        r.json()["detail"] == "the request is larger than the limit of 0.000954 MB for the image plus 1 MB for the form"
+    )
 
 
 def test_upload_not_kept(client, image, tmp_path, monkeypatch):
@@ -211,9 +234,7 @@ def test_missing_fields_and_pages_answer_in_plain_words(client, image):
     r = client.post("/v1/segment")
     detail = r.json()["detail"]
     assert isinstance(detail, str) and "no image" in detail and "no instruction" in detail
-    # an image sent as a text part: the field is named, not its list index
-    r = client.post("/v1/segment", data={"image": "not a file", "instruction": "Segment the edema."})
-    assert r.status_code == 422 and r.json()["detail"].startswith("the form field 'image' is not valid"), r.text
+    # an image sent as a text part: test_an_image_sent_as_text_is_refused_in_plain_words
     page = client.get("/no/such/page", headers={"accept": "text/html"})
     assert page.status_code == 404 and page.headers["content-type"].startswith("text/html")
     assert '<a href="/">' in page.text and "detail" not in page.text

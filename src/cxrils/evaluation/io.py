@@ -221,6 +221,8 @@ def read_predictions(path: str | Path) -> pa.Table:
         missing or of the wrong type.
     """
     path = Path(path)
+    if path.is_dir():
+        raise EvaluationError(f"{path}: is a folder; give the predictions file (.parquet or .jsonl) in it")
     if not path.is_file():
         raise EvaluationError(f"{path}: predictions file not found")
     if path.suffix == ".parquet":
@@ -249,7 +251,7 @@ def read_predictions(path: str | Path) -> pa.Table:
                     kind = "" if path.suffix == ".jsonl" else " (predictions are .parquet or JSON Lines, .jsonl)"
                     raise EvaluationError(
                         f"{path}: line {lineno}: not a prediction "
-                        f"{{record_id, mask: {{size, counts}}, answer?}}: {err!r}{kind}"
+                        f"{{record_id, mask: {{size, counts}}, answer?}}: {_why_not_a_prediction(err)}{kind}"
                     ) from err
                 if not isinstance(rid, str):
                     raise EvaluationError(f"{path}: line {lineno}: record_id must be a string, got {rid!r}")
@@ -264,6 +266,15 @@ def read_predictions(path: str | Path) -> pa.Table:
     tables.append(_prediction_table(ids, counts, heights, widths, answers, str(path)))
     table = pa.concat_tables(tables)
     return table if any_answer else table.drop_columns(["answer"])
+
+
+def _why_not_a_prediction(err: Exception) -> str:
+    """Plain words for what :func:`read_predictions` found wrong with one JSON line."""
+    if isinstance(err, json.JSONDecodeError):
+        return f"not valid JSON ({err.msg} at column {err.colno})"
+    if isinstance(err, KeyError):
+        return f"it has no {err.args[0]!r} field"
+    return "its mask is not an object {size: [height, width], counts: RLE string}"
 
 
 def predictions_from_table(table: Any, where: str = "predictions") -> pa.Table:

@@ -94,6 +94,8 @@ def validation_message(errors: list[dict]) -> str:
         field = next((str(part) for part in reversed(err.get("loc", ())) if isinstance(part, str)), "")
         if err.get("type") == "missing" and field in MISSING_FIELD_MESSAGES:
             words.append(MISSING_FIELD_MESSAGES[field])
+        elif field == "image" and "UploadFile" in str(err.get("msg", "")):  # text sent where a file goes
+            words.append("the form field 'image' must be a file part (curl: -F image=@FILE), not text")
         else:
             words.append(f"the form field '{field}' is not valid: {err.get('msg', 'bad value')}")
     return "; ".join(dict.fromkeys(words)) or "the request is not a valid form"
@@ -161,7 +163,10 @@ def create_app(
         length = request.headers.get("content-length")
         if length and length.isdigit() and int(length) > cfg.max_upload_bytes + 1024 * 1024:
             return JSONResponse(
-                {"detail": f"the image is larger than the limit of {_megabytes(cfg.max_upload_bytes)}"},
+                {
+                    "detail": f"the request is larger than the limit of {_megabytes(cfg.max_upload_bytes)} for "
+                    "the image plus 1 MB for the form"
+                },
                 status_code=413,
             )
         return await call_next(request)
@@ -178,6 +183,14 @@ def create_app(
         detail = exc.detail if isinstance(exc.detail, str) else "the request failed"
         if exc.status_code == 404:
             detail = f"there is nothing at {request.url.path}; the API is POST /v1/segment (see /docs)"
+        elif exc.status_code == 400 and detail.startswith("Part exceeded maximum size"):  # Starlette's form parser
+            return JSONResponse(
+                {
+                    "detail": "a text form field is larger than 1 MB: the instruction's limit is "
+                    f"{cfg.max_instruction_chars} characters, and the image goes in a file part"
+                },
+                status_code=422,
+            )
         elif exc.status_code == 405:
             detail = f"{request.method} is not allowed at {request.url.path} (see /docs)"
         return JSONResponse({"detail": detail}, status_code=exc.status_code, headers=getattr(exc, "headers", None))

@@ -121,7 +121,8 @@ def process_sample(job: _Job) -> _Result:
     image_id = image_id_for(job.sample_key, image_path)
     pairs = _pairs(job, problems)
     if not pairs:
-        problems.append(_problem(job, "no_pairs", "sample has no instruction-answer pairs"))
+        if not problems:  # a malformed pairs object is already counted, once
+            problems.append(_problem(job, "no_pairs", "sample has no instruction-answer pairs"))
         return image_id, job.split, None, [], problems
     src = Path(job.images_dir) / image_path
     try:

@@ -49,6 +49,17 @@ class InstructionError(ValueError):
     """Raised when an instruction cannot be interpreted by the chosen encoder."""
 
 
+#: Characters of an instruction quoted in an error message (ours: a pasted report stays readable).
+_SHOWN_CHARS = 200
+
+
+def _shown(text: str) -> str:
+    """``repr`` of an instruction for an error message, cut after :data:`_SHOWN_CHARS`."""
+    if len(text) <= _SHOWN_CHARS:
+        return repr(text)
+    return f"{text[:_SHOWN_CHARS]!r}... ({len(text)} characters)"
+
+
 @dataclass(frozen=True)
 class Interpretation:
     """An instruction's structured content.
@@ -265,7 +276,7 @@ def _keyword_interpretation(text: str) -> templates.ParsedText | None:
     foreign = [w for w in words(text) if not w.isascii()]
     if foreign:  # dropped by the a-z reading above, they would go unanswered silently
         raise InstructionError(
-            f"cannot read the words {', '.join(dict.fromkeys(foreign))} of instruction {text!r}: the light model "
+            f"cannot read the words {', '.join(dict.fromkeys(foreign))} of instruction {_shown(text)}: the light model "
             "reads English instructions. " + accepted_help()
         )
     for phrase, relation in _RELATION_PHRASES:
@@ -352,14 +363,14 @@ def _checked_places(text: str, parsed: templates.ParsedText) -> templates.Parsed
             return templates.ParsedText("global", None, parsed.target, ())
         places = ", the ".join(vocab.LOBE_PHRASES.get(loc, loc) for loc in parsed.locations)
         raise InstructionError(
-            f"instruction {text!r}: {parsed.target} is a finding of the {organ} and is asked only of the "
+            f"instruction {_shown(text)}: {parsed.target} is a finding of the {organ} and is asked only of the "
             f'whole image ("Segment the {parsed.target}."), not of the {places}. ' + accepted_help()
         )
     organs = [loc for loc in parsed.locations if loc in set(vocab.ORGAN_LOCATIONS.values())]
     if organs:
         owners = sorted(t for t, o in vocab.ORGAN_LOCATIONS.items() if o in organs)
         raise InstructionError(
-            f"instruction {text!r}: {parsed.target or 'a lung lesion'} is asked of lung regions; the "
+            f"instruction {_shown(text)}: {parsed.target or 'a lung lesion'} is asked of lung regions; the "
             f"{', '.join(organs)} is the place of {', '.join(owners)} only. " + accepted_help()
         )
     return parsed
@@ -391,14 +402,14 @@ def canonical_instruction(parsed: templates.ParsedText) -> str:
 
 def _unread_place_error(text: str, words: list[str]) -> InstructionError:
     return InstructionError(
-        f"cannot read where instruction {text!r} asks to look (unread words: "
+        f"cannot read where instruction {_shown(text)} asks to look (unread words: "
         f"{', '.join(words)}), and it is not answered without its location. " + accepted_help()
     )
 
 
 def _excluding_error(text: str, words: list[str]) -> InstructionError:
     return InstructionError(
-        f"instruction {text!r} excludes something ({', '.join(dict.fromkeys(words))}); the light model reads "
+        f"instruction {_shown(text)} excludes something ({', '.join(dict.fromkeys(words))}); the light model reads "
         "only what an instruction asks for, so name just the places to look in. " + accepted_help()
     )
 
@@ -459,7 +470,7 @@ def _finding_asked(text: str) -> str | None:
             if other is not None:
                 raise _other_finding_error(text, other[3])
             raise InstructionError(
-                f"instruction {text!r} names 2 lesion types ({head[3]}, {item[3]}); ask one per instruction. "
+                f"instruction {_shown(text)} names 2 lesion types ({head[3]}, {item[3]}); ask one per instruction. "
                 + accepted_help()
             )
     if head[2] == "other":
@@ -469,13 +480,14 @@ def _finding_asked(text: str) -> str | None:
 
 def _other_finding_error(text: str, name: str) -> InstructionError:
     return InstructionError(
-        f"instruction {text!r} names {name}, which is none of the lesion types the model segments. " + accepted_help()
+        f"instruction {_shown(text)} names {name}, which is none of the lesion types the model segments. "
+        + accepted_help()
     )
 
 
 def _no_lesion_error(text: str) -> InstructionError:
     return InstructionError(
-        f"instruction {text!r} names no known lesion type. "
+        f"instruction {_shown(text)} names no known lesion type. "
         + accepted_help()
         + " (a model trained with text_encoder='minilm' reads free text)"
     )

@@ -95,6 +95,7 @@ _PAPER = "a number the paper reports, compared against, never used to compute"
 
 ALLOWED_NUMERIC_CONSTANTS: dict[str, str] = {
     "dataset/augment.py:HIST_EQ_PROB": _TRAINING + " (Appendix F: training-time augmentation)",
+    "models/light/text.py:_SHOWN_CHARS": _DISPLAY + " (characters of an instruction quoted in an error)",
     "cli/stats.py:LOG_WIDTH": _DISPLAY,
     "dataset/html_report.py:THUMB_SIDE": _DISPLAY,
     "dataset/html_report.py:THUMB_QUALITY": _DISPLAY,

@@ -506,27 +506,34 @@ def test_png_16bit_scaled_by_the_container_range(tmp_path: Path) -> None:
     assert np.all(np.diff(img.pixels[0].astype(int)) >= 0)  # no wrap-around, no plateau from clipping
 
 
-def test_png_16bit_with_sbit_is_scaled_by_its_significant_bits(tmp_path: Path, caplog) -> None:
-    """12-bit data in a 16-bit PNG that says so (sBIT = 12, PNG 1.2 section 4.2.6): 4095 is
-    white, as a 12-bit DICOM's maximum is; the same file without sBIT is scaled by the
-    16-bit range and a warning names the file."""
+def test_png_16bit_sbit_unscaled_and_scaled_data(tmp_path: Path, caplog) -> None:
+    """PNG 1.2 section 4.2.6: samples are stored scaled to 16 bits, sBIT giving the original
+    depth. A conformant 12-bit file (v << 4 | v >> 8) is read by the 16-bit range; one
+    whose values were written unscaled (all below 4096) is read by its sBIT range, 4095
+    white as in a 12-bit DICOM; without sBIT such a file is scaled by the 16-bit range and
+    a warning names the file (a black image draws none)."""
     from PIL.PngImagePlugin import PngInfo
 
-    arr = np.tile(np.array([0, 1024, 2048, 4095], np.uint16), (3, 1))
+    v12 = np.tile(np.array([0, 1024, 2048, 4095], np.uint16), (3, 1))
     info = PngInfo()
     info.add(b"sBIT", bytes([12]))
-    Image.fromarray(arr).save(tmp_path / "sbit.png", pnginfo=info)
-    img = load_image(tmp_path / "sbit.png")
-    assert img.meta.bits_stored == 12
-    np.testing.assert_array_equal(img.pixels[0], [0, 64, 128, 255])  # round(v * 255 / 4095)
-    Image.fromarray(arr).save(tmp_path / "plain.png")
+    Image.fromarray(v12).save(tmp_path / "unscaled.png", pnginfo=info)
+    Image.fromarray((v12 << 4) | (v12 >> 8)).save(tmp_path / "scaled.png", pnginfo=info)
+    unscaled, scaled = load_image(tmp_path / "unscaled.png"), load_image(tmp_path / "scaled.png")
+    np.testing.assert_array_equal(unscaled.pixels[0], [0, 64, 128, 255])  # round(v * 255 / 4095)
+    np.testing.assert_array_equal(scaled.pixels[0], [0, 64, 128, 255])  # the same gray levels
+    assert (unscaled.meta.bits_stored, scaled.meta.bits_stored) == (12, 16)
+    Image.fromarray(v12).save(tmp_path / "plain.png")
+    Image.fromarray(np.zeros((3, 4), np.uint16)).save(tmp_path / "black.png")
     with caplog.at_level("WARNING"):
         plain = load_image(tmp_path / "plain.png")
     assert plain.meta.bits_stored == 16 and plain.pixels.max() == 16  # round(4095 * 255 / 65535)
-    assert "plain.png" in caplog.text and "sBIT" in caplog.text
+    assert "plain.png" in caplog.text and "12 bits" in caplog.text
     caplog.clear()
     with caplog.at_level("WARNING"):
-        load_image(tmp_path / "sbit.png")
+        load_image(tmp_path / "unscaled.png")
+        load_image(tmp_path / "scaled.png")
+        load_image(tmp_path / "black.png")
     assert caplog.text == ""
 
 

@@ -216,6 +216,8 @@ def _write_jsonl(path: Path, rows: list[dict]) -> Path:
         "bad_json",
         "no_mask_field",
         "null_mask",
+        "array_line",
+        "mask_without_size",
         "garbage_parquet",
         "no_file",
         "a_folder",
@@ -251,6 +253,12 @@ def test_cli_evaluate_errors(case: str, dataset: Path, tmp_path: Path) -> None:
     elif case == "no_mask_field":
         _write_jsonl(pred, rows[:3] + [{"record_id": rows[3]["record_id"]}])
         expect = "line 4: not a prediction {record_id, mask: {size, counts}, answer?}: it has no 'mask' field"
+    elif case == "array_line":
+        pred.write_text("[1, 2]\n")
+        expect = "line 1: not a prediction {record_id, mask: {size, counts}, answer?}: a JSON list, not an object"
+    elif case == "mask_without_size":
+        _write_jsonl(pred, [{**rows[0], "mask": {"counts": rows[0]["mask"]["counts"]}}])
+        expect = "line 1: not a prediction {record_id, mask: {size, counts}, answer?}: its mask has no 'size' field"
     elif case == "null_mask":
         _write_jsonl(pred, [{**rows[0], "mask": None}])
         expect = "line 1: not a prediction {record_id, mask: {size, counts}, answer?}: its mask is not an object"

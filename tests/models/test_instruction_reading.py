@@ -325,6 +325,7 @@ def test_an_instruction_naming_another_finding_or_several_types_is_refused_not_h
             "Segment the opacity in the left lung.",
         ),
         ("Segment the opacity in the setting of pneumonia.", "Segment the opacity."),
+        ("Segment the opacity in setting of pneumonia.", "Segment the opacity."),
         ("Segment the opacity, in favour of atelectasis.", "Segment the opacity."),
         ("Segment the consolidative opacity in the right lung.", "Segment the opacity in the right lung."),
         (

@@ -457,6 +457,7 @@ def test_consistent_answers_a_lesion_inference_question_agrees_with_its_lung():
     seg = _consistent_segmenter({(G, True): 0.2, (R, True): 0.2, (L, True): 0.1, (inference, True): 0.9})
     (asked,) = seg.predict_many([DARK], [inference])
     assert not asked.mask.any() and asked.answer == "[SEG] There is no opacity in the left lung."
+    assert "its lung answers absent" in asked.note and "left lung 0.100" in asked.note  # not "no pixel"
 
 
 def test_consistent_answers_leave_cardiomegaly_alone():

@@ -190,6 +190,9 @@ def test_title_case_words_of_running_text_are_not_split_mid_line():
         "FINDINGS: Opacity at the right base. Impression of pneumonia, clinically. No effusion.",
         "FINDINGS: Small effusion. History of heart failure: none given.",
         "FINDINGS: Lungs clear. Note: The patient is rotated.",
+        # short generic names start a section mid-line only in upper case (review)
+        "FINDINGS: Right lower lobe opacity. Reason: unclear, may be aspiration. No effusion.",
+        "FINDINGS: Opacity. Prior: none available. Exam: limited by rotation.",
     ]:
         c = select_section(text)
         assert (c.name, c.text) == ("findings", text[len("FINDINGS: ") :]), text

@@ -239,20 +239,16 @@ def read_predictions(path: str | Path) -> pa.Table:
                 if not line.strip():
                     continue
                 try:
-                    obj = json.loads(line)
-                    rid, mask = obj["record_id"], obj["mask"]
-                    if isinstance(mask, str):
-                        mask = json.loads(mask)
-                    size = mask["size"]
-                    counts.append(mask["counts"])
-                    heights.append(int(size[0]))
-                    widths.append(int(size[1]))
-                except (ValueError, KeyError, TypeError, IndexError) as err:
+                    obj, rid, mask, (height, width) = _jsonl_prediction(line)
+                except ValueError as err:
                     kind = "" if path.suffix == ".jsonl" else " (predictions are .parquet or JSON Lines, .jsonl)"
                     raise EvaluationError(
                         f"{path}: line {lineno}: not a prediction "
-                        f"{{record_id, mask: {{size, counts}}, answer?}}: {_why_not_a_prediction(err)}{kind}"
+                        f"{{record_id, mask: {{size, counts}}, answer?}}: {err}{kind}"
                     ) from err
+                counts.append(mask["counts"])
+                heights.append(height)
+                widths.append(width)
                 if not isinstance(rid, str):
                     raise EvaluationError(f"{path}: line {lineno}: record_id must be a string, got {rid!r}")
                 ids.append(rid)
@@ -268,13 +264,42 @@ def read_predictions(path: str | Path) -> pa.Table:
     return table if any_answer else table.drop_columns(["answer"])
 
 
-def _why_not_a_prediction(err: Exception) -> str:
-    """Plain words for what :func:`read_predictions` found wrong with one JSON line."""
-    if isinstance(err, json.JSONDecodeError):
-        return f"not valid JSON ({err.msg} at column {err.colno})"
-    if isinstance(err, KeyError):
-        return f"it has no {err.args[0]!r} field"
-    return "its mask is not an object {size: [height, width], counts: RLE string}"
+def _jsonl_prediction(line: str) -> tuple[dict[str, Any], Any, dict[str, Any], tuple[int, int]]:
+    """One JSON Lines prediction: ``(object, record_id, mask, (height, width))``.
+
+    Raises
+    ------
+    ValueError
+        Saying in plain words what the line lacks.
+    """
+    try:
+        obj = json.loads(line)
+    except json.JSONDecodeError as err:
+        raise ValueError(f"not valid JSON ({err.msg} at column {err.colno})") from None
+    if not isinstance(obj, dict):
+        raise ValueError(f"a JSON {type(obj).__name__}, not an object")
+    for field in ("record_id", "mask"):
+        if field not in obj:
+            raise ValueError(f"it has no {field!r} field")
+    mask = obj["mask"]
+    if isinstance(mask, str):
+        try:
+            mask = json.loads(mask)
+        except json.JSONDecodeError:
+            raise ValueError("its mask is a string that is not JSON") from None
+    if not isinstance(mask, dict):
+        raise ValueError("its mask is not an object {size: [height, width], counts: RLE string}")
+    for field in ("size", "counts"):
+        if field not in mask:
+            raise ValueError(f"its mask has no {field!r} field")
+    size = mask["size"]
+    if not (
+        isinstance(size, list)
+        and len(size) == 2
+        and all(isinstance(v, (int, float)) and not isinstance(v, bool) and float(v).is_integer() for v in size)
+    ):
+        raise ValueError(f"its mask's size is {size!r}, not [height, width] integers")
+    return obj, obj["record_id"], mask, (int(size[0]), int(size[1]))
 
 
 def predictions_from_table(table: Any, where: str = "predictions") -> pa.Table:

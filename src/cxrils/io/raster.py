@@ -5,11 +5,13 @@
 * Gray levels are scaled linearly by the range of their container, the one rule for
   every integer depth: ``x = round(v * 255 / (2**bits - 1))``. 8-bit gray is kept as
   is; a 16-bit copy ``v16 = 257 * v8`` of an 8-bit image gives back exactly the same
-  ``x``, and a constant image keeps its level (it is not stretched, nor zeroed). A 16-bit
-  gray PNG whose ``sBIT`` chunk (PNG 1.2 section 4.2.6, significant bits) gives fewer
-  bits is scaled by that range instead (12-bit data: ``round(v * 255 / 4095)``); one
-  without ``sBIT`` whose values all fit in 12 bits is scaled by the 16-bit range and
-  logged as a warning (it is nearly black; re-save it with ``sBIT`` or as 8-bit). Bilevel
+  ``x``, and a constant image keeps its level (it is not stretched, nor zeroed). PNG 1.2
+  (section 4.2.6) stores samples scaled up to the full 16 bits and records the original
+  depth in ``sBIT``; a 16-bit gray PNG whose ``sBIT`` gives fewer bits but whose values
+  all fit in those bits was written unscaled, and is scaled by that range instead
+  (12-bit data: ``round(v * 255 / 4095)``). One without ``sBIT`` whose values all fit in 12
+  bits is scaled by the 16-bit range and logged as a warning (it is nearly black).
+  Bilevel
   maps to 0/255. 32-bit integer and float images have no display range of their own:
   they are stretched from their minimum to their maximum (never clipped, never
   wrapped; a constant one maps to 0).
@@ -103,10 +105,10 @@ def _png_significant_bits(path: Path) -> int | None:
         return None
 
 
-def _to_gray(im: Image.Image, transforms: list[str], bits: int) -> np.ndarray:
+def _to_gray(im: Image.Image, transforms: list[str], bits: int, significant: int | None = None) -> np.ndarray:
     """Gray uint8 of ``im``; ``bits`` is the stored depth (:func:`_bits` of the file, before
-    an EXIF transpose, which drops ``im.format``; a 16-bit PNG's ``sBIT`` depth where it
-    has one)."""
+    an EXIF transpose, which drops ``im.format``); ``significant`` a 16-bit PNG's ``sBIT``
+    depth (module docstring)."""
     mode = im.mode
     if mode == "L":
         return np.asarray(im, dtype=np.uint8)
@@ -114,10 +116,13 @@ def _to_gray(im: Image.Image, transforms: list[str], bits: int) -> np.ndarray:
         transforms.append("gray:1->L")
         return np.asarray(im.convert("L"), dtype=np.uint8)
     if mode in _HIGH_DEPTH:
-        if bits <= 16 and mode != "F":
+        if bits == 16 and mode != "F":
             # Container range, exactly: (v * 255 + full // 2) // full = round(v * 255 / full).
-            full = 2**bits - 1
-            v = np.clip(np.asarray(im, dtype=np.int64), 0, full)
+            v = np.clip(np.asarray(im, dtype=np.int64), 0, 65535)
+            full = 65535
+            if significant is not None and v.max() < 2**significant:  # written unscaled
+                full = 2**significant - 1
+                transforms.append(f"png_sbit:{significant}(unscaled)")
             transforms.append(f"scale:linear(0..{full})->uint8")
             return ((v * 255 + full // 2) // full).astype(np.uint8)
         f, lo, hi = minmax_unit(np.asarray(im))
@@ -189,15 +194,14 @@ def load_raster(path: str | Path, *, max_pixels: int) -> LoadedImage:
                     )
                 fmt, mode, bits = str(im.format), im.mode, _bits(im)
                 significant = _png_significant_bits(path) if fmt == "PNG" and bits == 16 else None
-                if significant is not None:
-                    bits = significant
-                    transforms.append(f"png_sbit:{significant}")
                 orientation = im.getexif().get(0x0112, 1)  # EXIF Orientation tag
                 im.load()
                 oriented = ImageOps.exif_transpose(im)
                 if orientation not in (None, 1):
                     transforms.append(f"exif_transpose(orientation={orientation})")
-                gray = _to_gray(oriented, transforms, bits)
+                gray = _to_gray(oriented, transforms, bits, significant)
+                if any(t.startswith("png_sbit:") for t in transforms):
+                    bits = int(significant or bits)
     except ImageLoadError:
         raise
     except Image.DecompressionBombError as err:  # over twice max_pixels: Pillow refused it in open()
@@ -222,11 +226,11 @@ def load_raster(path: str | Path, *, max_pixels: int) -> LoadedImage:
         # Pillow reports truncated and corrupt data as OSError / SyntaxError / ValueError.
         why = " ".join(str(err).split()) or "the decoder gave no reason"
         raise ImageLoadError(path, f"cannot decode image data: {why}") from err
-    if fmt == "PNG" and bits == 16 and mode != "F" and gray.max() <= 16:  # every value below 4096 of 65535
+    if fmt == "PNG" and bits == 16 and mode != "F" and 0 < gray.max() <= 16:  # all values below ~4096 of 65535
         log.warning(
-            "%s: a 16-bit PNG whose values all fit in 12 bits and that has no sBIT chunk is scaled by "
-            "the 16-bit range, so it is nearly black (max gray level %d of 255); give it an sBIT chunk "
-            "(significant bits) or save it as 8-bit",
+            "%s: a 16-bit PNG whose values all fit in 12 bits is scaled by the 16-bit range, so it is "
+            "nearly black (max gray level %d of 255); an sBIT chunk of 12 (significant bits) or an "
+            "8-bit copy gives its gray levels",
             path,
             int(gray.max()),
         )

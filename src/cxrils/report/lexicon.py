@@ -328,6 +328,28 @@ DEFINITE_SUGGESTIVE: Final[tuple[str, ...]] = (
     "very suggestive of",
 )
 
+#: Words of a change over time, which "no further", "no other" and "lack of" deny without
+#: denying the finding: "no further worsening of the effusion" (PSEUDO cues below).
+_CHANGE_WORDS: tuple[str, ...] = (
+    "change",
+    "changes",
+    "interval change",
+    "worsening",
+    "interval worsening",
+    "increase",
+    "interval increase",
+    "progression",
+    "interval progression",
+    "enlargement",
+    "growth",
+    "decrease",
+    "improvement",
+    "interval improvement",
+    "resolution",
+    "interval resolution",
+    "clearing",
+)
+
 _RAW_CONTEXT_RULES: tuple[tuple[str, str, str, int | None], ...] = (
     # Negation (forward).
     *(
@@ -364,9 +386,9 @@ _RAW_CONTEXT_RULES: tuple[tuple[str, str, str, int | None], ...] = (
             "interval clearing of",
             "interval clearing",
             "no history of",
-            # "note lack of cavitation, lymphadenopathy, and pleural effusion"
+            # "note lack of cavitation, lymphadenopathy, and pleural effusion" (not "lack of
+            # interval improvement": a PSEUDO cue below)
             "lack of",
-            "excluding",
         )
     ),
     # "Resolution of the previously seen effusion": "seen", "noted" and "present" end a
@@ -450,14 +472,8 @@ _RAW_CONTEXT_RULES: tuple[tuple[str, str, str, int | None], ...] = (
             "are gone",
             "ruled out",
             "has disappeared",
-            # "pneumonia is excluded"; "not excluded" and "cannot be excluded" are hedges (longer cues)
-            "is excluded",
-            "are excluded",
-            "was excluded",
-            "were excluded",
             "not recognizable",
             "not recognisable",
-            "not visible",
             # "pulmonary vascular engorgement appears within limits of normal"
             "within normal limits",
             "within limits of normal",
@@ -695,9 +711,14 @@ _RAW_CONTEXT_RULES: tuple[tuple[str, str, str, int | None], ...] = (
             "no worsening",
             "gram negative",
             "not unexpected",
-            # "no further change"; "no further consolidation" is read by the "no" cue
-            "no further change",
-            "no further interval change",
+            # "no further worsening of the effusion", "lack of resolution of the effusion": a
+            # change denied, the finding still there ("no other focal consolidation" and "no
+            # further consolidation" are read by the "no" cue)
+            *(
+                f"{q} {change}"
+                for q in ("no further", "no other", "no additional", "without further", "without other", "lack of")
+                for change in _CHANGE_WORDS
+            ),
             "no longer distended",
             "there is clear",
             "there are clear",

@@ -42,6 +42,7 @@ from cxrils.report.lexicon import (
     DEFINITE_SUGGESTIVE,
     DENSITY_ENTITIES,
     HILAR_WORDS,
+    LOCATION_RE,
     LUNG_FINDING_CATEGORIES,
     MODIFIER_ENTITIES,
     NEGATION_IN_PATTERN,
@@ -147,6 +148,9 @@ _REFER_LINK = re.compile(rf"^(?:\s+(?:is|are|{DEID_TOKEN}))+\b", re.IGNORECASE)
 _REFERENCE_PLACE = re.compile(
     r"\b(?:compared (?:to|with)|in comparison (?:to|with)|relative to)\s+(?:the\s+)?$", re.IGNORECASE
 )
+# Verbs and adverbs that may stand between a comma and a backward negation cue without
+# being a subject of their own ("..., has now resolved").
+_AUXILIARIES = frozenset({"is", "are", "was", "were", "has", "have", "had", "been", "be", "now", "also", "again"})
 # Tokens that join findings into one list (a backward hedge's subject stays the whole list).
 _LIST_WORDS = frozenset({"and", "or", "versus", "vs", "/", ";"})
 # A place said to be clear, right before or after the word: "the lungs are clear
@@ -374,7 +378,7 @@ class RulesStructurer:
                 a.entity in MODIFIER_ENTITIES
                 and b.lesion_type is not None
                 and not (a.pre or a.post)
-                and _PREMOD.match(text[a.end : b.start])
+                and _qualifies(text[a.end : b.start])
             ):
                 a.post = _shared(b.pre + b.post, a)
         # An unlocated lung finding shares the place of the located finding just before
@@ -471,6 +475,12 @@ class RulesStructurer:
                 m.inference_certainty = "tentative" if hedged or m.certainty == "tentative" else "definitive"
 
 
+def _qualifies(gap: str) -> bool:
+    """Whether the text between an adjective finding and the next finding leaves the
+    adjective on that finding: modifiers and places only ("hazy right basilar")."""
+    return bool(_PREMOD.match(LOCATION_RE.sub(" ", gap)))
+
+
 def _without_modifiers(text: str, sent: Sentence, ents: list) -> list:
     """The sentence's finding matches less an adjective of :data:`MODIFIER_ENTITIES` that
     qualifies a finding of its own lesion type right after it ("hazy opacities": one
@@ -482,7 +492,7 @@ def _without_modifiers(text: str, sent: Sentence, ents: list) -> list:
         nxt = ents[i + 1] if i + 1 < len(ents) else None
         if ent[2][0] in MODIFIER_ENTITIES and nxt is not None and nxt[2][1] == ent[2][1]:
             gap = text[sent.char_span(ent[0], ent[1])[1] : sent.char_span(nxt[0], nxt[1])[0]]
-            if _PREMOD.match(gap):
+            if _qualifies(gap):
                 continue
         out.append(ent)
     return out
@@ -548,12 +558,23 @@ def _clause_scope(words: list[str], targets: list[tuple[int, int]], cues: list) 
     the scope stays the rule's ("a pneumonia superimposed on chronic scarring would be a
     consideration", "atelectasis or pneumonia is possible"), and so it does when an
     alternative runs up to the comma ("cardiomegaly or less likely, pericardial effusion
-    is suspected"). ``targets`` are the finding token spans ``(start, end)`` of the
-    sentence."""
+    is suspected"). A backward negation stops at the last comma before it where words
+    other than a verb stand between that comma and the cue ("retrocardiac opacity, the
+    left hemidiaphragm is not seen"). ``targets`` are the finding token spans ``(start,
+    end)`` of the sentence."""
     out = []
     for cue in cues:
         start, end, (literal, category, direction, max_scope) = cue
         subject = max(((a, b) for a, b in targets if b <= start), key=lambda t: t[1], default=None)
+        if category == "NEGATED_EXISTENCE" and direction == "BACKWARD" and subject is not None:
+            # "Retrocardiac opacity, the left hemidiaphragm is not seen": after the last comma
+            # the cue has a subject of its own, so it stops there ("the effusion, on the
+            # left, has resolved" keeps the effusion: nothing but the verb after that comma)
+            commas = [k for k in range(subject[1], start) if words[k] == ","]
+            if commas and any(w.lower() not in _AUXILIARIES for w in words[commas[-1] + 1 : start]):
+                cue = (start, end, (literal, category, direction, start - commas[-1] - 1))
+            out.append(cue)
+            continue
         if (
             category != "POSSIBLE_EXISTENCE"
             or direction != "BACKWARD"

@@ -121,17 +121,39 @@ _KNOWN_HEADER = re.compile(
 )
 
 
-# A known section name in upper or title case after a sentence end (or after another
-# header's colon) inside a line: reports flattened to one line, as CSV exports often are
+# A known section name in upper case, or a main one in title case, after a sentence end
+# (or after another header's colon) inside a line: reports flattened to one line, as CSV exports often are
 # ("FINDINGS: Small effusion. IMPRESSION: Effusion.", "Findings: Small effusion.
 # Impression: Effusion."). The match starts after the punctuation, which stays with the
 # text before. Lower-case words of running text ("the impression is of") and names
 # without a colon never match; unknown names ("NOTE:") start a section only at a line start.
+# Title case only for the main headers' own names: short generic words ("Reason:",
+# "Prior:", "Exam:", "Summary:") open clauses of running text too.
+_TITLE_CASE_INLINE = frozenset(
+    {
+        "findings",
+        "finding",
+        "impression",
+        "impressions",
+        "conclusion",
+        "conclusions",
+        "indication",
+        "indications",
+        "history",
+        "clinical history",
+        "clinical indication",
+        "comparison",
+        "technique",
+        "findings and impression",
+        "findings/impression",
+    }
+)
 _INLINE_HEADER = re.compile(
     r"(?<=[.!?:])[ \t]*("
     + "|".join(
         sorted(
-            {re.escape(form) for a in _ALIAS_TO_NAME for form in (a.upper(), a.capitalize(), a.title())},
+            {re.escape(a.upper()) for a in _ALIAS_TO_NAME}
+            | {re.escape(form) for a in _TITLE_CASE_INLINE for form in (a.capitalize(), a.title())},
             key=len,
             reverse=True,
         )

@@ -232,7 +232,7 @@ def decide(
             ),
         )
     if not covered:
-        if own.score >= threshold:
+        if own.score >= threshold and not hierarchy.inference:
             return False, covered, None  # the caller says which tau_mask no pixel reaches
         where = "no lung answers present" if hierarchy.level == "global" else "its lung answers absent"
         return False, covered, f"answered absent: {where} (lung-level questions: {scores}; {rule})"

@@ -491,7 +491,10 @@ class LightSegmenter(Segmenter):
         if tree.level in (None, *vocab.WHOLE_LUNGS) and own.passes(threshold):
             return own_mask, note
         if tree.level is None:  # lifted by the global answer, which names one of its places
-            return global_mask & self._region(x, prior, tree.locations), note
+            inside = global_mask & self._region(x, prior, tree.locations)
+            if not inside.any():  # named by the mask's side alone (it meets no zone)
+                return inside, "answered absent: the global answer's mask does not reach this place"
+            return inside, note
         if not tree.inference:
             evidence[tree.level], masks[tree.level] = own, own_mask
         return self._lifted(own_mask, own, evidence, masks, covered, x, prior, threshold), note

@@ -103,7 +103,9 @@ _RELATION_PHRASES: tuple[tuple[str, str], ...] = (
     (" in favor of ", " favor of "),
     (" in favour of ", " favor of "),
     (" in the setting of ", " setting of "),
+    (" in setting of ", " setting of "),
     (" in the context of ", " context of "),
+    (" in context of ", " context of "),
     (" in association with ", " association with "),
 )
 #: Location wordings (query locations themselves and vocab.LOCATION_SYNONYMS), longest first.

@@ -368,6 +368,22 @@ def test_stability_and_other_subjects_leave_a_finding_present(rules, text):
 def test_a_resolved_finding_before_a_comma_and_verb_is_still_negated(rules):
     (f,) = rules.structure("The effusion, on the left, has resolved.")
     assert f.presence == "negative"
+    # a list runs on past its commas (IU CXR1909)
+    fs = rules.structure("Consolidation, atelectasis, and costophrenic blunting in the left lower lobe have cleared.")
+    assert {f.lesion_type: f.presence for f in fs} == {"consolidation": "negative", "atelectasis": "negative"}
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        # the normal-limits clause after the comma has its own subject (IU CXR266, CXR800 ...)
+        "Heart size is mildly enlarged, pulmonary vascularity within normal limits.",
+        "Heart size is enlarged, pulmonary vascularity within normal limits.",
+    ],
+)
+def test_a_later_clause_about_another_subject_does_not_negate_the_finding(rules, text):
+    (f,) = rules.structure(text)
+    assert (f.lesion_type, f.presence) == ("cardiomegaly", "positive")
     (f,) = rules.structure("Pneumonia is not excluded.")
     assert (f.presence, f.certainty) == ("positive", "tentative")
 

@@ -570,8 +570,10 @@ def _clause_scope(words: list[str], targets: list[tuple[int, int]], cues: list) 
             # "Retrocardiac opacity, the left hemidiaphragm is not seen": after the last comma
             # the cue has a subject of its own, so it stops there ("the effusion, on the
             # left, has resolved" keeps the effusion: nothing but the verb after that comma)
+            # (a list goes on past its commas: "consolidation, atelectasis, and blunting ... have cleared")
             commas = [k for k in range(subject[1], start) if words[k] == ","]
-            if commas and any(w.lower() not in _AUXILIARIES for w in words[commas[-1] + 1 : start]):
+            listed = any(w in _LIST_WORDS for w in words[subject[1] : start])
+            if commas and not listed and any(w.lower() not in _AUXILIARIES for w in words[commas[-1] + 1 : start]):
                 cue = (start, end, (literal, category, direction, start - commas[-1] - 1))
             out.append(cue)
             continue

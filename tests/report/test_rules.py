@@ -365,6 +365,26 @@ def test_stability_and_other_subjects_leave_a_finding_present(rules, text):
     assert fs and {f.presence for f in fs} == {"positive"}
 
 
+@pytest.mark.parametrize(
+    "text",
+    [
+        # "no" still covers a finding after "or" (second review)
+        "No further worsening or new effusion.",
+        "No other interval change or new opacity.",
+        "No other changes to suggest pneumonia.",
+        # plain negations kept ("not visible" and "is excluded" came back with the comma cut)
+        "Pleural effusion is excluded.",
+        "The left effusion is not visible on this study.",
+        # an aside after the comma is no subject of its own
+        "Left effusion, small on the prior study has resolved.",
+        "Right lower lobe opacity on the prior study, it has resolved.",
+    ],
+)
+def test_negations_that_reach_their_finding(rules, text):
+    fs = [f for f in rules.structure(text) if f.lesion_type is not None]
+    assert fs and {f.presence for f in fs} == {"negative"}
+
+
 def test_a_resolved_finding_before_a_comma_and_verb_is_still_negated(rules):
     (f,) = rules.structure("The effusion, on the left, has resolved.")
     assert f.presence == "negative"
@@ -379,6 +399,7 @@ def test_a_resolved_finding_before_a_comma_and_verb_is_still_negated(rules):
         # the normal-limits clause after the comma has its own subject (IU CXR266, CXR800 ...)
         "Heart size is mildly enlarged, pulmonary vascularity within normal limits.",
         "Heart size is enlarged, pulmonary vascularity within normal limits.",
+        "Heart size is mildly enlarged, mediastinal contours and pulmonary vascularity are within normal limits.",
     ],
 )
 def test_a_later_clause_about_another_subject_does_not_negate_the_finding(rules, text):

@@ -183,6 +183,8 @@ def test_one_line_report_in_title_case_splits_at_its_known_headers():
     ]
     c = select_section("Findings: Clear lungs. Clinical History: Rule out pneumonia.")
     assert (c.name, c.text) == ("findings", "Clear lungs.")
+    c = select_section("Findings: Small effusion. Wet Read: left lower lobe pneumonia. Impression: Effusion.")
+    assert (c.name, c.text, c.wet_read) == ("findings", "Small effusion.", "left lower lobe pneumonia.")
 
 
 def test_title_case_words_of_running_text_are_not_split_mid_line():

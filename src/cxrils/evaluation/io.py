@@ -296,7 +296,10 @@ def _jsonl_prediction(line: str) -> tuple[dict[str, Any], Any, dict[str, Any], t
     if not (
         isinstance(size, list)
         and len(size) == 2
-        and all(isinstance(v, (int, float)) and not isinstance(v, bool) and float(v).is_integer() for v in size)
+        and all(
+            isinstance(v, (int, float)) and not isinstance(v, bool) and float(v).is_integer() and 0 <= v < 2**31
+            for v in size
+        )
     ):
         raise ValueError(f"its mask's size is {size!r}, not [height, width] integers")
     return obj, obj["record_id"], mask, (int(size[0]), int(size[1]))

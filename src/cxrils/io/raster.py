@@ -9,8 +9,10 @@
   (section 4.2.6) stores samples scaled up to the full 16 bits and records the original
   depth in ``sBIT``; a 16-bit gray PNG whose ``sBIT`` gives fewer bits but whose values
   all fit in those bits was written unscaled, and is scaled by that range instead
-  (12-bit data: ``round(v * 255 / 4095)``). One without ``sBIT`` whose values all fit in 12
-  bits is scaled by the 16-bit range and logged as a warning (it is nearly black).
+  (12-bit data: ``round(v * 255 / 4095)``); a correctly scaled image so dark that all its
+  values fit in those bits cannot be told apart and is read so too. One without ``sBIT``
+  whose values all fit in 12 bits is scaled by the 16-bit range and logged as a warning
+  (it is nearly black).
   Bilevel
   maps to 0/255. 32-bit integer and float images have no display range of their own:
   they are stretched from their minimum to their maximum (never clipped, never

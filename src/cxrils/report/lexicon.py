@@ -329,7 +329,8 @@ DEFINITE_SUGGESTIVE: Final[tuple[str, ...]] = (
 )
 
 #: Words of a change over time, which "no further", "no other" and "lack of" deny without
-#: denying the finding: "no further worsening of the effusion" (PSEUDO cues below).
+#: denying the finding they name after "of" or "in": "no further worsening of the
+#: effusion" (PSEUDO cues below).
 _CHANGE_WORDS: tuple[str, ...] = (
     "change",
     "changes",
@@ -472,6 +473,13 @@ _RAW_CONTEXT_RULES: tuple[tuple[str, str, str, int | None], ...] = (
             "are gone",
             "ruled out",
             "has disappeared",
+            # "the left effusion is not visible on this study"; not "retrocardiac opacity, the
+            # left hemidiaphragm is not visible" (rules._clause_scope stops at that comma)
+            "is excluded",
+            "are excluded",
+            "was excluded",
+            "were excluded",
+            "not visible",
             "not recognizable",
             "not recognisable",
             # "pulmonary vascular engorgement appears within limits of normal"
@@ -712,12 +720,14 @@ _RAW_CONTEXT_RULES: tuple[tuple[str, str, str, int | None], ...] = (
             "gram negative",
             "not unexpected",
             # "no further worsening of the effusion", "lack of resolution of the effusion": a
-            # change denied, the finding still there ("no other focal consolidation" and "no
-            # further consolidation" are read by the "no" cue)
+            # change of the finding after "of"/"in" denied, the finding still there ("no other
+            # focal consolidation", "no further worsening or new effusion" and "no other
+            # changes to suggest pneumonia" are read by the "no" cue)
             *(
-                f"{q} {change}"
+                f"{q} {change} {of}"
                 for q in ("no further", "no other", "no additional", "without further", "without other", "lack of")
                 for change in _CHANGE_WORDS
+                for of in ("of", "in")
             ),
             "no longer distended",
             "there is clear",

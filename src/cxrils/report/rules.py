@@ -148,9 +148,44 @@ _REFER_LINK = re.compile(rf"^(?:\s+(?:is|are|{DEID_TOKEN}))+\b", re.IGNORECASE)
 _REFERENCE_PLACE = re.compile(
     r"\b(?:compared (?:to|with)|in comparison (?:to|with)|relative to)\s+(?:the\s+)?$", re.IGNORECASE
 )
-# Verbs and adverbs that may stand between a comma and a backward negation cue without
-# being a subject of their own ("..., has now resolved").
-_AUXILIARIES = frozenset({"is", "are", "was", "were", "has", "have", "had", "been", "be", "now", "also", "again"})
+# What makes the words between a comma and a backward negation a subject of their own:
+# a determiner first ("the left hemidiaphragm is not seen") or a structure that is no
+# finding ("pulmonary vascularity within normal limits"); an aside ("at the right apex",
+# "small on the prior study", "it") is none.
+_DETERMINERS = frozenset({"the", "a", "an"})
+_STRUCTURES = frozenset(
+    {
+        "hemidiaphragm",
+        "hemidiaphragms",
+        "diaphragm",
+        "vascularity",
+        "vasculature",
+        "contour",
+        "contours",
+        "silhouette",
+        "heart",
+        "trachea",
+        "mediastinum",
+        "angle",
+        "angles",
+        "sulcus",
+        "sulci",
+        "bones",
+        "structures",
+        "aorta",
+        "knob",
+        "hila",
+        "hilum",
+    }
+)
+
+
+def _own_subject(words: list[str]) -> bool:
+    """Whether ``words`` (lower case, between a comma and a backward negation cue) hold
+    a subject of their own (see :data:`_STRUCTURES`)."""
+    return words[0] in _DETERMINERS or any(w in _STRUCTURES for w in words)
+
+
 # Tokens that join findings into one list (a backward hedge's subject stays the whole list).
 _LIST_WORDS = frozenset({"and", "or", "versus", "vs", "/", ";"})
 # A place said to be clear, right before or after the word: "the lungs are clear
@@ -558,9 +593,9 @@ def _clause_scope(words: list[str], targets: list[tuple[int, int]], cues: list) 
     the scope stays the rule's ("a pneumonia superimposed on chronic scarring would be a
     consideration", "atelectasis or pneumonia is possible"), and so it does when an
     alternative runs up to the comma ("cardiomegaly or less likely, pericardial effusion
-    is suspected"). A backward negation stops at the last comma before it where words
-    other than a verb stand between that comma and the cue ("retrocardiac opacity, the
-    left hemidiaphragm is not seen"). ``targets`` are the finding token spans ``(start,
+    is suspected"). A backward negation stops at the last comma before it where a
+    subject of its own stands between that comma and the cue (:func:`_own_subject`:
+    "retrocardiac opacity, the left hemidiaphragm is not seen"). ``targets`` are the finding token spans ``(start,
     end)`` of the sentence."""
     out = []
     for cue in cues:
@@ -570,10 +605,11 @@ def _clause_scope(words: list[str], targets: list[tuple[int, int]], cues: list) 
             # "Retrocardiac opacity, the left hemidiaphragm is not seen": after the last comma
             # the cue has a subject of its own, so it stops there ("the effusion, on the
             # left, has resolved" keeps the effusion: nothing but the verb after that comma)
-            # (a list goes on past its commas: "consolidation, atelectasis, and blunting ... have cleared")
+            # (not a list going on: "consolidation, atelectasis, and blunting ... have cleared";
+            # nor an aside: "pneumothorax, at the right apex has resolved")
             commas = [k for k in range(subject[1], start) if words[k] == ","]
-            listed = any(w in _LIST_WORDS for w in words[subject[1] : start])
-            if commas and not listed and any(w.lower() not in _AUXILIARIES for w in words[commas[-1] + 1 : start]):
+            after = [w.lower() for w in words[commas[-1] + 1 : start]] if commas else []
+            if after and after[0] not in _LIST_WORDS and _own_subject(after):
                 cue = (start, end, (literal, category, direction, start - commas[-1] - 1))
             out.append(cue)
             continue

@@ -127,7 +127,7 @@ _KNOWN_HEADER = re.compile(
 # Impression: Effusion."). The match starts after the punctuation, which stays with the
 # text before. Lower-case words of running text ("the impression is of") and names
 # without a colon never match; unknown names ("NOTE:") start a section only at a line start.
-# Title case only for the main headers' own names: short generic words ("Reason:",
+# Title case only for the section-specific names: short generic words ("Reason:",
 # "Prior:", "Exam:", "Summary:") open clauses of running text too.
 _TITLE_CASE_INLINE = frozenset(
     {
@@ -146,6 +146,10 @@ _TITLE_CASE_INLINE = frozenset(
         "technique",
         "findings and impression",
         "findings/impression",
+        "wet read",
+        "addendum",
+        "recommendation",
+        "recommendations",
     }
 )
 _INLINE_HEADER = re.compile(

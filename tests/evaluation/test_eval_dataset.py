@@ -500,3 +500,11 @@ def test_score_columns_are_written_with_null_for_nan_and_read_past(tmp_path):
         assert table.column("record_id").to_pylist() == ["a", "b"] and "presence_score" not in table.column_names
     write_predictions(path, rows)  # without scores: the columns of the evaluation only
     assert "presence_score" not in json.loads(path.read_text().splitlines()[0])
+
+
+@pytest.mark.parametrize("text", ['{"size": [1e30, 5], "counts": "x"}', '{"size": [-3, 5], "counts": "x"}', None])
+def test_a_text_mask_column_with_an_impossible_size_is_an_evaluation_error(text):
+    from cxrils.evaluation.io import EvaluationError, mask_column
+
+    with pytest.raises(EvaluationError, match=r"p\.parquet: row 0: mask is not a COCO RLE JSON text"):
+        mask_column(pa.array([text], pa.string()), "p.parquet")

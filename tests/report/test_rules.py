@@ -358,6 +358,14 @@ def test_no_other_finding_after_a_positive_one_denies_only_the_other(rules):
         "Retrocardiac opacity, the left hemidiaphragm is not seen.",
         "Left basilar opacity, the left costophrenic angle is excluded from the field of view.",
         "Excluding the known right lower lobe consolidation, the lungs are clear.",
+        # third review: a structure after the comma that no list names, a change "to" or
+        # "since", a view that does not show it, a finding of its own after the comma
+        "Heart size is enlarged, pulmonary XXXX are within normal limits.",
+        "Cardiomegaly, pulmonary vessels within normal limits.",
+        "No further change to the left pleural effusion.",
+        "No further significant change in the left pleural effusion.",
+        "Small bilateral effusions are not visible on the frontal view but seen on the lateral.",
+        "Right pleural effusion, left pneumothorax not seen.",
     ],
 )
 def test_stability_and_other_subjects_leave_a_finding_present(rules, text):
@@ -372,12 +380,13 @@ def test_stability_and_other_subjects_leave_a_finding_present(rules, text):
         "No further worsening or new effusion.",
         "No other interval change or new opacity.",
         "No other changes to suggest pneumonia.",
-        # plain negations kept ("not visible" and "is excluded" came back with the comma cut)
+        # a plain negation ("is excluded" came back with the comma cut)
         "Pleural effusion is excluded.",
-        "The left effusion is not visible on this study.",
         # an aside after the comma is no subject of its own
         "Left effusion, small on the prior study has resolved.",
         "Right lower lobe opacity on the prior study, it has resolved.",
+        "Retrocardiac opacity, behind the heart has resolved.",
+        "Bilateral effusions, right greater than left, have resolved.",
     ],
 )
 def test_negations_that_reach_their_finding(rules, text):

@@ -179,12 +179,14 @@ def mask_column(mask: pa.ChunkedArray | pa.Array, where: str) -> tuple[list[Any]
         counts, heights, widths = [], [], []
         for i, text in enumerate(mask.to_pylist()):
             try:
-                obj = json.loads(text)
-                counts.append(obj["counts"])
-                heights.append(int(obj["size"][0]))
-                widths.append(int(obj["size"][1]))
-            except (TypeError, ValueError, KeyError, IndexError) as err:
+                if not isinstance(text, str):
+                    raise ValueError("it is empty")
+                rle, (height, width) = _rle_mask(text)
+            except ValueError as err:
                 raise EvaluationError(f"{where}: row {i}: mask is not a COCO RLE JSON text: {err}") from err
+            counts.append(rle["counts"])
+            heights.append(height)
+            widths.append(width)
         return counts, heights, widths
     if not pa.types.is_struct(mask.type) or {"size", "counts"} - {f.name for f in mask.type}:
         raise EvaluationError(f"{where}: column 'mask' must be a COCO RLE struct {{size, counts}}, got {mask.type}")
@@ -281,7 +283,18 @@ def _jsonl_prediction(line: str) -> tuple[dict[str, Any], Any, dict[str, Any], t
     for field in ("record_id", "mask"):
         if field not in obj:
             raise ValueError(f"it has no {field!r} field")
-    mask = obj["mask"]
+    mask, size = _rle_mask(obj["mask"])
+    return obj, obj["record_id"], mask, size
+
+
+def _rle_mask(mask: Any) -> tuple[dict[str, Any], tuple[int, int]]:
+    """A COCO RLE mask object (or its JSON text) and its ``(height, width)``.
+
+    Raises
+    ------
+    ValueError
+        Saying in plain words what the mask lacks.
+    """
     if isinstance(mask, str):
         try:
             mask = json.loads(mask)
@@ -302,7 +315,7 @@ def _jsonl_prediction(line: str) -> tuple[dict[str, Any], Any, dict[str, Any], t
         )
     ):
         raise ValueError(f"its mask's size is {size!r}, not [height, width] integers")
-    return obj, obj["record_id"], mask, (int(size[0]), int(size[1]))
+    return mask, (int(size[0]), int(size[1]))
 
 
 def predictions_from_table(table: Any, where: str = "predictions") -> pa.Table:

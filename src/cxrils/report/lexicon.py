@@ -473,13 +473,13 @@ _RAW_CONTEXT_RULES: tuple[tuple[str, str, str, int | None], ...] = (
             "are gone",
             "ruled out",
             "has disappeared",
-            # "the left effusion is not visible on this study"; not "retrocardiac opacity, the
-            # left hemidiaphragm is not visible" (rules._clause_scope stops at that comma)
+            # "pneumothorax is excluded"; not "left basilar opacity, the costophrenic angle is
+            # excluded from the field of view" (rules._clause_scope stops at that comma). Not
+            # "not visible": "effusions not visible on the frontal view but seen on the lateral"
             "is excluded",
             "are excluded",
             "was excluded",
             "were excluded",
-            "not visible",
             "not recognizable",
             "not recognisable",
             # "pulmonary vascular engorgement appears within limits of normal"
@@ -720,14 +720,15 @@ _RAW_CONTEXT_RULES: tuple[tuple[str, str, str, int | None], ...] = (
             "gram negative",
             "not unexpected",
             # "no further worsening of the effusion", "lack of resolution of the effusion": a
-            # change of the finding after "of"/"in" denied, the finding still there ("no other
+            # change of the finding after "of"/"in"/"to"/"since" denied, the finding still there ("no other
             # focal consolidation", "no further worsening or new effusion" and "no other
             # changes to suggest pneumonia" are read by the "no" cue)
             *(
-                f"{q} {change} {of}"
+                f"{q} {degree}{change} {of}"
                 for q in ("no further", "no other", "no additional", "without further", "without other", "lack of")
+                for degree in ("", "significant ")
                 for change in _CHANGE_WORDS
-                for of in ("of", "in")
+                for of in ("of", "in", "to the", "since")
             ),
             "no longer distended",
             "there is clear",

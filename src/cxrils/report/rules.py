@@ -148,42 +148,30 @@ _REFER_LINK = re.compile(rf"^(?:\s+(?:is|are|{DEID_TOKEN}))+\b", re.IGNORECASE)
 _REFERENCE_PLACE = re.compile(
     r"\b(?:compared (?:to|with)|in comparison (?:to|with)|relative to)\s+(?:the\s+)?$", re.IGNORECASE
 )
-# What makes the words between a comma and a backward negation a subject of their own:
-# a determiner first ("the left hemidiaphragm is not seen") or a structure that is no
-# finding ("pulmonary vascularity within normal limits"); an aside ("at the right apex",
-# "small on the prior study", "it") is none.
-_DETERMINERS = frozenset({"the", "a", "an"})
-_STRUCTURES = frozenset(
-    {
-        "hemidiaphragm",
-        "hemidiaphragms",
-        "diaphragm",
-        "vascularity",
-        "vasculature",
-        "contour",
-        "contours",
-        "silhouette",
-        "heart",
-        "trachea",
-        "mediastinum",
-        "angle",
-        "angles",
-        "sulcus",
-        "sulci",
-        "bones",
-        "structures",
-        "aorta",
-        "knob",
-        "hila",
-        "hilum",
-    }
+# Words between a comma and a backward negation cue that make no subject of their own:
+# verbs and adverbs ("..., has now resolved"), and the openers of an aside (a preposition,
+# a pronoun, a size or time word: "pneumothorax, at the right apex has resolved", "left
+# effusion, small on the prior study has resolved", "..., it has resolved").
+_AUXILIARIES = frozenset({"is", "are", "was", "were", "has", "have", "had", "been", "be", "now", "also", "again"})
+_ASIDE_OPENERS = frozenset(
+    {"at", "on", "in", "from", "since", "behind", "along", "over", "with", "without", "after", "before", "by"}
+    | {"for", "of", "to", "within", "near", "under", "above", "below", "across", "throughout", "during", "as"}
+    | {"status", "post", "per", "it", "this", "these", "that", "which", "they", "small", "large", "moderate"}
+    | {"mild", "minimal", "trace", "tiny", "previously", "currently", "likely", "possibly", "probably", "most"}
+    | {"partially", "completely", "nearly", "almost", "still"}
 )
 
 
 def _own_subject(words: list[str]) -> bool:
     """Whether ``words`` (lower case, between a comma and a backward negation cue) hold
-    a subject of their own (see :data:`_STRUCTURES`)."""
-    return words[0] in _DETERMINERS or any(w in _STRUCTURES for w in words)
+    a subject of their own: a word other than a verb, and no list word or aside opener
+    first (:data:`_ASIDE_OPENERS`)."""
+    return (
+        bool(words)
+        and words[0] not in _LIST_WORDS
+        and words[0] not in _ASIDE_OPENERS
+        and any(w not in _AUXILIARIES for w in words)
+    )
 
 
 # Tokens that join findings into one list (a backward hedge's subject stays the whole list).
@@ -593,28 +581,31 @@ def _clause_scope(words: list[str], targets: list[tuple[int, int]], cues: list) 
     the scope stays the rule's ("a pneumonia superimposed on chronic scarring would be a
     consideration", "atelectasis or pneumonia is possible"), and so it does when an
     alternative runs up to the comma ("cardiomegaly or less likely, pericardial effusion
-    is suspected"). A backward negation stops at the last comma before it where a
-    subject of its own stands between that comma and the cue (:func:`_own_subject`:
-    "retrocardiac opacity, the left hemidiaphragm is not seen"). ``targets`` are the finding token spans ``(start,
+    is suspected"). A backward negation stops so too ("right pleural effusion, left
+    pneumothorax not seen"), and at the last comma before it where a subject of its own
+    stands between that comma and the cue (:func:`_own_subject`: "retrocardiac opacity,
+    the left hemidiaphragm is not seen"). ``targets`` are the finding token spans ``(start,
     end)`` of the sentence."""
     out = []
     for cue in cues:
         start, end, (literal, category, direction, max_scope) = cue
         subject = max(((a, b) for a, b in targets if b <= start), key=lambda t: t[1], default=None)
-        if category == "NEGATED_EXISTENCE" and direction == "BACKWARD" and subject is not None:
+        negation = category == "NEGATED_EXISTENCE" and direction == "BACKWARD"
+        if negation and subject is not None:
             # "Retrocardiac opacity, the left hemidiaphragm is not seen": after the last comma
             # the cue has a subject of its own, so it stops there ("the effusion, on the
-            # left, has resolved" keeps the effusion: nothing but the verb after that comma)
-            # (not a list going on: "consolidation, atelectasis, and blunting ... have cleared";
-            # nor an aside: "pneumothorax, at the right apex has resolved")
+            # left, has resolved" keeps the effusion: nothing but the verb after that comma);
+            # not a list going on ("consolidation, atelectasis, and blunting ... have
+            # cleared") nor an aside ("pneumothorax, at the right apex has resolved")
             commas = [k for k in range(subject[1], start) if words[k] == ","]
-            after = [w.lower() for w in words[commas[-1] + 1 : start]] if commas else []
-            if after and after[0] not in _LIST_WORDS and _own_subject(after):
-                cue = (start, end, (literal, category, direction, start - commas[-1] - 1))
-            out.append(cue)
-            continue
+            if commas:
+                after = [w.lower() for w in words[commas[-1] + 1 : start]]
+                if _own_subject(after):
+                    cue = (start, end, (literal, category, direction, start - commas[-1] - 1))
+                out.append(cue)
+                continue
         if (
-            category != "POSSIBLE_EXISTENCE"
+            not (category == "POSSIBLE_EXISTENCE" or negation)
             or direction != "BACKWARD"
             or subject is None
             or any(w in _LIST_WORDS for w in words[subject[1] : start])

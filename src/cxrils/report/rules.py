@@ -40,6 +40,7 @@ from cxrils.report.lexicon import (
     CONGESTION_PATTERNS,
     CONTEXT_RULES,
     DEFINITE_SUGGESTIVE,
+    DENIED_OTHERS,
     DENSITY_ENTITIES,
     HILAR_WORDS,
     LOCATION_RE,
@@ -153,12 +154,15 @@ _REFERENCE_PLACE = re.compile(
 # a pronoun, a size or time word: "pneumothorax, at the right apex has resolved", "left
 # effusion, small on the prior study has resolved", "..., it has resolved").
 _AUXILIARIES = frozenset({"is", "are", "was", "were", "has", "have", "had", "been", "be", "now", "also", "again"})
+_PLURAL_VERBS = frozenset({"are", "were", "have"})
 _ASIDE_OPENERS = frozenset(
     {"at", "on", "in", "from", "since", "behind", "along", "over", "with", "without", "after", "before", "by"}
     | {"for", "of", "to", "within", "near", "under", "above", "below", "across", "throughout", "during", "as"}
     | {"status", "post", "per", "it", "this", "these", "that", "which", "they", "small", "large", "moderate"}
     | {"mild", "minimal", "trace", "tiny", "previously", "currently", "likely", "possibly", "probably", "most"}
-    | {"partially", "completely", "nearly", "almost", "still"}
+    | {"partially", "completely", "nearly", "almost", "still", "greater", "larger", "worse", "more", "less"}
+    | {"mostly", "predominantly", "primarily", "mainly", "slightly", "much", "concerning", "compatible"}
+    | {"consistent", "suggestive", "suspicious", "worrisome", "representing", "reflecting", "presumably"}
 )
 
 
@@ -170,6 +174,7 @@ def _own_subject(words: list[str]) -> bool:
         bool(words)
         and words[0] not in _LIST_WORDS
         and words[0] not in _ASIDE_OPENERS
+        and "than" not in words  # "right larger than left": a comparison
         and any(w not in _AUXILIARIES for w in words)
     )
 
@@ -271,7 +276,10 @@ class RulesStructurer:
             ents = _without_modifiers(text, sent, self._targets.find(sent.words))
             if not ents:
                 continue
-            cues = _clause_scope(sent.words, [(a, b) for a, b, _ in ents], _listing_or(self._cues.find(sent.words)))
+            spans = [(a, b) for a, b, _ in ents]
+            cues = _clause_scope(
+                sent.words, spans, _listing_or(_denied_others(sent.words, spans, self._cues.find(sent.words)))
+            )
             mods_of = target_modifiers(len(sent.words), [(a, b) for a, b, _ in ents], cues)
             ms: list[_Mention] = []
             asked: list[_Mention] = []  # hypothetical: kept, but no part in the passes below
@@ -501,7 +509,7 @@ class RulesStructurer:
 def _qualifies(gap: str) -> bool:
     """Whether the text between an adjective finding and the next finding leaves the
     adjective on that finding: modifiers and places only ("hazy right basilar")."""
-    return bool(_PREMOD.match(LOCATION_RE.sub(" ", gap)))
+    return "," not in gap and bool(_PREMOD.match(LOCATION_RE.sub(" ", gap)))
 
 
 def _without_modifiers(text: str, sent: Sentence, ents: list) -> list:
@@ -544,6 +552,43 @@ def _refers(lead: str) -> bool:
     rest = lead[anaphor.end() :]
     link = _REFER_LINK.match(rest)
     return bool(_INFER.search(lead)) or (link is not None and bool(_PREMOD.match(rest[link.end() :])))
+
+
+# Words that may stand between "no other" and the finding it denies ("no other definite
+# focal consolidation", "no other findings to suggest pneumonia").
+_DENIAL_MODIFIERS = frozenset(
+    {"definite", "significant", "discrete", "convincing", "evident", "apparent", "visible", "focal", "new"}
+    | {"acute", "areas", "area", "of", "suspicious", "large", "small", "sizable", "pleural", "airspace", "air", "space"}
+    | {"evidence", "sign", "signs", "findings", "to", "suggest", "suggesting", "indicate", "indicating"}
+)
+
+
+# A change denied and a finding added: "no further worsening or new effusion".
+_DENIED_CHANGE = frozenset(
+    {"change", "changes", "interval", "worsening", "increase", "progression", "enlargement", "growth", "or", "nor"}
+)
+
+
+def _denied_others(words: list[str], targets: list[tuple[int, int]], cues: list) -> list:
+    """Cue matches ``(start, end, rule)`` of a sentence with each PSEUDO cue of
+    :data:`~cxrils.report.lexicon.DENIED_OTHERS` ("no other", "no further") made a forward
+    negation where a finding follows it with only modifiers between ("no other focal
+    consolidation", "no other infiltrates or masses", "no further worsening or new
+    effusion"); elsewhere it denies something else and negates nothing ("no further
+    follow-up is needed for the nodule")."""
+    out = []
+    for cue in cues:
+        start, end, (literal, category, direction, max_scope) = cue
+        nxt = min((a for a, _ in targets if a >= end), default=None)
+        if (
+            category == "PSEUDO"
+            and literal in DENIED_OTHERS
+            and nxt is not None
+            and all(w.lower() in _DENIAL_MODIFIERS or w.lower() in _DENIED_CHANGE for w in words[end:nxt])
+        ):
+            cue = (start, end, (literal, "NEGATED_EXISTENCE", "FORWARD", None))
+        out.append(cue)
+    return out
 
 
 def _listing_or(cues: list) -> list:
@@ -604,6 +649,9 @@ def _clause_scope(words: list[str], targets: list[tuple[int, int]], cues: list) 
                     cue = (start, end, (literal, category, direction, start - commas[-1] - 1))
                 out.append(cue)
                 continue
+            if any(w.lower() in _PLURAL_VERBS for w in words[subject[1] : start]):
+                out.append(cue)  # "pneumothorax, effusion have resolved": the list is the subject
+                continue
         if (
             not (category == "POSSIBLE_EXISTENCE" or negation)
             or direction != "BACKWARD"
@@ -624,6 +672,8 @@ def _clause_scope(words: list[str], targets: list[tuple[int, int]], cues: list) 
         before = max((b for a, b in targets if b <= comma), default=0) if comma is not None else 0
         if comma is not None and any(w in _LIST_WORDS for w in words[before:comma]):
             comma = None
+        if negation and comma is not None and not _own_subject([w.lower() for w in words[comma + 1 : subject[0]]]):
+            comma = None  # "right basilar consolidation, concerning for pneumonia has cleared": an aside
         if comma is not None and (max_scope is None or start - comma - 1 < max_scope):
             cue = (start, end, (literal, category, direction, start - comma - 1))
         out.append(cue)

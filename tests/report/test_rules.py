@@ -387,6 +387,7 @@ def test_stability_and_other_subjects_leave_a_finding_present(rules, text):
         # a list before a plural verb, an aside that names a finding (regression check)
         "Pneumothorax, effusion have resolved.",
         "Small left effusion, trace right effusion have resolved.",
+        "Right basilar atelectasis, left basilar atelectasis have resolved.",  # the cue's own "have"
         "Bilateral pleural effusions, right larger than left have resolved.",
         "Right basilar consolidation, concerning for pneumonia has cleared.",
         "Left lower lobe opacity, possibly pneumonia is no longer seen.",
@@ -491,6 +492,8 @@ def test_both_alone_names_no_place(rules):
     (f,) = rules.structure("Opacity in the left upper lung, identified both on PA and lateral views.")
     assert f.locations == ["left upper lung"]  # IU CXR2205: no right lung
     (f,) = rules.structure("Peripheral ground glass opacities on both sides.")
+    assert f.locations == ["both"]
+    (f,) = rules.structure("Effusions are seen on both.")  # at the sentence's end
     assert f.locations == ["both"]
 
 

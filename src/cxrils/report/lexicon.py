@@ -1013,7 +1013,7 @@ LOCATION_RE: Final[re.Pattern[str]] = re.compile(
     re.IGNORECASE,
 )
 _NOT_WORDS = frozenset(w for c in _CONNECTORS for w in c.split())
-_BOTH_SIDES = re.compile(r"\s+sides?\b", re.IGNORECASE)
+_BOTH_SIDES = re.compile(r"\s+sides?\b|\s*(?:[.;:]|$)", re.IGNORECASE)
 
 
 def find_locations(text: str) -> list[tuple[int, int, str]]:
@@ -1021,7 +1021,8 @@ def find_locations(text: str) -> list[tuple[int, int, str]]:
 
     A run of location words that holds only qualifiers ("lower", "segment") is not
     a location, unless it names a zone or lobe ("the lower lobes"); nor is "both" alone
-    ("both on PA and lateral views"), unless "sides" follows ("on both sides"). Trailing
+    ("both on PA and lateral views"), unless "sides" or the sentence's end follows ("on
+    both sides", "effusions are seen on both."). Trailing
     connectors are never part of a phrase.
     """
     out: list[tuple[int, int, str]] = []

@@ -649,7 +649,7 @@ def _clause_scope(words: list[str], targets: list[tuple[int, int]], cues: list) 
                     cue = (start, end, (literal, category, direction, start - commas[-1] - 1))
                 out.append(cue)
                 continue
-            if any(w.lower() in _PLURAL_VERBS for w in words[subject[1] : start]):
+            if any(w.lower() in _PLURAL_VERBS for w in words[subject[1] : end]):  # the cue's own "have" too
                 out.append(cue)  # "pneumothorax, effusion have resolved": the list is the subject
                 continue
         if (

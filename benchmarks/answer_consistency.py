@@ -30,21 +30,10 @@ SOURCES = (
 )
 
 
-def named_in(answer: str) -> list[str]:
-    """The locations a global answer names: "[SEG] It is located in the right upper zone
-    lung and left lung." -> ["right upper zone lung", "left lung"] (Table 2's answer)."""
-    import re
-
-    head = "It is located in the "
-    if head not in answer:
-        return []
-    return re.split(r", | and ", answer.split(head, 1)[1].rstrip("."))
-
-
 def contradicts(target: str, answers: dict) -> bool:
     """Whether the answers (instruction -> Prediction) of one image and target contradict."""
     from cxrils import vocab
-    from cxrils.templates import render_instruction
+    from cxrils.templates import parse_answer, render_instruction
 
     lung = {n: answers[render_instruction("basic", target, [n])].mask.any() for n in vocab.WHOLE_LUNGS}
     glob = answers[render_instruction("global", target)]
@@ -56,7 +45,8 @@ def contradicts(target: str, answers: dict) -> bool:
         for z in vocab.ZONES_OF_LUNG[n]
     ):
         return True
-    if any(not answers[render_instruction("basic", target, [loc])].mask.any() for loc in named_in(glob.answer)):
+    named = parse_answer(glob.answer, "global").locations if glob.mask.any() else ()  # Table 2's answer
+    if any(not answers[render_instruction("basic", target, [loc])].mask.any() for loc in named):
         return True
     inference = {n: render_instruction("lesion_inference", None, [n]) for n in vocab.WHOLE_LUNGS}
     return any(answers[q].mask.any() != lung[n] for n, q in inference.items() if q in answers)

@@ -202,8 +202,8 @@ def load_raster(path: str | Path, *, max_pixels: int) -> LoadedImage:
                 if orientation not in (None, 1):
                     transforms.append(f"exif_transpose(orientation={orientation})")
                 gray = _to_gray(oriented, transforms, bits, significant)
-                if any(t.startswith("png_sbit:") for t in transforms):
-                    bits = int(significant or bits)
+                if significant is not None and f"png_sbit:{significant}(unscaled)" in transforms:
+                    bits = significant  # the depth it was read by
     except ImageLoadError:
         raise
     except Image.DecompressionBombError as err:  # over twice max_pixels: Pillow refused it in open()

@@ -335,7 +335,7 @@ DENIED_OTHERS: Final[tuple[str, ...]] = ("no other", "no further", "no additiona
 #: Words of a change over time, which "no further", "no other" and "lack of" deny without
 #: denying the finding they name after "of" or "in": "no further worsening of the
 #: effusion" (PSEUDO cues below).
-_CHANGE_WORDS: tuple[str, ...] = (
+CHANGE_WORDS: Final[tuple[str, ...]] = (
     "change",
     "changes",
     "interval change",
@@ -721,7 +721,7 @@ _RAW_CONTEXT_RULES: tuple[tuple[str, str, str, int | None], ...] = (
                 f"{q} {degree}{change} {of}"
                 for q in ("no further", "no other", "no additional", "without further", "without other", "lack of")
                 for degree in ("", "significant ")
-                for change in _CHANGE_WORDS
+                for change in CHANGE_WORDS
                 for of in ("of", "in", "to the", "since")
             ),
             # a denial of something else ("no further follow-up is needed for the nodule", "no

@@ -36,6 +36,7 @@ from cxrils.config import Config
 from cxrils.report.context import target_modifiers
 from cxrils.report.lexicon import (
     CARDIOMEGALY_PATTERNS,
+    CHANGE_WORDS,
     COMPARED_SIDES_RE,
     CONGESTION_PATTERNS,
     CONTEXT_RULES,
@@ -149,6 +150,8 @@ _REFER_LINK = re.compile(rf"^(?:\s+(?:is|are|{DEID_TOKEN}))+\b", re.IGNORECASE)
 _REFERENCE_PLACE = re.compile(
     r"\b(?:compared (?:to|with)|in comparison (?:to|with)|relative to)\s+(?:the\s+)?$", re.IGNORECASE
 )
+# Tokens that join findings into one list (a backward hedge's subject stays the whole list).
+_LIST_WORDS = frozenset({"and", "or", "versus", "vs", "/", ";"})
 # Words between a comma and a backward negation cue that make no subject of their own:
 # verbs and adverbs ("..., has now resolved"), and the openers of an aside (a preposition,
 # a pronoun, a size or time word: "pneumothorax, at the right apex has resolved", "left
@@ -179,8 +182,6 @@ def _own_subject(words: list[str]) -> bool:
     )
 
 
-# Tokens that join findings into one list (a backward hedge's subject stays the whole list).
-_LIST_WORDS = frozenset({"and", "or", "versus", "vs", "/", ";"})
 # A place said to be clear, right before or after the word: "the lungs are clear
 # bilaterally, left base atelectasis" (neither "lungs" nor "bilaterally" is the atelectasis's).
 _CLEAR_BEFORE = re.compile(r"\b(?:clear|normal|unremarkable)\s+$", re.IGNORECASE)
@@ -280,7 +281,7 @@ class RulesStructurer:
             cues = _clause_scope(
                 sent.words, spans, _listing_or(_denied_others(sent.words, spans, self._cues.find(sent.words)))
             )
-            mods_of = target_modifiers(len(sent.words), [(a, b) for a, b, _ in ents], cues)
+            mods_of = target_modifiers(len(sent.words), spans, cues)
             ms: list[_Mention] = []
             asked: list[_Mention] = []  # hypothetical: kept, but no part in the passes below
             quoted = doc.quote(sent.start, sent.end)
@@ -564,9 +565,7 @@ _DENIAL_MODIFIERS = frozenset(
 
 
 # A change denied and a finding added: "no further worsening or new effusion".
-_DENIED_CHANGE = frozenset(
-    {"change", "changes", "interval", "worsening", "increase", "progression", "enlargement", "growth", "or", "nor"}
-)
+_DENIED_CHANGE = frozenset(w for phrase in CHANGE_WORDS for w in phrase.split()) | {"or", "nor"}
 
 
 def _denied_others(words: list[str], targets: list[tuple[int, int]], cues: list) -> list:

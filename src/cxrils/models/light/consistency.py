@@ -46,7 +46,7 @@ from dataclasses import dataclass
 from cxrils import vocab
 from cxrils.templates import ParsedText, render_instruction
 
-__all__ = ["LUNG_LEVEL", "Evidence", "Hierarchy", "hierarchy_of", "named_places", "decide"]
+__all__ = ["LUNG_LEVEL", "Evidence", "Hierarchy", "hierarchy_of", "named_places", "present_lungs", "decide"]
 
 #: The lung-level questions, in the order they ride in the network pass: the global
 #: question, then the two whole lungs (:data:`cxrils.vocab.WHOLE_LUNGS`).
@@ -162,13 +162,19 @@ def named_places(locations: list[str]) -> frozenset[str]:
     of a named zone, and the four zones of a named lung (which the answer names instead
     of its four zones)."""
     out = set(locations)
-    for loc in locations:
-        side = vocab.LABEL_SIDE.get(loc)
-        if loc in vocab.WHOLE_LUNGS:
-            out.update(vocab.RIGHT_ZONES if side == vocab.LABEL_SIDE["right lung"] else vocab.LEFT_ZONES)
-        elif loc in vocab.LUNG_ZONES:
-            out.update(lung for lung in vocab.WHOLE_LUNGS if vocab.LABEL_SIDE[lung] == side)
+    for lung, zones in vocab.ZONES_OF_LUNG.items():
+        if lung in out:
+            out.update(zones)
+        elif out & set(zones):
+            out.add(lung)
     return frozenset(out)
+
+
+def present_lungs(evidence: dict[str, Evidence], threshold: float) -> tuple[str, ...]:
+    """The lungs (:data:`cxrils.vocab.WHOLE_LUNGS` order, patient sides) a passing
+    lung-level question says are involved (``evidence``: per :data:`LUNG_LEVEL` key)."""
+    present = {lung for ev in evidence.values() if ev.passes(threshold) for lung in ev.lungs}
+    return tuple(lung for lung in vocab.WHOLE_LUNGS if lung in present)
 
 
 def decide(
@@ -207,7 +213,7 @@ def decide(
     """
     if hierarchy.level is not None and not hierarchy.inference:
         evidence = {**evidence, hierarchy.level: own}
-    present = {lung for ev in evidence.values() if ev.passes(threshold) for lung in ev.lungs}
+    present = present_lungs(evidence, threshold)
     covered = tuple(lung for lung in hierarchy.sides if lung in present)
     scores = ", ".join(f"{key} {evidence[key].score:.3f}" for key in LUNG_LEVEL)
     rule = f"threshold {threshold:.3f}; consistent_answers"

@@ -19,7 +19,7 @@ from cxrils.fsutil import atomic_path, atomic_write_json
 from cxrils.models.base import CONFIG_NAME, ModelLoadError, Prediction, Segmenter, check_image
 from cxrils.models.light.answer import compose_answer, locations_from_mask
 from cxrils.models.light.config import LightConfig
-from cxrils.models.light.consistency import Evidence, Hierarchy, decide, hierarchy_of, named_places
+from cxrils.models.light.consistency import Evidence, Hierarchy, decide, hierarchy_of, named_places, present_lungs
 from cxrils.models.light.priors import (
     NO_LUNGS,
     PRIOR_STAGES,
@@ -470,11 +470,7 @@ class LightSegmenter(Segmenter):
         )
         named: frozenset[str] = frozenset()
         if tree.level is None:  # what the global question's answer names (its text's locations)
-            lungs = tuple(
-                lung
-                for lung in vocab.WHOLE_LUNGS
-                if any(ev.passes(threshold) and lung in ev.lungs for ev in evidence.values())
-            )
+            lungs = present_lungs(evidence, threshold)
             global_mask = np.zeros(x.shape, dtype=bool)
             if lungs:
                 global_mask = self._lifted(

@@ -84,6 +84,29 @@ def test_a_previously_seen_finding_after_a_negated_one_stays_positive(rules):
 
 @pytest.mark.parametrize(
     "text",
+    [
+        "Right lower lobe opacity seen previously has cleared.",
+        "Left effusion noted on the prior study has resolved.",
+        "Consolidation, previously seen at the right base, has resolved.",
+        "Opacity previously seen in the right lung base is no longer seen.",
+    ],
+)
+def test_a_finding_seen_before_then_resolved_is_negative(rules, text):
+    (f,) = [f for f in rules.structure(text) if f.lesion_type is not None]
+    assert f.presence == "negative"
+
+
+@pytest.mark.parametrize(
+    "text",
+    ["Opacity previously seen, effusion has resolved.", "Opacity seen previously, but effusion has cleared."],
+)
+def test_a_finding_seen_before_another_resolved_one_stays_positive(rules, text):
+    found = {f.lesion_type: f.presence for f in rules.structure(text)}
+    assert found == {"opacity": "positive", "effusion": "negative"}
+
+
+@pytest.mark.parametrize(
+    "text",
     ["Without evidence of pneumonia.", "Negative for pneumonia.", "There is no pneumonia.", "Pneumonia is not seen."],
 )
 def test_negation_cues(rules, text):

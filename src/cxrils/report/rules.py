@@ -279,7 +279,11 @@ class RulesStructurer:
                 continue
             spans = [(a, b) for a, b, _ in ents]
             cues = _clause_scope(
-                sent.words, spans, _listing_or(_denied_others(sent.words, spans, self._cues.find(sent.words)))
+                sent.words,
+                spans,
+                _listing_or(
+                    _denied_others(sent.words, spans, _seen_before(sent.words, spans, self._cues.find(sent.words)))
+                ),
             )
             mods_of = target_modifiers(len(sent.words), spans, cues)
             ms: list[_Mention] = []
@@ -564,6 +568,12 @@ _DENIAL_MODIFIERS = frozenset(
 )
 
 
+# Terminators that, beside a time word, describe a finding seen before (_seen_before):
+# "opacity seen previously has cleared", "pneumothorax, previously noted, has resolved".
+_SEEN_WORDS = frozenset({"seen", "noted", "present"})
+_BEFORE_WORDS = frozenset({"previously", "earlier", "before", "formerly", "prior", "previous"})
+
+
 # A change denied and a finding added: "no further worsening or new effusion".
 _DENIED_CHANGE = frozenset(w for phrase in CHANGE_WORDS for w in phrase.split()) | {"or", "nor"}
 
@@ -586,6 +596,35 @@ def _denied_others(words: list[str], targets: list[tuple[int, int]], cues: list)
             and all(w.lower() in _DENIAL_MODIFIERS or w.lower() in _DENIED_CHANGE for w in words[end:nxt])
         ):
             cue = (start, end, (literal, "NEGATED_EXISTENCE", "FORWARD", None))
+        out.append(cue)
+    return out
+
+
+def _seen_before(words: list[str], targets: list[tuple[int, int]], cues: list) -> list:
+    """Cue matches ``(start, end, rule)`` of a sentence less the terminators of
+    :data:`_SEEN_WORDS` ("seen", "noted", "present") that, next to a time word
+    (:data:`_BEFORE_WORDS`: "seen previously", "previously noted", "seen on the prior"),
+    describe the finding a backward negation then resolves, no other finding nor
+    terminator between: "right lower lobe opacity seen previously has cleared",
+    "pneumothorax, previously seen at the right apex, has resolved". They still end a
+    cue's scope elsewhere ("no effusion, previously seen opacity persists", "opacity
+    previously seen, effusion has resolved"). ``targets`` are the finding token spans
+    ``(start, end)`` of the sentence."""
+    back = [s for s, _, (_, cat, direction, _) in cues if cat == "NEGATED_EXISTENCE" and direction == "BACKWARD"]
+    stops = [s for s, _, (lit, cat, _, _) in cues if cat == "TERMINATE" and lit not in _SEEN_WORDS]
+    out = []
+    for cue in cues:
+        start, end, (literal, category, _, _) = cue
+        if category == "TERMINATE" and literal in _SEEN_WORDS:
+            near = {w.lower() for w in words[max(0, start - 1) : start] + words[end : end + 3]}
+            cue_at = min((s for s in back if s >= end), default=None)
+            if (
+                near & _BEFORE_WORDS
+                and cue_at is not None
+                and not any(end <= s < cue_at for s in stops)
+                and not any(end <= a < cue_at for a, _ in targets)
+            ):
+                continue
         out.append(cue)
     return out
 

@@ -125,6 +125,10 @@ def test_bbox_matches_numpy() -> None:
         {"size": [3, 4], "counts": "9?"},  # ends in the middle of a value
         {"size": [3, 4], "counts": [7, 1, 5]},  # uncompressed, sums to 13
         {"size": [3, 4], "counts": [8, -1, 5]},  # negative run
+        {"size": [3.5, 4], "counts": [7, 1, 4]},  # a fractional size, which int() would truncate
+        {"size": ["3", "4"], "counts": [7, 1, 4]},  # text sizes
+        {"size": [True, 4], "counts": [3, 1]},  # a boolean is not a height
+        {"size": [3, 4, 1], "counts": [7, 1, 4]},  # three numbers
         "not a dict",
     ],
 )
@@ -192,6 +196,7 @@ def test_uncompressed_counts_integral_floats_accepted() -> None:
     m = np.zeros((3, 4), dtype=bool)
     m[1, 2] = True
     np.testing.assert_array_equal(decode_rle({"size": [3, 4], "counts": [7.0, 1.0, 4.0]}), m)
+    np.testing.assert_array_equal(decode_rle({"size": [3.0, np.int64(4)], "counts": [7, 1, 4]}), m)
 
 
 def test_one_implementation_of_the_rle_helpers() -> None:

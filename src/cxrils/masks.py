@@ -245,8 +245,10 @@ def coco_rle(rle: Mapping[str, Any] | Any, what: str = "") -> dict[str, Any]:
         not integers (NaN, Infinity, text...), are negative or do not cover H*W pixels.
     """
     try:
-        h, w = int(rle["size"][0]), int(rle["size"][1])
-        counts = rle["counts"]
+        size, counts = rle["size"], rle["counts"]
+        h, w = _whole(size[0]), _whole(size[1])
+        if len(size) != 2:
+            raise ValueError("size needs two numbers")
     except (KeyError, TypeError, IndexError, ValueError, OverflowError) as err:
         raise MaskError(f"{what}mask is not a COCO RLE {{size: [H, W], counts}}: {rle!r:.120}") from err
     if h < 0 or w < 0:
@@ -264,6 +266,17 @@ def coco_rle(rle: Mapping[str, Any] | Any, what: str = "") -> dict[str, Any]:
     if not isinstance(counts, bytes):
         raise MaskError(f"{what}mask: RLE counts must be str, bytes or list, got {type(counts).__name__}")
     return {"size": [h, w], "counts": counts}
+
+
+def _whole(v: Any) -> int:
+    """``v`` as an int when it is a whole number (an int, or a float such as ``256.0``);
+    ValueError for a fraction, text or a boolean (``int("256")`` or ``int(256.7)`` would
+    pass them silently)."""
+    if isinstance(v, (bool, np.bool_)) or not isinstance(v, (int, float, np.integer, np.floating)):
+        raise ValueError(f"size entries must be whole numbers, got {v!r}")
+    if float(v) != int(v):
+        raise ValueError(f"size entries must be whole numbers, got {v!r}")
+    return int(v)
 
 
 def _checked(rle: RLE | Mapping[str, Any]) -> tuple[dict[str, Any], int]:

@@ -97,6 +97,55 @@ def test_a_finding_seen_before_then_resolved_is_negative(rules, text):
 
 
 @pytest.mark.parametrize(
+    "text, expected",
+    [
+        # a change denied after "there is": the finding stays (IU CXR240's form)
+        ("There is no change in the left effusion.", {"effusion": "positive"}),
+        ("There has been no improvement in the left lower lobe pneumonia.", {"pneumonia": "positive"}),
+        ("No significant improvement in pulmonary edema.", {"edema": "positive"}),
+        ("No resolution of the left effusion.", {"effusion": "positive"}),
+        ("There is no other focal consolidation.", {"consolidation": "negative"}),
+        # new since the prior film (IU CXR2715's form)
+        ("Right basilar atelectasis, not seen before, has developed.", {"atelectasis": "positive"}),
+        ("New right effusion, not seen previously.", {"effusion": "positive"}),
+        ("Pneumonia is not seen.", {"pneumonia": "negative"}),
+        # a negation ends where a clause with its own subject starts
+        (
+            "There is no evidence of consolidation, and the left effusion has increased.",
+            {"consolidation": "negative", "effusion": "positive"},
+        ),
+        (
+            "Without consolidation, the right effusion is unchanged.",
+            {"consolidation": "negative", "effusion": "positive"},
+        ),
+        ("No effusion, consolidation, or pneumothorax.", {"effusion": "negative", "consolidation": "negative"}),
+    ],
+)
+def test_presence_after_denied_change_new_finding_and_new_clause(rules, text, expected):
+    found = {f.lesion_type: f.presence for f in rules.structure(text) if f.lesion_type is not None}
+    assert found == expected
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "It is not possible to exclude a small left pleural effusion.",
+        "It is not possible to rule out pneumonia.",
+        "There is a suggestion of a small left effusion.",
+        "We cannot entirely exclude a small left effusion.",
+    ],
+)
+def test_more_hedges_are_tentative(rules, text):
+    (f,) = [f for f in rules.structure(text) if f.lesion_type is not None]
+    assert (f.presence, f.certainty) == ("positive", "tentative")
+
+
+def test_the_clinical_question_is_not_a_finding(rules):
+    (f, _) = rules.structure("Clinical concern for pneumonia; no consolidation is seen.")
+    assert (f.lesion_type, f.presence, f.certainty) == ("pneumonia", "negative", "tentative")
+
+
+@pytest.mark.parametrize(
     "text",
     ["Opacity previously seen, effusion has resolved.", "Opacity seen previously, but effusion has cleared."],
 )

@@ -566,6 +566,15 @@ _RAW_CONTEXT_RULES: tuple[tuple[str, str, str, int | None], ...] = (
             "indeterminate",
             "equivocal for",
             "raising the possibility of",
+            "not possible to exclude",
+            "not possible to rule out",
+            "cannot entirely exclude",
+            "can not entirely exclude",
+            "cannot completely exclude",
+            "not unlikely",
+            "suggestion of",
+            "not clear whether",
+            "unclear whether",
         )
     ),
     # "X, less likely Y": the alternative after the comma is the one hedged, not X (the
@@ -659,6 +668,11 @@ _RAW_CONTEXT_RULES: tuple[tuple[str, str, str, int | None], ...] = (
             "symptoms of",
             "signs and symptoms of",
             # a test asked for, not its result: "he was tested for COVID-19 infection"
+            # the clinical question, not a finding: "clinical concern for pneumonia; no consolidation"
+            "clinical concern for",
+            "clinical suspicion for",
+            "clinical suspicion of",
+            "clinical question of",
             "tested for",
             "testing for",
             "screened for",
@@ -711,6 +725,30 @@ _RAW_CONTEXT_RULES: tuple[tuple[str, str, str, int | None], ...] = (
             "no substantial interval change",
             "not worsened",
             "no worsening",
+            # the finding has not gone away: "no improvement in the left lower lobe pneumonia"
+            *(
+                f"{q} {degree}{change}"
+                for q in ("no", "without")
+                for degree in ("", "significant ", "interval ", "definite ")
+                for change in ("improvement", "resolution")
+            ),
+            "not improved",
+            "not resolved",
+            "lack of resolution",
+            "lack of improvement",
+            # new since the last film: "right basilar atelectasis, not seen before, has developed"
+            *(
+                f"not {when}{verb}{after}"
+                for verb in ("seen", "present", "noted", "visible", "identified")
+                for when, after in (
+                    ("", " before"),
+                    ("", " previously"),
+                    ("previously ", ""),
+                    ("", " on the prior"),
+                    ("", " on prior"),
+                    ("", " on the previous"),
+                )
+            ),
             "gram negative",
             "not unexpected",
             # "no further worsening of the effusion", "lack of resolution of the effusion": a
@@ -774,6 +812,11 @@ _RAW_CONTEXT_RULES: tuple[tuple[str, str, str, int | None], ...] = (
             # "resolution of the right effusion, new left consolidation" (not "no new ...",
             # a cue of its own, nor "no evidence of new consolidation": no comma)
             ", new",
+            # a new clause with its own subject: "without evidence of edema, the bibasilar
+            # opacities likely represent atelectasis"; "no consolidation, and the left effusion
+            # has increased"
+            ", the",
+            ", and the",
             # "resolution of central consolidation and residual peripheral consolidation"
             # (not "no residual effusion", nor "no residual pneumothorax, residual effusion,
             # or residual consolidation": no "and" before it)
@@ -799,11 +842,26 @@ def _merge_directions(rules):
     return tuple(tuple(m) for m in merged.values())
 
 
+def _with_there(rules):
+    """The rules, plus "there is/are/has been/have been ..." before each PSEUDO cue that
+    starts with "no" (not :data:`DENIED_OTHERS`, which the rules read themselves): the
+    longest match wins, so "there is no" (a negation) would otherwise take in the start
+    of "there is no change in the effusion" (positive)."""
+    lead = ("there is ", "there are ", "there has been ", "there have been ")
+    extra = [
+        (f"{t}{lit}", cat, direction, scope)
+        for lit, cat, direction, scope in rules
+        if cat == "PSEUDO" and lit.startswith("no ") and lit not in DENIED_OTHERS  # read by rules._denied_others
+        for t in lead
+    ]
+    return tuple(rules) + tuple(extra)
+
+
 #: ConText cue rules as (literal, category, direction, max_scope). Categories:
 #: NEGATED_EXISTENCE (absent or resolved), POSSIBLE_EXISTENCE and ALTERNATIVE
 #: (tentative), HYPOTHETICAL (asked, not asserted: a tentative negative), PSEUDO (looks like a cue, is
 #: not), TERMINATE (ends a cue's scope).
-CONTEXT_RULES: Final[tuple[tuple[str, str, str, int | None], ...]] = _merge_directions(_RAW_CONTEXT_RULES)
+CONTEXT_RULES: Final[tuple[tuple[str, str, str, int | None], ...]] = _merge_directions(_with_there(_RAW_CONTEXT_RULES))
 
 # --------------------------------------------------------------------------- locations
 #: Words that can make up a location phrase in report text. A run of these words is

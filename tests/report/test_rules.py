@@ -584,3 +584,20 @@ def test_a_side_named_with_a_region_of_that_side_adds_no_whole_lung(rules, text,
 def test_a_side_beside_a_place_outside_the_lung_is_kept(rules):
     (f,) = rules.structure("Large left effusion extending up to the level of the aortic knob.")
     assert "left" in f.locations  # the aortic knob has no lung region: the effusion keeps its lung
+
+
+@pytest.mark.parametrize(
+    "text, sides",
+    [
+        ("Moderate right and small left pleural effusions.", [["left lung"], ["right lung"]]),
+        ("Small left and trace right pleural effusions.", [["left lung"], ["right lung"]]),
+        # "versus" shares the place as "or" does (IU CXR813's form)
+        ("Subsegmental atelectasis versus scarring at the left base.", [["left lung base"]]),
+        # "the right clinical setting" names no side
+        ("Pneumonia would be difficult to exclude in the right clinical setting.", [[]]),
+    ],
+)
+def test_sides_of_split_lists_alternatives_and_idioms(rules, text, sides):
+    rep = structure_report("x", "FINDINGS: " + text, structurer=rules)
+    got = sorted(list(f.labels) for f in rep.findings if f.lesion_type is not None)
+    assert got == sorted(sides)

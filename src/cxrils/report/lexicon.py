@@ -1072,6 +1072,7 @@ LOCATION_RE: Final[re.Pattern[str]] = re.compile(
 )
 _NOT_WORDS = frozenset(w for c in _CONNECTORS for w in c.split())
 _BOTH_SIDES = re.compile(r"\s+sides?\b|\s*(?:[.;:]|$)", re.IGNORECASE)
+_NOT_A_SIDE = re.compile(r"\s+(?:clinical|setting|context|scenario|circumstances?)\b", re.IGNORECASE)
 
 
 def find_locations(text: str) -> list[tuple[int, int, str]]:
@@ -1091,6 +1092,8 @@ def find_locations(text: str) -> list[tuple[int, int, str]]:
             continue
         if words == ["both"] and not _BOTH_SIDES.match(text, m.end()):
             continue  # "seen both on PA and lateral views": no place named ("on both sides" is one)
+        if words == ["right"] and _NOT_A_SIDE.match(text, m.end()):
+            continue  # "in the right clinical setting": the right one, not the right side
         if (
             out
             and COMPARED_SIDES_RE.match(phrase)

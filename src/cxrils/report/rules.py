@@ -71,6 +71,23 @@ _PREMOD = re.compile(
     r"improving|improved|mid|upper|lower|area|areas|of|region)\b)*$",
     re.IGNORECASE,
 )
+# "moderate right AND SMALL LEFT pleural effusions": a side, then the other side before
+# the finding (_other_side_next).
+_AND_SIDE = re.compile(r"^\s+(?:and|or)\s+(?:[\w-]+\s+){0,2}?(?:right|left)\b", re.IGNORECASE)
+
+
+def _other_side_next(gap: str) -> bool:
+    """Whether ``gap`` (text from a place to the next finding) names the other side and
+    then only modifiers: " and small left pleural " in "moderate right and small left
+    pleural effusions" (both sides are the finding's; :func:`_split_sides` then makes
+    one finding per side)."""
+    m = _AND_SIDE.match(gap)
+    if m is None:
+        return False
+    between = " ".join(gap[: m.end()].split()[1:-1])  # the words between "and" and the side
+    return bool(_PREMOD.match(between)) and bool(_PREMOD.match(gap[m.end() :]))
+
+
 # What may link a finding to a location that follows it ("opacity IN THE left base").
 _POSTLINK = re.compile(
     r"^(?:[\s,]|\b(?:in|at|within|involving|of|along|overlying|over|projecting|is|are|seen|noted|present|"
@@ -118,7 +135,7 @@ _HEDGED_APPOSITION = re.compile(
 _DEID_LINK = re.compile(rf"^[\s,]*(?:{DEID_TOKEN}\b[\s,]*)+", re.IGNORECASE)
 _ALT = re.compile(r"^\s*(?:,\s*)?(?:or|versus|vs\.?|and/or|/)\s*$", re.IGNORECASE)
 _MULTI_STOP = re.compile(r"\.{2,}\s*")
-_CONJ = re.compile(r"^\s*(?:,|and|or|,\s*and|,\s*or|and/or|/)\s*$", re.IGNORECASE)
+_CONJ = re.compile(r"^\s*(?:,|and|or|,\s*and|,\s*or|and/or|/|versus|vs\.?)\s*$", re.IGNORECASE)
 # Between a located finding and an unlocated one that shares its place ("right pleural
 # effusion with adjacent atelectasis", "left base opacity, XXXX atelectasis").
 _SHARE_BREAK = re.compile(
@@ -388,7 +405,7 @@ class RulesStructurer:
                 and "," in gap_next
                 and (not gap_prev.strip() or bool(_POSTLINK.match(gap_prev)))
             )
-            if nxt is not None and _PREMOD.match(gap_next) and not right_after:
+            if nxt is not None and (_PREMOD.match(gap_next) or _other_side_next(gap_next)) and not right_after:
                 nxt.pre.append(phrase)
             elif prev is not None and _POSTLINK.match(gap_prev) and len(gap_prev.split()) <= 10:
                 prev.post.append(phrase)

@@ -601,3 +601,9 @@ def test_sides_of_split_lists_alternatives_and_idioms(rules, text, sides):
     rep = structure_report("x", "FINDINGS: " + text, structurer=rules)
     got = sorted(list(f.labels) for f in rep.findings if f.lesion_type is not None)
     assert got == sorted(sides)
+
+
+@pytest.mark.parametrize("text", ["The heart may be mildly enlarged.", "The heart is likely enlarged."])
+def test_a_hedged_enlarged_heart_is_tentative_cardiomegaly(rules, text):
+    (f,) = rules.structure(text)
+    assert (f.lesion_type, f.presence, f.certainty) == ("cardiomegaly", "positive", "tentative")

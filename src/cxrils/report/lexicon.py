@@ -193,6 +193,14 @@ _COPULA = {
             "not",
             "no",
             "longer",
+            # "the heart may be mildly enlarged": matched whole, then hedged (HEDGE_IN_PATTERN)
+            "may",
+            "might",
+            "could",
+            "be",
+            "likely",
+            "probably",
+            "possibly",
         ]
     },
     "OP": "*",
@@ -233,6 +241,9 @@ _DEGREE = {
 #: heart is not enlarged"): a cue inside a finding's own words cannot modify it in
 #: ConText, so the structurer reads these itself.
 NEGATION_IN_PATTERN: Final[frozenset[str]] = frozenset({"not", "no"})
+#: Words that hedge a finding matched by a token pattern that contains them ("the heart
+#: may be mildly enlarged", "the heart is likely enlarged"), read as NEGATION_IN_PATTERN is.
+HEDGE_IN_PATTERN: Final[frozenset[str]] = frozenset({"may", "might", "could", "likely", "probably", "possibly"})
 CARDIOMEGALY_PATTERNS: Final[tuple[list[dict], ...]] = (
     # "borderline" heart size is indexed as Cardiomegaly/borderline by NLM (MeSH).
     _HEART + [_COPULA, _DEGREE, {"LOWER": {"IN": ["enlarged", "increased", "prominent", "large", "borderline"]}}],

@@ -43,6 +43,7 @@ from cxrils.report.lexicon import (
     DEFINITE_SUGGESTIVE,
     DENIED_OTHERS,
     DENSITY_ENTITIES,
+    HEDGE_IN_PATTERN,
     HILAR_WORDS,
     LOCATION_RE,
     LUNG_FINDING_CATEGORIES,
@@ -311,6 +312,8 @@ class RulesStructurer:
                 start, end = sent.char_span(a, b)
                 if any(w in NEGATION_IN_PATTERN for w in sent.words[a:b]):  # "the heart is not enlarged"
                     mods = mods + [("NEGATED_EXISTENCE", a, b)]
+                if any(w.lower() in HEDGE_IN_PATTERN for w in sent.words[a:b]):  # "the heart may be enlarged"
+                    mods = mods + [("POSSIBLE_EXISTENCE", a, b)]
                 m = _Mention(
                     start=start,
                     end=end,

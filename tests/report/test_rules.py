@@ -607,3 +607,17 @@ def test_sides_of_split_lists_alternatives_and_idioms(rules, text, sides):
 def test_a_hedged_enlarged_heart_is_tentative_cardiomegaly(rules, text):
     (f,) = rules.structure(text)
     assert (f.lesion_type, f.presence, f.certainty) == ("cardiomegaly", "positive", "tentative")
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "Blunting of the right costophrenic angle may reflect a small effusion.",
+        "Right costophrenic angle blunting is consistent with a small effusion.",
+        "Minimal blunting of the right costophrenic angle could be due to a trace effusion.",
+    ],
+)
+def test_an_effusion_inferred_from_a_blunted_angle_takes_its_side(rules, text):
+    rep = structure_report("x", "FINDINGS: " + text, structurer=rules)
+    (f,) = rep.findings
+    assert (f.lesion_type, list(f.labels)) == ("effusion", ["right lung base"])

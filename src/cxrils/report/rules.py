@@ -155,7 +155,8 @@ _ANAPHORA = re.compile(
 # What links a place with no finding of its own to the finding inferred from it: "blunting
 # of the left costophrenic angle, consistent with a small effusion".
 _PLACE_INFER = re.compile(
-    r"^[\s,]*(?:(?:which|that)\s+(?:is|are|may be|could be)\s+)?(?:most\s+)?(?:consistent with|compatible with|"
+    r"^[\s,]*(?:(?:blunting|blunted|obscuration)\s+)?(?:(?:which|that)\s+(?:is|are|may be|could be)\s+)?(?:(?:is|are|may|might|could|would)\s+(?:be\s+)?)?"
+    r"(?:most\s+)?(?:consistent with|compatible with|"
     r"suggestive of|suspicious for|concerning for|likely|probably|possibly|represent\w*|reflect\w*|"
     r"due to|secondary to|related to)\b",
     re.IGNORECASE,

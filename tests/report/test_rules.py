@@ -621,3 +621,11 @@ def test_an_effusion_inferred_from_a_blunted_angle_takes_its_side(rules, text):
     rep = structure_report("x", "FINDINGS: " + text, structurer=rules)
     (f,) = rep.findings
     assert (f.lesion_type, list(f.labels)) == ("effusion", ["right lung base"])
+
+
+def test_favored_is_a_hedge_for_both_alternatives(rules):
+    fs = rules.structure("Atelectasis is favored over pneumonia.")
+    assert {(f.lesion_type, f.presence, f.certainty) for f in fs} == {
+        ("atelectasis", "positive", "tentative"),
+        ("pneumonia", "positive", "tentative"),
+    }

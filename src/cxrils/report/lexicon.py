@@ -586,6 +586,8 @@ _RAW_CONTEXT_RULES: tuple[tuple[str, str, str, int | None], ...] = (
             "suggestion of",
             "not clear whether",
             "unclear whether",
+            "favored over",
+            "is favored over",
         )
     ),
     # "X, less likely Y": the alternative after the comma is the one hedged, not X (the
@@ -624,6 +626,11 @@ _RAW_CONTEXT_RULES: tuple[tuple[str, str, str, int | None], ...] = (
             "difficult to exclude",
             "in the differential",
             "another consideration",
+            # "atelectasis is favored over pneumonia", "pneumonia is the favored diagnosis"
+            "is favored",
+            "are favored",
+            "is the favored diagnosis",
+            "is favored over",
         )
     ),
     # A sentence that closes by calling its subject a consideration hedges all of it, however

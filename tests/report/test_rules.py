@@ -629,3 +629,9 @@ def test_favored_is_a_hedge_for_both_alternatives(rules):
         ("atelectasis", "positive", "tentative"),
         ("pneumonia", "positive", "tentative"),
     }
+
+
+def test_favored_to_represent_hedges_the_reading_not_the_finding(rules):
+    # IU CXR1750
+    (f, _) = rules.structure("Streaky left basilar opacities are favored to represent scarring.")
+    assert (f.lesion_type, f.presence, f.certainty) == ("opacity", "positive", "definitive")

@@ -743,6 +743,8 @@ _RAW_CONTEXT_RULES: tuple[tuple[str, str, str, int | None], ...] = (
             "no substantial interval change",
             "not worsened",
             "no worsening",
+            # the finding is there, its reading hedged: "opacities are favored to represent scarring"
+            *(f"{v} favored to {w}" for v in ("is", "are") for w in ("represent", "be", "reflect")),
             # the finding has not gone away: "no improvement in the left lower lobe pneumonia"
             *(
                 f"{q} {degree}{change}"

@@ -238,8 +238,10 @@ def decide(
             ),
         )
     if not covered:
-        if own.score >= threshold and not hierarchy.inference:
-            return False, covered, None  # the caller says which tau_mask no pixel reaches
+        if own.score < threshold or not hierarchy.inference:
+            # the score alone says absent; or it passes with no pixel at tau_mask, which
+            # the caller's note says
+            return False, covered, None
         where = "no lung answers present" if hierarchy.level == "global" else "its lung answers absent"
         return False, covered, f"answered absent: {where} (lung-level questions: {scores}; {rule})"
     if own.passes(threshold):

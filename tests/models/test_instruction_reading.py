@@ -344,3 +344,19 @@ def test_a_long_instruction_is_quoted_cut_in_the_error():
         InstructionEncoder("structured").read(text)
     message = str(err.value)
     assert f"... ({len(text)} characters)" in message and "x" * 300 not in message
+
+
+@pytest.mark.parametrize(
+    "text, match",
+    [
+        # a new user's trial: these were answered as the opacity question, or the type request dropped
+        ("Segment the effusion in the left lung base and predict its type.", "asks the type of effusion"),
+        ("Segment the pneumonia in the right lung and predict its type.", "asks the type of pneumonia"),
+        ("Segment the cardiomegaly and predict its type.", "asks the type of cardiomegaly"),
+        ("Segment the opacity and predict its type.", "without naming where"),
+    ],
+)
+def test_a_type_request_the_inference_question_cannot_answer_is_refused(text, match):
+    with pytest.raises(InstructionError, match=match) as err:
+        interpret_instruction(text)
+    assert "Segment the opacity in the left lung and predict its type." in str(err.value)

@@ -296,13 +296,40 @@ def _keyword_interpretation(text: str) -> templates.ParsedText | None:
     if unread:
         raise _unread_place_error(text, unread)
     wants_type = " type " in rest or " which lesion " in rest or " what lesion " in rest
-    if wants_type and locations:
+    if wants_type:
+        _check_inference(text, target, locations)
         return templates.ParsedText("lesion_inference", None, "opacity", _canonical(locations))
     if target is None:
         return None
     if locations:
         return templates.ParsedText("basic", None, target, _canonical(locations))
     return templates.ParsedText("global", None, target, ())
+
+
+def _check_inference(text: str, target: str | None, locations: list[str]) -> None:
+    """Refuse a request for the lesion type that the lesion-inference question (paper
+    Table 2: "Segment the opacity in the {location} and predict its type.") cannot
+    answer: one about a named type other than opacity (answering the opacity question
+    instead would answer another question), or one that names no place.
+
+    Raises
+    ------
+    InstructionError
+        Naming the instruction and the question to ask instead.
+    """
+    example = templates.render_instruction("lesion_inference", "opacity", ["left lung"])
+    if target not in (None, "opacity"):
+        place = f" in the {' and '.join(locations)}" if locations else ""
+        raise InstructionError(
+            f"instruction {_shown(text)} asks the type of {target}, which is itself a lesion type: the "
+            f"lesion-inference question asks the type of an opacity in a place ({example!r}). To find the "
+            f"{target}, ask 'Segment the {target}{place}.'"
+        )
+    if not locations:
+        raise InstructionError(
+            f"instruction {_shown(text)} asks a lesion type without naming where: the lesion-inference "
+            f"question names the opacity's place ({example!r}). " + accepted_help()
+        )
 
 
 def interpret_instruction(text: str) -> Interpretation | None:

@@ -75,6 +75,7 @@ import cv2
 import numpy as np
 
 from cxrils.config import AnomalyConfig, Config
+from cxrils.extras import install_command
 from cxrils.types import AnomalyResult
 from cxrils.vision.anomaly.base import AnomalyBackendError, AnomalyMapper, anomaly_result, check_inputs
 from cxrils.vision.batching import check_lengths, inference, stacked_groups, torch_device
@@ -227,7 +228,7 @@ class RadEditAnomalyMapper(AnomalyMapper):
             from transformers import AutoModel, AutoTokenizer
         except ImportError as err:
             raise AnomalyBackendError(
-                f"radedit backend needs diffusers and transformers: pip install 'cxrils[radedit]' ({err})"
+                f"radedit backend needs diffusers and transformers: {install_command('radedit')} ({err})"
             ) from err
         unet_dir = _require_dir(cfg.backends.radedit_dir, "backends.radedit_dir", "microsoft/radedit")
         vae_dir = _require_dir(cfg.anomaly.radedit_vae_dir, "anomaly.radedit_vae_dir", "stabilityai/sdxl-vae")

@@ -39,6 +39,7 @@ import cv2
 import numpy as np
 
 from cxrils.config import Config, DetectionConfig
+from cxrils.extras import install_command
 from cxrils.types import AnatomyMasks, AnomalyResult, LesionBox
 from cxrils.vision.batching import check_lengths
 from cxrils.vision.detection.base import DetectorBackendError, LesionDetector, check_image, keep_lesion_classes
@@ -178,9 +179,7 @@ class OnnxYoloDetector(LesionDetector):
         try:
             import onnxruntime as ort
         except ImportError as err:
-            raise DetectorBackendError(
-                f"onnx detector needs onnxruntime: pip install 'cxrils[detect]' ({err})"
-            ) from err
+            raise DetectorBackendError(f"onnx detector needs onnxruntime: {install_command('detect')} ({err})") from err
         self.cfg = cfg or DetectionConfig()
         path = Path(model_path).expanduser()
         if not path.is_file():

@@ -493,6 +493,13 @@ def test_an_export_without_positive_pairs_round_trips_and_never_writes_into_the_
         export_mimic_ils(ds, tmp_path / "e2", images_dir=ds / "images")
 
 
+def test_an_export_of_a_folder_that_is_no_dataset_writes_nothing(tmp_path):
+    out = tmp_path / "export"
+    with pytest.raises(DatasetError, match="no manifest"):
+        export_mimic_ils(tmp_path / "nope", out)
+    assert not out.exists()
+
+
 def test_a_re_export_removes_the_masks_of_an_export_that_stopped_before_its_json(imported, tmp_path, monkeypatch):
     from cxrils.dataset.mimic_ils import exporter
 
@@ -530,7 +537,7 @@ def test_a_re_export_leaves_only_its_own_masks_and_images(imported, tmp_path):
     some.write_bytes(b"\0" * size)
     ds = _negatives_only(imported, tmp_path / "neg")
     counts = export_mimic_ils(ds, out)
-    assert counts["masks"] == 0 and counts["stale_masks_removed"] == 4
+    assert counts["masks"] == 0 and counts["stale_masks_removed"] == 4 and counts["other_files_kept"] == 2
     assert sorted(p.name for p in (out / "lesion_mask").iterdir()) == ["README.txt", "figure_1.png"]
     assert some.read_bytes() != b"\0" * size
     image_id = some.stem

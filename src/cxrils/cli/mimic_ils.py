@@ -96,6 +96,11 @@ def export_cmd(
         typer.echo(
             f"removed {counts['stale_masks_removed']} mask files of an earlier export that this one does not name"
         )
+    if counts["other_files_kept"]:
+        typer.echo(
+            f"{counts['masks_dir']} also holds {counts['other_files_kept']} files this export did not write "
+            "(kept; the JSON names only its own masks)"
+        )
     typer.echo(
         f"train_ds.py --json_dir {counts['json']} --base_image_dir {counts['images_dir']} "
         f"--base_mask_dir {counts['masks_dir']}"

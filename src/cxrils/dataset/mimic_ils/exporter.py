@@ -49,7 +49,7 @@ from cxrils.dataset.mimic_ils.format import (
     iter_samples,
 )
 from cxrils.dataset.splits import SPLITS
-from cxrils.dataset.writer import DatasetError, image_relpath, read_records
+from cxrils.dataset.writer import DatasetError, image_relpath, read_manifest, read_records
 from cxrils.fsutil import atomic_path, within
 from cxrils.masks import decode_rle
 
@@ -108,13 +108,15 @@ def export_mimic_ils(
     -------
     dict
         Counts: samples and pairs per release split, masks and images written, mask files
-        of an earlier export removed (``stale_masks_removed``), and the paths.
+        of an earlier export removed (``stale_masks_removed``), files in ``lesion_mask/``
+        that no export wrote, kept (``other_files_kept``), and the paths.
 
     Raises
     ------
     DatasetError
         If the dataset is not readable, an image file is missing, ``paraphrases`` is
-        unknown, or ``out_dir`` or ``images_dir`` lies inside the dataset folder.
+        unknown, or ``out_dir`` or ``images_dir`` lies inside the dataset folder. Nothing
+        is written when the dataset is not finalized.
     """
     if paraphrases not in PARAPHRASE_MODES:
         raise DatasetError(f"paraphrases must be one of {PARAPHRASE_MODES}, got {paraphrases!r}")
@@ -126,6 +128,7 @@ def export_mimic_ils(
             raise DatasetError(f"{where}: {what} would be written inside the dataset {ds}; choose a folder outside it")
     if within(images, masks_dir):
         raise DatasetError(f"{images}: the images would be written inside the mask folder {masks_dir}; choose another")
+    read_manifest(ds)  # a folder that is no finalized dataset fails before anything is written
     pending = out / PENDING_NAME
     earlier = _named_masks(out / JSON_NAME) | _pending_masks(pending)
     out.mkdir(parents=True, exist_ok=True)
@@ -163,6 +166,10 @@ def export_mimic_ils(
         path.unlink()
     pending.unlink()
     counts["stale_masks_removed"] = len(stale)
+    # files no export wrote are the user's: kept, and counted so that the CLI can say so
+    counts["other_files_kept"] = sum(
+        1 for p in masks_dir.iterdir() if p.name not in mask_files and not p.name.startswith(".")
+    )
     counts.update({"json": str(out / JSON_NAME), "images_dir": str(images), "masks_dir": str(masks_dir)})
     return counts
 

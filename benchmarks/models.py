@@ -86,10 +86,13 @@ def _errors(dataset: Path, split: str, preds: Path) -> str:
 
 def _baseline(name: str, dataset: Path, split: str) -> dict | str:
     from cxrils.evaluation import EvaluationError
-    from cxrils.evaluation.baselines import baseline_predictions
+    from cxrils.evaluation.baselines import BASELINES_WITH_ANSWERS, baseline_predictions
 
     try:
-        return _evaluate(dataset, split, list(baseline_predictions(name, dataset, split=split)))
+        rows = list(baseline_predictions(name, dataset, split=split))
+        if name not in BASELINES_WITH_ANSWERS:  # masks only: text accuracy n/a, as `cxrils evaluate` says
+            rows = [{k: v for k, v in r.items() if k != "answer"} for r in rows]
+        return _evaluate(dataset, split, rows)
     except EvaluationError as err:
         return f"n/a ({err})"
 

@@ -52,6 +52,8 @@ def test_stats_command_prints_tables_and_writes_chart(tmp_path, studies):
     assert res.exit_code == 2 and "unknown split" in res.output
     res = CliRunner().invoke(app, ["stats", str(ds), "--plot", str(tmp_path / "p.png"), "--no-plot"])
     assert res.exit_code == 2 and "not both" in res.output and not (tmp_path / "p.png").exists()
+    res = CliRunner().invoke(app, ["stats", str(ds), "--plot", str(tmp_path / "s.jpg")])
+    assert res.exit_code == 2 and "ending in .png" in res.output and not (tmp_path / "s.jpg").exists()
 
 
 def test_stats_tables_have_full_headers_and_image_counts(tmp_path, studies):

@@ -51,6 +51,8 @@ def stats(
 
     if plot is not None and no_plot:
         fail("give --plot PATH or --no-plot, not both")
+    if plot is not None and plot.suffix.lower() != ".png":
+        fail(f"{plot}: --plot writes a PNG; give a file name ending in .png")
     from cxrils.dataset.writer import DatasetError, read_manifest, read_records
 
     try:

@@ -418,3 +418,20 @@ def test_light_members_main_prints_one_row_per_network(tiny_dataset, tmp_path, m
     assert len(targets) == len(cal["by_target"]) > 0, "one per-target row per calibrated target"
     whole = calibrate(Segmenter.from_pretrained(run), tiny_dataset, "validate")
     assert float(rows["ensemble of 2"][1]) == pytest.approx(100 * whole["gIoU"], abs=0.051)
+
+
+def test_a_consistent_answers_n_acc_under_the_calibrated_bound_is_warned(caplog, tmp_path):
+    # a new user's trial: calibration said the constraint was met (94.9%) while the saved
+    # model's answers, with consistent_answers, gave 87.0% on the same validate records
+    from cxrils.models.light.config import LightConfig
+    from cxrils.training.light_train import _warn_consistency_n_acc
+
+    result = {"calibration": {"constraint_met": True, "n_acc": 0.949}, "validate": {"n_acc": 0.87}}
+    with caplog.at_level("WARNING", logger="cxrils.training.light_train"):
+        _warn_consistency_n_acc(LightConfig(calib_min_n_acc=0.90), result, tmp_path)
+    assert "87.0%" in caplog.text and "94.9%" in caplog.text and '"consistent_answers": false' in caplog.text
+    caplog.clear()
+    with caplog.at_level("WARNING", logger="cxrils.training.light_train"):
+        _warn_consistency_n_acc(LightConfig(calib_min_n_acc=0.90, consistent_answers=False), result, tmp_path)
+        _warn_consistency_n_acc(LightConfig(calib_min_n_acc=0.85), result, tmp_path)
+    assert caplog.text == ""

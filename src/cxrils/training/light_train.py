@@ -332,8 +332,32 @@ def train_light(
     seg.save(run)
     if evaluate:
         result["validate"] = evaluate_run(seg, dataset_dir, run, "validate", progress=progress)
+        _warn_consistency_n_acc(cfg, result, run)
     atomic_write_json(run / "train_summary.json", result)
     return result
+
+
+def _warn_consistency_n_acc(cfg: LightConfig, result: dict, run: Path) -> None:
+    """Warn when the validate N-Acc of the answers the saved model gives falls below
+    ``calib_min_n_acc`` while the calibration met it: the thresholds are chosen on the
+    network's own scores, and ``consistent_answers`` then answers a negative present
+    where another question about the same image passes (the calibrated bound holds for
+    the scores, not for those answers)."""
+    calib, val = result.get("calibration") or {}, result.get("validate") or {}
+    n_acc = val.get("n_acc")
+    if not cfg.consistent_answers or not calib.get("constraint_met") or n_acc is None:
+        return
+    if n_acc < cfg.calib_min_n_acc:
+        log.warning(
+            "validate N-Acc of the saved model's answers is %.1f%%, under calib_min_n_acc %.1f%% that its "
+            "thresholds meet on the network's own scores (%.1f%%): consistent_answers answers a negative "
+            "present where another question about the same image passes. For the calibrated N-Acc, set "
+            '"consistent_answers": false in %s (an inference setting; no retraining)',
+            100 * n_acc,
+            100 * cfg.calib_min_n_acc,
+            100 * calib.get("n_acc", float("nan")),
+            run / CONFIG_NAME,
+        )
 
 
 def _log_implausible(priors: dict[str, ImagePriors]) -> None:

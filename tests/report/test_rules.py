@@ -635,3 +635,90 @@ def test_favored_to_represent_hedges_the_reading_not_the_finding(rules):
     # IU CXR1750
     (f, _) = rules.structure("Streaky left basilar opacities are favored to represent scarring.")
     assert (f.lesion_type, f.presence, f.certainty) == ("opacity", "positive", "definitive")
+
+
+@pytest.mark.parametrize(
+    "text, expected",
+    [
+        # review of the audit fixes: a place after its own finding stays there
+        (
+            "Consolidation at the right base and a small left effusion.",
+            [("consolidation", ["right lung base"]), ("effusion", ["left lung"])],
+        ),
+        (
+            "Opacity in the right lower lobe and small left pleural effusion.",
+            [("effusion", ["left lung"]), ("opacity", ["lung lower lobe right"])],
+        ),
+    ],
+)
+def test_a_place_after_its_finding_is_not_the_next_findings_side(rules, text, expected):
+    rep = structure_report("x", "FINDINGS: " + text, structurer=rules)
+    assert sorted((f.lesion_type, list(f.labels)) for f in rep.findings) == expected
+
+
+@pytest.mark.parametrize(
+    "text, expected",
+    [
+        # ", the" opens a clause only with a verb of its own and no backward cue after it
+        ("Bilateral pleural effusions, the left larger than the right, have resolved.", {"effusion": "negative"}),
+        (
+            "Interval resolution of the right pleural effusion, the left basilar atelectasis, and the pulmonary edema.",
+            {"effusion": "negative", "atelectasis": "negative", "edema": "negative"},
+        ),
+        (
+            "The right pleural effusion, the left basilar atelectasis, and the pulmonary edema have resolved.",
+            {"effusion": "negative", "atelectasis": "negative", "edema": "negative"},
+        ),
+        ("Right lower lobe opacity, the pneumonia, has resolved.", {"opacity": "negative", "pneumonia": "negative"}),
+        (
+            "No evidence of pneumothorax, the pleural effusion, or pulmonary edema.",
+            {"effusion": "negative", "edema": "negative"},
+        ),
+        (
+            "There is no focal consolidation, the left effusion has increased.",
+            {"consolidation": "negative", "effusion": "positive"},
+        ),
+        # "not seen previously or currently" is a negation again
+        ("Pleural effusion is not seen previously or currently.", {"effusion": "negative"}),
+        ("A pleural effusion is not identified before or after thoracentesis.", {"effusion": "negative"}),
+        # a denied change, then "or new X": X is denied; "or" without "new" lists the unchanged ones
+        ("No significant improvement or new focal consolidation.", {"consolidation": "negative"}),
+        (
+            "There is no increase in the small effusion or new consolidation.",
+            {"effusion": "positive", "consolidation": "negative"},
+        ),
+        ("No change in the effusion or atelectasis.", {"effusion": "positive", "atelectasis": "positive"}),
+    ],
+)
+def test_review_of_the_audit_fixes_presence(rules, text, expected):
+    found = {f.lesion_type: f.presence for f in rules.structure(text) if f.lesion_type is not None}
+    assert found == expected
+
+
+@pytest.mark.parametrize(
+    "text, expected",
+    [
+        # the clinical question reaches its first finding only; a finding that raises it is hedged
+        (
+            "In the setting of clinical concern for pneumonia, right lower lobe opacity likely represents pneumonia.",
+            {("pneumonia", "negative", "tentative"), ("opacity", "positive", "definitive")},
+        ),
+        (
+            "Right lower lobe opacity raising clinical concern for pneumonia.",
+            {("opacity", "positive", "definitive"), ("pneumonia", "positive", "tentative")},
+        ),
+        # "is favored over" hedges the two alternatives, not the observation before them
+        (
+            "Left lower lobe opacity, atelectasis is favored over pneumonia.",
+            {
+                ("opacity", "positive", "definitive"),
+                ("atelectasis", "positive", "tentative"),
+                ("pneumonia", "positive", "tentative"),
+            },
+        ),
+        ("Effusion is not unlikely.", {("effusion", "positive", "tentative")}),
+        ("It is unclear whether there is a small left effusion.", {("effusion", "positive", "tentative")}),
+    ],
+)
+def test_review_of_the_audit_fixes_certainty(rules, text, expected):
+    assert {(f.lesion_type, f.presence, f.certainty) for f in rules.structure(text) if f.lesion_type} == expected

@@ -366,6 +366,30 @@ CHANGE_WORDS: Final[tuple[str, ...]] = (
     "clearing",
 )
 
+#: The clinical question asked of the film, not a finding (HYPOTHETICAL; it reaches its
+#: first finding only, ``rules._clinical_question``): "clinical concern for pneumonia".
+CLINICAL_QUESTION: Final[tuple[str, ...]] = (
+    "clinical concern for",
+    "clinical suspicion for",
+    "clinical suspicion of",
+    "clinical question of",
+)
+#: A finding new since the last film (PSEUDO: "right basilar atelectasis, not seen before,
+#: has developed"); before "or"/"nor"/"and" ("effusion is not seen previously or
+#: currently") the phrase is a negation again (``rules._seen_now``).
+NOT_SEEN_BEFORE: Final[tuple[str, ...]] = tuple(
+    f"not {when}{verb}{after}"
+    for verb in ("seen", "present", "noted", "visible", "identified")
+    for when, after in (
+        ("", " before"),
+        ("", " previously"),
+        ("previously ", ""),
+        ("", " on the prior"),
+        ("", " on prior"),
+        ("", " on the previous"),
+    )
+)
+
 _RAW_CONTEXT_RULES: tuple[tuple[str, str, str, int | None], ...] = (
     # Negation (forward).
     *(
@@ -584,10 +608,15 @@ _RAW_CONTEXT_RULES: tuple[tuple[str, str, str, int | None], ...] = (
             "cannot completely exclude",
             "not unlikely",
             "suggestion of",
-            "not clear whether",
-            "unclear whether",
+            *(f"{q} whether{t}" for q in ("not clear", "unclear") for t in ("", " there is", " there are")),
             "favored over",
-            "is favored over",
+            # a finding raising the question: "opacity raising clinical concern for pneumonia"
+            *(
+                f"{v} clinical {n} {p}"
+                for v in ("raise", "raises", "raising")
+                for n in ("concern", "suspicion")
+                for p in ("for", "of")
+            ),
         )
     ),
     # "X, less likely Y": the alternative after the comma is the one hedged, not X (the
@@ -630,7 +659,8 @@ _RAW_CONTEXT_RULES: tuple[tuple[str, str, str, int | None], ...] = (
             "is favored",
             "are favored",
             "is the favored diagnosis",
-            "is favored over",
+            "is not unlikely",
+            "are not unlikely",
         )
     ),
     # A sentence that closes by calling its subject a consideration hedges all of it, however
@@ -686,11 +716,9 @@ _RAW_CONTEXT_RULES: tuple[tuple[str, str, str, int | None], ...] = (
             "symptoms of",
             "signs and symptoms of",
             # a test asked for, not its result: "he was tested for COVID-19 infection"
-            # the clinical question, not a finding: "clinical concern for pneumonia; no consolidation"
-            "clinical concern for",
-            "clinical suspicion for",
-            "clinical suspicion of",
-            "clinical question of",
+            # the clinical question, not a finding: "clinical concern for pneumonia; no
+            # consolidation" (its first finding only: rules._clinical_question)
+            *CLINICAL_QUESTION,
             "tested for",
             "testing for",
             "screened for",
@@ -757,18 +785,8 @@ _RAW_CONTEXT_RULES: tuple[tuple[str, str, str, int | None], ...] = (
             "lack of resolution",
             "lack of improvement",
             # new since the last film: "right basilar atelectasis, not seen before, has developed"
-            *(
-                f"not {when}{verb}{after}"
-                for verb in ("seen", "present", "noted", "visible", "identified")
-                for when, after in (
-                    ("", " before"),
-                    ("", " previously"),
-                    ("previously ", ""),
-                    ("", " on the prior"),
-                    ("", " on prior"),
-                    ("", " on the previous"),
-                )
-            ),
+            # (a negation again before "or": rules._seen_now)
+            *NOT_SEEN_BEFORE,
             "gram negative",
             "not unexpected",
             # "no further worsening of the effusion", "lack of resolution of the effusion": a

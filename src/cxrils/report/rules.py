@@ -37,6 +37,7 @@ from cxrils.report.context import target_modifiers
 from cxrils.report.lexicon import (
     CARDIOMEGALY_PATTERNS,
     CHANGE_WORDS,
+    CLINICAL_QUESTION,
     COMPARED_SIDES_RE,
     CONGESTION_PATTERNS,
     CONTEXT_RULES,
@@ -51,6 +52,7 @@ from cxrils.report.lexicon import (
     NEGATION_IN_PATTERN,
     NON_LESION_DENSITY_FINDINGS,
     NONSPECIFIC_TYPES,
+    NOT_SEEN_BEFORE,
     REPORT_VERB_FORMS,
     find_locations,
     lesion_terms,
@@ -156,7 +158,7 @@ _ANAPHORA = re.compile(
 # of the left costophrenic angle, consistent with a small effusion".
 _PLACE_INFER = re.compile(
     r"^[\s,]*(?:(?:blunting|blunted|obscuration)\s+)?(?:(?:which|that)\s+(?:is|are|may be|could be)\s+)?(?:(?:is|are|may|might|could|would)\s+(?:be\s+)?)?"
-    r"(?:most\s+)?(?:consistent with|compatible with|"
+    r"(?:most\s+)?(?:(?:likely|probably|possibly)\s+)?(?:consistent with|compatible with|"
     r"suggestive of|suspicious for|concerning for|likely|probably|possibly|represent\w*|reflect\w*|"
     r"due to|secondary to|related to)\b",
     re.IGNORECASE,
@@ -297,13 +299,7 @@ class RulesStructurer:
             if not ents:
                 continue
             spans = [(a, b) for a, b, _ in ents]
-            cues = _clause_scope(
-                sent.words,
-                spans,
-                _listing_or(
-                    _denied_others(sent.words, spans, _seen_before(sent.words, spans, self._cues.find(sent.words)))
-                ),
-            )
+            cues = _sentence_cues(sent.words, spans, self._cues.find(sent.words))
             mods_of = target_modifiers(len(sent.words), spans, cues)
             ms: list[_Mention] = []
             asked: list[_Mention] = []  # hypothetical: kept, but no part in the passes below
@@ -409,7 +405,14 @@ class RulesStructurer:
                 and "," in gap_next
                 and (not gap_prev.strip() or bool(_POSTLINK.match(gap_prev)))
             )
-            if nxt is not None and (_PREMOD.match(gap_next) or _other_side_next(gap_next)) and not right_after:
+            # "moderate right and small left effusions" (not "consolidation at the right base
+            # and a small left effusion": that place follows its own finding)
+            side_list = (
+                gap_next is not None
+                and _other_side_next(gap_next)
+                and not (prev is not None and _POSTLINK.match(gap_prev))
+            )
+            if nxt is not None and (_PREMOD.match(gap_next) or side_list) and not right_after:
                 nxt.pre.append(phrase)
             elif prev is not None and _POSTLINK.match(gap_prev) and len(gap_prev.split()) <= 10:
                 prev.post.append(phrase)
@@ -589,6 +592,23 @@ _DENIAL_MODIFIERS = frozenset(
 )
 
 
+# How far "A is favored over B" hedges B (_favored_over): "over left lower lobe pneumonia".
+_OVER_SCOPE = 4
+# The backward scope of "not seen" (lexicon), given to "not seen previously or ..." (_seen_now).
+_NOT_SEEN_SCOPE = 10
+# A denied change before "or new X" (_new_or_denied), and the words that open X.
+_DENIED_CHANGE_LEAD = re.compile(r"^(?:no|without|there (?:is|are|has been|have been) no)\b")
+_NEW_WORDS = frozenset({"new", "additional", "further"})
+
+
+# Terminators that open a clause when a verb of its own follows (_new_clause).
+_CLAUSE_OPENERS = frozenset({", the", ", and the"})
+_CLAUSE_VERBS = frozenset(
+    {"is", "are", "was", "were", "has", "have", "had", "remains", "remain", "appears", "appear", "persists"}
+    | {"persist", "represents", "represent", "reflects", "reflect", "measures", "seems", "seem", "demonstrates"}
+)
+
+
 # Terminators that, beside a time word, describe a finding seen before (_seen_before):
 # "opacity seen previously has cleared", "pneumothorax, previously noted, has resolved".
 _SEEN_WORDS = frozenset({"seen", "noted", "present"})
@@ -645,6 +665,126 @@ def _seen_before(words: list[str], targets: list[tuple[int, int]], cues: list) -
                 and not any(end <= s < cue_at for s in stops)
                 and not any(end <= a < cue_at for a, _ in targets)
             ):
+                continue
+        out.append(cue)
+    return out
+
+
+def _sentence_cues(words: list[str], targets: list[tuple[int, int]], found: list) -> list:
+    """The ConText cue matches ``found`` (``(start, end, rule)``, token indices) of a
+    sentence after the sentence-level readings of this module, in order: terminators that
+    describe a finding seen before (:func:`_seen_before`) or open no clause
+    (:func:`_new_clause`), "not seen previously or ..." (:func:`_seen_now`), "A is
+    favored over B" (:func:`_favored_over`), the clinical
+    question's scope (:func:`_clinical_question`), "no change ... or new X"
+    (:func:`_new_or_denied`), "no other X" (:func:`_denied_others`), a negated list's "or"
+    (:func:`_listing_or`), and the comma-bounded scope of backward cues
+    (:func:`_clause_scope`). ``targets`` are the finding token spans ``(start, end)``."""
+    cues = _seen_before(words, targets, found)
+    cues = _favored_over(words, _seen_now(words, _new_clause(words, cues)))
+    cues = _new_or_denied(words, targets, _clinical_question(targets, cues))
+    return _clause_scope(words, targets, _listing_or(_denied_others(words, targets, cues)))
+
+
+def _favored_over(words: list[str], cues: list) -> list:
+    """Cue matches ``(start, end, rule)`` of a sentence with a forward hedge added at the
+    "over" of "A is favored over B" (the backward "is favored" hedges A; B, the
+    alternative set aside, is tentative too; within :data:`_OVER_SCOPE` tokens)."""
+    added = [
+        (end, end + 1, ("over", "POSSIBLE_EXISTENCE", "FORWARD", _OVER_SCOPE))
+        for _, end, (literal, category, _, _) in cues
+        if category == "POSSIBLE_EXISTENCE"
+        and literal in ("is favored", "are favored")
+        and words[end : end + 1] == ["over"]
+    ]
+    return sorted(cues + added, key=lambda c: (c[0], c[1])) if added else cues
+
+
+def _seen_now(words: list[str], cues: list) -> list:
+    """Cue matches ``(start, end, rule)`` of a sentence with each PSEUDO cue of
+    :data:`~cxrils.report.lexicon.NOT_SEEN_BEFORE` ("not seen previously": a new finding)
+    made a backward negation, as "not seen" is, where "or", "nor" or "and" follows it:
+    "pleural effusion is not seen previously or currently", "not identified before or
+    after thoracentesis"."""
+    out = []
+    for cue in cues:
+        start, end, (literal, category, _, _) = cue
+        if category == "PSEUDO" and literal in NOT_SEEN_BEFORE and words[end : end + 1] in (["or"], ["nor"], ["and"]):
+            cue = (start, end, (literal, "NEGATED_EXISTENCE", "BACKWARD", _NOT_SEEN_SCOPE))
+        out.append(cue)
+    return out
+
+
+def _clinical_question(targets: list[tuple[int, int]], cues: list) -> list:
+    """Cue matches ``(start, end, rule)`` of a sentence with the scope of each
+    :data:`~cxrils.report.lexicon.CLINICAL_QUESTION` cue ended after the first finding
+    that follows it: "in the setting of clinical concern for pneumonia, right lower lobe
+    opacity likely represents pneumonia" asks about the first pneumonia only.
+    ``targets`` are the finding token spans ``(start, end)`` of the sentence."""
+    out = []
+    for cue in cues:
+        start, end, (literal, category, direction, _) = cue
+        if category == "HYPOTHETICAL" and literal in CLINICAL_QUESTION:
+            first = min((b for a, b in targets if a >= end), default=None)
+            if first is not None:
+                cue = (start, end, (literal, category, direction, first - end))
+        out.append(cue)
+    return out
+
+
+def _new_or_denied(words: list[str], targets: list[tuple[int, int]], cues: list) -> list:
+    """Cue matches ``(start, end, rule)`` of a sentence with a forward negation added at
+    the "or" of "no <change> ... or new X" after a denied change (a PSEUDO cue that
+    starts with "no", "without" or "there is no": "no significant improvement or new
+    focal consolidation", "there is no increase in the small effusion or new
+    consolidation"): the new finding is denied, and that "or" offers no alternative (the
+    ALTERNATIVE cue there is dropped). ``targets`` are the finding token spans."""
+    added: list = []
+    for _, end, (literal, category, _, _) in cues:
+        if category != "PSEUDO" or literal in DENIED_OTHERS or not _DENIED_CHANGE_LEAD.match(literal):
+            continue
+        for k in range(end, len(words)):
+            if words[k] in (",", ";") or any(s == k and c[1] == "TERMINATE" for s, _, c in cues):
+                break
+            if words[k].lower() not in ("or", "nor"):
+                continue
+            nxt = min((a for a, _ in targets if a > k), default=None)
+            between = [w.lower() for w in words[k + 1 : nxt]] if nxt is not None else []
+            if between and between[0] in _NEW_WORDS and all(w in _DENIAL_MODIFIERS for w in between):
+                added.append((k, k + 1, (words[k].lower(), "NEGATED_EXISTENCE", "FORWARD", None)))
+            break
+    if not added:
+        return cues
+    at = {a for a, _, _ in added}
+    kept = [c for c in cues if not (c[2][1] == "ALTERNATIVE" and c[0] in at)]
+    return sorted(kept + added, key=lambda c: (c[0], c[1]))
+
+
+def _new_clause(words: list[str], cues: list) -> list:
+    """Cue matches ``(start, end, rule)`` of a sentence less the terminators of
+    :data:`_CLAUSE_OPENERS` (", the", ", and the") that open no clause: one ends a scope
+    only where a verb of its own follows before the next comma ("without consolidation,
+    the right effusion is unchanged"; not a list, "no pneumothorax, the pleural effusion,
+    or edema", nor an aside, "effusions, the left larger than the right, have resolved")
+    and no backward negation or hedge follows in the sentence, whose subject the comma
+    logic of :func:`_clause_scope` finds ("the right effusion, the left atelectasis and
+    the edema have resolved")."""
+    later_backward = [
+        s
+        for s, _, (_, cat, direction, _) in cues
+        if direction == "BACKWARD" and cat in ("NEGATED_EXISTENCE", "POSSIBLE_EXISTENCE")
+    ]
+    out = []
+    for cue in cues:
+        start, end, (literal, category, _, _) = cue
+        if category == "TERMINATE" and literal in _CLAUSE_OPENERS:
+            clause = []
+            for w in words[end:]:
+                if w in (",", ";"):
+                    break
+                clause.append(w.lower())
+            verb = any(w in _CLAUSE_VERBS for w in clause) and "than" not in clause
+            if not verb or any(s >= end for s in later_backward):
                 continue
         out.append(cue)
     return out

@@ -208,3 +208,10 @@ def test_one_implementation_of_the_rle_helpers() -> None:
     assert counts.as_bool_mask is masks.as_bool_mask and counts.InvalidRLE is masks.InvalidRLE
     with pytest.raises(MaskError, match="probability map"):
         encode_rle(np.full((2, 2), 0.3))
+
+
+def test_a_fractional_size_error_says_why() -> None:
+    with pytest.raises(MaskError, match="whole numbers, got 4.5"):
+        decode_rle({"size": [4.5, 4], "counts": [7, 1, 4]})
+    with pytest.raises(MaskError):
+        decode_rle({"size": {0: 3, 1: 4}, "counts": [7, 1, 4]})  # a dict is not [H, W]

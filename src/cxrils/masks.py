@@ -246,11 +246,14 @@ def coco_rle(rle: Mapping[str, Any] | Any, what: str = "") -> dict[str, Any]:
     """
     try:
         size, counts = rle["size"], rle["counts"]
+        if not isinstance(size, (list, tuple, np.ndarray)):
+            raise TypeError("size is not a list")
         h, w = _whole(size[0]), _whole(size[1])
         if len(size) != 2:
             raise ValueError("size needs two numbers")
     except (KeyError, TypeError, IndexError, ValueError, OverflowError) as err:
-        raise MaskError(f"{what}mask is not a COCO RLE {{size: [H, W], counts}}: {rle!r:.120}") from err
+        why = f" ({err})" if isinstance(err, ValueError) else ""
+        raise MaskError(f"{what}mask is not a COCO RLE {{size: [H, W], counts}}{why}: {rle!r:.120}") from err
     if h < 0 or w < 0:
         raise MaskError(f"{what}mask: RLE size must be non-negative, got {[h, w]}")
     if isinstance(counts, list):

@@ -353,10 +353,21 @@ def test_a_long_instruction_is_quoted_cut_in_the_error():
         ("Segment the effusion in the left lung base and predict its type.", "asks the type of effusion"),
         ("Segment the pneumonia in the right lung and predict its type.", "asks the type of pneumonia"),
         ("Segment the cardiomegaly and predict its type.", "asks the type of cardiomegaly"),
-        ("Segment the opacity and predict its type.", "without naming where"),
+        ("Segment the opacity and predict its type.", "without naming a lung or zone"),
     ],
 )
 def test_a_type_request_the_inference_question_cannot_answer_is_refused(text, match):
     with pytest.raises(InstructionError, match=match) as err:
         interpret_instruction(text)
     assert "Segment the opacity in the left lung and predict its type." in str(err.value)
+
+
+def test_a_refused_type_request_suggests_the_template_wording():
+    with pytest.raises(InstructionError) as err:
+        interpret_instruction("Segment the effusion in the right lower lobe and predict its type.")
+    assert "'Segment the effusion in the right lower lobe.'" in str(err.value)
+
+
+def test_plural_type_requests_are_the_lesion_inference_question():
+    parsed = interpret_instruction("Segment the opacities in the left lung and predict their types.").parsed
+    assert (parsed.instruction_type, parsed.locations) == ("lesion_inference", ("left lung",))

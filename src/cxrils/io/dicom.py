@@ -45,7 +45,6 @@ from pydicom.uid import (
 )
 
 from cxrils.config import VOI_CHOICE
-from cxrils.extras import install_command
 from cxrils.io.base import ImageLoadError, ImageMeta, LoadedImage, apply_display_ops, minmax_unit, unit_to_uint8
 from cxrils.vocab import FRONTAL_VIEWS
 
@@ -113,9 +112,9 @@ def install_hint(uid: str) -> str:
     Returns
     -------
     str
-        E.g. ``"pylibjpeg and pylibjpeg-openjpeg (pip install 'cxrils[dicom]')"``.
+        E.g. ``"pylibjpeg and pylibjpeg-openjpeg (the 'dicom' extra: pip install 'cxrils[dicom]')"``.
     """
-    extra = f"({install_command('dicom')})"
+    extra = "(the 'dicom' extra: pip install 'cxrils[dicom]')"
     if uid in JPEG2000TransferSyntaxes:
         return f"pylibjpeg and pylibjpeg-openjpeg {extra}"
     if uid in (JPEGBaseline8Bit, JPEGExtended12Bit):

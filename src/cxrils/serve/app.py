@@ -46,7 +46,6 @@ from fastapi.staticfiles import StaticFiles
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from cxrils import __version__, templates, vocab
-from cxrils.extras import install_command
 from cxrils.masks import encode_rle
 from cxrils.models.base import MIN_IMAGE_SIDE, image_too_small
 from cxrils.serve.images import b64, b64_png, overlay
@@ -251,7 +250,7 @@ def create_app(
                 raise HTTPException(400, f"the file could not be read as a chest X-ray image: {reason}") from None
             if getattr(loaded.meta, "format", None) == "dicom":
                 if not dicom_seg_available:
-                    notes.append(f"no DICOM SEG: the server lacks highdicom ({install_command('dicom')})")
+                    notes.append("no DICOM SEG: the server lacks highdicom (the 'dicom' extra of cxrils)")
                 else:
                     try:
                         reference = source_reference(path)  # header only: the UIDs a SEG needs

@@ -168,7 +168,7 @@ def export_mimic_ils(
     counts["stale_masks_removed"] = len(stale)
     # files no export wrote are the user's: kept, and counted so that the CLI can say so
     counts["other_files_kept"] = sum(
-        1 for p in masks_dir.iterdir() if p.name not in mask_files and not p.name.startswith(".")
+        1 for p in masks_dir.iterdir() if p.is_file() and p.name not in mask_files and not p.name.startswith(".")
     )
     counts.update({"json": str(out / JSON_NAME), "images_dir": str(images), "masks_dir": str(masks_dir)})
     return counts

@@ -295,7 +295,7 @@ def _keyword_interpretation(text: str) -> templates.ParsedText | None:
     unread = _unread_places(rest.split())
     if unread:
         raise _unread_place_error(text, unread)
-    wants_type = " type " in rest or " which lesion " in rest or " what lesion " in rest
+    wants_type = any(f" {w} " in rest for w in ("type", "types", "which lesion", "what lesion", "what kind"))
     if wants_type:
         _check_inference(text, target, locations)
         return templates.ParsedText("lesion_inference", None, "opacity", _canonical(locations))
@@ -319,7 +319,7 @@ def _check_inference(text: str, target: str | None, locations: list[str]) -> Non
     """
     example = templates.render_instruction("lesion_inference", "opacity", ["left lung"])
     if target not in (None, "opacity"):
-        place = f" in the {' and '.join(locations)}" if locations else ""
+        place = f" in the {templates.location_phrase(_canonical(locations))}" if locations else ""
         raise InstructionError(
             f"instruction {_shown(text)} asks the type of {target}, which is itself a lesion type: the "
             f"lesion-inference question asks the type of an opacity in a place ({example!r}). To find the "
@@ -327,8 +327,9 @@ def _check_inference(text: str, target: str | None, locations: list[str]) -> Non
         )
     if not locations:
         raise InstructionError(
-            f"instruction {_shown(text)} asks a lesion type without naming where: the lesion-inference "
-            f"question names the opacity's place ({example!r}). " + accepted_help()
+            f"instruction {_shown(text)} asks a lesion type without naming a lung or zone: the "
+            f"lesion-inference question names the opacity's place ({example!r}; both lungs: 'Segment the opacity "
+            "in the right lung and left lung and predict its type.'). " + accepted_help()
         )
 
 

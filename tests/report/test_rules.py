@@ -722,3 +722,28 @@ def test_review_of_the_audit_fixes_presence(rules, text, expected):
 )
 def test_review_of_the_audit_fixes_certainty(rules, text, expected):
     assert {(f.lesion_type, f.presence, f.certainty) for f in rules.structure(text) if f.lesion_type} == expected
+
+
+@pytest.mark.parametrize(
+    "text, expected",
+    [
+        # a terminator ends a backward cue's scope even when that scope is limited
+        # (medspaCy's update_scopes tests no overlap first; review of stop 52)
+        (
+            "Left basilar opacity noted previously is unchanged; the right effusion has resolved.",
+            {"opacity": "positive", "effusion": "negative"},
+        ),
+        (
+            "Right pleural effusion noted previously is now small and the pneumothorax has resolved.",
+            {"effusion": "positive"},
+        ),
+        # "present as before" is no finding seen before (_seen_before keeps its terminator)
+        (
+            "Moderate cardiomegaly is present as before and the mediastinal contours are within normal limits.",
+            {"cardiomegaly": "positive"},
+        ),
+    ],
+)
+def test_terminators_end_limited_backward_scopes(rules, text, expected):
+    found = {f.lesion_type: f.presence for f in rules.structure(text) if f.lesion_type is not None}
+    assert found == expected

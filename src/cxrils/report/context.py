@@ -61,9 +61,10 @@ class Modifier:
                 self.scope_end = self.end + max_scope
 
     def limit_scope(self, other: Modifier) -> None:
-        """End this cue's scope at ``other`` (medspaCy ``limit_scope``)."""
-        if not tuple_overlaps((self.scope_start, self.scope_end), (other.scope_start, other.scope_end)):
-            return
+        """End this cue's scope at ``other`` (medspaCy ``ConTextModifier.limit_scope``,
+        which ``ConTextGraph.update_scopes`` calls for every pair of a sentence's cues with
+        no overlap test first: a terminator inside a scope ends it even where the
+        terminator's own scope, the whole sentence, contains that scope)."""
         if self.direction == TERMINATE:
             return
         if other.direction != TERMINATE and other.category != self.category:

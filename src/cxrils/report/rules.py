@@ -657,10 +657,17 @@ def _seen_before(words: list[str], targets: list[tuple[int, int]], cues: list) -
     for cue in cues:
         start, end, (literal, category, _, _) = cue
         if category == "TERMINATE" and literal in _SEEN_WORDS:
-            near = {w.lower() for w in words[max(0, start - 1) : start] + words[end : end + 3]}
+            before = [w.lower() for w in words[max(0, start - 1) : start]]
+            after = [w.lower() for w in words[end : end + 3]]
+            seen_before = (
+                bool(set(before) & _BEFORE_WORDS)
+                or after[:1] in (["previously"], ["earlier"], ["before"])
+                or after[:1] == ["on"]
+                and bool(set(after[1:]) & _BEFORE_WORDS)
+            )  # "previously seen", "seen previously", "seen on the prior" (not "present as before")
             cue_at = min((s for s in back if s >= end), default=None)
             if (
-                near & _BEFORE_WORDS
+                seen_before
                 and cue_at is not None
                 and not any(end <= s < cue_at for s in stops)
                 and not any(end <= a < cue_at for a, _ in targets)

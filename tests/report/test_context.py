@@ -69,6 +69,19 @@ def test_same_categories_as_medspacy_context(medspacy_nlp, text):
     assert ours(text) == theirs
 
 
+def test_a_terminator_ends_a_limited_backward_scope_where_medspacy_does_not(medspacy_nlp):
+    # medspaCy 1.3.1 tests a one-sided overlap of the two scopes before limiting: the ";"
+    # (scope: the whole sentence) does not end "has resolved"'s scope, cut to 10 tokens,
+    # and the opacity is negated. Ours ends it there (cxrils.report.context.Modifier.limit_scope).
+    text = "Left basilar opacity noted previously is unchanged; the right effusion has resolved."
+    doc = medspacy_nlp(text)
+    theirs = {(e.start_char, e.end_char): {m.category for m in e._.modifiers} for e in doc.ents}
+    opacity, effusion = (13, 20), (62, 70)
+    assert text[slice(*opacity)] == "opacity" and text[slice(*effusion)] == "effusion"
+    assert theirs[opacity] == {"NEGATED_EXISTENCE"} and ours(text)[opacity] == set()
+    assert theirs[effusion] == ours(text)[effusion] == {"NEGATED_EXISTENCE"}
+
+
 def test_terminate_and_same_category_end_a_scope():
     # "no" FORWARD, "but" TERMINATE, "possible" FORWARD: rules are (literal, category, direction, max_scope)
     neg, term, hedge = (

@@ -61,10 +61,13 @@ class Modifier:
                 self.scope_end = self.end + max_scope
 
     def limit_scope(self, other: Modifier) -> None:
-        """End this cue's scope at ``other`` (medspaCy ``ConTextModifier.limit_scope``,
-        which ``ConTextGraph.update_scopes`` calls for every pair of a sentence's cues with
-        no overlap test first: a terminator inside a scope ends it even where the
-        terminator's own scope, the whole sentence, contains that scope)."""
+        """End this cue's scope at ``other`` (medspaCy 1.3 ``ConTextModifier.limit_scope``,
+        less its first test, ``tuple_overlaps(self.scope_span, other.scope_span)``: that
+        test is one-sided (``other``'s scope must start or end inside ``self``'s), so a
+        terminator, whose scope is the whole sentence, never ended a backward scope that
+        ``max_scope`` had cut ("left basilar opacity noted previously is unchanged; the
+        right effusion has resolved" negated the opacity across the ";"). Ours, a
+        deliberate difference; ``tests/report/test_context.py`` shows both readings)."""
         if self.direction == TERMINATE:
             return
         if other.direction != TERMINATE and other.category != self.category:

@@ -592,10 +592,11 @@ _DENIAL_MODIFIERS = frozenset(
 )
 
 
-# How far "A is favored over B" hedges B (_favored_over): "over left lower lobe pneumonia".
-_OVER_SCOPE = 4
+# How far "A is favored over B" hedges B (_favored_over): as far as an alternative ("or")
+# reaches in the lexicon ("over left lower lobe pneumonia").
+_OVER_SCOPE = next(sc for lit, cat, _, sc in CONTEXT_RULES if (lit, cat) == ("or", "ALTERNATIVE"))
 # The backward scope of "not seen" (lexicon), given to "not seen previously or ..." (_seen_now).
-_NOT_SEEN_SCOPE = 10
+_NOT_SEEN_SCOPE = next(sc for lit, cat, _, sc in CONTEXT_RULES if (lit, cat) == ("not seen", "NEGATED_EXISTENCE"))
 # A denied change before "or new X" (_new_or_denied), and the words that open X.
 _DENIED_CHANGE_LEAD = re.compile(r"^(?:no|without|there (?:is|are|has been|have been) no)\b")
 _NEW_WORDS = frozenset({"new", "additional", "further"})

@@ -727,23 +727,57 @@ def test_review_of_the_audit_fixes_certainty(rules, text, expected):
 @pytest.mark.parametrize(
     "text, expected",
     [
-        # a terminator ends a backward cue's scope even when that scope is limited
-        # (medspaCy's update_scopes tests no overlap first; review of stop 52)
+        # a clause boundary ends a backward cue's scope even when max_scope limited it
+        # (medspaCy 1.3.1 does not: cxrils.report.context)
         (
             "Left basilar opacity noted previously is unchanged; the right effusion has resolved.",
             {"opacity": "positive", "effusion": "negative"},
         ),
+        # "and the" after a clause with its own verb, or before a subject of the cue's own
         (
             "Right pleural effusion noted previously is now small and the pneumothorax has resolved.",
             {"effusion": "positive"},
         ),
-        # "present as before" is no finding seen before (_seen_before keeps its terminator)
         (
             "Moderate cardiomegaly is present as before and the mediastinal contours are within normal limits.",
             {"cardiomegaly": "positive"},
         ),
+        (
+            "The heart is mildly enlarged and the mediastinal contours are within normal limits.",
+            {"cardiomegaly": "positive"},
+        ),
+        (
+            "The right effusion, the left atelectasis and the edema have resolved.",
+            {"effusion": "negative", "atelectasis": "negative", "edema": "negative"},
+        ),
+        # "with" and "which" inside a long subject do not cut its negation (second review)
+        (
+            "Small bilateral pleural effusions with adjacent compressive atelectasis at both lung bases are not seen.",
+            {"effusion": "negative", "atelectasis": "negative"},
+        ),
+        (
+            "Residual right upper lobe consolidation which was present on the prior radiograph has largely cleared.",
+            {"consolidation": "negative"},
+        ),
+        ("The small right pleural effusion seen in the prior study has resolved.", {"effusion": "negative"}),
+        # a clinical question about a list asks about all of it
+        ("Clinical concern for pneumonia or pulmonary edema.", {"pneumonia": "negative", "edema": "negative"}),
     ],
 )
 def test_terminators_end_limited_backward_scopes(rules, text, expected):
     found = {f.lesion_type: f.presence for f in rules.structure(text) if f.lesion_type is not None}
     assert found == expected
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "Mild pulmonary edema and moderate right and small left effusions.",
+        "Mild cardiomegaly, small right and trace left pleural effusions.",
+    ],
+)
+def test_a_side_list_after_another_finding_is_the_next_findings(rules, text):
+    rep = structure_report("x", "FINDINGS: " + text, structurer=rules)
+    effusions = sorted(list(f.labels) for f in rep.findings if f.lesion_type == "effusion")
+    assert effusions == [["left lung"], ["right lung"]]
+    assert all(not f.labels for f in rep.findings if f.lesion_type in ("edema", "cardiomegaly"))

@@ -9,19 +9,33 @@ Restated from medspaCy's ``context/context_modifier.py`` and ``context_graph.py`
 - overlapping cue matches are pruned to the longest, so a PSEUDO cue ("no interval
   change") hides the cue inside it ("no");
 - a TERMINATE cue ("but"), or a cue of the same category, ends a cue's scope where it
-  starts (forward) or ends (backward), if the two scopes overlap;
+  starts (forward) or ends (backward), if the two scopes overlap (medspaCy's one-sided
+  test: the other's scope starts or ends inside this one's);
 - a cue modifies a target that overlaps its scope and not the cue itself; TERMINATE
   and PSEUDO cues modify nothing.
 
-Differences, both deliberate: work is per sentence (medspaCy compares every pair of
-cues of the whole document, quadratic in the document's length), and the cue and
-target spans come from :class:`cxrils.report.tokens.Matcher`.
+Differences, all deliberate: work is per sentence (medspaCy compares every pair of
+cues of the whole document, quadratic in the document's length); the cue and target
+spans come from :class:`cxrils.report.tokens.Matcher`; and a clause boundary
+(:data:`CLAUSE_BOUNDARIES`: ";", "but", "however" ...) ends a scope without the overlap
+test, which never lets a terminator, whose scope is the whole sentence, end a backward
+scope that ``max_scope`` cut ("left basilar opacity noted previously is unchanged; the
+right effusion has resolved" negates the opacity in medspaCy 1.3.1). Other terminators
+("with", "which", "persistent") keep the test: inside a long subject they would cut a
+negation off from its finding ("small right pleural effusion with adjacent atelectasis
+... is not seen").
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+
+#: TERMINATE literals that end a clause; they end a scope without the overlap test
+#: (module docstring; ours).
+CLAUSE_BOUNDARIES: frozenset[str] = frozenset(
+    {";", "but", "however", "although", "though", "while", "whereas", "yet", ", the", ", and the"}
+)
 
 TERMINATE = "TERMINATE"
 PSEUDO = "PSEUDO"
@@ -42,6 +56,7 @@ class Modifier:
     direction: str  # FORWARD | BACKWARD | BIDIRECTIONAL | TERMINATE | PSEUDO
     scope_start: int = 0
     scope_end: int = 0
+    clause_boundary: bool = False  # a TERMINATE cue of CLAUSE_BOUNDARIES
 
     def set_scope(self, n_tokens: int, max_scope: int | None) -> None:
         """The scope inside a sentence of ``n_tokens`` tokens (medspaCy ``__set_scope``)."""
@@ -61,13 +76,11 @@ class Modifier:
                 self.scope_end = self.end + max_scope
 
     def limit_scope(self, other: Modifier) -> None:
-        """End this cue's scope at ``other`` (medspaCy 1.3 ``ConTextModifier.limit_scope``,
-        less its first test, ``tuple_overlaps(self.scope_span, other.scope_span)``: that
-        test is one-sided (``other``'s scope must start or end inside ``self``'s), so a
-        terminator, whose scope is the whole sentence, never ended a backward scope that
-        ``max_scope`` had cut ("left basilar opacity noted previously is unchanged; the
-        right effusion has resolved" negated the opacity across the ";"). Ours, a
-        deliberate difference; ``tests/report/test_context.py`` shows both readings)."""
+        """End this cue's scope at ``other`` (medspaCy 1.3 ``limit_scope``; a clause
+        boundary skips its overlap test, module docstring)."""
+        overlap = tuple_overlaps((self.scope_start, self.scope_end), (other.scope_start, other.scope_end))
+        if not overlap and not other.clause_boundary:
+            return
         if self.direction == TERMINATE:
             return
         if other.direction != TERMINATE and other.category != self.category:
@@ -108,8 +121,8 @@ def target_modifiers(
         in cue order.
     """
     mods = []
-    for s, e, (_, category, direction, max_scope) in cues:
-        m = Modifier(s, e, category, direction)
+    for s, e, (literal, category, direction, max_scope) in cues:
+        m = Modifier(s, e, category, direction, clause_boundary=direction == TERMINATE and literal in CLAUSE_BOUNDARIES)
         m.set_scope(n_tokens, max_scope)
         mods.append(m)
     for i in range(len(mods) - 1):  # medspaCy's update_scopes, on this sentence's cues

@@ -74,6 +74,10 @@ _PREMOD = re.compile(
     r"improving|improved|mid|upper|lower|area|areas|of|region)\b)*$",
     re.IGNORECASE,
 )
+# A place introduced by a preposition after a finding is that finding's ("consolidation
+# AT the right base and a small left effusion"; not "edema and moderate right and small
+# left effusions"): _attach_locations.
+_PLACE_PREP = re.compile(r"\b(?:in|at|on|within|involving|along|over|of|throughout)\b", re.IGNORECASE)
 # "moderate right AND SMALL LEFT pleural effusions": a side, then the other side before
 # the finding (_other_side_next).
 _AND_SIDE = re.compile(r"^\s+(?:and|or)\s+(?:[\w-]+\s+){0,2}?(?:right|left)\b", re.IGNORECASE)
@@ -410,7 +414,7 @@ class RulesStructurer:
             side_list = (
                 gap_next is not None
                 and _other_side_next(gap_next)
-                and not (prev is not None and _POSTLINK.match(gap_prev))
+                and not (prev is not None and _PLACE_PREP.search(gap_prev))
             )
             if nxt is not None and (_PREMOD.match(gap_next) or side_list) and not right_after:
                 nxt.pre.append(phrase)
@@ -595,6 +599,8 @@ _DENIAL_MODIFIERS = frozenset(
 # How far "A is favored over B" hedges B (_favored_over): as far as an alternative ("or")
 # reaches in the lexicon ("over left lower lobe pneumonia").
 _OVER_SCOPE = next(sc for lit, cat, _, sc in CONTEXT_RULES if (lit, cat) == ("or", "ALTERNATIVE"))
+# Words that join the findings a clinical question asks about (_clinical_question).
+_QUESTION_LIST_WORDS = frozenset({",", "and", "or", "nor", "/", "and/or"})
 # The backward scope of "not seen" (lexicon), given to "not seen previously or ..." (_seen_now).
 _NOT_SEEN_SCOPE = next(sc for lit, cat, _, sc in CONTEXT_RULES if (lit, cat) == ("not seen", "NEGATED_EXISTENCE"))
 # A denied change before "or new X" (_new_or_denied), and the words that open X.
@@ -663,9 +669,9 @@ def _seen_before(words: list[str], targets: list[tuple[int, int]], cues: list) -
             seen_before = (
                 bool(set(before) & _BEFORE_WORDS)
                 or after[:1] in (["previously"], ["earlier"], ["before"])
-                or after[:1] == ["on"]
+                or after[:1] in (["on"], ["in"])
                 and bool(set(after[1:]) & _BEFORE_WORDS)
-            )  # "previously seen", "seen previously", "seen on the prior" (not "present as before")
+            )  # "previously seen", "seen previously", "seen on/in the prior" (not "present as before")
             cue_at = min((s for s in back if s >= end), default=None)
             if (
                 seen_before
@@ -690,7 +696,7 @@ def _sentence_cues(words: list[str], targets: list[tuple[int, int]], found: list
     (:func:`_clause_scope`). ``targets`` are the finding token spans ``(start, end)``."""
     cues = _seen_before(words, targets, found)
     cues = _favored_over(words, _seen_now(words, _new_clause(words, cues)))
-    cues = _new_or_denied(words, targets, _clinical_question(targets, cues))
+    cues = _new_or_denied(words, targets, _clinical_question(words, targets, cues))
     return _clause_scope(words, targets, _listing_or(_denied_others(words, targets, cues)))
 
 
@@ -723,19 +729,26 @@ def _seen_now(words: list[str], cues: list) -> list:
     return out
 
 
-def _clinical_question(targets: list[tuple[int, int]], cues: list) -> list:
+def _clinical_question(words: list[str], targets: list[tuple[int, int]], cues: list) -> list:
     """Cue matches ``(start, end, rule)`` of a sentence with the scope of each
     :data:`~cxrils.report.lexicon.CLINICAL_QUESTION` cue ended after the first finding
-    that follows it: "in the setting of clinical concern for pneumonia, right lower lobe
-    opacity likely represents pneumonia" asks about the first pneumonia only.
-    ``targets`` are the finding token spans ``(start, end)`` of the sentence."""
+    that follows it, or the list of findings joined to it by "and", "or" or commas:
+    "in the setting of clinical concern for pneumonia, right lower lobe opacity likely
+    represents pneumonia" asks about the first pneumonia only, "clinical concern for
+    pneumonia or pulmonary edema" about both. ``targets`` are the finding token spans
+    ``(start, end)`` of the sentence."""
     out = []
     for cue in cues:
         start, end, (literal, category, direction, _) = cue
         if category == "HYPOTHETICAL" and literal in CLINICAL_QUESTION:
-            first = min((b for a, b in targets if a >= end), default=None)
-            if first is not None:
-                cue = (start, end, (literal, category, direction, first - end))
+            after = sorted((a, b) for a, b in targets if a >= end)
+            if after:
+                last = after[0][1]
+                for a, b in after[1:]:  # a list of findings asked together: "pneumonia or edema"
+                    if not all(w.lower() in _QUESTION_LIST_WORDS for w in words[last:a]):
+                        break
+                    last = b
+                cue = (start, end, (literal, category, direction, last - end))
         out.append(cue)
     return out
 
@@ -856,6 +869,12 @@ def _clause_scope(words: list[str], targets: list[tuple[int, int]], cues: list) 
                     cue = (start, end, (literal, category, direction, start - commas[-1] - 1))
                 out.append(cue)
                 continue
+            # "the heart is mildly enlarged and the mediastinal contours are within normal
+            # limits": after "and the" the cue has a subject of its own, as after a comma
+            ands = [k for k in range(subject[1], start - 1) if _clause_and(words, k)]
+            if ands and _own_subject([w.lower() for w in words[ands[-1] + 1 : start]]):
+                out.append((start, end, (literal, category, direction, start - ands[-1] - 1)))
+                continue
             if any(w.lower() in _PLURAL_VERBS for w in words[subject[1] : end]):  # the cue's own "have" too
                 out.append(cue)  # "pneumothorax, effusion have resolved": the list is the subject
                 continue
@@ -869,7 +888,9 @@ def _clause_scope(words: list[str], targets: list[tuple[int, int]], cues: list) 
             continue
         comma = None
         for k in range(subject[0] - 1, -1, -1):
-            if words[k] == ",":
+            # "right effusion noted previously is now small and the pneumothorax has
+            # resolved": "and the" after a clause with its verb is a comma there
+            if words[k] == "," or _clause_and(words, k) and _verb_before(words, targets, k):
                 comma = k
                 break
             if words[k] in _LIST_WORDS or any(a <= k < b for a, b in targets):
@@ -885,6 +906,18 @@ def _clause_scope(words: list[str], targets: list[tuple[int, int]], cues: list) 
             cue = (start, end, (literal, category, direction, start - comma - 1))
         out.append(cue)
     return out
+
+
+def _clause_and(words: list[str], k: int) -> bool:
+    """Whether token ``k`` is the "and" of "and the" (a clause may start there)."""
+    return words[k].lower() == "and" and words[k + 1 : k + 2] in (["the"], ["The"])
+
+
+def _verb_before(words: list[str], targets: list[tuple[int, int]], k: int) -> bool:
+    """Whether a verb (:data:`_CLAUSE_VERBS`) stands between the last finding before token
+    ``k`` and ``k``: the words before an "and the" are a clause, not a list item."""
+    last = max((b for a, b in targets if b <= k), default=0)
+    return any(w.lower() in _CLAUSE_VERBS for w in words[last:k])
 
 
 def _compared_place(text: str, base: int, span: tuple[int, int, str], ms: list[_Mention], window: int) -> bool:

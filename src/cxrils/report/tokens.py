@@ -140,40 +140,47 @@ def split_sentences(text: str, max_tokens: int = 200) -> list[Sentence]:
 class PhraseTable:
     """Fixed token sequences -> payloads, found at every token of a sentence.
 
-    The table is indexed by first word, so finding phrases costs one dictionary
-    lookup per token plus a comparison per phrase that starts with that word.
-    Phrase text is tokenised with :func:`tokenize`; a phrase listed twice keeps
-    its first payload.
+    The phrases are stored as a trie of their words, so finding the longest phrase that
+    starts at a token walks at most as many words as that phrase has, however many
+    phrases share its first words (the lexicon has hundreds that start with "no" or
+    "there is no"). Phrase text is tokenised with :func:`tokenize`; a phrase listed twice
+    keeps its first payload.
     """
 
     def __init__(self, items: Iterable[tuple[str, Any]]) -> None:
-        by_first: dict[str, list[tuple[list[str], Any]]] = {}
-        seen: set[tuple[str, ...]] = set()
+        root: dict[str, Any] = {}
         for phrase, payload in items:
             toks = tokenize(phrase)
-            if not toks or tuple(toks) in seen:
+            if not toks:
                 continue
-            seen.add(tuple(toks))
-            by_first.setdefault(toks[0], []).append((toks, payload))
-        for cands in by_first.values():
-            cands.sort(key=lambda c: -len(c[0]))  # longest first
-        self._by_first = by_first
+            node = root
+            for w in toks:
+                node = node.setdefault(w, {})
+            node.setdefault(_END, payload)  # the first payload of a phrase listed twice
+        self._root = root
 
     def find(self, words: Sequence[str]) -> list[tuple[int, int, Any]]:
         """The longest phrase starting at each token: ``(start, end, payload)``
         token spans (end exclusive), possibly overlapping, in start order."""
         out = []
-        get = self._by_first.get
-        for i, w in enumerate(words):
-            cands = get(w)
-            if cands is None:
-                continue
-            for toks, payload in cands:
-                k = len(toks)
-                if k == 1 or words[i : i + k] == toks:
-                    out.append((i, i + k, payload))
+        root, n = self._root, len(words)
+        for i in range(n):
+            node, best = root, None
+            j = i
+            while j < n:
+                node = node.get(words[j])
+                if node is None:
                     break
+                j += 1
+                if _END in node:
+                    best = (i, j, node[_END])
+            if best is not None:
+                out.append(best)
         return out
+
+
+#: The trie key that marks the end of a phrase (no token is empty).
+_END = ""
 
 
 class TokenPattern:

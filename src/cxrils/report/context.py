@@ -17,8 +17,8 @@ Restated from medspaCy's ``context/context_modifier.py`` and ``context_graph.py`
 Differences, all deliberate: work is per sentence (medspaCy compares every pair of
 cues of the whole document, quadratic in the document's length); the cue and target
 spans come from :class:`cxrils.report.tokens.Matcher`; and a clause boundary
-(:data:`CLAUSE_BOUNDARIES`: ";", "but", "however" ...) ends a scope without the overlap
-test, which never lets a terminator, whose scope is the whole sentence, end a backward
+(:data:`cxrils.report.lexicon.CLAUSE_BOUNDARIES`: ";", "but", "however" ...) ends a
+scope without the overlap test, which never lets a terminator, whose scope is the whole sentence, end a backward
 scope that ``max_scope`` cut ("left basilar opacity noted previously is unchanged; the
 right effusion has resolved" negates the opacity in medspaCy 1.3.1). Other terminators
 ("with", "which", "persistent") keep the test: inside a long subject they would cut a
@@ -31,11 +31,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-#: TERMINATE literals that end a clause; they end a scope without the overlap test
-#: (module docstring; ours).
-CLAUSE_BOUNDARIES: frozenset[str] = frozenset(
-    {";", "but", "however", "although", "though", "while", "whereas", "yet", ", the", ", and the"}
-)
+from cxrils.report.lexicon import CLAUSE_BOUNDARIES
 
 TERMINATE = "TERMINATE"
 PSEUDO = "PSEUDO"

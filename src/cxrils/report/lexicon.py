@@ -366,8 +366,9 @@ CHANGE_WORDS: Final[tuple[str, ...]] = (
     "clearing",
 )
 
-#: The clinical question asked of the film, not a finding (HYPOTHETICAL; it reaches its
-#: first finding only, ``rules._clinical_question``): "clinical concern for pneumonia".
+#: The clinical question asked of the film, not a finding (HYPOTHETICAL; it reaches the
+#: finding, or the list of findings, it names only, ``rules._clinical_question``):
+#: "clinical concern for pneumonia".
 CLINICAL_QUESTION: Final[tuple[str, ...]] = (
     "clinical concern for",
     "clinical suspicion for",
@@ -388,6 +389,17 @@ NOT_SEEN_BEFORE: Final[tuple[str, ...]] = tuple(
         ("", " on prior"),
         ("", " on the previous"),
     )
+)
+
+#: Terminators that open a clause with its own subject, where a verb of its own follows
+#: ("without evidence of edema, the bibasilar opacities likely represent atelectasis"; "no
+#: consolidation, and the left effusion has increased"); elsewhere they continue a list
+#: or an aside and end nothing (``rules._new_clause``).
+CLAUSE_OPENERS: Final[tuple[str, ...]] = (", the", ", and the")
+#: Terminators that end a clause: they end a cue's scope even where ``max_scope`` cut it
+#: (:mod:`cxrils.report.context`, a deliberate difference from medspaCy 1.3.1).
+CLAUSE_BOUNDARIES: Final[frozenset[str]] = frozenset(
+    {";", "but", "however", "although", "though", "while", "whereas", "yet", *CLAUSE_OPENERS}
 )
 
 _RAW_CONTEXT_RULES: tuple[tuple[str, str, str, int | None], ...] = (
@@ -715,10 +727,10 @@ _RAW_CONTEXT_RULES: tuple[tuple[str, str, str, int | None], ...] = (
             "correlate clinically",
             "symptoms of",
             "signs and symptoms of",
-            # a test asked for, not its result: "he was tested for COVID-19 infection"
             # the clinical question, not a finding: "clinical concern for pneumonia; no
-            # consolidation" (its first finding only: rules._clinical_question)
+            # consolidation" (the findings it names only: rules._clinical_question)
             *CLINICAL_QUESTION,
+            # a test asked for, not its result: "he was tested for COVID-19 infection"
             "tested for",
             "testing for",
             "screened for",
@@ -850,11 +862,7 @@ _RAW_CONTEXT_RULES: tuple[tuple[str, str, str, int | None], ...] = (
             # "resolution of the right effusion, new left consolidation" (not "no new ...",
             # a cue of its own, nor "no evidence of new consolidation": no comma)
             ", new",
-            # a new clause with its own subject: "without evidence of edema, the bibasilar
-            # opacities likely represent atelectasis"; "no consolidation, and the left effusion
-            # has increased"
-            ", the",
-            ", and the",
+            *CLAUSE_OPENERS,
             # "resolution of central consolidation and residual peripheral consolidation"
             # (not "no residual effusion", nor "no residual pneumothorax, residual effusion,
             # or residual consolidation": no "and" before it)

@@ -37,6 +37,7 @@ from cxrils.report.context import target_modifiers
 from cxrils.report.lexicon import (
     CARDIOMEGALY_PATTERNS,
     CHANGE_WORDS,
+    CLAUSE_OPENERS,
     CLINICAL_QUESTION,
     COMPARED_SIDES_RE,
     CONGESTION_PATTERNS,
@@ -608,8 +609,8 @@ _DENIED_CHANGE_LEAD = re.compile(r"^(?:no|without|there (?:is|are|has been|have 
 _NEW_WORDS = frozenset({"new", "additional", "further"})
 
 
-# Terminators that open a clause when a verb of its own follows (_new_clause).
-_CLAUSE_OPENERS = frozenset({", the", ", and the"})
+# The verbs that make the words after a clause opener (lexicon.CLAUSE_OPENERS) a clause
+# (_new_clause), or the words before an "and the" one (_verb_before).
 _CLAUSE_VERBS = frozenset(
     {"is", "are", "was", "were", "has", "have", "had", "remains", "remain", "appears", "appear", "persists"}
     | {"persist", "represents", "represent", "reflects", "reflect", "measures", "seems", "seem", "demonstrates"}
@@ -783,7 +784,7 @@ def _new_or_denied(words: list[str], targets: list[tuple[int, int]], cues: list)
 
 def _new_clause(words: list[str], cues: list) -> list:
     """Cue matches ``(start, end, rule)`` of a sentence less the terminators of
-    :data:`_CLAUSE_OPENERS` (", the", ", and the") that open no clause: one ends a scope
+    :data:`~cxrils.report.lexicon.CLAUSE_OPENERS` (", the", ", and the") that open no clause: one ends a scope
     only where a verb of its own follows before the next comma ("without consolidation,
     the right effusion is unchanged"; not a list, "no pneumothorax, the pleural effusion,
     or edema", nor an aside, "effusions, the left larger than the right, have resolved")
@@ -798,7 +799,7 @@ def _new_clause(words: list[str], cues: list) -> list:
     out = []
     for cue in cues:
         start, end, (literal, category, _, _) = cue
-        if category == "TERMINATE" and literal in _CLAUSE_OPENERS:
+        if category == "TERMINATE" and literal in CLAUSE_OPENERS:
             clause = []
             for w in words[end:]:
                 if w in (",", ";"):
@@ -910,7 +911,7 @@ def _clause_scope(words: list[str], targets: list[tuple[int, int]], cues: list) 
 
 def _clause_and(words: list[str], k: int) -> bool:
     """Whether token ``k`` is the "and" of "and the" (a clause may start there)."""
-    return words[k].lower() == "and" and words[k + 1 : k + 2] in (["the"], ["The"])
+    return [w.lower() for w in words[k : k + 2]] == ["and", "the"]
 
 
 def _verb_before(words: list[str], targets: list[tuple[int, int]], k: int) -> bool:

@@ -23,6 +23,11 @@ def by_type(rules, text):
     return {f.lesion_type: f for f in rules.structure(text)}
 
 
+def presences(rules, text):
+    """Presence of each lesion type the sentence names (findings of no type left out)."""
+    return {f.lesion_type: f.presence for f in rules.structure(text) if f.lesion_type is not None}
+
+
 def test_negation_scope_ends_at_but(rules):
     fs = by_type(rules, "No effusion, but right lower lobe consolidation.")
     assert fs["effusion"].presence == "negative"
@@ -122,8 +127,7 @@ def test_a_finding_seen_before_then_resolved_is_negative(rules, text):
     ],
 )
 def test_presence_after_denied_change_new_finding_and_new_clause(rules, text, expected):
-    found = {f.lesion_type: f.presence for f in rules.structure(text) if f.lesion_type is not None}
-    assert found == expected
+    assert presences(rules, text) == expected
 
 
 @pytest.mark.parametrize(
@@ -150,8 +154,7 @@ def test_the_clinical_question_is_not_a_finding(rules):
     ["Opacity previously seen, effusion has resolved.", "Opacity seen previously, but effusion has cleared."],
 )
 def test_a_finding_seen_before_another_resolved_one_stays_positive(rules, text):
-    found = {f.lesion_type: f.presence for f in rules.structure(text)}
-    assert found == {"opacity": "positive", "effusion": "negative"}
+    assert presences(rules, text) == {"opacity": "positive", "effusion": "negative"}
 
 
 @pytest.mark.parametrize(
@@ -691,8 +694,7 @@ def test_a_place_after_its_finding_is_not_the_next_findings_side(rules, text, ex
     ],
 )
 def test_review_of_the_audit_fixes_presence(rules, text, expected):
-    found = {f.lesion_type: f.presence for f in rules.structure(text) if f.lesion_type is not None}
-    assert found == expected
+    assert presences(rules, text) == expected
 
 
 @pytest.mark.parametrize(
@@ -765,8 +767,7 @@ def test_review_of_the_audit_fixes_certainty(rules, text, expected):
     ],
 )
 def test_terminators_end_limited_backward_scopes(rules, text, expected):
-    found = {f.lesion_type: f.presence for f in rules.structure(text) if f.lesion_type is not None}
-    assert found == expected
+    assert presences(rules, text) == expected
 
 
 @pytest.mark.parametrize(

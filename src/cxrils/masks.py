@@ -246,11 +246,9 @@ def coco_rle(rle: Mapping[str, Any] | Any, what: str = "") -> dict[str, Any]:
     """
     try:
         size, counts = rle["size"], rle["counts"]
-        if not isinstance(size, (list, tuple, np.ndarray)):
-            raise TypeError("size is not a list")
+        if not isinstance(size, (list, tuple, np.ndarray)) or len(size) != 2:
+            raise ValueError("size must be a list of two numbers")
         h, w = _whole(size[0]), _whole(size[1])
-        if len(size) != 2:
-            raise ValueError("size needs two numbers")
     except (KeyError, TypeError, IndexError, ValueError, OverflowError) as err:
         why = f" ({err})" if isinstance(err, ValueError) else ""
         raise MaskError(f"{what}mask is not a COCO RLE {{size: [H, W], counts}}{why}: {rle!r:.120}") from err
@@ -275,9 +273,8 @@ def _whole(v: Any) -> int:
     """``v`` as an int when it is a whole number (an int, or a float such as ``256.0``);
     ValueError for a fraction, text or a boolean (``int("256")`` or ``int(256.7)`` would
     pass them silently)."""
-    if isinstance(v, (bool, np.bool_)) or not isinstance(v, (int, float, np.integer, np.floating)):
-        raise ValueError(f"size entries must be whole numbers, got {v!r}")
-    if float(v) != int(v):
+    number = isinstance(v, (int, float, np.integer, np.floating)) and not isinstance(v, (bool, np.bool_))
+    if not number or float(v) != int(v):  # int(NaN) and int(inf) raise too
         raise ValueError(f"size entries must be whole numbers, got {v!r}")
     return int(v)
 

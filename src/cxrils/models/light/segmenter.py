@@ -469,9 +469,11 @@ class LightSegmenter(Segmenter):
             else Evidence(own_score, bool(own_mask.any()), tree.sides)
         )
         named: frozenset[str] = frozenset()
-        if tree.level is None:  # what the global question's answer names (its text's locations)
+        global_mask = np.zeros(x.shape, dtype=bool)
+        if tree.level is None and not own.passes(threshold):
+            # what the global question's answer names (its text's locations): read by the
+            # rule only for a zone, lobe or list question its own score does not answer
             lungs = present_lungs(evidence, threshold)
-            global_mask = np.zeros(x.shape, dtype=bool)
             if lungs:
                 global_mask = self._lifted(
                     masks["global"], evidence["global"], evidence, masks, lungs, x, prior, threshold

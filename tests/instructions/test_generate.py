@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 
 import numpy as np
@@ -413,6 +414,20 @@ def test_predicted_lesion_type_wins_and_both_types_count_as_mentioned():
         r["lesion_type"] for r in records if r["polarity"] == "negative" and r["instruction_type"] == "global"
     }
     assert "opacity" not in globals_neg and "pneumonia" not in globals_neg
+
+
+def test_every_type_of_a_differential_counts_as_mentioned():
+    # "Right basilar opacity may represent atelectasis or pneumonia.": the structurer
+    # predicts the first type; the second is in the report's words only, and the report
+    # does not say pneumonia is absent, so no pneumonia negative may be made.
+    m = box(44, 54, 6, 22)
+    f = finding("opacity", labels=["right lung base"], lesion_type="opacity", predicted="atelectasis")
+    f = dataclasses.replace(f, predicted_lesion_text="atelectasis or pneumonia", inference_certainty="tentative")
+    g = _single([grounded(f, ["right lung base"], ["right lung base"], m)], empty=["left lung"])
+    records = gen(g, only_global_absent())
+    absent = {r["lesion_type"] for r in records if r["polarity"] == "negative" and r["instruction_type"] == "global"}
+    assert "pneumonia" not in absent and "atelectasis" not in absent
+    assert "edema" in absent  # a type the report never names is still asked as absent
 
 
 def test_split_certainty_observation_for_basic_inference_for_lesion_inference():

@@ -140,9 +140,14 @@ def lesion_type_of(gf: GroundedFinding) -> str | None:
 
 def mentioned_types(gf: GroundedFinding) -> set[str]:
     """Every lesion type a finding names: its entity type, predicted type and grounded
-    type ("opacity reflecting pneumonia" mentions both opacity and pneumonia)."""
+    type ("opacity reflecting pneumonia" mentions both opacity and pneumonia), and every
+    type its predicted lesion in the report's words names (``predicted_lesion_text``):
+    "opacity may represent atelectasis or pneumonia" predicts atelectasis and mentions
+    pneumonia too, so pneumonia is neither absent from the report nor asked as a
+    negative."""
     f = gf.finding
-    return {t for t in (f.lesion_type, f.predicted_lesion_type, gf.lesion_type) if t in vocab.LESION_TYPES}
+    named = {t for t in (f.lesion_type, f.predicted_lesion_type, gf.lesion_type) if t in vocab.LESION_TYPES}
+    return named | vocab.lesion_types_named(f.predicted_lesion_text or "")
 
 
 def record_seed(base_seed: int, image_id: str) -> int:

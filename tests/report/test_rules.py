@@ -114,6 +114,8 @@ def test_a_finding_seen_before_then_resolved_is_negative(rules, text):
         ("Right basilar atelectasis, not seen before, has developed.", {"atelectasis": "positive"}),
         ("New right effusion, not seen previously.", {"effusion": "positive"}),
         ("Pneumonia is not seen.", {"pneumonia": "negative"}),
+        ("Opacity seen previously is not visible.", {"opacity": "negative"}),
+        ("The previously noted right effusion is not apparent.", {"effusion": "negative"}),
         # a negation ends where a clause with its own subject starts
         (
             "There is no evidence of consolidation, and the left effusion has increased.",
@@ -439,6 +441,9 @@ def test_no_other_finding_after_a_positive_one_denies_only_the_other(rules):
         "No further change to the left pleural effusion.",
         "No further significant change in the left pleural effusion.",
         "Small bilateral effusions are not visible on the frontal view but seen on the lateral.",
+        "Small bilateral effusions are not seen on the frontal view but seen on the lateral.",
+        # IU CXR3848's form: the view that does not show it is named
+        "There is persistent left basilar airspace opacity with blunting which is not evident on the lateral exam.",
         "Right pleural effusion, left pneumothorax not seen.",
         # a denial of something else (regression check: "no further" and "lack of" alone)
         "No further follow-up is needed for the left lower lobe opacity.",

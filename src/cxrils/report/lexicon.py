@@ -494,6 +494,8 @@ _RAW_CONTEXT_RULES: tuple[tuple[str, str, str, int | None], ...] = (
             "not present",
             "not demonstrated",
             "not evident",
+            "not visible",
+            "not apparent",
             "not noted",
             "not detected",
             "is absent",
@@ -799,6 +801,14 @@ _RAW_CONTEXT_RULES: tuple[tuple[str, str, str, int | None], ...] = (
             # new since the last film: "right basilar atelectasis, not seen before, has developed"
             # (a negation again before "or": rules._seen_now)
             *NOT_SEEN_BEFORE,
+            # one view does not show it, the other may: "small effusions are not visible on
+            # the frontal view but seen on the lateral" states the effusions
+            *(
+                f"not {verb} on {the}{view}"
+                for verb in ("seen", "visible", "apparent", "evident", "identified", "appreciated")
+                for the in ("the ", "")
+                for view in ("frontal", "pa", "ap", "lateral")
+            ),
             "gram negative",
             "not unexpected",
             # "no further worsening of the effusion", "lack of resolution of the effusion": a

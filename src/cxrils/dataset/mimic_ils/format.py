@@ -109,8 +109,9 @@ def read_mask_png(
 ) -> tuple[np.ndarray, bool]:
     """A release mask as bool at ``out_shape``, the grid its image is stored on.
 
-    Foreground = every colour channel equals ``foreground`` (16-bit PNGs are reduced to
-    8 bits first, as ``cv2.imread`` does). The mask is placed as the authors' loader
+    Foreground = every colour channel equals ``foreground``, the pixels read as
+    ``cv2.imread`` reads them: 16-bit PNGs reduced to 8 bits, 1-bit and grey+alpha PNGs
+    as their grey levels (0/255 for 1-bit), palette PNGs as their colours. The mask is placed as the authors' loader
     places it (``reason_seg_dataset.py``): resized with nearest neighbour by its own
     aspect, to ``ResizeLongestSide.get_preprocess_shape(mask_h, mask_w, L)`` with ``L`` the
     longest side of ``out_shape`` (the frame side; 1024 in the authors' loader), anchored
@@ -144,7 +145,14 @@ def read_mask_png(
 
     with Image.open(path) as im:
         im.load()
-        arr = np.asarray(im)
+        # as cv2.imread reads them (the authors' loader): a 1-bit or grey+alpha PNG as its
+        # grey levels, a palette PNG as the colours its indices stand for
+        if im.mode in ("1", "LA"):
+            arr = np.asarray(im.convert("L"))
+        elif im.mode in ("P", "PA"):
+            arr = np.asarray(im.convert("RGB"))
+        else:
+            arr = np.asarray(im)
         if im.mode.startswith("I;16") or arr.dtype == np.uint16:
             arr = (arr.astype(np.uint32) >> 8).astype(np.uint8)
     if arr.ndim == 3:

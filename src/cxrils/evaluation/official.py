@@ -22,6 +22,10 @@ so ``giou_pos`` = gIoU x (1 - O(1e-5 / U)), ``ciou_pos`` = cIoU up to 1e-10 and
 prediction is empty, else 0 / (pred area + 1e-5) = 0). The authors accumulate in float32
 on the GPU; here every sum is exact (integers, and float64 values summed exactly as
 integer multiples of 2**-1074), so the values do not depend on sample order.
+
+Not restated: ``validate()`` counts in SAM's padded 1024 x 1024 square, where a
+predicted pixel in the padding of a non-square image is a false positive; the masks
+scored here are on the image only (docs/evaluation.md, "The authors' protocol").
 """
 
 from __future__ import annotations

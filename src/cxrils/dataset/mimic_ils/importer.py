@@ -11,7 +11,8 @@ never an error for the rest.
 Images are stored at :attr:`cxrils.config.MimicIlsConfig.max_side` on the longest side
 (bilinear, as SAM's ``ResizeLongestSide``), masks resized with nearest neighbour by their
 own aspect into the stored image's frame (:func:`~cxrils.dataset.mimic_ils.format.read_mask_png`),
-so the records' masks are the grid the authors' ``validate()`` scores on.
+so the records' masks are the image part of the grid the authors' ``validate()`` scores
+on (it also counts predictions in SAM's padding to 1024 x 1024; docs/evaluation.md).
 """
 
 from __future__ import annotations

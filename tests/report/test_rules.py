@@ -290,6 +290,42 @@ def test_lobe_abbreviations_are_located_as_the_lobes(text, labels):
 
 
 @pytest.mark.parametrize(
+    "text, labels",
+    [
+        ("L base opacity.", ["left lung base"]),
+        ("Small R pleural effusion.", ["right lung"]),
+        ("R and L lower lobe atelectasis.", ["lung lower lobe right", "lung lower lobe left"]),
+        # a letter before no place word is no side
+        ("2 L of fluid was drained, small effusion at the left base.", ["left lung base"]),
+    ],
+)
+def test_side_letters_before_a_place_word_are_sides(text, labels):
+    from cxrils.report import structure_report
+
+    (f,) = structure_report("s", "FINDINGS: " + text).findings
+    assert f.presence == "positive" and f.labels == labels
+
+
+@pytest.mark.parametrize(
+    "text, labels",
+    [
+        # a place the same sentence rules out is no place of the finding (new-user trial, stop 53)
+        ("Consolidation in the right lung, none in the left lung.", ["right lung"]),
+        ("Pleural effusion on the right, none on the left.", ["right lung"]),
+        ("Effusion on the left, none on the right.", ["left lung"]),
+        ("Right-sided pleural effusion, not left.", ["right lung"]),
+        ("Right upper lobe consolidation, sparing the left lung.", ["lung upper lobe right"]),
+        ("Consolidations in both lungs, except for the left upper zone.", ["right lung", "left lung"]),
+    ],
+)
+def test_a_place_ruled_out_is_not_the_findings(text, labels):
+    from cxrils.report import structure_report
+
+    (f,) = structure_report("s", "FINDINGS: " + text).findings
+    assert f.presence == "positive" and f.labels == labels
+
+
+@pytest.mark.parametrize(
     "text, sentences",
     [
         ("Consolidation in the RLL.", ["Consolidation in the RLL."]),

@@ -214,6 +214,12 @@ _CLEAR_BEFORE = re.compile(r"\b(?:clear|normal|unremarkable)\s+$", re.IGNORECASE
 _CLEAR_AFTER = re.compile(
     r"^\s+(?:(?:is|are|appears?|remains?)\s+)?(?:clear|normal|unremarkable)\b(?!\s+of\b)", re.IGNORECASE
 )
+# A place the sentence rules out, right before the word: "consolidation in the right lung,
+# none in the left lung", "right-sided effusion, not left", "sparing the left lung".
+_DENIED_BEFORE = re.compile(
+    r"\b(?:none|not|sparing|spares|spared|except(?:\s+for)?)\s+(?:(?:in|on|at|of|within|involving)\s+)?(?:the\s+)?$",
+    re.IGNORECASE,
+)
 _SIDES = re.compile(r"\b(?:right|left)\b", re.IGNORECASE)
 _SLASH = re.compile(r"^\s*/\s*$")
 
@@ -395,6 +401,7 @@ class RulesStructurer:
             if not any(sp[0] < m.end and m.start < sp[1] for m in ms)
             and not _compared_place(text, base, sp, ms, compared)
             and not _CLEAR_BEFORE.search(text[max(base, sp[0] - before) : sp[0]])
+            and not _DENIED_BEFORE.search(text[max(base, sp[0] - before) : sp[0]])
             and not _CLEAR_AFTER.match(text[sp[1] : sp[1] + after])
         ]
         for s, e, phrase in spans:
@@ -1086,16 +1093,24 @@ class _Prepared:
 
 
 _SPACES = re.compile(r"\s+")
+# An upper-case R or L as a word before a place word: "L base opacity", "R lung", "R and L
+# lower lobes" (the letters alone are no side: "2 L of fluid").
+_SIDE_LETTER = re.compile(
+    r"\b([RL])(?=(?:\s*(?:and|/|&)\s*[RL])?\s+(?i:lung|lungs|base|bases|basilar|basal|apex|apical|upper|mid|middle|lower|hemithorax|"
+    r"costophrenic|cp|perihilar|hilar|hilum|lobe|pleural|chest|side)\b)"
+)
 
 
 def _prepare(text: str) -> _Prepared:
-    """Whitespace collapsed, "effusion.. Left" split as a sentence end, and the upper-case
+    """Whitespace collapsed, "effusion.. Left" split as a sentence end, the upper-case
     lobe abbreviations written out (:func:`cxrils.report.locations.write_out_lobes`: "RLL"
-    is no English word, so "consolidation in the RLL" is located as "right lower lobe" is).
+    is no English word, so "consolidation in the RLL" is located as "right lower lobe" is)
+    and so is an R or L before a place word ("L base" -> "left base").
     A finding's ``sentence`` quotes the report's own words (:meth:`_Prepared.quote`)."""
     doc = _Prepared(text, text, tuple(range(len(text))), tuple(range(1, len(text) + 1)))
     doc = doc.sub(_SPACES, lambda m: "" if m.start() == 0 or m.end() == len(text) else " ")
     doc = doc.sub(UPPER_CASE_LOBE_RE, lambda m: write_out_lobes(m.group(0), any_case=False))
+    doc = doc.sub(_SIDE_LETTER, lambda m: "right" if m.group(1) == "R" else "left")
     return doc.sub(_MULTI_STOP, lambda m: ". ")
 
 

@@ -219,6 +219,9 @@ LOCATION_SYNONYMS: Final[dict[str, tuple[str, ...]]] = {
     "both lung bases": ("right lung base", "left lung base"),
 }
 
+#: Abbreviated sides of clinical shorthand (lower case): "R lung", "L base", "bilat".
+SIDE_ABBREVIATIONS: Final[tuple[str, ...]] = ("r", "l", "rt", "lt", "bilat")
+
 #: Words that say an instruction names a place (lower case). An instruction whose
 #: location words are not all read as query locations is refused rather than read
 #: without its location (which would answer another question).
@@ -257,6 +260,9 @@ LOCATION_CUES: Final[frozenset[str]] = frozenset(
         "medial",
         "peripheral",
         "central",
+        # abbreviated sides, which the reader does not expand: refused, never dropped
+        # ("atelectasis R lung" is not "Segment the atelectasis.")
+        *SIDE_ABBREVIATIONS,
     }
 )
 

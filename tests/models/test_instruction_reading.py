@@ -95,6 +95,26 @@ def test_an_unreadable_location_is_refused_with_what_is_accepted(text, word):
         InstructionEncoder("structured").encode([text])
 
 
+@pytest.mark.parametrize(
+    "text,word",
+    [
+        ("atelectasis R lung", "r"),
+        ("L effusion", "l"),
+        ("Is there effusion, L?", "l"),
+        ("Segment the effusion in the left lung base, R.", "r"),
+        ("bilat effusions", "bilat"),
+        ("rt lower lobe pneumonia", "rt"),
+    ],
+)
+def test_an_abbreviated_side_is_refused_not_dropped(text, word):
+    # new-user trial (stop 53): these were answered as another question ("Segment the
+    # atelectasis."), the side silently lost
+    with pytest.raises(InstructionError) as err:
+        interpret_instruction(text)
+    message = str(err.value)
+    assert f"unread words: {word}" in message and "Write sides in full" in message
+
+
 def test_read_gives_the_instruction_answered():
     enc = InstructionEncoder("structured")
     assert enc.read("Segment the pneumonia in the left lower lobe.") == "Segment the pneumonia in the left lower lobe."

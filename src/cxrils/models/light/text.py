@@ -433,7 +433,13 @@ def canonical_instruction(parsed: templates.ParsedText) -> str:
 def _unread_place_error(text: str, words: list[str]) -> InstructionError:
     return InstructionError(
         f"cannot read where instruction {_shown(text)} asks to look (unread words: "
-        f"{', '.join(words)}), and it is not answered without its location. " + accepted_help()
+        f"{', '.join(words)}), and it is not answered without its location. "
+        + (
+            "Write sides in full ('right', 'left', 'both lungs'). "
+            if set(words) & set(vocab.SIDE_ABBREVIATIONS)
+            else ""
+        )
+        + accepted_help()
     )
 
 

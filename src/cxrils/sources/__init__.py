@@ -110,9 +110,9 @@ def read_inputs(path: str | Path, kind: str | None = None, inputs: InputConfig |
     ------
     InputError
         For an unknown layout, a missing column, a bad split value in a MIMIC split
-        file, or duplicate image ids (naming both rows of a generic CSV and the image
-        files). A bad row of a generic CSV is not an error: it is yielded with
-        ``problem`` set.
+        file, or duplicate image ids of a MIMIC or IU input (naming both image files). A
+        bad row of a generic CSV is not an error, nor is one that repeats an earlier
+        row's image or image id: it is yielded with ``problem`` set.
     """
     p = Path(path)
     kind = kind or detect_input_kind(p)

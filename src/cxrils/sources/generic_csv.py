@@ -1,7 +1,8 @@
 """The generic CSV input: ``image_path`` (relative to the CSV's folder, or absolute) and
 ``report`` (raw text); optional ``study_id``, ``patient_id``, ``image_id``, ``view``,
 ``split``. Order: row order. A row that cannot be used becomes a :class:`StudyInput`
-with ``problem`` set, which the pipeline excludes with its reason."""
+with ``problem`` set, which the pipeline excludes with its reason; so does a row whose
+image (or image id) an earlier row already gave (the earlier row runs)."""
 
 from __future__ import annotations
 
@@ -41,6 +42,7 @@ def read_generic_csv(path: Path) -> Iterator[StudyInput]:
         if problem is None:
             stem = Path(row["image_path"].strip()).stem
             stems[stem] = stems.get(stem, 0) + 1
+    taken: dict[str, tuple[str, Path]] = {}  # image id -> (where, image file) of its first row
     for where, row, problem in rows:
         if problem is not None:
             yield _bad_row(path, where, row, problem)
@@ -60,6 +62,15 @@ def read_generic_csv(path: Path) -> Iterator[StudyInput]:
         if not row.get("image_id", "").strip() and stems[Path(rel).stem] > 1:
             # Same file name in different folders: disambiguate deterministically.
             image_id = f"{image_id}-{hashlib.sha1(rel.encode()).hexdigest()[:8]}"
+        if image_id in taken:
+            first, first_path = taken[image_id]
+            if first_path == image_path.resolve():
+                why = f"names image {rel} again ({first} does); list each image once"
+            else:
+                why = f"image id {image_id!r} is also that of {first} ({first_path.name}); each image needs its own id"
+            yield _bad_row(path, where, row, why)
+            continue
+        taken[image_id] = (where, image_path.resolve())
         yield StudyInput(
             study_id=row.get("study_id", "").strip() or image_id,
             image_id=image_id,

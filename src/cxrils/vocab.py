@@ -373,3 +373,17 @@ def normalize_split(name: str, *, extra: tuple[str, ...] = ()) -> str:
             f"unknown split name {name!r}; expected one of {', '.join((*SPLITS, *extra))} "
             f"(also read: {', '.join(k for k in SPLIT_ALIASES if k not in SPLITS)})"
         ) from None
+
+
+def split_filter(name: str | None) -> str | None:
+    """The split a reader of a dataset keeps: ``normalize_split(name)``, or None (every
+    record) for None or ``"all"`` (any case), as the commands' ``--split all``.
+
+    Raises
+    ------
+    SplitError
+        For a name that is neither ``"all"`` nor one of :data:`SPLIT_ALIASES`.
+    """
+    if name is None or str(name).strip().lower() == "all":
+        return None
+    return normalize_split(name, extra=("all",))

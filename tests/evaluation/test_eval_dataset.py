@@ -103,6 +103,12 @@ def test_shuffling_batch_size_and_format_change_nothing(dataset: Path, tmp_path:
 def test_split_selection(dataset: Path, tmp_path: Path) -> None:
     write_predictions(tmp_path / "all.parquet", _rows(dataset, split=None))
     assert evaluate_predictions(dataset, tmp_path / "all.parquet", split=None).n_samples == 12
+    # "all", as the commands' --split all (the Python API refused it: new-user trial, stop 53)
+    assert evaluate_predictions(dataset, tmp_path / "all.parquet", split="All").n_samples == 12
+    with pytest.raises(
+        EvaluationError, match=r"unknown split name 'every'; expected one of train, validate, test, all"
+    ):
+        evaluate_predictions(dataset, tmp_path / "all.parquet", split="every")
     # The message names the split asked for and where the other ids are.
     with pytest.raises(
         EvaluationError,
@@ -114,7 +120,7 @@ def test_split_selection(dataset: Path, tmp_path: Path) -> None:
     frame = pq.read_table(tmp_path / "all.parquet").to_pandas()
     train = evaluate_predictions(dataset, frame[frame.record_id.str.startswith("img2:")], split="train")
     assert train.n_samples == 2 and train.table4()["gIoU"] == 1.0
-    with pytest.raises(EvaluationError, match="no records in split 'val'"):
+    with pytest.raises(EvaluationError, match="no records in split 'validate'"):
         evaluate_predictions(dataset, tmp_path / "all.parquet", split="val")
     with pytest.raises(EvaluationError, match="unknown split name 'tset'"):
         evaluate_predictions(dataset, tmp_path / "all.parquet", split="tset")

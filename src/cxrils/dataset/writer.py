@@ -35,8 +35,9 @@ import numpy as np
 from filelock import FileLock, Timeout
 
 from cxrils.dataset.schema import COLUMNS, SCHEMA_VERSION, arrow_schema
-from cxrils.dataset.splits import SPLITS, SplitError, normalize_split
+from cxrils.dataset.splits import SPLITS, SplitError
 from cxrils.fsutil import atomic_path, atomic_write_json, fsync_dir, fsync_folder, sha256_file
+from cxrils.vocab import split_filter
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -514,11 +515,10 @@ def _shards(dataset_dir: str | Path, split: str | None) -> list[dict[str, Any]]:
         those the manifest lists (corrupt or replaced; the message names it).
     """
     manifest = read_manifest(dataset_dir)
-    if split is not None:
-        try:
-            split = normalize_split(split)  # "val", "validation" name the validate split
-        except SplitError as err:
-            raise DatasetError(str(err)) from None
+    try:
+        split = split_filter(split)  # "val", "validation" name the validate split; "all" every one
+    except SplitError as err:
+        raise DatasetError(str(err)) from None
     root = Path(dataset_dir)
     listed = {s["path"] for s in manifest["shards"]}
     on_disk = {f"records/{p.name}" for p in (root / "records").glob("*.parquet")}

@@ -24,7 +24,7 @@ from cxrils.evaluation.metrics import answer_correct
 from cxrils.evaluation.report import EvaluationReport
 from cxrils.masks import InvalidRLE, rle_areas
 from cxrils.templates import TemplateError, parse_answer
-from cxrils.vocab import normalize_split
+from cxrils.vocab import SplitError, normalize_split, split_filter
 
 
 @dataclass(frozen=True)
@@ -144,7 +144,8 @@ def evaluate_predictions(
         ``answer``: exactly one row per record of the split. Without an ``answer``
         column, text accuracy is not scored (n/a); with it, a null answer is wrong.
     split : str or None
-        Split to evaluate ("test" as the paper); None for every record.
+        Split to evaluate ("test" as the paper; aliases such as "val" read); None or
+        "all" for every record.
     paraphrases : {"exclude", "include", "only"}
         Rows with paraphrased instructions (Appendix C.3, ``paraphrase_of`` set):
         left out (default: the paper's Tables 4-6 use the template instructions),
@@ -171,6 +172,10 @@ def evaluate_predictions(
     else:
         where = "predictions"
         pred = predictions_from_table(predictions, where)
+    try:
+        split = split_filter(split)
+    except SplitError as err:
+        raise EvaluationError(str(err)) from None
     split_name = split if split is not None else "all"
     # The join is kept in Arrow: ids and an int32 index per record, no Python object per record.
     pred_ids = pred.column("record_id").combine_chunks()

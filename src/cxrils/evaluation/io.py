@@ -21,10 +21,10 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from cxrils.dataset.schema import SCHEMA_VERSION
-from cxrils.dataset.splits import SplitError, normalize_split
 from cxrils.dataset.writer import DatasetError, shard_paths
 from cxrils.fsutil import atomic_path
 from cxrils.masks import MaskError, coco_rle
+from cxrils.vocab import SplitError, split_filter
 
 
 class EvaluationError(ValueError):
@@ -106,7 +106,7 @@ def iter_reference_batches(
         A cxrils dataset folder.
     split : str or None
         "train", "validate", "test" (or an alias such as "val",
-        :func:`cxrils.dataset.splits.normalize_split`), or None for every record.
+        :func:`cxrils.vocab.split_filter`), or None or "all" for every record.
     columns : iterable of str
         Columns to read (an error if a shard lacks one).
     batch_size : int
@@ -129,11 +129,10 @@ def iter_reference_batches(
     """
     if paraphrases not in PARAPHRASE_MODES:
         raise EvaluationError(f"paraphrases must be one of {PARAPHRASE_MODES}, got {paraphrases!r}")
-    if split is not None:
-        try:
-            split = normalize_split(split)
-        except SplitError as err:
-            raise EvaluationError(str(err)) from None
+    try:
+        split = split_filter(split)
+    except SplitError as err:
+        raise EvaluationError(str(err)) from None
     for shard in dataset_shards(dataset_dir):
         try:
             pf = pq.ParquetFile(shard)

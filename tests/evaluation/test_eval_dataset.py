@@ -220,6 +220,7 @@ def _write_jsonl(path: Path, rows: list[dict]) -> Path:
         "wrong_size",
         "truncated_rle",
         "bad_json",
+        "control_character",
         "no_mask_field",
         "null_mask",
         "array_line",
@@ -256,6 +257,11 @@ def test_cli_evaluate_errors(case: str, dataset: Path, tmp_path: Path) -> None:
         with open(pred, "a") as fh:
             fh.write("{not json\n")
         expect = "line 11: not a prediction {record_id, mask: {size, counts}, answer?}: not valid JSON ("
+    elif case == "control_character":
+        _write_jsonl(pred, rows)
+        with open(pred, "a") as fh:
+            fh.write('{"record_id": "a\tb"}\n')  # a raw tab inside a JSON string
+        expect = "not valid JSON (Invalid control character at column 17)"
     elif case == "no_mask_field":
         _write_jsonl(pred, rows[:3] + [{"record_id": rows[3]["record_id"]}])
         expect = "line 4: not a prediction {record_id, mask: {size, counts}, answer?}: it has no 'mask' field"

@@ -276,7 +276,8 @@ def _jsonl_prediction(line: str) -> tuple[dict[str, Any], Any, dict[str, Any], t
     try:
         obj = json.loads(line)
     except json.JSONDecodeError as err:
-        raise ValueError(f"not valid JSON ({err.msg} at column {err.colno})") from None
+        # json's "Invalid control character at" already ends in "at"
+        raise ValueError(f"not valid JSON ({err.msg.removesuffix(' at')} at column {err.colno})") from None
     if not isinstance(obj, dict):
         raise ValueError(f"a JSON {type(obj).__name__}, not an object")
     for field in ("record_id", "mask"):

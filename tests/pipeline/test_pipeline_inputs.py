@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import csv
 import gzip
+import hashlib
 import shutil
 from pathlib import Path
 
@@ -284,3 +285,24 @@ def test_a_utf16_csv_gets_an_encoding_hint_not_garbled_columns(tmp_path, encodin
     with pytest.raises(InputError, match=r"in\.csv: the CSV is not UTF-8 \(it looks like UTF-16") as err:
         list(read_inputs(path))
     assert "save it as UTF-8" in str(err.value) and "\n" not in str(err.value)
+
+
+def test_generic_csv_keeps_a_dicom_uid_in_a_file_name_out_of_the_ids(tmp_path):
+    # PACS exports name files by their SOP Instance UID (the SIIM sample of ../shared/data
+    # is "siim_sample_1.2.276.0.7230010.3.1.4.8323329.6904.1517875201.850819.dcm"): a UID
+    # is a DICOM header field, which never leaves the loader (docs/io.md)
+    uid = "1.2.276.0.7230010.3.1.4.8323329.6904.1517875201.850819"
+    path = tmp_path / "in.csv"
+    _write_csv(
+        path,
+        [
+            {"image_path": f"siim_sample_{uid}.dcm", "report": "r", "image_id": ""},
+            {"image_path": "CXR7_IM-2263-1001.png", "report": "r", "image_id": ""},  # no UID: the stem
+            {"image_path": f"{uid}.dcm", "report": "r", "image_id": "mine"},  # the user's own id is kept
+        ],
+    )
+    a, b, c = read_inputs(path)
+    digest = hashlib.sha1(uid.encode()).hexdigest()[:12]
+    assert a.image_id == a.study_id == f"siim_sample_uid-{digest}"
+    assert b.image_id == "CXR7_IM-2263-1001" and c.image_id == "mine"
+    assert all(uid not in s.image_id and uid not in s.study_id for s in (a, b))

@@ -7,6 +7,7 @@ image (or image id) an earlier row already gave (the earlier row runs)."""
 from __future__ import annotations
 
 import hashlib
+import re
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -34,6 +35,18 @@ def _bad_row(path: Path, where: str, row: dict[str, str], problem: str) -> Study
     )
 
 
+#: A DICOM UID in a file name (digits joined by at least four dots, as "1.2.276.0.7230010.3..."):
+#: files exported from PACS are often named by their SOP Instance UID.
+_UID = re.compile(r"\d+(?:\.\d+){4,}")
+
+
+def _stem_id(rel: str) -> str:
+    """The image id a file name gives: its stem, with each DICOM UID in it replaced by
+    ``uid-`` and the first 12 hex digits of its SHA-1, so that no UID reaches the
+    dataset's ids and file names (docs/io.md: no header field leaves the loader)."""
+    return _UID.sub(lambda m: "uid-" + hashlib.sha1(m.group(0).encode()).hexdigest()[:12], Path(rel).stem)
+
+
 def read_generic_csv(path: Path) -> Iterator[StudyInput]:
     base = path.parent
     rows = list(csv_rows(path, ("image_path", "report"), strict=False))
@@ -58,7 +71,7 @@ def read_generic_csv(path: Path) -> Iterator[StudyInput]:
             yield _bad_row(path, where, row, f"split {value!r} is not one of {list(SPLITS)}")
             continue
         image_path = Path(rel) if Path(rel).is_absolute() else (base / rel)
-        image_id = row.get("image_id", "").strip() or Path(rel).stem
+        image_id = row.get("image_id", "").strip() or _stem_id(rel)
         if not row.get("image_id", "").strip() and stems[Path(rel).stem] > 1:
             # Same file name in different folders: disambiguate deterministically.
             image_id = f"{image_id}-{hashlib.sha1(rel.encode()).hexdigest()[:8]}"

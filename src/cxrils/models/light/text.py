@@ -73,7 +73,13 @@ class Interpretation:
     exact: bool
 
 
-_SYNONYMS = sorted(((syn, t) for t, syns in vocab.LESION_SYNONYMS.items() for syn in syns), key=lambda p: -len(p[0]))
+#: A question's word order for cardiomegaly, beside the report wording of
+#: :data:`cxrils.vocab.LESION_SYNONYMS` ("Is the heart enlarged?"; ours).
+_QUESTION_SYNONYMS: tuple[tuple[str, str], ...] = (("heart enlarged", "cardiomegaly"), ("large heart", "cardiomegaly"))
+_SYNONYMS = sorted(
+    [(syn, t) for t, syns in vocab.LESION_SYNONYMS.items() for syn in syns] + list(_QUESTION_SYNONYMS),
+    key=lambda p: -len(p[0]),
+)
 #: Findings an instruction may name that are none of the seven lesion types
 #: (:data:`cxrils.report.lexicon.OTHER_FINDINGS`), less the generic "lesion"
 #: of a lesion-inference question ("What type of lesion is in the left lung?"). Naming one

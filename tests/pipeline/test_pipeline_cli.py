@@ -27,6 +27,23 @@ def test_generate_prints_and_writes_summary(tmp_path):
     assert str(out / "generate_summary.json") in res.output
 
 
+def test_generate_warns_when_no_image_is_processed(tmp_path):
+    empty = tmp_path / "empty.csv"
+    empty.write_text("image_path,report\n")
+    res = runner.invoke(app, ["generate", str(empty), "-o", str(tmp_path / "ds"), "--stages", FAKE, "--no-progress"])
+    assert res.exit_code == 0, res.output
+    assert f"warning: no image was processed ({empty} lists none)" in res.output
+    pairs = make_input(tmp_path / "in", n=2, bad=False)
+    res = runner.invoke(
+        app, ["generate", str(pairs), "-o", str(tmp_path / "ds2"), "--stages", FAKE, "--no-progress", "--limit", "0"]
+    )
+    assert res.exit_code == 0 and "warning: no image was processed (--limit 0 takes none)" in res.output
+    res = runner.invoke(
+        app, ["generate", str(pairs), "-o", str(tmp_path / "ds3"), "--stages", FAKE, "--no-progress", "--limit", "1"]
+    )
+    assert res.exit_code == 0 and "warning" not in res.output
+
+
 def test_generate_user_errors_exit_2_without_traceback(tmp_path):
     res = runner.invoke(app, ["generate", str(tmp_path / "missing.csv"), "-o", str(tmp_path / "ds")])
     assert res.exit_code == 2 and "missing.csv: input not found" in res.output

@@ -97,6 +97,9 @@ def _run(
         fail(str(err))
     bar.close()
     typer.echo(format_summary(summary))
+    if not summary["studies"]["total"]:
+        why = "--limit 0 takes none" if limit == 0 else f"{input_path} lists none"
+        typer.echo(f"warning: no image was processed ({why}); the summary counts this run only", err=True)
     typer.echo(f"dataset: {output}\nsummary: {output / SUMMARY_NAME}")
     return summary
 

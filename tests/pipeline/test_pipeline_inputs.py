@@ -306,3 +306,21 @@ def test_generic_csv_keeps_a_dicom_uid_in_a_file_name_out_of_the_ids(tmp_path):
     assert a.image_id == a.study_id == f"siim_sample_uid-{digest}"
     assert b.image_id == "CXR7_IM-2263-1001" and c.image_id == "mine"
     assert all(uid not in s.image_id and uid not in s.study_id for s in (a, b))
+
+
+def test_generic_csv_warns_when_one_study_has_two_reports(tmp_path, caplog):
+    path = tmp_path / "in.csv"
+    _write_csv(
+        path,
+        [
+            {"study_id": "s1", "image_path": "a.png", "report": "Left  effusion."},
+            {"study_id": "s1", "image_path": "b.png", "report": "Left effusion."},  # same text, other spacing
+            {"study_id": "s1", "image_path": "c.png", "report": "No effusion."},
+        ],
+    )
+    with caplog.at_level("WARNING", logger="cxrils.sources.generic_csv"):
+        items = list(read_inputs(path))
+    assert [s.report for s in items] == ["Left  effusion.", "Left effusion.", "No effusion."]  # each row keeps its own
+    warnings = [r.getMessage() for r in caplog.records]
+    assert len(warnings) == 1
+    assert "row 3 (line 4) gives study s1 another report than row 1 (line 2) does" in warnings[0]

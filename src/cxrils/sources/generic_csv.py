@@ -7,12 +7,15 @@ image (or image id) an earlier row already gave (the earlier row runs)."""
 from __future__ import annotations
 
 import hashlib
+import logging
 import re
 from collections.abc import Iterator
 from pathlib import Path
 
 from cxrils.sources.base import SURROGATE, StudyInput, csv_rows, norm_view
 from cxrils.vocab import SPLITS, SplitError, normalize_split
+
+log = logging.getLogger(__name__)
 
 
 def _bad_row(path: Path, where: str, row: dict[str, str], problem: str) -> StudyInput:
@@ -56,6 +59,7 @@ def read_generic_csv(path: Path) -> Iterator[StudyInput]:
             stem = Path(row["image_path"].strip()).stem
             stems[stem] = stems.get(stem, 0) + 1
     taken: dict[str, tuple[str, Path]] = {}  # image id -> (where, image file) of its first row
+    reports: dict[str, tuple[str, str]] = {}  # study id -> (where, report) of its first row
     for where, row, problem in rows:
         if problem is not None:
             yield _bad_row(path, where, row, problem)
@@ -84,8 +88,18 @@ def read_generic_csv(path: Path) -> Iterator[StudyInput]:
             yield _bad_row(path, where, row, why)
             continue
         taken[image_id] = (where, image_path.resolve())
+        study_id = row.get("study_id", "").strip() or image_id
+        text = " ".join(row["report"].split())
+        if reports.setdefault(study_id, (where, text))[1] != text:
+            log.warning(
+                "%s: %s gives study %s another report than %s does; each image is grounded in its own row's report",
+                path,
+                where,
+                study_id,
+                reports[study_id][0],
+            )
         yield StudyInput(
-            study_id=row.get("study_id", "").strip() or image_id,
+            study_id=study_id,
             image_id=image_id,
             patient_id=row.get("patient_id", "").strip(),
             image_path=image_path.resolve(),

@@ -82,6 +82,23 @@ def test_resolved_is_negative_partly_resolved_is_not(rules, text, presence):
     assert f.presence == presence
 
 
+@pytest.mark.parametrize(
+    "text, presence",
+    [
+        # a view that does not show the finding: positive only when another view does
+        ("Small bilateral effusions are not seen on the frontal view but seen on the lateral.", "positive"),
+        ("The effusion is not visible on the lateral view, though it is seen on the frontal.", "positive"),
+        ("The effusion is not seen on the PA or lateral views.", "negative"),
+        ("Consolidation is not visible on the frontal and lateral views.", "negative"),
+        ("Small effusions are not seen on the AP radiograph.", "negative"),
+        ("The left effusion is not identified on the frontal view.", "negative"),
+    ],
+)
+def test_a_finding_one_view_does_not_show(rules, text, presence):
+    (f,) = [f for f in rules.structure(text) if f.lesion_type is not None]
+    assert f.presence == presence
+
+
 def test_a_previously_seen_finding_after_a_negated_one_stays_positive(rules):
     found = {f.lesion_type: f.presence for f in rules.structure("No effusion, previously seen opacity persists.")}
     assert found == {"effusion": "negative", "opacity": "positive"}
@@ -297,6 +314,8 @@ def test_lobe_abbreviations_are_located_as_the_lobes(text, labels):
         ("R and L lower lobe atelectasis.", ["lung lower lobe right", "lung lower lobe left"]),
         # a letter before no place word is no side
         ("2 L of fluid was drained, small effusion at the left base.", ["left lung base"]),
+        ("Approximately 1.2 L pleural fluid removed.", []),  # a litre after a number
+        ("1 L pleural fluid was drained.", []),
     ],
 )
 def test_side_letters_before_a_place_word_are_sides(text, labels):
@@ -315,7 +334,6 @@ def test_side_letters_before_a_place_word_are_sides(text, labels):
         ("Effusion on the left, none on the right.", ["left lung"]),
         ("Right-sided pleural effusion, not left.", ["right lung"]),
         ("Right upper lobe consolidation, sparing the left lung.", ["lung upper lobe right"]),
-        ("Consolidations in both lungs, except for the left upper zone.", ["right lung", "left lung"]),
     ],
 )
 def test_a_place_ruled_out_is_not_the_findings(text, labels):
@@ -323,6 +341,31 @@ def test_a_place_ruled_out_is_not_the_findings(text, labels):
 
     (f,) = structure_report("s", "FINDINGS: " + text).findings
     assert f.presence == "positive" and f.labels == labels
+
+
+@pytest.mark.parametrize(
+    "text, labels",
+    [
+        # review of the first version: "except" and these "not"s name the finding's own place
+        ("The lungs are clear except for left basilar atelectasis.", ["left lung base"]),
+        ("Lungs are clear except for L base atelectasis.", ["left lung base"]),
+        ("Pulmonary edema has improved except at the bases.", ["right lung base", "left lung base"]),
+        (
+            "Opacity in the right lower lobe, if not the right middle lobe.",
+            ["lung lower lobe right", "lung middle lobe right"],
+        ),
+    ],
+)
+def test_a_place_after_except_or_if_not_is_the_findings(text, labels):
+    from cxrils.report import structure_report
+
+    (f,) = structure_report("s", "FINDINGS: " + text).findings
+    assert f.presence == "positive" and f.labels == labels
+
+
+def test_whether_or_not_denies_nothing(rules):
+    fs = rules.structure("It is unclear whether or not the right lower lobe opacity represents pneumonia.")
+    assert {f.presence for f in fs} == {"positive"} and fs[0].locations == ["right lower lobe"]
 
 
 @pytest.mark.parametrize(

@@ -391,6 +391,17 @@ NOT_SEEN_BEFORE: Final[tuple[str, ...]] = tuple(
     )
 )
 
+#: A finding one view does not show (PSEUDO: "small effusions are not visible on the
+#: frontal view but seen on the lateral"); a negation again unless the sentence says
+#: another view shows it ("pneumothorax is not seen on the frontal or lateral views",
+#: ``rules._one_view``).
+NOT_ON_ONE_VIEW: Final[tuple[str, ...]] = tuple(
+    f"not {verb} on {the}{view}"
+    for verb in ("seen", "visible", "apparent", "evident", "identified", "appreciated")
+    for the in ("the ", "")
+    for view in ("frontal", "pa", "ap", "lateral")
+)
+
 #: Terminators that open a clause with its own subject, where a verb of its own follows
 #: ("without evidence of edema, the bibasilar opacities likely represent atelectasis"; "no
 #: consolidation, and the left effusion has increased"); elsewhere they continue a list
@@ -801,14 +812,12 @@ _RAW_CONTEXT_RULES: tuple[tuple[str, str, str, int | None], ...] = (
             # new since the last film: "right basilar atelectasis, not seen before, has developed"
             # (a negation again before "or": rules._seen_now)
             *NOT_SEEN_BEFORE,
-            # one view does not show it, the other may: "small effusions are not visible on
-            # the frontal view but seen on the lateral" states the effusions
-            *(
-                f"not {verb} on {the}{view}"
-                for verb in ("seen", "visible", "apparent", "evident", "identified", "appreciated")
-                for the in ("the ", "")
-                for view in ("frontal", "pa", "ap", "lateral")
-            ),
+            # one view does not show it, another does (rules._one_view)
+            *NOT_ON_ONE_VIEW,
+            # "not" that denies nothing: "unclear whether or not the opacity represents
+            # pneumonia", "right lower lobe, if not the right middle lobe"
+            "whether or not",
+            "if not",
             "gram negative",
             "not unexpected",
             # "no further worsening of the effusion", "lack of resolution of the effusion": a

@@ -53,6 +53,7 @@ from cxrils.report.lexicon import (
     NEGATION_IN_PATTERN,
     NON_LESION_DENSITY_FINDINGS,
     NONSPECIFIC_TYPES,
+    NOT_ON_ONE_VIEW,
     NOT_SEEN_BEFORE,
     REPORT_VERB_FORMS,
     find_locations,
@@ -215,9 +216,11 @@ _CLEAR_AFTER = re.compile(
     r"^\s+(?:(?:is|are|appears?|remains?)\s+)?(?:clear|normal|unremarkable)\b(?!\s+of\b)", re.IGNORECASE
 )
 # A place the sentence rules out, right before the word: "consolidation in the right lung,
-# none in the left lung", "right-sided effusion, not left", "sparing the left lung".
+# none in the left lung", "right-sided effusion, not left", "sparing the left lung" (not
+# "whether or not", "if not": "opacity in the right lower lobe, if not the right middle
+# lobe"; nor "except", whose place is often the finding's: "clear except at the bases").
 _DENIED_BEFORE = re.compile(
-    r"\b(?:none|not|sparing|spares|spared|except(?:\s+for)?)\s+(?:(?:in|on|at|of|within|involving)\s+)?(?:the\s+)?$",
+    r"\b(?:none|(?<!\bor )(?<!\bif )not|sparing|spares|spared)\s+(?:(?:in|on|at|of|within|involving)\s+)?(?:the\s+)?$",
     re.IGNORECASE,
 )
 _SIDES = re.compile(r"\b(?:right|left)\b", re.IGNORECASE)
@@ -401,7 +404,7 @@ class RulesStructurer:
             if not any(sp[0] < m.end and m.start < sp[1] for m in ms)
             and not _compared_place(text, base, sp, ms, compared)
             and not _CLEAR_BEFORE.search(text[max(base, sp[0] - before) : sp[0]])
-            and not _DENIED_BEFORE.search(text[max(base, sp[0] - before) : sp[0]])
+            and not _denied_place(text, base, sp, ms, before)
             and not _CLEAR_AFTER.match(text[sp[1] : sp[1] + after])
         ]
         for s, e, phrase in spans:
@@ -703,7 +706,7 @@ def _sentence_cues(words: list[str], targets: list[tuple[int, int]], found: list
     (:func:`_listing_or`), and the comma-bounded scope of backward cues
     (:func:`_clause_scope`). ``targets`` are the finding token spans ``(start, end)``."""
     cues = _seen_before(words, targets, found)
-    cues = _favored_over(words, _seen_now(words, _new_clause(words, cues)))
+    cues = _favored_over(words, _one_view(words, _seen_now(words, _new_clause(words, cues))))
     cues = _new_or_denied(words, targets, _clinical_question(words, targets, cues))
     return _clause_scope(words, targets, _listing_or(_denied_others(words, targets, cues)))
 
@@ -733,6 +736,34 @@ def _seen_now(words: list[str], cues: list) -> list:
         start, end, (literal, category, _, _) = cue
         if category == "PSEUDO" and literal in NOT_SEEN_BEFORE and words[end : end + 1] in (["or"], ["nor"], ["and"]):
             cue = (start, end, (literal, "NEGATED_EXISTENCE", "BACKWARD", _NOT_SEEN_SCOPE))
+        out.append(cue)
+    return out
+
+
+#: Words that contrast one view with another ("not seen on the frontal view but seen on
+#: the lateral"), and the views they name.
+_CONTRAST_WORDS = frozenset({"but", "though", "although", "however", "whereas", "while", "yet"})
+_VIEW_WORDS = frozenset({"frontal", "pa", "ap", "lateral"})
+
+
+def _one_view(words: list[str], cues: list) -> list:
+    """Cue matches ``(start, end, rule)`` of a sentence with each PSEUDO cue of
+    :data:`~cxrils.report.lexicon.NOT_ON_ONE_VIEW` ("not seen on the frontal") made a
+    backward negation, as "not seen" is, unless another view is said to show the finding:
+    a contrast word, then a view, after it ("... but seen on the lateral"), or a relative
+    clause about a part of the finding ("blunting which is not evident on the lateral
+    exam"). "Pneumothorax is not seen on the frontal or lateral views" and "the effusion
+    is not seen on the AP radiograph" deny the finding."""
+    out = []
+    for cue in cues:
+        start, end, (literal, category, _, _) = cue
+        if category == "PSEUDO" and literal in NOT_ON_ONE_VIEW:
+            after = [w.lower() for w in words[end:]]
+            turn = next((i for i, w in enumerate(after) if w in _CONTRAST_WORDS), None)
+            contrast = turn is not None and any(w in _VIEW_WORDS for w in after[turn:])
+            relative = [w.lower() for w in words[max(0, start - 2) : start]] in (["which", "is"], ["which", "are"])
+            if not (contrast or relative):
+                cue = (start, end, (literal, "NEGATED_EXISTENCE", "BACKWARD", _NOT_SEEN_SCOPE))
         out.append(cue)
     return out
 
@@ -928,6 +959,18 @@ def _verb_before(words: list[str], targets: list[tuple[int, int]], k: int) -> bo
     return any(w.lower() in _CLAUSE_VERBS for w in words[last:k])
 
 
+def _denied_place(text: str, base: int, span: tuple[int, int, str], ms: list[_Mention], window: int) -> bool:
+    """Whether the sentence rules the place ``span`` out (:data:`_DENIED_BEFORE` within
+    ``window`` characters before it): "none in the left lung". Not when a finding follows
+    it directly, whose place it is ("not right lower lobe pneumonia": the negation reads
+    the pneumonia)."""
+    s, e, _ = span
+    if not _DENIED_BEFORE.search(text[max(base, s - window) : s]):
+        return False
+    nxt = min((m for m in ms if m.start >= e), key=lambda m: m.start, default=None)
+    return nxt is None or not _PREMOD.match(text[e : nxt.start])
+
+
 def _compared_place(text: str, base: int, span: tuple[int, int, str], ms: list[_Mention], window: int) -> bool:
     """Whether the place ``span`` (document character offsets) is only the term of a
     comparison: "opacity of the right base compared to the left". Not when a finding
@@ -1094,9 +1137,10 @@ class _Prepared:
 
 _SPACES = re.compile(r"\s+")
 # An upper-case R or L as a word before a place word: "L base opacity", "R lung", "R and L
-# lower lobes" (the letters alone are no side: "2 L of fluid").
+# lower lobes" (the letters alone are no side: "2 L of fluid"; nor a litre after a number:
+# "1.2 L pleural fluid removed").
 _SIDE_LETTER = re.compile(
-    r"\b([RL])(?=(?:\s*(?:and|/|&)\s*[RL])?\s+(?i:lung|lungs|base|bases|basilar|basal|apex|apical|upper|mid|middle|lower|hemithorax|"
+    r"(?<![\d.]\s)(?<!\d)\b([RL])(?=(?:\s*(?:and|/|&)\s*[RL])?\s+(?i:lung|lungs|base|bases|basilar|basal|apex|apical|upper|mid|middle|lower|hemithorax|"
     r"costophrenic|cp|perihilar|hilar|hilum|lobe|pleural|chest|side)\b)"
 )
 

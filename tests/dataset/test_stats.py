@@ -50,6 +50,9 @@ def test_stats_command_prints_tables_and_writes_chart(tmp_path, studies):
     assert res.exit_code == 2 and "no manifest" in res.output
     res = CliRunner().invoke(app, ["stats", str(ds), "--split", "dev", "--no-plot"])
     assert res.exit_code == 2 and "unknown split" in res.output
+    every = CliRunner().invoke(app, ["stats", str(ds), "--split", "all", "--no-plot"])  # as evaluate's --split all
+    whole = CliRunner().invoke(app, ["stats", str(ds), "--no-plot"])
+    assert every.exit_code == 0 and every.output == whole.output
     res = CliRunner().invoke(app, ["stats", str(ds), "--plot", str(tmp_path / "p.png"), "--no-plot"])
     assert res.exit_code == 2 and "not both" in res.output and not (tmp_path / "p.png").exists()
     res = CliRunner().invoke(app, ["stats", str(ds), "--plot", str(tmp_path / "s.jpg")])

@@ -120,7 +120,8 @@ def test_read_gives_the_instruction_answered():
     assert enc.read("Segment the pneumonia in the left lower lobe.") == "Segment the pneumonia in the left lower lobe."
     assert enc.read("Is there consolidation in the RLL?") == "Segment the consolidation in the right lower lobe."
     assert enc.read("where is the pleural fluid?") == "Segment the effusion."
-    assert enc.read("Is the heart enlarged?") == "Segment the cardiomegaly."  # a question's word order
+    for question in ("Is the heart enlarged?", "Is the heart large?", "Is the heart size enlarged?"):
+        assert enc.read(question) == "Segment the cardiomegaly."  # a question's word order
     with pytest.raises(InstructionError, match="no known lesion type"):
         enc.read("Segment the lungs.")
     assert InstructionEncoder("minilm").read("  describe   the lungs ") == "describe the lungs"

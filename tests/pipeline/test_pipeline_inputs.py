@@ -324,3 +324,21 @@ def test_generic_csv_warns_when_one_study_has_two_reports(tmp_path, caplog):
     warnings = [r.getMessage() for r in caplog.records]
     assert len(warnings) == 1
     assert "row 3 (line 4) gives study s1 another report than row 1 (line 2) does" in warnings[0]
+
+
+def test_generic_csv_a_repeated_row_renames_nothing_and_one_file_runs_once(tmp_path):
+    # review of the first version: "./a.png" escaped the repeat check, and counting the
+    # repeated row renamed the first row's image "a" to "a-<hash>" (breaking a resume)
+    path = tmp_path / "in.csv"
+    _write_csv(
+        path,
+        [
+            {"image_path": "a.png", "report": "r"},
+            {"image_path": "./a.png", "report": "r"},
+            {"image_path": "a.png", "report": "r"},
+        ],
+    )
+    first, again, third = read_inputs(path)
+    assert first.problem is None and first.image_id == "a"
+    assert again.problem == "row 2 (line 3): names image ./a.png again (row 1 (line 2) does); list each image once"
+    assert third.problem == "row 3 (line 4): names image a.png again (row 1 (line 2) does); list each image once"

@@ -45,12 +45,10 @@ def split_or_all(value: str) -> str | None:
     """A ``--split`` option that takes every record with ``all``: the split name
     (:func:`cxrils.vocab.normalize_split`, aliases such as ``val`` read), or None for
     ``all``; any other word is :func:`fail` naming the choices, ``all`` among them."""
-    from cxrils.vocab import SplitError, normalize_split
+    from cxrils.vocab import SplitError, split_filter
 
-    if value.strip().lower() == "all":
-        return None
     try:
-        return normalize_split(value, extra=("all",))
+        return split_filter(value)
     except SplitError as err:
         fail(str(err))
 

@@ -30,7 +30,9 @@ def _console():
 
 def stats(
     dataset: Path = typer.Argument(..., help="Finalized dataset folder (with manifest.json)."),
-    split: str | None = typer.Option(None, "--split", help="Only this split (train, validate, test)."),
+    split: str | None = typer.Option(
+        None, "--split", help="Only this split (train, validate, test; all for every one)."
+    ),
     plot: Path | None = typer.Option(None, "--plot", help="Bar chart PNG (default: DATASET/stats.png)."),
     no_plot: bool = typer.Option(False, "--no-plot", help="Do not write the bar chart."),
     html: Path | None = typer.Option(
@@ -46,8 +48,8 @@ def stats(
     """Print pairs by lesion type x instruction type x polarity per split (Tables 10-12),
     image and exclusion counts, and write a bar chart like Figure 4 (and an HTML report)."""
     from cxrils import vocab
-    from cxrils.dataset.splits import SplitError, normalize_split
     from cxrils.dataset.stats import count_table, image_counts, plot_counts, rich_count_table
+    from cxrils.vocab import SplitError, split_filter
 
     if plot is not None and no_plot:
         fail("give --plot PATH or --no-plot, not both")
@@ -56,9 +58,10 @@ def stats(
     from cxrils.dataset.writer import DatasetError, read_manifest, read_records
 
     try:
-        splits = [normalize_split(split)] if split else list(vocab.SPLITS)
+        chosen = split_filter(split)
+        splits = [chosen] if chosen else list(vocab.SPLITS)
         manifest = read_manifest(dataset)
-        records = read_records(dataset, splits[0] if split else None)
+        records = read_records(dataset, chosen)
         images = image_counts(dataset, manifest)
     except (DatasetError, SplitError) as err:
         fail(str(err))

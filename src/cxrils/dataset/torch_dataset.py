@@ -33,7 +33,7 @@ class ILSDataset:
         A folder written by :class:`cxrils.dataset.DatasetWriter` and finalized.
     split : str or None
         "train", "validate", "test" or an alias ("val", "validation", ...:
-        :func:`cxrils.vocab.normalize_split`), or None for all rows.
+        :func:`cxrils.vocab.normalize_split`), or None or "all" for all rows.
     augment : callable, optional
         ``augment(x: uint8 (H, W), key: str) -> uint8 (H, W)``, e.g.
         :class:`cxrils.dataset.HistogramEqualization` (Appendix F); the key is

@@ -563,7 +563,8 @@ def read_records(dataset_dir: str | Path, split: str | None = None) -> pd.DataFr
     ``{"size": array([H, W]), "counts": str}`` (decode with
     :func:`cxrils.masks.decode_rle`); ``locations`` holds arrays of str. ``split``:
     "train", "validate", "test" or an alias (:func:`cxrils.vocab.normalize_split`:
-    "val", "validation", "testing", any case), None for all rows.
+    "val", "validation", "testing", any case), None or "all" for all rows
+    (:func:`cxrils.vocab.split_filter`).
 
     Raises
     ------

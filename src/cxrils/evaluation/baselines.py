@@ -130,7 +130,7 @@ def baseline_predictions(
     dataset_dir : path
         A cxrils dataset folder.
     split : str or None
-        Split to predict ("test"); None for every record.
+        Split to predict ("test"); None or "all" for every record.
     paraphrases : {"exclude", "include", "only"}
         Rows with paraphrased instructions to cover (as in
         :func:`cxrils.evaluation.evaluate_predictions`).

@@ -50,15 +50,21 @@ def _stem_id(rel: str) -> str:
     return _UID.sub(lambda m: "uid-" + hashlib.sha1(m.group(0).encode()).hexdigest()[:12], Path(rel).stem)
 
 
+def _resolve(base: Path, rel: str) -> Path:
+    """The image file a row's ``image_path`` names: absolute, or relative to the CSV's folder."""
+    rel = rel.strip()
+    return (Path(rel) if Path(rel).is_absolute() else base / rel).resolve()
+
+
 def read_generic_csv(path: Path) -> Iterator[StudyInput]:
     base = path.parent
     rows = list(csv_rows(path, ("image_path", "report"), strict=False))
-    stems: dict[str, int] = {}
+    files_of_stem: dict[str, set[Path]] = {}  # distinct files, so a repeated row renames nothing
     for _, row, problem in rows:
-        if problem is None:
-            stem = Path(row["image_path"].strip()).stem
-            stems[stem] = stems.get(stem, 0) + 1
+        if problem is None and row["image_path"].strip():
+            files_of_stem.setdefault(Path(row["image_path"].strip()).stem, set()).add(_resolve(base, row["image_path"]))
     taken: dict[str, tuple[str, Path]] = {}  # image id -> (where, image file) of its first row
+    listed: dict[Path, str] = {}  # image file -> where its first row is
     reports: dict[str, tuple[str, str]] = {}  # study id -> (where, report) of its first row
     for where, row, problem in rows:
         if problem is not None:
@@ -74,20 +80,23 @@ def read_generic_csv(path: Path) -> Iterator[StudyInput]:
         except SplitError:
             yield _bad_row(path, where, row, f"split {value!r} is not one of {list(SPLITS)}")
             continue
-        image_path = Path(rel) if Path(rel).is_absolute() else (base / rel)
+        image_path = _resolve(base, rel)
+        if image_path in listed:
+            yield _bad_row(
+                path, where, row, f"names image {rel} again ({listed[image_path]} does); list each image once"
+            )
+            continue
         image_id = row.get("image_id", "").strip() or _stem_id(rel)
-        if not row.get("image_id", "").strip() and stems[Path(rel).stem] > 1:
+        if not row.get("image_id", "").strip() and len(files_of_stem[Path(rel).stem]) > 1:
             # Same file name in different folders: disambiguate deterministically.
             image_id = f"{image_id}-{hashlib.sha1(rel.encode()).hexdigest()[:8]}"
         if image_id in taken:
             first, first_path = taken[image_id]
-            if first_path == image_path.resolve():
-                why = f"names image {rel} again ({first} does); list each image once"
-            else:
-                why = f"image id {image_id!r} is also that of {first} ({first_path.name}); each image needs its own id"
+            why = f"image id {image_id!r} is also that of {first} ({first_path.name}); each image needs its own id"
             yield _bad_row(path, where, row, why)
             continue
-        taken[image_id] = (where, image_path.resolve())
+        taken[image_id] = (where, image_path)
+        listed[image_path] = where
         study_id = row.get("study_id", "").strip() or image_id
         text = " ".join(row["report"].split())
         if reports.setdefault(study_id, (where, text))[1] != text:
@@ -102,7 +111,7 @@ def read_generic_csv(path: Path) -> Iterator[StudyInput]:
             study_id=study_id,
             image_id=image_id,
             patient_id=row.get("patient_id", "").strip(),
-            image_path=image_path.resolve(),
+            image_path=image_path,
             report=row["report"],
             view=norm_view(row.get("view")),
             split=split,

@@ -75,7 +75,9 @@ class Interpretation:
 
 #: A question's word order for cardiomegaly, beside the report wording of
 #: :data:`cxrils.vocab.LESION_SYNONYMS` ("Is the heart enlarged?"; ours).
-_QUESTION_SYNONYMS: tuple[tuple[str, str], ...] = (("heart enlarged", "cardiomegaly"), ("large heart", "cardiomegaly"))
+_QUESTION_SYNONYMS: tuple[tuple[str, str], ...] = tuple(
+    (phrase, "cardiomegaly") for phrase in ("heart enlarged", "heart size enlarged", "heart large", "large heart")
+)
 _SYNONYMS = sorted(
     [(syn, t) for t, syns in vocab.LESION_SYNONYMS.items() for syn in syns] + list(_QUESTION_SYNONYMS),
     key=lambda p: -len(p[0]),

@@ -342,3 +342,18 @@ def test_generic_csv_a_repeated_row_renames_nothing_and_one_file_runs_once(tmp_p
     assert first.problem is None and first.image_id == "a"
     assert again.problem == "row 2 (line 3): names image ./a.png again (row 1 (line 2) does); list each image once"
     assert third.problem == "row 3 (line 4): names image a.png again (row 1 (line 2) does); list each image once"
+
+
+def test_generic_csv_one_file_under_two_given_ids_is_two_items(tmp_path):
+    path = tmp_path / "in.csv"
+    _write_csv(
+        path,
+        [
+            {"image_path": "a.png", "report": "Left effusion.", "image_id": "a-v1"},
+            {"image_path": "a.png", "report": "No effusion.", "image_id": "a-v2"},
+            {"image_path": "a.png", "report": "r", "image_id": ""},  # no id of its own: a repeat
+        ],
+    )
+    one, two, three = read_inputs(path)
+    assert (one.image_id, two.image_id) == ("a-v1", "a-v2") and one.problem is None and two.problem is None
+    assert three.problem == "row 3 (line 4): names image a.png again (row 1 (line 2) does); list each image once"

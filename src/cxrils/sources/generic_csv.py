@@ -2,7 +2,8 @@
 ``report`` (raw text); optional ``study_id``, ``patient_id``, ``image_id``, ``view``,
 ``split``. Order: row order. A row that cannot be used becomes a :class:`StudyInput`
 with ``problem`` set, which the pipeline excludes with its reason; so does a row whose
-image (or image id) an earlier row already gave (the earlier row runs)."""
+image id an earlier row already gave, or, without an ``image_id`` of its own, whose
+image file (the earlier row runs)."""
 
 from __future__ import annotations
 
@@ -81,7 +82,7 @@ def read_generic_csv(path: Path) -> Iterator[StudyInput]:
             yield _bad_row(path, where, row, f"split {value!r} is not one of {list(SPLITS)}")
             continue
         image_path = _resolve(base, rel)
-        if image_path in listed:
+        if image_path in listed and not row.get("image_id", "").strip():  # an id of its own makes another item
             yield _bad_row(
                 path, where, row, f"names image {rel} again ({listed[image_path]} does); list each image once"
             )
@@ -96,7 +97,7 @@ def read_generic_csv(path: Path) -> Iterator[StudyInput]:
             yield _bad_row(path, where, row, why)
             continue
         taken[image_id] = (where, image_path)
-        listed[image_path] = where
+        listed.setdefault(image_path, where)
         study_id = row.get("study_id", "").strip() or image_id
         text = " ".join(row["report"].split())
         if reports.setdefault(study_id, (where, text))[1] != text:

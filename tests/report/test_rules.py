@@ -85,13 +85,16 @@ def test_resolved_is_negative_partly_resolved_is_not(rules, text, presence):
 @pytest.mark.parametrize(
     "text, presence",
     [
-        # a view that does not show the finding: positive only when another view does
+        # one view of the exam does not show the finding: the other does (second review:
+        # naming one view says so); both views named, or the single AP film: no view does
         ("Small bilateral effusions are not seen on the frontal view but seen on the lateral.", "positive"),
         ("The effusion is not visible on the lateral view, though it is seen on the frontal.", "positive"),
+        ("The left effusion is not identified on the frontal view.", "positive"),
+        ("The retrocardiac opacity is not visible on the lateral view.", "positive"),
+        ("There is a left retrocardiac opacity that is not seen on the lateral view.", "positive"),
         ("The effusion is not seen on the PA or lateral views.", "negative"),
         ("Consolidation is not visible on the frontal and lateral views.", "negative"),
         ("Small effusions are not seen on the AP radiograph.", "negative"),
-        ("The left effusion is not identified on the frontal view.", "negative"),
     ],
 )
 def test_a_finding_one_view_does_not_show(rules, text, presence):
@@ -316,6 +319,8 @@ def test_lobe_abbreviations_are_located_as_the_lobes(text, labels):
         ("2 L of fluid was drained, small effusion at the left base.", ["left lung base"]),
         ("Approximately 1.2 L pleural fluid removed.", []),  # a litre after a number
         ("1 L pleural fluid was drained.", []),
+        # after a full stop the letter is a side again (second review)
+        ("Heart size is normal. R lung base opacity.", ["right lung base"]),
     ],
 )
 def test_side_letters_before_a_place_word_are_sides(text, labels):
@@ -343,6 +348,14 @@ def test_a_place_ruled_out_is_not_the_findings(text, labels):
     assert f.presence == "positive" and f.labels == labels
 
 
+def test_a_place_ruled_out_before_a_comma_is_not_the_next_findings():
+    # second review: "none on the left, small pneumothorax" gave the pneumothorax the left lung
+    from cxrils.report import structure_report
+
+    fs = structure_report("s", "FINDINGS: Moderate right pleural effusion, none on the left, small pneumothorax.")
+    assert all("left lung" not in f.labels for f in fs.findings)
+
+
 @pytest.mark.parametrize(
     "text, labels",
     [
@@ -366,6 +379,20 @@ def test_a_place_after_except_or_if_not_is_the_findings(text, labels):
 def test_whether_or_not_denies_nothing(rules):
     fs = rules.structure("It is unclear whether or not the right lower lobe opacity represents pneumonia.")
     assert {f.presence for f in fs} == {"positive"} and fs[0].locations == ["right lower lobe"]
+
+
+@pytest.mark.parametrize(
+    "text, entity",
+    [
+        # second review: "whether or not" and "if not" hedge what follows
+        ("It is not clear whether or not there is a left pleural effusion.", "pleural effusion"),
+        ("Whether or not there is a small left pleural effusion is difficult to determine.", "pleural effusion"),
+        ("Left lower lobe atelectasis, if not consolidation.", "consolidation"),
+    ],
+)
+def test_whether_or_not_and_if_not_hedge(rules, text, entity):
+    (f,) = [f for f in rules.structure(text) if f.entity == entity]
+    assert (f.presence, f.certainty) == ("positive", "tentative")
 
 
 @pytest.mark.parametrize(

@@ -391,10 +391,10 @@ NOT_SEEN_BEFORE: Final[tuple[str, ...]] = tuple(
     )
 )
 
-#: A finding one view does not show (PSEUDO: "small effusions are not visible on the
-#: frontal view but seen on the lateral"); a negation again unless the sentence says
-#: another view shows it ("pneumothorax is not seen on the frontal or lateral views",
-#: ``rules._one_view``).
+#: A finding one view of the exam does not show (PSEUDO: "the retrocardiac opacity is not
+#: visible on the lateral view": the other view shows it); a negation again where both
+#: views are named or the view is the single AP film ("pneumothorax is not seen on the
+#: frontal or lateral views", "not seen on the AP radiograph"; ``rules._one_view``).
 NOT_ON_ONE_VIEW: Final[tuple[str, ...]] = tuple(
     f"not {verb} on {the}{view}"
     for verb in ("seen", "visible", "apparent", "evident", "identified", "appreciated")
@@ -633,7 +633,16 @@ _RAW_CONTEXT_RULES: tuple[tuple[str, str, str, int | None], ...] = (
             "cannot completely exclude",
             "not unlikely",
             "suggestion of",
-            *(f"{q} whether{t}" for q in ("not clear", "unclear") for t in ("", " there is", " there are")),
+            *(
+                f"{q} whether{o}{t}"
+                for q in ("not clear", "unclear")
+                for o in ("", " or not")
+                for t in ("", " there is", " there are")
+            ),
+            # "not" that denies nothing, a hedge: "whether or not there is a left effusion",
+            # "left lower lobe atelectasis, if not consolidation"
+            *(f"whether or not{t}" for t in ("", " there is", " there are")),
+            "if not",
             "favored over",
             # a finding raising the question: "opacity raising clinical concern for pneumonia"
             *(
@@ -814,10 +823,6 @@ _RAW_CONTEXT_RULES: tuple[tuple[str, str, str, int | None], ...] = (
             *NOT_SEEN_BEFORE,
             # one view does not show it, another does (rules._one_view)
             *NOT_ON_ONE_VIEW,
-            # "not" that denies nothing: "unclear whether or not the opacity represents
-            # pneumonia", "right lower lobe, if not the right middle lobe"
-            "whether or not",
-            "if not",
             "gram negative",
             "not unexpected",
             # "no further worsening of the effusion", "lack of resolution of the effusion": a

@@ -217,8 +217,9 @@ _CLEAR_AFTER = re.compile(
 )
 # A place the sentence rules out, right before the word: "consolidation in the right lung,
 # none in the left lung", "right-sided effusion, not left", "sparing the left lung" (not
-# "whether or not", "if not": "opacity in the right lower lobe, if not the right middle
-# lobe"; nor "except", whose place is often the finding's: "clear except at the bases").
+# "whether or not", "if not", which hedge: "opacity in the right lower lobe, if not the
+# right middle lobe"; nor "except", whose place is often the finding's: "clear except at
+# the bases").
 _DENIED_BEFORE = re.compile(
     r"\b(?:none|(?<!\bor )(?<!\bif )not|sparing|spares|spared)\s+(?:(?:in|on|at|of|within|involving)\s+)?(?:the\s+)?$",
     re.IGNORECASE,
@@ -740,29 +741,23 @@ def _seen_now(words: list[str], cues: list) -> list:
     return out
 
 
-#: Words that contrast one view with another ("not seen on the frontal view but seen on
-#: the lateral"), and the views they name.
-_CONTRAST_WORDS = frozenset({"but", "though", "although", "however", "whereas", "while", "yet"})
+#: The views a report names.
 _VIEW_WORDS = frozenset({"frontal", "pa", "ap", "lateral"})
 
 
 def _one_view(words: list[str], cues: list) -> list:
     """Cue matches ``(start, end, rule)`` of a sentence with each PSEUDO cue of
-    :data:`~cxrils.report.lexicon.NOT_ON_ONE_VIEW` ("not seen on the frontal") made a
-    backward negation, as "not seen" is, unless another view is said to show the finding:
-    a contrast word, then a view, after it ("... but seen on the lateral"), or a relative
-    clause about a part of the finding ("blunting which is not evident on the lateral
-    exam"). "Pneumothorax is not seen on the frontal or lateral views" and "the effusion
-    is not seen on the AP radiograph" deny the finding."""
+    :data:`~cxrils.report.lexicon.NOT_ON_ONE_VIEW` ("not seen on the lateral": the other
+    view of the exam shows it) made a backward negation, as "not seen" is, where it names
+    the single AP film ("not seen on the AP radiograph") or both views ("not seen on the
+    frontal or lateral views"): then no view shows the finding."""
     out = []
     for cue in cues:
         start, end, (literal, category, _, _) = cue
         if category == "PSEUDO" and literal in NOT_ON_ONE_VIEW:
-            after = [w.lower() for w in words[end:]]
-            turn = next((i for i, w in enumerate(after) if w in _CONTRAST_WORDS), None)
-            contrast = turn is not None and any(w in _VIEW_WORDS for w in after[turn:])
-            relative = [w.lower() for w in words[max(0, start - 2) : start]] in (["which", "is"], ["which", "are"])
-            if not (contrast or relative):
+            after = [w.lower() for w in words[end : end + 4]]
+            both = after[:1] in (["or"], ["and"], ["nor"]) and any(w in _VIEW_WORDS for w in after[1:])
+            if literal.endswith(" ap") or both:
                 cue = (start, end, (literal, "NEGATED_EXISTENCE", "BACKWARD", _NOT_SEEN_SCOPE))
         out.append(cue)
     return out
@@ -962,13 +957,14 @@ def _verb_before(words: list[str], targets: list[tuple[int, int]], k: int) -> bo
 def _denied_place(text: str, base: int, span: tuple[int, int, str], ms: list[_Mention], window: int) -> bool:
     """Whether the sentence rules the place ``span`` out (:data:`_DENIED_BEFORE` within
     ``window`` characters before it): "none in the left lung". Not when a finding follows
-    it directly, whose place it is ("not right lower lobe pneumonia": the negation reads
-    the pneumonia)."""
+    it directly, with no comma between, whose place it is ("not right lower lobe
+    pneumonia": the negation reads the pneumonia)."""
     s, e, _ = span
     if not _DENIED_BEFORE.search(text[max(base, s - window) : s]):
         return False
     nxt = min((m for m in ms if m.start >= e), key=lambda m: m.start, default=None)
-    return nxt is None or not _PREMOD.match(text[e : nxt.start])
+    gap = text[e : nxt.start] if nxt is not None else ","
+    return "," in gap or not _PREMOD.match(gap)  # "none on the left, small pneumothorax": not its place
 
 
 def _compared_place(text: str, base: int, span: tuple[int, int, str], ms: list[_Mention], window: int) -> bool:
@@ -1138,9 +1134,9 @@ class _Prepared:
 _SPACES = re.compile(r"\s+")
 # An upper-case R or L as a word before a place word: "L base opacity", "R lung", "R and L
 # lower lobes" (the letters alone are no side: "2 L of fluid"; nor a litre after a number:
-# "1.2 L pleural fluid removed").
+# "1.2 L pleural fluid removed"; after a full stop they are: "effusion. L base opacity").
 _SIDE_LETTER = re.compile(
-    r"(?<![\d.]\s)(?<!\d)\b([RL])(?=(?:\s*(?:and|/|&)\s*[RL])?\s+(?i:lung|lungs|base|bases|basilar|basal|apex|apical|upper|mid|middle|lower|hemithorax|"
+    r"(?<!\d\s)(?<!\d)\b([RL])(?=(?:\s*(?:and|/|&)\s*[RL])?\s+(?i:lung|lungs|base|bases|basilar|basal|apex|apical|upper|mid|middle|lower|hemithorax|"
     r"costophrenic|cp|perihilar|hilar|hilum|lobe|pleural|chest|side)\b)"
 )
 

@@ -95,6 +95,13 @@ def test_resolved_is_negative_partly_resolved_is_not(rules, text, presence):
         ("The effusion is not seen on the PA or lateral views.", "negative"),
         ("Consolidation is not visible on the frontal and lateral views.", "negative"),
         ("Small effusions are not seen on the AP radiograph.", "negative"),
+        # third review: the other views listed in other forms, "either"; a view said to show it
+        ("The effusion is not seen on the frontal view or the lateral view.", "negative"),
+        ("The effusion is not seen on the frontal view, nor on the lateral view.", "negative"),
+        ("The effusion is not visible on the frontal, lateral, or oblique views.", "negative"),
+        ("The effusion is not evident on the lateral radiograph either.", "negative"),
+        ("A small right pleural effusion is not seen on the PA view and is seen only on the lateral view.", "positive"),
+        ("The left lower lobe opacity is not seen on the frontal view; it is seen on the lateral view.", "positive"),
     ],
 )
 def test_a_finding_one_view_does_not_show(rules, text, presence):
@@ -321,6 +328,10 @@ def test_lobe_abbreviations_are_located_as_the_lobes(text, labels):
         ("1 L pleural fluid was drained.", []),
         # after a full stop the letter is a side again (second review)
         ("Heart size is normal. R lung base opacity.", ["right lung base"]),
+        # two sides compared by a sign name both (third review)
+        ("R > L lower lobe opacities.", ["lung lower lobe right", "lung lower lobe left"]),
+        ("L>R basilar opacities.", ["right lung base", "left lung base"]),
+        ("Right > left lower lobe opacities.", ["lung lower lobe right", "lung lower lobe left"]),
     ],
 )
 def test_side_letters_before_a_place_word_are_sides(text, labels):
@@ -339,6 +350,9 @@ def test_side_letters_before_a_place_word_are_sides(text, labels):
         ("Effusion on the left, none on the right.", ["left lung"]),
         ("Right-sided pleural effusion, not left.", ["right lung"]),
         ("Right upper lobe consolidation, sparing the left lung.", ["lung upper lobe right"]),
+        ("Small right pleural effusion, none seen on the left.", ["right lung"]),
+        ("Right lower lobe consolidation does not involve the left lung.", ["lung lower lobe right"]),
+        ("Right lower lobe consolidation which does not extend into the left lung.", ["lung lower lobe right"]),
     ],
 )
 def test_a_place_ruled_out_is_not_the_findings(text, labels):
@@ -393,6 +407,19 @@ def test_whether_or_not_denies_nothing(rules):
 def test_whether_or_not_and_if_not_hedge(rules, text, entity):
     (f,) = [f for f in rules.structure(text) if f.entity == entity]
     assert (f.presence, f.certainty) == ("positive", "tentative")
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        # third review: a bare "whether or not" hedges nothing, "if not" only the next words
+        "It is difficult to say whether or not the left basilar opacity has changed.",
+        "If not already performed, CT is recommended to further evaluate the right upper lobe opacity.",
+    ],
+)
+def test_whether_or_not_and_if_not_leave_other_findings_definite(rules, text):
+    (f,) = [f for f in rules.structure(text) if f.lesion_type is not None]
+    assert (f.presence, f.certainty) == ("positive", "definitive")
 
 
 @pytest.mark.parametrize(

@@ -392,14 +392,15 @@ NOT_SEEN_BEFORE: Final[tuple[str, ...]] = tuple(
 )
 
 #: A finding one view of the exam does not show (PSEUDO: "the retrocardiac opacity is not
-#: visible on the lateral view": the other view shows it); a negation again where both
-#: views are named or the view is the single AP film ("pneumothorax is not seen on the
-#: frontal or lateral views", "not seen on the AP radiograph"; ``rules._one_view``).
+#: visible on the lateral view": the other view shows it); a negation again where other
+#: views are listed with it, "either" follows, or the view is the single AP film
+#: ("pneumothorax is not seen on the frontal view or the lateral view", "not seen on the
+#: AP radiograph"; ``rules._one_view``).
 NOT_ON_ONE_VIEW: Final[tuple[str, ...]] = tuple(
     f"not {verb} on {the}{view}"
     for verb in ("seen", "visible", "apparent", "evident", "identified", "appreciated")
     for the in ("the ", "")
-    for view in ("frontal", "pa", "ap", "lateral")
+    for view in ("frontal", "pa", "ap", "lateral", "oblique")
 )
 
 #: Terminators that open a clause with its own subject, where a verb of its own follows
@@ -639,10 +640,9 @@ _RAW_CONTEXT_RULES: tuple[tuple[str, str, str, int | None], ...] = (
                 for o in ("", " or not")
                 for t in ("", " there is", " there are")
             ),
-            # "not" that denies nothing, a hedge: "whether or not there is a left effusion",
-            # "left lower lobe atelectasis, if not consolidation"
-            *(f"whether or not{t}" for t in ("", " there is", " there are")),
-            "if not",
+            # "not" that denies nothing, a hedge: "whether or not there is a left effusion"
+            # (a bare "whether or not" is a pseudo-cue: "whether or not the opacity has changed")
+            *(f"whether or not{t}" for t in (" there is", " there are")),
             "favored over",
             # a finding raising the question: "opacity raising clinical concern for pneumonia"
             *(
@@ -656,6 +656,9 @@ _RAW_CONTEXT_RULES: tuple[tuple[str, str, str, int | None], ...] = (
     # "X, less likely Y": the alternative after the comma is the one hedged, not X (the
     # backward "less likely" below is for "Y is less likely").
     (", less likely", "POSSIBLE_EXISTENCE", "FORWARD", 4),
+    # "left lower lobe atelectasis, if not consolidation": the next few words only ("if not
+    # already performed, CT is recommended for the nodule" hedges nothing)
+    ("if not", "POSSIBLE_EXISTENCE", "FORWARD", 3),
     *(
         (w, "POSSIBLE_EXISTENCE", "BACKWARD", 8)
         for w in (
@@ -823,6 +826,7 @@ _RAW_CONTEXT_RULES: tuple[tuple[str, str, str, int | None], ...] = (
             *NOT_SEEN_BEFORE,
             # one view does not show it, another does (rules._one_view)
             *NOT_ON_ONE_VIEW,
+            "whether or not",
             "gram negative",
             "not unexpected",
             # "no further worsening of the effusion", "lack of resolution of the effusion": a

@@ -216,12 +216,14 @@ _CLEAR_AFTER = re.compile(
     r"^\s+(?:(?:is|are|appears?|remains?)\s+)?(?:clear|normal|unremarkable)\b(?!\s+of\b)", re.IGNORECASE
 )
 # A place the sentence rules out, right before the word: "consolidation in the right lung,
-# none in the left lung", "right-sided effusion, not left", "sparing the left lung" (not
+# none in the left lung", "none seen on the left", "right-sided effusion, not left", "does
+# not involve the left lung", "does not extend into the left lung", "sparing the left lung" (not
 # "whether or not", "if not", which hedge: "opacity in the right lower lobe, if not the
 # right middle lobe"; nor "except", whose place is often the finding's: "clear except at
 # the bases").
 _DENIED_BEFORE = re.compile(
-    r"\b(?:none|(?<!\bor )(?<!\bif )not|sparing|spares|spared)\s+(?:(?:in|on|at|of|within|involving)\s+)?(?:the\s+)?$",
+    r"\b(?:none(?:\s+(?:seen|identified|noted))?|(?<!\bor )(?<!\bif )not(?:\s+(?:involve|involving|extend|extending))?"
+    r"|sparing|spares|spared)\s+(?:(?:in|on|at|of|within|involving|into|to)\s+)?(?:the\s+)?$",
     re.IGNORECASE,
 )
 _SIDES = re.compile(r"\b(?:right|left)\b", re.IGNORECASE)
@@ -741,23 +743,32 @@ def _seen_now(words: list[str], cues: list) -> list:
     return out
 
 
-#: The views a report names.
-_VIEW_WORDS = frozenset({"frontal", "pa", "ap", "lateral"})
+#: The views a report names, and the words that say one shows a finding.
+_VIEW_WORDS = frozenset({"frontal", "pa", "ap", "lateral", "oblique"})
+_SHOWN_WORDS = frozenset(
+    {"seen", "visible", "evident", "noted", "identified", "demonstrated", "appreciated", "apparent", "present"}
+)
 
 
 def _one_view(words: list[str], cues: list) -> list:
     """Cue matches ``(start, end, rule)`` of a sentence with each PSEUDO cue of
     :data:`~cxrils.report.lexicon.NOT_ON_ONE_VIEW` ("not seen on the lateral": the other
-    view of the exam shows it) made a backward negation, as "not seen" is, where it names
-    the single AP film ("not seen on the AP radiograph") or both views ("not seen on the
-    frontal or lateral views"): then no view shows the finding."""
+    view of the exam shows it) made a backward negation, as "not seen" is, where no view
+    shows the finding: the single AP film ("not seen on the AP radiograph"), "either"
+    after it ("not evident on the lateral radiograph either"), or another view named
+    after it that is not said to show it ("not seen on the frontal view or the lateral
+    view", "frontal, lateral, or oblique views"; but "not seen on the PA view and is seen
+    only on the lateral view" keeps the finding). A single view said in another sentence
+    ("Single portable view of the chest.") is not read."""
     out = []
     for cue in cues:
         start, end, (literal, category, _, _) = cue
         if category == "PSEUDO" and literal in NOT_ON_ONE_VIEW:
-            after = [w.lower() for w in words[end : end + 4]]
-            both = after[:1] in (["or"], ["and"], ["nor"]) and any(w in _VIEW_WORDS for w in after[1:])
-            if literal.endswith(" ap") or both:
+            after = [w.lower() for w in words[end:]]
+            other = next((i for i, w in enumerate(after) if w in _VIEW_WORDS), None)
+            shown = other is not None and any(w in _SHOWN_WORDS for w in after[:other])
+            denied_again = other is not None and any(w in ("not", "nor", "no") for w in after[:other])
+            if literal.endswith(" ap") or "either" in after or (other is not None and (not shown or denied_again)):
                 cue = (start, end, (literal, "NEGATED_EXISTENCE", "BACKWARD", _NOT_SEEN_SCOPE))
         out.append(cue)
     return out
@@ -1141,15 +1152,27 @@ _SIDE_LETTER = re.compile(
 )
 
 
+# Two sides compared by a sign: "R > L lower lobe opacities", "L>R basilar", "right > left"
+# (read as "right greater than left", which names both sides).
+_SIDES_COMPARED = re.compile(r"\b(right|left|R|L)\s*([<>])\s*(right|left|R|L)\b", re.IGNORECASE)
+_SIDE_WORD = {"r": "right", "l": "left", "right": "right", "left": "left"}
+_COMPARISON = {">": "greater than", "<": "less than"}
+
+
 def _prepare(text: str) -> _Prepared:
     """Whitespace collapsed, "effusion.. Left" split as a sentence end, the upper-case
     lobe abbreviations written out (:func:`cxrils.report.locations.write_out_lobes`: "RLL"
-    is no English word, so "consolidation in the RLL" is located as "right lower lobe" is)
-    and so is an R or L before a place word ("L base" -> "left base").
+    is no English word, so "consolidation in the RLL" is located as "right lower lobe" is),
+    two sides compared by a sign ("R > L" -> "right greater than left") and an R or L
+    before a place word ("L base" -> "left base").
     A finding's ``sentence`` quotes the report's own words (:meth:`_Prepared.quote`)."""
     doc = _Prepared(text, text, tuple(range(len(text))), tuple(range(1, len(text) + 1)))
     doc = doc.sub(_SPACES, lambda m: "" if m.start() == 0 or m.end() == len(text) else " ")
     doc = doc.sub(UPPER_CASE_LOBE_RE, lambda m: write_out_lobes(m.group(0), any_case=False))
+    doc = doc.sub(
+        _SIDES_COMPARED,
+        lambda m: f"{_SIDE_WORD[m.group(1).lower()]} {_COMPARISON[m.group(2)]} {_SIDE_WORD[m.group(3).lower()]}",
+    )
     doc = doc.sub(_SIDE_LETTER, lambda m: "right" if m.group(1) == "R" else "left")
     return doc.sub(_MULTI_STOP, lambda m: ". ")
 

@@ -14,7 +14,6 @@ VinDr-CXR classes that are dropped.
 
 from __future__ import annotations
 
-import re
 from typing import Final
 
 #: The seven lesion types of MIMIC-ILS (paper section 3.2, Appendix B), in the order
@@ -85,21 +84,6 @@ LESION_SYNONYMS: Final[dict[str, tuple[str, ...]]] = {
     "edema": ("edema", "oedema", "pulmonary edema", "interstitial edema", "alveolar edema"),
     "effusion": ("effusion", "effusions", "pleural effusion", "pleural fluid", "hydrothorax"),
 }
-
-#: One pattern per lesion type: any of its :data:`LESION_SYNONYMS` as whole words.
-_TYPE_WORDS: Final[dict[str, re.Pattern[str]]] = {
-    t: re.compile(r"\b(?:" + "|".join(re.escape(s) for s in syns) + r")\b", re.IGNORECASE)
-    for t, syns in LESION_SYNONYMS.items()
-}
-
-
-def lesion_types_named(text: str) -> set[str]:
-    """The lesion types whose report wording (:data:`LESION_SYNONYMS`, whole words, any
-    case) occurs in ``text``: ``"atelectasis or pneumonia"`` -> ``{"atelectasis",
-    "pneumonia"}``, ``"tuberculosis"`` -> ``set()``. Word matching only: negation in
-    ``text`` is not read."""
-    return {t for t, pattern in _TYPE_WORDS.items() if pattern.search(text)}
-
 
 #: The 17 broad anatomical categories of the location mapping, step 1
 #: (paper section 3.1 step 1, Appendix A.2 Figure 10).

@@ -588,3 +588,23 @@ def test_less_likely_after_a_comma_hedges_the_alternative_not_the_inference(rule
     # the backward reading stays: "edema is less likely" hedges the edema only
     fs = [(f.lesion_type, f.certainty) for f in rules.structure("Moderate cardiomegaly, edema is less likely.")]
     assert fs == [("cardiomegaly", "definitive"), ("edema", "tentative")]
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("atelectasis or pneumonia", {"atelectasis", "pneumonia"}),
+        ("Atelectasis versus Pulmonary Edema", {"atelectasis", "edema"}),
+        ("an infectious process", {"pneumonia"}),
+        ("tuberculosis", set()),
+        ("", set()),
+        # the longest phrase wins: a pericardial effusion is no pleural effusion
+        ("pericardial effusion or pneumonia", {"pneumonia"}),
+        ("effusional", set()),  # whole words only
+        ("small effusions", {"effusion"}),
+    ],
+)
+def test_lesion_types_in(text, expected):
+    from cxrils.report.lexicon import lesion_types_in
+
+    assert lesion_types_in(text) == expected

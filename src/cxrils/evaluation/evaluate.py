@@ -24,7 +24,7 @@ from cxrils.evaluation.metrics import answer_correct
 from cxrils.evaluation.report import EvaluationReport
 from cxrils.masks import InvalidRLE, rle_areas
 from cxrils.templates import TemplateError, parse_answer
-from cxrils.vocab import SplitError, normalize_split, split_filter
+from cxrils.vocab import SplitError, split_filter
 
 
 @dataclass(frozen=True)
@@ -232,8 +232,9 @@ def _outside_message(
     where: str, dataset_dir: str | Path, extra: pa.Array, split: str | None, paraphrases: str, batch_size: int
 ) -> str:
     """Why predicted ids are not records of the evaluated split: in which split they
-    are, left out by ``--paraphrases``, or not in the dataset at all."""
-    chosen = normalize_split(split) if split is not None else None
+    are, left out by ``--paraphrases``, or not in the dataset at all. ``split``: as
+    :func:`cxrils.vocab.split_filter` gives it."""
+    chosen = split
     where_found: Counter[str] = Counter()
     for batch in iter_reference_batches(
         dataset_dir, None, ["record_id", "split"], batch_size, optional=["paraphrase_of"], paraphrases="include"

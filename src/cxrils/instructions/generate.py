@@ -33,6 +33,7 @@ import numpy as np
 from cxrils import __version__, templates, vocab
 from cxrils.config import Config
 from cxrils.masks import encode_rle
+from cxrils.report.lexicon import lesion_types_in
 from cxrils.types import GroundedFinding, StudyGrounding
 from cxrils.vocab import SplitError, normalize_split
 
@@ -147,7 +148,7 @@ def mentioned_types(gf: GroundedFinding) -> set[str]:
     negative."""
     f = gf.finding
     named = {t for t in (f.lesion_type, f.predicted_lesion_type, gf.lesion_type) if t in vocab.LESION_TYPES}
-    return named | vocab.lesion_types_named(f.predicted_lesion_text or "")
+    return named | lesion_types_in(f.predicted_lesion_text or "")
 
 
 def record_seed(base_seed: int, image_id: str) -> int:

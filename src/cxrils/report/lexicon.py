@@ -328,6 +328,46 @@ def lesion_terms() -> dict[str, str | None]:
     return out
 
 
+@lru_cache(maxsize=1)
+def _lesion_phrase_patterns() -> tuple[tuple[re.Pattern, int, str | None], ...]:
+    """The phrases of :func:`lesion_terms` as whole-word patterns (compiled once), with
+    length and type."""
+    return tuple((re.compile(rf"(?<!\w){re.escape(p)}(?!\w)"), len(p), t) for p, t in lesion_terms().items())
+
+
+def lesion_type_of(entity: str) -> str | None:
+    """The lesion type an entity names: the type of the longest :func:`lesion_terms`
+    phrase it contains ("tuberculous pneumonia" is no type, as for the rules
+    structurer); None when that phrase is of no type or none is contained."""
+    e = " ".join(entity.lower().split())
+    best: tuple[int, str | None] = (0, None)
+    for pattern, n, t in _lesion_phrase_patterns():
+        if n > best[0] and pattern.search(e):
+            best = (n, t)
+    return best[1]
+
+
+def lesion_types_in(text: str) -> set[str]:
+    """Every lesion type a text names (any case): the types of the :func:`lesion_terms`
+    phrases in it, the longest phrase winning where two overlap. ``"atelectasis or
+    pneumonia"`` -> ``{"atelectasis", "pneumonia"}``; ``"pericardial effusion"`` and
+    ``"tuberculosis"`` -> ``set()``. Negation in ``text`` is not read."""
+    e = " ".join(text.lower().split())
+    found = sorted(
+        ((m.start(), m.end(), n, t) for pattern, n, t in _lesion_phrase_patterns() for m in pattern.finditer(e)),
+        key=lambda x: -x[2],
+    )
+    taken: list[tuple[int, int]] = []
+    types: set[str] = set()
+    for a, b, _, t in found:
+        if any(a < y and x < b for x, y in taken):
+            continue
+        taken.append((a, b))
+        if t is not None:
+            types.add(t)
+    return types
+
+
 #: Wordings that state a finding although they contain the hedge "suggestive of": the
 #: paper's own definitive wording, whose lesion-inference answer for a definitive finding
 #: is "It is highly suggestive of [Lesion]." (section 3.2, Table 2). PSEUDO cues below, and

@@ -25,7 +25,6 @@ cached by a hash of (model, prompt, text); many texts run concurrently.
 
 from __future__ import annotations
 
-import functools
 import hashlib
 import ipaddress
 import json
@@ -40,7 +39,7 @@ from typing import Any, Protocol
 from urllib.parse import urlparse
 
 from cxrils.fsutil import atomic_write_json
-from cxrils.report.lexicon import lesion_terms
+from cxrils.report.lexicon import lesion_type_of
 from cxrils.types import Finding
 from cxrils.vocab import BROAD_CATEGORIES, LUNG_REGION_LABELS
 
@@ -343,24 +342,6 @@ LOCATION_SCHEMA: dict = {
 
 def _prompt(name: str) -> str:
     return resources.files("cxrils.report").joinpath("prompts", name).read_text(encoding="utf-8")
-
-
-@functools.lru_cache(maxsize=1)
-def _lesion_phrase_patterns() -> tuple[tuple[re.Pattern, int, str | None], ...]:
-    """The lexicon's phrases as whole-word patterns (compiled once), with length and type."""
-    return tuple((re.compile(rf"(?<!\w){re.escape(p)}(?!\w)"), len(p), t) for p, t in lesion_terms().items())
-
-
-def lesion_type_of(entity: str) -> str | None:
-    """The lesion type an entity names: the type of the longest lexicon phrase it
-    contains (``rules``' lexicon, so "tuberculous pneumonia" is no type, as there);
-    None when that phrase is of no type or none is contained."""
-    e = " ".join(entity.lower().split())
-    best: tuple[int, str | None] = (0, None)
-    for pattern, n, t in _lesion_phrase_patterns():
-        if n > best[0] and pattern.search(e):
-            best = (n, t)
-    return best[1]
 
 
 class _LLMBase:

@@ -58,12 +58,30 @@ def _resolve(base: Path, rel: str) -> Path:
 
 
 def read_generic_csv(path: Path) -> Iterator[StudyInput]:
+    """The input items of a generic CSV (module docstring), in row order.
+
+    Parameters
+    ----------
+    path : Path
+        The CSV file; relative ``image_path`` values are read from its folder.
+
+    Raises
+    ------
+    InputError
+        If the file cannot be read as a CSV with ``image_path`` and ``report`` columns
+        (:func:`cxrils.sources.base.csv_rows`); a bad row is an item with ``problem``.
+    """
     base = path.parent
     rows = list(csv_rows(path, ("image_path", "report"), strict=False))
+    files = {  # each usable row's image file, resolved once
+        where: _resolve(base, row["image_path"])
+        for where, row, problem in rows
+        if problem is None and row["image_path"].strip()
+    }
     files_of_stem: dict[str, set[Path]] = {}  # distinct files, so a repeated row renames nothing
-    for _, row, problem in rows:
-        if problem is None and row["image_path"].strip():
-            files_of_stem.setdefault(Path(row["image_path"].strip()).stem, set()).add(_resolve(base, row["image_path"]))
+    for where, row, _ in rows:
+        if where in files:
+            files_of_stem.setdefault(Path(row["image_path"].strip()).stem, set()).add(files[where])
     taken: dict[str, tuple[str, Path]] = {}  # image id -> (where, image file) of its first row
     listed: dict[Path, str] = {}  # image file -> where its first row is
     reports: dict[str, tuple[str, str]] = {}  # study id -> (where, report) of its first row
@@ -81,7 +99,7 @@ def read_generic_csv(path: Path) -> Iterator[StudyInput]:
         except SplitError:
             yield _bad_row(path, where, row, f"split {value!r} is not one of {list(SPLITS)}")
             continue
-        image_path = _resolve(base, rel)
+        image_path = files[where]
         if image_path in listed and not row.get("image_id", "").strip():  # an id of its own makes another item
             yield _bad_row(
                 path, where, row, f"names image {rel} again ({listed[image_path]} does); list each image once"

@@ -334,10 +334,11 @@ def _check_inference(text: str, target: str | None, locations: list[str]) -> Non
             f"{target}, ask 'Segment the {target}{place}.'"
         )
     if not locations:
+        both = templates.render_instruction("lesion_inference", "opacity", list(vocab.WHOLE_LUNGS))
         raise InstructionError(
             f"instruction {_shown(text)} asks a lesion type without naming a lung or zone: the "
-            f"lesion-inference question names the opacity's place ({example!r}; both lungs: 'Segment the opacity "
-            "in the right lung and left lung and predict its type.'). " + accepted_help()
+            f"lesion-inference question names the opacity's place ({example!r}; both lungs: {both!r}). "
+            + accepted_help()
         )
 
 

@@ -51,6 +51,7 @@ LESION_SYNONYMS: Final[dict[str, tuple[str, ...]]] = {
         "heart size is increased",
         "increased heart size",
         "enlarged cardiomediastinal silhouette",
+        "enlargement of the cardiomediastinal silhouette",
         "cardiomediastinal silhouette is enlarged",
     ),
     "pneumonia": (

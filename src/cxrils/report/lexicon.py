@@ -98,6 +98,8 @@ OTHER_FINDINGS: Final[tuple[str, ...]] = (
     # Not a pleural effusion.
     "pericardial effusion",
     "pericardial effusions",
+    "joint effusion",
+    "joint effusions",
     "tuberculous infection",
     "tuberculosis infection",
     # infections outside the lung parenchyma (clinical notes: "positive HIV infection")
@@ -313,15 +315,21 @@ REPORT_VERB_FORMS: Final[dict[str, str]] = {
 }
 
 
+#: Abbreviations that name a lesion type in reports only ("right lower lobe opacity
+#: consistent with PNA"); the finding is named by its type, as a verb form's is.
+REPORT_ABBREVIATIONS: Final[dict[str, str]] = {"pna": "pneumonia"}
+
+
 def lesion_terms() -> dict[str, str | None]:
     """Every fixed finding phrase (lower case) -> lesion type or None.
 
-    Built from :data:`cxrils.vocab.LESION_SYNONYMS` plus :data:`OTHER_FINDINGS` and
-    :data:`REPORT_VERB_FORMS`. A phrase listed for two types keeps the first type in
+    Built from :data:`cxrils.vocab.LESION_SYNONYMS` plus :data:`OTHER_FINDINGS`,
+    :data:`REPORT_VERB_FORMS` and :data:`REPORT_ABBREVIATIONS`. A phrase listed for two types keeps the first type in
     :data:`cxrils.vocab.LESION_TYPES` order.
     """
     out: dict[str, str | None] = {p: None for p in OTHER_FINDINGS}
     out.update(REPORT_VERB_FORMS)
+    out.update(REPORT_ABBREVIATIONS)
     for t in reversed(LESION_TYPES):
         for phrase in LESION_SYNONYMS[t]:
             out[phrase.lower()] = t
@@ -479,7 +487,6 @@ _RAW_CONTEXT_RULES: tuple[tuple[str, str, str, int | None], ...] = (
             "neither",
             "resolution of",
             "interval resolution of",
-            "near complete resolution of",
             "no longer",
             "no new",
             "no acute",
@@ -490,6 +497,7 @@ _RAW_CONTEXT_RULES: tuple[tuple[str, str, str, int | None], ...] = (
             "interval clearing of",
             "interval clearing",
             "no history of",
+            "doubt",
         )
     ),
     # "Resolution of the previously seen effusion": "seen", "noted" and "present" end a
@@ -501,7 +509,6 @@ _RAW_CONTEXT_RULES: tuple[tuple[str, str, str, int | None], ...] = (
         for cue in (
             "resolution of",
             "interval resolution of",
-            "near complete resolution of",
             "clearing of",
             "interval clearing of",
         )
@@ -513,9 +520,30 @@ _RAW_CONTEXT_RULES: tuple[tuple[str, str, str, int | None], ...] = (
     # is a PSEUDO cue of its own, with the same adjectives.
     *(
         (f"{q} {cue}{tail}", "PSEUDO", "PSEUDO", None)
-        for q in ("partial", "incomplete", "slow", "slight", "some", "partial interval", "incomplete interval")
+        for q in (
+            "partial",
+            "incomplete",
+            "slow",
+            "slight",
+            "some",
+            "partial interval",
+            "incomplete interval",
+            # "near complete resolution of the right effusion": some is left (IU CXR465's
+            # MeSH terms give a small right effusion)
+            "near complete",
+            "near - complete",
+            "nearly complete",
+            "almost complete",
+        )
         for cue in ("resolution of", "clearing of")
         for tail in ("", *(f" {the}previously {verb}" for the in ("", "the ") for verb in ("seen", "noted", "present")))
+    ),
+    # "Partially resolved right lower lobe pneumonia", "the effusion has nearly resolved":
+    # a residual finding, still there (the negated "resolved" below would take them in).
+    *(
+        (f"{q} {verb}", "PSEUDO", "PSEUDO", None)
+        for q in ("partially", "incompletely", "nearly", "largely", "mostly", "almost", "almost completely")
+        for verb in ("resolved", "cleared")
     ),
     # "The lungs are clear airspace disease" (a dropped "of"): a place said to be clear, then
     # a finding right after it, so that "the lungs are clear, atelectasis at the left base"
@@ -555,9 +583,7 @@ _RAW_CONTEXT_RULES: tuple[tuple[str, str, str, int | None], ...] = (
             "has resolved",
             "has been resolved",
             "has cleared",
-            "has largely cleared",
             "cleared",
-            "has nearly resolved",
             "no longer seen",
             "no longer visible",
             "no longer present",
@@ -570,6 +596,17 @@ _RAW_CONTEXT_RULES: tuple[tuple[str, str, str, int | None], ...] = (
             "is unlikely",
             "are unlikely",
             "unlikely",
+            # a reading leaning against the finding, as "unlikely" does: "pneumonia is not favored"
+            "is not favored",
+            "are not favored",
+            "not favored",
+            "is doubtful",
+            "doubtful",
+            # it has not come back: "the effusion has not reaccumulated"
+            "has not recurred",
+            "have not recurred",
+            "has not reaccumulated",
+            "have not reaccumulated",
             "is not likely",
             "is gone",
             "are gone",
@@ -590,8 +627,6 @@ _RAW_CONTEXT_RULES: tuple[tuple[str, str, str, int | None], ...] = (
             "have cleared",
             "have resolved",
             "have been resolved",
-            "have largely resolved",
-            "have nearly resolved",
             "have completely resolved",
             "has completely resolved",
         )
@@ -935,6 +970,9 @@ _RAW_CONTEXT_RULES: tuple[tuple[str, str, str, int | None], ...] = (
             # (not "no residual effusion", nor "no residual pneumothorax, residual effusion,
             # or residual consolidation": no "and" before it)
             "and residual",
+            # "resolution of the right effusion and new small left effusion", "clearing of
+            # the left base opacity and increased right effusion": a change of its own
+            *(f"and {w}" for w in ("new", "increased", "increasing", "worsening", "worsened", "enlarging")),
         )
     ),
 )
@@ -1027,6 +1065,8 @@ LOCATION_WORDS: Final[tuple[str, ...]] = (
     "lingular",
     "midlung",
     "midlungs",
+    "midzone",
+    "midzones",
     "mid-lung",
     "hemithorax",
     "hemithoraces",
@@ -1169,7 +1209,10 @@ LOCATION_QUALIFIERS: Final[frozenset[str]] = frozenset(
 )
 # A run of qualifiers that still names a place: "the lower lobes", "upper lung zones".
 _ZONE_RUN = re.compile(r"^(?:upper|lower|middle|mid)\b.*\b(?:lobes?|zones?|lungs?|fields?)$")
-_ORDINAL = r"(?:\d+(?:st|nd|rd|th)|t\d{1,2})"
+_ORDINAL = (
+    r"(?:\d+(?:st|nd|rd|th)|t\d{1,2}|first|second|third|fourth|fifth|sixth|seventh|eighth|ninth|tenth|eleventh|"
+    r"twelfth)"
+)
 
 
 def _word_alt(words) -> str:

@@ -206,6 +206,7 @@ def _normalise(phrase: str) -> str:
     p = write_out_lobes(p, any_case=True)
     p = re.sub(r"\b(right|left)\s+sided\b", r"\1", p)
     p = re.sub(r"\bmid\s*lung", "midlung", p)
+    p = re.sub(r"\bmidzone(s?)\b", r"mid zone\1", p)
     return " ".join(p.split())
 
 

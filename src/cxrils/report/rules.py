@@ -55,6 +55,7 @@ from cxrils.report.lexicon import (
     NONSPECIFIC_TYPES,
     NOT_ON_ONE_VIEW,
     NOT_SEEN_BEFORE,
+    REPORT_ABBREVIATIONS,
     REPORT_VERB_FORMS,
     find_locations,
     lesion_terms,
@@ -104,7 +105,7 @@ _POSTLINK = re.compile(
     r"mainly|most|more|marked|prominent|pronounced|greater|than|on|right|left|side|sided|"
     r"base|bases|lung|lungs|lobe|zone|region|regions|aspect|portion|level|and|or|slightly|"
     r"posterior|anterior|lateral|medial|bilaterally|diffusely|throughout|scattered|again|also|"
-    r"persistent|stable|small|mild|moderate|large|trace|minimal|there)\b)*$",
+    r"persistent|stable|small|mild|moderate|large|trace|minimal|there|with air bronchograms?)\b)*$",
     re.IGNORECASE,
 )
 # A place said to be clear is no finding's place: "left basilar atelectasis, otherwise clear lungs".
@@ -145,6 +146,18 @@ _DEID_LINK = re.compile(rf"^[\s,]*(?:{DEID_TOKEN}\b[\s,]*)+", re.IGNORECASE)
 _ALT = re.compile(r"^\s*(?:,\s*)?(?:or|versus|vs\.?|and/or|/)\s*$", re.IGNORECASE)
 _MULTI_STOP = re.compile(r"\.{2,}\s*")
 _CONJ = re.compile(r"^\s*(?:,|and|or|,\s*and|,\s*or|and/or|/|versus|vs\.?)\s*$", re.IGNORECASE)
+# Coordinated findings that share a place, a size word before the second allowed:
+# "consolidation and some atelectasis are present in the left lower lobe" (IU CXR1769).
+_CONJ_SIZED = re.compile(
+    r"^\s*(?:,|and|or|,\s*and|,\s*or|and/or|/|versus|vs\.?)"
+    r"(?:\s+(?:some|mild|small|minimal|trace|tiny|moderate|patchy|streaky|a|an))*\s*$",
+    re.IGNORECASE,
+)
+# A finding's own feature, whose place is the finding's: "patchy opacity with volume loss
+# in the left lower lobe" (the entities), "consolidation with air bronchograms in the
+# right upper lobe" (no entity: a link word of _POSTLINK).
+_FEATURES = frozenset({"volume loss", "cavitation", "cavity", "air bronchograms", "air bronchogram"})
+_WITH = re.compile(r"^\s*with\s*$", re.IGNORECASE)
 # Between a located finding and an unlocated one that shares its place ("right pleural
 # effusion with adjacent atelectasis", "left base opacity, XXXX atelectasis").
 _SHARE_BREAK = re.compile(
@@ -443,9 +456,11 @@ class RulesStructurer:
         # Coordinated findings share locations: "bibasilar atelectasis and effusions",
         # "atelectasis and effusion at the bases", "atelectasis/scarring at the left base".
         for a, b in zip(ms, ms[1:]):
-            if not _CONJ.match(text[a.end : b.start]) or a.presence != b.presence:
+            gap = text[a.end : b.start]
+            feature = b.entity.lower() in _FEATURES and bool(_WITH.match(gap))
+            if not (_CONJ_SIZED.match(gap) or feature) or a.presence != b.presence:
                 continue
-            if a.pre and not (b.pre or b.post):
+            if a.pre and not (b.pre or b.post) and not feature:
                 b.pre = _shared(a.pre, b)
             elif b.post and not (a.pre or a.post) and a.lesion_type != "cardiomegaly":
                 a.post = _shared(b.post, a)
@@ -710,7 +725,7 @@ def _sentence_cues(words: list[str], targets: list[tuple[int, int]], found: list
     (:func:`_clause_scope`). ``targets`` are the finding token spans ``(start, end)``."""
     cues = _seen_before(words, targets, found)
     cues = _favored_over(words, _one_view(words, _seen_now(words, _new_clause(words, cues))))
-    cues = _new_or_denied(words, targets, _clinical_question(words, targets, cues))
+    cues = _new_or_denied(words, targets, _clinical_question(words, targets, _stated_after_comma(words, targets, cues)))
     return _clause_scope(words, targets, _listing_or(_denied_others(words, targets, cues)))
 
 
@@ -856,6 +871,55 @@ def _new_clause(words: list[str], cues: list) -> list:
     return out
 
 
+# Words that open a stated finding after a comma, not one more item of a negated list:
+# a size, a change or a side ("no pneumothorax, small left effusion").
+_STATED_OPENERS = frozenset(
+    {"small", "mild", "mildly", "minimal", "trace", "tiny", "moderate", "moderately", "severe", "marked"}
+    | {"new", "increased", "increasing", "worsening", "worsened", "enlarging", "developing", "residual"}
+    | {"left", "right", "bilateral", "bibasilar", "bibasal", "biapical", "retrocardiac", "lingular", "a"}
+)
+# Words that may stand between such an opener and the finding: more of them, and places.
+_STATED_MODIFIERS = _STATED_OPENERS | frozenset(
+    {"lower", "upper", "middle", "mid", "lobe", "lung", "zone", "basilar", "basal", "base", "apical"}
+    | {"perihilar", "patchy", "streaky", "linear", "subsegmental", "plate-like", "platelike", "and", "to"}
+    | {"pleural", "pulmonary", "interstitial", "airspace", "focal", "-", "sided", "large"}
+)
+
+
+def _stated_after_comma(words: list[str], targets: list[tuple[int, int]], cues: list) -> list:
+    """Cue matches ``(start, end, rule)`` of a sentence with a terminator added at each
+    comma after a forward negation where a finding with a size, change or side word of its
+    own follows (:data:`_STATED_OPENERS`) and the sentence lists nothing more with "or",
+    "nor", "/", "versus" or a bare "and": "no pneumothorax, small left effusion", "without pneumothorax
+    or effusion, moderate cardiomegaly is seen" state the effusion and the cardiomegaly;
+    "no effusion, pneumothorax, or focal consolidation" and "no pneumothorax, small
+    effusion, or consolidation" stay one negated list. ``targets`` are the finding token
+    spans ``(start, end)``."""
+    negations = [s for s, _, (_, cat, direction, _) in cues if cat == "NEGATED_EXISTENCE" and direction != "BACKWARD"]
+    if not negations:
+        return cues
+    starts = {a for a, _ in targets}
+    added = []
+    for k, w in enumerate(words):
+        if w != "," or not any(s < k for s in negations) or k + 1 >= len(words):
+            continue
+        if words[k + 1].lower() not in _STATED_OPENERS:
+            continue
+        j = k + 1
+        while j < len(words) and j not in starts and words[j].lower() in _STATED_MODIFIERS:
+            j += 1
+        if j not in starts:
+            continue
+        rest = [x.lower() for x in words[k + 1 :]]
+        bare_and = any(
+            x == "and" and i + 1 < len(rest) and rest[i + 1] not in _STATED_OPENERS for i, x in enumerate(rest)
+        )
+        if bare_and or any(x in ("or", "nor", "/", "versus", "vs") for x in rest):
+            continue
+        added.append((k, k + 1, (",", "TERMINATE", "TERMINATE", None)))
+    return sorted(cues + added, key=lambda c: (c[0], c[1])) if added else cues
+
+
 def _listing_or(cues: list) -> list:
     """Cue matches ``(start, end, rule)`` of a sentence (token indices), less the
     alternatives that only join a negated list: "no change in the effusion or the
@@ -945,8 +1009,12 @@ def _clause_scope(words: list[str], targets: list[tuple[int, int]], cues: list) 
         before = max((b for a, b in targets if b <= comma), default=0) if comma is not None else 0
         if comma is not None and any(w in _LIST_WORDS for w in words[before:comma]):
             comma = None
-        if negation and comma is not None and not _own_subject([w.lower() for w in words[comma + 1 : subject[0]]]):
-            comma = None  # "right basilar consolidation, concerning for pneumonia has cleared": an aside
+        lead = [w.lower() for w in words[comma + 1 : subject[0]]] if comma is not None else []
+        if negation and lead and not _own_subject(lead):
+            # "right basilar consolidation, concerning for pneumonia has cleared": an aside
+            # ("left lower lobe opacity, pneumonia is unlikely": the subject right after
+            # the comma is a clause of its own)
+            comma = None
         if comma is not None and (max_scope is None or start - comma - 1 < max_scope):
             cue = (start, end, (literal, category, direction, start - comma - 1))
         out.append(cue)
@@ -1155,6 +1223,14 @@ _SIDE_LETTER = re.compile(
 # Two sides compared by a sign: "R > L lower lobe opacities", "L>R basilar", "right > left"
 # (read as "right greater than left", which names both sides).
 _SIDES_COMPARED = re.compile(r"\b(right|left|R|L)\s*([<>])\s*(right|left|R|L)\b", re.IGNORECASE)
+# Abbreviated and misspelt sides, written out: "B/L effusions", "bilat. effusions" (before
+# the R/L letters: "B/L" is no "B/left"), "rt lower lobe", "lft base", "rigth" ("rt" and "lt"
+# only before a word, not after "s/p" or "post", where RT is radiation therapy).
+_SIDE_ABBREVIATION = re.compile(
+    r"\b(?:(?P<both>b/l|bilat)\b\.?|(?<!s/p )(?<!post )(?P<right>rt|rgt)\b\.?(?=\s+[a-z])|"
+    r"(?<!s/p )(?<!post )(?P<left>lt|lft)\b\.?(?=\s+[a-z])|(?P<typo>rigth)\b)",
+    re.IGNORECASE,
+)
 _SIDE_WORD = {"r": "right", "l": "left", "right": "right", "left": "left"}
 _COMPARISON = {">": "greater than", "<": "less than"}
 
@@ -1163,12 +1239,17 @@ def _prepare(text: str) -> _Prepared:
     """Whitespace collapsed, "effusion.. Left" split as a sentence end, the upper-case
     lobe abbreviations written out (:func:`cxrils.report.locations.write_out_lobes`: "RLL"
     is no English word, so "consolidation in the RLL" is located as "right lower lobe" is),
-    two sides compared by a sign ("R > L" -> "right greater than left") and an R or L
-    before a place word ("L base" -> "left base").
+    abbreviated sides written out ("B/L" -> "bilateral", "rt" -> "right"), two sides
+    compared by a sign ("R > L" -> "right greater than left") and an R or L before a
+    place word ("L base" -> "left base").
     A finding's ``sentence`` quotes the report's own words (:meth:`_Prepared.quote`)."""
     doc = _Prepared(text, text, tuple(range(len(text))), tuple(range(1, len(text) + 1)))
     doc = doc.sub(_SPACES, lambda m: "" if m.start() == 0 or m.end() == len(text) else " ")
     doc = doc.sub(UPPER_CASE_LOBE_RE, lambda m: write_out_lobes(m.group(0), any_case=False))
+    doc = doc.sub(
+        _SIDE_ABBREVIATION,
+        lambda m: "bilateral" if m.group("both") else "left" if m.group("left") else "right",
+    )
     doc = doc.sub(
         _SIDES_COMPARED,
         lambda m: f"{_SIDE_WORD[m.group(1).lower()]} {_COMPARISON[m.group(2)]} {_SIDE_WORD[m.group(3).lower()]}",
@@ -1190,7 +1271,10 @@ def _matchers() -> tuple[Matcher, Matcher]:
     """The finding matcher and the ConText cue matcher, built once per process."""
     targets = Matcher(
         # a verb form ("is consolidated") is named by its type, as the paper's entity would be
-        [(phrase, (t if phrase in REPORT_VERB_FORMS else phrase, t)) for phrase, t in lesion_terms().items()],
+        [
+            (phrase, (t if phrase in REPORT_VERB_FORMS or phrase in REPORT_ABBREVIATIONS else phrase, t))
+            for phrase, t in lesion_terms().items()
+        ],
         [TokenPattern(p, ("cardiomegaly", "cardiomegaly")) for p in CARDIOMEGALY_PATTERNS]
         + [TokenPattern(p, ("vascular congestion", None)) for p in CONGESTION_PATTERNS],
     )

@@ -254,6 +254,24 @@ class ReportConfig:
     clear_before_chars: int = 20
     clear_after_chars: int = 30
     comparison_before_chars: int = 30
+    # Word windows of the rules structurer (ours, set on the IU reports; cxrils.report.rules):
+    # a place after a finding joined to it by link words ("opacity in the right base") is
+    # its place within place_link_words words; a place at most place_before_words words
+    # before the next finding is that finding's; a place after a finding with no break
+    # word between, within place_after_words words; an unlocated finding shares the place
+    # of the located finding before it within share_place_words words ("right pleural
+    # effusion with adjacent atelectasis"); a place infers the finding after it within
+    # place_inference_words words ("blunting of the left costophrenic angle, consistent
+    # with a small effusion"); an observation and the disease it is said to represent are
+    # at most inference_link_words words apart; a density is said to be a non-lung finding
+    # ("density consistent with a hiatal hernia") within named_other_words words.
+    place_link_words: int = 10
+    place_before_words: int = 3
+    place_after_words: int = 12
+    share_place_words: int = 8
+    place_inference_words: int = 8
+    inference_link_words: int = 12
+    named_other_words: int = 10
     # A report section of at least language_min_words words (0 = no check) holding at
     # least language_min_foreign function words of other European languages, and more
     # of them than English ones, is excluded as not English (cxrils.report.language; ours:

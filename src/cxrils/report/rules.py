@@ -269,8 +269,10 @@ class RulesStructurer:
     ----------
     cfg : cxrils.config.Config, optional
         ``cfg.report`` gives ``differential_certainty`` (whether a finding offered as
-        one of alternatives, "atelectasis versus scar", is tentative) and
-        ``max_sentence_tokens``; default :class:`cxrils.config.ReportConfig`.
+        one of alternatives, "atelectasis versus scar", is tentative),
+        ``max_sentence_tokens`` and the character and word windows of place attachment
+        and inference (``clear_before_chars`` ... ``named_other_words``); default
+        :class:`cxrils.config.ReportConfig`.
     """
 
     name = "rules"
@@ -286,6 +288,7 @@ class RulesStructurer:
         )
         self._targets, self._cues = _matchers()
         self._windows = (rc.clear_before_chars, rc.clear_after_chars, rc.comparison_before_chars)
+        self._rc = rc  # the word windows
 
     @classmethod
     def from_config(cls, cfg: Config) -> RulesStructurer:
@@ -370,7 +373,9 @@ class RulesStructurer:
             self._predict_types(text, ms)
             ms = _split_sides(ms)
             for i, m in enumerate(ms):
-                if m.entity in DENSITY_ENTITIES and (_outside_lung(m.pre + m.post) or _named_other(text, ms, i)):
+                if m.entity in DENSITY_ENTITIES and (
+                    _outside_lung(m.pre + m.post) or _named_other(text, ms, i, self._rc.named_other_words)
+                ):
                     # "density over the left 5th rib", "sclerotic density in the sternum",
                     # "retrocardiac density consistent with a hiatal hernia"
                     m.lesion_type = None
@@ -410,8 +415,10 @@ class RulesStructurer:
 
     def _attach_locations(self, text: str, sent, ms: list[_Mention]) -> None:
         """Give each location phrase of the sentence to the finding it modifies (the
-        character windows are ``cfg.report.clear_before_chars`` and the like)."""
+        character windows are ``cfg.report.clear_before_chars`` and the like, the word
+        windows ``cfg.report.place_link_words`` and the like)."""
         before, after, compared = self._windows
+        words = self._rc
         base = sent.start
         spans = [(base + s, base + e, p) for s, e, p in find_locations(sent.text)]
         spans = [
@@ -445,13 +452,17 @@ class RulesStructurer:
             )
             if nxt is not None and (_PREMOD.match(gap_next) or side_list) and not right_after:
                 nxt.pre.append(phrase)
-            elif prev is not None and _POSTLINK.match(gap_prev) and len(gap_prev.split()) <= 10:
+            elif prev is not None and _POSTLINK.match(gap_prev) and len(gap_prev.split()) <= words.place_link_words:
                 prev.post.append(phrase)
-            elif nxt is not None and (prev is None or _BREAK.search(gap_prev)) and _place_of_inference(gap_next):
+            elif (
+                nxt is not None
+                and (prev is None or _BREAK.search(gap_prev))
+                and _place_of_inference(gap_next, words.place_inference_words)
+            ):
                 nxt.pre.append(phrase)
-            elif nxt is not None and len(gap_next.split()) <= 3 and not _BREAK.search(gap_next):
+            elif nxt is not None and len(gap_next.split()) <= words.place_before_words and not _BREAK.search(gap_next):
                 nxt.pre.append(phrase)
-            elif prev is not None and not _BREAK.search(gap_prev) and len(gap_prev.split()) <= 12:
+            elif prev is not None and not _BREAK.search(gap_prev) and len(gap_prev.split()) <= words.place_after_words:
                 prev.post.append(phrase)
         # Coordinated findings share locations: "bibasilar atelectasis and effusions",
         # "atelectasis and effusion at the bases", "atelectasis/scarring at the left base".
@@ -486,7 +497,7 @@ class RulesStructurer:
                 (a.pre or a.post)
                 and a.presence == b.presence
                 and a.lesion_type != "cardiomegaly"
-                and len(gap.split()) <= 8
+                and len(gap.split()) <= words.share_place_words
                 and (not _SHARE_BREAK.search(gap) or gap.lstrip().startswith(";") and _refers(gap))
             ):
                 b.post = _shared(a.pre + a.post, b)
@@ -543,7 +554,7 @@ class RulesStructurer:
             appositive = (len(chain) > 1 and gap.rstrip().endswith(",")) or _hedged_apposition(gap)
             deid = _DEID_LINK.match(gap)
             hidden = deid is not None and bool(_PREMOD.match(gap[deid.end() :]))
-            if not (_INFER.search(gap) or appositive or hidden) or len(gap.split()) > 12:
+            if not (_INFER.search(gap) or appositive or hidden) or len(gap.split()) > self._rc.inference_link_words:
                 continue
             if re.search(r"[;]|\b(?:no|without|but|however)\b", gap, re.IGNORECASE):
                 continue
@@ -1059,15 +1070,16 @@ def _compared_place(text: str, base: int, span: tuple[int, int, str], ms: list[_
     return nxt is None or not _PREMOD.match(text[e : nxt.start])
 
 
-def _place_of_inference(gap: str) -> bool:
-    """Whether ``gap`` (text from a place to the next finding) infers that finding from
-    the place: ", consistent with a small" before "effusion"."""
+def _place_of_inference(gap: str, max_words: int) -> bool:
+    """Whether ``gap`` (text from a place to the next finding, at most ``max_words``
+    words) infers that finding from the place: ", consistent with a small" before
+    "effusion"."""
     m = _PLACE_INFER.match(gap)
-    return bool(m) and len(gap.split()) <= 8 and bool(_PREMOD.match(gap[m.end() :]))
+    return bool(m) and len(gap.split()) <= max_words and bool(_PREMOD.match(gap[m.end() :]))
 
 
-def _named_other(text: str, ms: list[_Mention], i: int) -> bool:
-    """Whether the density ``ms[i]`` is said to be a finding that is no lung opacity
+def _named_other(text: str, ms: list[_Mention], i: int, max_words: int) -> bool:
+    """Whether the density ``ms[i]`` is said, within ``max_words`` words, to be a finding that is no lung opacity
     (:data:`cxrils.report.lexicon.NON_LESION_DENSITY_FINDINGS`): "density consistent with
     a hiatal hernia", "density corresponding to a calcified granuloma". Never when the
     density has a predicted lesion type or a finding of a lesion type is among the
@@ -1082,7 +1094,7 @@ def _named_other(text: str, ms: list[_Mention], i: int) -> bool:
     gap = text[ms[i].end : ms[i + 1].start]
     return (
         bool(_INFER.search(gap))
-        and len(gap.split()) <= 10
+        and len(gap.split()) <= max_words
         and not re.search(r"[;]|\b(?:no|not|without|but)\b", gap, re.IGNORECASE)
     )
 

@@ -29,9 +29,8 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("cli", "__main__"),
 )
 
-#: Known exceptions, each owned by another piece of work (see the report of issue 15):
-#: the builtin anomaly atlas and the light model's
-#: calibration (issue 18), and batch prediction calling the evaluation (models).
+#: Known exceptions: batch prediction calling the evaluation (``cxrils predict`` scores
+#: what it predicts; docs/architecture.md).
 ALLOWED: frozenset[tuple[str, str]] = frozenset(
     {
         ("cxrils.models.predict", "cxrils.evaluation"),

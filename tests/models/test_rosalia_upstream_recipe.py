@@ -242,3 +242,25 @@ def test_lora_sam_encoder_targets_the_image_encoder_and_learns_nothing_there(tmp
     # upstream computes SAM's image embeddings under no_grad: those LoRA weights stay 0
     assert all(torch.count_nonzero(p) == 0 for n, p in seg.model.sam.vision_encoder.named_parameters() if "lora_B" in n)
     assert any(torch.count_nonzero(p) for n, p in seg.model.language_model.named_parameters() if "lora_B" in n)
+
+
+def test_shipped_deepspeed_config_is_the_authors_zero2():
+    """``train_ds.py`` (24c5613) ``ds_config``: gradient clipping 1.0, ZeRO stage 2 with
+    contiguous gradients, overlapped communication, reduce-scatter and 5e8-element
+    reduce and all-gather buckets; bf16 with ``--precision bf16`` (train.sh). Batch
+    size and accumulation come from the launcher ("auto" for accelerate)."""
+    import json
+    from importlib import resources
+
+    cfg = json.loads((resources.files("cxrils.models.rosalia") / "ds_zero2.json").read_text())
+    assert cfg["gradient_clipping"] == 1.0
+    assert cfg["bf16"] == {"enabled": True}
+    assert cfg["zero_optimization"] == {
+        "stage": 2,
+        "contiguous_gradients": True,
+        "overlap_comm": True,
+        "reduce_scatter": True,
+        "reduce_bucket_size": 5e8,
+        "allgather_bucket_size": 5e8,
+    }
+    assert cfg["train_micro_batch_size_per_gpu"] == cfg["gradient_accumulation_steps"] == "auto"

@@ -26,7 +26,10 @@ def register(app: typer.Typer) -> None:
         port: int = typer.Option(8000, min=1, max=65535, help="TCP port."),
         max_upload_mb: int = typer.Option(50, min=1, help="Largest accepted upload, MB."),
         max_instruction_chars: int = typer.Option(500, min=1, help="Longest accepted instruction."),
-        keep_uploads: Path | None = typer.Option(None, help="Keep uploads in this folder (off by default)."),
+        keep_uploads: Path | None = typer.Option(
+            None,
+            help="Keep uploads in this folder, as uploaded: DICOM headers (patient name, ID, dates) included (off by default).",
+        ),
     ) -> None:
         """Serve the segmentation page and REST API (POST /v1/segment) with one loaded model."""
         from cxrils.extras import MissingExtraError, require_extra

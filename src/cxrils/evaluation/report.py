@@ -394,6 +394,7 @@ def _official_lines(o: dict[str, Any]) -> list[str]:
 
 
 def pct(value: float | None) -> str:
+    """A fraction in [0, 1] as a percentage with one decimal ("62.5"); "n/a" for None."""
     return NA if value is None else f"{100 * value:.1f}"
 
 

@@ -121,6 +121,7 @@ class Algorithm1Result:
 
     @property
     def kept_boxes(self) -> list[LesionBox]:
+        """The boxes that passed every check, in input order."""
         return [c.box for c in self.checks if c.kept]
 
 

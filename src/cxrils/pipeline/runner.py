@@ -64,6 +64,7 @@ class RunState:
 
     @property
     def studies_dir(self) -> Path:
+        """The folder of the per-image counts files."""
         return self.out_dir / _STATE_DIR / "studies"
 
     def check_input(self, studies: list[StudyInput], done: set[str]) -> dict[str, str]:
@@ -109,6 +110,7 @@ class RunState:
         return digests
 
     def save(self, result: StudyResult, input_sha256: str) -> None:
+        """Write the committed image's counts file (atomically) with the SHA-256 of its input."""
         atomic_write_json(
             self.studies_dir / f"{result.image_id}.json", {**result.stats, "input_sha256": input_sha256}, indent=None
         )
@@ -121,6 +123,7 @@ class RunState:
                 tmp.unlink(missing_ok=True)
 
     def load(self, image_id: str) -> dict[str, Any] | None:
+        """The counts file of a committed image, None when it has none."""
         path = self.studies_dir / f"{image_id}.json"
         return json.loads(path.read_text(encoding="utf-8")) if path.is_file() else None
 

@@ -46,9 +46,13 @@ class ReportStructurer(Protocol):
 
     name: str
 
-    def structure(self, text: str) -> list[Finding]: ...
+    def structure(self, text: str) -> list[Finding]:
+        """The findings of one section text, in reading order (``labels`` empty)."""
+        ...
 
-    def structure_many(self, texts: Iterable[str]) -> list[list[Finding]]: ...
+    def structure_many(self, texts: Iterable[str]) -> list[list[Finding]]:
+        """:meth:`structure` of each text, in order (a backend may batch them)."""
+        ...
 
 
 #: Report structurers by name (:class:`cxrils.registry.Registry`); ``from_config(cfg)``

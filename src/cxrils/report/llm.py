@@ -41,7 +41,7 @@ from urllib.parse import urlparse
 from cxrils.fsutil import atomic_write_json
 from cxrils.report.lexicon import lesion_type_of
 from cxrils.types import Finding
-from cxrils.vocab import BROAD_CATEGORIES, LUNG_REGION_LABELS
+from cxrils.vocab import BROAD_CATEGORIES, CERTAINTIES, LUNG_REGION_LABELS, PRESENCES
 
 
 class LLMError(RuntimeError):
@@ -77,7 +77,10 @@ class ChatClient(Protocol):
 
     model: str
 
-    def complete(self, messages: list[dict], *, max_tokens: int) -> Completion: ...
+    def complete(self, messages: list[dict], *, max_tokens: int) -> Completion:
+        """The model's answer to chat ``messages`` (OpenAI form: ``{"role", "content"}``
+        dicts), at most ``max_tokens`` tokens long."""
+        ...
 
 
 def _is_local(host: str) -> bool:
@@ -320,8 +323,8 @@ FINDINGS_SCHEMA: dict = {
                 "properties": {
                     "entity": {"type": "string", "minLength": 1},
                     "sentence_index": {"type": "integer", "minimum": 1},
-                    "presence": {"enum": ["positive", "negative"]},
-                    "certainty": {"enum": ["definitive", "tentative"]},
+                    "presence": {"enum": list(PRESENCES)},
+                    "certainty": {"enum": list(CERTAINTIES)},
                     "location": {"type": "array", "items": {"type": "string"}},
                     # the disease the report names, in its words (any disease, not only the seven types)
                     "predicted_lesion_type": {"type": ["string", "null"]},

@@ -40,7 +40,10 @@ class LocationMapper(Protocol):
 
     name: str
 
-    def map(self, phrase: str) -> list[str]: ...
+    def map(self, phrase: str) -> list[str]:
+        """The standard labels of one location phrase ("left base" -> ["left lung
+        base"]); [] when it names nothing known."""
+        ...
 
 
 # Step 1 keyword rules, checked in order; the first that matches decides.

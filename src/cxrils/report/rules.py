@@ -297,6 +297,7 @@ class RulesStructurer:
 
     @property
     def version(self) -> str:
+        """The structurer's name, the package version and its certainty setting."""
         return f"rules cxrils-{__version__} differential-{self.differential_certainty}"
 
     def structure(self, text: str) -> list[Finding]:

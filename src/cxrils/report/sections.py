@@ -218,6 +218,7 @@ class Sections:
 
     @property
     def names(self) -> list[str]:
+        """The section names in report order (repeats kept)."""
         return [n for n, _ in self.sections]
 
 

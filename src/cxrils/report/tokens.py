@@ -202,6 +202,7 @@ class TokenPattern:
 
     @property
     def first_words(self) -> frozenset[str]:
+        """The lower-case words a match can start with."""
         return self.elements[0][0]
 
     def match(self, words: Sequence[str], i: int) -> int:

@@ -108,6 +108,8 @@ def open_text(path: Path):
 
 @contextmanager
 def any_field_size() -> Iterator[None]:
+    """Context in which the csv module reads fields of any size (a whole report in one
+    cell exceeds its 128 KiB default); the old limit comes back on exit."""
     old = csv.field_size_limit(_CSV_FIELD_LIMIT)
     try:
         yield
@@ -130,6 +132,13 @@ def undecodable(row: dict[str, str]) -> str | None:
 
 
 def csv_header(path: Path) -> list[str]:
+    """The stripped column names of the CSV at ``path`` (empty for an empty file).
+
+    Raises
+    ------
+    InputError
+        The file cannot be read or parsed, naming ``path``.
+    """
     try:
         with open_text(path) as fh, any_field_size():
             return [h.strip() for h in next(csv.reader(fh), [])]
@@ -174,6 +183,14 @@ def csv_rows(
 
 
 def norm_split(value: str, path: Path, where: str) -> str | None:
+    """A split cell normalised to one of :data:`cxrils.vocab.SPLITS` ("val" ->
+    "validate"); None for an empty cell.
+
+    Raises
+    ------
+    InputError
+        Not a split name, naming ``path`` and ``where`` (the row).
+    """
     if not value.strip():
         return None
     try:
@@ -183,6 +200,7 @@ def norm_split(value: str, path: Path, where: str) -> str | None:
 
 
 def norm_view(value: str | None) -> str | None:
+    """A view-position cell ("pa", " AP ") in upper case, None when empty."""
     v = (value or "").strip().upper()
     return v or None
 

@@ -19,6 +19,9 @@ log = logging.getLogger(__name__)
 
 
 def reports_source(folder: Path) -> Path | None:
+    """Where the IU reports of ``folder`` are: ``nlmcxr_reports_all.csv``, else the
+    folder of the OpenI XML files (``ecgen-radiology/`` or ``folder`` itself); None when
+    there are none."""
     if (folder / "nlmcxr_reports_all.csv").is_file():
         return folder / "nlmcxr_reports_all.csv"
     for sub in ("ecgen-radiology", "."):
@@ -81,6 +84,15 @@ def _natural_key(name: str) -> list:
 
 
 def read_iu(path: Path, inputs: InputConfig) -> Iterator[StudyInput]:
+    """The studies of an IU X-ray (OpenI) folder, or of its reports CSV ``path``: one
+    :class:`StudyInput` per report with its images under ``images/`` (report sections
+    joined as ``inputs.iu_sections`` says).
+
+    Raises
+    ------
+    InputError
+        No reports, or no ``images/`` folder, naming the folder.
+    """
     folder = path.parent if path.is_file() else path
     source = path if path.is_file() else reports_source(folder)
     if source is None:

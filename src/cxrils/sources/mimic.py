@@ -19,6 +19,8 @@ _STUDY_RE = re.compile(r"^s\d+$")
 
 
 def files_dir(folder: Path) -> Path | None:
+    """The ``files/`` folder of a MIMIC-CXR(-JPG) copy at ``folder`` (``folder`` itself
+    when it is that folder), recognised by its ``pXX`` group folders; None otherwise."""
     for cand in (folder / "files", folder):
         if cand.is_dir() and cand.name == "files":
             groups = [d for d in cand.iterdir() if d.is_dir() and re.fullmatch(r"p\d\d", d.name)]
@@ -39,6 +41,16 @@ def _mimic_table(path: Path | None, column: str) -> dict[str, str]:
 
 
 def read_mimic(path: Path) -> Iterator[StudyInput]:
+    """The studies of a MIMIC-CXR(-JPG) folder (``files/pXX/pNNNNNNNN/sNNNNNNNN``): one
+    :class:`StudyInput` per study with its report ``sNNNNNNNN.txt`` and its images, the
+    view from the ``*metadata.csv`` (ViewPosition only) and the split from the
+    ``*split.csv`` when the folder has them.
+
+    Raises
+    ------
+    InputError
+        No ``files/pXX/`` folders, naming ``path``.
+    """
     files = files_dir(path)
     if files is None:
         raise InputError(path, "not a MIMIC-CXR folder: no files/pXX/ folders")

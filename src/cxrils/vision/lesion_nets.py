@@ -61,6 +61,7 @@ class Encoder(nn.Module):
         self.stages = nn.ModuleList(conv_block(chans[i], chans[i + 1], 2) for i in range(5))
 
     def forward(self, x: torch.Tensor) -> list[torch.Tensor]:
+        """x float32 (B, in_channels, S, S) -> five maps (B, widths[i], S / 2**(i+1), ...)."""
         feats = []
         for stage in self.stages:
             x = stage(x)
@@ -106,6 +107,7 @@ class LesionSegNet(nn.Module):
         self.head = nn.Conv2d(self.decoder.out_channels, 1, 1)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
+        """Logits float32 (B, 1, S/2, S/2) of x float32 (B, in_channels, S, S)."""
         return self.head(self.decoder(self.encoder(x)))
 
 
@@ -140,6 +142,7 @@ class CenterNetDetector(nn.Module):
         nn.init.constant_(self.heatmap[-1].bias, -2.19)
 
     def forward(self, x: torch.Tensor) -> dict[str, torch.Tensor]:
+        """The heads of x float32 (B, 1, S, S), as the class docstring says."""
         h = self.decoder(self.encoder(x))
         return {"heatmap": self.heatmap(h), "size": self.size(h), "offset": self.offset(h)}
 

@@ -161,6 +161,7 @@ class RosaliaForSegmentation(nn.Module):
 
     @property
     def mm_projector_dtype(self) -> torch.dtype:
+        """The dtype of the projector's weights (CLIP features are cast to it)."""
         return next(self.mm_projector.parameters()).dtype
 
     def inputs_embeds(

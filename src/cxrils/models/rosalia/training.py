@@ -33,8 +33,6 @@ import torch
 from cxrils.models.rosalia.configuration import RosaliaConfig
 from cxrils.models.rosalia.segmenter import TOKENIZER_DIR, RosaliaSegmenter, build_model, resolve_device_dtype
 
-DEEPSPEED_CONFIG = Path(__file__).with_name("ds_zero2.json")
-
 
 def train_rosalia(
     segmenter: RosaliaSegmenter,

@@ -84,6 +84,7 @@ class Layout:
 
     @property
     def file(self) -> str:
+        """The module's file, relative to the upstream folder."""
         return self.module.replace(".", "/") + ".py"
 
 

@@ -304,6 +304,8 @@ class AtlasAnomalyMapper(AnomalyMapper):
 
 
 def main() -> None:  # pragma: no cover - writes the shipped file
+    """Fit the shipped healthy-lung atlas on the normal JSRT images (``--data``) and
+    write it to ``--out``."""
     import argparse
 
     from PIL import Image

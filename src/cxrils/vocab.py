@@ -51,7 +51,6 @@ LESION_SYNONYMS: Final[dict[str, tuple[str, ...]]] = {
         "heart size is increased",
         "increased heart size",
         "enlarged cardiomediastinal silhouette",
-        "enlargement of the cardiomediastinal silhouette",
         "cardiomediastinal silhouette is enlarged",
     ),
     "pneumonia": (

@@ -423,6 +423,13 @@ CLINICAL_QUESTION: Final[tuple[str, ...]] = (
     "clinical suspicion of",
     "clinical question of",
 )
+#: A reading denied, the finding before it stated: "left basilar opacity, not favored to
+#: represent pneumonia" (a forward negation of the first finding after it, or the list
+#: of findings joined to it, ``rules._first_finding_scope``; the backward "not favored"
+#: would deny the opacity).
+NOT_FAVORED_TO: Final[tuple[str, ...]] = tuple(
+    f"{v}not favored to {w}" for v in ("", "is ", "are ") for w in ("represent", "be", "reflect", "indicate")
+)
 #: A finding new since the last film (PSEUDO: "right basilar atelectasis, not seen before,
 #: has developed"); before "or"/"nor"/"and" ("effusion is not seen previously or
 #: currently") the phrase is a negation again (``rules._seen_now``).
@@ -449,6 +456,12 @@ NOT_ON_ONE_VIEW: Final[tuple[str, ...]] = tuple(
     for verb in ("seen", "visible", "apparent", "evident", "identified", "appreciated")
     for the in ("the ", "")
     for view in ("frontal", "pa", "ap", "lateral", "oblique")
+)
+
+#: Terminators of a change of its own after a denied finding ("resolution of the right
+#: effusion and new small left effusion"); they end a denial only (``rules._change_after_and``).
+AND_CHANGE: Final[tuple[str, ...]] = tuple(
+    f"and {w}" for w in ("new", "increased", "increasing", "worsening", "worsened", "enlarging")
 )
 
 #: Terminators that open a clause with its own subject, where a verb of its own follows
@@ -498,8 +511,16 @@ _RAW_CONTEXT_RULES: tuple[tuple[str, str, str, int | None], ...] = (
             "interval clearing",
             "no history of",
             "doubt",
+            "doubt there is",
+            "doubt that there is",
+            "doubtful",
+            "doubtful for",
+            *NOT_FAVORED_TO,
         )
     ),
+    # A finding of little weight is still there: "nodular opacity of doubtful clinical
+    # significance".
+    *((f"{o}doubtful {c}significance", "PSEUDO", "PSEUDO", None) for o in ("", "of ") for c in ("", "clinical ")),
     # "Resolution of the previously seen effusion": "seen", "noted" and "present" end a
     # scope (terminators below), so the cue takes the adjective in: the scope starts after it
     # (a PSEUDO "previously seen" would instead let "no effusion, previously seen opacity
@@ -542,7 +563,18 @@ _RAW_CONTEXT_RULES: tuple[tuple[str, str, str, int | None], ...] = (
     # a residual finding, still there (the negated "resolved" below would take them in).
     *(
         (f"{q} {verb}", "PSEUDO", "PSEUDO", None)
-        for q in ("partially", "incompletely", "nearly", "largely", "mostly", "almost", "almost completely")
+        # not "largely" or "mostly": "the pneumonia has largely resolved, with no residual
+        # consolidation"
+        for q in (
+            "partially",
+            "incompletely",
+            "nearly",
+            "almost",
+            "almost completely",
+            "nearly completely",
+            "almost entirely",
+            "nearly entirely",
+        )
         for verb in ("resolved", "cleared")
     ),
     # "The lungs are clear airspace disease" (a dropped "of"): a place said to be clear, then
@@ -583,6 +615,7 @@ _RAW_CONTEXT_RULES: tuple[tuple[str, str, str, int | None], ...] = (
             "has resolved",
             "has been resolved",
             "has cleared",
+            "has largely cleared",
             "cleared",
             "no longer seen",
             "no longer visible",
@@ -601,7 +634,7 @@ _RAW_CONTEXT_RULES: tuple[tuple[str, str, str, int | None], ...] = (
             "are not favored",
             "not favored",
             "is doubtful",
-            "doubtful",
+            "are doubtful",
             # it has not come back: "the effusion has not reaccumulated"
             "has not recurred",
             "have not recurred",
@@ -627,6 +660,7 @@ _RAW_CONTEXT_RULES: tuple[tuple[str, str, str, int | None], ...] = (
             "have cleared",
             "have resolved",
             "have been resolved",
+            "have largely resolved",
             "have completely resolved",
             "has completely resolved",
         )
@@ -972,7 +1006,8 @@ _RAW_CONTEXT_RULES: tuple[tuple[str, str, str, int | None], ...] = (
             "and residual",
             # "resolution of the right effusion and new small left effusion", "clearing of
             # the left base opacity and increased right effusion": a change of its own
-            *(f"and {w}" for w in ("new", "increased", "increasing", "worsening", "worsened", "enlarging")),
+            # (only after a denial: rules._change_after_and)
+            *AND_CHANGE,
         )
     ),
 )

@@ -35,6 +35,7 @@ from cxrils import __version__
 from cxrils.config import Config
 from cxrils.report.context import target_modifiers
 from cxrils.report.lexicon import (
+    AND_CHANGE,
     CARDIOMEGALY_PATTERNS,
     CHANGE_WORDS,
     CLAUSE_OPENERS,
@@ -53,6 +54,7 @@ from cxrils.report.lexicon import (
     NEGATION_IN_PATTERN,
     NON_LESION_DENSITY_FINDINGS,
     NONSPECIFIC_TYPES,
+    NOT_FAVORED_TO,
     NOT_ON_ONE_VIEW,
     NOT_SEEN_BEFORE,
     REPORT_ABBREVIATIONS,
@@ -158,6 +160,11 @@ _CONJ_SIZED = re.compile(
 # right upper lobe" (no entity: a link word of _POSTLINK).
 _FEATURES = frozenset({"volume loss", "cavitation", "cavity", "air bronchograms", "air bronchogram"})
 _WITH = re.compile(r"^\s*with\s*$", re.IGNORECASE)
+# The lesion types a feature's place is given to ("pulmonary edema with volume loss in
+# the right lower lobe" puts no edema there).
+_FOCAL_TYPES = frozenset({"opacity", "consolidation", "atelectasis", "pneumonia"})
+# A plural verb right after a finding, before any comma: the coordinated findings are its subject.
+_PLURAL_AFTER = re.compile(r"^[^,;.]*?\b(?:are|were|have been)\b", re.IGNORECASE)
 # Between a located finding and an unlocated one that shares its place ("right pleural
 # effusion with adjacent atelectasis", "left base opacity, XXXX atelectasis").
 _SHARE_BREAK = re.compile(
@@ -469,10 +476,16 @@ class RulesStructurer:
         # "atelectasis and effusion at the bases", "atelectasis/scarring at the left base".
         for a, b in zip(ms, ms[1:]):
             gap = text[a.end : b.start]
-            feature = b.entity.lower() in _FEATURES and bool(_WITH.match(gap))
-            if not (_CONJ_SIZED.match(gap) or feature) or a.presence != b.presence:
+            plain = bool(_CONJ.match(gap))
+            # "consolidation and some atelectasis are present in the left lower lobe": a
+            # size word before the second finding, and a plural verb after it, so that
+            # "mild pulmonary edema and small effusion at the right base" keeps the
+            # edema's place its own
+            sized = not plain and bool(_CONJ_SIZED.match(gap)) and bool(_PLURAL_AFTER.match(text[b.end :]))
+            feature = b.entity.lower() in _FEATURES and bool(_WITH.match(gap)) and a.lesion_type in _FOCAL_TYPES
+            if not (plain or sized or feature) or a.presence != b.presence:
                 continue
-            if a.pre and not (b.pre or b.post) and not feature:
+            if a.pre and not (b.pre or b.post) and not feature and b.lesion_type != "cardiomegaly":
                 b.pre = _shared(a.pre, b)
             elif b.post and not (a.pre or a.post) and a.lesion_type != "cardiomegaly":
                 a.post = _shared(b.post, a)
@@ -640,7 +653,7 @@ _DENIAL_MODIFIERS = frozenset(
 # How far "A is favored over B" hedges B (_favored_over): as far as an alternative ("or")
 # reaches in the lexicon ("over left lower lobe pneumonia").
 _OVER_SCOPE = next(sc for lit, cat, _, sc in CONTEXT_RULES if (lit, cat) == ("or", "ALTERNATIVE"))
-# Words that join the findings a clinical question asks about (_clinical_question).
+# Words that join the findings a clinical question asks about (_first_finding_scope).
 _QUESTION_LIST_WORDS = frozenset({",", "and", "or", "nor", "/", "and/or"})
 # The backward scope of "not seen" (lexicon), given to "not seen previously or ..." (_seen_now).
 _NOT_SEEN_SCOPE = next(sc for lit, cat, _, sc in CONTEXT_RULES if (lit, cat) == ("not seen", "NEGATED_EXISTENCE"))
@@ -730,14 +743,17 @@ def _sentence_cues(words: list[str], targets: list[tuple[int, int]], found: list
     sentence after the sentence-level readings of this module, in order: terminators that
     describe a finding seen before (:func:`_seen_before`) or open no clause
     (:func:`_new_clause`), "not seen previously or ..." (:func:`_seen_now`), "A is
-    favored over B" (:func:`_favored_over`), the clinical
-    question's scope (:func:`_clinical_question`), "no change ... or new X"
+    favored over B" (:func:`_favored_over`), a comma before a stated finding
+    (:func:`_stated_after_comma`), "and new" after a denial only
+    (:func:`_change_after_and`), the scope of a clinical question or a reading not
+    favored (:func:`_first_finding_scope`), "no change ... or new X"
     (:func:`_new_or_denied`), "no other X" (:func:`_denied_others`), a negated list's "or"
     (:func:`_listing_or`), and the comma-bounded scope of backward cues
     (:func:`_clause_scope`). ``targets`` are the finding token spans ``(start, end)``."""
     cues = _seen_before(words, targets, found)
     cues = _favored_over(words, _one_view(words, _seen_now(words, _new_clause(words, cues))))
-    cues = _new_or_denied(words, targets, _clinical_question(words, targets, _stated_after_comma(words, targets, cues)))
+    cues = _first_finding_scope(words, targets, _change_after_and(targets, _stated_after_comma(words, targets, cues)))
+    cues = _new_or_denied(words, targets, cues)
     return _clause_scope(words, targets, _listing_or(_denied_others(words, targets, cues)))
 
 
@@ -801,18 +817,20 @@ def _one_view(words: list[str], cues: list) -> list:
     return out
 
 
-def _clinical_question(words: list[str], targets: list[tuple[int, int]], cues: list) -> list:
+def _first_finding_scope(words: list[str], targets: list[tuple[int, int]], cues: list) -> list:
     """Cue matches ``(start, end, rule)`` of a sentence with the scope of each
-    :data:`~cxrils.report.lexicon.CLINICAL_QUESTION` cue ended after the first finding
+    :data:`~cxrils.report.lexicon.CLINICAL_QUESTION` and
+    :data:`~cxrils.report.lexicon.NOT_FAVORED_TO` cue ended after the first finding
     that follows it, or the list of findings joined to it by "and", "or" or commas:
     "in the setting of clinical concern for pneumonia, right lower lobe opacity likely
     represents pneumonia" asks about the first pneumonia only, "clinical concern for
-    pneumonia or pulmonary edema" about both. ``targets`` are the finding token spans
-    ``(start, end)`` of the sentence."""
+    pneumonia or pulmonary edema" about both; "opacity not favored to represent
+    consolidation, more likely atelectasis" denies the consolidation only. ``targets``
+    are the finding token spans ``(start, end)`` of the sentence."""
     out = []
     for cue in cues:
         start, end, (literal, category, direction, _) = cue
-        if category == "HYPOTHETICAL" and literal in CLINICAL_QUESTION:
+        if literal in CLINICAL_QUESTION or literal in NOT_FAVORED_TO:
             after = sorted((a, b) for a, b in targets if a >= end)
             if after:
                 last = after[0][1]
@@ -890,6 +908,8 @@ _STATED_OPENERS = frozenset(
     | {"new", "increased", "increasing", "worsening", "worsened", "enlarging", "developing", "residual"}
     | {"left", "right", "bilateral", "bibasilar", "bibasal", "biapical", "retrocardiac", "lingular", "a"}
 )
+# Words that go on listing after the comma of a stated finding (_stated_after_comma).
+_LISTING = frozenset({",", "and", "or", "nor", "/", "versus", "vs", "&"})
 # Words that may stand between such an opener and the finding: more of them, and places.
 _STATED_MODIFIERS = _STATED_OPENERS | frozenset(
     {"lower", "upper", "middle", "mid", "lobe", "lung", "zone", "basilar", "basal", "base", "apical"}
@@ -899,37 +919,61 @@ _STATED_MODIFIERS = _STATED_OPENERS | frozenset(
 
 
 def _stated_after_comma(words: list[str], targets: list[tuple[int, int]], cues: list) -> list:
-    """Cue matches ``(start, end, rule)`` of a sentence with a terminator added at each
-    comma after a forward negation where a finding with a size, change or side word of its
-    own follows (:data:`_STATED_OPENERS`) and the sentence lists nothing more with "or",
-    "nor", "/", "versus" or a bare "and": "no pneumothorax, small left effusion", "without pneumothorax
-    or effusion, moderate cardiomegaly is seen" state the effusion and the cardiomegaly;
-    "no effusion, pneumothorax, or focal consolidation" and "no pneumothorax, small
-    effusion, or consolidation" stay one negated list. ``targets`` are the finding token
-    spans ``(start, end)``."""
-    negations = [s for s, _, (_, cat, direction, _) in cues if cat == "NEGATED_EXISTENCE" and direction != "BACKWARD"]
+    """Cue matches ``(start, end, rule)`` of a sentence with a terminator added at a
+    comma that follows a forward negation and a finding it denies, where a last item
+    follows with a size, change or side word of its own (:data:`_STATED_OPENERS`) and
+    nothing more is listed after the comma (no comma, "and", "or", "nor", "/", "versus"):
+    "no pneumothorax, small left effusion" and "without pneumothorax or effusion,
+    moderate cardiomegaly is seen" state the effusion and the cardiomegaly; "no
+    pneumothorax, small effusion, or consolidation", "no pneumonia, bilateral effusions,
+    pulmonary edema", "no pneumothorax, effusion, left lower lobe consolidation", "no
+    pneumothorax, small left effusion and atelectasis" (which may list three) and "there is no large, left-sided effusion" (no finding before the comma)
+    stay negated. ``targets`` are the finding token spans ``(start, end)``."""
+    negations = [e for _, e, (_, cat, direction, _) in cues if cat == "NEGATED_EXISTENCE" and direction != "BACKWARD"]
     if not negations:
         return cues
     starts = {a for a, _ in targets}
     added = []
     for k, w in enumerate(words):
-        if w != "," or not any(s < k for s in negations) or k + 1 >= len(words):
+        if w != "," or k + 1 >= len(words) or words[k + 1].lower() not in _STATED_OPENERS:
             continue
-        if words[k + 1].lower() not in _STATED_OPENERS:
+        # the negation's list before the comma: one or more findings, no comma
+        if not any(e <= a and b <= k and "," not in words[e:k] for e in negations for a, b in targets):
             continue
         j = k + 1
         while j < len(words) and j not in starts and words[j].lower() in _STATED_MODIFIERS:
             j += 1
-        if j not in starts:
-            continue
-        rest = [x.lower() for x in words[k + 1 :]]
-        bare_and = any(
-            x == "and" and i + 1 < len(rest) and rest[i + 1] not in _STATED_OPENERS for i, x in enumerate(rest)
-        )
-        if bare_and or any(x in ("or", "nor", "/", "versus", "vs") for x in rest):
+        if j not in starts or any(x.lower() in _LISTING for x in words[k + 1 :]):
             continue
         added.append((k, k + 1, (",", "TERMINATE", "TERMINATE", None)))
     return sorted(cues + added, key=lambda c: (c[0], c[1])) if added else cues
+
+
+def _change_after_and(targets: list[tuple[int, int]], cues: list) -> list:
+    """Cue matches ``(start, end, rule)`` of a sentence less the terminators of
+    :data:`~cxrils.report.lexicon.AND_CHANGE` ("and new", "and increased") that end no
+    resolution: one ends a scope only where the last cue before it is a resolution or
+    clearing ("resolution of", "clearing of") and a finding stands between the two
+    ("resolution of the right effusion and new small left effusion"); "evaluate for
+    pneumonia and new effusion" asks about both, "cannot exclude pneumonia and
+    increasing effusion" hedges both, and after a plain negation the reading is unsure
+    ("no evidence of pneumothorax and worsening effusion"), so it stays denied.
+    ``targets`` are the finding token spans ``(start, end)``."""
+    out: list = []
+    for cue in cues:
+        start, _, (literal, category, _, _) = cue
+        if category == "TERMINATE" and literal in AND_CHANGE:
+            before = [c for c in out if c[2][1] != "TERMINATE" and c[2][2] != "BACKWARD" and c[1] <= start]
+            last = before[-1] if before else None
+            if (
+                last is None
+                or last[2][1] != "NEGATED_EXISTENCE"
+                or not ("resolution" in last[2][0] or "clearing" in last[2][0])
+                or not any(last[1] <= a and b <= start for a, b in targets)
+            ):
+                continue
+        out.append(cue)
+    return out
 
 
 def _listing_or(cues: list) -> list:
@@ -1022,15 +1066,36 @@ def _clause_scope(words: list[str], targets: list[tuple[int, int]], cues: list) 
         if comma is not None and any(w in _LIST_WORDS for w in words[before:comma]):
             comma = None
         lead = [w.lower() for w in words[comma + 1 : subject[0]]] if comma is not None else []
-        if negation and lead and not _own_subject(lead):
-            # "right basilar consolidation, concerning for pneumonia has cleared": an aside
-            # ("left lower lobe opacity, pneumonia is unlikely": the subject right after
-            # the comma is a clause of its own)
+        if (
+            negation
+            and comma is not None
+            and (lead and not _own_subject(lead) or not lead and not _stated(words, targets, comma))
+        ):
+            # "right basilar consolidation, concerning for pneumonia has cleared": an aside;
+            # "pleural effusion, pneumothorax not seen": a list. The subject right after the
+            # comma is a clause of its own where the finding before the comma is stated
+            # with a size, change or side word ("left lower lobe opacity, pneumonia is
+            # unlikely")
             comma = None
         if comma is not None and (max_scope is None or start - comma - 1 < max_scope):
             cue = (start, end, (literal, category, direction, start - comma - 1))
         out.append(cue)
     return out
+
+
+def _stated(words: list[str], targets: list[tuple[int, int]], comma: int) -> bool:
+    """Whether the finding right before token ``comma`` is a clause of its own, not a
+    bare item of a list: a word other than an article (or "pleural", "pulmonary") stands
+    with it between the last
+    comma (or the sentence start) and ``comma`` ("mild cardiomegaly", "left lower lobe
+    opacity", "atelectasis is favored", "most likely atelectasis"; not "pleural
+    effusion" in "pleural effusion, pneumothorax not seen")."""
+    before = max((t for t in targets if t[1] <= comma), key=lambda t: t[1], default=None)
+    if before is None:
+        return False
+    first = max((k for k in range(before[0]) if words[k] in (",", ";")), default=-1) + 1
+    around = words[first : before[0]] + words[before[1] : comma]
+    return any(w.lower() not in ("the", "a", "an", "pleural", "pulmonary") for w in around)
 
 
 def _clause_and(words: list[str], k: int) -> bool:
@@ -1238,10 +1303,11 @@ _SIDE_LETTER = re.compile(
 _SIDES_COMPARED = re.compile(r"\b(right|left|R|L)\s*([<>])\s*(right|left|R|L)\b", re.IGNORECASE)
 # Abbreviated and misspelt sides, written out: "B/L effusions", "bilat. effusions" (before
 # the R/L letters: "B/L" is no "B/left"), "rt lower lobe", "lft base", "rigth" ("rt" and "lt"
-# only before a word, not after "s/p" or "post", where RT is radiation therapy).
+# only before a word that is no preposition or verb, not after "s/p" or "post", and never the
+# capitals "RT": radiation therapy, "after RT for breast cancer").
 _SIDE_ABBREVIATION = re.compile(
-    r"\b(?:(?P<both>b/l|bilat)\b\.?|(?<!s/p )(?<!post )(?P<right>rt|rgt)\b\.?(?=\s+[a-z])|"
-    r"(?<!s/p )(?<!post )(?P<left>lt|lft)\b\.?(?=\s+[a-z])|(?P<typo>rigth)\b)",
+    r"\b(?:(?P<both>b/l|bilat)\b\.?|(?<!s/p )(?<!post )(?P<right>(?-i:rt|Rt|rgt|Rgt))\b\.?(?=\s+(?!(?:for|to|of|in|at|with|is|was|therapy)\b)[a-z])|"
+    r"(?<!s/p )(?<!post )(?P<left>lt|lft)\b\.?(?=\s+(?!(?:for|to|of|in|at|with|is|was)\b)[a-z])|(?P<typo>rigth)\b)",
     re.IGNORECASE,
 )
 _SIDE_WORD = {"r": "right", "l": "left", "right": "right", "left": "left"}

@@ -101,15 +101,22 @@ def test_stratified_estimate_weighs_strata_by_their_size():
     strata = pd.DataFrame({"N": [100, 900], "n": [10, 10], "k": [10, 5]})
     rate, low, high = stratified_rate(strata)
     assert rate == pytest.approx(0.1 * 1.0 + 0.9 * 0.5)  # not the pooled 15/20
-    z2 = 1.959963984540054**2
-    adj = [(10 + z2 / 2) / (10 + z2), (5 + z2 / 2) / (10 + z2)]
-    var = 0.1**2 * adj[0] * (1 - adj[0]) / (10 + z2) * 0.9 + 0.9**2 * adj[1] * (1 - adj[1]) / (10 + z2) * (1 - 10 / 900)
-    # Agresti-Coull: centred on the adjusted proportions, the adjustment shrunk by 1 - n/N
-    centre = 0.1 * (1.0 + 0.9 * (adj[0] - 1.0)) + 0.9 * (0.5 + (1 - 10 / 900) * (adj[1] - 0.5))
-    assert (low, high) == pytest.approx((centre - math.sqrt(z2 * var), centre + math.sqrt(z2 * var)))
-    # one stratum, every sampled record accepted: never narrower than Wilson's 10 of 10, (0.722, 1)
+    assert low < rate < high
+    # Wilson's interval where the stratified design is plain sampling (statsmodels
+    # proportion_confint(method="wilson") gives these bounds): one stratum of a large
+    # population, 48 of 50 accepted; ten strata of equal rate sampled in proportion, 30
+    # of 50; one stratum, every sampled record accepted, 10 of 10
+    assert stratified_rate(pd.DataFrame({"N": [10**9], "n": [50], "k": [48]}))[1:] == pytest.approx(
+        (0.8653991, 0.9889611), abs=1e-6
+    )
+    ten = pd.DataFrame({"N": [10**9] * 10, "n": [5] * 10, "k": [3] * 10})
+    assert stratified_rate(ten)[1:] == pytest.approx((0.4618144, 0.7239161), abs=1e-6)
     _, low1, high1 = stratified_rate(pd.DataFrame({"N": [1000], "n": [10], "k": [10]}))
-    assert low1 < 0.722 and high1 == 1.0
+    assert (low1, high1) == pytest.approx((0.7224672, 1.0), abs=1e-6)
+    # many small strata do not pull the interval towards 50 %: the estimate stays inside,
+    # not at an end (a new user's review, 8 strata with 5 of 5 and 2 with 4 of 5)
+    est, lo, hi = stratified_rate(pd.DataFrame([(100, 5, 5)] * 8 + [(100, 5, 4)] * 2, columns=["N", "n", "k"]))
+    assert lo < est < hi and lo > 0.85
     # never beyond what the decisions prove: a census at 0 beside a sample of all accepted
     _, low2, high2 = stratified_rate(pd.DataFrame({"N": [20, 1000], "n": [20, 50], "k": [0, 50]}))
     assert high2 <= 1000 / 1020 and low2 >= 50 / 1020

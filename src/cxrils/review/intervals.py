@@ -68,11 +68,18 @@ def wilson_interval(k: int, n: int, confidence: float = CONFIDENCE) -> tuple[flo
         raise ValueError(f"need 0 <= k <= n, got k={k}, n={n}")
     if n == 0:
         return 0.0, 1.0
+    return wilson_interval_of(k / n, n, confidence)
+
+
+def wilson_interval_of(p: float, n: float, confidence: float = CONFIDENCE) -> tuple[float, float]:
+    """The Wilson score interval (:func:`wilson_interval`) of a proportion ``p`` in [0, 1]
+    observed on ``n > 0`` trials, ``n`` possibly fractional: an effective sample size
+    (Kish), as for a stratified estimate (:func:`cxrils.review.stats.stratified_rate`).
+    Returns lower and upper bound, fractions in [0, 1]."""
     z = z_value(confidence)
-    p = k / n
     denom = 1.0 + z * z / n
     centre = (p + z * z / (2 * n)) / denom
-    half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / denom
+    half = z * math.sqrt(max(0.0, p * (1 - p)) / n + z * z / (4 * n * n)) / denom
     return max(0.0, centre - half), min(1.0, centre + half)
 
 

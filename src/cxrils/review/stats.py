@@ -24,7 +24,7 @@ import pandas as pd
 
 from cxrils import vocab
 from cxrils.review import paper
-from cxrils.review.intervals import CONFIDENCE, cohen_kappa, wilson_interval, z_value
+from cxrils.review.intervals import CONFIDENCE, cohen_kappa, wilson_interval, wilson_interval_of
 from cxrils.review.sampling import STRATUM_COLUMNS, strata_order
 from cxrils.review.store import REJECT_REASONS, ReviewStore
 
@@ -110,18 +110,17 @@ def _rate_table(frame: pd.DataFrame, by: tuple[str, ...], confidence: float) -> 
 def stratified_rate(strata: pd.DataFrame, confidence: float = CONFIDENCE) -> tuple[float, float, float]:
     """Acceptance of a whole population from a stratified sample.
 
-    The estimate is ``sum_s W_s p_s`` with ``W_s = N_s / N`` over the strata that have
-    decisions (``p_s = k_s / n_s``). Its variance uses, per stratum, the adjusted
-    proportion ``p~ = (k + z²/2) / (n + z²)`` (Agresti and Coull, Am. Stat. 52 (1998)
-    119-126), so a stratum with every record accepted still carries uncertainty,
-    times the finite-population factor ``1 - n_s / N_s`` (a stratum reviewed whole has
-    none): ``Var = sum_s W_s² p~_s (1 - p~_s) / (n_s + z²) (1 - n_s / N_s)``. As in
-    Agresti and Coull's interval, it is centred on the adjusted proportion, the
-    adjustment shrunk by the same factor: ``sum_s W_s (p_s + (1 - n_s / N_s)(p~_s - p_s))
-    ± z sqrt(Var)``, widened to hold the estimate where needed and clipped to what the
-    decisions prove (every record not reviewed rejected, or accepted: within [0, 1]).
-    One stratum of 10 of 1000 records, all accepted: [0.68, 1.0], wider than Wilson's
-    [0.72, 1.0]; centred on the raw rate it was [0.82, 1.0].
+    The estimate is ``p = sum_s W_s p_s`` with ``W_s = N_s / N`` over the strata that
+    have decisions (``p_s = k_s / n_s``), its variance ``Var = sum_s W_s² p_s (1 - p_s)
+    / n_s (1 - n_s / N_s)`` (with the finite-population factor: a stratum reviewed whole
+    adds none). The interval is Wilson's (:func:`~cxrils.review.intervals.wilson_interval_of`)
+    at the effective sample size ``n_eff = p (1 - p) / Var`` (Kish's design effect; the
+    survey-proportion interval of Korn and Graubard, Survey Methodology 24 (1998)
+    193-201, takes the same ``n_eff``), or at the number of decisions ``sum_s n_s`` where
+    ``Var`` is 0 (every stratum all accepted or all rejected). One stratum sampled from a
+    large population gives Wilson's interval of ``k`` of ``n``; strata of equal rates
+    sampled in proportion give Wilson's of the pooled counts. The interval is clipped to
+    what the decisions prove (every record not reviewed rejected, or accepted).
 
     Parameters
     ----------
@@ -138,20 +137,20 @@ def stratified_rate(strata: pd.DataFrame, confidence: float = CONFIDENCE) -> tup
     used = strata[strata["n"] > 0]
     if used.empty:
         return math.nan, math.nan, math.nan
-    z2 = z_value(confidence) ** 2
-    w = used["N"] / used["N"].sum()
-    p = used["k"] / used["n"]
-    adj = (used["k"] + z2 / 2) / (used["n"] + z2)
-    fpc = (1 - used["n"] / used["N"]).clip(lower=0)
-    var = float((w**2 * adj * (1 - adj) / (used["n"] + z2) * fpc).sum())
-    est = float((w * p).sum())
-    centre = float((w * (p + fpc * (adj - p))).sum())  # a stratum reviewed whole needs no adjustment
-    half = math.sqrt(z2 * var)
-    # what the decisions already prove: every record not reviewed rejected, or accepted
     size = used[["N", "n"]].max(axis=1)  # more decisions than records: a stale stratum size
+    w = size / size.sum()
+    p = used["k"] / used["n"]
+    fpc = (1 - used["n"] / size).clip(lower=0)
+    var = float((w**2 * p * (1 - p) / used["n"] * fpc).sum())
+    est = float((w * p).sum())
+    # what the decisions already prove: every record not reviewed rejected, or accepted
     least = float((w * used["k"] / size).sum())
     most = float((w * (used["k"] + size - used["n"]) / size).sum())
-    return est, max(least, min(est, centre - half)), min(most, max(est, centre + half))
+    if most - least <= 0:
+        return est, est, est  # every record reviewed
+    n_eff = est * (1 - est) / var if var > 0 else float(used["n"].sum())
+    low, high = wilson_interval_of(est, n_eff, confidence)
+    return est, max(least, min(est, low)), min(most, max(est, high))
 
 
 def paper_comparison(rates: dict[tuple[str, ...], pd.DataFrame]) -> pd.DataFrame:

@@ -170,3 +170,43 @@ def test_predict_refuses_an_image_too_small_to_be_a_radiograph(tmp_path, monkeyp
         assert res.exit_code == 2, res.output
         assert str(path) in res.output and f"{shape[1]} x {shape[0]} pixels" in res.output
         assert "at least 32 on each side" in res.output and not out.exists()
+
+
+def test_threads_below_one_are_refused_by_the_option_check(tmp_path):
+    """``--threads 0`` reached ``torch.set_num_threads`` and ended in a traceback (a new user's trial)."""
+    from typer.testing import CliRunner
+
+    from cxrils.cli import app
+
+    for args in (
+        ["predict", str(tmp_path / "x.png"), "Segment the opacity.", "-o", str(tmp_path / "o"), "--threads", "0"],
+        ["train-anatomy", "--threads", "0"],
+        ["train-detector", "--threads", "-1"],
+    ):
+        res = CliRunner().invoke(app, args)
+        assert res.exit_code == 2 and "threads" in res.output and "Traceback" not in res.output, (args, res.output)
+
+
+def test_wrong_kinds_of_paths_are_named(tmp_path):
+    """A folder where a file goes, or a file where a folder goes, is named as such (a new
+    user's trial: the messages said "not found", or printed every table first)."""
+    from typer.testing import CliRunner
+
+    from cxrils.cli import app
+    from cxrils.evaluation.io import EvaluationError, dataset_shards
+    from cxrils.models.base import check_instruction
+
+    afile = tmp_path / "README.md"
+    afile.write_text("x")
+    with pytest.raises(EvaluationError, match="is a file, not a dataset folder"):
+        dataset_shards(afile)
+    res = CliRunner().invoke(app, ["stats", str(tmp_path / "ds"), "--html", str(tmp_path)])
+    assert res.exit_code == 2 and "is a folder; --html names the HTML file" in res.output
+    common = ["import-mimic-ils", "--images", str(tmp_path), "--masks", str(tmp_path), "-o", str(tmp_path / "o")]
+    res = CliRunner().invoke(app, [*common, "--json", str(tmp_path)])
+    assert res.exit_code == 2 and "is a folder, not a file" in res.output
+    res = CliRunner().invoke(app, [*common, "--json", str(afile), "--max-side", "10"])
+    assert res.exit_code == 2 and "at least 32 px" in res.output
+    with pytest.raises(ValueError, match="instruction must be a str, got NoneType"):
+        check_instruction(None)
+    assert check_instruction("Segment the opacity.") == "Segment the opacity."

@@ -795,3 +795,13 @@ def test_codestream_precision_that_disagrees_with_bits_stored_is_recorded(dicom_
     wrong = load_image(tmp_path / "wrong.dcm")
     assert (wrong.meta.bits_stored, wrong.meta.codestream_precision) == (12, 15)
     np.testing.assert_array_equal(wrong.pixels, agree.pixels)  # decoded at the codestream's precision
+
+
+def test_tiff_16bit_holding_12bit_values_warns(tmp_path: Path, caplog) -> None:
+    """A 16-bit TIFF of 12-bit values came out nearly black without a word (a new user's
+    trial); TIFF has no sBIT, so it is read by the 16-bit range and a warning names it."""
+    v12 = np.tile(np.array([0, 1024, 2048, 4095], np.uint16), (3, 1))
+    Image.fromarray(v12).save(tmp_path / "j12.tif")
+    with caplog.at_level("WARNING"):
+        img = load_image(tmp_path / "j12.tif")
+    assert img.pixels.max() == 16 and "j12.tif" in caplog.text and "12 bits" in caplog.text

@@ -276,3 +276,66 @@ def test_serve_without_study_uids_says_why_there_is_no_seg(client, tmp_path):
     assert body["dicom_seg"] is None and body["mask_area"] > 0
     assert len(body["notes"]) == 1 and "Study Instance UID (0020,000D)" in body["notes"][0]
     assert str(tmp_path) not in body["notes"][0]  # the server's temporary path is not shown
+
+
+# --------------------------------------------------------------------------- anatomy, ground
+class _BrightAnatomy:
+    """Anatomy stub: every label is the bright pixels of the image it sees."""
+
+    name = "bright"
+
+    def segment(self, x):
+        from cxrils.types import AnatomyMasks
+        from cxrils.vocab import ANATOMY_LABELS
+
+        bright = x >= BRIGHT - 5
+        return AnatomyMasks({k: bright.copy() for k in ANATOMY_LABELS}, x.shape, "bright", "test")
+
+
+@pytest.mark.parametrize("orientation", ORIENTATIONS)
+def test_anatomy_writes_label_masks_in_the_source_frame(monkeypatch, tmp_path, orientation):
+    """``cxrils anatomy`` wrote its masks in the display frame with nothing to map them
+    back (a new user's trial, on a mirrored and a transposed DICOM)."""
+    from cxrils.cli import app
+    from cxrils.vision.anatomy import base
+
+    monkeypatch.setattr(base, "get_segmenter", lambda name, cfg: _BrightAnatomy())
+    stored = patient_left_marker(orientation)
+    src = make_dicom(tmp_path / "o.dcm", stored, orientation)
+    res = CliRunner().invoke(app, ["anatomy", str(src), "-o", str(tmp_path / "out")])
+    assert res.exit_code == 0, res.output
+    out = tmp_path / "out" / "o"
+    assert np.array_equal(np.asarray(Image.open(out / "right_lung.png")) > 0, stored >= BRIGHT - 5)
+    info = json.loads((out / "anatomy.json").read_text())
+    assert info["frame"] == "source" and info["shape"] == [ROWS, COLS] and info["overlay_frame"] == "display"
+    assert info["display_ops"] == list(load_image(src).meta.display_ops)
+
+
+@pytest.mark.parametrize("orientation", ORIENTATIONS)
+def test_a_box_around_the_marker_holds_it_in_the_source_frame(tmp_path, orientation):
+    """:func:`cxrils.io.base.box_to_source_frame` (``cxrils ground``'s boxes): the box of
+    the bright marker in the picture the model sees covers the marker's stored pixels."""
+    from cxrils.io.base import box_to_source_frame
+    from cxrils.types import LesionBox
+
+    stored = patient_left_marker(orientation)
+    img = load_image(make_dicom(tmp_path / "o.dcm", stored, orientation))
+    rr, cc = np.nonzero(img.pixels >= BRIGHT - 5)
+    box = (float(cc.min()), float(rr.min()), float(cc.max() + 1), float(rr.max() + 1))
+    x0, y0, x1, y1 = box_to_source_frame(box, img.pixels.shape, img.meta)
+    assert np.array_equal(LesionBox(x0, y0, x1, y1, 1.0, "x").to_mask(stored.shape), stored >= BRIGHT - 5)
+
+
+def test_anatomy_and_ground_refuse_an_output_that_is_a_file(tmp_path):
+    from cxrils.cli import app
+
+    afile = tmp_path / "afile"
+    afile.write_text("hi")
+    src = make_dicom(tmp_path / "o.dcm", patient_left_marker("L\\F"), "L\\F")
+    for args in (["anatomy", str(src)], ["ground", str(src), "Right lower lobe consolidation."]):
+        res = CliRunner().invoke(app, [*args, "-o", str(afile)])
+        assert res.exit_code == 2 and "exists and is not a folder" in res.output, res.output
+    res = CliRunner().invoke(app, ["ground", str(src), "Opacity.", "-o", str(tmp_path / "g"), "--view", "sideways"])
+    assert res.exit_code == 2 and "not a view position" in res.output
+    res = CliRunner().invoke(app, ["ground", str(src), str(tmp_path), "-o", str(tmp_path / "g")])
+    assert res.exit_code == 2 and "is a folder" in res.output

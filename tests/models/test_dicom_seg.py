@@ -174,3 +174,17 @@ def test_seg_without_highdicom_says_which_extra(shared_data, tmp_path, monkeypat
     assert res.exit_code == 0, res.output  # automatic SEG: skipped with a note, PNG and RLE written
     assert "note:" in res.output and (tmp_path / "q" / "mask.png").is_file()
     assert not (tmp_path / "q" / "mask.seg.dcm").exists()
+
+
+def test_a_seg_is_refused_as_an_x_ray(shared_data, tmp_path):
+    """A SEG has 1-bit pixel data and was read as a radiograph (a new user's trial:
+    predict answered on it, with a raw Python error in its notes)."""
+    from cxrils.io import ImageLoadError, load_image
+
+    src_path = _dicoms(shared_data)[0]
+    src = pydicom.dcmread(src_path, stop_before_pixels=True)
+    out = write_dicom_seg(
+        tmp_path / "m.seg.dcm", src_path, _lesion((src.Rows, src.Columns)), segment_label="opacity", description="d"
+    )
+    with pytest.raises(ImageLoadError, match="a DICOM Segmentation"):
+        load_image(out)

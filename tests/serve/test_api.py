@@ -268,6 +268,15 @@ def test_info_says_whether_uploads_are_kept(segmenter, tmp_path):
     assert "info.keeps_uploads" in script and "--keep-uploads" in script
 
 
+def test_keep_uploads_in_a_file_is_refused_at_start(segmenter, tmp_path):
+    """A kept-uploads path that is a file used to start the service and fail every
+    request with a 500 (a new user's trial)."""
+    afile = tmp_path / "afile"
+    afile.write_text("x")
+    with pytest.raises(ValueError, match="afile: cannot keep uploads there"):
+        create_app(segmenter, config=ServiceConfig(keep_uploads_dir=afile))
+
+
 def test_page_error_says_its_first_sentence_once():
     """app.js's plainError, run by Node: a server detail that repeats the status sentence
     is shown once; another detail follows the sentence."""

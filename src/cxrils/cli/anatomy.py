@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+from functools import partial
 from pathlib import Path
 
 import typer
 
-from cxrils.cli.common import fail, load_config_or_fail
+from cxrils.cli.common import fail, load_config_or_fail, out_folder_or_fail
 
 #: Image suffixes ``cxrils anatomy`` reads from a folder.
 IMAGE_SUFFIXES = (".png", ".jpg", ".jpeg", ".dcm", ".tif", ".tiff", ".bmp")
@@ -39,17 +40,22 @@ def anatomy(
 
     For each image: OUT/<stem>/overlay.png, one 0/255 PNG per label (spaces ->
     underscores, e.g. right_lung.png, left_lung_base.png) and anatomy.json with the
-    cardiothoracic ratio and provenance. "right"/"left" are the patient's sides.
+    cardiothoracic ratio and provenance. "right"/"left" are the patient's sides. The
+    label PNGs lie on the input as stored (a DICOM's Rows x Columns, whatever its
+    Patient Orientation; anatomy.json: "frame": "source" and "display_ops"); the
+    overlay is turned for reading (the patient's right on the image's left).
     """
     from tqdm import tqdm
 
     from cxrils import __version__
     from cxrils.io import ImageLoadError, load_image
+    from cxrils.io.base import to_source_frame
     from cxrils.vision.anatomy.base import AnatomyBackendError, get_segmenter
     from cxrils.vision.anatomy.measures import cardiothoracic_ratio, frontal_plausibility, implausible_ctr
     from cxrils.vision.anatomy.render import write_outputs
 
     cfg = load_config_or_fail(config, set_)
+    out_folder_or_fail(out_dir)
     files = _inputs(input_path)
     name = backend or cfg.backends.anatomy
     try:
@@ -59,11 +65,12 @@ def anatomy(
     failed = 0
     for path in tqdm(files, desc="anatomy", unit="image", disable=len(files) < 2):
         try:
-            x = load_image(path, max_pixels=cfg.io.max_pixels).pixels
+            loaded = load_image(path, max_pixels=cfg.io.max_pixels)
         except ImageLoadError as err:
             typer.echo(f"error: {err}", err=True)
             failed += 1
             continue
+        x = loaded.pixels
         masks = segmenter.segment(x)
         try:
             ctr, ctr_note = cardiothoracic_ratio(masks), None
@@ -78,6 +85,10 @@ def anatomy(
             typer.echo(f"warning: {path}: does not look like a frontal chest radiograph ({implausible})", err=True)
         info = {
             "image": str(path),
+            # the mask PNGs lie on the source file as a viewer shows it; the overlay is turned
+            "frame": "source",
+            "display_ops": list(loaded.meta.display_ops),
+            "overlay_frame": "display",
             "ctr": ctr,
             "ctr_note": ctr_note,
             "frontal_plausibility": implausible,
@@ -93,7 +104,7 @@ def anatomy(
                 "anatomy_config": cfg.to_dict()["anatomy"],
             },
         }
-        write_outputs(out_dir / path.stem, x, masks, info)
+        write_outputs(out_dir / path.stem, x, masks, info, to_source=partial(to_source_frame, meta=loaded.meta))
     typer.echo(f"{len(files) - failed} of {len(files)} images segmented into {out_dir}")
     if failed:
         raise typer.Exit(1)
@@ -108,7 +119,7 @@ def train_anatomy(
     covid_per_epoch: int = typer.Option(120, help="COVID-19 v7labs images drawn per epoch (all JSRT images are used)."),
     qu_ex_per_epoch: int = typer.Option(240, help="COVID-QU-Ex images drawn per epoch."),
     seed: int = typer.Option(0, help="Random seed."),
-    threads: int = typer.Option(1, help="torch CPU threads."),
+    threads: int = typer.Option(1, min=1, help="torch CPU threads."),
     val_percent: int = typer.Option(10, help="Percent of training patients held out to pick the best epoch."),
     init: Path | None = typer.Option(None, help="Builtin weights to fine-tune from (their architecture is used)."),
     lr: float = typer.Option(3e-3, help="Peak learning rate of the one-cycle schedule."),

@@ -41,6 +41,13 @@ def load_config_or_fail(config: Path | None, overrides: Sequence[str]) -> Config
         fail(str(err))
 
 
+def out_folder_or_fail(out: Path) -> None:
+    """Fail with a one-line error (:func:`fail`) when ``-o`` names an existing file: it
+    names an output folder."""
+    if out.exists() and not out.is_dir():
+        fail(f"{out}: exists and is not a folder; -o names the output folder")
+
+
 def split_or_all(value: str) -> str | None:
     """A ``--split`` option that takes every record with ``all``: the split name
     (:func:`cxrils.vocab.normalize_split`, aliases such as ``val`` read), or None for

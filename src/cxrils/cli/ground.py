@@ -9,11 +9,13 @@ from __future__ import annotations
 
 import json
 import re
+from functools import partial
 from pathlib import Path
 
 import typer
 
-from cxrils.cli.common import fail, load_config_or_fail
+from cxrils.cli.common import fail, load_config_or_fail, out_folder_or_fail
+from cxrils.vocab import VIEW_POSITIONS
 
 
 def ground(
@@ -38,7 +40,9 @@ def ground(
     conditions per finding, e.g. F1:c1,c3), overlay_masks.png, x_hat.png, x_ano.png
     (x_ano x 255, 8-bit), lesion_<i>_<type>.png (0/255) per grounded finding, and
     grounding.json (every box with its four condition values and verdicts; reported,
-    grounded and empty locations of every finding; CTR; exclusion reason).
+    grounded and empty locations of every finding; CTR; exclusion reason). The masks,
+    x_hat, x_ano and the boxes lie on IMAGE as stored (a DICOM's Rows x Columns,
+    whatever its Patient Orientation); the overlays are turned for reading.
     The steps are the generation pipeline's own (cxrils.pipeline.Pipeline), so
     the result is what "cxrils generate" would ground. Exit status 1 when the case
     is excluded before grounding (view, report, a failing stage), 2 on bad input.
@@ -55,17 +59,23 @@ def ground(
         write_png,
     )
     from cxrils.io import ImageLoadError, load_image
+    from cxrils.io.base import to_source_frame
     from cxrils.pipeline.stages import BuiltinStages, StageLoadError
     from cxrils.pipeline.study import Pipeline
     from cxrils.sources import StudyInput
     from cxrils.vision.anatomy.render import overlay as anatomy_overlay
 
     cfg = load_config_or_fail(config, set_)
+    out_folder_or_fail(out_dir)
+    if view is not None and " ".join(view.split()).upper() not in VIEW_POSITIONS:
+        fail(f"--view {view!r}: not a view position; one of {', '.join(sorted(VIEW_POSITIONS))}")
     text_path = Path(report_text)
     try:
-        is_file = text_path.is_file()
+        is_file, is_dir = text_path.is_file(), text_path.is_dir()
     except (OSError, ValueError):  # e.g. a report longer than a file name may be: it is text
-        is_file = False
+        is_file = is_dir = False
+    if is_dir:
+        fail(f"{report_text}: is a folder; REPORT_TEXT is the report itself or the path of a text file holding it")
     if not is_file and _missing_report_path(report_text):
         fail(
             f"{report_text}: no such report file (REPORT_TEXT is the report itself or the path of a text file "
@@ -99,7 +109,7 @@ def ground(
         patient_id=study_id,
         image_path=image,
         report=text,
-        view=view.strip().upper() if view else None,
+        view=" ".join(view.split()).upper() if view else None,
         split=None,
     )
     try:
@@ -115,8 +125,11 @@ def ground(
     x, anatomy, anomaly, boxes, report = state.x, state.anatomy, state.anomaly, state.boxes, state.report
     earlier = _earlier_mask_files(out_dir / "grounding.json")
     out_dir.mkdir(parents=True, exist_ok=True)
-    write_png(out_dir / "x_hat.png", anomaly.x_hat)
-    write_png(out_dir / "x_ano.png", np.clip(np.rint(anomaly.x_ano * 255), 0, 255).astype(np.uint8))
+    # arrays that lie on the image are written in the source file's frame (as a viewer
+    # shows it), the overlays in the display frame the pipeline works in (docs/io.md)
+    source = partial(to_source_frame, meta=loaded.meta)
+    write_png(out_dir / "x_hat.png", source(anomaly.x_hat))
+    write_png(out_dir / "x_ano.png", source(np.clip(np.rint(anomaly.x_ano * 255), 0, 255).astype(np.uint8)))
     write_png(out_dir / "overlay_anatomy.png", anatomy_overlay(x, anatomy))
     write_png(out_dir / "overlay_anomaly.png", anomaly_overlay(x, anomaly, cfg.grounding.tau_ano))
     write_png(out_dir / "overlay_boxes.png", boxes_overlay(x, sg, boxes))
@@ -127,9 +140,13 @@ def ground(
         entry["mask_file"] = None
         if gf.mask is not None:
             entry["mask_file"] = mask_filename(i, gf.lesion_type)
-            write_png(out_dir / entry["mask_file"], gf.mask.astype(np.uint8) * 255)
+            write_png(out_dir / entry["mask_file"], source(gf.mask.astype(np.uint8) * 255))
     summary.update(
         {
+            "frame": "source",
+            "display_ops": list(loaded.meta.display_ops),
+            "overlay_frame": "display",
+            "shape": list(source(np.zeros(sg.shape, dtype=bool)).shape),
             "image": {"file": image.name, **loaded.meta.to_dict()},
             "report": report.to_dict(),
             "detector_boxes": [b.to_dict() for b in boxes],
@@ -140,6 +157,7 @@ def ground(
             },
         }
     )
+    _boxes_to_source(summary, sg.shape, loaded.meta)
     atomic_write_json(out_dir / "grounding.json", summary)
     for name in earlier - {e["mask_file"] for e in summary["findings"] if e["mask_file"]}:
         (out_dir / name).unlink(missing_ok=True)  # an earlier run's lesion mask this one does not write
@@ -152,6 +170,22 @@ def ground(
     for gf, e in zip(sg.findings, summary["findings"]):  # why each positive lesion finding got no mask
         if not e["mask_file"] and gf.lesion_type and gf.finding.presence == "positive" and gf.drop_reason:
             typer.echo(f"  F{e['index']} {gf.lesion_type}: not grounded: {gf.drop_reason}")
+
+
+def _boxes_to_source(doc, shape: tuple[int, int], meta) -> None:
+    """Every ``"box": [x0, y0, x1, y1]`` in ``doc`` (display-frame pixels of an image of
+    ``shape``), in place, in the source frame (:func:`cxrils.io.base.box_to_source_frame`)."""
+    from cxrils.io.base import box_to_source_frame
+
+    if isinstance(doc, dict):
+        for key, value in doc.items():
+            if key == "box" and isinstance(value, list) and len(value) == 4:
+                doc[key] = list(box_to_source_frame(tuple(value), shape, meta))
+            else:
+                _boxes_to_source(value, shape, meta)
+    elif isinstance(doc, list):
+        for item in doc:
+            _boxes_to_source(item, shape, meta)
 
 
 def _missing_report_path(arg: str) -> bool:

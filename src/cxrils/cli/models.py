@@ -107,7 +107,7 @@ def register(app: typer.Typer) -> None:
         evaluate: bool = typer.Option(
             True, "--evaluate/--no-evaluate", help="Evaluate on the validation split at the end."
         ),
-        threads: int | None = typer.Option(None, "--threads", help="torch CPU threads."),
+        threads: int | None = typer.Option(None, "--threads", min=1, help="torch CPU threads."),
         steps: int | None = typer.Option(None, "--steps", min=1, help="Optimisation steps (= --set steps=N)."),
         batch_size: int | None = typer.Option(
             None, "--batch-size", min=2, help="Records per batch, half positive (= --set batch_size=N)."
@@ -180,7 +180,7 @@ def register(app: typer.Typer) -> None:
             None, "--dataset", "-d", help="Batch mode: predict a dataset split (instead of IMAGE and INSTRUCTION)."
         ),
         split: str = typer.Option("test", "--split", help="Split of --dataset: train, validate, test or all."),
-        threads: int | None = typer.Option(None, "--threads", help="torch CPU threads."),
+        threads: int | None = typer.Option(None, "--threads", min=1, help="torch CPU threads."),
         teacher_forced: bool = typer.Option(
             False,
             "--teacher-forced",

@@ -63,4 +63,8 @@ def register(app: typer.Typer) -> None:
             keep_uploads_dir=keep_uploads,
         )
         typer.echo(f"cxrils: serving {run_dir} on http://{host}:{port}/ (API docs at /docs)")
-        uvicorn.run(create_app(segmenter, model_name=str(run_dir), config=cfg), host=host, port=port, log_level="info")
+        try:
+            app = create_app(segmenter, model_name=str(run_dir), config=cfg)
+        except ValueError as err:
+            fail(str(err))
+        uvicorn.run(app, host=host, port=port, log_level="info")

@@ -55,6 +55,8 @@ def stats(
         fail("give --plot PATH or --no-plot, not both")
     if plot is not None and plot.suffix.lower() != ".png":
         fail(f"{plot}: --plot writes a PNG; give a file name ending in .png")
+    if html is not None and html.is_dir():
+        fail(f"{html}: is a folder; --html names the HTML file to write")
     from cxrils.dataset.writer import DatasetError, read_manifest, read_records
 
     try:

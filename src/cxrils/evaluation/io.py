@@ -62,7 +62,9 @@ def dataset_shards(dataset_dir: str | Path) -> list[Path]:
     """
     root = Path(dataset_dir)
     if not root.is_dir():
-        raise EvaluationError(f"{root}: dataset folder not found")
+        raise EvaluationError(
+            f"{root}: {'is a file, not a dataset folder' if root.exists() else 'dataset folder not found'}"
+        )
     manifest = root / "manifest.json"
     if manifest.exists():
         try:

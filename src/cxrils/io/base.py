@@ -169,6 +169,29 @@ def to_source_frame(array: np.ndarray, meta: ImageMeta) -> np.ndarray:
     return apply_display_ops(array, tuple(reversed(meta.display_ops)))
 
 
+def box_to_source_frame(
+    box: tuple[float, float, float, float], shape: tuple[int, int], meta: ImageMeta
+) -> tuple[float, float, float, float]:
+    """A box ``(x0, y0, x1, y1)`` in continuous pixel coordinates of the display frame
+    (x = column, pixel edges at integers: the box of :class:`cxrils.types.LesionBox`) of
+    an image of ``shape`` (H, W), in the source frame: :attr:`ImageMeta.display_ops`
+    undone in reverse order, as :func:`to_source_frame` does for a mask, so that the
+    box holds the same pixels there."""
+    x0, y0, x1, y1 = box
+    h, w = shape
+    for op in reversed(meta.display_ops):
+        if op == "fliplr":
+            x0, x1 = w - x1, w - x0
+        elif op == "flipud":
+            y0, y1 = h - y1, h - y0
+        elif op == "transpose":
+            x0, y0, x1, y1 = y0, x0, y1, x1
+            h, w = w, h
+        else:
+            raise ValueError(f"unknown display op {op!r}; expected one of {sorted(DISPLAY_OPS)}")
+    return x0, y0, x1, y1
+
+
 @dataclass(frozen=True)
 class LoadedImage:
     """An image as the pipeline sees it.

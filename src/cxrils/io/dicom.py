@@ -472,6 +472,10 @@ def _codestream_precision(ds: Dataset, tsyntax: UID) -> int | None:
         return None
 
 
+#: Segmentation Storage SOP Class UID (PS3.4 B.5): a mask, whose pixels are no radiograph.
+_SEG_STORAGE = "1.2.840.10008.5.1.4.1.1.66.4"
+
+
 def load_dicom(path: str | Path, *, max_pixels: int, voi: str = "auto") -> LoadedImage:
     """Load a single-frame DICOM radiograph as the paper's 8-bit image.
 
@@ -495,7 +499,8 @@ def load_dicom(path: str | Path, *, max_pixels: int, voi: str = "auto") -> Loade
     Raises
     ------
     ImageLoadError
-        Not DICOM, no pixel data, multi-frame, unsupported photometric interpretation, too
+        Not DICOM, no pixel data, a DICOM Segmentation, multi-frame, unsupported
+        photometric interpretation, too
         many pixels, compressed pixel data without an installed decoder (the message names
         the transfer syntax and the package to install), data that fails to decode, or a
         Patient Orientation that is malformed or contradicts the View Position.
@@ -506,6 +511,10 @@ def load_dicom(path: str | Path, *, max_pixels: int, voi: str = "auto") -> Loade
     ds = _read(path)
     if "PixelData" not in ds:
         raise ImageLoadError(path, "DICOM file has no Pixel Data (7FE0,0010): not an image object")
+    if str(ds.get("Modality", "")).strip().upper() == "SEG" or str(ds.get("SOPClassUID", "")) == _SEG_STORAGE:
+        raise ImageLoadError(
+            path, "a DICOM Segmentation (Modality SEG), not an X-ray image: give the image it segments"
+        )
     tsyntax = _transfer_syntax(path, ds)
     rows, cols = _int_element(path, ds, "Rows"), _int_element(path, ds, "Columns")
     bits_stored = _int_element(path, ds, "BitsStored", default=0) or _int_element(path, ds, "BitsAllocated")

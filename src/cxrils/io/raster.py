@@ -228,13 +228,14 @@ def load_raster(path: str | Path, *, max_pixels: int) -> LoadedImage:
         # Pillow reports truncated and corrupt data as OSError / SyntaxError / ValueError.
         why = " ".join(str(err).split()) or "the decoder gave no reason"
         raise ImageLoadError(path, f"cannot decode image data: {why}") from err
-    if fmt == "PNG" and bits == 16 and mode != "F" and 0 < gray.max() <= 16:  # all values below ~4096 of 65535
+    if bits == 16 and mode != "F" and 0 < gray.max() <= 16:  # all values below ~4096 of 65535
         log.warning(
-            "%s: a 16-bit PNG whose values all fit in 12 bits is scaled by the 16-bit range, so it is "
-            "nearly black (max gray level %d of 255); an sBIT chunk of 12 (significant bits) or an "
-            "8-bit copy gives its gray levels",
+            "%s: a 16-bit %s whose values all fit in 12 bits is scaled by the 16-bit range, so it is "
+            "nearly black (max gray level %d of 255); %san 8-bit copy gives its gray levels",
             path,
+            fmt,
             int(gray.max()),
+            "an sBIT chunk of 12 (significant bits) or " if fmt == "PNG" else "",
         )
     meta = ImageMeta(
         format=fmt.lower(),

@@ -238,6 +238,19 @@ def image_too_small(shape: tuple[int, ...], min_side: int = MIN_IMAGE_SIDE) -> s
     return f"the image is {cols} x {rows} pixels; a chest X-ray needs at least {min_side} on each side"
 
 
+def check_instruction(instruction: object) -> str:
+    """Validate a model input instruction: returns it.
+
+    Raises
+    ------
+    ValueError
+        If it is not a str (None, bytes, a list of them: ``predict_many`` takes lists).
+    """
+    if not isinstance(instruction, str):
+        raise ValueError(f"instruction must be a str, got {type(instruction).__name__}: {instruction!r:.60}")
+    return instruction
+
+
 def check_image(image: np.ndarray) -> np.ndarray:
     """Validate a model input image.
 

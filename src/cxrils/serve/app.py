@@ -70,6 +70,22 @@ class ServiceConfig:
     keep_uploads_dir: Path | None = None
 
 
+def _check_writable(folder: Path) -> None:
+    """Make ``folder`` (for kept uploads) and check that a file can be written in it.
+
+    Raises
+    ------
+    ValueError
+        It is a file, or cannot be made or written, naming it and the reason.
+    """
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        with tempfile.NamedTemporaryFile(dir=folder, prefix=".cxrils-write-check-"):
+            pass
+    except OSError as err:
+        raise ValueError(f"{folder}: cannot keep uploads there: {err.strerror or err}") from None
+
+
 def _megabytes(n_bytes: int) -> str:
     """``n_bytes`` in MB (2**20 bytes) for messages: "50 MB", "0.0095 MB"."""
     return f"{n_bytes / (1024 * 1024):.3g} MB"
@@ -151,6 +167,8 @@ def create_app(
     dicom_seg_available = missing_module(["highdicom"]) is None
 
     cfg = config or ServiceConfig()
+    if cfg.keep_uploads_dir is not None:
+        _check_writable(cfg.keep_uploads_dir)
     loader = load_image or default_loader
     lock = threading.Lock()  # one inference at a time: a model's buffers are not thread-safe by contract
     app = FastAPI(
@@ -257,8 +275,12 @@ def create_app(
                     except DicomSegError as err:
                         notes.append(f"no DICOM SEG: {str(err).replace(str(path) + ': ', '')}")
             if cfg.keep_uploads_dir is not None:
-                cfg.keep_uploads_dir.mkdir(parents=True, exist_ok=True)
-                (cfg.keep_uploads_dir / f"{time.time_ns()}{suffix}").write_bytes(data)
+                try:
+                    cfg.keep_uploads_dir.mkdir(parents=True, exist_ok=True)
+                    (cfg.keep_uploads_dir / f"{time.time_ns()}{suffix}").write_bytes(data)
+                except OSError as err:  # the folder was checked at start; it went away or filled up
+                    log.error("%s: the upload could not be kept: %s", cfg.keep_uploads_dir, err.strerror or err)
+                    notes.append("the server could not keep a copy of this upload")
         x = loaded.pixels
         small = image_too_small(x.shape, cfg.min_image_side)
         if small:

@@ -226,7 +226,8 @@ def process_sample(job: _Job) -> _Result:
 def _check_inputs(json_path: Path, images_dir: Path, masks_dir: Path) -> None:
     if not json_path.is_file():
         raise DatasetError(
-            f"{json_path}: not found; it is {JSON_NAME} of MIMIC-CXR-Ext-ILS 1.0.0 "
+            f"{json_path}: {'is a folder, not a file' if json_path.is_dir() else 'not found'}; it is {JSON_NAME} "
+            "of MIMIC-CXR-Ext-ILS 1.0.0 "
             "(PhysioNet, credentialed access: physionet.org/content/mimic-cxr-ext-ils/1.0.0/)"
         )
     if not images_dir.is_dir():

@@ -16,7 +16,7 @@ import numpy as np
 from cxrils import vocab
 from cxrils.config import QCConfig
 from cxrils.fsutil import atomic_path, atomic_write_json
-from cxrils.models.base import CONFIG_NAME, ModelLoadError, Prediction, Segmenter, check_image
+from cxrils.models.base import CONFIG_NAME, ModelLoadError, Prediction, Segmenter, check_image, check_instruction
 from cxrils.models.light.answer import compose_answer, locations_from_mask
 from cxrils.models.light.config import LightConfig
 from cxrils.models.light.consistency import Evidence, Hierarchy, decide, hierarchy_of, named_places, present_lungs
@@ -382,6 +382,7 @@ class LightSegmenter(Segmenter):
         if not images:
             return []
         images = [check_image(x) for x in images]
+        instructions = [check_instruction(t) for t in instructions]
         priors = [self.image_priors(x) for x in images] if self.needs_priors else None
         c = self.config
         parsed_all = []

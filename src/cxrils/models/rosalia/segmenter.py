@@ -23,7 +23,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from cxrils.models.base import ModelLoadError, Prediction, Segmenter, check_image
+from cxrils.models.base import ModelLoadError, Prediction, Segmenter, check_image, check_instruction
 from cxrils.models.rosalia.configuration import MASK_GEOMETRIES, RosaliaConfig
 from cxrils.models.rosalia.lisa_checkpoint import (
     LisaCheckpointError,
@@ -280,7 +280,7 @@ class RosaliaSegmenter(Segmenter):
             bool (H, W) mask (logit > 0, as the authors' ``pred_masks > 0``; empty
             without [SEG]), decoded answer, presence score.
         """
-        x = check_image(image)
+        x, instruction = check_image(image), check_instruction(instruction)
         batch = self.processor.collate([self.processor.encode(x, instruction)])
         dtype = next(self.model.mm_projector.parameters()).dtype
         batch = {k: v.to(self.device, dtype=dtype if v.is_floating_point() else None) for k, v in batch.items()}

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 
 import cv2
@@ -73,24 +74,34 @@ def _save_png(path: Path, array: np.ndarray) -> None:
         Image.fromarray(array).save(tmp, format="PNG")
 
 
-def write_outputs(out_dir: Path, x: np.ndarray, masks: AnatomyMasks, info: dict) -> None:
+def write_outputs(
+    out_dir: Path, x: np.ndarray, masks: AnatomyMasks, info: dict, to_source: Callable | None = None
+) -> None:
     """Write ``overlay.png``, one 0/255 PNG per label, the visible lungs where the
     backend gives them (``right_lung_visible.png``, ``left_lung_visible.png``; the
     label PNGs ``right_lung.png``/``left_lung.png`` are then the whole lungs) and
     ``anatomy.json`` into ``out_dir`` (created), each atomically. ``info`` is merged
     into the JSON (``labels``: file and area per label; ``visible``: the same for the
-    visible lungs, absent for a one-convention backend)."""
+    visible lungs, absent for a one-convention backend; ``shape``: (H, W) of the mask
+    PNGs).
+
+    ``x`` uint8 (H, W) and ``masks`` are in the display frame; ``to_source`` (e.g.
+    :func:`cxrils.io.base.to_source_frame` bound to the image's meta) turns each mask
+    into the source file's frame before it is written (None: written as given). The
+    overlay stays in the display frame (for people: the patient's right on the left)."""
     out_dir.mkdir(parents=True, exist_ok=True)
+    turn = to_source or (lambda a: a)
 
     def save(items, naming) -> dict:
         files = {}
         for label, mask in items:
             name = naming(label)
-            _save_png(out_dir / name, mask.astype(np.uint8) * 255)
+            _save_png(out_dir / name, turn(mask).astype(np.uint8) * 255)
             files[label] = {"file": name, "area_px": int(mask.sum())}
         return files
 
-    doc = {**info, "shape": list(masks.shape), "labels": save(masks.masks.items(), label_filename)}
+    shape = turn(np.zeros(masks.shape, dtype=bool)).shape
+    doc = {**info, "shape": list(shape), "labels": save(masks.masks.items(), label_filename)}
     if masks.visible:
         doc["visible"] = save(masks.visible.items(), visible_filename)
     _save_png(out_dir / "overlay.png", overlay(x, masks))

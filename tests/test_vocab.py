@@ -17,3 +17,13 @@ def test_split_filter_names_all_among_the_choices():
 
     with pytest.raises(SplitError, match="expected one of train, validate, test, all"):
         split_filter("dev")
+
+
+def test_view_positions_hold_dicom_defined_terms():
+    """PS3.3 C.8.11.5 (DX Positioning), View Position (0018,5101) defined terms for chest
+    radiographs: AP, PA, LL, RL, RLD, LLD, RLO, LLO; a reviewer found the decubitus and
+    oblique ones refused by ``cxrils ground --view``."""
+    from cxrils.vocab import FRONTAL_VIEWS, VIEW_POSITIONS
+
+    assert {"AP", "PA", "LL", "RL", "RLD", "LLD", "RLO", "LLO"} <= VIEW_POSITIONS
+    assert FRONTAL_VIEWS <= VIEW_POSITIONS and "SIDEWAYS" not in VIEW_POSITIONS

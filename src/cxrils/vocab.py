@@ -314,12 +314,14 @@ PRESENCES: Final[tuple[str, ...]] = ("positive", "negative")
 #: Frontal view positions accepted by quality control (Appendix D.1: PA and AP), plus
 #: "FRONTAL", which sources without the projection (IU X-ray checked by eye) use.
 FRONTAL_VIEWS: Final[frozenset[str]] = frozenset({"PA", "AP", "AP SUPINE", "FRONTAL"})
-#: View positions a user may name (``cxrils ground --view``): the frontal ones and the
-#: others of MIMIC-CXR-JPG's metadata (ViewPosition: lateral, oblique, decubitus, axial,
-#: swimmer's), which quality control excludes.
+#: View positions a user may name (``cxrils ground --view``): the frontal ones, the
+#: defined terms of DICOM View Position (0018,5101) for radiographs (PS3.3 C.8.11.5: AP,
+#: PA, LL, RL, RLD, LLD, RLO, LLO) and the others of MIMIC-CXR-JPG's metadata
+#: (ViewPosition: lateral, oblique, decubitus, axial, swimmer's), which quality control
+#: excludes.
 VIEW_POSITIONS: Final[frozenset[str]] = FRONTAL_VIEWS | frozenset(
     {"LATERAL", "LL", "RL", "LAT", "XTABLE LATERAL", "LAO", "RAO", "LPO", "RPO", "AP AXIAL", "PA LLD", "PA RLD"}
-    | {"AP LLD", "AP RLD", "SWIMMERS"}
+    | {"AP LLD", "AP RLD", "SWIMMERS", "RLD", "LLD", "RLO", "LLO"}
 )
 
 #: Split names of a cxrils dataset (the spelling of MIMIC-CXR's official split file), and

@@ -111,8 +111,15 @@ def test_stratified_estimate_weighs_strata_by_their_size():
     )
     ten = pd.DataFrame({"N": [10**9] * 10, "n": [5] * 10, "k": [3] * 10})
     assert stratified_rate(ten)[1:] == pytest.approx((0.4618144, 0.7239161), abs=1e-6)
-    _, low1, high1 = stratified_rate(pd.DataFrame({"N": [1000], "n": [10], "k": [10]}))
+    _, low1, high1 = stratified_rate(pd.DataFrame({"N": [10**9], "n": [10], "k": [10]}))
     assert (low1, high1) == pytest.approx((0.7224672, 1.0), abs=1e-6)
+    # a large stratum of few agreeing decisions beside a small, well-sampled one: as
+    # uncertain as its own few decisions (Wilson's 2 of 2 gives a lower bound of 0.34;
+    # a reviewer's simulation put the coverage of an interval without the cap at 0 %)
+    lo2 = stratified_rate(pd.DataFrame({"N": [10**6, 1000], "n": [2, 998], "k": [2, 998]}))[1]
+    assert lo2 < 0.4
+    lo3 = stratified_rate(pd.DataFrame({"N": [10**6, 1000], "n": [3, 500], "k": [3, 250]}))[1]
+    assert lo3 < 0.6
     # many small strata do not pull the interval towards 50 %: the estimate stays inside,
     # not at an end (a new user's review, 8 strata with 5 of 5 and 2 with 4 of 5)
     est, lo, hi = stratified_rate(pd.DataFrame([(100, 5, 5)] * 8 + [(100, 5, 4)] * 2, columns=["N", "n", "k"]))

@@ -67,7 +67,8 @@ def ground(
 
     cfg = load_config_or_fail(config, set_)
     out_folder_or_fail(out_dir)
-    if view is not None and " ".join(view.split()).upper() not in VIEW_POSITIONS:
+    view = " ".join(view.split()).upper() if view else None  # "" = from the file's metadata
+    if view is not None and view not in VIEW_POSITIONS:
         fail(f"--view {view!r}: not a view position; one of {', '.join(sorted(VIEW_POSITIONS))}")
     text_path = Path(report_text)
     try:
@@ -109,7 +110,7 @@ def ground(
         patient_id=study_id,
         image_path=image,
         report=text,
-        view=" ".join(view.split()).upper() if view else None,
+        view=view,
         split=None,
     )
     try:

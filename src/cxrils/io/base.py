@@ -66,7 +66,9 @@ class ImageMeta:
     view_position : str or None
         DICOM View Position (``"PA"``, ``"AP"``, ``"LL"``...) when present; None otherwise.
     pixel_spacing : tuple of float or None
-        (row spacing, column spacing) in millimetres per pixel of the stored image.
+        (row spacing, column spacing) in millimetres per pixel of :attr:`LoadedImage.pixels`
+        (the display frame: the stored file's values swapped where ``display_ops`` holds a
+        ``"transpose"``).
     pixel_spacing_source : str or None
         ``"PixelSpacing"`` (calibrated at the patient), ``"ImagerPixelSpacing (uncalibrated)"``
         (at the detector: magnification not corrected), or None when unknown.

@@ -114,13 +114,16 @@ def stratified_rate(strata: pd.DataFrame, confidence: float = CONFIDENCE) -> tup
     have decisions (``p_s = k_s / n_s``), its variance ``Var = sum_s W_s² p_s (1 - p_s)
     / n_s (1 - n_s / N_s)`` (with the finite-population factor: a stratum reviewed whole
     adds none). The interval is Wilson's (:func:`~cxrils.review.intervals.wilson_interval_of`)
-    at the effective sample size ``n_eff = p (1 - p) / Var`` (Kish's design effect; the
-    survey-proportion interval of Korn and Graubard, Survey Methodology 24 (1998)
-    193-201, takes the same ``n_eff``), or at the number of decisions ``sum_s n_s`` where
-    ``Var`` is 0 (every stratum all accepted or all rejected). One stratum sampled from a
-    large population gives Wilson's interval of ``k`` of ``n``; strata of equal rates
-    sampled in proportion give Wilson's of the pooled counts. The interval is clipped to
-    what the decisions prove (every record not reviewed rejected, or accepted).
+    at the effective sample size ``n_eff = p (1 - p) / Var`` (the variance's design
+    effect, as survey intervals for proportions use it: Korn and Graubard, Survey
+    Methodology 24 (1998) 193-201, put Clopper-Pearson's there), capped by Kish's
+    effective sample size of the design, ``1 / sum_s W_s² (1 - n_s / N_s) / n_s``, which
+    also stands in where ``Var`` is 0 (every stratum all accepted or all rejected): a large
+    stratum of few agreeing decisions carries no sample variance yet is little known. One
+    stratum sampled from a large population gives Wilson's interval of ``k`` of ``n``;
+    strata of equal rates sampled in proportion give Wilson's of the pooled counts. The
+    interval is clipped to what the decisions prove (every record not reviewed rejected,
+    or accepted); a census gives the rate itself.
 
     Parameters
     ----------
@@ -148,7 +151,12 @@ def stratified_rate(strata: pd.DataFrame, confidence: float = CONFIDENCE) -> tup
     most = float((w * (used["k"] + size - used["n"]) / size).sum())
     if most - least <= 0:
         return est, est, est  # every record reviewed
-    n_eff = est * (1 - est) / var if var > 0 else float(used["n"].sum())
+    # Kish's effective sample size of the design (the weights and sampling fractions
+    # alone): a stratum whose sampled records agree carries no sample variance, yet little
+    # of a large stratum was seen (a new reviewer's simulation: 0 % coverage without it)
+    design = float((w**2 * fpc / used["n"]).sum())
+    n_design = 1.0 / design if design > 0 else math.inf
+    n_eff = min(est * (1 - est) / var, n_design) if var > 0 else n_design
     low, high = wilson_interval_of(est, n_eff, confidence)
     return est, max(least, min(est, low)), min(most, max(est, high))
 

@@ -46,6 +46,7 @@ from fastapi.staticfiles import StaticFiles
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from cxrils import __version__, templates, vocab
+from cxrils.fsutil import atomic_write_bytes
 from cxrils.masks import encode_rle
 from cxrils.models.base import MIN_IMAGE_SIDE, image_too_small
 from cxrils.serve.images import b64, b64_png, overlay
@@ -276,8 +277,8 @@ def create_app(
                         notes.append(f"no DICOM SEG: {str(err).replace(str(path) + ': ', '')}")
             if cfg.keep_uploads_dir is not None:
                 try:
-                    cfg.keep_uploads_dir.mkdir(parents=True, exist_ok=True)
-                    (cfg.keep_uploads_dir / f"{time.time_ns()}{suffix}").write_bytes(data)
+                    # written whole or not at all (a full disk leaves no partial copy)
+                    atomic_write_bytes(cfg.keep_uploads_dir / f"{time.time_ns()}{suffix}", data)
                 except OSError as err:  # the folder was checked at start; it went away or filled up
                     log.error("%s: the upload could not be kept: %s", cfg.keep_uploads_dir, err.strerror or err)
                     notes.append("the server could not keep a copy of this upload")

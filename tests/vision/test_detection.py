@@ -59,6 +59,30 @@ def test_builtin_boxes_are_valid_and_ignore_the_anomaly_map_and_anatomy(tmp_path
         get_detector("builtin", Config(detection=DetectionConfig(builtin_weights=str(tmp_path / "none"))))
 
 
+@pytest.mark.parametrize(
+    "meta, match",
+    [
+        ({"arch": {"widths": [4, 4, 8, 8, 8], "input_size": 64, "n_classes": 1}}, "lack their input size or class"),
+        (
+            {"arch": {"widths": [4, 4, 8, 8, 8], "input_size": 64, "n_classes": 1}, "classes": ["a", "b"]},
+            "2 class names for a detector of 1 classes",
+        ),
+    ],
+)
+def test_builtin_weights_without_their_class_names_are_refused(tmp_path, meta, match):
+    """The detector read ``meta["classes"]`` unchecked (a KeyError traceback), where the
+    anomaly map checks its metadata (a standards review)."""
+    import torch
+
+    from cxrils.training.lesion_train import save_weights
+    from cxrils.vision.lesion_nets import CenterNetDetector
+
+    torch.manual_seed(0)
+    path = save_weights(CenterNetDetector((4, 4, 8, 8, 8)), tmp_path / "det.safetensors", meta)
+    with pytest.raises(DetectorBackendError, match=match):
+        get_detector("builtin", Config(detection=DetectionConfig(builtin_weights=str(path))))
+
+
 def test_shipped_detector_finds_expert_lesions_on_held_back_images(shared_data):
     """On held-back COVID-QU-Ex images (report part): the best box of most COVID-19
     images overlaps an expert lesion component (IoU >= 0.3), and normal images get

@@ -65,8 +65,15 @@ class BuiltinDetector(LesionDetector):
         self.cfg = cfg or DetectionConfig()
         path = Path(self.cfg.builtin_weights) if self.cfg.builtin_weights else default_weights()
         self.net, meta = load_weights(path, _build, DetectorBackendError)
-        self.input_size = int(meta["arch"]["input_size"])
-        self.classes = list(meta["classes"])
+        try:
+            self.input_size = int(meta["arch"]["input_size"])
+            self.classes = [str(c) for c in meta["classes"]]
+        except (KeyError, TypeError, ValueError) as err:
+            raise DetectorBackendError(f"{path}: weights lack their input size or class names: {err!r}") from err
+        if len(self.classes) != self.net.n_classes:
+            raise DetectorBackendError(
+                f"{path}: {len(self.classes)} class names for a detector of {self.net.n_classes} classes"
+            )
         self.version = "centernet-" + sha256_file(path)[:12]
         self._torch = torch
 

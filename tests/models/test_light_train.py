@@ -133,7 +133,7 @@ def test_resume_continues_from_checkpoint(tiny_dataset, tmp_path):
     )
     assert res["steps"] == 8
     assert [ln["step"] for ln in _lines(run / "metrics.jsonl")] == [2, 4, 6, 8]
-    with pytest.raises(TrainError, match="another configuration"):
+    with pytest.raises(TrainError, match=r"another configuration exists \(differs in \['lr'\];"):
         train_light(tiny_dataset, run, LightConfig(**{**TINY, "lr": 1e-2}, steps=8), progress=False, **STAGES)
 
 

@@ -24,7 +24,7 @@ from cxrils.config import Config
 from cxrils.dataset.schema import COLUMNS
 from cxrils.instructions import InstructionError, generate_records, record_seed
 from cxrils.masks import decode_rle
-from cxrils.types import StudyGrounding
+from cxrils.types import Finding, StudyGrounding
 
 TYPES_WITHOUT_CM = [t for t in vocab.LESION_TYPES if t != "cardiomegaly"]
 
@@ -679,3 +679,86 @@ def test_a_type_the_report_asks_about_gets_no_absent_negative_one_it_denies_does
     assert {"edema", "atelectasis", "consolidation", "effusion"} <= types
     both = finding("pneumonia", presence="negative", lesion_type="pneumonia", sentence_index=2)
     assert "pneumonia" in {r["lesion_type"] for r in gen(_single([grounded(asked), grounded(both)], ctr=0.4), cfg)}
+
+
+# A review of this stage against the paper (stop 54) found these three wrong records.
+def _consolidation_for_pneumonia(labels: list[str]) -> Finding:
+    """ "Consolidation, concerning for pneumonia": a definitive consolidation whose lesion
+    type is inferred, tentatively, as pneumonia (it is grounded as pneumonia)."""
+    return Finding(
+        entity="consolidation",
+        sentence_index=1,
+        presence="positive",
+        certainty="definitive",
+        labels=labels,
+        locations=labels,
+        lesion_type="consolidation",
+        predicted_lesion_type="pneumonia",
+        inference_certainty="tentative",
+    )
+
+
+def test_a_consolidation_of_inferred_type_is_in_the_consolidation_masks():
+    """The paper's global rule: a mask covers every instance of the lesion the radiologist
+    described; "consolidation concerning for pneumonia" is a consolidation too."""
+    inferred = grounded(
+        _consolidation_for_pneumonia(["right lung base"]), ["right lung base"], ["right lung base"], box(44, 54, 6, 22)
+    )
+    other = grounded(
+        finding("consolidation", labels=["right lung base"], lesion_type="consolidation", sentence_index=2),
+        ["right lung base"],
+        ["right lung base"],
+        box(46, 56, 10, 26),
+    )
+    records = gen(_single([inferred, other], ctr=0.4))
+    basic = [r for r in records if r["target"] == "consolidation" and r["polarity"] == "positive"]
+    union = int((inferred.mask | other.mask).sum())
+    assert basic and all(r["mask_area"] == union for r in basic)
+    # elsewhere: no global consolidation answer that names the other's place only
+    far = grounded(
+        finding("consolidation", labels=["left upper zone lung"], lesion_type="consolidation", sentence_index=2),
+        ["left upper zone lung"],
+        ["left upper zone lung"],
+        box(14, 22, 40, 56),
+    )
+    for r in gen(_single([inferred, far], ctr=0.4)):
+        if r["target"] == "consolidation" and r["instruction_type"] == "global" and r["polarity"] == "positive":
+            assert "right lung base" in r["answer"]
+
+
+def test_an_unlocated_finding_that_mentions_a_type_blocks_its_location_negatives():
+    unlocated = grounded(_consolidation_for_pneumonia([]))
+    records = gen(_single([unlocated], empty=list(vocab.INSTRUCTION_LOCATIONS), ctr=0.4))
+    assert not [r for r in records if r["polarity"] == "negative" and r["lesion_type"] == "consolidation"]
+
+
+def test_a_place_the_report_asks_about_gets_no_location_negative():
+    """ "Evaluate for left lower lobe pneumonia" beside a right basilar pneumonia: the left
+    base is neither stated nor denied, so no "There is no pneumonia in the left ..."."""
+    stated = grounded(
+        finding("pneumonia", labels=["right lung base"], lesion_type="pneumonia"),
+        ["right lung base"],
+        ["right lung base"],
+        box(44, 54, 6, 22),
+    )
+    asked = grounded(
+        finding(
+            "pneumonia",
+            presence="negative",
+            certainty="tentative",
+            labels=["lung lower lobe left"],
+            lesion_type="pneumonia",
+            sentence_index=2,
+        )
+    )
+    for image_id in ("i1", "i2", "i3", "i4", "i5", "i6"):
+        g = _single(
+            [stated, asked], empty=["left lung base", "left mid zone lung", "left lung"], ctr=0.4, image_id=image_id
+        )
+        assert not [
+            r
+            for r in gen(g)
+            if r["polarity"] == "negative"
+            and "left" in r["instruction"]
+            and r["lesion_type"] in ("pneumonia", "opacity")
+        ]

@@ -127,6 +127,12 @@ class _Item:
         return self.mask is not None and bool(self.gf.reported) and set(self.gf.grounded) == set(self.gf.reported)
 
 
+def _entity_type(it: _Item) -> str | None:
+    """The lesion type the finding's entity names ("consolidation" in "consolidation
+    concerning for pneumonia"), whatever type it was grounded as."""
+    return it.gf.finding.lesion_type
+
+
 def lesion_type_of(gf: GroundedFinding) -> str | None:
     """The lesion type a grounded finding stands for.
 
@@ -311,7 +317,11 @@ def _positives(b: _Builder, items: list[_Item]) -> None:
         if target == "cardiomegaly":
             _cardiomegaly_positive(b, [it for it in items if it.target == "cardiomegaly"])
             continue
-        owners = [it for it in lung if it.target == target]
+        # a finding of the target type whose lesion type is inferred ("consolidation
+        # concerning for pneumonia") is one of the target's instances too: its mask
+        # belongs to the target's masks (the paper's global rule: the mask covers every
+        # instance the radiologist described)
+        owners = [it for it in lung if it.target == target or _entity_type(it) == target]
         pool = opacity_pool if target == "opacity" else owners
         # Basic: "Segment the [Target] in the [Location]." -> "[SEG]"
         for comp in _components(pool):
@@ -334,7 +344,7 @@ def _positives(b: _Builder, items: list[_Item]) -> None:
                 sources=[it.gf for it in src],
             )
         # Global: only when every instance of the target is grounded where reported.
-        members = pool if target == "opacity" else [it for it in lung if it.lesion_type == target]
+        members = pool if target == "opacity" else [it for it in lung if target in (it.lesion_type, _entity_type(it))]
         if (
             members
             and all(it.fully_grounded for it in members)
@@ -422,7 +432,12 @@ def _negatives(
     # Empty locations usable in an instruction: study-level empty (section 3.1), named
     # by a zone or a whole lung (an empty lobe does not make its lung empty), and not
     # touching any positive finding's reported or grounded lung region.
-    occupied = _zones(lb for gf in positive_findings for lb in list(gf.reported) + list(gf.grounded))
+    # a finding the report asks about ("evaluate for left lower lobe pneumonia") occupies
+    # its place too: it is neither stated nor denied there
+    asked = [gf for gf in g.findings if gf.finding.presence == "negative" and gf.finding.certainty == "tentative"]
+    occupied = _zones(lb for gf in positive_findings for lb in list(gf.reported) + list(gf.grounded)) | _zones(
+        lb for gf in asked for lb in gf.finding.labels
+    )
     empty = [
         loc for loc in vocab.INSTRUCTION_LOCATIONS if loc in set(g.empty_locations) and not (_zones([loc]) & occupied)
     ]
@@ -446,7 +461,10 @@ def _negatives(
             continue
         if t in vocab.ORGAN_LESION_TYPES:
             continue
-        same = opacity_pool if t == "opacity" else [it for it in items if it.lesion_type == t]
+        # every positive finding that mentions the type, whatever type it was grounded as:
+        # "consolidation concerning for pneumonia" with no place blocks consolidation's
+        # location negatives as pneumonia's
+        same = opacity_pool if t == "opacity" else [it for it in items if t in mentioned_types(it.gf)]
         if not empty or not all(it.localized for it in same):
             continue  # an unlocalized positive could lie anywhere: no location negative
         k = min(ic.max_empty_location_negatives_per_type, len(empty))

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from functools import partial
 from pathlib import Path
 
 import typer
@@ -49,7 +48,7 @@ def anatomy(
 
     from cxrils import __version__
     from cxrils.io import ImageLoadError, load_image
-    from cxrils.io.base import to_source_frame
+    from cxrils.io.base import source_frame_record
     from cxrils.vision.anatomy.base import AnatomyBackendError, get_segmenter
     from cxrils.vision.anatomy.measures import cardiothoracic_ratio, frontal_plausibility, implausible_ctr
     from cxrils.vision.anatomy.render import write_outputs
@@ -86,9 +85,7 @@ def anatomy(
         info = {
             "image": str(path),
             # the mask PNGs lie on the source file as a viewer shows it; the overlay is turned
-            "frame": "source",
-            "display_ops": list(loaded.meta.display_ops),
-            "overlay_frame": "display",
+            **source_frame_record(loaded.meta),
             "ctr": ctr,
             "ctr_note": ctr_note,
             "frontal_plausibility": implausible,
@@ -104,7 +101,7 @@ def anatomy(
                 "anatomy_config": cfg.to_dict()["anatomy"],
             },
         }
-        write_outputs(out_dir / path.stem, x, masks, info, to_source=partial(to_source_frame, meta=loaded.meta))
+        write_outputs(out_dir / path.stem, x, masks, info, meta=loaded.meta)
     typer.echo(f"{len(files) - failed} of {len(files)} images segmented into {out_dir}")
     if failed:
         raise typer.Exit(1)

@@ -41,11 +41,11 @@ def load_config_or_fail(config: Path | None, overrides: Sequence[str]) -> Config
         fail(str(err))
 
 
-def out_folder_or_fail(out: Path) -> None:
+def out_folder_or_fail(out: Path, holds: str = "") -> None:
     """Fail with a one-line error (:func:`fail`) when ``-o`` names an existing file: it
-    names an output folder."""
+    names an output folder (``holds``: what is written into it, for the message)."""
     if out.exists() and not out.is_dir():
-        fail(f"{out}: exists and is not a folder; -o names the output folder")
+        fail(f"{out}: exists and is not a folder; -o names the output folder" + (f" ({holds})" if holds else ""))
 
 
 def split_or_all(value: str) -> str | None:

@@ -59,7 +59,7 @@ def ground(
         write_png,
     )
     from cxrils.io import ImageLoadError, load_image
-    from cxrils.io.base import to_source_frame
+    from cxrils.io.base import source_frame_record, source_frame_shape, to_source_frame
     from cxrils.pipeline.stages import BuiltinStages, StageLoadError
     from cxrils.pipeline.study import Pipeline
     from cxrils.sources import StudyInput
@@ -144,10 +144,8 @@ def ground(
             write_png(out_dir / entry["mask_file"], source(gf.mask.astype(np.uint8) * 255))
     summary.update(
         {
-            "frame": "source",
-            "display_ops": list(loaded.meta.display_ops),
-            "overlay_frame": "display",
-            "shape": list(source(np.zeros(sg.shape, dtype=bool)).shape),
+            **source_frame_record(loaded.meta),
+            "shape": list(source_frame_shape(sg.shape, loaded.meta)),
             "image": {"file": image.name, **loaded.meta.to_dict()},
             "report": report.to_dict(),
             "detector_boxes": [b.to_dict() for b in boxes],

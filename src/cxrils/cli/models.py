@@ -13,7 +13,7 @@ from pathlib import Path
 
 import typer
 
-from cxrils.cli.common import fail, require_prediction_suffix, split_or_all
+from cxrils.cli.common import fail, out_folder_or_fail, require_prediction_suffix, split_or_all
 
 
 def _light_trainer() -> Callable[..., dict]:
@@ -230,11 +230,7 @@ def register(app: typer.Typer) -> None:
             return
         if image is None or instruction is None:
             fail("give IMAGE and INSTRUCTION, or --dataset for batch mode")
-        if out.exists() and not out.is_dir():
-            fail(
-                f"{out}: exists and is not a folder; -o names the output folder (mask.png, overlay.png and "
-                "prediction.json are written into it)"
-            )
+        out_folder_or_fail(out, "mask.png, overlay.png and prediction.json are written into it")
         if not out.exists() and out.suffix.lower() in (".png", ".jpg", ".jpeg", ".json", ".dcm", *PREDICTION_SUFFIXES):
             fail(
                 f"{out}: -o names the output folder for one image (mask.png, overlay.png and prediction.json "

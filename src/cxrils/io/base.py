@@ -171,6 +171,21 @@ def to_source_frame(array: np.ndarray, meta: ImageMeta) -> np.ndarray:
     return apply_display_ops(array, tuple(reversed(meta.display_ops)))
 
 
+def source_frame_shape(shape: tuple[int, ...], meta: ImageMeta) -> tuple[int, int]:
+    """The (H, W) an array of display-frame ``shape`` has in the source frame: rows and
+    columns swapped once per ``"transpose"`` of :attr:`ImageMeta.display_ops`."""
+    h, w = int(shape[0]), int(shape[1])
+    return (w, h) if meta.display_ops.count("transpose") % 2 else (h, w)
+
+
+def source_frame_record(meta: ImageMeta) -> dict[str, Any]:
+    """The JSON fields that say which frame an output is in: arrays that lie on the
+    image in the source frame (``"frame": "source"``), overlays in the display frame,
+    and the ``display_ops`` that lead from one to the other (``cxrils predict``,
+    ``anatomy`` and ``ground``; docs/io.md)."""
+    return {"frame": "source", "overlay_frame": "display", "display_ops": list(meta.display_ops)}
+
+
 def box_to_source_frame(
     box: tuple[float, float, float, float], shape: tuple[int, int], meta: ImageMeta
 ) -> tuple[float, float, float, float]:

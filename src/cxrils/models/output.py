@@ -9,7 +9,7 @@ import numpy as np
 
 from cxrils import templates
 from cxrils.fsutil import atomic_path, atomic_write_json
-from cxrils.io.base import ImageMeta, to_source_frame
+from cxrils.io.base import ImageMeta, source_frame_record, to_source_frame
 from cxrils.masks import encode_rle
 from cxrils.models.base import Prediction
 from cxrils.overlay import mask_overlay
@@ -121,9 +121,7 @@ def write_prediction(
             "note": pred.note,
             "mask": dict(encode_rle(mask)),
             "mask_area": int(mask.sum()),
-            "frame": "source",
-            "overlay_frame": "display",
-            "display_ops": list(meta.display_ops),
+            **source_frame_record(meta),
             "files": files,
         },
     )

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from pathlib import Path
 
 import cv2
@@ -10,6 +9,7 @@ import numpy as np
 from PIL import Image
 
 from cxrils.fsutil import atomic_path, atomic_write_json
+from cxrils.io.base import ImageMeta, source_frame_shape, to_source_frame
 from cxrils.overlay import draw_legend, draw_side_markers, gray_to_rgb, text_scale, tint
 from cxrils.types import AnatomyMasks
 from cxrils.vocab import LOBES, LUNG_ZONES
@@ -74,9 +74,7 @@ def _save_png(path: Path, array: np.ndarray) -> None:
         Image.fromarray(array).save(tmp, format="PNG")
 
 
-def write_outputs(
-    out_dir: Path, x: np.ndarray, masks: AnatomyMasks, info: dict, to_source: Callable | None = None
-) -> None:
+def write_outputs(out_dir: Path, x: np.ndarray, masks: AnatomyMasks, info: dict, meta: ImageMeta | None = None) -> None:
     """Write ``overlay.png``, one 0/255 PNG per label, the visible lungs where the
     backend gives them (``right_lung_visible.png``, ``left_lung_visible.png``; the
     label PNGs ``right_lung.png``/``left_lung.png`` are then the whole lungs) and
@@ -85,12 +83,14 @@ def write_outputs(
     visible lungs, absent for a one-convention backend; ``shape``: (H, W) of the mask
     PNGs).
 
-    ``x`` uint8 (H, W) and ``masks`` are in the display frame; ``to_source`` (e.g.
-    :func:`cxrils.io.base.to_source_frame` bound to the image's meta) turns each mask
-    into the source file's frame before it is written (None: written as given). The
-    overlay stays in the display frame (for people: the patient's right on the left)."""
+    ``x`` uint8 (H, W) and ``masks`` are in the display frame; with the image's ``meta``
+    each mask is written in the source file's frame (:func:`cxrils.io.base.to_source_frame`;
+    None: as given). The overlay stays in the display frame (for people: the patient's
+    right on the image's left)."""
     out_dir.mkdir(parents=True, exist_ok=True)
-    turn = to_source or (lambda a: a)
+
+    def turn(a: np.ndarray) -> np.ndarray:
+        return a if meta is None else to_source_frame(a, meta)
 
     def save(items, naming) -> dict:
         files = {}
@@ -100,7 +100,7 @@ def write_outputs(
             files[label] = {"file": name, "area_px": int(mask.sum())}
         return files
 
-    shape = turn(np.zeros(masks.shape, dtype=bool)).shape
+    shape = masks.shape if meta is None else source_frame_shape(masks.shape, meta)
     doc = {**info, "shape": list(shape), "labels": save(masks.masks.items(), label_filename)}
     if masks.visible:
         doc["visible"] = save(masks.visible.items(), visible_filename)

@@ -319,9 +319,14 @@ FRONTAL_VIEWS: Final[frozenset[str]] = frozenset({"PA", "AP", "AP SUPINE", "FRON
 #: PA, LL, RL, RLD, LLD, RLO, LLO) and the others of MIMIC-CXR-JPG's metadata
 #: (ViewPosition: lateral, oblique, decubitus, axial, swimmer's), which quality control
 #: excludes.
-VIEW_POSITIONS: Final[frozenset[str]] = FRONTAL_VIEWS | frozenset(
-    {"LATERAL", "LL", "RL", "LAT", "XTABLE LATERAL", "LAO", "RAO", "LPO", "RPO", "AP AXIAL", "PA LLD", "PA RLD"}
-    | {"AP LLD", "AP RLD", "SWIMMERS", "RLD", "LLD", "RLO", "LLO"}
+#: View Position values of a lateral (sagittal-plane) radiograph (DICOM LL and RL, and
+#: their spellings in metadata; :mod:`cxrils.io.dicom` checks Patient Orientation with them).
+LATERAL_VIEWS: Final[frozenset[str]] = frozenset({"LL", "RL", "LATERAL", "LAT"})
+VIEW_POSITIONS: Final[frozenset[str]] = (
+    FRONTAL_VIEWS
+    | LATERAL_VIEWS
+    | frozenset({"XTABLE LATERAL", "LAO", "RAO", "LPO", "RPO", "AP AXIAL", "PA LLD", "PA RLD"})
+    | frozenset({"AP LLD", "AP RLD", "SWIMMERS", "RLD", "LLD", "RLO", "LLO"})
 )
 
 #: Split names of a cxrils dataset (the spelling of MIMIC-CXR's official split file), and

@@ -234,7 +234,6 @@ def _outside_message(
     """Why predicted ids are not records of the evaluated split: in which split they
     are, left out by ``--paraphrases``, or not in the dataset at all. ``split``: as
     :func:`cxrils.vocab.split_filter` gives it."""
-    chosen = split
     where_found: Counter[str] = Counter()
     for batch in iter_reference_batches(
         dataset_dir, None, ["record_id", "split"], batch_size, optional=["paraphrase_of"], paraphrases="include"
@@ -242,7 +241,7 @@ def _outside_message(
         hit = batch.filter(pc.is_in(batch.column("record_id").cast(pa.string()), value_set=extra))
         para = hit.column("paraphrase_of").to_pylist() if "paraphrase_of" in hit.schema.names else [""] * hit.num_rows
         for s, p in zip(hit.column("split").to_pylist(), para):
-            if chosen is not None and s != chosen:
+            if split is not None and s != split:
                 where_found[f"in split {s!r}"] += 1
             elif p:
                 where_found[f"paraphrased-instruction rows, left out by --paraphrases {paraphrases}"] += 1
@@ -257,7 +256,7 @@ def _outside_message(
         if any(k.startswith("in split") for k in where_found)
         else ""
     )
-    records = f"records of split {chosen!r}" if chosen is not None else "records"
+    records = f"records of split {split!r}" if split is not None else "records"
     return (
         f"{where}: {len(extra)} record ids are not {records} of {dataset_dir} ({parts}), e.g. {_examples(extra)}{hint}"
     )

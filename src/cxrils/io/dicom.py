@@ -46,7 +46,7 @@ from pydicom.uid import (
 
 from cxrils.config import VOI_CHOICE
 from cxrils.io.base import ImageLoadError, ImageMeta, LoadedImage, apply_display_ops, minmax_unit, unit_to_uint8
-from cxrils.vocab import FRONTAL_VIEWS
+from cxrils.vocab import FRONTAL_VIEWS, LATERAL_VIEWS
 
 _MONOCHROME = ("MONOCHROME1", "MONOCHROME2")
 _COLOUR = ("RGB", "YBR_FULL", "YBR_FULL_422", "YBR_RCT", "YBR_ICT")
@@ -55,8 +55,6 @@ _WINDOW_OUT_BITS = 16
 #: Largest number of stored levels handled through a lookup table (see _monochrome_to_uint8).
 _MAX_LEVELS = 1 << 20
 _VIEW_POSITION = re.compile(r"[A-Z]{1,8}( [A-Z]{1,8})?")
-#: View Position values of a lateral (sagittal-plane) radiograph.
-LATERAL_VIEWS = frozenset({"LL", "RL", "LATERAL", "LAT"})
 _DIRECTION = re.compile(r"[LRAPHF]{1,3}")
 _AXIS = {"L": "LR", "R": "LR", "A": "AP", "P": "AP", "H": "HF", "F": "HF"}
 

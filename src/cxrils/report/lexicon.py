@@ -324,8 +324,8 @@ def lesion_terms() -> dict[str, str | None]:
     """Every fixed finding phrase (lower case) -> lesion type or None.
 
     Built from :data:`cxrils.vocab.LESION_SYNONYMS` plus :data:`OTHER_FINDINGS`,
-    :data:`REPORT_VERB_FORMS` and :data:`REPORT_ABBREVIATIONS`. A phrase listed for two types keeps the first type in
-    :data:`cxrils.vocab.LESION_TYPES` order.
+    :data:`REPORT_VERB_FORMS` and :data:`REPORT_ABBREVIATIONS`. A phrase listed for two
+    types keeps the first type in :data:`cxrils.vocab.LESION_TYPES` order.
     """
     out: dict[str, str | None] = {p: None for p in OTHER_FINDINGS}
     out.update(REPORT_VERB_FORMS)
@@ -343,7 +343,7 @@ def _lesion_phrase_patterns() -> tuple[tuple[re.Pattern, int, str | None], ...]:
     return tuple((re.compile(rf"(?<!\w){re.escape(p)}(?!\w)"), len(p), t) for p, t in lesion_terms().items())
 
 
-def lesion_type_of(entity: str) -> str | None:
+def entity_lesion_type(entity: str) -> str | None:
     """The lesion type an entity names: the type of the longest :func:`lesion_terms`
     phrase it contains ("tuberculous pneumonia" is no type, as for the rules
     structurer); None when that phrase is of no type or none is contained."""
@@ -451,11 +451,13 @@ NOT_SEEN_BEFORE: Final[tuple[str, ...]] = tuple(
 #: views are listed with it, "either" follows, or the view is the single AP film
 #: ("pneumothorax is not seen on the frontal view or the lateral view", "not seen on the
 #: AP radiograph"; ``rules._one_view``).
+#: The views a report names: "not seen on the lateral view".
+REPORT_VIEWS: Final[tuple[str, ...]] = ("frontal", "pa", "ap", "lateral", "oblique")
 NOT_ON_ONE_VIEW: Final[tuple[str, ...]] = tuple(
     f"not {verb} on {the}{view}"
     for verb in ("seen", "visible", "apparent", "evident", "identified", "appreciated")
     for the in ("the ", "")
-    for view in ("frontal", "pa", "ap", "lateral", "oblique")
+    for view in REPORT_VIEWS
 )
 
 #: Terminators of a change of its own after a denied finding ("resolution of the right

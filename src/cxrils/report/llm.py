@@ -39,7 +39,7 @@ from typing import Any, Protocol
 from urllib.parse import urlparse
 
 from cxrils.fsutil import atomic_write_json
-from cxrils.report.lexicon import lesion_type_of
+from cxrils.report.lexicon import entity_lesion_type
 from cxrils.types import Finding
 from cxrils.vocab import BROAD_CATEGORIES, CERTAINTIES, LUNG_REGION_LABELS, PRESENCES
 
@@ -501,9 +501,9 @@ class LLMStructurer(_LLMBase):
                     presence=d["presence"],
                     certainty=d["certainty"],
                     locations=[x.strip().lower() for x in d["location"] if x.strip()],
-                    lesion_type=lesion_type_of(d["entity"]),
+                    lesion_type=entity_lesion_type(d["entity"]),
                     # the report's disease is kept as text; it grounds only when it is one of our types
-                    predicted_lesion_type=lesion_type_of(predicted) if predicted else None,
+                    predicted_lesion_type=entity_lesion_type(predicted) if predicted else None,
                     predicted_lesion_text=predicted,
                 )
             )

@@ -59,6 +59,7 @@ from cxrils.report.lexicon import (
     NOT_SEEN_BEFORE,
     REPORT_ABBREVIATIONS,
     REPORT_VERB_FORMS,
+    REPORT_VIEWS,
     find_locations,
     lesion_terms,
 )
@@ -147,12 +148,12 @@ _HEDGED_APPOSITION = re.compile(
 _DEID_LINK = re.compile(rf"^[\s,]*(?:{DEID_TOKEN}\b[\s,]*)+", re.IGNORECASE)
 _ALT = re.compile(r"^\s*(?:,\s*)?(?:or|versus|vs\.?|and/or|/)\s*$", re.IGNORECASE)
 _MULTI_STOP = re.compile(r"\.{2,}\s*")
-_CONJ = re.compile(r"^\s*(?:,|and|or|,\s*and|,\s*or|and/or|/|versus|vs\.?)\s*$", re.IGNORECASE)
+_CONJ_WORDS = r"(?:,|and|or|,\s*and|,\s*or|and/or|/|versus|vs\.?)"
+_CONJ = re.compile(rf"^\s*{_CONJ_WORDS}\s*$", re.IGNORECASE)
 # Coordinated findings that share a place, a size word before the second allowed:
 # "consolidation and some atelectasis are present in the left lower lobe" (IU CXR1769).
 _CONJ_SIZED = re.compile(
-    r"^\s*(?:,|and|or|,\s*and|,\s*or|and/or|/|versus|vs\.?)"
-    r"(?:\s+(?:some|mild|small|minimal|trace|tiny|moderate|patchy|streaky|a|an))*\s*$",
+    rf"^\s*{_CONJ_WORDS}(?:\s+(?:some|mild|small|minimal|trace|tiny|moderate|patchy|streaky|a|an))*\s*$",
     re.IGNORECASE,
 )
 # A finding's own feature, whose place is the finding's: "patchy opacity with volume loss
@@ -295,7 +296,7 @@ class RulesStructurer:
         )
         self._targets, self._cues = _matchers()
         self._windows = (rc.clear_before_chars, rc.clear_after_chars, rc.comparison_before_chars)
-        self._rc = rc  # the word windows
+        self._rc = rc  # its word windows
 
     @classmethod
     def from_config(cls, cfg: Config) -> RulesStructurer:
@@ -426,7 +427,7 @@ class RulesStructurer:
         character windows are ``cfg.report.clear_before_chars`` and the like, the word
         windows ``cfg.report.place_link_words`` and the like)."""
         before, after, compared = self._windows
-        words = self._rc
+        rc = self._rc
         base = sent.start
         spans = [(base + s, base + e, p) for s, e, p in find_locations(sent.text)]
         spans = [
@@ -460,17 +461,17 @@ class RulesStructurer:
             )
             if nxt is not None and (_PREMOD.match(gap_next) or side_list) and not right_after:
                 nxt.pre.append(phrase)
-            elif prev is not None and _POSTLINK.match(gap_prev) and len(gap_prev.split()) <= words.place_link_words:
+            elif prev is not None and _POSTLINK.match(gap_prev) and len(gap_prev.split()) <= rc.place_link_words:
                 prev.post.append(phrase)
             elif (
                 nxt is not None
                 and (prev is None or _BREAK.search(gap_prev))
-                and _place_of_inference(gap_next, words.place_inference_words)
+                and _place_of_inference(gap_next, rc.place_inference_words)
             ):
                 nxt.pre.append(phrase)
-            elif nxt is not None and len(gap_next.split()) <= words.place_before_words and not _BREAK.search(gap_next):
+            elif nxt is not None and len(gap_next.split()) <= rc.place_before_words and not _BREAK.search(gap_next):
                 nxt.pre.append(phrase)
-            elif prev is not None and not _BREAK.search(gap_prev) and len(gap_prev.split()) <= words.place_after_words:
+            elif prev is not None and not _BREAK.search(gap_prev) and len(gap_prev.split()) <= rc.place_after_words:
                 prev.post.append(phrase)
         # Coordinated findings share locations: "bibasilar atelectasis and effusions",
         # "atelectasis and effusion at the bases", "atelectasis/scarring at the left base".
@@ -511,7 +512,7 @@ class RulesStructurer:
                 (a.pre or a.post)
                 and a.presence == b.presence
                 and a.lesion_type != "cardiomegaly"
-                and len(gap.split()) <= words.share_place_words
+                and len(gap.split()) <= rc.share_place_words
                 and (not _SHARE_BREAK.search(gap) or gap.lstrip().startswith(";") and _refers(gap))
             ):
                 b.post = _shared(a.pre + a.post, b)
@@ -786,8 +787,8 @@ def _seen_now(words: list[str], cues: list) -> list:
     return out
 
 
-#: The views a report names, and the words that say one shows a finding.
-_VIEW_WORDS = frozenset({"frontal", "pa", "ap", "lateral", "oblique"})
+#: The views a report names (the lexicon's), and the words that say one shows a finding.
+_VIEW_WORDS = frozenset(REPORT_VIEWS)
 _SHOWN_WORDS = frozenset(
     {"seen", "visible", "evident", "noted", "identified", "demonstrated", "appreciated", "apparent", "present"}
 )
@@ -927,8 +928,8 @@ def _stated_after_comma(words: list[str], targets: list[tuple[int, int]], cues: 
     moderate cardiomegaly is seen" state the effusion and the cardiomegaly; "no
     pneumothorax, small effusion, or consolidation", "no pneumonia, bilateral effusions,
     pulmonary edema", "no pneumothorax, effusion, left lower lobe consolidation", "no
-    pneumothorax, small left effusion and atelectasis" (which may list three) and "there is no large, left-sided effusion" (no finding before the comma)
-    stay negated. ``targets`` are the finding token spans ``(start, end)``."""
+    pneumothorax, small left effusion and atelectasis" (which may list three) and "there
+    is no large, left-sided effusion" (no finding before the comma) stay negated. ``targets`` are the finding token spans ``(start, end)``."""
     negations = [e for _, e, (_, cat, direction, _) in cues if cat == "NEGATED_EXISTENCE" and direction != "BACKWARD"]
     if not negations:
         return cues
@@ -1073,9 +1074,8 @@ def _clause_scope(words: list[str], targets: list[tuple[int, int]], cues: list) 
         ):
             # "right basilar consolidation, concerning for pneumonia has cleared": an aside;
             # "pleural effusion, pneumothorax not seen": a list. The subject right after the
-            # comma is a clause of its own where the finding before the comma is stated
-            # with a size, change or side word ("left lower lobe opacity, pneumonia is
-            # unlikely")
+            # comma is a clause of its own where the finding before the comma is one too
+            # (_stated: "left lower lobe opacity, pneumonia is unlikely")
             comma = None
         if comma is not None and (max_scope is None or start - comma - 1 < max_scope):
             cue = (start, end, (literal, category, direction, start - comma - 1))
@@ -1086,10 +1086,9 @@ def _clause_scope(words: list[str], targets: list[tuple[int, int]], cues: list) 
 def _stated(words: list[str], targets: list[tuple[int, int]], comma: int) -> bool:
     """Whether the finding right before token ``comma`` is a clause of its own, not a
     bare item of a list: a word other than an article (or "pleural", "pulmonary") stands
-    with it between the last
-    comma (or the sentence start) and ``comma`` ("mild cardiomegaly", "left lower lobe
-    opacity", "atelectasis is favored", "most likely atelectasis"; not "pleural
-    effusion" in "pleural effusion, pneumothorax not seen")."""
+    with it between the last comma (or the sentence start) and ``comma`` ("mild
+    cardiomegaly", "left lower lobe opacity", "atelectasis is favored", "most likely
+    atelectasis"; not "pleural effusion" in "pleural effusion, pneumothorax not seen")."""
     before = max((t for t in targets if t[1] <= comma), key=lambda t: t[1], default=None)
     if before is None:
         return False
@@ -1145,8 +1144,8 @@ def _place_of_inference(gap: str, max_words: int) -> bool:
 
 
 def _named_other(text: str, ms: list[_Mention], i: int, max_words: int) -> bool:
-    """Whether the density ``ms[i]`` is said, within ``max_words`` words, to be a finding that is no lung opacity
-    (:data:`cxrils.report.lexicon.NON_LESION_DENSITY_FINDINGS`): "density consistent with
+    """Whether the density ``ms[i]`` is said, within ``max_words`` words, to be a finding
+    that is no lung opacity (:data:`cxrils.report.lexicon.NON_LESION_DENSITY_FINDINGS`): "density consistent with
     a hiatal hernia", "density corresponding to a calcified granuloma". Never when the
     density has a predicted lesion type or a finding of a lesion type is among the
     alternatives offered ("left base density, likely scarring or atelectasis")."""

@@ -96,8 +96,8 @@ def _resolve_config(
         stored = LightConfig.from_dict(json.loads(stored_path.read_text(encoding="utf-8")))
         if config is not None and config.to_dict() != stored.to_dict():
             changed = sorted(k for k, v in config.to_dict().items() if stored.to_dict().get(k) != v)
-            if not set(changed) <= {"steps", *CALIBRATED, *INFERENCE_ONLY}:
-                weights = [k for k in changed if k not in {"steps", *CALIBRATED, *INFERENCE_ONLY}]
+            weights = [k for k in changed if k not in {"steps", *CALIBRATED, *INFERENCE_ONLY}]
+            if weights:
                 raise TrainError(
                     f"{run_dir}: a run with another configuration exists (differs in {weights}; the "
                     "thresholds calibration wrote may differ too); "

@@ -146,3 +146,107 @@ def test_evaluate_predictions_file_and_cli_print_both_protocols(dataset, tmp_pat
     saved = json.loads((tmp_path / "rep" / "report.json").read_text())
     assert saved["official_protocol"]["ciou_pos"] == pytest.approx(expected["ciou_pos"], rel=1e-12)
     assert "authors' protocol" in (tmp_path / "rep" / "report.md").read_text()
+
+
+# --- SAM's padded square: validate() compares 1024 x 1024 frames ------------------------
+
+
+def _square(mask, side):
+    """reason_seg_dataset.py preprocess_mask: zero padding at the bottom and right."""
+    out = np.zeros((side, side), bool)
+    out[: mask.shape[0], : mask.shape[1]] = mask
+    return out
+
+
+@pytest.mark.parametrize("fmt", ["parquet", "jsonl"])
+def test_predicted_pixels_in_the_padding_count_as_validate_counts_them(dataset, tmp_path, fmt):
+    """The restated validate() compares whole squares (the reference zero-padded, the
+    prediction reaching into the padding); a predictions file holds the image part and
+    ``padding_pixels``. Both give the same five numbers; ours (gIoU, N-Acc) ignore the
+    padding; a file without the column gives the image-only numbers and says so."""
+    import pandas as pd
+
+    recs = pd.concat([pd.read_parquet(p) for p in sorted((dataset / "records").glob("*.parquet"))])
+    recs = recs[recs["split"] == "test"]
+    rng = np.random.default_rng(13)
+    rows, rows_bare, square_pairs, image_pairs = [], [], [], []
+    for k, (rid, rle) in enumerate(zip(recs["record_id"], recs["mask"])):
+        ref = decode_rle({"size": [int(v) for v in rle["size"]], "counts": rle["counts"]})
+        side = max(ref.shape) + 6  # the square is larger than either side: padding on both
+        noise = rng.random(ref.shape) < 0.05 if ref.any() else np.zeros(ref.shape, bool)
+        pred_square = _square(ref ^ noise, side)  # an empty answer on every negative
+        if k % 2 == 0:  # a blob in the padding below and right of the image
+            pred_square[ref.shape[0] : ref.shape[0] + 3, 2:9] = True
+            pred_square[1:4, ref.shape[1] : ref.shape[1] + 2] = True
+        pred = pred_square[: ref.shape[0], : ref.shape[1]]
+        padding = int(pred_square.sum() - pred.sum())
+        rows.append({"record_id": rid, "mask": dict(encode_rle(pred)), "padding_pixels": padding})
+        rows_bare.append({"record_id": rid, "mask": dict(encode_rle(pred))})
+        square_pairs.append((pred_square, _square(ref, side)))
+        image_pairs.append((pred, ref))
+    assert sum(r["padding_pixels"] > 0 for r in rows) >= 2
+    path, bare = tmp_path / f"pred.{fmt}", tmp_path / f"bare.{fmt}"
+    write_predictions(path, rows, with_answers=False, with_padding=True)
+    write_predictions(bare, rows_bare, with_answers=False)
+    report = evaluate_predictions(dataset, path, split="test")
+    got, expected = report.official_protocol(), validate_restated(square_pairs)
+    for key, value in expected.items():
+        assert got[key] == pytest.approx(value, rel=1e-12, abs=1e-15), key
+    assert got["padding_pixels"] == sum(r["padding_pixels"] for r in rows)
+    negatives = [r["padding_pixels"] for r, (_, ref) in zip(rows, image_pairs) if not ref.any()]
+    assert 0 < sum(p > 0 for p in negatives) < len(negatives)
+    # a negative with a pixel in the padding scores 0, the others 1 (up to the epsilon)
+    assert got["giou_neg"] == pytest.approx(sum(p == 0 for p in negatives) / (len(negatives) + 1e-5), rel=1e-12)
+    without = evaluate_predictions(dataset, bare, split="test")
+    assert without.table4() == report.table4()  # ours: on the image only
+    image_only = validate_restated(image_pairs)
+    for key, value in image_only.items():
+        assert without.official_protocol()[key] == pytest.approx(value, rel=1e-12, abs=1e-15), key
+    report.write(tmp_path / "rep")
+    without.write(tmp_path / "rep_bare")
+    assert "counted as false positives" in (tmp_path / "rep" / "report.md").read_text()
+    assert "no padding_pixels column" in (tmp_path / "rep_bare" / "report.md").read_text()
+    from typer.testing import CliRunner
+
+    from cxrils.cli import app
+
+    out = CliRunner().invoke(app, ["evaluate", "-d", str(dataset), "-p", str(path), "-o", str(tmp_path / "cli")])
+    assert out.exit_code == 0, out.output
+    assert f"giou_neg {100 * expected['giou_neg']:.1f}" in out.output
+    assert f"{got['padding_pixels']} predicted pixels in SAM's padding counted in {got['n_padded']} records" in (
+        out.output
+    )
+
+
+def test_padding_pixels_column_is_checked(dataset, tmp_path):
+    import pandas as pd
+
+    from cxrils.evaluation import EvaluationError
+
+    recs = pd.concat([pd.read_parquet(p) for p in sorted((dataset / "records").glob("*.parquet"))])
+    recs = recs[recs["split"] == "test"]
+    rows = [
+        {"record_id": rid, "mask": {"size": [int(v) for v in rle["size"]], "counts": rle["counts"]}}
+        for rid, rle in zip(recs["record_id"], recs["mask"])
+    ]
+    for bad, message in ((-3, "must be >= 0"), (1.5, "must be an integer"), (True, "must be an integer")):
+        path = tmp_path / "bad.jsonl"
+        path.write_text("\n".join(json.dumps({**r, "padding_pixels": bad}) for r in rows) + "\n")
+        with pytest.raises(EvaluationError, match=message):
+            evaluate_predictions(dataset, path, split="test")
+    table = pd.DataFrame([{**r, "padding_pixels": -1} for r in rows])
+    with pytest.raises(EvaluationError, match="must be >= 0"):
+        evaluate_predictions(dataset, table, split="test")
+    nulls = tmp_path / "nulls.jsonl"
+    nulls.write_text("\n".join(json.dumps({**r, "padding_pixels": None}) for r in rows) + "\n")
+    assert evaluate_predictions(dataset, nulls, split="test").official_protocol()["padding_pixels"] == 0
+
+
+def test_reports_written_before_the_padding_fields_still_load():
+    acc = OfficialAccumulator()
+    old = {k: v for k, v in acc.to_dict().items() if "padding" not in k}
+    assert OfficialAccumulator.from_dict(old).metrics()["padding_pixels"] == 0
+    from cxrils.evaluation.counts import MaskCounts
+
+    with pytest.raises(ValueError, match="padding_pixels must be >= 0"):
+        acc.add(MaskCounts(0, 0, 0, 0), -1)

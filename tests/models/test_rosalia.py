@@ -255,7 +255,7 @@ def test_seg_hidden_state_is_the_one_before_seg(released, monkeypatch):
         prompt = model.text_hidden_fcs[0](hidden[:, -2])
         logits = model.decode_masks(
             batch["sam_pixel_values"], [prompt], batch["reshaped_sizes"], batch["original_sizes"]
-        )[0][0]
+        )[0][0][0]
     assert np.array_equal(pred.mask, (logits > 0).numpy())
     assert emb.shape[1] == ids.shape[1] - 1 + 16  # -200 -> (32 / 8)^2 CLIP patches, CLS dropped
 
@@ -548,6 +548,7 @@ def test_teacher_forced_masks_as_the_authors_validate(release, released, tmp_pat
         )
         generated = released.predict(x, INSTRUCTION)
     assert np.array_equal(forced.mask, generated.mask)
+    assert forced.padding_pixels == generated.padding_pixels
     assert not released.predict_teacher_forced(x, INSTRUCTION, "There is no effusion.").mask.any()
 
     ckpt, clip, _ = release
@@ -572,6 +573,8 @@ def test_teacher_forced_masks_as_the_authors_validate(release, released, tmp_pat
     assert r.exit_code == 0, r.output
     rows = [json.loads(line) for line in preds.read_text().splitlines()]
     assert rows and all("answer" not in row for row in rows)
+    assert all(isinstance(row["padding_pixels"], int) and row["padding_pixels"] >= 0 for row in rows)
     r = CliRunner().invoke(app, ["evaluate", "-d", str(ds), "-p", str(preds), "-o", str(tmp_path / "ev")])
     assert r.exit_code == 0, r.output
     assert "giou_pos" in r.output and "text accuracy n/a" in r.output
+    assert f"{sum(row['padding_pixels'] for row in rows)} predicted pixels in SAM's padding" in r.output

@@ -264,3 +264,41 @@ def test_shipped_deepspeed_config_is_the_authors_zero2():
         "allgather_bucket_size": 5e8,
     }
     assert cfg["train_micro_batch_size_per_gpu"] == cfg["gradient_accumulation_steps"] == "auto"
+
+
+@pytest.mark.parametrize("shape", [(64, 38), (40, 24)])
+def test_pixels_in_the_padding_are_counted_as_validate_counts_them(tiny, monkeypatch, shape):
+    """validate() compares the prediction postprocessed to the 1024 label (the padded
+    square) with the zero-padded target, so a predicted pixel right of or below the
+    resized image is a false positive there. The adapter's mask is the image part; it
+    reports those pixels as ``padding_pixels`` (in the image's pixels: exact on SAM's grid,
+    (64, 38) here, scaled by H * W / (h * w) otherwise)."""
+    model, side = tiny.model, tiny.model.cfg.sam_image_size  # 64
+    x = np.zeros(shape, np.uint8)
+    h, w = get_preprocess_shape(*x.shape, side)
+    assert (h, w) == (64, 38)
+    frame = torch.full((side, side), -10.0)
+    frame[8:30, 6:30] = 10.0  # a lesion in the image
+    frame[20:44, w + 4 : w + 16] = 10.0  # and a blob in the padding on the right
+    squeezed = torch.full((side, side), -10.0)
+    squeezed[:h, :w] = F.interpolate(frame[None, None], (h, w), mode="bilinear", align_corners=False)[0, 0]
+    low_res = F.interpolate(squeezed[None, None], (side // 4, side // 4), mode="bilinear", align_corners=False)
+    learned = postprocess_masks(low_res, (h, w), (side, side), side)[0, 0] > 0  # validate()'s prediction
+    in_padding = int(learned.sum() - learned[:h, :w].sum())
+    assert in_padding > 100  # the blob survives the round trip
+
+    monkeypatch.setattr(model, "low_res_masks", lambda pixels, prompts: [low_res.clone() for _ in prompts])
+    pred = tiny.predict_teacher_forced(x, INSTRUCTION, templates.render_answer("basic", "positive"))
+    if shape == (h, w):
+        assert np.array_equal(pred.mask, learned[:h, :w].numpy())
+        assert pred.padding_pixels == in_padding
+    else:
+        assert pred.padding_pixels == round(in_padding * shape[0] * shape[1] / (h * w))
+    model.cfg.mask_geometry = "image"  # LISA's own frame has no padding
+    try:
+        assert (
+            tiny.predict_teacher_forced(x, INSTRUCTION, templates.render_answer("basic", "positive")).padding_pixels
+            == 0
+        )
+    finally:
+        model.cfg.mask_geometry = "padded"

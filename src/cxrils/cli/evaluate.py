@@ -52,7 +52,12 @@ def register(app: typer.Typer) -> None:
         o = report.official_protocol()
         typer.echo(
             f"authors' protocol (ROSALIA train_ds.py validate()): giou_pos {pct(o['giou_pos'])}  "
-            f"ciou_pos {pct(o['ciou_pos'])}  giou_neg {pct(o['giou_neg'])}  (%)"
+            f"ciou_pos {pct(o['ciou_pos'])}  giou_neg {pct(o['giou_neg'])}  (%); "
+            + (
+                f"{o['padding_pixels']} predicted pixels in SAM's padding counted in {o['n_padded']} records"
+                if report.metadata.get("padding_counted")
+                else "no padding_pixels column: pixels in SAM's padding not counted"
+            )
         )
         typer.echo("wrote " + ", ".join(str(f) for f in files))
 

@@ -33,7 +33,9 @@ class EvalSample:
 
     Masks are bool (H, W) arrays (numeric: non-zero = foreground) or COCO RLE dicts.
     ``ref_answer`` None means the text is not scored; ``pred_answer`` None with a
-    reference answer counts as wrong.
+    reference answer counts as wrong. ``padding_pixels``: the prediction's pixels in the
+    padding of SAM's square (:attr:`cxrils.models.base.Prediction.padding_pixels`),
+    counted by the authors' protocol only.
     """
 
     pred_mask: Any
@@ -43,6 +45,7 @@ class EvalSample:
     lesion_type: str | None = None
     instruction_type: str | None = None
     polarity: str | None = None
+    padding_pixels: int = 0
 
 
 def _as_sample(item: Any) -> EvalSample:
@@ -112,7 +115,12 @@ def _add_samples(report: EvaluationReport, samples: list[EvalSample], start: int
             except TemplateError as err:
                 raise TemplateError(f"item {start + k}: reference answer: {err}") from None
         report.add(
-            c, lesion_type=s.lesion_type, instruction_type=s.instruction_type, polarity=s.polarity, text_correct=text
+            c,
+            lesion_type=s.lesion_type,
+            instruction_type=s.instruction_type,
+            polarity=s.polarity,
+            text_correct=text,
+            padding_pixels=s.padding_pixels,
         )
 
 
@@ -142,7 +150,9 @@ def evaluate_predictions(
     predictions : path, pyarrow.Table or pandas.DataFrame
         ``.parquet`` or JSON Lines with ``record_id``, ``mask`` (COCO RLE) and optional
         ``answer``: exactly one row per record of the split. Without an ``answer``
-        column, text accuracy is not scored (n/a); with it, a null answer is wrong.
+        column, text accuracy is not scored (n/a); with it, a null answer is wrong. An
+        optional ``padding_pixels`` column (int >= 0, null = 0; ROSALIA's predictions
+        have it) is counted by the authors' protocol (:mod:`cxrils.evaluation.official`).
     split : str or None
         Split to evaluate ("test" as the paper; aliases such as "val" read); None or
         "all" for every record.
@@ -218,6 +228,7 @@ def evaluate_predictions(
             "split": split_name,
             "paraphrases": paraphrases,
             "text_scored": score_text,
+            "padding_counted": "padding_pixels" in pred.column_names,
         }
     )
     offset = 0
@@ -282,6 +293,8 @@ def _score_batch(
     except InvalidRLE as err:
         raise EvaluationError(f"{where}: record {ids[err.index]!r}: mask: {err.reason}") from None
     answers = pred.column("answer").to_pylist() if score_text else [None] * len(ids)
+    has_padding = "padding_pixels" in pred.column_names
+    padding = pred.column("padding_pixels").to_pylist() if has_padding else [0] * len(ids)
     columns = (ref.column(c).to_pylist() for c in ("lesion_type", "instruction_type", "polarity", "answer"))
     for i, (lesion, itype, polarity, ref_answer) in enumerate(zip(*columns)):
         pa_, ra = pred_areas[i], ref_areas[i]
@@ -304,6 +317,7 @@ def _score_batch(
             instruction_type=itype,
             polarity=polarity,
             text_correct=text,
+            padding_pixels=padding[i],
         )
 
 

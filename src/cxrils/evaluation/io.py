@@ -204,7 +204,7 @@ def mask_column(mask: pa.ChunkedArray | pa.Array, where: str) -> tuple[list[Any]
 
 def read_predictions(path: str | Path) -> pa.Table:
     """Read a predictions file into a table of ``record_id``, ``counts``, ``height``,
-    ``width`` and (when the file has answers) ``answer``.
+    ``width`` and (when the file has them) ``answer`` and ``padding_pixels``.
 
     Parameters
     ----------
@@ -215,7 +215,9 @@ def read_predictions(path: str | Path) -> pa.Table:
     -------
     pyarrow.Table
         Columns ``record_id`` (str), ``counts`` (COCO compressed RLE counts, str),
-        ``height``, ``width`` (int64) and optionally ``answer`` (str, nullable).
+        ``height``, ``width`` (int64) and optionally ``answer`` (str, nullable) and
+        ``padding_pixels`` (int64 >= 0, null read as 0: the prediction's pixels in the
+        padding of SAM's square, :attr:`cxrils.models.base.Prediction.padding_pixels`).
 
     Raises
     ------
@@ -236,6 +238,8 @@ def read_predictions(path: str | Path) -> pa.Table:
         return predictions_from_table(table, str(path))
     tables: list[pa.Table] = []
     ids, counts, heights, widths, answers, any_answer = [], [], [], [], [], False
+    padding: list[Any] = []
+    any_padding = False
     try:
         with open(path, encoding="utf-8") as fh:
             for lineno, line in enumerate(fh, 1):
@@ -257,14 +261,17 @@ def read_predictions(path: str | Path) -> pa.Table:
                 ids.append(rid)
                 any_answer = any_answer or "answer" in obj
                 answers.append(obj.get("answer"))
+                any_padding = any_padding or "padding_pixels" in obj
+                padding.append(obj.get("padding_pixels"))
                 if len(ids) == _JSONL_CHUNK:  # keep few Python objects alive: Arrow holds the rest
-                    tables.append(_prediction_table(ids, counts, heights, widths, answers, str(path)))
-                    ids, counts, heights, widths, answers = [], [], [], [], []
+                    tables.append(_prediction_table(ids, counts, heights, widths, answers, str(path), padding))
+                    ids, counts, heights, widths, answers, padding = [], [], [], [], [], []
     except (OSError, UnicodeDecodeError) as err:
         raise EvaluationError(f"{path}: unreadable predictions file: {err}") from err
-    tables.append(_prediction_table(ids, counts, heights, widths, answers, str(path)))
+    tables.append(_prediction_table(ids, counts, heights, widths, answers, str(path), padding))
     table = pa.concat_tables(tables)
-    return table if any_answer else table.drop_columns(["answer"])
+    unused = [name for name, seen in (("answer", any_answer), ("padding_pixels", any_padding)) if not seen]
+    return table.drop_columns(unused)
 
 
 def _jsonl_prediction(line: str) -> tuple[dict[str, Any], Any, dict[str, Any], tuple[int, int]]:
@@ -322,7 +329,8 @@ def _rle_mask(mask: Any) -> tuple[dict[str, Any], tuple[int, int]]:
 
 def predictions_from_table(table: Any, where: str = "predictions") -> pa.Table:
     """Normalise an in-memory predictions table (pyarrow Table or pandas DataFrame with
-    ``record_id``, ``mask`` and optional ``answer``) like :func:`read_predictions`.
+    ``record_id``, ``mask`` and optional ``answer`` and ``padding_pixels``) like
+    :func:`read_predictions`.
 
     Raises
     ------
@@ -343,6 +351,9 @@ def predictions_from_table(table: Any, where: str = "predictions") -> pa.Table:
     answer = table.column("answer") if "answer" in table.column_names else None
     if answer is not None and not (_is_text(answer.type) or pa.types.is_null(answer.type)):
         raise EvaluationError(f"{where}: column 'answer' must hold strings, got {answer.type}")
+    padding = None
+    if "padding_pixels" in table.column_names:
+        padding = _padding_array(table.column("padding_pixels"), ids, where)
     mask = table.column("mask")
     if _is_rle_struct(mask.type):  # the usual case, kept in Arrow (no Python objects per row)
         mask = mask.combine_chunks() if isinstance(mask, pa.ChunkedArray) else mask
@@ -365,11 +376,35 @@ def predictions_from_table(table: Any, where: str = "predictions") -> pa.Table:
         }
         if answer is not None:
             cols["answer"] = answer.cast(pa.string())
+        if padding is not None:
+            cols["padding_pixels"] = padding
         return pa.table(cols)
     counts, heights, widths = mask_column(mask, where)
-    return _prediction_table(
+    out = _prediction_table(
         ids.to_pylist(), counts, heights, widths, None if answer is None else answer.to_pylist(), where
     )
+    return out if padding is None else out.append_column("padding_pixels", padding)
+
+
+def _padding_array(column: Any, ids: Any, where: Any) -> pa.Array:
+    """The ``padding_pixels`` column as int64 >= 0 (null read as 0).
+
+    Raises
+    ------
+    EvaluationError
+        If it holds anything but non-negative integers and nulls; ``where`` names the source.
+    """
+    column = column.combine_chunks() if isinstance(column, pa.ChunkedArray) else column
+    if not (pa.types.is_integer(column.type) or pa.types.is_null(column.type)):
+        raise EvaluationError(f"{where}: column 'padding_pixels' must hold integers, got {column.type}")
+    column = pc.fill_null(column.cast(pa.int64()), 0)
+    negative = pc.less(column, 0)
+    if pc.any(negative).as_py():
+        row = pc.index(negative, True).as_py()
+        raise EvaluationError(
+            f"{where}: record {ids[row].as_py()!r}: padding_pixels must be >= 0, got {column[row].as_py()}"
+        )
+    return column
 
 
 def _is_text(t: pa.DataType) -> bool:
@@ -388,7 +423,13 @@ def _is_rle_struct(t: pa.DataType) -> bool:
 
 
 def _prediction_table(
-    ids: list[Any], counts: list[Any], heights: list[Any], widths: list[Any], answers: list[Any] | None, path: Any
+    ids: list[Any],
+    counts: list[Any],
+    heights: list[Any],
+    widths: list[Any],
+    answers: list[Any] | None,
+    path: Any,
+    padding: list[Any] | None = None,
 ) -> pa.Table:
     norm = []
     for rid, c, h, w in zip(ids, counts, heights, widths):
@@ -412,6 +453,14 @@ def _prediction_table(
         if bad is not None:
             raise EvaluationError(f"{path}: record {ids[bad]!r}: answer must be a string or null")
         cols["answer"] = pa.array(answers, pa.string())
+    if padding is not None:
+        bad = next(
+            (i for i, v in enumerate(padding) if v is not None and (not isinstance(v, int) or isinstance(v, bool))),
+            None,
+        )
+        if bad is not None:
+            raise EvaluationError(f"{path}: record {ids[bad]!r}: padding_pixels must be an integer or null")
+        cols["padding_pixels"] = _padding_array(pa.array(padding, pa.int64()), pa.array(ids, pa.string()), path)
     return pa.table(cols)
 
 
@@ -435,6 +484,7 @@ def write_predictions(
     *,
     with_answers: bool = True,
     with_scores: bool = False,
+    with_padding: bool = False,
     chunk_size: int = 4096,
 ) -> int:
     """Write predictions atomically as Parquet (``.parquet``) or JSON Lines (other suffixes).
@@ -453,6 +503,10 @@ def write_predictions(
         Also write :data:`SCORE_FIELDS` from each row (``presence_score`` in [0, 1],
         ``presence_threshold`` and ``note``, null where a row has none), which say why
         an answer is present or absent.
+    with_padding : bool
+        Also write ``padding_pixels`` (int >= 0, 0 where a row has none): the
+        prediction's pixels in the padding of SAM's square, which the authors' protocol
+        counts (:attr:`cxrils.models.base.Prediction.padding_pixels`).
 
     Returns
     -------
@@ -465,7 +519,10 @@ def write_predictions(
         ("mask", pa.struct([("size", pa.list_(pa.int32())), ("counts", pa.string())])),
     ]
     schema = pa.schema(
-        fields + ([("answer", pa.string())] if with_answers else []) + (list(SCORE_FIELDS) if with_scores else [])
+        fields
+        + ([("answer", pa.string())] if with_answers else [])
+        + (list(SCORE_FIELDS) if with_scores else [])
+        + ([("padding_pixels", pa.int64())] if with_padding else [])
     )
 
     def plain(row: dict[str, Any]) -> dict[str, Any]:
@@ -477,6 +534,8 @@ def write_predictions(
             out["answer"] = row.get("answer")
         if with_scores:
             out.update({name: _finite_or_none(row.get(name)) for name, _ in SCORE_FIELDS})
+        if with_padding:
+            out["padding_pixels"] = int(row.get("padding_pixels") or 0)
         return out
 
     n = 0

@@ -23,9 +23,15 @@ prediction is empty, else 0 / (pred area + 1e-5) = 0). The authors accumulate in
 on the GPU; here every sum is exact (integers, and float64 values summed exactly as
 integer multiples of 2**-1074), so the values do not depend on sample order.
 
-Not restated: ``validate()`` counts in SAM's padded 1024 x 1024 square, where a
-predicted pixel in the padding of a non-square image is a false positive; the masks
-scored here are on the image only (docs/evaluation.md, "The authors' protocol").
+``validate()`` counts in SAM's padded 1024 x 1024 square (the target zero-padded at the
+bottom and right, ``preprocess_mask`` of ``utils/reason_seg_dataset.py``; the prediction
+postprocessed to that square, LISA.py ``model_forward``), where a predicted pixel in the
+padding of a non-square image is a false positive. The masks scored here are on the image
+only; the pixels a prediction puts in the padding come beside it
+(:attr:`cxrils.models.base.Prediction.padding_pixels`, the ``padding_pixels`` column of a
+predictions file) and join its ``P`` and ``U`` here: ``I`` is unchanged (the target has
+no pixel there), a negative with such a pixel scores 0. Predictions without the column
+count none (docs/evaluation.md, "The authors' protocol").
 """
 
 from __future__ import annotations
@@ -58,12 +64,16 @@ class _Group:
     acc: int = 0  # sum of sample_acc_iou, in units of 2**-1074
     inter: int = 0
     union: int = 0
+    padding: int = 0  # predicted pixels in the padding, included in union
+    n_padded: int = 0  # samples with such a pixel
 
-    def add(self, counts: MaskCounts) -> None:
+    def add(self, counts: MaskCounts, padding_pixels: int) -> None:
         self.n += 1
         self.acc += fixed_point(sample_acc_iou(counts))
         self.inter += counts.intersection
         self.union += counts.union
+        self.padding += padding_pixels
+        self.n_padded += padding_pixels > 0
 
 
 class OfficialAccumulator:
@@ -71,14 +81,34 @@ class OfficialAccumulator:
     positives and for negatives, the count, the sum of :func:`sample_acc_iou` (in units
     of 2**-1074) and the summed intersection and union pixels."""
 
-    _FIELDS = ("n", "acc", "inter", "union")
+    _FIELDS = ("n", "acc", "inter", "union", "padding", "n_padded")
+    #: Fields that reports written before them lack (read as 0).
+    _NEWER = ("padding", "n_padded")
 
     def __init__(self) -> None:
         self.pos, self.neg = _Group(), _Group()
 
-    def add(self, counts: MaskCounts) -> None:
-        """Add one sample's pixel counts (positive when its reference mask is non-empty)."""
-        (self.pos if counts.is_positive else self.neg).add(counts)
+    def add(self, counts: MaskCounts, padding_pixels: int = 0) -> None:
+        """Add one sample's pixel counts (positive when its reference mask is non-empty).
+
+        ``padding_pixels`` (int >= 0): the prediction's pixels in the padding of SAM's
+        square (module docstring), added to its area and to the union.
+
+        Raises
+        ------
+        ValueError
+            If ``padding_pixels`` is negative.
+        """
+        if padding_pixels < 0:
+            raise ValueError(f"padding_pixels must be >= 0, got {padding_pixels}")
+        if padding_pixels:
+            counts = MaskCounts(
+                counts.intersection,
+                counts.union + padding_pixels,
+                counts.pred_area + padding_pixels,
+                counts.ref_area,
+            )
+        (self.pos if counts.is_positive else self.neg).add(counts, int(padding_pixels))
 
     def merge(self, other: OfficialAccumulator) -> None:
         """Add another accumulator's sums into this one."""
@@ -92,7 +122,9 @@ class OfficialAccumulator:
 
     def metrics(self) -> dict[str, Any]:
         """``giou_pos``, ``ciou_pos``, ``giou_neg``, ``giou``, ``ciou`` in [0, 1] (None
-        for a group without samples) and the counts ``n_pos``, ``n_neg``."""
+        for a group without samples), the counts ``n_pos``, ``n_neg``, and the predicted
+        pixels counted in the padding (``padding_pixels``) and the samples with one
+        (``n_padded``)."""
         p, q = self.pos, self.neg
         n = p.n + q.n
         return {
@@ -103,6 +135,8 @@ class OfficialAccumulator:
             "ciou": (p.inter + q.inter) / (p.union + q.union + UNION_EPS) if n else None,
             "n_pos": p.n,
             "n_neg": q.n,
+            "padding_pixels": p.padding + q.padding,
+            "n_padded": p.n_padded + q.n_padded,
         }
 
     def to_dict(self) -> dict[str, str]:
@@ -126,7 +160,8 @@ class OfficialAccumulator:
         try:
             for g, grp in (("pos", out.pos), ("neg", out.neg)):
                 for name in cls._FIELDS:
-                    setattr(grp, name, int(data[f"{g}_{name}"]))
+                    key = f"{g}_{name}"
+                    setattr(grp, name, int(data.get(key, 0) if name in cls._NEWER else data[key]))
         except (KeyError, TypeError, ValueError) as err:
             raise ValueError(f"malformed official-protocol counts: {err!r}") from err
         return out

@@ -68,6 +68,7 @@ class EvaluationReport:
         instruction_type: str | None = None,
         polarity: str | None = None,
         text_correct: bool | None = None,
+        padding_pixels: int = 0,
     ) -> None:
         """Add one sample.
 
@@ -83,11 +84,15 @@ class EvaluationReport:
             use the reference mask.
         text_correct : bool, optional
             Exact-match result of the answer; None when text is not scored.
+        padding_pixels : int
+            The prediction's pixels in the padding of SAM's square
+            (:attr:`cxrils.models.base.Prediction.padding_pixels`): counted by the
+            authors' protocol only (:mod:`cxrils.evaluation.official`), never by ours.
         """
         pol = polarity or ("positive" if counts.is_positive else "negative")
         acc = self._cells.setdefault((lesion_type, instruction_type, pol), _CellAcc())
         acc.seg.add(counts)
-        self.official.add(counts)
+        self.official.add(counts, padding_pixels)
         if text_correct is not None:
             acc.text.add(text_correct)
 
@@ -318,7 +323,7 @@ class EvaluationReport:
             f"| {pct(t4['gIoU'])} | {pct(t4['cIoU'])} | {pct(t4['n_acc'])} | {pct(t4['text_accuracy'])} "
             f"| {t4['n_positive']} | {t4['n_negative']} |",
             "",
-            *_official_lines(self.official_protocol()),
+            *_official_lines(self.official_protocol(), self.metadata.get("padding_counted")),
             "## Table 5: per lesion type",
             "",
             "| lesion type | gIoU | cIoU | N-Acc. | positives | negatives |",
@@ -379,7 +384,19 @@ _DEFINITIONS = (
 )
 
 
-def _official_lines(o: dict[str, Any]) -> list[str]:
+def _official_lines(o: dict[str, Any], padding_counted: bool | None) -> list[str]:
+    """The authors'-protocol section of ``report.md``; ``padding_counted``: whether the
+    predictions carried ``padding_pixels`` (None: not said, e.g. in-memory samples)."""
+    if padding_counted is False:
+        padding = (
+            "The predictions have no padding_pixels column: predicted pixels in the padding of SAM's "
+            "square, which validate() counts as false positives, are not counted (docs/evaluation.md)."
+        )
+    else:
+        padding = (
+            f"Predicted pixels in the padding of SAM's square counted as false positives: "
+            f"{o.get('padding_pixels', 0)} in {o.get('n_padded', 0)} samples (padding_pixels)."
+        )
     return [
         "## Table 4, the authors' protocol (KAIST-Edlab/ROSALIA train_ds.py validate())",
         "",
@@ -388,7 +405,7 @@ def _official_lines(o: dict[str, Any]) -> list[str]:
         f"| {pct(o['giou_pos'])} | {pct(o['ciou_pos'])} | {pct(o['giou_neg'])} | {pct(o['giou'])} | {pct(o['ciou'])} |",
         "",
         "Per sample I / (U + 1e-5), + 1 when U = 0; means divide by (count + 1e-5); giou_neg is "
-        "N-Acc. up to that epsilon (docs/evaluation.md).",
+        "N-Acc. up to that epsilon (docs/evaluation.md). " + padding,
         "",
     ]
 

@@ -64,6 +64,15 @@ class Prediction:
         model's cardiomegaly rule on the CTR, its consistent-answers rule, no lungs
         found), and a warning where the image does not look like a frontal chest
         radiograph; None when there is nothing to say.
+    padding_pixels : int
+        Foreground pixels the model predicted outside the image, in the padding of SAM's
+        square input (ROSALIA with ``mask_geometry="padded"``, the frame its weights
+        learned; 0 for every other model). ``mask`` holds the image part only; the
+        authors' ``validate()`` compares the whole square, where these pixels are false
+        positives (:mod:`cxrils.evaluation.official`). In pixels of the image's grid: the
+        square's count times ``H * W / (h * w)``, ``(h, w)`` the image resized to SAM's
+        longest side; exact when the image is on that grid (the 1024-pixel grid of an
+        imported MIMIC-ILS dataset, ``cxrils import --max-side 1024``).
     """
 
     mask: np.ndarray
@@ -71,6 +80,7 @@ class Prediction:
     presence_score: float
     presence_threshold: float | None = None
     note: str | None = None
+    padding_pixels: int = 0
 
     @property
     def is_empty(self) -> bool:

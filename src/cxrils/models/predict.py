@@ -4,8 +4,10 @@ A predictions file has one row per record: ``record_id`` (str), ``mask`` (COCO R
 ``{"size": [H, W], "counts": str}`` from :func:`cxrils.masks.encode_rle`), ``answer``
 (str; absent from teacher-forced files) and how each answer was decided
 (``presence_score``, ``presence_threshold``, ``note``; null where a model gives none),
-written by :func:`cxrils.evaluation.write_predictions` as Parquet (``.parquet``) or JSON
-Lines (``.jsonl``), ready for ``cxrils evaluate`` (which reads only the first three).
+and ``padding_pixels`` (the pixels ROSALIA puts in the padding of SAM's square; 0 for the
+light model), written by :func:`cxrils.evaluation.write_predictions` as Parquet
+(``.parquet``) or JSON Lines (``.jsonl``), ready for ``cxrils evaluate`` (which reads the
+first three, and ``padding_pixels`` for the authors' protocol).
 """
 
 from __future__ import annotations
@@ -49,7 +51,7 @@ def predict_dataset(
         unless ``templates_only``. Columns: ``record_id``, ``mask`` (COCO RLE),
         ``answer`` and how each answer was decided: ``presence_score``,
         ``presence_threshold`` and ``note`` of :class:`~cxrils.models.base.Prediction`
-        (:data:`cxrils.evaluation.io.SCORE_FIELDS`).
+        (:data:`cxrils.evaluation.io.SCORE_FIELDS`), and its ``padding_pixels``.
     batch_size : int
         (image, instruction) pairs per :meth:`Segmenter.predict_many` call (the light
         model's network batch may hold up to three rows per pair: its lung check of
@@ -114,11 +116,12 @@ def predict_dataset(
                         "presence_score": float(p.presence_score),
                         "presence_threshold": p.presence_threshold,
                         "note": p.note,
+                        "padding_pixels": p.padding_pixels,
                     }
                 )
             bar.update(len(idx))
     rows.sort(key=lambda r: r["record_id"])
-    write_predictions(out_path, rows, with_answers=not teacher_forced, with_scores=True)
+    write_predictions(out_path, rows, with_answers=not teacher_forced, with_scores=True, with_padding=True)
     return Path(out_path)
 
 

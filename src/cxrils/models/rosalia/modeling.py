@@ -270,8 +270,9 @@ class RosaliaForSegmentation(nn.Module):
         prompts: Sequence[torch.Tensor],
         reshaped_sizes: torch.Tensor,
         original_sizes: torch.Tensor,
-    ) -> list[torch.Tensor]:
-        """Mask logits of each sample's [SEG] prompts at its image's own size.
+    ) -> list[tuple[torch.Tensor, torch.Tensor]]:
+        """Mask logits of each sample's [SEG] prompts at its image's own size, and the
+        foreground pixels each mask puts in the padding.
 
         ``cfg.mask_geometry`` "padded" (default): the frame of :meth:`padded_frame` (what
         the released weights learned), whose image part ``[:h, :w]`` is resized to the
@@ -286,7 +287,13 @@ class RosaliaForSegmentation(nn.Module):
 
         Returns
         -------
-        list of (K_i, H_i, W_i) float32 mask logits (bilinear resizes, align_corners=False).
+        list of (logits, padding)
+            ``logits``: (K_i, H_i, W_i) float32 mask logits (bilinear resizes,
+            align_corners=False). ``padding``: (K_i,) int64, the pixels of the padded
+            S x S frame outside ``[:h, :w]`` whose logit is > 0: the false positives the
+            authors' ``validate()`` counts there (it compares this frame with the target
+            zero-padded like the image, ``utils/reason_seg_dataset.py``). Zero with
+            ``mask_geometry="image"`` (that frame has no padding).
         """
         s = self.cfg.sam_image_size
         out = []
@@ -295,10 +302,13 @@ class RosaliaForSegmentation(nn.Module):
             oh, ow = (int(v) for v in original_sizes[i])
             if self.cfg.mask_geometry == "padded":
                 masks = self.padded_frame(low_res, reshaped_sizes[i])[:, None]
+                fg = masks[:, 0] > 0
+                padding = fg.flatten(1).sum(1) - fg[:, :rh, :rw].flatten(1).sum(1)
             else:
                 masks = F.interpolate(low_res.float(), size=(s, s), mode="bilinear", align_corners=False)
+                padding = torch.zeros(len(masks), dtype=torch.int64)
             masks = F.interpolate(masks[..., :rh, :rw], size=(oh, ow), mode="bilinear", align_corners=False)
-            out.append(masks[:, 0])
+            out.append((masks[:, 0], padding.to(torch.int64)))
         return out
 
     def _hidden(self, embeds: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
@@ -361,14 +371,15 @@ class RosaliaForSegmentation(nn.Module):
         original_sizes: torch.Tensor,
         eos_token_id: int,
         pad_token_id: int,
-    ) -> tuple[torch.Tensor, list[torch.Tensor | None]]:
+    ) -> tuple[torch.Tensor, list[tuple[torch.Tensor, torch.Tensor] | None]]:
         """Greedy answer (LISA.py ``evaluate``: ``num_beams=1``, up to ``cfg.max_new_tokens``,
         stop at ``</s>``), then one mask per generated [SEG].
 
         Returns
         -------
         new_tokens : (B, T) generated token ids (prompt excluded, padded with ``pad_token_id``)
-        mask_logits : list of (K_i, H_i, W_i) tensors, or None where no [SEG] was generated
+        masks : list of (logits, padding) as :meth:`decode_masks` gives them, or None where
+            no [SEG] was generated
         """
         embeds, att, _, _ = self.inputs_embeds(input_ids, attention_mask, pixel_values)
         new = self.language_model.generate(
@@ -390,7 +401,7 @@ class RosaliaForSegmentation(nn.Module):
             at = (new[i] == self.seg_token_id).nonzero().flatten()
             keep.append(len(at) > 0)
             prompts.append(self.text_hidden_fcs[0](hidden[i, start + at - 1]) if len(at) else None)
-        masks: list[torch.Tensor | None] = [None] * new.shape[0]
+        masks: list[tuple[torch.Tensor, torch.Tensor] | None] = [None] * new.shape[0]
         idx = [i for i, k in enumerate(keep) if k]
         if idx:
             dec = self.decode_masks(

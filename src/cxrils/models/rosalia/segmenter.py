@@ -278,19 +278,18 @@ class RosaliaSegmenter(Segmenter):
         -------
         Prediction
             bool (H, W) mask (logit > 0, as the authors' ``pred_masks > 0``; empty
-            without [SEG]), decoded answer, presence score.
+            without [SEG]), decoded answer, presence score, ``padding_pixels``.
         """
         x, instruction = check_image(image), check_instruction(instruction)
         batch = self.processor.collate([self.processor.encode(x, instruction)])
         dtype = next(self.model.mm_projector.parameters()).dtype
         batch = {k: v.to(self.device, dtype=dtype if v.is_floating_point() else None) for k, v in batch.items()}
         tok = self.processor.tokenizer
-        new, logits = self.model.generate(**batch, eos_token_id=tok.eos_token_id, pad_token_id=tok.pad_token_id)
+        new, decoded = self.model.generate(**batch, eos_token_id=tok.eos_token_id, pad_token_id=tok.pad_token_id)
         answer = self.processor.decode_answer(new[0].cpu())
-        if logits[0] is None:
+        if decoded[0] is None:
             return Prediction(np.zeros(x.shape, dtype=bool), answer, 0.0)
-        first = logits[0][0].float().cpu()
-        return Prediction((first > 0).numpy(), answer, float(torch.sigmoid(first).max()))
+        return self._prediction(decoded[0], answer, batch)
 
     @torch.no_grad()
     def predict_teacher_forced(self, image: np.ndarray, instruction: str, answer: str) -> Prediction:
@@ -301,7 +300,8 @@ class RosaliaSegmenter(Segmenter):
         Returns
         -------
         Prediction
-            Mask (empty when ``answer`` has no [SEG]), ``answer`` echoed, presence score.
+            Mask (empty when ``answer`` has no [SEG]), ``answer`` echoed, presence score,
+            ``padding_pixels``.
         """
         x = check_image(image)
         batch = self.processor.collate([self.processor.encode(x, instruction, answer, None)])
@@ -319,7 +319,19 @@ class RosaliaSegmenter(Segmenter):
         hidden = m.language_model.model(inputs_embeds=emb, attention_mask=att).last_hidden_state
         seg_e = m.expand_positions(seg, image_pos, emb.shape[1] - batch["input_ids"].shape[1] + 1)
         prompt = m.text_hidden_fcs[0](hidden[0, int(seg_e[0].float().argmax())])[None]
-        logits = m.decode_masks(batch["sam_pixel_values"], [prompt], batch["reshaped_sizes"], batch["original_sizes"])[
-            0
-        ][0].cpu()
-        return Prediction((logits > 0).numpy(), answer, float(torch.sigmoid(logits).max()))
+        decoded = m.decode_masks(batch["sam_pixel_values"], [prompt], batch["reshaped_sizes"], batch["original_sizes"])
+        return self._prediction(decoded[0], answer, batch)
+
+    @staticmethod
+    def _prediction(decoded: tuple[torch.Tensor, torch.Tensor], answer: str, batch: dict) -> Prediction:
+        """The :class:`Prediction` of one sample's first [SEG] mask (``decoded``: its
+        ``(logits, padding)`` from ``decode_masks``): foreground where the logit is > 0
+        (the authors' ``pred_masks > 0``), ``padding_pixels`` in the image's pixels
+        (:class:`~cxrils.models.base.Prediction`)."""
+        logits, padding = decoded
+        first = logits[0].float().cpu()
+        (rh, rw), (oh, ow) = (tuple(int(v) for v in batch[k][0]) for k in ("reshaped_sizes", "original_sizes"))
+        pad = int(padding[0])
+        if (rh, rw) != (oh, ow):
+            pad = round(pad * oh * ow / (rh * rw))
+        return Prediction((first > 0).numpy(), answer, float(torch.sigmoid(first).max()), padding_pixels=pad)

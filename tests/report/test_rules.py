@@ -1055,6 +1055,24 @@ def test_second_review_presence_cases(rules, text, expected):
     assert presences(rules, text) == expected
 
 
+@pytest.mark.parametrize(
+    "text, expected",
+    [
+        ("Pneumonia is doubtful but cannot be excluded.", {("pneumonia", "positive", "tentative")}),
+        ("An effusion is unlikely but not entirely excluded.", {("effusion", "positive", "tentative")}),
+        ("Atelectasis is unlikely, though possible.", {("atelectasis", "positive", "tentative")}),
+        # the denial alone, or a hedge of another finding after "but", still denies
+        ("Pneumonia is doubtful.", {("pneumonia", "negative", "definitive")}),
+        (
+            "Pneumonia is unlikely, but the effusion cannot be excluded.",
+            {("pneumonia", "negative", "definitive"), ("effusion", "positive", "tentative")},
+        ),
+    ],
+)
+def test_a_denial_taken_back_is_a_hedge(rules, text, expected):
+    assert {(f.lesion_type, f.presence, f.certainty) for f in rules.structure(text)} == expected
+
+
 def test_cannot_exclude_and_increasing_stays_tentative(rules):
     fs = rules.structure("Cannot exclude pneumonia and increasing effusion.")
     assert {(f.lesion_type, f.presence, f.certainty) for f in fs} == {

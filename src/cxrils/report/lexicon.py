@@ -811,6 +811,27 @@ _RAW_CONTEXT_RULES: tuple[tuple[str, str, str, int | None], ...] = (
             "are not unlikely",
         )
     ),
+    # A denial taken back in the same breath is a hedge: "pneumonia is doubtful but cannot
+    # be excluded", "an effusion is unlikely but not entirely excluded" (the "but" would end
+    # the hedge's scope, leaving the finding to the denial).
+    *(
+        (f"{lean}{but}{hedge}", "POSSIBLE_EXISTENCE", "BACKWARD", 8)
+        for lean in (
+            *(f"{v}{w}" for v in ("", "is ", "are ") for w in ("doubtful", "unlikely", "not favored", "not likely")),
+            "less likely",
+        )
+        for but in (" but ", ", but ", " though ", ", though ", " although ", ", although ")
+        for hedge in (
+            *(
+                f"{aux} {v}"
+                for aux in ("cannot be", "can not be", "can't be", "not", "is not", "are not")
+                for v in ("excluded", "entirely excluded", "completely excluded", "ruled out", "entirely ruled out")
+            ),
+            "possible",
+            "is possible",
+            "not impossible",
+        )
+    ),
     # A sentence that closes by calling its subject a consideration hedges all of it, however
     # long the subject ("a pneumonia superimposed on chronic scarring would be a
     # consideration"), up to a comma that starts a new finding ("..., edema is also a

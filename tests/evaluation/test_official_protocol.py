@@ -237,15 +237,34 @@ def test_padding_pixels_column_is_checked(dataset, tmp_path):
     table = pd.DataFrame([{**r, "padding_pixels": -1} for r in rows])
     with pytest.raises(EvaluationError, match="must be >= 0"):
         evaluate_predictions(dataset, table, split="test")
+    # pandas stores an integer column with a null as floats: whole numbers and NaN are read
+    floats = pd.DataFrame([{**r, "padding_pixels": None if k == 0 else 7} for k, r in enumerate(rows)])
+    assert floats["padding_pixels"].dtype.kind == "f"
+    got = evaluate_predictions(dataset, floats, split="test").official_protocol()
+    assert (got["padding_pixels"], got["n_padded"]) == (7 * (len(rows) - 1), len(rows) - 1)
+    with pytest.raises(EvaluationError, match="must be an integer"):
+        evaluate_predictions(dataset, floats.assign(padding_pixels=2.5), split="test")
+    huge = tmp_path / "huge.jsonl"
+    huge.write_text("\n".join(json.dumps({**r, "padding_pixels": 10**20}) for r in rows) + "\n")
+    with pytest.raises(EvaluationError, match="out of range"):
+        evaluate_predictions(dataset, huge, split="test")
     nulls = tmp_path / "nulls.jsonl"
     nulls.write_text("\n".join(json.dumps({**r, "padding_pixels": None}) for r in rows) + "\n")
     assert evaluate_predictions(dataset, nulls, split="test").official_protocol()["padding_pixels"] == 0
 
 
-def test_reports_written_before_the_padding_fields_still_load():
+def test_reports_written_before_the_padding_fields_still_load(tmp_path):
     acc = OfficialAccumulator()
     old = {k: v for k, v in acc.to_dict().items() if "padding" not in k}
     assert OfficialAccumulator.from_dict(old).metrics()["padding_pixels"] == 0
+    # in-memory samples say what they carried, never that a column was missing
+    report = evaluate([(np.zeros((2, 2), bool), np.zeros((2, 2), bool))])
+    report.write(tmp_path / "mem")
+    text = (tmp_path / "mem" / "report.md").read_text()
+    assert "0 in 0 samples, those the samples carried" in text and "no padding_pixels column" not in text
+    counted, bare = EvaluationReport({"padding_counted": True}), EvaluationReport({"padding_counted": False})
+    counted.merge(bare)
+    assert counted.metadata["padding_counted"] is False
     from cxrils.evaluation.counts import MaskCounts
 
     with pytest.raises(ValueError, match="padding_pixels must be >= 0"):

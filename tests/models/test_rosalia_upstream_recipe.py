@@ -279,7 +279,7 @@ def test_pixels_in_the_padding_are_counted_as_validate_counts_them(tiny, monkeyp
     assert (h, w) == (64, 38)
     frame = torch.full((side, side), -10.0)
     frame[8:30, 6:30] = 10.0  # a lesion in the image
-    frame[20:44, w + 4 : w + 16] = 10.0  # and a blob in the padding on the right
+    frame[20:44, w - 6 : w + 16] = 10.0  # and one across the right edge into the padding
     squeezed = torch.full((side, side), -10.0)
     squeezed[:h, :w] = F.interpolate(frame[None, None], (h, w), mode="bilinear", align_corners=False)[0, 0]
     low_res = F.interpolate(squeezed[None, None], (side // 4, side // 4), mode="bilinear", align_corners=False)
@@ -291,8 +291,10 @@ def test_pixels_in_the_padding_are_counted_as_validate_counts_them(tiny, monkeyp
     pred = tiny.predict_teacher_forced(x, INSTRUCTION, templates.render_answer("basic", "positive"))
     if shape == (h, w):
         assert np.array_equal(pred.mask, learned[:h, :w].numpy())
+        assert pred.mask[:, -1].any()  # the lesion reaches the image's last column
         assert pred.padding_pixels == in_padding
-    else:
+        assert int(pred.mask.sum()) + pred.padding_pixels == int(learned.sum())
+    else:  # off SAM's grid: the count scaled to the image's pixels (ours, not upstream's)
         assert pred.padding_pixels == round(in_padding * shape[0] * shape[1] / (h * w))
     model.cfg.mask_geometry = "image"  # LISA's own frame has no padding
     try:

@@ -395,9 +395,21 @@ def _padding_array(column: Any, ids: Any, where: Any) -> pa.Array:
         If it holds anything but non-negative integers and nulls; ``where`` names the source.
     """
     column = column.combine_chunks() if isinstance(column, pa.ChunkedArray) else column
-    if not (pa.types.is_integer(column.type) or pa.types.is_null(column.type)):
+    if pa.types.is_floating(column.type):  # pandas turns an integer column with a null into floats
+        whole = pc.fill_null(pc.equal(pc.floor(column), column), True)  # NaN != NaN: not whole
+        nan = pc.fill_null(pc.is_nan(column), False)
+        if not pc.all(pc.or_(whole, nan)).as_py():
+            row = pc.index(pc.and_(pc.invert(whole), pc.invert(nan)), True).as_py()
+            raise EvaluationError(
+                f"{where}: record {ids[row].as_py()!r}: padding_pixels must be an integer, got {column[row].as_py()}"
+            )
+        column = pc.if_else(nan, pa.scalar(None, column.type), column)
+    elif not (pa.types.is_integer(column.type) or pa.types.is_null(column.type)):
         raise EvaluationError(f"{where}: column 'padding_pixels' must hold integers, got {column.type}")
-    column = pc.fill_null(column.cast(pa.int64()), 0)
+    try:
+        column = pc.fill_null(column.cast(pa.int64()), 0)
+    except pa.ArrowInvalid as err:
+        raise EvaluationError(f"{where}: column 'padding_pixels': {err}") from None
     negative = pc.less(column, 0)
     if pc.any(negative).as_py():
         row = pc.index(negative, True).as_py()
@@ -460,7 +472,11 @@ def _prediction_table(
         )
         if bad is not None:
             raise EvaluationError(f"{path}: record {ids[bad]!r}: padding_pixels must be an integer or null")
-        cols["padding_pixels"] = _padding_array(pa.array(padding, pa.int64()), pa.array(ids, pa.string()), path)
+        try:
+            values = pa.array(padding, pa.int64())
+        except (OverflowError, pa.ArrowInvalid) as err:
+            raise EvaluationError(f"{path}: padding_pixels out of range: {err}") from None
+        cols["padding_pixels"] = _padding_array(values, pa.array(ids, pa.string()), path)
     return pa.table(cols)
 
 

@@ -97,10 +97,15 @@ class EvaluationReport:
             acc.text.add(text_correct)
 
     def merge(self, other: EvaluationReport) -> None:
-        """Add the counts of another report (e.g. of another batch or worker)."""
+        """Add the counts of another report (e.g. of another batch or worker). The
+        metadata stay this report's, except ``padding_counted``: True only where both
+        predictions carried ``padding_pixels``."""
         for key, acc in other._cells.items():
             self._cells.setdefault(key, _CellAcc()).merge(acc)
         self.official.merge(other.official)
+        counted = [m.get("padding_counted") for m in (self.metadata, other.metadata)]
+        if any(c is not None for c in counted):
+            self.metadata["padding_counted"] = None if None in counted else all(counted)
 
     def _sum(self, lesion: str | None = "*", itype: str | None = "*", polarity: str = "*") -> _CellAcc:
         out = _CellAcc()
@@ -392,10 +397,16 @@ def _official_lines(o: dict[str, Any], padding_counted: bool | None) -> list[str
             "The predictions have no padding_pixels column: predicted pixels in the padding of SAM's "
             "square, which validate() counts as false positives, are not counted (docs/evaluation.md)."
         )
-    else:
+    elif padding_counted:
         padding = (
             f"Predicted pixels in the padding of SAM's square counted as false positives: "
             f"{o.get('padding_pixels', 0)} in {o.get('n_padded', 0)} samples (padding_pixels)."
+        )
+    else:  # in-memory samples, or a report written before the column
+        padding = (
+            f"Predicted pixels in the padding of SAM's square counted as false positives: "
+            f"{o.get('padding_pixels', 0)} in {o.get('n_padded', 0)} samples, those the samples carried "
+            "(none where they carry no padding_pixels)."
         )
     return [
         "## Table 4, the authors' protocol (KAIST-Edlab/ROSALIA train_ds.py validate())",

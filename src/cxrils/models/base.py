@@ -65,14 +65,16 @@ class Prediction:
         found), and a warning where the image does not look like a frontal chest
         radiograph; None when there is nothing to say.
     padding_pixels : int
-        Foreground pixels the model predicted outside the image, in the padding of SAM's
-        square input (ROSALIA with ``mask_geometry="padded"``, the frame its weights
-        learned; 0 for every other model). ``mask`` holds the image part only; the
-        authors' ``validate()`` compares the whole square, where these pixels are false
-        positives (:mod:`cxrils.evaluation.official`). In pixels of the image's grid: the
-        square's count times ``H * W / (h * w)``, ``(h, w)`` the image resized to SAM's
-        longest side; exact when the image is on that grid (the 1024-pixel grid of an
-        imported MIMIC-ILS dataset, ``cxrils import --max-side 1024``).
+        Foreground pixels of the model's mask in the part of the authors' comparison
+        frame outside the image: ROSALIA with ``mask_geometry="padded"`` (the frame its
+        weights learned) crops SAM's mask to the resized image ``[:h, :w]`` and stretches
+        it over the S x S square, where ``validate()`` compares it with the target
+        zero-padded at the bottom and right; the pixels it puts at rows >= h or columns
+        >= w are false positives there (:mod:`cxrils.evaluation.official`). 0 for every
+        other model. ``mask`` holds the image part only. In pixels of the image's grid:
+        the square's count times ``H * W / (h * w)`` (ours); exact when the image is on
+        SAM's grid, longest side S (the 1024-pixel grid of an imported MIMIC-ILS
+        dataset, ``cxrils import --max-side 1024``).
     """
 
     mask: np.ndarray

@@ -406,7 +406,10 @@ class DetectionConfig:
     # score floor stays below tau_conf_edema (0.01, Table 7) so c2 decides, not the detector.
     onnx_input_size: int = 640
     onnx_min_score: float = 0.005
+    # NMS IoU: ours; yolov5's detect.py uses 0.45 and ultralytics 0.7, and the VinDr-CXR
+    # checkpoint's own value is not published (docs/adapters.md)
     onnx_nms_iou: float = 0.5
+    onnx_max_det: int = 300  # boxes kept per image after NMS (yolov5 and ultralytics max_det)
     # builtin backend: the learned CenterNet detector (cxrils train-detector; ours). Its
     # score floor stays below tau_conf_edema (0.01, Table 7) so c2 decides, as for onnx.
     builtin_weights: str = ""  # safetensors file; empty = cxrils/weights/detector_builtin.safetensors

@@ -216,6 +216,41 @@ def test_onnx_yolo_v8_layout(tmp_path):
     assert boxes[0].x1 == pytest.approx(30, abs=1e-4)
 
 
+@pytest.mark.parametrize("layout", ["v5", "v8"])
+def test_onnx_undoes_the_letterbox_as_each_layouts_scale_boxes(tmp_path, layout):
+    """An image whose scaled width is not whole (100 x 45 at 64: g = 0.64, 28.8 px):
+    yolov5 ``scale_boxes`` subtracts the fractional pad (64 - 28.8) / 2 = 17.6,
+    ultralytics' ``round(17.6 - 0.1)`` = 18 (half to even); then divides by g."""
+    g, pad = 0.64, {"v5": 17.6, "v8": 18.0}[layout]
+    canvas_box = (30.0, 10.0, 40.0, 30.0)  # x0, y0, x1, y1 on the canvas
+    row = np.zeros(5 + NC)
+    row[:5] = [35.0, 20.0, 10.0, 20.0, 1.0]
+    row[5 + VINDR_CLASSES.index("Consolidation")] = 0.8
+    rows = row[None, None] if layout == "v5" else np.concatenate([row[:4], row[5:]])[None, :, None]
+    (box,) = detector(tmp_path, rows).detect(np.zeros((100, 45), np.uint8))
+    expected = [(canvas_box[0] - pad) / g, canvas_box[1] / g, (canvas_box[2] - pad) / g, canvas_box[3] / g]
+    assert [box.x0, box.y0, box.x1, box.y1] == pytest.approx(expected, abs=1e-4)
+
+
+def test_onnx_keeps_at_most_max_det_boxes_the_best(tmp_path):
+    """yolov5 / ultralytics non_max_suppression: ``max_det=300`` boxes after NMS."""
+    rows = []
+    for k in range(400):  # 400 disjoint 1 x 1 canvas boxes, scores rising with k
+        r, c = divmod(k, 25)
+        row = np.zeros(5 + NC)
+        row[:5] = [2 * c + 1.5, 2 * r + 1.5, 1.0, 1.0, 1.0]
+        row[5 + VINDR_CLASSES.index("Consolidation")] = 0.1 + 0.8 * k / 400
+        rows.append(row)
+    boxes = detector(tmp_path, np.stack(rows)[None]).detect(np.zeros((64, 64), np.uint8))
+    assert len(boxes) == 300
+    assert min(b.confidence for b in boxes) == pytest.approx(0.1 + 0.8 * 100 / 400, abs=1e-6)
+    cfg = Config()
+    cfg.backends.onnx_detector = str(tmp_path / "yolo.onnx")
+    cfg.detection = DetectionConfig(onnx_max_det=0)
+    with pytest.raises(DetectorBackendError, match="onnx_max_det must be at least 1"):
+        get_detector("onnx", cfg)
+
+
 def test_onnx_errors(tmp_path):
     with pytest.raises(DetectorBackendError, match="backends.onnx_detector"):
         get_detector("onnx", Config())

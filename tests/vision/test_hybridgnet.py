@@ -27,7 +27,14 @@ import pytest
 
 from cxrils.config import Config
 from cxrils.vision.anatomy import AnatomyBackendError, AnatomySegmenter, get_segmenter
-from cxrils.vision.anatomy.hybridgnet import CANVAS, HybridGNetSegmenter, landmarks_to_masks, load_hybridgnet, to_canvas
+from cxrils.vision.anatomy.hybridgnet import (
+    CANVAS,
+    HybridGNetSegmenter,
+    landmarks_from_output,
+    landmarks_to_masks,
+    load_hybridgnet,
+    to_canvas,
+)
 from cxrils.vocab import ANATOMY_LABELS
 
 torch = pytest.importorskip("torch")
@@ -89,6 +96,17 @@ def test_round_trip_puts_a_known_landmark_back_within_one_pixel(shape, border, s
     # the old adapter squashed: x scaled by W / 1024 and y by H / 1024 -- off by many pixels
     squashed = found * [shape[1] / CANVAS, shape[0] / CANVAS]
     assert np.abs(squashed - spot).max() > 5
+
+
+def test_canvas_landmarks_are_rounded_as_upstream_saves_them():
+    """inferenceWithHybridGNet.py: ``output.cpu().numpy().reshape(-1, 2) * 1024`` then
+    ``output.round().astype('int')`` (the landmarks CheXmask publishes)."""
+    out = torch.rand(1, 120, 2, generator=torch.Generator().manual_seed(0))
+    upstream = (out.numpy().reshape(-1, 2) * 1024).round().astype("int")
+    for given in (out, (out, None, None)):  # Hybrid.forward returns (x, pos1, pos2)
+        got = landmarks_from_output(given, 1)[0]
+        assert np.array_equal(got, upstream)
+    assert np.abs(out.numpy().reshape(-1, 2) * 1024 - upstream).max() > 0.4  # rounding moved some points
 
 
 def test_black_image_and_bad_input():
@@ -206,7 +224,7 @@ def test_network_builds_from_each_upstream_layout(tmp_path, layout):
     cfg = Config()
     cfg.backends.hybridgnet_dir, cfg.backends.hybridgnet_weights = str(root), str(weights)
     seg = get_segmenter("hybridgnet", cfg)
-    assert isinstance(seg, AnatomySegmenter) and seg.version == f"hybridgnet:{found.module}:{weights.name}"
+    assert isinstance(seg, AnatomySegmenter) and seg.version == f"hybridgnet-r2:{found.module}:{weights.name}"
     x = bordered_image((600, 400), (0, 0, 0, 0))
     m = seg.segment(x)
     assert set(m.masks) == set(ANATOMY_LABELS) and m.shape == (600, 400)

@@ -69,6 +69,9 @@ CANVAS = 1024
 BORDER_MAX = 1
 #: Landmark counts per organ, in output order (HybridGNet's lungs + heart model).
 LANDMARK_COUNTS: dict[str, int] = {"right lung": 44, "left lung": 50, "heart": 26}
+#: This adapter's mask recipe, in :attr:`HybridGNetSegmenter.version` so that a resumed
+#: run never mixes masks of two recipes (r2: landmarks rounded on the canvas first).
+RECIPE = "hybridgnet-r2"
 N_LANDMARKS = sum(LANDMARK_COUNTS.values())
 
 
@@ -217,7 +220,10 @@ def landmarks_to_masks(points: np.ndarray, shape: tuple[int, int]) -> dict[str, 
 def landmarks_from_output(output: Any, batch: int) -> np.ndarray:
     """Canvas landmarks (B, 120, 2) from HybridGNet's forward output: a tensor, or a
     tuple whose first item is the landmarks (``Hybrid.forward`` returns ``(x, pos1,
-    pos2)``), in [0, 1] canvas units (times 1024, as upstream's inference).
+    pos2)``), in [0, 1] canvas units: times 1024 and rounded to whole canvas pixels, as
+    CheXmask's ``HybridGNet/inferenceWithHybridGNet.py`` saves them (``output * 1024``,
+    ``output.round().astype('int')``), before ``back_mimic.py`` maps them back (and
+    rounds again: :func:`landmarks_to_masks`). Float64.
 
     Raises
     ------
@@ -229,7 +235,7 @@ def landmarks_from_output(output: Any, batch: int) -> np.ndarray:
     arr = output.detach().float().cpu().numpy()
     if arr.size != batch * N_LANDMARKS * 2:
         raise ValueError(f"HybridGNet output of shape {arr.shape} does not hold {batch} x {N_LANDMARKS} points")
-    return arr.reshape(batch, N_LANDMARKS, 2) * CANVAS
+    return np.round(arr.reshape(batch, N_LANDMARKS, 2).astype(np.float64) * CANVAS)
 
 
 class BufferList(SequenceABC):
@@ -478,7 +484,7 @@ class HybridGNetSegmenter(AnatomySegmenter):
         if not wpath.is_file():
             raise AnatomyBackendError(f"{wpath}: HybridGNet weights not found: {where}")
         net, layout = load_hybridgnet(code_dir, wpath)
-        return cls(net, cfg.anatomy, version=f"hybridgnet:{layout.module}:{wpath.name}")
+        return cls(net, cfg.anatomy, version=f"{RECIPE}:{layout.module}:{wpath.name}")
 
     def segment(self, x: np.ndarray) -> AnatomyMasks:
         """All anatomy labels of one image at its own (H, W); see

@@ -23,9 +23,14 @@ Output decoding, by shape (``nc`` = 14 VinDr-CXR classes):
 
 Each candidate keeps its best class; candidates scoring below
 ``detection.onnx_min_score`` are dropped, then class-wise NMS (OpenCV
-``cv2.dnn.NMSBoxesBatched``, IoU ``detection.onnx_nms_iou``), then the letterbox is
-undone and boxes are clipped to the image. Classes outside
-:data:`cxrils.vocab.VINDR_KEPT` are dropped (Appendix A.3).
+``cv2.dnn.NMSBoxesBatched``, IoU ``detection.onnx_nms_iou``) keeping at most
+``detection.onnx_max_det`` boxes, the highest-scoring (``max_det=300`` of yolov5's
+``non_max_suppression`` and ultralytics'), then the letterbox is undone and boxes are
+clipped to the image. The letterbox is undone as each layout's own ``scale_boxes`` does
+(:func:`unletterbox_pad`): yolov5 subtracts the fractional padding
+``((S_w - W * g) / 2, (S_h - H * g) / 2)``, ultralytics (YOLOv8 layout) that padding
+rounded (``round(p - 0.1)``); the canvas itself is padded by whole pixels either way.
+Classes outside :data:`cxrils.vocab.VINDR_KEPT` are dropped (Appendix A.3).
 """
 
 from __future__ import annotations
@@ -114,8 +119,9 @@ def check_names(names: Sequence[str], path: Path) -> None:
         )
 
 
-def decode(output: np.ndarray, n_classes: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Decode a YOLO output into ``(cxcywh (N, 4), scores (N,), class_ids (N,))``.
+def decode(output: np.ndarray, n_classes: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, str]:
+    """Decode a YOLO output into ``(cxcywh (N, 4), scores (N,), class_ids (N,), layout)``,
+    ``layout`` "v5" or "v8" (module docstring).
 
     Raises
     ------
@@ -128,10 +134,10 @@ def decode(output: np.ndarray, n_classes: int) -> tuple[np.ndarray, np.ndarray, 
     if out.ndim != 2:
         raise ValueError(f"unexpected YOLO output shape {np.shape(output)}")
     if out.shape[1] == 5 + n_classes:
-        cls_scores = out[:, 5:] * out[:, 4:5]
+        cls_scores, layout = out[:, 5:] * out[:, 4:5], "v5"
     elif out.shape[0] == 4 + n_classes:
         out = out.T
-        cls_scores = out[:, 4:]
+        cls_scores, layout = out[:, 4:], "v8"
     else:
         raise ValueError(
             f"YOLO output shape {np.shape(output)} fits neither (1, N, {5 + n_classes}) "
@@ -139,7 +145,19 @@ def decode(output: np.ndarray, n_classes: int) -> tuple[np.ndarray, np.ndarray, 
         )
     class_ids = cls_scores.argmax(axis=1)
     scores = cls_scores[np.arange(len(out)), class_ids]
-    return out[:, :4], scores, class_ids
+    return out[:, :4], scores, class_ids, layout
+
+
+def unletterbox_pad(layout: str, canvas: tuple[int, int], shape: tuple[int, int], scale: float) -> tuple[float, float]:
+    """The (left, top) padding, canvas pixels, that a layout's ``scale_boxes`` subtracts
+    before dividing by ``scale`` (the gain ``min(S_h / H, S_w / W)``): yolov5
+    ``utils/general.py`` the fractional ``((S_w - W * g) / 2, (S_h - H * g) / 2)``,
+    ultralytics ``utils/ops.py`` (the "v8" layout) ``round(p - 0.1)`` of it (Python's
+    round: half to even). ``canvas`` and ``shape`` are (height, width)."""
+    left, top = (canvas[1] - shape[1] * scale) / 2, (canvas[0] - shape[0] * scale) / 2
+    if layout == "v8":
+        return float(round(left - 0.1)), float(round(top - 0.1))
+    return left, top
 
 
 class OnnxYoloDetector(LesionDetector):
@@ -151,7 +169,7 @@ class OnnxYoloDetector(LesionDetector):
         The ``.onnx`` file (``backends.onnx_detector``).
     cfg : DetectionConfig
         ``onnx_input_size`` (only for a model with a symbolic input size),
-        ``onnx_min_score``, ``onnx_nms_iou``.
+        ``onnx_min_score``, ``onnx_nms_iou``, ``onnx_max_det``.
 
     Attributes
     ----------
@@ -173,7 +191,7 @@ class OnnxYoloDetector(LesionDetector):
     """
 
     name = "onnx"
-    version = "yolo-onnx-2"
+    version = "yolo-onnx-3"
 
     def __init__(self, model_path: str | Path, cfg: DetectionConfig | None = None) -> None:
         try:
@@ -181,6 +199,8 @@ class OnnxYoloDetector(LesionDetector):
         except ImportError as err:
             raise DetectorBackendError(f"onnx detector needs onnxruntime: {install_command('detect')} ({err})") from err
         self.cfg = cfg or DetectionConfig()
+        if self.cfg.onnx_max_det < 1:
+            raise DetectorBackendError(f"detection.onnx_max_det must be at least 1, got {self.cfg.onnx_max_det}")
         path = Path(model_path).expanduser()
         if not path.is_file():
             raise DetectorBackendError(
@@ -261,17 +281,16 @@ class OnnxYoloDetector(LesionDetector):
             if output.shape[0] != len(group):
                 raise ValueError(f"YOLO output of shape {output.shape} for a batch of {len(group)}")
             for k, i in enumerate(group):
-                _, scale, pad = boxed[k]
-                out[i] = self._boxes(output[k : k + 1], xs[i].shape, scale, pad)
+                _, scale, _ = boxed[k]
+                out[i] = self._boxes(output[k : k + 1], xs[i].shape, scale)
         return out
 
-    def _boxes(
-        self, output: np.ndarray, shape: tuple[int, int], scale: float, pad: tuple[float, float]
-    ) -> list[LesionBox]:
-        """Decode, NMS and un-letterbox the output of one image."""
+    def _boxes(self, output: np.ndarray, shape: tuple[int, int], scale: float) -> list[LesionBox]:
+        """Decode, NMS and un-letterbox the output of one image (``shape``: its (H, W);
+        ``scale``: the letterbox's)."""
         h, w = shape
-        left, top = pad
-        cxcywh, scores, class_ids = decode(output, len(VINDR_CLASSES))
+        cxcywh, scores, class_ids, layout = decode(output, len(VINDR_CLASSES))
+        left, top = unletterbox_pad(layout, self.input_size, (h, w), scale)
         ok = scores >= self.cfg.onnx_min_score
         cxcywh, scores, class_ids = cxcywh[ok], scores[ok], class_ids[ok]
         if len(scores) == 0:
@@ -284,6 +303,7 @@ class OnnxYoloDetector(LesionDetector):
                 xywh.tolist(), scores.tolist(), class_ids.tolist(), self.cfg.onnx_min_score, self.cfg.onnx_nms_iou
             )
         ).reshape(-1)
+        keep = keep[np.argsort(-scores[keep], kind="stable")][: self.cfg.onnx_max_det]
         boxes = []
         for i in keep:
             x0 = np.clip((xywh[i, 0] - left) / scale, 0, w)

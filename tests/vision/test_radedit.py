@@ -253,7 +253,9 @@ def test_old_single_noise_code_is_measurably_different(components):
 
 
 def test_matches_upstream_inversion_and_handles_its_last_step(components):
-    """Same RNG stream, same numbers as upstream on every step it can represent; its
+    """Given the same draws (the restatement is handed our CPU generator; upstream draws
+    from the device's global one, so no seed reproduces its edits: docs/adapters.md),
+    the same numbers as upstream on every step it can represent; its
     last step divides by sigma = 0 (hub discussion #12: the x0 slot turns NaN), ours
     keeps z0 and the exact residual. (10 steps divide 1000: the last step, t = 99,
     reaches t - 100 < 0, i.e. abar_prev = 1.)"""

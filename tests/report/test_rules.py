@@ -1073,6 +1073,48 @@ def test_a_denial_taken_back_is_a_hedge(rules, text, expected):
     assert {(f.lesion_type, f.presence, f.certainty) for f in rules.structure(text)} == expected
 
 
+@pytest.mark.parametrize(
+    "text, expected",
+    [
+        # a two-way cue right before a finding reads forward only
+        (
+            "Moderate cardiomegaly and suspected right lower lobe pneumonia.",
+            {("cardiomegaly", "positive", "definitive"), ("pneumonia", "positive", "tentative")},
+        ),
+        (
+            "Residual small left effusion and questionable small right pleural effusion.",
+            {("effusion", "positive", "definitive"), ("effusion", "positive", "tentative")},
+        ),
+        (
+            "Moderate cardiomegaly, resolved pulmonary edema.",
+            {("cardiomegaly", "positive", "definitive"), ("edema", "negative", "definitive")},
+        ),
+        (
+            "Unchanged small right effusion, resolved left effusion.",
+            {("effusion", "positive", "definitive"), ("effusion", "negative", "definitive")},
+        ),
+        # right after one, backward only (and the comma ends it)
+        (
+            "Right basilar atelectasis, pneumonia not excluded.",
+            {("atelectasis", "positive", "definitive"), ("pneumonia", "positive", "tentative")},
+        ),
+        (
+            "Pneumonia resolved, small left effusion.",
+            {("pneumonia", "negative", "definitive"), ("effusion", "positive", "definitive")},
+        ),
+        # with no finding next to it, both ways as before
+        (
+            "Pneumothorax and effusion, resolved.",
+            {("effusion", "negative", "definitive")},
+        ),
+        ("Right lower lobe pneumonia, suspected.", {("pneumonia", "positive", "tentative")}),
+    ],
+)
+def test_a_two_way_cue_reads_toward_the_finding_next_to_it(rules, text, expected):
+    got = {(f.lesion_type, f.presence, f.certainty) for f in rules.structure(text) if f.lesion_type}
+    assert got == expected
+
+
 def test_cannot_exclude_and_increasing_stays_tentative(rules):
     fs = rules.structure("Cannot exclude pneumonia and increasing effusion.")
     assert {(f.lesion_type, f.presence, f.certainty) for f in fs} == {

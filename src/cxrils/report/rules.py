@@ -745,13 +745,14 @@ def _sentence_cues(words: list[str], targets: list[tuple[int, int]], found: list
     describe a finding seen before (:func:`_seen_before`) or open no clause
     (:func:`_new_clause`), "not seen previously or ..." (:func:`_seen_now`), "A is
     favored over B" (:func:`_favored_over`), a comma before a stated finding
-    (:func:`_stated_after_comma`), "and new" after a denial only
+    (:func:`_stated_after_comma`), a two-way cue next to its finding (:func:`_one_way`),
+    "and new" after a denial only
     (:func:`_change_after_and`), the scope of a clinical question or a reading not
     favored (:func:`_first_finding_scope`), "no change ... or new X"
     (:func:`_new_or_denied`), "no other X" (:func:`_denied_others`), a negated list's "or"
     (:func:`_listing_or`), and the comma-bounded scope of backward cues
     (:func:`_clause_scope`). ``targets`` are the finding token spans ``(start, end)``."""
-    cues = _seen_before(words, targets, found)
+    cues = _seen_before(words, targets, _one_way(words, targets, found))
     cues = _favored_over(words, _one_view(words, _seen_now(words, _new_clause(words, cues))))
     cues = _first_finding_scope(words, targets, _change_after_and(targets, _stated_after_comma(words, targets, cues)))
     cues = _new_or_denied(words, targets, cues)
@@ -917,6 +918,45 @@ _STATED_MODIFIERS = _STATED_OPENERS | frozenset(
     | {"perihilar", "patchy", "streaky", "linear", "subsegmental", "plate-like", "platelike", "and", "to"}
     | {"pleural", "pulmonary", "interstitial", "airspace", "focal", "-", "sided", "large"}
 )
+
+
+# Words that may stand between a two-way cue and the finding it leads ("suspected RIGHT
+# LOWER LOBE pneumonia", "resolved LEFT effusion") (_one_way).
+_LEAD_WORDS = (_STATED_MODIFIERS - {"and", "to", "-"}) | frozenset({"the", "an", "of", "early", "developing"})
+# Words that may stand between a finding and the two-way cue that follows it ("pneumonia
+# IS not excluded", "the effusion HAS resolved").
+_TRAIL_WORDS = frozenset({"is", "are", "was", "were", "has", "have", "had", "been", "be", "now", "also", "since"})
+
+
+def _one_way(words: list[str], targets: list[tuple[int, int]], cues: list) -> list:
+    """Cue matches ``(start, end, rule)`` of a sentence with each two-way hedge or
+    negation (a literal the lexicon lists both before and after a finding: "suspected",
+    "questionable", "not excluded", "resolved") turned one way where a finding stands
+    right next to it: forward where one follows it (only :data:`_LEAD_WORDS` between:
+    "moderate cardiomegaly and suspected right lower lobe pneumonia" hedges the pneumonia
+    only), backward where one precedes it (only :data:`_TRAIL_WORDS` between: "right
+    basilar atelectasis, pneumonia not excluded" hedges the pneumonia, and the backward
+    scope then stops at the comma, :func:`_clause_scope`; "pneumonia resolved, small left
+    effusion" denies the pneumonia only). A two-way cue with no finding next to it ("
+    pneumothorax and effusion, resolved") keeps both ways. ``targets`` are the finding
+    token spans ``(start, end)``."""
+    starts, ends = {a for a, _ in targets}, {b for _, b in targets}
+    out = []
+    for cue in cues:
+        start, end, (literal, category, direction, max_scope) = cue
+        if direction == "BIDIRECTIONAL" and category in ("POSSIBLE_EXISTENCE", "NEGATED_EXISTENCE"):
+            j = end
+            while j < len(words) and j not in starts and words[j].lower() in _LEAD_WORDS:
+                j += 1
+            k = start
+            while k > 0 and k not in ends and words[k - 1].lower() in _TRAIL_WORDS:
+                k -= 1
+            if j in starts:
+                cue = (start, end, (literal, category, "FORWARD", max_scope))
+            elif k in ends:
+                cue = (start, end, (literal, category, "BACKWARD", max_scope))
+        out.append(cue)
+    return out
 
 
 def _stated_after_comma(words: list[str], targets: list[tuple[int, int]], cues: list) -> list:

@@ -1115,6 +1115,37 @@ def test_a_two_way_cue_reads_toward_the_finding_next_to_it(rules, text, expected
     assert got == expected
 
 
+@pytest.mark.parametrize(
+    "text, lesion_type, labels",
+    [
+        ("Bilateral small to moderate pleural effusions.", "effusion", {"right lung", "left lung"}),
+        ("The right costophrenic angle is blunted, likely from a small effusion.", "effusion", {"right lung base"}),
+        ("The left costophrenic angle is blunted, consistent with a small effusion.", "effusion", {"left lung base"}),
+        ("Atelectasis versus early pneumonia at the left base.", "atelectasis", {"left lung base"}),
+        ("Atelectasis or small consolidation in the right lower lobe.", "atelectasis", {"lung lower lobe right"}),
+        # IU CXR3687
+        (
+            "There is minimal patchy atelectasis or early infiltrate in left lung base.",
+            "atelectasis",
+            {"left lung base"},
+        ),
+        # edema is no focal lesion: an alternative's place is not its place
+        ("Mild pulmonary edema or small effusion at the right base.", "edema", set()),
+        (
+            "Perihilar and lower lobe opacities consistent with pulmonary edema.",
+            "opacity",
+            {"right mid zone lung", "left mid zone lung", "lung lower lobe right", "lung lower lobe left"},
+        ),
+        ("Patchy right perihilar/upper lobe opacities.", "opacity", {"right mid zone lung", "lung upper lobe right"}),
+    ],
+)
+def test_third_review_places(rules, text, lesion_type, labels):
+    (f,) = [
+        f for f in structure_report("s", "FINDINGS: " + text, structurer=rules).findings if f.lesion_type == lesion_type
+    ]
+    assert set(f.labels) == labels
+
+
 def test_cannot_exclude_and_increasing_stays_tentative(rules):
     fs = rules.structure("Cannot exclude pneumonia and increasing effusion.")
     assert {(f.lesion_type, f.presence, f.certainty) for f in fs} == {

@@ -157,13 +157,20 @@ def _lung_labels(part: str) -> list[str]:
     return []
 
 
+# Place words that name a place without a head noun: "perihilar and lower lobe" is the
+# perihilar zones and the lower lobes, not a "perihilar lobe" (_parts).
+_SELF_STANDING = re.compile(r"\b(?:perihilar|parahilar|infrahilar|suprahilar|retrocardiac|bibasilar|biapical)\b")
+
+
 def _parts(phrase: str) -> list[str]:
     """Split a coordinated phrase and let parts share side and head words:
-    "left upper and lower lobes" -> ["left upper lobes", "left lower lobes"]."""
+    "left upper and lower lobes" -> ["left upper lobes", "left lower lobes"]; a place
+    word that stands alone (:data:`_SELF_STANDING`) borrows no head ("perihilar and lower
+    lobe" -> ["perihilar", "lower lobe"])."""
     parts = [p for p in _SPLIT.split(phrase) if p and re.search(r"[a-z]", p)]
     out = []
     for i, p in enumerate(parts):
-        if not _HEAD.search(p):
+        if not _HEAD.search(p) and not _SELF_STANDING.search(p):
             for q in parts[i + 1 :]:
                 h = _HEAD.search(q)
                 if h:

@@ -77,7 +77,7 @@ _PREMOD = re.compile(
     r"segmental|lobar|nodular|interstitial|alveolar|confluent|consolidative|reticular|scattered|minor|"
     r"retrocardiac|basilar|mass-?like|rounded|round|faint|vague|slight|slightly|bandlike|discoid|"
     r"severe|marked|massive|underlying|possible|probable|likely|early|developing|worsening|worsened|"
-    r"improving|improved|mid|upper|lower|area|areas|of|region)\b)*$",
+    r"improving|improved|mid|upper|lower|area|areas|of|region|to)\b)*$",
     re.IGNORECASE,
 )
 # A place introduced by a preposition after a finding is that finding's ("consolidation
@@ -156,6 +156,15 @@ _CONJ_SIZED = re.compile(
     rf"^\s*{_CONJ_WORDS}(?:\s+(?:some|mild|small|minimal|trace|tiny|moderate|patchy|streaky|a|an))*\s*$",
     re.IGNORECASE,
 )
+# Alternatives for one finding share its place, a size or stage word before the second
+# allowed: "atelectasis versus early pneumonia at the left base", "atelectasis or small
+# consolidation in the right lower lobe" (a differential of one opacity); not edema,
+# which is no focal lesion ("mild pulmonary edema or small effusion at the right base").
+_ALT_SIZED = re.compile(
+    r"^\s*(?:,\s*)?(?:or|versus|vs\.?|and/or|/)(?:\s+(?:some|mild|small|minimal|trace|tiny|moderate|patchy|streaky|"
+    r"early|developing|superimposed|underlying|a|an))*\s*$",
+    re.IGNORECASE,
+)
 # A finding's own feature, whose place is the finding's: "patchy opacity with volume loss
 # in the left lower lobe" (the entities), "consolidation with air bronchograms in the
 # right upper lobe" (no entity: a link word of _POSTLINK).
@@ -184,10 +193,11 @@ _ANAPHORA = re.compile(
 # What links a place with no finding of its own to the finding inferred from it: "blunting
 # of the left costophrenic angle, consistent with a small effusion".
 _PLACE_INFER = re.compile(
-    r"^[\s,]*(?:(?:blunting|blunted|obscuration)\s+)?(?:(?:which|that)\s+(?:is|are|may be|could be)\s+)?(?:(?:is|are|may|might|could|would)\s+(?:be\s+)?)?"
+    r"^[\s,]*(?:(?:(?:is|are)\s+)?(?:blunting|blunted|obscuration|obscured)[\s,]+)?"
+    r"(?:(?:which|that)\s+(?:is|are|may be|could be)\s+)?(?:(?:is|are|may|might|could|would)\s+(?:be\s+)?)?"
     r"(?:most\s+)?(?:(?:likely|probably|possibly)\s+)?(?:consistent with|compatible with|"
     r"suggestive of|suspicious for|concerning for|likely|probably|possibly|represent\w*|reflect\w*|"
-    r"due to|secondary to|related to)\b",
+    r"due to|secondary to|related to|from)\b",
     re.IGNORECASE,
 )
 # What may stand between a referring word and the disease it names: "This is atelectasis",
@@ -482,7 +492,12 @@ class RulesStructurer:
             # size word before the second finding, and a plural verb after it, so that
             # "mild pulmonary edema and small effusion at the right base" keeps the
             # edema's place its own
-            sized = not plain and bool(_CONJ_SIZED.match(gap)) and bool(_PLURAL_AFTER.match(text[b.end :]))
+            sized = not plain and (
+                bool(_CONJ_SIZED.match(gap))
+                and bool(_PLURAL_AFTER.match(text[b.end :]))
+                or bool(_ALT_SIZED.match(gap))
+                and "edema" not in (a.lesion_type, b.lesion_type)
+            )
             feature = b.entity.lower() in _FEATURES and bool(_WITH.match(gap)) and a.lesion_type in _FOCAL_TYPES
             if not (plain or sized or feature) or a.presence != b.presence:
                 continue

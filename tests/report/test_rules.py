@@ -1146,6 +1146,36 @@ def test_third_review_places(rules, text, lesion_type, labels):
     assert set(f.labels) == labels
 
 
+@pytest.mark.parametrize(
+    "text, expected",
+    [
+        ("No effusion and mild cardiomegaly.", {"effusion": "negative", "cardiomegaly": "positive"}),
+        (
+            "No focal consolidation and mild bibasilar atelectasis.",
+            {"consolidation": "negative", "atelectasis": "positive"},
+        ),
+        (
+            "There is no evidence of pulmonary edema or pleural effusion, and mild cardiomegaly is stable.",
+            {"edema": "negative", "effusion": "negative", "cardiomegaly": "positive"},
+        ),
+        (
+            "There is no pleural effusion, and bibasilar atelectasis has increased.",
+            {"effusion": "negative", "atelectasis": "positive"},
+        ),
+        # a change word after a bare "and", a list going on, or no opener: still denied
+        ("No evidence of pneumothorax and worsening effusion.", {"effusion": "negative"}),
+        (
+            "No effusion and mild cardiomegaly and atelectasis.",
+            {"effusion": "negative", "cardiomegaly": "negative", "atelectasis": "negative"},
+        ),
+        ("No consolidation, effusion, and small pneumothorax.", {"consolidation": "negative", "effusion": "negative"}),
+        ("No pneumonia and effusion.", {"pneumonia": "negative", "effusion": "negative"}),
+    ],
+)
+def test_a_sized_finding_after_and_is_stated(rules, text, expected):
+    assert presences(rules, text) == expected
+
+
 def test_cannot_exclude_and_increasing_stays_tentative(rules):
     fs = rules.structure("Cannot exclude pneumonia and increasing effusion.")
     assert {(f.lesion_type, f.presence, f.certainty) for f in fs} == {

@@ -925,6 +925,12 @@ _STATED_OPENERS = frozenset(
     | {"new", "increased", "increasing", "worsening", "worsened", "enlarging", "developing", "residual"}
     | {"left", "right", "bilateral", "bibasilar", "bibasal", "biapical", "retrocardiac", "lingular", "a"}
 )
+# Size words that open a stated finding after "and" with no comma ("no effusion and mild
+# cardiomegaly"); a change or a side there may go on the denied list ("no evidence of
+# pneumothorax and worsening effusion" stays unsure, so denied).
+_SIZE_OPENERS = frozenset(
+    {"small", "mild", "mildly", "minimal", "trace", "tiny", "moderate", "moderately", "severe", "marked"}
+)
 # Words that go on listing after the comma of a stated finding (_stated_after_comma).
 _LISTING = frozenset({",", "and", "or", "nor", "/", "versus", "vs", "&"})
 # Words that may stand between such an opener and the finding: more of them, and places.
@@ -984,22 +990,33 @@ def _stated_after_comma(words: list[str], targets: list[tuple[int, int]], cues: 
     pneumothorax, small effusion, or consolidation", "no pneumonia, bilateral effusions,
     pulmonary edema", "no pneumothorax, effusion, left lower lobe consolidation", "no
     pneumothorax, small left effusion and atelectasis" (which may list three) and "there
-    is no large, left-sided effusion" (no finding before the comma) stay negated. ``targets`` are the finding token spans ``(start, end)``."""
+    is no large, left-sided effusion" (no finding before the comma) stay negated. The
+    same holds at ", and" ("no edema or effusion, and mild cardiomegaly is stable") and,
+    with a size word only (:data:`_SIZE_OPENERS`), at a bare "and": "no effusion and mild
+    cardiomegaly" states the cardiomegaly; "no evidence of pneumothorax and worsening
+    effusion" stays denied. ``targets`` are the finding token spans ``(start, end)``."""
     negations = [e for _, e, (_, cat, direction, _) in cues if cat == "NEGATED_EXISTENCE" and direction != "BACKWARD"]
     if not negations:
         return cues
     starts = {a for a, _ in targets}
     added = []
     for k, w in enumerate(words):
-        if w != "," or k + 1 >= len(words) or words[k + 1].lower() not in _STATED_OPENERS:
+        if w == ",":  # ", small left effusion", ", and mild cardiomegaly is stable"
+            first = k + 2 if [x.lower() for x in words[k + 1 : k + 2]] == ["and"] else k + 1
+            openers = _STATED_OPENERS
+        elif w.lower() == "and" and not (k and words[k - 1] == ","):  # "and mild cardiomegaly"
+            first, openers = k + 1, _SIZE_OPENERS
+        else:
+            continue
+        if first >= len(words) or words[first].lower() not in openers:
             continue
         # the negation's list before the comma: one or more findings, no comma
         if not any(e <= a and b <= k and "," not in words[e:k] for e in negations for a, b in targets):
             continue
-        j = k + 1
+        j = first
         while j < len(words) and j not in starts and words[j].lower() in _STATED_MODIFIERS:
             j += 1
-        if j not in starts or any(x.lower() in _LISTING for x in words[k + 1 :]):
+        if j not in starts or any(x.lower() in _LISTING for x in words[first:]):
             continue
         added.append((k, k + 1, (",", "TERMINATE", "TERMINATE", None)))
     return sorted(cues + added, key=lambda c: (c[0], c[1])) if added else cues

@@ -1176,6 +1176,21 @@ def test_a_sized_finding_after_and_is_stated(rules, text, expected):
     assert presences(rules, text) == expected
 
 
+@pytest.mark.parametrize(
+    "text, predicted",
+    [
+        ("Right basilar opacity may represent atelectasis or early pneumonia.", "atelectasis"),
+        ("Bibasilar airspace disease may represent infection or mild edema.", "pneumonia"),
+        ("Left lower lobe opacity, atelectasis versus early pneumonia.", "atelectasis"),
+    ],
+)
+def test_an_alternative_with_a_size_word_keeps_the_opacity_seen(rules, text, predicted):
+    """The opacity is seen; only what it represents is hedged (outside review, pattern C)."""
+    (f,) = rules.structure(text)
+    assert (f.lesion_type, f.presence, f.certainty) == ("opacity", "positive", "definitive")
+    assert (f.predicted_lesion_type, f.inference_certainty) == (predicted, "tentative")
+
+
 def test_cannot_exclude_and_increasing_stays_tentative(rules):
     fs = rules.structure("Cannot exclude pneumonia and increasing effusion.")
     assert {(f.lesion_type, f.presence, f.certainty) for f in fs} == {

@@ -577,7 +577,8 @@ class RulesStructurer:
             gap = text[ms[j - 1].end : ms[j].start]
             chain = [ms[j]]  # "atelectasis or scarring", "scarring versus atelectasis"
             k = j + 1
-            while k < len(ms) and _ALT.match(text[ms[k - 1].end : ms[k].start]):
+            # "atelectasis or early pneumonia": a size or stage word may open an alternative
+            while k < len(ms) and _ALT_SIZED.match(text[ms[k - 1].end : ms[k].start]):
                 chain.append(ms[k])
                 k += 1
             # "opacity in the right base, atelectasis versus pneumonia": a differential in apposition

@@ -1137,6 +1137,11 @@ def test_a_two_way_cue_reads_toward_the_finding_next_to_it(rules, text, expected
             {"right mid zone lung", "left mid zone lung", "lung lower lobe right", "lung lower lobe left"},
         ),
         ("Patchy right perihilar/upper lobe opacities.", "opacity", {"right mid zone lung", "lung upper lobe right"}),
+        # both whole lungs yield to a nearer place (IU CXR2177, CXR804); a side does not
+        ("The lungs demonstrate right basilar atelectasis.", "atelectasis", {"right lung base"}),
+        ("Lungs demonstrate bibasilar airspace opacities.", "opacity", {"right lung base", "left lung base"}),
+        ("Bilateral perihilar consolidation.", "consolidation", {"right mid zone lung", "left mid zone lung"}),
+        ("Interval improvement of right patchy lateral base opacity.", "opacity", {"right lung base"}),
     ],
 )
 def test_third_review_places(rules, text, lesion_type, labels):
@@ -1182,6 +1187,7 @@ def test_a_sized_finding_after_and_is_stated(rules, text, expected):
         ("Right basilar opacity may represent atelectasis or early pneumonia.", "atelectasis"),
         ("Bibasilar airspace disease may represent infection or mild edema.", "pneumonia"),
         ("Left lower lobe opacity, atelectasis versus early pneumonia.", "atelectasis"),
+        ("Left lower lobe opacity is either atelectasis or pneumonia.", "atelectasis"),
     ],
 )
 def test_an_alternative_with_a_size_word_keeps_the_opacity_seen(rules, text, predicted):

@@ -117,9 +117,11 @@ _BREAK = re.compile(
     r"normal|unremarkable)\b",
     re.IGNORECASE,
 )
+# A place phrase that names both whole lungs and nothing nearer (_attach_locations).
+_WHOLE_LUNGS = re.compile(r"^\W*(?:the\s+|both\s+)?(?:lungs|lung fields|bilateral|bilaterally)\W*$", re.IGNORECASE)
 # Inference cues between a non-specific finding and the disease it represents.
 _INFER = re.compile(
-    r"\b(?:represent\w*|reflect\w*|consistent with|compatible with|suggest\w*|concerning for|suspicious for|"
+    r"\b(?:(?:is|are)\s+either|represent\w*|reflect\w*|consistent with|compatible with|suggest\w*|concerning for|suspicious for|"
     r"worrisome for|likely|probably|possibly|may be|could be|due to|secondary to|related to|"
     r"indicative of|characteristic of|favou?r\w*|most likely|presumably|typical of|which is|which are|"
     r"correspond\w* to)\b",
@@ -479,7 +481,15 @@ class RulesStructurer:
                 and _place_of_inference(gap_next, rc.place_inference_words)
             ):
                 nxt.pre.append(phrase)
-            elif nxt is not None and len(gap_next.split()) <= rc.place_before_words and not _BREAK.search(gap_next):
+            elif (
+                nxt is not None
+                and len(gap_next.split()) <= rc.place_before_words
+                and not _BREAK.search(gap_next)
+                # "the lungs demonstrate right basilar atelectasis": both whole lungs yield
+                # to a nearer place ("right ... lateral base", "basilar predominant
+                # bilateral lung" keep theirs)
+                and not (_WHOLE_LUNGS.match(phrase) and any(e <= s2 and e2 <= nxt.start for s2, e2, _ in spans))
+            ):
                 nxt.pre.append(phrase)
             elif prev is not None and not _BREAK.search(gap_prev) and len(gap_prev.split()) <= rc.place_after_words:
                 prev.post.append(phrase)

@@ -1060,7 +1060,11 @@ def test_second_review_presence_cases(rules, text, expected):
     [
         ("Pneumonia is doubtful but cannot be excluded.", {("pneumonia", "positive", "tentative")}),
         ("An effusion is unlikely but not entirely excluded.", {("effusion", "positive", "tentative")}),
-        ("Atelectasis is unlikely, though possible.", {("atelectasis", "positive", "tentative")}),
+        # a bare "possible" after the "but" opens the next finding
+        (
+            "Effusion is doubtful but possible small pneumothorax at the apex.",
+            {("effusion", "negative", "definitive"), (None, "positive", "tentative")},
+        ),
         # the denial alone, or a hedge of another finding after "but", still denies
         ("Pneumonia is doubtful.", {("pneumonia", "negative", "definitive")}),
         (
@@ -1108,6 +1112,11 @@ def test_a_denial_taken_back_is_a_hedge(rules, text, expected):
             {("effusion", "negative", "definitive")},
         ),
         ("Right lower lobe pneumonia, suspected.", {("pneumonia", "positive", "tentative")}),
+        # a finding on each side: the cue is the first one's predicate (second review)
+        (
+            "Pneumonia resolved small residual effusion.",
+            {("pneumonia", "negative", "definitive"), ("effusion", "positive", "definitive")},
+        ),
     ],
 )
 def test_a_two_way_cue_reads_toward_the_finding_next_to_it(rules, text, expected):
@@ -1195,6 +1204,14 @@ def test_an_alternative_with_a_size_word_keeps_the_opacity_seen(rules, text, pre
     (f,) = rules.structure(text)
     assert (f.lesion_type, f.presence, f.certainty) == ("opacity", "positive", "definitive")
     assert (f.predicted_lesion_type, f.inference_certainty) == (predicted, "tentative")
+
+
+def test_an_effusion_among_the_alternatives_stays_a_finding(rules):
+    """An opacity represents no effusion: "... or small effusion" keeps its tentative
+    effusion (it was absorbed into the opacity's inference, and lost)."""
+    fs = rules.structure("Hazy opacity in the right lower lobe may represent early pneumonia or small effusion.")
+    got = {(f.lesion_type, f.presence, f.certainty, f.predicted_lesion_type) for f in fs}
+    assert got == {("opacity", "positive", "definitive", "pneumonia"), ("effusion", "positive", "tentative", None)}
 
 
 def test_cannot_exclude_and_increasing_stays_tentative(rules):

@@ -827,9 +827,9 @@ _RAW_CONTEXT_RULES: tuple[tuple[str, str, str, int | None], ...] = (
                 for aux in ("cannot be", "can not be", "can't be", "not", "is not", "are not")
                 for v in ("excluded", "entirely excluded", "completely excluded", "ruled out", "entirely ruled out")
             ),
-            "possible",
+            # not a bare "possible", which opens the next finding: "effusion is doubtful
+            # but possible small pneumothorax"
             "is possible",
-            "not impossible",
         )
     ),
     # A sentence that closes by calling its subject a consideration hedges all of it, however

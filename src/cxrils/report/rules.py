@@ -117,6 +117,11 @@ _BREAK = re.compile(
     r"normal|unremarkable)\b",
     re.IGNORECASE,
 )
+# Lesion types that stay findings of their own in an inference's list of alternatives
+# (not what an opacity represents: "opacity may represent pneumonia or small effusion").
+_OWN_FINDING_TYPES = frozenset({"effusion", "cardiomegaly"})
+# The place mapping of _names_lung_region.
+_PLACE_MAPPER = LexiconLocationMapper()
 # A place phrase that names both whole lungs and nothing nearer (_attach_locations).
 _WHOLE_LUNGS = re.compile(r"^\W*(?:the\s+|both\s+)?(?:lungs|lung fields|bilateral|bilaterally)\W*$", re.IGNORECASE)
 # Inference cues between a non-specific finding and the disease it represents.
@@ -488,7 +493,10 @@ class RulesStructurer:
                 # "the lungs demonstrate right basilar atelectasis": both whole lungs yield
                 # to a nearer place ("right ... lateral base", "basilar predominant
                 # bilateral lung" keep theirs)
-                and not (_WHOLE_LUNGS.match(phrase) and any(e <= s2 and e2 <= nxt.start for s2, e2, _ in spans))
+                and not (
+                    _WHOLE_LUNGS.match(phrase)
+                    and any(e <= s2 and e2 <= nxt.start and _names_lung_region(p2) for s2, e2, p2 in spans)
+                )
             ):
                 nxt.pre.append(phrase)
             elif prev is not None and not _BREAK.search(gap_prev) and len(gap_prev.split()) <= rc.place_after_words:
@@ -608,8 +616,8 @@ class RulesStructurer:
                 or b.certainty == "tentative"
                 or (differential and (len(chain) > 1 or bool(_ALT_INFER.search(gap))))
             )
-            for x in chain:
-                x.absorbed = True
+            for x in chain:  # an effusion or a heart stays a finding ("... or small effusion")
+                x.absorbed = x.lesion_type not in _OWN_FINDING_TYPES
             words = text[chain[0].start : chain[-1].end]
             places = [p for x in chain for p in x.pre + x.post]  # "opacities consistent with edema in the bases"
             for m in ms[i:j]:
@@ -618,6 +626,12 @@ class RulesStructurer:
                 m.predicted = b.lesion_type
                 m.predicted_text = " ".join(words.lower().split())
                 m.inference_certainty = "tentative" if hedged or m.certainty == "tentative" else "definitive"
+
+
+def _names_lung_region(phrase: str) -> bool:
+    """Whether a place phrase maps to a lung region (:data:`cxrils.vocab.LUNG_REGION_LABELS`;
+    "right basilar", not "rib")."""
+    return any(label in LUNG_REGION_LABELS for label in _PLACE_MAPPER.map(phrase))
 
 
 def _qualifies(gap: str) -> bool:
@@ -969,9 +983,10 @@ def _one_way(words: list[str], targets: list[tuple[int, int]], cues: list) -> li
     only), backward where one precedes it (only :data:`_TRAIL_WORDS` between: "right
     basilar atelectasis, pneumonia not excluded" hedges the pneumonia, and the backward
     scope then stops at the comma, :func:`_clause_scope`; "pneumonia resolved, small left
-    effusion" denies the pneumonia only). A two-way cue with no finding next to it ("
-    pneumothorax and effusion, resolved") keeps both ways. ``targets`` are the finding
-    token spans ``(start, end)``."""
+    effusion" denies the pneumonia only; with a finding on each side, "pneumonia resolved
+    small residual effusion", backward: a cue right after a finding is its predicate). A
+    two-way cue with no finding next to it ("pneumothorax and effusion, resolved") keeps
+    both ways. ``targets`` are the finding token spans ``(start, end)``."""
     starts, ends = {a for a, _ in targets}, {b for _, b in targets}
     out = []
     for cue in cues:
@@ -983,10 +998,10 @@ def _one_way(words: list[str], targets: list[tuple[int, int]], cues: list) -> li
             k = start
             while k > 0 and k not in ends and words[k - 1].lower() in _TRAIL_WORDS:
                 k -= 1
-            if j in starts:
-                cue = (start, end, (literal, category, "FORWARD", max_scope))
-            elif k in ends:
+            if k in ends:  # a finding on both sides ("pneumonia resolved small effusion"): its predicate
                 cue = (start, end, (literal, category, "BACKWARD", max_scope))
+            elif j in starts:
+                cue = (start, end, (literal, category, "FORWARD", max_scope))
         out.append(cue)
     return out
 

@@ -1184,6 +1184,16 @@ def test_third_review_places(rules, text, lesion_type, labels):
         ),
         ("No consolidation, effusion, and small pneumothorax.", {"consolidation": "negative", "effusion": "negative"}),
         ("No pneumonia and effusion.", {"pneumonia": "negative", "effusion": "negative"}),
+        # a list closed by "or" ends the denial; a predicate after the finding lists nothing
+        (
+            "No evidence of consolidation, effusion, or pneumonia and mild cardiomegaly.",
+            {"consolidation": "negative", "effusion": "negative", "pneumonia": "negative", "cardiomegaly": "positive"},
+        ),
+        ("No pneumonia and trace bilateral effusions, unchanged.", {"pneumonia": "negative", "effusion": "positive"}),
+        (
+            "No consolidation, effusion, pneumonia, small left effusion.",
+            {"consolidation": "negative", "effusion": "negative", "pneumonia": "negative"},
+        ),
     ],
 )
 def test_a_sized_finding_after_and_is_stated(rules, text, expected):

@@ -1036,16 +1036,29 @@ def _stated_after_comma(words: list[str], targets: list[tuple[int, int]], cues: 
             continue
         if first >= len(words) or words[first].lower() not in openers:
             continue
-        # the negation's list before the comma: one or more findings, no comma
-        if not any(e <= a and b <= k and "," not in words[e:k] for e in negations for a, b in targets):
+        # the negation's list before the comma: one or more findings, closed ("no A or B")
+        # or without a comma
+        if not any(e <= a and b <= k and _closed_list(words[e:k]) for e in negations for a, b in targets):
             continue
         j = first
         while j < len(words) and j not in starts and words[j].lower() in _STATED_MODIFIERS:
             j += 1
-        if j not in starts or any(x.lower() in _LISTING for x in words[first:]):
+        # nothing more listed after it: no list word, or no finding after it ("no
+        # pneumothorax and trace bilateral effusions, unchanged")
+        if j not in starts or (any(x.lower() in _LISTING for x in words[first:]) and any(a > j for a, _ in targets)):
             continue
         added.append((k, k + 1, (",", "TERMINATE", "TERMINATE", None)))
     return sorted(cues + added, key=lambda c: (c[0], c[1])) if added else cues
+
+
+def _closed_list(span: list[str]) -> bool:
+    """Whether a negation's list (the words from the negation to a comma or "and") has no
+    comma, or ends in "or"/"nor" after its last one ("no consolidation, effusion, or
+    pneumothorax": closed, so what follows is not one more item)."""
+    if "," not in span:
+        return True
+    last = len(span) - 1 - span[::-1].index(",")
+    return any(w.lower() in ("or", "nor") for w in span[last + 1 :])
 
 
 def _change_after_and(targets: list[tuple[int, int]], cues: list) -> list:

@@ -1112,6 +1112,18 @@ def test_a_denial_taken_back_is_a_hedge(rules, text, expected):
             {("effusion", "negative", "definitive")},
         ),
         ("Right lower lobe pneumonia, suspected.", {("pneumonia", "positive", "tentative")}),
+        # after a list, over the whole list (the lexicon's reach is 4 words)
+        (
+            "Effusion, pneumothorax and consolidation resolved.",
+            {
+                ("effusion", "negative", "definitive"),
+                ("consolidation", "negative", "definitive"),
+            },
+        ),
+        (
+            "Moderate cardiomegaly, pneumonia resolved.",
+            {("cardiomegaly", "positive", "definitive"), ("pneumonia", "negative", "definitive")},
+        ),
         # a finding on each side: the cue is the first one's predicate (second review)
         (
             "Pneumonia resolved small residual effusion.",

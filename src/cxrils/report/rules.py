@@ -999,11 +999,34 @@ def _one_way(words: list[str], targets: list[tuple[int, int]], cues: list) -> li
             while k > 0 and k not in ends and words[k - 1].lower() in _TRAIL_WORDS:
                 k -= 1
             if k in ends:  # a finding on both sides ("pneumonia resolved small effusion"): its predicate
-                cue = (start, end, (literal, category, "BACKWARD", max_scope))
+                # over the whole list it ends: "pneumothorax, effusion and consolidation resolved"
+                first = _list_start(words, targets, k)
+                scope = max_scope if max_scope is None else max(max_scope, start - first)
+                cue = (start, end, (literal, category, "BACKWARD", scope))
             elif j in starts:
                 cue = (start, end, (literal, category, "FORWARD", max_scope))
         out.append(cue)
     return out
+
+
+def _list_start(words: list[str], targets: list[tuple[int, int]], k: int) -> int:
+    """The first token of the list of findings that ends at token ``k`` (findings joined
+    by commas, "and", "or" and the words of :data:`_LEAD_WORDS` only)."""
+    spans = sorted(targets)
+    first = k
+    while True:
+        before = [t for t in spans if t[1] <= first]
+        if not before:
+            return first
+        a, b = before[-1]
+        if b != first and not all(w.lower() in _LISTING or w.lower() in _LEAD_WORDS for w in words[b:first]):
+            return first
+        if b != first and not any(w.lower() in _LISTING for w in words[b:first]):
+            return first  # two findings with no list word between: not one list
+        j = a  # modifiers before it belong to it ("small left effusion")
+        while j > 0 and words[j - 1].lower() in _LEAD_WORDS:
+            j -= 1
+        first = j
 
 
 def _stated_after_comma(words: list[str], targets: list[tuple[int, int]], cues: list) -> list:

@@ -1236,6 +1236,25 @@ def test_an_effusion_among_the_alternatives_stays_a_finding(rules):
     assert got == {("opacity", "positive", "definitive", "pneumonia"), ("effusion", "positive", "tentative", None)}
 
 
+@pytest.mark.parametrize(
+    "text, expected",
+    [
+        # a negation nearer the finding than "history of" denies it (IU CXR2755)
+        (
+            "Elevation of the right hemidiaphragm consistent with history of lobectomy, without focal "
+            "consolidation or effusion.",
+            {("consolidation", "negative", "definitive"), ("effusion", "negative", "definitive")},
+        ),
+        # "history of" alone, or nearer than the negation, still asks
+        ("History of pneumonia.", {("pneumonia", "negative", "tentative")}),
+        ("Without history of pneumonia.", {("pneumonia", "negative", "tentative")}),
+    ],
+)
+def test_a_nearer_negation_denies_what_a_history_asks(rules, text, expected):
+    got = {(f.lesion_type, f.presence, f.certainty) for f in rules.structure(text) if f.lesion_type}
+    assert got == expected
+
+
 def test_cannot_exclude_and_increasing_stays_tentative(rules):
     fs = rules.structure("Cannot exclude pneumonia and increasing effusion.")
     assert {(f.lesion_type, f.presence, f.certainty) for f in fs} == {

@@ -431,8 +431,13 @@ class RulesStructurer:
     def _assert(self, m: _Mention, skip: tuple[int, int] | None = None) -> None:
         """Presence and certainty of a mention from its ConText cues, leaving out the
         cues inside the character span ``skip`` (those of an inference about it)."""
-        cats = {c for c, s, _ in m.mods if skip is None or not skip[0] <= s < skip[1]}
-        if "HYPOTHETICAL" in cats:  # "rule out pneumonia": asked, neither stated nor denied
+        kept = [(c, s) for c, s, _ in m.mods if skip is None or not skip[0] <= s < skip[1]]
+        cats = {c for c, _ in kept}
+        hypothetical = max((s for c, s in kept if c == "HYPOTHETICAL"), default=None)
+        denied = max((s for c, s in kept if c == "NEGATED_EXISTENCE"), default=None)
+        # "rule out pneumonia": asked, neither stated nor denied; unless a negation nearer
+        # the finding denies it ("history of tuberculosis without active infectious process")
+        if hypothetical is not None and (denied is None or denied < hypothetical):
             m.presence, m.certainty = "negative", "tentative"
             return
         negative = "NEGATED_EXISTENCE" in cats

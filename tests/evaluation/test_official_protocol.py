@@ -251,11 +251,15 @@ def test_padding_pixels_column_is_checked(dataset, tmp_path):
     nulls = tmp_path / "nulls.jsonl"
     nulls.write_text("\n".join(json.dumps({**r, "padding_pixels": None}) for r in rows) + "\n")
     assert evaluate_predictions(dataset, nulls, split="test").official_protocol()["padding_pixels"] == 0
+    whole = tmp_path / "whole.jsonl"  # 3.0 reads as 3, as from Parquet or pandas
+    whole.write_text("\n".join(json.dumps({**r, "padding_pixels": 3.0}) for r in rows) + "\n")
+    assert evaluate_predictions(dataset, whole, split="test").official_protocol()["padding_pixels"] == 3 * len(rows)
 
 
 def test_reports_written_before_the_padding_fields_still_load(tmp_path):
     acc = OfficialAccumulator()
-    old = {k: v for k, v in acc.to_dict().items() if "padding" not in k}
+    old = {k: v for k, v in acc.to_dict().items() if not k.endswith(("_padding", "_n_padded"))}
+    assert len(old) == 8  # n, acc, inter, union of each group: a report written before the fields
     assert OfficialAccumulator.from_dict(old).metrics()["padding_pixels"] == 0
     # in-memory samples say what they carried, never that a column was missing
     report = evaluate([(np.zeros((2, 2), bool), np.zeros((2, 2), bool))])

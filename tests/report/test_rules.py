@@ -1124,6 +1124,15 @@ def test_a_denial_taken_back_is_a_hedge(rules, text, expected):
             "Moderate cardiomegaly, pneumonia resolved.",
             {("cardiomegaly", "positive", "definitive"), ("pneumonia", "negative", "definitive")},
         ),
+        # a clause of its own before the list's comma is not in the list (review of this rule)
+        (
+            "Moderate cardiomegaly, small left effusion and right lower lobe pneumonia resolved.",
+            {
+                ("cardiomegaly", "positive", "definitive"),
+                ("effusion", "negative", "definitive"),
+                ("pneumonia", "negative", "definitive"),
+            },
+        ),
         # a finding on each side: the cue is the first one's predicate (second review)
         (
             "Pneumonia resolved small residual effusion.",
@@ -1194,7 +1203,10 @@ def test_third_review_places(rules, text, lesion_type, labels):
             "No effusion and mild cardiomegaly and atelectasis.",
             {"effusion": "negative", "cardiomegaly": "negative", "atelectasis": "negative"},
         ),
-        ("No consolidation, effusion, and small pneumothorax.", {"consolidation": "negative", "effusion": "negative"}),
+        (
+            "No consolidation, pneumonia, and small left effusion.",
+            {"consolidation": "negative", "pneumonia": "negative", "effusion": "negative"},
+        ),
         ("No pneumonia and effusion.", {"pneumonia": "negative", "effusion": "negative"}),
         # a list closed by "or" ends the denial; a predicate after the finding lists nothing
         (

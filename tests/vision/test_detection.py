@@ -219,9 +219,9 @@ def test_onnx_yolo_v8_layout(tmp_path):
 @pytest.mark.parametrize("layout", ["v5", "v8"])
 def test_onnx_undoes_the_letterbox_as_each_layouts_scale_boxes(tmp_path, layout):
     """An image whose scaled width is not whole (100 x 45 at 64: g = 0.64, 28.8 px):
-    yolov5 ``scale_boxes`` subtracts the fractional pad (64 - 28.8) / 2 = 17.6,
-    ultralytics' ``round(17.6 - 0.1)`` = 18 (half to even); then divides by g."""
-    g, pad = 0.64, {"v5": 17.6, "v8": 18.0}[layout]
+    yolov5 ``scale_boxes`` subtracts the fractional pad (64 - 28.8) / 2 = 17.6, current
+    ultralytics ``round((64 - round(28.8)) / 2 - 0.1)`` = round(17.4) = 17; then divides by g."""
+    g, pad = 0.64, {"v5": 17.6, "v8": 17.0}[layout]
     canvas_box = (30.0, 10.0, 40.0, 30.0)  # x0, y0, x1, y1 on the canvas
     row = np.zeros(5 + NC)
     row[:5] = [35.0, 20.0, 10.0, 20.0, 1.0]

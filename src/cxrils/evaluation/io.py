@@ -466,6 +466,8 @@ def _prediction_table(
             raise EvaluationError(f"{path}: record {ids[bad]!r}: answer must be a string or null")
         cols["answer"] = pa.array(answers, pa.string())
     if padding is not None:
+        # whole floats are read (3.0), as from Parquet or pandas (_padding_array)
+        padding = [int(v) if isinstance(v, float) and v.is_integer() else v for v in padding]
         bad = next(
             (i for i, v in enumerate(padding) if v is not None and (not isinstance(v, int) or isinstance(v, bool))),
             None,

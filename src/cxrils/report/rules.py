@@ -153,23 +153,19 @@ _HEDGED_APPOSITION = re.compile(
 # ("opacities XXXX scarring or atelectasis"). Its certainty comes from the words left (no
 # hedge is assumed for the removed word, as for any text without a cue).
 _DEID_LINK = re.compile(rf"^[\s,]*(?:{DEID_TOKEN}\b[\s,]*)+", re.IGNORECASE)
-_ALT = re.compile(r"^\s*(?:,\s*)?(?:or|versus|vs\.?|and/or|/)\s*$", re.IGNORECASE)
 _MULTI_STOP = re.compile(r"\.{2,}\s*")
 _CONJ_WORDS = r"(?:,|and|or|,\s*and|,\s*or|and/or|/|versus|vs\.?)"
 _CONJ = re.compile(rf"^\s*{_CONJ_WORDS}\s*$", re.IGNORECASE)
 # Coordinated findings that share a place, a size word before the second allowed:
 # "consolidation and some atelectasis are present in the left lower lobe" (IU CXR1769).
-_CONJ_SIZED = re.compile(
-    rf"^\s*{_CONJ_WORDS}(?:\s+(?:some|mild|small|minimal|trace|tiny|moderate|patchy|streaky|a|an))*\s*$",
-    re.IGNORECASE,
-)
+_SIZE_WORDS = r"some|mild|small|minimal|trace|tiny|moderate|patchy|streaky|a|an"
+_CONJ_SIZED = re.compile(rf"^\s*{_CONJ_WORDS}(?:\s+(?:{_SIZE_WORDS}))*\s*$", re.IGNORECASE)
 # Alternatives for one finding share its place, a size or stage word before the second
 # allowed: "atelectasis versus early pneumonia at the left base", "atelectasis or small
 # consolidation in the right lower lobe" (a differential of one opacity); not edema,
 # which is no focal lesion ("mild pulmonary edema or small effusion at the right base").
 _ALT_SIZED = re.compile(
-    r"^\s*(?:,\s*)?(?:or|versus|vs\.?|and/or|/)(?:\s+(?:some|mild|small|minimal|trace|tiny|moderate|patchy|streaky|"
-    r"early|developing|superimposed|underlying|a|an))*\s*$",
+    rf"^\s*(?:,\s*)?(?:or|versus|vs\.?|and/or|/)(?:\s+(?:{_SIZE_WORDS}|early|developing|superimposed|underlying))*\s*$",
     re.IGNORECASE,
 )
 # A finding's own feature, whose place is the finding's: "patchy opacity with volume loss
@@ -384,7 +380,8 @@ class RulesStructurer:
                     mods=[(c, *sent.char_span(cs, ce)) for c, cs, ce in mods],
                 )
                 self._assert(m)
-                (asked if hypothetical else ms).append(m)
+                # asked, unless a negation after the question denies it (_assert)
+                (asked if hypothetical and m.certainty == "tentative" else ms).append(m)
             if not ms:
                 self._attach_locations(text, sent, asked)
                 mentions.extend(asked)
@@ -435,8 +432,8 @@ class RulesStructurer:
         cats = {c for c, _ in kept}
         hypothetical = max((s for c, s in kept if c == "HYPOTHETICAL"), default=None)
         denied = max((s for c, s in kept if c == "NEGATED_EXISTENCE"), default=None)
-        # "rule out pneumonia": asked, neither stated nor denied; unless a negation nearer
-        # the finding denies it ("history of tuberculosis without active infectious process")
+        # "rule out pneumonia": asked, neither stated nor denied; unless a negation after the
+        # question's cue denies it ("history of tuberculosis without active infectious process")
         if hypothetical is not None and (denied is None or denied < hypothetical):
             m.presence, m.certainty = "negative", "tentative"
             return
@@ -950,16 +947,16 @@ def _new_clause(words: list[str], cues: list) -> list:
 
 # Words that open a stated finding after a comma, not one more item of a negated list:
 # a size, a change or a side ("no pneumothorax, small left effusion").
-_STATED_OPENERS = frozenset(
-    {"small", "mild", "mildly", "minimal", "trace", "tiny", "moderate", "moderately", "severe", "marked"}
-    | {"new", "increased", "increasing", "worsening", "worsened", "enlarging", "developing", "residual"}
-    | {"left", "right", "bilateral", "bibasilar", "bibasal", "biapical", "retrocardiac", "lingular", "a"}
-)
-# Size words that open a stated finding after "and" with no comma ("no effusion and mild
-# cardiomegaly"); a change or a side there may go on the denied list ("no evidence of
-# pneumothorax and worsening effusion" stays unsure, so denied).
+# Size words that open a stated finding, also after "and" with no comma ("no effusion and
+# mild cardiomegaly"); a change or a side there may go on the denied list ("no evidence
+# of pneumothorax and worsening effusion" stays unsure, so denied).
 _SIZE_OPENERS = frozenset(
     {"small", "mild", "mildly", "minimal", "trace", "tiny", "moderate", "moderately", "severe", "marked"}
+)
+_STATED_OPENERS = (
+    _SIZE_OPENERS
+    | {"new", "increased", "increasing", "worsening", "worsened", "enlarging", "developing", "residual"}
+    | {"left", "right", "bilateral", "bibasilar", "bibasal", "biapical", "retrocardiac", "lingular", "a"}
 )
 # Words that go on listing after the comma of a stated finding (_stated_after_comma).
 _LISTING = frozenset({",", "and", "or", "nor", "/", "versus", "vs", "&"})
@@ -1016,7 +1013,9 @@ def _one_way(words: list[str], targets: list[tuple[int, int]], cues: list) -> li
 
 def _list_start(words: list[str], targets: list[tuple[int, int]], k: int) -> int:
     """The first token of the list of findings that ends at token ``k`` (findings joined
-    by commas, "and", "or" and the words of :data:`_LEAD_WORDS` only)."""
+    by commas, "and", "or" and the words of :data:`_LEAD_WORDS` only). A finding that
+    stands as a clause of its own before a comma (:func:`_stated`: "moderate
+    cardiomegaly, small left effusion and pneumothorax resolved") is not in the list."""
     spans = sorted(targets)
     first = k
     while True:
@@ -1024,10 +1023,13 @@ def _list_start(words: list[str], targets: list[tuple[int, int]], k: int) -> int
         if not before:
             return first
         a, b = before[-1]
-        if b != first and not all(w.lower() in _LISTING or w.lower() in _LEAD_WORDS for w in words[b:first]):
+        between = [w.lower() for w in words[b:first]]
+        if b != first and not all(w in _LISTING or w in _LEAD_WORDS for w in between):
             return first
-        if b != first and not any(w.lower() in _LISTING for w in words[b:first]):
+        if b != first and not any(w in _LISTING for w in between):
             return first  # two findings with no list word between: not one list
+        if "," in between and _stated(words, targets, b + between.index(",")):
+            return first
         j = a  # modifiers before it belong to it ("small left effusion")
         while j > 0 and words[j - 1].lower() in _LEAD_WORDS:
             j -= 1
@@ -1291,7 +1293,7 @@ def _named_other(text: str, ms: list[_Mention], i: int, max_words: int) -> bool:
     if ms[i].predicted is not None or i + 1 >= len(ms) or ms[i + 1].entity not in NON_LESION_DENSITY_FINDINGS:
         return False
     k = i + 2  # the alternatives offered with it: "hiatal hernia or atelectasis"
-    while k < len(ms) and _ALT.match(text[ms[k - 1].end : ms[k].start]):
+    while k < len(ms) and _ALT_SIZED.match(text[ms[k - 1].end : ms[k].start]):
         if ms[k].lesion_type is not None:
             return False
         k += 1

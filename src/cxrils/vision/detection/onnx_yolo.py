@@ -28,8 +28,9 @@ Each candidate keeps its best class; candidates scoring below
 ``non_max_suppression`` and ultralytics'), then the letterbox is undone and boxes are
 clipped to the image. The letterbox is undone as each layout's own ``scale_boxes`` does
 (:func:`unletterbox_pad`): yolov5 subtracts the fractional padding
-``((S_w - W * g) / 2, (S_h - H * g) / 2)``, ultralytics (YOLOv8 layout) that padding
-rounded (``round(p - 0.1)``); the canvas itself is padded by whole pixels either way.
+``((S_w - W * g) / 2, (S_h - H * g) / 2)``, current ultralytics (YOLOv8 layout) the
+whole-pixel padding the letterbox applied; the canvas itself is padded by whole pixels
+either way.
 Classes outside :data:`cxrils.vocab.VINDR_KEPT` are dropped (Appendix A.3).
 """
 
@@ -148,16 +149,18 @@ def decode(output: np.ndarray, n_classes: int) -> tuple[np.ndarray, np.ndarray, 
     return out[:, :4], scores, class_ids, layout
 
 
-def unletterbox_pad(layout: str, canvas: tuple[int, int], shape: tuple[int, int], scale: float) -> tuple[float, float]:
+def unletterbox_pad(
+    layout: str, canvas: tuple[int, int], shape: tuple[int, int], scale: float, pad: tuple[float, float]
+) -> tuple[float, float]:
     """The (left, top) padding, canvas pixels, that a layout's ``scale_boxes`` subtracts
     before dividing by ``scale`` (the gain ``min(S_h / H, S_w / W)``): yolov5
-    ``utils/general.py`` the fractional ``((S_w - W * g) / 2, (S_h - H * g) / 2)``,
-    ultralytics ``utils/ops.py`` (the "v8" layout) ``round(p - 0.1)`` of it (Python's
-    round: half to even). ``canvas`` and ``shape`` are (height, width)."""
-    left, top = (canvas[1] - shape[1] * scale) / 2, (canvas[0] - shape[0] * scale) / 2
+    ``utils/general.py`` the fractional ``((S_w - W * g) / 2, (S_h - H * g) / 2)``;
+    current ultralytics ``utils/ops.py`` (the "v8" layout) ``round((S_w - round(W * g)) /
+    2 - 0.1)``, which is the letterbox's own whole-pixel ``pad`` (:func:`letterbox`).
+    ``canvas`` and ``shape`` are (height, width)."""
     if layout == "v8":
-        return float(round(left - 0.1)), float(round(top - 0.1))
-    return left, top
+        return pad
+    return (canvas[1] - shape[1] * scale) / 2, (canvas[0] - shape[0] * scale) / 2
 
 
 class OnnxYoloDetector(LesionDetector):
@@ -281,16 +284,18 @@ class OnnxYoloDetector(LesionDetector):
             if output.shape[0] != len(group):
                 raise ValueError(f"YOLO output of shape {output.shape} for a batch of {len(group)}")
             for k, i in enumerate(group):
-                _, scale, _ = boxed[k]
-                out[i] = self._boxes(output[k : k + 1], xs[i].shape, scale)
+                _, scale, pad = boxed[k]
+                out[i] = self._boxes(output[k : k + 1], xs[i].shape, scale, pad)
         return out
 
-    def _boxes(self, output: np.ndarray, shape: tuple[int, int], scale: float) -> list[LesionBox]:
+    def _boxes(
+        self, output: np.ndarray, shape: tuple[int, int], scale: float, pad: tuple[float, float]
+    ) -> list[LesionBox]:
         """Decode, NMS and un-letterbox the output of one image (``shape``: its (H, W);
-        ``scale``: the letterbox's)."""
+        ``scale`` and ``pad``: the letterbox's)."""
         h, w = shape
         cxcywh, scores, class_ids, layout = decode(output, len(VINDR_CLASSES))
-        left, top = unletterbox_pad(layout, self.input_size, (h, w), scale)
+        left, top = unletterbox_pad(layout, self.input_size, (h, w), scale, pad)
         ok = scores >= self.cfg.onnx_min_score
         cxcywh, scores, class_ids = cxcywh[ok], scores[ok], class_ids[ok]
         if len(scores) == 0:

@@ -161,7 +161,12 @@ class InstructionConfig:
 
     seed: int = 0
     max_absent_negatives_per_type: int = 1  # Appendix C.2: at most one per type per study
-    absent_negative_global_prob: float = 0.5  # share of absent-type negatives that are global (ours)
+    # Share of absent-type negatives that are global; the rest are basic at a location drawn
+    # uniformly from both lungs together and the ten instruction locations. 1/12: a uniform
+    # draw over global, both lungs and the ten locations, as the authors' released test sheet
+    # has it (final_sheet/absence_final.csv at e38fdb2: global and both-lungs negatives in
+    # equal numbers, and rare; Table 12: 796 global of 9,112 basic and global negatives).
+    absent_negative_global_prob: float = 1 / 12
     # Appendix C.2: a present type gets a basic negative at "one of the empty locations".
     max_empty_location_negatives_per_type: int = 1
     paraphrase: bool = False  # Appendix C.3, off by default

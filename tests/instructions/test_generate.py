@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import collections
 import dataclasses
 import hashlib
 
@@ -292,9 +293,9 @@ def test_effusion_study_exact_records():
 
 
 def test_absent_negatives_random_but_deterministic():
-    forms = set()
+    forms = collections.Counter()
     outputs = {}
-    for i in range(40):
+    for i in range(150):
         g = no_cardiomegaly_study(0.5, image_id=f"im{i}")
         a, b = gen(g), gen(g)
         assert a == b  # same image id and seed -> same records
@@ -303,17 +304,22 @@ def test_absent_negatives_random_but_deterministic():
             negs = [r for r in a if r["lesion_type"] == t]
             assert len(negs) == 1 and negs[0]["polarity"] == "negative"
             r = negs[0]
-            forms.add(r["instruction_type"])
             if r["instruction_type"] == "basic":
-                assert len(r["locations"]) == 1 and r["locations"][0] in vocab.INSTRUCTION_LOCATIONS
+                locs = tuple(r["locations"])
+                assert locs == ("right lung", "left lung") or len(locs) == 1 and locs[0] in vocab.INSTRUCTION_LOCATIONS
+                forms["both lungs" if len(locs) == 2 else "one place"] += 1
             else:
                 assert r["instruction_type"] == "global" and r["locations"] == []
-    assert forms == {"basic", "global"}
+                forms["global"] += 1
+    # the released sheet's draw: global, both lungs and each of the ten places 1/12 each
+    # (600 draws: 50 expected for global and for both lungs, 500 for the ten places)
+    assert set(forms) == {"global", "both lungs", "one place"}
+    assert 25 <= forms["global"] <= 80 and 25 <= forms["both lungs"] <= 80 and forms["one place"] >= 420
     assert len({tuple(v) for v in outputs.values()}) > 10  # the seed depends on the image id
     cfg = Config()
     cfg.instructions.seed = 7  # another base seed changes the draws
     assert any(
-        [key(r) for r in gen(no_cardiomegaly_study(0.5, image_id=f"im{i}"), cfg)] != outputs[i] for i in range(40)
+        [key(r) for r in gen(no_cardiomegaly_study(0.5, image_id=f"im{i}"), cfg)] != outputs[i] for i in range(150)
     )
 
 

@@ -475,10 +475,21 @@ def _negatives(
                 _negative(b, t, "lesion_inference", empty[p], [it.gf for it in same])
 
 
-def _absent_choices(rng: np.random.Generator, n: int, p_global: float) -> list[tuple[str, str | None]]:
+#: The place of a basic absent negative about both lungs ("Segment the effusion in the
+#: right lung and left lung."), as the authors' released test sheet asks it.
+BOTH_LUNGS: tuple[str, ...] = vocab.WHOLE_LUNGS
+
+
+def _absent_choices(
+    rng: np.random.Generator, n: int, p_global: float
+) -> list[tuple[str, str | tuple[str, ...] | None]]:
     """Up to ``n`` distinct negatives for an absent type: global with probability
-    ``p_global``, else basic at a uniformly drawn lung region (Appendix C.2)."""
-    cands: list[tuple[str, str | None]] = [("global", None)] + [("basic", loc) for loc in vocab.INSTRUCTION_LOCATIONS]
+    ``p_global``, else basic at a place drawn uniformly from both lungs together
+    (:data:`BOTH_LUNGS`) and the ten instruction locations (Appendix C.2; the released
+    sheet's places, ``InstructionConfig.absent_negative_global_prob``)."""
+    cands: list[tuple[str, str | tuple[str, ...] | None]] = [("global", None), ("basic", BOTH_LUNGS)] + [
+        ("basic", loc) for loc in vocab.INSTRUCTION_LOCATIONS
+    ]
     w = np.array([p_global] + [(1.0 - p_global) / (len(cands) - 1)] * (len(cands) - 1))
     nonzero = np.flatnonzero(w > 0)
     k = min(n, nonzero.size)
@@ -488,8 +499,10 @@ def _absent_choices(rng: np.random.Generator, n: int, p_global: float) -> list[t
     return [cands[i] for i in sorted(picks.tolist())]
 
 
-def _negative(b: _Builder, t: str, form: str, loc: str | None, sources: Sequence[GroundedFinding]) -> None:
-    locs = [loc] if loc else []
+def _negative(
+    b: _Builder, t: str, form: str, loc: str | tuple[str, ...] | None, sources: Sequence[GroundedFinding]
+) -> None:
+    locs = list(loc) if isinstance(loc, tuple) else [loc] if loc else []
     if form == "lesion_inference":
         instruction = templates.render_instruction("lesion_inference", None, locs)
         answer = templates.render_answer("lesion_inference", "negative", locations=locs)

@@ -1267,6 +1267,30 @@ def test_a_nearer_negation_denies_what_a_history_asks(rules, text, expected):
     assert got == expected
 
 
+@pytest.mark.parametrize(
+    "text, expected",
+    [
+        # ", and" after a clause with its verb starts a clause: the backward "is absent" stops there
+        (
+            "Pneumonia is unlikely but not excluded, and effusion is absent.",
+            {("pneumonia", "positive", "tentative"), ("effusion", "negative", "definitive")},
+        ),
+        # a bare list still shares its backward negation
+        (
+            "Consolidation, atelectasis, and effusion have resolved.",
+            {
+                ("consolidation", "negative", "definitive"),
+                ("atelectasis", "negative", "definitive"),
+                ("effusion", "negative", "definitive"),
+            },
+        ),
+    ],
+)
+def test_comma_and_after_a_clause_ends_a_backward_scope(rules, text, expected):
+    got = {(f.lesion_type, f.presence, f.certainty) for f in rules.structure(text) if f.lesion_type}
+    assert got == expected
+
+
 def test_cannot_exclude_and_increasing_stays_tentative(rules):
     fs = rules.structure("Cannot exclude pneumonia and increasing effusion.")
     assert {(f.lesion_type, f.presence, f.certainty) for f in fs} == {

@@ -1239,8 +1239,10 @@ def _stated(words: list[str], targets: list[tuple[int, int]], comma: int) -> boo
 
 
 def _clause_and(words: list[str], k: int) -> bool:
-    """Whether token ``k`` is the "and" of "and the" (a clause may start there)."""
-    return [w.lower() for w in words[k : k + 2]] == ["and", "the"]
+    """Whether token ``k`` is the "and" of "and the" or of ", and" (a clause may start
+    there: "pneumonia is unlikely but not excluded, and effusion is absent")."""
+    pair = [w.lower() for w in words[k : k + 2]]
+    return pair == ["and", "the"] or (pair[:1] == ["and"] and k > 0 and words[k - 1] == ",")
 
 
 def _verb_before(words: list[str], targets: list[tuple[int, int]], k: int) -> bool:

@@ -475,19 +475,15 @@ def _negatives(
                 _negative(b, t, "lesion_inference", empty[p], [it.gf for it in same])
 
 
-#: The place of a basic absent negative about both lungs ("Segment the effusion in the
-#: right lung and left lung."), as the authors' released test sheet asks it.
-BOTH_LUNGS: tuple[str, ...] = vocab.WHOLE_LUNGS
-
-
 def _absent_choices(
     rng: np.random.Generator, n: int, p_global: float
 ) -> list[tuple[str, str | tuple[str, ...] | None]]:
     """Up to ``n`` distinct negatives for an absent type: global with probability
     ``p_global``, else basic at a place drawn uniformly from both lungs together
-    (:data:`BOTH_LUNGS`) and the ten instruction locations (Appendix C.2; the released
+    (:data:`cxrils.vocab.WHOLE_LUNGS`: "Segment the effusion in the right lung and left
+    lung.") and the ten instruction locations (Appendix C.2; the released
     sheet's places, ``InstructionConfig.absent_negative_global_prob``)."""
-    cands: list[tuple[str, str | tuple[str, ...] | None]] = [("global", None), ("basic", BOTH_LUNGS)] + [
+    cands: list[tuple[str, str | tuple[str, ...] | None]] = [("global", None), ("basic", vocab.WHOLE_LUNGS)] + [
         ("basic", loc) for loc in vocab.INSTRUCTION_LOCATIONS
     ]
     w = np.array([p_global] + [(1.0 - p_global) / (len(cands) - 1)] * (len(cands) - 1))

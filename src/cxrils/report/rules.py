@@ -120,10 +120,10 @@ _BREAK = re.compile(
 # Lesion types that stay findings of their own in an inference's list of alternatives
 # (not what an opacity represents: "opacity may represent pneumonia or small effusion").
 _OWN_FINDING_TYPES = frozenset({"effusion", "cardiomegaly"})
-# The place mapping of _names_lung_region.
-_PLACE_MAPPER = LexiconLocationMapper()
 # A place phrase that names both whole lungs and nothing nearer (_attach_locations).
-_WHOLE_LUNGS = re.compile(r"^\W*(?:the\s+|both\s+)?(?:lungs|lung fields|bilateral|bilaterally)\W*$", re.IGNORECASE)
+_BOTH_LUNGS_PHRASE = re.compile(
+    r"^\W*(?:the\s+|both\s+)?(?:lungs|lung fields|bilateral|bilaterally)\W*$", re.IGNORECASE
+)
 # Inference cues between a non-specific finding and the disease it represents.
 _INFER = re.compile(
     r"\b(?:(?:is|are)\s+either|represent\w*|reflect\w*|consistent with|compatible with|suggest\w*|concerning for|suspicious for|"
@@ -496,7 +496,7 @@ class RulesStructurer:
                 # to a nearer place ("right ... lateral base", "basilar predominant
                 # bilateral lung" keep theirs)
                 and not (
-                    _WHOLE_LUNGS.match(phrase)
+                    _BOTH_LUNGS_PHRASE.match(phrase)
                     and any(e <= s2 and e2 <= nxt.start and _names_lung_region(p2) for s2, e2, p2 in spans)
                 )
             ):
@@ -628,12 +628,6 @@ class RulesStructurer:
                 m.predicted = b.lesion_type
                 m.predicted_text = " ".join(words.lower().split())
                 m.inference_certainty = "tentative" if hedged or m.certainty == "tentative" else "definitive"
-
-
-def _names_lung_region(phrase: str) -> bool:
-    """Whether a place phrase maps to a lung region (:data:`cxrils.vocab.LUNG_REGION_LABELS`;
-    "right basilar", not "rib")."""
-    return any(label in LUNG_REGION_LABELS for label in _PLACE_MAPPER.map(phrase))
 
 
 def _qualifies(gap: str) -> bool:
@@ -959,7 +953,7 @@ _STATED_OPENERS = (
     | {"left", "right", "bilateral", "bibasilar", "bibasal", "biapical", "retrocardiac", "lingular", "a"}
 )
 # Words that go on listing after the comma of a stated finding (_stated_after_comma).
-_LISTING = frozenset({",", "and", "or", "nor", "/", "versus", "vs", "&"})
+_LISTING = _QUESTION_LIST_WORDS | {"versus", "vs", "&"}
 # Words that may stand between such an opener and the finding: more of them, and places.
 _STATED_MODIFIERS = _STATED_OPENERS | frozenset(
     {"lower", "upper", "middle", "mid", "lobe", "lung", "zone", "basilar", "basal", "base", "apical"}
@@ -1343,10 +1337,7 @@ def _without_bare_side(phrases: list[str]) -> list[str]:
     whole lung. A place outside the lung ("left effusion up to the aortic knob") or with
     no lung region keeps the side."""
     named = {
-        m.group(0)
-        for p in phrases
-        if not _BARE_SIDE.match(p) and set(_CATEGORIES.map(p)) & set(LUNG_REGION_LABELS)
-        for m in _SIDES.finditer(p)
+        m.group(0) for p in phrases if not _BARE_SIDE.match(p) and _names_lung_region(p) for m in _SIDES.finditer(p)
     }
     return [p for p in phrases if not (_BARE_SIDE.match(p) and _SIDES.search(p).group(0) in named)]
 
@@ -1362,6 +1353,13 @@ def _one_side(phrases: list[str]) -> list[str]:
 
 
 _CATEGORIES = LexiconLocationMapper()
+
+
+@lru_cache(maxsize=4096)
+def _names_lung_region(phrase: str) -> bool:
+    """Whether a place phrase maps to a lung region (:data:`cxrils.vocab.LUNG_REGION_LABELS`;
+    "right basilar", not "rib")."""
+    return bool(set(_CATEGORIES.map(phrase)) & set(LUNG_REGION_LABELS))
 
 
 @lru_cache(maxsize=4096)

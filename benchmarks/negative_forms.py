@@ -1,0 +1,122 @@
+"""What the negative records ask: instruction forms of a dataset beside the paper's test set.
+
+The paper says an absent lesion type gets "a basic type with a randomly assigned lung
+region or a global type" (Appendix C.2) and gives no share. Its Table 12 counts the
+expert-verified test set's negatives by instruction type; the authors' released review
+sheet of that test set (``final_sheet/absence_final.csv`` of KAIST-Edlab/ROSALIA, commit
+e38fdb2, not shipped here: pass it with ``--released-sheet``) lists each negative's
+question. This benchmark counts the negatives of a cxrils dataset (``--dataset``, e.g.
+the folder ``cxrils demo`` writes) by form, and the sheet's when given:
+
+* global, lung lesion types ("Segment the effusion."); global cardiomegaly apart;
+* basic at both lungs together ("... in the right lung and left lung.");
+* basic at one whole lung; basic at zones (any other place);
+* lesion inference ("... and predict its type.").
+
+The dataset's template records only (``paraphrase_of`` empty), every split.
+
+Usage::
+
+    python -m benchmarks.negative_forms --dataset cxrils-demo [--released-sheet absence_final.csv]
+"""
+
+from __future__ import annotations
+
+import csv
+from collections import Counter
+from pathlib import Path
+
+from benchmarks.results import benchmark_parser, publish_if_asked
+
+#: The forms, in printing order.
+FORMS: tuple[str, ...] = (
+    "global, lung types",
+    "global, cardiomegaly",
+    "basic, both lungs",
+    "basic, one lung",
+    "basic, zones",
+    "lesion inference",
+)
+#: Paper Table 12 (Appendix E): the expert-verified test set's negatives by instruction type.
+TABLE12_NEGATIVES: dict[str, int] = {"basic": 8316, "global": 796, "lesion inference": 769}
+WHOLE_LUNG_PLACES = frozenset({"right lung", "left lung"})
+
+
+def form_of(instruction_type: str, target: str, locations: list[str] | tuple[str, ...]) -> str:
+    """The form (:data:`FORMS`) of one negative: its Table 2 instruction type, target and
+    query locations (patient sides)."""
+    if instruction_type == "lesion_inference":
+        return "lesion inference"
+    if instruction_type == "global":
+        return "global, cardiomegaly" if target == "cardiomegaly" else "global, lung types"
+    places = set(locations)
+    if places == WHOLE_LUNG_PLACES:
+        return "basic, both lungs"
+    if len(places) == 1 and places <= WHOLE_LUNG_PLACES:
+        return "basic, one lung"
+    return "basic, zones"
+
+
+def dataset_forms(dataset: Path) -> Counter:
+    """Negative template records of a cxrils dataset, by form."""
+    from cxrils.dataset import read_records
+
+    recs = read_records(dataset)
+    recs = recs[(recs["polarity"] == "negative") & (recs["paraphrase_of"] == "")]
+    return Counter(
+        form_of(it, t, list(locs)) for it, t, locs in zip(recs["instruction_type"], recs["target"], recs["locations"])
+    )
+
+
+def sheet_forms(path: Path) -> Counter:
+    """Negatives of the authors' review sheet (columns ``target``, ``location``,
+    ``question``), by form: "predict its type" marks lesion inference, a question without
+    " in the " a global one, ``location`` the places ("lung" for a global one)."""
+    out: Counter = Counter()
+    with open(path, newline="", encoding="utf-8") as fh:
+        for row in csv.DictReader(fh):
+            q = row["question"]
+            kind = "lesion_inference" if "predict its type" in q else "basic" if " in the " in q else "global"
+            out[form_of(kind, row["target"], [p.strip() for p in row["location"].split(" and ")])] += 1
+    return out
+
+
+def table(columns: dict[str, Counter]) -> str:
+    """Markdown table: one row per form, a count and share column per source."""
+    head = "| form | " + " | ".join(columns) + " |"
+    lines = [head, "|---|" + "---|" * len(columns)]
+    for form in FORMS:
+        cells = []
+        for counts in columns.values():
+            n = sum(counts.values())
+            cells.append(f"{counts[form]} ({100 * counts[form] / n:.1f} %)" if n else "n/a")
+        lines.append(f"| {form} | " + " | ".join(cells) + " |")
+    lines.append("| all negatives | " + " | ".join(str(sum(c.values())) for c in columns.values()) + " |")
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = benchmark_parser(__doc__.splitlines()[0], page="negative_forms")
+    ap.add_argument("--dataset", type=Path, required=True, help="a cxrils dataset folder (e.g. cxrils-demo)")
+    ap.add_argument("--released-sheet", type=Path, default=None, help="the authors' absence_final.csv")
+    args = ap.parse_args(argv)
+    columns = {f"{args.dataset.name} (cxrils)": dataset_forms(args.dataset)}
+    if args.released_sheet is not None:
+        columns["authors' released test sheet"] = sheet_forms(args.released_sheet)
+    t12 = TABLE12_NEGATIVES
+    total = sum(t12.values())
+    body = "\n\n".join(
+        [
+            table(columns),
+            "Paper Table 12, expert-verified test set negatives: "
+            + ", ".join(f"{k} {v} ({100 * v / total:.1f} %)" for k, v in t12.items())
+            + f" of {total} (global includes cardiomegaly).",
+        ]
+    )
+    print(body)
+    publish_if_asked(args, body)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

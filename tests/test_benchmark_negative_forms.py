@@ -1,0 +1,39 @@
+"""benchmarks/negative_forms.py: the forms of negative records, restated from Table 2's templates."""
+
+from __future__ import annotations
+
+from benchmarks.negative_forms import form_of, sheet_forms, table
+
+
+def test_forms_of_table2_negatives():
+    assert form_of("global", "effusion", []) == "global, lung types"
+    assert form_of("global", "cardiomegaly", []) == "global, cardiomegaly"
+    assert form_of("basic", "effusion", ["right lung", "left lung"]) == "basic, both lungs"
+    assert form_of("basic", "effusion", ["left lung", "right lung"]) == "basic, both lungs"
+    assert form_of("basic", "edema", ["left lung"]) == "basic, one lung"
+    assert form_of("basic", "edema", ["left lung base"]) == "basic, zones"
+    assert form_of("lesion_inference", "opacity", ["left lung base"]) == "lesion inference"
+
+
+def test_sheet_rows_as_the_authors_write_them(tmp_path):
+    sheet = tmp_path / "absence.csv"
+    sheet.write_text(
+        "filename,presence_label,sample_key,dicom_id,target,location,question,quality,comment\n"
+        "a1,absence,s1,d1,effusion,lung,Segment the effusion.,,\n"
+        "a2,absence,s1,d1,consolidation,left lung and right lung,Segment the consolidation in the left lung and "
+        "right lung.,,\n"
+        "a3,absence,s1,d1,opacity,left lung base,Segment the opacity in the left lung base and predict its type.,,\n"
+        "a4,absence,s1,d1,cardiomegaly,heart,Segment the cardiomegaly.,,\n"
+        "a5,absence,s1,d1,edema,right lung,Segment the edema in the right lung.,,\n",
+        encoding="utf-8",
+    )
+    counts = sheet_forms(sheet)
+    assert counts == {
+        "global, lung types": 1,
+        "basic, both lungs": 1,
+        "lesion inference": 1,
+        "global, cardiomegaly": 1,
+        "basic, one lung": 1,
+    }
+    text = table({"sheet": counts})
+    assert "| basic, zones | 0 (0.0 %) |" in text and "| all negatives | 5 |" in text

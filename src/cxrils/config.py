@@ -728,6 +728,7 @@ def _check_config(cfg: Config) -> Config:
     for key, value in (
         ("grounding.reference_size_px", cfg.grounding.reference_size_px),
         ("anatomy.clahe_tile_grid", cfg.anatomy.clahe_tile_grid),
+        ("detection.onnx_max_det", cfg.detection.onnx_max_det),
     ):
         if value < 1:
             raise ConfigError(f"{key}: must be >= 1, got {value}")

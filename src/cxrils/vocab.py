@@ -314,14 +314,14 @@ PRESENCES: Final[tuple[str, ...]] = ("positive", "negative")
 #: Frontal view positions accepted by quality control (Appendix D.1: PA and AP), plus
 #: "FRONTAL", which sources without the projection (IU X-ray checked by eye) use.
 FRONTAL_VIEWS: Final[frozenset[str]] = frozenset({"PA", "AP", "AP SUPINE", "FRONTAL"})
+#: View Position values of a lateral (sagittal-plane) radiograph (DICOM LL and RL, and
+#: their spellings in metadata; :mod:`cxrils.io.dicom` checks Patient Orientation with them).
+LATERAL_VIEWS: Final[frozenset[str]] = frozenset({"LL", "RL", "LATERAL", "LAT"})
 #: View positions a user may name (``cxrils ground --view``): the frontal ones, the
 #: defined terms of DICOM View Position (0018,5101) for radiographs (PS3.3 C.8.11.5: AP,
 #: PA, LL, RL, RLD, LLD, RLO, LLO) and the others of MIMIC-CXR-JPG's metadata
 #: (ViewPosition: lateral, oblique, decubitus, axial, swimmer's), which quality control
 #: excludes.
-#: View Position values of a lateral (sagittal-plane) radiograph (DICOM LL and RL, and
-#: their spellings in metadata; :mod:`cxrils.io.dicom` checks Patient Orientation with them).
-LATERAL_VIEWS: Final[frozenset[str]] = frozenset({"LL", "RL", "LATERAL", "LAT"})
 VIEW_POSITIONS: Final[frozenset[str]] = (
     FRONTAL_VIEWS
     | LATERAL_VIEWS

@@ -31,7 +31,7 @@ def register(app: typer.Typer) -> None:
         """Score predictions: gIoU, cIoU (positives), N-Acc (negatives), text accuracy (paper Tables 4-6, 14)."""
         from cxrils.evaluation.evaluate import evaluate_predictions
         from cxrils.evaluation.io import EvaluationError
-        from cxrils.evaluation.report import pct
+        from cxrils.evaluation.report import padding_note, pct
 
         chosen = split_or_all(split)
         try:
@@ -52,13 +52,9 @@ def register(app: typer.Typer) -> None:
         o = report.official_protocol()
         typer.echo(
             f"authors' protocol (ROSALIA train_ds.py validate()): giou_pos {pct(o['giou_pos'])}  "
-            f"ciou_pos {pct(o['ciou_pos'])}  giou_neg {pct(o['giou_neg'])}  (%); "
-            + (
-                f"{o['padding_pixels']} predicted pixels in SAM's padding counted in {o['n_padded']} records"
-                if report.metadata.get("padding_counted")
-                else "no padding_pixels column: pixels in SAM's padding not counted"
-            )
+            f"ciou_pos {pct(o['ciou_pos'])}  giou_neg {pct(o['giou_neg'])}  (%)"
         )
+        typer.echo(padding_note(o, report.metadata.get("padding_counted")))
         typer.echo("wrote " + ", ".join(str(f) for f in files))
 
     @app.command()

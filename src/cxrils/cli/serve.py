@@ -41,7 +41,7 @@ def register(app: typer.Typer) -> None:
         import uvicorn
 
         from cxrils.models.base import ModelLoadError, Segmenter
-        from cxrils.serve.app import ServiceConfig, create_app
+        from cxrils.serve.app import ServiceConfig, check_writable, create_app
 
         run_dir = model or default_model_dir()
         if run_dir is None:
@@ -53,6 +53,11 @@ def register(app: typer.Typer) -> None:
                 err=True,
             )
             raise typer.Exit(2)
+        if keep_uploads is not None:  # before the model load, which can take minutes
+            try:
+                check_writable(keep_uploads)
+            except ValueError as err:
+                fail(str(err))
         try:
             segmenter = Segmenter.from_pretrained(run_dir)
         except ModelLoadError as err:
@@ -62,9 +67,9 @@ def register(app: typer.Typer) -> None:
             max_instruction_chars=max_instruction_chars,
             keep_uploads_dir=keep_uploads,
         )
-        typer.echo(f"cxrils: serving {run_dir} on http://{host}:{port}/ (API docs at /docs)")
         try:
             app = create_app(segmenter, model_name=str(run_dir), config=cfg)
         except ValueError as err:
             fail(str(err))
+        typer.echo(f"cxrils: serving {run_dir} on http://{host}:{port}/ (API docs at /docs)")
         uvicorn.run(app, host=host, port=port, log_level="info")

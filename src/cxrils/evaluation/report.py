@@ -389,25 +389,28 @@ _DEFINITIONS = (
 )
 
 
-def _official_lines(o: dict[str, Any], padding_counted: bool | None) -> list[str]:
-    """The authors'-protocol section of ``report.md``; ``padding_counted``: whether the
-    predictions carried ``padding_pixels`` (None: not said, e.g. in-memory samples)."""
+def padding_note(o: dict[str, Any], padding_counted: bool | None) -> str:
+    """What the authors'-protocol numbers ``o`` (:meth:`EvaluationReport.official_protocol`)
+    counted in the padding of SAM's square; ``padding_counted``: whether the predictions
+    carried ``padding_pixels`` (None: not said, e.g. in-memory samples or a report written
+    before the column)."""
     if padding_counted is False:
-        padding = (
+        return (
             "The predictions have no padding_pixels column: predicted pixels in the padding of SAM's "
             "square, which validate() counts as false positives, are not counted (docs/evaluation.md)."
         )
-    elif padding_counted:
-        padding = (
-            f"Predicted pixels in the padding of SAM's square counted as false positives: "
-            f"{o.get('padding_pixels', 0)} in {o.get('n_padded', 0)} samples (padding_pixels)."
-        )
-    else:  # in-memory samples, or a report written before the column
-        padding = (
-            f"Predicted pixels in the padding of SAM's square counted as false positives: "
-            f"{o.get('padding_pixels', 0)} in {o.get('n_padded', 0)} samples, those the samples carried "
-            "(none where they carry no padding_pixels)."
-        )
+    counted = (
+        f"Predicted pixels in the padding of SAM's square counted as false positives: "
+        f"{o.get('padding_pixels', 0)} in {o.get('n_padded', 0)} samples"
+    )
+    if padding_counted:
+        return counted + " (padding_pixels)."
+    return counted + ", those the samples carried (none where they carry no padding_pixels)."
+
+
+def _official_lines(o: dict[str, Any], padding_counted: bool | None) -> list[str]:
+    """The authors'-protocol section of ``report.md`` (:func:`padding_note`)."""
+    padding = padding_note(o, padding_counted)
     return [
         "## Table 4, the authors' protocol (KAIST-Edlab/ROSALIA train_ds.py validate())",
         "",

@@ -42,6 +42,7 @@ from pydicom.uid import (
     JPEGExtended12Bit,
     JPEGLSTransferSyntaxes,
     JPEGTransferSyntaxes,
+    SegmentationStorage,
 )
 
 from cxrils.config import VOI_CHOICE
@@ -471,7 +472,6 @@ def _codestream_precision(ds: Dataset, tsyntax: UID) -> int | None:
 
 
 #: Segmentation Storage SOP Class UID (PS3.4 B.5): a mask, whose pixels are no radiograph.
-_SEG_STORAGE = "1.2.840.10008.5.1.4.1.1.66.4"
 
 
 def load_dicom(path: str | Path, *, max_pixels: int, voi: str = "auto") -> LoadedImage:
@@ -509,7 +509,7 @@ def load_dicom(path: str | Path, *, max_pixels: int, voi: str = "auto") -> Loade
     ds = _read(path)
     if "PixelData" not in ds:
         raise ImageLoadError(path, "DICOM file has no Pixel Data (7FE0,0010): not an image object")
-    if str(ds.get("Modality", "")).strip().upper() == "SEG" or str(ds.get("SOPClassUID", "")) == _SEG_STORAGE:
+    if str(ds.get("Modality", "")).strip().upper() == "SEG" or str(ds.get("SOPClassUID", "")) == SegmentationStorage:
         raise ImageLoadError(
             path, "a DICOM Segmentation (Modality SEG), not an X-ray image: give the image it segments"
         )

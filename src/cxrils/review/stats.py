@@ -155,7 +155,7 @@ def stratified_rate(strata: pd.DataFrame, confidence: float = CONFIDENCE) -> tup
     # alone): a stratum whose sampled records agree carries no sample variance, yet little
     # of a large stratum was seen (a new reviewer's simulation: 0 % coverage without it)
     design = float((w**2 * fpc / used["n"]).sum())
-    n_design = 1.0 / design if design > 0 else math.inf
+    n_design = 1.0 / design  # > 0: a stratum not reviewed whole has fpc > 0 (returned above otherwise)
     n_eff = min(est * (1 - est) / var, n_design) if var > 0 else n_design
     low, high = wilson_interval_of(est, n_eff, confidence)
     return est, max(least, min(est, low)), min(most, max(est, high))

@@ -71,7 +71,7 @@ class ServiceConfig:
     keep_uploads_dir: Path | None = None
 
 
-def _check_writable(folder: Path) -> None:
+def check_writable(folder: Path) -> None:
     """Make ``folder`` (for kept uploads) and check that a file can be written in it.
 
     Raises
@@ -157,6 +157,11 @@ def create_app(
     config : ServiceConfig, optional
     load_image : callable, optional
         ``path -> LoadedImage``; defaults to :func:`cxrils.io.load_image`.
+
+    Raises
+    ------
+    ValueError
+        If ``config.keep_uploads_dir`` cannot be made or written (:func:`check_writable`).
     """
     from cxrils.extras import missing_module
     from cxrils.io import ImageLoadError
@@ -169,7 +174,7 @@ def create_app(
 
     cfg = config or ServiceConfig()
     if cfg.keep_uploads_dir is not None:
-        _check_writable(cfg.keep_uploads_dir)
+        check_writable(cfg.keep_uploads_dir)
     loader = load_image or default_loader
     lock = threading.Lock()  # one inference at a time: a model's buffers are not thread-safe by contract
     app = FastAPI(

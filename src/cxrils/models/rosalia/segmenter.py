@@ -282,7 +282,7 @@ class RosaliaSegmenter(Segmenter):
         """
         x, instruction = check_image(image), check_instruction(instruction)
         batch = self.processor.collate([self.processor.encode(x, instruction)])
-        dtype = next(self.model.mm_projector.parameters()).dtype
+        dtype = self.model.mm_projector_dtype
         batch = {k: v.to(self.device, dtype=dtype if v.is_floating_point() else None) for k, v in batch.items()}
         tok = self.processor.tokenizer
         new, decoded = self.model.generate(**batch, eos_token_id=tok.eos_token_id, pad_token_id=tok.pad_token_id)
@@ -305,7 +305,7 @@ class RosaliaSegmenter(Segmenter):
         """
         x = check_image(image)
         batch = self.processor.collate([self.processor.encode(x, instruction, answer, None)])
-        dtype = next(self.model.mm_projector.parameters()).dtype
+        dtype = self.model.mm_projector_dtype
         batch = {
             k: v.to(self.device, dtype=dtype if v.is_floating_point() else None)
             for k, v in batch.items()

@@ -94,6 +94,9 @@ def test_ground_writes_all_outputs(case, tmp_path):
     ):
         assert (out / name).is_file(), name
     d = json.loads((out / "grounding.json").read_text())
+    # the image's metadata say their frame (pixel spacing of the loaded, display-frame image)
+    assert d["image"]["pixel_spacing_frame"] == "display" and "display_ops" not in d["image"]
+    assert d["frame"] == "source" and isinstance(d["display_ops"], list)
     cons = [f for f in d["findings"] if f["lesion_type"] == "consolidation"]
     assert len(cons) == 1 and cons[0]["mask_file"], d["findings"]
     assert cons[0]["grounded"] and set(cons[0]["grounded"]) <= set(cons[0]["reported"])

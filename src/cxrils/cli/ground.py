@@ -63,11 +63,12 @@ def ground(
     from cxrils.pipeline.stages import BuiltinStages, StageLoadError
     from cxrils.pipeline.study import Pipeline
     from cxrils.sources import StudyInput
+    from cxrils.sources.base import norm_view
     from cxrils.vision.anatomy.render import overlay as anatomy_overlay
 
     cfg = load_config_or_fail(config, set_)
     out_folder_or_fail(out_dir)
-    view = " ".join(view.split()).upper() if view else None  # "" = from the file's metadata
+    view = norm_view(" ".join(view.split())) if view else None  # "" = from the file's metadata
     if view is not None and view not in VIEW_POSITIONS:
         fail(f"--view {view!r}: not a view position; one of {', '.join(sorted(VIEW_POSITIONS))}")
     text_path = Path(report_text)
@@ -146,7 +147,13 @@ def ground(
         {
             **source_frame_record(loaded.meta),
             "shape": list(source_frame_shape(sg.shape, loaded.meta)),
-            "image": {"file": image.name, **loaded.meta.to_dict()},
+            # the loaded image's metadata: its pixel_spacing is the display frame's (io.base.ImageMeta);
+            # display_ops stands once, above
+            "image": {
+                "file": image.name,
+                **{k: v for k, v in loaded.meta.to_dict().items() if k != "display_ops"},
+                "pixel_spacing_frame": "display",
+            },
             "report": report.to_dict(),
             "detector_boxes": [b.to_dict() for b in boxes],
             "backends": {

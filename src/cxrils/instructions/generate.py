@@ -449,15 +449,15 @@ def _negatives(
                 continue  # asked, not denied ("rule out pneumonia"): neither absent nor negated
             if t == "cardiomegaly":  # Appendix D.3: only with a CTR known and <= 0.45 (and plausible)
                 if g.ctr is not None and cfg.qc.ctr_plausible_min <= g.ctr <= cfg.qc.ctr_max_cardiomegaly_negative:
-                    _negative(b, t, "global", None, negated)
+                    _negative(b, t, "global", (), negated)
                 continue
             forms = (
-                absent_forms
+                [(form, (loc,) if loc else ()) for form, loc in absent_forms]
                 if absent_forms is not None
                 else _absent_choices(rng, ic.max_absent_negatives_per_type, ic.absent_negative_global_prob)
             )
-            for form, loc in forms:
-                _negative(b, t, form, loc, negated)
+            for form, locs in forms:
+                _negative(b, t, form, locs, negated)
             continue
         if t in vocab.ORGAN_LESION_TYPES:
             continue
@@ -470,21 +470,20 @@ def _negatives(
         k = min(ic.max_empty_location_negatives_per_type, len(empty))
         picks = sorted(rng.choice(len(empty), size=k, replace=False).tolist()) if k > 0 else []
         for p in picks:
-            _negative(b, t, "basic", empty[p], [it.gf for it in same])
+            _negative(b, t, "basic", (empty[p],), [it.gf for it in same])
             if t in vocab.INFERENCE_LESION_TYPES and all(it.localized for it in opacity_pool):
-                _negative(b, t, "lesion_inference", empty[p], [it.gf for it in same])
+                _negative(b, t, "lesion_inference", (empty[p],), [it.gf for it in same])
 
 
-def _absent_choices(
-    rng: np.random.Generator, n: int, p_global: float
-) -> list[tuple[str, str | tuple[str, ...] | None]]:
+def _absent_choices(rng: np.random.Generator, n: int, p_global: float) -> list[tuple[str, tuple[str, ...]]]:
     """Up to ``n`` distinct negatives for an absent type: global with probability
     ``p_global``, else basic at a place drawn uniformly from both lungs together
     (:data:`cxrils.vocab.WHOLE_LUNGS`: "Segment the effusion in the right lung and left
     lung.") and the ten instruction locations (Appendix C.2; the released
-    sheet's places, ``InstructionConfig.absent_negative_global_prob``)."""
-    cands: list[tuple[str, str | tuple[str, ...] | None]] = [("global", None), ("basic", vocab.WHOLE_LUNGS)] + [
-        ("basic", loc) for loc in vocab.INSTRUCTION_LOCATIONS
+    sheet's places, ``InstructionConfig.absent_negative_global_prob``): ``(form, query
+    locations)`` pairs, ``()`` for the global one."""
+    cands: list[tuple[str, tuple[str, ...]]] = [("global", ()), ("basic", vocab.WHOLE_LUNGS)] + [
+        ("basic", (loc,)) for loc in vocab.INSTRUCTION_LOCATIONS
     ]
     w = np.array([p_global] + [(1.0 - p_global) / (len(cands) - 1)] * (len(cands) - 1))
     nonzero = np.flatnonzero(w > 0)
@@ -495,10 +494,8 @@ def _absent_choices(
     return [cands[i] for i in sorted(picks.tolist())]
 
 
-def _negative(
-    b: _Builder, t: str, form: str, loc: str | tuple[str, ...] | None, sources: Sequence[GroundedFinding]
-) -> None:
-    locs = list(loc) if isinstance(loc, tuple) else [loc] if loc else []
+def _negative(b: _Builder, t: str, form: str, places: Sequence[str], sources: Sequence[GroundedFinding]) -> None:
+    locs = list(places)
     if form == "lesion_inference":
         instruction = templates.render_instruction("lesion_inference", None, locs)
         answer = templates.render_answer("lesion_inference", "negative", locations=locs)

@@ -193,7 +193,13 @@ def box_to_source_frame(
     (x = column, pixel edges at integers: the box of :class:`cxrils.types.LesionBox`) of
     an image of ``shape`` (H, W), in the source frame: :attr:`ImageMeta.display_ops`
     undone in reverse order, as :func:`to_source_frame` does for a mask, so that the
-    box holds the same pixels there."""
+    box holds the same pixels there.
+
+    Raises
+    ------
+    ValueError
+        If ``meta.display_ops`` holds an operation outside :data:`DISPLAY_OPS`.
+    """
     x0, y0, x1, y1 = box
     h, w = shape
     for op in reversed(meta.display_ops):

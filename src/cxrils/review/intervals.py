@@ -75,7 +75,15 @@ def wilson_interval_of(p: float, n: float, confidence: float = CONFIDENCE) -> tu
     """The Wilson score interval (:func:`wilson_interval`) of a proportion ``p`` in [0, 1]
     observed on ``n > 0`` trials, ``n`` possibly fractional: an effective sample size
     (Kish), as for a stratified estimate (:func:`cxrils.review.stats.stratified_rate`).
-    Returns lower and upper bound, fractions in [0, 1]."""
+    Returns lower and upper bound, fractions in [0, 1].
+
+    Raises
+    ------
+    ValueError
+        If ``n`` is not positive.
+    """
+    if not n > 0:
+        raise ValueError(f"the Wilson interval needs n > 0 trials, got {n}")
     z = z_value(confidence)
     denom = 1.0 + z * z / n
     centre = (p + z * z / (2 * n)) / denom

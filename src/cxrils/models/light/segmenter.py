@@ -346,7 +346,7 @@ class LightSegmenter(Segmenter):
         Raises
         ------
         ValueError
-            If ``image`` is not uint8 (H, W).
+            If ``image`` is not uint8 (H, W) or ``instruction`` is not a str.
         cxrils.models.light.text.InstructionError
             If the structured encoder cannot read the instruction.
         """

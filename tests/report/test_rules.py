@@ -1214,6 +1214,12 @@ def test_third_review_places(rules, text, lesion_type, labels):
             {"consolidation": "negative", "effusion": "negative", "pneumonia": "negative", "cardiomegaly": "positive"},
         ),
         ("No pneumonia and trace bilateral effusions, unchanged.", {"pneumonia": "negative", "effusion": "positive"}),
+        # sizes and features joined by a comma ("mild, patchy") still open the finding
+        (
+            "No pneumothorax and mild, patchy atelectasis at the left base.",
+            {"atelectasis": "positive"},
+        ),
+        ("No pneumonia, small, patchy left basilar atelectasis.", {"pneumonia": "negative", "atelectasis": "positive"}),
         (
             "No consolidation, effusion, pneumonia, small left effusion.",
             {"consolidation": "negative", "effusion": "negative", "pneumonia": "negative"},
@@ -1275,7 +1281,36 @@ def test_a_nearer_negation_denies_what_a_history_asks(rules, text, expected):
             "Pneumonia is unlikely but not excluded, and effusion is absent.",
             {("pneumonia", "positive", "tentative"), ("effusion", "negative", "definitive")},
         ),
-        # a bare list still shares its backward negation
+        # ", and" after a finding with a size, side or verb of its own starts a clause
+        (
+            "Small left effusion, and pneumonia is not seen.",
+            {("effusion", "positive", "definitive"), ("pneumonia", "negative", "definitive")},
+        ),
+        (
+            "The heart is enlarged, and effusion is not seen.",
+            {("cardiomegaly", "positive", "definitive"), ("effusion", "negative", "definitive")},
+        ),
+        (
+            "Small left effusion, and pneumonia is not excluded.",
+            {("effusion", "positive", "definitive"), ("pneumonia", "positive", "tentative")},
+        ),
+        (
+            "Mild cardiomegaly, and pleural effusion has resolved.",
+            {("cardiomegaly", "positive", "definitive"), ("effusion", "negative", "definitive")},
+        ),
+        # a bare list still shares its backward negation or hedge
+        (
+            "Consolidation, pneumonia, and effusion is not seen.",
+            {
+                ("consolidation", "negative", "definitive"),
+                ("pneumonia", "negative", "definitive"),
+                ("effusion", "negative", "definitive"),
+            },
+        ),
+        (
+            "Atelectasis, and pneumonia is not excluded.",
+            {("atelectasis", "positive", "tentative"), ("pneumonia", "positive", "tentative")},
+        ),
         (
             "Consolidation, atelectasis, and effusion have resolved.",
             {

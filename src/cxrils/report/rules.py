@@ -1044,7 +1044,9 @@ def _stated_after_comma(words: list[str], targets: list[tuple[int, int]], cues: 
     same holds at ", and" ("no edema or effusion, and mild cardiomegaly is stable") and,
     with a size word only (:data:`_SIZE_OPENERS`), at a bare "and": "no effusion and mild
     cardiomegaly" states the cardiomegaly; "no evidence of pneumothorax and worsening
-    effusion" stays denied. ``targets`` are the finding token spans ``(start, end)``."""
+    effusion" stays denied. A comma between two modifiers goes on with them ("no
+    pneumothorax and mild, patchy atelectasis" states the atelectasis). ``targets`` are
+    the finding token spans ``(start, end)``."""
     negations = [e for _, e, (_, cat, direction, _) in cues if cat == "NEGATED_EXISTENCE" and direction != "BACKWARD"]
     if not negations:
         return cues
@@ -1065,7 +1067,18 @@ def _stated_after_comma(words: list[str], targets: list[tuple[int, int]], cues: 
         if not any(e <= a and b <= k and _closed_list(words[e:k]) for e in negations for a, b in targets):
             continue
         j = first
-        while j < len(words) and j not in starts and words[j].lower() in _STATED_MODIFIERS:
+        # "mild, patchy atelectasis": a comma between two modifiers goes on with them
+        while (
+            j < len(words)
+            and j not in starts
+            and (
+                words[j].lower() in _STATED_MODIFIERS
+                or words[j] == ","
+                and j > first
+                and j + 1 < len(words)
+                and words[j + 1].lower() in _STATED_MODIFIERS
+            )
+        ):
             j += 1
         # nothing more listed after it: no list word, or no finding after it ("no
         # pneumothorax and trace bilateral effusions, unchanged")
@@ -1148,7 +1161,9 @@ def _clause_scope(words: list[str], targets: list[tuple[int, int]], cues: list) 
     consideration", "atelectasis or pneumonia is possible"), and so it does when an
     alternative runs up to the comma ("cardiomegaly or less likely, pericardial effusion
     is suspected"). A backward negation stops so too ("right pleural effusion, left
-    pneumothorax not seen"), and at the last comma before it where a subject of its own
+    pneumothorax not seen"). ", and" after a finding that is a clause of its own
+    (:func:`_and_after_clause`) is such a comma: "small left effusion, and pneumothorax is
+    not seen". A backward negation also stops at the last comma before it where a subject of its own
     stands between that comma and the cue (:func:`_own_subject`: "retrocardiac opacity,
     the left hemidiaphragm is not seen"). ``targets`` are the finding token spans ``(start,
     end)`` of the sentence."""
@@ -1187,12 +1202,17 @@ def _clause_scope(words: list[str], targets: list[tuple[int, int]], cues: list) 
         ):
             out.append(cue)
             continue
-        comma = None
+        comma, joined = None, False
         for k in range(subject[0] - 1, -1, -1):
             # "right effusion noted previously is now small and the pneumothorax has
             # resolved": "and the" after a clause with its verb is a comma there
             if words[k] == "," or _clause_and(words, k) and _verb_before(words, targets, k):
                 comma = k
+                break
+            # "small left effusion, and pneumothorax is not seen": ", and" after a
+            # finding stated as a clause of its own opens a clause too
+            if _and_after_clause(words, targets, k):
+                comma, joined = k - 1, True
                 break
             if words[k] in _LIST_WORDS or any(a <= k < b for a, b in targets):
                 break
@@ -1205,6 +1225,7 @@ def _clause_scope(words: list[str], targets: list[tuple[int, int]], cues: list) 
         if (
             negation
             and comma is not None
+            and not joined
             and (lead and not _own_subject(lead) or not lead and not _stated(words, targets, comma))
         ):
             # "right basilar consolidation, concerning for pneumonia has cleared": an aside;
@@ -1237,6 +1258,18 @@ def _clause_and(words: list[str], k: int) -> bool:
     there: "pneumonia is unlikely but not excluded, and effusion is absent")."""
     pair = [w.lower() for w in words[k : k + 2]]
     return pair == ["and", "the"] or (pair[:1] == ["and"] and k > 0 and words[k - 1] == ",")
+
+
+def _and_after_clause(words: list[str], targets: list[tuple[int, int]], k: int) -> bool:
+    """Whether token ``k`` is the "and" of ", and" after a finding that is a clause of its
+    own: a size, side or other word stands with it (:func:`_stated`: "small left
+    effusion, and pneumothorax is not seen") or a verb does ("the heart is enlarged, and
+    effusion is not seen"); not after a bare list item ("pneumothorax, effusion, and
+    consolidation is not seen")."""
+    if words[k].lower() != "and" or k == 0 or words[k - 1] != ",":
+        return False
+    first = max((j for j in range(k - 1) if words[j] in (",", ";")), default=-1) + 1
+    return _stated(words, targets, k - 1) or any(w.lower() in _CLAUSE_VERBS for w in words[first : k - 1])
 
 
 def _verb_before(words: list[str], targets: list[tuple[int, int]], k: int) -> bool:

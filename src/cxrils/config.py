@@ -169,6 +169,14 @@ class InstructionConfig:
     absent_negative_global_prob: float = 1 / 12
     # Appendix C.2: a present type gets a basic negative at "one of the empty locations".
     max_empty_location_negatives_per_type: int = 1
+    # Chance that an opacity negative at one place (a zone or one lung; absent or empty
+    # location) is asked in the lesion-inference form ("Segment the opacity in the left
+    # lung base and predict its type." / "There is no opacity in the left lung base.")
+    # instead of the basic one. The paper gives no rule (Table 12: 769 lesion-inference
+    # negatives of 9,881). The authors' released test sheet (final_sheet/absence_final.csv
+    # at e38fdb2) gives one opacity negative per study, never both forms: 784 of the 1,593
+    # at one place are lesion inference, 809 basic (0.49).
+    lesion_inference_negative_prob: float = 0.5
     paraphrase: bool = False  # Appendix C.3, off by default
     paraphrase_variants_per_persona: int = 3  # Appendix C.3: nine variants for three personas
     # A paraphrase line longer than this many characters is dropped (ours: a rambling reply,

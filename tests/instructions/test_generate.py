@@ -77,8 +77,11 @@ def check_consistent(records: list[dict]) -> None:
             assert tuple(r["locations"]) == ans.locations
 
 
-def test_multi_lesion_study_exact_records():
-    records = gen(multi_lesion_study(), only_global_absent())
+@pytest.mark.parametrize("li_prob", [0.0, 1.0])
+def test_multi_lesion_study_exact_records(li_prob):
+    cfg = only_global_absent()
+    cfg.instructions.lesion_inference_negative_prob = li_prob
+    records = gen(multi_lesion_study(), cfg)
     check_consistent(records)
     L = "left apical zone lung"  # the only empty location an instruction can name
     expected = {
@@ -141,15 +144,6 @@ def test_multi_lesion_study_exact_records():
             (L,),
         ),
         (
-            "pneumonia",
-            "lesion_inference",
-            "negative",
-            f"Segment the opacity in the {L} and predict its type.",
-            f"[SEG] There is no opacity in the {L}.",
-            "",
-            (L,),
-        ),
-        (
             "atelectasis",
             "basic",
             "negative",
@@ -158,11 +152,22 @@ def test_multi_lesion_study_exact_records():
             "",
             (L,),
         ),
+        # opacity's one negative: basic, or lesion inference (the released sheet's two forms)
         (
             "opacity",
             "basic",
             "negative",
             f"Segment the opacity in the {L}.",
+            f"[SEG] There is no opacity in the {L}.",
+            "",
+            (L,),
+        )
+        if li_prob == 0.0
+        else (
+            "opacity",
+            "lesion_inference",
+            "negative",
+            f"Segment the opacity in the {L} and predict its type.",
             f"[SEG] There is no opacity in the {L}.",
             "",
             (L,),
@@ -221,13 +226,16 @@ def test_multi_lesion_study_forbidden_records_never_appear():
             # does not make "left lung" empty)
             if r["polarity"] == "negative" and r["lesion_type"] in ("pneumonia", "atelectasis", "opacity"):
                 assert r["locations"] and set(r["locations"]) <= {"left apical zone lung", "left mid zone lung"}
-            # lesion inference for pneumonia, atelectasis, edema only
+            # lesion inference for pneumonia, atelectasis, edema only; its negative is
+            # one form of opacity's negative
             if r["instruction_type"] == "lesion_inference":
-                assert r["lesion_type"] in vocab.INFERENCE_LESION_TYPES
-        # at most one negative per type per instruction form
-        negs = [(r["lesion_type"], r["instruction_type"]) for r in records if r["polarity"] == "negative"]
+                want = vocab.INFERENCE_LESION_TYPES if r["polarity"] == "positive" else ("opacity",)
+                assert r["lesion_type"] in want
+        # at most one negative per type (the released sheet: one opacity negative per
+        # study, basic or lesion inference)
+        negs = [r["lesion_type"] for r in records if r["polarity"] == "negative"]
         assert len(negs) == len(set(negs))
-        assert {t for t, _ in negs} == {"pneumonia", "atelectasis", "opacity", "consolidation", "edema", "effusion"}
+        assert set(negs) == {"pneumonia", "atelectasis", "opacity", "consolidation", "edema", "effusion"}
 
 
 def test_cardiomegaly_negative_depends_on_ctr():
@@ -768,3 +776,32 @@ def test_a_place_the_report_asks_about_gets_no_location_negative():
             and "left" in r["instruction"]
             and r["lesion_type"] in ("pneumonia", "opacity")
         ]
+
+
+def test_an_opacity_negative_at_one_place_is_lesion_inference_about_half_the_time():
+    """The authors' released test sheet asks one opacity negative per study, 784 of 1,593
+    of those at one place as lesion inference; global and both-lungs ones never so."""
+
+    def normal(i: int) -> StudyGrounding:
+        return StudyGrounding(
+            study_id="s",
+            image_id=f"n{i}",
+            shape=SHAPE,
+            findings=[],
+            empty_locations=list(vocab.INSTRUCTION_LOCATIONS),
+            ctr=0.40,
+            heart_mask=HEART_MASK,
+        )
+
+    forms: collections.Counter = collections.Counter()
+    for i in range(400):
+        negs = [r for r in gen(normal(i)) if r["polarity"] == "negative" and r["lesion_type"] == "opacity"]
+        check_consistent(negs)
+        assert len(negs) == 1
+        forms[(negs[0]["instruction_type"], len(negs[0]["locations"]))] += 1
+    assert set(forms) == {("global", 0), ("basic", 2), ("basic", 1), ("lesion_inference", 1)}
+    share = forms[("lesion_inference", 1)] / (forms[("lesion_inference", 1)] + forms[("basic", 1)])
+    assert 0.4 < share < 0.6
+    never = Config()
+    never.instructions.lesion_inference_negative_prob = 0.0
+    assert not [r for i in range(50) for r in gen(normal(i), never) if r["instruction_type"] == "lesion_inference"]

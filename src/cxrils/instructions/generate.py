@@ -457,6 +457,8 @@ def _negatives(
                 else _absent_choices(rng, ic.max_absent_negatives_per_type, ic.absent_negative_global_prob)
             )
             for form, locs in forms:
+                if absent_forms is None:
+                    form = _opacity_form(t, form, locs, rng, ic.lesion_inference_negative_prob)
                 _negative(b, t, form, locs, negated)
             continue
         if t in vocab.ORGAN_LESION_TYPES:
@@ -470,9 +472,21 @@ def _negatives(
         k = min(ic.max_empty_location_negatives_per_type, len(empty))
         picks = sorted(rng.choice(len(empty), size=k, replace=False).tolist()) if k > 0 else []
         for p in picks:
-            _negative(b, t, "basic", (empty[p],), [it.gf for it in same])
-            if t in vocab.INFERENCE_LESION_TYPES and all(it.localized for it in opacity_pool):
-                _negative(b, t, "lesion_inference", (empty[p],), [it.gf for it in same])
+            form = _opacity_form(t, "basic", (empty[p],), rng, ic.lesion_inference_negative_prob)
+            _negative(b, t, form, (empty[p],), [it.gf for it in same])
+
+
+def _opacity_form(t: str, form: str, places: Sequence[str], rng: np.random.Generator, p: float) -> str:
+    """The form of one negative: an opacity negative at one place (a zone or one lung)
+    is asked as lesion inference ("Segment the opacity in the left lung base and predict
+    its type.") with probability ``p``
+    (``InstructionConfig.lesion_inference_negative_prob``: the authors' released test
+    sheet asks about half of them so, never both forms in one study), else as it came;
+    every other negative keeps ``form``. Draws from ``rng`` only for an opacity
+    negative at one place."""
+    if t != "opacity" or form != "basic" or len(places) != 1:
+        return form
+    return "lesion_inference" if rng.random() < p else form
 
 
 def _absent_choices(rng: np.random.Generator, n: int, p_global: float) -> list[tuple[str, tuple[str, ...]]]:

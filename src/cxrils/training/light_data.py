@@ -294,9 +294,13 @@ def jsrt_training_samples(data_root: str | Path, cfg: Config) -> list[tuple[Samp
 
 def _with_empty_negatives(cfg: Config, n: int) -> Config:
     """A copy of ``cfg`` asking up to ``n`` empty-location negatives per type (the paper's
-    generator asks ``instructions.max_empty_location_negatives_per_type``)."""
+    generator asks ``instructions.max_empty_location_negatives_per_type``), each in the
+    basic form: these rows ask each empty place of a radiologist-masked film "Segment the
+    opacity in the X.", which the generator would ask as lesion inference about half the
+    time (``instructions.lesion_inference_negative_prob``)."""
     out = copy.deepcopy(cfg)
     out.instructions.max_empty_location_negatives_per_type = n
+    out.instructions.lesion_inference_negative_prob = 0.0
     return out
 
 

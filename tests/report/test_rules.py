@@ -1351,3 +1351,77 @@ def test_cannot_exclude_and_increasing_stays_tentative(rules):
 def test_second_review_place_cases(rules, text, entity, labels):
     rep = structure_report("x", "FINDINGS: " + text, structurer=rules)
     assert [list(f.labels) for f in rep.findings if f.entity == entity] == [labels]
+
+
+@pytest.mark.parametrize(
+    "text, expected",
+    [
+        # "cannot be completely excluded", "is also possible", "possibly with": hedges
+        ("Pneumonia cannot be completely excluded.", {("pneumonia", "positive", "tentative")}),
+        (
+            "Right lower lobe opacity, which could be atelectasis, but pneumonia is also possible.",
+            {("opacity", "positive", "definitive"), ("pneumonia", "positive", "tentative")},
+        ),
+        (
+            "Mild left base atelectasis, possibly with a small effusion.",
+            {("atelectasis", "positive", "definitive"), ("effusion", "positive", "tentative")},
+        ),
+        # "unlikely to be X" denies X, not the finding before it
+        (
+            "Left basilar opacity, unlikely to be pneumonia.",
+            {("opacity", "positive", "definitive"), ("pneumonia", "negative", "definitive")},
+        ),
+        ("The findings are unlikely to represent pneumonia.", {("pneumonia", "negative", "definitive")}),
+        ("Findings are less likely to represent pneumonia.", {("pneumonia", "positive", "tentative")}),
+        # "no X is seen to suggest Y" denies Y too
+        (
+            "No focal opacity is seen to suggest pneumonia.",
+            {("opacity", "negative", "definitive"), ("pneumonia", "negative", "definitive")},
+        ),
+        # a hedge before a comma ends there when a sized finding follows
+        (
+            "Bibasilar opacities, likely atelectasis, and small bilateral effusions.",
+            {("opacity", "positive", "definitive"), ("effusion", "positive", "definitive")},
+        ),
+        # "with no A and a small B" states B
+        (
+            "Left chest tube has been removed, with no pneumothorax and a small residual left effusion.",
+            {("effusion", "positive", "definitive")},
+        ),
+    ],
+)
+def test_mimic_style_hedges_and_denials(rules, text, expected):
+    got = {(f.lesion_type, f.presence, f.certainty) for f in rules.structure(text) if f.lesion_type}
+    assert got == expected
+
+
+@pytest.mark.parametrize(
+    "text, predicted",
+    [
+        ("Patchy left basilar opacity, without effusion, likely atelectasis.", "atelectasis"),
+        ("Left basilar opacity without effusion may reflect pneumonia.", "pneumonia"),
+        ("Right lower lobe consolidation without effusion, consistent with pneumonia.", "pneumonia"),
+        ("Without evidence of pneumonia, the left basilar opacity is likely atelectasis.", "atelectasis"),
+    ],
+)
+def test_a_finding_denied_with_without_leaves_the_reading_to_the_opacity(rules, text, predicted):
+    """The reading after "opacity without effusion" is the opacity's: it keeps its place and
+    the predicted type; only the effusion (or the pneumonia before ", the") is denied."""
+    fs = rules.structure(text)
+    (lesion,) = [f for f in fs if f.presence == "positive"]
+    assert lesion.predicted_lesion_type == predicted and lesion.locations
+    assert not [f for f in fs if f.lesion_type == predicted and f.presence == "negative"]
+
+
+@pytest.mark.parametrize(
+    "text, places",
+    [
+        ("Small left pleural effusion and mild pulmonary edema.", []),
+        ("Right pleural effusion, right basilar atelectasis, and mild pulmonary edema.", []),
+        ("Bibasilar atelectasis and edema.", ["bibasilar"]),
+        ("Mild pulmonary edema at the right base.", ["right base"]),
+    ],
+)
+def test_edema_takes_no_one_sided_place_from_another_finding(rules, text, places):
+    (edema,) = [f for f in rules.structure(text) if f.lesion_type == "edema"]
+    assert edema.locations == places

@@ -597,6 +597,20 @@ _RAW_CONTEXT_RULES: tuple[tuple[str, str, str, int | None], ...] = (
         # "the lungs are clear of airspace disease, pneumothorax, or effusion": the whole list
         for end, scope in (("", 1), (" of", None))
     ),
+    # A reading against the finding that follows: "left basilar opacity, unlikely to be
+    # pneumonia", "the findings are unlikely to represent pneumonia" (the backward
+    # "unlikely" below would deny the opacity and leave the pneumonia stated).
+    *(
+        (f"{lean} to {verb}", "NEGATED_EXISTENCE", "FORWARD", 4)
+        for lean in ("unlikely", "not likely")
+        for verb in ("be", "represent", "reflect", "indicate", "relate to", "be due to")
+    ),
+    # ... and its hedged form, read as the backward "less likely" is ("Y is less likely"):
+    # "findings are less likely to represent pneumonia"
+    *(
+        (f"less likely to {verb}", "POSSIBLE_EXISTENCE", "FORWARD", 4)
+        for verb in ("be", "represent", "reflect", "indicate", "relate to", "be due to")
+    ),
     # Negation and resolution (backward: "pneumothorax has resolved").
     *(
         (w, "NEGATED_EXISTENCE", "BACKWARD", 10)
@@ -755,6 +769,12 @@ _RAW_CONTEXT_RULES: tuple[tuple[str, str, str, int | None], ...] = (
             # (a bare "whether or not" is a pseudo-cue: "whether or not the opacity has changed")
             *(f"whether or not{t}" for t in (" there is", " there are")),
             "favored over",
+            # "with" ends a scope (below); a hedged "with" opens one: "atelectasis, possibly
+            # with a small effusion"
+            "possibly with",
+            "probably with",
+            "likely with",
+            "perhaps with",
             # a finding raising the question: "opacity raising clinical concern for pneumonia"
             *(
                 f"{v} clinical {n} {p}"
@@ -809,6 +829,13 @@ _RAW_CONTEXT_RULES: tuple[tuple[str, str, str, int | None], ...] = (
             "is the favored diagnosis",
             "is not unlikely",
             "are not unlikely",
+            # "pneumonia cannot be completely excluded", "pneumonia is also possible"
+            "cannot be completely excluded",
+            "can not be completely excluded",
+            "not completely excluded",
+            "is not completely excluded",
+            "is also possible",
+            "are also possible",
         )
     ),
     # A denial taken back in the same breath is a hedge: "pneumonia is doubtful but cannot
@@ -940,6 +967,9 @@ _RAW_CONTEXT_RULES: tuple[tuple[str, str, str, int | None], ...] = (
             "no substantial interval change",
             "not worsened",
             "no worsening",
+            # "no focal opacity is seen to suggest pneumonia": the denial reaches the reading
+            # ("seen" ends a scope below, "suggest" hedges)
+            *(f"{v} to {w}" for v in ("seen", "present", "noted") for w in ("suggest", "indicate")),
             # the finding is there, its reading hedged: "opacities are favored to represent scarring"
             *(f"{v} favored to {w}" for v in ("is", "are") for w in ("represent", "be", "reflect")),
             # the finding has not gone away: "no improvement in the left lower lobe pneumonia"

@@ -132,6 +132,11 @@ _INFER = re.compile(
     r"correspond\w* to)\b",
     re.IGNORECASE,
 )
+# The gap before a finding denied in passing: "opacity WITHOUT effusion", "opacity, WITHOUT
+# ASSOCIATED effusion" (_predict_types skips it to reach the reading after it).
+_WITHOUT_GAP = re.compile(
+    r"^\s*,?\s*(?:without|with no)(?:\s+(?:associated|evidence of|definite|an?))*\s*$", re.IGNORECASE
+)
 _HEDGE_INFER = re.compile(
     r"\b(?:likely|probably|possibly|possible|may|might|could|suggest\w*|concerning|suspicious|worrisome|"
     r"favou?r\w*|presumably|question\w*|cannot|differential|perhaps|presumed|suspected|equivocal|probable)\b",
@@ -522,9 +527,9 @@ class RulesStructurer:
             if not (plain or sized or feature) or a.presence != b.presence:
                 continue
             if a.pre and not (b.pre or b.post) and not feature and b.lesion_type != "cardiomegaly":
-                b.pre = _shared(a.pre, b)
+                b.pre = _shared(a.pre, b, a)
             elif b.post and not (a.pre or a.post) and a.lesion_type != "cardiomegaly":
-                a.post = _shared(b.post, a)
+                a.post = _shared(b.post, a, b)
         # An adjective finding lies where the finding it qualifies does: "consolidative
         # opacities in the left lower lobe" (_without_modifiers).
         for a, b in zip(ms, ms[1:]):
@@ -534,7 +539,7 @@ class RulesStructurer:
                 and not (a.pre or a.post)
                 and _qualifies(text[a.end : b.start])
             ):
-                a.post = _shared(b.pre + b.post, a)
+                a.post = _shared(b.pre + b.post, a, b)
         # An unlocated lung finding shares the place of the located finding just before
         # it: "right pleural effusion with adjacent atelectasis".
         for i, b in enumerate(ms):
@@ -550,7 +555,7 @@ class RulesStructurer:
                 and len(gap.split()) <= rc.share_place_words
                 and (not _SHARE_BREAK.search(gap) or gap.lstrip().startswith(";") and _refers(gap))
             ):
-                b.post = _shared(a.pre + a.post, b)
+                b.post = _shared(a.pre + a.post, b, a)
 
     @staticmethod
     def _refer_back(text: str, sent: Sentence, ms: list[_Mention], prev: tuple[int, list[_Mention]]) -> None:
@@ -586,11 +591,15 @@ class RulesStructurer:
             j = i + 1
             # Skip over further non-specific findings and locations: "opacity and
             # consolidation in the left base, likely pneumonia".
-            while (
-                j < len(ms)
-                and ms[j].lesion_type in NONSPECIFIC_TYPES
+            denied = []  # "opacity without effusion, likely atelectasis": the effusion is no link
+            while j < len(ms) and (
+                ms[j].lesion_type in NONSPECIFIC_TYPES
                 and _CONJ.match(text[ms[j - 1].end : ms[j].start])
+                or ms[j].presence == "negative"
+                and _WITHOUT_GAP.match(text[ms[j - 1].end : ms[j].start])
             ):
+                if ms[j].presence == "negative":
+                    denied.append(ms[j])
                 j += 1
             if j >= len(ms):
                 continue
@@ -623,6 +632,8 @@ class RulesStructurer:
             words = text[chain[0].start : chain[-1].end]
             places = [p for x in chain for p in x.pre + x.post]  # "opacities consistent with edema in the bases"
             for m in ms[i:j]:
+                if m in denied:
+                    continue
                 m.post += [p for p in places if p not in m.pre + m.post]
                 self._assert(m, skip=(m.end, chain[-1].end))
                 m.predicted = b.lesion_type
@@ -789,10 +800,59 @@ def _sentence_cues(words: list[str], targets: list[tuple[int, int]], found: list
     (:func:`_listing_or`), and the comma-bounded scope of backward cues
     (:func:`_clause_scope`). ``targets`` are the finding token spans ``(start, end)``."""
     cues = _seen_before(words, targets, _one_way(words, targets, found))
-    cues = _favored_over(words, _one_view(words, _seen_now(words, _new_clause(words, cues))))
+    cues = _favored_over(words, _one_view(words, _seen_now(words, _new_clause(words, targets, cues))))
+    cues = _reading_after_without(words, targets, cues)
     cues = _first_finding_scope(words, targets, _change_after_and(targets, _stated_after_comma(words, targets, cues)))
     cues = _new_or_denied(words, targets, cues)
     return _clause_scope(words, targets, _listing_or(_denied_others(words, targets, cues)))
+
+
+# Words that open a reading of a finding ("opacity without effusion, LIKELY atelectasis",
+# "opacity without effusion MAY reflect pneumonia") (_reading_after_without).
+_READING_OPENERS = frozenset(
+    {"likely", "probably", "possibly", "most", "presumably", "concerning", "consistent", "compatible"}
+    | {"suggestive", "suspicious", "worrisome", "may", "might", "could", "which", "representing", "reflecting"}
+    | {"suggesting", "favoring", "favouring", "indicating"}
+)
+
+
+def _reading_after_without(words: list[str], targets: list[tuple[int, int]], cues: list) -> list:
+    """Cue matches ``(start, end, rule)`` of a sentence with the scope of a forward
+    "without" (or "with no") that follows a finding ended where a reading of that finding
+    starts after the denied one(s): "patchy left basilar opacity, without effusion, likely
+    atelectasis" and "right lower lobe consolidation without effusion, consistent with
+    pneumonia" deny the effusion only (the reading, :data:`_READING_OPENERS`, right after
+    the denied list or its comma, is the opacity's). A "without" that opens the sentence
+    keeps its scope ("without effusion or consolidation to suggest pneumonia"), and so
+    does "no" ("no focal consolidation concerning for pneumonia" denies the pneumonia).
+    ``targets`` are the finding token spans ``(start, end)``."""
+    out = []
+    for cue in cues:
+        start, end, (literal, category, direction, max_scope) = cue
+        lead = literal.split()[0] if literal else ""
+        if (
+            category == "NEGATED_EXISTENCE"
+            and direction == "FORWARD"
+            and (lead == "without" or literal.startswith("with no"))
+            and any(b <= start for _, b in targets)
+        ):
+            after = sorted(t for t in targets if t[0] >= end)
+            if after:
+                j = after[0][1]
+                # the denied list goes on: "without effusion or pneumothorax, likely ..."
+                for a, b in after[1:]:
+                    if a - j <= 2 and all(w.lower() in _QUESTION_LIST_WORDS for w in words[j:a]):
+                        j = b
+                k = j + 1 if j < len(words) and words[j] == "," else j
+                if k < len(words) and words[k].lower() in _READING_OPENERS:
+                    scope = j - end
+                    cue = (
+                        start,
+                        end,
+                        (literal, category, direction, scope if max_scope is None else min(scope, max_scope)),
+                    )
+        out.append(cue)
+    return out
 
 
 def _favored_over(words: list[str], cues: list) -> list:
@@ -909,7 +969,7 @@ def _new_or_denied(words: list[str], targets: list[tuple[int, int]], cues: list)
     return sorted(kept + added, key=lambda c: (c[0], c[1]))
 
 
-def _new_clause(words: list[str], cues: list) -> list:
+def _new_clause(words: list[str], targets: list[tuple[int, int]], cues: list) -> list:
     """Cue matches ``(start, end, rule)`` of a sentence less the terminators of
     :data:`~cxrils.report.lexicon.CLAUSE_OPENERS` (", the", ", and the") that open no clause: one ends a scope
     only where a verb of its own follows before the next comma ("without consolidation,
@@ -917,11 +977,15 @@ def _new_clause(words: list[str], cues: list) -> list:
     or edema", nor an aside, "effusions, the left larger than the right, have resolved")
     and no backward negation or hedge follows in the sentence, whose subject the comma
     logic of :func:`_clause_scope` finds ("the right effusion, the left atelectasis and
-    the edema have resolved")."""
+    the edema have resolved"). A backward hedge with a finding right after it is a
+    reading, not such a cue: "without evidence of pneumonia, the left basilar opacity is
+    likely atelectasis" ends the denial at ", the". ``targets`` are the finding token
+    spans ``(start, end)``."""
+    starts = {a for a, _ in targets}
     later_backward = [
         s
-        for s, _, (_, cat, direction, _) in cues
-        if direction == "BACKWARD" and cat in ("NEGATED_EXISTENCE", "POSSIBLE_EXISTENCE")
+        for s, e, (_, cat, direction, _) in cues
+        if direction == "BACKWARD" and cat in ("NEGATED_EXISTENCE", "POSSIBLE_EXISTENCE") and e not in starts
     ]
     out = []
     for cue in cues:
@@ -1042,29 +1106,36 @@ def _stated_after_comma(words: list[str], targets: list[tuple[int, int]], cues: 
     pneumothorax, small left effusion and atelectasis" (which may list three) and "there
     is no large, left-sided effusion" (no finding before the comma) stay negated. The
     same holds at ", and" ("no edema or effusion, and mild cardiomegaly is stable") and,
-    with a size word only (:data:`_SIZE_OPENERS`), at a bare "and": "no effusion and mild
-    cardiomegaly" states the cardiomegaly; "no evidence of pneumothorax and worsening
-    effusion" stays denied. A comma between two modifiers goes on with them ("no
+    with a size word only (:data:`_SIZE_OPENERS`, an article before it allowed), at a bare
+    "and": "no effusion and mild cardiomegaly" and "with no pneumothorax and a small
+    residual left effusion" state the cardiomegaly and the effusion; "no evidence of pneumothorax and worsening
+    effusion" stays denied. A forward hedge ends so at a comma too: "bibasilar opacities,
+    likely atelectasis, and small bilateral effusions" and "possible pneumonia, small left
+    effusion" state the effusions (not at a bare "and": "possible small left effusion and
+    mild atelectasis" may hedge both). A comma between two modifiers goes on with them ("no
     pneumothorax and mild, patchy atelectasis" states the atelectasis). ``targets`` are
     the finding token spans ``(start, end)``."""
     negations = [e for _, e, (_, cat, direction, _) in cues if cat == "NEGATED_EXISTENCE" and direction != "BACKWARD"]
-    if not negations:
+    hedges = [e for _, e, (_, cat, direction, _) in cues if cat == "POSSIBLE_EXISTENCE" and direction == "FORWARD"]
+    if not negations and not hedges:
         return cues
     starts = {a for a, _ in targets}
     added = []
     for k, w in enumerate(words):
         if w == ",":  # ", small left effusion", ", and mild cardiomegaly is stable"
             first = k + 2 if [x.lower() for x in words[k + 1 : k + 2]] == ["and"] else k + 1
-            openers = _STATED_OPENERS
-        elif w.lower() == "and" and not (k and words[k - 1] == ","):  # "and mild cardiomegaly"
-            first, openers = k + 1, _SIZE_OPENERS
+            openers, leads = _STATED_OPENERS, negations + hedges
+        elif w.lower() == "and" and not (k and words[k - 1] == ","):  # "and (a) mild cardiomegaly"
+            first, openers, leads = k + 1, _SIZE_OPENERS, negations
+            if [x.lower() for x in words[first : first + 1]] in (["a"], ["an"]):
+                first += 1
         else:
             continue
         if first >= len(words) or words[first].lower() not in openers:
             continue
         # the negation's list before the comma: one or more findings, closed ("no A or B")
         # or without a comma
-        if not any(e <= a and b <= k and _closed_list(words[e:k]) for e in negations for a, b in targets):
+        if not any(e <= a and b <= k and _closed_list(words[e:k]) for e in leads for a, b in targets):
             continue
         j = first
         # "mild, patchy atelectasis": a comma between two modifiers goes on with them
@@ -1403,13 +1474,20 @@ def _lung_compatible(phrase: str) -> bool:
     return not cats or bool(HILAR_WORDS.search(phrase)) or any(c in LUNG_FINDING_CATEGORIES for c in cats)
 
 
-def _shared(places: list[str], receiver: _Mention) -> list[str]:
+def _shared(places: list[str], receiver: _Mention, giver: _Mention) -> list[str]:
     """The places of one finding that another shares (coordination, an unlocated finding
     beside a located one): for a finding of a lesion type only those that can be in the
     lung (:func:`_lung_compatible`), since "healing left rib fractures and small pleural
-    effusion" puts the fractures, not the effusion, in the rib."""
+    effusion" puts the fractures, not the effusion, in the rib. Edema, a diffuse process,
+    takes no one-sided place from a finding of another specific type: "small left pleural
+    effusion and mild pulmonary edema" does not put the edema in the left lung
+    ("bibasilar atelectasis and edema" still puts it at both bases, and "right lung
+    crowding, infiltrates or pulmonary edema" in the right lung: a differential of one
+    non-specific finding)."""
     if receiver.lesion_type is None:
         return list(places)
+    if receiver.lesion_type == "edema" and giver.lesion_type not in (None, "edema", *NONSPECIFIC_TYPES):
+        places = [p for p in places if not _SIDES.search(p)]
     return [p for p in places if _lung_compatible(p.lower())]
 
 

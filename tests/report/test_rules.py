@@ -1425,3 +1425,19 @@ def test_a_finding_denied_with_without_leaves_the_reading_to_the_opacity(rules, 
 def test_edema_takes_no_one_sided_place_from_another_finding(rules, text, places):
     (edema,) = [f for f in rules.structure(text) if f.lesion_type == "edema"]
     assert edema.locations == places
+
+
+@pytest.mark.parametrize(
+    "text, lesion_type",
+    [
+        ("Focal opacity in the right mid lung is likely a nipple shadow.", None),
+        ("Rounded opacity at the right base is likely a confluence of shadows.", None),
+        ("An area of increased density at the left base likely represents overlapping vessels.", None),
+        # a lesion reading, or a nipple named as the alternative ruled against, keeps the opacity
+        ("Left basilar opacity is likely atelectasis rather than a nipple shadow.", "opacity"),
+        ("Opacity at the left base; a nipple marker is recommended.", "opacity"),
+    ],
+)
+def test_an_opacity_read_as_no_lesion_has_no_lesion_type(rules, text, lesion_type):
+    (f,) = rules.structure(text)
+    assert f.lesion_type == lesion_type

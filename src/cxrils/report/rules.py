@@ -132,6 +132,18 @@ _INFER = re.compile(
     r"correspond\w* to)\b",
     re.IGNORECASE,
 )
+# An opacity said to be something that is no lesion, within a few words after it
+# ("opacity in the right mid lung is likely a nipple shadow", "density at the left base
+# likely represents overlapping vessels"; a review of MIMIC-style sentences).
+_NO_LESION_READING = re.compile(
+    r"^(?:\s*[^\s.;]+){0,8}?\s*,?\s*(?:is|are|which is|which are)?\s*"
+    r"(?:most\s+)?(?:likely|probably|presumably|consistent with|compatible with|due to|"
+    r"(?:likely\s+|probably\s+)?(?:represents?|representing|reflects?|reflecting))\s+(?:a\s+|an\s+|the\s+)?"
+    r"(?:(?:right|left|bilateral)\s+)?(?:nipple\s+shadows?|nipple|overlapping\s+(?:vessels|vascular\s+structures|"
+    r"soft\s+tissues?|shadows|structures)|confluence\s+of\s+(?:shadows|vessels|vascular\s+structures)|"
+    r"summation\s+(?:of\s+shadows|shadows?|artifact)|skin\s+folds?|artifact)\b",
+    re.IGNORECASE,
+)
 # The gap before a finding denied in passing: "opacity WITHOUT effusion", "opacity, WITHOUT
 # ASSOCIATED effusion" (_predict_types skips it to reach the reading after it).
 _WITHOUT_GAP = re.compile(
@@ -406,6 +418,13 @@ class RulesStructurer:
                 ):
                     # "density over the left 5th rib", "sclerotic density in the sternum",
                     # "retrocardiac density consistent with a hiatal hernia"
+                    m.lesion_type = None
+                elif (
+                    m.lesion_type == "opacity"
+                    and m.predicted is None
+                    and _NO_LESION_READING.match(text[m.end : sent.end])
+                ):
+                    # "focal opacity in the right mid lung is likely a nipple shadow"
                     m.lesion_type = None
             if asked:  # their own places, among themselves ("evaluate for right lower lobe pneumonia")
                 self._attach_locations(text, sent, asked)

@@ -136,12 +136,12 @@ _INFER = re.compile(
 # ("opacity in the right mid lung is likely a nipple shadow", "density at the left base
 # likely represents overlapping vessels"; a review of MIMIC-style sentences).
 _NO_LESION_READING = re.compile(
-    r"^(?:\s*[^\s.;]+){0,8}?\s*,?\s*(?:is|are|which is|which are)?\s*"
-    r"(?:most\s+)?(?:likely|probably|presumably|consistent with|compatible with|due to|"
-    r"(?:likely\s+|probably\s+)?(?:represents?|representing|reflects?|reflecting))\s+(?:a\s+|an\s+|the\s+)?"
-    r"(?:(?:right|left|bilateral)\s+)?(?:nipple\s+shadows?|nipple|overlapping\s+(?:vessels|vascular\s+structures|"
-    r"soft\s+tissues?|shadows|structures)|confluence\s+of\s+(?:shadows|vessels|vascular\s+structures)|"
-    r"summation\s+(?:of\s+shadows|shadows?|artifact)|skin\s+folds?|artifact)\b",
+    r"^[^.;,]{0,80}?(?:,\s*)?(?:\b(?:is|are|which is|which are)\s+)?(?:\bmost\s+)?\b(?:likely|probably|presumably|"
+    r"consistent with|compatible with|due to|(?:likely\s+|probably\s+)?(?:represents?|representing|reflects?|"
+    r"reflecting))\s+(?:a\s+|an\s+|the\s+)?(?:(?:right|left|bilateral)\s+)?(?:nipple\s+shadows?|nipple|"
+    r"overlapping\s+(?:vessels|vascular\s+structures|soft\s+tissues?|shadows|structures)|confluence\s+of\s+"
+    r"(?:shadows|vessels|vascular\s+structures)|summation\s+(?:of\s+shadows|shadows?|artifact)|skin\s+folds?|"
+    r"artifact)\b",
     re.IGNORECASE,
 )
 # The gap before a finding denied in passing: "opacity WITHOUT effusion", "opacity, WITHOUT

@@ -49,8 +49,10 @@ def key(r: dict) -> tuple:
 
 
 def only_global_absent() -> Config:
+    """Absent types asked globally, opacity negatives in the basic form: no random form."""
     cfg = Config()
     cfg.instructions.absent_negative_global_prob = 1.0
+    cfg.instructions.lesion_inference_negative_prob = 0.0
     return cfg
 
 
@@ -805,3 +807,50 @@ def test_an_opacity_negative_at_one_place_is_lesion_inference_about_half_the_tim
     never = Config()
     never.instructions.lesion_inference_negative_prob = 0.0
     assert not [r for i in range(50) for r in gen(normal(i), never) if r["instruction_type"] == "lesion_inference"]
+
+
+def test_the_lesion_inference_form_moves_no_other_negative():
+    """The form is drawn from a stream of its own: with the probability 0 or 1 every other
+    negative is the same, and ``absent_forms`` (exact negatives) is never changed."""
+
+    def negatives(p: float, **kw) -> dict:
+        cfg = Config()
+        cfg.instructions.lesion_inference_negative_prob = p
+        out = {}
+        for i in range(60):
+            g = no_cardiomegaly_study(0.40, image_id=f"f{i}")
+            rs = generate_records(g, split="train", patient_id="p1", image_path="images/x.png", cfg=cfg, **kw)
+            out[i] = sorted((r["lesion_type"], r["instruction"]) for r in rs if r["polarity"] == "negative")
+        return out
+
+    never, always = negatives(0.0), negatives(1.0)
+    for i in never:
+        assert [x for x in never[i] if x[0] != "opacity"] == [x for x in always[i] if x[0] != "opacity"]
+        assert all("predict its type" not in ins for _, ins in never[i])
+        assert [ins for t, ins in always[i] if t == "opacity"] == [
+            ins.replace(".", " and predict its type.") for t, ins in never[i] if t == "opacity"
+        ]
+    # an absent opacity asked through absent_forms keeps exactly the forms given
+    always_cfg = Config()
+    always_cfg.instructions.lesion_inference_negative_prob = 1.0
+    normal = StudyGrounding(
+        study_id="s",
+        image_id="n0",
+        shape=SHAPE,
+        findings=[],
+        empty_locations=list(vocab.INSTRUCTION_LOCATIONS),
+        ctr=0.40,
+        heart_mask=HEART_MASK,
+    )
+    rows = generate_records(
+        normal,
+        split="train",
+        patient_id="p1",
+        image_path="images/x.png",
+        cfg=always_cfg,
+        absent_forms=[("global", None), ("basic", "right lung")],
+    )
+    assert sorted(r["instruction"] for r in rows if r["lesion_type"] == "opacity") == [
+        "Segment the opacity in the right lung.",
+        "Segment the opacity.",
+    ]

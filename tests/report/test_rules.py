@@ -1373,6 +1373,24 @@ def test_second_review_place_cases(rules, text, entity, labels):
         ),
         ("The findings are unlikely to represent pneumonia.", {("pneumonia", "negative", "definitive")}),
         ("Findings are less likely to represent pneumonia.", {("pneumonia", "positive", "tentative")}),
+        # ... and with no finding after it, it reads the finding before it
+        ("Pneumonia is unlikely to be present.", {("pneumonia", "negative", "definitive")}),
+        ("A small effusion is unlikely to be present.", {("effusion", "negative", "definitive")}),
+        ("Edema is less likely to be the cause.", {("edema", "positive", "tentative")}),
+        # a bare "and" after a clause with its verb ends a backward hedge or denial
+        (
+            "The heart is enlarged and a small effusion is also possible.",
+            {("cardiomegaly", "positive", "definitive"), ("effusion", "positive", "tentative")},
+        ),
+        (
+            "The heart is enlarged and effusion is not seen.",
+            {("cardiomegaly", "positive", "definitive"), ("effusion", "negative", "definitive")},
+        ),
+        # not after a bare list item
+        (
+            "Consolidation and effusion are possible.",
+            {("consolidation", "positive", "tentative"), ("effusion", "positive", "tentative")},
+        ),
         # "no X is seen to suggest Y" denies Y too
         (
             "No focal opacity is seen to suggest pneumonia.",
@@ -1436,8 +1454,40 @@ def test_edema_takes_no_one_sided_place_from_another_finding(rules, text, places
         # a lesion reading, or a nipple named as the alternative ruled against, keeps the opacity
         ("Left basilar opacity is likely atelectasis rather than a nipple shadow.", "opacity"),
         ("Opacity at the left base; a nipple marker is recommended.", "opacity"),
+        # so does a denied no-lesion reading
+        ("Opacity at the right base, not likely artifact.", "opacity"),
+        ("Patchy opacity in the right lower lobe is not due to overlapping vessels.", "opacity"),
+        ("Right mid lung nodular opacity, less likely a nipple shadow, recommend CT.", "opacity"),
     ],
 )
 def test_an_opacity_read_as_no_lesion_has_no_lesion_type(rules, text, lesion_type):
     (f,) = rules.structure(text)
     assert f.lesion_type == lesion_type
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        # the reading is the other finding's
+        "Left basilar opacity and right mid lung nodular density, likely a nipple shadow.",
+        # a lesion is offered beside the no-lesion reading
+        "Increased opacity at the right base, which may be due to overlapping soft tissues or early pneumonia.",
+        "Opacity at the left base is likely due to overlapping soft tissue, although consolidation cannot be excluded.",
+    ],
+)
+def test_an_opacity_with_a_lesion_offered_or_another_reading_keeps_its_type(rules, text):
+    assert rules.structure(text)[0].lesion_type == "opacity"
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "Small left effusion without consolidation concerning for pneumonia.",
+        "Right lower lobe opacity without consolidation suggestive of pneumonia.",
+    ],
+)
+def test_a_reading_of_the_denied_finding_is_denied_with_it(rules, text):
+    """With no comma, "concerning for" reads the finding "without" denies."""
+    (pneumonia,) = [f for f in rules.structure(text) if f.lesion_type == "pneumonia"]
+    assert pneumonia.presence == "negative"
+    assert not [f for f in rules.structure(text) if f.predicted_lesion_type == "pneumonia"]

@@ -23,7 +23,7 @@ COLUMNS: dict[str, str] = {
     "patient_id": "patient id or '' (str)",
     "image_path": "path of the 8-bit PNG relative to the dataset folder (str)",
     "split": "train | validate | test",
-    "lesion_type": "one of cxrils.vocab.LESION_TYPES: the source finding's type (lesion inference: the inferred type)",
+    "lesion_type": "one of cxrils.vocab.LESION_TYPES: the source finding's type (lesion inference: the inferred type; its negatives: 'opacity')",
     "target": "the [Target] word of the instruction: the lesion type, or 'opacity' (tentative findings, lesion inference)",
     "instruction_type": "basic | global | lesion_inference",
     "polarity": "positive | negative",

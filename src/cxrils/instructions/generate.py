@@ -421,6 +421,7 @@ def _negatives(
     g: StudyGrounding,
     cfg: Config,
     rng: np.random.Generator,
+    li_rng: np.random.Generator,
     absent: bool = True,
     absent_forms: Sequence[tuple[str, str | None]] | None = None,
 ) -> None:
@@ -458,7 +459,7 @@ def _negatives(
             )
             for form, locs in forms:
                 if absent_forms is None:
-                    form = _opacity_form(t, form, locs, rng, ic.lesion_inference_negative_prob)
+                    form = _opacity_form(t, form, locs, li_rng, ic.lesion_inference_negative_prob)
                 _negative(b, t, form, locs, negated)
             continue
         if t in vocab.ORGAN_LESION_TYPES:
@@ -472,7 +473,7 @@ def _negatives(
         k = min(ic.max_empty_location_negatives_per_type, len(empty))
         picks = sorted(rng.choice(len(empty), size=k, replace=False).tolist()) if k > 0 else []
         for p in picks:
-            form = _opacity_form(t, "basic", (empty[p],), rng, ic.lesion_inference_negative_prob)
+            form = _opacity_form(t, "basic", (empty[p],), li_rng, ic.lesion_inference_negative_prob)
             _negative(b, t, form, (empty[p],), [it.gf for it in same])
 
 
@@ -482,8 +483,9 @@ def _opacity_form(t: str, form: str, places: Sequence[str], rng: np.random.Gener
     its type.") with probability ``p``
     (``InstructionConfig.lesion_inference_negative_prob``: the authors' released test
     sheet asks about half of them so, never both forms in one study), else as it came;
-    every other negative keeps ``form``. Draws from ``rng`` only for an opacity
-    negative at one place."""
+    every other negative keeps ``form``. Draws from ``rng`` (the image's stream of this
+    choice, apart from the one that picks places) only for an opacity negative at one
+    place."""
     if t != "opacity" or form != "basic" or len(places) != 1:
         return form
     return "lesion_inference" if rng.random() < p else form
@@ -608,6 +610,9 @@ def generate_records(
     b = _Builder(grounding, split, patient_id, image_path, provenance)
     items = _prepare(grounding)
     rng = np.random.default_rng(record_seed(cfg.instructions.seed, grounding.image_id))
+    # the lesion-inference form is drawn from a stream of its own, so that its draws move
+    # none of the other negatives (with the probability 0 the records are those of before)
+    li_rng = np.random.default_rng(record_seed(cfg.instructions.seed, f"lesion-inference:{grounding.image_id}"))
     _positives(b, items)
     if absent_forms is not None:
         for form, loc in absent_forms:
@@ -616,5 +621,5 @@ def generate_records(
                     f"image {grounding.image_id}: absent negative {(form, loc)!r} is not "
                     "('global', None) or ('basic', an instruction location)"
                 )
-    _negatives(b, items, grounding, cfg, rng, absent_negatives, absent_forms)
+    _negatives(b, items, grounding, cfg, rng, li_rng, absent_negatives, absent_forms)
     return b.records

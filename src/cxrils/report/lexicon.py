@@ -477,6 +477,15 @@ CLAUSE_BOUNDARIES: Final[frozenset[str]] = frozenset(
     {";", "but", "however", "although", "though", "while", "whereas", "yet", *CLAUSE_OPENERS}
 )
 
+_READING_VERBS = ("be", "represent", "reflect", "indicate", "relate to", "be due to")
+#: Two-way cues of a reading against a finding: after it ("X is unlikely to be present")
+#: or before it ("opacity, unlikely to be pneumonia"); ``rules._one_way`` turns each one
+#: way (forward when a finding follows it).
+UNLIKELY_TO: Final[frozenset[str]] = frozenset(
+    f"{lean} to {verb}" for lean in ("unlikely", "not likely") for verb in _READING_VERBS
+)
+LESS_LIKELY_TO: Final[frozenset[str]] = frozenset(f"less likely to {verb}" for verb in _READING_VERBS)
+
 _RAW_CONTEXT_RULES: tuple[tuple[str, str, str, int | None], ...] = (
     # Negation (forward).
     *(
@@ -597,20 +606,13 @@ _RAW_CONTEXT_RULES: tuple[tuple[str, str, str, int | None], ...] = (
         # "the lungs are clear of airspace disease, pneumothorax, or effusion": the whole list
         for end, scope in (("", 1), (" of", None))
     ),
-    # A reading against the finding that follows: "left basilar opacity, unlikely to be
-    # pneumonia", "the findings are unlikely to represent pneumonia" (the backward
-    # "unlikely" below would deny the opacity and leave the pneumonia stated).
-    *(
-        (f"{lean} to {verb}", "NEGATED_EXISTENCE", "FORWARD", 4)
-        for lean in ("unlikely", "not likely")
-        for verb in ("be", "represent", "reflect", "indicate", "relate to", "be due to")
-    ),
-    # ... and its hedged form, read as the backward "less likely" is ("Y is less likely"):
-    # "findings are less likely to represent pneumonia"
-    *(
-        (f"less likely to {verb}", "POSSIBLE_EXISTENCE", "FORWARD", 4)
-        for verb in ("be", "represent", "reflect", "indicate", "relate to", "be due to")
-    ),
+    # A reading against a finding: the one that follows it ("left basilar opacity, unlikely
+    # to be pneumonia", "the findings are unlikely to represent pneumonia"), else the one
+    # before it ("pneumonia is unlikely to be present"); rules._one_way picks the way.
+    *((w, "NEGATED_EXISTENCE", "BIDIRECTIONAL", 10) for w in UNLIKELY_TO),
+    # ... and its hedged form, read as "less likely" is: "findings are less likely to
+    # represent pneumonia", "edema is less likely to be the cause"
+    *((w, "POSSIBLE_EXISTENCE", "BIDIRECTIONAL", 8) for w in LESS_LIKELY_TO),
     # Negation and resolution (backward: "pneumothorax has resolved").
     *(
         (w, "NEGATED_EXISTENCE", "BACKWARD", 10)

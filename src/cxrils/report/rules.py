@@ -48,6 +48,7 @@ from cxrils.report.lexicon import (
     DENSITY_ENTITIES,
     HEDGE_IN_PATTERN,
     HILAR_WORDS,
+    LESS_LIKELY_TO,
     LOCATION_RE,
     LUNG_FINDING_CATEGORIES,
     MODIFIER_ENTITIES,
@@ -60,6 +61,7 @@ from cxrils.report.lexicon import (
     REPORT_ABBREVIATIONS,
     REPORT_VERB_FORMS,
     REPORT_VIEWS,
+    UNLIKELY_TO,
     find_locations,
     lesion_terms,
 )
@@ -144,6 +146,25 @@ _NO_LESION_READING = re.compile(
     r"artifact)\b",
     re.IGNORECASE,
 )
+
+
+def _read_as_no_lesion(text: str, sent_end: int, ms: list[_Mention], i: int) -> bool:
+    """Whether the opacity ``ms[i]`` is said to be something that is no lesion
+    (:data:`_NO_LESION_READING`: "focal opacity in the right mid lung is likely a nipple
+    shadow"), and nothing in the sentence keeps it a lesion: no denial of that reading
+    ("not likely artifact", "less likely a nipple shadow", "not due to overlapping
+    vessels"), no other finding between it and the reading ("left basilar opacity and
+    right mid lung nodular density, likely a nipple shadow": the density's), and no
+    finding of a lesion type after it ("likely due to overlapping soft tissues or early
+    pneumonia", "..., although consolidation cannot be excluded"). ``sent_end`` is the
+    character offset of the sentence's end in ``text``."""
+    m = ms[i]
+    hit = _NO_LESION_READING.match(text[m.end : sent_end])
+    if hit is None or re.search(r"\b(?:not|no|less|unlikely|without|rather)\b", hit.group(0), re.IGNORECASE):
+        return False
+    return not any(b.start < m.end + hit.end() or b.lesion_type is not None for b in ms[i + 1 :])
+
+
 # The gap before a finding denied in passing: "opacity WITHOUT effusion", "opacity, WITHOUT
 # ASSOCIATED effusion" (_predict_types skips it to reach the reading after it).
 _WITHOUT_GAP = re.compile(
@@ -419,11 +440,7 @@ class RulesStructurer:
                     # "density over the left 5th rib", "sclerotic density in the sternum",
                     # "retrocardiac density consistent with a hiatal hernia"
                     m.lesion_type = None
-                elif (
-                    m.lesion_type == "opacity"
-                    and m.predicted is None
-                    and _NO_LESION_READING.match(text[m.end : sent.end])
-                ):
+                elif m.lesion_type == "opacity" and m.predicted is None and _read_as_no_lesion(text, sent.end, ms, i):
                     # "focal opacity in the right mid lung is likely a nipple shadow"
                     m.lesion_type = None
             if asked:  # their own places, among themselves ("evaluate for right lower lobe pneumonia")
@@ -546,9 +563,9 @@ class RulesStructurer:
             if not (plain or sized or feature) or a.presence != b.presence:
                 continue
             if a.pre and not (b.pre or b.post) and not feature and b.lesion_type != "cardiomegaly":
-                b.pre = _shared(a.pre, b, a)
+                b.pre = _shared(a.pre, b, a, text)
             elif b.post and not (a.pre or a.post) and a.lesion_type != "cardiomegaly":
-                a.post = _shared(b.post, a, b)
+                a.post = _shared(b.post, a, b, text)
         # An adjective finding lies where the finding it qualifies does: "consolidative
         # opacities in the left lower lobe" (_without_modifiers).
         for a, b in zip(ms, ms[1:]):
@@ -558,7 +575,7 @@ class RulesStructurer:
                 and not (a.pre or a.post)
                 and _qualifies(text[a.end : b.start])
             ):
-                a.post = _shared(b.pre + b.post, a, b)
+                a.post = _shared(b.pre + b.post, a, b, text)
         # An unlocated lung finding shares the place of the located finding just before
         # it: "right pleural effusion with adjacent atelectasis".
         for i, b in enumerate(ms):
@@ -574,7 +591,7 @@ class RulesStructurer:
                 and len(gap.split()) <= rc.share_place_words
                 and (not _SHARE_BREAK.search(gap) or gap.lstrip().startswith(";") and _refers(gap))
             ):
-                b.post = _shared(a.pre + a.post, b, a)
+                b.post = _shared(a.pre + a.post, b, a, text)
 
     @staticmethod
     def _refer_back(text: str, sent: Sentence, ms: list[_Mention], prev: tuple[int, list[_Mention]]) -> None:
@@ -835,13 +852,20 @@ _READING_OPENERS = frozenset(
 )
 
 
+# The readings that open with a verb of their own, with no comma before them ("opacity
+# without effusion MAY reflect pneumonia").
+_READING_VERBS = frozenset({"may", "might", "could", "which"})
+
+
 def _reading_after_without(words: list[str], targets: list[tuple[int, int]], cues: list) -> list:
     """Cue matches ``(start, end, rule)`` of a sentence with the scope of a forward
     "without" (or "with no") that follows a finding ended where a reading of that finding
     starts after the denied one(s): "patchy left basilar opacity, without effusion, likely
     atelectasis" and "right lower lobe consolidation without effusion, consistent with
-    pneumonia" deny the effusion only (the reading, :data:`_READING_OPENERS`, right after
-    the denied list or its comma, is the opacity's). A "without" that opens the sentence
+    pneumonia" deny the effusion only (the reading, :data:`_READING_OPENERS` after the
+    denied list's comma, or :data:`_READING_VERBS` right after the list, is the
+    opacity's); "small left effusion without consolidation concerning for pneumonia"
+    denies the pneumonia too. A "without" that opens the sentence
     keeps its scope ("without effusion or consolidation to suggest pneumonia"), and so
     does "no" ("no focal consolidation concerning for pneumonia" denies the pneumonia).
     ``targets`` are the finding token spans ``(start, end)``."""
@@ -862,8 +886,11 @@ def _reading_after_without(words: list[str], targets: list[tuple[int, int]], cue
                 for a, b in after[1:]:
                     if a - j <= 2 and all(w.lower() in _QUESTION_LIST_WORDS for w in words[j:a]):
                         j = b
-                k = j + 1 if j < len(words) and words[j] == "," else j
-                if k < len(words) and words[k].lower() in _READING_OPENERS:
+                # after a comma any reading opens; without one only a verb of its own does
+                # ("without consolidation concerning for pneumonia" denies the pneumonia)
+                comma = j < len(words) and words[j] == ","
+                k = j + 1 if comma else j
+                if k < len(words) and words[k].lower() in (_READING_OPENERS if comma else _READING_VERBS):
                     scope = j - end
                     cue = (
                         start,
@@ -1065,7 +1092,11 @@ def _one_way(words: list[str], targets: list[tuple[int, int]], cues: list) -> li
     effusion" denies the pneumonia only; with a finding on each side, "pneumonia resolved
     small residual effusion", backward: a cue right after a finding is its predicate). A
     two-way cue with no finding next to it ("pneumothorax and effusion, resolved") keeps
-    both ways. ``targets`` are the finding token spans ``(start, end)``."""
+    both ways. A reading against a finding (:data:`~cxrils.report.lexicon.UNLIKELY_TO`,
+    :data:`~cxrils.report.lexicon.LESS_LIKELY_TO`) is forward where a finding follows it
+    ("the opacity is unlikely to represent pneumonia" denies the pneumonia), else backward
+    ("pneumonia is unlikely to be present"). ``targets`` are the finding token spans
+    ``(start, end)``."""
     starts, ends = {a for a, _ in targets}, {b for _, b in targets}
     out = []
     for cue in cues:
@@ -1077,7 +1108,12 @@ def _one_way(words: list[str], targets: list[tuple[int, int]], cues: list) -> li
             k = start
             while k > 0 and k not in ends and words[k - 1].lower() in _TRAIL_WORDS:
                 k -= 1
-            if k in ends:  # a finding on both sides ("pneumonia resolved small effusion"): its predicate
+            if literal in UNLIKELY_TO or literal in LESS_LIKELY_TO:
+                # a reading of what follows ("opacity is unlikely to represent pneumonia"),
+                # else of what precedes ("pneumonia is unlikely to be present")
+                way, scope = ("FORWARD", 4) if j in starts else ("BACKWARD", max_scope)
+                cue = (start, end, (literal, category, way, scope))
+            elif k in ends:  # a finding on both sides ("pneumonia resolved small effusion"): its predicate
                 # over the whole list it ends: "pneumothorax, effusion and consolidation resolved"
                 first = _list_start(words, targets, k)
                 scope = max_scope if max_scope is None else max(max_scope, start - first)
@@ -1301,8 +1337,12 @@ def _clause_scope(words: list[str], targets: list[tuple[int, int]], cues: list) 
                 break
             # "small left effusion, and pneumothorax is not seen": ", and" after a
             # finding stated as a clause of its own opens a clause too
-            if _and_after_clause(words, targets, k):
-                comma, joined = k - 1, True
+            # (not where a plural verb follows: "bibasilar opacities, small effusions, and
+            # pulmonary edema are less likely" hedges the list)
+            if _and_after_clause(words, targets, k) and not any(
+                w.lower() in _PLURAL_VERBS for w in words[subject[1] : end]
+            ):
+                comma, joined = (k - 1 if words[k - 1] == "," else k), True
                 break
             if words[k] in _LIST_WORDS or any(a <= k < b for a, b in targets):
                 break
@@ -1351,15 +1391,19 @@ def _clause_and(words: list[str], k: int) -> bool:
 
 
 def _and_after_clause(words: list[str], targets: list[tuple[int, int]], k: int) -> bool:
-    """Whether token ``k`` is the "and" of ", and" after a finding that is a clause of its
-    own: a size, side or other word stands with it (:func:`_stated`: "small left
-    effusion, and pneumothorax is not seen") or a verb does ("the heart is enlarged, and
-    effusion is not seen"); not after a bare list item ("pneumothorax, effusion, and
-    consolidation is not seen")."""
-    if words[k].lower() != "and" or k == 0 or words[k - 1] != ",":
+    """Whether token ``k`` is an "and" after a finding that is a clause of its own: a verb
+    stands in that clause ("the heart is enlarged and effusion is not seen", "the heart is
+    enlarged, and a small effusion is also possible"), or, before ", and", a size, side or
+    other word stands with the finding (:func:`_stated`: "small left effusion, and
+    pneumothorax is not seen"); not after a bare list item ("pneumothorax, effusion, and
+    consolidation is not seen", "pneumothorax and effusion are possible")."""
+    if words[k].lower() != "and" or k == 0:
         return False
-    first = max((j for j in range(k - 1) if words[j] in (",", ";")), default=-1) + 1
-    return _stated(words, targets, k - 1) or any(w.lower() in _CLAUSE_VERBS for w in words[first : k - 1])
+    comma = words[k - 1] == ","
+    stop = k - 1 if comma else k
+    first = max((j for j in range(stop) if words[j] in (",", ";")), default=-1) + 1
+    verb = any(w.lower() in _CLAUSE_VERBS for w in words[first:stop])
+    return verb or (comma and _stated(words, targets, k - 1))
 
 
 def _verb_before(words: list[str], targets: list[tuple[int, int]], k: int) -> bool:
@@ -1493,19 +1537,31 @@ def _lung_compatible(phrase: str) -> bool:
     return not cats or bool(HILAR_WORDS.search(phrase)) or any(c in LUNG_FINDING_CATEGORIES for c in cats)
 
 
-def _shared(places: list[str], receiver: _Mention, giver: _Mention) -> list[str]:
+# A size word right before a finding ("mild pulmonary edema", "moderate edema").
+_SIZE_BEFORE = re.compile(
+    r"\b(?:mild|mildly|minimal|moderate|moderately|severe|marked|small|large|trace|slight)\s+$", re.IGNORECASE
+)
+
+
+def _shared(places: list[str], receiver: _Mention, giver: _Mention, text: str) -> list[str]:
     """The places of one finding that another shares (coordination, an unlocated finding
     beside a located one): for a finding of a lesion type only those that can be in the
     lung (:func:`_lung_compatible`), since "healing left rib fractures and small pleural
     effusion" puts the fractures, not the effusion, in the rib. Edema, a diffuse process,
-    takes no one-sided place from a finding of another specific type: "small left pleural
-    effusion and mild pulmonary edema" does not put the edema in the left lung
-    ("bibasilar atelectasis and edema" still puts it at both bases, and "right lung
-    crowding, infiltrates or pulmonary edema" in the right lung: a differential of one
-    non-specific finding)."""
+    described as a finding of its own (a size word before it, or "pulmonary",
+    "interstitial" in its name) takes no one-sided place from a finding of another
+    specific type: "small left pleural effusion and mild pulmonary edema" does not put
+    the edema in the left lung; "left lung atelectasis and edema" and "bibasilar
+    atelectasis and edema" share their places, and so does "right lung crowding,
+    infiltrates or pulmonary edema" (a differential of one non-specific finding).
+    ``text`` is the document the mentions' character offsets index."""
     if receiver.lesion_type is None:
         return list(places)
-    if receiver.lesion_type == "edema" and giver.lesion_type not in (None, "edema", *NONSPECIFIC_TYPES):
+    if (
+        receiver.lesion_type == "edema"
+        and giver.lesion_type not in (None, "edema", *NONSPECIFIC_TYPES)
+        and (len(receiver.entity.split()) > 1 or _SIZE_BEFORE.search(text[: receiver.start]))
+    ):
         places = [p for p in places if not _SIDES.search(p)]
     return [p for p in places if _lung_compatible(p.lower())]
 

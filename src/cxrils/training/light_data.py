@@ -292,15 +292,22 @@ def jsrt_training_samples(data_root: str | Path, cfg: Config) -> list[tuple[Samp
     return out
 
 
+def _basic_form(cfg: Config) -> Config:
+    """A copy of ``cfg`` whose opacity negatives are all asked in the basic form: the rows
+    of the radiologist-masked and synthetic films ask "Segment the opacity in the X.",
+    which the generator would ask as lesion inference about half the time
+    (``instructions.lesion_inference_negative_prob``)."""
+    out = copy.deepcopy(cfg)
+    out.instructions.lesion_inference_negative_prob = 0.0
+    return out
+
+
 def _with_empty_negatives(cfg: Config, n: int) -> Config:
     """A copy of ``cfg`` asking up to ``n`` empty-location negatives per type (the paper's
     generator asks ``instructions.max_empty_location_negatives_per_type``), each in the
-    basic form: these rows ask each empty place of a radiologist-masked film "Segment the
-    opacity in the X.", which the generator would ask as lesion inference about half the
-    time (``instructions.lesion_inference_negative_prob``)."""
-    out = copy.deepcopy(cfg)
+    basic form (:func:`_basic_form`)."""
+    out = _basic_form(cfg)
     out.instructions.max_empty_location_negatives_per_type = n
-    out.instructions.lesion_inference_negative_prob = 0.0
     return out
 
 
@@ -680,7 +687,10 @@ def build_training_dataset(
     out : path
         New dataset folder (a rerun resumes: finished images are skipped).
     cfg : Config, optional
-        Anatomy backend, instruction and grounding settings (default :class:`Config`).
+        Anatomy backend, instruction and grounding settings (default :class:`Config`);
+        the rows this builds (radiologist-masked, JSRT and synthetic films) ask every
+        opacity negative in the basic form (:func:`_basic_form`), the generated
+        dataset's rows are kept as they are.
     data : LightDataConfig, optional
         Validation share, cardiomegaly repeats, zone questions and side share.
 
@@ -698,7 +708,7 @@ def build_training_dataset(
     FileNotFoundError
         If the shared data lacks COVID-QU-Ex or the severity scores.
     """
-    cfg = cfg or Config()
+    cfg = _basic_form(cfg or Config())
     generated, root = Path(generated), Path(data_root)
     records = read_records(generated)
     writer = DatasetWriter(out, _provenance(generated, root, cfg, data))

@@ -13,7 +13,9 @@ the folder ``cxrils demo`` writes) by form, and the sheet's when given:
 * basic at one whole lung; basic at zones (any other place);
 * lesion inference ("... and predict its type.").
 
-The dataset's template records only (``paraphrase_of`` empty), every split.
+A second table counts the opacity negatives at one place (a zone or one lung) and the
+share of them asked as lesion inference (``instructions.lesion_inference_negative_prob``
+in cxrils), the one thing that rule decides. The dataset's template records only (``paraphrase_of`` empty), every split.
 
 Usage::
 
@@ -57,15 +59,30 @@ def form_of(instruction_type: str, target: str, locations: list[str] | tuple[str
     return "basic, zones"
 
 
+#: Key of the one-place opacity negatives in a source's counter: (kind, count key).
+ONE_PLACE_OPACITY = ("one-place opacity", "basic"), ("one-place opacity", "lesion inference")
+
+
+def _count(out: Counter, kind: str, target: str, places: list[str]) -> None:
+    """Add one negative (Table 2 kind, target, query places) to ``out``: its form, and,
+    for an opacity negative at one place, its key of :data:`ONE_PLACE_OPACITY`."""
+    form = form_of(kind, target, places)
+    out[form] += 1
+    if target == "opacity" and kind != "global" and len(places) == 1:
+        out[ONE_PLACE_OPACITY[form == "lesion inference"]] += 1
+
+
 def dataset_forms(dataset: Path) -> Counter:
-    """Negative template records of a cxrils dataset, by form."""
+    """Negative template records of a cxrils dataset, by form (and the one-place opacity
+    negatives by kind, :data:`ONE_PLACE_OPACITY`)."""
     from cxrils.dataset import read_records
 
     recs = read_records(dataset)
     recs = recs[(recs["polarity"] == "negative") & (recs["paraphrase_of"] == "")]
-    return Counter(
-        form_of(it, t, list(locs)) for it, t, locs in zip(recs["instruction_type"], recs["target"], recs["locations"])
-    )
+    out: Counter = Counter()
+    for it, t, locs in zip(recs["instruction_type"], recs["target"], recs["locations"]):
+        _count(out, it, t, list(locs))
+    return out
 
 
 def sheet_forms(path: Path) -> Counter:
@@ -77,8 +94,19 @@ def sheet_forms(path: Path) -> Counter:
         for row in csv.DictReader(fh):
             q = row["question"]
             kind = "lesion_inference" if "predict its type" in q else "basic" if " in the " in q else "global"
-            out[form_of(kind, row["target"], [p.strip() for p in row["location"].split(" and ")])] += 1
+            _count(out, kind, row["target"], [p.strip() for p in row["location"].split(" and ")])
     return out
+
+
+def opacity_table(columns: dict[str, Counter]) -> str:
+    """Markdown table: per source, the opacity negatives at one place and the share of
+    them asked as lesion inference."""
+    lines = ["| source | opacity negatives at one place | of them lesion inference |", "|---|---|---|"]
+    for name, counts in columns.items():
+        basic, li = (counts[k] for k in ONE_PLACE_OPACITY)
+        n = basic + li
+        lines.append(f"| {name} | {n} | {li} ({100 * li / n:.1f} %) |" if n else f"| {name} | 0 | n/a |")
+    return "\n".join(lines)
 
 
 def table(columns: dict[str, Counter]) -> str:
@@ -88,10 +116,10 @@ def table(columns: dict[str, Counter]) -> str:
     for form in FORMS:
         cells = []
         for counts in columns.values():
-            n = sum(counts.values())
+            n = sum(counts[f] for f in FORMS)
             cells.append(f"{counts[form]} ({100 * counts[form] / n:.1f} %)" if n else "n/a")
         lines.append(f"| {form} | " + " | ".join(cells) + " |")
-    lines.append("| all negatives | " + " | ".join(str(sum(c.values())) for c in columns.values()) + " |")
+    lines.append("| all negatives | " + " | ".join(str(sum(c[f] for f in FORMS)) for c in columns.values()) + " |")
     return "\n".join(lines)
 
 
@@ -108,6 +136,7 @@ def main(argv: list[str] | None = None) -> int:
     body = "\n\n".join(
         [
             table(columns),
+            opacity_table(columns),
             "Paper Table 12, expert-verified test set negatives: "
             + ", ".join(f"{k} {v} ({100 * v / total:.1f} %)" for k, v in t12.items())
             + f" of {total} (global includes cardiomegaly).",

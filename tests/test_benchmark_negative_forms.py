@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from benchmarks.negative_forms import form_of, sheet_forms, table
+from benchmarks.negative_forms import ONE_PLACE_OPACITY, form_of, opacity_table, sheet_forms, table
 
 
 def test_forms_of_table2_negatives():
@@ -24,16 +24,24 @@ def test_sheet_rows_as_the_authors_write_them(tmp_path):
         "right lung.,,\n"
         "a3,absence,s1,d1,opacity,left lung base,Segment the opacity in the left lung base and predict its type.,,\n"
         "a4,absence,s1,d1,cardiomegaly,heart,Segment the cardiomegaly.,,\n"
-        "a5,absence,s1,d1,edema,right lung,Segment the edema in the right lung.,,\n",
+        "a5,absence,s1,d1,edema,right lung,Segment the edema in the right lung.,,\n"
+        "a6,absence,s2,d2,opacity,right lung,Segment the opacity in the right lung.,,\n"
+        "a7,absence,s3,d3,opacity,right upper zone lung,Segment the opacity in the right upper zone lung.,,\n"
+        "a8,absence,s4,d4,opacity,lung,Segment the opacity.,,\n",
         encoding="utf-8",
     )
     counts = sheet_forms(sheet)
     assert counts == {
-        "global, lung types": 1,
+        "global, lung types": 2,
         "basic, both lungs": 1,
         "lesion inference": 1,
         "global, cardiomegaly": 1,
-        "basic, one lung": 1,
+        "basic, one lung": 2,
+        "basic, zones": 1,
+        # the opacity negatives at one place: a6, a7 basic, a3 lesion inference (a8 is global)
+        ONE_PLACE_OPACITY[0]: 2,
+        ONE_PLACE_OPACITY[1]: 1,
     }
     text = table({"sheet": counts})
-    assert "| basic, zones | 0 (0.0 %) |" in text and "| all negatives | 5 |" in text
+    assert "| basic, zones | 1 (12.5 %) |" in text and "| all negatives | 8 |" in text
+    assert "| sheet | 3 | 1 (33.3 %) |" in opacity_table({"sheet": counts})

@@ -1491,3 +1491,19 @@ def test_a_reading_of_the_denied_finding_is_denied_with_it(rules, text):
     (pneumonia,) = [f for f in rules.structure(text) if f.lesion_type == "pneumonia"]
     assert pneumonia.presence == "negative"
     assert not [f for f in rules.structure(text) if f.predicted_lesion_type == "pneumonia"]
+
+
+@pytest.mark.parametrize(
+    "text, places",
+    [
+        ("Opacity at the left base may be due to atelectasis, but pneumonia cannot be excluded.", ["left base"]),
+        ("Left base opacity is likely atelectasis; however, infection cannot be excluded.", ["left base"]),
+        ("Left lower lobe atelectasis, but pneumonia is not excluded.", ["left lower lobe"]),
+        # a denial, or a place of its own, takes nothing
+        ("Left basilar atelectasis, but no pneumonia.", []),
+        ("Right lower lobe opacity, but pneumonia in the left lung cannot be excluded.", ["left lung"]),
+    ],
+)
+def test_a_second_reading_after_but_lies_where_the_opacity_does(rules, text, places):
+    (pneumonia,) = [f for f in rules.structure(text) if f.lesion_type == "pneumonia"]
+    assert pneumonia.locations == places

@@ -583,13 +583,20 @@ class RulesStructurer:
                 continue
             a = ms[i - 1]
             gap = text[a.end : b.start]
-            # "streaky bibasilar opacities; the appearance suggests atelectasis": a clause that refers back
+            # "streaky bibasilar opacities; the appearance suggests atelectasis": a clause that
+            # refers back; "opacity at the left base may be due to atelectasis, but pneumonia
+            # cannot be excluded": the other reading of the same opacity
             if (
                 (a.pre or a.post)
                 and a.presence == b.presence
                 and a.lesion_type != "cardiomegaly"
                 and len(gap.split()) <= rc.share_place_words
-                and (not _SHARE_BREAK.search(gap) or gap.lstrip().startswith(";") and _refers(gap))
+                and (
+                    not _SHARE_BREAK.search(gap)
+                    or gap.lstrip().startswith(";")
+                    and _refers(gap)
+                    or _other_reading(a, b, gap)
+                )
             ):
                 b.post = _shared(a.pre + a.post, b, a, text)
 
@@ -1541,6 +1548,34 @@ def _lung_compatible(phrase: str) -> bool:
 _SIZE_BEFORE = re.compile(
     r"\b(?:mild|mildly|minimal|moderate|moderately|severe|marked|small|large|trace|slight)\s+$", re.IGNORECASE
 )
+
+
+# The gap before another reading of an opacity, offered against the first: ", but", ";
+# however,", "although", "though", with words of a superimposed process ("but early
+# pneumonia", "although superimposed infection") (_other_reading).
+_OTHER_READING_GAP = re.compile(
+    r"^\s*[,;]?\s*(?:but|however|although|though|while)\s*,?\s*"
+    r"(?:(?:an?|early|superimposed|underlying|developing|concurrent|coexistent|an element of|a component of)\s+)*$",
+    re.IGNORECASE,
+)
+
+
+def _other_reading(a: _Mention, b: _Mention, gap: str) -> bool:
+    """Whether the unlocated ``b`` is a second reading of the located ``a``, offered in a
+    clause of its own after "but", "however", "although" or "though" (gap ``gap``): ``a``
+    is a positive opacity or a positive finding of an inference type
+    (:data:`cxrils.vocab.INFERENCE_LESION_TYPES`), ``b`` a tentative positive of an
+    inference type ("opacity at the left base may be due to atelectasis, but pneumonia
+    cannot be excluded": the pneumonia is at the left base). Not a denial ("left basilar
+    atelectasis, but no pneumonia") nor a finding with a place of its own."""
+    return (
+        a.presence == "positive"
+        and (a.lesion_type in NONSPECIFIC_TYPES or a.lesion_type in INFERENCE_LESION_TYPES)
+        and b.presence == "positive"
+        and b.certainty == "tentative"
+        and b.lesion_type in INFERENCE_LESION_TYPES
+        and bool(_OTHER_READING_GAP.match(gap))
+    )
 
 
 def _shared(places: list[str], receiver: _Mention, giver: _Mention, text: str) -> list[str]:

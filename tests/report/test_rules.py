@@ -1507,3 +1507,13 @@ def test_a_reading_of_the_denied_finding_is_denied_with_it(rules, text):
 def test_a_second_reading_after_but_lies_where_the_opacity_does(rules, text, places):
     (pneumonia,) = [f for f in rules.structure(text) if f.lesion_type == "pneumonia"]
     assert pneumonia.locations == places
+
+
+def test_whitespace_is_collapsed_and_quotes_keep_the_reports_words(rules):
+    """Tabs, newlines, runs of spaces and the ends collapse as one space (or none); a
+    finding's sentence quotes the report's own words, whitespace collapsed."""
+    (f,) = rules.structure("  \tSmall\tleft \n\n pleural   effusion.\n")
+    assert (f.lesion_type, f.presence, f.locations) == ("effusion", "positive", ["left"])
+    assert f.sentence == "Small left pleural effusion."
+    (g,) = rules.structure("No RLL\nconsolidation.")
+    assert (g.presence, g.locations, g.sentence) == ("negative", ["right lower lobe"], "No RLL consolidation.")

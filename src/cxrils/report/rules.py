@@ -1627,11 +1627,14 @@ class _Prepared:
     def sub(self, pattern: re.Pattern[str], repl: Callable[[re.Match[str]], str]) -> _Prepared:
         """``pattern.sub(repl, text)`` with the origins carried along: a replacement's
         characters each stand for the whole match."""
+        matches = list(pattern.finditer(self.text))
+        if not matches:  # most patterns match nothing in most reports
+            return self
         out: list[str] = []
         starts: list[int] = []
         ends: list[int] = []
         pos = 0
-        for m in pattern.finditer(self.text):
+        for m in matches:
             a, b = m.start(), m.end()
             out.append(self.text[pos:a])
             starts.extend(self.starts[pos:a])
@@ -1649,7 +1652,9 @@ class _Prepared:
         return _Prepared("".join(out), self.original, tuple(starts), tuple(ends))
 
 
-_SPACES = re.compile(r"\s+")
+# Whitespace that collapsing changes: at either end, a run of two or more, or one that is
+# no plain space (a single space between words is left as it is).
+_SPACES = re.compile(r"^\s+|\s+$|\s{2,}|[^\S ]")
 # An upper-case R or L as a word before a place word: "L base opacity", "R lung", "R and L
 # lower lobes" (the letters alone are no side: "2 L of fluid"; nor a litre after a number:
 # "1.2 L pleural fluid removed"; after a full stop they are: "effusion. L base opacity").

@@ -1517,3 +1517,62 @@ def test_whitespace_is_collapsed_and_quotes_keep_the_reports_words(rules):
     assert f.sentence == "Small left pleural effusion."
     (g,) = rules.structure("No RLL\nconsolidation.")
     assert (g.presence, g.locations, g.sentence) == ("negative", ["right lower lobe"], "No RLL consolidation.")
+
+
+@pytest.mark.parametrize(
+    "text, expected",
+    [
+        # a reading against a finding denies the first one after it only
+        (
+            "Left basilar opacity, unlikely to represent pneumonia, likely atelectasis.",
+            {
+                ("opacity", "positive", "definitive"),
+                ("pneumonia", "negative", "definitive"),
+                ("atelectasis", "positive", "tentative"),
+            },
+        ),
+        # a finding stated between two denials
+        (
+            "Mild cardiomegaly, no edema, small right effusion, no pneumothorax.",
+            {
+                ("cardiomegaly", "positive", "definitive"),
+                ("edema", "negative", "definitive"),
+                ("effusion", "positive", "definitive"),
+            },
+        ),
+        ("No pneumothorax and a new small right apical opacity.", {("opacity", "positive", "definitive")}),
+        # "lack of" denies; "due to lack of" gives a reason
+        ("Lack of pleural effusion.", {("effusion", "negative", "definitive")}),
+        (
+            "Due to lack of a lateral view, a small effusion cannot be excluded.",
+            {("effusion", "positive", "tentative")},
+        ),
+    ],
+)
+def test_icu_style_denials_and_readings(rules, text, expected):
+    got = {(f.lesion_type, f.presence, f.certainty) for f in rules.structure(text) if f.lesion_type}
+    assert got == expected
+
+
+def test_an_r_or_l_before_effusion_is_a_side(rules):
+    (f,) = rules.structure("Small R effusion.")
+    assert f.locations == ["right"]
+
+
+@pytest.mark.parametrize(
+    "text, places",
+    [
+        ("Right pleural effusion; underlying consolidation cannot be excluded.", ["right"]),
+        ("Right effusion; left lower lobe consolidation cannot be excluded.", ["left lower lobe"]),
+    ],
+)
+def test_a_hedged_consolidation_after_a_semicolon_lies_under_the_effusion(rules, text, places):
+    (c,) = [f for f in rules.structure(text) if f.lesion_type == "consolidation"]
+    assert (c.certainty, c.locations) == ("tentative", places)
+
+
+def test_an_opacity_read_as_a_hiatal_hernia_has_no_lesion_type(rules):
+    (opacity,) = [
+        f for f in rules.structure("Retrocardiac opacity likely reflects a hiatal hernia.") if f.entity == "opacity"
+    ]
+    assert opacity.lesion_type is None

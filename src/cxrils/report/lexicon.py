@@ -501,6 +501,8 @@ _RAW_CONTEXT_RULES: tuple[tuple[str, str, str, int | None], ...] = (
             "absent",
             "no evidence of",
             "without evidence of",
+            # "lack of pleural effusion" ("lack of resolution" is a pseudo-cue below)
+            "lack of",
             "no sign of",
             "no signs of",
             "without signs of",
@@ -972,6 +974,8 @@ _RAW_CONTEXT_RULES: tuple[tuple[str, str, str, int | None], ...] = (
             # "no focal opacity is seen to suggest pneumonia": the denial reaches the reading
             # ("seen" ends a scope below, "suggest" hedges)
             *(f"{v} to {w}" for v in ("seen", "present", "noted") for w in ("suggest", "indicate")),
+            # a reason, not a denial: "due to lack of a lateral view, a small effusion cannot be excluded"
+            *(f"{why} {the}lack of" for why in ("due to", "given", "because of") for the in ("", "the ")),
             # the finding is there, its reading hedged: "opacities are favored to represent scarring"
             *(f"{v} favored to {w}" for v in ("is", "are") for w in ("represent", "be", "reflect")),
             # the finding has not gone away: "no improvement in the left lower lobe pneumonia"

@@ -138,12 +138,12 @@ _INFER = re.compile(
 # ("opacity in the right mid lung is likely a nipple shadow", "density at the left base
 # likely represents overlapping vessels"; a review of MIMIC-style sentences).
 _NO_LESION_READING = re.compile(
-    r"^[^.;,]{0,80}?(?:,\s*)?(?:\b(?:is|are|which is|which are)\s+)?(?:\bmost\s+)?\b(?:likely|probably|presumably|"
+    r"^[^.;,]{0,80}?(?:,\s*)?(?:\b(?:is|are|which is|which are)\s+)?(?:\bmost\s+)?\b(?P<reading>likely|probably|presumably|"
     r"consistent with|compatible with|due to|(?:likely\s+|probably\s+)?(?:represents?|representing|reflects?|"
     r"reflecting))\s+(?:a\s+|an\s+|the\s+)?(?:(?:right|left|bilateral)\s+)?(?:nipple\s+shadows?|nipple|"
     r"overlapping\s+(?:vessels|vascular\s+structures|soft\s+tissues?|shadows|structures)|confluence\s+of\s+"
     r"(?:shadows|vessels|vascular\s+structures)|summation\s+(?:of\s+shadows|shadows?|artifact)|skin\s+folds?|"
-    r"artifact)\b",
+    r"artifact|(?:hiatal\s+)?hernia)\b",
     re.IGNORECASE,
 )
 
@@ -162,7 +162,7 @@ def _read_as_no_lesion(text: str, sent_end: int, ms: list[_Mention], i: int) -> 
     hit = _NO_LESION_READING.match(text[m.end : sent_end])
     if hit is None or re.search(r"\b(?:not|no|less|unlikely|without|rather)\b", hit.group(0), re.IGNORECASE):
         return False
-    return not any(b.start < m.end + hit.end() or b.lesion_type is not None for b in ms[i + 1 :])
+    return not any(b.start < m.end + hit.start("reading") or b.lesion_type is not None for b in ms[i + 1 :])
 
 
 # The gap before a finding denied in passing: "opacity WITHOUT effusion", "opacity, WITHOUT
@@ -976,12 +976,20 @@ def _first_finding_scope(words: list[str], targets: list[tuple[int, int]], cues:
     "in the setting of clinical concern for pneumonia, right lower lobe opacity likely
     represents pneumonia" asks about the first pneumonia only, "clinical concern for
     pneumonia or pulmonary edema" about both; "opacity not favored to represent
-    consolidation, more likely atelectasis" denies the consolidation only. ``targets``
-    are the finding token spans ``(start, end)`` of the sentence."""
+    consolidation, more likely atelectasis" denies the consolidation only, and so does a
+    forward reading against a finding ("left basilar opacity, unlikely to represent
+    pneumonia, likely atelectasis" denies the pneumonia only). ``targets`` are the
+    finding token spans ``(start, end)`` of the sentence."""
     out = []
     for cue in cues:
         start, end, (literal, category, direction, _) = cue
-        if literal in CLINICAL_QUESTION or literal in NOT_FAVORED_TO:
+        if (
+            literal in CLINICAL_QUESTION
+            or literal in NOT_FAVORED_TO
+            or direction == "FORWARD"
+            and (literal in UNLIKELY_TO or literal in LESS_LIKELY_TO)
+            and "than" not in (w.lower() for w in words[end:])  # "less likely to represent X than Y"
+        ):
             after = sorted((a, b) for a, b in targets if a >= end)
             if after:
                 last = after[0][1]
@@ -1191,6 +1199,8 @@ def _stated_after_comma(words: list[str], targets: list[tuple[int, int]], cues: 
             first, openers, leads = k + 1, _SIZE_OPENERS, negations
             if [x.lower() for x in words[first : first + 1]] in (["a"], ["an"]):
                 first += 1
+                if [x.lower() for x in words[first : first + 1]] == ["new"]:  # "and a new small opacity"
+                    first += 1
         else:
             continue
         if first >= len(words) or words[first].lower() not in openers:
@@ -1214,8 +1224,15 @@ def _stated_after_comma(words: list[str], targets: list[tuple[int, int]], cues: 
         ):
             j += 1
         # nothing more listed after it: no list word, or no finding after it ("no
-        # pneumothorax and trace bilateral effusions, unchanged")
-        if j not in starts or (any(x.lower() in _LISTING for x in words[first:]) and any(a > j for a, _ in targets)):
+        # pneumothorax and trace bilateral effusions, unchanged"), up to a denial of its own
+        # ("no edema, small right effusion, no pneumothorax")
+        stop = min(
+            (a for a, _, (_, cat, way, _) in cues if cat == "NEGATED_EXISTENCE" and way != "BACKWARD" and a > j),
+            default=len(words),
+        )
+        if j not in starts or (
+            any(x.lower() in _LISTING for x in words[first:stop]) and any(j < a < stop for a, _ in targets)
+        ):
             continue
         added.append((k, k + 1, (",", "TERMINATE", "TERMINATE", None)))
     return sorted(cues + added, key=lambda c: (c[0], c[1])) if added else cues
@@ -1554,26 +1571,34 @@ _SIZE_BEFORE = re.compile(
 # however,", "although", "though", with words of a superimposed process ("but early
 # pneumonia", "although superimposed infection") (_other_reading).
 _OTHER_READING_GAP = re.compile(
-    r"^\s*[,;]?\s*(?:but|however|although|though|while)\s*,?\s*"
+    r"^\s*(?:[,;]?\s*(?:but|however|although|though|while)|;)\s*,?\s*"
     r"(?:(?:an?|early|superimposed|underlying|developing|concurrent|coexistent|an element of|a component of)\s+)*$",
     re.IGNORECASE,
 )
 
 
+# The findings a second reading may follow (an opacity, an inference type, or an effusion
+# that hides what lies under it), and the readings themselves (_other_reading).
+_READ_AGAIN_TYPES = frozenset(NONSPECIFIC_TYPES | set(INFERENCE_LESION_TYPES) | {"effusion"})
+_OTHER_READING_TYPES = frozenset(set(INFERENCE_LESION_TYPES) | {"consolidation"})
+
+
 def _other_reading(a: _Mention, b: _Mention, gap: str) -> bool:
     """Whether the unlocated ``b`` is a second reading of the located ``a``, offered in a
-    clause of its own after "but", "however", "although" or "though" (gap ``gap``): ``a``
-    is a positive opacity or a positive finding of an inference type
+    clause of its own after "but", "however", "although", "though" or a semicolon (gap
+    ``gap``): ``a`` is a positive opacity, effusion or finding of an inference type
     (:data:`cxrils.vocab.INFERENCE_LESION_TYPES`), ``b`` a tentative positive of an
-    inference type ("opacity at the left base may be due to atelectasis, but pneumonia
-    cannot be excluded": the pneumonia is at the left base). Not a denial ("left basilar
+    inference type or a consolidation ("opacity at the left base may be due to
+    atelectasis, but pneumonia cannot be excluded": the pneumonia is at the left base;
+    "layering effusions obscure the bases; underlying consolidation cannot be excluded":
+    the consolidation at the bases). Not a denial ("left basilar
     atelectasis, but no pneumonia") nor a finding with a place of its own."""
     return (
         a.presence == "positive"
-        and (a.lesion_type in NONSPECIFIC_TYPES or a.lesion_type in INFERENCE_LESION_TYPES)
+        and a.lesion_type in _READ_AGAIN_TYPES
         and b.presence == "positive"
         and b.certainty == "tentative"
-        and b.lesion_type in INFERENCE_LESION_TYPES
+        and b.lesion_type in _OTHER_READING_TYPES
         and bool(_OTHER_READING_GAP.match(gap))
     )
 
@@ -1660,7 +1685,7 @@ _SPACES = re.compile(r"^\s+|\s+$|\s{2,}|[^\S ]")
 # "1.2 L pleural fluid removed"; after a full stop they are: "effusion. L base opacity").
 _SIDE_LETTER = re.compile(
     r"(?<!\d\s)(?<!\d)\b([RL])(?=(?:\s*(?:and|/|&)\s*[RL])?\s+(?i:lung|lungs|base|bases|basilar|basal|apex|apical|upper|mid|middle|lower|hemithorax|"
-    r"costophrenic|cp|perihilar|hilar|hilum|lobe|pleural|chest|side)\b)"
+    r"costophrenic|cp|perihilar|hilar|hilum|lobe|pleural|chest|side|sided|effusion|effusions)\b)"
 )
 
 

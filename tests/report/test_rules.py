@@ -1576,3 +1576,19 @@ def test_an_opacity_read_as_a_hiatal_hernia_has_no_lesion_type(rules):
         f for f in rules.structure("Retrocardiac opacity likely reflects a hiatal hernia.") if f.entity == "opacity"
     ]
     assert opacity.lesion_type is None
+
+
+@pytest.mark.parametrize(
+    "text, places",
+    [
+        ("Elevation of the right hemidiaphragm with adjacent atelectasis.", ["right base"]),
+        ("The left hemidiaphragm is elevated with adjacent atelectasis.", ["left base"]),
+        ("Blunting of the left costophrenic angle with a small effusion.", ["left costophrenic angle"]),
+        ("Improved aeration at the left base with persistent small effusion.", ["left base"]),
+        # a finding before the place keeps it ("with" after a finding shares as before)
+        ("Right pleural effusion with adjacent atelectasis.", ["right"]),
+    ],
+)
+def test_a_place_before_with_goes_to_the_finding_after_it(rules, text, places):
+    f = rules.structure(text)[-1]
+    assert f.locations == places

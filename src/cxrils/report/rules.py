@@ -82,6 +82,25 @@ _PREMOD = re.compile(
     r"improving|improved|mid|upper|lower|area|areas|of|region|to)\b)*$",
     re.IGNORECASE,
 )
+# "<place> WITH ADJACENT <finding>", "<place> is elevated WITH ADJACENT <finding>", "...
+# WITH A SMALL <finding>" (_attach_locations).
+_WITH_BESIDE = re.compile(
+    r"^\s*(?:(?:is|are|remains|remain)\s+(?:mildly\s+|markedly\s+)?(?:elevated|obscured|blunted)\s*)?,?\s*"
+    r"with\s+(?:(?:adjacent|associated|overlying|a|an|small|mild|minimal|trace|persistent|"
+    r"residual|subsegmental|patchy|some|new|moderate)\s+)*$",
+    re.IGNORECASE,
+)
+_HEMIDIAPHRAGM = re.compile(r"\b(right|left)\s+(?:hemi-?)?diaphragms?\b", re.IGNORECASE)
+
+
+def _lung_beside(phrase: str) -> str:
+    """The lung place a finding next to ``phrase`` lies in: the base above a named
+    hemidiaphragm ("right hemidiaphragm", "left diaphragm" -> "right base", "left base"),
+    else the phrase itself."""
+    m = _HEMIDIAPHRAGM.search(phrase)
+    return f"{m.group(1).lower()} base" if m else phrase
+
+
 # A place introduced by a preposition after a finding is that finding's ("consolidation
 # AT the right base and a small left effusion"; not "edema and moderate right and small
 # left effusions"): _attach_locations.
@@ -529,6 +548,16 @@ class RulesStructurer:
                 and _place_of_inference(gap_next, rc.place_inference_words)
             ):
                 nxt.pre.append(phrase)
+            elif (
+                nxt is not None
+                and prev is None
+                and nxt.lesion_type not in (None, "cardiomegaly")
+                and bool(_WITH_BESIDE.match(gap_next))
+            ):
+                # "elevation of the right hemidiaphragm with adjacent atelectasis",
+                # "blunting of the left costophrenic angle with a small effusion": the
+                # place of a finding that stands for none of the seven types
+                nxt.pre.append(_lung_beside(phrase))
             elif (
                 nxt is not None
                 and len(gap_next.split()) <= rc.place_before_words

@@ -1592,3 +1592,17 @@ def test_an_opacity_read_as_a_hiatal_hernia_has_no_lesion_type(rules):
 def test_a_place_before_with_goes_to_the_finding_after_it(rules, text, places):
     f = rules.structure(text)[-1]
     assert f.locations == places
+
+
+def test_a_findings_own_place_does_not_count_in_the_sharing_distance(rules):
+    """The unlocated finding shares the located one's place within share_place_words words,
+    not counting that finding's own place after it."""
+    fs = rules.structure("Atelectasis in the right lower lobe is seen, with possible superimposed pneumonia.")
+    (pneumonia,) = [f for f in fs if f.lesion_type == "pneumonia"]
+    assert (pneumonia.certainty, pneumonia.locations) == ("tentative", ["right lower lobe"])
+    # still bounded: a long clause between keeps them apart
+    far = rules.structure(
+        "Left pleural effusion has slightly decreased since the prior examination and is now moderate in size, "
+        "with adjacent atelectasis."
+    )
+    assert [f.locations for f in far if f.lesion_type == "atelectasis"] == [[]]

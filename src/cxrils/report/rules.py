@@ -619,7 +619,10 @@ class RulesStructurer:
                 (a.pre or a.post)
                 and a.presence == b.presence
                 and a.lesion_type != "cardiomegaly"
-                and len(gap.split()) <= rc.share_place_words
+                # the located finding's own place after it is no distance ("atelectasis in
+                # the right lower lobe is seen, with possible superimposed pneumonia")
+                and len(gap.split()) - sum(len(p.split()) for p in a.post if p.lower() in gap.lower())
+                <= rc.share_place_words
                 and (
                     not _SHARE_BREAK.search(gap)
                     or gap.lstrip().startswith(";")

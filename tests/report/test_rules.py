@@ -1606,3 +1606,17 @@ def test_a_findings_own_place_does_not_count_in_the_sharing_distance(rules):
         "with adjacent atelectasis."
     )
     assert [f.locations for f in far if f.lesion_type == "atelectasis"] == [[]]
+
+
+@pytest.mark.parametrize(
+    "text, places",
+    [
+        ("The right lung base opacity has resolved, with minimal residual atelectasis.", ["right lung base"]),
+        ("Right lower lobe pneumonia has resolved, with a small residual effusion.", ["right lower lobe"]),
+        # a plain denial leaves nothing behind
+        ("No left effusion, with residual atelectasis.", []),
+    ],
+)
+def test_what_is_left_of_a_resolved_finding_lies_where_it_was(rules, text, places):
+    (left,) = [f for f in rules.structure(text) if f.presence == "positive"]
+    assert left.locations == places

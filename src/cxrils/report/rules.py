@@ -82,6 +82,13 @@ _PREMOD = re.compile(
     r"improving|improved|mid|upper|lower|area|areas|of|region|to)\b)*$",
     re.IGNORECASE,
 )
+# The words before a finding left over from a resolved one: "... has resolved, with minimal
+# RESIDUAL atelectasis", "has improved, with a small residual effusion" (_attach_locations).
+_RESIDUAL_GAP = re.compile(
+    r"\b(?:resolved|cleared|improved|decreased)\b[^;]*?(?:,\s*|\s)(?:with|and|but)\s+"
+    r"(?:(?:a|an|minimal|mild|small|some|trace|slight|mildly)\s+)*residual\s+$",
+    re.IGNORECASE,
+)
 # "<place> WITH ADJACENT <finding>", "<place> is elevated WITH ADJACENT <finding>", "...
 # WITH A SMALL <finding>" (_attach_locations).
 _WITH_BESIDE = re.compile(
@@ -617,7 +624,9 @@ class RulesStructurer:
             # cannot be excluded": the other reading of the same opacity
             if (
                 (a.pre or a.post)
-                and a.presence == b.presence
+                # "the right lung base opacity has resolved, with minimal residual
+                # atelectasis": what is left lies where the resolved finding was
+                and (a.presence == b.presence or b.presence == "positive" and bool(_RESIDUAL_GAP.search(gap)))
                 and a.lesion_type != "cardiomegaly"
                 # the located finding's own place after it is no distance ("atelectasis in
                 # the right lower lobe is seen, with possible superimposed pneumonia")

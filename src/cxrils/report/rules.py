@@ -174,6 +174,10 @@ _NO_LESION_READING = re.compile(
 )
 
 
+# A word that denies the no-lesion reading it stands with ("not likely artifact").
+_DENIED_READING = re.compile(r"\b(?:not|no|less|unlikely|without|rather)\b", re.IGNORECASE)
+
+
 def _read_as_no_lesion(text: str, sent_end: int, ms: list[_Mention], i: int) -> bool:
     """Whether the opacity ``ms[i]`` is said to be something that is no lesion
     (:data:`_NO_LESION_READING`: "focal opacity in the right mid lung is likely a nipple
@@ -186,7 +190,7 @@ def _read_as_no_lesion(text: str, sent_end: int, ms: list[_Mention], i: int) -> 
     character offset of the sentence's end in ``text``."""
     m = ms[i]
     hit = _NO_LESION_READING.match(text[m.end : sent_end])
-    if hit is None or re.search(r"\b(?:not|no|less|unlikely|without|rather)\b", hit.group(0), re.IGNORECASE):
+    if hit is None or _DENIED_READING.search(hit.group(0)):
         return False
     return not any(b.start < m.end + hit.start("reading") or b.lesion_type is not None for b in ms[i + 1 :])
 
@@ -902,7 +906,7 @@ _READING_OPENERS = frozenset(
 
 # The readings that open with a verb of their own, with no comma before them ("opacity
 # without effusion MAY reflect pneumonia").
-_READING_VERBS = frozenset({"may", "might", "could", "which"})
+_READING_VERB_OPENERS = frozenset({"may", "might", "could", "which"})
 
 
 def _reading_after_without(words: list[str], targets: list[tuple[int, int]], cues: list) -> list:
@@ -911,7 +915,7 @@ def _reading_after_without(words: list[str], targets: list[tuple[int, int]], cue
     starts after the denied one(s): "patchy left basilar opacity, without effusion, likely
     atelectasis" and "right lower lobe consolidation without effusion, consistent with
     pneumonia" deny the effusion only (the reading, :data:`_READING_OPENERS` after the
-    denied list's comma, or :data:`_READING_VERBS` right after the list, is the
+    denied list's comma, or :data:`_READING_VERB_OPENERS` right after the list, is the
     opacity's); "small left effusion without consolidation concerning for pneumonia"
     denies the pneumonia too. A "without" that opens the sentence
     keeps its scope ("without effusion or consolidation to suggest pneumonia"), and so
@@ -920,11 +924,10 @@ def _reading_after_without(words: list[str], targets: list[tuple[int, int]], cue
     out = []
     for cue in cues:
         start, end, (literal, category, direction, max_scope) = cue
-        lead = literal.split()[0] if literal else ""
         if (
             category == "NEGATED_EXISTENCE"
             and direction == "FORWARD"
-            and (lead == "without" or literal.startswith("with no"))
+            and literal.startswith(("without", "with no"))
             and any(b <= start for _, b in targets)
         ):
             after = sorted(t for t in targets if t[0] >= end)
@@ -938,7 +941,7 @@ def _reading_after_without(words: list[str], targets: list[tuple[int, int]], cue
                 # ("without consolidation concerning for pneumonia" denies the pneumonia)
                 comma = j < len(words) and words[j] == ","
                 k = j + 1 if comma else j
-                if k < len(words) and words[k].lower() in (_READING_OPENERS if comma else _READING_VERBS):
+                if k < len(words) and words[k].lower() in (_READING_OPENERS if comma else _READING_VERB_OPENERS):
                     scope = j - end
                     cue = (
                         start,
@@ -1603,9 +1606,7 @@ def _lung_compatible(phrase: str) -> bool:
 
 
 # A size word right before a finding ("mild pulmonary edema", "moderate edema").
-_SIZE_BEFORE = re.compile(
-    r"\b(?:mild|mildly|minimal|moderate|moderately|severe|marked|small|large|trace|slight)\s+$", re.IGNORECASE
-)
+_SIZE_BEFORE = re.compile(r"\b(?:" + "|".join(sorted(_SIZE_OPENERS | {"large", "slight"})) + r")\s+$", re.IGNORECASE)
 
 
 # The gap before another reading of an opacity, offered against the first: ", but", ";

@@ -98,6 +98,32 @@ def sheet_forms(path: Path) -> Counter:
     return out
 
 
+def sheet_opacity_pairing(path: Path) -> str:
+    """How the sheet's opacity negatives sit in their studies (rows as :func:`sheet_forms`
+    reads them): the studies with an opacity negative, those asking it in both forms, and
+    how often a lesion-inference and a basic opacity negative share their study and place
+    with a pneumonia, atelectasis or edema negative (the test of whether the
+    lesion-inference negative is a form of opacity's negative or one more negative of
+    those types)."""
+    with open(path, newline="", encoding="utf-8") as fh:
+        rows = list(csv.DictReader(fh))
+    inference_types = {"pneumonia", "atelectasis", "edema"}
+    beside = {(r["sample_key"], r["location"]) for r in rows if r["target"] in inference_types}
+    opacity = [r for r in rows if r["target"] == "opacity"]
+    li = [r for r in opacity if "predict its type" in r["question"]]
+    basic = [r for r in opacity if "predict its type" not in r["question"]]
+    both = {r["sample_key"] for r in li} & {r["sample_key"] for r in basic}
+
+    def paired(group: list[dict]) -> str:
+        return f"{sum((r['sample_key'], r['location']) in beside for r in group)} of {len(group)}"
+
+    return (
+        f"Released sheet: {len({r['sample_key'] for r in opacity})} studies have an opacity negative, "
+        f"{len(both)} of them in both forms. Sharing study and place with a pneumonia, atelectasis or "
+        f"edema negative: lesion-inference negatives {paired(li)}, other opacity negatives {paired(basic)}."
+    )
+
+
 def opacity_table(columns: dict[str, Counter]) -> str:
     """Markdown table: per source, the opacity negatives at one place and the share of
     them asked as lesion inference."""
@@ -137,6 +163,7 @@ def main(argv: list[str] | None = None) -> int:
         [
             table(columns),
             opacity_table(columns),
+            *([sheet_opacity_pairing(args.released_sheet)] if args.released_sheet is not None else []),
             "Paper Table 12, expert-verified test set negatives: "
             + ", ".join(f"{k} {v} ({100 * v / total:.1f} %)" for k, v in t12.items())
             + f" of {total} (global includes cardiomegaly).",

@@ -2,7 +2,14 @@
 
 from __future__ import annotations
 
-from benchmarks.negative_forms import ONE_PLACE_OPACITY, form_of, opacity_table, sheet_forms, table
+from benchmarks.negative_forms import (
+    ONE_PLACE_OPACITY,
+    form_of,
+    opacity_table,
+    sheet_forms,
+    sheet_opacity_pairing,
+    table,
+)
 
 
 def test_forms_of_table2_negatives():
@@ -45,3 +52,25 @@ def test_sheet_rows_as_the_authors_write_them(tmp_path):
     text = table({"sheet": counts})
     assert "| basic, zones | 1 (12.5 %) |" in text and "| all negatives | 8 |" in text
     assert "| sheet | 3 | 1 (33.3 %) |" in opacity_table({"sheet": counts})
+
+
+def test_sheet_opacity_pairing_counts_studies_forms_and_shared_places(tmp_path):
+    sheet = tmp_path / "absence.csv"
+    sheet.write_text(
+        "filename,presence_label,sample_key,dicom_id,target,location,question,quality,comment\n"
+        # s1: lesion inference beside an edema negative at the same place
+        "a1,absence,s1,d1,opacity,left lung base,Segment the opacity in the left lung base and predict its type.,,\n"
+        "a2,absence,s1,d1,edema,left lung base,Segment the edema in the left lung base.,,\n"
+        # s2: basic opacity, the pneumonia negative elsewhere
+        "a3,absence,s2,d2,opacity,right lung,Segment the opacity in the right lung.,,\n"
+        "a4,absence,s2,d2,pneumonia,left lung,Segment the pneumonia in the left lung.,,\n"
+        # s3: both forms in one study
+        "a5,absence,s3,d3,opacity,right lung,Segment the opacity in the right lung.,,\n"
+        "a6,absence,s3,d3,opacity,left lung,Segment the opacity in the left lung and predict its type.,,\n",
+        encoding="utf-8",
+    )
+    assert sheet_opacity_pairing(sheet) == (
+        "Released sheet: 3 studies have an opacity negative, 1 of them in both forms. Sharing study and place "
+        "with a pneumonia, atelectasis or edema negative: lesion-inference negatives 1 of 2, other opacity "
+        "negatives 0 of 2."
+    )

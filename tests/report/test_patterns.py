@@ -384,6 +384,20 @@ def test_a_clause_after_a_semicolon_that_refers_back_shares_the_place(rules):
     assert labels_of(rules, "Streaky bibasilar opacities; atelectasis is present too.", "atelectasis") == [[]]
 
 
+@pytest.mark.parametrize(
+    "text",
+    [
+        "Opacity at the left base; this likely represents atelectasis.",
+        "Opacity at the left base; this could be atelectasis.",
+        "Opacity at the left base. This likely represents atelectasis.",  # as across sentences
+    ],
+)
+def test_a_clause_after_a_semicolon_refers_back_past_the_findings_own_place(rules, text):
+    # the semicolon follows the opacity's place, not the opacity itself
+    assert labels_of(rules, text, "atelectasis") == [["left lung base"]]
+    assert labels_of(rules, "Opacity at the left base; atelectasis is present too.", "atelectasis") == [[]]
+
+
 def test_a_long_subject_called_a_consideration_is_tentative(rules):
     fs = rules.structure("A pneumonia superimposed on chronic emphysema and scarring would be a consideration.")
     assert [(f.lesion_type, f.certainty) for f in fs if f.lesion_type] == [("pneumonia", "tentative")]

@@ -638,9 +638,9 @@ class RulesStructurer:
                 <= rc.share_place_words
                 and (
                     not _SHARE_BREAK.search(gap)
-                    or gap.lstrip().startswith(";")
-                    and _refers(gap)
-                    or _other_reading(a, b, gap)
+                    or (clause := _past_places(gap, a.post)).lstrip().startswith(";")
+                    and _refers(clause)
+                    or _other_reading(a, b, clause)
                 )
             ):
                 b.post = _shared(a.pre + a.post, b, a, text)
@@ -1623,6 +1623,20 @@ _OTHER_READING_GAP = re.compile(
 # that hides what lies under it), and the readings themselves (_other_reading).
 _READ_AGAIN_TYPES = frozenset(NONSPECIFIC_TYPES | set(INFERENCE_LESION_TYPES) | {"effusion"})
 _OTHER_READING_TYPES = frozenset(set(INFERENCE_LESION_TYPES) | {"consolidation"})
+
+
+def _past_places(gap: str, places: list[str]) -> str:
+    """The part of ``gap`` (text from a finding's end to the next finding) after the
+    last of the finding's own places it holds: "; this likely represents " of " at the
+    left base; this likely represents " (places ``["left base"]``), so that a clause
+    after a located finding opens where its place ends. ``gap`` whole where it holds
+    none of them."""
+    low, end = gap.lower(), 0
+    for p in places:
+        i = low.rfind(p.lower())
+        if i >= 0:
+            end = max(end, i + len(p))
+    return gap[end:]
 
 
 def _other_reading(a: _Mention, b: _Mention, gap: str) -> bool:

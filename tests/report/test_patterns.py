@@ -171,6 +171,18 @@ def test_alternatives_of_the_inference_are_not_the_observations(rules):
     assert f.labels == [] and f.locations == ["left base"]
 
 
+@pytest.mark.parametrize("alternatives", ["atelectasis, edema, or pneumonia", "atelectasis, aspiration or pneumonia"])
+def test_a_comma_list_of_alternatives_closed_by_or_is_one_differential(rules, alternatives):
+    (f,) = rules.structure(f"Hazy opacity at the right base could reflect {alternatives}.")
+    assert (f.lesion_type, f.predicted_lesion_type, f.inference_certainty) == ("opacity", "atelectasis", "tentative")
+    assert f.predicted_lesion_text == alternatives
+
+
+def test_a_comma_list_with_no_closing_or_is_no_differential(rules):
+    fs = rules.structure("Opacity at the right base likely atelectasis, small effusion.")
+    assert [(f.lesion_type, f.certainty) for f in fs] == [("opacity", "definitive"), ("effusion", "definitive")]
+
+
 def test_inferred_disease_hands_its_place_to_the_opacity(rules):
     rep = structure_report(
         "s", "FINDINGS: Interstitial opacities consistent with edema in the lower lobes.", structurer=rules

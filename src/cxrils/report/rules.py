@@ -236,6 +236,8 @@ _ALT_SIZED = re.compile(
     rf"^\s*(?:,\s*)?(?:or|versus|vs\.?|and/or|/)(?:\s+(?:{_SIZE_WORDS}|early|developing|superimposed|underlying))*\s*$",
     re.IGNORECASE,
 )
+# A comma between two alternatives of a list that "or" closes (_alternatives_end).
+_LIST_COMMA = re.compile(rf"^\s*,(?:\s+(?:{_SIZE_WORDS}|early|developing|superimposed|underlying))*\s*$", re.IGNORECASE)
 # A finding's own feature, whose place is the finding's: "patchy opacity with volume loss
 # in the left lower lobe" (the entities), "consolidation with air bronchograms in the
 # right upper lobe" (no entity: a link word of _POSTLINK).
@@ -692,12 +694,8 @@ class RulesStructurer:
             if j >= len(ms):
                 continue
             gap = text[ms[j - 1].end : ms[j].start]
-            chain = [ms[j]]  # "atelectasis or scarring", "scarring versus atelectasis"
-            k = j + 1
-            # "atelectasis or early pneumonia": a size or stage word may open an alternative
-            while k < len(ms) and _ALT_SIZED.match(text[ms[k - 1].end : ms[k].start]):
-                chain.append(ms[k])
-                k += 1
+            # "atelectasis or scarring", "scarring versus atelectasis", "atelectasis, edema, or pneumonia"
+            chain = ms[j : _alternatives_end(text, ms, j)]
             # "opacity in the right base, atelectasis versus pneumonia": a differential in apposition
             appositive = (len(chain) > 1 and gap.rstrip().endswith(",")) or _hedged_apposition(gap)
             deid = _DEID_LINK.match(gap)
@@ -727,6 +725,30 @@ class RulesStructurer:
                 m.predicted = b.lesion_type
                 m.predicted_text = " ".join(words.lower().split())
                 m.inference_certainty = "tentative" if hedged or m.certainty == "tentative" else "definitive"
+
+
+def _alternatives_end(text: str, ms: list[_Mention], j: int) -> int:
+    """The end (exclusive index into ``ms``) of the alternatives offered from ``ms[j]``
+    on: joined by "or", "versus", "/" (a size or stage word may open one: "atelectasis
+    or early pneumonia", :data:`_ALT_SIZED`), or a comma list that one of those closes
+    ("atelectasis, aspiration, or pneumonia"; a list with no closing "or" is no
+    differential: "atelectasis, small effusion")."""
+
+    def joined(k: int, pattern: re.Pattern) -> bool:
+        return k < len(ms) and bool(pattern.match(text[ms[k - 1].end : ms[k].start]))
+
+    k = j + 1
+    while k < len(ms):
+        if joined(k, _ALT_SIZED):
+            k += 1
+            continue
+        n = k
+        while joined(n, _LIST_COMMA):
+            n += 1
+        if n == k or not joined(n, _ALT_SIZED):
+            break
+        k = n + 1
+    return k
 
 
 def _qualifies(gap: str) -> bool:

@@ -340,6 +340,15 @@ def test_a_place_with_no_finding_goes_to_the_finding_inferred_from_it(rules):
     assert labels_of(rules, "Elevation of the right hemidiaphragm. Small effusion.", "effusion") == [[]]
 
 
+def test_a_hemidiaphragm_a_lung_finding_is_inferred_from_is_the_lung_base_above_it(rules):
+    text = "The left hemidiaphragm is obscured, likely due to effusion and atelectasis."
+    assert labels_of(rules, text, "effusion") == [["left lung base"]]
+    assert labels_of(rules, text, "atelectasis") == [["left lung base"]]
+    assert labels_of(rules, "Obscuration of the right hemidiaphragm, likely atelectasis.", "atelectasis") == [
+        ["right lung base"]
+    ]
+
+
 @pytest.mark.parametrize(
     "second", ["This is atelectasis.", "The appearance XXXX subsegmental atelectasis.", "These are atelectasis."]
 )

@@ -536,6 +536,12 @@ class RulesStructurer:
             nxt = min((m for m in ms if m.start >= e), key=lambda m: m.start, default=None)
             gap_next = text[e : nxt.start] if nxt else None
             gap_prev = text[prev.end : s] if prev else None
+            # a hemidiaphragm named before a lung finding is the lung base above it ("the
+            # left hemidiaphragm is obscured, likely due to effusion", "elevation of the
+            # right hemidiaphragm with adjacent atelectasis")
+            before_next = (
+                _lung_beside(phrase) if nxt is not None and nxt.lesion_type not in (None, "cardiomegaly") else phrase
+            )
             # "streaky opacity lateral right lung, atelectasis versus scarring": a place right
             # after a finding, with a comma before the next, is the first finding's.
             right_after = (
@@ -552,7 +558,7 @@ class RulesStructurer:
                 and not (prev is not None and _PLACE_PREP.search(gap_prev))
             )
             if nxt is not None and (_PREMOD.match(gap_next) or side_list) and not right_after:
-                nxt.pre.append(phrase)
+                nxt.pre.append(before_next)
             elif prev is not None and _POSTLINK.match(gap_prev) and len(gap_prev.split()) <= rc.place_link_words:
                 prev.post.append(phrase)
             elif (
@@ -560,7 +566,7 @@ class RulesStructurer:
                 and (prev is None or _BREAK.search(gap_prev))
                 and _place_of_inference(gap_next, rc.place_inference_words)
             ):
-                nxt.pre.append(phrase)
+                nxt.pre.append(before_next)
             elif (
                 nxt is not None
                 and prev is None
@@ -570,7 +576,7 @@ class RulesStructurer:
                 # "elevation of the right hemidiaphragm with adjacent atelectasis",
                 # "blunting of the left costophrenic angle with a small effusion": the
                 # place of a finding that stands for none of the seven types
-                nxt.pre.append(_lung_beside(phrase))
+                nxt.pre.append(before_next)
             elif (
                 nxt is not None
                 and len(gap_next.split()) <= rc.place_before_words
@@ -583,7 +589,7 @@ class RulesStructurer:
                     and any(e <= s2 and e2 <= nxt.start and _names_lung_region(p2) for s2, e2, p2 in spans)
                 )
             ):
-                nxt.pre.append(phrase)
+                nxt.pre.append(before_next)
             elif prev is not None and not _BREAK.search(gap_prev) and len(gap_prev.split()) <= rc.place_after_words:
                 prev.post.append(phrase)
         # Coordinated findings share locations: "bibasilar atelectasis and effusions",

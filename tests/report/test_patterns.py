@@ -606,6 +606,10 @@ def test_a_negated_definite_wording_stays_negative(rules, text, presence):
         "To exclude findings most suggestive of edema.",
         "If there are findings highly suggestive of pneumonia, call the referring team.",
         "If there is pneumonia, call the referring team.",  # "there is" alone ends a scope; "if there is" is one cue
+        # the pneumonia is yet to resolve: not denied ("to document" then "resolution of"
+        # read as a denial after the question)
+        "Follow-up radiographs are recommended to document resolution of the right lower lobe pneumonia.",
+        "Follow-up is recommended to confirm resolution of the previously seen pneumonia.",
     ],
 )
 def test_a_hypothetical_definite_wording_asks_and_states_nothing(rules, text):

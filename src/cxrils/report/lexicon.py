@@ -903,6 +903,18 @@ _RAW_CONTEXT_RULES: tuple[tuple[str, str, str, int | None], ...] = (
             "document resolution",
             "ensure resolution",
             "confirm resolution",
+            # "follow-up to document resolution of the pneumonia": asked, not denied (one cue,
+            # so that "to document" and a negated "resolution of" after it do not split it)
+            *(
+                f"{to}{verb} {cue}{tail}"
+                for to in ("", "to ")
+                for verb in ("document", "ensure", "confirm", "verify", "demonstrate", "assess")
+                for cue in ("resolution of", "complete resolution of", "clearing of")
+                for tail in (
+                    "",
+                    *(f" {the}previously {v}" for the in ("", "the ") for v in ("seen", "noted", "present")),
+                )
+            ),
             "if",
             "in case of",
             "should be considered",

@@ -340,6 +340,19 @@ def test_a_place_with_no_finding_goes_to_the_finding_inferred_from_it(rules):
     assert labels_of(rules, "Elevation of the right hemidiaphragm. Small effusion.", "effusion") == [[]]
 
 
+@pytest.mark.parametrize(
+    "text, side",
+    [
+        ("The right hemidiaphragm is obscured by a moderate effusion.", "right"),
+        ("Slightly improved aeration at the left base with decreased atelectasis.", "left"),
+    ],
+)
+def test_a_place_with_a_finding_beside_it_is_that_findings(rules, text, side):
+    (f,) = [f for f in rules.structure(text) if f.lesion_type]
+    # labels are mapped later (structure_report); the place is the base of that side
+    assert f.locations == [f"{side} base"]
+
+
 def test_a_hemidiaphragm_a_lung_finding_is_inferred_from_is_the_lung_base_above_it(rules):
     text = "The left hemidiaphragm is obscured, likely due to effusion and atelectasis."
     assert labels_of(rules, text, "effusion") == [["left lung base"]]

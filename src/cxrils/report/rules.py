@@ -90,11 +90,13 @@ _RESIDUAL_GAP = re.compile(
     re.IGNORECASE,
 )
 # "<place> WITH ADJACENT <finding>", "<place> is elevated WITH ADJACENT <finding>", "...
-# WITH A SMALL <finding>" (_attach_locations).
+# WITH A SMALL <finding>", "<place> with decreased <finding>", "<hemidiaphragm> IS OBSCURED
+# BY A MODERATE <finding>" (_attach_locations).
 _WITH_BESIDE = re.compile(
     r"^\s*(?:(?:is|are|remains|remain)\s+(?:mildly\s+|markedly\s+)?(?:elevated|obscured|blunted)\s*)?,?\s*"
-    r"with\s+(?:(?:adjacent|associated|overlying|a|an|small|mild|minimal|trace|persistent|"
-    r"residual|subsegmental|patchy|some|new|moderate)\s+)*$",
+    r"(?:with|(?:is|are|remains|remain)\s+(?:partially\s+|completely\s+)?obscured\s+by)\s+"
+    r"(?:(?:adjacent|associated|overlying|a|an|small|mild|minimal|trace|persistent|residual|subsegmental|"
+    r"patchy|some|new|moderate|large|decreased|increased|improved|improving|worsened|worsening|slightly)\s+)*$",
     re.IGNORECASE,
 )
 _HEMIDIAPHRAGM = re.compile(r"\b(right|left)\s+(?:hemi-?)?diaphragms?\b", re.IGNORECASE)

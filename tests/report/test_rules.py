@@ -492,6 +492,10 @@ def test_a_question_between_two_findings_does_not_cut_the_shared_place(text):
         "Bibasilar atelectasis, right greater than left.",
         "Bibasilar atelectasis, left slightly greater than right.",
         "There is bibasilar, right greater than left atelectasis.",  # third review: an opener before the place
+        "Bibasilar atelectasis, left worse than right.",
+        "Bibasilar atelectasis, right larger than left.",
+        "Bibasilar atelectasis, worse on the left.",
+        "Bibasilar atelectasis, more pronounced on the right than the left.",
     ],
 )
 def test_a_comparison_of_the_sides_does_not_add_the_whole_lungs(text):
@@ -506,6 +510,9 @@ def test_a_comparison_of_the_sides_alone_still_names_both_lungs():
 
     (f,) = structure_report("s", "FINDINGS: Opacities right greater than left.").findings
     assert f.labels == ["right lung", "left lung"]
+    # "worse on the right than the left" is one comparison, not a comparison and a left lung
+    (g,) = structure_report("s", "FINDINGS: Edema, more pronounced on the right than the left.").findings
+    assert g.labels == ["right lung", "left lung"]
 
 
 @pytest.mark.parametrize(

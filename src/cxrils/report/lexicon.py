@@ -1305,6 +1305,12 @@ LOCATION_RE: Final[re.Pattern[str]] = re.compile(
 )
 _NOT_WORDS = frozenset(w for c in _CONNECTORS for w in c.split())
 _BOTH_SIDES = re.compile(r"\s+sides?\b|\s*(?:[.;:]|$)", re.IGNORECASE)
+# A comparison of the sides before a bare side: "worse on the", "more pronounced on the".
+_WORSE_ON = re.compile(
+    r"\b(?:worse|greater|larger|more(?:\s+(?:so|pronounced|prominent|marked|extensive))?)\s+(?:on|in)\s+the\s+$",
+    re.IGNORECASE,
+)
+_THAN_THE = re.compile(r"\s+than\s+(?:on\s+|in\s+)?(?:the\s+)?", re.IGNORECASE)
 _NOT_A_SIDE = re.compile(r"\s+(?:clinical|setting|context|scenario|circumstances?)\b", re.IGNORECASE)
 
 
@@ -1327,6 +1333,18 @@ def find_locations(text: str) -> list[tuple[int, int, str]]:
             continue  # "seen both on PA and lateral views": no place named ("on both sides" is one)
         if words == ["right"] and _NOT_A_SIDE.match(text, m.end()):
             continue  # "in the right clinical setting": the right one, not the right side
+        if words in (["right"], ["left"]) and _WORSE_ON.search(text, 0, m.start()):
+            # "bibasilar atelectasis, worse on the left": how the sides compare, not a place
+            other = "left" if words == ["right"] else "right"
+            phrase = f"{words[0]} greater than {other}"
+        elif (
+            words in (["right"], ["left"])
+            and out
+            and COMPARED_SIDES_RE.match(out[-1][2])
+            and _THAN_THE.fullmatch(text, out[-1][1], m.start())
+        ):
+            out[-1] = (out[-1][0], m.end(), out[-1][2])  # "... on the right than the left": the same comparison
+            continue
         if (
             out
             and COMPARED_SIDES_RE.match(phrase)
@@ -1357,5 +1375,9 @@ def _finding_words() -> tuple[str, ...]:
     return tuple({*(" ".join(re.findall(r"[a-z]+", t.lower())) for t in (*lesion_terms(), *OTHER_FINDINGS))} - {""})
 
 
-#: A location phrase that only compares the sides ("right greater than left").
-COMPARED_SIDES_RE = re.compile(r"(?i)^(?:right|left)(?: [a-z]+)? (?:greater|more) than (?:right|left)$")
+#: A location phrase that only compares the sides ("right greater than left", "left
+#: slightly worse than right", "right larger than left").
+COMPARED_SIDES_RE = re.compile(
+    r"(?i)^(?:right|left)(?: [a-z]+)? (?:(?:slightly|much|somewhat) )?(?:greater|more|worse|larger)(?: so)? than "
+    r"(?:right|left)$"
+)

@@ -82,7 +82,9 @@ LESION_SYNONYMS: Final[dict[str, tuple[str, ...]]] = {
     # Not vascular congestion, fluid overload or heart failure: they are not edema on the
     # image (NLM's MeSH indexers keep Pulmonary Congestion and Heart Failure apart too).
     "edema": ("edema", "oedema", "pulmonary edema", "interstitial edema", "alveolar edema"),
-    "effusion": ("effusion", "effusions", "pleural effusion", "pleural fluid", "hydrothorax"),
+    # "fissural fluid": pleural fluid in a fissure (the rules structurer also reads "fluid
+    # in the minor fissure" so)
+    "effusion": ("effusion", "effusions", "pleural effusion", "pleural fluid", "hydrothorax", "fissural fluid"),
 }
 
 #: The 17 broad anatomical categories of the location mapping, step 1

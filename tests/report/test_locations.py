@@ -42,6 +42,10 @@ m = LexiconLocationMapper()
         # a de-identified word inside a phrase keeps the side
         ("right XXXX lobe", ["right lung"]),
         ("left heart border", ["lung upper lobe left"]),
+        # only the right lung has a minor (horizontal) fissure; a major fissure needs its side
+        ("minor fissure", ["right lung"]),
+        ("horizontal fissure", ["right lung"]),
+        ("left major fissure", ["left lung"]),
     ],
 )
 def test_lung_phrases(phrase, labels):

@@ -660,3 +660,23 @@ def test_lesion_types_in(text, expected):
     from cxrils.report.lexicon import lesion_types_in
 
     assert lesion_types_in(text) == expected
+
+
+@pytest.mark.parametrize(
+    "text, presence, labels",
+    [
+        ("There is fluid in the minor fissure.", "positive", ["right lung"]),
+        ("Minimal fluid within the right horizontal fissure.", "positive", ["right lung"]),  # IU CXR1653
+        ("Fluid tracks along the left major fissure.", "positive", ["left lung"]),
+        ("No fluid in the minor fissure.", "negative", ["right lung"]),
+    ],
+)
+def test_fluid_in_a_fissure_is_an_effusion(text, presence, labels):
+    (f,) = structure_report("s", "FINDINGS: " + text).findings
+    assert (f.lesion_type, f.presence, f.labels) == ("effusion", presence, labels)
+    assert f.sentence == text  # the report's own words, not the rewritten ones
+
+
+def test_fluid_elsewhere_is_no_effusion():
+    fs = structure_report("s", "FINDINGS: Fluid in the stomach. Fluid overload.").findings
+    assert [f.lesion_type for f in fs if f.lesion_type] == []

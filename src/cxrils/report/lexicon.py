@@ -1167,6 +1167,12 @@ LOCATION_QUALIFIERS: Final[frozenset[str]] = frozenset(
 LOCATION_WORDS: Final[tuple[str, ...]] = (
     # the qualifiers join a run of location words too ("left lower lobe")
     *sorted(LOCATION_QUALIFIERS),
+    # the fissures by name: "fluid in the minor fissure" (cxrils.report.locations: the
+    # minor, horizontal fissure is the right lung's)
+    "minor fissure",
+    "horizontal fissure",
+    "major fissure",
+    "oblique fissure",
     "right",
     "left",
     "right-sided",

@@ -217,6 +217,8 @@ def _normalise(phrase: str) -> str:
     p = re.sub(r"\b(right|left)\s+sided\b", r"\1", p)
     p = re.sub(r"\bmid\s*lung", "midlung", p)
     p = re.sub(r"\bmidzone(s?)\b", r"mid zone\1", p)
+    # only the right lung has a minor (horizontal) fissure
+    p = re.sub(r"(?<!right )\b(minor|horizontal) fissure", r"right \1 fissure", p)
     return " ".join(p.split())
 
 

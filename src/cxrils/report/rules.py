@@ -224,6 +224,13 @@ _HEDGED_APPOSITION = re.compile(
 # hedge is assumed for the removed word, as for any text without a cue).
 _DEID_LINK = re.compile(rf"^[\s,]*(?:{DEID_TOKEN}\b[\s,]*)+", re.IGNORECASE)
 _MULTI_STOP = re.compile(r"\.{2,}\s*")
+# Pleural fluid named by the fissure it lies in: "fluid in the minor fissure", "fluid
+# tracking along the right major fissure" (read as "fissural fluid", an effusion; _prepare).
+_FISSURE_FLUID = re.compile(
+    r"\bfluid(?=\s+(?:(?:is|seen|noted|tracking|tracks|extending|extends|also|again|now)\s+)*"
+    r"(?:in|within|along|into)\s+(?:the\s+)?(?:(?:right|left)\s+)?(?:minor|major|horizontal|oblique)\s+fissures?\b)",
+    re.IGNORECASE,
+)
 _CONJ_WORDS = r"(?:,|and|or|,\s*and|,\s*or|and/or|/|versus|vs\.?)"
 _CONJ = re.compile(rf"^\s*{_CONJ_WORDS}\s*$", re.IGNORECASE)
 # Coordinated findings that share a place, a size word before the second allowed:
@@ -1811,6 +1818,7 @@ def _prepare(text: str) -> _Prepared:
         lambda m: f"{_SIDE_WORD[m.group(1).lower()]} {_COMPARISON[m.group(2)]} {_SIDE_WORD[m.group(3).lower()]}",
     )
     doc = doc.sub(_SIDE_LETTER, lambda m: "right" if m.group(1) == "R" else "left")
+    doc = doc.sub(_FISSURE_FLUID, lambda m: "fissural fluid")
     return doc.sub(_MULTI_STOP, lambda m: ". ")
 
 

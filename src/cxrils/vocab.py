@@ -77,6 +77,8 @@ LESION_SYNONYMS: Final[dict[str, tuple[str, ...]]] = {
         "densities",
         "haziness",
         "hazy",
+        "white-out",  # "complete white-out of the left hemithorax"
+        "whiteout",
     ),
     "consolidation": ("consolidation", "consolidations", "consolidative", "airspace consolidation"),
     # Not vascular congestion, fluid overload or heart failure: they are not edema on the

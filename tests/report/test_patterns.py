@@ -680,3 +680,22 @@ def test_fluid_in_a_fissure_is_an_effusion(text, presence, labels):
 def test_fluid_elsewhere_is_no_effusion():
     fs = structure_report("s", "FINDINGS: Fluid in the stomach. Fluid overload.").findings
     assert [f.lesion_type for f in fs if f.lesion_type] == []
+
+
+@pytest.mark.parametrize(
+    "text, certainty",
+    [
+        ("Small bilateral pleural effusions are likely present.", "tentative"),
+        ("A small left effusion is probably present.", "tentative"),
+        ("Small left effusion may be present.", "tentative"),
+        ("A small left effusion is present.", "definitive"),
+    ],
+)
+def test_a_hedge_before_present_after_the_finding_makes_it_tentative(rules, text, certainty):
+    (f,) = rules.structure(text)
+    assert (f.lesion_type, f.presence, f.certainty) == ("effusion", "positive", certainty)
+
+
+def test_a_white_out_hemithorax_is_an_opacity_of_that_lung():
+    (f,) = structure_report("s", "FINDINGS: Complete white-out of the left hemithorax.").findings
+    assert (f.lesion_type, f.presence, f.labels) == ("opacity", "positive", ["left lung"])

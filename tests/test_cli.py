@@ -154,7 +154,8 @@ def test_predict_refuses_an_image_too_small_to_be_a_radiograph(tmp_path, monkeyp
     # the service's rule (tests/serve/test_api.py): both sides need MIN_IMAGE_SIDE pixels
     from PIL import Image
 
-    from cxrils.models.base import MIN_IMAGE_SIDE, Segmenter
+    from cxrils.io.base import MIN_IMAGE_SIDE
+    from cxrils.models.base import Segmenter
 
     def no_model(*args, **kwargs):
         raise AssertionError("the model was loaded before the image was checked")

@@ -112,7 +112,7 @@ ALLOWED_NUMERIC_CONSTANTS: dict[str, str] = {
     "io/dicom.py:_WINDOW_OUT_BITS": _FORMAT + " (DICOM VOI LUT output range)",
     "io/dicom.py:_MAX_LEVELS": _FORMAT + " (largest LUT accepted)",
     "masks.py:_MAX_CHARS_PER_RUN": _FORMAT + " (COCO compressed RLE)",
-    "models/base.py:MIN_IMAGE_SIDE": "an input check of predict and the service (refuses, never changes an output)",
+    "io/base.py:MIN_IMAGE_SIDE": "an input check of predict, the service and the MIMIC-ILS import (refuses, never changes an output)",
     "models/dicom_seg.py:LO_MAX": _FORMAT + " (DICOM LO value length)",
     "models/light/calibrate.py:TAU_MASK_GRID": _TRAINING + " (threshold candidates on validate)",
     "models/light/priors.py:WORK_SIDE": _WEIGHTS + " (the light model's prior maps)",

@@ -204,6 +204,13 @@ def test_fields_parsed_from_the_template_texts(imported):
     assert (free.instruction_type, free.lesion_type, list(free.locations)) == ("", "consolidation", [])
 
 
+def test_an_import_too_small_for_the_models_is_refused_before_writing(release, tmp_path):
+    # the Python API refuses as the CLI does (the models answer no image under 32 px a side)
+    with pytest.raises(DatasetError, match="max_side 8: images need at least 32 px"):
+        import_mimic_ils(release.json, release.images, release.masks, tmp_path / "t", cfg=MimicIlsConfig(max_side=8))
+    assert not (tmp_path / "t").exists()
+
+
 def test_stored_size_follows_sams_resize_longest_side(release, tmp_path):
     ds = tmp_path / "small"
     import_mimic_ils(release.json, release.images, release.masks, ds, cfg=MimicIlsConfig(max_side=32), progress=False)

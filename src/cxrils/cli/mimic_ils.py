@@ -35,12 +35,7 @@ def import_mimic_ils_cmd(
     from cxrils.config import MimicIlsConfig
     from cxrils.dataset.mimic_ils.importer import PROBLEMS_NAME, import_mimic_ils
     from cxrils.dataset.writer import DatasetError
-    from cxrils.models.base import MIN_IMAGE_SIDE
 
-    if max_side is not None and 0 < max_side < MIN_IMAGE_SIDE:
-        fail(
-            f"--max-side {max_side}: images need at least {MIN_IMAGE_SIDE} px a side for the models (0 keeps them whole)"
-        )
     cfg = MimicIlsConfig() if max_side is None else MimicIlsConfig(max_side=max_side)
     try:
         report = import_mimic_ils(json_path, images, masks, out, cfg=cfg, workers=workers)

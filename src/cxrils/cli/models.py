@@ -200,7 +200,8 @@ def register(app: typer.Typer) -> None:
         For a DICOM image the mask is also written as DICOM SEG (extra 'dicom').
         """
         from cxrils.evaluation.io import PREDICTION_SUFFIXES
-        from cxrils.models.base import default_model_dir, image_too_small
+        from cxrils.io.base import image_too_small
+        from cxrils.models.base import default_model_dir
 
         if dataset is not None and (image is not None or instruction is not None):
             fail(

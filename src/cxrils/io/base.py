@@ -269,3 +269,25 @@ def minmax_unit(values: np.ndarray, where: np.ndarray | None = None) -> tuple[np
     if hi <= lo:
         return np.zeros(v.shape, dtype=np.float64), lo, hi
     return (v - lo) / (hi - lo), lo, hi
+
+
+#: Fewest pixels a radiograph needs on each side to be answered by ``cxrils predict`` and
+#: the web service, and the least nonzero ``MimicIlsConfig.max_side`` an import may store
+#: (ours: the light model's input is 96 px and its anatomy prior works at 256 px, so a
+#: thumbnail or a 1 x 1 image is no radiograph to answer about).
+MIN_IMAGE_SIDE = 32
+
+
+def image_too_small(shape: tuple[int, ...], min_side: int = MIN_IMAGE_SIDE) -> str | None:
+    """Why an image of ``shape`` (rows, cols[, channels]) is too small to answer about, or None.
+
+    Returns
+    -------
+    str or None
+        ``"the image is W x H pixels; a chest X-ray needs at least N on each side"``
+        when either side is below ``min_side``, else None.
+    """
+    rows, cols = int(shape[0]), int(shape[1])
+    if min(rows, cols) >= min_side:
+        return None
+    return f"the image is {cols} x {rows} pixels; a chest X-ray needs at least {min_side} on each side"

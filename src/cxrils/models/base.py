@@ -229,27 +229,6 @@ class Segmenter(ABC):
         return [self.predict(x, s) for x, s in zip(images, instructions)]
 
 
-#: Fewest pixels a radiograph needs on each side to be answered by ``cxrils predict`` and
-#: the web service (ours: the light model's input is 96 px and its anatomy prior works at
-#: 256 px, so a thumbnail or a 1 x 1 image is no radiograph to answer about).
-MIN_IMAGE_SIDE = 32
-
-
-def image_too_small(shape: tuple[int, ...], min_side: int = MIN_IMAGE_SIDE) -> str | None:
-    """Why an image of ``shape`` (rows, cols[, channels]) is too small to answer about, or None.
-
-    Returns
-    -------
-    str or None
-        ``"the image is W x H pixels; a chest X-ray needs at least N on each side"``
-        when either side is below ``min_side``, else None.
-    """
-    rows, cols = int(shape[0]), int(shape[1])
-    if min(rows, cols) >= min_side:
-        return None
-    return f"the image is {cols} x {rows} pixels; a chest X-ray needs at least {min_side} on each side"
-
-
 def check_instruction(instruction: object) -> str:
     """Validate a model input instruction: returns it.
 
@@ -276,7 +255,7 @@ def check_image(image: np.ndarray) -> np.ndarray:
         If the array is not 2-D uint8 with both sides >= 1 (the message says how to get
         such an array from a file or a colour image). The model API answers any size;
         ``cxrils predict`` and the service also refuse images under
-        :data:`MIN_IMAGE_SIDE` (:func:`image_too_small`).
+        :data:`cxrils.io.base.MIN_IMAGE_SIDE` (:func:`cxrils.io.base.image_too_small`).
     """
     if isinstance(image, (str, Path)):
         raise ValueError(

@@ -47,8 +47,8 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from cxrils import __version__, templates, vocab
 from cxrils.fsutil import atomic_write_bytes
+from cxrils.io.base import MIN_IMAGE_SIDE, image_too_small
 from cxrils.masks import encode_rle
-from cxrils.models.base import MIN_IMAGE_SIDE, image_too_small
 from cxrils.serve.images import b64, b64_png, overlay
 
 log = logging.getLogger(__name__)
@@ -61,7 +61,7 @@ class ServiceConfig:
 
     ``max_upload_bytes``: 50 MB by default (issue 10); ``max_instruction_chars``: 500;
     ``min_image_side``: the fewest pixels an image needs on each side
-    (:data:`cxrils.models.base.MIN_IMAGE_SIDE`, as ``cxrils predict``); ``keep_uploads_dir``: where to keep uploads
+    (:data:`cxrils.io.base.MIN_IMAGE_SIDE`, as ``cxrils predict``); ``keep_uploads_dir``: where to keep uploads
     if the operator asks (None = never kept).
     """
 

@@ -47,6 +47,7 @@ from cxrils.dataset.mimic_ils.format import (
 )
 from cxrils.dataset.writer import DatasetError, DatasetWriter, ProvenanceMismatch
 from cxrils.fsutil import atomic_path, atomic_write_json, atomic_write_text, sha256_file
+from cxrils.io.base import MIN_IMAGE_SIDE
 from cxrils.masks import encode_rle
 
 log = logging.getLogger(__name__)
@@ -301,10 +302,15 @@ def import_mimic_ils(
     Raises
     ------
     DatasetError
-        If an input is missing (naming what to fetch), the JSON is malformed, or
+        If an input is missing (naming what to fetch), the JSON is malformed,
+        ``max_side`` is below :data:`cxrils.io.base.MIN_IMAGE_SIDE` (and not 0), or
         ``out_dir`` was imported from another JSON or with another ``max_side``.
     """
     cfg = cfg or MimicIlsConfig()
+    if 0 < cfg.max_side < MIN_IMAGE_SIDE:
+        raise DatasetError(
+            f"max_side {cfg.max_side}: images need at least {MIN_IMAGE_SIDE} px a side for the models (0 keeps them whole)"
+        )
     json_path, images_dir, masks_dir, out = Path(json_path), Path(images_dir), Path(masks_dir), Path(out_dir)
     _check_inputs(json_path, images_dir, masks_dir)
     provenance = {

@@ -1,3 +1,5 @@
+import pytest
+
 from cxrils.report.sections import normalize_section_name, select_iu_section, select_section, split_sections
 
 MIMIC = """                                 FINAL REPORT
@@ -198,3 +200,20 @@ def test_title_case_words_of_running_text_are_not_split_mid_line():
     ]:
         c = select_section(text)
         assert (c.name, c.text) == ("findings", text[len("FINDINGS: ") :]), text
+
+
+@pytest.mark.parametrize(
+    "pointer", ["See impression.", "As above.", "Please refer to the impression below.", "See below."]
+)
+def test_a_findings_section_that_only_points_to_the_impression_is_empty(pointer):
+    # new-user trial: "See impression." was structured (no finding), so the study's
+    # reported pneumonia and effusion became negatives
+    c = select_section(f"FINDINGS: {pointer}\nIMPRESSION: Right lower lobe pneumonia. Moderate left pleural effusion.")
+    assert (c.name, c.text) == ("impression", "Right lower lobe pneumonia. Moderate left pleural effusion.")
+    assert select_iu_section(pointer, "Small effusion.").text == "Small effusion."
+
+
+def test_a_report_that_only_points_elsewhere_is_excluded_and_findings_mentioning_the_impression_are_kept():
+    assert select_section("FINDINGS: See impression.").excluded is not None
+    c = select_section("FINDINGS: Small left effusion, see impression.\nIMPRESSION: Effusion.")
+    assert (c.name, c.text) == ("findings", "Small left effusion, see impression.")

@@ -183,6 +183,17 @@ def _headers(text: str) -> list[re.Match]:
 
 _PARAGRAPH_SPLIT = re.compile(r"\n[ \t]*\n")
 
+# A section whose whole text only points to another ("See impression.", "As above.",
+# "Please refer to the impression below."): it states nothing, so the fallback goes on
+# to the next section (_usable). Short texts only: a sentence of findings that ends
+# "see impression" is findings.
+_POINTER = re.compile(
+    r"^\W*(?:(?:please\s+)?(?:see|refer\s+to|as\s+(?:per|in))\s+(?:the\s+)?"
+    r"(?:impression|conclusion|findings|report|below|above)(?:\s+(?:below|above|section))?|as\s+(?:above|below)"
+    r"|(?:please\s+)?see\s+(?:the\s+)?(?:report|text)\s+(?:below|above))\W*$",
+    re.IGNORECASE,
+)
+
 
 def normalize_section_name(name: str) -> str:
     """Canonical name of a header: ``"IMPRESSON"`` -> ``"impression"``.
@@ -225,6 +236,12 @@ class Sections:
 def _clean(text: str) -> str:
     """Collapse whitespace inside a section (line breaks of the fixed-width layout)."""
     return " ".join(text.split())
+
+
+def _usable(body: str) -> str:
+    """``body``, or "" when it only points to another section ("See impression."):
+    such a section is treated as empty, so the paper's fallback moves on."""
+    return "" if _POINTER.match(body) else body
 
 
 def split_sections(text: str) -> Sections:
@@ -304,7 +321,8 @@ def select_section(text: str) -> SectionChoice:
     """Pick the text to structure from a raw report with the paper's fallback.
 
     Findings, else impression, else the last paragraph, else excluded (paper
-    section 3.1 step 1, Appendix A.1). A WET READ is never chosen (it is
+    section 3.1 step 1, Appendix A.1). A section that only points to another ("See
+    impression.", "As above.") counts as empty. A WET READ is never chosen (it is
     preliminary) but is returned in ``wet_read``; an ADDENDUM is flagged and
     returned in ``addendum``.
 
@@ -328,7 +346,7 @@ def select_section(text: str) -> SectionChoice:
     if add:
         flags.append("addendum")
     for name in ("findings", "impression"):
-        body = _clean(secs.get(name))
+        body = _usable(_clean(secs.get(name)))
         if body:
             return SectionChoice(name, body, flags=flags, wet_read=wet, addendum=add)
     # Last paragraph of the report without its wet read (preliminary text is never used).
@@ -336,7 +354,7 @@ def select_section(text: str) -> SectionChoice:
     for n, t in secs.sections:
         if n == "wet_read" and t.strip():
             kept = kept.replace(t, "\n\n")
-    body = _clean(last_paragraph(kept))
+    body = _usable(_clean(last_paragraph(kept)))
     if body:
         return SectionChoice("last_paragraph", body, flags=flags, wet_read=wet, addendum=add)
     return SectionChoice(
@@ -356,8 +374,8 @@ def select_iu_section(findings: str | None, impression: str | None) -> SectionCh
     Findings, else impression, else excluded: the IU XML has no free text outside
     its named sections, so there is no last paragraph to fall back on.
     """
-    f = _clean(findings or "") if isinstance(findings, str) else ""
-    i = _clean(impression or "") if isinstance(impression, str) else ""
+    f = _usable(_clean(findings or "")) if isinstance(findings, str) else ""
+    i = _usable(_clean(impression or "")) if isinstance(impression, str) else ""
     if f:
         return SectionChoice("findings", f)
     if i:

@@ -699,3 +699,17 @@ def test_a_hedge_before_present_after_the_finding_makes_it_tentative(rules, text
 def test_a_white_out_hemithorax_is_an_opacity_of_that_lung():
     (f,) = structure_report("s", "FINDINGS: Complete white-out of the left hemithorax.").findings
     assert (f.lesion_type, f.presence, f.labels) == ("opacity", "positive", ["left lung"])
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "The opacity seen on the prior study has largely resolved.",  # new-user trial: read as present
+        "The effusion seen before has mostly resolved.",
+        "The right lower lobe opacity has largely resolved.",
+    ],
+)
+def test_largely_resolved_stays_resolved_past_a_seen_before_clause(rules, text):
+    # docs/report.md: "largely" and "mostly" stay resolved
+    (f,) = rules.structure(text)
+    assert (f.presence, f.certainty) == ("negative", "definitive")

@@ -636,6 +636,11 @@ _RAW_CONTEXT_RULES: tuple[tuple[str, str, str, int | None], ...] = (
             "has been resolved",
             "has cleared",
             "has largely cleared",
+            "has mostly cleared",
+            # backward cues (not the two-way "resolved"), so that "the opacity seen on the
+            # prior study has largely resolved" reaches back past "seen on the prior" (rules._seen_before)
+            "has largely resolved",
+            "has mostly resolved",
             "cleared",
             "no longer seen",
             "no longer visible",
@@ -681,6 +686,7 @@ _RAW_CONTEXT_RULES: tuple[tuple[str, str, str, int | None], ...] = (
             "have resolved",
             "have been resolved",
             "have largely resolved",
+            "have mostly resolved",
             "have completely resolved",
             "has completely resolved",
         )

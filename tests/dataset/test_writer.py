@@ -321,3 +321,14 @@ def test_a_resume_that_differs_only_in_an_informative_key_keeps_the_first_value(
         DatasetWriter(out, {**first, "git_commit": "bbb", "code_sha256": "c2"}, informative=("git_commit",))
     with pytest.raises(DatasetError, match=r"git_commit: \"aaa\", now \"bbb\""):
         DatasetWriter(out, {**first, "git_commit": "bbb"})  # not informative for this writer
+
+
+def test_an_output_path_that_is_a_file_is_refused_with_its_name(tmp_path):
+    # new-user trial: `cxrils generate ... -o existing.png` ended in a FileExistsError traceback
+    afile = tmp_path / "fake.png"
+    afile.write_bytes(b"x")
+    with pytest.raises(DatasetError, match="fake.png: is a file, not a folder"):
+        DatasetWriter(afile, {"v": 1})
+    assert afile.read_bytes() == b"x"
+    with pytest.raises(DatasetError, match="cannot create the dataset folder"):
+        DatasetWriter(afile / "sub", {"v": 1})

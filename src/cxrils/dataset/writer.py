@@ -167,7 +167,8 @@ class DatasetWriter:
     Raises
     ------
     DatasetError
-        If another writer holds the folder (its lock, :data:`LOCK_NAME`);
+        If ``out_dir`` is a file or cannot be created, or another writer holds the
+        folder (its lock, :data:`LOCK_NAME`);
         :class:`ProvenanceMismatch` if the folder was started with a different
         provenance outside ``informative`` (the message lists what changed, see
         :func:`provenance_changes`).
@@ -192,7 +193,12 @@ class DatasetWriter:
         self.provenance = dict(provenance)
         self.informative = tuple(informative)
         self.shard_size = int(shard_size)
-        self.out_dir.mkdir(parents=True, exist_ok=True)
+        if self.out_dir.exists() and not self.out_dir.is_dir():
+            raise DatasetError(f"{self.out_dir}: is a file, not a folder; a dataset is written into a folder")
+        try:
+            self.out_dir.mkdir(parents=True, exist_ok=True)
+        except OSError as err:
+            raise DatasetError(f"{self.out_dir}: cannot create the dataset folder: {err}") from None
         self._lock = FileLock(str(self.out_dir / LOCK_NAME), timeout=0)
         try:
             self._lock.acquire()

@@ -339,3 +339,6 @@ def test_anatomy_and_ground_refuse_an_output_that_is_a_file(tmp_path):
     assert res.exit_code == 2 and "not a view position" in res.output
     res = CliRunner().invoke(app, ["ground", str(src), str(tmp_path), "-o", str(tmp_path / "g")])
     assert res.exit_code == 2 and "is a folder" in res.output
+    # new-user trial: "" was read as the current folder ("is a folder")
+    res = CliRunner().invoke(app, ["ground", str(src), "", "-o", str(tmp_path / "g")])
+    assert res.exit_code == 2 and "REPORT_TEXT is empty" in res.output and "is a folder" not in res.output

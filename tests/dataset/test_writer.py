@@ -327,7 +327,7 @@ def test_an_output_path_that_is_a_file_is_refused_with_its_name(tmp_path):
     # new-user trial: `cxrils generate ... -o existing.png` ended in a FileExistsError traceback
     afile = tmp_path / "fake.png"
     afile.write_bytes(b"x")
-    with pytest.raises(DatasetError, match="fake.png: is a file, not a folder"):
+    with pytest.raises(DatasetError, match="fake.png: exists and is not a folder"):
         DatasetWriter(afile, {"v": 1})
     assert afile.read_bytes() == b"x"
     with pytest.raises(DatasetError, match="cannot create the dataset folder"):

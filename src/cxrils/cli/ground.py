@@ -71,6 +71,8 @@ def ground(
     view = norm_view(" ".join(view.split())) if view else None  # "" = from the file's metadata
     if view is not None and view not in VIEW_POSITIONS:
         fail(f"--view {view!r}: not a view position; one of {', '.join(sorted(VIEW_POSITIONS))}")
+    if not report_text.strip():  # Path("") is the current folder
+        fail("REPORT_TEXT is empty: give the report itself or the path of a text file holding it")
     text_path = Path(report_text)
     try:
         is_file, is_dir = text_path.is_file(), text_path.is_dir()

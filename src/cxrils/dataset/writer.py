@@ -194,7 +194,7 @@ class DatasetWriter:
         self.informative = tuple(informative)
         self.shard_size = int(shard_size)
         if self.out_dir.exists() and not self.out_dir.is_dir():
-            raise DatasetError(f"{self.out_dir}: is a file, not a folder; a dataset is written into a folder")
+            raise DatasetError(f"{self.out_dir}: exists and is not a folder; a dataset is written into a folder")
         try:
             self.out_dir.mkdir(parents=True, exist_ok=True)
         except OSError as err:

@@ -68,6 +68,23 @@ def test_structure_iu_csv_and_folder(tmp_path):
     assert row["study_id"] == "s5" and row["findings"][0]["lesion_type"] == "edema"
 
 
+def test_an_unreadable_report_file_is_one_excluded_study_not_the_end_of_the_folder(tmp_path):
+    # new-user trial: one non-UTF-8 file stopped the whole folder with no output
+    folder = tmp_path / "files"
+    folder.mkdir()
+    (folder / "s1.txt").write_text("FINDINGS: Mild pulmonary edema.", encoding="utf-8")
+    (folder / "s2.txt").write_bytes("FINDINGS: Épanchement \xe9".encode("latin-1"))
+    (folder / "s3.txt").write_text("FINDINGS: Small left pleural effusion.", encoding="utf-8")
+    out = tmp_path / "o.jsonl"
+    res = runner.invoke(app, ["structure", str(folder), "-o", str(out)])
+    assert res.exit_code == 0, res.output
+    rows = {r["study_id"]: r for r in map(json.loads, out.read_text().splitlines())}
+    assert sorted(rows) == ["s1", "s2", "s3"]
+    assert rows["s2"]["excluded"].startswith("s2.txt: cannot read report text") and rows["s2"]["findings"] == []
+    assert [f["lesion_type"] for f in rows["s1"]["findings"]] == ["edema"]
+    assert [f["lesion_type"] for f in rows["s3"]["findings"]] == ["effusion"]
+
+
 def test_bad_inputs_exit_2_with_file_named(tmp_path):
     bad = tmp_path / "bad.csv"
     write_csv(bad, ["id", "text"], [["1", "x"]])

@@ -11,7 +11,7 @@ from cxrils.cli.common import fail
 
 
 def _capped(items, cfg, notes: deque):
-    """``(study_id, text)`` items under the pipeline's report-length cap (``cfg.inputs``,
+    """``(study_id, text)`` items (a text, or a section choice excluded already) under the pipeline's report-length cap (``cfg.inputs``,
     as ``generate`` and ``ground`` apply it): over the cap, an excluded section with the
     reason, or with ``report_over_cap = "truncate"`` the text cut at the cap. Appends to
     ``notes``, per item in input order, its "truncated: ..." note or None
@@ -20,6 +20,10 @@ def _capped(items, cfg, notes: deque):
     from cxrils.report.sections import SectionChoice
 
     for sid, text in items:
+        if isinstance(text, SectionChoice):  # excluded already (an unreadable report file)
+            notes.append(None)
+            yield sid, text
+            continue
         kept, note = apply_report_cap(text, cfg.inputs, f"study {sid}")
         notes.append(note if kept is not None else None)
         yield sid, kept if kept is not None else SectionChoice(None, "", excluded=note)

@@ -183,9 +183,11 @@ def structure_report(study_id: str, text: str, *, structurer=None, mapper=None) 
 
 
 def structure_reports(
-    items: Iterable[tuple[str, str]], cfg=None, *, structurer=None, mapper=None, batch_size: int = 256
+    items: Iterable[tuple[str, str | SectionChoice]], cfg=None, *, structurer=None, mapper=None, batch_size: int = 256
 ) -> Iterator[StructuredReport]:
-    """Structure many ``(study_id, raw_text)`` pairs, in input order, lazily.
+    """Structure many ``(study_id, raw_text)`` pairs, in input order, lazily; an item
+    may give a :class:`~cxrils.report.sections.SectionChoice` instead of the text (one
+    excluded already keeps its reason).
 
     Backends come from ``cfg.backends`` unless given; texts are processed in
     batches (concurrent requests for llm). A chosen section that is not English

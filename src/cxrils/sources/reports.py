@@ -8,7 +8,8 @@ Three layouts are accepted:
   ``cxrils generate`` joins them (:func:`cxrils.sources.iu.iu_report_text`), so both
   commands make the same section choice (:func:`cxrils.report.sections.select_section`);
 - a folder of MIMIC-CXR-style ``.txt`` reports (searched recursively; the study
-  id is the file stem, e.g. ``s50414267``).
+  id is the file stem, e.g. ``s50414267``). A file that cannot be read as UTF-8 text
+  is one excluded study, with the reason; the others are read.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ import csv
 from collections.abc import Iterator
 from pathlib import Path
 
+from cxrils.report.sections import SectionChoice
 from cxrils.sources.base import any_field_size
 from cxrils.sources.iu import iu_report_text
 
@@ -37,16 +39,21 @@ def count_reports(path: str | Path) -> int | None:
         return None
 
 
-def read_reports(path: str | Path) -> Iterator[tuple[str, str]]:
+def read_reports(path: str | Path) -> Iterator[tuple[str, str | SectionChoice]]:
     """Yield ``(study_id, raw report text)``; for the IU CSV the text joins the sections
-    of ``InputConfig.iu_sections`` (:func:`~cxrils.sources.iu.iu_report_text`).
+    of ``InputConfig.iu_sections`` (:func:`~cxrils.sources.iu.iu_report_text`). A
+    folder's report file that cannot be read (not UTF-8 text, unreadable) yields
+    ``(study_id, SectionChoice)`` excluded with the file and the reason
+    (:func:`cxrils.report.structure_reports` takes both), so one bad file never stops a
+    folder.
 
     Raises
     ------
     ReportInputError
-        If the path does not exist, a CSV lacks the needed columns, a study id is
-        empty or repeated with a different report, or a file is not UTF-8 text.
-        Rows that repeat a study with the same report (one row per image) are skipped.
+        If the path does not exist, a folder holds no ``.txt`` report, a CSV lacks the
+        needed columns, is not UTF-8 text, or has a study id empty or repeated with a
+        different report. Rows that repeat a study with the same report (one row per
+        image) are skipped.
     """
     p = Path(path)
     if not p.exists():
@@ -57,9 +64,11 @@ def read_reports(path: str | Path) -> Iterator[tuple[str, str]]:
             raise ReportInputError(f"{p}: folder holds no .txt reports")
         for f in files:
             try:
-                yield f.stem, f.read_text(encoding="utf-8")
+                text = f.read_text(encoding="utf-8")
             except (OSError, UnicodeDecodeError) as err:
-                raise ReportInputError(f"{f}: cannot read report text: {err}") from err
+                yield f.stem, SectionChoice(None, "", excluded=f"{f.name}: cannot read report text: {err}")
+            else:
+                yield f.stem, text
         return
     try:
         fh = open(p, newline="", encoding="utf-8")

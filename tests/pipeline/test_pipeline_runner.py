@@ -6,7 +6,9 @@ from __future__ import annotations
 import json
 
 import numpy as np
+import pandas as pd
 import pytest
+from PIL import Image
 from pipeline_helpers import FAKE, config, make_input, snapshot
 
 from cxrils.pipeline.runner import SUMMARY_NAME, RunError, generate
@@ -42,6 +44,19 @@ def test_process_study_bad_studies_become_exclusions(pairs):
     # Report 0: positive effusion (left) and a negative pneumonia.
     assert good.stats["reported"] == {"effusion": 1}
     assert sum(good.stats["records"].values()) == len(good.records) == 2
+
+
+def test_an_image_too_small_to_be_a_radiograph_is_excluded_as_such(pairs):
+    # new-user trial: a 1 x 1 image was excluded as "no right lung found"; predict and the
+    # service name its size (cxrils.io.base.image_too_small)
+    Image.fromarray(np.zeros((1, 1), np.uint8)).save(pairs.parent / "img" / "tiny.png")
+    rows = pd.read_csv(pairs)
+    rows.loc[0, "image_path"] = "img/tiny.png"
+    rows.iloc[:1].to_csv(pairs, index=False)
+    pipe = Pipeline(config(), FAKE)
+    (study,) = read_inputs(pairs)
+    state = pipe.process_study(study, pipe.structure([study])[(study.study_id, study.report)])
+    assert state.excluded == "image_too_small: the image is 1 x 1 pixels; a chest X-ray needs at least 32 on each side"
 
 
 def test_structure_falls_back_per_report_when_the_batch_fails(tmp_path):

@@ -43,6 +43,7 @@ import numpy as np
 from cxrils import vocab
 from cxrils.config import Config
 from cxrils.dataset import assign_split, image_relpath
+from cxrils.io.base import image_too_small
 from cxrils.pipeline.inputs import apply_report_cap
 from cxrils.pipeline.stages import DEFAULT_STAGES, StageLoadError, StageProvider, resolve_stages
 from cxrils.sources import StudyInput
@@ -334,6 +335,10 @@ class Pipeline:
                 f"{state.study.image_path}: image loader returned {type(x).__name__} "
                 f"{getattr(x, 'shape', '')} {getattr(x, 'dtype', '')}, expected uint8 (H, W)"
             )
+        small = image_too_small(x.shape)  # the rule of `cxrils predict` and the service
+        if small:
+            state.excluded = f"image_too_small: {small}"
+            return
         view = (from_file_view or "").strip().upper()
         if self.cfg.qc.frontal_only and state.study.view is None and view and view not in ACCEPTED_VIEWS:
             state.excluded = f"view_not_frontal: {view}"

@@ -713,3 +713,18 @@ def test_largely_resolved_stays_resolved_past_a_seen_before_clause(rules, text):
     # docs/report.md: "largely" and "mostly" stay resolved
     (f,) = rules.structure(text)
     assert (f.presence, f.certainty) == ("negative", "definitive")
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "Atelectasis in the left lower lobe is less likely than pneumonia.",  # new-user trial: pneumonia definite
+        "Pneumonia is more likely than atelectasis.",
+        "Left lower lobe opacity, atelectasis more likely than pneumonia.",
+    ],
+)
+def test_a_comparison_of_likelihoods_is_a_differential_of_both(rules, text):
+    # as "atelectasis is favored over pneumonia": both alternatives tentative; the opacity stated
+    fs = {f.lesion_type: f.certainty for f in rules.structure(text)}
+    assert (fs["atelectasis"], fs["pneumonia"]) == ("tentative", "tentative")
+    assert fs.get("opacity", "definitive") == "definitive"

@@ -797,6 +797,14 @@ _RAW_CONTEXT_RULES: tuple[tuple[str, str, str, int | None], ...] = (
     # "X, less likely Y": the alternative after the comma is the one hedged, not X (the
     # backward "less likely" below is for "Y is less likely").
     (", less likely", "POSSIBLE_EXISTENCE", "FORWARD", 4),
+    # "atelectasis is less likely than pneumonia", "pneumonia is more likely than
+    # atelectasis": a differential of the two, both tentative, as "A is favored over B"
+    # (rules._favored_over hedges what follows "than")
+    *(
+        (f"{v}{c} likely than", "POSSIBLE_EXISTENCE", "BACKWARD", 8)
+        for v in ("", "is ", "are ")
+        for c in ("less", "more")
+    ),
     # "left lower lobe atelectasis, if not consolidation": the next few words only ("if not
     # already performed, CT is recommended for the nodule" hedges nothing)
     ("if not", "POSSIBLE_EXISTENCE", "FORWARD", 3),

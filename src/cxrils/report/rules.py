@@ -991,14 +991,19 @@ def _reading_after_without(words: list[str], targets: list[tuple[int, int]], cue
 
 def _favored_over(words: list[str], cues: list) -> list:
     """Cue matches ``(start, end, rule)`` of a sentence with a forward hedge added at the
-    "over" of "A is favored over B" (the backward "is favored" hedges A; B, the
-    alternative set aside, is tentative too; within :data:`_OVER_SCOPE` tokens)."""
+    "over" of "A is favored over B" and at the "than" of "A is more (less) likely than B"
+    (the backward cue hedges A; B, the other alternative, is tentative too; within
+    :data:`_OVER_SCOPE` tokens)."""
     added = [
         (end, end + 1, ("over", "POSSIBLE_EXISTENCE", "FORWARD", _OVER_SCOPE))
         for _, end, (literal, category, _, _) in cues
         if category == "POSSIBLE_EXISTENCE"
         and literal in ("is favored", "are favored")
         and words[end : end + 1] == ["over"]
+    ] + [
+        (end - 1, end, ("than", "POSSIBLE_EXISTENCE", "FORWARD", _OVER_SCOPE))
+        for _, end, (literal, category, direction, _) in cues
+        if category == "POSSIBLE_EXISTENCE" and direction == "BACKWARD" and literal.endswith("likely than")
     ]
     return sorted(cues + added, key=lambda c: (c[0], c[1])) if added else cues
 

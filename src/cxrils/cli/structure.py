@@ -69,14 +69,16 @@ def structure(
         m = get_location_mapper(mapper, cfg)
     except (ConfigError, ValueError, FileNotFoundError, ImportError) as err:
         fail(str(err))
-    n_total = count_reports(input) if input.exists() else None
+    if not input.exists():
+        fail(f"{input}: no such file or folder")
+    n_total = count_reports(input)
     sections, excluded, types = Counter(), Counter(), Counter()
     n = 0
     truncated: deque = deque()
     n_truncated = 0
+    bar = tqdm(total=n_total, unit="report", desc="structure")
     try:
         with atomic_path(out) as tmp, open(tmp, "w", encoding="utf-8") as fh:
-            bar = tqdm(total=n_total, unit="report", desc="structure")
             for rep in structure_reports(_capped(read_reports(input), cfg, truncated), cfg, structurer=s, mapper=m):
                 note = truncated.popleft()
                 if note:
@@ -92,12 +94,14 @@ def structure(
                 for f in rep.findings:
                     if f.target_type:
                         types[(f.target_type, f.presence)] += 1
-            bar.close()
     except ReportInputError as err:
+        bar.close()  # first, so that the error line starts a line of its own
         fail(str(err))
     except LLMError as err:
+        bar.close()
         typer.echo(f"error: LLM backend: {err}", err=True)
         raise typer.Exit(1) from err
+    bar.close()
 
     console = Console()
     table = Table(title=f"{n} studies -> {out}")

@@ -122,8 +122,11 @@ def test_read_gives_the_instruction_answered():
     assert enc.read("where is the pleural fluid?") == "Segment the effusion."
     for question in ("Is the heart enlarged?", "Is the heart large?", "Is the heart size enlarged?"):
         assert enc.read(question) == "Segment the cardiomegaly."  # a question's word order
-    with pytest.raises(InstructionError, match="no known lesion type"):
+    with pytest.raises(InstructionError, match=r"no known lesion type\. Accepted"):
         enc.read("Segment the lungs.")
+    # new-user trial: a mistyped type gets a suggestion before the list of accepted forms
+    with pytest.raises(InstructionError, match=r"no known lesion type \(did you mean 'pneumonia' for 'pnuemonia'\?\)"):
+        enc.read("Segment the pnuemonia in the left lung.")
     assert InstructionEncoder("minilm").read("  describe   the lungs ") == "describe the lungs"
 
 

@@ -25,6 +25,7 @@ Encoders (compared in ``benchmarks/models.py``, see docs/models.md):
 
 from __future__ import annotations
 
+import difflib
 import logging
 import os
 import re
@@ -523,6 +524,16 @@ def _finding_asked(text: str) -> str | None:
     return head[3]
 
 
+def _did_you_mean(text: str) -> str:
+    """ " (did you mean 'pneumonia' for 'pnuemonia'?)" for the first word of ``text``
+    close to a lesion type's name (``difflib``, ratio >= 0.8), else ""."""
+    for word in re.findall(r"[a-z]+", text.lower()):
+        close = difflib.get_close_matches(word, vocab.LESION_TYPES, n=1, cutoff=0.8)
+        if close and close[0] != word:
+            return f" (did you mean {close[0]!r} for {word!r}?)"
+    return ""
+
+
 def _other_finding_error(text: str, name: str) -> InstructionError:
     return InstructionError(
         f"instruction {_shown(text)} names {name}, which is none of the lesion types the model segments. "
@@ -532,7 +543,7 @@ def _other_finding_error(text: str, name: str) -> InstructionError:
 
 def _no_lesion_error(text: str) -> InstructionError:
     return InstructionError(
-        f"instruction {_shown(text)} names no known lesion type. "
+        f"instruction {_shown(text)} names no known lesion type{_did_you_mean(text)}. "
         + accepted_help()
         + " (a model trained with text_encoder='minilm' reads free text)"
     )

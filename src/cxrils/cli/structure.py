@@ -114,5 +114,5 @@ def structure(
     if n_truncated:
         table.add_row("cut at the report-length cap (flag 'truncated: ...')", str(n_truncated))
     for (t, pres), c in sorted(types.items()):
-        table.add_row(f"{t} ({pres})", str(c))
+        table.add_row(f"grounds {t} ({pres})", str(c))
     console.print(table)

@@ -332,3 +332,17 @@ def test_an_output_path_that_is_a_file_is_refused_with_its_name(tmp_path):
     assert afile.read_bytes() == b"x"
     with pytest.raises(DatasetError, match="cannot create the dataset folder"):
         DatasetWriter(afile / "sub", {"v": 1})
+
+
+def test_a_folder_of_other_files_gets_a_warning_and_a_resumed_dataset_none(tmp_path, caplog):
+    out = tmp_path / "ds"
+    out.mkdir()
+    (out / "notes.txt").write_text("mine")
+    with caplog.at_level("WARNING", logger="cxrils.dataset.writer"):
+        DatasetWriter(out, {"v": 1}).close()
+    assert "holds files of no cxrils dataset (notes.txt)" in caplog.text
+    assert (out / "notes.txt").read_text() == "mine"
+    caplog.clear()
+    with caplog.at_level("WARNING", logger="cxrils.dataset.writer"):
+        DatasetWriter(out, {"v": 1}).close()  # its own dataset now: a resume, no warning
+    assert "holds files" not in caplog.text

@@ -215,9 +215,16 @@ class DatasetWriter:
             raise
 
     def _open(self) -> None:
+        prov_path = self.out_dir / "provenance.json"
+        if not prov_path.exists():
+            others = sorted(p.name for p in self.out_dir.iterdir() if p.name != LOCK_NAME)
+            if others:  # new-user trial: a dataset went into a folder of unrelated files without a word
+                shown = ", ".join(others[:3]) + (f" and {len(others) - 3} more" if len(others) > 3 else "")
+                log.warning(
+                    "%s holds files of no cxrils dataset (%s); the dataset is written beside them", self.out_dir, shown
+                )
         for sub in ("images", "grounding", "parts", "excluded"):
             (self.out_dir / sub).mkdir(parents=True, exist_ok=True)
-        prov_path = self.out_dir / "provenance.json"
         new = json.loads(json.dumps(self.provenance, sort_keys=True, default=str))
         if prov_path.exists():
             try:

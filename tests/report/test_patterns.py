@@ -728,3 +728,11 @@ def test_a_comparison_of_likelihoods_is_a_differential_of_both(rules, text):
     fs = {f.lesion_type: f.certainty for f in rules.structure(text)}
     assert (fs["atelectasis"], fs["pneumonia"]) == ("tentative", "tentative")
     assert fs.get("opacity", "definitive") == "definitive"
+
+
+def test_a_second_reading_after_an_alternative_of_no_type_shares_the_opacitys_place():
+    # "aspiration" is of no lesion type and takes no place; the pneumonia after "or" is the
+    # other reading of the located opacity
+    text = "FINDINGS: Left basilar opacity likely atelectasis, although aspiration or pneumonia cannot be excluded."
+    (p,) = [f for f in structure_report("s", text).findings if f.lesion_type == "pneumonia"]
+    assert (p.presence, p.certainty, p.labels) == ("positive", "tentative", ["left lung base"])

@@ -638,8 +638,14 @@ class RulesStructurer:
         for i, b in enumerate(ms):
             if b.pre or b.post or b.lesion_type == "cardiomegaly" or i == 0:
                 continue
-            a = ms[i - 1]
-            gap = text[a.end : b.start]
+            # past unlocated alternatives joined to it ("aspiration or pneumonia cannot be
+            # excluded": aspiration, of no type, takes no place, and the pneumonia's giver
+            # is the finding before both)
+            k = i - 1
+            while k > 0 and not (ms[k].pre or ms[k].post) and _CONJ.match(text[ms[k].end : ms[k + 1].start]):
+                k -= 1
+            a = ms[k]
+            gap = text[a.end : ms[k + 1].start]
             # "streaky bibasilar opacities; the appearance suggests atelectasis": a clause that
             # refers back; "opacity at the left base may be due to atelectasis, but pneumonia
             # cannot be excluded": the other reading of the same opacity

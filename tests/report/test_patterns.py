@@ -689,6 +689,7 @@ def test_fluid_elsewhere_is_no_effusion():
         ("A small left effusion is probably present.", "tentative"),
         ("Small left effusion may be present.", "tentative"),
         ("A small left effusion is present.", "definitive"),
+        ("Pleural effusions are small, if any.", "tentative"),
     ],
 )
 def test_a_hedge_before_present_after_the_finding_makes_it_tentative(rules, text, certainty):

@@ -823,6 +823,9 @@ _RAW_CONTEXT_RULES: tuple[tuple[str, str, str, int | None], ...] = (
             "cannot be ruled out",
             "can not be ruled out",
             "is likely",
+            # "pleural effusions are small, if any": there may be none
+            "if any",
+            "if present",
             # "small bilateral effusions are likely present", "a small effusion may be present"
             *(f"{v} {a} present" for v in ("is", "are") for a in ("likely", "probably", "possibly", "questionably")),
             *(f"{m} {also}be present" for m in ("may", "might", "could") for also in ("", "also ", "still ")),

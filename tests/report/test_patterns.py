@@ -692,7 +692,7 @@ def test_fluid_elsewhere_is_no_effusion():
         ("Pleural effusions are small, if any.", "tentative"),
     ],
 )
-def test_a_hedge_before_present_after_the_finding_makes_it_tentative(rules, text, certainty):
+def test_a_hedge_after_the_finding_makes_it_tentative(rules, text, certainty):
     (f,) = rules.structure(text)
     assert (f.lesion_type, f.presence, f.certainty) == ("effusion", "positive", certainty)
 

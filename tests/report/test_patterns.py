@@ -737,3 +737,45 @@ def test_a_second_reading_after_an_alternative_of_no_type_shares_the_opacitys_pl
     text = "FINDINGS: Left basilar opacity likely atelectasis, although aspiration or pneumonia cannot be excluded."
     (p,) = [f for f in structure_report("s", text).findings if f.lesion_type == "pneumonia"]
     assert (p.presence, p.certainty, p.labels) == ("positive", "tentative", ["left lung base"])
+
+
+@pytest.mark.parametrize(
+    "text, kind, labels",
+    [
+        # a hemidiaphragm joined to another place is no base of the finding (review of 4a4a21b)
+        ("Elevation of the right hemidiaphragm and left basilar atelectasis.", "atelectasis", ["left lung base"]),
+        (
+            "Elevation of the left hemidiaphragm and right lower lobe consolidation.",
+            "consolidation",
+            ["lung lower lobe right"],
+        ),
+        (
+            "The right and left hemidiaphragms are obscured, likely due to effusions.",
+            "effusion",
+            ["right lung base", "left lung base"],
+        ),
+        (
+            "Bilateral hemidiaphragms are obscured, consistent with effusions.",
+            "effusion",
+            ["right lung base", "left lung base"],
+        ),
+    ],
+)
+def test_only_a_place_of_hemidiaphragms_alone_becomes_the_bases_above(text, kind, labels):
+    (f,) = [f for f in structure_report("s", "FINDINGS: " + text).findings if f.lesion_type == kind]
+    assert [lab for lab in f.labels if lab != "diaphragm"] == labels
+
+
+@pytest.mark.parametrize(
+    "text, labels",
+    [
+        # a comparison over time or against a named place keeps the side (review of e1e8eed)
+        ("Pleural effusion is worse on the right today.", ["right lung"]),
+        ("The pleural effusion, worse on the left, is moderate in size.", ["left lung"]),
+        ("Interstitial opacities, greater in the right than the left lung.", ["right lung", "left lung"]),
+        ("Bilateral effusions, worse on the right than on the prior study.", ["right lung", "left lung"]),
+    ],
+)
+def test_worse_on_one_side_is_a_comparison_only_beside_a_place_naming_both(text, labels):
+    (f,) = structure_report("s", "FINDINGS: " + text).findings
+    assert f.labels == labels

@@ -1336,7 +1336,13 @@ _WORSE_ON = re.compile(
     r"\b(?:worse|greater|larger|more(?:\s+(?:so|pronounced|prominent|marked|extensive))?)\s+(?:on|in)\s+the\s+$",
     re.IGNORECASE,
 )
-_THAN_THE = re.compile(r"\s+than\s+(?:on\s+|in\s+)?(?:the\s+)?", re.IGNORECASE)
+_THAN_AFTER = re.compile(r"\s*(?:side\s+)?than\b", re.IGNORECASE)
+# "... than (on) the left": the other side alone, no place word after it.
+_THAN_OTHER = re.compile(
+    r"\s*(?:side\s+)?than\s+(?:on\s+|in\s+)?(?:the\s+)?(?:right|left)(?:\s+side)?(?=\s*(?:[.,;:]|$))", re.IGNORECASE
+)
+# A place naming both sides, earlier in the sentence: "bibasilar", "bilateral", "both lungs".
+_BOTH_BEFORE = re.compile(r"\b(?:bilateral\w*|both|bi(?:basilar|basal|apical)\w*|bases|lungs|apices)\b", re.IGNORECASE)
 _NOT_A_SIDE = re.compile(r"\s+(?:clinical|setting|context|scenario|circumstances?)\b", re.IGNORECASE)
 
 
@@ -1350,7 +1356,10 @@ def find_locations(text: str) -> list[tuple[int, int, str]]:
     connectors are never part of a phrase.
     """
     out: list[tuple[int, int, str]] = []
+    skip_to = 0  # the end of a side comparison taken in whole ("worse on the left than the right")
     for m in LOCATION_RE.finditer(text):
+        if m.start() < skip_to:
+            continue
         phrase = " ".join(m.group(0).split())
         words = [w for w in re.findall(r"[a-z][a-z/-]*", phrase.lower()) if w not in _NOT_WORDS]
         if all(w in LOCATION_QUALIFIERS for w in words) and not _ZONE_RUN.match(" ".join(words)):
@@ -1359,17 +1368,20 @@ def find_locations(text: str) -> list[tuple[int, int, str]]:
             continue  # "seen both on PA and lateral views": no place named ("on both sides" is one)
         if words == ["right"] and _NOT_A_SIDE.match(text, m.end()):
             continue  # "in the right clinical setting": the right one, not the right side
-        if words in (["right"], ["left"]) and _WORSE_ON.search(text, 0, m.start()):
-            # "bibasilar atelectasis, worse on the left": how the sides compare, not a place
-            other = "left" if words == ["right"] else "right"
-            phrase = f"{words[0]} greater than {other}"
-        elif (
+        than = _THAN_OTHER.match(text, m.end())
+        if (
             words in (["right"], ["left"])
-            and out
-            and COMPARED_SIDES_RE.match(out[-1][2])
-            and _THAN_THE.fullmatch(text, out[-1][1], m.start())
+            and _WORSE_ON.search(text, 0, m.start())
+            and (than is not None or not _THAN_AFTER.match(text, m.end()))
+            and _BOTH_BEFORE.search(re.split(r"[.;]", text[: m.start()])[-1])
         ):
-            out[-1] = (out[-1][0], m.end(), out[-1][2])  # "... on the right than the left": the same comparison
+            # "bibasilar atelectasis, worse on the left (than the right)": how the sides of
+            # a finding in both compare, not a place (not "effusion is worse on the right
+            # today", nor "worse on the right than on the prior study", nor "worse on the
+            # right than the left lung", which names its places itself)
+            other = "left" if words == ["right"] else "right"
+            out.append((m.start(), than.end() if than else m.end(), f"{words[0]} greater than {other}"))
+            skip_to = than.end() if than else m.end()
             continue
         if (
             out

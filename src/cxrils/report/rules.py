@@ -99,15 +99,28 @@ _WITH_BESIDE = re.compile(
     r"patchy|some|new|moderate|large|decreased|increased|improved|improving|worsened|worsening|slightly)\s+)*$",
     re.IGNORECASE,
 )
-_HEMIDIAPHRAGM = re.compile(r"\b(right|left)\s+(?:hemi-?)?diaphragms?\b", re.IGNORECASE)
+# A place that names hemidiaphragms only: "right hemidiaphragm", "the right and left
+# hemidiaphragms", "both hemidiaphragms" (_lung_beside).
+_HEMIDIAPHRAGMS_ONLY = re.compile(
+    r"^(?:the\s+)?(?:(?P<first>right|left)\s+(?:(?:hemi-?)?diaphragm\s+)?(?:and|,)\s+(?:the\s+)?)?"
+    r"(?P<side>right|left|bilateral|both)\s+(?:hemi-?)?diaphragms?$",
+    re.IGNORECASE,
+)
 
 
 def _lung_beside(phrase: str) -> str:
-    """The lung place a finding next to ``phrase`` lies in: the base above a named
-    hemidiaphragm ("right hemidiaphragm", "left diaphragm" -> "right base", "left base"),
-    else the phrase itself."""
-    m = _HEMIDIAPHRAGM.search(phrase)
-    return f"{m.group(1).lower()} base" if m else phrase
+    """The lung place a finding next to ``phrase`` lies in: the base above the
+    hemidiaphragms ``phrase`` names when it names nothing else ("right hemidiaphragm",
+    "left diaphragm" -> "right base", "left base"; "right and left hemidiaphragms",
+    "both hemidiaphragms" -> "bibasilar"), else the phrase itself ("right hemidiaphragm
+    and left basilar" keeps its own lung place)."""
+    m = _HEMIDIAPHRAGMS_ONLY.match(" ".join(phrase.split()))
+    if not m:
+        return phrase
+    sides = {m.group("side").lower(), (m.group("first") or m.group("side")).lower()}
+    if sides & {"bilateral", "both"} or sides == {"right", "left"}:
+        return "bibasilar"
+    return f"{sides.pop()} base"
 
 
 # A place introduced by a preposition after a finding is that finding's ("consolidation

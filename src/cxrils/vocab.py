@@ -79,6 +79,9 @@ LESION_SYNONYMS: Final[dict[str, tuple[str, ...]]] = {
         "hazy",
         "white-out",  # "complete white-out of the left hemithorax"
         "whiteout",
+        "white out",
+        "whited out",
+        "whited-out",
     ),
     "consolidation": ("consolidation", "consolidations", "consolidative", "airspace consolidation"),
     # Not vascular congestion, fluid overload or heart failure: they are not edema on the

@@ -668,13 +668,19 @@ def test_lesion_types_in(text, expected):
         ("There is fluid in the minor fissure.", "positive", ["right lung"]),
         ("Minimal fluid within the right horizontal fissure.", "positive", ["right lung"]),  # IU CXR1653
         ("Fluid tracks along the left major fissure.", "positive", ["left lung"]),
-        ("No fluid in the minor fissure.", "negative", ["right lung"]),
+        ("Fluid previously seen in the minor fissure has resolved.", "negative", ["right lung"]),
     ],
 )
 def test_fluid_in_a_fissure_is_an_effusion(text, presence, labels):
     (f,) = structure_report("s", "FINDINGS: " + text).findings
     assert (f.lesion_type, f.presence, f.labels) == ("effusion", presence, labels)
     assert f.sentence == text  # the report's own words, not the rewritten ones
+
+
+def test_no_fluid_in_a_fissure_denies_no_effusion_elsewhere():
+    # review: "No fluid in the minor fissure." added a denied right effusion beside the stated one
+    fs = structure_report("s", "FINDINGS: Small right pleural effusion. No fluid in the minor fissure.").findings
+    assert [(f.lesion_type, f.presence, f.labels) for f in fs] == [("effusion", "positive", ["right lung"])]
 
 
 def test_fluid_elsewhere_is_no_effusion():
@@ -697,8 +703,9 @@ def test_a_hedge_after_the_finding_makes_it_tentative(rules, text, certainty):
     assert (f.lesion_type, f.presence, f.certainty) == ("effusion", "positive", certainty)
 
 
-def test_a_white_out_hemithorax_is_an_opacity_of_that_lung():
-    (f,) = structure_report("s", "FINDINGS: Complete white-out of the left hemithorax.").findings
+@pytest.mark.parametrize("white", ["white-out", "white out", "whiteout"])
+def test_a_white_out_hemithorax_is_an_opacity_of_that_lung(white):
+    (f,) = structure_report("s", f"FINDINGS: Complete {white} of the left hemithorax.").findings
     assert (f.lesion_type, f.presence, f.labels) == ("opacity", "positive", ["left lung"])
 
 
@@ -728,7 +735,50 @@ def test_a_comparison_of_likelihoods_is_a_differential_of_both(rules, text):
     # as "atelectasis is favored over pneumonia": both alternatives tentative; the opacity stated
     fs = {f.lesion_type: f.certainty for f in rules.structure(text)}
     assert (fs["atelectasis"], fs["pneumonia"]) == ("tentative", "tentative")
-    assert fs.get("opacity", "definitive") == "definitive"
+    if text.startswith("Left lower lobe opacity"):
+        assert fs["opacity"] == "definitive"  # the observation is stated
+
+
+@pytest.mark.parametrize(
+    "text, reading",
+    [
+        # "more likely than not" is "likely" of what follows (review of 805ae6f)
+        ("The effusion is more likely than not loculated.", {"effusion": ("positive", "definitive")}),
+        ("This is more likely than not to represent atelectasis.", {"atelectasis": ("positive", "tentative")}),
+        # "minimal, if any, X" asks about X; "X, if any." hedges it (review of 3315bba)
+        ("There is minimal, if any, pulmonary edema.", {"edema": ("negative", "tentative")}),
+        ("Trace, if any, left pleural effusion.", {"effusion": ("negative", "tentative")}),
+        (
+            "Right lower lobe consolidation, please correlate with prior imaging if any.",
+            {"consolidation": ("positive", "definitive")},
+        ),
+        # a statement of resolution is a denial, a recommendation to document it a question (review of 8f0a203)
+        ("Radiographs demonstrate resolution of the right basilar opacity.", {"opacity": ("negative", "definitive")}),
+        (
+            "These findings confirm clearing of the right lower lobe pneumonia.",
+            {"pneumonia": ("negative", "definitive")},
+        ),
+        # a doubt about the prior study is none about the finding (review of 2e1c4da)
+        ("The effusion may be present on the prior study as well.", {"effusion": ("positive", "definitive")}),
+        # "This is likely X": the hedge reads forward
+        ("It is likely atelectasis.", {"atelectasis": ("positive", "tentative")}),
+    ],
+)
+def test_hedges_and_questions_around_the_finding(rules, text, reading):
+    assert {f.lesion_type: (f.presence, f.certainty) for f in rules.structure(text) if f.lesion_type} == reading
+
+
+@pytest.mark.parametrize(
+    "text, kind",
+    [
+        ("Right lower lobe pneumonia, cardiomegaly, and effusion.", "effusion"),
+        ("Small left effusion, cardiomegaly and atelectasis.", "atelectasis"),
+    ],
+)
+def test_a_list_is_no_chain_of_alternatives_to_look_back_through(text, kind):
+    # review of b05f4cb: the look-back past unlocated findings leaked a place across cardiomegaly
+    (f,) = [f for f in structure_report("s", "FINDINGS: " + text).findings if f.lesion_type == kind]
+    assert f.labels == []
 
 
 def test_a_second_reading_after_an_alternative_of_no_type_shares_the_opacitys_place():

@@ -805,6 +805,21 @@ _RAW_CONTEXT_RULES: tuple[tuple[str, str, str, int | None], ...] = (
         for v in ("", "is ", "are ")
         for c in ("less", "more")
     ),
+    # "pleural effusions are small, if any.": there may be none (at the sentence's end and a
+    # few words from the finding only: "minimal, if any, pulmonary edema" is the forward
+    # "if" of a question; "consolidation, please correlate with prior imaging if any")
+    *((w, "POSSIBLE_EXISTENCE", "BACKWARD", 4) for w in ("if any .", "if present .")),
+    # "This is likely atelectasis": the referring word before "is likely" is no finding,
+    # so the hedge reads forward (the backward "is likely" is for "pneumonia is likely")
+    *(
+        (f"{p} {v} {a}", "POSSIBLE_EXISTENCE", "FORWARD", None)
+        for p in ("this", "it", "which", "that")
+        for v in ("is", "is most", "is more")
+        for a in ("likely", "probably", "possibly")
+    ),
+    # "more likely than not" is "likely", of what follows: "the opacity is more likely than
+    # not pneumonia", "the effusion is more likely than not loculated" (the effusion stated)
+    *((f"{v}more likely than not", "POSSIBLE_EXISTENCE", "FORWARD", 4) for v in ("", "is ", "are ")),
     # "left lower lobe atelectasis, if not consolidation": the next few words only ("if not
     # already performed, CT is recommended for the nodule" hedges nothing)
     ("if not", "POSSIBLE_EXISTENCE", "FORWARD", 3),
@@ -823,9 +838,6 @@ _RAW_CONTEXT_RULES: tuple[tuple[str, str, str, int | None], ...] = (
             "cannot be ruled out",
             "can not be ruled out",
             "is likely",
-            # "pleural effusions are small, if any": there may be none
-            "if any",
-            "if present",
             # "small bilateral effusions are likely present", "a small effusion may be present"
             *(f"{v} {a} present" for v in ("is", "are") for a in ("likely", "probably", "possibly", "questionably")),
             *(f"{m} {also}be present" for m in ("may", "might", "could") for also in ("", "also ", "still ")),
@@ -925,10 +937,14 @@ _RAW_CONTEXT_RULES: tuple[tuple[str, str, str, int | None], ...] = (
             "confirm resolution",
             # "follow-up to document resolution of the pneumonia": asked, not denied (one cue,
             # so that "to document" and a negated "resolution of" after it do not split it)
+            # ("radiographs demonstrate resolution of ..." states it: "to" is needed but
+            # for "ensure", which never states)
             *(
                 f"{to}{verb} {cue}{tail}"
-                for to in ("", "to ")
-                for verb in ("document", "ensure", "confirm", "verify", "demonstrate", "assess")
+                for to, verb in (
+                    *(("to ", v) for v in ("document", "ensure", "confirm", "verify", "demonstrate", "assess")),
+                    ("", "ensure"),
+                )
                 for cue in ("resolution of", "complete resolution of", "clearing of")
                 for tail in (
                     "",
@@ -965,6 +981,15 @@ _RAW_CONTEXT_RULES: tuple[tuple[str, str, str, int | None], ...] = (
             "reason for examination :",
             "comparison :",
         )
+    ),
+    # "The effusion may be present on the prior study as well": a doubt about the prior
+    # study, not about the finding (the backward "may be present" above would hedge it).
+    *(
+        (f"{m} {also}be present on {the}{prior}", "PSEUDO", "PSEUDO", None)
+        for m in ("may", "might", "could")
+        for also in ("", "also ")
+        for the in ("", "the ")
+        for prior in ("prior", "previous", "earlier")
     ),
     # Pseudo-cues: "no interval change in the small effusion" is positive (stable).
     *(

@@ -240,7 +240,8 @@ _MULTI_STOP = re.compile(r"\.{2,}\s*")
 # Pleural fluid named by the fissure it lies in: "fluid in the minor fissure", "fluid
 # tracking along the right major fissure" (read as "fissural fluid", an effusion; _prepare).
 _FISSURE_FLUID = re.compile(
-    r"\bfluid(?=\s+(?:(?:is|seen|noted|tracking|tracks|extending|extends|also|again|now)\s+)*"
+    # not denied ("no fluid in the minor fissure" says nothing of an effusion elsewhere)
+    r"(?<!\bno )(?<!\bwithout )\bfluid(?=\s+(?:(?:is|seen|noted|previously|tracking|tracks|extending|extends|also|again|now)\s+)*"
     r"(?:in|within|along|into)\s+(?:the\s+)?(?:(?:right|left)\s+)?(?:minor|major|horizontal|oblique)\s+fissures?\b)",
     re.IGNORECASE,
 )
@@ -651,11 +652,17 @@ class RulesStructurer:
         for i, b in enumerate(ms):
             if b.pre or b.post or b.lesion_type == "cardiomegaly" or i == 0:
                 continue
-            # past unlocated alternatives joined to it ("aspiration or pneumonia cannot be
-            # excluded": aspiration, of no type, takes no place, and the pneumonia's giver
-            # is the finding before both)
+            # past unlocated alternatives of no lesion type joined to it by "or" ("aspiration
+            # or pneumonia cannot be excluded": aspiration takes no place, and the pneumonia's
+            # giver is the finding before both; not past a list: "pneumonia, cardiomegaly,
+            # and effusion")
             k = i - 1
-            while k > 0 and not (ms[k].pre or ms[k].post) and _CONJ.match(text[ms[k].end : ms[k + 1].start]):
+            while (
+                k > 0
+                and ms[k].lesion_type is None
+                and not (ms[k].pre or ms[k].post)
+                and _ALT_SIZED.match(text[ms[k].end : ms[k + 1].start])
+            ):
                 k -= 1
             a = ms[k]
             gap = text[a.end : ms[k + 1].start]

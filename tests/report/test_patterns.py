@@ -423,6 +423,7 @@ def test_a_clause_after_a_semicolon_that_refers_back_shares_the_place(rules):
     [
         "Opacity at the left base; this likely represents atelectasis.",
         "Opacity at the left base; this could be atelectasis.",
+        "Opacity at the left base, unchanged; this likely represents atelectasis.",  # review
         "Opacity at the left base. This likely represents atelectasis.",  # as across sentences
     ],
 )

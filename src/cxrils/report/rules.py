@@ -681,9 +681,11 @@ class RulesStructurer:
                 <= rc.share_place_words
                 and (
                     not _SHARE_BREAK.search(gap)
-                    or (clause := _past_places(gap, a.post)).lstrip().startswith(";")
-                    and _refers(clause)
-                    or _other_reading(a, b, clause)
+                    # the clause after the last semicolon ("opacity at the left base,
+                    # unchanged; this likely represents atelectasis")
+                    or ";" in gap
+                    and _refers(gap[gap.rfind(";") :])
+                    or _other_reading(a, b, _past_places(gap, a.post))
                 )
             ):
                 b.post = _shared(a.pre + a.post, b, a, text)
@@ -1695,9 +1697,9 @@ _OTHER_READING_TYPES = frozenset(set(INFERENCE_LESION_TYPES) | {"consolidation"}
 
 def _past_places(gap: str, places: list[str]) -> str:
     """The part of ``gap`` (text from a finding's end to the next finding) after the
-    last of the finding's own places it holds: "; this likely represents " of " at the
-    left base; this likely represents " (places ``["left base"]``), so that a clause
-    after a located finding opens where its place ends. ``gap`` whole where it holds
+    last of the finding's own places it holds: ", but " of " at the left base, but "
+    (places ``["left base"]``), so that another reading after a located finding
+    (:func:`_other_reading`) opens where its place ends. ``gap`` whole where it holds
     none of them."""
     low, end = gap.lower(), 0
     for p in places:

@@ -190,7 +190,8 @@ _PARAGRAPH_SPLIT = re.compile(r"\n[ \t]*\n")
 _POINTER = re.compile(
     r"^\W*(?:(?:please\s+)?(?:see|refer\s+to|as\s+(?:per|in))\s+(?:the\s+)?"
     r"(?:impression|conclusion|findings|report|below|above)(?:\s+(?:below|above|section))?|as\s+(?:above|below)"
-    r"|(?:please\s+)?see\s+(?:the\s+)?(?:report|text)\s+(?:below|above))\W*$",
+    r"|(?:please\s+)?see\s+(?:the\s+)?(?:report|text)\s+(?:below|above)"
+    r"|(?:findings\s+)?as\s+(?:described|noted|stated)?\s*(?:above|below))\W*$",
     re.IGNORECASE,
 )
 
@@ -357,14 +358,19 @@ def select_section(text: str) -> SectionChoice:
     body = _usable(_clean(last_paragraph(kept)))
     if body:
         return SectionChoice("last_paragraph", body, flags=flags, wet_read=wet, addendum=add)
+    pointing = any(_POINTER.match(_clean(secs.get(n))) for n in ("findings", "impression"))
     return SectionChoice(
         None,
         "",
         flags=flags,
         wet_read=wet,
         addendum=add,
-        excluded="no findings or impression text, and no last paragraph outside "
-        "history/comparison/technique/wet-read sections",
+        excluded=(
+            'the findings/impression text only points elsewhere ("See impression.")'
+            if pointing
+            else "no findings or impression text"
+        )
+        + ", and no last paragraph outside history/comparison/technique/wet-read sections",
     )
 
 

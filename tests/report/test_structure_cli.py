@@ -83,6 +83,7 @@ def test_an_unreadable_report_file_is_one_excluded_study_not_the_end_of_the_fold
     assert rows["s2"]["excluded"].startswith("s2.txt: cannot read report text") and rows["s2"]["findings"] == []
     assert [f["lesion_type"] for f in rows["s1"]["findings"]] == ["edema"]
     assert [f["lesion_type"] for f in rows["s3"]["findings"]] == ["effusion"]
+    assert "excluded: cannot read report text" in res.output  # one row, whatever the file
 
 
 def test_bad_inputs_exit_2_with_file_named(tmp_path):

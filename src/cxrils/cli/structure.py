@@ -88,12 +88,15 @@ def structure(
                 n += 1
                 bar.update(1)
                 if rep.excluded:
-                    excluded[rep.excluded] += 1
+                    # one row for every unreadable file (each reason names its own file)
+                    unreadable = "cannot read report text" in rep.excluded
+                    excluded["cannot read report text" if unreadable else rep.excluded] += 1
                 else:
                     sections[rep.section_used] += 1
                 for f in rep.findings:
-                    if f.target_type:
-                        types[(f.target_type, f.presence)] += 1
+                    if f.target_type:  # a tentative negative is a question: neither stated nor denied
+                        asked = f.presence == "negative" and f.certainty == "tentative"
+                        types[(f.target_type, "asked" if asked else f.presence)] += 1
     except ReportInputError as err:
         bar.close()  # first, so that the error line starts a line of its own
         fail(str(err))

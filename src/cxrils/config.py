@@ -71,6 +71,11 @@ class GroundingConfig:
     effusion_hidden_min_fraction: float = 0.02
     # Empty locations overlap no reported anatomy mask "at all" (section 3.1 step 4): 0 pixels.
     empty_overlap_tol_px: int = 0
+    # Ours: nor any generated lesion mask of a positive finding (also within
+    # empty_overlap_tol_px). A lesion's connected component can spread past the locations
+    # the report names; "There is no X in <zone>" must not be said of a zone a mask of
+    # the same image covers (second new-user trial: 17 such negatives in the demo).
+    empty_excludes_lesion_masks: bool = True
     # c1 when the reported locations lie in both lungs (one of C1_BILATERAL). "union": the
     # paper's IoU(B, M_union) >= tau_anatomy (Algorithm 1); set it to reproduce the paper.
     # "per_lung" (the default; ours, a departure from the paper, docs/grounding.md): the box

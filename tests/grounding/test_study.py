@@ -84,6 +84,27 @@ def test_empty_locations_across_all_findings():
     assert all(gf.empty == sg.empty_locations for gf in sg.findings)
 
 
+def test_a_zone_a_lesion_mask_spreads_into_is_not_empty():
+    # second new-user trial: a component reaching past the reported base made "There is no
+    # opacity in <zone>" negatives for zones its own mask covered
+    x_ano = np.zeros((H, W), np.float32)
+    x_ano[50:98, 5:45] = 0.5  # the right base (rows 70-100) and the lower right mid zone (40-70)
+    x = np.full((H, W), 60, np.uint8)
+    x[x_ano > 0] = 190
+    f = finding("atelectasis", "atelectasis", ["right lung base"])
+    kw = dict(study_id="s1", image_id="i1", x=x, report=report(f), anatomy=anatomy(), anomaly=anomaly(x_ano, x))
+    sg = ground_study(**kw, boxes=[RIGHT_BASE_BOX], cfg=CFG, ctr=0.4)
+    mask = sg.findings[0].mask
+    assert mask is not None and mask[50:70, 5:45].any()  # it reaches the mid zone
+    assert "right mid zone lung" not in sg.empty_locations and "right upper zone lung" in sg.empty_locations
+    assert all(not (anatomy()[z] & mask).any() for z in sg.empty_locations)
+    assert all(gf.empty == sg.empty_locations for gf in sg.findings)
+    # the paper's rule alone (reported locations only) calls the mid zone empty
+    paper = Config()
+    paper.grounding.empty_excludes_lesion_masks = False
+    assert "right mid zone lung" in ground_study(**kw, boxes=[RIGHT_BASE_BOX], cfg=paper, ctr=0.4).empty_locations
+
+
 def test_empty_locations_overlap_tolerance_and_whole_lung():
     a = anatomy()
     f = finding("opacity", "opacity", ["right lung"])

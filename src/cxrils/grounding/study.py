@@ -23,7 +23,7 @@ from cxrils.types import (
     StructuredReport,
     StudyGrounding,
 )
-from cxrils.vocab import ANATOMY_LABELS, FRONTAL_VIEWS, LESION_TYPES
+from cxrils.vocab import ANATOMY_LABELS, FRONTAL_VIEWS, LESION_TYPES, ORGAN_LESION_TYPES
 
 
 def frontal_view_problem(view_position: str | None, cfg: Config) -> str | None:
@@ -240,6 +240,16 @@ def ground_study(
     findings = [
         _ground_finding(f, x, anatomy, organs, anomaly_components, boxes, empty, cfg, ctr) for f in report.findings
     ]
+    if g.empty_excludes_lesion_masks:
+        masks = [
+            gf.mask
+            for gf in findings
+            if gf.mask is not None and gf.finding.presence == "positive" and gf.lesion_type not in ORGAN_LESION_TYPES
+        ]
+        if masks:
+            covered = np.logical_or.reduce(masks)
+            empty = [c for c in empty if np.count_nonzero(anatomy[c] & covered) <= g.empty_overlap_tol_px]
+            findings = [dataclasses.replace(gf, empty=list(empty)) for gf in findings]
     return StudyGrounding(findings=findings, empty_locations=empty, **base)
 
 

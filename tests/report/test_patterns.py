@@ -763,6 +763,11 @@ def test_a_comparison_of_likelihoods_is_a_differential_of_both(rules, text):
         ("The effusion may be present on the prior study as well.", {"effusion": ("positive", "definitive")}),
         # "This is likely X": the hedge reads forward
         ("It is likely atelectasis.", {"atelectasis": ("positive", "tentative")}),
+        # second new-user trial: a suspicion read as a definite pneumonia
+        (
+            "Increasing left basilar opacity was visible, arousing concern about pneumonia.",
+            {"opacity": ("positive", "definitive"), "pneumonia": ("positive", "tentative")},
+        ),
     ],
 )
 def test_hedges_and_questions_around_the_finding(rules, text, reading):

@@ -741,6 +741,9 @@ _RAW_CONTEXT_RULES: tuple[tuple[str, str, str, int | None], ...] = (
             "may indicate",
             "differential diagnosis",
             "concern for",
+            "concern about",  # "... arousing concern about pneumonia" (second new-user trial)
+            "concerns about",
+            "concern of",
             "raises concern for",
             "raise concern for",
             "concerning",

@@ -42,6 +42,8 @@ def test_health_info_docs(client):
     assert client.get("/docs").status_code == 200
     page = client.get("/")
     assert page.status_code == 200 and "drop" in page.text
+    # an inline icon: the browser asks for no /favicon.ico, a 404 in its console (second new-user trial)
+    assert '<link rel="icon" href="data:,">' in page.text
 
 
 def test_segment_png_returns_exact_mask(client, image):

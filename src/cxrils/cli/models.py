@@ -150,7 +150,9 @@ def register(app: typer.Typer) -> None:
             result = trainer(dataset, out, overrides, resume=resume, evaluate=evaluate, progress=True)
         except (ValueError, RuntimeError) as err:  # bad settings or data; anatomy stage unavailable
             fail(str(err))
-        typer.echo(f"trained {model} for {result['steps']} steps in {result['train_seconds']:.0f} s -> {out}")
+        typer.echo(
+            f"trained {model} for {result['steps']} steps in {result['train_seconds']:.1f} s of training steps (model loading aside) -> {out}"
+        )
         val = result.get("validate")
         if val:
             fmt = {

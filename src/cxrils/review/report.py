@@ -195,7 +195,7 @@ def stats_html(stats: ReviewStats, dataset_name: str) -> str:
             + (f"<p class='note'>{html.escape(note)}</p>" if note else "")
         )
     return (
-        "<!doctype html><html lang='en'><head><meta charset='utf-8'>"
+        "<!doctype html><html lang='en'><head><meta charset='utf-8'><link rel='icon' href='data:,'>"
         f"<title>cxrils review: {html.escape(dataset_name)}</title><style>{_CSS}</style></head><body>"
         + "\n".join(parts)
         + "</body></html>\n"

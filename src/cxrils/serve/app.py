@@ -98,7 +98,7 @@ MISSING_FIELD_MESSAGES: dict[str, str] = {
     "instruction": "no instruction was given: type what to segment, e.g. 'Segment the effusion in the left lung base.'",
 }
 
-_NOT_FOUND_PAGE = """<!doctype html><html lang="en"><head><meta charset="utf-8"><title>cxrils: page not found</title>
+_NOT_FOUND_PAGE = """<!doctype html><html lang="en"><head><meta charset="utf-8"><link rel="icon" href="data:,"><title>cxrils: page not found</title>
 <link rel="stylesheet" href="/static/style.css"></head><body><header><h1>cxrils</h1></header><main>
 <p>There is no page at this address. <a href="/">Go to the segmentation page</a>.</p></main></body></html>"""
 

@@ -763,6 +763,21 @@ def test_a_comparison_of_likelihoods_is_a_differential_of_both(rules, text):
         ("The effusion may be present on the prior study as well.", {"effusion": ("positive", "definitive")}),
         # "This is likely X": the hedge reads forward
         ("It is likely atelectasis.", {"atelectasis": ("positive", "tentative")}),
+        # second review: "if any" after a finding and its place hedges it; no finding before: a question
+        ("Trace pleural effusion on the left, if any.", {"effusion": ("positive", "tentative")}),
+        ("Pleural effusion, if present, is small.", {"effusion": ("positive", "tentative")}),
+        (
+            "Small right effusion, if any, and left basilar atelectasis.",
+            {"effusion": ("positive", "tentative"), "atelectasis": ("positive", "definitive")},
+        ),
+        # "more likely than not" with nothing after it hedges what precedes
+        ("Pneumonia is more likely than not.", {"pneumonia": ("positive", "tentative")}),
+        # "which is likely ..." hedges a few words only
+        (
+            "Right pleural effusion, which is likely small, and left lower lobe pneumonia.",
+            {"effusion": ("positive", "definitive"), "pneumonia": ("positive", "definitive")},
+        ),
+        ("Assess resolution of right lower lobe pneumonia with follow-up.", {"pneumonia": ("negative", "tentative")}),
         # second new-user trial: a suspicion read as a definite pneumonia
         (
             "Increasing left basilar opacity was visible, arousing concern about pneumonia.",
@@ -815,6 +830,12 @@ def test_a_second_reading_after_an_alternative_of_no_type_shares_the_opacitys_pl
             "effusion",
             ["right lung base", "left lung base"],
         ),
+        # with a heart border: both silhouette signs of the one opacity (second review)
+        (
+            "The left hemidiaphragm and left heart border are obscured with adjacent opacity.",
+            "opacity",
+            ["left lung base", "lung upper lobe left"],
+        ),
     ],
 )
 def test_only_a_place_of_hemidiaphragms_alone_becomes_the_bases_above(text, kind, labels):
@@ -825,13 +846,18 @@ def test_only_a_place_of_hemidiaphragms_alone_becomes_the_bases_above(text, kind
 @pytest.mark.parametrize(
     "text, labels",
     [
-        # a comparison over time or against a named place keeps the side (review of e1e8eed)
+        # a change over time, or a comparison with a named place, keeps the side (reviews of e1e8eed)
         ("Pleural effusion is worse on the right today.", ["right lung"]),
-        ("The pleural effusion, worse on the left, is moderate in size.", ["left lung"]),
+        ("Pneumonia, worse on the right side since yesterday.", ["right lung"]),
         ("Interstitial opacities, greater in the right than the left lung.", ["right lung", "left lung"]),
         ("Bilateral effusions, worse on the right than on the prior study.", ["right lung", "left lung"]),
+        ("Bibasilar atelectasis, worse on the left than on the prior study.", ["right lung base", "left lung base"]),
+        # otherwise the sides are compared: the process is in both ("pulmonary edema, worse on
+        # the right" is no right-sided edema; the left lung is no empty location)
+        ("Pulmonary edema, worse on the right.", ["right lung", "left lung"]),
+        ("Pleural effusions, larger on the left.", ["right lung", "left lung"]),
     ],
 )
-def test_worse_on_one_side_is_a_comparison_only_beside_a_place_naming_both(text, labels):
+def test_worse_on_one_side_compares_the_sides_unless_a_change_over_time(text, labels):
     (f,) = structure_report("s", "FINDINGS: " + text).findings
     assert f.labels == labels

@@ -417,6 +417,13 @@ CHANGE_WORDS: Final[tuple[str, ...]] = (
 #: The clinical question asked of the film, not a finding (HYPOTHETICAL; it reaches the
 #: finding, or the list of findings, it names only, ``rules._clinical_question``):
 #: "clinical concern for pneumonia".
+#: "X, if any" / "X, if present": a hedge of the finding before, or a question of the one
+#: after ("minimal, if any, pulmonary edema"), ``rules._either_way``.
+IF_ANY: Final[tuple[str, ...]] = ("if any", "if present")
+#: "more likely than not": a hedge of the finding after ("the opacity is more likely than
+#: not pneumonia"), or of the one before where nothing follows ("pneumonia is more likely
+#: than not."), ``rules._either_way``.
+MORE_LIKELY_THAN_NOT: Final[tuple[str, ...]] = tuple(f"{v}more likely than not" for v in ("", "is ", "are "))
 CLINICAL_QUESTION: Final[tuple[str, ...]] = (
     "clinical concern for",
     "clinical suspicion for",
@@ -808,21 +815,21 @@ _RAW_CONTEXT_RULES: tuple[tuple[str, str, str, int | None], ...] = (
         for v in ("", "is ", "are ")
         for c in ("less", "more")
     ),
-    # "pleural effusions are small, if any.": there may be none (at the sentence's end and a
-    # few words from the finding only: "minimal, if any, pulmonary edema" is the forward
-    # "if" of a question; "consolidation, please correlate with prior imaging if any")
-    *((w, "POSSIBLE_EXISTENCE", "BACKWARD", 4) for w in ("if any .", "if present .")),
+    # "pleural effusions are small, if any": there may be none. Backward only with a finding
+    # shortly before it (rules._either_way); "minimal, if any, pulmonary edema" is the
+    # forward "if" of a question.
+    *((w, "POSSIBLE_EXISTENCE", "BACKWARD", 8) for w in IF_ANY),
     # "This is likely atelectasis": the referring word before "is likely" is no finding,
     # so the hedge reads forward (the backward "is likely" is for "pneumonia is likely")
     *(
-        (f"{p} {v} {a}", "POSSIBLE_EXISTENCE", "FORWARD", None)
+        (f"{p} {v} {a}", "POSSIBLE_EXISTENCE", "FORWARD", 5)  # "which is likely small, and ... pneumonia"
         for p in ("this", "it", "which", "that")
         for v in ("is", "is most", "is more")
         for a in ("likely", "probably", "possibly")
     ),
     # "more likely than not" is "likely", of what follows: "the opacity is more likely than
     # not pneumonia", "the effusion is more likely than not loculated" (the effusion stated)
-    *((f"{v}more likely than not", "POSSIBLE_EXISTENCE", "FORWARD", 4) for v in ("", "is ", "are ")),
+    *((w, "POSSIBLE_EXISTENCE", "FORWARD", 4) for w in MORE_LIKELY_THAN_NOT),
     # "left lower lobe atelectasis, if not consolidation": the next few words only ("if not
     # already performed, CT is recommended for the nodule" hedges nothing)
     ("if not", "POSSIBLE_EXISTENCE", "FORWARD", 3),
@@ -946,7 +953,11 @@ _RAW_CONTEXT_RULES: tuple[tuple[str, str, str, int | None], ...] = (
                 f"{to}{verb} {cue}{tail}"
                 for to, verb in (
                     *(("to ", v) for v in ("document", "ensure", "confirm", "verify", "demonstrate", "assess")),
+                    *(("to ", v) for v in ("assess for", "evaluate for", "evaluate")),
                     ("", "ensure"),
+                    ("", "assess"),  # an imperative: "assess resolution of ... with follow-up"
+                    ("", "assess for"),
+                    ("", "evaluate for"),
                 )
                 for cue in ("resolution of", "complete resolution of", "clearing of")
                 for tail in (
@@ -1369,8 +1380,13 @@ _THAN_AFTER = re.compile(r"\s*(?:side\s+)?than\b", re.IGNORECASE)
 _THAN_OTHER = re.compile(
     r"\s*(?:side\s+)?than\s+(?:on\s+|in\s+)?(?:the\s+)?(?:right|left)(?:\s+side)?(?=\s*(?:[.,;:]|$))", re.IGNORECASE
 )
-# A place naming both sides, earlier in the sentence: "bibasilar", "bilateral", "both lungs".
-_BOTH_BEFORE = re.compile(r"\b(?:bilateral\w*|both|bi(?:basilar|basal|apical)\w*|bases|lungs|apices)\b", re.IGNORECASE)
+# A change over time after "worse on the right": "today", "since", "compared with", "than
+# on the prior study".
+_OVER_TIME = re.compile(
+    r"\s*(?:side\s+)?(?:today|now|tonight|since\b|(?:as\s+)?compared\b|in\s+comparison\b|from\s+(?:the\s+)?prior"
+    r"|than\s+(?:on\s+|in\s+)?(?:the\s+)?(?:prior|previous|earlier|before|yesterday|last))",
+    re.IGNORECASE,
+)
 _NOT_A_SIDE = re.compile(r"\s+(?:clinical|setting|context|scenario|circumstances?)\b", re.IGNORECASE)
 
 
@@ -1401,12 +1417,13 @@ def find_locations(text: str) -> list[tuple[int, int, str]]:
             words in (["right"], ["left"])
             and _WORSE_ON.search(text, 0, m.start())
             and (than is not None or not _THAN_AFTER.match(text, m.end()))
-            and _BOTH_BEFORE.search(re.split(r"[.;]", text[: m.start()])[-1])
+            and not _OVER_TIME.match(text, m.end())
         ):
-            # "bibasilar atelectasis, worse on the left (than the right)": how the sides of
-            # a finding in both compare, not a place (not "effusion is worse on the right
-            # today", nor "worse on the right than on the prior study", nor "worse on the
-            # right than the left lung", which names its places itself)
+            # "bibasilar atelectasis, worse on the left (than the right)", "pulmonary edema,
+            # worse on the right": how the sides compare, not a place (not a change over
+            # time: "effusion is worse on the right today", "worse on the right than on the
+            # prior study"; nor "worse on the right than the left lung", which names its
+            # places itself)
             other = "left" if words == ["right"] else "right"
             out.append((m.start(), than.end() if than else m.end(), f"{words[0]} greater than {other}"))
             skip_to = than.end() if than else m.end()

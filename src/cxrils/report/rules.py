@@ -48,10 +48,12 @@ from cxrils.report.lexicon import (
     DENSITY_ENTITIES,
     HEDGE_IN_PATTERN,
     HILAR_WORDS,
+    IF_ANY,
     LESS_LIKELY_TO,
     LOCATION_RE,
     LUNG_FINDING_CATEGORIES,
     MODIFIER_ENTITIES,
+    MORE_LIKELY_THAN_NOT,
     NEGATION_IN_PATTERN,
     NON_LESION_DENSITY_FINDINGS,
     NONSPECIFIC_TYPES,
@@ -110,17 +112,34 @@ _HEMIDIAPHRAGMS_ONLY = re.compile(
 
 def _lung_beside(phrase: str) -> str:
     """The lung place a finding next to ``phrase`` lies in: the base above the
-    hemidiaphragms ``phrase`` names when it names nothing else ("right hemidiaphragm",
-    "left diaphragm" -> "right base", "left base"; "right and left hemidiaphragms",
-    "both hemidiaphragms" -> "bibasilar"), else the phrase itself ("right hemidiaphragm
-    and left basilar" keeps its own lung place)."""
-    m = _HEMIDIAPHRAGMS_ONLY.match(" ".join(phrase.split()))
-    if not m:
-        return phrase
-    sides = {m.group("side").lower(), (m.group("first") or m.group("side")).lower()}
-    if sides & {"bilateral", "both"} or sides == {"right", "left"}:
-        return "bibasilar"
-    return f"{sides.pop()} base"
+    hemidiaphragms ``phrase`` names when it names nothing else but heart borders (the
+    silhouette signs of the same opacity): "right hemidiaphragm", "left diaphragm" ->
+    "right base", "left base"; "right and left hemidiaphragms", "both hemidiaphragms" ->
+    "bibasilar"; "left hemidiaphragm and left heart border" -> "left base and left heart
+    border". Else the phrase itself ("right hemidiaphragm and left basilar" keeps its own
+    lung place)."""
+    text = " ".join(phrase.split())
+    m = _HEMIDIAPHRAGMS_ONLY.match(text)
+    if m:
+        sides = {m.group("side").lower(), (m.group("first") or m.group("side")).lower()}
+        if sides & {"bilateral", "both"} or sides == {"right", "left"}:
+            return "bibasilar"
+        return f"{sides.pop()} base"
+    parts = [p for p in re.split(r"\s*(?:,|\band\b)\s*", text) if p]
+    out = []
+    for part in parts:
+        one = _HEMIDIAPHRAGMS_ONLY.match(part)
+        if one and not one.group("first") and one.group("side").lower() in ("right", "left"):
+            out.append(f"{one.group('side').lower()} base")
+        elif _HEART_BORDER.match(part):
+            out.append(part)
+        else:
+            return phrase
+    return " and ".join(out) if any(p.endswith(" base") for p in out) else phrase
+
+
+# A heart border named as a place, a silhouette sign: "the left heart border".
+_HEART_BORDER = re.compile(r"^(?:the\s+)?(?:right|left)\s+heart\s+borders?$", re.IGNORECASE)
 
 
 # A place introduced by a preposition after a finding is that finding's ("consolidation
@@ -944,7 +963,8 @@ def _sentence_cues(words: list[str], targets: list[tuple[int, int]], found: list
     sentence after the sentence-level readings of this module, in order: terminators that
     describe a finding seen before (:func:`_seen_before`) or open no clause
     (:func:`_new_clause`), "not seen previously or ..." (:func:`_seen_now`), "A is
-    favored over B" (:func:`_favored_over`), a comma before a stated finding
+    favored over B" (:func:`_favored_over`), "if any" and "more likely than not"
+    (:func:`_either_way`), a comma before a stated finding
     (:func:`_stated_after_comma`), a two-way cue next to its finding (:func:`_one_way`),
     "and new" after a denial only
     (:func:`_change_after_and`), the scope of a clinical question or a reading not
@@ -952,7 +972,7 @@ def _sentence_cues(words: list[str], targets: list[tuple[int, int]], found: list
     (:func:`_new_or_denied`), "no other X" (:func:`_denied_others`), a negated list's "or"
     (:func:`_listing_or`), and the comma-bounded scope of backward cues
     (:func:`_clause_scope`). ``targets`` are the finding token spans ``(start, end)``."""
-    cues = _seen_before(words, targets, _one_way(words, targets, found))
+    cues = _seen_before(words, targets, _one_way(words, targets, _either_way(words, targets, found)))
     cues = _favored_over(words, _one_view(words, _seen_now(words, _new_clause(words, targets, cues))))
     cues = _reading_after_without(words, targets, cues)
     cues = _first_finding_scope(words, targets, _change_after_and(targets, _stated_after_comma(words, targets, cues)))
@@ -1207,6 +1227,57 @@ _LEAD_WORDS = (_STATED_MODIFIERS - {"and", "to", "-"}) | frozenset({"the", "an",
 # Words that may stand between a finding and the two-way cue that follows it ("pneumonia
 # IS not excluded", "the effusion HAS resolved").
 _TRAIL_WORDS = frozenset({"is", "are", "was", "were", "has", "have", "had", "been", "be", "now", "also", "since"})
+
+
+# Words that may stand between a finding and the "if any" after it: its place and size,
+# punctuation, a copula ("trace pleural effusion on the left, if any"; not "consolidation,
+# please correlate with prior imaging if any") (_either_way).
+_IF_ANY_GAP = frozenset({",", "the", "on", "in", "at", "of", "within", "is", "are", "seen", "noted", "present"}) | {
+    "small",
+    "minimal",
+    "trace",
+    "tiny",
+    "mild",
+    "very",
+    "slight",
+}
+_IF_ANY_REACH = 8  # tokens from the finding's end to "if any" (the lexicon's backward scope)
+
+
+def _either_way(words: list[str], targets: list[tuple[int, int]], cues: list) -> list:
+    """Cue matches ``(start, end, rule)`` of a sentence with the readings of cues that
+    read one way or the other by what stands next to them:
+
+    * "if any", "if present" (:data:`~cxrils.report.lexicon.IF_ANY`) hedge the finding
+      before them when one ends within :data:`_IF_ANY_REACH` tokens with only its place,
+      punctuation or a copula between ("small effusion, if any", "trace pleural effusion on
+      the left, if any"); otherwise they ask, as a bare "if" does, about what follows
+      ("minimal, if any, pulmonary edema": a question, neither stated nor denied);
+    * "more likely than not" (:data:`~cxrils.report.lexicon.MORE_LIKELY_THAN_NOT`) hedges
+      the finding after it ("the opacity is more likely than not pneumonia"); where no
+      finding follows within its scope and the clause ends or "the" follows ("pneumonia
+      is more likely than not.", "... more likely than not the cause of ..."), the one
+      before it; not a finding a word of its own is said of ("the effusion is more likely
+      than not loculated": the effusion stated).
+
+    ``targets`` are the finding token spans ``(start, end)``."""
+    out = []
+    for cue in cues:
+        start, end, (literal, category, direction, scope) = cue
+        if literal in IF_ANY:
+            before = [b for _, b in targets if start - _IF_ANY_REACH <= b <= start]
+            near = bool(before) and all(
+                w.lower() in _IF_ANY_GAP or LOCATION_RE.fullmatch(w) for w in words[max(before) : start]
+            )
+            if not near:
+                cue = (start, end, ("if", "HYPOTHETICAL", "FORWARD", None))
+        elif literal in MORE_LIKELY_THAN_NOT:
+            follows = any(end <= a <= end + (scope or 0) for a, _ in targets)
+            closes = end >= len(words) or words[end].lower() in (".", ",", ";", "the")
+            if not follows and closes:
+                cue = (start, end, (literal, category, "BACKWARD", 8))
+        out.append(cue)
+    return out
 
 
 def _one_way(words: list[str], targets: list[tuple[int, int]], cues: list) -> list:
@@ -1639,11 +1710,14 @@ def _without_bare_side(phrases: list[str]) -> list[str]:
     """A finding's places less a bare side ("right", "on the left") that another of its
     places names with a lung region of that side: "minimal right sided perihilar
     atelectasis" and "basilar atelectasis on the left" lie in that region, not in the
-    whole lung. A place outside the lung ("left effusion up to the aortic knob") or with
-    no lung region keeps the side."""
+    whole lung; a place naming both sides names either ("bibasilar atelectasis, worse on
+    the left than on the prior study": the bases). A place outside the lung ("left
+    effusion up to the aortic knob") or with no lung region keeps the side."""
     named = {
         m.group(0) for p in phrases if not _BARE_SIDE.match(p) and _names_lung_region(p) for m in _SIDES.finditer(p)
     }
+    if any(not _BARE_SIDE.match(p) and _names_lung_region(p) and _BOTH_WORDS.search(p.lower()) for p in phrases):
+        named |= {"right", "left"}  # "bibasilar atelectasis, worse on the left than on the prior study"
     return [p for p in phrases if not (_BARE_SIDE.match(p) and _SIDES.search(p).group(0) in named)]
 
 

@@ -1241,7 +1241,6 @@ _IF_ANY_GAP = frozenset({",", "the", "on", "in", "at", "of", "within", "is", "ar
     "very",
     "slight",
 }
-_IF_ANY_REACH = 8  # tokens from the finding's end to "if any" (the lexicon's backward scope)
 
 
 def _either_way(words: list[str], targets: list[tuple[int, int]], cues: list) -> list:
@@ -1249,7 +1248,7 @@ def _either_way(words: list[str], targets: list[tuple[int, int]], cues: list) ->
     read one way or the other by what stands next to them:
 
     * "if any", "if present" (:data:`~cxrils.report.lexicon.IF_ANY`) hedge the finding
-      before them when one ends within :data:`_IF_ANY_REACH` tokens with only its place,
+      before them when one ends within their backward scope (the lexicon's) with only its place,
       punctuation or a copula between ("small effusion, if any", "trace pleural effusion on
       the left, if any"); otherwise they ask, as a bare "if" does, about what follows
       ("minimal, if any, pulmonary edema": a question, neither stated nor denied);
@@ -1265,7 +1264,7 @@ def _either_way(words: list[str], targets: list[tuple[int, int]], cues: list) ->
     for cue in cues:
         start, end, (literal, category, direction, scope) = cue
         if literal in IF_ANY:
-            before = [b for _, b in targets if start - _IF_ANY_REACH <= b <= start]
+            before = [b for _, b in targets if start - (scope or 0) <= b <= start]
             near = bool(before) and all(
                 w.lower() in _IF_ANY_GAP or LOCATION_RE.fullmatch(w) for w in words[max(before) : start]
             )

@@ -770,6 +770,34 @@ def test_a_comparison_of_likelihoods_is_a_differential_of_both(rules, text):
             "Small right effusion, if any, and left basilar atelectasis.",
             {"effusion": ("positive", "tentative"), "atelectasis": ("positive", "definitive")},
         ),
+        # third review: a size word before "if any" is said of the finding after it
+        (
+            "Bibasilar atelectasis, minimal if any pleural effusion.",
+            {"atelectasis": ("positive", "definitive"), "effusion": ("negative", "tentative")},
+        ),
+        ("Large right effusion, minimal if any on the left.", {"effusion": ("positive", "definitive")}),
+        # ... only the one finding just before is hedged, past its course
+        (
+            "Right lower lobe pneumonia and small left effusion, if any.",
+            {"pneumonia": ("positive", "definitive"), "effusion": ("positive", "tentative")},
+        ),
+        ("Small left effusion is unchanged, if any.", {"effusion": ("positive", "tentative")}),
+        ("Small left pleural effusion is present, if any.", {"effusion": ("positive", "tentative")}),
+        ("Pleural effusions are small, if any.", {"effusion": ("positive", "tentative")}),
+        # "which is most likely due to a combination of X and Y" hedges both, to the next comma
+        (
+            "Increased opacity at the right base, which is most likely due to a combination of pleural effusion and atelectasis.",
+            {
+                "opacity": ("positive", "definitive"),
+                "effusion": ("positive", "tentative"),
+                "atelectasis": ("positive", "tentative"),
+            },
+        ),
+        # "more likely than not," before a clause: the subject stated
+        (
+            "The right basilar consolidation is more likely than not, the manifestation of an aspiration event.",
+            {"consolidation": ("positive", "definitive")},
+        ),
         # "more likely than not" with nothing after it hedges what precedes
         ("Pneumonia is more likely than not.", {"pneumonia": ("positive", "tentative")}),
         # "which is likely ..." hedges a few words only
@@ -852,6 +880,10 @@ def test_only_a_place_of_hemidiaphragms_alone_becomes_the_bases_above(text, kind
         ("Interstitial opacities, greater in the right than the left lung.", ["right lung", "left lung"]),
         ("Bilateral effusions, worse on the right than on the prior study.", ["right lung", "left lung"]),
         ("Bibasilar atelectasis, worse on the left than on the prior study.", ["right lung base", "left lung base"]),
+        ("Compared to the prior study, the pleural effusion is worse on the right.", ["right lung"]),  # third review
+        ("Interval worsening of the pleural effusion, larger on the left.", ["left lung"]),
+        # a finding usually one, on one side
+        ("Pneumothorax is larger on the right.", ["right lung"]),
         # otherwise the sides are compared: the process is in both ("pulmonary edema, worse on
         # the right" is no right-sided edema; the left lung is no empty location)
         ("Pulmonary edema, worse on the right.", ["right lung", "left lung"]),

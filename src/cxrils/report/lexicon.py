@@ -424,6 +424,14 @@ IF_ANY: Final[tuple[str, ...]] = ("if any", "if present")
 #: not pneumonia"), or of the one before where nothing follows ("pneumonia is more likely
 #: than not."), ``rules._either_way``.
 MORE_LIKELY_THAN_NOT: Final[tuple[str, ...]] = tuple(f"{v}more likely than not" for v in ("", "is ", "are "))
+#: "This is likely X", "which is most likely due to X and Y": a forward hedge to the next
+#: comma, ``rules._either_way``.
+REFERRING_LIKELY: Final[tuple[str, ...]] = tuple(
+    f"{p} {v} {a}"
+    for p in ("this", "it", "which", "that")
+    for v in ("is", "is most", "is more")
+    for a in ("likely", "probably", "possibly")
+)
 CLINICAL_QUESTION: Final[tuple[str, ...]] = (
     "clinical concern for",
     "clinical suspicion for",
@@ -821,12 +829,8 @@ _RAW_CONTEXT_RULES: tuple[tuple[str, str, str, int | None], ...] = (
     *((w, "POSSIBLE_EXISTENCE", "BACKWARD", 8) for w in IF_ANY),
     # "This is likely atelectasis": the referring word before "is likely" is no finding,
     # so the hedge reads forward (the backward "is likely" is for "pneumonia is likely")
-    *(
-        (f"{p} {v} {a}", "POSSIBLE_EXISTENCE", "FORWARD", 5)  # "which is likely small, and ... pneumonia"
-        for p in ("this", "it", "which", "that")
-        for v in ("is", "is most", "is more")
-        for a in ("likely", "probably", "possibly")
-    ),
+    # (to the clause's next comma, rules._either_way: "which is likely small, and ... pneumonia")
+    *((w, "POSSIBLE_EXISTENCE", "FORWARD", None) for w in REFERRING_LIKELY),
     # "more likely than not" is "likely", of what follows: "the opacity is more likely than
     # not pneumonia", "the effusion is more likely than not loculated" (the effusion stated)
     *((w, "POSSIBLE_EXISTENCE", "FORWARD", 4) for w in MORE_LIKELY_THAN_NOT),
@@ -1380,13 +1384,46 @@ _THAN_AFTER = re.compile(r"\s*(?:side\s+)?than\b", re.IGNORECASE)
 _THAN_OTHER = re.compile(
     r"\s*(?:side\s+)?than\s+(?:on\s+|in\s+)?(?:the\s+)?(?:right|left)(?:\s+side)?(?=\s*(?:[.,;:]|$))", re.IGNORECASE
 )
-# A change over time after "worse on the right": "today", "since", "compared with", "than
-# on the prior study".
+# A change over time in the sentence of "worse on the right": "today", "since", "compared
+# with the prior study", "interval worsening", "now" (_sides_compared).
 _OVER_TIME = re.compile(
-    r"\s*(?:side\s+)?(?:today|now|tonight|since\b|(?:as\s+)?compared\b|in\s+comparison\b|from\s+(?:the\s+)?prior"
-    r"|than\s+(?:on\s+|in\s+)?(?:the\s+)?(?:prior|previous|earlier|before|yesterday|last))",
+    r"\b(?:today\w*|now|tonight|since|compared|comparison|prior|previous|earlier|yesterday|interval|current\w*"
+    r"|increas\w*|decreas\w*|worsen\w*|improv\w*)\b",
     re.IGNORECASE,
 )
+# Before "worse on the right": a place or finding in both lungs, or a process spread over
+# them ("bibasilar atelectasis", "pleural effusions", "pulmonary edema", "multifocal
+# opacities").
+_BOTH_BEFORE = re.compile(
+    r"\b(?:bilateral\w*|both|bi(?:basilar|basal|apical)\w*|bases|lungs|apices|edema|diffuse\w*|multifocal"
+    r"|widespread|scattered|effusions|opacities|infiltrates|consolidations|densities|nodules|atelectases)\b",
+    re.IGNORECASE,
+)
+# A finding that is usually one, on one side ("the pneumothorax is larger on the right",
+# "pleural effusion, larger on the right").
+_ONE_SIDED = re.compile(
+    r"\b(?:pneumothorax|effusion|opacity|opacification|consolidation|infiltrate|density|nodule|mass|collapse)\b",
+    re.IGNORECASE,
+)
+
+
+def _sides_compared(text: str, start: int, end: int) -> bool:
+    """Whether the bare side at ``text[start:end]``, after "worse on the", compares the
+    sides of a finding in both lungs rather than naming its place: not in a sentence that
+    speaks of a change over time ("compared to the prior study, the effusion is worse on
+    the right"); yes after a place, finding or process in both lungs ("bibasilar
+    atelectasis", "effusions", "pulmonary edema, worse on the right"); not after a finding
+    that is usually one, on one side ("the pneumothorax is larger on the right"); else yes
+    (atelectasis and the like: a negative in the other lung would be the worse error)."""
+    head = re.split(r"[.;]", text[:start])[-1]
+    tail = re.split(r"[.;]", text[end:])[0]
+    if _OVER_TIME.search(head) or _OVER_TIME.search(tail):
+        return False
+    if _BOTH_BEFORE.search(head):
+        return True
+    return not _ONE_SIDED.search(head)
+
+
 _NOT_A_SIDE = re.compile(r"\s+(?:clinical|setting|context|scenario|circumstances?)\b", re.IGNORECASE)
 
 
@@ -1417,13 +1454,11 @@ def find_locations(text: str) -> list[tuple[int, int, str]]:
             words in (["right"], ["left"])
             and _WORSE_ON.search(text, 0, m.start())
             and (than is not None or not _THAN_AFTER.match(text, m.end()))
-            and not _OVER_TIME.match(text, m.end())
+            and _sides_compared(text, m.start(), m.end())
         ):
             # "bibasilar atelectasis, worse on the left (than the right)", "pulmonary edema,
-            # worse on the right": how the sides compare, not a place (not a change over
-            # time: "effusion is worse on the right today", "worse on the right than on the
-            # prior study"; nor "worse on the right than the left lung", which names its
-            # places itself)
+            # worse on the right": how the sides compare, not a place (_sides_compared; nor
+            # "worse on the right than the left lung", which names its places itself)
             other = "left" if words == ["right"] else "right"
             out.append((m.start(), than.end() if than else m.end(), f"{words[0]} greater than {other}"))
             skip_to = than.end() if than else m.end()

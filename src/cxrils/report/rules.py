@@ -60,6 +60,7 @@ from cxrils.report.lexicon import (
     NOT_FAVORED_TO,
     NOT_ON_ONE_VIEW,
     NOT_SEEN_BEFORE,
+    REFERRING_LIKELY,
     REPORT_ABBREVIATIONS,
     REPORT_VERB_FORMS,
     REPORT_VIEWS,
@@ -1229,54 +1230,91 @@ _LEAD_WORDS = (_STATED_MODIFIERS - {"and", "to", "-"}) | frozenset({"the", "an",
 _TRAIL_WORDS = frozenset({"is", "are", "was", "were", "has", "have", "had", "been", "be", "now", "also", "since"})
 
 
-# Words that may stand between a finding and the "if any" after it: its place and size,
-# punctuation, a copula ("trace pleural effusion on the left, if any"; not "consolidation,
-# please correlate with prior imaging if any") (_either_way).
+# Words that may stand between a finding and the "if any" after it: its place, punctuation,
+# a copula or a word of its course ("trace pleural effusion on the left, if any", "small
+# left effusion is unchanged, if any"; not "consolidation, please correlate with prior
+# imaging if any") (_either_way).
 _IF_ANY_GAP = frozenset({",", "the", "on", "in", "at", "of", "within", "is", "are", "seen", "noted", "present"}) | {
-    "small",
-    "minimal",
-    "trace",
-    "tiny",
-    "mild",
-    "very",
-    "slight",
+    "unchanged",
+    "stable",
+    "persists",
+    "persist",
+    "persistent",
+    "remains",
+    "remain",
+    "again",
+    "still",
 }
+# A size word that, right before "if any", is said of the finding after it ("minimal if any
+# pleural effusion"), or after a copula of the finding before ("effusions are small, if any").
+_IF_ANY_SIZES = frozenset({"small", "minimal", "trace", "tiny", "mild", "slight", "little", "very"})
+_COPULAS = frozenset({"is", "are", "remains", "remain", "appears", "appear", "seems", "seem"})
+
+
+def _nearest_before(targets: list[tuple[int, int]], start: int, reach: int) -> tuple[int, int] | None:
+    """The finding span ending last at or before token ``start``, within ``reach`` tokens."""
+    return max(((a, b) for a, b in targets if start - reach <= b <= start), key=lambda t: t[1], default=None)
 
 
 def _either_way(words: list[str], targets: list[tuple[int, int]], cues: list) -> list:
     """Cue matches ``(start, end, rule)`` of a sentence with the readings of cues that
     read one way or the other by what stands next to them:
 
-    * "if any", "if present" (:data:`~cxrils.report.lexicon.IF_ANY`) hedge the finding
-      before them when one ends within their backward scope (the lexicon's) with only its place,
-      punctuation or a copula between ("small effusion, if any", "trace pleural effusion on
-      the left, if any"); otherwise they ask, as a bare "if" does, about what follows
-      ("minimal, if any, pulmonary edema": a question, neither stated nor denied);
+    * "if any", "if present" (:data:`~cxrils.report.lexicon.IF_ANY`): a question (as a
+      bare "if") about the finding right after them ("minimal, if any, pulmonary edema",
+      "bibasilar atelectasis, minimal if any pleural effusion"); else a hedge of the one
+      finding just before them, within their backward scope with only its place, a copula
+      or a word of its course between ("trace pleural effusion on the left, if any",
+      "small left effusion is unchanged, if any", "effusions are small, if any"; the
+      terminators "seen", "present" between are dropped, and earlier findings of a list
+      are not reached: "pneumonia and small left effusion, if any" hedges the effusion);
+      after a size word said of nothing ("large right effusion, minimal if any on the
+      left") they hedge nothing;
     * "more likely than not" (:data:`~cxrils.report.lexicon.MORE_LIKELY_THAN_NOT`) hedges
-      the finding after it ("the opacity is more likely than not pneumonia"); where no
-      finding follows within its scope and the clause ends or "the" follows ("pneumonia
-      is more likely than not.", "... more likely than not the cause of ..."), the one
-      before it; not a finding a word of its own is said of ("the effusion is more likely
-      than not loculated": the effusion stated).
+      the finding after it ("the opacity is more likely than not pneumonia"); at the end
+      of the sentence ("pneumonia is more likely than not."), the one finding before it;
+      not a finding a word of its own is said of ("the effusion is more likely than not
+      loculated": the effusion stated);
+    * "this/which is (most) likely" (:data:`~cxrils.report.lexicon.REFERRING_LIKELY`)
+      hedges forward to the clause's next comma ("which is most likely due to a
+      combination of effusion and atelectasis"; not "which is likely small, and left
+      lower lobe pneumonia").
 
     ``targets`` are the finding token spans ``(start, end)``."""
     out = []
+    drop: set[int] = set()  # terminators between a finding and its "if any"
     for cue in cues:
         start, end, (literal, category, direction, scope) = cue
         if literal in IF_ANY:
-            before = [b for _, b in targets if start - (scope or 0) <= b <= start]
-            near = bool(before) and all(
-                w.lower() in _IF_ANY_GAP or LOCATION_RE.fullmatch(w) for w in words[max(before) : start]
+            k = end + (end < len(words) and words[end] == ",")
+            after = [(a, b) for a, b in targets if k <= a <= k + 2]
+            j = start - (start > 0 and words[start - 1] == ",")
+            sized = j > 0 and words[j - 1].lower() in _IF_ANY_SIZES
+            predicate = sized and j > 1 and words[j - 2].lower() in _COPULAS
+            near = _nearest_before(targets, start, scope or 0)
+            gap_ok = near is not None and all(
+                w.lower() in _IF_ANY_GAP or LOCATION_RE.fullmatch(w) or (predicate and w.lower() in _IF_ANY_SIZES)
+                for w in words[near[1] : start]
             )
-            if not near:
-                cue = (start, end, ("if", "HYPOTHETICAL", "FORWARD", None))
+            if after or (near is None and not sized):
+                first = min(after)[1] if after else None
+                cue = (start, end, ("if", "HYPOTHETICAL", "FORWARD", None if first is None else first - end))
+            elif gap_ok and (not sized or predicate):
+                cue = (start, end, (literal, category, "BACKWARD", start - near[0]))
+                drop |= {i for i in range(near[1], start)}
+            else:
+                cue = (start, end, (literal, "PSEUDO", "PSEUDO", None))
         elif literal in MORE_LIKELY_THAN_NOT:
             follows = any(end <= a <= end + (scope or 0) for a, _ in targets)
-            closes = end >= len(words) or words[end].lower() in (".", ",", ";", "the")
-            if not follows and closes:
-                cue = (start, end, (literal, category, "BACKWARD", 8))
+            closes = end >= len(words) or words[end] == "."
+            near = _nearest_before(targets, start, 8)
+            if not follows and closes and near is not None:
+                cue = (start, end, (literal, category, "BACKWARD", start - near[0]))
+        elif literal in REFERRING_LIKELY:
+            comma = next((i for i in range(end, len(words)) if words[i] in (",", ";")), len(words))
+            cue = (start, end, (literal, category, direction, comma - end))
         out.append(cue)
-    return out
+    return [c for c in out if not (c[2][1] == "TERMINATE" and c[0] in drop)]
 
 
 def _one_way(words: list[str], targets: list[tuple[int, int]], cues: list) -> list:

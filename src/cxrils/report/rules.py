@@ -261,7 +261,8 @@ _MULTI_STOP = re.compile(r"\.{2,}\s*")
 # tracking along the right major fissure" (read as "fissural fluid", an effusion; _prepare).
 _FISSURE_FLUID = re.compile(
     # not denied ("no fluid in the minor fissure" says nothing of an effusion elsewhere)
-    r"(?<!\bno )(?<!\bwithout )\bfluid(?=\s+(?:(?:is|seen|noted|previously|tracking|tracks|extending|extends|also|again|now)\s+)*"
+    # (the look-behinds after the word: tried only where "fluid" stands, not at every character)
+    r"\bfluid(?<!\bno fluid)(?<!\bwithout fluid)(?=\s+(?:(?:is|seen|noted|previously|tracking|tracks|extending|extends|also|again|now)\s+)*"
     r"(?:in|within|along|into)\s+(?:the\s+)?(?:(?:right|left)\s+)?(?:minor|major|horizontal|oblique)\s+fissures?\b)",
     re.IGNORECASE,
 )
@@ -1921,7 +1922,7 @@ _SPACES = re.compile(r"^\s+|\s+$|\s{2,}|[^\S ]")
 # lower lobes" (the letters alone are no side: "2 L of fluid"; nor a litre after a number:
 # "1.2 L pleural fluid removed"; after a full stop they are: "effusion. L base opacity").
 _SIDE_LETTER = re.compile(
-    r"(?<!\d\s)(?<!\d)\b([RL])(?=(?:\s*(?:and|/|&)\s*[RL])?\s+(?i:lung|lungs|base|bases|basilar|basal|apex|apical|upper|mid|middle|lower|hemithorax|"
+    r"\b([RL])(?<!\d\s[RL])(?<!\d[RL])(?=(?:\s*(?:and|/|&)\s*[RL])?\s+(?i:lung|lungs|base|bases|basilar|basal|apex|apical|upper|mid|middle|lower|hemithorax|"
     r"costophrenic|cp|perihilar|hilar|hilum|lobe|pleural|chest|side|sided|effusion|effusions)\b)"
 )
 

@@ -102,6 +102,20 @@ def test_mimic_layout(mimic_tree):
     assert list(read_inputs(root / "files")) == items
 
 
+def test_a_dicom_uid_file_name_in_the_mimic_layout_is_hashed_into_the_id(mimic_tree):
+    # third new-user trial: a PACS export in the MIMIC layout put the SOP Instance UID into
+    # the image ids and file names (the CSV reader hashed it)
+    root, _ = mimic_tree
+    src = next(root.rglob("2a2277a9-b0ded155.dcm"))
+    uid = "1.2.276.0.7230010.3.1.4.8323329.6904.1517875201.850819"
+    src.rename(src.with_name(f"{uid}.dcm"))
+    ids = [s.image_id for s in read_inputs(root)]
+    assert not any(uid in i or "8323329" in i for i in ids)
+    (hashed,) = [i for i in ids if i.startswith("uid-")]
+    assert len(hashed) == len("uid-") + 12
+    assert "02aa804e-bde0afdd" in ids  # MIMIC's own de-identified dicom_ids stay
+
+
 def test_mimic_without_metadata_and_split(mimic_tree):
     root, _ = mimic_tree
     for p in root.glob("*.csv.gz"):

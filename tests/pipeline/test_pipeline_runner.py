@@ -59,6 +59,24 @@ def test_an_image_too_small_to_be_a_radiograph_is_excluded_as_such(pairs):
     assert state.excluded == "image_too_small: the image is 1 x 1 pixels; a chest X-ray needs at least 32 on each side"
 
 
+def test_an_exclusion_reason_names_the_file_not_its_folder_nor_a_uid(pairs):
+    # third new-user trial: the reason, written into the dataset, held this machine's
+    # absolute path and the DICOM UIDs of the folder and file names
+    uid = "1.2.840.113619.2.55.3.604688119.969.1268071029.321"
+    folder = pairs.parent / "img" / "1.2.840.113619.2.55.3.604688119.969.1268071029.320"
+    folder.mkdir()
+    (folder / f"{uid}.dcm").write_bytes(b"DICM not really")
+    rows = pd.read_csv(pairs)
+    rows.loc[0, "image_path"] = f"img/{folder.name}/{uid}.dcm"
+    rows.iloc[:1].to_csv(pairs, index=False)
+    pipe = Pipeline(config(), FAKE)
+    (study,) = read_inputs(pairs)
+    state = pipe.process_study(study, pipe.structure([study])[(study.study_id, study.report)])
+    assert state.excluded.startswith("error:image: ")
+    assert str(pairs.parent) not in state.excluded and "113619" not in state.excluded
+    assert ".dcm" in state.excluded  # the file is still named, by its hashed name
+
+
 def test_structure_falls_back_per_report_when_the_batch_fails(tmp_path):
     path = make_input(tmp_path / "in", n=3, bad=False)
     text = path.read_text().replace("No acute process.", "STRUCTURER-CRASH")

@@ -36,6 +36,7 @@ import logging
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import cached_property
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -47,6 +48,7 @@ from cxrils.io.base import image_too_small
 from cxrils.pipeline.inputs import apply_report_cap
 from cxrils.pipeline.stages import DEFAULT_STAGES, StageLoadError, StageProvider, resolve_stages
 from cxrils.sources import StudyInput
+from cxrils.sources.base import hide_uids
 from cxrils.types import AnatomyMasks, AnomalyResult, LesionBox, StructuredReport, StudyGrounding
 from cxrils.vision.anatomy import frontal_plausibility
 from cxrils.vision.anatomy.base import AnatomySegmenter
@@ -114,7 +116,9 @@ def grounding_record(grounding: StudyGrounding, report: StructuredReport) -> dic
 
 def _guarded(step: str) -> Callable:
     """Make ``step`` take one state or a list of them (a batch), skipping excluded
-    states; an exception becomes the exclusion reason of the state it concerns. A
+    states; an exception becomes the exclusion reason of the state it concerns (its
+    image path shortened to the file name, DICOM UIDs hashed: the reason is written into
+    the dataset). A
     batch that fails is run again image by image, so one bad image never excludes the
     rest of its batch (and every image ends as it would alone)."""
 
@@ -130,7 +134,11 @@ def _guarded(step: str) -> Callable:
                         guard(self, [state])
                     return
                 state = batch[0]
-                state.excluded = f"error:{step}: {type(err).__name__}: {err}"
+                # the file's name for its path (no folder of this machine, no DICOM UID:
+                # the reason is written into the dataset, third new-user trial)
+                path = str(state.study.image_path)
+                text = str(err).replace(path, hide_uids(Path(path).name)) if path else str(err)
+                state.excluded = f"error:{step}: {type(err).__name__}: {hide_uids(text)}"
                 log.warning("%s: excluded: %s", state.study.image_id, state.excluded)
 
         def run(self: Pipeline, states: StudyState | list[StudyState]) -> StudyState | list[StudyState]:

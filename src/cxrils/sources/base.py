@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import csv
 import gzip
+import hashlib
 import io
 import itertools
 import re
@@ -309,3 +310,21 @@ def cell_int(path: Path, where: str, row: dict[str, str], column: str) -> int | 
 def existing(path: Path) -> Path | None:
     """``path`` if it is a file, else None."""
     return path if path.is_file() else None
+
+
+# A DICOM UID in a file name ("1.2.840.113619.2.55.3.604688119.969.1268071029.321.dcm").
+_UID = re.compile(r"\d+(?:\.\d+){4,}")
+
+
+def stem_id(name: str) -> str:
+    """The image id a file name gives: its stem, with each DICOM UID in it replaced by
+    ``uid-`` and the first 12 hex digits of its SHA-1, so that no UID reaches the
+    dataset's ids and file names (docs/io.md: no header field leaves the loader).
+    MIMIC-CXR's own ``dicom_id`` stems (de-identified hex) are kept as they are."""
+    return hide_uids(Path(name).stem)
+
+
+def hide_uids(text: str) -> str:
+    """``text`` with each DICOM UID replaced as :func:`stem_id` replaces it (paths in
+    error messages that reach the dataset)."""
+    return _UID.sub(lambda m: "uid-" + hashlib.sha1(m.group(0).encode()).hexdigest()[:12], text)

@@ -9,11 +9,10 @@ from __future__ import annotations
 
 import hashlib
 import logging
-import re
 from collections.abc import Iterator
 from pathlib import Path
 
-from cxrils.sources.base import SURROGATE, StudyInput, csv_rows, norm_view
+from cxrils.sources.base import SURROGATE, StudyInput, csv_rows, norm_view, stem_id
 from cxrils.vocab import SPLITS, SplitError, normalize_split
 
 log = logging.getLogger(__name__)
@@ -41,16 +40,6 @@ def _bad_row(path: Path, where: str, row: dict[str, str], problem: str) -> Study
 
 #: A DICOM UID in a file name (digits joined by at least four dots, as "1.2.276.0.7230010.3..."):
 #: files exported from PACS are often named by their SOP Instance UID.
-_UID = re.compile(r"\d+(?:\.\d+){4,}")
-
-
-def _stem_id(rel: str) -> str:
-    """The image id a file name gives: its stem, with each DICOM UID in it replaced by
-    ``uid-`` and the first 12 hex digits of its SHA-1, so that no UID reaches the
-    dataset's ids and file names (docs/io.md: no header field leaves the loader)."""
-    return _UID.sub(lambda m: "uid-" + hashlib.sha1(m.group(0).encode()).hexdigest()[:12], Path(rel).stem)
-
-
 def _resolve(base: Path, rel: str) -> Path:
     """The image file a row's ``image_path`` names: absolute, or relative to the CSV's folder."""
     rel = rel.strip()
@@ -105,7 +94,7 @@ def read_generic_csv(path: Path) -> Iterator[StudyInput]:
                 path, where, row, f"names image {rel} again ({listed[image_path]} does); list each image once"
             )
             continue
-        image_id = row.get("image_id", "").strip() or _stem_id(rel)
+        image_id = row.get("image_id", "").strip() or stem_id(rel)
         if not row.get("image_id", "").strip() and len(files_of_stem[Path(rel).stem]) > 1:
             # Same file name in different folders: disambiguate deterministically.
             image_id = f"{image_id}-{hashlib.sha1(rel.encode()).hexdigest()[:8]}"

@@ -111,3 +111,29 @@ def test_config_show_cli(tmp_path: Path) -> None:
     res = runner.invoke(app, ["config", "show", "--set", "grounding.tau_typo=1"])
     assert res.exit_code == 2
     assert "grounding.tau_typo" in res.output and "Traceback" not in res.output
+
+
+def test_the_mimic_ils_import_settings_are_no_generate_section() -> None:
+    # third new-user trial: `--set mimic_ils.max_side=512` changed nothing yet refused a
+    # generate resume; the import reads its own --max-side
+    with pytest.raises(ConfigError, match="unknown config section"):
+        apply_overrides(Config(), ["mimic_ils.max_side=512"])
+    assert "mimic_ils" not in Config().dataset_settings()
+
+
+@pytest.mark.parametrize(
+    "item, match",
+    [
+        ("inputs.iu_sections=findingz", "not among the IU sections"),  # every IU report would be empty
+        ("anatomy.zone_apical_end=0.8", "zone_apical_end < zone_upper_end"),
+        ("detection.onnx_nms_iou=1.5", "is a ratio"),
+    ],
+)
+def test_settings_that_would_silently_break_a_run_are_refused(item: str, match: str) -> None:
+    with pytest.raises(ConfigError, match=match):
+        apply_overrides(Config(), [item])
+
+
+def test_a_boolean_takes_1_and_0() -> None:
+    cfg = config_from_dict({"grounding": {"effusion_hidden_base": 0}})
+    assert cfg.grounding.effusion_hidden_base is False

@@ -598,7 +598,11 @@ class LightDataConfig:
 
 @dataclass
 class MimicIlsConfig:
-    """Importing the released MIMIC-CXR-Ext-ILS 1.0.0 (``cxrils import-mimic-ils``)."""
+    """Importing the released MIMIC-CXR-Ext-ILS 1.0.0 (``cxrils import-mimic-ils``, its
+    ``--max-side``). Not a section of :class:`Config`: no ``generate`` setting, so it
+    neither shows in ``cxrils config show`` nor enters a generated dataset's provenance
+    (third new-user trial: ``--set mimic_ils.max_side=512`` changed nothing and refused a
+    resume)."""
 
     # Longest image side stored (0 = keep the original MIMIC-CXR-JPG size). 1024 is the
     # ResizeLongestSide(1024) with which KAIST-Edlab/ROSALIA's ReasonSegDataset feeds SAM and
@@ -632,7 +636,6 @@ class Config:
     inputs: InputConfig = field(default_factory=InputConfig)
     anomaly: AnomalyConfig = field(default_factory=AnomalyConfig)
     detection: DetectionConfig = field(default_factory=DetectionConfig)
-    mimic_ils: MimicIlsConfig = field(default_factory=MimicIlsConfig)
 
     def to_dict(self) -> dict[str, Any]:
         """Plain nested dict (JSON/TOML serialisable)."""
@@ -654,6 +657,8 @@ def _coerce(section: str, key: str, value: Any, current: Any) -> Any:
     if expected is bool:
         if isinstance(value, bool):
             return value
+        if isinstance(value, int) and value in (0, 1):  # TOML/--set 1 and 0, as "1" and "0"
+            return bool(value)
         if isinstance(value, str) and value.lower() in {"true", "false", "1", "0", "yes", "no"}:
             return value.lower() in {"true", "1", "yes"}
     elif expected is int and not isinstance(value, bool):
@@ -680,7 +685,7 @@ def _coerce(section: str, key: str, value: Any, current: Any) -> Any:
 
 def _is_ratio(key: str) -> bool:
     """Ratio-valued keys (thresholds and fractions), which must lie in [0, 1]."""
-    return key.startswith(("tau_", "ctr_")) or key.endswith(("_fraction", "_prob", "_tol"))
+    return key.startswith(("tau_", "ctr_")) or key.endswith(("_fraction", "_prob", "_tol", "_iou"))
 
 
 def _check_value(section: str, key: str, value: Any) -> None:
@@ -693,6 +698,10 @@ def _check_value(section: str, key: str, value: Any) -> None:
     if _is_ratio(key) and value > 1:
         raise ConfigError(f"{section}.{key}: is a ratio and must lie in [0, 1], got {value!r}")
 
+
+#: The report sections of the Indiana University collection (``nlmcxr_reports_all.csv``
+#: columns) that ``inputs.iu_sections`` may join.
+IU_SECTIONS: tuple[str, ...] = ("indication", "comparison", "findings", "impression")
 
 #: Values ``grounding.c1_bilateral`` accepts (see GroundingConfig): the paper's c1 first.
 C1_BILATERAL: tuple[str, ...] = ("union", "per_lung")
@@ -730,6 +739,15 @@ def _check_config(cfg: Config) -> Config:
     sections = cfg.inputs.iu_sections
     if not sections or not all(sections) or len(set(sections)) != len(sections):
         raise ConfigError(f"inputs.iu_sections: must name one or more distinct sections, got {list(sections)}")
+    unknown = [s for s in sections if s not in IU_SECTIONS]
+    if unknown:  # a typo would make every IU report empty (third new-user trial)
+        raise ConfigError(f"inputs.iu_sections: {unknown} not among the IU sections {list(IU_SECTIONS)}")
+    a = cfg.anatomy
+    if not 0 < a.zone_apical_end < a.zone_upper_end < a.zone_mid_end < 1:
+        raise ConfigError(
+            "anatomy: need 0 < zone_apical_end < zone_upper_end < zone_mid_end < 1, got "
+            f"{a.zone_apical_end}, {a.zone_upper_end}, {a.zone_mid_end}"
+        )
     if cfg.inputs.report_over_cap not in ("exclude", "truncate"):
         raise ConfigError(f"inputs.report_over_cap: must be exclude or truncate, got {cfg.inputs.report_over_cap!r}")
     if cfg.grounding.c1_bilateral not in C1_BILATERAL:

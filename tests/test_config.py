@@ -116,7 +116,7 @@ def test_config_show_cli(tmp_path: Path) -> None:
 def test_the_mimic_ils_import_settings_are_no_generate_section() -> None:
     # third new-user trial: `--set mimic_ils.max_side=512` changed nothing yet refused a
     # generate resume; the import reads its own --max-side
-    with pytest.raises(ConfigError, match="unknown config section"):
+    with pytest.raises(ConfigError, match="mimic_ils is no config section"):
         apply_overrides(Config(), ["mimic_ils.max_side=512"])
     assert "mimic_ils" not in Config().dataset_settings()
 
@@ -137,3 +137,10 @@ def test_settings_that_would_silently_break_a_run_are_refused(item: str, match: 
 def test_a_boolean_takes_1_and_0() -> None:
     cfg = config_from_dict({"grounding": {"effusion_hidden_base": 0}})
     assert cfg.grounding.effusion_hidden_base is False
+
+
+def test_a_saved_config_with_the_old_mimic_ils_section_gets_a_pointed_message(tmp_path: Path) -> None:
+    old = tmp_path / "old.toml"
+    old.write_text("[mimic_ils]\nmax_side = 1024\n")
+    with pytest.raises(ConfigError, match="mimic_ils is no config section any more.*--max-side"):
+        load_config(old)

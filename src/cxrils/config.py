@@ -345,8 +345,9 @@ class InputConfig:
 class RayStageConfig:
     """Ray resources of one model-backed pipeline step (``pipeline.ray.<step>``).
 
-    Batch size and GPUs change how fast a step runs, never its results: every
-    image's output is independent of the batch it travels in (docs/pipeline.md).
+    Batch size and GPUs change how fast a step runs, never its records: every image's
+    output is independent of the batch it travels in (docs/pipeline.md; the float32
+    last digits of its grounding account may differ with the thread layout).
     """
 
     num_gpus: float = 0.0  # GPUs per actor (fractions share one GPU); 0 = none
@@ -792,6 +793,11 @@ def _set(cfg: Config, path: list[str], value: Any) -> None:
     for name in path[:-1]:
         child = getattr(obj, name, None) if name in {f.name for f in dataclasses.fields(obj)} else None
         if not dataclasses.is_dataclass(child):
+            if not where and name == "mimic_ils":  # a section of configs saved before it was dropped
+                raise ConfigError(
+                    "mimic_ils is no config section any more (it changed no command's output): "
+                    "remove it; the MIMIC-ILS import takes `cxrils import-mimic-ils --max-side`"
+                )
             known = [f.name for f in dataclasses.fields(obj) if dataclasses.is_dataclass(getattr(obj, f.name))]
             raise ConfigError(f"unknown config section {'.'.join(where + [name])!r}; known: {known}")
         obj, where = child, where + [name]
@@ -825,7 +831,7 @@ def config_from_dict(data: dict[str, Any]) -> Config:
     ------
     ConfigError
         On an unknown section or key, a value of the wrong type, a non-finite or negative
-        number, a ratio (``tau_*``, ``ctr_*``, ``*_fraction``, ``*_prob``, ``*_tol``)
+        number, a ratio (``tau_*``, ``ctr_*``, ``*_fraction``, ``*_prob``, ``*_tol``, ``*_iou``)
         outside [0, 1], or inconsistent values.
     """
     cfg = Config()

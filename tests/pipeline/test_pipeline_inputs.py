@@ -116,6 +116,27 @@ def test_a_dicom_uid_file_name_in_the_mimic_layout_is_hashed_into_the_id(mimic_t
     assert "02aa804e-bde0afdd" in ids  # MIMIC's own de-identified dicom_ids stay
 
 
+def test_hide_uids_hashes_uids_standing_alone_not_the_standards_own():
+    from cxrils.sources.base import hide_uids
+
+    assert hide_uids("a/1.2.840.113619.2.55.3.6.320/x.dcm") == "a/uid-0e50a53a7ce2/x.dcm"
+    assert hide_uids("JPEG Baseline (1.2.840.10008.1.2.4.50)") == "JPEG Baseline (1.2.840.10008.1.2.4.50)"
+    assert hide_uids("x1.2.3.4.5y") == "x1.2.3.4.5y"
+
+
+def test_a_repeated_image_s_reason_names_no_folder_of_this_machine_nor_a_uid(tmp_path):
+    # review: "names image /abs/<uid folder>/<uid>.dcm again" went into excluded/*.json
+    folder = tmp_path / "1.2.840.113619.2.55.3.604688119.969.1268071029.320"
+    folder.mkdir()
+    img = folder / "1.2.840.113619.2.55.3.604688119.969.1268071029.321.dcm"
+    img.write_bytes(b"x")
+    csv_path = tmp_path / "in.csv"
+    csv_path.write_text(f"image_path,report\n{img},FINDINGS: a\n{img},FINDINGS: a\n")
+    first, second = read_inputs(csv_path)
+    assert first.problem is None and second.problem is not None
+    assert str(tmp_path) not in second.problem and "113619" not in second.problem
+
+
 def test_mimic_without_metadata_and_split(mimic_tree):
     root, _ = mimic_tree
     for p in root.glob("*.csv.gz"):

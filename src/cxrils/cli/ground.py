@@ -63,7 +63,7 @@ def ground(
     from cxrils.pipeline.stages import BuiltinStages, StageLoadError
     from cxrils.pipeline.study import Pipeline
     from cxrils.sources import StudyInput
-    from cxrils.sources.base import norm_view
+    from cxrils.sources.base import norm_view, stem_id
     from cxrils.vision.anatomy.render import overlay as anatomy_overlay
 
     cfg = load_config_or_fail(config, set_)
@@ -109,7 +109,7 @@ def ground(
         fail(str(err))
     study = StudyInput(
         study_id=study_id,
-        image_id=image.stem,
+        image_id=stem_id(image.name),  # a UID file name hashed, as generate does
         patient_id=study_id,
         image_path=image,
         report=text,

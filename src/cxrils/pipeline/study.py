@@ -275,7 +275,7 @@ class Pipeline:
         for s in studies:
             key = (s.study_id, s.report)
             if s.problem is not None:
-                out.setdefault(key, StructuredReport(s.study_id, None, "", excluded=f"input: {s.problem}"))
+                out.setdefault(key, StructuredReport(s.study_id, None, "", excluded=f"input: {hide_uids(s.problem)}"))
                 continue
             if key in todo:
                 continue
@@ -320,7 +320,7 @@ class Pipeline:
         """Steps 1-3: view QC, report exclusion, image loading."""
         state = StudyState(study=study, report=report)
         if study.problem is not None:
-            state.excluded = f"input: {study.problem}"
+            state.excluded = f"input: {hide_uids(study.problem)}"
             return state
         if report is None:
             state.report = self.structure([study])[(study.study_id, study.report)]

@@ -312,8 +312,10 @@ def existing(path: Path) -> Path | None:
     return path if path.is_file() else None
 
 
-# A DICOM UID in a file name ("1.2.840.113619.2.55.3.604688119.969.1268071029.321.dcm").
-_UID = re.compile(r"\d+(?:\.\d+){4,}")
+# A DICOM UID in a file name ("1.2.840.113619.2.55.3.604688119.969.1268071029.321.dcm"): digits
+# joined by at least four dots, standing alone; not the standard's own public UIDs
+# ("1.2.840.10008.1.2.4.50", a transfer syntax), which name no patient or study.
+_UID = re.compile(r"(?<![A-Za-z0-9.])(?!1\.2\.840\.10008\.)\d+(?:\.\d+){4,}(?![A-Za-z0-9])")
 
 
 def stem_id(name: str) -> str:

@@ -12,7 +12,7 @@ import logging
 from collections.abc import Iterator
 from pathlib import Path
 
-from cxrils.sources.base import SURROGATE, StudyInput, csv_rows, norm_view, stem_id
+from cxrils.sources.base import SURROGATE, StudyInput, csv_rows, hide_uids, norm_view, stem_id
 from cxrils.vocab import SPLITS, SplitError, normalize_split
 
 log = logging.getLogger(__name__)
@@ -38,8 +38,6 @@ def _bad_row(path: Path, where: str, row: dict[str, str], problem: str) -> Study
     )
 
 
-#: A DICOM UID in a file name (digits joined by at least four dots, as "1.2.276.0.7230010.3..."):
-#: files exported from PACS are often named by their SOP Instance UID.
 def _resolve(base: Path, rel: str) -> Path:
     """The image file a row's ``image_path`` names: absolute, or relative to the CSV's folder."""
     rel = rel.strip()
@@ -91,7 +89,11 @@ def read_generic_csv(path: Path) -> Iterator[StudyInput]:
         image_path = files[where]
         if image_path in listed and not row.get("image_id", "").strip():  # an id of its own makes another item
             yield _bad_row(
-                path, where, row, f"names image {rel} again ({listed[image_path]} does); list each image once"
+                path,
+                where,
+                row,
+                f"names image {hide_uids(rel if not Path(rel).is_absolute() else Path(rel).name)} again "
+                f"({listed[image_path]} does); list each image once",
             )
             continue
         image_id = row.get("image_id", "").strip() or stem_id(rel)
@@ -100,7 +102,7 @@ def read_generic_csv(path: Path) -> Iterator[StudyInput]:
             image_id = f"{image_id}-{hashlib.sha1(rel.encode()).hexdigest()[:8]}"
         if image_id in taken:
             first, first_path = taken[image_id]
-            why = f"image id {image_id!r} is also that of {first} ({first_path.name}); each image needs its own id"
+            why = f"image id {image_id!r} is also that of {first} ({hide_uids(first_path.name)}); each image needs its own id"
             yield _bad_row(path, where, row, why)
             continue
         taken[image_id] = (where, image_path)

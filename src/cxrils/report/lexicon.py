@@ -1374,6 +1374,9 @@ LOCATION_RE: Final[re.Pattern[str]] = re.compile(
 )
 _NOT_WORDS = frozenset(w for c in _CONNECTORS for w in c.split())
 _BOTH_SIDES = re.compile(r"\s+sides?\b|\s*(?:[.;:]|$)", re.IGNORECASE)
+#: Place words naming both sides (a regex alternation): "bilateral", "both", "bibasilar",
+#: "bases", "lungs", "apices".
+BOTH_SIDES_WORDS: Final[str] = r"bilateral\w*|both|bi(?:basilar|basal|apical)\w*|lungs|bases|apices"
 # A comparison of the sides before a bare side: "worse on the", "more pronounced on the".
 _WORSE_ON = re.compile(
     r"\b(?:worse|greater|larger|more(?:\s+(?:so|pronounced|prominent|marked|extensive))?)\s+(?:on|in)\s+the\s+$",
@@ -1395,8 +1398,8 @@ _OVER_TIME = re.compile(
 # them ("bibasilar atelectasis", "pleural effusions", "pulmonary edema", "multifocal
 # opacities").
 _BOTH_BEFORE = re.compile(
-    r"\b(?:bilateral\w*|both|bi(?:basilar|basal|apical)\w*|bases|lungs|apices|edema|diffuse\w*|multifocal"
-    r"|widespread|scattered|effusions|opacities|infiltrates|consolidations|densities|nodules|atelectases)\b",
+    rf"\b(?:{BOTH_SIDES_WORDS}|edema|diffuse\w*|multifocal|widespread|scattered"
+    r"|effusions|opacities|infiltrates|consolidations|densities|nodules|atelectases)\b",
     re.IGNORECASE,
 )
 # A finding that is usually one, on one side ("the pneumothorax is larger on the right",

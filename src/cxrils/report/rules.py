@@ -36,6 +36,7 @@ from cxrils.config import Config
 from cxrils.report.context import target_modifiers
 from cxrils.report.lexicon import (
     AND_CHANGE,
+    BOTH_SIDES_WORDS,
     CARDIOMEGALY_PATTERNS,
     CHANGE_WORDS,
     CLAUSE_OPENERS,
@@ -111,6 +112,10 @@ _HEMIDIAPHRAGMS_ONLY = re.compile(
 )
 
 
+# A heart border named as a place, a silhouette sign: "the left heart border".
+_HEART_BORDER = re.compile(r"^(?:the\s+)?(?:right|left)\s+heart\s+borders?$", re.IGNORECASE)
+
+
 def _lung_beside(phrase: str) -> str:
     """The lung place a finding next to ``phrase`` lies in: the base above the
     hemidiaphragms ``phrase`` names when it names nothing else but heart borders (the
@@ -137,10 +142,6 @@ def _lung_beside(phrase: str) -> str:
         else:
             return phrase
     return " and ".join(out) if any(p.endswith(" base") for p in out) else phrase
-
-
-# A heart border named as a place, a silhouette sign: "the left heart border".
-_HEART_BORDER = re.compile(r"^(?:the\s+)?(?:right|left)\s+heart\s+borders?$", re.IGNORECASE)
 
 
 # A place introduced by a preposition after a finding is that finding's ("consolidation
@@ -965,15 +966,16 @@ def _sentence_cues(words: list[str], targets: list[tuple[int, int]], found: list
     sentence after the sentence-level readings of this module, in order: terminators that
     describe a finding seen before (:func:`_seen_before`) or open no clause
     (:func:`_new_clause`), "not seen previously or ..." (:func:`_seen_now`), "A is
-    favored over B" (:func:`_favored_over`), "if any" and "more likely than not"
-    (:func:`_either_way`), a comma before a stated finding
+    favored over B" (:func:`_favored_over`), a comma before a stated finding
     (:func:`_stated_after_comma`), a two-way cue next to its finding (:func:`_one_way`),
     "and new" after a denial only
     (:func:`_change_after_and`), the scope of a clinical question or a reading not
     favored (:func:`_first_finding_scope`), "no change ... or new X"
     (:func:`_new_or_denied`), "no other X" (:func:`_denied_others`), a negated list's "or"
     (:func:`_listing_or`), and the comma-bounded scope of backward cues
-    (:func:`_clause_scope`). ``targets`` are the finding token spans ``(start, end)``."""
+    (:func:`_clause_scope`); first of all, "if any", "more likely than not" and "this is
+    likely" read one way or the other (:func:`_either_way`). ``targets`` are the finding
+    token spans ``(start, end)``."""
     cues = _seen_before(words, targets, _one_way(words, targets, _either_way(words, targets, found)))
     cues = _favored_over(words, _one_view(words, _seen_now(words, _new_clause(words, targets, cues))))
     cues = _reading_after_without(words, targets, cues)
@@ -1248,7 +1250,7 @@ _IF_ANY_GAP = frozenset({",", "the", "on", "in", "at", "of", "within", "is", "ar
 }
 # A size word that, right before "if any", is said of the finding after it ("minimal if any
 # pleural effusion"), or after a copula of the finding before ("effusions are small, if any").
-_IF_ANY_SIZES = frozenset({"small", "minimal", "trace", "tiny", "mild", "slight", "little", "very"})
+_IF_ANY_SIZES = _SIZE_OPENERS | {"slight", "little", "very"}
 _COPULAS = frozenset({"is", "are", "remains", "remain", "appears", "appear", "seems", "seem"})
 
 
@@ -1729,7 +1731,7 @@ def _split_sides(ms: list[_Mention]) -> list[_Mention]:
     return out
 
 
-_BOTH_WORDS = re.compile(r"\b(?:bilateral\w*|both|bi(?:basilar|basal|apical)\w*|lungs|bases|apices)\b")
+_BOTH_WORDS = re.compile(rf"\b(?:{BOTH_SIDES_WORDS})\b")
 
 
 def _without_extent_comparison(phrases: list[str]) -> list[str]:

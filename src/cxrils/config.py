@@ -279,10 +279,11 @@ class ReportConfig:
     # word between, within place_after_words words; an unlocated finding shares the place
     # of the located finding before it within share_place_words words, not counting that
     # finding's own place after it ("right pleural effusion with adjacent atelectasis"); a
-    # place infers the finding after it within place_inference_words words ("blunting of the left costophrenic angle, consistent
-    # with a small effusion"); an observation and the disease it is said to represent are
-    # at most inference_link_words words apart; a density is said to be a non-lung finding
-    # ("density consistent with a hiatal hernia") within named_other_words words.
+    # place infers the finding after it within place_inference_words words ("blunting of
+    # the left costophrenic angle, consistent with a small effusion"); an observation and
+    # the disease it is said to represent are at most inference_link_words words apart; a
+    # density is said to be a non-lung finding ("density consistent with a hiatal hernia")
+    # within named_other_words words.
     place_link_words: int = 10
     place_before_words: int = 3
     place_after_words: int = 12

@@ -11,8 +11,9 @@ from cxrils.cli.common import fail
 
 
 def _capped(items, cfg, notes: deque):
-    """``(study_id, text)`` items (a text, or a section choice excluded already) under the pipeline's report-length cap (``cfg.inputs``,
-    as ``generate`` and ``ground`` apply it): over the cap, an excluded section with the
+    """``(study_id, text)`` items (a text, or a section choice excluded already) under the
+    pipeline's report-length cap (``cfg.inputs``, as ``generate`` and ``ground`` apply
+    it): over the cap, an excluded section with the
     reason, or with ``report_over_cap = "truncate"`` the text cut at the cap. Appends to
     ``notes``, per item in input order, its "truncated: ..." note or None
     (:func:`cxrils.report.structure_reports` yields one report per item, in that order)."""
@@ -61,7 +62,7 @@ def structure(
     from cxrils.fsutil import atomic_path
     from cxrils.report import get_location_mapper, get_structurer, structure_reports
     from cxrils.report.llm import LLMError
-    from cxrils.sources.reports import ReportInputError, count_reports, read_reports
+    from cxrils.sources.reports import UNREADABLE_REPORT, ReportInputError, count_reports, read_reports
 
     try:
         cfg = load_config(config, set_)
@@ -89,8 +90,7 @@ def structure(
                 bar.update(1)
                 if rep.excluded:
                     # one row for every unreadable file (each reason names its own file)
-                    unreadable = "cannot read report text" in rep.excluded
-                    excluded["cannot read report text" if unreadable else rep.excluded] += 1
+                    excluded[UNREADABLE_REPORT if UNREADABLE_REPORT in rep.excluded else rep.excluded] += 1
                 else:
                     sections[rep.section_used] += 1
                 for f in rep.findings:

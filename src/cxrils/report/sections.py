@@ -189,8 +189,7 @@ _PARAGRAPH_SPLIT = re.compile(r"\n[ \t]*\n")
 # "see impression" is findings.
 _POINTER = re.compile(
     r"^\W*(?:(?:please\s+)?(?:see|refer\s+to|as\s+(?:per|in))\s+(?:the\s+)?"
-    r"(?:impression|conclusion|findings|report|below|above)(?:\s+(?:below|above|section))?|as\s+(?:above|below)"
-    r"|(?:please\s+)?see\s+(?:the\s+)?(?:report|text)\s+(?:below|above)"
+    r"(?:impression|conclusion|findings|report|text|below|above)(?:\s+(?:below|above|section))?"
     r"|(?:findings\s+)?as\s+(?:described|noted|stated)?\s*(?:above|below))\W*$",
     re.IGNORECASE,
 )

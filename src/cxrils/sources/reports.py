@@ -22,6 +22,10 @@ from cxrils.report.sections import SectionChoice
 from cxrils.sources.base import any_field_size
 from cxrils.sources.iu import iu_report_text
 
+#: The exclusion reason of a report file that cannot be read, after its file name
+#: (``cxrils structure`` counts them in one row).
+UNREADABLE_REPORT = "cannot read report text"
+
 
 class ReportInputError(ValueError):
     """An input that cannot be read as reports; the message names the file and problem."""
@@ -66,7 +70,7 @@ def read_reports(path: str | Path) -> Iterator[tuple[str, str | SectionChoice]]:
             try:
                 text = f.read_text(encoding="utf-8")
             except (OSError, UnicodeDecodeError) as err:
-                yield f.stem, SectionChoice(None, "", excluded=f"{f.name}: cannot read report text: {err}")
+                yield f.stem, SectionChoice(None, "", excluded=f"{f.name}: {UNREADABLE_REPORT}: {err}")
             else:
                 yield f.stem, text
         return

@@ -447,3 +447,13 @@ def test_runner_and_ray_runner_import_one_way_at_module_level():
     assert ("cxrils.pipeline.ray_runner", True) in imports(runner)
     assert all(top for _, top in imports(runner)) and all(top for _, top in imports(ray_runner))
     assert not any(mod == "cxrils.pipeline.runner" for mod, _ in imports(ray_runner))
+
+
+def test_resume_with_a_lower_limit_counts_every_image_held(pairs, tmp_path, caplog):
+    ds = tmp_path / "ds"
+    first = generate(pairs, ds, config(), stages=FAKE, limit=6)
+    with caplog.at_level("WARNING", logger="cxrils"):
+        again = generate(pairs, ds, config(), stages=FAKE, limit=3)
+    assert again["studies"]["total"] == 6
+    assert again["studies"] == first["studies"]
+    assert "holds 3 images beyond the first 3" in caplog.text

@@ -283,7 +283,9 @@ def generate(
     workers : int
         Local: worker processes (<= 1: this process). Ray: actors per model-backed stage.
     limit : int, optional
-        Only the first ``limit`` studies (images) of the input, in input order.
+        Only the first ``limit`` studies (images) of the input, in input order. Images a
+        resumed folder already holds beyond them (an earlier run with a higher limit)
+        stay, and the summary counts them (with a warning).
     stages : str
         Stage provider import path (:mod:`cxrils.pipeline.stages`).
     progress : callable, optional
@@ -316,9 +318,20 @@ def generate(
     state = RunState(out)
     with _open_writer(out, cfg, stages) as writer:
         state.remove_stale_temporaries()
-        digests = state.check_input(studies_all, set(writer.done_ids()))
+        done = set(writer.done_ids())
+        digests = state.check_input(studies_all, done)
+        # A resume with a lower --limit still counts every image the folder holds:
+        # the summary describes the dataset, not this run's slice of the input.
+        beyond = [s for s in studies_all[len(studies) :] if s.image_id in done]
+        if beyond:
+            log.warning(
+                "%s already holds %d images beyond the first %d of the input; the summary counts them too",
+                out,
+                len(beyond),
+                len(studies),
+            )
         counts = _generate(
-            studies,
+            studies + beyond,
             digests,
             writer,
             state,

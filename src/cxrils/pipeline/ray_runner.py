@@ -151,6 +151,40 @@ def step_options(cfg: Config, workers: int, cluster: dict[str, float]) -> dict[s
     return opts
 
 
+#: Seconds to wait for a TCP connection to a ``--ray-address`` before Ray's own
+#: connection, which retries for minutes on an address nothing listens at.
+RAY_CONNECT_TIMEOUT_S = 5.0
+
+
+def check_ray_address(address: str, timeout_s: float = RAY_CONNECT_TIMEOUT_S) -> None:
+    """Check that something listens at a Ray cluster address before ``ray.init``.
+
+    ``address`` is ``host:port`` or ``ray://host:port`` (Ray Client); ``auto`` and
+    ``local`` are Ray's own keywords and are not checked.
+
+    Raises
+    ------
+    RunError
+        If the address is not of that form, or no TCP connection opens within
+        ``timeout_s`` seconds.
+    """
+    import socket
+
+    if address in ("auto", "local"):
+        return
+    hostport = address.removeprefix("ray://")
+    host, _, port = hostport.rpartition(":")
+    if not host or not port.isdigit():
+        raise RunError(f"--ray-address {address!r}: expected host:port, ray://host:port, auto or local")
+    try:
+        socket.create_connection((host.strip("[]"), int(port)), timeout=timeout_s).close()
+    except OSError as err:
+        raise RunError(
+            f"--ray-address {address!r}: no Ray cluster answers there ({err}); start one with "
+            "`ray start --head` or leave --ray-address out to start a local one"
+        ) from None
+
+
 def run_ray(
     studies: list[StudyInput],
     reports: dict[tuple[str, str], StructuredReport],
@@ -177,13 +211,16 @@ def run_ray(
     Raises
     ------
     RunError
-        If a step needs more resources than the cluster has, or Ray fails or
+        If nothing answers at ``address`` (:func:`check_ray_address`), a step needs
+        more resources than the cluster has, or Ray fails or
         returns studies out of order (committed studies stay; rerun to resume).
     """
     import ray
 
     started = not ray.is_initialized()
     if started:
+        if address is not None:
+            check_ray_address(address)
         ray.init(address=address, include_dashboard=False, log_to_driver=False)
     try:
         ctx = ray.data.DataContext.get_current()

@@ -41,7 +41,7 @@ from cxrils.config import Config, config_from_dict
 from cxrils.fsutil import atomic_write_json
 from cxrils.pipeline.inputs import check_splits
 from cxrils.pipeline.provenance import run_provenance
-from cxrils.pipeline.ray_runner import run_ray
+from cxrils.pipeline.ray_runner import check_ray_address, run_ray
 from cxrils.pipeline.stages import DEFAULT_STAGES, RunError, resolve_stages
 from cxrils.pipeline.study import Pipeline, StudyResult
 from cxrils.pipeline.summary import summarize
@@ -305,12 +305,15 @@ def generate(
         For an unreadable input, images without a patient id (``cfg.split.by =
         "patient"``) or a patient in two splits (:func:`~cxrils.pipeline.inputs.check_splits`).
     RunError
-        For an unknown runner, a folder another process writes, a provenance mismatch on
+        For an unknown runner, a ``ray_address`` nothing answers at, a folder another
+        process writes, a provenance mismatch on
         resume (configuration, stages, code or weights), an input without an image already
         done or with it edited (:meth:`RunState.check_input`), or a dead worker.
     """
     if runner not in RUNNERS:
         raise RunError(f"unknown runner {runner!r}; choose one of {list(RUNNERS)}")
+    if runner == "ray" and ray_address is not None:
+        check_ray_address(ray_address)  # before the text side, which may take hours with an LLM
     out = Path(out_dir)
     # Splits are checked on the whole input, so a patient's split never depends on --limit.
     studies_all = check_splits(read_inputs(input_path, inputs=cfg.inputs), input_path, cfg.split.by)

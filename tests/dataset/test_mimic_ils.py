@@ -211,15 +211,28 @@ def test_an_import_too_small_for_the_models_is_refused_before_writing(release, t
     assert not (tmp_path / "t").exists()
 
 
+def test_an_image_stored_under_32_px_a_side_is_skipped_and_named(release, tmp_path):
+    ds = tmp_path / "tiny"
+    report = import_mimic_ils(
+        release.json, release.images, release.masks, ds, cfg=MimicIlsConfig(max_side=32), progress=False
+    )
+    recs = read_records(ds)
+    assert len(recs) and (recs["height"] >= 32).all() and (recs["width"] >= 32).all()
+    small = sorted(p["sample_key"] for p in _problems(ds) if p["kind"] == "image_too_small")
+    # 90 x 72 -> 32 x 26, 64 x 80 -> 26 x 32, 70 x 60 -> 32 x 27; 60 x 60 -> 32 x 32 and 50 x 50 -> 32 x 32 stay
+    assert [k[:8] for k in small] == ["02aa804e", "096052b7", "174413ec"]
+    assert report["problems_by_kind"]["image_too_small"] == 3
+
+
 def test_stored_size_follows_sams_resize_longest_side(release, tmp_path):
     ds = tmp_path / "small"
-    import_mimic_ils(release.json, release.images, release.masks, ds, cfg=MimicIlsConfig(max_side=32), progress=False)
+    import_mimic_ils(release.json, release.images, release.masks, ds, cfg=MimicIlsConfig(max_side=40), progress=False)
     recs = read_records(ds)
     rec = recs[recs["image_id"].str.startswith("02aa804e") & (recs["polarity"] == "positive")].iloc[0]
     h, w = release.image_sizes[rec["image_id"]]  # 90 x 72
-    scale = 32 / max(h, w)
+    scale = 40 / max(h, w)
     expected = (int(h * scale + 0.5), int(w * scale + 0.5))  # get_preprocess_shape of segment-anything
-    assert (rec["height"], rec["width"]) == expected == (32, 26)
+    assert (rec["height"], rec["width"]) == expected == (40, 32)
     full = authors_mask(str(release.masks / json.loads(rec["provenance"])["seg_mask_path"]), (h, w))
     ref = np.asarray(Image.fromarray(full.astype(np.uint8) * 255).resize(expected[::-1], Image.NEAREST)) > 0
     assert np.array_equal(_mask(rec), ref)

@@ -47,7 +47,7 @@ from cxrils.dataset.mimic_ils.format import (
 )
 from cxrils.dataset.writer import DatasetError, DatasetWriter, ProvenanceMismatch
 from cxrils.fsutil import atomic_path, atomic_write_json, atomic_write_text, sha256_file
-from cxrils.io.base import MIN_IMAGE_SIDE
+from cxrils.io.base import MIN_IMAGE_SIDE, image_too_small
 from cxrils.masks import encode_rle
 
 log = logging.getLogger(__name__)
@@ -134,6 +134,12 @@ def process_sample(job: _Job) -> _Result:
         problems.append(_problem(job, kind, str(err)))
         return image_id, job.split, None, [], problems
     shape = resized_shape(x0.shape[0], x0.shape[1], job.max_side)
+    too_small = image_too_small(shape)
+    if too_small:  # e.g. a 90 x 72 image stored at max_side 32 would be 32 x 26
+        problems.append(
+            _problem(job, "image_too_small", f"{image_path} stored at max_side {job.max_side}: {too_small}")
+        )
+        return image_id, job.split, None, [], problems
     x = _resize_image(x0, shape)
     patient_id, study_id = ids_from_image_path(image_path)
     masks: dict[str, np.ndarray] = {}

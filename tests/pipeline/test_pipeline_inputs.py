@@ -214,6 +214,27 @@ def test_generic_csv(tmp_path, shared_data):
     assert c.image_path == tmp_path / "c.png" and c.image_id == "c"
 
 
+def test_generic_csv_repeated_stem_ids_do_not_depend_on_how_the_path_is_spelled(tmp_path):
+    # The id of a repeated file stem is told apart by the file's place below the CSV's
+    # folder, so a CSV rewritten with "./" or absolute paths resumes onto the same ids.
+    for d in ("a", "b"):
+        (tmp_path / d).mkdir()
+    spellings = [("a/x.png", "b/x.png"), ("./a/x.png", "b//x.png"), (str(tmp_path / "a/x.png"), "a/../b/x.png")]
+    ids = []
+    for k, (first, second) in enumerate(spellings):
+        path = tmp_path / f"in{k}.csv"
+        _write_csv(path, [{"image_path": first, "report": "r1"}, {"image_path": second, "report": "r2"}])
+        ids.append(tuple(s.image_id for s in read_inputs(path)))
+    assert ids[0][0] != ids[0][1] and ids[0][0].startswith("x-")
+    assert ids[1] == ids[0] and ids[2] == ids[0]
+    assert ids[0][0] == f"x-{hashlib.sha1(b'a/x.png').hexdigest()[:8]}"
+    # a file beside the CSV's folder keeps a relative key, not this machine's absolute path
+    (tmp_path / "csvs").mkdir()
+    path = tmp_path / "csvs" / "up.csv"
+    _write_csv(path, [{"image_path": "../a/x.png", "report": "r1"}, {"image_path": "../b/x.png", "report": "r2"}])
+    assert next(iter(read_inputs(path))).image_id == f"x-{hashlib.sha1(b'../a/x.png').hexdigest()[:8]}"
+
+
 def test_generic_csv_errors(tmp_path):
     path = tmp_path / "in.csv"
     _write_csv(

@@ -4,6 +4,7 @@ model loading, resume, limits, summary."""
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -457,3 +458,11 @@ def test_resume_with_a_lower_limit_counts_every_image_held(pairs, tmp_path, capl
     assert again["studies"]["total"] == 6
     assert again["studies"] == first["studies"]
     assert "holds 3 images beyond the first 3" in caplog.text
+
+
+def test_the_summary_names_input_and_dataset_without_their_folders(pairs, tmp_path):
+    ds = tmp_path / "deep" / "ds"
+    summary = generate(pairs, ds, config(), stages=FAKE, limit=2)
+    written = json.loads((ds / "generate_summary.json").read_text())
+    assert (written["input"], written["dataset"]) == (Path(pairs).name, "ds") == (summary["input"], summary["dataset"])
+    assert str(tmp_path) not in (ds / "generate_summary.json").read_text()

@@ -345,7 +345,9 @@ def generate(
             progress=progress,
             ray_address=ray_address,
         )
-        summary = {"input": str(input_path), "dataset": str(out), "runner": runner, **counts}
+        # Names only: the summary travels with the dataset, and a folder path of this
+        # machine (a user's home) is no part of it.
+        summary = {"input": Path(input_path).name, "dataset": out.name, "runner": runner, **counts}
         atomic_write_json(out / SUMMARY_NAME, summary)
     return summary
 

@@ -435,3 +435,53 @@ def test_a_consistent_answers_n_acc_under_the_calibrated_bound_is_warned(caplog,
         _warn_consistency_n_acc(LightConfig(calib_min_n_acc=0.90, consistent_answers=False), result, tmp_path)
         _warn_consistency_n_acc(LightConfig(calib_min_n_acc=0.85), result, tmp_path)
     assert caplog.text == ""
+
+
+def test_a_calibration_that_cannot_reach_the_n_acc_target_is_warned(caplog, tmp_path):
+    # a new user's trial (stop 58): a small dataset's run ended at N-Acc 0 % on validate,
+    # and the only hint was constraint_met False inside an INFO line
+    from cxrils.models.light.config import LightConfig
+    from cxrils.training.light_train import _warn_consistency_n_acc
+
+    result = {"calibration": {"constraint_met": False, "n_acc": 0.0}, "validate": {"n_acc": 0.0}}
+    for consistent in (True, False):
+        caplog.clear()
+        with caplog.at_level("WARNING", logger="cxrils.training.light_train"):
+            _warn_consistency_n_acc(LightConfig(calib_min_n_acc=0.90, consistent_answers=consistent), result, tmp_path)
+        assert "N-Acc of the saved model is 0.0%, under calib_min_n_acc 90.0%: no thresholds" in caplog.text
+    caplog.clear()
+    with caplog.at_level("WARNING", logger="cxrils.training.light_train"):
+        ok = {"calibration": {"constraint_met": False}, "validate": {"n_acc": 0.93}}
+        _warn_consistency_n_acc(LightConfig(calib_min_n_acc=0.90), ok, tmp_path)
+    assert caplog.text == ""
+
+
+def test_fewer_steps_than_a_run_was_started_with_is_refused(tmp_path):
+    # a new user's trial (stop 58): --steps 100 on a finished 140-step run resumed "at
+    # step 140" and rewrote config.json to 100 steps, which no longer described the weights
+    import json
+
+    from cxrils.models.base import CONFIG_NAME
+    from cxrils.models.light.config import LightConfig
+    from cxrils.training.light_train import CHECKPOINT_NAME, TrainError, _resolve_config
+
+    (tmp_path / CONFIG_NAME).write_text(json.dumps(LightConfig(steps=140).to_dict()))
+    (tmp_path / CHECKPOINT_NAME).write_bytes(b"")
+    with pytest.raises(TrainError, match=r"started for 140 steps; --steps 100 is fewer"):
+        _resolve_config(tmp_path, LightConfig(steps=100), resume=True)
+    assert json.loads((tmp_path / CONFIG_NAME).read_text())["steps"] == 140
+    cfg, resumed = _resolve_config(tmp_path, LightConfig(steps=200), resume=True)
+    assert (cfg.steps, resumed) == (200, True)
+
+
+def test_a_resume_drops_the_metrics_logged_after_its_checkpoint(tmp_path):
+    # a new user's trial (stop 58): killed at step 110 (checkpoint 100), resumed, and
+    # metrics.jsonl listed step 110 twice
+    import json
+
+    from cxrils.training.light_train import _keep_metrics_up_to
+
+    path = tmp_path / "metrics.jsonl"
+    path.write_text("".join(json.dumps({"step": s, "loss": 1.0}) + "\n" for s in (10, 100, 110)) + '{"step": 12')
+    _keep_metrics_up_to(path, 100)
+    assert [json.loads(x)["step"] for x in path.read_text().splitlines()] == [10, 100]

@@ -18,7 +18,7 @@ from pathlib import Path
 import numpy as np
 
 from cxrils import vocab
-from cxrils.fsutil import atomic_path, atomic_write_json, sha256_file
+from cxrils.fsutil import atomic_path, atomic_write_json, atomic_write_text, sha256_file
 from cxrils.models.base import CONFIG_NAME
 from cxrils.models.light.calibrate import calibrate
 from cxrils.models.light.config import LightConfig
@@ -102,6 +102,12 @@ def _resolve_config(
                     f"{run_dir}: a run with another configuration exists (differs in {weights}; the "
                     "thresholds calibration wrote may differ too); "
                     "use a new run folder or --no-resume"
+                )
+            if config.steps < stored.steps:
+                raise TrainError(
+                    f"{run_dir}: this run was started for {stored.steps} steps; --steps {config.steps} is fewer "
+                    "(its weights may be past them, and its learning-rate schedule is set by the steps). Give "
+                    f"--steps {stored.steps} or more to resume or extend it, or use a new run folder or --no-resume"
                 )
             stored.steps = config.steps
         if config is not None:
@@ -240,6 +246,7 @@ def train_light(
             )
         last_loss = state.get("loss", _summary_number(run, "final_loss"))  # checkpoints before "loss" was stored
         sched = torch.optim.lr_scheduler.LambdaLR(opt, _lr_lambda(cfg.steps), last_epoch=step - 1)
+        _keep_metrics_up_to(run / METRICS_NAME, step)
         log.info("resuming %s at step %d", run, step)
     else:
         (run / METRICS_NAME).unlink(missing_ok=True)
@@ -339,17 +346,43 @@ def train_light(
     return result
 
 
+def _keep_metrics_up_to(path: Path, step: int) -> None:
+    """Drop the lines of ``metrics.jsonl`` logged after checkpoint ``step``: a killed run
+    logged them, and the resumed run trains those steps again and logs them anew (a
+    line that cannot be read, a torn last line, goes too)."""
+    if not path.is_file():
+        return
+    kept = []
+    for line in path.read_text(encoding="utf-8").splitlines():
+        try:
+            logged = json.loads(line).get("step")
+        except (ValueError, AttributeError):
+            continue
+        if isinstance(logged, int) and logged <= step:
+            kept.append(line + "\n")
+    atomic_write_text(path, "".join(kept))
+
+
 def _warn_consistency_n_acc(cfg: LightConfig, result: dict, run: Path) -> None:
     """Warn when the validate N-Acc of the answers the saved model gives falls below
-    ``calib_min_n_acc`` while the calibration met it: the thresholds are chosen on the
-    network's own scores, and ``consistent_answers`` then answers a negative present
-    where another question about the same image passes (the calibrated bound holds for
-    the scores, not for those answers)."""
+    ``calib_min_n_acc``, with the reason: the calibration could not meet it on this
+    validation split (too few or too hard negatives), or it met it on the network's own
+    scores and ``consistent_answers`` then answered a negative present where another
+    question about the same image passes (the calibrated bound holds for the scores,
+    not for those answers)."""
     calib, val = result.get("calibration") or {}, result.get("validate") or {}
     n_acc = val.get("n_acc")
-    if not cfg.consistent_answers or not calib.get("constraint_met") or n_acc is None:
+    if n_acc is None or n_acc >= cfg.calib_min_n_acc:
         return
-    if n_acc < cfg.calib_min_n_acc:
+    if not calib.get("constraint_met"):
+        log.warning(
+            "validate N-Acc of the saved model is %.1f%%, under calib_min_n_acc %.1f%%: no thresholds on the "
+            "validation split reach it (the calibration kept the best gIoU + N-Acc); the model answers many "
+            "negatives present. More or cleaner training data, or more steps, may help",
+            100 * n_acc,
+            100 * cfg.calib_min_n_acc,
+        )
+    elif cfg.consistent_answers:
         log.warning(
             "validate N-Acc of the saved model's answers is %.1f%%, under calib_min_n_acc %.1f%% that its "
             "thresholds meet on the network's own scores (%.1f%%): consistent_answers answers a negative "

@@ -466,3 +466,11 @@ def test_the_summary_names_input_and_dataset_without_their_folders(pairs, tmp_pa
     written = json.loads((ds / "generate_summary.json").read_text())
     assert (written["input"], written["dataset"]) == (Path(pairs).name, "ds") == (summary["input"], summary["dataset"])
     assert str(tmp_path) not in (ds / "generate_summary.json").read_text()
+
+
+@pytest.mark.parametrize("limit", [-1, 2.5])
+def test_a_negative_or_fractional_limit_is_refused(pairs, tmp_path, limit):
+    # a new user's trial (stop 58): limit=-1 in Python dropped the last image silently
+    with pytest.raises(RunError, match=r"limit must be an integer >= 0"):
+        generate(pairs, tmp_path / "ds", config(), stages=FAKE, limit=limit)
+    assert not (tmp_path / "ds").exists()

@@ -75,12 +75,23 @@ def predict_dataset(
     ------
     cxrils.dataset.DatasetError
         If the dataset is not readable or an image is missing.
+    TypeError
+        If ``segmenter`` is no :class:`Segmenter` (a path, say).
+    ValueError
+        If ``out_path`` does not end in ``.parquet`` or ``.jsonl``.
     """
     from tqdm import tqdm
 
     from cxrils.dataset import ILSDataset
     from cxrils.evaluation import write_predictions
+    from cxrils.evaluation.io import PREDICTION_SUFFIXES
 
+    if not isinstance(segmenter, Segmenter):
+        raise TypeError(
+            f"segmenter must be a loaded model (cxrils.models.Segmenter.from_pretrained(path)), got {type(segmenter).__name__}"
+        )
+    if Path(out_path).suffix not in PREDICTION_SUFFIXES:  # checked before hours of predicting
+        raise ValueError(f"{out_path}: predictions must end in {' or '.join(PREDICTION_SUFFIXES)}")
     ds = ILSDataset(dataset_dir, split, augment=None, size=None)
     recs = ds.records
     rows: list[dict] = []

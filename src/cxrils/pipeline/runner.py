@@ -305,13 +305,15 @@ def generate(
         For an unreadable input, images without a patient id (``cfg.split.by =
         "patient"``) or a patient in two splits (:func:`~cxrils.pipeline.inputs.check_splits`).
     RunError
-        For an unknown runner, a ``ray_address`` nothing answers at, a folder another
+        For an unknown runner, a negative ``limit``, a ``ray_address`` nothing answers at, a folder another
         process writes, a provenance mismatch on
         resume (configuration, stages, code or weights), an input without an image already
         done or with it edited (:meth:`RunState.check_input`), or a dead worker.
     """
     if runner not in RUNNERS:
         raise RunError(f"unknown runner {runner!r}; choose one of {list(RUNNERS)}")
+    if limit is not None and (not isinstance(limit, int) or limit < 0):
+        raise RunError(f"limit must be an integer >= 0 (0 takes none), got {limit!r}")
     if runner == "ray" and ray_address is not None:
         check_ray_address(ray_address)  # before the text side, which may take hours with an LLM
     out = Path(out_dir)

@@ -89,8 +89,15 @@ def test_json_round_trip_random_masks() -> None:
 
 
 def test_encode_accepts_numeric_and_rejects_bad_input() -> None:
-    m = np.array([[0, 3], [0, -1]])
-    np.testing.assert_array_equal(decode_rle(encode_rle(m)), m != 0)
+    for fg in (1, 3, 255):
+        m = np.array([[0, fg], [0, fg]], dtype=np.uint8)
+        np.testing.assert_array_equal(decode_rle(encode_rle(m)), m != 0)
+    # a new user's trial (stop 58): a random 0..255 array scored as all foreground
+    for bad, values in ((np.array([[0, 3], [0, -1]]), "-1 to 3"), (np.array([[0, 128], [255, 7]]), "7 to 255")):
+        with pytest.raises(MaskError, match=rf"foreground values {values}, not one positive value"):
+            encode_rle(bad)
+    with pytest.raises(MaskError, match="foreground values -1 to -1"):
+        encode_rle(np.full((2, 2), -1))
     with pytest.raises(MaskError, match="2-D"):
         encode_rle(np.zeros((2, 2, 2)))
     with pytest.raises(MaskError, match="dtype"):

@@ -41,7 +41,8 @@ def as_bool_mask(mask: Any, what: str = "") -> np.ndarray:
     Parameters
     ----------
     mask : ndarray of shape (H, W), or COCO RLE dict
-        bool; integer (non-zero = foreground); float holding only 0 and 1 (a
+        bool; integer holding 0 and one positive value (0/1, or 0/255 as PNG masks;
+        that value = foreground); float holding only 0 and 1 (a
         probability map is refused rather than binarised: "!= 0" would make it nearly
         all foreground); or an RLE, decoded with :func:`decode_rle`.
     what : str
@@ -56,7 +57,8 @@ def as_bool_mask(mask: Any, what: str = "") -> np.ndarray:
     ------
     MaskError
         If the array is not 2-D, not bool/numeric, a float array with values other
-        than 0 and 1, or a malformed RLE.
+        than 0 and 1, an integer array with a negative value or two different nonzero
+        values, or a malformed RLE.
     """
     if isinstance(mask, Mapping):
         try:
@@ -76,6 +78,15 @@ def as_bool_mask(mask: Any, what: str = "") -> np.ndarray:
             "(a probability map?): threshold it into a binary mask first"
         )
     out: np.ndarray = arr != 0
+    if np.issubdtype(arr.dtype, np.integer) and out.any():
+        fg = arr[out]
+        lo, hi = fg.min(), fg.max()
+        if lo != hi or lo < 0:
+            raise MaskError(
+                f"{what}mask is an integer array with foreground values {lo} to {hi}, not one positive value "
+                "(a label image or an 8-bit probability map?): give 0 for background and one value (1 or 255) "
+                "for the lesion"
+            )
     return out
 
 
@@ -85,7 +96,8 @@ def encode_rle(mask: np.ndarray) -> RLE:
     Parameters
     ----------
     mask : ndarray, shape (H, W)
-        As :func:`as_bool_mask`: bool, integer (non-zero is foreground) or a 0/1 float array.
+        As :func:`as_bool_mask`: bool, integer 0 and one positive value (0/1, 0/255) or a
+        0/1 float array.
 
     Returns
     -------

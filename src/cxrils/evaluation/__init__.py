@@ -11,7 +11,7 @@ JSON / CSV / Markdown, and baselines (``always-empty``, ``whole-lung``, ``oracle
 
 from cxrils.evaluation.counts import MaskCounts, MaskSizeError, mask_counts, rle_mask_counts
 from cxrils.evaluation.evaluate import EvalSample, evaluate, evaluate_predictions
-from cxrils.evaluation.io import EvaluationError, read_predictions, write_predictions
+from cxrils.evaluation.io import PREDICTION_SUFFIXES, EvaluationError, read_predictions, write_predictions
 from cxrils.evaluation.metrics import (
     SegmentationAccumulator,
     TextAccumulator,
@@ -47,4 +47,5 @@ __all__ = [
     "rle_areas",
     "rle_mask_counts",
     "write_predictions",
+    "PREDICTION_SUFFIXES",
 ]

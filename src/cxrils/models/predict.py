@@ -83,8 +83,7 @@ def predict_dataset(
     from tqdm import tqdm
 
     from cxrils.dataset import ILSDataset
-    from cxrils.evaluation import write_predictions
-    from cxrils.evaluation.io import PREDICTION_SUFFIXES
+    from cxrils.evaluation import PREDICTION_SUFFIXES, write_predictions
 
     if not isinstance(segmenter, Segmenter):
         raise TypeError(

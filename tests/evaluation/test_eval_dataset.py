@@ -122,6 +122,9 @@ def test_split_selection(dataset: Path, tmp_path: Path) -> None:
     assert train.n_samples == 2 and train.table4()["gIoU"] == 1.0
     with pytest.raises(EvaluationError, match="no records in split 'validate'"):
         evaluate_predictions(dataset, tmp_path / "all.parquet", split="val")
+    # a new user's trial (stop 58): "no records in any split" for a dataset without paraphrases
+    with pytest.raises(EvaluationError, match=r"no paraphrased records in any split \(--paraphrases only"):
+        evaluate_predictions(dataset, tmp_path / "all.parquet", split="all", paraphrases="only")
     with pytest.raises(EvaluationError, match="unknown split name 'tset'"):
         evaluate_predictions(dataset, tmp_path / "all.parquet", split="tset")
     train_rows = frame[frame.record_id.str.startswith("img2:")]
@@ -520,3 +523,18 @@ def test_a_text_mask_column_with_an_impossible_size_is_an_evaluation_error(text)
 
     with pytest.raises(EvaluationError, match=r"p\.parquet: row 0: mask is not a COCO RLE JSON text"):
         mask_column(pa.array([text], pa.string()), "p.parquet")
+
+
+def test_evaluate_refuses_an_output_that_is_a_file_before_scoring(tmp_path):
+    # a new user's trial (stop 58): "afile: cannot write the report: [Errno 17] File exists"
+    from typer.testing import CliRunner
+
+    from cxrils.cli import app
+
+    afile = tmp_path / "afile"
+    afile.write_text("kept")
+    res = CliRunner().invoke(
+        app, ["evaluate", "-d", str(tmp_path), "-p", str(tmp_path / "p.parquet"), "-o", str(afile)]
+    )
+    assert res.exit_code == 2 and "afile: exists and is not a folder" in res.output, res.output
+    assert afile.read_text() == "kept"

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import typer
 
-from cxrils.cli.common import fail, require_prediction_suffix, split_or_all
+from cxrils.cli.common import fail, out_folder_or_fail, require_prediction_suffix, split_or_all
 
 
 def register(app: typer.Typer) -> None:
@@ -34,6 +34,7 @@ def register(app: typer.Typer) -> None:
         from cxrils.evaluation.report import padding_note, pct
 
         chosen = split_or_all(split)
+        out_folder_or_fail(out, "the evaluation report")  # before scoring, not after
         try:
             report = evaluate_predictions(
                 dataset, predictions, split=chosen, paraphrases=paraphrases, batch_size=batch_size
@@ -96,5 +97,5 @@ def register(app: typer.Typer) -> None:
             fail(f"{out}: cannot write predictions: {err}")
         if n == 0:
             out.unlink(missing_ok=True)
-            fail(f"{dataset}: no records in split {split!r}")
+            fail(f"{dataset}: no {'paraphrased ' if paraphrases == 'only' else ''}records in split {split!r}")
         typer.echo(f"wrote {n} {name} predictions to {out}")

@@ -200,10 +200,12 @@ def evaluate_predictions(
         type=pa.string(),
     ).combine_chunks()
     if len(ref_ids) == 0:
+        where_in = f"split {split_name!r}" if split is not None else "any split"
         raise EvaluationError(
-            f"{dataset_dir}: no records in split {split_name!r}"
-            if split is not None
-            else f"{dataset_dir}: no records in any split"
+            f"{dataset_dir}: no paraphrased records in {where_in} (--paraphrases only; a dataset generated "
+            "without paraphrases has none)"
+            if paraphrases == "only"
+            else f"{dataset_dir}: no records in {where_in}"
         )
     dups = _duplicates(ref_ids)
     if len(dups):

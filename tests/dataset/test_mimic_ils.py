@@ -582,3 +582,52 @@ def test_a_sample_without_pairs_is_one_problem(pairs, kinds, tmp_path):
     _, _, x, records, problems = process_sample(job)
     assert x is None and records == []
     assert [p["kind"] for p in problems] == kinds
+
+
+def _edit_release(release, edit) -> None:
+    data = json.loads(release.json.read_text())
+    edit(data)
+    release.json.write_text(json.dumps(data))
+
+
+def test_paths_that_leave_their_folder_a_negative_with_a_mask_and_an_image_twice(release, tmp_path):
+    # a new user's trial (stop 58): a seg_mask_path of ../../etc/passwd was opened, a
+    # negative's mask file passed unnoticed, one image under two keys went into two splits
+    secret = release.masks.parent / "outside.png"
+    Image.fromarray(np.full((90, 72), 255, np.uint8)).save(secret)
+
+    def edit(data):
+        (key, item), *_ = data["train"].items()
+        pos = item["instruction_answer_pairs"]["positive_pairs"]
+        pos[0]["seg_mask_path"] = "../outside.png"
+        neg = item["instruction_answer_pairs"]["negative_pairs"]
+        neg[0]["seg_mask_path"] = pos[1]["seg_mask_path"]
+        data["test"]["copy-of-" + key] = json.loads(json.dumps(item))
+
+    _edit_release(release, edit)
+    ds = tmp_path / "ds"
+    report = import_mimic_ils(
+        release.json, release.images, release.masks, ds, cfg=MimicIlsConfig(max_side=0), progress=False
+    )
+    problems = _problems(ds)
+    outside = [p for p in problems if p["kind"] == "malformed_pair"]
+    assert len(outside) == 1 and "'../outside.png' leads outside --masks" in outside[0]["detail"]
+    assert [p["kind"] for p in problems if p["kind"] == "negative_with_mask"] == ["negative_with_mask"]
+    (twice,) = [p for p in problems if p["kind"] == "duplicate_image"]
+    assert twice["sample_key"].startswith("copy-of-") and twice["split"] == "test"
+    recs = read_records(ds)
+    assert not recs["image_id"].str.startswith("copy-of-").any()
+    assert report["records_by_split"].get("test", 0) == len(recs[recs["split"] == "test"])
+    assert int(recs[recs["polarity"] == "negative"]["mask_area"].max()) == 0
+
+
+def test_cli_exits_2_when_nothing_is_imported(release, tmp_path):
+    # a new user's trial (stop 58): a JSON of {} and a wrong --images both exited 0
+    empty = tmp_path / "empty.json"
+    empty.write_text("{}")
+    args = ["--images", str(release.images), "--masks", str(release.masks)]
+    r = CliRunner().invoke(app, ["import-mimic-ils", "--json", str(empty), *args, "-o", str(tmp_path / "a")])
+    assert r.exit_code == 2 and "no sample under 'train', 'val' or 'test'" in r.output, r.output
+    wrong = ["--images", str(release.images.parent), "--masks", str(release.masks)]
+    r = CliRunner().invoke(app, ["import-mimic-ils", "--json", str(release.json), *wrong, "-o", str(tmp_path / "b")])
+    assert r.exit_code == 2 and "no record imported" in r.output and "give its files/ folder" in r.output, r.output

@@ -31,7 +31,10 @@ def import_mimic_ils_cmd(
     ),
     workers: int = typer.Option(1, "--workers", "-j", min=1, help="Processes reading images and masks."),
 ) -> None:
-    """Import the released MIMIC-ILS (streamed, resumable); missing images or masks are listed, not fatal."""
+    """Import the released MIMIC-ILS (streamed, resumable); missing images or masks are listed, not fatal.
+
+    Exits 2 when the dataset holds no record at the end (an empty JSON, a wrong --images).
+    """
     from cxrils.config import MimicIlsConfig
     from cxrils.dataset.mimic_ils.importer import PROBLEMS_NAME, import_mimic_ils
     from cxrils.dataset.writer import DatasetError
@@ -61,6 +64,12 @@ def import_mimic_ils_cmd(
             f"{kinds['missing_mask']} masks not found under {masks}: the release's lesion_mask/ folder of "
             "MIMIC-CXR-Ext-ILS 1.0.0 (PhysioNet) is incomplete"
         )
+    if report["samples_in_json"] == 0:
+        fail(
+            f"{json_path}: no sample under 'train', 'val' or 'test': is it the release's mimic_ils_instruction_answer.json?"
+        )
+    if report["records_in_dataset"] == 0:
+        fail(f"{out}: no record imported (the problems above say why)")
 
 
 def export_cmd(

@@ -106,6 +106,13 @@ def _pairs(job: _Job, problems: list[dict[str, Any]]) -> list[tuple[str, int, di
 _Result = tuple[str, str, np.ndarray | None, list[dict[str, Any]], list[dict[str, Any]]]
 
 
+def _leaves_folder(rel: str) -> bool:
+    """Whether a release path (``image_path``, ``seg_mask_path``) is absolute or climbs
+    out of the folder it is relative to (a ``..`` part); read lexically, so a folder of
+    symbolic links still reads."""
+    return Path(rel).is_absolute() or ".." in Path(rel.replace("\\", "/")).parts
+
+
 def process_sample(job: _Job) -> _Result:
     """Read one release sample: image, masks, texts -> (image_id, split, x, records, problems).
 
@@ -119,6 +126,9 @@ def process_sample(job: _Job) -> _Result:
     image_path = item.get("image_path") if isinstance(item, dict) else None
     if not isinstance(image_path, str) or not image_path:
         problems.append(_problem(job, "malformed_sample", "no 'image_path' string"))
+        return "", job.split, None, [], problems
+    if _leaves_folder(image_path):
+        problems.append(_problem(job, "malformed_sample", f"image_path {image_path!r} leads outside --images"))
         return "", job.split, None, [], problems
     image_id = image_id_for(job.sample_key, image_path)
     pairs = _pairs(job, problems)
@@ -155,6 +165,11 @@ def process_sample(job: _Job) -> _Result:
             if not isinstance(mask_rel, str) or not mask_rel:
                 problems.append(_problem(job, "malformed_pair", f"positive pair without {MASK_KEY!r}", where))
                 continue
+            if _leaves_folder(mask_rel):
+                problems.append(
+                    _problem(job, "malformed_pair", f"{MASK_KEY} {mask_rel!r} leads outside --masks", where)
+                )
+                continue
             if mask_rel not in masks:
                 mpath = Path(job.masks_dir) / mask_rel
                 if not mpath.is_file():
@@ -182,6 +197,15 @@ def process_sample(job: _Job) -> _Result:
                 problems.append(_problem(job, "empty_positive_mask", f"{mask_rel}: no foreground pixel (kept)", where))
         else:
             mask = empty
+            if isinstance(mask_rel, str) and mask_rel:
+                problems.append(
+                    _problem(
+                        job,
+                        "negative_with_mask",
+                        f"{mask_rel}: a negative pair's mask is not read (kept, empty)",
+                        where,
+                    )
+                )
         try:
             fields = parse_pair(qa["instruction"], qa["answer"], qa.get("target"), polarity, qa.get(CERTAINTY_KEY))
         except ValueError as err:
@@ -348,6 +372,7 @@ def import_mimic_ils(
         "by_split": {},
     }
     seen: set[str] = set()
+    sample_of_image: dict[str, tuple[str, str]] = {}  # image_path -> (release split, sample key) of its first sample
 
     def commit(result: _Result) -> None:
         image_id, split, x, records, problems = result
@@ -382,11 +407,25 @@ def import_mimic_ils(
             if not isinstance(item, dict):
                 run_problems.append(_problem(job, "malformed_sample", "sample is not an object"))
                 continue
-            image_id = image_id_for(job.sample_key, str(item.get("image_path", "")))
+            image_path = str(item.get("image_path", ""))
+            image_id = image_id_for(job.sample_key, image_path)
             if image_id in seen:
                 run_problems.append(_problem(job, "duplicate_sample", f"image id {image_id!r} already read (skipped)"))
                 continue
+            if image_path and image_path in sample_of_image:
+                first_split, first_key = sample_of_image[image_path]
+                run_problems.append(
+                    _problem(
+                        job,
+                        "duplicate_image",
+                        f"{image_path} is also sample {first_key!r} of {first_split} (skipped: one image in two "
+                        "samples would be in the dataset twice, perhaps in two splits)",
+                    )
+                )
+                continue
             seen.add(image_id)
+            if image_path:
+                sample_of_image[image_path] = (job.release_split, job.sample_key)
             if image_id in done:
                 stats["samples_skipped_done"] += 1
                 continue

@@ -147,3 +147,13 @@ def test_structure_caps_long_reports_as_generate_does(tmp_path):
     assert [f for f in rows[0]["flags"] if f.startswith("truncated:")] and "study s1" in rows[0]["flags"][-1]
     assert not [f for f in rows[1]["flags"] if f.startswith("truncated")]
     assert "cut at the report-length cap" in res.output
+
+
+def test_report_text_given_as_input_is_named(tmp_path):
+    # a new user's trial (stop 58): the text read as "FINDINGS:...: no such file or folder"
+    text = "FINDINGS: Small left pleural effusion. No pneumothorax. The heart is normal in size."
+    res = CliRunner().invoke(app, ["structure", text, "-o", str(tmp_path / "s.jsonl")])
+    assert res.exit_code == 2
+    assert "not a report's text: put the text in a .txt file inside a folder" in res.output, res.output
+    assert "'FINDINGS: Small left pleural effusion. No pneumothorax. T...'" in res.output  # 57 characters + ...
+    assert not (tmp_path / "s.jsonl").exists()

@@ -71,6 +71,13 @@ def structure(
     except (ConfigError, ValueError, FileNotFoundError, ImportError) as err:
         fail(str(err))
     if not input.exists():
+        text = str(input)
+        if any(c.isspace() for c in text):  # report text where a file was expected
+            shown = text if len(text) <= 60 else text[:57] + "..."
+            fail(
+                f"{shown!r}: no such file or folder. INPUT names a CSV, the IU CSV or a folder of .txt reports, "
+                "not a report's text: put the text in a .txt file inside a folder and give the folder"
+            )
         fail(f"{input}: no such file or folder")
     n_total = count_reports(input)
     sections, excluded, types = Counter(), Counter(), Counter()

@@ -98,6 +98,8 @@ def test_encode_accepts_numeric_and_rejects_bad_input() -> None:
             encode_rle(bad)
     with pytest.raises(MaskError, match="foreground values -1 to -1"):
         encode_rle(np.full((2, 2), -1))
+    with pytest.raises(MaskError, match=r"mask is None: give a bool \(H, W\) array"):
+        encode_rle(None)  # type: ignore[arg-type]
     with pytest.raises(MaskError, match="2-D"):
         encode_rle(np.zeros((2, 2, 2)))
     with pytest.raises(MaskError, match="dtype"):

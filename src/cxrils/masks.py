@@ -65,6 +65,8 @@ def as_bool_mask(mask: Any, what: str = "") -> np.ndarray:
             return decode_rle(mask)
         except MaskError as err:
             raise MaskError(f"{what}mask: {err}") from None
+    if mask is None:
+        raise MaskError(f"{what}mask is None: give a bool (H, W) array (all False for an empty answer) or a COCO RLE")
     arr = np.asarray(mask)
     if arr.ndim != 2:
         raise MaskError(f"{what}mask must be 2-D (H, W), got shape {arr.shape}")

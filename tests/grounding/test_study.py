@@ -331,3 +331,23 @@ def test_ctr_is_computed_from_the_anatomy_when_not_given():
         study_id="s", image_id="i", x=x, report=report(), anatomy=anatomy(heart=False), anomaly=ano, boxes=[], cfg=CFG
     )
     assert no_heart.ctr is None
+
+
+@pytest.mark.parametrize(
+    ("field", "value", "message"),
+    [
+        ("report", "Small right effusion.", r"report must be a StructuredReport \(cxrils\.report\.structure_report"),
+        ("anomaly", None, r"anomaly must be an AnomalyResult \(an anomaly backend's map"),
+        ("anatomy", {"right lung": None}, r"anatomy must be an AnatomyMasks"),
+        ("boxes", None, r"boxes must be a list of LesionBox"),
+        ("boxes", [(0, 0, 5, 5)], r"boxes must be a list of LesionBox"),
+    ],
+)
+def test_ground_study_names_an_argument_of_the_wrong_kind(field, value, message):
+    # a new user's trial (stop 58): a report's text gave "'str' object has no attribute
+    # 'excluded'", anomaly=None an AttributeError about x_ano, boxes=None passed
+    ano, x = bases_anomaly()
+    kw = dict(study_id="s1", image_id="i1", x=x, report=report(), anatomy=anatomy(), anomaly=ano, boxes=[], cfg=CFG)
+    kw[field] = value
+    with pytest.raises(TypeError, match=message):
+        ground_study(**kw)

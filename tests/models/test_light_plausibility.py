@@ -62,3 +62,11 @@ def test_the_model_api_says_how_to_pass_a_file_or_a_colour_image(tmp_path):
     with pytest.raises(ValueError, match="uint8"):
         check_image(np.zeros((64, 64), np.float32))
     assert check_image(np.zeros((2, 3), np.uint8)).shape == (2, 3)  # the API answers any size
+    # a new user's trial (stop 58): the loaded image itself gave "got object ()"
+    from PIL import Image
+
+    from cxrils.io import load_image
+
+    Image.fromarray(np.zeros((40, 40), np.uint8)).save(tmp_path / "x.png")
+    with pytest.raises(ValueError, match=r"not a LoadedImage: pass its \.pixels"):
+        check_image(load_image(tmp_path / "x.png"))

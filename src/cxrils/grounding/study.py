@@ -39,7 +39,22 @@ def frontal_view_problem(view_position: str | None, cfg: Config) -> str | None:
     return f"not a frontal view: view position {view_position!r} (Appendix D.1 keeps PA and AP only)"
 
 
-def _check_inputs(x: np.ndarray, anatomy: AnatomyMasks, anomaly: AnomalyResult) -> None:
+#: What each object argument of :func:`ground_study` must be, and where one comes from.
+_MAKERS = {
+    "report": (StructuredReport, "cxrils.report.structure_report(study_id, text)"),
+    "anatomy": (AnatomyMasks, "an anatomy backend's segment(x)"),
+    "anomaly": (AnomalyResult, "an anomaly backend's map(x, edit_region)"),
+}
+
+
+def _check_inputs(x: np.ndarray, anatomy: AnatomyMasks, anomaly: AnomalyResult, report: Any, boxes: Any) -> None:
+    given = {"report": report, "anatomy": anatomy, "anomaly": anomaly}
+    for name, (kind, maker) in _MAKERS.items():
+        if not isinstance(given[name], kind):
+            article = "an" if kind.__name__[0] in "AEIOU" else "a"
+            raise TypeError(f"{name} must be {article} {kind.__name__} ({maker}), got {type(given[name]).__name__}")
+    if not isinstance(boxes, (list, tuple)) or not all(isinstance(b, LesionBox) for b in boxes):
+        raise TypeError(f"boxes must be a list of LesionBox (a detector's detect(x); [] for none), got {boxes!r:.80}")
     x = np.asarray(x)
     if x.ndim != 2 or x.dtype != np.uint8:
         raise ValueError(f"x must be a uint8 (H, W) image, got {x.dtype} {x.shape}")
@@ -185,10 +200,13 @@ def ground_study(
 
     Raises
     ------
+    TypeError
+        If ``report``, ``anatomy``, ``anomaly`` or ``boxes`` is not of its type (a
+        report's text for ``report``, say; the message names where one comes from).
     ValueError
         If shapes disagree, ``x`` is not uint8 (H, W), or anatomy labels are missing.
     """
-    _check_inputs(x, anatomy, anomaly)
+    _check_inputs(x, anatomy, anomaly, report, boxes)
     organs = anatomy if organs is None else organs
     if tuple(organs.shape) != x.shape:
         raise ValueError(f"organ masks ({organs.backend}) have shape {tuple(organs.shape)}, image {x.shape}")

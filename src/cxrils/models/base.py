@@ -261,6 +261,8 @@ def check_image(image: np.ndarray) -> np.ndarray:
         raise ValueError(
             f"image must be the pixels, not a path ({image!r}): cxrils.io.load_image(path).pixels gives them"
         )
+    if hasattr(image, "pixels") and not isinstance(image, np.ndarray):  # cxrils.io.LoadedImage
+        raise ValueError(f"image must be the pixels, not a {type(image).__name__}: pass its .pixels")
     arr = np.asarray(image)
     if arr.ndim == 3 and arr.dtype == np.uint8:
         raise ValueError(

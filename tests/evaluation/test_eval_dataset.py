@@ -538,3 +538,14 @@ def test_evaluate_refuses_an_output_that_is_a_file_before_scoring(tmp_path):
     )
     assert res.exit_code == 2 and "afile: exists and is not a folder" in res.output, res.output
     assert afile.read_text() == "kept"
+
+
+@pytest.mark.parametrize("value", [3, None, [("a", "b")]])
+def test_predictions_of_no_known_kind_are_named(value):
+    # a new user's trial (stop 58): evaluate_predictions(3, ...) gave a bare AttributeError
+    from cxrils.evaluation.io import predictions_from_table
+
+    with pytest.raises(
+        EvaluationError, match="expected a predictions file path, a pandas DataFrame or a pyarrow Table"
+    ):
+        predictions_from_table(value)

@@ -468,6 +468,12 @@ def test_the_summary_names_input_and_dataset_without_their_folders(pairs, tmp_pa
     assert str(tmp_path) not in (ds / "generate_summary.json").read_text()
 
 
+def test_a_config_of_another_kind_is_refused(pairs, tmp_path):
+    # a new user's trial (stop 58): cfg={} gave a bare AttributeError
+    with pytest.raises(RunError, match=r"cfg must be a cxrils\.config\.Config .*got dict"):
+        generate(pairs, tmp_path / "ds", {}, stages=FAKE)  # type: ignore[arg-type]
+
+
 @pytest.mark.parametrize("limit", [-1, 2.5])
 def test_a_negative_or_fractional_limit_is_refused(pairs, tmp_path, limit):
     # a new user's trial (stop 58): limit=-1 in Python dropped the last image silently

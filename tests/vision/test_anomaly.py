@@ -70,6 +70,12 @@ def test_atlas_rejects_bad_input():
         m.map(x, np.zeros_like(right))
     with pytest.raises(ValueError, match="contrast"):
         m.map(np.full_like(x, 90), right | left)
+    # a new user's trial (stop 58): the anatomy masks themselves gave "edit_region shape ()"
+    from cxrils.types import AnatomyMasks
+
+    masks = AnatomyMasks({"right lung": right, "left lung": left}, right.shape, "test")
+    with pytest.raises(ValueError, match=r"not the anatomy masks: pass anatomy\.union"):
+        m.map(x, masks)  # type: ignore[arg-type]
     with pytest.raises(AnomalyBackendError, match="unknown"):
         get_anomaly_mapper("nope", Config())
 

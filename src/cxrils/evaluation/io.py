@@ -338,6 +338,11 @@ def predictions_from_table(table: Any, where: str = "predictions") -> pa.Table:
         If a column is missing or of the wrong type; ``where`` names the source.
     """
     if not isinstance(table, pa.Table):
+        if not hasattr(table, "columns"):
+            raise EvaluationError(
+                f"{where}: expected a predictions file path, a pandas DataFrame or a pyarrow Table, "
+                f"got {type(table).__name__}"
+            )
         try:
             table = pa.Table.from_pandas(table, preserve_index=False)
         except (TypeError, ValueError, pa.ArrowException) as err:

@@ -305,13 +305,17 @@ def generate(
         For an unreadable input, images without a patient id (``cfg.split.by =
         "patient"``) or a patient in two splits (:func:`~cxrils.pipeline.inputs.check_splits`).
     RunError
-        For an unknown runner, a negative ``limit``, a ``ray_address`` nothing answers at, a folder another
+        For a ``cfg`` that is no Config, an unknown runner, a negative ``limit``, a ``ray_address`` nothing answers at, a folder another
         process writes, a provenance mismatch on
         resume (configuration, stages, code or weights), an input without an image already
         done or with it edited (:meth:`RunState.check_input`), or a dead worker.
     """
     if runner not in RUNNERS:
         raise RunError(f"unknown runner {runner!r}; choose one of {list(RUNNERS)}")
+    if not isinstance(cfg, Config):
+        raise RunError(
+            f"cfg must be a cxrils.config.Config (Config(), or load_config(path, overrides)), got {type(cfg).__name__}"
+        )
     if limit is not None and (not isinstance(limit, int) or limit < 0):
         raise RunError(f"limit must be an integer >= 0 (0 takes none), got {limit!r}")
     if runner == "ray" and ray_address is not None:

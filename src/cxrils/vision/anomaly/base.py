@@ -9,7 +9,7 @@ import numpy as np
 
 from cxrils.config import Config
 from cxrils.registry import Registry
-from cxrils.types import AnomalyResult
+from cxrils.types import AnatomyMasks, AnomalyResult
 from cxrils.vision.batching import check_lengths
 
 #: 8-bit maximum intensity I_max of x_ano = (x - x_hat) / I_max (paper section 3.1).
@@ -134,6 +134,11 @@ def check_inputs(x: np.ndarray, edit_region: np.ndarray) -> np.ndarray:
     x = np.asarray(x)
     if x.ndim != 2 or x.dtype != np.uint8 or x.size == 0:
         raise ValueError(f"x must be a non-empty uint8 (H, W) image, got {x.dtype} {x.shape}")
+    if isinstance(edit_region, AnatomyMasks):
+        raise ValueError(
+            "edit_region must be one bool (H, W) mask, not the anatomy masks: pass "
+            'anatomy.union(("right lung", "left lung", "heart"))'
+        )
     region = np.asarray(edit_region)
     if region.shape != x.shape:
         raise ValueError(f"edit_region shape {region.shape} differs from image shape {x.shape}")

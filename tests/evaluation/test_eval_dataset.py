@@ -232,6 +232,7 @@ def _write_jsonl(path: Path, rows: list[dict]) -> Path:
         "no_file",
         "a_folder",
         "no_mask_column",
+        "empty_file",
     ],
 )
 def test_cli_evaluate_errors(case: str, dataset: Path, tmp_path: Path) -> None:
@@ -241,6 +242,9 @@ def test_cli_evaluate_errors(case: str, dataset: Path, tmp_path: Path) -> None:
     if case == "missing":
         _write_jsonl(pred, rows[1:])
         expect = "1 of 10 test records have no prediction, e.g. ['img0:0']"
+    elif case == "empty_file":  # new-user trial (stop 58): "10 of 10 test records have no prediction"
+        pred.write_text("")
+        expect = "p.jsonl: holds no prediction (an empty file or table)"
     elif case == "duplicate":
         _write_jsonl(pred, rows + [rows[3]])
         expect = "1 duplicate record ids, e.g. ['img0:3']"

@@ -68,7 +68,7 @@ def register(app: typer.Typer) -> None:
             keep_uploads_dir=keep_uploads,
         )
         try:
-            app = create_app(segmenter, model_name=str(run_dir), config=cfg)
+            app = create_app(segmenter, model_name=Path(run_dir).name, config=cfg)
         except ValueError as err:
             fail(str(err))
         typer.echo(f"cxrils: serving {run_dir} on http://{host}:{port}/ (API docs at /docs)")

@@ -210,6 +210,8 @@ def evaluate_predictions(
     dups = _duplicates(ref_ids)
     if len(dups):
         raise EvaluationError(f"{dataset_dir}: {len(dups)} duplicate record ids in the dataset, e.g. {_examples(dups)}")
+    if pred.num_rows == 0:
+        raise EvaluationError(f"{where}: holds no prediction (an empty file or table)")
     missing = ref_ids.filter(pc.invert(pc.is_in(ref_ids, value_set=pred_ids)))
     if len(missing):
         which = f"{split_name} records" if split is not None else "records (all splits)"

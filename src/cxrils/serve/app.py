@@ -315,7 +315,7 @@ def create_app(
         for note in notes:
             log.info("segment: %s", note)
         log.info(
-            "segment: %dx%d image, mask area %d, %.0f ms",
+            "segment: image %d x %d pixels (width x height), mask area %d, %.0f ms",
             x.shape[1],
             x.shape[0],
             int(mask.sum()),

@@ -12,7 +12,7 @@ from light_synthetic import H, W, block_anatomy, bright_anomaly, disc_mask
 from cxrils import templates, vocab
 from cxrils.models import ModelLoadError, Prediction, Segmenter
 from cxrils.models.light import LightConfig, LightSegmenter
-from cxrils.models.light.answer import compose_answer, locations_from_mask
+from cxrils.models.light.answer import answer_locations, compose_answer, locations_from_mask
 from cxrils.models.light.network import LightEnsemble, LightILSNet
 from cxrils.models.light.text import (
     STRUCTURED_DIM,
@@ -146,6 +146,21 @@ def test_locations_from_mask_with_hand_built_anatomy():
     big = np.zeros((10 * H, 10 * W), bool)
     big[9 * H, 2 * W] = True  # bottom rows, image left = patient right
     assert locations_from_mask(big, anatomy, 0.1) == ["right lung base"]
+
+
+def test_answer_locations_names_a_lung_from_its_kth_zone():
+    three = ["right upper zone lung", "right mid zone lung", "right lung base", "left lung base"]
+    assert answer_locations(three, 4) == three  # the zones of no lung all named: as found
+    assert answer_locations(three, 3) == ["right lung", "left lung base"]
+    assert answer_locations(three, 1) == ["right lung", "left lung"]
+    assert answer_locations(["right lung", "left apical zone lung"], 2) == ["right lung", "left apical zone lung"]
+    assert answer_locations(["right lung", "left apical zone lung"], 1) == ["right lung", "left lung"]
+    from cxrils.models.light.config import LightConfig
+
+    assert LightConfig().lung_answer_min_zones == 1  # chosen by benchmarks/light_answers.py on validate
+    for bad in (0, 5, True, 2.5):
+        with pytest.raises(ValueError, match="lung_answer_min_zones must be 1, 2, 3 or 4"):
+            LightConfig(lung_answer_min_zones=bad)
 
 
 def test_compose_answer_lesion_inference():

@@ -40,6 +40,7 @@ INFERENCE_ONLY = (
     "cardiomegaly_needs_score",
     "consistent_answers",
     "tau_location",
+    "lung_answer_min_zones",
 )
 WARMUP_STEPS = 100  # linear warm-up then linear decay to 0, as ROSALIA (Appendix F)
 

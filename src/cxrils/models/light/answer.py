@@ -83,6 +83,31 @@ def locations_from_mask(mask: np.ndarray, anatomy: AnatomyMasks, tau_location: f
     return sorted(locs, key=vocab.INSTRUCTION_LOCATIONS.index)
 
 
+def answer_locations(locations: Sequence[str], lung_min_zones: int) -> list[str]:
+    """The places a global answer names: ``locations`` (of :func:`locations_from_mask`)
+    with a lung named instead of its zones when at least ``lung_min_zones`` of its four
+    zones are among them (4: only a lung covered through, as
+    :func:`locations_from_mask` already merges).
+
+    Parameters
+    ----------
+    locations : sequence of str
+        Canonical instruction locations (zones, lungs), patient sides.
+    lung_min_zones : int
+        1 to 4 (:attr:`cxrils.models.light.config.LightConfig.lung_answer_min_zones`).
+
+    Returns
+    -------
+    list of str
+        In vocabulary order; a merged lung's zones are left out.
+    """
+    locs = set(locations)
+    for lung, zones in vocab.ZONES_OF_LUNG.items():
+        if len(locs & set(zones)) >= lung_min_zones:
+            locs = (locs - set(zones)) | {lung}
+    return sorted(locs, key=vocab.INSTRUCTION_LOCATIONS.index)
+
+
 def compose_answer(
     parsed: templates.ParsedText | None,
     present: bool,

@@ -142,6 +142,12 @@ class LightConfig:
     tau_location : float
         Share of a predicted mask that must fall in a lung region for the answer to
         name it (ours; the paper names locations from the grounded masks, section 3.1).
+    lung_answer_min_zones : int
+        A global answer names a whole lung instead of its zones when the mask lies in at
+        least this many of the lung's four zones (1-4; ours: reports name a lung, not
+        three of its zones, for a lesion spread through it, and the reference answers
+        follow the report). Phrasing only: which questions are answered present is
+        unchanged. An inference setting.
     oof_anomaly_weights, oof_detector_weights : str
         Training only: builtin anomaly-map and detector weights files trained on the
         other half of the lesion models' tuning part (``cxrils train-anomaly --role
@@ -181,6 +187,7 @@ class LightConfig:
     cardiomegaly_needs_score: bool = True  # ours (benchmarks/light_cardiomegaly.py)
     consistent_answers: bool = True  # ours
     tau_location: float = 0.10
+    lung_answer_min_zones: int = 1  # ours (benchmarks/light_answers.py)
     calibrate: bool = True
     calib_min_n_acc: float = 0.90  # issue 9 target
     calib_confidence: float = 0.95  # ours
@@ -227,6 +234,10 @@ class LightConfig:
         for flag in ("cardiomegaly_by_ctr", "cardiomegaly_needs_score", "consistent_answers"):
             if not isinstance(getattr(self, flag), bool):
                 raise ValueError(f"{flag} must be true or false, got {getattr(self, flag)!r}")
+        if isinstance(self.lung_answer_min_zones, bool) or self.lung_answer_min_zones not in (1, 2, 3, 4):
+            raise ValueError(
+                f"lung_answer_min_zones must be 1, 2, 3 or 4 (zones of a lung), got {self.lung_answer_min_zones!r}"
+            )
         if min(self.calib_target_min_positives, self.calib_target_min_negatives) < 1:
             raise ValueError("calib_target_min_positives and calib_target_min_negatives must be >= 1")
         if bool(self.oof_anomaly_weights) != bool(self.oof_detector_weights):

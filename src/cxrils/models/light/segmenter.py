@@ -17,7 +17,7 @@ from cxrils import vocab
 from cxrils.config import QCConfig
 from cxrils.fsutil import atomic_path, atomic_write_json
 from cxrils.models.base import CONFIG_NAME, ModelLoadError, Prediction, Segmenter, check_image, check_instruction
-from cxrils.models.light.answer import compose_answer, locations_from_mask
+from cxrils.models.light.answer import answer_locations, compose_answer, locations_from_mask
 from cxrils.models.light.config import LightConfig
 from cxrils.models.light.consistency import Evidence, Hierarchy, decide, hierarchy_of, named_places, present_lungs
 from cxrils.models.light.priors import (
@@ -431,7 +431,9 @@ class LightSegmenter(Segmenter):
                 and (parsed is None or parsed.target not in vocab.ORGAN_LOCATIONS)
             ):
                 anatomy = (prior if prior is not None else self.image_priors(x)).anatomy
-                locations = locations_from_mask(mask, anatomy, c.tau_location)
+                locations = answer_locations(
+                    locations_from_mask(mask, anatomy, c.tau_location), c.lung_answer_min_zones
+                )
             lesion = vocab.INFERENCE_LESION_TYPES[int(np.argmax(out["lesion"][i]))]
             certainty = "definitive" if out["certainty"][i] >= 0.5 else "tentative"
             answer = compose_answer(parsed, present, locations=locations, lesion=lesion, certainty=certainty)

@@ -353,6 +353,17 @@ def test_a_place_with_a_finding_beside_it_is_that_findings(rules, text, side):
     assert f.locations == [f"{side} base"]
 
 
+def test_a_list_of_places_goes_on_past_an_inserted_with_clause(rules):
+    # a COVID-19 case note lost its second lobe (docs/report.md, "not mended" until stop 58)
+    text = "Large consolidations in the right upper lobe, with a bulging horizontal fissure, and right lower lobe."
+    assert labels_of(rules, text, "consolidation") == [["lung upper lobe right", "lung lower lobe right"]]
+    # a clause that ends in another finding keeps its own place, and a denial none
+    text = "Opacity in the left lower lobe, with air bronchograms, and a small left effusion."
+    assert labels_of(rules, text, "opacity") == [["lung lower lobe left"]]
+    text = "Atelectasis at the right base, with elevation of the hemidiaphragm, and no effusion."
+    assert labels_of(rules, text, "atelectasis") == [["right lung base"]]
+
+
 def test_a_hemidiaphragm_a_lung_finding_is_inferred_from_is_the_lung_base_above_it(rules):
     text = "The left hemidiaphragm is obscured, likely due to effusion and atelectasis."
     assert labels_of(rules, text, "effusion") == [["left lung base"]]

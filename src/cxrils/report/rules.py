@@ -176,6 +176,8 @@ _POSTLINK = re.compile(
     re.IGNORECASE,
 )
 # A place said to be clear is no finding's place: "left basilar atelectasis, otherwise clear lungs".
+#: Between a finding's place and the next one: an inserted "with ..." clause, then "and".
+_INSERTED_AND = re.compile(r"^,\s+(?:with|without)\b[^,;.:]{1,80},\s+and\s+(?:in\s+)?(?:the\s+)?$", re.IGNORECASE)
 _BREAK = re.compile(
     r"[;:]|\b(?:but|however|although|whereas|while|with|without|no|otherwise|elsewhere|clear|"
     r"normal|unremarkable)\b",
@@ -576,8 +578,10 @@ class RulesStructurer:
             and not _denied_place(text, base, sp, ms, before)
             and not _CLEAR_AFTER.match(text[sp[1] : sp[1] + after])
         ]
+        placed_until: dict[int, int] = {}  # id of a mention -> end of the last place it took after it
         for s, e, phrase in spans:
             prev = max((m for m in ms if m.end <= s), key=lambda m: m.end, default=None)
+            had = len(prev.post) if prev is not None else 0
             nxt = min((m for m in ms if m.start >= e), key=lambda m: m.start, default=None)
             gap_next = text[e : nxt.start] if nxt else None
             gap_prev = text[prev.end : s] if prev else None
@@ -637,6 +641,15 @@ class RulesStructurer:
                 nxt.pre.append(before_next)
             elif prev is not None and not _BREAK.search(gap_prev) and len(gap_prev.split()) <= rc.place_after_words:
                 prev.post.append(phrase)
+            elif (
+                prev is not None and id(prev) in placed_until and _INSERTED_AND.match(text[placed_until[id(prev)] : s])
+            ):
+                # "consolidations in the right upper lobe, with a bulging horizontal
+                # fissure, and right lower lobe": the list of places goes on past the
+                # inserted clause
+                prev.post.append(phrase)
+            if prev is not None and len(prev.post) > had:
+                placed_until[id(prev)] = e
         # Coordinated findings share locations: "bibasilar atelectasis and effusions",
         # "atelectasis and effusion at the bases", "atelectasis/scarring at the left base".
         for a, b in zip(ms, ms[1:]):

@@ -112,7 +112,7 @@ ALLOWED_NUMERIC_CONSTANTS: dict[str, str] = {
     "io/dicom.py:_WINDOW_OUT_BITS": _FORMAT + " (DICOM VOI LUT output range)",
     "io/dicom.py:_MAX_LEVELS": _FORMAT + " (largest LUT accepted)",
     "masks.py:_MAX_CHARS_PER_RUN": _FORMAT + " (COCO compressed RLE)",
-    "io/base.py:MIN_IMAGE_SIDE": "an input check of predict, the service and the MIMIC-ILS import (refuses, never changes an output)",
+    "io/base.py:MIN_IMAGE_SIDE": "the least image side the models answer: predict and the service refuse a smaller image, the MIMIC-ILS import skips it as a listed problem (the dataset's images are the release's, never resized below it)",
     "models/dicom_seg.py:LO_MAX": _FORMAT + " (DICOM LO value length)",
     "models/light/calibrate.py:TAU_MASK_GRID": _TRAINING + " (threshold candidates on validate)",
     "models/light/priors.py:WORK_SIDE": _WEIGHTS + " (the light model's prior maps)",

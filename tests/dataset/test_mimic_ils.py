@@ -621,6 +621,27 @@ def test_paths_that_leave_their_folder_a_negative_with_a_mask_and_an_image_twice
     assert int(recs[recs["polarity"] == "negative"]["mask_area"].max()) == 0
 
 
+def test_an_image_whose_first_sample_imports_nothing_comes_with_its_next_sample(release, tmp_path):
+    # review (stop 58): the first sample claimed the image before it failed, and the
+    # later sample with good pairs was skipped, so the image was in no split
+    def edit(data):
+        (key, item), *_ = data["train"].items()
+        data["test"]["then-good"] = json.loads(json.dumps(item))
+        data["train"][key] = {**item, "instruction_answer_pairs": {"positive_pairs": [], "negative_pairs": []}}
+
+    _edit_release(release, edit)
+    ds = tmp_path / "ds"
+    import_mimic_ils(release.json, release.images, release.masks, ds, cfg=MimicIlsConfig(max_side=0), progress=False)
+    kinds = sorted(p["kind"] for p in _problems(ds) if p["kind"] in ("no_pairs", "duplicate_image"))
+    assert kinds == ["no_pairs"]
+    first = read_records(ds)
+    good = first[first["image_id"].str.startswith("then-good")]
+    assert len(good) and set(good["split"]) == {"test"}
+    # resumed, the same sample is done and skipped
+    import_mimic_ils(release.json, release.images, release.masks, ds, cfg=MimicIlsConfig(max_side=0), progress=False)
+    assert read_records(ds).astype(str).equals(first.astype(str))
+
+
 def test_cli_exits_2_when_nothing_is_imported(release, tmp_path):
     # a new user's trial (stop 58): a JSON of {} and a wrong --images both exited 0
     empty = tmp_path / "empty.json"
@@ -631,3 +652,23 @@ def test_cli_exits_2_when_nothing_is_imported(release, tmp_path):
     wrong = ["--images", str(release.images.parent), "--masks", str(release.masks)]
     r = CliRunner().invoke(app, ["import-mimic-ils", "--json", str(release.json), *wrong, "-o", str(tmp_path / "b")])
     assert r.exit_code == 2 and "no record imported" in r.output and "give its files/ folder" in r.output, r.output
+
+
+@pytest.mark.parametrize(
+    ("rel", "leaves"),
+    [
+        ("p10/p10000032/s50414267/02aa804e.jpg", False),
+        ("files/p10/x..jpg", False),  # dots inside a name
+        ("../outside.png", True),
+        ("a/../../x.png", True),
+        ("/etc/passwd", True),
+        ("\\\\server\\share\\x.png", True),  # review (stop 58): Windows forms
+        ("C:x.jpg", True),
+        ("D:/a.jpg", True),
+        ("a\\..\\..\\x.png", True),
+    ],
+)
+def test_release_paths_that_leave_their_folder(rel, leaves):
+    from cxrils.dataset.mimic_ils.importer import _leaves_folder
+
+    assert _leaves_folder(rel) is leaves

@@ -22,7 +22,7 @@ import logging
 from collections.abc import Callable, Iterator
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
-from pathlib import Path
+from pathlib import Path, PureWindowsPath
 from typing import IO, Any
 
 import numpy as np
@@ -107,10 +107,11 @@ _Result = tuple[str, str, np.ndarray | None, list[dict[str, Any]], list[dict[str
 
 
 def _leaves_folder(rel: str) -> bool:
-    """Whether a release path (``image_path``, ``seg_mask_path``) is absolute or climbs
-    out of the folder it is relative to (a ``..`` part); read lexically, so a folder of
-    symbolic links still reads."""
-    return Path(rel).is_absolute() or ".." in Path(rel.replace("\\", "/")).parts
+    """Whether a release path (``image_path``, ``seg_mask_path``) is absolute (``/x``,
+    ``\\x``, or with a Windows drive, ``C:x``) or climbs out of the folder it is relative
+    to (a ``..`` part); read lexically, so a folder of symbolic links still reads."""
+    win = PureWindowsPath(rel)
+    return rel.startswith(("/", "\\")) or bool(win.drive) or ".." in win.parts
 
 
 def process_sample(job: _Job) -> _Result:
@@ -372,13 +373,25 @@ def import_mimic_ils(
         "by_split": {},
     }
     seen: set[str] = set()
-    sample_of_image: dict[str, tuple[str, str]] = {}  # image_path -> (release split, sample key) of its first sample
+    # image_path -> (release split, sample key) of the sample it was imported with (this
+    # run or, for a done sample, an earlier one); decided on success, in JSON order
+    imported_as: dict[str, tuple[str, str]] = {}
 
-    def commit(result: _Result) -> None:
+    def commit(job: _Job, result: _Result) -> None:
         image_id, split, x, records, problems = result
         if x is None or not records:
             run_problems.extend(problems)
             return
+        image_path = str(job.item.get("image_path", ""))
+        if image_path in imported_as:
+            first_split, first_key = imported_as[image_path]
+            why = (
+                f"{image_path} was imported with sample {first_key!r} of {first_split} (skipped: one image "
+                "in two samples would be in the dataset twice, perhaps in two splits)"
+            )
+            run_problems.append(_problem(job, "duplicate_image", why))
+            return
+        imported_as[image_path] = (job.release_split, job.sample_key)
         atomic_write_json(out / PROBLEM_DIR / f"{image_id}.json", problems)
         writer.commit_study(image_id, x, records)
         stats["pairs_imported"] += len(records)
@@ -412,21 +425,9 @@ def import_mimic_ils(
             if image_id in seen:
                 run_problems.append(_problem(job, "duplicate_sample", f"image id {image_id!r} already read (skipped)"))
                 continue
-            if image_path and image_path in sample_of_image:
-                first_split, first_key = sample_of_image[image_path]
-                run_problems.append(
-                    _problem(
-                        job,
-                        "duplicate_image",
-                        f"{image_path} is also sample {first_key!r} of {first_split} (skipped: one image in two "
-                        "samples would be in the dataset twice, perhaps in two splits)",
-                    )
-                )
-                continue
             seen.add(image_id)
-            if image_path:
-                sample_of_image[image_path] = (job.release_split, job.sample_key)
             if image_id in done:
+                imported_as.setdefault(image_path, (job.release_split, job.sample_key))
                 stats["samples_skipped_done"] += 1
                 continue
             yield job
@@ -446,21 +447,23 @@ def import_mimic_ils(
 
 
 def _run(jobs: Iterator[_Job], commit: Callable[..., Any], workers: int, tick: Callable[[], None]) -> None:
+    """Process ``jobs`` and ``commit(job, result)`` each, in the jobs' order."""
     if workers <= 1:
         for job in jobs:
-            commit(process_sample(job))
+            commit(job, process_sample(job))
             tick()
         return
     window = 4 * workers
     with ProcessPoolExecutor(max_workers=workers) as pool:
         pending = []
         for job in jobs:
-            pending.append(pool.submit(process_sample, job))
+            pending.append((job, pool.submit(process_sample, job)))
             if len(pending) >= window:
-                commit(pending.pop(0).result())
+                first, fut = pending.pop(0)
+                commit(first, fut.result())
                 tick()
-        for fut in pending:
-            commit(fut.result())
+        for job, fut in pending:
+            commit(job, fut.result())
             tick()
 
 

@@ -233,6 +233,18 @@ def test_generic_csv_repeated_stem_ids_do_not_depend_on_how_the_path_is_spelled(
     path = tmp_path / "csvs" / "up.csv"
     _write_csv(path, [{"image_path": "../a/x.png", "report": "r1"}, {"image_path": "../b/x.png", "report": "r2"}])
     assert next(iter(read_inputs(path))).image_id == f"x-{hashlib.sha1(b'../a/x.png').hexdigest()[:8]}"
+    # links are not followed: a folder of links to a store gives the same ids wherever the store lies
+    (tmp_path / "store" / "p1").mkdir(parents=True)
+    (tmp_path / "store" / "p2").mkdir(parents=True)
+    (tmp_path / "proj" / "links").mkdir(parents=True)
+    for d in ("p1", "p2"):
+        (tmp_path / "store" / d / "x.png").write_bytes(b"")
+        (tmp_path / "proj" / "links" / d).symlink_to(tmp_path / "store" / d)
+    path = tmp_path / "proj" / "in.csv"
+    _write_csv(
+        path, [{"image_path": "links/p1/x.png", "report": "r1"}, {"image_path": "links/p2/x.png", "report": "r2"}]
+    )
+    assert next(iter(read_inputs(path))).image_id == f"x-{hashlib.sha1(b'links/p1/x.png').hexdigest()[:8]}"
 
 
 def test_generic_csv_errors(tmp_path):

@@ -45,11 +45,18 @@ def _resolve(base: Path, rel: str) -> Path:
     return (Path(rel) if Path(rel).is_absolute() else base / rel).resolve()
 
 
-def _path_key(base: Path, file: Path) -> str:
-    """How a repeated file stem's image id is told apart: the resolved file's path
-    relative to the resolved CSV folder (POSIX; ``../`` for a file beside it), so
-    ``a/x.png``, ``./a/x.png`` and ``/abs/csvdir/a/x.png`` give one id, on any machine."""
-    return Path(os.path.relpath(file, base.resolve())).as_posix()
+def _path_key(base: Path, rel: str) -> str:
+    """How a repeated file stem's image id is told apart: the row's path relative to the
+    CSV's folder, normalised as text (POSIX; ``../`` for a file beside it; links are not
+    followed, so a folder of symbolic links gives the same ids wherever it lies), so
+    ``a/x.png``, ``./a/x.png`` and ``/abs/csvdir/a/x.png`` give one id. A file on another
+    drive (Windows) keeps its normalised absolute path."""
+    folder = os.path.normpath(os.path.abspath(base))
+    file = os.path.normpath(os.path.join(folder, rel.strip()))
+    try:
+        return Path(os.path.relpath(file, folder)).as_posix()
+    except ValueError:  # another drive
+        return Path(file).as_posix()
 
 
 def read_generic_csv(path: Path) -> Iterator[StudyInput]:
@@ -107,7 +114,7 @@ def read_generic_csv(path: Path) -> Iterator[StudyInput]:
         image_id = row.get("image_id", "").strip() or stem_id(rel)
         if not row.get("image_id", "").strip() and len(files_of_stem[Path(rel).stem]) > 1:
             # Same file name in different folders: disambiguate deterministically.
-            image_id = f"{image_id}-{hashlib.sha1(_path_key(base, image_path).encode()).hexdigest()[:8]}"
+            image_id = f"{image_id}-{hashlib.sha1(_path_key(base, rel).encode()).hexdigest()[:8]}"
         if image_id in taken:
             first, first_path = taken[image_id]
             why = f"image id {image_id!r} is also that of {first} ({hide_uids(first_path.name)}); each image needs its own id"

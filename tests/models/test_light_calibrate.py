@@ -415,7 +415,7 @@ def test_consistent_answers_a_passing_global_question_lifts_the_lungs_its_mask_l
     assert base.mask.all() and base.note is None
     # a list of locations scores 0.1, but the global answer names both its lungs ("It is
     # located in the right lung and left lung"): present, with the global mask
-    assert both.mask.all() and "answer names the right lung and the left lung" in both.note
+    assert both.mask.all() and "mask lies in the right lung and the left lung" in both.note
     # bright: only the both-lungs question passes (0.9); it lifts no lung, so it is absent too
     right, glob, both = seg.predict_many([BRIGHT] * 3, [R, G, RL])
     assert not right.mask.any() and not glob.mask.any()
@@ -439,7 +439,7 @@ def test_consistent_answers_a_zone_the_global_answer_names_is_present():
     glob, base = seg.predict_many([DARK, DARK], [G, R_BASE])
     assert glob.answer == "[SEG] It is located in the right lung."
     assert base.mask[:, :20].all() and not base.mask[:, 20:].any()
-    assert "the global question's answer names the right lung base" in base.note
+    assert "the global question's mask lies in the right lung base" in base.note
     assert "own score is 0.100" in base.note
     # a left zone: the global answer does not name it, and its lung is absent
     (left_base,) = seg.predict_many([DARK], [l_base])

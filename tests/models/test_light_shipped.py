@@ -98,3 +98,34 @@ def test_shipped_model_answers_agree_across_questions_on_real_images(shared_data
             if glob.mask.any():
                 named = templates.parse_answer(glob.answer, "global").locations
                 assert {vocab.LABEL_SIDE[loc] for loc in named} <= {vocab.LABEL_SIDE[n] for n in lung if lung[n]}
+
+
+def test_lung_answer_min_zones_changes_the_global_answer_text_only():
+    # review (stop 58): the setting is phrasing only; masks, scores and presence of every
+    # question stay as they were (the consistency rules read the zones as found)
+    path = default_model_dir()
+    assert json.loads((path / "config.json").read_text())["lung_answer_min_zones"] == 1
+    seg = Segmenter.from_pretrained(path, anatomy=block_anatomy, anomaly=bright_anomaly)
+    x = np.full((120, 100), 60, np.uint8)
+    x[35:110, 10:45] = 200  # bright below the right apex (image left = patient right)
+    questions = [
+        "Segment the opacity.",
+        "Segment the opacity in the right lung.",
+        "Segment the opacity in the right apical zone lung.",
+        "Segment the opacity in the right lung base.",
+        "Segment the edema.",
+    ]
+    answers = {}
+    for k in (1, 4):
+        seg.config.lung_answer_min_zones = k
+        answers[k] = seg.predict_many([x] * len(questions), questions)
+    for a, b in zip(answers[1], answers[4]):
+        assert np.array_equal(a.mask, b.mask) and a.presence_score == b.presence_score
+    # the global answer names the lung at 1 and the three zones it lies in at 4
+    assert answers[1][0].answer == "[SEG] It is located in the right lung."
+    assert (
+        answers[4][0].answer
+        == "[SEG] It is located in the right upper zone lung, right mid zone lung and right lung base."
+    )
+    for a, b in zip(answers[1][1:4], answers[4][1:4]):
+        assert a.answer == b.answer  # location questions: the same answers

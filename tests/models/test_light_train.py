@@ -346,6 +346,11 @@ def test_cli_resume_keeps_answer_settings_it_was_not_given(tiny_dataset, tmp_pat
     cli_train(tiny_dataset, run, {**sets, "cardiomegaly_needs_score": "false"}, evaluate=False, progress=False)
     cli_train(tiny_dataset, run, sets, evaluate=False, progress=False)
     assert json.loads((run / "config.json").read_text())["cardiomegaly_needs_score"] is False
+    # review (stop 58): one --set alone on a resume compared the run against every default
+    # ("--steps 600 is fewer", or "another configuration" for its architecture)
+    cli_train(tiny_dataset, run, {"lung_answer_min_zones": "2"}, evaluate=False, progress=False)
+    stored = json.loads((run / "config.json").read_text())
+    assert (stored["lung_answer_min_zones"], stored["steps"], stored["image_size"]) == (2, 4, 32)
 
 
 def test_light_members_scores_each_member_on_the_ensembles_priors(tiny_dataset, tmp_path):
@@ -449,6 +454,10 @@ def test_a_calibration_that_cannot_reach_the_n_acc_target_is_warned(caplog, tmp_
         with caplog.at_level("WARNING", logger="cxrils.training.light_train"):
             _warn_consistency_n_acc(LightConfig(calib_min_n_acc=0.90, consistent_answers=consistent), result, tmp_path)
         assert "N-Acc of the saved model is 0.0%, under calib_min_n_acc 90.0%: no thresholds" in caplog.text
+    caplog.clear()
+    with caplog.at_level("WARNING", logger="cxrils.training.light_train"):
+        _warn_consistency_n_acc(LightConfig(calib_min_n_acc=0.90), {"validate": {"n_acc": 0.5}}, tmp_path)
+    assert "no calibration chose its thresholds" in caplog.text and "no thresholds on" not in caplog.text
     caplog.clear()
     with caplog.at_level("WARNING", logger="cxrils.training.light_train"):
         ok = {"calibration": {"constraint_met": False}, "validate": {"n_acc": 0.93}}

@@ -375,7 +375,14 @@ def _warn_consistency_n_acc(cfg: LightConfig, result: dict, run: Path) -> None:
     n_acc = val.get("n_acc")
     if n_acc is None or n_acc >= cfg.calib_min_n_acc:
         return
-    if not calib.get("constraint_met"):
+    if not calib:
+        log.warning(
+            "validate N-Acc of the saved model is %.1f%%, under calib_min_n_acc %.1f%%; no calibration chose its "
+            "thresholds (calibrate off, or the validate split lacks positives or negatives)",
+            100 * n_acc,
+            100 * cfg.calib_min_n_acc,
+        )
+    elif not calib.get("constraint_met"):
         log.warning(
             "validate N-Acc of the saved model is %.1f%%, under calib_min_n_acc %.1f%%: no thresholds on the "
             "validation split reach it (the calibration kept the best gIoU + N-Acc); the model answers many "
@@ -454,7 +461,20 @@ def cli_train(
                 + (' as JSON, e.g. {"opacity": 0.9}' if isinstance(default, dict) else "")
                 + (" (true/false, yes/no or 1/0)" if isinstance(default, bool) else "")
             ) from err
-    config = LightConfig(**values) if values or not resume else None
+    config = None
+    if values or not resume:
+        stored_path = Path(run_dir) / CONFIG_NAME
+        if resume and (Path(run_dir) / CHECKPOINT_NAME).is_file() and stored_path.is_file():
+            # a resumed run keeps every setting the user does not set again (a --set of an
+            # inference key must not read as a change of its steps or architecture)
+            try:
+                stored = LightConfig.from_dict(json.loads(stored_path.read_text(encoding="utf-8"))).to_dict()
+            except (OSError, ValueError) as err:
+                raise TrainError(f"{stored_path}: unreadable run configuration ({err})") from None
+            stored.pop("model_type", None)
+            config = LightConfig.from_dict({**stored, **values})
+        else:
+            config = LightConfig(**values)
     return train_light(
         dataset,
         run_dir,

@@ -3,7 +3,8 @@
 The network predicts presence, a mask, a lesion type and a certainty; this module
 turns them into the Table 2 answer through :func:`cxrils.templates.render_answer`
 only, so every answer follows the templates. The global positive answer names the
-lung regions that the predicted mask lies in, measured against anatomy masks.
+lung regions that the predicted mask lies in, measured against anatomy masks, a whole
+lung for its zones from ``lung_answer_min_zones`` of them (:func:`answer_locations`).
 """
 
 from __future__ import annotations

@@ -262,7 +262,8 @@ class LightConfig:
         saved before they existed) loads with ``priors=False``, ``ensemble=1``,
         ``ctr_input=False``, ``box_prior=False``, the architecture its weights have, and
         one without ``cardiomegaly_min_ctr`` with 0 and without ``cardiomegaly_by_ctr``,
-        ``cardiomegaly_needs_score`` or ``consistent_answers`` with False (the answers it gave); the former key
+        ``cardiomegaly_needs_score`` or ``consistent_answers`` with False and without
+        ``lung_answer_min_zones`` with 4 (the answers it gave); the former key
         ``global_needs_lung`` (an earlier, one-way lung check) is dropped.
 
         Raises
@@ -284,6 +285,7 @@ class LightConfig:
             "cardiomegaly_by_ctr": False,
             "cardiomegaly_needs_score": False,
             "consistent_answers": False,
+            "lung_answer_min_zones": 4,
             **d,
         }
         return cls(**{k: v for k, v in d.items() if k in names})

@@ -11,18 +11,18 @@ global and basic templates). Each lung is then decided once
 * a **lung is present** when a lung-level question that covers it passes (its score
   reaches the target's threshold and its mask has a pixel at ``tau_mask``): its own
   question, or the global question whose mask lies in it (the lungs of
-  :func:`cxrils.models.light.answer.locations_from_mask`, the locations the answer text
-  names);
+  :func:`cxrils.models.light.answer.locations_from_mask`);
 * a **lung-level question** is present iff a lung it covers is present, whatever its
   own score (which is still reported); a global mask is kept inside its present lungs (``LightSegmenter._keep_in_lungs``), and a question lifted by another
   one answers with the passing lung-level masks inside its present lungs;
 * any other location question (zones, lobes, lists of them, both lungs) is present iff a
   lung on one of its locations' sides is present and either its own score reaches the
-  threshold with a non-empty mask, or the global question's answer names one of its
-  locations (the zones and lungs :func:`cxrils.models.light.answer.locations_from_mask`
-  finds in the mask that answer gives, lifted or not; a named zone names its lung, a
-  named lung its four zones): "It is located in the right upper zone lung" is not
-  followed by "There is no opacity in the right upper zone lung". Such a question does
+  threshold with a non-empty mask, or the mask the global question answers with lies in
+  one of its locations (the zones and lungs
+  :func:`cxrils.models.light.answer.locations_from_mask` finds in it, lifted or not, before
+  ``lung_answer_min_zones`` names a lung for its zones in the answer text; a found zone
+  stands for its lung, a lung found whole for its four zones): a global mask in the right
+  upper zone is not followed by "There is no opacity in the right upper zone lung". Such a question does
   not lift its lung: a light model
   trained before issue 28's both-lungs negatives
   (:func:`cxrils.training.light_data.both_lungs_negatives`) scored the both-lungs question
@@ -157,10 +157,9 @@ def hierarchy_of(parsed: ParsedText | None) -> Hierarchy | None:
 
 
 def named_places(locations: list[str]) -> frozenset[str]:
-    """The query locations an answer naming ``locations`` (those of
+    """The query locations a mask found in ``locations`` (those of
     :func:`cxrils.models.light.answer.locations_from_mask`) speaks of: each one, the lung
-    of a named zone, and the four zones of a named lung (which the answer names instead
-    of its four zones)."""
+    of a found zone, and the four zones of a lung found whole."""
     out = set(locations)
     for lung, zones in vocab.ZONES_OF_LUNG.items():
         if lung in out:
@@ -200,7 +199,7 @@ def decide(
     threshold : float
         The target's presence threshold (``tau_presence`` or its per-target value).
     named : frozenset of str
-        The query locations the global question's answer names (:func:`named_places` of
+        The query locations the global question's mask lies in (:func:`named_places` of
         the locations of the mask it answers with; empty where it is absent). Read only
         for a zone, lobe or list question.
 
@@ -233,7 +232,7 @@ def decide(
             True,
             covered,
             (
-                f"answered present: the global question's answer names the {' and the '.join(places)}, though "
+                f"answered present: the global question's mask lies in the {' and the '.join(places)}, though "
                 f"this question's own score is {own.score:.3f} ({rule})"
             ),
         )

@@ -474,7 +474,7 @@ class LightSegmenter(Segmenter):
         named: frozenset[str] = frozenset()
         global_mask = np.zeros(x.shape, dtype=bool)
         if tree.level is None and not own.passes(threshold):
-            # what the global question's answer names (its text's locations): read by the
+            # where the global question's mask lies (the zones its answer text is built from): read by the
             # rule only for a zone, lobe or list question its own score does not answer
             lungs = present_lungs(evidence, threshold)
             if lungs:
@@ -491,7 +491,7 @@ class LightSegmenter(Segmenter):
             return np.zeros(x.shape, dtype=bool), note
         if tree.level in (None, *vocab.WHOLE_LUNGS) and own.passes(threshold):
             return own_mask, note
-        if tree.level is None:  # lifted by the global answer, which names one of its places
+        if tree.level is None:  # lifted by the global mask, which lies in one of its places
             inside = global_mask & self._region(x, prior, tree.locations)
             if not inside.any():  # named by the mask's side alone (it meets no zone)
                 return inside, "answered absent: the global answer's mask does not reach this place"
@@ -523,7 +523,7 @@ class LightSegmenter(Segmenter):
     ) -> Evidence:
         """What lung-level question ``key`` says (:class:`Evidence`): a lung question
         names its own lung; a passing global question the lungs of the locations its
-        mask lies in (:func:`locations_from_mask`, as its answer text)."""
+        mask lies in (:func:`locations_from_mask`)."""
         if key in vocab.WHOLE_LUNGS:
             return Evidence(score, bool(mask.any()), (key,))
         if score < threshold or not mask.any():

@@ -480,3 +480,12 @@ def test_a_negative_or_fractional_limit_is_refused(pairs, tmp_path, limit):
     with pytest.raises(RunError, match=r"limit must be an integer >= 0"):
         generate(pairs, tmp_path / "ds", config(), stages=FAKE, limit=limit)
     assert not (tmp_path / "ds").exists()
+
+
+def test_the_summary_names_a_dataset_written_to_the_current_folder(pairs, tmp_path, monkeypatch):
+    # review (stop 58): "." gave an empty name; an integer of numpy is a limit too
+    ds = tmp_path / "here"
+    ds.mkdir()
+    monkeypatch.chdir(ds)
+    summary = generate(pairs, ".", config(), stages=FAKE, limit=np.int64(2))
+    assert summary["dataset"] == "here" and summary["studies"]["total"] == 2

@@ -154,6 +154,6 @@ def test_report_text_given_as_input_is_named(tmp_path):
     text = "FINDINGS: Small left pleural effusion. No pneumothorax. The heart is normal in size."
     res = CliRunner().invoke(app, ["structure", text, "-o", str(tmp_path / "s.jsonl")])
     assert res.exit_code == 2
-    assert "not a report's text: put the text in a .txt file inside a folder" in res.output, res.output
+    assert "for one report's text, put it in a .txt file inside a folder" in res.output, res.output
     assert "'FINDINGS: Small left pleural effusion. No pneumothorax. T...'" in res.output  # 57 characters + ...
     assert not (tmp_path / "s.jsonl").exists()

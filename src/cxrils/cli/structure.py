@@ -72,11 +72,11 @@ def structure(
         fail(str(err))
     if not input.exists():
         text = str(input)
-        if any(c.isspace() for c in text):  # report text where a file was expected
+        if any(c.isspace() for c in text):  # a report's text, or a mistyped path with a space
             shown = text if len(text) <= 60 else text[:57] + "..."
             fail(
-                f"{shown!r}: no such file or folder. INPUT names a CSV, the IU CSV or a folder of .txt reports, "
-                "not a report's text: put the text in a .txt file inside a folder and give the folder"
+                f"{shown!r}: no such file or folder. INPUT names a CSV, the IU CSV or a folder of .txt reports; "
+                "for one report's text, put it in a .txt file inside a folder and give the folder"
             )
         fail(f"{input}: no such file or folder")
     n_total = count_reports(input)

@@ -56,7 +56,7 @@ def mask_counts(pred: Any, ref: Any) -> MaskCounts:
     Parameters
     ----------
     pred, ref : ndarray of shape (H, W) or COCO RLE dict
-        bool (or numeric, non-zero = foreground) arrays, or COCO RLE
+        bool arrays (or 0/1, 0/255 integer, 0/1 float: :func:`cxrils.masks.as_bool_mask`), or COCO RLE
         ``{"size": [H, W], "counts": str | bytes | list}``. Two RLEs are counted on
         the RLE (:func:`rle_mask_counts`); an RLE paired with an array is decoded
         with pycocotools.

@@ -31,7 +31,7 @@ from cxrils.vocab import SplitError, split_filter
 class EvalSample:
     """One (prediction, reference) pair with optional answers and record metadata.
 
-    Masks are bool (H, W) arrays (numeric: non-zero = foreground) or COCO RLE dicts.
+    Masks are bool (H, W) arrays (or 0/1, 0/255 integer, 0/1 float: :func:`cxrils.masks.as_bool_mask`) or COCO RLE dicts.
     ``ref_answer`` None means the text is not scored; ``pred_answer`` None with a
     reference answer counts as wrong. ``padding_pixels``: the prediction's pixels in the
     padding of SAM's square (:attr:`cxrils.models.base.Prediction.padding_pixels`),

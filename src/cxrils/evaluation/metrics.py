@@ -152,8 +152,8 @@ def mask_iou(pred: Any, ref: Any, *, empty: float = 0.0) -> float:
     Parameters
     ----------
     pred, ref : ndarray of shape (H, W) or COCO RLE dict
-        As :func:`~cxrils.evaluation.mask_counts` (bool, or numeric with non-zero =
-        foreground; same size).
+        As :func:`~cxrils.evaluation.mask_counts` (bool, or 0/1, 0/255 integer, 0/1
+        float; same size).
     empty : float
         The value when both masks are empty (the union has no pixel). Default 0.0: an
         empty answer to an empty reference scores nothing. (gIoU never meets this case:

@@ -28,6 +28,7 @@ import itertools
 import json
 import logging
 import multiprocessing as mp
+import numbers
 import os
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator
@@ -316,7 +317,7 @@ def generate(
         raise RunError(
             f"cfg must be a cxrils.config.Config (Config(), or load_config(path, overrides)), got {type(cfg).__name__}"
         )
-    if limit is not None and (not isinstance(limit, int) or limit < 0):
+    if limit is not None and (isinstance(limit, bool) or not isinstance(limit, numbers.Integral) or limit < 0):
         raise RunError(f"limit must be an integer >= 0 (0 takes none), got {limit!r}")
     if runner == "ray" and ray_address is not None:
         check_ray_address(ray_address)  # before the text side, which may take hours with an LLM
@@ -353,7 +354,8 @@ def generate(
         )
         # Names only: the summary travels with the dataset, and a folder path of this
         # machine (a user's home) is no part of it.
-        summary = {"input": Path(input_path).name, "dataset": out.name, "runner": runner, **counts}
+        names = (Path(os.path.abspath(input_path)).name, Path(os.path.abspath(out)).name)  # "." has a name too
+        summary = {"input": names[0], "dataset": names[1], "runner": runner, **counts}
         atomic_write_json(out / SUMMARY_NAME, summary)
     return summary
 

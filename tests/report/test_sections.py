@@ -214,6 +214,23 @@ def test_a_findings_section_that_only_points_to_the_impression_is_empty(pointer)
     assert select_iu_section(pointer, "Small effusion.").text == "Small effusion."
 
 
+@pytest.mark.parametrize(
+    ("text", "reason"),
+    [
+        ("FINDINGS:  IMPRESSION: ", "no findings or impression text"),
+        ("FINDINGS:\nIMPRESSION:", "no findings or impression text"),
+        ("FINDINGS: See impression. IMPRESSION: ", "only points elsewhere ('See impression.')"),
+        ("FINDINGS: As above.", "only points elsewhere ('As above.')"),
+    ],
+)
+def test_a_report_of_empty_headed_sections_is_excluded(text, reason):
+    # new-user trial (stop 58): "FINDINGS:  IMPRESSION: " fell back to the last paragraph
+    # "IMPRESSION:" and gave "There is no ..." negatives; the reason quoted "See
+    # impression." for a report saying "As above."
+    c = select_section(text)
+    assert c.name is None and c.text == "" and reason in c.excluded
+
+
 def test_a_report_that_only_points_elsewhere_is_excluded_and_findings_mentioning_the_impression_are_kept():
     assert select_section("FINDINGS: See impression.").excluded.startswith("the findings/impression text only points")
     c = select_section("FINDINGS: Small left effusion, see impression.\nIMPRESSION: Effusion.")

@@ -280,22 +280,23 @@ def last_paragraph(text: str) -> str:
     Paragraphs are separated by blank lines (the official parser's
     ``last_paragraph``). A paragraph that starts with the header of a known
     non-finding section (comparison, history, technique, wet read,
-    recommendation) is skipped; a findings/impression/addendum header is dropped
-    from the text; an unknown header ("PC:", "BG:") is kept as text.
+    recommendation) is skipped; findings/impression/addendum headers are dropped
+    from the text, wherever in the paragraph ("FINDINGS:  IMPRESSION:" on one line is
+    no text); an unknown header ("PC:", "BG:") is kept as text.
     """
     for para in reversed(_PARAGRAPH_SPLIT.split(text)):
         if not para.strip():
             continue
         stripped = para.lstrip("\n")
         m = _KNOWN_HEADER.match(stripped) or _HEADER.match(stripped)
-        if m:
-            name = normalize_section_name(m.group(1))
-            if name in _NON_FINDING_SECTIONS:
-                continue
-            if name in SECTION_ALIASES:
-                para = stripped[m.end() :]
-        if para.strip():
-            return para
+        if m and normalize_section_name(m.group(1)) in _NON_FINDING_SECTIONS:
+            continue
+        for h in reversed(_headers(stripped)):
+            name = normalize_section_name(h.group(1))
+            if name in SECTION_ALIASES and name not in _NON_FINDING_SECTIONS:
+                stripped = stripped[: h.start()] + " " + stripped[h.end() :]
+        if stripped.strip():
+            return stripped
     return ""
 
 
@@ -357,7 +358,7 @@ def select_section(text: str) -> SectionChoice:
     body = _usable(_clean(last_paragraph(kept)))
     if body:
         return SectionChoice("last_paragraph", body, flags=flags, wet_read=wet, addendum=add)
-    pointing = any(_POINTER.match(_clean(secs.get(n))) for n in ("findings", "impression"))
+    pointers = [_clean(secs.get(n)) for n in ("findings", "impression") if _POINTER.match(_clean(secs.get(n)))]
     return SectionChoice(
         None,
         "",
@@ -365,8 +366,8 @@ def select_section(text: str) -> SectionChoice:
         wet_read=wet,
         addendum=add,
         excluded=(
-            'the findings/impression text only points elsewhere ("See impression.")'
-            if pointing
+            f"the findings/impression text only points elsewhere ({pointers[0]!r})"
+            if pointers
             else "no findings or impression text"
         )
         + ", and no last paragraph outside history/comparison/technique/wet-read sections",

@@ -80,3 +80,19 @@ def test_report_of_a_missing_dataset_fails_in_one_line(tmp_path):
     assert res.exit_code == 2 and "manifest" in res.output and "Traceback" not in res.output
     with pytest.raises(Exception, match="manifest"):
         write_html_report(tmp_path / "nope", tmp_path / "r.html")
+
+
+def test_the_report_of_one_split_holds_only_that_split(dataset, tmp_path):
+    # new-user trial (stop 58): --split was printed on the console but the HTML held every split
+    records = read_records(dataset)
+    split = str(records["split"].iloc[0])
+    out = tmp_path / "one.html"
+    res = CliRunner().invoke(app, ["stats", str(dataset), "--no-plot", "--split", split, "--html", str(out)])
+    assert res.exit_code == 0, res.output
+    text = out.read_text(encoding="utf-8")
+    n = int((records["split"] == split).sum())
+    assert f"split {split}: {n} records" in text
+    others = [s for s in vocab.SPLITS if s != split and (records["split"] == s).any()]
+    assert others and not any(f"<h3>{s}</h3>" in text for s in others)
+    assert f"<h3>{split}</h3>" in text
+    assert str(tmp_path) not in text  # no folder of this machine in a page meant to be shared

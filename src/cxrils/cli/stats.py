@@ -81,7 +81,7 @@ def stats(
         from cxrils.dataset.html_report import write_html_report
 
         try:
-            out = write_html_report(dataset, html, per_cell=per_cell)
+            out = write_html_report(dataset, html, per_cell=per_cell, split=chosen)
         except (DatasetError, OSError) as err:
             fail(str(err))
         console.print(f"HTML report: {out}")

@@ -142,7 +142,9 @@ def _figure(ds: ILSDataset, i: int) -> str:
     )
 
 
-def write_html_report(dataset_dir: str | Path, out_path: str | Path, *, per_cell: int = 2, seed: int = 0) -> Path:
+def write_html_report(
+    dataset_dir: str | Path, out_path: str | Path, *, per_cell: int = 2, seed: int = 0, split: str | None = None
+) -> Path:
     """Write the HTML report of a finalized dataset (see the module docstring).
 
     Parameters
@@ -155,6 +157,10 @@ def write_html_report(dataset_dir: str | Path, out_path: str | Path, *, per_cell
         Gallery records per lesion type and polarity.
     seed : int
         Seed of the sampling.
+    split : str, optional
+        Only the records of this split (a name of :data:`cxrils.vocab.SPLITS`) in the
+        tables, the chart and the gallery; None for every split. The images table
+        always covers the whole dataset.
 
     Returns
     -------
@@ -168,20 +174,21 @@ def write_html_report(dataset_dir: str | Path, out_path: str | Path, *, per_cell
     """
     root = Path(dataset_dir)
     manifest = read_manifest(root)
-    ds = ILSDataset(root, None, augment=None, size=None)
+    ds = ILSDataset(root, split, augment=None, size=None)
     records = ds.records
+    which = f"split {split}: " if split else ""
     parts = [
-        f"<h1>cxrils dataset: {html.escape(root.name)}</h1>",
-        f"<p class='meta'>{html.escape(str(root.resolve()))} · {len(records)} records · written "
+        f"<h1>cxrils dataset: {html.escape(root.name)}{html.escape(f' ({split} split)' if split else '')}</h1>",
+        f"<p class='meta'>{html.escape(which)}{len(records)} records · written "
         f"{_dt.datetime.now().strftime('%Y-%m-%d %H:%M')} by cxrils {__version__} (cxrils stats --html). "
         "Masks are the dataset's own (automatically generated); no expert reviewed them.</p>",
-        "<h2>Images</h2>",
+        "<h2>Images (whole dataset)</h2>" if split else "<h2>Images</h2>",
         _images_html(image_counts(root, manifest)),
         "<h2>Instruction-answer pairs per split (layout of paper Tables 10-12)</h2>",
     ]
-    for split in vocab.SPLITS:
-        if (records["split"] == split).any():
-            parts.append(_count_html(count_table(records, split), split))
+    for name in vocab.SPLITS:
+        if (records["split"] == name).any():
+            parts.append(_count_html(count_table(records, name), name))
     if len(records):
         with tempfile.TemporaryDirectory(prefix="cxrils-report-") as tmp:
             chart = plot_counts(records, Path(tmp) / "chart.png").read_bytes()

@@ -63,6 +63,11 @@ def test_review_flow_decide_undo_resume(client, review):
     # a new page (closed tab, restarted server) starts at the first record ann has not decided
     assert client.get("/api/next", params={"reviewer": "ann"}).json()["record"]["position"] == 1
     assert client.get("/api/next", params={"reviewer": "bob"}).json()["record"]["position"] == 0
+    # new-user trial (stop 58): a position past the sample answered null, which reads "done"
+    past = client.get("/api/next", params={"reviewer": "ann", "after": len(review)})
+    assert past.status_code == 404 and "there is no record" in past.json()["detail"]
+    last = client.get("/api/next", params={"reviewer": "ann", "after": len(review) - 1})
+    assert last.status_code == 200 and last.json()["record"] is None
     _decide(client, undone["record"], "skip")
     again = client.get("/api/next", params={"reviewer": "ann", "skipped": 1}).json()
     assert again["record"]["position"] == 1 and again["record"]["current"]["decision"] == "skip"

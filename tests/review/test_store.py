@@ -93,6 +93,17 @@ def test_bad_input_is_refused_in_words(tmp_path):
         ReviewStore(tmp_path / "junk.sqlite")
 
 
+def test_a_reviewer_name_is_one_person_whatever_its_case_or_spaces(tmp_path):
+    # new-user trial (stop 58): "Alice" after "alice" made a second reviewer, who then
+    # counted in the agreement; "alice " was stripped while "  alice  " was refused
+    s = _store(tmp_path)
+    s.decide("alice", "im0:0", "accept")
+    with pytest.raises(ReviewError, match="differs from the existing reviewer 'alice' only in case; decide as 'alice'"):
+        s.decide("Alice", "im1:0", "accept")
+    s.decide("  alice  ", "im1:0", "accept")
+    assert s.reviewers() == ["alice"] and len(s.log()) == 2
+
+
 def test_a_resent_request_counts_once(tmp_path):
     s = _store(tmp_path)
     first = s.decide("ann", "im0:0", "accept", request_id="req-000001")

@@ -228,6 +228,8 @@ def create_review_app(
     def next_(
         reviewer: str = Query(pattern=REVIEWER_PATTERN), after: int = Query(-1, ge=-1), skipped: bool = False
     ) -> dict:
+        if after >= len(session):  # null would read as "done"
+            raise HTTPException(404, f"there is no record {after} in this review (0-{len(session) - 1})")
         return next_record(reviewer, after, skipped)
 
     @app.get("/api/records/{position}")

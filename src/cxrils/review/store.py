@@ -50,7 +50,7 @@ REJECT_REASONS: dict[str, str] = {
 }
 #: A reviewer name: letters, digits, space and ``._@-``, 1-64 characters, starting with
 #: a letter or digit.
-REVIEWER_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9 ._@-]{0,63}$"
+REVIEWER_PATTERN = r"^\s*[A-Za-z0-9][A-Za-z0-9 ._@-]{0,63}$"  # surrounding spaces are stripped
 _REVIEWER = re.compile(REVIEWER_PATTERN)
 #: A client's request id (makes a resent decision count once): 8-64 of ``[A-Za-z0-9_-]``.
 _REQUEST_ID = re.compile(r"^[A-Za-z0-9_-]{8,64}$")
@@ -371,8 +371,9 @@ class ReviewStore:
         ------
         ReviewError
             For a record outside the sample, an unknown decision or reason, a bad
-            reviewer name or request id; :class:`RequestConflict` for a request id used
-            by another decision.
+            reviewer name (or one that differs from an existing reviewer's only in case)
+            or request id; :class:`RequestConflict` for a request id used by another
+            decision.
         """
         reviewer = check_reviewer(reviewer)
         _check_decision(decision, reason)
@@ -381,6 +382,13 @@ class ReviewStore:
         with self._lock:
             if record_id not in self._sample_set():
                 raise ReviewError(f"record {record_id!r} is not in the review sample")
+            self._refresh()
+            twin = next((r for r in self._history if r != reviewer and r.casefold() == reviewer.casefold()), None)
+            if twin is not None:  # one person under two spellings would count twice in the agreement
+                raise ReviewError(
+                    f"reviewer name {reviewer!r} differs from the existing reviewer {twin!r} only in case; "
+                    f"decide as {twin!r}"
+                )
             return self._write(reviewer, record_id, decision, reason, None, request_id)
 
     def undo(self, reviewer: str) -> str | None:

@@ -39,14 +39,16 @@ def test_patient_right_marker_is_on_the_image_left():
     assert (out[h // 3 :] == 60).all()  # nothing drawn below the top band
 
 
-def test_legend_shows_each_colour_in_the_bottom_left():
+def test_legend_shows_each_colour_at_the_top_centre_off_the_lung_bases():
+    # new-user trial (stop 58): the bottom-left legend covered the patient's right base
     rgb = np.full((400, 400, 3), 128, np.uint8)
     items = [("right lung", (230, 60, 60), "fill"), ("zone borders", (255, 220, 0), "line")]
     out = draw_legend(rgb, items)
-    corner = out[200:, :200].reshape(-1, 3)
+    top = out[:100, 100:300].reshape(-1, 3)
     for _, colour, _ in items:
-        assert (corner == colour).all(1).any(), colour
-    assert (out[:200] == 128).all() and (out[:, 300:] == 128).all()
+        assert (top == colour).all(1).any(), colour
+    assert (out[200:] == 128).all()  # both lung bases and costophrenic angles untouched
+    assert (out[:, :60] == 128).all() and (out[:, -60:] == 128).all()  # the R/L marker corners too
 
 
 def test_mask_overlay_tints_only_the_mask():
@@ -75,7 +77,7 @@ def test_anatomy_overlay_has_legend_and_side_markers():
     masks["left lung"][100:400, 280:450] = True
     masks["heart"][250:400, 200:330] = True
     out = anatomy_overlay(np.full((h, w), 90, np.uint8), AnatomyMasks(masks=masks, shape=(h, w), backend="test"))
-    corner = out[h // 2 :, : w // 2].reshape(-1, 3)
+    corner = out[: h // 4, w // 8 : -w // 8].reshape(-1, 3)  # the top centre, off the lung bases
     for colour in ORGAN_COLOURS.values():
         assert (corner == colour).all(1).any(), f"legend swatch {colour} missing"
     assert _closer_to(_glyph(out[: h // 8, : w // 8])) == "R"

@@ -94,7 +94,9 @@ def draw_side_markers(rgb: np.ndarray) -> np.ndarray:
 
 
 def draw_legend(rgb: np.ndarray, items: Sequence[tuple[str, Sequence[int], str]]) -> np.ndarray:
-    """Draw a legend box in the bottom-left corner.
+    """Draw a legend box at the top centre, between the R/L side markers: over the
+    trachea, not over a costophrenic angle or a lung base (where effusion and
+    atelectasis are judged; the bottom-left corner held the patient's right base).
 
     Parameters
     ----------
@@ -116,11 +118,12 @@ def draw_legend(rgb: np.ndarray, items: Sequence[tuple[str, Sequence[int], str]]
     swatch = th + base
     width = swatch + 3 * thick + max(cv2.getTextSize(label, _FONT, scale, thick)[0][0] for label, _, _ in items)
     pad = max(3, th // 2)
-    x0 = pad
-    y0 = out.shape[0] - pad - len(items) * line_h - pad
-    y0 = max(0, y0)
-    region = out[y0:, x0 : min(out.shape[1], x0 + width + 2 * pad)].astype(np.float32)
-    out[y0:, x0 : min(out.shape[1], x0 + width + 2 * pad)] = (
+    box_w = width + 2 * pad
+    x0 = max(0, (out.shape[1] - box_w) // 2)
+    y0 = pad
+    y1 = min(out.shape[0], y0 + len(items) * line_h + pad)
+    region = out[y0:y1, x0 : min(out.shape[1], x0 + box_w)].astype(np.float32)
+    out[y0:y1, x0 : min(out.shape[1], x0 + box_w)] = (
         (1 - BOX_ALPHA) * region + BOX_ALPHA * np.asarray(BOX_RGB, np.float32)
     ).astype(np.uint8)
     for i, (label, colour, kind) in enumerate(items):

@@ -29,7 +29,7 @@ def _inputs(path: Path) -> list[Path]:
 
 
 def anatomy(
-    input_path: Path = typer.Argument(..., metavar="INPUT", help="An image (PNG/JPEG) or a folder of images."),
+    input_path: Path = typer.Argument(..., metavar="INPUT", help="An image (PNG, JPEG or DICOM) or a folder of them."),
     out_dir: Path = typer.Option(..., "--out", "-o", help="Output folder (one subfolder per image)."),
     backend: str | None = typer.Option(None, "--backend", "-b", help="builtin | cxas | hybridgnet (default: config)."),
     config: Path | None = typer.Option(None, "--config", "-c", help="TOML configuration file."),

@@ -83,7 +83,7 @@ def boxes_overlay(x: np.ndarray, sg: StudyGrounding, boxes: list[LesionBox]) -> 
 
 def masks_overlay(x: np.ndarray, sg: StudyGrounding, alpha: float = 0.45) -> np.ndarray:
     """RGB uint8: each grounded lesion mask tinted in its own colour and outlined, with
-    a legend ``F<i> <type>`` in the bottom-left corner (finding numbers as in
+    a legend ``F<i> <type>`` at the top centre (finding numbers as in
     grounding.json, 1-based) and R/L side markers."""
     out = gray_to_rgb(x)
     labels = []  # (finding number, lesion type, mask, colour)

@@ -37,7 +37,7 @@ def overlay(x: np.ndarray, masks: AnatomyMasks, alpha: float = 0.35) -> np.ndarr
     """RGB uint8 (H, W, 3): the image with organs tinted (the whole lungs, behind the
     heart included), zone and lobe borders drawn, the visible lungs' border in white
     where the backend gives them (:attr:`AnatomyMasks.visible`), a legend of the colours
-    (bottom left) and R/L side markers (the patient's right on the image's left, see
+    (top centre) and R/L side markers (the patient's right on the image's left, see
     :mod:`cxrils.overlay`).
 
     Parameters

@@ -29,3 +29,38 @@ def test_an_output_that_is_no_predictions_file_is_refused_before_reading_the_dat
     with pytest.raises(ValueError, match=rf"{name}: predictions must end in \.parquet or \.jsonl"):
         predict_dataset(_Never(), tmp_path / "no-dataset", "test", tmp_path / name)
     assert not (tmp_path / name).exists()
+
+
+class _Overruled(_Never):
+    """Answers present below its threshold, as the consistent-answers rule can."""
+
+    def predict(self, image, instruction) -> Prediction:
+        import numpy as np
+
+        mask = np.zeros(image.shape, bool)
+        mask[10:20, 10:20] = True
+        return Prediction(
+            mask=mask,
+            answer="[SEG] It is located in the right lung.",
+            presence_score=0.941,
+            presence_threshold=0.947,
+            note="answered present: the right lung's question passes (consistent_answers)",
+        )
+
+
+def test_predict_says_when_the_answer_differs_from_the_score(tmp_path, monkeypatch):
+    # new-user trial (stop 58): "presence 0.941 (a mask from 0.947), mask 100 px" read as a contradiction
+    import numpy as np
+    from PIL import Image
+    from typer.testing import CliRunner
+
+    from cxrils.cli import app
+
+    monkeypatch.setattr(Segmenter, "from_pretrained", classmethod(lambda cls, path, **kw: _Overruled()))
+    image = tmp_path / "x.png"
+    Image.fromarray(np.full((64, 64), 90, np.uint8)).save(image)
+    res = CliRunner().invoke(
+        app, ["predict", "--model", str(tmp_path), str(image), "Segment the opacity.", "-o", str(tmp_path / "o")]
+    )
+    assert res.exit_code == 0, res.output
+    assert "presence 0.941 (a mask from 0.947; answered otherwise, as the note says), mask 100 px" in res.output

@@ -299,5 +299,10 @@ def register(app: typer.Typer) -> None:
         files = "mask.png, overlay.png, prediction.json" + (
             ", mask.seg.dcm (DICOM SEG)" if dicom_seg and not notes else ""
         )
-        shown = "" if pred.presence_threshold is None else f" (a mask from {pred.presence_threshold:.3f})"
+        shown = ""
+        if pred.presence_threshold is not None:
+            shown = f" (a mask from {pred.presence_threshold:.3f}"
+            if (pred.presence_score >= pred.presence_threshold) != bool(pred.mask.any()) and pred.note:
+                shown += "; answered otherwise, as the note says"
+            shown += ")"
         typer.echo(f"presence {pred.presence_score:.3f}{shown}, mask {int(pred.mask.sum())} px -> {out} ({files})")

@@ -108,8 +108,11 @@ async function run() {
     segDcm = body.dicom_seg || null;
     $("answer").textContent = body.answer + (body.note ? " (" + body.note + ")" : "");
     $("answered").textContent = body.instruction_answered;
+    const overruled = body.presence_threshold != null && body.note &&
+      (body.presence_score >= body.presence_threshold) !== (body.mask_area > 0);
     $("score").textContent = body.presence_score.toFixed(3) +
-      (body.presence_threshold == null ? "" : " (a mask from " + body.presence_threshold.toFixed(3) + ")");
+      (body.presence_threshold == null ? "" : " (a mask from " + body.presence_threshold.toFixed(3) +
+        (overruled ? "; answered otherwise, as the note says" : "") + ")");
     $("area").textContent = body.mask_area;
     $("notes").textContent = (body.notes || []).join(" ");
     $("download").disabled = false;

@@ -101,14 +101,14 @@ def _image_table(counts: dict):
             "processed", str(counts["processed"]), "committed by the run that wrote this dataset (done + excluded)"
         )
     t.add_row("with records", str(counts["with_records"]), "images the records refer to")
-    if counts["without_records"]:
-        ids = counts["without_records"]
-        t.add_row(
-            "done, no records",
-            str(len(ids)),
-            "processed, but no record came out (e.g. no finding grounded; absent-type negatives "
-            "go to a study's first image only): " + ", ".join(ids[:3]) + (" ..." if len(ids) > 3 else ""),
-        )
+    ids = counts["without_records"]
+    t.add_row(  # shown at 0 too, as the HTML page does
+        "done, no records",
+        str(len(ids)),
+        "processed, but no record came out (e.g. no finding grounded; absent-type negatives "
+        "go to a study's first image only)"
+        + (": " + ", ".join(ids[:3]) + (" ..." if len(ids) > 3 else "") if ids else ""),
+    )
     t.add_row("excluded", str(counts["excluded"]), "QC or errors; reasons below and in DATASET/excluded/")
     for reason, n in counts["excluded_by_reason"].items():
         t.add_row(f"  {reason}", str(n), "")

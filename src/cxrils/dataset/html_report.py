@@ -94,7 +94,7 @@ def _images_html(counts: dict[str, Any]) -> str:
         rows.append(("processed (done + excluded)", counts["processed"]))
     rows += [
         ("with records", counts["with_records"]),
-        ("processed, no record", len(counts["without_records"])),
+        ("done, no records", len(counts["without_records"])),
         ("excluded", counts["excluded"]),
     ]
     rows += [(f"excluded: {reason}", n) for reason, n in counts["excluded_by_reason"].items()]

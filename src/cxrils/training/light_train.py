@@ -88,13 +88,26 @@ def _summary_number(run_dir: Path, key: str) -> float | None:
     return float(value) if isinstance(value, (int, float)) and value == value else None
 
 
+def _stored_config(run_dir: Path) -> LightConfig:
+    """The configuration a run folder was trained with (``config.json``).
+
+    Raises
+    ------
+    TrainError
+        If it cannot be read or parsed (naming the file).
+    """
+    path = run_dir / CONFIG_NAME
+    try:
+        return LightConfig.from_dict(json.loads(path.read_text(encoding="utf-8")))
+    except (OSError, ValueError) as err:
+        raise TrainError(f"{path}: unreadable run configuration ({err})") from None
+
+
 def _resolve_config(
     run_dir: Path, config: LightConfig | None, resume: bool, inference_keys: tuple[str, ...] = INFERENCE_ONLY
 ) -> tuple[LightConfig, bool]:
-    stored_path = run_dir / CONFIG_NAME
-    ckpt = run_dir / CHECKPOINT_NAME
-    if resume and ckpt.is_file():
-        stored = LightConfig.from_dict(json.loads(stored_path.read_text(encoding="utf-8")))
+    if resume and (run_dir / CHECKPOINT_NAME).is_file():
+        stored = _stored_config(run_dir)
         if config is not None and config.to_dict() != stored.to_dict():
             changed = sorted(k for k, v in config.to_dict().items() if stored.to_dict().get(k) != v)
             weights = [k for k in changed if k not in {"steps", *CALIBRATED, *INFERENCE_ONLY}]
@@ -462,19 +475,12 @@ def cli_train(
                 + (" (true/false, yes/no or 1/0)" if isinstance(default, bool) else "")
             ) from err
     config = None
-    if values or not resume:
-        stored_path = Path(run_dir) / CONFIG_NAME
-        if resume and (Path(run_dir) / CHECKPOINT_NAME).is_file() and stored_path.is_file():
-            # a resumed run keeps every setting the user does not set again (a --set of an
-            # inference key must not read as a change of its steps or architecture)
-            try:
-                stored = LightConfig.from_dict(json.loads(stored_path.read_text(encoding="utf-8"))).to_dict()
-            except (OSError, ValueError) as err:
-                raise TrainError(f"{stored_path}: unreadable run configuration ({err})") from None
-            stored.pop("model_type", None)
-            config = LightConfig.from_dict({**stored, **values})
-        else:
-            config = LightConfig(**values)
+    if values and resume and (Path(run_dir) / CHECKPOINT_NAME).is_file():
+        # a resumed run keeps every setting the user does not set again (a --set of an
+        # inference key must not read as a change of its steps or architecture)
+        config = LightConfig.from_dict({**_stored_config(Path(run_dir)).to_dict(), **values})
+    elif values or not resume:
+        config = LightConfig(**values)
     return train_light(
         dataset,
         run_dir,

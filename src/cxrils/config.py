@@ -322,6 +322,11 @@ class SplitConfig:
     by: str = "patient"
 
 
+#: The report sections of the Indiana University collection (``nlmcxr_reports_all.csv``
+#: columns) that ``inputs.iu_sections`` may join.
+IU_SECTIONS: tuple[str, ...] = ("indication", "comparison", "findings", "impression")
+
+
 @dataclass
 class InputConfig:
     """Limits on the input rows (ours: the paper gives none).
@@ -339,7 +344,7 @@ class InputConfig:
     # ``NAME: text`` paragraphs (the layout of pairs/iu_pairs.csv; ours): the indication and
     # comparison give context, the findings and impression the findings (paper section 3.1
     # structures the whole report).
-    iu_sections: tuple[str, ...] = ("indication", "comparison", "findings", "impression")
+    iu_sections: tuple[str, ...] = IU_SECTIONS
 
 
 @dataclass
@@ -700,10 +705,6 @@ def _check_value(section: str, key: str, value: Any) -> None:
     if _is_ratio(key) and value > 1:
         raise ConfigError(f"{section}.{key}: is a ratio and must lie in [0, 1], got {value!r}")
 
-
-#: The report sections of the Indiana University collection (``nlmcxr_reports_all.csv``
-#: columns) that ``inputs.iu_sections`` may join.
-IU_SECTIONS: tuple[str, ...] = ("indication", "comparison", "findings", "impression")
 
 #: Values ``grounding.c1_bilateral`` accepts (see GroundingConfig): the paper's c1 first.
 C1_BILATERAL: tuple[str, ...] = ("union", "per_lung")

@@ -216,7 +216,8 @@ class DatasetWriter:
 
     def _open(self) -> None:
         prov_path = self.out_dir / "provenance.json"
-        if not prov_path.exists():
+        resuming = prov_path.exists()
+        if not resuming:
             others = sorted(p.name for p in self.out_dir.iterdir() if p.name != LOCK_NAME)
             if others:  # new-user trial: a dataset went into a folder of unrelated files without a word
                 shown = ", ".join(others[:3]) + (f" and {len(others) - 3} more" if len(others) > 3 else "")
@@ -226,7 +227,7 @@ class DatasetWriter:
         for sub in ("images", "grounding", "parts", "excluded"):
             (self.out_dir / sub).mkdir(parents=True, exist_ok=True)
         new = json.loads(json.dumps(self.provenance, sort_keys=True, default=str))
-        if prov_path.exists():
+        if resuming:
             try:
                 old = json.loads(prov_path.read_text(encoding="utf-8"))
             except (OSError, json.JSONDecodeError) as err:

@@ -137,7 +137,7 @@ def _guarded(step: str) -> Callable:
                 # the file's name for its path (no folder of this machine, no DICOM UID:
                 # the reason is written into the dataset, third new-user trial)
                 path = str(state.study.image_path)
-                text = str(err).replace(path, hide_uids(Path(path).name)) if path else str(err)
+                text = str(err).replace(path, Path(path).name) if path else str(err)
                 state.excluded = f"error:{step}: {type(err).__name__}: {hide_uids(text)}"
                 log.warning("%s: excluded: %s", state.study.image_id, state.excluded)
 

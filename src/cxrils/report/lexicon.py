@@ -1463,8 +1463,8 @@ def find_locations(text: str) -> list[tuple[int, int, str]]:
             # worse on the right": how the sides compare, not a place (_sides_compared; nor
             # "worse on the right than the left lung", which names its places itself)
             other = "left" if words == ["right"] else "right"
-            out.append((m.start(), than.end() if than else m.end(), f"{words[0]} greater than {other}"))
             skip_to = than.end() if than else m.end()
+            out.append((m.start(), skip_to, f"{words[0]} greater than {other}"))
             continue
         if (
             out

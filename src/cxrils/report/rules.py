@@ -1317,7 +1317,7 @@ def _either_way(words: list[str], targets: list[tuple[int, int]], cues: list) ->
                 cue = (start, end, ("if", "HYPOTHETICAL", "FORWARD", None if first is None else first - end))
             elif gap_ok and (not sized or predicate):
                 cue = (start, end, (literal, category, "BACKWARD", start - near[0]))
-                drop |= {i for i in range(near[1], start)}
+                drop.update(range(near[1], start))
             else:
                 cue = (start, end, (literal, "PSEUDO", "PSEUDO", None))
         elif literal in MORE_LIKELY_THAN_NOT:
@@ -1766,10 +1766,9 @@ def _without_bare_side(phrases: list[str]) -> list[str]:
     whole lung; a place naming both sides names either ("bibasilar atelectasis, worse on
     the left than on the prior study": the bases). A place outside the lung ("left
     effusion up to the aortic knob") or with no lung region keeps the side."""
-    named = {
-        m.group(0) for p in phrases if not _BARE_SIDE.match(p) and _names_lung_region(p) for m in _SIDES.finditer(p)
-    }
-    if any(not _BARE_SIDE.match(p) and _names_lung_region(p) and _BOTH_WORDS.search(p.lower()) for p in phrases):
+    regions = [p for p in phrases if not _BARE_SIDE.match(p) and _names_lung_region(p)]
+    named = {m.group(0) for p in regions for m in _SIDES.finditer(p)}
+    if any(_BOTH_WORDS.search(p.lower()) for p in regions):
         named |= {"right", "left"}  # "bibasilar atelectasis, worse on the left than on the prior study"
     return [p for p in phrases if not (_BARE_SIDE.match(p) and _SIDES.search(p).group(0) in named)]
 

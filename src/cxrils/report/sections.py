@@ -346,10 +346,14 @@ def select_section(text: str) -> SectionChoice:
         flags.append("wet_read")
     if add:
         flags.append("addendum")
+    pointers = []  # sections that only point elsewhere ("See impression."), for the reason
     for name in ("findings", "impression"):
-        body = _usable(_clean(secs.get(name)))
+        cleaned = _clean(secs.get(name))
+        body = _usable(cleaned)
         if body:
             return SectionChoice(name, body, flags=flags, wet_read=wet, addendum=add)
+        if cleaned:
+            pointers.append(cleaned)
     # Last paragraph of the report without its wet read (preliminary text is never used).
     kept = str(text)
     for n, t in secs.sections:
@@ -358,7 +362,6 @@ def select_section(text: str) -> SectionChoice:
     body = _usable(_clean(last_paragraph(kept)))
     if body:
         return SectionChoice("last_paragraph", body, flags=flags, wet_read=wet, addendum=add)
-    pointers = [_clean(secs.get(n)) for n in ("findings", "impression") if _POINTER.match(_clean(secs.get(n)))]
     return SectionChoice(
         None,
         "",

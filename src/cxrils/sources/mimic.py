@@ -9,7 +9,7 @@ import re
 from collections.abc import Iterator
 from pathlib import Path
 
-from cxrils.sources.base import IMAGE_SUFFIXES, InputError, StudyInput, csv_rows, norm_split, norm_view, stem_id
+from cxrils.sources.base import IMAGE_SUFFIXES, InputError, StudyInput, csv_rows, norm_split, norm_view, hide_uids
 
 log = logging.getLogger(__name__)
 
@@ -83,7 +83,7 @@ def read_mimic(path: Path) -> Iterator[StudyInput]:
                     split = splits.get(dicom_id, "")
                     yield StudyInput(
                         study_id=study,
-                        image_id=stem_id(image.name),  # a UID file name (a PACS export) hashed
+                        image_id=hide_uids(dicom_id),  # a UID file name (a PACS export) hashed
                         patient_id=patient.name,
                         image_path=image.resolve(),
                         report=report,

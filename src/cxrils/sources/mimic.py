@@ -9,7 +9,7 @@ import re
 from collections.abc import Iterator
 from pathlib import Path
 
-from cxrils.sources.base import IMAGE_SUFFIXES, InputError, StudyInput, csv_rows, norm_split, norm_view, hide_uids
+from cxrils.sources.base import IMAGE_SUFFIXES, InputError, StudyInput, csv_rows, hide_uids, norm_split, norm_view
 
 log = logging.getLogger(__name__)
 

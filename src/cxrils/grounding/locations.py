@@ -26,6 +26,7 @@ Definitions used here (labels are CXAS spellings, patient sides):
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -115,16 +116,28 @@ def grounded_locations(
     return [label for label in reported if (anatomy[label] & boxes).any() and (anatomy[label] & lesion_mask).any()]
 
 
-def empty_locations(positive_findings: list[Finding], anatomy: AnatomyMasks, tol_px: int = 0) -> list[str]:
-    """Lung regions no positive finding of the study may lie in.
+def empty_locations(
+    positive_findings: list[Finding],
+    anatomy: AnatomyMasks,
+    tol_px: int = 0,
+    lesion_masks: Sequence[np.ndarray] = (),
+) -> list[str]:
+    """Lung regions no positive finding of the study may lie in (paper section 3.1,
+    step 4: the regions no reported finding names).
 
     Parameters
     ----------
     positive_findings : list of Finding
         Every present finding of the study (any type, including types outside the seven).
     anatomy : AnatomyMasks
+        Region masks, bool (H, W), patient sides.
     tol_px : int
         Overlap in pixels still counted as none (``grounding.empty_overlap_tol_px``).
+    lesion_masks : sequence of ndarray of bool, shape (H, W)
+        Lesion masks of the study (generated, or an expert's): a region overlapping
+        their union by more than ``tol_px`` pixels is not empty either (ours:
+        ``grounding.empty_excludes_lesion_masks``; a lesion can spread past the places
+        its report names).
 
     Returns
     -------
@@ -136,4 +149,10 @@ def empty_locations(positive_findings: list[Finding], anatomy: AnatomyMasks, tol
         if finding.target_type in ORGAN_LESION_TYPES:  # the heart is not a lung region
             continue
         occupied |= anatomy.union(reported_locations(finding).labels)
-    return [c for c in EMPTY_LOCATION_CANDIDATES if np.count_nonzero(anatomy[c] & occupied) <= tol_px]
+    lesion = np.logical_or.reduce(list(lesion_masks)) if len(lesion_masks) else None
+    return [
+        c
+        for c in EMPTY_LOCATION_CANDIDATES
+        if np.count_nonzero(anatomy[c] & occupied) <= tol_px
+        and (lesion is None or np.count_nonzero(anatomy[c] & lesion) <= tol_px)
+    ]

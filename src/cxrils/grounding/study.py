@@ -77,15 +77,13 @@ def _ground_finding(
     organs: AnatomyMasks,
     anomaly_components: Callable[[str], tuple[np.ndarray, np.ndarray]],
     boxes: list[LesionBox],
-    empty: list[str],
     cfg: Config,
     ctr: float | None,
 ) -> GroundedFinding:
+    """Ground one finding; its ``empty`` locations are the study's, set by the caller."""
     loc = reported_locations(finding)
     lesion_type = finding.target_type if finding.target_type in LESION_TYPES else None
-    result = GroundedFinding(
-        finding=finding, lesion_type=lesion_type, reported=list(loc.labels), grounded=[], empty=list(empty)
-    )
+    result = GroundedFinding(finding=finding, lesion_type=lesion_type, reported=list(loc.labels), grounded=[], empty=[])
     if finding.presence != "positive":
         result.drop_reason = "negative finding: nothing to ground"
     elif lesion_type is None:
@@ -196,7 +194,10 @@ def ground_study(
     StudyGrounding
         ``excluded`` holds the QC reason (then ``findings`` is empty). Otherwise one
         :class:`~cxrils.types.GroundedFinding` per report finding, in report order;
-        those with ``mask is None`` carry ``drop_reason``.
+        those with ``mask is None`` carry ``drop_reason``. ``empty_locations`` are the
+        regions no positive finding names (paper section 3.1, step 4) less, with
+        ``grounding.empty_excludes_lesion_masks`` (on; ours), those a generated lesion
+        mask covers (:func:`~cxrils.grounding.locations.empty_locations`).
 
     Raises
     ------
@@ -231,7 +232,6 @@ def ground_study(
     if reason:
         return StudyGrounding(findings=[], empty_locations=[], excluded=reason, **base)
     positives = [f for f in report.findings if f.presence == "positive"]
-    empty = empty_locations(positives, anatomy, cfg.grounding.empty_overlap_tol_px)
     components: dict[tuple[float, bool], tuple[np.ndarray, np.ndarray]] = {}
     g = cfg.grounding
     hidden = None  # the effusion's hidden lung base (hidden_base), once per study
@@ -255,19 +255,15 @@ def ground_study(
             components[key] = (anomaly_set, ndi.label(anomaly_set, structure=neighbourhood(g))[0])
         return components[key]
 
-    findings = [
-        _ground_finding(f, x, anatomy, organs, anomaly_components, boxes, empty, cfg, ctr) for f in report.findings
+    findings = [_ground_finding(f, x, anatomy, organs, anomaly_components, boxes, cfg, ctr) for f in report.findings]
+    masks = [
+        gf.mask
+        for gf in findings
+        if gf.mask is not None and gf.finding.presence == "positive" and gf.lesion_type not in ORGAN_LESION_TYPES
     ]
-    if g.empty_excludes_lesion_masks:
-        masks = [
-            gf.mask
-            for gf in findings
-            if gf.mask is not None and gf.finding.presence == "positive" and gf.lesion_type not in ORGAN_LESION_TYPES
-        ]
-        if masks:
-            covered = np.logical_or.reduce(masks)
-            empty = [c for c in empty if np.count_nonzero(anatomy[c] & covered) <= g.empty_overlap_tol_px]
-            findings = [dataclasses.replace(gf, empty=list(empty)) for gf in findings]
+    empty = empty_locations(positives, anatomy, g.empty_overlap_tol_px, masks if g.empty_excludes_lesion_masks else ())
+    for gf in findings:
+        gf.empty = list(empty)
     return StudyGrounding(findings=findings, empty_locations=empty, **base)
 
 

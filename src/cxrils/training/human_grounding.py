@@ -158,11 +158,7 @@ def human_grounding(
 
     _check_shape(lesion, anatomy)
     positives = [f for f in report.findings if f.presence == "positive"]
-    empty = [
-        lb
-        for lb in empty_locations(positives, anatomy, cfg.grounding.empty_overlap_tol_px)
-        if int((anatomy[lb] & lesion).sum()) <= cfg.grounding.empty_overlap_tol_px
-    ]
+    empty = empty_locations(positives, anatomy, cfg.grounding.empty_overlap_tol_px, [lesion])
     heart = anatomy["heart"]
     ctr = cardiothoracic_ratio(anatomy) if heart.any() and anatomy.union(LUNGS).any() else None
     findings = []

@@ -119,6 +119,14 @@ def test_the_mimic_ils_import_settings_are_no_generate_section() -> None:
     with pytest.raises(ConfigError, match="mimic_ils is no config section"):
         apply_overrides(Config(), ["mimic_ils.max_side=512"])
     assert "mimic_ils" not in Config().dataset_settings()
+    # review (stop 58): an empty table set nothing and so named no section at all
+    from cxrils.config import config_from_dict
+
+    with pytest.raises(ConfigError, match="mimic_ils is no config section"):
+        config_from_dict({"mimic_ils": {}})
+    with pytest.raises(ConfigError, match="unknown config section 'nope'"):
+        config_from_dict({"nope": {}})
+    config_from_dict({"grounding": {}, "pipeline": {"ray": {}}})  # known sections, nothing set
 
 
 @pytest.mark.parametrize(

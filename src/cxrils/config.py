@@ -789,10 +789,11 @@ def _check_runtime(cfg: Config) -> Config:
     return cfg
 
 
-def _set(cfg: Config, path: list[str], value: Any) -> None:
-    """Set the leaf ``path`` (section names, then the key) of ``cfg`` to ``value``."""
-    obj, where = cfg, []
-    for name in path[:-1]:
+def _section(cfg: Config, names: list[str]) -> Any:
+    """The (nested) config section ``names`` of ``cfg``; a ConfigError names an unknown one."""
+    obj: Any = cfg
+    where: list[str] = []
+    for name in names:
         child = getattr(obj, name, None) if name in {f.name for f in dataclasses.fields(obj)} else None
         if not dataclasses.is_dataclass(child):
             if not where and name == "mimic_ils":  # a section of configs saved before it was dropped
@@ -803,7 +804,13 @@ def _set(cfg: Config, path: list[str], value: Any) -> None:
             known = [f.name for f in dataclasses.fields(obj) if dataclasses.is_dataclass(getattr(obj, f.name))]
             raise ConfigError(f"unknown config section {'.'.join(where + [name])!r}; known: {known}")
         obj, where = child, where + [name]
-    section, key = ".".join(where), path[-1]
+    return obj
+
+
+def _set(cfg: Config, path: list[str], value: Any) -> None:
+    """Set the leaf ``path`` (section names, then the key) of ``cfg`` to ``value``."""
+    obj = _section(cfg, path[:-1])
+    section, key = ".".join(path[:-1]), path[-1]
     names = {f.name for f in dataclasses.fields(obj)}
     if key not in names:
         raise ConfigError(f"unknown config key {section}.{key}; known: {sorted(names)}")
@@ -818,6 +825,8 @@ def _set_table(cfg: Config, where: list[str], values: Any) -> None:
     """Apply a (possibly nested) TOML table found at section path ``where``."""
     if not isinstance(values, dict):
         raise ConfigError(f"config section {'.'.join(where)!r} must be a table, got {values!r}")
+    if not values:  # an empty table sets nothing, but must name a section ([mimic_ils] of old configs)
+        _section(cfg, where)
     for key, value in values.items():
         if isinstance(value, dict):
             _set_table(cfg, where + [key], value)

@@ -414,9 +414,6 @@ CHANGE_WORDS: Final[tuple[str, ...]] = (
     "clearing",
 )
 
-#: The clinical question asked of the film, not a finding (HYPOTHETICAL; it reaches the
-#: finding, or the list of findings, it names only, ``rules._clinical_question``):
-#: "clinical concern for pneumonia".
 #: "X, if any" / "X, if present": a hedge of the finding before, or a question of the one
 #: after ("minimal, if any, pulmonary edema"), ``rules._either_way``.
 IF_ANY: Final[tuple[str, ...]] = ("if any", "if present")
@@ -432,6 +429,9 @@ REFERRING_LIKELY: Final[tuple[str, ...]] = tuple(
     for v in ("is", "is most", "is more")
     for a in ("likely", "probably", "possibly")
 )
+#: The clinical question asked of the film, not a finding (HYPOTHETICAL; it reaches the
+#: finding, or the list of findings, it names only, ``rules._clinical_question``):
+#: "clinical concern for pneumonia".
 CLINICAL_QUESTION: Final[tuple[str, ...]] = (
     "clinical concern for",
     "clinical suspicion for",

@@ -69,6 +69,12 @@ class Finding:
     predicted_lesion_text: str | None = None
 
     @property
+    def asked(self) -> bool:
+        """Whether the report asks about the finding rather than states or denies it
+        ("evaluate for pneumonia", "cannot exclude effusion": a tentative negative)."""
+        return self.presence == "negative" and self.certainty == "tentative"
+
+    @property
     def target_type(self) -> str | None:
         """The lesion type this finding grounds: the predicted type when given, else
         the entity's own type (section 3.1: "opacity reflects pneumonia" is pneumonia)."""

@@ -84,9 +84,13 @@ def structure(
     n = 0
     truncated: deque = deque()
     n_truncated = 0
-    bar = tqdm(total=n_total, unit="report", desc="structure")
     try:
-        with atomic_path(out) as tmp, open(tmp, "w", encoding="utf-8") as fh:
+        # the bar closes before an error line is printed, so that line starts a line of its own
+        with (
+            tqdm(total=n_total, unit="report", desc="structure") as bar,
+            atomic_path(out) as tmp,
+            open(tmp, "w", encoding="utf-8") as fh,
+        ):
             for rep in structure_reports(_capped(read_reports(input), cfg, truncated), cfg, structurer=s, mapper=m):
                 note = truncated.popleft()
                 if note:
@@ -101,17 +105,13 @@ def structure(
                 else:
                     sections[rep.section_used] += 1
                 for f in rep.findings:
-                    if f.target_type:  # a tentative negative is a question: neither stated nor denied
-                        asked = f.presence == "negative" and f.certainty == "tentative"
-                        types[(f.target_type, "asked" if asked else f.presence)] += 1
+                    if f.target_type:  # a question (Finding.asked) is neither stated nor denied
+                        types[(f.target_type, "asked" if f.asked else f.presence)] += 1
     except ReportInputError as err:
-        bar.close()  # first, so that the error line starts a line of its own
         fail(str(err))
     except LLMError as err:
-        bar.close()
         typer.echo(f"error: LLM backend: {err}", err=True)
         raise typer.Exit(1) from err
-    bar.close()
 
     console = Console()
     table = Table(title=f"{n} studies -> {out}")

@@ -435,7 +435,7 @@ def _negatives(
     # touching any positive finding's reported or grounded lung region.
     # a finding the report asks about ("evaluate for left lower lobe pneumonia") occupies
     # its place too: it is neither stated nor denied there
-    asked = [gf for gf in g.findings if gf.finding.presence == "negative" and gf.finding.certainty == "tentative"]
+    asked = [gf for gf in g.findings if gf.finding.asked]
     occupied = _zones(lb for gf in positive_findings for lb in list(gf.reported) + list(gf.grounded)) | _zones(
         lb for gf in asked for lb in gf.finding.labels
     )

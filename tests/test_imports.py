@@ -14,9 +14,9 @@ import cxrils
 SRC = Path(cxrils.__file__).resolve().parents[1]  # the cxrils under test
 
 #: Layers, lowest first: a module may import its own layer and those below it.
-#: Foundation modules (config, vocab, types, masks, templates, fsutil, overlay, extras, registry) come first.
+#: Foundation modules (config, vocab, types, masks, templates, fsutil, overlay, extras, registry, progress) come first.
 LAYERS: tuple[tuple[str, ...], ...] = (
-    ("cxrils", "config", "vocab", "types", "masks", "templates", "fsutil", "overlay", "extras", "registry"),
+    ("cxrils", "config", "vocab", "types", "masks", "templates", "fsutil", "overlay", "extras", "registry", "progress"),
     ("io", "report"),
     ("sources",),
     ("vision",),

@@ -44,11 +44,10 @@ def anatomy(
     Patient Orientation; anatomy.json: "frame": "source" and "display_ops"); the
     overlay is turned for reading (the patient's right on the image's left).
     """
-    from tqdm import tqdm
-
     from cxrils import __version__
     from cxrils.io import ImageLoadError, load_image
     from cxrils.io.base import source_frame_record
+    from cxrils.progress import progress_bar
     from cxrils.vision.anatomy.base import AnatomyBackendError, get_segmenter
     from cxrils.vision.anatomy.measures import cardiothoracic_ratio, frontal_plausibility, implausible_ctr
     from cxrils.vision.anatomy.render import write_outputs
@@ -62,7 +61,7 @@ def anatomy(
     except AnatomyBackendError as err:
         fail(str(err))
     failed = 0
-    for path in tqdm(files, desc="anatomy", unit="image", disable=len(files) < 2):
+    for path in progress_bar(files, desc="anatomy", unit="image", disable=len(files) < 2):
         try:
             loaded = load_image(path, max_pixels=cfg.io.max_pixels)
         except ImageLoadError as err:

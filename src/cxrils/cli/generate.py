@@ -55,11 +55,10 @@ def _run(
     split_by: str | None = None,
 ) -> dict:
     """Load the configuration, run :func:`generate` with a progress bar, print the summary."""
-    from tqdm import tqdm
-
     from cxrils.pipeline.runner import SUMMARY_NAME, RunError, generate
     from cxrils.pipeline.stages import StageLoadError
     from cxrils.pipeline.summary import format_summary
+    from cxrils.progress import progress_bar
     from cxrils.sources import InputError
 
     cfg = load_config_or_fail(config, [*set_, *([f"split.by={split_by}"] if split_by else [])])
@@ -73,12 +72,11 @@ def _run(
             require_extra("ray", "--runner ray")
         except MissingExtraError as err:
             fail(str(err))
-    bar = tqdm(total=0, unit="image", desc="generate", disable=not progress, dynamic_ncols=True)
+    bar = progress_bar(total=0, unit="image", desc="generate", disable=not progress, dynamic_ncols=True)
 
     def on_progress(done: int, total: int) -> None:
         bar.total = total
-        bar.n = done
-        bar.refresh()
+        bar.update(done - bar.n)  # redrawn at most every redraw_interval() seconds
 
     try:  # log lines go through tqdm.write (cxrils.cli): they never share the bar's line
         summary = generate(

@@ -56,10 +56,10 @@ def structure(
 
     from rich.console import Console
     from rich.table import Table
-    from tqdm import tqdm
 
     from cxrils.config import ConfigError, load_config
     from cxrils.fsutil import atomic_path
+    from cxrils.progress import progress_bar
     from cxrils.report import get_location_mapper, get_structurer, structure_reports
     from cxrils.report.llm import LLMError
     from cxrils.sources.reports import UNREADABLE_REPORT, ReportInputError, count_reports, read_reports
@@ -87,7 +87,7 @@ def structure(
     try:
         # the bar closes before an error line is printed, so that line starts a line of its own
         with (
-            tqdm(total=n_total, unit="report", desc="structure") as bar,
+            progress_bar(total=n_total, unit="report", desc="structure") as bar,
             atomic_path(out) as tmp,
             open(tmp, "w", encoding="utf-8") as fh,
         ):

@@ -80,10 +80,9 @@ def predict_dataset(
     ValueError
         If ``out_path`` does not end in ``.parquet`` or ``.jsonl``.
     """
-    from tqdm import tqdm
-
     from cxrils.dataset import ILSDataset
     from cxrils.evaluation import PREDICTION_SUFFIXES, write_predictions
+    from cxrils.progress import progress_bar
 
     if not isinstance(segmenter, Segmenter):
         raise TypeError(
@@ -98,7 +97,7 @@ def predict_dataset(
     order = np.argsort(recs["image_id"].to_numpy(), kind="stable")  # each image loaded once
     if templates_only:
         order = order[(recs["paraphrase_of"].to_numpy()[order] == "")]
-    with tqdm(total=len(order), desc=f"predict {split or 'all'}", disable=not progress, unit="rec") as bar:
+    with progress_bar(total=len(order), desc=f"predict {split or 'all'}", disable=not progress, unit="rec") as bar:
         for start in range(0, len(order), batch_size):
             idx = [int(i) for i in order[start : start + batch_size]]
             images = []

@@ -236,7 +236,8 @@ def fit(
     import copy
 
     import torch
-    from tqdm import tqdm
+
+    from cxrils.progress import progress_bar
 
     if init is not None:
         from safetensors.torch import load_file
@@ -261,7 +262,7 @@ def fit(
         net.train()
         order = rng.permutation(n_train)
         losses = []
-        bar = tqdm(
+        bar = progress_bar(
             range(steps_per_epoch),
             desc=f"epoch {epoch + 1}/{cfg.epochs}",
             disable=not progress,

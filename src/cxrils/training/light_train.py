@@ -193,10 +193,10 @@ def train_light(
         an incompatible run.
     """
     import torch
-    from tqdm import tqdm
 
     from cxrils.dataset import BalancedBatchSampler, DatasetError, HistogramEqualization, ILSDataset
     from cxrils.models.light.losses import light_loss
+    from cxrils.progress import progress_bar
 
     run = Path(run_dir)
     run.mkdir(parents=True, exist_ok=True)
@@ -287,7 +287,7 @@ def train_light(
     n_batches = len(sampler)
     running: dict[str, list[float]] = {}
     t0 = time.perf_counter()
-    bar = tqdm(total=cfg.steps, initial=step, desc="train light", disable=not progress, unit="step")
+    bar = progress_bar(total=cfg.steps, initial=step, desc="train light", disable=not progress, unit="step")
     while step < cfg.steps:
         epoch, offset = divmod(step, n_batches)
         sampler.set_epoch(epoch)

@@ -276,10 +276,10 @@ class _Progress:
     until the end of a streamed file)."""
 
     def __init__(self, fh: IO[bytes], total: int, enabled: bool) -> None:
-        from tqdm import tqdm
+        from cxrils.progress import progress_bar
 
         self.fh = fh
-        self.bar = tqdm(total=total, unit="B", unit_scale=True, desc="import MIMIC-ILS", disable=not enabled)
+        self.bar = progress_bar(total=total, unit="B", unit_scale=True, desc="import MIMIC-ILS", disable=not enabled)
         self.last = 0
 
     def update(self, **postfix: Any) -> None:

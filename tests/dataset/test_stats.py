@@ -91,6 +91,12 @@ def test_count_table_fits_80_columns_without_cutting(tmp_path, studies):
     text = console.export_text()
     assert "\u2026" not in text and max(len(line.rstrip()) for line in text.splitlines()) <= 80
     assert "inference" in text and "consolidation" in text
+    # the title stays on one line beside a small table (the demo's validate split)
+    console = Console(width=80, record=True)
+    console.print(
+        rich_count_table(count_table(read_records(make(tmp_path, studies)), "train"), "cxrils-demo / validate")
+    )
+    assert "Tables 10-12)" in console.export_text().splitlines()[0]
 
 
 def test_image_counts_explain_images_without_records(tmp_path, studies):

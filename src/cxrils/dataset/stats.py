@@ -61,7 +61,7 @@ def rich_count_table(table: Any, title: str) -> Any:
     from rich.table import Table
 
     t = Table(
-        title=f"{title}: instruction-answer pairs (layout of paper Tables 10-12)",
+        title=f"{title}: instruction-answer pairs (paper Tables 10-12)",
         box=box.SIMPLE_HEAD,
         caption="cells: positive / negative pairs",
         title_justify="left",

@@ -97,6 +97,7 @@ ALLOWED_NUMERIC_CONSTANTS: dict[str, str] = {
     "dataset/augment.py:HIST_EQ_PROB": _TRAINING + " (Appendix F: training-time augmentation)",
     "models/light/text.py:_SHOWN_CHARS": _DISPLAY + " (characters of an instruction quoted in an error)",
     "cli/stats.py:LOG_WIDTH": _DISPLAY,
+    "progress.py:LOG_REDRAW_INTERVAL_S": _DISPLAY + " (progress-bar redraws in a log file)",
     "dataset/html_report.py:THUMB_SIDE": _DISPLAY,
     "dataset/html_report.py:THUMB_QUALITY": _DISPLAY,
     "dataset/schema.py:SCHEMA_VERSION": _FORMAT,

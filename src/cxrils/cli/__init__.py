@@ -12,7 +12,9 @@ from __future__ import annotations
 import logging
 from pathlib import Path
 
+import click
 import typer
+from typer.core import TyperGroup
 
 from cxrils import __version__
 from cxrils.cli import (
@@ -31,17 +33,39 @@ from cxrils.cli import (
 )
 from cxrils.cli.common import load_config_or_fail
 
+
+class _Commands(TyperGroup):
+    """Lists each command with its whole first sentence, wrapped (click cuts it at
+    the terminal's width with "...")."""
+
+    def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        rows = []
+        for name in self.list_commands(ctx):
+            cmd = self.get_command(ctx, name)
+            if cmd is not None and not cmd.hidden:
+                rows.append((name, cmd.get_short_help_str(limit=1_000)))
+        if rows:
+            with formatter.section("Commands"):
+                formatter.write_dl(rows)
+
+
 app = typer.Typer(
     name="cxrils",
+    cls=_Commands,
     help="Instruction-guided lesion segmentation for chest X-rays (MIMIC-ILS / ROSALIA).",
     no_args_is_help=True,
     add_completion=False,
     pretty_exceptions_enable=False,
+    # click's plain help wraps every column; rich's panels cut long option names and
+    # defaults with "…" on an 80-column terminal (e.g. predict's --teacher-forced)
+    rich_markup_mode=None,
 )
 config_app = typer.Typer(
     help="Show the effective configuration (paper thresholds, backends); `config show` also checks a --config file "
     "and --set overrides.",
     no_args_is_help=True,
+    cls=_Commands,
+    rich_markup_mode=None,
 )
 app.add_typer(config_app, name="config")
 

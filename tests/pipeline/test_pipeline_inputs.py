@@ -346,6 +346,41 @@ def test_only_the_first_image_of_a_study_is_first_of_study(tmp_path):
     assert [(s.study_id, s.first_of_study) for s in items] == [("s1", True), ("s2", True), ("s1", False)]
 
 
+def test_a_study_s_absent_negatives_skip_images_the_input_already_excludes(tmp_path):
+    # review: a lateral listed first (MIMIC orders a study's images by dicom_id) took the
+    # study's absent-type negatives to an image the view QC then excluded (Appendix C.2)
+    import csv
+
+    from cxrils.sources import read_inputs
+
+    for name in "abcd":
+        (tmp_path / f"{name}.png").write_bytes(b"x")
+    path = tmp_path / "pairs.csv"
+    with open(path, "w", newline="") as fh:
+        w = csv.writer(fh)
+        w.writerow(["study_id", "image_path", "view", "report"])
+        w.writerows(
+            [
+                ["s1", "a.png", "lateral", "r"],
+                ["s1", "", "PA", "r"],  # a row with a problem (no image_path)
+                ["s1", "b.png", "AP", "r"],
+                ["s1", "c.png", "", "r"],
+                ["s2", "d.png", "LL", "r"],  # no frontal image: no image takes them
+            ]
+        )
+    items = list(read_inputs(path, "csv"))
+    assert [(s.view, s.problem is not None, s.first_of_study) for s in items] == [
+        ("LATERAL", False, False),
+        (None, True, False),  # a problem row keeps no fields but its place
+        ("AP", False, True),
+        (None, False, False),
+        ("LL", False, False),
+    ]
+    # with the view QC off (QCConfig.frontal_only = False) a lateral is processed, and is first
+    items = list(read_inputs(path, "csv", frontal_only=False))
+    assert [s.first_of_study for s in items] == [True, False, False, False, True]
+
+
 @pytest.mark.parametrize("encoding", ["utf-16", "utf-16-le"])
 def test_a_utf16_csv_gets_an_encoding_hint_not_garbled_columns(tmp_path, encoding):
     path = tmp_path / "in.csv"

@@ -323,7 +323,9 @@ def generate(
         check_ray_address(ray_address)  # before the text side, which may take hours with an LLM
     out = Path(out_dir)
     # Splits are checked on the whole input, so a patient's split never depends on --limit.
-    studies_all = check_splits(read_inputs(input_path, inputs=cfg.inputs), input_path, cfg.split.by)
+    studies_all = check_splits(
+        read_inputs(input_path, inputs=cfg.inputs, frontal_only=cfg.qc.frontal_only), input_path, cfg.split.by
+    )
     studies = studies_all[:limit] if limit is not None else studies_all
     state = RunState(out)
     with _open_writer(out, cfg, stages) as writer:

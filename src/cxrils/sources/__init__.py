@@ -50,6 +50,7 @@ import dataclasses
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
+from cxrils import vocab
 from cxrils.config import InputConfig
 from cxrils.sources import iu, mimic
 from cxrils.sources.base import InputError, StudyInput, csv_header
@@ -93,8 +94,16 @@ def detect_input_kind(path: str | Path) -> str:
     )
 
 
-def read_inputs(path: str | Path, kind: str | None = None, inputs: InputConfig | None = None) -> Iterator[StudyInput]:
+def read_inputs(
+    path: str | Path, kind: str | None = None, inputs: InputConfig | None = None, *, frontal_only: bool = True
+) -> Iterator[StudyInput]:
     """Yield the studies of an input in input order.
+
+    Each study's absent-type negatives go to one image (``StudyInput.first_of_study``):
+    its first image in input order that the pipeline will not exclude for what the
+    input already says, that is, one without a ``problem`` and, with ``frontal_only``,
+    whose view is frontal or unknown. A lateral listed first (MIMIC-CXR orders a
+    study's images by dicom_id) thus leaves them to the study's frontal image.
 
     Parameters
     ----------
@@ -105,6 +114,9 @@ def read_inputs(path: str | Path, kind: str | None = None, inputs: InputConfig |
     inputs : cxrils.config.InputConfig, optional
         ``iu_sections``: the IU report sections a study's report joins (default
         :class:`~cxrils.config.InputConfig`).
+    frontal_only : bool
+        ``QCConfig.frontal_only``: images of a known non-frontal view are excluded,
+        so none of them is a study's first image.
 
     Raises
     ------
@@ -132,10 +144,13 @@ def read_inputs(path: str | Path, kind: str | None = None, inputs: InputConfig |
             first = next(s for s in readers[kind](p) if s.image_id == item.image_id)
             raise InputError(p, _duplicate_message(first, item))
         seen.add(item.image_id)
-        if item.problem is None:
-            if item.study_id in studies:
-                item = dataclasses.replace(item, first_of_study=False)
+        excluded_by_view = frontal_only and item.view is not None and item.view not in vocab.FRONTAL_VIEWS
+        if item.problem is None and not excluded_by_view and item.study_id not in studies:
             studies.add(item.study_id)
+            if not item.first_of_study:
+                item = dataclasses.replace(item, first_of_study=True)
+        elif item.first_of_study:
+            item = dataclasses.replace(item, first_of_study=False)
         yield item
 
 

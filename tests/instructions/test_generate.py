@@ -639,6 +639,55 @@ def test_a_reported_nodule_blocks_the_absent_opacity_negative():
     assert [r for r in gen(plain) if r["lesion_type"] == "opacity"]
 
 
+@pytest.mark.parametrize(
+    "entity",
+    ["nodular densities", "calcification", "interstitial markings", "pleural thickening", "granulomatous disease"],
+)
+def test_an_untyped_opacity_on_the_film_blocks_the_absent_opacity_negative(entity):
+    # review: "Nodular densities in the right lung." gave "There is no opacity in the right lung."
+    from cxrils.types import StudyGrounding
+
+    f = grounded(finding(entity, labels=["right lung"], sentence=f"{entity} in the right lung."), ["right lung"])
+    for seed in range(12):  # the absent negative's place is drawn: try several draws
+        cfg = Config()
+        cfg.instructions.seed = seed
+        g = StudyGrounding(
+            study_id=f"s{seed}",
+            image_id=f"im{seed}",
+            shape=SHAPE,
+            findings=[f],
+            empty_locations=["left lung"],
+            ctr=0.40,
+            heart_mask=HEART_MASK,
+        )
+        opacity = [r for r in gen(g, cfg=cfg) if r["lesion_type"] == "opacity"]
+        assert all(r["locations"] == ["left lung"] for r in opacity), [r["answer"] for r in opacity]
+
+
+#: OTHER_FINDINGS that are no opacity in the lung on a radiograph: lucencies, bones,
+#: mediastinal or extrapulmonary findings, clinical states (reviewed one by one).
+NOT_OPACITY = {
+    "pneumothorax", "pneumothoraces", "hydropneumothorax", "pneumomediastinum", "emphysema",
+    "emphysematous changes", "copd", "hyperinflation", "hyperexpansion", "fracture", "fractures", "hernia",
+    "hiatal hernia", "adenopathy", "lymphadenopathy", "bronchiectasis", "pulmonary hypertension", "tortuosity",
+    "degenerative changes", "scoliosis", "kyphosis", "osteopenia", "effusion-related", "bullae", "bulla", "blebs",
+    "eventration", "pericardial effusion", "pericardial effusions", "joint effusion", "joint effusions",
+    "hiv infection", "urinary tract infection", "upper airway infection", "upper respiratory infection",
+    "upper respiratory tract infection", "wound infection", "soft tissue infection", "line infection",
+    "infection isolation", "vascular congestion", "pulmonary congestion", "pulmonary vascular congestion",
+    "fluid overload", "volume overload", "congestive heart failure", "chf", "heart failure", "volume loss",
+}  # fmt: skip
+
+
+def test_every_other_finding_is_classified_as_opacity_or_not():
+    from cxrils.instructions.generate import OPACITY_LIKE_ENTITIES
+    from cxrils.report.lexicon import OTHER_FINDINGS
+
+    assert not OPACITY_LIKE_ENTITIES & NOT_OPACITY
+    unclassified = set(OTHER_FINDINGS) - OPACITY_LIKE_ENTITIES - NOT_OPACITY
+    assert not unclassified, f"decide whether these are opacities on the film: {sorted(unclassified)}"
+
+
 def test_absent_forms_replace_the_random_draws():
     """``absent_forms`` asks every absent lung type exactly the given negatives (the light
     model's normal images); cardiomegaly keeps the CTR rule; () asks no lung type."""

@@ -43,13 +43,25 @@ from cxrils.vocab import SplitError, normalize_split
 #: (section 3.2). Every localized type; cardiomegaly (an organ state) is not one.
 OPACITY_FAMILY: tuple[str, ...] = ("pneumonia", "atelectasis", "opacity", "consolidation", "edema", "effusion")
 
-#: Findings outside the seven types that are opacities on a radiograph too (ours): a
-#: positive one makes "There is no opacity" false, so no absent-type opacity negative.
+#: Findings outside the seven types (``cxrils.report.lexicon.OTHER_FINDINGS``) that are
+#: opacities on a radiograph too (ours): a positive one makes "There is no opacity"
+#: false, so no absent-type opacity negative; opacity's one negative then goes to an
+#: empty location away from the finding's places. Every entry of OTHER_FINDINGS is
+#: either here or, as a lucency, a bone, a mediastinal or a non-radiographic finding,
+#: not (tests/instructions/test_generate.py lists those).
 OPACITY_LIKE_ENTITIES: frozenset[str] = frozenset(
     {
         "nodule",
         "nodules",
         "nodular opacity",
+        "nodular density",
+        "nodular densities",
+        "calcified density",
+        "calcified densities",
+        "calcific density",
+        "calcific densities",
+        "calcification",
+        "calcifications",
         "mass",
         "masses",
         "lesion",
@@ -58,12 +70,31 @@ OPACITY_LIKE_ENTITIES: frozenset[str] = frozenset(
         "granulomas",
         "calcified granuloma",
         "calcified granulomas",
+        "granulomatous disease",
+        "granulomatous infection",
         "scarring",
         "scar",
         "fibrosis",
+        "fibrotic changes",
+        "interstitial markings",
+        "interstitial disease",
+        "interstitial lung disease",
+        "pleural thickening",
+        "cavity",
+        "cavitation",
         "cavitary lesion",
         "metastases",
         "metastatic disease",
+        "tuberculosis",
+        "tuberculous infection",
+        "tuberculosis infection",
+        "tuberculous pneumonia",
+        "tuberculosis pneumonia",
+        "old infection",
+        "prior infection",
+        "chronic infection",
+        "aspiration",
+        "hemorrhage",
     }
 )
 

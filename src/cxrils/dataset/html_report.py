@@ -21,7 +21,14 @@ from typing import Any
 import numpy as np
 
 from cxrils import __version__, vocab
-from cxrils.dataset.stats import INSTRUCTION_TYPE_NAMES, TOTAL, count_table, image_counts, plot_counts
+from cxrils.dataset.stats import (
+    INSTRUCTION_TYPE_NAMES,
+    TOTAL,
+    count_table,
+    image_counts,
+    no_template_note,
+    plot_counts,
+)
 from cxrils.dataset.torch_dataset import ILSDataset
 from cxrils.dataset.writer import read_manifest
 from cxrils.fsutil import atomic_write_text
@@ -85,6 +92,7 @@ def _count_html(table: Any, split: str) -> str:
         f"<th colspan=3>all</th></tr><tr>{sub}<th>positive</th><th>negative</th><th>pairs</th></tr>"
         + "".join(rows)
         + "</table>"
+        + (f"<p>{html.escape(no_template_note(table))}.</p>" if no_template_note(table) else "")
     )
 
 

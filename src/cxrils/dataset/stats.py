@@ -36,7 +36,10 @@ def count_table(records: Any, split: str | None = None) -> Any:
         Index: the seven lesion types in the paper's order, then "total"; columns:
         MultiIndex (instruction type, polarity) for basic / global / lesion_inference
         x positive / negative, then ("total", "positive"), ("total", "negative"),
-        ("total", "total"). Integer counts; absent combinations are 0.
+        ("total", "total"). Integer counts; absent combinations are 0. The totals count
+        every pair, also one whose instruction follows none of the paper's templates
+        (``instruction_type`` "": pairs of an imported release kept as they were);
+        ``table.attrs["no_template"]`` says how many such pairs are in the totals only.
     """
     import pandas as pd
 
@@ -47,10 +50,24 @@ def count_table(records: Any, split: str | None = None) -> Any:
     for (lesion, itype, pol), n in counts.items():
         table.loc[lesion, (itype, pol)] = int(n)
     for p in vocab.POLARITIES:
-        table[(TOTAL, p)] = table[[(it, p) for it in vocab.INSTRUCTION_TYPES]].sum(axis=1)
+        table[(TOTAL, p)] = 0
+    for (lesion, pol), n in df.groupby(["lesion_type", "polarity"]).size().items():
+        table.loc[lesion, (TOTAL, pol)] = int(n)
     table[(TOTAL, TOTAL)] = table[(TOTAL, "positive")] + table[(TOTAL, "negative")]
     table.loc[TOTAL] = table.sum(axis=0)
+    table.attrs["no_template"] = int((~df["instruction_type"].isin(vocab.INSTRUCTION_TYPES)).sum())
     return table
+
+
+def no_template_note(table: Any) -> str:
+    """The note under a :func:`count_table` whose totals hold pairs of no instruction
+    type ("" when there are none)."""
+    n = table.attrs.get("no_template", 0)
+    if not n:
+        return ""
+    return (
+        f"{n} pair{'s' if n != 1 else ''} whose instruction follows none of the paper's templates: in the totals only"
+    )
 
 
 def rich_count_table(table: Any, title: str) -> Any:
@@ -63,7 +80,8 @@ def rich_count_table(table: Any, title: str) -> Any:
     t = Table(
         title=f"{title}: instruction-answer pairs (paper Tables 10-12)",
         box=box.SIMPLE_HEAD,
-        caption="cells: positive / negative pairs",
+        caption="cells: positive / negative pairs"
+        + (f"; {no_template_note(table)}" if no_template_note(table) else ""),
         title_justify="left",
     )
     t.add_column("lesion type", no_wrap=True, vertical="bottom")

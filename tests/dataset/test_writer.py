@@ -18,7 +18,7 @@ from cxrils.dataset import (
     shard_paths,
 )
 from cxrils.dataset.schema import COLUMNS
-from cxrils.masks import decode_rle
+from cxrils.masks import decode_rle, encode_rle
 
 PROV = {"backends": {"anatomy": "builtin 0.1"}, "code_version": "0.1.0"}
 
@@ -202,6 +202,19 @@ def test_bad_input_is_refused_with_a_clear_error(tmp_path, studies):
         w.commit_study("im0", x, recs, excluded="qc")
     with pytest.raises(DatasetError, match="lacks columns"):
         w.commit_study("im0", x, [{k: v for k, v in recs[0].items() if k != "answer"}])
+    # a mask that is not the record's (review: a transposed mask was committed)
+    pos = next(r for r in recs if r["polarity"] == "positive")
+    neg = next(r for r in recs if r["polarity"] == "negative")
+    h, w_ = pos["height"], pos["width"]
+    wrong = np.zeros((w_ + 1, h), bool)
+    with pytest.raises(DatasetError, match=rf"mask is {w_ + 1}x{h} \(H x W\) but the record is {h}x{w_}"):
+        w.commit_study("im0", x, [{**pos, "mask": encode_rle(wrong)}])
+    with pytest.raises(DatasetError, match=rf"mask_area {pos['mask_area'] + 1} but its mask {pos['mask_area']}"):
+        w.commit_study("im0", x, [{**pos, "mask_area": pos["mask_area"] + 1}])
+    with pytest.raises(DatasetError, match=r"negative with a non-empty mask \(4 pixels\)"):
+        full = np.zeros((h, w_), bool)
+        full[:2, :2] = True
+        w.commit_study("im0", x, [{**neg, "mask": encode_rle(full), "mask_area": 4}])
     assert w.done_ids() == set()
     with pytest.raises(DatasetError, match="no manifest"):
         read_records(tmp_path / "ds")

@@ -106,8 +106,7 @@ def _image_table(counts: dict):
         "done, no records",
         str(len(ids)),
         "processed, but no record came out (e.g. no finding grounded; absent-type negatives "
-        "go to one image per study)"
-        + (": " + ", ".join(ids[:3]) + (" ..." if len(ids) > 3 else "") if ids else ""),
+        "go to one image per study)" + (": " + ", ".join(ids[:3]) + (" ..." if len(ids) > 3 else "") if ids else ""),
     )
     t.add_row("excluded", str(counts["excluded"]), "QC or errors; reasons below and in DATASET/excluded/")
     for reason, n in counts["excluded_by_reason"].items():

@@ -37,6 +37,7 @@ from filelock import FileLock, Timeout
 from cxrils.dataset.schema import COLUMNS, SCHEMA_VERSION, arrow_schema
 from cxrils.dataset.splits import SPLITS, SplitError
 from cxrils.fsutil import atomic_path, atomic_write_json, fsync_dir, fsync_folder, sha256_file
+from cxrils.masks import MaskError, rle_area
 from cxrils.vocab import split_filter
 
 if TYPE_CHECKING:
@@ -305,7 +306,9 @@ class DatasetWriter:
         ------
         DatasetError
             On an unsafe id, a missing or malformed image, a record of another image,
-            or missing columns.
+            missing columns, or a mask that is not the record's (another size than
+            its height x width, another area than its ``mask_area``, or pixels on a
+            negative).
         """
         import pyarrow as pa
         import pyarrow.parquet as pq
@@ -360,11 +363,29 @@ class DatasetWriter:
         row = {c: record.get(c) for c in COLUMNS}
         row["image_path"] = image_relpath(image_id)
         try:
-            row["mask"] = {"size": [int(v) for v in record["mask"]["size"]], "counts": str(record["mask"]["counts"])}
+            mask = {"size": [int(v) for v in record["mask"]["size"]], "counts": str(record["mask"]["counts"])}
         except (KeyError, TypeError, ValueError) as err:
             raise DatasetError(
                 f"study {image_id}: record {record['record_id']!r} mask is not a COCO RLE dict: {err}"
             ) from err
+        row["mask"] = mask
+        # the mask must be the record's: its size, its area, and empty for a negative
+        rid = record["record_id"]
+        if mask["size"] != [record["height"], record["width"]]:
+            raise DatasetError(
+                f"study {image_id}: record {rid!r} mask is {mask['size'][0]}x{mask['size'][1]}"
+                f" (H x W) but the record is {record['height']}x{record['width']}"
+            )
+        try:
+            area = rle_area(mask)
+        except MaskError as err:
+            raise DatasetError(f"study {image_id}: record {rid!r} mask: {err}") from err
+        if area != record["mask_area"]:
+            raise DatasetError(
+                f"study {image_id}: record {rid!r} has mask_area {record['mask_area']} but its mask {area}"
+            )
+        if record["polarity"] == "negative" and area:
+            raise DatasetError(f"study {image_id}: record {rid!r} is a negative with a non-empty mask ({area} pixels)")
         return row
 
     def exclusions(self) -> dict[str, str]:

@@ -82,3 +82,20 @@ def test_anatomy_overlay_has_legend_and_side_markers():
         assert (corner == colour).all(1).any(), f"legend swatch {colour} missing"
     assert _closer_to(_glyph(out[: h // 8, : w // 8])) == "R"
     assert _closer_to(_glyph(out[: h // 8, -w // 8 :])) == "L"
+
+
+@pytest.mark.parametrize("corner", [(0, 0), (480, 500), (-30, -30)])
+def test_a_label_stays_whole_inside_the_image_in_its_colour(corner):
+    rgb = np.full((512, 512, 3), 230, np.uint8)  # a light film
+    colour = (235, 50, 50)
+    out = overlay.draw_labels(rgb, [("0.02 F2,F3:c1,c2,c3,c4", corner, colour)])
+    assert not np.shares_memory(out, rgb) and (rgb == 230).all()
+    changed = (out != 230).any(axis=2)
+    rows, cols = np.flatnonzero(changed.any(1)), np.flatnonzero(changed.any(0))
+    # a backing box with margin on every side: the label was moved in, not cut at an edge
+    assert rows[0] >= 0 and cols[0] >= 0 and rows[-1] <= 511 and cols[-1] <= 511
+    text = (np.abs(out.astype(int) - colour).sum(axis=2) < 60) & changed
+    assert text.sum() > 50  # the glyphs are drawn in the label's colour
+    t_rows, t_cols = np.flatnonzero(text.any(1)), np.flatnonzero(text.any(0))
+    assert 0 < t_cols[0] and t_cols[-1] < 511 and 0 < t_rows[0] and t_rows[-1] < 511
+    assert t_rows[-1] - t_rows[0] >= 8  # readable: glyphs at least 8 px high on a 512 px film

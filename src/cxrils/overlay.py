@@ -21,6 +21,8 @@ LESION_ALPHA = 0.45
 TEXT_RGB: tuple[int, int, int] = (255, 255, 255)
 BOX_RGB: tuple[int, int, int] = (0, 0, 0)
 BOX_ALPHA = 0.6
+#: Opacity of a coloured label's backing box (darker: coloured text on a light film).
+LABEL_ALPHA = 0.85
 
 _FONT = cv2.FONT_HERSHEY_SIMPLEX
 
@@ -57,7 +59,13 @@ def text_scale(shape: tuple[int, ...]) -> tuple[float, int]:
 
 
 def _boxed_text(
-    out: np.ndarray, text: str, org: tuple[int, int], scale: float, thick: int, colour: Sequence[int] = TEXT_RGB
+    out: np.ndarray,
+    text: str,
+    org: tuple[int, int],
+    scale: float,
+    thick: int,
+    colour: Sequence[int] = TEXT_RGB,
+    alpha: float = BOX_ALPHA,
 ) -> None:
     (tw, th), base = cv2.getTextSize(text, _FONT, scale, thick)
     x, y = org
@@ -65,8 +73,34 @@ def _boxed_text(
     x0, y0 = max(0, x - pad), max(0, y - th - pad)
     x1, y1 = min(out.shape[1], x + tw + pad), min(out.shape[0], y + base + pad)
     region = out[y0:y1, x0:x1].astype(np.float32)
-    out[y0:y1, x0:x1] = ((1 - BOX_ALPHA) * region + BOX_ALPHA * np.asarray(BOX_RGB, np.float32)).astype(np.uint8)
+    out[y0:y1, x0:x1] = ((1 - alpha) * region + alpha * np.asarray(BOX_RGB, np.float32)).astype(np.uint8)
     cv2.putText(out, text, (x, y), _FONT, scale, tuple(int(c) for c in colour), thick, cv2.LINE_AA)
+
+
+def draw_labels(rgb: np.ndarray, labels: Sequence[tuple[str, tuple[int, int], Sequence[int]]]) -> np.ndarray:
+    """Write short labels in their colours on dark backing boxes, each kept whole
+    inside the image (moved left or up from where it would leave it).
+
+    Parameters
+    ----------
+    rgb : uint8 (H, W, 3)
+    labels : sequence of (text, (x, y), colour RGB)
+        ``(x, y)``: the label's top-left corner in pixels (x = column, y = row).
+
+    Returns
+    -------
+    uint8 (H, W, 3), a new array.
+    """
+    out = np.ascontiguousarray(rgb.copy())
+    scale, thick = text_scale(out.shape)
+    scale *= 0.8
+    for text, (x, y), colour in labels:
+        (tw, th), base = cv2.getTextSize(text, _FONT, scale, thick)
+        pad = max(2, thick * 2)
+        x = int(min(max(pad, x + pad), out.shape[1] - tw - pad))
+        y = int(min(max(th + pad, y + th + pad), out.shape[0] - base - pad))
+        _boxed_text(out, text, (max(0, x), y), scale, thick, colour, alpha=LABEL_ALPHA)
+    return out
 
 
 def draw_side_markers(rgb: np.ndarray) -> np.ndarray:

@@ -14,7 +14,7 @@ import numpy as np
 from PIL import Image
 
 from cxrils.fsutil import atomic_path
-from cxrils.overlay import draw_legend, draw_side_markers, gray_to_rgb, tint
+from cxrils.overlay import draw_labels, draw_legend, draw_side_markers, gray_to_rgb, tint
 from cxrils.types import AnomalyResult, LesionBox, StudyGrounding
 
 KEPT_COLOUR = (40, 220, 40)  # RGB
@@ -52,18 +52,14 @@ def anomaly_overlay(x: np.ndarray, anomaly: AnomalyResult, tau_ano: float) -> np
     return draw_side_markers(draw_legend(out, legend))
 
 
-def _box(out: np.ndarray, box: LesionBox, colour: tuple[int, int, int], text: str) -> None:
-    t = _thickness(out.shape[:2])
-    p0, p1 = (int(round(box.x0)), int(round(box.y0))), (int(round(box.x1)) - 1, int(round(box.y1)) - 1)
-    cv2.rectangle(out, p0, p1, colour, t)
-    cv2.putText(out, text, (p0[0] + 2, max(10, p0[1] + 12 * t)), cv2.FONT_HERSHEY_SIMPLEX, 0.35 * t, colour, t)
-
-
 def boxes_overlay(x: np.ndarray, sg: StudyGrounding, boxes: list[LesionBox]) -> np.ndarray:
     """RGB uint8: every detector box; green if some finding kept it, red otherwise,
     labelled with its confidence and, for each finding that rejected it, the failed
-    conditions (e.g. ``F1:c1,c3``)."""
+    conditions (e.g. ``F1:c1,c3``; findings that failed the same ones share a label
+    part: ``F2,F3:c1,c2``)."""
     out = gray_to_rgb(x)
+    t = _thickness(x.shape)
+    labels = []
     for b in boxes:
         kept, failed = False, []
         for i, gf in enumerate(sg.findings, start=1):
@@ -71,9 +67,17 @@ def boxes_overlay(x: np.ndarray, sg: StudyGrounding, boxes: list[LesionBox]) -> 
                 if rec["box"] == [b.x0, b.y0, b.x1, b.y1] and rec["confidence"] == b.confidence:
                     kept |= rec["kept"]
                     if not rec["kept"]:
-                        failed.append(f"F{i}:{','.join(rec['failed'])}")
-        label = f"{b.confidence:.2f}" + ("" if kept or not failed else " " + " ".join(failed))
-        _box(out, b, KEPT_COLOUR if kept else REJECTED_COLOUR, label)
+                        failed.append((i, ",".join(rec["failed"])))
+        by_conditions: dict[str, list[str]] = {}
+        for i, conditions in failed:
+            by_conditions.setdefault(conditions, []).append(f"F{i}")
+        parts = [f"{','.join(fs)}:{conditions}" for conditions, fs in by_conditions.items()]
+        label = f"{b.confidence:.2f}" + ("" if kept or not parts else " " + " ".join(parts))
+        colour = KEPT_COLOUR if kept else REJECTED_COLOUR
+        p0 = (int(round(b.x0)), int(round(b.y0)))
+        cv2.rectangle(out, p0, (int(round(b.x1)) - 1, int(round(b.y1)) - 1), colour, t)
+        labels.append((label, p0, colour))
+    out = draw_labels(out, labels)  # after every box, so that no box line crosses a label
     legend = [
         ("box kept by a finding", KEPT_COLOUR, "line"),
         ("box rejected (failed conditions)", REJECTED_COLOUR, "line"),

@@ -362,6 +362,31 @@ def test_a_list_of_places_goes_on_past_an_inserted_with_clause(rules):
     assert labels_of(rules, text, "opacity") == [["lung lower lobe left"]]
     text = "Atelectasis at the right base, with elevation of the hemidiaphragm, and no effusion."
     assert labels_of(rules, text, "atelectasis") == [["right lung base"]]
+    # review: a place that opens a clause of its own ends the list (stop 58's version took it)
+    for text, lesion, place in [
+        (
+            "Atelectasis at the left base, with elevation of the diaphragm, and the right costophrenic angle is sharp.",
+            "atelectasis",
+            "left lung base",
+        ),
+        (
+            "Atelectasis in the left lower lobe, without change, and the right upper lobe is well aerated.",
+            "atelectasis",
+            "lung lower lobe left",
+        ),
+        (
+            "Pneumonia in the right lower lobe, with interval improvement, and the left lower lobe demonstrates no "
+            "consolidation.",
+            "pneumonia",
+            "lung lower lobe right",
+        ),
+        (
+            "Opacity in the left lower lobe, with air bronchograms, and left hilar prominence.",
+            "opacity",
+            "lung lower lobe left",
+        ),
+    ]:
+        assert labels_of(rules, text, lesion) == [[place]], text
 
 
 def test_a_hemidiaphragm_a_lung_finding_is_inferred_from_is_the_lung_base_above_it(rules):

@@ -178,6 +178,9 @@ _POSTLINK = re.compile(
 # A place said to be clear is no finding's place: "left basilar atelectasis, otherwise clear lungs".
 #: Between a finding's place and the next one: an inserted "with ..." clause, then "and".
 _INSERTED_AND = re.compile(r"^,\s+(?:with|without)\b[^,;.:]{1,80},\s+and\s+(?:in\s+)?(?:the\s+)?$", re.IGNORECASE)
+#: After such a place, the list ends: nothing but the sentence's end, a comma or another
+#: "and"/"or" ("..., and the right upper lobe is well aerated" opens a clause of its own).
+_PLACE_LIST_END = re.compile(r"^\s*(?:$|[.,;:]|(?:and|or)\b)", re.IGNORECASE)
 _BREAK = re.compile(
     r"[;:]|\b(?:but|however|although|whereas|while|with|without|no|otherwise|elsewhere|clear|"
     r"normal|unremarkable)\b",
@@ -642,7 +645,10 @@ class RulesStructurer:
             elif prev is not None and not _BREAK.search(gap_prev) and len(gap_prev.split()) <= rc.place_after_words:
                 prev.post.append(phrase)
             elif (
-                prev is not None and id(prev) in placed_until and _INSERTED_AND.match(text[placed_until[id(prev)] : s])
+                prev is not None
+                and id(prev) in placed_until
+                and _INSERTED_AND.match(text[placed_until[id(prev)] : s])
+                and _PLACE_LIST_END.match(text[e:])
             ):
                 # "consolidations in the right upper lobe, with a bulging horizontal
                 # fissure, and right lower lobe": the list of places goes on past the

@@ -659,6 +659,39 @@ def test_an_image_whose_first_sample_imports_nothing_comes_with_its_next_sample(
     assert read_records(ds).astype(str).equals(first.astype(str))
 
 
+def test_a_rerun_never_adds_a_second_sample_of_an_image_the_dataset_holds(release, tmp_path):
+    # review (stop 59): sample A (train) imported nothing while its mask was missing; B
+    # (test, later in the JSON, the same image spelled "./...") was imported; after the
+    # mask came back the rerun imported A too: one image in train and test
+    names = {}
+
+    def edit(data):
+        (key, item), *_ = data["train"].items()
+        pairs = item["instruction_answer_pairs"]
+        names["mask"] = pairs["positive_pairs"][0]["seg_mask_path"]
+        data["train"][key] = {
+            **item,
+            "instruction_answer_pairs": {"positive_pairs": pairs["positive_pairs"][:1], "negative_pairs": []},
+        }
+        later = json.loads(json.dumps(item))
+        later["image_path"] = "./" + item["image_path"]
+        later["instruction_answer_pairs"]["positive_pairs"] = []
+        data["test"]["later-" + key] = later
+
+    _edit_release(release, edit)
+    hidden = release.masks / (names["mask"] + ".hidden")
+    (release.masks / names["mask"]).rename(hidden)
+    ds = tmp_path / "ds"
+    cfg = MimicIlsConfig(max_side=0)
+    import_mimic_ils(release.json, release.images, release.masks, ds, cfg=cfg, progress=False)
+    first = read_records(ds)
+    assert set(first[first["image_id"].str.startswith("later-")]["split"]) == {"test"}
+    hidden.rename(release.masks / names["mask"])
+    report = import_mimic_ils(release.json, release.images, release.masks, ds, cfg=cfg, progress=False)
+    assert read_records(ds).astype(str).equals(first.astype(str))
+    assert report["problems_by_kind"].get("duplicate_image") == 1
+
+
 def test_cli_exits_2_when_nothing_is_imported(release, tmp_path):
     # a new user's trial (stop 58): a JSON of {} and a wrong --images both exited 0
     empty = tmp_path / "empty.json"

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import json
 import logging
+import posixpath
 from collections.abc import Callable, Iterator
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
@@ -373,9 +374,11 @@ def import_mimic_ils(
         "by_split": {},
     }
     seen: set[str] = set()
-    # image_path -> (release split, sample key) of the sample it was imported with (this
-    # run or, for a done sample, an earlier one); decided on success, in JSON order
-    imported_as: dict[str, tuple[str, str]] = {}
+    # image file (_image_key) -> (release split, sample key) of the sample it was imported
+    # with: first those an earlier run imported (all of them, wherever they come in the
+    # JSON, so that a rerun never adds a second sample of an image already held), then
+    # this run's, decided on success in JSON order
+    imported_as: dict[str, tuple[str, str]] = _held_images(json_path, done) if done else {}
 
     def commit(job: _Job, result: _Result) -> None:
         image_id, split, x, records, problems = result
@@ -383,15 +386,15 @@ def import_mimic_ils(
             run_problems.extend(problems)
             return
         image_path = str(job.item.get("image_path", ""))
-        if image_path in imported_as:
-            first_split, first_key = imported_as[image_path]
+        if _image_key(image_path) in imported_as:
+            first_split, first_key = imported_as[_image_key(image_path)]
             why = (
                 f"{image_path} was imported with sample {first_key!r} of {first_split} (skipped: one image "
                 "in two samples would be in the dataset twice, perhaps in two splits)"
             )
             run_problems.append(_problem(job, "duplicate_image", why))
             return
-        imported_as[image_path] = (job.release_split, job.sample_key)
+        imported_as[_image_key(image_path)] = (job.release_split, job.sample_key)
         atomic_write_json(out / PROBLEM_DIR / f"{image_id}.json", problems)
         writer.commit_study(image_id, x, records)
         stats["pairs_imported"] += len(records)
@@ -427,7 +430,6 @@ def import_mimic_ils(
                 continue
             seen.add(image_id)
             if image_id in done:
-                imported_as.setdefault(image_path, (job.release_split, job.sample_key))
                 stats["samples_skipped_done"] += 1
                 continue
             yield job
@@ -444,6 +446,26 @@ def import_mimic_ils(
         writer.close()  # release the folder's lock
     report = _write_report(out, run_problems, stats, manifest)
     return report
+
+
+def _image_key(image_path: str) -> str:
+    """One spelling of a release ``image_path``: ``./p10//x.jpg`` and ``p10/x.jpg`` name
+    one file."""
+    return posixpath.normpath(image_path.replace("\\", "/"))
+
+
+def _held_images(json_path: Path, done: set[str]) -> dict[str, tuple[str, str]]:
+    """Image file (:func:`_image_key`) -> (release split, sample key) of every sample of
+    the JSON that the dataset already holds (``done`` image ids): one streamed pass
+    before a resumed import, the first such sample of a file in JSON order."""
+    held: dict[str, tuple[str, str]] = {}
+    with open(json_path, "rb") as fh:
+        for rsplit, key, item in iter_samples(fh, str(json_path)):
+            if isinstance(item, dict):
+                image_path = str(item.get("image_path", ""))
+                if image_id_for(str(key), image_path) in done:
+                    held.setdefault(_image_key(image_path), (str(rsplit), str(key)))
+    return held
 
 
 def _run(jobs: Iterator[_Job], commit: Callable[..., Any], workers: int, tick: Callable[[], None]) -> None:

@@ -102,6 +102,26 @@ def test_a_reviewer_name_is_one_person_whatever_its_case_or_spaces(tmp_path):
         s.decide("Alice", "im1:0", "accept")
     s.decide("  alice  ", "im1:0", "accept")
     assert s.reviewers() == ["alice"] and len(s.log()) == 2
+    # review (stop 59): imports checked the same way, a batch against itself too
+    with pytest.raises(ReviewError, match="'ALICE' differs from the existing reviewer 'alice'"):
+        s.add_decisions([("ALICE", "im2:0", "accept", None)])
+    with pytest.raises(ReviewError, match="'Bob' differs from the existing reviewer 'bob'"):
+        s.add_decisions([("bob", "im2:0", "accept", None), ("Bob", "im3:0", "accept", None)])
+    assert len(s.log()) == 2  # the refused batch wrote nothing
+
+
+def test_a_database_with_two_spellings_of_a_name_locks_no_one_out(tmp_path):
+    # review (stop 59): a database from before the check held "alice" and "Alice"; each
+    # was then refused and told to decide as the other
+    s = _store(tmp_path)
+    s.decide("alice", "im0:0", "accept")
+    s._db.execute(
+        "INSERT INTO decisions (reviewer, record_id, decision, reason, decided_at) VALUES (?, ?, ?, ?, ?)",
+        ("Alice", "im1:0", "accept", None, "2026-01-01T00:00:00"),
+    )
+    s.decide("alice", "im2:0", "accept")
+    s.decide("Alice", "im3:0", "accept")
+    assert len(s.log()) == 4
 
 
 def test_a_resent_request_counts_once(tmp_path):

@@ -382,13 +382,6 @@ class ReviewStore:
         with self._lock:
             if record_id not in self._sample_set():
                 raise ReviewError(f"record {record_id!r} is not in the review sample")
-            self._refresh()
-            twin = next((r for r in self._history if r != reviewer and r.casefold() == reviewer.casefold()), None)
-            if twin is not None:  # one person under two spellings would count twice in the agreement
-                raise ReviewError(
-                    f"reviewer name {reviewer!r} differs from the existing reviewer {twin!r} only in case; "
-                    f"decide as {twin!r}"
-                )
             return self._write(reviewer, record_id, decision, reason, None, request_id)
 
     def undo(self, reviewer: str) -> str | None:
@@ -429,6 +422,7 @@ class ReviewStore:
     ) -> int:
         self._db.execute("BEGIN IMMEDIATE")
         try:
+            self._check_new_names([reviewer])  # in the transaction: two processes cannot both pass
             if request_id is not None:
                 found = self._db.execute(
                     "SELECT id, reviewer, record_id, decision, reason FROM decisions WHERE request_id = ?",
@@ -449,6 +443,32 @@ class ReviewStore:
             raise
         self._refresh()
         return row_id
+
+    def _check_new_names(self, names: Iterable[str]) -> None:
+        """Refuse a reviewer name that is new to the database and differs from a name
+        already there (or from another new one) only in case: one person under two
+        spellings would count twice in the agreement. A name already in the database is
+        always accepted, also where an older database holds two spellings. Call inside
+        the write transaction.
+
+        Raises
+        ------
+        ReviewError
+            Naming both spellings and the one to decide as.
+        """
+        known = {r for (r,) in self._db.execute("SELECT DISTINCT reviewer FROM decisions")}
+        folded = {r.casefold(): r for r in sorted(known)}
+        for name in names:
+            if name in known:
+                continue
+            twin = folded.get(name.casefold())
+            if twin is not None:
+                raise ReviewError(
+                    f"reviewer name {name!r} differs from the existing reviewer {twin!r} only in case; "
+                    f"decide as {twin!r}"
+                )
+            known.add(name)
+            folded[name.casefold()] = name
 
     def _insert(
         self,
@@ -481,6 +501,7 @@ class ReviewStore:
                 checked.append((reviewer, record_id, decision, reason, _now()))
             self._db.execute("BEGIN IMMEDIATE")
             try:
+                self._check_new_names([c[0] for c in checked])
                 self._db.executemany(
                     "INSERT INTO decisions (reviewer, record_id, decision, reason, decided_at) VALUES (?, ?, ?, ?, ?)",
                     checked,

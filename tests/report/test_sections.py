@@ -221,6 +221,14 @@ def test_a_findings_section_that_only_points_to_the_impression_is_empty(pointer)
         ("FINDINGS:\nIMPRESSION:", "no findings or impression text"),
         ("FINDINGS: See impression. IMPRESSION: ", "only points elsewhere ('See impression.')"),
         ("FINDINGS: As above.", "only points elsewhere ('As above.')"),
+        # review (stop 59): what was left after the finding headers was a non-finding section
+        ("INDICATION: x\n\nFINDINGS: IMPRESSION: COMPARISON: None.", "no findings or impression text"),
+        ("INDICATION: cough\n\nFINDINGS:\nIMPRESSION:\nRECOMMENDATION(S): Follow-up CT.", "no findings"),
+        (
+            "                                 FINAL REPORT\n EXAMINATION:  CHEST (PA AND LAT)\n \n"
+            " INDICATION:  Cough.\n \n FINDINGS: \n \n IMPRESSION: \n",
+            "no findings or impression text",
+        ),
     ],
 )
 def test_a_report_of_empty_headed_sections_is_excluded(text, reason):
@@ -235,3 +243,14 @@ def test_a_report_that_only_points_elsewhere_is_excluded_and_findings_mentioning
     assert select_section("FINDINGS: See impression.").excluded.startswith("the findings/impression text only points")
     c = select_section("FINDINGS: Small left effusion, see impression.\nIMPRESSION: Effusion.")
     assert (c.name, c.text) == ("findings", "Small left effusion, see impression.")
+
+
+def test_a_last_paragraph_drops_non_finding_sections_wherever_they_start():
+    # a clinical note's inline "History:" is no finding text (a history of pneumonia would
+    # become a pneumonia finding); text before it and under a finding header stays
+    c = select_section("Day 8: bilateral consolidation. History: 73 year old male admitted with pneumonia.")
+    assert (c.name, c.text) == ("last_paragraph", "Day 8: bilateral consolidation.")
+    c = select_section("Small left effusion. COMPARISON: None.")
+    assert c.text == "Small left effusion."
+    # an unknown header stays text
+    assert select_section("PC: Small left effusion.").text == "PC: Small left effusion."

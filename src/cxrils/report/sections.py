@@ -108,6 +108,8 @@ SECTION_ALIASES: dict[str, tuple[str, ...]] = {
 _ALIAS_TO_NAME = {alias: name for name, aliases in SECTION_ALIASES.items() for alias in aliases}
 
 _NON_FINDING_SECTIONS = frozenset({"comparison", "history", "technique", "wet_read", "recommendation"})
+# The title line above a MIMIC-CXR report's sections, no text of its own.
+_MIMIC_TITLE = re.compile(r"\s*FINAL REPORT\s*", re.IGNORECASE)
 
 # Header: upper-case name + colon at a line start, indentation tolerated (official parser:
 # r'\n ([A-Z ()/,-]+):\s'); we also accept a header at the very start of the text.
@@ -278,25 +280,30 @@ def last_paragraph(text: str) -> str:
     """Last non-empty paragraph of a report that is not a non-finding section.
 
     Paragraphs are separated by blank lines (the official parser's
-    ``last_paragraph``). A paragraph that starts with the header of a known
-    non-finding section (comparison, history, technique, wet read,
-    recommendation) is skipped; findings/impression/addendum headers are dropped
-    from the text, wherever in the paragraph ("FINDINGS:  IMPRESSION:" on one line is
-    no text); an unknown header ("PC:", "BG:") is kept as text.
+    ``last_paragraph``). Within a paragraph, the sections of known non-finding
+    headers (comparison, history, technique or examination, wet read, recommendation)
+    are dropped with their text, wherever they start; findings/impression/addendum
+    headers are dropped and their text kept ("FINDINGS:  IMPRESSION:" on one line is no
+    text); an unknown header ("PC:", "BG:") is kept as text; so is the text before the
+    first header, but for MIMIC-CXR's title line "FINAL REPORT". A paragraph with no
+    text left is skipped.
     """
     for para in reversed(_PARAGRAPH_SPLIT.split(text)):
         if not para.strip():
             continue
         stripped = para.lstrip("\n")
-        m = _KNOWN_HEADER.match(stripped) or _HEADER.match(stripped)
-        if m and normalize_section_name(m.group(1)) in _NON_FINDING_SECTIONS:
-            continue
-        for h in reversed(_headers(stripped)):
+        hs = _headers(stripped)
+        preamble = stripped[: hs[0].start()] if hs else stripped
+        pieces = [] if _MIMIC_TITLE.fullmatch(preamble) else [preamble]
+        for i, h in enumerate(hs):
+            end = hs[i + 1].start() if i + 1 < len(hs) else len(stripped)
             name = normalize_section_name(h.group(1))
-            if name in SECTION_ALIASES and name not in _NON_FINDING_SECTIONS:
-                stripped = stripped[: h.start()] + " " + stripped[h.end() :]
-        if stripped.strip():
-            return stripped
+            if name in _NON_FINDING_SECTIONS:
+                continue
+            pieces.append(stripped[h.end() : end] if name in SECTION_ALIASES else stripped[h.start() : end])
+        kept = " ".join(pieces)
+        if kept.strip():
+            return kept
     return ""
 
 
@@ -373,7 +380,7 @@ def select_section(text: str) -> SectionChoice:
             if pointers
             else "no findings or impression text"
         )
-        + ", and no last paragraph outside history/comparison/technique/wet-read sections",
+        + ", and no last paragraph outside history/comparison/technique/wet-read/recommendation sections",
     )
 
 

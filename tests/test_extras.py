@@ -59,6 +59,35 @@ def test_rosalia_training_without_the_models_extra(monkeypatch, tmp_path):
     _one_line_error(res, "models")
 
 
+def test_a_lisa_checkpoint_without_the_models_extra(monkeypatch, tmp_path):
+    # docs audit (stop 59): predict and serve with a LISA-format folder printed a traceback
+    monkeypatch.setitem(sys.modules, "transformers", None)
+    folder = tmp_path / "lisa"
+    folder.mkdir()
+    (folder / "config.json").write_text('{"architectures": ["LISAForCausalLM"], "model_type": "llava"}')
+    image = tmp_path / "x.png"
+    from PIL import Image
+
+    Image.new("L", (256, 256), 128).save(image)
+    res = CliRunner().invoke(app, ["predict", "--model", str(folder), str(image), "Segment the opacity.", "-o", "p"])
+    line = _one_line_error(res, "models")
+    assert "ROSALIA / LISA checkpoints" in line
+
+
+def test_a_local_llm_without_the_llm_extra(monkeypatch, tmp_path):
+    # docs audit (stop 59): "error: No module named 'transformers'" named no extra
+    monkeypatch.setitem(sys.modules, "transformers", None)
+    (tmp_path / "llm").mkdir()
+    (tmp_path / "r").mkdir()
+    (tmp_path / "r" / "s1.txt").write_text("FINDINGS: Small left effusion.")
+    res = CliRunner().invoke(
+        app,
+        ["structure", str(tmp_path / "r"), "-o", str(tmp_path / "out.jsonl"), "--structurer", "llm"]
+        + ["--set", f"backends.llm_model_path={tmp_path / 'llm'}"],
+    )
+    _one_line_error(res, "llm")
+
+
 def test_minilm_encoder_without_the_models_extra(monkeypatch):
     from cxrils.models.light.text import InstructionEncoder, InstructionError
 

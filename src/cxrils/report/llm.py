@@ -173,9 +173,20 @@ class TransformersChatClient:
         A GGUF file in ``model_path`` (transformers dequantises it; needs ``gguf``).
     threads : int, optional
         torch CPU threads.
+
+    Raises
+    ------
+    cxrils.extras.MissingExtraError
+        If transformers (or, for ``gguf_file``, gguf) is not installed: the extra ``llm``.
+    FileNotFoundError
+        If ``model_path`` does not exist.
     """
 
     def __init__(self, model_path: str, gguf_file: str | None = None, *, threads: int | None = None) -> None:
+        from cxrils.extras import require
+
+        # one line naming the extra and its install command (cxrils.extras), not an ImportError
+        require("llm", ("transformers", "gguf") if gguf_file else ("transformers",), "a local LLM (llm_model_path)")
         import torch
         from transformers import AutoModelForCausalLM, AutoTokenizer
 

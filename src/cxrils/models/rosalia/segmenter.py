@@ -194,10 +194,19 @@ class RosaliaSegmenter(Segmenter):
         Raises
         ------
         ModelLoadError
-            If the folder's weights or configuration do not fit, or ``mask_geometry`` /
-            ``precision`` is not one of the known values.
+            If the folder's weights or configuration do not fit, ``mask_geometry`` /
+            ``precision`` is not one of the known values, or the extra ``models``
+            (transformers, peft, accelerate) is not installed (the one-line message names
+            the install command).
         """
         from safetensors.torch import load_file
+
+        from cxrils.extras import MissingExtraError, require_extra
+
+        try:
+            require_extra("models", "ROSALIA / LISA checkpoints")
+        except MissingExtraError as err:
+            raise ModelLoadError(str(err)) from None
 
         if kwargs.get("num_threads"):
             torch.set_num_threads(int(kwargs["num_threads"]))

@@ -239,9 +239,10 @@ function exportAccepted() {
 
 document.addEventListener("keydown", (ev) => {
   if (ev.target.matches && ev.target.matches("input[type=text]")) return;  // typing a name
-  if ((ev.ctrlKey || ev.metaKey) && ev.key === "z") { ev.preventDefault(); undo(); return; }
+  // letters whatever the case (Caps Lock or Shift held): the docs name them A, S, U, M, B
+  const k = ev.key.length === 1 ? ev.key.toLowerCase() : ev.key;
+  if ((ev.ctrlKey || ev.metaKey) && k === "z") { ev.preventDefault(); undo(); return; }
   if (ev.ctrlKey || ev.metaKey || ev.altKey) return;
-  const k = ev.key;
   const r = "12345".indexOf(k);
   if (k === "a") decide("accept");
   else if (k === "s") decide("skip");

@@ -128,6 +128,7 @@ ALLOWED_NUMERIC_CONSTANTS: dict[str, str] = {
     "models/rosalia/tokenizer.py:IGNORE_INDEX": _FORMAT + " (LISA's token ids)",
     "overlay.py:LESION_RGB": _DISPLAY,
     "overlay.py:LESION_ALPHA": _DISPLAY,
+    "overlay.py:LABEL_ALPHA": _DISPLAY,
     "overlay.py:TEXT_RGB": _DISPLAY,
     "overlay.py:BOX_RGB": _DISPLAY,
     "overlay.py:BOX_ALPHA": _DISPLAY,

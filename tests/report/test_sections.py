@@ -254,3 +254,31 @@ def test_a_last_paragraph_drops_non_finding_sections_wherever_they_start():
     assert c.text == "Small left effusion."
     # an unknown header stays text
     assert select_section("PC: Small left effusion.").text == "PC: Small left effusion."
+
+
+@pytest.mark.parametrize(
+    ("body", "text"),
+    [
+        # review (stop 59): a non-finding header's section ran to the next header and took
+        # the findings on the lines below it
+        (
+            " INDICATION:  Assess for pneumonia.\n COMPARISON:  None.\n The lungs are clear. There is a new right "
+            "lower lobe consolidation.\n",
+            "The lungs are clear. There is a new right lower lobe consolidation.",
+        ),
+        (
+            " PORTABLE AP CHEST RADIOGRAPH\n COMPARISON:  ___.\n There is a new right lower lobe consolidation. "
+            "Small left effusion.\n",
+            "PORTABLE AP CHEST RADIOGRAPH There is a new right lower lobe consolidation. Small left effusion.",
+        ),
+        (" HISTORY:  Cough.\n CHEST, TWO VIEWS:  Right lower lobe consolidation.\n", "Right lower lobe consolidation."),
+        (
+            " HISTORY:  Cough.\n \n There is new right lower lobe consolidation.\n NOTIFICATION:  Discussed with "
+            "Dr. ___ at 10:00.\n",
+            "There is new right lower lobe consolidation.",
+        ),
+    ],
+)
+def test_the_last_paragraph_of_a_mimic_report_keeps_the_findings_below_a_non_finding_line(body, text):
+    c = select_section("                                 FINAL REPORT\n" + body)
+    assert (c.name, c.text) == ("last_paragraph", text)

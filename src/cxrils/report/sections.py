@@ -109,7 +109,11 @@ _ALIAS_TO_NAME = {alias: name for name, aliases in SECTION_ALIASES.items() for a
 
 _NON_FINDING_SECTIONS = frozenset({"comparison", "history", "technique", "wet_read", "recommendation"})
 # The title line above a MIMIC-CXR report's sections, no text of its own.
-_MIMIC_TITLE = re.compile(r"\s*FINAL REPORT\s*", re.IGNORECASE)
+_MIMIC_TITLE = re.compile(r"^\s*FINAL REPORT\b", re.IGNORECASE)
+# Technique headers that name the views and go on with what the film shows
+# ("CHEST, TWO VIEWS: Right lower lobe consolidation."): the last-paragraph fallback keeps
+# their line's text.
+_VIEW_HEADERS = frozenset({"chest, two views", "chest two views", "views"})
 
 # Header: upper-case name + colon at a line start, indentation tolerated (official parser:
 # r'\n ([A-Z ()/,-]+):\s'); we also accept a header at the very start of the text.
@@ -280,27 +284,31 @@ def last_paragraph(text: str) -> str:
     """Last non-empty paragraph of a report that is not a non-finding section.
 
     Paragraphs are separated by blank lines (the official parser's
-    ``last_paragraph``). Within a paragraph, the sections of known non-finding
-    headers (comparison, history, technique or examination, wet read, recommendation)
-    are dropped with their text, wherever they start; findings/impression/addendum
+    ``last_paragraph``). Within a paragraph, a known non-finding header (comparison,
+    history, technique or examination, wet read, recommendation) is dropped with the
+    rest of its line, wherever it starts; the lines below it are kept, as MIMIC-CXR
+    reports often go on with the findings without a blank line ("COMPARISON: None.\n
+    There is a new right lower lobe consolidation."). A view header ("CHEST, TWO VIEWS:")
+    keeps its line's text, which describes the film. Findings/impression/addendum
     headers are dropped and their text kept ("FINDINGS:  IMPRESSION:" on one line is no
     text); an unknown header ("PC:", "BG:") is kept as text; so is the text before the
-    first header, but for MIMIC-CXR's title line "FINAL REPORT". A paragraph with no
-    text left is skipped.
+    first header, less MIMIC-CXR's title "FINAL REPORT". A paragraph with no text left
+    is skipped.
     """
     for para in reversed(_PARAGRAPH_SPLIT.split(text)):
         if not para.strip():
             continue
         stripped = para.lstrip("\n")
         hs = _headers(stripped)
-        preamble = stripped[: hs[0].start()] if hs else stripped
-        pieces = [] if _MIMIC_TITLE.fullmatch(preamble) else [preamble]
+        pieces = [_MIMIC_TITLE.sub("", stripped[: hs[0].start()] if hs else stripped, count=1)]
         for i, h in enumerate(hs):
             end = hs[i + 1].start() if i + 1 < len(hs) else len(stripped)
             name = normalize_section_name(h.group(1))
-            if name in _NON_FINDING_SECTIONS:
-                continue
-            pieces.append(stripped[h.end() : end] if name in SECTION_ALIASES else stripped[h.start() : end])
+            if name in _NON_FINDING_SECTIONS and " ".join(h.group(1).lower().split()) not in _VIEW_HEADERS:
+                eol = stripped.find("\n", h.end(), end)
+                pieces.append(stripped[eol:end] if eol >= 0 else "")
+            else:
+                pieces.append(stripped[h.end() : end] if name in SECTION_ALIASES else stripped[h.start() : end])
         kept = " ".join(pieces)
         if kept.strip():
             return kept

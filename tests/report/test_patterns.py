@@ -387,6 +387,11 @@ def test_a_list_of_places_goes_on_past_an_inserted_with_clause(rules):
         ),
     ]:
         assert labels_of(rules, text, lesion) == [[place]], text
+    # review (stop 59): a list that goes on ("as well", a plural verb of change) keeps its place
+    text = "Patchy opacities in the left lower lobe, with air bronchograms, and in the right lower lobe as well."
+    assert labels_of(rules, text, "opacity") == [["lung lower lobe left", "lung lower lobe right"]]
+    text = "Consolidation in the right upper lobe, with air bronchograms, and right middle lobe have increased."
+    assert labels_of(rules, text, "consolidation") == [["lung upper lobe right", "lung middle lobe right"]]
 
 
 def test_a_hemidiaphragm_a_lung_finding_is_inferred_from_is_the_lung_base_above_it(rules):

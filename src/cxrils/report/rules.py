@@ -178,9 +178,15 @@ _POSTLINK = re.compile(
 # A place said to be clear is no finding's place: "left basilar atelectasis, otherwise clear lungs".
 #: Between a finding's place and the next one: an inserted "with ..." clause, then "and".
 _INSERTED_AND = re.compile(r"^,\s+(?:with|without)\b[^,;.:]{1,80},\s+and\s+(?:in\s+)?(?:the\s+)?$", re.IGNORECASE)
-#: After such a place, the list ends: nothing but the sentence's end, a comma or another
-#: "and"/"or" ("..., and the right upper lobe is well aerated" opens a clause of its own).
-_PLACE_LIST_END = re.compile(r"^\s*(?:$|[.,;:]|(?:and|or)\b)", re.IGNORECASE)
+#: After such a place the list goes on or ends: the sentence's end, punctuation, another
+#: "and"/"or", "as well", or a plural verb of change whose subject is the findings ("...,
+#: and right middle lobe have increased"); anything else ("..., and the right upper lobe
+#: is well aerated", "..., and left hilar prominence") opens a clause of its own.
+_PLACE_LIST_END = re.compile(
+    r"^\s*(?:$|[.,;:()]|(?:and|or|as\s+well|too|also)\b|(?:have|are|were)\s+(?:\w+\s+)?(?:increased|"
+    r"decreased|worsened|improved|progressed|developed|enlarged|grown|unchanged|stable|persistent|new)\b)",
+    re.IGNORECASE,
+)
 _BREAK = re.compile(
     r"[;:]|\b(?:but|however|although|whereas|while|with|without|no|otherwise|elsewhere|clear|"
     r"normal|unremarkable)\b",

@@ -50,6 +50,10 @@ def test_a_file_or_missing_stderr_gets_the_log_interval(monkeypatch, tmp_path):
     with open(tmp_path / "log.txt", "w") as fh:
         monkeypatch.setattr(sys, "stderr", fh)
         assert redraw_interval() == LOG_REDRAW_INTERVAL_S
+        # review (stop 59): tqdm's monitor thread redrew every maxinterval (10 s) regardless
+        bar = progress_bar(total=1, file=fh)
+        assert bar.mininterval == bar.maxinterval == LOG_REDRAW_INTERVAL_S
+        bar.close()
     monkeypatch.setattr(sys, "stderr", None)
     assert redraw_interval() == LOG_REDRAW_INTERVAL_S
     # an explicit interval wins

@@ -33,6 +33,9 @@ def redraw_interval() -> float:
 
 def progress_bar(*args: Any, **kwargs: Any) -> tqdm:
     """A :class:`tqdm.tqdm` bar (same arguments) whose ``mininterval`` defaults to
-    :func:`redraw_interval`; the final state is always drawn when the bar closes."""
+    :func:`redraw_interval`, and ``maxinterval`` to at least that (tqdm's monitor
+    thread otherwise redraws a slow bar every 10 s); the final state is always drawn
+    when the bar closes."""
     kwargs.setdefault("mininterval", redraw_interval())
+    kwargs.setdefault("maxinterval", max(10.0, float(kwargs["mininterval"])))
     return tqdm(*args, **kwargs)

@@ -692,6 +692,33 @@ def test_a_rerun_never_adds_a_second_sample_of_an_image_the_dataset_holds(releas
     assert report["problems_by_kind"].get("duplicate_image") == 1
 
 
+def test_a_rerun_does_not_count_the_image_of_a_repeated_key_as_held(release, tmp_path):
+    # review (stop 59): the pre-pass took the image of a repeated key (skipped as
+    # duplicate_sample, so never imported) as held, and refused the sample that has it
+    names = {}
+
+    def edit(data):
+        k_train = next(iter(data["train"]))
+        k_val, val_item = next(iter(data["val"].items()))
+        names["image"] = val_item["image_path"]
+        data["test"][k_train] = json.loads(json.dumps(val_item))
+
+    _edit_release(release, edit)
+    cfg = MimicIlsConfig(max_side=0)
+    clean = tmp_path / "clean"
+    import_mimic_ils(release.json, release.images, release.masks, clean, cfg=cfg, progress=False)
+    want = set(read_records(clean).query("split == 'validate'")["image_id"])
+    assert want
+    image = release.images / names["image"]
+    image.rename(image.with_suffix(".away"))  # first run without the validate image
+    ds = tmp_path / "ds"
+    import_mimic_ils(release.json, release.images, release.masks, ds, cfg=cfg, progress=False)
+    image.with_suffix(".away").rename(image)
+    report = import_mimic_ils(release.json, release.images, release.masks, ds, cfg=cfg, progress=False)
+    assert set(read_records(ds).query("split == 'validate'")["image_id"]) == want
+    assert "duplicate_image" not in report["problems_by_kind"]
+
+
 def test_cli_exits_2_when_nothing_is_imported(release, tmp_path):
     # a new user's trial (stop 58): a JSON of {} and a wrong --images both exited 0
     empty = tmp_path / "empty.json"

@@ -77,6 +77,9 @@ def test_keyboard_review_resume_export_and_stats(served, chromium, tmp_path):
         position = position - 1 if key.lower().endswith("u") else position + 1
         _wait_for(page, position)
     assert checked_mask
+    page.keyboard.press("Control+Shift+Z")  # the browsers' redo: no undo here (review, stop 59)
+    page.wait_for_timeout(300)
+    assert page.get_attribute("body", "data-position") == str(position)
     total = len(review)
     assert page.inner_text("#progress") == f"ann: 10 of {total} decided · accepted 5 · rejected 4 · skipped 1"
     current = review.store.current("ann")

@@ -459,12 +459,18 @@ def _held_images(json_path: Path, done: set[str]) -> dict[str, tuple[str, str]]:
     the JSON that the dataset already holds (``done`` image ids): one streamed pass
     before a resumed import, the first such sample of a file in JSON order."""
     held: dict[str, tuple[str, str]] = {}
+    seen: set[str] = set()
     with open(json_path, "rb") as fh:
         for rsplit, key, item in iter_samples(fh, str(json_path)):
-            if isinstance(item, dict):
-                image_path = str(item.get("image_path", ""))
-                if image_id_for(str(key), image_path) in done:
-                    held.setdefault(_image_key(image_path), (str(rsplit), str(key)))
+            if rsplit not in SPLIT_FROM_RELEASE or not isinstance(item, dict):
+                continue  # never imported (unknown_split, malformed_sample)
+            image_path = str(item.get("image_path", ""))
+            image_id = image_id_for(str(key), image_path)
+            if image_id in seen:
+                continue  # a repeated key is skipped (duplicate_sample): its image is another's
+            seen.add(image_id)
+            if image_id in done:
+                held.setdefault(_image_key(image_path), (str(rsplit), str(key)))
     return held
 
 

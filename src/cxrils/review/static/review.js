@@ -241,7 +241,7 @@ document.addEventListener("keydown", (ev) => {
   if (ev.target.matches && ev.target.matches("input[type=text]")) return;  // typing a name
   // letters whatever the case (Caps Lock or Shift held): the docs name them A, S, U, M, B
   const k = ev.key.length === 1 ? ev.key.toLowerCase() : ev.key;
-  if ((ev.ctrlKey || ev.metaKey) && k === "z") { ev.preventDefault(); undo(); return; }
+  if ((ev.ctrlKey || ev.metaKey) && !ev.shiftKey && k === "z") { ev.preventDefault(); undo(); return; }  // not redo
   if (ev.ctrlKey || ev.metaKey || ev.altKey) return;
   const r = "12345".indexOf(k);
   if (k === "a") decide("accept");

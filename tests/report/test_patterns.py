@@ -392,6 +392,36 @@ def test_a_list_of_places_goes_on_past_an_inserted_with_clause(rules):
     assert labels_of(rules, text, "opacity") == [["lung lower lobe left", "lung lower lobe right"]]
     text = "Consolidation in the right upper lobe, with air bronchograms, and right middle lobe have increased."
     assert labels_of(rules, text, "consolidation") == [["lung upper lobe right", "lung middle lobe right"]]
+    text = "Patchy opacities in the right upper lobe, with air bronchograms, and right lower lobe are again seen."
+    assert labels_of(rules, text, "opacity") == [["lung upper lobe right", "lung lower lobe right"]]
+    # review of 9aa4d3a: a plural place, a verb after "also"/"too", a bracket or a relative
+    # clause opens a clause of its own
+    for text, place in [
+        (
+            "Consolidation in the right lower lobe, with air bronchograms, and the lungs are otherwise unchanged.",
+            "lung lower lobe right",
+        ),
+        (
+            "Opacity in the left lower lobe, with air bronchograms, and the right lower lobe also appears clear.",
+            "lung lower lobe left",
+        ),
+        (
+            "Opacity in the left lower lobe, with air bronchograms, and the right lung too is clear.",
+            "lung lower lobe left",
+        ),
+        (
+            "Opacity in the left lower lobe, with air bronchograms, and the right lower lobe (clear on the prior) is "
+            "now clear.",
+            "lung lower lobe left",
+        ),
+        (
+            "Opacity in the left lower lobe, with air bronchograms, and the right lower lobe, which was previously "
+            "involved, is now clear.",
+            "lung lower lobe left",
+        ),
+    ]:
+        lesion = "consolidation" if text.startswith("Consolidation") else "opacity"
+        assert labels_of(rules, text, lesion) == [[place]], text
 
 
 def test_a_hemidiaphragm_a_lung_finding_is_inferred_from_is_the_lung_base_above_it(rules):

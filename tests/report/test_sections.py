@@ -282,3 +282,44 @@ def test_a_last_paragraph_drops_non_finding_sections_wherever_they_start():
 def test_the_last_paragraph_of_a_mimic_report_keeps_the_findings_below_a_non_finding_line(body, text):
     c = select_section("                                 FINAL REPORT\n" + body)
     assert (c.name, c.text) == ("last_paragraph", text)
+
+
+F_REPORT = "                                 FINAL REPORT\n"
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        # review of 125d651: MIMIC wraps a header's text at about 78 columns; the wrapped
+        # line is indication, history or comparison, not findings
+        F_REPORT + " INDICATION:  ___ year old man with fever, cough, evaluate for right lower\n lobe pneumonia or "
+        "pleural effusion.\n",
+        F_REPORT + " HISTORY:  ___-year-old woman with known left pleural effusion and\n pneumothorax status post "
+        "chest tube placement.\n",
+        F_REPORT + " COMPARISON:  Chest radiographs from ___ and ___, demonstrating a large\n left pleural effusion.\n",
+        "INDICATION:\nKnown large left pleural effusion, evaluate interval change.\n",
+        F_REPORT + " HISTORY: Cough.\n VIEWS:  PA and lateral.\n",
+    ],
+)
+def test_a_wrapped_non_finding_section_is_no_findings_text(text):
+    c = select_section(text)
+    assert c.name is None and c.excluded, c.text
+
+
+@pytest.mark.parametrize(
+    ("text", "want"),
+    [
+        (
+            F_REPORT + " Right lower lobe opacity.\n \n RECOMMENDATION(S):  Follow-up chest radiograph in 6 weeks to "
+            "assess for\n resolution of the right lower lobe pneumonia.\n",
+            "Right lower lobe opacity.",
+        ),
+        (
+            F_REPORT + " The lungs are clear.\n \n NOTIFICATION:  Findings were discussed with Dr. ___ by telephone at "
+            "10:00\n on ___, 5 minutes after discovery.\n",
+            "The lungs are clear.",
+        ),
+    ],
+)
+def test_a_closing_recommendation_gives_way_to_the_findings_above_it(text, want):
+    assert select_section(text).text == want

@@ -178,15 +178,19 @@ _POSTLINK = re.compile(
 # A place said to be clear is no finding's place: "left basilar atelectasis, otherwise clear lungs".
 #: Between a finding's place and the next one: an inserted "with ..." clause, then "and".
 _INSERTED_AND = re.compile(r"^,\s+(?:with|without)\b[^,;.:]{1,80},\s+and\s+(?:in\s+)?(?:the\s+)?$", re.IGNORECASE)
-#: After such a place the list goes on or ends: the sentence's end, punctuation, another
-#: "and"/"or", "as well", or a plural verb of change whose subject is the findings ("...,
-#: and right middle lobe have increased"); anything else ("..., and the right upper lobe
-#: is well aerated", "..., and left hilar prominence") opens a clause of its own.
+#: After such a place the list goes on or ends: the sentence's end, punctuation (not a
+#: relative clause: ", which ..."), another "and"/"or", a closing "as well", or a plural
+#: verb whose subject is the findings ("..., and right middle lobe have increased", "are
+#: again seen"); anything else ("..., and the right upper lobe is well aerated", "..., and
+#: left hilar prominence") opens a clause of its own.
 _PLACE_LIST_END = re.compile(
-    r"^\s*(?:$|[.,;:()]|(?:and|or|as\s+well|too|also)\b|(?:have|are|were)\s+(?:\w+\s+)?(?:increased|"
-    r"decreased|worsened|improved|progressed|developed|enlarged|grown|unchanged|stable|persistent|new)\b)",
+    r"^\s*(?:$|[.;:]|,(?!\s*(?:which|that|where)\b)|(?:and|or)\b|(?:as\s+well|too|also)\s*(?:$|[.,;:])"
+    r"|(?:have|are|were|persist|remain)\b)",
     re.IGNORECASE,
 )
+#: A place that names several regions ("the lungs", "both bases") is the subject of a
+#: plural verb after it, not one more place of the finding (_PLACE_LIST_END).
+_PLURAL_PLACE = re.compile(r"(?:lungs|bases|lobes|zones|apices|fields|regions)\s*$", re.IGNORECASE)
 _BREAK = re.compile(
     r"[;:]|\b(?:but|however|although|whereas|while|with|without|no|otherwise|elsewhere|clear|"
     r"normal|unremarkable)\b",
@@ -654,7 +658,8 @@ class RulesStructurer:
                 prev is not None
                 and id(prev) in placed_until
                 and _INSERTED_AND.match(text[placed_until[id(prev)] : s])
-                and _PLACE_LIST_END.match(text[e:])
+                and (m_end := _PLACE_LIST_END.match(text[e:])) is not None
+                and not (m_end.group(0).strip()[:1].isalpha() and _PLURAL_PLACE.search(phrase))
             ):
                 # "consolidations in the right upper lobe, with a bulging horizontal
                 # fissure, and right lower lobe": the list of places goes on past the

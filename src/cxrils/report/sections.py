@@ -113,7 +113,9 @@ _MIMIC_TITLE = re.compile(r"^\s*FINAL REPORT\b", re.IGNORECASE)
 # Technique headers that name the views and go on with what the film shows
 # ("CHEST, TWO VIEWS: Right lower lobe consolidation."): the last-paragraph fallback keeps
 # their line's text.
-_VIEW_HEADERS = frozenset({"chest, two views", "chest two views", "views"})
+_VIEW_HEADERS = frozenset({"chest, two views", "chest two views"})
+# The end of a line that ends a sentence of a non-finding section (_non_finding_end).
+_SENTENCE_END = re.compile(r"(?:[.?!]|___|\bnone)\s*$", re.IGNORECASE)
 
 # Header: upper-case name + colon at a line start, indentation tolerated (official parser:
 # r'\n ([A-Z ()/,-]+):\s'); we also accept a header at the very start of the text.
@@ -280,16 +282,37 @@ def split_sections(text: str) -> Sections:
     return out
 
 
+def _non_finding_end(text: str, start: int, end: int, name: str) -> int:
+    """Where the text of a non-finding section that starts at ``start`` ends within
+    ``text[:end]``: at the end of the first of its lines that ends a sentence (".",
+    "?", "!", "___", "None"), as MIMIC-CXR wraps a long indication or comparison over
+    lines and then goes on with the findings without a blank line; a header alone on
+    its line takes the lines below it. A recommendation, notification or wet read runs
+    to ``end`` (they close a report: "discussed with Dr.\\n ___" ends no sentence)."""
+    if name in ("recommendation", "wet_read"):
+        return end
+    pos = start
+    while pos < end:
+        eol = text.find("\n", pos, end)
+        line_end = end if eol < 0 else eol
+        if _SENTENCE_END.search(text[start:line_end]):
+            return line_end
+        pos = line_end + 1
+    return end
+
+
 def last_paragraph(text: str) -> str:
     """Last non-empty paragraph of a report that is not a non-finding section.
 
     Paragraphs are separated by blank lines (the official parser's
     ``last_paragraph``). Within a paragraph, a known non-finding header (comparison,
-    history, technique or examination, wet read, recommendation) is dropped with the
-    rest of its line, wherever it starts; the lines below it are kept, as MIMIC-CXR
+    history, technique or examination, wet read, recommendation) is dropped with its
+    text, wherever it starts; the lines below that text are kept, as MIMIC-CXR
     reports often go on with the findings without a blank line ("COMPARISON: None.\n
-    There is a new right lower lobe consolidation."). A view header ("CHEST, TWO VIEWS:")
-    keeps its line's text, which describes the film. Findings/impression/addendum
+    There is a new right lower lobe consolidation."): the section's text ends at the
+    first line that ends a sentence (:func:`_non_finding_end`; a recommendation,
+    notification or wet read at the paragraph's end). A view header ("CHEST, TWO
+    VIEWS:") keeps its line's text, which describes the film. Findings/impression/addendum
     headers are dropped and their text kept ("FINDINGS:  IMPRESSION:" on one line is no
     text); an unknown header ("PC:", "BG:") is kept as text; so is the text before the
     first header, less MIMIC-CXR's title "FINAL REPORT". A paragraph with no text left
@@ -305,8 +328,7 @@ def last_paragraph(text: str) -> str:
             end = hs[i + 1].start() if i + 1 < len(hs) else len(stripped)
             name = normalize_section_name(h.group(1))
             if name in _NON_FINDING_SECTIONS and " ".join(h.group(1).lower().split()) not in _VIEW_HEADERS:
-                eol = stripped.find("\n", h.end(), end)
-                pieces.append(stripped[eol:end] if eol >= 0 else "")
+                pieces.append(stripped[_non_finding_end(stripped, h.end(), end, name) : end])
             else:
                 pieces.append(stripped[h.end() : end] if name in SECTION_ALIASES else stripped[h.start() : end])
         kept = " ".join(pieces)

@@ -422,6 +422,22 @@ def test_a_list_of_places_goes_on_past_an_inserted_with_clause(rules):
     ]:
         lesion = "consolidation" if text.startswith("Consolidation") else "opacity"
         assert labels_of(rules, text, lesion) == [[place]], text
+    # review of b38e072: plural places and verbs of absence stay apart; a relative clause
+    # or a bracket that says the place is involved joins it
+    head = "Opacities in the right upper lobe, with air bronchograms, and "
+    for tail, joined in [
+        ("the costophrenic angles are sharp.", False),
+        ("the hemithoraces are otherwise clear.", False),
+        ("the left lower lobe have resolved.", False),
+        ("the left lower lobe are no longer seen.", False),
+        ("the left lower lobe, which is clear.", False),
+        ("left lower lobe persist.", True),
+        ("left lower lobe (new).", True),
+        ("left lower lobe, which is new.", True),
+        ("left lower lobe as well as small effusions.", True),
+    ]:
+        want = ["lung upper lobe right", "lung lower lobe left"] if joined else ["lung upper lobe right"]
+        assert labels_of(rules, head + tail, "opacity") == [want], tail
 
 
 def test_a_hemidiaphragm_a_lung_finding_is_inferred_from_is_the_lung_base_above_it(rules):

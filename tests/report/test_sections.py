@@ -323,3 +323,27 @@ def test_a_wrapped_non_finding_section_is_no_findings_text(text):
 )
 def test_a_closing_recommendation_gives_way_to_the_findings_above_it(text, want):
     assert select_section(text).text == want
+
+
+@pytest.mark.parametrize(
+    ("text", "want"),
+    [
+        # review of b38e072: a header line that ends no sentence, then the findings
+        (
+            "TECHNIQUE:  Portable AP chest radiograph\n Right lower lobe consolidation has increased since the prior "
+            "study.\n No pleural effusion or pneumothorax.\n",
+            "Right lower lobe consolidation has increased since the prior study. No pleural effusion or pneumothorax.",
+        ),
+        ("INDICATION: Fever\nRight lower lobe consolidation.\n", "Right lower lobe consolidation."),
+        ("RECOMMENDATION(S):  None.\nLeft lower lobe opacity.", "Left lower lobe opacity."),
+        (
+            "NOTIFICATION:  The findings were discussed with Dr. ___ by ___ on the\n telephone on ___ at 10:00 AM.\n"
+            "Left lower lobe consolidation.",
+            "Left lower lobe consolidation.",
+        ),
+        # an indication's request on the next line is the indication's
+        ("INDICATION:  ___ with cough.\n Evaluate for pneumonia.\n Small left effusion.", "Small left effusion."),
+    ],
+)
+def test_a_non_finding_line_gives_way_to_the_findings_below_it(text, want):
+    assert select_section(text).text == want

@@ -180,17 +180,32 @@ _POSTLINK = re.compile(
 _INSERTED_AND = re.compile(r"^,\s+(?:with|without)\b[^,;.:]{1,80},\s+and\s+(?:in\s+)?(?:the\s+)?$", re.IGNORECASE)
 #: After such a place the list goes on or ends: the sentence's end, punctuation (not a
 #: relative clause: ", which ..."), another "and"/"or", a closing "as well", or a plural
-#: verb whose subject is the findings ("..., and right middle lobe have increased", "are
-#: again seen"); anything else ("..., and the right upper lobe is well aerated", "..., and
+#: verb of presence or change whose subject is the findings ("..., and right middle lobe
+#: have increased", "are again seen", "persist"; not "are sharp", "have resolved", "are
+#: no longer seen"); anything else ("..., and the right upper lobe is well aerated", "..., and
 #: left hilar prominence") opens a clause of its own.
 _PLACE_LIST_END = re.compile(
-    r"^\s*(?:$|[.;:]|,(?!\s*(?:which|that|where)\b)|(?:and|or)\b|(?:as\s+well|too|also)\s*(?:$|[.,;:])"
-    r"|(?:have|are|were|persist|remain)\b)",
+    r"^\s*(?:$|[.;:]|,(?!\s*(?:which|that|where)\b)"
+    r"|,\s*(?:which|that|where)\b(?![^.;]*\b(?:clear|normal|aerated|resolved|no longer|hyperinflated|sharp|"
+    r"unremarkable|not|no)\b)"
+    r"|(?:and|or)\b|as\s+well\s+as\b|(?:as\s+well|too|also)\s*(?:$|[.,;:])"
+    r"|\((?:new|increased|worse|worsened|unchanged|series|image)\b"
+    r"|(?:persist|remain)\b|(?:have|are|were)\s+(?:again\s+)?(?:increased|worsened|progressed|developed|enlarged|"
+    r"grown|unchanged|stable|persistent|new|seen|noted|present|visible|evident)\b)",
+    re.IGNORECASE,
+)
+#: After a plural place, the verbs that still make it one more place of the finding
+#: ("..., and both lower lobes have increased"; "..., and both hila are unchanged" is a
+#: clause of its own).
+_PLURAL_PLACE_JOINS = re.compile(
+    r"^\s*(?:have|are|were)\s+(?:again\s+)?(?:increased|worsened|progressed|developed|enlarged|grown|new|seen|noted)\b",
     re.IGNORECASE,
 )
 #: A place that names several regions ("the lungs", "both bases") is the subject of a
 #: plural verb after it, not one more place of the finding (_PLACE_LIST_END).
-_PLURAL_PLACE = re.compile(r"(?:lungs|bases|lobes|zones|apices|fields|regions)\s*$", re.IGNORECASE)
+_PLURAL_PLACE = re.compile(
+    r"(?:lungs|bases|lobes|zones|apices|fields|regions|angles|hemithoraces|hila|hemidiaphragms)\s*$", re.IGNORECASE
+)
 _BREAK = re.compile(
     r"[;:]|\b(?:but|however|although|whereas|while|with|without|no|otherwise|elsewhere|clear|"
     r"normal|unremarkable)\b",
@@ -659,7 +674,11 @@ class RulesStructurer:
                 and id(prev) in placed_until
                 and _INSERTED_AND.match(text[placed_until[id(prev)] : s])
                 and (m_end := _PLACE_LIST_END.match(text[e:])) is not None
-                and not (m_end.group(0).strip()[:1].isalpha() and _PLURAL_PLACE.search(phrase))
+                and not (
+                    m_end.group(0).strip()[:1].isalpha()
+                    and _PLURAL_PLACE.search(phrase)
+                    and not _PLURAL_PLACE_JOINS.match(text[e:])
+                )
             ):
                 # "consolidations in the right upper lobe, with a bulging horizontal
                 # fissure, and right lower lobe": the list of places goes on past the

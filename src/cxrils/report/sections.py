@@ -114,8 +114,14 @@ _MIMIC_TITLE = re.compile(r"^\s*FINAL REPORT\b", re.IGNORECASE)
 # ("CHEST, TWO VIEWS: Right lower lobe consolidation."): the last-paragraph fallback keeps
 # their line's text.
 _VIEW_HEADERS = frozenset({"chest, two views", "chest two views"})
-# The end of a line that ends a sentence of a non-finding section (_non_finding_end).
-_SENTENCE_END = re.compile(r"(?:[.?!]|___|\bnone)\s*$", re.IGNORECASE)
+# A line that continues a non-finding section's text (_non_finding_end): wrapped (lower
+# case, "___", a digit) or a request of the indication.
+_WRAPPED_LINE = re.compile(r"(?:[a-z0-9(?]|___|(?i:evaluate|eval|assess|please|r/o|rule out|question|concern for)\b)")
+# The end of a line that leaves its sentence open: a comma, a hyphen or a function word.
+_OPEN_LINE_END = re.compile(
+    r"(?:[,(/-]|\b(?:of|for|with|and|or|to|in|on|at|the|a|an|from|by|as|is|are|was|were|s/p|status post))$",
+    re.IGNORECASE,
+)
 
 # Header: upper-case name + colon at a line start, indentation tolerated (official parser:
 # r'\n ([A-Z ()/,-]+):\s'); we also accept a header at the very start of the text.
@@ -282,22 +288,31 @@ def split_sections(text: str) -> Sections:
     return out
 
 
-def _non_finding_end(text: str, start: int, end: int, name: str) -> int:
-    """Where the text of a non-finding section that starts at ``start`` ends within
-    ``text[:end]``: at the end of the first of its lines that ends a sentence (".",
-    "?", "!", "___", "None"), as MIMIC-CXR wraps a long indication or comparison over
-    lines and then goes on with the findings without a blank line; a header alone on
-    its line takes the lines below it. A recommendation, notification or wet read runs
-    to ``end`` (they close a report: "discussed with Dr.\\n ___" ends no sentence)."""
-    if name in ("recommendation", "wet_read"):
+def _non_finding_end(text: str, start: int, end: int) -> int:
+    """Where the text of a non-finding section whose header ends at ``start`` ends
+    within ``text[:end]``: the end of the header's line, and of each following line that
+    continues it. A line continues the section when the header stood alone on its line
+    ("INDICATION:\\n Cough."), when it starts in lower case or with "___" (MIMIC-CXR
+    wraps text at about 78 columns: "evaluate for right lower\\n lobe pneumonia"), when the
+    line above ends in a word that ends no sentence ("of", "for", "and", a comma), or
+    when it asks a question of the indication ("Evaluate for pneumonia."). Any other line
+    is the report going on without a blank line ("COMPARISON: None.\\n There is a new right
+    lower lobe consolidation."), kept as text."""
+    eol = text.find("\n", start, end)
+    if eol < 0:
         return end
-    pos = start
+    alone = not text[start:eol].strip()
+    pos = eol
     while pos < end:
-        eol = text.find("\n", pos, end)
-        line_end = end if eol < 0 else eol
-        if _SENTENCE_END.search(text[start:line_end]):
-            return line_end
-        pos = line_end + 1
+        nxt = text.find("\n", pos + 1, end)
+        line_end = end if nxt < 0 else nxt
+        line = text[pos + 1 : line_end].strip()
+        above = text[start:pos].rstrip()
+        if line and not (alone or _WRAPPED_LINE.match(line) or _OPEN_LINE_END.search(above)):
+            return pos
+        if line:
+            alone = False
+        pos = line_end
     return end
 
 
@@ -309,10 +324,10 @@ def last_paragraph(text: str) -> str:
     history, technique or examination, wet read, recommendation) is dropped with its
     text, wherever it starts; the lines below that text are kept, as MIMIC-CXR
     reports often go on with the findings without a blank line ("COMPARISON: None.\n
-    There is a new right lower lobe consolidation."): the section's text ends at the
-    first line that ends a sentence (:func:`_non_finding_end`; a recommendation,
-    notification or wet read at the paragraph's end). A view header ("CHEST, TWO
-    VIEWS:") keeps its line's text, which describes the film. Findings/impression/addendum
+    There is a new right lower lobe consolidation."): the section's text is its line and
+    the lines that continue it (:func:`_non_finding_end`: wrapped text, an indication's
+    request). A view header ("CHEST, TWO VIEWS:") keeps its line's text, which describes
+    the film. Findings/impression/addendum
     headers are dropped and their text kept ("FINDINGS:  IMPRESSION:" on one line is no
     text); an unknown header ("PC:", "BG:") is kept as text; so is the text before the
     first header, less MIMIC-CXR's title "FINAL REPORT". A paragraph with no text left
@@ -328,7 +343,7 @@ def last_paragraph(text: str) -> str:
             end = hs[i + 1].start() if i + 1 < len(hs) else len(stripped)
             name = normalize_section_name(h.group(1))
             if name in _NON_FINDING_SECTIONS and " ".join(h.group(1).lower().split()) not in _VIEW_HEADERS:
-                pieces.append(stripped[_non_finding_end(stripped, h.end(), end, name) : end])
+                pieces.append(stripped[_non_finding_end(stripped, h.end(), end) : end])
             else:
                 pieces.append(stripped[h.end() : end] if name in SECTION_ALIASES else stripped[h.start() : end])
         kept = " ".join(pieces)

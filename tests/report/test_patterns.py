@@ -435,9 +435,15 @@ def test_a_list_of_places_goes_on_past_an_inserted_with_clause(rules):
         ("left lower lobe (new).", True),
         ("left lower lobe, which is new.", True),
         ("left lower lobe as well as small effusions.", True),
+        # review (stop 59, against stop 58's reading): a list that goes on keeps its place
+        ("left lower lobe is again seen.", True),
+        ("the left lung, which is hyperinflated.", False),
     ]:
         want = ["lung upper lobe right", "lung lower lobe left"] if joined else ["lung upper lobe right"]
         assert labels_of(rules, head + tail, "opacity") == [want], tail
+    assert labels_of(rules, head + "both lungs are now involved.", "opacity") == [
+        ["lung upper lobe right", "right lung", "left lung"]
+    ]
 
 
 def test_a_hemidiaphragm_a_lung_finding_is_inferred_from_is_the_lung_base_above_it(rules):

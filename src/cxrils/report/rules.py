@@ -178,33 +178,30 @@ _POSTLINK = re.compile(
 # A place said to be clear is no finding's place: "left basilar atelectasis, otherwise clear lungs".
 #: Between a finding's place and the next one: an inserted "with ..." clause, then "and".
 _INSERTED_AND = re.compile(r"^,\s+(?:with|without)\b[^,;.:]{1,80},\s+and\s+(?:in\s+)?(?:the\s+)?$", re.IGNORECASE)
-#: After such a place the list goes on or ends: the sentence's end, punctuation (not a
-#: relative clause: ", which ..."), another "and"/"or", a closing "as well", or a plural
-#: verb of presence or change whose subject is the findings ("..., and right middle lobe
-#: have increased", "are again seen", "persist"; not "are sharp", "have resolved", "are
-#: no longer seen"); anything else ("..., and the right upper lobe is well aerated", "..., and
-#: left hilar prominence") opens a clause of its own.
-_PLACE_LIST_END = re.compile(
-    r"^\s*(?:$|[.;:]|,(?!\s*(?:which|that|where)\b)"
-    r"|,\s*(?:which|that|where)\b(?![^.;]*\b(?:clear|normal|aerated|resolved|no longer|hyperinflated|sharp|"
-    r"unremarkable|not|no)\b)"
-    r"|(?:and|or)\b|as\s+well\s+as\b|(?:as\s+well|too|also)\s*(?:$|[.,;:])"
-    r"|\((?:new|increased|worse|worsened|unchanged|series|image)\b"
-    r"|(?:persist|remain)\b|(?:have|are|were)\s+(?:again\s+)?(?:increased|worsened|progressed|developed|enlarged|"
-    r"grown|unchanged|stable|persistent|new|seen|noted|present|visible|evident)\b)",
+#: After such a place, what says it opens a clause of its own rather than continuing the
+#: finding's list of places (reviews of stop 59): a word of clearness or absence before
+#: the sentence ends ("..., and the right upper lobe is well aerated", "have resolved",
+#: "are no longer seen", ", which is clear"), "demonstrates no ...", or a finding noun
+#: right after it ("..., and left hilar prominence"). Anything else continues the list, as
+#: before ("..., and right lower lobe.", "are again seen", ", which is new", "(new)").
+_OWN_CLAUSE = re.compile(
+    r"^(?:[^.;]*?\b(?:clear|normal|sharp|aerated|unremarkable|hyperinflated|resolved|re-?expanded|no\s+longer|not)\b"
+    r"|\s*(?:demonstrates?|shows?|reveals?|has|have|contains?)\s+no\b"
+    r"|\s*(?:prominence|fullness|enlargement|opacit\w*|consolidations?|effusions?|atelectasis|edema|nodules?|"
+    r"mass(?:es)?|thickening|scarring|pneumothorax|infiltrates?)\b)",
     re.IGNORECASE,
 )
-#: After a plural place, the verbs that still make it one more place of the finding
-#: ("..., and both lower lobes have increased"; "..., and both hila are unchanged" is a
-#: clause of its own).
-_PLURAL_PLACE_JOINS = re.compile(
-    r"^\s*(?:have|are|were)\s+(?:again\s+)?(?:increased|worsened|progressed|developed|enlarged|grown|new|seen|noted)\b",
-    re.IGNORECASE,
-)
-#: A place that names several regions ("the lungs", "both bases") is the subject of a
-#: plural verb after it, not one more place of the finding (_PLACE_LIST_END).
+#: A place that names several regions ("the lungs", "both bases") and a word after it:
+#: the subject of a clause of its own ("..., and the lungs are otherwise unchanged"),
+#: unless the list plainly goes on (_PLURAL_PLACE_JOINS).
 _PLURAL_PLACE = re.compile(
     r"(?:lungs|bases|lobes|zones|apices|fields|regions|angles|hemithoraces|hila|hemidiaphragms)\s*$", re.IGNORECASE
+)
+_PLURAL_PLACE_JOINS = re.compile(
+    r"^\s*(?:(?:have|has|are|is|were|was)\s+(?:again\s+|also\s+|now\s+)?(?:increased|worsened|progressed|developed|"
+    r"enlarged|grown|new|seen|noted|involved|present)\b|appears?\s+(?:more\s+dense|denser)\b|persist|remain"
+    r"|(?:as\s+well|too|also)\s*(?:$|[.,;:]))",
+    re.IGNORECASE,
 )
 _BREAK = re.compile(
     r"[;:]|\b(?:but|however|although|whereas|while|with|without|no|otherwise|elsewhere|clear|"
@@ -673,10 +670,10 @@ class RulesStructurer:
                 prev is not None
                 and id(prev) in placed_until
                 and _INSERTED_AND.match(text[placed_until[id(prev)] : s])
-                and (m_end := _PLACE_LIST_END.match(text[e:])) is not None
+                and not _OWN_CLAUSE.match(text[e:])
                 and not (
-                    m_end.group(0).strip()[:1].isalpha()
-                    and _PLURAL_PLACE.search(phrase)
+                    _PLURAL_PLACE.search(phrase)
+                    and re.match(r"\s*[a-z]", text[e:], re.IGNORECASE)
                     and not _PLURAL_PLACE_JOINS.match(text[e:])
                 )
             ):

@@ -111,17 +111,9 @@ _NON_FINDING_SECTIONS = frozenset({"comparison", "history", "technique", "wet_re
 # The title line above a MIMIC-CXR report's sections, no text of its own.
 _MIMIC_TITLE = re.compile(r"^\s*FINAL REPORT\b", re.IGNORECASE)
 # Technique headers that name the views and go on with what the film shows
-# ("CHEST, TWO VIEWS: Right lower lobe consolidation."): the last-paragraph fallback keeps
-# their line's text.
+# ("CHEST, TWO VIEWS: Right lower lobe consolidation."): no non-finding line for the
+# last-paragraph fallback.
 _VIEW_HEADERS = frozenset({"chest, two views", "chest two views"})
-# A line that continues a non-finding section's text (_non_finding_end): wrapped (lower
-# case, "___", a digit) or a request of the indication.
-_WRAPPED_LINE = re.compile(r"(?:[a-z0-9(?]|___|(?i:evaluate|eval|assess|please|r/o|rule out|question|concern for)\b)")
-# The end of a line that leaves its sentence open: a comma, a hyphen or a function word.
-_OPEN_LINE_END = re.compile(
-    r"(?:[,(/-]|\b(?:of|for|with|and|or|to|in|on|at|the|a|an|from|by|as|is|are|was|were|s/p|status post))$",
-    re.IGNORECASE,
-)
 
 # Header: upper-case name + colon at a line start, indentation tolerated (official parser:
 # r'\n ([A-Z ()/,-]+):\s'); we also accept a header at the very start of the text.
@@ -288,67 +280,47 @@ def split_sections(text: str) -> Sections:
     return out
 
 
-def _non_finding_end(text: str, start: int, end: int) -> int:
-    """Where the text of a non-finding section whose header ends at ``start`` ends
-    within ``text[:end]``: the end of the header's line, and of each following line that
-    continues it. A line continues the section when the header stood alone on its line
-    ("INDICATION:\\n Cough."), when it starts in lower case or with "___" (MIMIC-CXR
-    wraps text at about 78 columns: "evaluate for right lower\\n lobe pneumonia"), when the
-    line above ends in a word that ends no sentence ("of", "for", "and", a comma), or
-    when it asks a question of the indication ("Evaluate for pneumonia."). Any other line
-    is the report going on without a blank line ("COMPARISON: None.\\n There is a new right
-    lower lobe consolidation."), kept as text."""
-    eol = text.find("\n", start, end)
-    if eol < 0:
-        return end
-    alone = not text[start:eol].strip()
-    pos = eol
-    while pos < end:
-        nxt = text.find("\n", pos + 1, end)
-        line_end = end if nxt < 0 else nxt
-        line = text[pos + 1 : line_end].strip()
-        above = text[start:pos].rstrip()
-        if line and not (alone or _WRAPPED_LINE.match(line) or _OPEN_LINE_END.search(above)):
-            return pos
-        if line:
-            alone = False
-        pos = line_end
-    return end
+def _non_finding_line(line: str) -> bool:
+    """Whether ``line`` starts with the header of a known non-finding section (not a
+    view header such as "CHEST, TWO VIEWS:", whose line describes the film)."""
+    m = _KNOWN_HEADER.match(line) or _HEADER.match(line)
+    return bool(
+        m
+        and normalize_section_name(m.group(1)) in _NON_FINDING_SECTIONS
+        and " ".join(m.group(1).lower().split()) not in _VIEW_HEADERS
+    )
 
 
 def last_paragraph(text: str) -> str:
     """Last non-empty paragraph of a report that is not a non-finding section.
 
     Paragraphs are separated by blank lines (the official parser's
-    ``last_paragraph``). Within a paragraph, a known non-finding header (comparison,
-    history, technique or examination, wet read, recommendation) is dropped with its
-    text, wherever it starts; the lines below that text are kept, as MIMIC-CXR
-    reports often go on with the findings without a blank line ("COMPARISON: None.\n
-    There is a new right lower lobe consolidation."): the section's text is its line and
-    the lines that continue it (:func:`_non_finding_end`: wrapped text, an indication's
-    request). A view header ("CHEST, TWO VIEWS:") keeps its line's text, which describes
-    the film. Findings/impression/addendum
-    headers are dropped and their text kept ("FINDINGS:  IMPRESSION:" on one line is no
-    text); an unknown header ("PC:", "BG:") is kept as text; so is the text before the
-    first header, less MIMIC-CXR's title "FINAL REPORT". A paragraph with no text left
-    is skipped.
+    ``last_paragraph``). A paragraph that starts with the header of a known
+    non-finding section (comparison, history, technique, wet read,
+    recommendation) is skipped; findings/impression/addendum headers are dropped
+    from the text, wherever in the paragraph ("FINDINGS:  IMPRESSION:" on one line is
+    no text); an unknown header ("PC:", "BG:") is kept as text. A paragraph left with
+    nothing but lines that start with non-finding headers, MIMIC-CXR's title "FINAL
+    REPORT" aside, is skipped too ("FINDINGS: IMPRESSION: COMPARISON: None.", "FINAL
+    REPORT\\n EXAMINATION:  CHEST (PA AND LAT)"): it holds no findings text. Any other
+    paragraph is kept whole, its non-finding lines included, as MIMIC-CXR reports often
+    go on with the findings below such a line without a blank line.
     """
     for para in reversed(_PARAGRAPH_SPLIT.split(text)):
         if not para.strip():
             continue
         stripped = para.lstrip("\n")
-        hs = _headers(stripped)
-        pieces = [_MIMIC_TITLE.sub("", stripped[: hs[0].start()] if hs else stripped, count=1)]
-        for i, h in enumerate(hs):
-            end = hs[i + 1].start() if i + 1 < len(hs) else len(stripped)
+        m = _KNOWN_HEADER.match(stripped) or _HEADER.match(stripped)
+        if m and normalize_section_name(m.group(1)) in _NON_FINDING_SECTIONS:
+            continue
+        for h in reversed(_headers(stripped)):
             name = normalize_section_name(h.group(1))
-            if name in _NON_FINDING_SECTIONS and " ".join(h.group(1).lower().split()) not in _VIEW_HEADERS:
-                pieces.append(stripped[_non_finding_end(stripped, h.end(), end) : end])
-            else:
-                pieces.append(stripped[h.end() : end] if name in SECTION_ALIASES else stripped[h.start() : end])
-        kept = " ".join(pieces)
-        if kept.strip():
-            return kept
+            if name in SECTION_ALIASES and name not in _NON_FINDING_SECTIONS:
+                stripped = stripped[: h.start()] + " " + stripped[h.end() :]
+        lines = [line for line in _MIMIC_TITLE.sub("", stripped, count=1).splitlines() if line.strip()]
+        if all(_non_finding_line(line) for line in lines):
+            continue
+        return stripped
     return ""
 
 

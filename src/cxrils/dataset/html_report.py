@@ -87,12 +87,13 @@ def _count_html(table: Any, split: str) -> str:
         )
         tot = "".join(f"<td>{int(table.loc[lesion, (TOTAL, k)])}</td>" for k in ("positive", "negative", TOTAL))
         rows.append(f"<tr class='{'total' if lesion == TOTAL else ''}'><td>{html.escape(lesion)}</td>{cells}{tot}</tr>")
+    note = no_template_note(table)
     return (
         f"<h3>{html.escape(split)}</h3><table><tr><th rowspan=2>lesion type</th>{head}"
         f"<th colspan=3>all</th></tr><tr>{sub}<th>positive</th><th>negative</th><th>pairs</th></tr>"
         + "".join(rows)
         + "</table>"
-        + (f"<p>{html.escape(no_template_note(table))}.</p>" if no_template_note(table) else "")
+        + (f"<p>{html.escape(note)}.</p>" if note else "")
     )
 
 

@@ -77,11 +77,11 @@ def rich_count_table(table: Any, title: str) -> Any:
     from rich import box
     from rich.table import Table
 
+    note = no_template_note(table)
     t = Table(
         title=f"{title}: instruction-answer pairs (paper Tables 10-12)",
         box=box.SIMPLE_HEAD,
-        caption="cells: positive / negative pairs"
-        + (f"; {no_template_note(table)}" if no_template_note(table) else ""),
+        caption="cells: positive / negative pairs" + (f"; {note}" if note else ""),
         title_justify="left",
     )
     t.add_column("lesion type", no_wrap=True, vertical="bottom")

@@ -244,3 +244,13 @@ class FakeStagesRealLoader(FakeStages):
         from cxrils.pipeline.stages import BuiltinStages
 
         return BuiltinStages().load_image(path, cfg)
+
+
+class FakeStagesRealRecords(FakeStages):
+    """The fake stages with the real records (``cxrils.instructions.generate_records``):
+    for the absent-type negatives, which the fake records leave out."""
+
+    def generate_records(self, grounding, **kw):
+        from cxrils.pipeline.stages import BuiltinStages
+
+        return BuiltinStages().generate_records(grounding, **kw)

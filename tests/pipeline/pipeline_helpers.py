@@ -116,6 +116,35 @@ def make_input(folder: Path, n: int = 12, bad: bool = True) -> Path:
     return path
 
 
+#: The stages of the fake models with the real records (absent-type negatives).
+REAL_RECORDS = "fake_stages:FakeStagesRealRecords"
+#: Types absent from REPORTS[0] ("Small left effusion. No pneumonia."), each with at most
+#: one negative per study (Appendix C.2); cardiomegaly follows the CTR rule instead.
+ABSENT_OF_REPORT_0 = ("atelectasis", "consolidation", "edema", "pneumonia")
+
+
+def study_of_three(folder: Path, first: str = "img/broken.png") -> Path:
+    """A generic CSV input whose one study "sx" has ``first`` (unreadable by default:
+    excluded by its pixels, not by the input), then im000 and im001; all PA, with
+    REPORTS[0]."""
+    path = make_input(folder, n=3)
+    with open(path, "w", newline="") as fh:
+        w = csv.DictWriter(fh, fieldnames=["image_path", "report", "study_id", "patient_id", "view"])
+        w.writeheader()
+        for p in (first, "img/im000.png", "img/im001.png"):
+            w.writerow({"image_path": p, "report": REPORTS[0], "study_id": "sx", "patient_id": "px", "view": "PA"})
+    return path
+
+
+def absent_negatives_by_image(dataset: Path) -> dict[str, list[str]]:
+    """Image id -> the sorted lesion types of its negatives of :data:`ABSENT_OF_REPORT_0`."""
+    from cxrils.dataset import read_records
+
+    df = read_records(dataset)
+    neg = df[(df["polarity"] == "negative") & df["lesion_type"].isin(ABSENT_OF_REPORT_0)]
+    return {i: sorted(g["lesion_type"]) for i, g in neg.groupby("image_id")}
+
+
 def snapshot(dataset: Path) -> dict:
     """Everything a dataset holds that must not depend on how it was produced:
     the records (sorted), the image and grounding file bytes, and the summary counts."""

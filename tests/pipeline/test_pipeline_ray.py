@@ -3,7 +3,17 @@
 from __future__ import annotations
 
 import pytest
-from pipeline_helpers import FAKE, config, make_input, snapshot, subprocess_env
+from pipeline_helpers import (
+    ABSENT_OF_REPORT_0,
+    FAKE,
+    REAL_RECORDS,
+    absent_negatives_by_image,
+    config,
+    make_input,
+    snapshot,
+    study_of_three,
+    subprocess_env,
+)
 
 from cxrils.pipeline.runner import generate
 
@@ -49,3 +59,12 @@ def test_ray_runner_resumes_a_local_run(tmp_path, local_ray):
     generate(pairs, tmp_path / "mixed", config(), stages=FAKE, runner="local", limit=4)
     generate(pairs, tmp_path / "mixed", config(), stages=FAKE, runner="ray", workers=2)
     assert snapshot(tmp_path / "mixed") == snapshot(tmp_path / "full")
+
+
+@pytest.mark.slow
+def test_ray_runner_gives_a_study_s_absent_negatives_to_its_first_image_not_excluded(tmp_path, local_ray):
+    inp = study_of_three(tmp_path / "in")
+    generate(inp, tmp_path / "local", config(), stages=REAL_RECORDS, runner="local")
+    generate(inp, tmp_path / "ray", config(), stages=REAL_RECORDS, runner="ray", workers=2)
+    assert snapshot(tmp_path / "ray") == snapshot(tmp_path / "local")
+    assert absent_negatives_by_image(tmp_path / "ray") == {"im000": list(ABSENT_OF_REPORT_0)}

@@ -10,7 +10,17 @@ import numpy as np
 import pandas as pd
 import pytest
 from PIL import Image
-from pipeline_helpers import FAKE, config, make_input, snapshot
+from pipeline_helpers import (
+    ABSENT_OF_REPORT_0,
+    FAKE,
+    REAL_RECORDS,
+    REPORTS,
+    absent_negatives_by_image,
+    config,
+    make_input,
+    snapshot,
+    study_of_three,
+)
 
 from cxrils.pipeline.runner import SUMMARY_NAME, RunError, generate
 from cxrils.pipeline.stages import StageLoadError
@@ -289,7 +299,7 @@ def test_resume_refuses_a_new_first_image_of_a_done_study_and_a_damaged_counts_f
 
     ds = tmp_path / "ds"
     generate(write("one", [b]), ds, config(), stages=FAKE)
-    with pytest.raises(RunError, match="another image of its study now comes first"):
+    with pytest.raises(RunError, match="another image of its study now comes before it"):
         generate(write("grown", [a, b]), ds, config(), stages=FAKE)
     assert generate(write("grown_after", [b, a]), ds, config(), stages=FAKE)["studies"]["total"] == 2
     (counts,) = [
@@ -299,6 +309,49 @@ def test_resume_refuses_a_new_first_image_of_a_done_study_and_a_damaged_counts_f
         counts.write_text(bad)
         with pytest.raises(RunError, match="unreadable counts file"):
             generate(write(f"again{len(bad)}", [b, a]), ds, config(), stages=FAKE)
+
+
+@pytest.mark.parametrize("workers", [1, 2])
+def test_a_study_s_absent_negatives_go_to_its_first_image_that_is_not_excluded(pairs, tmp_path, workers):
+    # review (stop 59): the study's first image took its absent-type negatives with it
+    # when its pixels excluded it; the next image of the study must carry them
+    from cxrils.dataset import read_records
+
+    inp = study_of_three(tmp_path / "in")
+    assert [s.first_of_study for s in read_inputs(inp)] == [True, False, False]  # the input cannot know
+    summary = generate(inp, tmp_path / "ds", config(), stages=REAL_RECORDS, workers=workers)
+    assert summary["studies"]["excluded_by_reason"] == {"error:image": 1}
+    # one per type, on im000 alone
+    assert absent_negatives_by_image(tmp_path / "ds") == {"im000": list(ABSENT_OF_REPORT_0)}
+    assert summary["records"]["total"] == len(read_records(tmp_path / "ds"))  # the counts follow the records
+    # a first image that is not excluded keeps them
+    inp = study_of_three(tmp_path / "in_ok", first="img/im002.png")
+    generate(inp, tmp_path / "ds_ok", config(), stages=REAL_RECORDS, workers=workers)
+    assert absent_negatives_by_image(tmp_path / "ds_ok") == {"im002": list(ABSENT_OF_REPORT_0)}
+
+
+@pytest.mark.parametrize("limit", [1, 2])
+def test_a_resumed_run_gives_a_study_s_absent_negatives_to_the_same_image(pairs, tmp_path, limit):
+    inp = study_of_three(tmp_path / "in")
+    generate(inp, tmp_path / "whole", config(), stages=REAL_RECORDS)
+    generate(inp, tmp_path / "parts", config(), stages=REAL_RECORDS, limit=limit)
+    generate(inp, tmp_path / "parts", config(), stages=REAL_RECORDS)
+    assert snapshot(tmp_path / "parts") == snapshot(tmp_path / "whole")
+    assert absent_negatives_by_image(tmp_path / "parts") == {"im000": list(ABSENT_OF_REPORT_0)}
+
+
+def test_resume_refuses_a_new_image_before_a_done_image_of_its_study(pairs, tmp_path):
+    # which image carries the study's negatives depends on the images before it
+    rows = [
+        {"image_path": f"img/im00{i}.png", "report": REPORTS[0], "study_id": "sx", "patient_id": "px", "view": "PA"}
+        for i in range(3)
+    ]
+    ds = tmp_path / "ds"
+    generate(_input_with(pairs, tmp_path / "a", [rows[0], rows[2]]), ds, config(), stages=REAL_RECORDS)
+    with pytest.raises(RunError, match="another image of its study now comes before it"):
+        generate(_input_with(pairs, tmp_path / "b", rows), ds, config(), stages=REAL_RECORDS)
+    grown = _input_with(pairs, tmp_path / "c", [rows[0], rows[2], rows[1]])
+    assert generate(grown, ds, config(), stages=REAL_RECORDS)["studies"]["total"] == 3
 
 
 def test_unknown_runner_and_stage_provider(pairs, tmp_path):

@@ -598,8 +598,8 @@ def generate_records(
     absent_negatives : bool
         Emit the negatives of types absent from the report. At most one per type per
         *study* (Appendix C.2): a study with several images passes True for one of
-        them only (the pipeline: ``StudyInput.first_of_study``, its first image in input
-        order that the input does not already exclude).
+        them only (the pipeline: its first image in input order that is not excluded,
+        :class:`cxrils.pipeline.study.StudyResult`).
     absent_forms : sequence of (form, location or None), optional
         Ask every absent type (cardiomegaly aside, which follows the CTR rule) exactly
         these negatives instead of :func:`_absent_choices`' random draws: ``("global",

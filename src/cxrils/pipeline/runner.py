@@ -10,7 +10,9 @@
    ``ray`` (:mod:`cxrils.pipeline.ray_runner`);
 5. commit each image here, in input order: first its summary counts
    (``DATASET/pipeline/studies/{image_id}.json``, atomic), then the image and its
-   records through ``DatasetWriter.commit_study`` (atomic per study);
+   records through ``DatasetWriter.commit_study`` (atomic per study); a study's
+   absent-type negatives go to its first image committed unexcluded
+   (:class:`~cxrils.pipeline.study.StudyResult`, Appendix C.2);
 6. finalize the dataset and write ``DATASET/generate_summary.json``.
 
 A kill at any moment loses at most the images not yet committed; rerunning the
@@ -73,11 +75,13 @@ class RunState:
         done are all in it, unchanged.
 
         A study's SHA-256 covers its image, study and patient ids, report text, view,
-        split and whether it is its study's first image (the one given the study's
-        absent-type negatives; not the image path, so a moved input folder resumes); each done image's is
-        kept in its counts file (``input_sha256``). The input may hold more images than
-        the first run (a raised ``--limit``, a download that grew), never fewer or edited
-        ones. Images done before this record are not checked.
+        split, whether it is its study's first image the input does not exclude, and the
+        ids of its study's images before it in the input (which of them carries the
+        study's absent-type negatives depends on those; not the image path, so a moved
+        input folder resumes); each done image's is kept in its counts file
+        (``input_sha256``). The input may hold more images than the first run (a raised
+        ``--limit``, a download that grew), never fewer or edited ones, nor a new image
+        of a done study before a done one. Images done before this record are not checked.
 
         Raises
         ------
@@ -86,7 +90,12 @@ class RunState:
             mix two inputs (and its patient-level splits were checked on each alone); or
             a done image's counts file cannot be read.
         """
-        digests = {st.image_id: _study_sha256(st) for st in studies}
+        before: dict[str, list[str]] = {}  # study id -> its image ids so far, in input order
+        digests = {}
+        for st in studies:
+            earlier = before.setdefault(st.study_id, [])
+            digests[st.image_id] = _study_sha256(st, earlier)
+            earlier.append(st.image_id)
         missing = sorted(done - digests.keys())
         changed = []
         for i in sorted(done & digests.keys()):
@@ -106,7 +115,7 @@ class RunState:
             raise RunError(
                 f"cannot resume: {len(changed)} images already done in {self.out_dir} have another study in "
                 f"this input (e.g. {changed[0]}: its report, ids, view or split changed, or another image of its study "
-                f"now comes first). {how}"
+                f"now comes before it). {how}"
             )
         return digests
 
@@ -206,9 +215,10 @@ def run_local(
 # ------------------------------------------------------------------ generate
 
 
-def _commit(writer: Any, state: RunState, result: StudyResult, input_sha256: str) -> None:
+def _commit(writer: Any, state: RunState, result: StudyResult, input_sha256: str) -> bool:
     """Save the image's counts, then commit it; a commit the writer rejects (records
-    that do not fit the schema) is committed as an exclusion instead."""
+    that do not fit the schema) is committed as an exclusion instead. True when the
+    image was committed unexcluded."""
     state.save(result, input_sha256)
     try:
         writer.commit_study(
@@ -223,13 +233,25 @@ def _commit(writer: Any, state: RunState, result: StudyResult, input_sha256: str
         result.x, result.records, result.grounding = None, None, None
         state.save(result, input_sha256)
         writer.commit_study(result.image_id, None, None, excluded=result.excluded)
+    return result.excluded is None
 
 
-def _study_sha256(st: StudyInput) -> str:
-    """SHA-256 of what identifies a study of the input (:meth:`RunState.check_input`)."""
+def _carry_study_negatives(result: StudyResult, carried: set[str]) -> None:
+    """Give ``result`` its study's absent-type negatives when no earlier image of its
+    study (in input order) was committed unexcluded, i.e. its study is not in
+    ``carried`` (the study ids that have them): swap in
+    ``result.carrying_study_negatives``. A first image of its study already has them."""
+    if result.study_id not in carried and result.carrying_study_negatives is not None:
+        result.records, result.stats = result.carrying_study_negatives
+    result.carrying_study_negatives = None
+
+
+def _study_sha256(st: StudyInput, earlier: list[str]) -> str:
+    """SHA-256 of what identifies a study of the input, with ``earlier`` the ids of its
+    study's images before it in input order (:meth:`RunState.check_input`)."""
     h = hashlib.sha256()
     fields = (st.image_id, st.study_id, st.patient_id, st.report, st.view or "", st.split or "")
-    for v in (*fields, str(st.first_of_study)):
+    for v in (*fields, str(st.first_of_study), *earlier):
         h.update(v.encode("utf-8") + b"\0")
     return h.hexdigest()
 
@@ -380,6 +402,14 @@ def _generate(
     ``studies``."""
     done = set(writer.done_ids())
     todo = [s for s in studies if s.image_id not in done]
+    # The studies whose absent-type negatives an image already holds: done images come
+    # before the todo images of their study (check_input), and were committed in order.
+    need = {s.study_id for s in todo}
+    carried = {
+        s.study_id
+        for s in studies
+        if s.image_id in done and s.study_id in need and not (state.load(s.image_id) or {"excluded": 1})["excluded"]
+    }
     n_total, n_done = len(studies), len(studies) - len(todo)
     log.info("%d images in input, %d already committed, %d to process", n_total, n_done, len(todo))
     if progress:
@@ -394,7 +424,9 @@ def _generate(
         else:
             results = run_ray(todo, reports, cfg, stages=stages, workers=workers, address=ray_address)
         for result in results:
-            _commit(writer, state, result, digests[result.image_id])
+            _carry_study_negatives(result, carried)
+            if _commit(writer, state, result, digests[result.image_id]):
+                carried.add(result.study_id)
             n_done += 1
             if progress:
                 progress(n_done, n_total)

@@ -22,7 +22,8 @@ Per image (paper section 3.1 and Appendix D):
 7. Lesion boxes on ``x``.
 8. Algorithm 1 + location verification -> :class:`~cxrils.types.StudyGrounding`.
 9. Instruction-answer records (section 3.2), in the split of the image's patient
-   (:func:`cxrils.dataset.assign_split` unless the input gave one).
+   (:func:`cxrils.dataset.assign_split` unless the input gave one); the study's
+   absent-type negatives go to its first image that is not excluded (:class:`StudyResult`).
 
 Each step is guarded: an exception becomes the study's exclusion reason
 (``"error:<step>: <Type>: <message>"``) and never stops a run. Exclusion reasons
@@ -84,6 +85,16 @@ class StudyResult:
     holds the counts the run summary adds up (see :mod:`cxrils.pipeline.summary`);
     ``grounding`` is what :func:`grounding_record` makes of the study's grounding
     (None for an excluded image), stored beside the records for review.
+
+    The study's absent-type negatives (Appendix C.2: at most one per type per *study*)
+    go to its first image in input order that is not excluded, which a worker cannot
+    know (an earlier image of the study may be excluded by its pixels). So ``records``
+    and ``stats`` hold them for the study's first image the input does not exclude
+    (``StudyInput.first_of_study``), and not for a later image, whose
+    ``carrying_study_negatives`` holds its ``(records, stats)`` with them; the runner,
+    committing in input order, swaps those in when no earlier image of the study was
+    committed unexcluded (:func:`cxrils.pipeline.runner.generate`). None for a first
+    or an excluded image.
     """
 
     study_id: str
@@ -93,6 +104,7 @@ class StudyResult:
     excluded: str | None
     stats: dict[str, Any]
     grounding: dict | None = None
+    carrying_study_negatives: tuple[list[dict], dict[str, Any]] | None = None
 
 
 def grounding_record(grounding: StudyGrounding, report: StructuredReport) -> dict:
@@ -448,46 +460,65 @@ class Pipeline:
         return grounding
 
     def finish(self, state: StudyState) -> StudyResult:
-        """Steps 8-9: Algorithm 1 and records; never raises."""
+        """Steps 8-9: Algorithm 1 and records; never raises.
+
+        A later image of its study (not ``first_of_study``) gets its records twice,
+        without and with the study's absent-type negatives (``carrying_study_negatives``
+        of :class:`StudyResult`)."""
         from cxrils.pipeline.summary import study_stats
 
         grounding = self.ground(state)
         records: list[dict] | None = None
+        carrying: list[dict] | None = None
         doc: dict | None = None
         if state.excluded is None:
             try:
-                study = state.study
-                # By patient (split.by = "patient", an empty id is a SplitError) or, when the
-                # input says each study is a patient, by study: never by image.
-                key = study.patient_id if self.cfg.split.by == "patient" else study.study_id
-                split = study.split or assign_split(key, self.cfg)
-                records = self.stages.generate_records(
-                    grounding,
-                    split=split,
-                    patient_id=study.patient_id,
-                    image_path=image_relpath(study.image_id),
-                    cfg=self.cfg,
-                    absent_negatives=study.first_of_study,
-                )
-                if self.paraphrase_complete is not None:  # Appendix C.3, off by default
-                    from cxrils.instructions import paraphrase_records
-
-                    records = records + paraphrase_records(records, self.paraphrase_complete, self.cfg)
+                first = state.study.first_of_study
+                records = self._records(state, grounding, absent_negatives=first)
+                if not first:
+                    carrying = self._records(state, grounding, absent_negatives=True)
                 doc = grounding_record(grounding, state.report)  # stored beside the records for review
             except Exception as err:  # one bad study never stops the run
                 state.excluded = f"error:records: {type(err).__name__}: {err}"
                 log.warning("%s: excluded: %s", state.study.image_id, state.excluded)
-                records = None
+                records = carrying = None
         ok = state.excluded is None
+        kept = grounding if ok else None
         return StudyResult(
             study_id=state.study.study_id,
             image_id=state.study.image_id,
             x=state.x if ok else None,
             records=records if ok else None,
             excluded=state.excluded,
-            stats=study_stats(state.report, grounding if ok else None, records if ok else None, state.excluded),
+            stats=study_stats(state.report, kept, records if ok else None, state.excluded),
             grounding=doc if ok else None,
+            carrying_study_negatives=(
+                (carrying, study_stats(state.report, kept, carrying, None)) if ok and carrying is not None else None
+            ),
         )
+
+    def _records(self, state: StudyState, grounding: StudyGrounding, *, absent_negatives: bool) -> list[dict]:
+        """Step 9: the instruction-answer records of a grounded image (section 3.2),
+        with the study's absent-type negatives or without, then their paraphrases when
+        ``cfg.instructions.paraphrase`` (Appendix C.3)."""
+        study = state.study
+        # By patient (split.by = "patient", an empty id is a SplitError) or, when the
+        # input says each study is a patient, by study: never by image.
+        key = study.patient_id if self.cfg.split.by == "patient" else study.study_id
+        split = study.split or assign_split(key, self.cfg)
+        records = self.stages.generate_records(
+            grounding,
+            split=split,
+            patient_id=study.patient_id,
+            image_path=image_relpath(study.image_id),
+            cfg=self.cfg,
+            absent_negatives=absent_negatives,
+        )
+        if self.paraphrase_complete is not None:  # Appendix C.3, off by default
+            from cxrils.instructions import paraphrase_records
+
+            records = records + paraphrase_records(records, self.paraphrase_complete, self.cfg)
+        return records
 
     def process_study(self, study: StudyInput, report: StructuredReport | None = None) -> StudyResult:
         """All steps for one image; an exception in any step becomes an exclusion.

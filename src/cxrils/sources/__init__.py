@@ -99,11 +99,12 @@ def read_inputs(
 ) -> Iterator[StudyInput]:
     """Yield the studies of an input in input order.
 
-    Each study's absent-type negatives go to one image (``StudyInput.first_of_study``):
-    its first image in input order that the pipeline will not exclude for what the
-    input already says, that is, one without a ``problem`` and, with ``frontal_only``,
-    whose view is frontal or unknown. A lateral listed first (MIMIC-CXR orders a
-    study's images by dicom_id) thus leaves them to the study's frontal image.
+    ``StudyInput.first_of_study`` marks each study's first image in input order that
+    the pipeline will not exclude for what the input already says, that is, one
+    without a ``problem`` and, with ``frontal_only``, whose view is frontal or unknown:
+    the image that gets the study's absent-type negatives unless its pixels exclude it
+    (the runner then gives them to the next image of the study). A lateral listed first
+    (MIMIC-CXR orders a study's images by dicom_id) thus leaves them to the frontal image.
 
     Parameters
     ----------

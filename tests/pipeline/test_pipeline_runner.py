@@ -15,6 +15,7 @@ from pipeline_helpers import (
     FAKE,
     REAL_RECORDS,
     REPORTS,
+    X_HAT,
     absent_negatives_by_image,
     config,
     make_input,
@@ -352,6 +353,54 @@ def test_resume_refuses_a_new_image_before_a_done_image_of_its_study(pairs, tmp_
         generate(_input_with(pairs, tmp_path / "b", rows), ds, config(), stages=REAL_RECORDS)
     grown = _input_with(pairs, tmp_path / "c", [rows[0], rows[2], rows[1]])
     assert generate(grown, ds, config(), stages=REAL_RECORDS)["studies"]["total"] == 3
+    # review: an image the input excludes (a lateral under qc.frontal_only) never carries
+    # them, so a grown download that lists a new lateral first resumes
+    lateral = {**rows[1], "image_path": "img/lat.png", "view": "LATERAL"}
+    grown = _input_with(pairs, tmp_path / "d", [rows[0], lateral, rows[2], rows[1]])
+    assert generate(grown, ds, config(), stages=REAL_RECORDS)["studies"]["total"] == 4
+
+
+def test_a_later_image_is_paraphrased_once_and_the_carrier_with_its_negatives(tmp_path, monkeypatch):
+    # review: the records of a later image with the study's negatives were paraphrased
+    # too, almost always for nothing (the LLM asked twice as often)
+    from collections import Counter
+
+    from cxrils.config import load_config
+    from cxrils.dataset import read_records
+    from cxrils.instructions.paraphrase import PERSONAS
+
+    asked = []
+
+    def complete(prompt):
+        asked.append(prompt)
+        return "Please segment it.\nShow it.\nOutline it."
+
+    monkeypatch.setattr(Pipeline, "paraphrase_complete", property(lambda self: complete))
+    cfg = load_config(None, [*X_HAT, "instructions.paraphrase=true"])
+    for first, carrier in (("img/im002.png", "im002"), ("img/broken.png", "im000")):
+        asked.clear()
+        ds = tmp_path / f"ds_{carrier}"
+        generate(study_of_three(tmp_path / f"in_{carrier}", first=first), ds, cfg, stages=REAL_RECORDS)
+        df = read_records(ds)
+        originals = df[df["paraphrase_of"] == ""]
+        # one prompt per persona for each record written, none for a dropped variant's
+        asked_for = Counter(prompt.rsplit("Instruction: ", 1)[1] for prompt in asked)
+        assert asked_for == Counter({t: n * len(PERSONAS) for t, n in Counter(originals["instruction"]).items()})
+        assert set(df.loc[df["paraphrase_of"] != "", "paraphrase_of"]) <= set(originals["record_id"])
+        # the carrier's negatives, each with its paraphrases (the stub gives 3 per persona)
+        each = 1 + len(PERSONAS) * min(3, cfg.instructions.paraphrase_variants_per_persona)
+        assert Counter(absent_negatives_by_image(ds)[carrier]) == dict.fromkeys(ABSENT_OF_REPORT_0, each)
+        assert set(absent_negatives_by_image(ds)) == {carrier}
+
+
+def test_a_study_whose_done_image_lost_its_counts_file_keeps_one_set_of_negatives(tmp_path):
+    # review: a done image without its counts file was taken for an excluded one
+    inp = study_of_three(tmp_path / "in", first="img/im002.png")
+    ds = tmp_path / "ds"
+    generate(inp, ds, config(), stages=REAL_RECORDS, limit=1)
+    (ds / "pipeline" / "studies" / "im002.json").unlink()
+    generate(inp, ds, config(), stages=REAL_RECORDS)
+    assert absent_negatives_by_image(ds) == {"im002": list(ABSENT_OF_REPORT_0)}
 
 
 def test_unknown_runner_and_stage_provider(pairs, tmp_path):

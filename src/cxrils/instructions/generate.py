@@ -597,8 +597,9 @@ def generate_records(
         heart mask, ours).
     absent_negatives : bool
         Emit the negatives of types absent from the report. At most one per type per
-        *study* (Appendix C.2): a study with several images passes True for one of
-        them only (the pipeline: its first image in input order that is not excluded,
+        *study* (Appendix C.2): of a study with several images, one only keeps them
+        (the pipeline: its first image in input order that is not excluded, for which
+        it may make a later image's records both ways,
         :class:`cxrils.pipeline.study.StudyResult`).
     absent_forms : sequence of (form, location or None), optional
         Ask every absent type (cardiomegaly aside, which follows the CTR rule) exactly

@@ -17,8 +17,9 @@
 
 A kill at any moment loses at most the images not yet committed; rerunning the
 same command commits the rest and produces the same dataset as an uninterrupted
-run, because every image's result depends only on the image, its report and the
-configuration. The dataset folder is locked while a run writes it, and a rerun with
+run, because every image's result depends only on the image, its report, the
+configuration and, for the study's absent-type negatives, whether an earlier image
+of its study was committed unexcluded (read back from the dataset on a resume). The dataset folder is locked while a run writes it, and a rerun with
 a different provenance (configuration, stage provider, code version, weight files:
 :func:`cxrils.pipeline.provenance.run_provenance`) is refused with what changed.
 """
@@ -48,7 +49,7 @@ from cxrils.pipeline.ray_runner import check_ray_address, run_ray
 from cxrils.pipeline.stages import DEFAULT_STAGES, RunError, resolve_stages
 from cxrils.pipeline.study import Pipeline, StudyResult
 from cxrils.pipeline.summary import summarize
-from cxrils.sources import StudyInput, read_inputs
+from cxrils.sources import StudyInput, input_excludes, read_inputs
 from cxrils.types import StructuredReport
 
 log = logging.getLogger(__name__)
@@ -70,18 +71,20 @@ class RunState:
         """The folder of the per-image counts files."""
         return self.out_dir / _STATE_DIR / "studies"
 
-    def check_input(self, studies: list[StudyInput], done: set[str]) -> dict[str, str]:
+    def check_input(self, studies: list[StudyInput], done: set[str], frontal_only: bool = True) -> dict[str, str]:
         """The SHA-256 of each study of the input, after checking that the images already
         done are all in it, unchanged.
 
         A study's SHA-256 covers its image, study and patient ids, report text, view,
         split, whether it is its study's first image the input does not exclude, and the
-        ids of its study's images before it in the input (which of them carries the
-        study's absent-type negatives depends on those; not the image path, so a moved
-        input folder resumes); each done image's is kept in its counts file
+        ids of its study's images before it in the input that the input does not exclude
+        (:func:`cxrils.sources.input_excludes` with ``frontal_only``: which image carries
+        the study's absent-type negatives depends on those; not the image path, so a
+        moved input folder resumes); each done image's is kept in its counts file
         (``input_sha256``). The input may hold more images than the first run (a raised
         ``--limit``, a download that grew), never fewer or edited ones, nor a new image
-        of a done study before a done one. Images done before this record are not checked.
+        of a done study before a done one (a lateral under ``frontal_only`` aside).
+        Images done before this record are not checked.
 
         Raises
         ------
@@ -90,12 +93,14 @@ class RunState:
             mix two inputs (and its patient-level splits were checked on each alone); or
             a done image's counts file cannot be read.
         """
-        before: dict[str, list[str]] = {}  # study id -> its image ids so far, in input order
+        # study id -> running SHA-256 of its image ids so far that the input does not exclude
+        chain: dict[str, str] = {}
         digests = {}
         for st in studies:
-            earlier = before.setdefault(st.study_id, [])
+            earlier = chain.get(st.study_id, "")
             digests[st.image_id] = _study_sha256(st, earlier)
-            earlier.append(st.image_id)
+            if not input_excludes(st, frontal_only):
+                chain[st.study_id] = hashlib.sha256(f"{earlier}\0{st.image_id}".encode()).hexdigest()
         missing = sorted(done - digests.keys())
         changed = []
         for i in sorted(done & digests.keys()):
@@ -236,22 +241,12 @@ def _commit(writer: Any, state: RunState, result: StudyResult, input_sha256: str
     return result.excluded is None
 
 
-def _carry_study_negatives(result: StudyResult, carried: set[str]) -> None:
-    """Give ``result`` its study's absent-type negatives when no earlier image of its
-    study (in input order) was committed unexcluded, i.e. its study is not in
-    ``carried`` (the study ids that have them): swap in
-    ``result.carrying_study_negatives``. A first image of its study already has them."""
-    if result.study_id not in carried and result.carrying_study_negatives is not None:
-        result.records, result.stats = result.carrying_study_negatives
-    result.carrying_study_negatives = None
-
-
-def _study_sha256(st: StudyInput, earlier: list[str]) -> str:
-    """SHA-256 of what identifies a study of the input, with ``earlier`` the ids of its
-    study's images before it in input order (:meth:`RunState.check_input`)."""
+def _study_sha256(st: StudyInput, earlier: str) -> str:
+    """SHA-256 of what identifies a study of the input, with ``earlier`` the running
+    SHA-256 of the ids of its study's images before it (:meth:`RunState.check_input`)."""
     h = hashlib.sha256()
     fields = (st.image_id, st.study_id, st.patient_id, st.report, st.view or "", st.split or "")
-    for v in (*fields, str(st.first_of_study), *earlier):
+    for v in (*fields, str(st.first_of_study), earlier):
         h.update(v.encode("utf-8") + b"\0")
     return h.hexdigest()
 
@@ -353,7 +348,7 @@ def generate(
     with _open_writer(out, cfg, stages) as writer:
         state.remove_stale_temporaries()
         done = set(writer.done_ids())
-        digests = state.check_input(studies_all, done)
+        digests = state.check_input(studies_all, done, cfg.qc.frontal_only)
         # A resume with a lower --limit still counts every image the folder holds:
         # the summary describes the dataset, not this run's slice of the input.
         beyond = [s for s in studies_all[len(studies) :] if s.image_id in done]
@@ -405,11 +400,8 @@ def _generate(
     # The studies whose absent-type negatives an image already holds: done images come
     # before the todo images of their study (check_input), and were committed in order.
     need = {s.study_id for s in todo}
-    carried = {
-        s.study_id
-        for s in studies
-        if s.image_id in done and s.study_id in need and not (state.load(s.image_id) or {"excluded": 1})["excluded"]
-    }
+    excluded = writer.exclusions()
+    carried = {s.study_id for s in studies if s.image_id in done and s.study_id in need and s.image_id not in excluded}
     n_total, n_done = len(studies), len(studies) - len(todo)
     log.info("%d images in input, %d already committed, %d to process", n_total, n_done, len(todo))
     if progress:
@@ -424,7 +416,9 @@ def _generate(
         else:
             results = run_ray(todo, reports, cfg, stages=stages, workers=workers, address=ray_address)
         for result in results:
-            _carry_study_negatives(result, carried)
+            if result.study_id not in carried:
+                pipeline.carry_study_negatives(result)
+            result.carrying_study_negatives = None
             if _commit(writer, state, result, digests[result.image_id]):
                 carried.add(result.study_id)
             n_done += 1

@@ -91,10 +91,11 @@ class StudyResult:
     know (an earlier image of the study may be excluded by its pixels). So ``records``
     and ``stats`` hold them for the study's first image the input does not exclude
     (``StudyInput.first_of_study``), and not for a later image, whose
-    ``carrying_study_negatives`` holds its ``(records, stats)`` with them; the runner,
-    committing in input order, swaps those in when no earlier image of the study was
-    committed unexcluded (:func:`cxrils.pipeline.runner.generate`). None for a first
-    or an excluded image.
+    ``carrying_study_negatives`` holds its records with them (no paraphrases yet); the
+    runner, committing in input order, swaps those in
+    (:meth:`Pipeline.carry_study_negatives`) when no earlier image of the study was
+    committed unexcluded (:func:`cxrils.pipeline.runner.generate`). None for a first or
+    an excluded image.
     """
 
     study_id: str
@@ -104,7 +105,7 @@ class StudyResult:
     excluded: str | None
     stats: dict[str, Any]
     grounding: dict | None = None
-    carrying_study_negatives: tuple[list[dict], dict[str, Any]] | None = None
+    carrying_study_negatives: list[dict] | None = None
 
 
 def grounding_record(grounding: StudyGrounding, report: StructuredReport) -> dict:
@@ -464,7 +465,7 @@ class Pipeline:
 
         A later image of its study (not ``first_of_study``) gets its records twice,
         without and with the study's absent-type negatives (``carrying_study_negatives``
-        of :class:`StudyResult`)."""
+        of :class:`StudyResult`, not paraphrased: the runner seldom keeps them)."""
         from cxrils.pipeline.summary import study_stats
 
         grounding = self.ground(state)
@@ -476,31 +477,30 @@ class Pipeline:
                 first = state.study.first_of_study
                 records = self._records(state, grounding, absent_negatives=first)
                 if not first:
-                    carrying = self._records(state, grounding, absent_negatives=True)
+                    carrying = self._records(state, grounding, absent_negatives=True, paraphrase=False)
                 doc = grounding_record(grounding, state.report)  # stored beside the records for review
             except Exception as err:  # one bad study never stops the run
                 state.excluded = f"error:records: {type(err).__name__}: {err}"
                 log.warning("%s: excluded: %s", state.study.image_id, state.excluded)
                 records = carrying = None
         ok = state.excluded is None
-        kept = grounding if ok else None
         return StudyResult(
             study_id=state.study.study_id,
             image_id=state.study.image_id,
             x=state.x if ok else None,
             records=records if ok else None,
             excluded=state.excluded,
-            stats=study_stats(state.report, kept, records if ok else None, state.excluded),
+            stats=study_stats(state.report, grounding if ok else None, records if ok else None, state.excluded),
             grounding=doc if ok else None,
-            carrying_study_negatives=(
-                (carrying, study_stats(state.report, kept, carrying, None)) if ok and carrying is not None else None
-            ),
+            carrying_study_negatives=carrying if ok else None,
         )
 
-    def _records(self, state: StudyState, grounding: StudyGrounding, *, absent_negatives: bool) -> list[dict]:
+    def _records(
+        self, state: StudyState, grounding: StudyGrounding, *, absent_negatives: bool, paraphrase: bool = True
+    ) -> list[dict]:
         """Step 9: the instruction-answer records of a grounded image (section 3.2),
-        with the study's absent-type negatives or without, then their paraphrases when
-        ``cfg.instructions.paraphrase`` (Appendix C.3)."""
+        with the study's absent-type negatives or without, then, with ``paraphrase``,
+        their paraphrases (:meth:`with_paraphrases`)."""
         study = state.study
         # By patient (split.by = "patient", an empty id is a SplitError) or, when the
         # input says each study is a patient, by study: never by image.
@@ -514,11 +514,39 @@ class Pipeline:
             cfg=self.cfg,
             absent_negatives=absent_negatives,
         )
-        if self.paraphrase_complete is not None:  # Appendix C.3, off by default
-            from cxrils.instructions import paraphrase_records
+        return self.with_paraphrases(records) if paraphrase else records
 
-            records = records + paraphrase_records(records, self.paraphrase_complete, self.cfg)
-        return records
+    def with_paraphrases(self, records: list[dict]) -> list[dict]:
+        """``records`` and, when ``cfg.instructions.paraphrase`` is on (Appendix C.3, off
+        by default), their paraphrases by the LLM (:func:`cxrils.instructions.paraphrase_records`);
+        raises what the LLM raises."""
+        if self.paraphrase_complete is None:
+            return records
+        from cxrils.instructions import paraphrase_records
+
+        return records + paraphrase_records(records, self.paraphrase_complete, self.cfg)
+
+    def carry_study_negatives(self, result: StudyResult) -> None:
+        """Make ``result`` (a later image of its study, not excluded) carry its study's
+        absent-type negatives: its records become ``carrying_study_negatives`` with
+        their paraphrases (the LLM is asked here, in the runner's process), its counts
+        follow. A paraphrasing error excludes the image as ``error:records`` (the
+        negatives then pass to the study's next image). Never raises."""
+        from cxrils.pipeline.summary import record_counts
+
+        carrying, result.carrying_study_negatives = result.carrying_study_negatives, None
+        if carrying is None or result.excluded is not None:
+            return
+        try:
+            records = self.with_paraphrases(carrying)
+        except Exception as err:  # one bad study never stops the run
+            result.excluded = f"error:records: {type(err).__name__}: {err}"
+            log.warning("%s: excluded: %s", result.image_id, result.excluded)
+            result.stats = {**result.stats, "excluded": result.excluded, "reported": {}, "grounded": {}, "records": {}}
+            result.x, result.records, result.grounding = None, None, None
+            return
+        result.records = records
+        result.stats = {**result.stats, "records": record_counts(records)}
 
     def process_study(self, study: StudyInput, report: StructuredReport | None = None) -> StudyResult:
         """All steps for one image; an exception in any step becomes an exclusion.

@@ -35,16 +35,22 @@ def study_stats(
             if ltype in vocab.LESION_TYPES and gf.finding.presence == "positive":
                 reported[ltype] += 1
                 grounded[ltype] += int(gf.mask is not None and bool(gf.mask.any()))
-    rec: Counter[str] = Counter()
-    for r in records or []:
-        rec["|".join(str(r.get(k, "")) for k in ("lesion_type", "instruction_type", "polarity"))] += 1
     return {
         "excluded": excluded,
         "reported": dict(sorted(reported.items())),
         "grounded": dict(sorted(grounded.items())),
-        "records": dict(sorted(rec.items())),
+        "records": record_counts(records or []),
         "n_findings": len(report.findings) if report is not None else 0,
     }
+
+
+def record_counts(records: list[dict]) -> dict[str, int]:
+    """The ``records`` counts of :func:`study_stats`: ``"lesion_type|instruction_type|polarity"``
+    -> number of records, keys sorted."""
+    rec: Counter[str] = Counter()
+    for r in records:
+        rec["|".join(str(r.get(k, "")) for k in ("lesion_type", "instruction_type", "polarity"))] += 1
+    return dict(sorted(rec.items()))
 
 
 def summarize(stats: Iterable[dict[str, Any]]) -> dict[str, Any]:

@@ -57,7 +57,15 @@ from cxrils.sources.base import InputError, StudyInput, csv_header
 from cxrils.sources.generic_csv import read_generic_csv
 from cxrils.sources.iu import iu_report_text, read_iu_reports
 
-__all__ = ["InputError", "StudyInput", "detect_input_kind", "read_inputs", "read_iu_reports", "iu_report_text"]
+__all__ = [
+    "InputError",
+    "StudyInput",
+    "detect_input_kind",
+    "input_excludes",
+    "read_inputs",
+    "read_iu_reports",
+    "iu_report_text",
+]
 
 
 def detect_input_kind(path: str | Path) -> str:
@@ -94,6 +102,13 @@ def detect_input_kind(path: str | Path) -> str:
     )
 
 
+def input_excludes(item: StudyInput, frontal_only: bool) -> bool:
+    """Whether the pipeline excludes ``item`` for what the input already says: a row
+    ``problem``, or, with ``frontal_only`` (``QCConfig.frontal_only``), a known view
+    that is not frontal (:data:`cxrils.vocab.FRONTAL_VIEWS`)."""
+    return item.problem is not None or (frontal_only and item.view is not None and item.view not in vocab.FRONTAL_VIEWS)
+
+
 def read_inputs(
     path: str | Path, kind: str | None = None, inputs: InputConfig | None = None, *, frontal_only: bool = True
 ) -> Iterator[StudyInput]:
@@ -102,8 +117,9 @@ def read_inputs(
     ``StudyInput.first_of_study`` marks each study's first image in input order that
     the pipeline will not exclude for what the input already says, that is, one
     without a ``problem`` and, with ``frontal_only``, whose view is frontal or unknown:
-    the image that gets the study's absent-type negatives unless its pixels exclude it
-    (the runner then gives them to the next image of the study). A lateral listed first
+    the image that gets the study's absent-type negatives unless the pipeline excludes
+    it (its pixels, QC, grounding, records or a rejected commit; the runner then gives
+    them to the study's next image that is not excluded). A lateral listed first
     (MIMIC-CXR orders a study's images by dicom_id) thus leaves them to the frontal image.
 
     Parameters
@@ -145,8 +161,7 @@ def read_inputs(
             first = next(s for s in readers[kind](p) if s.image_id == item.image_id)
             raise InputError(p, _duplicate_message(first, item))
         seen.add(item.image_id)
-        excluded_by_view = frontal_only and item.view is not None and item.view not in vocab.FRONTAL_VIEWS
-        if item.problem is None and not excluded_by_view and item.study_id not in studies:
+        if not input_excludes(item, frontal_only) and item.study_id not in studies:
             studies.add(item.study_id)
             if not item.first_of_study:
                 item = dataclasses.replace(item, first_of_study=True)

@@ -52,8 +52,9 @@ class StudyInput:
         "train", "validate" or "test" from the input, or None.
     first_of_study : bool
         True for the image of its study that gets the study's absent-type negatives (at
-        most one per type per study, Appendix C.2) unless its pixels exclude it (then the
-        runner gives them to the study's next image that is not excluded): the first in
+        most one per type per study, Appendix C.2) unless the pipeline excludes it (its
+        pixels, QC, grounding, records or a rejected commit; the runner then gives them
+        to the study's next image that is not excluded): the first in
         input order that the input does not already exclude (no ``problem``; a frontal or
         unknown view when ``QCConfig.frontal_only``; :func:`cxrils.sources.read_inputs`).
     where : str or None

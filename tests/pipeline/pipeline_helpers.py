@@ -123,15 +123,17 @@ REAL_RECORDS = "fake_stages:FakeStagesRealRecords"
 ABSENT_OF_REPORT_0 = ("atelectasis", "consolidation", "edema", "pneumonia")
 
 
-def study_of_three(folder: Path, first: str = "img/broken.png") -> Path:
+def study_of_three(
+    folder: Path, first: str = "img/broken.png", rest: tuple[str, ...] = ("img/im000.png", "img/im001.png")
+) -> Path:
     """A generic CSV input whose one study "sx" has ``first`` (unreadable by default:
-    excluded by its pixels, not by the input), then im000 and im001; all PA, with
-    REPORTS[0]."""
+    excluded by its pixels, not by the input), then ``rest`` (im000 and im001); all PA,
+    with REPORTS[0]."""
     path = make_input(folder, n=3)
     with open(path, "w", newline="") as fh:
         w = csv.DictWriter(fh, fieldnames=["image_path", "report", "study_id", "patient_id", "view"])
         w.writeheader()
-        for p in (first, "img/im000.png", "img/im001.png"):
+        for p in (first, *rest):
             w.writerow({"image_path": p, "report": REPORTS[0], "study_id": "sx", "patient_id": "px", "view": "PA"})
     return path
 

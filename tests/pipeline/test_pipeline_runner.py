@@ -358,6 +358,13 @@ def test_resume_refuses_a_new_image_before_a_done_image_of_its_study(pairs, tmp_
     lateral = {**rows[1], "image_path": "img/lat.png", "view": "LATERAL"}
     grown = _input_with(pairs, tmp_path / "d", [rows[0], lateral, rows[2], rows[1]])
     assert generate(grown, ds, config(), stages=REAL_RECORDS)["studies"]["total"] == 4
+    # and a done lateral never carries them, so a new image may come before it
+    ds = tmp_path / "ds_lateral"
+    generate(_input_with(pairs, tmp_path / "e", [rows[0], lateral]), ds, config(), stages=REAL_RECORDS)
+    grown = _input_with(pairs, tmp_path / "f", [rows[0], rows[1], lateral])
+    generate(grown, ds, config(), stages=REAL_RECORDS)
+    generate(grown, tmp_path / "fresh", config(), stages=REAL_RECORDS)
+    assert snapshot(ds) == snapshot(tmp_path / "fresh")
 
 
 def test_a_later_image_is_paraphrased_once_and_the_carrier_with_its_negatives(tmp_path, monkeypatch):
@@ -377,10 +384,16 @@ def test_a_later_image_is_paraphrased_once_and_the_carrier_with_its_negatives(tm
 
     monkeypatch.setattr(Pipeline, "paraphrase_complete", property(lambda self: complete))
     cfg = load_config(None, [*X_HAT, "instructions.paraphrase=true"])
-    for first, carrier in (("img/im002.png", "im002"), ("img/broken.png", "im000")):
+    # im001's records without the negatives are not empty: they share the carrier's
+    # records but its absent negatives, which are asked once
+    for first, rest, carrier in (
+        ("img/im002.png", ("img/im000.png", "img/im001.png"), "im002"),
+        ("img/broken.png", ("img/im000.png", "img/im001.png"), "im000"),
+        ("img/broken.png", ("img/im001.png",), "im001"),
+    ):
         asked.clear()
         ds = tmp_path / f"ds_{carrier}"
-        generate(study_of_three(tmp_path / f"in_{carrier}", first=first), ds, cfg, stages=REAL_RECORDS)
+        generate(study_of_three(tmp_path / f"in_{carrier}", first, rest), ds, cfg, stages=REAL_RECORDS)
         df = read_records(ds)
         originals = df[df["paraphrase_of"] == ""]
         # one prompt per persona for each record written, none for a dropped variant's
@@ -391,6 +404,16 @@ def test_a_later_image_is_paraphrased_once_and_the_carrier_with_its_negatives(tm
         each = 1 + len(PERSONAS) * min(3, cfg.instructions.paraphrase_variants_per_persona)
         assert Counter(absent_negatives_by_image(ds)[carrier]) == dict.fromkeys(ABSENT_OF_REPORT_0, each)
         assert set(absent_negatives_by_image(ds)) == {carrier}
+
+
+@pytest.mark.parametrize("workers", [1, 2])
+def test_paraphrasing_without_an_llm_stops_the_run_with_any_number_of_workers(tmp_path, workers):
+    # review: with 2 workers every image was excluded as error:records instead
+    from cxrils.config import load_config
+
+    cfg = load_config(None, [*X_HAT, "instructions.paraphrase=true"])
+    with pytest.raises(StageLoadError, match="llm"):
+        generate(study_of_three(tmp_path / "in"), tmp_path / "ds", cfg, stages=REAL_RECORDS, workers=workers)
 
 
 def test_a_study_whose_done_image_lost_its_counts_file_keeps_one_set_of_negatives(tmp_path):

@@ -83,7 +83,7 @@ class RunState:
         moved input folder resumes); each done image's is kept in its counts file
         (``input_sha256``). The input may hold more images than the first run (a raised
         ``--limit``, a download that grew), never fewer or edited ones, nor a new image
-        of a done study before a done one (a lateral under ``frontal_only`` aside).
+        of a done study before a done one (unless the input excludes one of the two).
         Images done before this record are not checked.
 
         Raises
@@ -97,10 +97,12 @@ class RunState:
         chain: dict[str, str] = {}
         digests = {}
         for st in studies:
+            if input_excludes(st, frontal_only):  # never carries: what comes before it does not matter
+                digests[st.image_id] = _study_sha256(st, "")
+                continue
             earlier = chain.get(st.study_id, "")
             digests[st.image_id] = _study_sha256(st, earlier)
-            if not input_excludes(st, frontal_only):
-                chain[st.study_id] = hashlib.sha256(f"{earlier}\0{st.image_id}".encode()).hexdigest()
+            chain[st.study_id] = hashlib.sha256(f"{earlier}\0{st.image_id}".encode()).hexdigest()
         missing = sorted(done - digests.keys())
         changed = []
         for i in sorted(done & digests.keys()):
@@ -243,7 +245,8 @@ def _commit(writer: Any, state: RunState, result: StudyResult, input_sha256: str
 
 def _study_sha256(st: StudyInput, earlier: str) -> str:
     """SHA-256 of what identifies a study of the input, with ``earlier`` the running
-    SHA-256 of the ids of its study's images before it (:meth:`RunState.check_input`)."""
+    SHA-256 of the ids of its study's images before it that the input does not exclude
+    ("" for an image the input excludes; :meth:`RunState.check_input`)."""
     h = hashlib.sha256()
     fields = (st.image_id, st.study_id, st.patient_id, st.report, st.view or "", st.split or "")
     for v in (*fields, str(st.first_of_study), earlier):
@@ -397,8 +400,9 @@ def _generate(
     ``studies``."""
     done = set(writer.done_ids())
     todo = [s for s in studies if s.image_id not in done]
-    # The studies whose absent-type negatives an image already holds: done images come
-    # before the todo images of their study (check_input), and were committed in order.
+    # The studies whose absent-type negatives an image already holds: the done images of
+    # a study that can carry them come before its todo images (check_input refuses an
+    # input where one does not), and were committed in order.
     need = {s.study_id for s in todo}
     excluded = writer.exclusions()
     carried = {s.study_id for s in studies if s.image_id in done and s.study_id in need and s.image_id not in excluded}
@@ -418,7 +422,7 @@ def _generate(
         for result in results:
             if result.study_id not in carried:
                 pipeline.carry_study_negatives(result)
-            result.carrying_study_negatives = None
+            result.carrying_study_negatives = result.paraphrase_replies = None
             if _commit(writer, state, result, digests[result.image_id]):
                 carried.add(result.study_id)
             n_done += 1

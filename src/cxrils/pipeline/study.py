@@ -95,7 +95,9 @@ class StudyResult:
     runner, committing in input order, swaps those in
     (:meth:`Pipeline.carry_study_negatives`) when no earlier image of the study was
     committed unexcluded (:func:`cxrils.pipeline.runner.generate`). None for a first or
-    an excluded image.
+    an excluded image. With paraphrasing on, ``paraphrase_replies`` keeps the LLM's
+    reply to each prompt the worker asked for it (prompt -> reply), so that the runner
+    asks only about the records the kept variant does not share.
     """
 
     study_id: str
@@ -106,6 +108,7 @@ class StudyResult:
     stats: dict[str, Any]
     grounding: dict | None = None
     carrying_study_negatives: list[dict] | None = None
+    paraphrase_replies: dict[str, str] | None = None
 
 
 def grounding_record(grounding: StudyGrounding, report: StructuredReport) -> dict:
@@ -461,7 +464,8 @@ class Pipeline:
         return grounding
 
     def finish(self, state: StudyState) -> StudyResult:
-        """Steps 8-9: Algorithm 1 and records; never raises.
+        """Steps 8-9: Algorithm 1 and records; raises only :class:`StageLoadError` (the
+        paraphrasing LLM cannot be built: a configuration problem stops the run).
 
         A later image of its study (not ``first_of_study``) gets its records twice,
         without and with the study's absent-type negatives (``carrying_study_negatives``
@@ -471,14 +475,17 @@ class Pipeline:
         grounding = self.ground(state)
         records: list[dict] | None = None
         carrying: list[dict] | None = None
+        first = state.study.first_of_study
+        replies: dict[str, str] | None = None if first or self.paraphrase_complete is None else {}
         doc: dict | None = None
         if state.excluded is None:
             try:
-                first = state.study.first_of_study
-                records = self._records(state, grounding, absent_negatives=first)
+                records = self._records(state, grounding, absent_negatives=first, replies=replies)
                 if not first:
                     carrying = self._records(state, grounding, absent_negatives=True, paraphrase=False)
                 doc = grounding_record(grounding, state.report)  # stored beside the records for review
+            except StageLoadError:
+                raise
             except Exception as err:  # one bad study never stops the run
                 state.excluded = f"error:records: {type(err).__name__}: {err}"
                 log.warning("%s: excluded: %s", state.study.image_id, state.excluded)
@@ -493,14 +500,21 @@ class Pipeline:
             stats=study_stats(state.report, grounding if ok else None, records if ok else None, state.excluded),
             grounding=doc if ok else None,
             carrying_study_negatives=carrying if ok else None,
+            paraphrase_replies=replies if ok and carrying is not None else None,
         )
 
     def _records(
-        self, state: StudyState, grounding: StudyGrounding, *, absent_negatives: bool, paraphrase: bool = True
+        self,
+        state: StudyState,
+        grounding: StudyGrounding,
+        *,
+        absent_negatives: bool,
+        paraphrase: bool = True,
+        replies: dict[str, str] | None = None,
     ) -> list[dict]:
         """Step 9: the instruction-answer records of a grounded image (section 3.2),
         with the study's absent-type negatives or without, then, with ``paraphrase``,
-        their paraphrases (:meth:`with_paraphrases`)."""
+        their paraphrases (:meth:`with_paraphrases`, with ``replies``)."""
         study = state.study
         # By patient (split.by = "patient", an empty id is a SplitError) or, when the
         # input says each study is a patient, by study: never by image.
@@ -514,31 +528,46 @@ class Pipeline:
             cfg=self.cfg,
             absent_negatives=absent_negatives,
         )
-        return self.with_paraphrases(records) if paraphrase else records
+        return self.with_paraphrases(records, replies) if paraphrase else records
 
-    def with_paraphrases(self, records: list[dict]) -> list[dict]:
+    def with_paraphrases(self, records: list[dict], replies: dict[str, str] | None = None) -> list[dict]:
         """``records`` and, when ``cfg.instructions.paraphrase`` is on (Appendix C.3, off
         by default), their paraphrases by the LLM (:func:`cxrils.instructions.paraphrase_records`);
-        raises what the LLM raises."""
-        if self.paraphrase_complete is None:
+        raises what the LLM raises. ``replies`` (prompt -> reply), when given, answers
+        the prompts it holds and keeps the LLM's replies to the others."""
+        complete = self.paraphrase_complete
+        if complete is None:
             return records
         from cxrils.instructions import paraphrase_records
 
-        return records + paraphrase_records(records, self.paraphrase_complete, self.cfg)
+        if replies is not None:
+            ask, known = complete, replies
+
+            def complete(prompt: str) -> str:
+                if prompt not in known:
+                    known[prompt] = ask(prompt)
+                return known[prompt]
+
+        return records + paraphrase_records(records, complete, self.cfg)
 
     def carry_study_negatives(self, result: StudyResult) -> None:
         """Make ``result`` (a later image of its study, not excluded) carry its study's
         absent-type negatives: its records become ``carrying_study_negatives`` with
         their paraphrases (the LLM is asked here, in the runner's process), its counts
-        follow. A paraphrasing error excludes the image as ``error:records`` (the
-        negatives then pass to the study's next image). Never raises."""
+        follow; the prompts the worker asked (``paraphrase_replies``) are not asked
+        again. A paraphrasing error excludes the image as ``error:records`` (the
+        negatives then pass to the study's next image). Raises only
+        :class:`StageLoadError`."""
         from cxrils.pipeline.summary import record_counts
 
         carrying, result.carrying_study_negatives = result.carrying_study_negatives, None
+        replies, result.paraphrase_replies = result.paraphrase_replies, None
         if carrying is None or result.excluded is not None:
             return
         try:
-            records = self.with_paraphrases(carrying)
+            records = self.with_paraphrases(carrying, replies)
+        except StageLoadError:
+            raise
         except Exception as err:  # one bad study never stops the run
             result.excluded = f"error:records: {type(err).__name__}: {err}"
             log.warning("%s: excluded: %s", result.image_id, result.excluded)

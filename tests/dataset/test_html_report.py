@@ -77,8 +77,8 @@ def test_report_is_self_contained_and_renders_in_chromium(dataset, tmp_path, chr
 
 def test_report_of_a_missing_dataset_fails_in_one_line(tmp_path):
     res = CliRunner().invoke(app, ["stats", str(tmp_path / "nope"), "--html", str(tmp_path / "r.html")])
-    assert res.exit_code == 2 and "manifest" in res.output and "Traceback" not in res.output
-    with pytest.raises(Exception, match="manifest"):
+    assert res.exit_code == 2 and "no such dataset folder" in res.output and "Traceback" not in res.output
+    with pytest.raises(Exception, match="no such dataset folder"):
         write_html_report(tmp_path / "nope", tmp_path / "r.html")
 
 

@@ -532,7 +532,7 @@ def test_an_export_without_positive_pairs_round_trips_and_never_writes_into_the_
 
 def test_an_export_of_a_folder_that_is_no_dataset_writes_nothing(tmp_path):
     out = tmp_path / "export"
-    with pytest.raises(DatasetError, match="no manifest"):
+    with pytest.raises(DatasetError, match="no such dataset folder"):
         export_mimic_ils(tmp_path / "nope", out)
     assert not out.exists()
 

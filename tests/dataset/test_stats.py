@@ -47,7 +47,7 @@ def test_stats_command_prints_tables_and_writes_chart(tmp_path, studies):
         assert word in res.output
     assert (tmp_path / "fig4.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     res = CliRunner().invoke(app, ["stats", str(tmp_path / "missing")])
-    assert res.exit_code == 2 and "no manifest" in res.output
+    assert res.exit_code == 2 and "no such dataset folder" in res.output
     res = CliRunner().invoke(app, ["stats", str(ds), "--split", "dev", "--no-plot"])
     assert res.exit_code == 2 and "unknown split" in res.output
     every = CliRunner().invoke(app, ["stats", str(ds), "--split", "all", "--no-plot"])  # as evaluate's --split all

@@ -298,3 +298,15 @@ def test_minilm_encoder_free_text():
     assert e.shape == (3, 384) and e.dtype == np.float32
     assert np.allclose(e[0], e[2]) and not np.allclose(e[0], e[1])
     assert np.allclose(np.linalg.norm(e, axis=1), 1.0, atol=1e-4)
+
+
+@pytest.mark.parametrize(
+    "name, bad",
+    [("tau_mask", 2), ("tau_presence", -3), ("calib_min_n_acc", 7), ("tau_location", 1.5), ("hist_eq_prob", True)],
+)
+def test_light_config_refuses_a_probability_outside_0_1(name, bad):
+    # new-user trial: `cxrils train --set tau_mask=2` trained a model that never answers a mask
+    from cxrils.models.light.config import LightConfig
+
+    with pytest.raises(ValueError, match=rf"{name} must be a number in \[0, 1\]"):
+        LightConfig(**{name: bad})

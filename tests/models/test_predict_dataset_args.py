@@ -64,3 +64,29 @@ def test_predict_says_when_the_answer_differs_from_the_score(tmp_path, monkeypat
     )
     assert res.exit_code == 0, res.output
     assert "presence 0.941 (a mask from 0.947; answered otherwise, as the note says), mask 100 px" in res.output
+
+
+def test_predicting_a_split_without_records_is_refused_not_an_empty_file(tmp_path):
+    # new-user trial: `cxrils predict --dataset` on an empty split wrote a 0-byte file and
+    # said "predictions -> ...", where evaluate and baseline refuse the split
+    from light_synthetic import make_tiny_dataset
+
+    from cxrils.dataset import DatasetError
+
+    dataset = make_tiny_dataset(tmp_path / "ds", n_train=2, n_val=1, n_test=0)
+    with pytest.raises(DatasetError, match=r"no records in split 'test' to predict"):
+        predict_dataset(_Never(), dataset, "test", tmp_path / "p.jsonl")
+    assert not (tmp_path / "p.jsonl").exists()
+
+
+def test_an_instruction_over_the_limit_is_one_line_as_in_the_service(tmp_path, monkeypatch):
+    # new-user trial: a 76,000-character instruction ran and was echoed whole into the log
+    from typer.testing import CliRunner
+
+    from cxrils.cli import app
+
+    monkeypatch.setattr(Segmenter, "from_pretrained", classmethod(lambda cls, path, **kw: _Never()))
+    long = "Segment the opacity in the left lung. " * 20  # 760 characters
+    res = CliRunner().invoke(app, ["predict", "--model", str(tmp_path), "x.png", long, "-o", str(tmp_path / "o")])
+    assert res.exit_code == 2
+    assert res.output.strip() == "error: the instruction has 760 characters; the limit is 500 (--max-instruction-chars)"

@@ -44,7 +44,7 @@ def test_errors_are_one_line(dataset, tmp_path):
     line = _one_line_error(runner.invoke(app, ["review-stats", str(dataset)]))
     assert "no review of this dataset yet" in line and "cxrils review" in line
     line = _one_line_error(runner.invoke(app, ["review", str(tmp_path / "nowhere")]))
-    assert "no manifest" in line
+    assert "no such dataset folder" in line
     line = _one_line_error(runner.invoke(app, ["review", str(dataset), "--host", "0.0.0.0", "--token", "short"]))
     assert "16 characters" in line
     line = _one_line_error(
@@ -78,3 +78,15 @@ def test_review_stats_never_exports_over_the_dataset(dataset, tmp_path):
     r = open_review(dataset)
     assert r.store.n_rows() == 1
     r.close()
+
+
+def test_a_port_in_use_is_one_line_before_the_address_to_open(dataset):
+    # new-user trial of `cxrils serve` (the same server start): a busy port printed where
+    # to open the page, then uvicorn's bind error
+    import socket
+
+    with socket.create_server(("127.0.0.1", 0)) as busy:
+        port = busy.getsockname()[1]
+        res = CliRunner().invoke(app, ["review", str(dataset), "--port", str(port)])
+    assert res.exit_code == 2
+    assert res.output.strip().splitlines() == [f"error: cannot listen on 127.0.0.1:{port}: Address already in use"]

@@ -16,7 +16,8 @@ def test_info_names_the_model_without_the_servers_folders(monkeypatch):
     from cxrils.models.base import default_model_dir
 
     served = {}
-    monkeypatch.setattr(uvicorn, "run", lambda application, **kw: served.setdefault("app", application))
+    monkeypatch.setattr(uvicorn.Server, "run", lambda self, sockets=None: served.setdefault("app", self.config.app))
+    monkeypatch.setattr("cxrils.cli.serve.listen", lambda host, port: None)
     res = CliRunner().invoke(app, ["serve"])
     assert res.exit_code == 0, res.output
     info = TestClient(served["app"]).get("/v1/info").json()
@@ -33,3 +34,17 @@ def test_the_page_file_picker_offers_every_dicom_suffix_the_loader_reads():
     page = (files("cxrils.serve") / "static" / "index.html").read_text(encoding="utf-8")
     (accept,) = re.findall(r'id="file" type="file" accept="([^"]+)"', page)
     assert set(_DICOM_SUFFIXES) | {".png", ".jpg", ".jpeg"} <= set(accept.split(","))
+
+
+def test_a_port_in_use_is_one_line_before_any_claim_of_serving():
+    # new-user trial: `cxrils serve` on a busy port printed "serving ... on http://..."
+    # and then uvicorn's bind error and shutdown log
+    import socket
+
+    from cxrils.cli import app
+
+    with socket.create_server(("127.0.0.1", 0)) as busy:
+        port = busy.getsockname()[1]
+        res = CliRunner().invoke(app, ["serve", "--port", str(port)])
+    assert res.exit_code == 2
+    assert res.output.strip() == f"error: cannot listen on 127.0.0.1:{port}: Address already in use"

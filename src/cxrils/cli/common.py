@@ -6,6 +6,8 @@ usage-error status), never a traceback.
 
 from __future__ import annotations
 
+import os
+import socket
 from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, NoReturn
@@ -15,7 +17,7 @@ import typer
 if TYPE_CHECKING:
     from cxrils.config import Config
 
-__all__ = ["fail", "load_config_or_fail", "split_or_all"]
+__all__ = ["fail", "listen", "load_config_or_fail", "split_or_all"]
 
 
 def fail(message: str) -> NoReturn:
@@ -67,3 +69,20 @@ def require_prediction_suffix(out: Path, what: str = "predictions") -> None:
 
     if out.suffix not in PREDICTION_SUFFIXES:
         fail(f"{out}: {what} must end in {' or '.join(PREDICTION_SUFFIXES)}")
+
+
+def listen(host: str, port: int) -> socket.socket:
+    """A socket listening at ``host:port`` (IPv4 or IPv6, as the host resolves), for a
+    web server (``uvicorn.Server(...).run(sockets=[...])``) to serve on.
+
+    Raises
+    ------
+    typer.Exit
+        With one line (:func:`fail`) when the address does not resolve or cannot be
+        bound (in use, not an address of this machine, a privileged port).
+    """
+    try:
+        family = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)[0][0]
+        return socket.create_server((host, port), family=family)
+    except OSError as err:
+        fail(f"cannot listen on {host}:{port}: {os.strerror(err.errno) if err.errno else err}")

@@ -195,6 +195,9 @@ def register(app: typer.Typer) -> None:
             help="Also write the mask as DICOM SEG (mask.seg.dcm) referencing "
             "the source image; default: when IMAGE is a DICOM file.",
         ),
+        max_instruction_chars: int = typer.Option(
+            500, min=1, help="Longest accepted instruction (as cxrils serve's --max-instruction-chars)."
+        ),
     ) -> None:
         """Segment what an instruction asks for; write mask PNG + RLE, answer and overlay (or batch predictions).
 
@@ -212,6 +215,11 @@ def register(app: typer.Typer) -> None:
             )
         if instruction is not None and not instruction.strip():
             fail("the instruction is empty")
+        if instruction is not None and len(instruction) > max_instruction_chars:
+            fail(
+                f"the instruction has {len(instruction)} characters; the limit is {max_instruction_chars} "
+                "(--max-instruction-chars)"
+            )
         model = model or default_model_dir()
         if model is None:
             fail(

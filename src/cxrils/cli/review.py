@@ -10,7 +10,7 @@ from pathlib import Path
 
 import typer
 
-from cxrils.cli.common import fail
+from cxrils.cli.common import fail, listen
 
 #: Environment variable that may hold the token of a server started with ``--host``.
 TOKEN_ENV = "CXRILS_REVIEW_TOKEN"
@@ -86,6 +86,11 @@ def review_cmd(
     except (DatasetError, ReviewError, SamplingError) as err:
         fail(str(err))
     bind = host or "127.0.0.1"
+    try:
+        sock = listen(bind, port)  # before the lines that say where to open it
+    except typer.Exit:
+        session.close()
+        raise
     shown = "127.0.0.1" if bind in ("0.0.0.0", "::") else bind
     url = f"http://{f'[{shown}]' if ':' in shown else shown}:{port}/"  # an IPv6 address goes in brackets
     typer.echo(
@@ -94,9 +99,8 @@ def review_cmd(
     )
     typer.echo(f"open {url}?token={token}" if token else f"open {url}")
     try:
-        uvicorn.run(
-            create_review_app(session, token=token, export_dir=export_dir), host=bind, port=port, log_level="warning"
-        )
+        app = create_review_app(session, token=token, export_dir=export_dir)
+        uvicorn.Server(uvicorn.Config(app, host=bind, port=port, log_level="warning")).run(sockets=[sock])
     finally:
         session.close()
 

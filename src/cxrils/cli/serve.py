@@ -6,7 +6,7 @@ from pathlib import Path
 
 import typer
 
-from cxrils.cli.common import fail
+from cxrils.cli.common import fail, listen
 
 
 def default_model_dir() -> Path | None:
@@ -71,5 +71,6 @@ def register(app: typer.Typer) -> None:
             app = create_app(segmenter, model_name=Path(run_dir).name, config=cfg)
         except ValueError as err:
             fail(str(err))
+        sock = listen(host, port)  # before saying it serves: a port in use is one line
         typer.echo(f"cxrils: serving {run_dir} on http://{host}:{port}/ (API docs at /docs)")
-        uvicorn.run(app, host=host, port=port, log_level="info")
+        uvicorn.Server(uvicorn.Config(app, host=host, port=port, log_level="info")).run(sockets=[sock])

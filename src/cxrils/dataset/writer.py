@@ -519,10 +519,12 @@ def read_manifest(dataset_dir: str | Path) -> dict[str, Any]:
     Raises
     ------
     DatasetError
-        If the manifest is missing (dataset not finalized), unreadable, or of another
-        schema version.
+        If the folder does not exist, the manifest is missing (dataset not finalized),
+        unreadable, or of another schema version.
     """
     path = Path(dataset_dir) / "manifest.json"
+    if not Path(dataset_dir).is_dir():
+        raise DatasetError(f"{dataset_dir}: no such dataset folder")
     if not path.is_file():
         raise DatasetError(f"{path}: no manifest; is this a finalized cxrils dataset folder?")
     try:

@@ -74,13 +74,14 @@ def predict_dataset(
     Raises
     ------
     cxrils.dataset.DatasetError
-        If the dataset is not readable or an image is missing.
+        If the dataset is not readable, an image is missing, or the split has no
+        records to predict (nothing is written).
     TypeError
         If ``segmenter`` is no :class:`Segmenter` (a path, say).
     ValueError
         If ``out_path`` does not end in ``.parquet`` or ``.jsonl``.
     """
-    from cxrils.dataset import ILSDataset
+    from cxrils.dataset import DatasetError, ILSDataset
     from cxrils.evaluation import PREDICTION_SUFFIXES, write_predictions
     from cxrils.progress import progress_bar
 
@@ -97,6 +98,9 @@ def predict_dataset(
     order = np.argsort(recs["image_id"].to_numpy(), kind="stable")  # each image loaded once
     if templates_only:
         order = order[(recs["paraphrase_of"].to_numpy()[order] == "")]
+    if not len(order):  # as `cxrils evaluate` and `cxrils baseline` refuse it, not an empty file
+        where = f"split {split!r}" if split is not None else "any split"
+        raise DatasetError(f"{dataset_dir}: no {'template ' if templates_only else ''}records in {where} to predict")
     with progress_bar(total=len(order), desc=f"predict {split or 'all'}", disable=not progress, unit="rec") as bar:
         for start in range(0, len(order), batch_size):
             idx = [int(i) for i in order[start : start + batch_size]]

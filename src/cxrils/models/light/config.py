@@ -212,6 +212,10 @@ class LightConfig:
         self.ensemble = int(self.ensemble)
         if not (self.calib_confidence == 0.0 or 0.5 <= self.calib_confidence < 1.0):
             raise ValueError(f"calib_confidence must be 0 (point estimate) or in [0.5, 1), got {self.calib_confidence}")
+        for name in ("tau_presence", "tau_mask", "tau_location", "calib_min_n_acc", "hist_eq_prob"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0.0 <= value <= 1.0:
+                raise ValueError(f"{name} must be a number in [0, 1] (a probability or a share), got {value!r}")
         by_target = self.tau_presence_by_target
         if not isinstance(by_target, dict):
             raise ValueError(f"tau_presence_by_target must map lesion types to thresholds, got {by_target!r}")

@@ -55,7 +55,7 @@ _SHOWN_CHARS = 200
 
 
 def _shown(text: str) -> str:
-    """``repr`` of an instruction for an error message, cut after :data:`_SHOWN_CHARS`."""
+    """``repr`` of an instruction for an error message or a log line, cut after :data:`_SHOWN_CHARS`."""
     if len(text) <= _SHOWN_CHARS:
         return repr(text)
     return f"{text[:_SHOWN_CHARS]!r}... ({len(text)} characters)"
@@ -619,8 +619,8 @@ class InstructionEncoder:
                         raise _no_lesion_error(t)
                     if not interp.exact:
                         log.info(
-                            "instruction %r does not follow the templates; read as %r",
-                            t,
+                            "instruction %s does not follow the templates; read as %r",
+                            _shown(t),
                             canonical_instruction(interp.parsed),
                         )
                     self._cache[t] = structured_vector(interp.parsed)

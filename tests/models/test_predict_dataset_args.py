@@ -86,7 +86,19 @@ def test_an_instruction_over_the_limit_is_one_line_as_in_the_service(tmp_path, m
     from cxrils.cli import app
 
     monkeypatch.setattr(Segmenter, "from_pretrained", classmethod(lambda cls, path, **kw: _Never()))
-    long = "Segment the opacity in the left lung. " * 20  # 760 characters
+    long = "Segment the opacity in the left lung. " * 20  # 760 characters, 759 without the last space
     res = CliRunner().invoke(app, ["predict", "--model", str(tmp_path), "x.png", long, "-o", str(tmp_path / "o")])
     assert res.exit_code == 2
-    assert res.output.strip() == "error: the instruction has 760 characters; the limit is 500 (--max-instruction-chars)"
+    assert res.output.strip() == "error: the instruction has 759 characters; the limit is 500 (--max-instruction-chars)"
+
+
+def test_the_instruction_limit_counts_as_the_service_does(tmp_path, monkeypatch):
+    # review: the service strips the instruction before counting; predict refused padding
+    from typer.testing import CliRunner
+
+    from cxrils.cli import app
+
+    monkeypatch.setattr(Segmenter, "from_pretrained", classmethod(lambda cls, path, **kw: _Never()))
+    padded = "Segment the effusion in the left lung base.".ljust(513)
+    res = CliRunner().invoke(app, ["predict", "--model", str(tmp_path), "x.png", padded, "-o", str(tmp_path / "o")])
+    assert "characters; the limit" not in res.output and "x.png" in res.output  # refused for the image only

@@ -16,8 +16,8 @@ def test_info_names_the_model_without_the_servers_folders(monkeypatch):
     from cxrils.models.base import default_model_dir
 
     served = {}
-    monkeypatch.setattr(uvicorn.Server, "run", lambda self, sockets=None: served.setdefault("app", self.config.app))
-    monkeypatch.setattr("cxrils.cli.serve.listen", lambda host, port: None)
+    monkeypatch.setattr(uvicorn, "run", lambda application, **kw: served.setdefault("app", application))
+    monkeypatch.setattr("cxrils.cli.serve.check_listen", lambda host, port: None)
     res = CliRunner().invoke(app, ["serve"])
     assert res.exit_code == 0, res.output
     info = TestClient(served["app"]).get("/v1/info").json()
@@ -48,3 +48,27 @@ def test_a_port_in_use_is_one_line_before_any_claim_of_serving():
         res = CliRunner().invoke(app, ["serve", "--port", str(port)])
     assert res.exit_code == 2
     assert res.output.strip() == f"error: cannot listen on 127.0.0.1:{port}: Address already in use"
+
+
+def test_every_address_of_the_host_is_checked_and_a_bad_host_is_named(monkeypatch):
+    # review: a name with several addresses (localhost: 127.0.0.1 and ::1) is served on
+    # all of them by uvicorn, so each must be free; "" is every interface
+    import socket
+
+    import typer
+
+    from cxrils.cli import common
+
+    with socket.create_server(("127.0.0.1", 0)) as busy:
+        port = busy.getsockname()[1]
+        two = [(socket.AF_INET, socket.SOCK_STREAM, 6, "", (a, port)) for a in ("127.0.0.2", "127.0.0.1")]
+        monkeypatch.setattr(common.socket, "getaddrinfo", lambda *a, **k: two)
+        with pytest.raises(typer.Exit):
+            common.check_listen("twohomed", port)
+        monkeypatch.undo()
+        common.check_listen("", 0)  # every interface, any free port: no error
+    from cxrils.cli import app
+
+    res = CliRunner().invoke(app, ["serve", "--host", "no.such.host.invalid", "--port", "8000"])
+    assert res.exit_code == 2 and res.output.startswith("error: cannot listen on no.such.host.invalid:8000: ")
+    assert "Unknown error" not in res.output and len(res.output.strip().splitlines()) == 1

@@ -17,7 +17,7 @@ import typer
 if TYPE_CHECKING:
     from cxrils.config import Config
 
-__all__ = ["fail", "listen", "load_config_or_fail", "split_or_all"]
+__all__ = ["check_listen", "fail", "load_config_or_fail", "split_or_all"]
 
 
 def fail(message: str) -> NoReturn:
@@ -71,18 +71,28 @@ def require_prediction_suffix(out: Path, what: str = "predictions") -> None:
         fail(f"{out}: {what} must end in {' or '.join(PREDICTION_SUFFIXES)}")
 
 
-def listen(host: str, port: int) -> socket.socket:
-    """A socket listening at ``host:port`` (IPv4 or IPv6, as the host resolves), for a
-    web server (``uvicorn.Server(...).run(sockets=[...])``) to serve on.
+def check_listen(host: str, port: int) -> None:
+    """Check, before a web server starts, that it can listen at ``host:port``: bind,
+    then close, a socket on every address ``host`` resolves to ("" for all interfaces),
+    as uvicorn will.
 
     Raises
     ------
     typer.Exit
-        With one line (:func:`fail`) when the address does not resolve or cannot be
-        bound (in use, not an address of this machine, a privileged port).
+        With one line (:func:`fail`) when the host does not resolve or an address cannot
+        be bound (a port in use, not an address of this machine, a privileged port).
     """
+    where = f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
     try:
-        family = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)[0][0]
-        return socket.create_server((host, port), family=family)
+        infos = socket.getaddrinfo(host or None, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
     except OSError as err:
-        fail(f"cannot listen on {host}:{port}: {os.strerror(err.errno) if err.errno else err}")
+        fail(f"cannot listen on {where}: {err.strerror or err}")
+    for family, kind, proto, _, address in dict.fromkeys(infos):
+        with socket.socket(family, kind, proto) as sock:
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as asyncio's server does
+            if family == socket.AF_INET6:
+                sock.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 1)
+            try:
+                sock.bind(address)
+            except OSError as err:
+                fail(f"cannot listen on {where}: {os.strerror(err.errno) if err.errno else err}")

@@ -215,9 +215,9 @@ def register(app: typer.Typer) -> None:
             )
         if instruction is not None and not instruction.strip():
             fail("the instruction is empty")
-        if instruction is not None and len(instruction) > max_instruction_chars:
+        if instruction is not None and len(instruction.strip()) > max_instruction_chars:  # counted as the service does
             fail(
-                f"the instruction has {len(instruction)} characters; the limit is {max_instruction_chars} "
+                f"the instruction has {len(instruction.strip())} characters; the limit is {max_instruction_chars} "
                 "(--max-instruction-chars)"
             )
         model = model or default_model_dir()

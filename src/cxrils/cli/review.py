@@ -10,7 +10,7 @@ from pathlib import Path
 
 import typer
 
-from cxrils.cli.common import fail, listen
+from cxrils.cli.common import check_listen, fail
 
 #: Environment variable that may hold the token of a server started with ``--host``.
 TOKEN_ENV = "CXRILS_REVIEW_TOKEN"
@@ -87,7 +87,7 @@ def review_cmd(
         fail(str(err))
     bind = host or "127.0.0.1"
     try:
-        sock = listen(bind, port)  # before the lines that say where to open it
+        check_listen(bind, port)  # before the lines that say where to open it
     except typer.Exit:
         session.close()
         raise
@@ -99,8 +99,9 @@ def review_cmd(
     )
     typer.echo(f"open {url}?token={token}" if token else f"open {url}")
     try:
-        app = create_review_app(session, token=token, export_dir=export_dir)
-        uvicorn.Server(uvicorn.Config(app, host=bind, port=port, log_level="warning")).run(sockets=[sock])
+        uvicorn.run(
+            create_review_app(session, token=token, export_dir=export_dir), host=bind, port=port, log_level="warning"
+        )
     finally:
         session.close()
 

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import typer
 
-from cxrils.cli.common import fail, listen
+from cxrils.cli.common import check_listen, fail
 
 
 def default_model_dir() -> Path | None:
@@ -71,6 +71,7 @@ def register(app: typer.Typer) -> None:
             app = create_app(segmenter, model_name=Path(run_dir).name, config=cfg)
         except ValueError as err:
             fail(str(err))
-        sock = listen(host, port)  # before saying it serves: a port in use is one line
-        typer.echo(f"cxrils: serving {run_dir} on http://{host}:{port}/ (API docs at /docs)")
-        uvicorn.Server(uvicorn.Config(app, host=host, port=port, log_level="info")).run(sockets=[sock])
+        check_listen(host, port)  # before saying it serves: a port in use is one line
+        shown = f"[{host}]" if ":" in host else host  # an IPv6 address goes in brackets
+        typer.echo(f"cxrils: serving {run_dir} on http://{shown}:{port}/ (API docs at /docs)")
+        uvicorn.run(app, host=host, port=port, log_level="info")

@@ -524,7 +524,8 @@ def read_manifest(dataset_dir: str | Path) -> dict[str, Any]:
     """
     path = Path(dataset_dir) / "manifest.json"
     if not Path(dataset_dir).is_dir():
-        raise DatasetError(f"{dataset_dir}: no such dataset folder")
+        what = "not a folder" if Path(dataset_dir).exists() else "no such dataset folder"
+        raise DatasetError(f"{dataset_dir}: {what}")
     if not path.is_file():
         raise DatasetError(f"{path}: no manifest; is this a finalized cxrils dataset folder?")
     try:

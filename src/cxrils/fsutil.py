@@ -10,11 +10,16 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import re
 import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
+
+#: A dataset's image id becomes a file name: no path separators, control characters or
+#: leading dot (hidden temp files start with one), at most 200 characters.
+SAFE_IMAGE_ID = re.compile(r"^[^./\\\x00-\x1f][^/\\\x00-\x1f]{0,199}$")
 
 
 def _umask() -> int:

@@ -460,3 +460,40 @@ def test_generic_csv_one_file_under_two_given_ids_is_two_items(tmp_path):
     one, two, three = read_inputs(path)
     assert (one.image_id, two.image_id) == ("a-v1", "a-v2") and one.problem is None and two.problem is None
     assert three.problem == "row 3 (line 4): names image a.png again (row 1 (line 2) does); list each image once"
+
+
+def test_an_image_id_that_is_no_safe_file_name_never_stops_the_run(tmp_path):
+    # new-user trial: ".hidden.png", a 250-character file name or image_id "../evil" made
+    # the dataset writer refuse the commit, which stopped the run at that row on every rerun
+    import numpy as np
+    from PIL import Image
+
+    from cxrils.fsutil import SAFE_IMAGE_ID
+    from cxrils.pipeline.runner import generate
+    from cxrils.sources import read_inputs
+
+    long = "x" * 250
+    for name in (".hidden", long, "ok"):
+        Image.fromarray(np.full((64, 64), 90, np.uint8)).save(tmp_path / f"{name}.png")
+    path = tmp_path / "pairs.csv"
+    _write_csv(
+        path,
+        [
+            {"image_path": ".hidden.png", "report": "Left effusion.", "image_id": ""},
+            {"image_path": f"{long}.png", "report": "Left effusion.", "image_id": ""},
+            {"image_path": "ok.png", "report": "Left effusion.", "image_id": "../evil"},
+            {"image_path": "ok.png", "report": "Left effusion.", "image_id": "a/b"},
+            {"image_path": "ok.png", "report": "Left effusion.", "image_id": "fine"},
+        ],
+    )
+    items = list(read_inputs(path))
+    assert all(SAFE_IMAGE_ID.match(s.image_id) for s in items)
+    hidden, longer, evil, slash, fine = items
+    assert hidden.problem is None and hidden.image_id.startswith("hidden-")
+    assert longer.problem is None and len(longer.image_id) <= 200
+    assert "image_id '../evil' is not a safe file name" in evil.problem and "'a/b'" in slash.problem
+    assert fine.problem is None and fine.image_id == "fine"
+    from cxrils.config import load_config
+
+    summary = generate(path, tmp_path / "ds", load_config(None, ["split.by=study"]), stages="fake_stages:FakeStages")
+    assert summary["studies"]["total"] == 5 and summary["studies"]["excluded_by_reason"]["input"] == 2

@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import json
 import logging
-import re
 import shutil
 from collections import Counter
 from pathlib import Path
@@ -36,7 +35,7 @@ from filelock import FileLock, Timeout
 
 from cxrils.dataset.schema import COLUMNS, SCHEMA_VERSION, arrow_schema
 from cxrils.dataset.splits import SPLITS, SplitError
-from cxrils.fsutil import atomic_path, atomic_write_json, fsync_dir, fsync_folder, sha256_file
+from cxrils.fsutil import SAFE_IMAGE_ID, atomic_path, atomic_write_json, fsync_dir, fsync_folder, sha256_file
 from cxrils.masks import MaskError, rle_area
 from cxrils.vocab import split_filter
 
@@ -49,9 +48,6 @@ log = logging.getLogger(__name__)
 DEFAULT_SHARD_SIZE = 50_000
 #: Lock file of the folder's writer (hidden; flock-based, released when the process ends).
 LOCK_NAME = ".cxrils-writer.lock"
-#: An image id becomes a file name: no path separators, control characters or
-#: leading dot (hidden temp files start with one), at most 200 characters.
-SAFE_IMAGE_ID = re.compile(r"^[^./\\\x00-\x1f][^/\\\x00-\x1f]{0,199}$")
 
 
 class DatasetError(ValueError):

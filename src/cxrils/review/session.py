@@ -18,7 +18,7 @@ from typing import Any
 import numpy as np
 
 from cxrils.dataset import read_grounding, read_manifest, read_records
-from cxrils.dataset.writer import SAFE_IMAGE_ID
+from cxrils.fsutil import SAFE_IMAGE_ID
 from cxrils.masks import decode_rle
 from cxrils.overlay import LESION_RGB
 from cxrils.review.chain import record_chain

@@ -3,20 +3,26 @@
 ``split``. Order: row order. A row that cannot be used becomes a :class:`StudyInput`
 with ``problem`` set, which the pipeline excludes with its reason; so does a row whose
 image id an earlier row already gave, or, without an ``image_id`` of its own, whose
-image file (the earlier row runs)."""
+image file (the earlier row runs), or whose ``image_id`` is no safe file name
+(:data:`cxrils.fsutil.SAFE_IMAGE_ID`); an id derived from a file name that is none
+(".x.png", a stem over 200 characters) gets a hash of the path instead."""
 
 from __future__ import annotations
 
 import hashlib
 import logging
 import os
+import re
 from collections.abc import Iterator
 from pathlib import Path
 
+from cxrils.fsutil import SAFE_IMAGE_ID
 from cxrils.sources.base import SURROGATE, StudyInput, csv_rows, hide_uids, norm_view, stem_id
 from cxrils.vocab import SPLITS, SplitError, normalize_split
 
 log = logging.getLogger(__name__)
+#: Characters an image id derived from a file name cannot keep (:data:`cxrils.fsutil.SAFE_IMAGE_ID`).
+_UNSAFE = re.compile(r"[\\\x00-\x1f]")
 
 
 def _bad_row(path: Path, where: str, row: dict[str, str], problem: str) -> StudyInput:
@@ -111,10 +117,22 @@ def read_generic_csv(path: Path) -> Iterator[StudyInput]:
                 f"({listed[image_path]} does); list each image once",
             )
             continue
-        image_id = row.get("image_id", "").strip() or stem_id(rel)
-        if not row.get("image_id", "").strip() and len(files_of_stem[Path(rel).stem]) > 1:
-            # Same file name in different folders: disambiguate deterministically.
-            image_id = f"{image_id}-{hashlib.sha1(_path_key(base, rel).encode()).hexdigest()[:8]}"
+        given = row.get("image_id", "").strip()
+        if given and not SAFE_IMAGE_ID.match(given):  # it names the image's files in the dataset
+            yield _bad_row(
+                path,
+                where,
+                row,
+                f"image_id {given[:80]!r} is not a safe file name (no '/', '\\', control characters or "
+                "leading '.', at most 200 characters)",
+            )
+            continue
+        image_id = given or stem_id(rel)
+        if not given and (len(files_of_stem[Path(rel).stem]) > 1 or not SAFE_IMAGE_ID.match(image_id)):
+            # Same file name in different folders, or a file name that is no safe id (".x.png",
+            # over 200 characters): disambiguate deterministically.
+            safe = _UNSAFE.sub("_", image_id.lstrip("."))[:180] or "image"
+            image_id = f"{safe}-{hashlib.sha1(_path_key(base, rel).encode()).hexdigest()[:8]}"
         if image_id in taken:
             first, first_path = taken[image_id]
             why = f"image id {image_id!r} is also that of {first} ({hide_uids(first_path.name)}); each image needs its own id"

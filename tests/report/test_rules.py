@@ -1627,3 +1627,38 @@ def test_a_findings_own_place_does_not_count_in_the_sharing_distance(rules):
 def test_what_is_left_of_a_resolved_finding_lies_where_it_was(rules, text, places):
     (left,) = [f for f in rules.structure(text) if f.presence == "positive"]
     assert left.locations == places
+
+
+@pytest.mark.parametrize(
+    "text, expected",
+    [
+        # a templated report's "label: value" lines (new-user trial: read as present)
+        ("Effusion: none.", ("effusion", "negative", "definitive")),
+        ("Pleural effusion: absent.", ("effusion", "negative", "definitive")),
+        ("Pneumonia - none", ("pneumonia", "negative", "definitive")),
+        ("Consolidation: no.", ("consolidation", "negative", "definitive")),
+        ("Edema: negative.", ("edema", "negative", "definitive")),
+        ("Pneumonia excluded.", ("pneumonia", "negative", "definitive")),
+        ("Pneumonia has been excluded.", ("pneumonia", "negative", "definitive")),
+        # hedges, not denials
+        ("Pneumonia could not be excluded.", ("pneumonia", "positive", "tentative")),
+        ("Pneumonia could not be ruled out.", ("pneumonia", "positive", "tentative")),
+        ("We could not exclude pneumonia.", ("pneumonia", "positive", "tentative")),
+        ("Can't rule out edema.", ("edema", "positive", "tentative")),
+        # what stays as it was: a value that is not a denial, a part of the film left out
+        ("Effusion: present.", ("effusion", "positive", "definitive")),
+        ("Effusion - no change.", ("effusion", "positive", "definitive")),
+        (
+            "Left effusion; the left costophrenic angle is excluded from the film.",
+            ("effusion", "positive", "definitive"),
+        ),
+    ],
+)
+def test_label_value_lines_and_exclusions(rules, text, expected):
+    fs = [f for f in rules.structure(text) if f.lesion_type is not None]
+    assert [(f.lesion_type, f.presence, f.certainty) for f in fs] == [expected]
+
+
+def test_a_label_denial_reaches_only_its_own_finding(rules):
+    fs = rules.structure("Left lower lobe atelectasis, pneumothorax: none.")
+    assert [(f.entity, f.presence) for f in fs] == [("atelectasis", "positive"), ("pneumothorax", "negative")]

@@ -693,6 +693,25 @@ _RAW_CONTEXT_RULES: tuple[tuple[str, str, str, int | None], ...] = (
             "within the limits of normal",
         )
     ),
+    # A "label: value" line of a templated report: "Effusion: none.", "Pleural effusion:
+    # absent", "Pneumothorax - none" (new-user trial: read as present). The nearest finding
+    # only; "no" and "negative" only where the sentence ends ("- no change", "shoulder:
+    # negative for fracture").
+    *(
+        (f"{sep} {w}", "NEGATED_EXISTENCE", "BACKWARD", 1)
+        for sep in (":", "-")
+        for w in ("none", "absent", "nil", "not seen", "not present", "not identified", "negative .", "no .")
+    ),
+    # "Pneumonia excluded.", "pneumonia has been excluded" ("cannot be excluded" and "not
+    # excluded" are longer cues: hedged); a part of the film left out of it is no denial
+    *(
+        (w, "NEGATED_EXISTENCE", "BACKWARD", 1)
+        for w in ("excluded", "is excluded", "are excluded", "has been excluded", "have been excluded")
+    ),
+    *(
+        (f"{w} from", "PSEUDO", "PSEUDO", None)
+        for w in ("excluded", "is excluded", "are excluded", "partially excluded", "been excluded")
+    ),
     # Resolution reaches back over a whole list: "consolidation and atelectasis have cleared".
     *(
         (w, "NEGATED_EXISTENCE", "BACKWARD", None)
@@ -728,6 +747,9 @@ _RAW_CONTEXT_RULES: tuple[tuple[str, str, str, int | None], ...] = (
             "can't exclude",
             "cannot rule out",
             "can not rule out",
+            "can't rule out",
+            "could not exclude",
+            "could not rule out",
             "cannot be excluded",
             "not excluded",
             "questionable",
@@ -851,6 +873,9 @@ _RAW_CONTEXT_RULES: tuple[tuple[str, str, str, int | None], ...] = (
             "not ruled out",
             "cannot be ruled out",
             "can not be ruled out",
+            # "pneumonia could not be excluded" (read as stated before)
+            "not be excluded",
+            "not be ruled out",
             "is likely",
             # "small bilateral effusions are likely present", "a small effusion may be present"
             *(f"{v} {a} present" for v in ("is", "are") for a in ("likely", "probably", "possibly", "questionably")),

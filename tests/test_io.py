@@ -805,3 +805,16 @@ def test_tiff_16bit_holding_12bit_values_warns(tmp_path: Path, caplog) -> None:
     with caplog.at_level("WARNING"):
         img = load_image(tmp_path / "j12.tif")
     assert img.pixels.max() == 16 and "j12.tif" in caplog.text and "12 bits" in caplog.text
+
+
+def test_free_text_in_view_position_or_patient_orientation_never_leaves_the_loader(tmp_path: Path) -> None:
+    # new-user trial: ViewPosition "DOE JOHN" looked like a code and reached the dataset
+    # (an exclusion reason, the manifest); a malformed Patient Orientation was quoted
+    from cxrils.io import ImageLoadError
+
+    arr = np.zeros((4, 4), dtype=np.uint8)
+    for typed, kept in (("DOE JOHN", None), ("Smith", None), ("pa", "PA"), ("AP  SUPINE", "AP SUPINE"), ("LL", "LL")):
+        assert load_image(make_dicom(tmp_path / "v.dcm", arr, ViewPosition=typed)).meta.view_position == kept
+    with pytest.raises(ImageLoadError) as err:
+        load_image(make_dicom(tmp_path / "o.dcm", arr, PatientOrientation="SECRET", ViewPosition="PA"))
+    assert "SECRET" not in str(err.value) and "of 6 characters is not two direction codes" in str(err.value)

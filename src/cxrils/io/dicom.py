@@ -47,7 +47,7 @@ from pydicom.uid import (
 
 from cxrils.config import VOI_CHOICE
 from cxrils.io.base import ImageLoadError, ImageMeta, LoadedImage, apply_display_ops, minmax_unit, unit_to_uint8
-from cxrils.vocab import FRONTAL_VIEWS, LATERAL_VIEWS
+from cxrils.vocab import FRONTAL_VIEWS, LATERAL_VIEWS, VIEW_POSITIONS
 
 _MONOCHROME = ("MONOCHROME1", "MONOCHROME2")
 _COLOUR = ("RGB", "YBR_FULL", "YBR_FULL_422", "YBR_RCT", "YBR_ICT")
@@ -55,7 +55,6 @@ _COLOUR = ("RGB", "YBR_FULL", "YBR_FULL_422", "YBR_RCT", "YBR_ICT")
 _WINDOW_OUT_BITS = 16
 #: Largest number of stored levels handled through a lookup table (see _monochrome_to_uint8).
 _MAX_LEVELS = 1 << 20
-_VIEW_POSITION = re.compile(r"[A-Z]{1,8}( [A-Z]{1,8})?")
 _DIRECTION = re.compile(r"[LRAPHF]{1,3}")
 _AXIS = {"L": "LR", "R": "LR", "A": "AP", "P": "AP", "H": "HF", "F": "HF"}
 
@@ -352,7 +351,9 @@ def _view_position(ds: Dataset) -> str | None:
         value = str(ds.get("ViewPosition", "") or "").strip().upper()
     except Exception:  # a malformed element must not stop loading the pixels
         return None
-    return value if _VIEW_POSITION.fullmatch(value) else None
+    value = " ".join(value.split())
+    # a known term only: the field is free text, and a name typed into it must not travel
+    return value if value in VIEW_POSITIONS else None
 
 
 def _patient_orientation(path: Path, ds: Dataset) -> tuple[str, str] | None:
@@ -374,9 +375,11 @@ def _patient_orientation(path: Path, ds: Dataset) -> tuple[str, str] | None:
         return None
     if len(values) != 2 or not all(_DIRECTION.fullmatch(v) for v in values):
         text = "\\".join(values)
+        # quoted only when made of direction letters: the field is free text (a name must not travel)
+        shown = repr(text) if re.fullmatch(r"[LRAPHF\\ ]{0,16}", text) else f"of {len(text)} characters"
         raise ImageLoadError(
             path,
-            f"Patient Orientation (0020,0020) {text!r} is not two direction codes "
+            f"Patient Orientation (0020,0020) {shown} is not two direction codes "
             "(L, R, A, P, H, F): cannot tell the patient's sides",
         )
     return values[0], values[1]

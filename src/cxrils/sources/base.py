@@ -5,17 +5,22 @@ one bad row spoiling only itself)."""
 from __future__ import annotations
 
 import csv
+import functools
 import gzip
 import hashlib
 import io
 import itertools
+import logging
 import re
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
+from cxrils import vocab
 from cxrils.vocab import SPLITS, SplitError, normalize_split
+
+log = logging.getLogger(__name__)
 
 IMAGE_SUFFIXES: tuple[str, ...] = (".dcm", ".jpg", ".jpeg", ".png")
 
@@ -208,6 +213,41 @@ def norm_view(value: str | None) -> str | None:
     """A view-position cell ("pa", " AP ") in upper case, None when empty."""
     v = (value or "").strip().upper()
     return v or None
+
+
+#: Spellings of the two frontal projections in users' tables (not DICOM terms).
+_VIEW_SPELLINGS: dict[str, str] = {
+    "POSTERO ANTERIOR": "PA",
+    "POSTEROANTERIOR": "PA",
+    "ANTERO POSTERIOR": "AP",
+    "ANTEROPOSTERIOR": "AP",
+}
+#: Words after a view that do not change it: "AP PORTABLE", "PA VIEW", "LATERAL VIEW".
+_VIEW_FILLERS = frozenset({"VIEW", "PORTABLE", "PORT", "ERECT", "UPRIGHT", "SEMIERECT", "SEMI", "PROJECTION", "CHEST"})
+
+
+def read_view(value: str | None) -> str | None:
+    """The view position of an input's view cell: one of
+    :data:`cxrils.vocab.VIEW_POSITIONS` ("p.a." and "PA VIEW" -> "PA", "AP PORTABLE" ->
+    "AP", "postero-anterior" -> "PA"), or None when the cell is empty or names no view
+    position (then the view is unknown: it passes the view QC, and the anatomy QC
+    decides; a warning names each such value once)."""
+    v = " ".join(re.sub(r"[_\-/]", " ", (value or "").upper().replace(".", "")).split())
+    if not v:
+        return None
+    v = _VIEW_SPELLINGS.get(v, v)
+    if v in vocab.VIEW_POSITIONS:
+        return v
+    words = v.split()
+    if words[0] in vocab.VIEW_POSITIONS and set(words[1:]) <= _VIEW_FILLERS:
+        return words[0]
+    _warn_unknown_view(v)
+    return None
+
+
+@functools.lru_cache(maxsize=64)
+def _warn_unknown_view(view: str) -> None:
+    log.warning("view %r is not a view position (one of %s): read as unknown", view[:40], sorted(vocab.VIEW_POSITIONS))
 
 
 # --- the labelled public corpora (covid_qu_ex, covid19, jsrt, nih, xrv_tests) ---------------

@@ -17,7 +17,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from cxrils.fsutil import SAFE_IMAGE_ID
-from cxrils.sources.base import SURROGATE, StudyInput, csv_rows, hide_uids, norm_view, stem_id
+from cxrils.sources.base import SURROGATE, StudyInput, csv_rows, hide_uids, read_view, stem_id
 from cxrils.vocab import SPLITS, SplitError, normalize_split
 
 log = logging.getLogger(__name__)
@@ -156,7 +156,7 @@ def read_generic_csv(path: Path) -> Iterator[StudyInput]:
             patient_id=row.get("patient_id", "").strip(),
             image_path=image_path,
             report=row["report"],
-            view=norm_view(row.get("view")),
+            view=read_view(row.get("view")),
             split=split,
             where=where,
         )

@@ -13,7 +13,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from cxrils.config import InputConfig
-from cxrils.sources.base import InputError, StudyInput, csv_rows, norm_view
+from cxrils.sources.base import InputError, StudyInput, csv_rows, read_view
 
 log = logging.getLogger(__name__)
 
@@ -105,7 +105,7 @@ def read_iu(path: Path, inputs: InputConfig) -> Iterator[StudyInput]:
     if (folder / "images.csv").is_file():
         for _, row, _ in csv_rows(folder / "images.csv", ("image_id", "report_id")):
             view = row.get("view_visual") or row.get("view") or ""
-            listing.append((row["image_id"].strip(), row["report_id"].strip(), norm_view(view)))
+            listing.append((row["image_id"].strip(), row["report_id"].strip(), read_view(view)))
     else:
         listing = [(iid, rid, None) for rid, (ids, _) in reports.items() for iid in ids]
     missing = 0

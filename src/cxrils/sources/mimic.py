@@ -9,7 +9,7 @@ import re
 from collections.abc import Iterator
 from pathlib import Path
 
-from cxrils.sources.base import IMAGE_SUFFIXES, InputError, StudyInput, csv_rows, hide_uids, norm_split, norm_view
+from cxrils.sources.base import IMAGE_SUFFIXES, InputError, StudyInput, csv_rows, hide_uids, norm_split, read_view
 
 log = logging.getLogger(__name__)
 
@@ -87,7 +87,7 @@ def read_mimic(path: Path) -> Iterator[StudyInput]:
                         patient_id=patient.name,
                         image_path=image.resolve(),
                         report=report,
-                        view=norm_view(views.get(dicom_id)),
+                        view=read_view(views.get(dicom_id)),
                         split=norm_split(split, split_csv, f"dicom_id {dicom_id}") if split else None,
                     )
     if n_no_image:

@@ -1,0 +1,34 @@
+"""The view cell of an input table (``cxrils.sources.base.read_view``)."""
+
+import logging
+
+import pytest
+
+from cxrils.sources.base import read_view
+
+
+@pytest.mark.parametrize(
+    "cell, view",
+    [
+        ("pa", "PA"),
+        (" AP ", "AP"),
+        ("P.A.", "PA"),
+        ("PA VIEW", "PA"),
+        ("AP PORTABLE", "AP"),  # new-user trial: excluded as "not frontal"
+        ("postero-anterior", "PA"),
+        ("POSTERO_ANTERIOR", "PA"),
+        ("Lateral view", "LATERAL"),
+        ("AP supine", "AP SUPINE"),
+        ("xtable lateral", "XTABLE LATERAL"),
+        ("", None),
+        (None, None),
+    ],
+)
+def test_a_view_cell_is_read_as_its_view_position(cell, view):
+    assert read_view(cell) == view
+
+
+def test_a_cell_that_names_no_view_is_unknown_with_a_warning(caplog):
+    with caplog.at_level(logging.WARNING):
+        assert read_view("WEIRD") is None
+    assert "view 'WEIRD' is not a view position" in caplog.text

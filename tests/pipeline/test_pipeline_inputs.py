@@ -497,3 +497,16 @@ def test_an_image_id_that_is_no_safe_file_name_never_stops_the_run(tmp_path):
 
     summary = generate(path, tmp_path / "ds", load_config(None, ["split.by=study"]), stages="fake_stages:FakeStages")
     assert summary["studies"]["total"] == 5 and summary["studies"]["excluded_by_reason"]["input"] == 2
+
+
+def test_a_quote_never_closed_is_named_not_the_rest_of_the_file_read_as_one_report(tmp_path):
+    # new-user trial: an unclosed quote in row 1 made the two rows after it part of its
+    # report, silently (the parser read to the file's end)
+    path = tmp_path / "pairs.csv"
+    path.write_text('image_path,report,study_id\na.png,"Left effusion.,s1\nb.png,Cardiomegaly.,s2\nc.png,Edema.,s3\n')
+    with pytest.raises(InputError, match=r"row 1 \(line 2\): a quoted field opened in this row is never closed"):
+        list(read_inputs(path))
+    # a quote closed too early spoils its own row only, with the parser's reason
+    path.write_text('image_path,report,study_id\na.png,"Left effusion." noted,s1\nb.png,Cardiomegaly.,s2\n')
+    first, second = read_inputs(path)
+    assert "the CSV parser rejects the row" in first.problem and second.problem is None

@@ -165,11 +165,13 @@ def csv_rows(
     ``problem`` is None for a usable row; otherwise the row holds bytes that are not
     UTF-8 or the CSV parser rejected it (then ``row`` is empty). With ``strict`` a
     problem raises :class:`InputError` instead (metadata and split files, whose rows
-    must all be right).
+    must all be right). A quoted field that is never closed raises it always (it would
+    swallow every row after it).
     """
     try:
         with open_text(path) as fh, any_field_size():
-            reader = csv.DictReader(fh)
+            # strict: a quoted field that the file's end closes is an error, not the rest of the file
+            reader = csv.DictReader(fh, strict=True)
             header = [h.strip() for h in (reader.fieldnames or [])]
             missing = [c for c in required if c not in header]
             if missing:
@@ -181,6 +183,12 @@ def csv_rows(
                 except StopIteration:
                     return
                 except csv.Error as err:  # the parser goes on at the next line
+                    if "unexpected end of data" in str(err):  # nothing after it is a row of its own
+                        raise InputError(
+                            path,
+                            f"{where}: a quoted field opened in this row is never closed (an unbalanced "
+                            "'\"'): the rest of the file would be read as one field; close or remove the quote",
+                        ) from None
                     problem, row = f"the CSV parser rejects the row: {err}", {}
                 else:
                     row = {(k or "").strip(): (v if isinstance(v, str) else "") for k, v in raw.items()}

@@ -62,7 +62,7 @@ def test_every_address_of_the_host_is_checked_and_a_bad_host_is_named(monkeypatc
     with socket.create_server(("127.0.0.1", 0)) as busy:
         port = busy.getsockname()[1]
         two = [(socket.AF_INET, socket.SOCK_STREAM, 6, "", (a, port)) for a in ("127.0.0.2", "127.0.0.1")]
-        monkeypatch.setattr(common.socket, "getaddrinfo", lambda *a, **k: two)
+        monkeypatch.setattr(socket, "getaddrinfo", lambda *a, **k: two)
         with pytest.raises(typer.Exit):
             common.check_listen("twohomed", port)
         monkeypatch.undo()
@@ -72,3 +72,6 @@ def test_every_address_of_the_host_is_checked_and_a_bad_host_is_named(monkeypatc
     res = CliRunner().invoke(app, ["serve", "--host", "no.such.host.invalid", "--port", "8000"])
     assert res.exit_code == 2 and res.output.startswith("error: cannot listen on no.such.host.invalid:8000: ")
     assert "Unknown error" not in res.output and len(res.output.strip().splitlines()) == 1
+    # a malformed name is one line too, not a traceback of the idna codec
+    res = CliRunner().invoke(app, ["serve", "--host", "a..b", "--port", "8000"])
+    assert res.exit_code == 2 and res.output.startswith("error: cannot listen on a..b:8000: ")

@@ -7,7 +7,6 @@ usage-error status), never a traceback.
 from __future__ import annotations
 
 import os
-import socket
 from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, NoReturn
@@ -72,27 +71,30 @@ def require_prediction_suffix(out: Path, what: str = "predictions") -> None:
 
 
 def check_listen(host: str, port: int) -> None:
-    """Check, before a web server starts, that it can listen at ``host:port``: bind,
-    then close, a socket on every address ``host`` resolves to ("" for all interfaces),
-    as uvicorn will.
+    """Check, before a web server starts, that it can listen at ``host:port``: open, then
+    close, the server asyncio would open for uvicorn there (every address ``host``
+    resolves to, "" for all interfaces, skipping what asyncio skips).
 
     Raises
     ------
     typer.Exit
-        With one line (:func:`fail`) when the host does not resolve or an address cannot
-        be bound (a port in use, not an address of this machine, a privileged port).
+        With one line (:func:`fail`) when the host does not resolve or cannot be bound
+        (a port in use, not an address of this machine, a privileged port).
     """
-    where = f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
+    import asyncio
+
+    async def probe() -> None:
+        server = await asyncio.get_running_loop().create_server(
+            asyncio.Protocol, host=host, port=port, start_serving=False
+        )
+        server.close()
+        await server.wait_closed()
+
+    where = f"all interfaces, port {port}" if not host else f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
     try:
-        infos = socket.getaddrinfo(host or None, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
-    except OSError as err:
-        fail(f"cannot listen on {where}: {err.strerror or err}")
-    for family, kind, proto, _, address in dict.fromkeys(infos):
-        with socket.socket(family, kind, proto) as sock:
-            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as asyncio's server does
-            if family == socket.AF_INET6:
-                sock.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 1)
-            try:
-                sock.bind(address)
-            except OSError as err:
-                fail(f"cannot listen on {where}: {os.strerror(err.errno) if err.errno else err}")
+        asyncio.run(probe())
+    except (OSError, UnicodeError) as err:  # UnicodeError: a malformed name ("a..b")
+        errno = getattr(err, "errno", None)
+        fail(
+            f"cannot listen on {where}: {os.strerror(errno) if errno and errno > 0 else getattr(err, 'strerror', None) or err}"
+        )

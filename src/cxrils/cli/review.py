@@ -91,7 +91,7 @@ def review_cmd(
     except typer.Exit:
         session.close()
         raise
-    shown = "127.0.0.1" if bind in ("0.0.0.0", "::") else bind
+    shown = {"0.0.0.0": "127.0.0.1", "::": "::1"}.get(bind, bind)  # an address that answers there
     url = f"http://{f'[{shown}]' if ':' in shown else shown}:{port}/"  # an IPv6 address goes in brackets
     typer.echo(
         f"review of {dataset}: {len(session)} records sampled ({plan_words(session.store.plan())}); "

@@ -72,6 +72,6 @@ def register(app: typer.Typer) -> None:
         except ValueError as err:
             fail(str(err))
         check_listen(host, port)  # before saying it serves: a port in use is one line
-        shown = f"[{host}]" if ":" in host else host  # an IPv6 address goes in brackets
+        shown = f"[{host}]" if ":" in host else host or "127.0.0.1"  # IPv6 in brackets; "" is every interface
         typer.echo(f"cxrils: serving {run_dir} on http://{shown}:{port}/ (API docs at /docs)")
         uvicorn.run(app, host=host, port=port, log_level="info")

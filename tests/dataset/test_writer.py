@@ -253,6 +253,7 @@ def test_one_writer_per_folder_and_the_provenance_it_was_started_with(tmp_path, 
     w = DatasetWriter(out, PROV)
     with pytest.raises(DatasetError, match="another process is writing this dataset"):
         DatasetWriter(out, PROV)
+    w.commit_study("first", None, None, excluded="qc")  # committed under PROV
     w.close()
     changed = {"backends": {"anatomy": "builtin 0.2"}, "code_version": "0.1.0", "weights": {"a": "1"}}
     with pytest.raises(
@@ -324,7 +325,8 @@ def test_a_resume_that_differs_only_in_an_informative_key_keeps_the_first_value(
     # the pipeline passes informative=("git_commit",): an unrelated commit must not block a resume
     out = tmp_path / "ds"
     first = {**PROV, "git_commit": "aaa", "code_sha256": "c1"}
-    DatasetWriter(out, first, informative=("git_commit",)).close()
+    with DatasetWriter(out, first, informative=("git_commit",)) as w:
+        w.commit_study("first", None, None, excluded="qc")  # committed under it
     w = DatasetWriter(out, {**first, "git_commit": "bbb"}, informative=("git_commit",))
     assert w.provenance["git_commit"] == "aaa"  # as the folder was started
     w.close()
@@ -359,3 +361,18 @@ def test_a_folder_of_other_files_gets_a_warning_and_a_resumed_dataset_none(tmp_p
     with caplog.at_level("WARNING", logger="cxrils.dataset.writer"):
         DatasetWriter(out, {"v": 1}).close()  # its own dataset now: a resume, no warning
     assert "holds files" not in caplog.text
+
+
+def test_a_folder_with_nothing_committed_takes_the_new_provenance(tmp_path):
+    # new-user trial: a run that stopped while loading its stages (a bad --set) left its
+    # provenance behind, and the corrected rerun was refused as a resume of another run
+    DatasetWriter(tmp_path / "ds", {"config": "bad"}).close()
+    w = DatasetWriter(tmp_path / "ds", {"config": "good"})
+    w.close()
+    assert json.loads((tmp_path / "ds" / "provenance.json").read_text()) == {"config": "good"}
+    # once an image is committed, another provenance is refused as before
+    w = DatasetWriter(tmp_path / "ds", {"config": "good"})
+    w.commit_study("im0", None, None, excluded="not_frontal")
+    w.close()
+    with pytest.raises(ProvenanceMismatch, match='config: "good", now "bad"'):
+        DatasetWriter(tmp_path / "ds", {"config": "bad"})

@@ -145,7 +145,5 @@ def test_two_processes_cannot_write_one_dataset_folder(tmp_path):
         holder.kill()
         holder.wait()
     time.sleep(0.1)
-    with pytest.raises(RunError, match="started with another provenance"):  # the holder's {} provenance
-        generate(pairs, out, config(), stages=FAKE)
-    (out / "provenance.json").unlink()
-    assert generate(pairs, out, config(), stages=FAKE)["studies"]["total"] == 2  # lock gone with the process
+    # the lock went with the process; the holder committed nothing under its {} provenance
+    assert generate(pairs, out, config(), stages=FAKE)["studies"]["total"] == 2

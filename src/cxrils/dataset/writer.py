@@ -167,8 +167,9 @@ class DatasetWriter:
         If ``out_dir`` is a file or cannot be created, or another writer holds the
         folder (its lock, :data:`LOCK_NAME`);
         :class:`ProvenanceMismatch` if the folder was started with a different
-        provenance outside ``informative`` (the message lists what changed, see
-        :func:`provenance_changes`).
+        provenance outside ``informative`` and holds a committed study (the message
+        lists what changed, see :func:`provenance_changes`); with nothing committed the
+        new provenance replaces the old.
 
     Notes
     -----
@@ -234,6 +235,12 @@ class DatasetWriter:
                 if {**new, **kept} == old:  # only informative keys differ: resume as started
                     self.provenance.update(kept)
                     new = old
+            if old != new and not self.done_ids():
+                # nothing was committed under it (a run that stopped while loading its stages,
+                # new-user trial): no version to mix, so this run's provenance replaces it
+                log.info("%s: nothing committed under its earlier provenance; starting with this one", self.out_dir)
+                atomic_write_json(prov_path, self.provenance)
+                return
             if old != new:
                 changes = provenance_changes(old, new)
                 more = f" (and {len(changes) - 8} more)" if len(changes) > 8 else ""

@@ -510,3 +510,12 @@ def test_a_quote_never_closed_is_named_not_the_rest_of_the_file_read_as_one_repo
     path.write_text('image_path,report,study_id\na.png,"Left effusion." noted,s1\nb.png,Cardiomegaly.,s2\n')
     first, second = read_inputs(path)
     assert "the CSV parser rejects the row" in first.problem and second.problem is None
+
+
+def test_the_row_after_a_rejected_row_is_named_by_its_own_line(tmp_path):
+    # final review: DictReader's line count stops at a rejected row, so the next row was
+    # named by the rejected row's line
+    path = tmp_path / "pairs.csv"
+    path.write_text('image_path,report\na.png,"No" effusion\nb.png,"unclosed\n')
+    with pytest.raises(InputError, match=r"row 2 \(line 3\): a quoted field opened in this row is never closed"):
+        list(read_inputs(path))

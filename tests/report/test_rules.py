@@ -1635,7 +1635,12 @@ def test_what_is_left_of_a_resolved_finding_lies_where_it_was(rules, text, place
         # a templated report's "label: value" lines (new-user trial: read as present)
         ("Effusion: none.", ("effusion", "negative", "definitive")),
         ("Pleural effusion: absent.", ("effusion", "negative", "definitive")),
-        ("Pneumonia - none", ("pneumonia", "negative", "definitive")),
+        ("Pneumonia - none.", ("pneumonia", "negative", "definitive")),
+        ("Edema: absent; heart size is normal.", ("edema", "negative", "definitive")),
+        # the value does not end the clause: no denial (final review)
+        ("Right pleural effusion - none on the left.", ("effusion", "positive", "definitive")),
+        ("Right pleural effusion - nil change from prior.", ("effusion", "positive", "definitive")),
+        ("Large right effusion - absent on the prior radiograph.", ("effusion", "positive", "definitive")),
         ("Consolidation: no.", ("consolidation", "negative", "definitive")),
         ("Edema: negative.", ("edema", "negative", "definitive")),
         ("Pneumonia excluded.", ("pneumonia", "negative", "definitive")),

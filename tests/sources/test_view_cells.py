@@ -32,3 +32,12 @@ def test_a_cell_that_names_no_view_is_unknown_with_a_warning(caplog):
     with caplog.at_level(logging.WARNING):
         assert read_view("WEIRD") is None
     assert "view 'WEIRD' is not a view position" in caplog.text
+
+
+@pytest.mark.parametrize("cell", ["Left lateral", "Lateral decubitus", "PA/LAT", "Oblique", "Cross-table lateral"])
+def test_a_cell_naming_a_view_that_is_not_frontal_stays_not_frontal(cell):
+    # final review: these were excluded as not frontal before read_view, then read as unknown
+    from cxrils import vocab
+
+    view = read_view(cell)
+    assert view is not None and view not in vocab.FRONTAL_VIEWS

@@ -695,12 +695,13 @@ _RAW_CONTEXT_RULES: tuple[tuple[str, str, str, int | None], ...] = (
     ),
     # A "label: value" line of a templated report: "Effusion: none.", "Pleural effusion:
     # absent", "Pneumothorax - none" (new-user trial: read as present). The nearest finding
-    # only; "no" and "negative" only where the sentence ends ("- no change", "shoulder:
-    # negative for fracture").
+    # only, and only where the value ends its sentence or clause: "- no change", "shoulder:
+    # negative for fracture", "effusion - none on the left", "- nil change" deny nothing.
     *(
-        (f"{sep} {w}", "NEGATED_EXISTENCE", "BACKWARD", 1)
+        (f"{sep} {w} {end}", "NEGATED_EXISTENCE", "BACKWARD", 1)
         for sep in (":", "-")
-        for w in ("none", "absent", "nil", "not seen", "not present", "not identified", "negative .", "no .")
+        for w in ("none", "absent", "nil", "not seen", "not present", "not identified", "negative", "no")
+        for end in (".", ";")
     ),
     # "Pneumonia excluded.", "pneumonia has been excluded" ("cannot be excluded" and "not
     # excluded" are longer cues: hedged); a part of the film left out of it is no denial

@@ -177,7 +177,8 @@ def csv_rows(
             if missing:
                 raise InputError(path, f"missing column(s) {missing}; has {header}")
             for n in itertools.count(1):
-                where = f"row {n} (line {reader.line_num + 1})"
+                # the csv reader's own count: DictReader's stops at a rejected row
+                where = f"row {n} (line {reader.reader.line_num + 1})"
                 try:
                     raw = next(reader)
                 except StopIteration:
@@ -230,6 +231,10 @@ _VIEW_SPELLINGS: dict[str, str] = {
     "ANTERO POSTERIOR": "AP",
     "ANTEROPOSTERIOR": "AP",
 }
+#: Words that make a view not frontal whatever else its cell says.
+_NOT_FRONTAL_WORDS = frozenset(
+    {"LAT", "LATERAL", "DECUBITUS", "OBLIQUE", "SWIMMERS", "LLD", "RLD", "LAO", "RAO", "LPO", "RPO"}
+)
 #: Words after a view that do not change it: "AP PORTABLE", "PA VIEW", "LATERAL VIEW".
 _VIEW_FILLERS = frozenset({"VIEW", "PORTABLE", "PORT", "ERECT", "UPRIGHT", "SEMIERECT", "SEMI", "PROJECTION", "CHEST"})
 
@@ -237,8 +242,10 @@ _VIEW_FILLERS = frozenset({"VIEW", "PORTABLE", "PORT", "ERECT", "UPRIGHT", "SEMI
 def read_view(value: str | None) -> str | None:
     """The view position of an input's view cell: one of
     :data:`cxrils.vocab.VIEW_POSITIONS` ("p.a." and "PA VIEW" -> "PA", "AP PORTABLE" ->
-    "AP", "postero-anterior" -> "PA"), or None when the cell is empty or names no view
-    position (then the view is unknown: it passes the view QC, and the anatomy QC
+    "AP", "postero-anterior" -> "PA", "cross-table lateral" -> "XTABLE LATERAL"), the
+    cell itself when a word of it makes the view not frontal ("LEFT LATERAL", "LATERAL
+    DECUBITUS": the view QC excludes it), or None when the cell is empty or names no
+    view position (then the view is unknown: it passes the view QC, and the anatomy QC
     decides; a warning names each such value once)."""
     v = " ".join(re.sub(r"[_\-/]", " ", (value or "").upper().replace(".", "")).split())
     if not v:
@@ -249,6 +256,10 @@ def read_view(value: str | None) -> str | None:
     words = v.split()
     if words[0] in vocab.VIEW_POSITIONS and set(words[1:]) <= _VIEW_FILLERS:
         return words[0]
+    if v in ("X TABLE LATERAL", "CROSS TABLE LATERAL", "CROSSTABLE LATERAL"):
+        return "XTABLE LATERAL"
+    if set(words) & _NOT_FRONTAL_WORDS:  # "Left lateral", "lateral decubitus", "oblique": not frontal
+        return v
     _warn_unknown_view(v)
     return None
 

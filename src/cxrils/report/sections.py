@@ -310,8 +310,7 @@ def last_paragraph(text: str) -> str:
         if not para.strip():
             continue
         stripped = para.lstrip("\n")
-        m = _KNOWN_HEADER.match(stripped) or _HEADER.match(stripped)
-        if m and normalize_section_name(m.group(1)) in _NON_FINDING_SECTIONS:
+        if _non_finding_line(stripped):
             continue
         for h in reversed(_headers(stripped)):
             name = normalize_section_name(h.group(1))

@@ -135,6 +135,7 @@ ALLOWED_NUMERIC_CONSTANTS: dict[str, str] = {
     "sources/base.py:_CSV_FIELD_LIMIT": _FORMAT + " (the csv module's field size cap, lifted)",
     "review/app.py:MAX_BODY_BYTES": _FORMAT + " (request size limit of the review API)",
     "cli/review.py:DEFAULT_PORT": _DISPLAY + " (a command default)",
+    "templates.py:MAX_INSTRUCTION_CHARS": "an input limit of predict and the service, not data generation",
     "pipeline/ray_runner.py:RAY_CONNECT_TIMEOUT_S": "an input check of --ray-address (refuses, never changes an output)",
     "review/intervals.py:CONFIDENCE": _EVAL,
     "review/paper.py:TABLE3_REVIEWED": _PAPER,

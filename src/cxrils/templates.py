@@ -30,6 +30,9 @@ from dataclasses import dataclass, field
 from cxrils import vocab
 
 SEG_TOKEN = "[SEG]"
+#: Longest instruction ``cxrils predict`` and the service accept (characters, stripped;
+#: ours: several times the longest Table 2 instruction, so a pasted report is refused).
+MAX_INSTRUCTION_CHARS = 500
 
 # Table 2 of the paper. {target}: lesion type or "opacity"; {location}: location_phrase.
 INSTRUCTION_TEMPLATES: dict[str, str] = {

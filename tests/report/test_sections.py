@@ -273,7 +273,10 @@ F_REPORT = "                                 FINAL REPORT\n"
         ),
         (" HISTORY:  Cough.\n CHEST, TWO VIEWS:  Right lower lobe consolidation.\n", "Right lower lobe consolidation."),
         # final read: a paragraph that starts with the view header was skipped as a technique section
-        (" HISTORY:  Cough.\n \n CHEST, TWO VIEWS:  Right lower lobe consolidation.\n", "Right lower lobe consolidation."),
+        (
+            " HISTORY:  Cough.\n \n CHEST, TWO VIEWS:  Right lower lobe consolidation.\n",
+            "Right lower lobe consolidation.",
+        ),
         (
             " HISTORY:  Cough.\n \n There is new right lower lobe consolidation.\n NOTIFICATION:  Discussed with "
             "Dr. ___ at 10:00.\n",

@@ -14,6 +14,7 @@ from pathlib import Path
 import typer
 
 from cxrils.cli.common import fail, out_folder_or_fail, require_prediction_suffix, split_or_all
+from cxrils.templates import MAX_INSTRUCTION_CHARS
 
 
 def _light_trainer() -> Callable[..., dict]:
@@ -196,7 +197,9 @@ def register(app: typer.Typer) -> None:
             "the source image; default: when IMAGE is a DICOM file.",
         ),
         max_instruction_chars: int = typer.Option(
-            500, min=1, help="Longest accepted instruction (as cxrils serve's --max-instruction-chars)."
+            MAX_INSTRUCTION_CHARS,
+            min=1,
+            help="Longest accepted instruction (as cxrils serve's --max-instruction-chars).",
         ),
     ) -> None:
         """Segment what an instruction asks for; write mask PNG + RLE, answer and overlay (or batch predictions).

@@ -7,6 +7,7 @@ from pathlib import Path
 import typer
 
 from cxrils.cli.common import check_listen, fail
+from cxrils.templates import MAX_INSTRUCTION_CHARS
 
 
 def default_model_dir() -> Path | None:
@@ -25,7 +26,7 @@ def register(app: typer.Typer) -> None:
         host: str = typer.Option("127.0.0.1", help="Address to listen on (loopback by default)."),
         port: int = typer.Option(8000, min=1, max=65535, help="TCP port."),
         max_upload_mb: int = typer.Option(50, min=1, help="Largest accepted upload, MB."),
-        max_instruction_chars: int = typer.Option(500, min=1, help="Longest accepted instruction."),
+        max_instruction_chars: int = typer.Option(MAX_INSTRUCTION_CHARS, min=1, help="Longest accepted instruction."),
         keep_uploads: Path | None = typer.Option(
             None,
             help="Keep uploads in this folder, as uploaded: DICOM headers (patient name, ID, dates) included (off by default).",

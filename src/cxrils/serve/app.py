@@ -59,14 +59,14 @@ STATIC_DIR = Path(__file__).with_name("static")
 class ServiceConfig:
     """Limits of the service.
 
-    ``max_upload_bytes``: 50 MB by default (issue 10); ``max_instruction_chars``: 500;
+    ``max_upload_bytes``: 50 MB by default (issue 10); ``max_instruction_chars``: :data:`cxrils.templates.MAX_INSTRUCTION_CHARS` (500);
     ``min_image_side``: the fewest pixels an image needs on each side
     (:data:`cxrils.io.base.MIN_IMAGE_SIDE`, as ``cxrils predict``); ``keep_uploads_dir``: where to keep uploads
     if the operator asks (None = never kept).
     """
 
     max_upload_bytes: int = 50 * 1024 * 1024
-    max_instruction_chars: int = 500
+    max_instruction_chars: int = templates.MAX_INSTRUCTION_CHARS
     min_image_side: int = MIN_IMAGE_SIDE
     keep_uploads_dir: Path | None = None
 

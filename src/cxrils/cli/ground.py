@@ -63,14 +63,14 @@ def ground(
     from cxrils.pipeline.stages import BuiltinStages, StageLoadError
     from cxrils.pipeline.study import Pipeline
     from cxrils.sources import StudyInput
-    from cxrils.sources.base import norm_view, stem_id
+    from cxrils.sources.base import read_view, stem_id
     from cxrils.vision.anatomy.render import overlay as anatomy_overlay
 
     cfg = load_config_or_fail(config, set_)
     out_folder_or_fail(out_dir)
-    view = norm_view(" ".join(view.split())) if view else None  # "" = from the file's metadata
-    if view is not None and view not in VIEW_POSITIONS:
-        fail(f"--view {view!r}: not a view position; one of {', '.join(sorted(VIEW_POSITIONS))}")
+    given, view = view, read_view(view) if view else None  # "" = from the file's metadata
+    if given and view not in VIEW_POSITIONS:
+        fail(f"--view {given!r}: not a view position; one of {', '.join(sorted(VIEW_POSITIONS))}")
     if not report_text.strip():  # Path("") is the current folder
         fail("REPORT_TEXT is empty: give the report itself or the path of a text file holding it")
     text_path = Path(report_text)

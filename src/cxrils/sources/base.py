@@ -218,12 +218,6 @@ def norm_split(value: str, path: Path, where: str) -> str | None:
         raise InputError(path, f"{where}: split {value!r} is not one of {list(SPLITS)}") from None
 
 
-def norm_view(value: str | None) -> str | None:
-    """A view-position cell ("pa", " AP ") in upper case, None when empty."""
-    v = (value or "").strip().upper()
-    return v or None
-
-
 #: Spellings of the two frontal projections in users' tables (not DICOM terms).
 _VIEW_SPELLINGS: dict[str, str] = {
     "POSTERO ANTERIOR": "PA",

@@ -75,8 +75,9 @@ def test_toml_file_and_overrides(tmp_path: Path) -> None:
 def test_bad_files_rejected(tmp_path: Path, toml: str, match: str) -> None:
     path = tmp_path / "bad.toml"
     path.write_text(toml)
-    with pytest.raises(ConfigError, match=match):
+    with pytest.raises(ConfigError, match=match) as err:
         load_config(path)
+    assert str(err.value).startswith(str(path)), str(err.value)  # the file is named
 
 
 def test_unreadable_files(tmp_path: Path) -> None:
@@ -111,6 +112,26 @@ def test_config_show_cli(tmp_path: Path) -> None:
     res = runner.invoke(app, ["config", "show", "--set", "grounding.tau_typo=1"])
     assert res.exit_code == 2
     assert "grounding.tau_typo" in res.output and "Traceback" not in res.output
+
+
+@pytest.mark.parametrize(
+    ("item", "named"),
+    [
+        ("backends.anatomy=nonexist", "unknown anatomy backend 'nonexist'"),
+        ("backends.anatomy_edit_region=hybridgnt", "unknown anatomy backend 'hybridgnt'"),
+        ("backends.anomaly=radedt", "unknown anomaly backend"),
+        ("backends.detector=yolo", "unknown detector backend"),
+        ("backends.report_structurer=gpt", "report structurer"),
+        ("backends.location_mapper=regex", "location mapper"),
+    ],
+)
+def test_config_show_refuses_unknown_backend_names(item: str, named: str) -> None:
+    # stop 60's trial: `config show` printed a backend name that only generate refused
+    res = CliRunner().invoke(app, ["config", "show", "--set", item])
+    assert res.exit_code == 2, res.output
+    assert named in res.output and "Traceback" not in res.output
+    ok = CliRunner().invoke(app, ["config", "show", "--set", "backends.anatomy_edit_region=hybridgnet"])
+    assert ok.exit_code == 0, ok.output
 
 
 def test_the_mimic_ils_import_settings_are_no_generate_section() -> None:

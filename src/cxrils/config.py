@@ -867,7 +867,8 @@ def load_config(path: str | Path | None = None, overrides: list[str] | None = No
     Raises
     ------
     ConfigError
-        If the file cannot be read or parsed, or a key or value is invalid.
+        If the file cannot be read or parsed, or a key or value is invalid (an error
+        of the file's content begins with the file's path; one of an override does not).
     """
     data: dict[str, Any] = {}
     if path is not None:
@@ -878,7 +879,12 @@ def load_config(path: str | Path | None = None, overrides: list[str] | None = No
             raise ConfigError(f"{p}: cannot read config: {err}") from err
         except tomllib.TOMLDecodeError as err:
             raise ConfigError(f"{p}: invalid TOML: {err}") from err
-    cfg = config_from_dict(data)
+    try:
+        cfg = config_from_dict(data)
+    except ConfigError as err:
+        if path is None:
+            raise
+        raise ConfigError(f"{path}: {err}") from err
     apply_overrides(cfg, overrides or [])
     return cfg
 

@@ -31,7 +31,7 @@ from cxrils.cli import (
     stats,
     structure,
 )
-from cxrils.cli.common import load_config_or_fail
+from cxrils.cli.common import fail, load_config_or_fail
 
 
 class _Commands(TyperGroup):
@@ -116,10 +116,27 @@ def config_show(
     config: Path | None = typer.Option(None, "--config", "-c", help="TOML configuration file."),
     set_: list[str] = typer.Option([], "--set", help="Override as section.key=value (repeatable)."),
 ) -> None:
-    """Print the effective configuration as TOML."""
+    """Print the effective configuration as TOML (a backend name that no registry knows
+    is refused, as ``generate`` would refuse it)."""
     from cxrils.config import dump_toml
+    from cxrils.report import LOCATION_MAPPERS, STRUCTURERS
+    from cxrils.vision.anatomy.base import BACKENDS as ANATOMY
+    from cxrils.vision.anomaly.base import BACKENDS as ANOMALY
+    from cxrils.vision.detection.base import BACKENDS as DETECTOR
 
     cfg = load_config_or_fail(config, set_)
+    b = cfg.backends
+    for key, registry in (
+        ("report_structurer", STRUCTURERS),
+        ("location_mapper", LOCATION_MAPPERS),
+        ("anatomy", ANATOMY),
+        ("anatomy_edit_region", ANATOMY),
+        ("anomaly", ANOMALY),
+        ("detector", DETECTOR),
+    ):
+        name = getattr(b, key)
+        if (name or key != "anatomy_edit_region") and name not in registry:
+            fail(f"backends.{key}: unknown {registry.kind} {name!r}; choose one of {registry.names()}")
     typer.echo(dump_toml(cfg))
 
 

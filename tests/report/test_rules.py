@@ -1667,3 +1667,72 @@ def test_label_value_lines_and_exclusions(rules, text, expected):
 def test_a_label_denial_reaches_only_its_own_finding(rules):
     fs = rules.structure("Left lower lobe atelectasis, pneumothorax: none.")
     assert [(f.entity, f.presence) for f in fs] == [("atelectasis", "positive"), ("pneumothorax", "negative")]
+
+
+@pytest.mark.parametrize(
+    "text, expected",
+    [
+        # stop 60's trial: read as nothing, or (full-width "No") as a present pneumonia
+        ("Cardiomégaly.", [("cardiomegaly", "positive", "definitive")]),
+        ("Pulmonary œdema.", [("edema", "positive", "definitive")]),
+        ("Ｌａｒｇｅ ｌｅｆｔ ｐｌｅｕｒａｌ ｅｆｆｕｓｉｏｎ.", [("effusion", "positive", "definitive")]),
+        ("Ｎｏ pneumonia.", [("pneumonia", "negative", "definitive")]),
+        # a word processor's apostrophe hedges as the typewriter's does
+        ("Pneumonia can’t be excluded.", [("pneumonia", "positive", "tentative")]),
+        ("Can’t rule out edema.", [("edema", "positive", "tentative")]),
+        # the same apostrophe, UTF-8 read as cp1252 ("canâ€™t") and as Latin-1
+        ("Pneumonia can\u00e2\u20ac\u2122t be excluded.", [("pneumonia", "positive", "tentative")]),
+        ("Pneumonia can\u00e2\u0080\u0099t be excluded.", [("pneumonia", "positive", "tentative")]),
+        # a mended quote does not glue a letter to the word it stands by
+        ("Multifocal \u00e2\u0080\u009cpatchy opacities\u00e2\u0080\u009d.", [("opacity", "positive", "definitive")]),
+    ],
+)
+def test_reports_are_read_with_their_characters_folded(rules, text, expected):
+    fs = [f for f in rules.structure(text) if f.lesion_type is not None]
+    assert [(f.lesion_type, f.presence, f.certainty) for f in fs] == expected
+    assert all(f.sentence == " ".join(text.split()) for f in fs)  # quoted as written
+
+
+def test_a_character_without_an_ascii_spelling_stays():
+    from cxrils.report.tokens import fold_char
+
+    assert [fold_char(c) for c in "é½°Ｎ’œ–"] == ["e", "½", "°", "N", "'", "oe", "-"]
+
+
+@pytest.mark.parametrize(
+    "text, expected",
+    [
+        # stop 60's trial: "Pneumonia?" was a definitive pneumonia
+        ("Pneumonia?", [("pneumonia", "positive", "tentative")]),
+        ("? pneumonia.", [("pneumonia", "positive", "tentative")]),
+        ("Is there pneumonia in the right lower lobe?", [("pneumonia", "positive", "tentative")]),
+        ("Any effusion?", [("effusion", "positive", "tentative")]),
+        # the question mark hedges its own finding only
+        (
+            "Right lower lobe opacity, ?pneumonia.",
+            [("opacity", "positive", "definitive"), ("pneumonia", "positive", "tentative")],
+        ),
+        (
+            "Right lower lobe opacity, ? early right lower lobe pneumonia.",
+            [("opacity", "positive", "definitive"), ("pneumonia", "positive", "tentative")],
+        ),
+        (
+            "Consolidation in the right lower lobe (pneumonia?).",
+            [("consolidation", "positive", "definitive"), ("pneumonia", "positive", "tentative")],
+        ),
+        (
+            "Pneumonia? Small left effusion.",
+            [("pneumonia", "positive", "tentative"), ("effusion", "positive", "definitive")],
+        ),
+        # a template's question with a one-word denial for its answer
+        ("Effusion? No.", [("effusion", "negative", "definitive")]),
+        (
+            "Pleural effusion? None; edema? no.",
+            [("effusion", "negative", "definitive"), ("edema", "negative", "definitive")],
+        ),
+        ("No pneumonia?", [("pneumonia", "negative", "definitive")]),
+    ],
+)
+def test_a_question_mark_hedges_the_finding_it_questions(rules, text, expected):
+    fs = [f for f in rules.structure(text) if f.lesion_type is not None]
+    assert [(f.lesion_type, f.presence, f.certainty) for f in fs] == expected

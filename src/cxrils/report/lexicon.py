@@ -19,7 +19,7 @@ import re
 from functools import lru_cache
 from typing import Final
 
-from cxrils.report.tokens import DEID_TOKEN
+from cxrils.report.tokens import ANSWER_DENIALS, DEID_TOKEN
 from cxrils.vocab import LESION_SYNONYMS, LESION_TYPES
 
 #: Findings that are none of the seven lesion types (lesion_type None). Devices
@@ -703,6 +703,9 @@ _RAW_CONTEXT_RULES: tuple[tuple[str, str, str, int | None], ...] = (
         for w in ("none", "absent", "nil", "not seen", "not present", "not identified", "negative", "no")
         for end in (".", ";")
     ),
+    # the same as a template's question and its answer: "Effusion? No."
+    *((f"? {w} {end}", "NEGATED_EXISTENCE", "BACKWARD", 1) for w in sorted(ANSWER_DENIALS) for end in (".", ";")),
+    *((f"? {w}", "NEGATED_EXISTENCE", "BACKWARD", 1) for w in sorted(ANSWER_DENIALS)),
     # "Pneumonia excluded.", "pneumonia has been excluded" ("cannot be excluded" and "not
     # excluded" are longer cues: hedged); a part of the film left out of it is no denial
     *(

@@ -70,7 +70,7 @@ from cxrils.report.lexicon import (
     lesion_terms,
 )
 from cxrils.report.locations import UPPER_CASE_LOBE_RE, LexiconLocationMapper, write_out_lobes
-from cxrils.report.tokens import DEID_TOKEN, Matcher, Sentence, TokenPattern, split_sentences
+from cxrils.report.tokens import DEID_TOKEN, FOLDED_RE, Matcher, Sentence, TokenPattern, fold_text, split_sentences
 from cxrils.types import Finding
 from cxrils.vocab import INFERENCE_LESION_TYPES, LUNG_REGION_LABELS
 
@@ -1019,9 +1019,11 @@ def _sentence_cues(words: list[str], targets: list[tuple[int, int]], found: list
     favored (:func:`_first_finding_scope`), "no change ... or new X"
     (:func:`_new_or_denied`), "no other X" (:func:`_denied_others`), a negated list's "or"
     (:func:`_listing_or`), and the comma-bounded scope of backward cues
-    (:func:`_clause_scope`); first of all, "if any", "more likely than not" and "this is
-    likely" read one way or the other (:func:`_either_way`). ``targets`` are the finding
+    (:func:`_clause_scope`); first of all, a question mark's hedge (:func:`_question_marks`),
+    and "if any", "more likely than not" and "this is likely" read one way or the other
+    (:func:`_either_way`). ``targets`` are the finding
     token spans ``(start, end)``."""
+    found = _question_marks(words, targets, found)
     cues = _seen_before(words, targets, _one_way(words, targets, _either_way(words, targets, found)))
     cues = _favored_over(words, _one_view(words, _seen_now(words, _new_clause(words, targets, cues))))
     cues = _reading_after_without(words, targets, cues)
@@ -1303,6 +1305,38 @@ _COPULAS = frozenset({"is", "are", "remains", "remain", "appears", "appear", "se
 def _nearest_before(targets: list[tuple[int, int]], start: int, reach: int) -> tuple[int, int] | None:
     """The finding span ending last at or before token ``start``, within ``reach`` tokens."""
     return max(((a, b) for a, b in targets if start - reach <= b <= start), key=lambda t: t[1], default=None)
+
+
+# Words that open a question ("Is there pneumonia?", "Any effusion?") (_question_marks).
+_QUESTION_OPENERS = frozenset({"is", "are", "any", "question", "could", "can", "does", "do", "has", "have"})
+# Most words between a question mark and the finding it questions ("? right lower lobe pneumonia").
+_QUESTIONED_GAP = 4
+
+
+def _question_marks(words: list[str], targets: list[tuple[int, int]], cues: list) -> list:
+    """Cue matches ``(start, end, rule)`` of a sentence with a hedge (POSSIBLE_EXISTENCE)
+    for each question mark that questions a finding, as a radiologist writes it: right
+    after the finding ("Pneumonia?", "consolidation (pneumonia?)"), right before it with at
+    most :data:`_QUESTIONED_GAP` words and no punctuation between ("? pneumonia",
+    "opacity, ?RLL pneumonia"), or ending a sentence that opens as a question ("Is there
+    pneumonia in the right lower lobe?"). Each hedges that finding only (the other
+    findings of "Right lower lobe opacity, ?pneumonia." stay definitive); the sentence
+    splitter keeps a leading "?" and one before a lower-case word in their sentence
+    (:func:`cxrils.report.tokens.split_sentences`)."""
+    added = []
+    answered = {q for start, end, _ in cues for q in range(start, end)}  # "Effusion? No."
+    for q, w in enumerate(words):
+        if w != "?" or q in answered:
+            continue
+        before = next(((a, b) for a, b in targets if b == q), None)
+        after = next((a for a, _ in targets if q < a <= q + 1 + _QUESTIONED_GAP), None)
+        if before is not None:
+            added.append((q, q + 1, ("?", "POSSIBLE_EXISTENCE", "BACKWARD", before[1] - before[0])))
+        elif after is not None and all(x.isalnum() for x in words[q + 1 : after]):
+            added.append((q, q + 1, ("?", "POSSIBLE_EXISTENCE", "FORWARD", after - q)))
+        elif q == len(words) - 1 and words[0] in _QUESTION_OPENERS:
+            added.append((q, q + 1, ("?", "POSSIBLE_EXISTENCE", "BACKWARD", None)))
+    return sorted(cues + added, key=lambda c: c[0]) if added else cues
 
 
 def _either_way(words: list[str], targets: list[tuple[int, int]], cues: list) -> list:
@@ -1991,7 +2025,9 @@ _COMPARISON = {">": "greater than", "<": "less than"}
 
 
 def _prepare(text: str) -> _Prepared:
-    """Whitespace collapsed, "effusion.. Left" split as a sentence end, the upper-case
+    """Characters folded to ASCII where they have an ASCII spelling
+    (:func:`cxrils.report.tokens.fold_text`: "Cardiomégaly", "œdema", full-width "Ｎｏ",
+    "can’t", and "canâ€™t", UTF-8 read as cp1252), whitespace collapsed, "effusion.. Left" split as a sentence end, the upper-case
     lobe abbreviations written out (:func:`cxrils.report.locations.write_out_lobes`: "RLL"
     is no English word, so "consolidation in the RLL" is located as "right lower lobe" is),
     abbreviated sides written out ("B/L" -> "bilateral", "rt" -> "right"), two sides
@@ -1999,6 +2035,7 @@ def _prepare(text: str) -> _Prepared:
     place word ("L base" -> "left base").
     A finding's ``sentence`` quotes the report's own words (:meth:`_Prepared.quote`)."""
     doc = _Prepared(text, text, tuple(range(len(text))), tuple(range(1, len(text) + 1)))
+    doc = doc.sub(FOLDED_RE, fold_text)
     doc = doc.sub(_SPACES, lambda m: "" if m.start() == 0 or m.end() == len(text) else " ")
     doc = doc.sub(UPPER_CASE_LOBE_RE, lambda m: write_out_lobes(m.group(0), any_case=False))
     doc = doc.sub(

@@ -20,6 +20,7 @@ effusion".
 from __future__ import annotations
 
 import re
+import unicodedata
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -30,6 +31,71 @@ DEID_TOKEN = "xxxx"
 _END_PUNCT = frozenset(".!?")
 # Words after which a period does not end a sentence ("atelectasis vs. scar").
 _ABBREVIATIONS = frozenset({"vs", "dr", "mr", "mrs", "ms", "approx", "fig", "cf", "etc", "ca", "st", "resp"})
+
+
+#: Characters folded before a report is read that Unicode compatibility and accent
+#: folding leave as they are (ours): ligatures of British spellings ("œdema"), and the
+#: typographic apostrophes, quotes and dashes of word processors ("can’t be excluded").
+_FOLDED = {
+    **dict.fromkeys("œ", "oe"),
+    **dict.fromkeys("Œ", "Oe"),
+    **dict.fromkeys("æ", "ae"),
+    **dict.fromkeys("Æ", "Ae"),
+    **dict.fromkeys("ß", "ss"),
+    **dict.fromkeys("‘’‚‛ʼ′", "'"),
+    **dict.fromkeys("“”„″", '"'),
+    **dict.fromkeys("‐‑‒–—―−", "-"),
+}
+#: The cp1252 characters of the bytes 0x80-0x9F (the rest of that range is Latin-1's).
+_CP1252_HIGH = "€‚ƒ„…†‡ˆ‰Š‹ŒŽ‘’“”•–—˜™š›œžŸ"
+#: What :func:`fold_text` reads: a run that may be UTF-8 decoded as Latin-1 or cp1252
+#: ("â€™" for "’", "Â°" for "°"), or any other character that is not ASCII.
+FOLDED_RE = re.compile(rf"[\u00c2-\u00f4][\u0080-\u00bf{_CP1252_HIGH}]{{1,3}}|[^\x00-\x7f]")
+
+
+def _utf8_mojibake(run: str) -> str | None:
+    """The character a run of :data:`FOLDED_RE`'s first kind spells when its characters
+    are taken back to the bytes they were decoded from (cp1252, else Latin-1) and read as
+    UTF-8; None if they are no valid UTF-8 (then they are letters as written)."""
+    try:
+        raw = b"".join(c.encode("cp1252") if c in _CP1252_HIGH else c.encode("latin-1") for c in run)
+        return raw.decode("utf-8")
+    except UnicodeError:
+        return None
+
+
+def fold_text(match: re.Match[str]) -> str:
+    """The ASCII spelling of one :data:`FOLDED_RE` match (``re.sub`` replacement): a
+    UTF-8 character decoded as Latin-1 or cp1252 is mended first (COVID-19 case notes of
+    the shared data hold "opacitiesâ\x80\x9d" for "opacities”", whose "â" must not
+    become a letter of the word), then folded by :func:`fold_char`; a run that is no such
+    character is folded character by character."""
+    run = match.group(0)
+    mended = _utf8_mojibake(run) if len(run) > 1 else None
+    if mended is not None:
+        return "".join(fold_char(c) for c in mended)
+    return "".join(fold_char(c) for c in run)
+
+
+#: One-word answers that deny the finding a template's question names ("Effusion? No."):
+#: the sentence splitter keeps them with the question, and the ConText rules read them as
+#: "Effusion: no." (:data:`cxrils.report.lexicon.CONTEXT_RULES`). Ours.
+ANSWER_DENIALS = frozenset({"no", "none", "negative", "nil", "absent"})
+
+
+def fold_char(char: str) -> str:
+    """The ASCII spelling of one report character, or the character itself.
+
+    :data:`_FOLDED` first; otherwise Unicode compatibility (NFKC: full-width "Ｎｏ" -> "No",
+    "ﬁ" -> "fi") and then the letters without their accents (NFKD, combining marks
+    dropped: "Cardiomégaly" -> "Cardiomegaly"). A character with no ASCII spelling ("½",
+    "°", a CJK character) stays as written, so no report loses a character.
+    """
+    if char in _FOLDED:
+        return _FOLDED[char]
+    compatible = unicodedata.normalize("NFKD", unicodedata.normalize("NFKC", char))
+    folded = "".join(c for c in compatible if not unicodedata.combining(c))
+    return folded if folded and folded.isascii() else char
 
 
 def tokenize(text: str) -> list[str]:
@@ -84,7 +150,9 @@ def split_sentences(text: str, max_tokens: int = 200) -> list[Sentence]:
     A sentence ends after ".", "!" or "?" that is followed by white space, or by an
     upper-case letter ("apex.There"); not after an abbreviation ("vs.") or a single
     letter ("e.g."), and a list number ("1.") starts the next sentence rather than
-    being one. A sentence longer than ``max_tokens`` tokens is cut into pieces of at
+    being one; a "?" that opens a sentence or comes before a lower-case letter ("? pneumonia",
+    "opacity, ? pneumonia") questions what follows and ends nothing, nor does one that a
+    one-word denial answers (:data:`ANSWER_DENIALS`: "Effusion? No."). A sentence longer than ``max_tokens`` tokens is cut into pieces of at
     most that many tokens (same index), so that the work per sentence is bounded.
 
     Parameters
@@ -112,6 +180,15 @@ def split_sentences(text: str, max_tokens: int = 200) -> list[Sentence]:
     for i in range(n):
         if words[i] not in _END_PUNCT:
             continue
+        if words[i] == "?" and (i == first or (i + 1 < n and text[starts[i + 1]].islower())):
+            continue  # "? pneumonia.", "opacity, ? pneumonia": a question mark hedging what follows
+        if (
+            words[i] == "?"
+            and i + 1 < n
+            and words[i + 1] in ANSWER_DENIALS
+            and words[i + 2 : i + 3] in ([], ["."], [";"])
+        ):
+            continue  # "Effusion? No.": the answer belongs to its question
         if i + 1 < n:
             gap = ends[i] < starts[i + 1]
             if not gap and not (text[starts[i + 1]].isupper() and words[i] == "." and i > 0 and words[i - 1].isalpha()):

@@ -107,6 +107,18 @@ def test_repeated_study_id_rejected(tmp_path):
         list(read_reports(src))
 
 
+def test_the_progress_total_counts_studies_not_rows(tmp_path):
+    # stop 60's trial: the bar of a CSV with one row per image counted rows against studies
+    from cxrils.sources.reports import count_reports
+
+    src = tmp_path / "r.csv"
+    write_csv(src, ["study_id", "report"], [["s1", "a"], ["s1", "a"], ["s2", "c"], ["s3", "a"], ["s3", "a"]])
+    assert count_reports(src) == 3
+    write_csv(src, ["study_id", "report"], [["s1", "a"], ["s1", "b"]])
+    assert count_reports(src) is None  # refused by the reader: no total
+    assert count_reports(tmp_path / "nope.csv") is None
+
+
 def test_structure_reads_the_differential_key(tmp_path):
     """One rule set for the command and the benchmark: report.differential_certainty."""
     src = tmp_path / "r.csv"

@@ -32,14 +32,12 @@ class ReportInputError(ValueError):
 
 
 def count_reports(path: str | Path) -> int | None:
-    """Number of reports in ``path`` (for a progress bar); None if unknown."""
-    p = Path(path)
-    if p.is_dir():
-        return sum(1 for _ in p.rglob("*.txt"))
+    """Number of reports :func:`read_reports` yields from ``path`` (for a progress bar:
+    one per study, so a CSV with one row per image counts its studies, not its rows);
+    None if unknown (the input is one that :func:`read_reports` refuses)."""
     try:
-        with open(p, newline="", encoding="utf-8") as fh:
-            return max(sum(1 for _ in csv.reader(fh)) - 1, 0)
-    except (OSError, UnicodeDecodeError, csv.Error):
+        return sum(1 for _ in read_reports(path))
+    except (ReportInputError, OSError):
         return None
 
 

@@ -14,6 +14,7 @@ VinDr-CXR classes that are dropped.
 
 from __future__ import annotations
 
+import re
 from typing import Final
 
 #: The seven lesion types of MIMIC-ILS (paper section 3.2, Appendix B), in the order
@@ -335,6 +336,62 @@ VIEW_POSITIONS: Final[frozenset[str]] = (
     | frozenset({"XTABLE LATERAL", "LAO", "RAO", "LPO", "RPO", "AP AXIAL", "PA LLD", "PA RLD"})
     | frozenset({"AP LLD", "AP RLD", "SWIMMERS", "RLD", "LLD", "RLO", "LLO"})
 )
+
+#: Spellings of the two frontal projections in users' tables and headers (not DICOM terms).
+_VIEW_SPELLINGS: Final[dict[str, str]] = {
+    "POSTERO ANTERIOR": "PA",
+    "POSTEROANTERIOR": "PA",
+    "ANTERO POSTERIOR": "AP",
+    "ANTEROPOSTERIOR": "AP",
+}
+#: Words that make a view not frontal whatever else it says.
+_NOT_FRONTAL_WORDS: Final[frozenset[str]] = frozenset(
+    {"LAT", "LATERAL", "DECUBITUS", "OBLIQUE", "SWIMMERS", "LLD", "RLD", "LAO", "RAO", "LPO", "RPO"}
+)
+#: Words after a view that do not change it: "AP PORTABLE", "PA VIEW", "LATERAL VIEW".
+_VIEW_FILLERS: Final[frozenset[str]] = frozenset(
+    {"VIEW", "PORTABLE", "PORT", "ERECT", "UPRIGHT", "SEMIERECT", "SEMI", "PROJECTION", "CHEST"}
+)
+
+
+#: The words a not-frontal view keeps (:func:`read_view_position`); any other word of the
+#: value (a name typed into a free-text field) is dropped.
+_VIEW_WORDS: Final[frozenset[str]] = (
+    frozenset(w for term in VIEW_POSITIONS for w in term.split())
+    | _NOT_FRONTAL_WORDS
+    | _VIEW_FILLERS
+    | frozenset({"LEFT", "RIGHT", "CROSS", "TABLE", "CROSSTABLE", "X"})
+)
+
+
+def read_view_position(value: str | None) -> tuple[str | None, str | None]:
+    """How a written view reads: ``(term, not_frontal)``.
+
+    ``term`` is one of :data:`VIEW_POSITIONS` when the value spells one ("p.a." and "PA
+    VIEW" -> "PA", "AP PORTABLE" -> "AP", "postero-anterior" -> "PA", "cross-table
+    lateral" -> "XTABLE LATERAL"), else None; ``not_frontal`` is set when the value names
+    no term but a word of it makes the view not frontal: its view words (:data:`_VIEW_WORDS`)
+    in upper case, in order ("left-lateral" -> "LEFT LATERAL", "Lateral decubitus" ->
+    "LATERAL DECUBITUS"; a name in the value is dropped: "DOE LATERAL" -> "LATERAL"),
+    else None. Case, full stops, "_", "-" and "/" do not matter. Used for
+    input tables' view cells (:func:`cxrils.sources.base.read_view`) and DICOM View
+    Position (:mod:`cxrils.io.dicom`).
+    """
+    v = " ".join(re.sub(r"[_\-/]", " ", (value or "").upper().replace(".", "")).split())
+    if not v:
+        return None, None
+    v = _VIEW_SPELLINGS.get(v, v)
+    if v in VIEW_POSITIONS:
+        return v, None
+    words = v.split()
+    if words[0] in VIEW_POSITIONS and set(words[1:]) <= _VIEW_FILLERS:
+        return words[0], None
+    if v in ("X TABLE LATERAL", "CROSS TABLE LATERAL", "CROSSTABLE LATERAL"):
+        return "XTABLE LATERAL", None
+    if not set(words) & _NOT_FRONTAL_WORDS:
+        return None, None
+    return None, " ".join(w for w in words if w in _VIEW_WORDS)
+
 
 #: Split names of a cxrils dataset (the spelling of MIMIC-CXR's official split file), and
 #: the other spellings accepted for them.

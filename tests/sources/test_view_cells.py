@@ -41,3 +41,9 @@ def test_a_cell_naming_a_view_that_is_not_frontal_stays_not_frontal(cell):
 
     view = read_view(cell)
     assert view is not None and view not in vocab.FRONTAL_VIEWS
+
+
+def test_a_not_frontal_cell_keeps_only_its_view_words():
+    # a name typed beside the view never travels into exclusion reasons or the manifest
+    assert read_view("Doe John lateral") == "LATERAL"
+    assert read_view("left-lateral") == "LEFT LATERAL"

@@ -47,7 +47,7 @@ from pydicom.uid import (
 
 from cxrils.config import VOI_CHOICE
 from cxrils.io.base import ImageLoadError, ImageMeta, LoadedImage, apply_display_ops, minmax_unit, unit_to_uint8
-from cxrils.vocab import FRONTAL_VIEWS, LATERAL_VIEWS, VIEW_POSITIONS
+from cxrils.vocab import FRONTAL_VIEWS, LATERAL_VIEWS, read_view_position
 
 _MONOCHROME = ("MONOCHROME1", "MONOCHROME2")
 _COLOUR = ("RGB", "YBR_FULL", "YBR_FULL_422", "YBR_RCT", "YBR_ICT")
@@ -351,9 +351,11 @@ def _view_position(ds: Dataset) -> str | None:
         value = str(ds.get("ViewPosition", "") or "").strip().upper()
     except Exception:  # a malformed element must not stop loading the pixels
         return None
-    value = " ".join(value.split())
-    # a known term only: the field is free text, and a name typed into it must not travel
-    return value if value in VIEW_POSITIONS else None
+    # read as an input table's view cell is ("AP PORTABLE" -> "AP"); the field is free
+    # text, so what is kept is a known term or a not-frontal view's view words, never a
+    # name typed into it
+    term, not_frontal = read_view_position(value)
+    return term or not_frontal
 
 
 def _patient_orientation(path: Path, ds: Dataset) -> tuple[str, str] | None:

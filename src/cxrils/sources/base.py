@@ -218,43 +218,20 @@ def norm_split(value: str, path: Path, where: str) -> str | None:
         raise InputError(path, f"{where}: split {value!r} is not one of {list(SPLITS)}") from None
 
 
-#: Spellings of the two frontal projections in users' tables (not DICOM terms).
-_VIEW_SPELLINGS: dict[str, str] = {
-    "POSTERO ANTERIOR": "PA",
-    "POSTEROANTERIOR": "PA",
-    "ANTERO POSTERIOR": "AP",
-    "ANTEROPOSTERIOR": "AP",
-}
-#: Words that make a view not frontal whatever else its cell says.
-_NOT_FRONTAL_WORDS = frozenset(
-    {"LAT", "LATERAL", "DECUBITUS", "OBLIQUE", "SWIMMERS", "LLD", "RLD", "LAO", "RAO", "LPO", "RPO"}
-)
-#: Words after a view that do not change it: "AP PORTABLE", "PA VIEW", "LATERAL VIEW".
-_VIEW_FILLERS = frozenset({"VIEW", "PORTABLE", "PORT", "ERECT", "UPRIGHT", "SEMIERECT", "SEMI", "PROJECTION", "CHEST"})
-
-
 def read_view(value: str | None) -> str | None:
-    """The view position of an input's view cell: one of
-    :data:`cxrils.vocab.VIEW_POSITIONS` ("p.a." and "PA VIEW" -> "PA", "AP PORTABLE" ->
-    "AP", "postero-anterior" -> "PA", "cross-table lateral" -> "XTABLE LATERAL"), the
-    cell itself when a word of it makes the view not frontal ("LEFT LATERAL", "LATERAL
-    DECUBITUS": the view QC excludes it), or None when the cell is empty or names no
-    view position (then the view is unknown: it passes the view QC, and the anatomy QC
-    decides; a warning names each such value once)."""
-    v = " ".join(re.sub(r"[_\-/]", " ", (value or "").upper().replace(".", "")).split())
-    if not v:
-        return None
-    v = _VIEW_SPELLINGS.get(v, v)
-    if v in vocab.VIEW_POSITIONS:
-        return v
-    words = v.split()
-    if words[0] in vocab.VIEW_POSITIONS and set(words[1:]) <= _VIEW_FILLERS:
-        return words[0]
-    if v in ("X TABLE LATERAL", "CROSS TABLE LATERAL", "CROSSTABLE LATERAL"):
-        return "XTABLE LATERAL"
-    if set(words) & _NOT_FRONTAL_WORDS:  # "Left lateral", "lateral decubitus", "oblique": not frontal
-        return v
-    _warn_unknown_view(v)
+    """The view position of an input's view cell (:func:`cxrils.vocab.read_view_position`:
+    "p.a." and "PA VIEW" -> "PA", "AP PORTABLE" -> "AP", "postero-anterior" -> "PA",
+    "cross-table lateral" -> "XTABLE LATERAL"), the cell itself when a word of it makes
+    the view not frontal ("LEFT LATERAL", "LATERAL DECUBITUS": the view QC excludes it),
+    or None when the cell is empty or names no view position (then the view is unknown:
+    it passes the view QC, and the anatomy QC decides; a warning names each such value
+    once)."""
+    term, not_frontal = vocab.read_view_position(value)
+    if term is not None or not_frontal is not None:
+        return term or not_frontal
+    v = " ".join((value or "").split()).upper()
+    if v:
+        _warn_unknown_view(v)
     return None
 
 

@@ -519,3 +519,25 @@ def test_the_row_after_a_rejected_row_is_named_by_its_own_line(tmp_path):
     path.write_text('image_path,report\na.png,"No" effusion\nb.png,"unclosed\n')
     with pytest.raises(InputError, match=r"row 2 \(line 3\): a quoted field opened in this row is never closed"):
         list(read_inputs(path))
+
+
+def test_rows_joined_by_a_quote_that_a_later_quote_closes_are_named(tmp_path):
+    # stop 60's trial: the rows between were lost in one rejected row, and not named
+    path = tmp_path / "pairs.csv"
+    path.write_text(
+        "image_path,report,study_id\n"
+        'a.png,"Left effusion.",s1\n'
+        'b.png,"Right effusion.,s2\n'
+        "c.png,Normal.,s3\n"
+        'd.png,"Normal.",s4\n'
+        'e.png,"Cardiomegaly.",s5\n'
+    )
+    items = list(read_inputs(path))
+    assert [i.problem is None for i in items] == [True, False, True]
+    assert items[1].problem.startswith("row 2 (line 3): the CSV parser rejects the row")
+    assert "lines 3-5 were read as this one row" in items[1].problem
+    assert items[2].study_id == "s5"
+    # a row rejected on its own line says nothing of joined lines
+    path.write_text('image_path,report,study_id\na.png,"Left effusion." noted,s1\nb.png,Cardiomegaly.,s2\n')
+    first, _ = read_inputs(path)
+    assert "were read as this one row" not in first.problem

@@ -178,7 +178,8 @@ def csv_rows(
                 raise InputError(path, f"missing column(s) {missing}; has {header}")
             for n in itertools.count(1):
                 # the csv reader's own count: DictReader's stops at a rejected row
-                where = f"row {n} (line {reader.reader.line_num + 1})"
+                first = reader.reader.line_num + 1
+                where = f"row {n} (line {first})"
                 try:
                     raw = next(reader)
                 except StopIteration:
@@ -191,6 +192,11 @@ def csv_rows(
                             "'\"'): the rest of the file would be read as one field; close or remove the quote",
                         ) from None
                     problem, row = f"the CSV parser rejects the row: {err}", {}
+                    if reader.reader.line_num > first:  # a quote left open joined the lines after it
+                        problem += (
+                            f"; lines {first}-{reader.reader.line_num} were read as this one row (a quote "
+                            f"left open on line {first} joins the lines after it), so their rows are not read"
+                        )
                 else:
                     row = {(k or "").strip(): (v if isinstance(v, str) else "") for k, v in raw.items()}
                     problem = undecodable(row)

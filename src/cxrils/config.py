@@ -291,6 +291,10 @@ class ReportConfig:
     place_inference_words: int = 8
     inference_link_words: int = 12
     named_other_words: int = 10
+    # A question mark hedges the finding that follows it within question_mark_words words,
+    # with no punctuation between ("? right lower lobe pneumonia"; ours, cxrils.report.rules
+    # ._question_marks; no IU report or pair CSV changes with it).
+    question_mark_words: int = 4
     # A report section of at least language_min_words words (0 = no check) holding at
     # least language_min_foreign function words of other European languages, and more
     # of them than English ones, is excluded as not English (cxrils.report.language; ours:

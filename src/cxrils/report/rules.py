@@ -496,7 +496,7 @@ class RulesStructurer:
             if not ents:
                 continue
             spans = [(a, b) for a, b, _ in ents]
-            cues = _sentence_cues(sent.words, spans, self._cues.find(sent.words))
+            cues = _sentence_cues(sent.words, spans, self._cues.find(sent.words), self._rc.question_mark_words)
             mods_of = target_modifiers(len(sent.words), spans, cues)
             ms: list[_Mention] = []
             asked: list[_Mention] = []  # hypothetical: kept, but no part in the passes below
@@ -1007,7 +1007,7 @@ def _seen_before(words: list[str], targets: list[tuple[int, int]], cues: list) -
     return out
 
 
-def _sentence_cues(words: list[str], targets: list[tuple[int, int]], found: list) -> list:
+def _sentence_cues(words: list[str], targets: list[tuple[int, int]], found: list, question_gap: int) -> list:
     """The ConText cue matches ``found`` (``(start, end, rule)``, token indices) of a
     sentence after the sentence-level readings of this module, in order: terminators that
     describe a finding seen before (:func:`_seen_before`) or open no clause
@@ -1023,7 +1023,7 @@ def _sentence_cues(words: list[str], targets: list[tuple[int, int]], found: list
     and "if any", "more likely than not" and "this is likely" read one way or the other
     (:func:`_either_way`). ``targets`` are the finding
     token spans ``(start, end)``."""
-    found = _question_marks(words, targets, found)
+    found = _question_marks(words, targets, found, question_gap)
     cues = _seen_before(words, targets, _one_way(words, targets, _either_way(words, targets, found)))
     cues = _favored_over(words, _one_view(words, _seen_now(words, _new_clause(words, targets, cues))))
     cues = _reading_after_without(words, targets, cues)
@@ -1309,15 +1309,13 @@ def _nearest_before(targets: list[tuple[int, int]], start: int, reach: int) -> t
 
 # Words that open a question ("Is there pneumonia?", "Any effusion?") (_question_marks).
 _QUESTION_OPENERS = frozenset({"is", "are", "any", "question", "could", "can", "does", "do", "has", "have"})
-# Most words between a question mark and the finding it questions ("? right lower lobe pneumonia").
-_QUESTIONED_GAP = 4
 
 
-def _question_marks(words: list[str], targets: list[tuple[int, int]], cues: list) -> list:
+def _question_marks(words: list[str], targets: list[tuple[int, int]], cues: list, gap: int) -> list:
     """Cue matches ``(start, end, rule)`` of a sentence with a hedge (POSSIBLE_EXISTENCE)
     for each question mark that questions a finding, as a radiologist writes it: right
     after the finding ("Pneumonia?", "consolidation (pneumonia?)"), right before it with at
-    most :data:`_QUESTIONED_GAP` words and no punctuation between ("? pneumonia",
+    most ``gap`` words (``ReportConfig.question_mark_words``) and no punctuation between ("? pneumonia",
     "opacity, ?RLL pneumonia"), or ending a sentence that opens as a question ("Is there
     pneumonia in the right lower lobe?"). Each hedges that finding only (the other
     findings of "Right lower lobe opacity, ?pneumonia." stay definitive); the sentence
@@ -1329,7 +1327,7 @@ def _question_marks(words: list[str], targets: list[tuple[int, int]], cues: list
         if w != "?" or q in answered:
             continue
         before = next(((a, b) for a, b in targets if b == q), None)
-        after = next((a for a, _ in targets if q < a <= q + 1 + _QUESTIONED_GAP), None)
+        after = next((a for a, _ in targets if q < a <= q + 1 + gap), None)
         if before is not None:
             added.append((q, q + 1, ("?", "POSSIBLE_EXISTENCE", "BACKWARD", before[1] - before[0])))
         elif after is not None and all(x.isalnum() for x in words[q + 1 : after]):

@@ -705,7 +705,6 @@ _RAW_CONTEXT_RULES: tuple[tuple[str, str, str, int | None], ...] = (
     ),
     # the same as a template's question and its answer: "Effusion? No."
     *((f"? {w} {end}", "NEGATED_EXISTENCE", "BACKWARD", 1) for w in sorted(ANSWER_DENIALS) for end in (".", ";")),
-    *((f"? {w}", "NEGATED_EXISTENCE", "BACKWARD", 1) for w in sorted(ANSWER_DENIALS)),
     # "Pneumonia excluded.", "pneumonia has been excluded" ("cannot be excluded" and "not
     # excluded" are longer cues: hedged); a part of the film left out of it is no denial
     *(
@@ -971,6 +970,7 @@ _RAW_CONTEXT_RULES: tuple[tuple[str, str, str, int | None], ...] = (
             "evaluate for",
             "evaluation for",
             "assess for",
+            "assessment for",  # "assessment for pleural effusion is limited" (reader trial)
             "rule out",
             "r/o",
             "to exclude",
@@ -1028,6 +1028,15 @@ _RAW_CONTEXT_RULES: tuple[tuple[str, str, str, int | None], ...] = (
             "reason for examination :",
             "comparison :",
         )
+    ),
+    # A finding the film cannot show either way: asked, neither stated nor denied ("Bilateral
+    # pleural effusions are not well evaluated on this semi-upright study", "Effusion cannot
+    # be assessed"; reader trial: read as present)
+    *(
+        (f"{neg} {how}{done}", "HYPOTHETICAL", "BACKWARD", 8)
+        for neg in ("cannot be", "could not be", "can not be", "not")
+        for how in ("", "well ", "adequately ", "fully ", "reliably ")
+        for done in ("assessed", "evaluated")
     ),
     # "The effusion may be present on the prior study as well": a doubt about the prior
     # study, not about the finding (the backward "may be present" above would hedge it).

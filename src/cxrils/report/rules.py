@@ -230,7 +230,9 @@ _NO_LESION_READING = re.compile(
     r"^[^.;,]{0,80}?(?:,\s*)?(?:\b(?:is|are|which is|which are)\s+)?(?:\bmost\s+)?\b(?P<reading>likely|probably|presumably|"
     r"consistent with|compatible with|due to|(?:likely\s+|probably\s+)?(?:represents?|representing|reflects?|"
     r"reflecting))\s+(?:a\s+|an\s+|the\s+)?(?:(?:right|left|bilateral)\s+)?(?:nipple\s+shadows?|nipple|"
-    r"overlapping\s+(?:vessels|vascular\s+structures|soft\s+tissues?|shadows|structures)|confluence\s+of\s+"
+    r"(?:overlapping|overlying|superimposed)\s+(?:vessels|vascular\s+structures|soft\s+tissues?|breast\s+tissues?|"
+    r"breast\s+shadows?|breasts?|shadows|structures)|(?:breast|soft)\s+tissues?(?:\s+shadows?)?|breast\s+shadows?|"
+    r"confluence\s+of\s+"
     r"(?:shadows|vessels|vascular\s+structures)|summation\s+(?:of\s+shadows|shadows?|artifact)|skin\s+folds?|"
     r"artifact|(?:hiatal\s+)?hernia)\b",
     re.IGNORECASE,
@@ -342,7 +344,7 @@ _PLACE_INFER = re.compile(
     r"(?:(?:which|that)\s+(?:is|are|may be|could be)\s+)?(?:(?:is|are|may|might|could|would)\s+(?:be\s+)?)?"
     r"(?:most\s+)?(?:(?:likely|probably|possibly)\s+)?(?:consistent with|compatible with|"
     r"suggestive of|suspicious for|concerning for|likely|probably|possibly|represent\w*|reflect\w*|"
-    r"due to|secondary to|related to|from)\b",
+    r"due to|secondary to|related to|from|suggesting|suggests|indicating|indicative of|in keeping with)\b",
     re.IGNORECASE,
 )
 # What may stand between a referring word and the disease it names: "This is atelectasis",
@@ -496,7 +498,13 @@ class RulesStructurer:
             if not ents:
                 continue
             spans = [(a, b) for a, b, _ in ents]
-            cues = _sentence_cues(sent.words, spans, self._cues.find(sent.words), self._rc.question_mark_words)
+            cues = _sentence_cues(
+                sent.words,
+                spans,
+                self._cues.find(sent.words),
+                self._rc.question_mark_words,
+                _asking_marks(text, sent) if "?" in sent.words else frozenset(),
+            )
             mods_of = target_modifiers(len(sent.words), spans, cues)
             ms: list[_Mention] = []
             asked: list[_Mention] = []  # hypothetical: kept, but no part in the passes below
@@ -1007,7 +1015,9 @@ def _seen_before(words: list[str], targets: list[tuple[int, int]], cues: list) -
     return out
 
 
-def _sentence_cues(words: list[str], targets: list[tuple[int, int]], found: list, question_gap: int) -> list:
+def _sentence_cues(
+    words: list[str], targets: list[tuple[int, int]], found: list, question_gap: int, asking: frozenset[int]
+) -> list:
     """The ConText cue matches ``found`` (``(start, end, rule)``, token indices) of a
     sentence after the sentence-level readings of this module, in order: terminators that
     describe a finding seen before (:func:`_seen_before`) or open no clause
@@ -1023,7 +1033,7 @@ def _sentence_cues(words: list[str], targets: list[tuple[int, int]], found: list
     and "if any", "more likely than not" and "this is likely" read one way or the other
     (:func:`_either_way`). ``targets`` are the finding
     token spans ``(start, end)``."""
-    found = _question_marks(words, targets, found, question_gap)
+    found = _question_marks(words, targets, found, question_gap, asking)
     cues = _seen_before(words, targets, _one_way(words, targets, _either_way(words, targets, found)))
     cues = _favored_over(words, _one_view(words, _seen_now(words, _new_clause(words, targets, cues))))
     cues = _reading_after_without(words, targets, cues)
@@ -1311,29 +1321,62 @@ def _nearest_before(targets: list[tuple[int, int]], start: int, reach: int) -> t
 _QUESTION_OPENERS = frozenset({"is", "are", "any", "question", "could", "can", "does", "do", "has", "have"})
 
 
-def _question_marks(words: list[str], targets: list[tuple[int, int]], cues: list, gap: int) -> list:
+def _asking_marks(text: str, sent: Sentence) -> frozenset[int]:
+    """Token indices of the question marks of ``sent`` that may question a finding
+    (:func:`_question_marks`); not those that stand for a character lost in an encoding,
+    as the COVID-19 case notes of the shared data hold them: one glued to a letter or digit
+    on both sides ("SARS?CoV?2", "2?days", "patient?s"), one before a number ("? 2 cm",
+    "4.3 ? 109 cells", also where the number opens the next sentence), and one that opens its sentence before an upper-case word ("?
+    Bilateral consolidation.", a lost bullet)."""
+    words, n = sent.words, len(sent.words)
+    out = set()
+    for i, w in enumerate(words):
+        if w != "?":
+            continue
+        glued_before = i > 0 and sent.tok_end[i - 1] == sent.tok_start[i] and words[i - 1][-1].isalnum()
+        glued_after = i + 1 < n and sent.tok_start[i + 1] == sent.tok_end[i] and words[i + 1][0].isalnum()
+        if glued_before and glued_after:
+            continue
+        after = words[i + 1] if i + 1 < n else text[sent.end :].lstrip()[:1]
+        if after[:1].isdigit():  # also after the sentence: "? 2 cm" ends one at the "?"
+            continue
+        if i == 0 and i + 1 < n and not glued_after and text[sent.tok_start[i + 1]].isupper():
+            continue
+        out.add(i)
+    return frozenset(out)
+
+
+def _question_marks(
+    words: list[str], targets: list[tuple[int, int]], cues: list, gap: int, asking: frozenset[int]
+) -> list:
     """Cue matches ``(start, end, rule)`` of a sentence with a hedge (POSSIBLE_EXISTENCE)
-    for each question mark that questions a finding, as a radiologist writes it: right
-    after the finding ("Pneumonia?", "consolidation (pneumonia?)"), right before it with at
-    most ``gap`` words (``ReportConfig.question_mark_words``) and no punctuation between ("? pneumonia",
-    "opacity, ?RLL pneumonia"), or ending a sentence that opens as a question ("Is there
-    pneumonia in the right lower lobe?"). Each hedges that finding only (the other
-    findings of "Right lower lobe opacity, ?pneumonia." stay definitive); the sentence
-    splitter keeps a leading "?" and one before a lower-case word in their sentence
+    for each question mark of ``asking`` (:func:`_asking_marks`) that questions a finding,
+    as a radiologist writes it: right after the finding ("Pneumonia?", "consolidation
+    (pneumonia?)"), or right before it with at most ``gap`` words
+    (``ReportConfig.question_mark_words``) and no punctuation or cue between ("? pneumonia",
+    "opacity, ?RLL pneumonia"; not "? no pneumothorax"). Each hedges that finding only (the
+    other findings of "Right lower lobe opacity, ?pneumonia." stay definitive). One that
+    ends a sentence opening as a question asks, as "evaluate for" does (HYPOTHETICAL: "Is
+    there pneumonia in the right lower lobe?"). One answered "yes" ("Effusion? Yes.")
+    hedges nothing, and one answered by a denial is a cue of its own ("Effusion? No.",
+    :data:`cxrils.report.lexicon.CONTEXT_RULES`). The sentence splitter keeps a leading
+    "?", one before a lower-case word and one before its one-word answer in their sentence
     (:func:`cxrils.report.tokens.split_sentences`)."""
     added = []
-    answered = {q for start, end, _ in cues for q in range(start, end)}  # "Effusion? No."
-    for q, w in enumerate(words):
-        if w != "?" or q in answered:
+    in_cues = {q for start, end, _ in cues for q in range(start, end)}  # "Effusion? No."
+    for q in sorted(asking - in_cues):
+        if words[q + 1 : q + 2] == ["yes"]:
             continue
         before = next(((a, b) for a, b in targets if b == q), None)
         after = next((a for a, _ in targets if q < a <= q + 1 + gap), None)
-        if before is not None:
+        if q == len(words) - 1 and words[0] in _QUESTION_OPENERS:
+            added.append((q, q + 1, ("?", "HYPOTHETICAL", "BACKWARD", None)))
+        elif before is not None:
             added.append((q, q + 1, ("?", "POSSIBLE_EXISTENCE", "BACKWARD", before[1] - before[0])))
-        elif after is not None and all(x.isalnum() for x in words[q + 1 : after]):
+        elif after is not None and all(
+            x.isalnum() and k not in in_cues for k, x in enumerate(words[q + 1 : after], q + 1)
+        ):
             added.append((q, q + 1, ("?", "POSSIBLE_EXISTENCE", "FORWARD", after - q)))
-        elif q == len(words) - 1 and words[0] in _QUESTION_OPENERS:
-            added.append((q, q + 1, ("?", "POSSIBLE_EXISTENCE", "BACKWARD", None)))
     return sorted(cues + added, key=lambda c: c[0]) if added else cues
 
 
@@ -1359,7 +1402,11 @@ def _either_way(words: list[str], targets: list[tuple[int, int]], cues: list) ->
     * "this/which is (most) likely" (:data:`~cxrils.report.lexicon.REFERRING_LIKELY`)
       hedges forward to the clause's next comma ("which is most likely due to a
       combination of effusion and atelectasis"; not "which is likely small, and left
-      lower lobe pneumonia").
+      lower lobe pneumonia");
+    * "is likely" hedges the finding before it ("pneumonia is likely"), but the finding
+      right after it when there is one, with at most two words between: "the opacity in
+      the right lower lobe is likely consolidation" states the opacity and hedges the
+      consolidation (reader trial: the other way round).
 
     ``targets`` are the finding token spans ``(start, end)``."""
     out = []
@@ -1394,6 +1441,12 @@ def _either_way(words: list[str], targets: list[tuple[int, int]], cues: list) ->
         elif literal in REFERRING_LIKELY:
             comma = next((i for i in range(end, len(words)) if words[i] in (",", ";")), len(words))
             cue = (start, end, (literal, category, direction, comma - end))
+        elif literal in ("is likely", "are likely"):
+            named = next(
+                ((a, b) for a, b in targets if end <= a <= end + 2 and all(w.isalpha() for w in words[end:a])), None
+            )
+            if named is not None:  # "the opacity is likely consolidation": the reading, not the opacity
+                cue = (start, end, (literal, category, "FORWARD", named[1] - end))
         out.append(cue)
     return [c for c in out if not (c[2][1] == "TERMINATE" and c[0] in drop)]
 
@@ -2034,7 +2087,8 @@ def _prepare(text: str) -> _Prepared:
     A finding's ``sentence`` quotes the report's own words (:meth:`_Prepared.quote`)."""
     doc = _Prepared(text, text, tuple(range(len(text))), tuple(range(1, len(text) + 1)))
     doc = doc.sub(FOLDED_RE, fold_text)
-    doc = doc.sub(_SPACES, lambda m: "" if m.start() == 0 or m.end() == len(text) else " ")
+    folded = len(doc.text)  # a fold may lengthen the text ("œ" -> "oe")
+    doc = doc.sub(_SPACES, lambda m: "" if m.start() == 0 or m.end() == folded else " ")
     doc = doc.sub(UPPER_CASE_LOBE_RE, lambda m: write_out_lobes(m.group(0), any_case=False))
     doc = doc.sub(
         _SIDE_ABBREVIATION,

@@ -42,7 +42,9 @@ _FOLDED = {
     **dict.fromkeys("æ", "ae"),
     **dict.fromkeys("Æ", "Ae"),
     **dict.fromkeys("ß", "ss"),
-    **dict.fromkeys("‘’‚‛ʼ′", "'"),
+    **dict.fromkeys("‘’‚‛ʼ′´`", "'"),
+    # compatibility would spell it "No", a denial ("Case № 2: bilateral pneumonia.")
+    **dict.fromkeys("№", "#"),
     **dict.fromkeys("“”„″", '"'),
     **dict.fromkeys("‐‑‒–—―−", "-"),
 }
@@ -81,6 +83,8 @@ def fold_text(match: re.Match[str]) -> str:
 #: the sentence splitter keeps them with the question, and the ConText rules read them as
 #: "Effusion: no." (:data:`cxrils.report.lexicon.CONTEXT_RULES`). Ours.
 ANSWER_DENIALS = frozenset({"no", "none", "negative", "nil", "absent"})
+#: One-word answers to a template's question: a denial, or "yes" ("Effusion? Yes.": stated).
+ANSWERS = ANSWER_DENIALS | {"yes"}
 
 
 def fold_char(char: str) -> str:
@@ -150,10 +154,11 @@ def split_sentences(text: str, max_tokens: int = 200) -> list[Sentence]:
     A sentence ends after ".", "!" or "?" that is followed by white space, or by an
     upper-case letter ("apex.There"); not after an abbreviation ("vs.") or a single
     letter ("e.g."), and a list number ("1.") starts the next sentence rather than
-    being one; a "?" that opens a sentence or comes before a lower-case letter ("? pneumonia",
-    "opacity, ? pneumonia") questions what follows and ends nothing, nor does one that a
-    one-word denial answers (:data:`ANSWER_DENIALS`: "Effusion? No."). A sentence longer than ``max_tokens`` tokens is cut into pieces of at
-    most that many tokens (same index), so that the work per sentence is bounded.
+    being one; a "?" that opens a sentence or comes before a lower-case letter ("?
+    pneumonia", "opacity, ? pneumonia") questions what follows and ends nothing, nor does
+    one that a one-word answer follows (:data:`ANSWERS`: "Effusion? No.", "Effusion?
+    Yes."). A sentence longer than ``max_tokens`` tokens is cut into pieces of at most
+    that many tokens (same index), so that the work per sentence is bounded.
 
     Parameters
     ----------
@@ -182,12 +187,7 @@ def split_sentences(text: str, max_tokens: int = 200) -> list[Sentence]:
             continue
         if words[i] == "?" and (i == first or (i + 1 < n and text[starts[i + 1]].islower())):
             continue  # "? pneumonia.", "opacity, ? pneumonia": a question mark hedging what follows
-        if (
-            words[i] == "?"
-            and i + 1 < n
-            and words[i + 1] in ANSWER_DENIALS
-            and words[i + 2 : i + 3] in ([], ["."], [";"])
-        ):
+        if words[i] == "?" and i + 1 < n and words[i + 1] in ANSWERS and words[i + 2 : i + 3] in ([], ["."], [";"]):
             continue  # "Effusion? No.": the answer belongs to its question
         if i + 1 < n:
             gap = ends[i] < starts[i + 1]

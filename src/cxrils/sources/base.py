@@ -194,8 +194,8 @@ def csv_rows(
                     problem, row = f"the CSV parser rejects the row: {err}", {}
                     if reader.reader.line_num > first:  # a quote left open joined the lines after it
                         problem += (
-                            f"; lines {first}-{reader.reader.line_num} were read as this one row (a quote "
-                            f"left open on line {first} joins the lines after it), so their rows are not read"
+                            f"; lines {first}-{reader.reader.line_num} were read as this one row (if a quote "
+                            f"was left open on line {first}, the rows of the lines after it are in it, not read)"
                         )
                 else:
                     row = {(k or "").strip(): (v if isinstance(v, str) else "") for k, v in raw.items()}

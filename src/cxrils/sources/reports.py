@@ -32,11 +32,14 @@ class ReportInputError(ValueError):
 
 
 def count_reports(path: str | Path) -> int | None:
-    """Number of reports :func:`read_reports` yields from ``path`` (for a progress bar:
-    one per study, so a CSV with one row per image counts its studies, not its rows);
-    None if unknown (the input is one that :func:`read_reports` refuses)."""
+    """Number of reports :func:`read_reports` yields from ``path`` (for a progress bar):
+    a folder's ``.txt`` files, a CSV's studies (one row per image counts once, so the
+    CSV is read through); None if unknown (a CSV that :func:`read_reports` refuses)."""
+    p = Path(path)
+    if p.is_dir():
+        return sum(1 for _ in p.rglob("*.txt"))
     try:
-        return sum(1 for _ in read_reports(path))
+        return sum(1 for _ in read_reports(p))
     except (ReportInputError, OSError):
         return None
 

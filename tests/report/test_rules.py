@@ -1832,3 +1832,84 @@ def test_a_place_infers_its_finding_after_suggesting(rules, text, labels):
 )
 def test_an_opacity_read_as_soft_tissue_is_no_lesion(rules, text):
     assert [f.lesion_type for f in rules.structure(text) if f.entity == "opacity"] == [None]
+
+
+@pytest.mark.parametrize(
+    "text, expected",
+    [
+        # second review: "not evaluated" said of another subject, or after a comma, leaves a
+        # stated finding stated
+        (
+            "Small right pleural effusion, left costophrenic angle not well evaluated.",
+            [("effusion", "positive", "definitive")],
+        ),
+        (
+            "There is a large right pleural effusion and the underlying lung cannot be assessed.",
+            [("effusion", "positive", "definitive")],
+        ),
+        ("Large right effusion, underlying parenchyma cannot be evaluated.", [("effusion", "positive", "definitive")]),
+        ("Left basilar opacity, not well evaluated on this portable study.", [("opacity", "positive", "definitive")]),
+        (
+            "Right lower lobe pneumonia, not well evaluated on the frontal view but clearly seen on the lateral.",
+            [("pneumonia", "positive", "definitive")],
+        ),
+        # what limits an evaluation is stated; what it is assessed for is asked
+        (
+            "Assessment for consolidation is limited by the large left pleural effusion.",
+            [("consolidation", "negative", "tentative"), ("effusion", "positive", "definitive")],
+        ),
+        ("The left lung base cannot be assessed for consolidation.", [("consolidation", "negative", "tentative")]),
+        (
+            "Large left pleural effusion obscures the left lung base, which cannot be assessed for consolidation.",
+            [("effusion", "positive", "definitive"), ("consolidation", "negative", "tentative")],
+        ),
+        # the UK shorthand: a "?" glued to the next word questions that word
+        (
+            "Right basal consolidation ?infection.",
+            [("consolidation", "positive", "definitive"), ("pneumonia", "positive", "tentative")],
+        ),
+        (
+            "Left lower zone opacity ? consolidation.",
+            [("opacity", "positive", "definitive"), ("consolidation", "positive", "tentative")],
+        ),
+        (
+            "Opacity at the left base, ?atelectasis ?consolidation.",
+            [
+                ("opacity", "positive", "definitive"),
+                ("atelectasis", "positive", "tentative"),
+                ("consolidation", "positive", "tentative"),
+            ],
+        ),
+        (
+            "Right lower lobe opacity, ? Pneumonia.",
+            [("opacity", "positive", "definitive"), ("pneumonia", "positive", "tentative")],
+        ),
+        # a question answered "yes" states its finding
+        (
+            "Does the patient have pneumonia? Yes, right lower lobe consolidation.",
+            [("pneumonia", "positive", "definitive"), ("consolidation", "positive", "definitive")],
+        ),
+        # a soft-tissue mass is a lesion reading, not soft tissue
+        (
+            "Opacity in the left upper lobe likely represents a soft tissue mass.",
+            [("opacity", "positive", "definitive")],
+        ),
+        # "is likely" reads forward over the findings right after it only
+        (
+            "Right lower lobe opacity is likely aspiration pneumonia.",
+            [("opacity", "positive", "definitive"), ("pneumonia", "positive", "tentative")],
+        ),
+        (
+            "Pneumonia is likely given the consolidation.",
+            [("pneumonia", "positive", "tentative"), ("consolidation", "positive", "definitive")],
+        ),
+    ],
+)
+def test_second_review_of_the_reader_fixes(rules, text, expected):
+    fs = [f for f in rules.structure(text) if f.lesion_type is not None]
+    assert [(f.lesion_type, f.presence, f.certainty) for f in fs] == expected
+
+
+def test_what_a_film_cannot_show_is_asked_for(rules):
+    fs = rules.structure("Lung bases are not well evaluated for pneumothorax.")
+    assert [(f.entity, f.presence, f.certainty) for f in fs] == [("pneumothorax", "negative", "tentative")]

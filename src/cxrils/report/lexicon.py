@@ -1032,9 +1032,19 @@ _RAW_CONTEXT_RULES: tuple[tuple[str, str, str, int | None], ...] = (
     # A finding the film cannot show either way: asked, neither stated nor denied ("Bilateral
     # pleural effusions are not well evaluated on this semi-upright study", "Effusion cannot
     # be assessed"; reader trial: read as present)
+    # said of the finding that is its subject, right before it (a review: "Large right
+    # effusion, underlying parenchyma cannot be evaluated" and "Left basilar opacity, not well
+    # evaluated on this portable study" state the finding)
     *(
-        (f"{neg} {how}{done}", "HYPOTHETICAL", "BACKWARD", 8)
-        for neg in ("cannot be", "could not be", "can not be", "not")
+        (f"{neg} {how}{done}", "HYPOTHETICAL", "BACKWARD", 2)
+        for neg in ("is not", "are not", "was not", "were not", "cannot be", "could not be", "can not be")
+        for how in ("", "well ", "adequately ", "fully ", "reliably ")
+        for done in ("assessed", "evaluated")
+    ),
+    # ... and of what it is assessed for: "the lung bases are not well evaluated for pneumothorax"
+    *(
+        (f"{neg} {how}{done} for", "HYPOTHETICAL", "FORWARD", 6)
+        for neg in ("is not", "are not", "was not", "were not", "cannot be", "could not be", "can not be", "not")
         for how in ("", "well ", "adequately ", "fully ", "reliably ")
         for done in ("assessed", "evaluated")
     ),
@@ -1168,6 +1178,11 @@ _RAW_CONTEXT_RULES: tuple[tuple[str, str, str, int | None], ...] = (
             "impression :",
             # "no cardiomegaly with bilateral small effusions"
             "with",
+            # what limits an evaluation is stated: "assessment for consolidation is limited by
+            # the large left pleural effusion" (a review)
+            "is limited",
+            "are limited",
+            "limited by",
             # "resolution of the right effusion, new left consolidation" (not "no new ...",
             # a cue of its own, nor "no evidence of new consolidation": no comma)
             ", new",

@@ -234,7 +234,9 @@ _NO_LESION_READING = re.compile(
     r"breast\s+shadows?|breasts?|shadows|structures)|(?:breast|soft)\s+tissues?(?:\s+shadows?)?|breast\s+shadows?|"
     r"confluence\s+of\s+"
     r"(?:shadows|vessels|vascular\s+structures)|summation\s+(?:of\s+shadows|shadows?|artifact)|skin\s+folds?|"
-    r"artifact|(?:hiatal\s+)?hernia)\b",
+    r"artifact|(?:hiatal\s+)?hernia)\b"
+    # a mass or nodule of soft tissue is a lesion (a review: "likely represents a soft tissue mass")
+    r"(?!\s+(?:mass|masses|nodule|nodules|density|densities|lesion|lesions|swelling|opacity|opacities)\b)",
     re.IGNORECASE,
 )
 
@@ -503,7 +505,9 @@ class RulesStructurer:
                 spans,
                 self._cues.find(sent.words),
                 self._rc.question_mark_words,
-                _asking_marks(text, sent) if "?" in sent.words else frozenset(),
+                (_asking_marks(text, sent), _glued_before(sent), _answered_yes(text, sent))
+                if "?" in sent.words
+                else (frozenset(), frozenset(), False),
             )
             mods_of = target_modifiers(len(sent.words), spans, cues)
             ms: list[_Mention] = []
@@ -1016,7 +1020,11 @@ def _seen_before(words: list[str], targets: list[tuple[int, int]], cues: list) -
 
 
 def _sentence_cues(
-    words: list[str], targets: list[tuple[int, int]], found: list, question_gap: int, asking: frozenset[int]
+    words: list[str],
+    targets: list[tuple[int, int]],
+    found: list,
+    question_gap: int,
+    asking: tuple[frozenset[int], frozenset[int], bool] = (frozenset(), frozenset(), False),
 ) -> list:
     """The ConText cue matches ``found`` (``(start, end, rule)``, token indices) of a
     sentence after the sentence-level readings of this module, in order: terminators that
@@ -1033,7 +1041,7 @@ def _sentence_cues(
     and "if any", "more likely than not" and "this is likely" read one way or the other
     (:func:`_either_way`). ``targets`` are the finding
     token spans ``(start, end)``."""
-    found = _question_marks(words, targets, found, question_gap, asking)
+    found = _question_marks(words, targets, found, question_gap, *asking)
     cues = _seen_before(words, targets, _one_way(words, targets, _either_way(words, targets, found)))
     cues = _favored_over(words, _one_view(words, _seen_now(words, _new_clause(words, targets, cues))))
     cues = _reading_after_without(words, targets, cues)
@@ -1321,6 +1329,22 @@ def _nearest_before(targets: list[tuple[int, int]], start: int, reach: int) -> t
 _QUESTION_OPENERS = frozenset({"is", "are", "any", "question", "could", "can", "does", "do", "has", "have"})
 
 
+def _glued_before(sent: Sentence) -> frozenset[int]:
+    """Token indices of the question marks of ``sent`` written right after a word, with
+    no space ("pneumonia?")."""
+    return frozenset(
+        i
+        for i, w in enumerate(sent.words)
+        if w == "?" and i > 0 and sent.tok_end[i - 1] == sent.tok_start[i] and sent.words[i - 1][-1].isalnum()
+    )
+
+
+def _answered_yes(text: str, sent: Sentence) -> bool:
+    """Whether the sentence after ``sent`` opens with "yes" ("Does the patient have
+    pneumonia? Yes, right lower lobe consolidation.")."""
+    return re.match(r"\s*yes\b", text[sent.end :], re.IGNORECASE) is not None
+
+
 def _asking_marks(text: str, sent: Sentence) -> frozenset[int]:
     """Token indices of the question marks of ``sent`` that may question a finding
     (:func:`_question_marks`); not those that stand for a character lost in an encoding,
@@ -1347,18 +1371,26 @@ def _asking_marks(text: str, sent: Sentence) -> frozenset[int]:
 
 
 def _question_marks(
-    words: list[str], targets: list[tuple[int, int]], cues: list, gap: int, asking: frozenset[int]
+    words: list[str],
+    targets: list[tuple[int, int]],
+    cues: list,
+    gap: int,
+    asking: frozenset[int],
+    glued_before: frozenset[int] = frozenset(),
+    answered_yes: bool = False,
 ) -> list:
     """Cue matches ``(start, end, rule)`` of a sentence with a hedge (POSSIBLE_EXISTENCE)
     for each question mark of ``asking`` (:func:`_asking_marks`) that questions a finding,
-    as a radiologist writes it: right after the finding ("Pneumonia?", "consolidation
-    (pneumonia?)"), or right before it with at most ``gap`` words
+    as a radiologist writes it: right before it with at most ``gap`` words
     (``ReportConfig.question_mark_words``) and no punctuation or cue between ("? pneumonia",
-    "opacity, ?RLL pneumonia"; not "? no pneumothorax"). Each hedges that finding only (the
-    other findings of "Right lower lobe opacity, ?pneumonia." stay definitive). One that
-    ends a sentence opening as a question asks, as "evaluate for" does (HYPOTHETICAL: "Is
-    there pneumonia in the right lower lobe?"). One answered "yes" ("Effusion? Yes.")
-    hedges nothing, and one answered by a denial is a cue of its own ("Effusion? No.",
+    "opacity, ?RLL pneumonia", "Right basal consolidation ?infection"; not "? no
+    pneumothorax"), or right after it ("Pneumonia?", "consolidation (pneumonia?)"), which
+    wins where the "?" is glued to the finding before it (``glued_before``: token indices)
+    and not followed by a finding. Each hedges that finding only (the other findings of
+    "Right lower lobe opacity, ?pneumonia." stay definitive). One that ends a sentence
+    opening as a question asks, as "evaluate for" does (HYPOTHETICAL: "Is there pneumonia in
+    the right lower lobe?"), unless the next sentence opens with "yes" (``answered_yes``).
+    One answered "yes" ("Effusion? Yes.") hedges nothing, and one answered by a denial is a cue of its own ("Effusion? No.",
     :data:`cxrils.report.lexicon.CONTEXT_RULES`). The sentence splitter keeps a leading
     "?", one before a lower-case word and one before its one-word answer in their sentence
     (:func:`cxrils.report.tokens.split_sentences`)."""
@@ -1369,14 +1401,17 @@ def _question_marks(
             continue
         before = next(((a, b) for a, b in targets if b == q), None)
         after = next((a for a, _ in targets if q < a <= q + 1 + gap), None)
-        if q == len(words) - 1 and words[0] in _QUESTION_OPENERS:
-            added.append((q, q + 1, ("?", "HYPOTHETICAL", "BACKWARD", None)))
-        elif before is not None:
-            added.append((q, q + 1, ("?", "POSSIBLE_EXISTENCE", "BACKWARD", before[1] - before[0])))
-        elif after is not None and all(
+        if after is not None and not all(
             x.isalnum() and k not in in_cues for k, x in enumerate(words[q + 1 : after], q + 1)
         ):
+            after = None
+        if q == len(words) - 1 and words[0] in _QUESTION_OPENERS:
+            if not answered_yes:
+                added.append((q, q + 1, ("?", "HYPOTHETICAL", "BACKWARD", None)))
+        elif after is not None and (before is None or q not in glued_before):
             added.append((q, q + 1, ("?", "POSSIBLE_EXISTENCE", "FORWARD", after - q)))
+        elif before is not None:
+            added.append((q, q + 1, ("?", "POSSIBLE_EXISTENCE", "BACKWARD", before[1] - before[0])))
     return sorted(cues + added, key=lambda c: c[0]) if added else cues
 
 
@@ -1404,7 +1439,8 @@ def _either_way(words: list[str], targets: list[tuple[int, int]], cues: list) ->
       combination of effusion and atelectasis"; not "which is likely small, and left
       lower lobe pneumonia");
     * "is likely" hedges the finding before it ("pneumonia is likely"), but the finding
-      right after it when there is one, with at most two words between: "the opacity in
+      right after it when there is one, after "a" or "an" at most (and the findings right
+      after that one: "is likely aspiration pneumonia"): "the opacity in
       the right lower lobe is likely consolidation" states the opacity and hedges the
       consolidation (reader trial: the other way round).
 
@@ -1443,10 +1479,14 @@ def _either_way(words: list[str], targets: list[tuple[int, int]], cues: list) ->
             cue = (start, end, (literal, category, direction, comma - end))
         elif literal in ("is likely", "are likely"):
             named = next(
-                ((a, b) for a, b in targets if end <= a <= end + 2 and all(w.isalpha() for w in words[end:a])), None
+                ((a, b) for a, b in targets if end <= a <= end + 1 and all(w in ("a", "an") for w in words[end:a])),
+                None,
             )
             if named is not None:  # "the opacity is likely consolidation": the reading, not the opacity
-                cue = (start, end, (literal, category, "FORWARD", named[1] - end))
+                last = named[1]
+                while (nxt := next((b for a, b in targets if a == last), None)) is not None:
+                    last = nxt  # "is likely aspiration pneumonia": both words of the reading
+                cue = (start, end, (literal, category, "FORWARD", last - end))
         out.append(cue)
     return [c for c in out if not (c[2][1] == "TERMINATE" and c[0] in drop)]
 

@@ -42,7 +42,7 @@ _FOLDED = {
     **dict.fromkeys("æ", "ae"),
     **dict.fromkeys("Æ", "Ae"),
     **dict.fromkeys("ß", "ss"),
-    **dict.fromkeys("‘’‚‛ʼ′´`", "'"),
+    **dict.fromkeys("‘’‚‛ʼ′´", "'"),
     # compatibility would spell it "No", a denial ("Case № 2: bilateral pneumonia.")
     **dict.fromkeys("№", "#"),
     **dict.fromkeys("“”„″", '"'),
@@ -154,8 +154,8 @@ def split_sentences(text: str, max_tokens: int = 200) -> list[Sentence]:
     A sentence ends after ".", "!" or "?" that is followed by white space, or by an
     upper-case letter ("apex.There"); not after an abbreviation ("vs.") or a single
     letter ("e.g."), and a list number ("1.") starts the next sentence rather than
-    being one; a "?" that opens a sentence or comes before a lower-case letter ("?
-    pneumonia", "opacity, ? pneumonia") questions what follows and ends nothing, nor does
+    being one; a "?" that opens a sentence, follows a comma or comes before a lower-case
+    letter ("? pneumonia", "opacity, ? Pneumonia") questions what follows and ends nothing, nor does
     one that a one-word answer follows (:data:`ANSWERS`: "Effusion? No.", "Effusion?
     Yes."). A sentence longer than ``max_tokens`` tokens is cut into pieces of at most
     that many tokens (same index), so that the work per sentence is bounded.
@@ -185,8 +185,8 @@ def split_sentences(text: str, max_tokens: int = 200) -> list[Sentence]:
     for i in range(n):
         if words[i] not in _END_PUNCT:
             continue
-        if words[i] == "?" and (i == first or (i + 1 < n and text[starts[i + 1]].islower())):
-            continue  # "? pneumonia.", "opacity, ? pneumonia": a question mark hedging what follows
+        if words[i] == "?" and (i == first or words[i - 1] == "," or (i + 1 < n and text[starts[i + 1]].islower())):
+            continue  # "? pneumonia.", "opacity, ? Pneumonia": a question mark hedging what follows
         if words[i] == "?" and i + 1 < n and words[i + 1] in ANSWERS and words[i + 2 : i + 3] in ([], ["."], [";"]):
             continue  # "Effusion? No.": the answer belongs to its question
         if i + 1 < n:

@@ -295,6 +295,12 @@ class ReportConfig:
     # with no punctuation between ("? right lower lobe pneumonia"; ours, cxrils.report.rules
     # ._question_marks; no IU report or pair CSV changes with it).
     question_mark_words: int = 4
+    # A line of a section that ends with no punctuation and no joining word, shorter than
+    # line_statement_max_chars characters, before a line opening with a capitalised word,
+    # is a statement of its own ("No pneumothorax\nLarge left pleural effusion": one finding
+    # per line, without full stops). Ours: MIMIC-CXR wraps its lines near 70-80 characters
+    # inside sentences, so a wrapped line is longer; 0 turns the rule off.
+    line_statement_max_chars: int = 50
     # A report section of at least language_min_words words (0 = no check) holding at
     # least language_min_foreign function words of other European languages, and more
     # of them than English ones, is excluded as not English (cxrils.report.language; ours:

@@ -1913,3 +1913,52 @@ def test_second_review_of_the_reader_fixes(rules, text, expected):
 def test_what_a_film_cannot_show_is_asked_for(rules):
     fs = rules.structure("Lung bases are not well evaluated for pneumothorax.")
     assert [(f.entity, f.presence, f.certainty) for f in fs] == [("pneumothorax", "negative", "tentative")]
+
+
+@pytest.mark.parametrize(
+    "report, expected",
+    [
+        # stop 60's trial: one finding per line without full stops carried the negation on
+        (
+            "FINDINGS:\nNo pneumothorax\nLarge left pleural effusion\nNo consolidation",
+            [("pneumothorax", "negative"), ("effusion", "positive"), ("consolidation", "negative")],
+        ),
+        ("FINDINGS:\nLungs: clear\nPleura: small left effusion", [("effusion", "positive")]),
+        # a line wrapped inside a sentence stays in it: after a joining word ...
+        (
+            "FINDINGS:\nModerate pulmonary edema with bilateral perihilar haziness and\nKerley B lines.",
+            [("edema", "positive"), ("opacity", "positive")],
+        ),
+        # ... or a line as long as MIMIC-CXR's wrapped lines
+        (
+            "FINDINGS:\nThere is no focal consolidation, pleural effusion, or pneumothorax to\n"
+            "suggest acute process. No pneumothorax or effusion is seen on the lateral view\nLarge hiatal hernia.",
+            [
+                ("consolidation", "negative"),
+                ("effusion", "negative"),
+                ("pneumothorax", "negative"),
+                ("pneumothorax", "negative"),
+                ("effusion", "negative"),
+            ],
+        ),
+    ],
+)
+def test_a_short_line_without_a_full_stop_ends_its_statement(report, expected):
+    from cxrils.report import structure_report
+
+    fs = structure_report("s", report).findings
+    assert [
+        (f.lesion_type or f.entity, f.presence) for f in fs if f.lesion_type or f.entity == "pneumothorax"
+    ] == expected
+
+
+def test_the_line_rule_can_be_turned_off_and_keeps_the_break_in_the_section_text():
+    from cxrils.config import load_config
+    from cxrils.report import select_section, structure_reports
+
+    report = "FINDINGS:\nNo pneumothorax\nLarge left pleural effusion"
+    assert select_section(report).text == "No pneumothorax\nLarge left pleural effusion"
+    assert select_section(report, 0).text == "No pneumothorax Large left pleural effusion"
+    cfg = load_config(None, ["report.line_statement_max_chars=0"])
+    (off,) = structure_reports([("s", report)], cfg)
+    assert [f.presence for f in off.findings if f.lesion_type == "effusion"] == ["negative"]  # as before the rule

@@ -202,7 +202,8 @@ def structure_reports(
     batch: list[tuple[str, SectionChoice]] = []
 
     def choose(item: str | SectionChoice) -> SectionChoice:
-        return english_only(item if isinstance(item, SectionChoice) else select_section(item), rc)
+        chosen = item if isinstance(item, SectionChoice) else select_section(item, rc.line_statement_max_chars)
+        return english_only(chosen, rc)
 
     def flush() -> Iterator[StructuredReport]:
         todo = [c.text for _, c in batch if not c.excluded]

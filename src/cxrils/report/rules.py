@@ -70,7 +70,17 @@ from cxrils.report.lexicon import (
     lesion_terms,
 )
 from cxrils.report.locations import UPPER_CASE_LOBE_RE, LexiconLocationMapper, write_out_lobes
-from cxrils.report.tokens import DEID_TOKEN, FOLDED_RE, Matcher, Sentence, TokenPattern, fold_text, split_sentences
+from cxrils.report.tokens import (
+    BARE_LINE_END,
+    DEID_TOKEN,
+    FOLDED_RE,
+    Matcher,
+    Sentence,
+    TokenPattern,
+    ends_statement,
+    fold_text,
+    split_sentences,
+)
 from cxrils.types import Finding
 from cxrils.vocab import INFERENCE_LESION_TYPES, LUNG_REGION_LABELS
 
@@ -483,7 +493,7 @@ class RulesStructurer:
         """
         if not text or not text.strip():
             return []
-        doc = _prepare(text)
+        doc = _prepare(text, self._rc.line_statement_max_chars)
         return self._findings(doc, split_sentences(doc.text, self.max_sentence_tokens))
 
     def structure_many(self, texts: Iterable[str]) -> list[list[Finding]]:
@@ -2115,10 +2125,13 @@ _SIDE_WORD = {"r": "right", "l": "left", "right": "right", "left": "left"}
 _COMPARISON = {">": "greater than", "<": "less than"}
 
 
-def _prepare(text: str) -> _Prepared:
+def _prepare(text: str, line_statement_max_chars: int = 0) -> _Prepared:
     """Characters folded to ASCII where they have an ASCII spelling
     (:func:`cxrils.report.tokens.fold_text`: "Cardiomégaly", "œdema", full-width "Ｎｏ",
-    "can’t", and "canâ€™t", UTF-8 read as cp1252), whitespace collapsed, "effusion.. Left" split as a sentence end, the upper-case
+    "can’t", and "canâ€™t", UTF-8 read as cp1252), a short line without a full stop before
+    a capitalised line ended as a statement (:func:`cxrils.report.tokens.ends_statement`: "No
+    pneumothorax\nLarge left pleural effusion"; ``line_statement_max_chars``, 0 = never),
+    whitespace collapsed, "effusion.. Left" split as a sentence end, the upper-case
     lobe abbreviations written out (:func:`cxrils.report.locations.write_out_lobes`: "RLL"
     is no English word, so "consolidation in the RLL" is located as "right lower lobe" is),
     abbreviated sides written out ("B/L" -> "bilateral", "rt" -> "right"), two sides
@@ -2127,6 +2140,8 @@ def _prepare(text: str) -> _Prepared:
     A finding's ``sentence`` quotes the report's own words (:meth:`_Prepared.quote`)."""
     doc = _Prepared(text, text, tuple(range(len(text))), tuple(range(1, len(text) + 1)))
     doc = doc.sub(FOLDED_RE, fold_text)
+    if line_statement_max_chars > 0:
+        doc = doc.sub(BARE_LINE_END, lambda m: ".\n" if ends_statement(m, line_statement_max_chars) else m.group(0))
     folded = len(doc.text)  # a fold may lengthen the text ("œ" -> "oe")
     doc = doc.sub(_SPACES, lambda m: "" if m.start() == 0 or m.end() == folded else " ")
     doc = doc.sub(UPPER_CASE_LOBE_RE, lambda m: write_out_lobes(m.group(0), any_case=False))

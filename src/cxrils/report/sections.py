@@ -21,6 +21,12 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
+from cxrils.config import ReportConfig
+from cxrils.report.tokens import BARE_LINE_END, ends_statement
+
+#: The default of :func:`select_section` (``ReportConfig.line_statement_max_chars``).
+_LINE_STATEMENT_MAX_CHARS = ReportConfig.line_statement_max_chars
+
 #: Canonical section names and the spellings (lower case) that map to them.
 #: Misspellings are those the official MIMIC-CXR parser lists as frequent.
 SECTION_ALIASES: dict[str, tuple[str, ...]] = {
@@ -239,9 +245,20 @@ class Sections:
         return [n for n, _ in self.sections]
 
 
-def _clean(text: str) -> str:
-    """Collapse whitespace inside a section (line breaks of the fixed-width layout)."""
-    return " ".join(text.split())
+def _clean(text: str, line_statement_max_chars: int = 0) -> str:
+    """Collapse whitespace inside a section (line breaks of the fixed-width layout), but
+    keep a line break that ends a statement written without a full stop
+    (:func:`cxrils.report.tokens.ends_statement` with ``line_statement_max_chars``; 0 keeps
+    none), which the rules structurer reads as a sentence end."""
+    parts: list[str] = []
+    pos = 0
+    if line_statement_max_chars > 0:
+        for m in BARE_LINE_END.finditer(text):
+            if ends_statement(m, line_statement_max_chars):
+                parts.append(text[pos : m.start()])
+                pos = m.end()
+    parts.append(text[pos:])
+    return "\n".join(p for p in (" ".join(part.split()) for part in parts) if p)
 
 
 def _usable(body: str) -> str:
@@ -341,7 +358,7 @@ class SectionChoice:
     addendum: str = ""
 
 
-def select_section(text: str) -> SectionChoice:
+def select_section(text: str, line_statement_max_chars: int = _LINE_STATEMENT_MAX_CHARS) -> SectionChoice:
     """Pick the text to structure from a raw report with the paper's fallback.
 
     Findings, else impression, else the last paragraph, else excluded (paper
@@ -354,6 +371,9 @@ def select_section(text: str) -> SectionChoice:
     ----------
     text : str
         The raw report.
+    line_statement_max_chars : int
+        ``ReportConfig.line_statement_max_chars``: the chosen text keeps a line break
+        that ends a statement written without a full stop (:func:`_clean`).
 
     Returns
     -------
@@ -371,7 +391,7 @@ def select_section(text: str) -> SectionChoice:
         flags.append("addendum")
     pointers = []  # sections that only point elsewhere ("See impression."), for the reason
     for name in ("findings", "impression"):
-        cleaned = _clean(secs.get(name))
+        cleaned = _clean(secs.get(name), line_statement_max_chars)
         body = _usable(cleaned)
         if body:
             return SectionChoice(name, body, flags=flags, wet_read=wet, addendum=add)
@@ -382,7 +402,7 @@ def select_section(text: str) -> SectionChoice:
     for n, t in secs.sections:
         if n == "wet_read" and t.strip():
             kept = kept.replace(t, "\n\n")
-    body = _usable(_clean(last_paragraph(kept)))
+    body = _usable(_clean(last_paragraph(kept), line_statement_max_chars))
     if body:
         return SectionChoice("last_paragraph", body, flags=flags, wet_read=wet, addendum=add)
     return SectionChoice(
@@ -406,8 +426,8 @@ def select_iu_section(findings: str | None, impression: str | None) -> SectionCh
     Findings, else impression, else excluded: the IU XML has no free text outside
     its named sections, so there is no last paragraph to fall back on.
     """
-    f = _usable(_clean(findings or "")) if isinstance(findings, str) else ""
-    i = _usable(_clean(impression or "")) if isinstance(impression, str) else ""
+    f = _usable(_clean(findings or "", _LINE_STATEMENT_MAX_CHARS)) if isinstance(findings, str) else ""
+    i = _usable(_clean(impression or "", _LINE_STATEMENT_MAX_CHARS)) if isinstance(impression, str) else ""
     if f:
         return SectionChoice("findings", f)
     if i:

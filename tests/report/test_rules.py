@@ -1944,6 +1944,53 @@ def test_what_a_film_cannot_show_is_asked_for(rules):
     ],
 )
 def test_a_short_line_without_a_full_stop_ends_its_statement(report, expected):
+    _check_lines(report, expected)
+
+
+@pytest.mark.parametrize(
+    "report, expected",
+    [
+        # third review: a full-stop line before the bare lines, or sentences before on one line
+        (
+            "FINDINGS:\nThe cardiomediastinal silhouette is normal.\nNo pneumothorax\nLarge left pleural effusion",
+            [("pneumothorax", "negative"), ("effusion", "positive")],
+        ),
+        (
+            "FINDINGS:\nLungs are clear. Heart size is normal. No pneumothorax\nSmall left pleural effusion",
+            [("pneumothorax", "negative"), ("effusion", "positive")],
+        ),
+        # a blank line, CRLF and bullets between the statements
+        (
+            "FINDINGS:\nNo pneumothorax\n\nLarge left pleural effusion",
+            [("pneumothorax", "negative"), ("effusion", "positive")],
+        ),
+        (
+            "FINDINGS:\r\nNo pneumothorax\r\nLarge left pleural effusion",
+            [("pneumothorax", "negative"), ("effusion", "positive")],
+        ),
+        (
+            "FINDINGS:\n- No pneumothorax\n- Large left pleural effusion",
+            [("pneumothorax", "negative"), ("effusion", "positive")],
+        ),
+        # a template's list under one cue stays one denial
+        (
+            "FINDINGS:\nNegative for:\nPneumothorax\nPleural effusion\nConsolidation",
+            [("pneumothorax", "negative"), ("effusion", "negative"), ("consolidation", "negative")],
+        ),
+        (
+            "FINDINGS:\nThere is no evidence of\nPneumothorax\nPleural effusion",
+            [("pneumothorax", "negative"), ("effusion", "negative")],
+        ),
+        # a sentence going on over a capitalised word after a joining word
+        ("FINDINGS:\nNo definite\nKerley B lines or pulmonary edema.", [("edema", "negative")]),
+        ("FINDINGS:\nNo radiographic findings to suggest\nPneumocystis pneumonia.", [("pneumonia", "negative")]),
+    ],
+)
+def test_line_statements_third_review(report, expected):
+    _check_lines(report, expected)
+
+
+def _check_lines(report, expected):
     from cxrils.report import structure_report
 
     fs = structure_report("s", report).findings

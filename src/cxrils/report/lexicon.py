@@ -1555,3 +1555,80 @@ COMPARED_SIDES_RE = re.compile(
     r"(?i)^(?:right|left)(?: [a-z]+)? (?:(?:slightly|much|somewhat) )?(?:greater|more|worse|larger)(?: so)? than "
     r"(?:right|left)$"
 )
+
+
+#: A line break (or several, blank lines and CRLF included) after a letter, digit, ")" or
+#: "%" before a capitalised word, a bullet allowed before it: where a line may end a
+#: statement written without a full stop (:func:`ends_statement`).
+BARE_LINE_END = re.compile(r"(?<=[A-Za-z0-9)%])(?:[ \t]*\r?\n)+(?=[ \t]*(?:[-*\u2022][ \t]+)?[A-Z][a-z])")
+#: Words that leave a line's statement open (ours): "... perihilar haziness and\nKerley B
+#: lines", "small left\nPleural effusion", "to suggest\nPneumocystis pneumonia".
+_JOINING_WORDS = frozenset(
+    """
+    and or nor of the a an with without to in at on for by from than is are was were be been
+    being has have had no not but which that as versus vs left right both bilateral mild
+    mildly moderate moderately severe small large new likely possible possibly probable
+    probably minimal trace slight slightly any some there its their this these those
+    upper lower mid middle definite definitely obvious overt focal acute significant
+    suggest suggests suggesting suggestive exclude excludes excluding represent represents
+    representing reflect reflects reflecting include includes including indicate indicates
+    concerning compatible consistent evidence favor favors favoring may might could would
+    should can cannot will into onto over under within along across between behind below
+    above near such especially particularly like per via
+    """.split()
+)
+# A sentence end inside a statement's text: where the statement before a break starts.
+_SENTENCE_END = re.compile(r"[.!?;:](?=\s)")
+
+
+@lru_cache(maxsize=1)
+def _carrying_cue_words() -> frozenset[str]:
+    """The first words of the cues whose scope reaches forward (negation, hedge, question,
+    alternative): a statement holding none of them carries nothing over a line break."""
+    return frozenset(
+        lit.split()[0]
+        for lit, cat, direction, _ in CONTEXT_RULES
+        if direction in ("FORWARD", "BIDIRECTIONAL") and cat not in ("TERMINATE", "PSEUDO")
+    )
+
+
+def statement_breaks(text: str, max_chars: int) -> list[tuple[int, int]]:
+    """The ``(start, end)`` spans of the :data:`BARE_LINE_END` line breaks of ``text`` that
+    end a statement written without a full stop, one finding per line ("No
+    pneumothorax\nLarge left pleural effusion": without the break the negation reaches
+    the effusion); ``[]`` when ``max_chars`` is 0.
+
+    The statement before a break runs from the last sentence end (". ", ": ", "; ") or the
+    last such break before it, and must lie on the break's line (a statement wrapped over
+    lines, or a list under a cue, "There is no evidence of\nPneumothorax\nPleural
+    effusion", is kept whole; so the text before and after
+    :func:`cxrils.report.sections.select_section` collapsed the other breaks gives the same
+    breaks). It must be shorter than ``max_chars`` characters
+    (``ReportConfig.line_statement_max_chars``: MIMIC-CXR wraps its sentences over lines
+    of 70-80 characters), must not end with a joining word (:data:`_JOINING_WORDS`: "to
+    suggest\nPneumocystis pneumonia" is one sentence), and must hold a cue whose scope
+    reaches forward ("no", "possible", "or" ...: a statement without one carries nothing
+    over, so a template's list "Negative for:\nPneumothorax\nPleural effusion" stays one
+    denial).
+    """
+    out: list[tuple[int, int]] = []
+    if max_chars <= 0:
+        return out
+    last = 0
+    for m in BARE_LINE_END.finditer(text):
+        before = text[last : m.start()]
+        ends = [e.end() for e in _SENTENCE_END.finditer(before)]
+        raw = before[ends[-1] if ends else 0 :].strip()
+        if "\n" in raw:  # wrapped over lines, or a list under a cue ("no evidence of\nX\nY")
+            continue
+        statement = " ".join(raw.split())
+        words = re.findall(r"[a-z?/]+", statement.lower())
+        if (
+            words
+            and len(statement) < max_chars
+            and words[-1] not in _JOINING_WORDS
+            and not _carrying_cue_words().isdisjoint(words)
+        ):
+            out.append((m.start(), m.end()))
+            last = m.end()
+    return out

@@ -36,6 +36,7 @@ from cxrils.config import Config
 from cxrils.report.context import target_modifiers
 from cxrils.report.lexicon import (
     AND_CHANGE,
+    BARE_LINE_END,
     BOTH_SIDES_WORDS,
     CARDIOMEGALY_PATTERNS,
     CHANGE_WORDS,
@@ -68,16 +69,15 @@ from cxrils.report.lexicon import (
     UNLIKELY_TO,
     find_locations,
     lesion_terms,
+    statement_breaks,
 )
 from cxrils.report.locations import UPPER_CASE_LOBE_RE, LexiconLocationMapper, write_out_lobes
 from cxrils.report.tokens import (
-    BARE_LINE_END,
     DEID_TOKEN,
     FOLDED_RE,
     Matcher,
     Sentence,
     TokenPattern,
-    ends_statement,
     fold_text,
     split_sentences,
 )
@@ -2129,7 +2129,7 @@ def _prepare(text: str, line_statement_max_chars: int = 0) -> _Prepared:
     """Characters folded to ASCII where they have an ASCII spelling
     (:func:`cxrils.report.tokens.fold_text`: "Cardiomégaly", "œdema", full-width "Ｎｏ",
     "can’t", and "canâ€™t", UTF-8 read as cp1252), a short line without a full stop before
-    a capitalised line ended as a statement (:func:`cxrils.report.tokens.ends_statement`: "No
+    a capitalised line ended as a statement (:func:`cxrils.report.lexicon.statement_breaks`: "No
     pneumothorax\nLarge left pleural effusion"; ``line_statement_max_chars``, 0 = never),
     whitespace collapsed, "effusion.. Left" split as a sentence end, the upper-case
     lobe abbreviations written out (:func:`cxrils.report.locations.write_out_lobes`: "RLL"
@@ -2140,8 +2140,9 @@ def _prepare(text: str, line_statement_max_chars: int = 0) -> _Prepared:
     A finding's ``sentence`` quotes the report's own words (:meth:`_Prepared.quote`)."""
     doc = _Prepared(text, text, tuple(range(len(text))), tuple(range(1, len(text) + 1)))
     doc = doc.sub(FOLDED_RE, fold_text)
-    if line_statement_max_chars > 0:
-        doc = doc.sub(BARE_LINE_END, lambda m: ".\n" if ends_statement(m, line_statement_max_chars) else m.group(0))
+    kept = {a for a, _ in statement_breaks(doc.text, line_statement_max_chars)}
+    if kept:
+        doc = doc.sub(BARE_LINE_END, lambda m: ".\n" if m.start() in kept else m.group(0))
     folded = len(doc.text)  # a fold may lengthen the text ("œ" -> "oe")
     doc = doc.sub(_SPACES, lambda m: "" if m.start() == 0 or m.end() == folded else " ")
     doc = doc.sub(UPPER_CASE_LOBE_RE, lambda m: write_out_lobes(m.group(0), any_case=False))

@@ -22,7 +22,7 @@ import re
 from dataclasses import dataclass, field
 
 from cxrils.config import ReportConfig
-from cxrils.report.tokens import BARE_LINE_END, ends_statement
+from cxrils.report.lexicon import statement_breaks
 
 #: The default of :func:`select_section` (``ReportConfig.line_statement_max_chars``).
 _LINE_STATEMENT_MAX_CHARS = ReportConfig.line_statement_max_chars
@@ -247,16 +247,14 @@ class Sections:
 
 def _clean(text: str, line_statement_max_chars: int = 0) -> str:
     """Collapse whitespace inside a section (line breaks of the fixed-width layout), but
-    keep a line break that ends a statement written without a full stop
-    (:func:`cxrils.report.tokens.ends_statement` with ``line_statement_max_chars``; 0 keeps
-    none), which the rules structurer reads as a sentence end."""
+    keep as one line break each break that ends a statement written without a full stop
+    (:func:`cxrils.report.lexicon.statement_breaks` with ``line_statement_max_chars``; 0
+    keeps none), which the rules structurer reads as a sentence end."""
     parts: list[str] = []
     pos = 0
-    if line_statement_max_chars > 0:
-        for m in BARE_LINE_END.finditer(text):
-            if ends_statement(m, line_statement_max_chars):
-                parts.append(text[pos : m.start()])
-                pos = m.end()
+    for a, b in statement_breaks(text, line_statement_max_chars):
+        parts.append(text[pos:a])
+        pos = b
     parts.append(text[pos:])
     return "\n".join(p for p in (" ".join(part.split()) for part in parts) if p)
 

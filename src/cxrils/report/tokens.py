@@ -102,35 +102,6 @@ def fold_char(char: str) -> str:
     return folded if folded and folded.isascii() else char
 
 
-#: A line break after a letter, digit, ")" or "%" before a capitalised word: where a line
-#: may end a statement written without a full stop (:func:`ends_statement`).
-BARE_LINE_END = re.compile(r"(?<=[A-Za-z0-9)%])[ \t]*\n(?=[ \t]*[A-Z][a-z])")
-#: Words that leave a line's statement open (ours): "... perihilar haziness and\nKerley B
-#: lines", "small left\nPleural effusion".
-_JOINING_WORDS = frozenset(
-    """
-    and or nor of the a an with without to in at on for by from than is are was were be been
-    being has have had no not but which that as versus vs left right both bilateral mild
-    mildly moderate moderately severe small large new likely possible possibly probable
-    probably minimal trace slight slightly any some there its their this these those
-    upper lower mid middle
-    """.split()
-)
-
-
-def ends_statement(match: re.Match[str], max_chars: int) -> bool:
-    """Whether the line break of a :data:`BARE_LINE_END` match ends a statement written
-    without a full stop ("No pneumothorax\nLarge left pleural effusion", one finding per
-    line): the line before it is shorter than ``max_chars`` characters
-    (``ReportConfig.line_statement_max_chars``; MIMIC-CXR wraps inside sentences near 70-80
-    characters, so a wrapped line is longer) and does not end with a joining word
-    (:data:`_JOINING_WORDS`). ``match.string`` is the text searched."""
-    text = match.string
-    line = text[text.rfind("\n", 0, match.start()) + 1 : match.start()].strip()
-    last = line.rsplit(None, 1)[-1].lower() if line else ""
-    return bool(line) and len(line) < max_chars and last not in _JOINING_WORDS
-
-
 def tokenize(text: str) -> list[str]:
     """Lower-case tokens of ``text`` (see the module docstring)."""
     return _TOKEN.findall(text.lower())
@@ -216,7 +187,12 @@ def split_sentences(text: str, max_tokens: int = 200) -> list[Sentence]:
             continue
         if words[i] == "?" and (i == first or words[i - 1] == "," or (i + 1 < n and text[starts[i + 1]].islower())):
             continue  # "? pneumonia.", "opacity, ? Pneumonia": a question mark hedging what follows
-        if words[i] == "?" and i + 1 < n and words[i + 1] in ANSWERS and words[i + 2 : i + 3] in ([], ["."], [";"]):
+        if (
+            words[i] == "?"
+            and i + 1 < n
+            and words[i + 1] in ANSWERS
+            and words[i + 2 : i + 3] in ([], ["."], [";"], [","])
+        ):
             continue  # "Effusion? No.": the answer belongs to its question
         if i + 1 < n:
             gap = ends[i] < starts[i + 1]

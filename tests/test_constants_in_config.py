@@ -97,6 +97,8 @@ ALLOWED_NUMERIC_CONSTANTS: dict[str, str] = {
     "dataset/augment.py:HIST_EQ_PROB": _TRAINING + " (Appendix F: training-time augmentation)",
     "models/light/text.py:_SHOWN_CHARS": _DISPLAY + " (characters of an instruction quoted in an error)",
     "cli/stats.py:LOG_WIDTH": _DISPLAY,
+    "dataset/mimic_ils/importer.py:_MASKS_PROBED": "an input check before the import: how many mask paths are "
+    "looked for to tell a wrong --masks folder (it changes no record)",
     "progress.py:LOG_REDRAW_INTERVAL_S": _DISPLAY + " (progress-bar redraws in a log file)",
     "dataset/html_report.py:THUMB_SIDE": _DISPLAY,
     "dataset/html_report.py:THUMB_QUALITY": _DISPLAY,

@@ -749,3 +749,28 @@ def test_release_paths_that_leave_their_folder(rel, leaves):
     from cxrils.dataset.mimic_ils.importer import _leaves_folder
 
     assert _leaves_folder(rel) is leaves
+
+
+def test_a_masks_folder_holding_none_of_the_masks_is_refused_before_anything_is_written(release, tmp_path):
+    # new-user trial (stop 61): --masks one level too high imported every positive as
+    # missing_mask, a dataset of negatives, and a rerun with the right folder skipped them as done
+    from cxrils.dataset.writer import DatasetError
+
+    out = tmp_path / "wrong"
+    with pytest.raises(DatasetError) as err:
+        import_mimic_ils(release.json, release.images, release.masks.parent, out, progress=False)
+    assert f"the masks are under {release.masks}" in str(err.value)
+    assert not (out / "manifest.json").exists()
+    with pytest.raises(DatasetError, match="give the lesion_mask/ folder"):
+        import_mimic_ils(release.json, release.images, tmp_path, tmp_path / "wrong2", progress=False)
+
+
+def test_a_mask_saved_as_0_1_is_named_as_such(release, tmp_path):
+    # new-user trial: a 0/1 PNG was "no foreground pixel"; the release's masks are 0/255
+    rel = next(p for p in release.masks_by_path if (release.masks / p).is_file())
+    arr = np.asarray(Image.open(release.masks / rel).convert("L"))
+    Image.fromarray((arr > 0).astype(np.uint8), mode="L").save(release.masks / rel)
+    ds = tmp_path / "ds01"
+    import_mimic_ils(release.json, release.images, release.masks, ds, cfg=MimicIlsConfig(max_side=0), progress=False)
+    empty = [p for p in _problems(ds) if p["kind"] == "empty_positive_mask"]
+    assert empty and all("its largest value is 1" in p["detail"] and "0/1" in p["detail"] for p in empty)

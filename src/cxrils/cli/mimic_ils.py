@@ -61,8 +61,9 @@ def import_mimic_ils_cmd(
         )
     if kinds.get("missing_mask"):
         typer.echo(
-            f"{kinds['missing_mask']} masks not found under {masks}: the release's lesion_mask/ folder of "
-            "MIMIC-CXR-Ext-ILS 1.0.0 (PhysioNet) is incomplete"
+            f"{kinds['missing_mask']} masks not found (each problem names the path its run looked under): the "
+            "release's lesion_mask/ folder given as --masks lacks them. Their pairs are not imported, and a sample "
+            "imported without them counts as done: to add them once the masks are there, import into a new folder"
         )
     if report["samples_in_json"] == 0:
         fail(

@@ -155,6 +155,7 @@ def process_sample(job: _Job) -> _Result:
     x = _resize_image(x0, shape)
     patient_id, study_id = ids_from_image_path(image_path)
     masks: dict[str, np.ndarray] = {}
+    empty_why: dict[str, str] = {}  # an empty mask's reason, by its path
     records: list[dict[str, Any]] = []
     empty = np.zeros(shape, bool)
     for polarity, k, qa in pairs:
@@ -194,9 +195,13 @@ def process_sample(job: _Job) -> _Result:
                         )
                     )
                 masks[mask_rel] = mask
+                if not mask.any():
+                    empty_why[mask_rel] = _empty_mask_why(mpath, job.foreground)
             mask = masks[mask_rel]
             if not mask.any():
-                problems.append(_problem(job, "empty_positive_mask", f"{mask_rel}: no foreground pixel (kept)", where))
+                problems.append(
+                    _problem(job, "empty_positive_mask", f"{mask_rel}: {empty_why[mask_rel]} (kept)", where)
+                )
         else:
             mask = empty
             if isinstance(mask_rel, str) and mask_rel:
@@ -272,6 +277,47 @@ def _check_inputs(json_path: Path, images_dir: Path, masks_dir: Path) -> None:
         raise DatasetError(f"{masks_dir}: not a folder; give the {MASK_DIR_NAME}/ folder of MIMIC-CXR-Ext-ILS 1.0.0")
 
 
+#: How many of the JSON's first mask paths :func:`_check_masks_folder` looks for.
+_MASKS_PROBED = 20
+
+
+def _check_masks_folder(json_path: Path, masks_dir: Path) -> None:
+    """Refuse a ``--masks`` under which none of the first :data:`_MASKS_PROBED` mask paths
+    of the JSON is found (before anything is written): a wrong folder would otherwise
+    import every positive pair as ``missing_mask`` and leave a dataset of negatives, whose
+    samples a rerun with the right folder skips as done. Names ``masks_dir/lesion_mask``
+    when the masks are there (the release's folder above it given). A JSON that cannot be
+    read is left to the import, which names the problem."""
+    probed: list[str] = []
+    try:
+        with open(json_path, "rb") as fh:
+            for _, _, item in iter_samples(fh, str(json_path)):
+                both = item.get(PAIRS_KEY) if isinstance(item, dict) else None
+                pairs = both.get(POSITIVE_KEY) if isinstance(both, dict) else None
+                for qa in pairs if isinstance(pairs, list) else []:
+                    rel = qa.get(MASK_KEY) if isinstance(qa, dict) else None
+                    if isinstance(rel, str) and rel and not _leaves_folder(rel):
+                        if (masks_dir / rel).is_file():
+                            return
+                        probed.append(rel)
+                if len(probed) >= _MASKS_PROBED:
+                    break
+    except (DatasetError, OSError):
+        return
+    if not probed:
+        return
+    inner = masks_dir / MASK_DIR_NAME
+    hint = (
+        f"the masks are under {inner}: give that folder as --masks"
+        if (inner / probed[0]).is_file()
+        else f"give the {MASK_DIR_NAME}/ folder of MIMIC-CXR-Ext-ILS 1.0.0 (its {MASK_KEY} are relative to it)"
+    )
+    raise DatasetError(
+        f"{masks_dir}: none of the first {len(probed)} masks {json_path.name} names is there "
+        f"(e.g. {probed[0]!r}); {hint}"
+    )
+
+
 class _Progress:
     """Bytes of the JSON read so far, for a tqdm bar (the number of samples is unknown
     until the end of a streamed file)."""
@@ -345,6 +391,7 @@ def import_mimic_ils(
         )
     json_path, images_dir, masks_dir, out = Path(json_path), Path(images_dir), Path(masks_dir), Path(out_dir)
     _check_inputs(json_path, images_dir, masks_dir)
+    _check_masks_folder(json_path, masks_dir)
     provenance = {
         "source": SOURCE,
         "json": json_path.name,
@@ -446,6 +493,25 @@ def import_mimic_ils(
         writer.close()  # release the folder's lock
     report = _write_report(out, run_problems, stats, manifest)
     return report
+
+
+def _empty_mask_why(path: Path, foreground: int) -> str:
+    """Why a positive pair's mask PNG read as empty: no pixel at all, or none of the
+    foreground level (a 0/1 mask, a common way to save one, reads as empty: the release's
+    masks are 0/255, as the authors' loader reads them, ``mask == 255``)."""
+    from PIL import Image
+
+    try:
+        with Image.open(path) as im:
+            peak = int(np.asarray(im.convert("L")).max(initial=0))
+    except (OSError, ValueError):
+        peak = 0
+    if peak == 0:
+        return "no foreground pixel"
+    return (
+        f"no pixel of value {foreground}, its largest value is {peak}: the release's masks are 0/{foreground} "
+        f"(a mask saved as 0/1 reads as empty)"
+    )
 
 
 def _image_key(image_path: str) -> str:

@@ -105,20 +105,30 @@ def read_model_config(path: str | Path) -> dict:
     Raises
     ------
     ModelLoadError
-        If the folder or its config is missing or is not a JSON object with ``model_type``.
+        If the folder or its config is missing or is not a JSON object with ``model_type``
+        or a released architecture (:data:`ARCHITECTURE_TYPES`).
     """
     run = Path(path)
     cfg_path = run / CONFIG_NAME
     if not run.is_dir():
-        raise ModelLoadError(f"{run}: model folder not found")
+        raise ModelLoadError(
+            f"{run}: model folder not found (a trained run of `cxrils train -o`, or a released checkpoint you "
+            "downloaded: checkone/ROSALIA-7B-v1 or xinlai/LISA-7B-v1 from the Hugging Face hub, docs/rosalia.md; "
+            "nothing is downloaded at run time)"
+        )
     if not cfg_path.is_file():
         raise ModelLoadError(f"{cfg_path}: missing; is {run} a trained model folder (cxrils train -o ...)?")
     try:
         cfg = json.loads(cfg_path.read_text(encoding="utf-8"))
     except (OSError, json.JSONDecodeError) as err:
         raise ModelLoadError(f"{cfg_path}: not readable JSON: {err}") from err
-    if not isinstance(cfg, dict) or "model_type" not in cfg:
-        raise ModelLoadError(f"{cfg_path}: needs a 'model_type' key (one of {MODEL_TYPES.names()})")
+    if not isinstance(cfg, dict):
+        raise ModelLoadError(f"{cfg_path}: not a JSON object")
+    if "model_type" not in cfg and not any(a in ARCHITECTURE_TYPES for a in cfg.get("architectures") or []):
+        raise ModelLoadError(
+            f"{cfg_path}: needs a 'model_type' key (one of {MODEL_TYPES.names()}) or a released "
+            f"architecture ({sorted(ARCHITECTURE_TYPES)})"
+        )
     return cfg
 
 

@@ -371,8 +371,8 @@ def find_clip_folder(clip_path: str, lisa: Mapping[str, Any], checkpoint: str | 
             return Path(c)
     raise LisaCheckpointError(
         f"CLIP vision tower not found: LISA checkpoints omit it ({tower} is loaded separately). Download {tower} "
-        f"from the Hugging Face hub into {ckpt.parent / Path(tower).name}, or point --set clip_path=DIR / "
-        f"${CLIP_ENV} at it (looked in: {', '.join(candidates)})"
+        f"from the Hugging Face hub into {ckpt.parent / Path(tower).name}, or point ${CLIP_ENV} at it "
+        f"(cxrils train also takes --set clip_path=DIR) (looked in: {', '.join(candidates)})"
     )
 
 

@@ -774,3 +774,22 @@ def test_a_mask_saved_as_0_1_is_named_as_such(release, tmp_path):
     import_mimic_ils(release.json, release.images, release.masks, ds, cfg=MimicIlsConfig(max_side=0), progress=False)
     empty = [p for p in _problems(ds) if p["kind"] == "empty_positive_mask"]
     assert empty and all("its largest value is 1" in p["detail"] and "0/1" in p["detail"] for p in empty)
+
+
+def test_the_masks_check_counts_distinct_files_not_pairs(tmp_path):
+    # review: 20 pairs sharing the first (missing) mask refused a release whose other masks were there
+    from cxrils.dataset.mimic_ils.importer import _check_masks_folder
+
+    masks = tmp_path / "lesion_mask"
+    masks.mkdir()
+    data = {"train": {}}
+    for i in range(5):
+        rel = f"p1/s{i}/m.png"
+        if i > 0:
+            (masks / rel).parent.mkdir(parents=True)
+            Image.fromarray(np.zeros((4, 4), np.uint8)).save(masks / rel)
+        pairs = [{"instruction": "x", "answer": "[SEG]", "target": "effusion", "seg_mask_path": rel}] * 20
+        data["train"][f"k{i}"] = {"image_path": f"p1/x{i}.jpg", "instruction_answer_pairs": {"positive_pairs": pairs}}
+    js = tmp_path / "ils.json"
+    js.write_text(json.dumps(data))
+    _check_masks_folder(js, masks)  # the first mask is missing, the second is there: no refusal

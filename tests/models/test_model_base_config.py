@@ -25,3 +25,11 @@ def test_a_released_architecture_needs_no_model_type(tmp_path):
     (tmp_path / "config.json").write_text("[1]")
     with pytest.raises(ModelLoadError, match="not a JSON object"):
         read_model_config(tmp_path)
+
+
+@pytest.mark.parametrize("archs", [5, [{"x": 1}], "LISAForCausalLM"])
+def test_malformed_architectures_are_a_load_error_not_a_traceback(tmp_path, archs):
+    # review: {"architectures": 5} raised TypeError
+    (tmp_path / "config.json").write_text(json.dumps({"architectures": archs}))
+    with pytest.raises(ModelLoadError, match="needs a 'model_type' key"):
+        read_model_config(tmp_path)

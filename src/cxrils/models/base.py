@@ -124,7 +124,9 @@ def read_model_config(path: str | Path) -> dict:
         raise ModelLoadError(f"{cfg_path}: not readable JSON: {err}") from err
     if not isinstance(cfg, dict):
         raise ModelLoadError(f"{cfg_path}: not a JSON object")
-    if "model_type" not in cfg and not any(a in ARCHITECTURE_TYPES for a in cfg.get("architectures") or []):
+    archs = cfg.get("architectures")
+    released = isinstance(archs, list) and any(isinstance(a, str) and a in ARCHITECTURE_TYPES for a in archs)
+    if "model_type" not in cfg and not released:
         raise ModelLoadError(
             f"{cfg_path}: needs a 'model_type' key (one of {MODEL_TYPES.names()}) or a released "
             f"architecture ({sorted(ARCHITECTURE_TYPES)})"
@@ -135,8 +137,9 @@ def read_model_config(path: str | Path) -> dict:
 def model_type_of(config: dict) -> str:
     """The cxrils model type of a folder's ``config.json``: a released architecture
     (:data:`ARCHITECTURE_TYPES`) first, else its ``model_type``."""
-    for arch in config.get("architectures") or []:
-        if arch in ARCHITECTURE_TYPES:
+    archs = config.get("architectures")
+    for arch in archs if isinstance(archs, list) else []:
+        if isinstance(arch, str) and arch in ARCHITECTURE_TYPES:
             return ARCHITECTURE_TYPES[arch]
     return str(config["model_type"])
 

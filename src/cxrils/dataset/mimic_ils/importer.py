@@ -282,8 +282,8 @@ _MASKS_PROBED = 20
 
 
 def _check_masks_folder(json_path: Path, masks_dir: Path) -> None:
-    """Refuse a ``--masks`` under which none of the first :data:`_MASKS_PROBED` mask paths
-    of the JSON is found (before anything is written): a wrong folder would otherwise
+    """Refuse a ``--masks`` under which none of the first :data:`_MASKS_PROBED` distinct
+    mask files of the JSON is found (before anything is written): a wrong folder would otherwise
     import every positive pair as ``missing_mask`` and leave a dataset of negatives, whose
     samples a rerun with the right folder skips as done. Names ``masks_dir/lesion_mask``
     when the masks are there (the release's folder above it given). A JSON that cannot be
@@ -296,10 +296,10 @@ def _check_masks_folder(json_path: Path, masks_dir: Path) -> None:
                 pairs = both.get(POSITIVE_KEY) if isinstance(both, dict) else None
                 for qa in pairs if isinstance(pairs, list) else []:
                     rel = qa.get(MASK_KEY) if isinstance(qa, dict) else None
-                    if isinstance(rel, str) and rel and not _leaves_folder(rel):
+                    if isinstance(rel, str) and rel and not _leaves_folder(rel) and rel not in probed:
                         if (masks_dir / rel).is_file():
                             return
-                        probed.append(rel)
+                        probed.append(rel)  # distinct files: several pairs share one mask
                 if len(probed) >= _MASKS_PROBED:
                     break
     except (DatasetError, OSError):
@@ -313,7 +313,7 @@ def _check_masks_folder(json_path: Path, masks_dir: Path) -> None:
         else f"give the {MASK_DIR_NAME}/ folder of MIMIC-CXR-Ext-ILS 1.0.0 (its {MASK_KEY} are relative to it)"
     )
     raise DatasetError(
-        f"{masks_dir}: none of the first {len(probed)} masks {json_path.name} names is there "
+        f"{masks_dir}: none of the first {len(probed)} mask files {json_path.name} names is there "
         f"(e.g. {probed[0]!r}); {hint}"
     )
 
@@ -506,8 +506,8 @@ def _empty_mask_why(path: Path, foreground: int) -> str:
             peak = int(np.asarray(im.convert("L")).max(initial=0))
     except (OSError, ValueError):
         peak = 0
-    if peak == 0:
-        return "no foreground pixel"
+    if not 0 < peak < foreground:  # none at all, or lost in the resize to the stored size
+        return "no foreground pixel at the stored size"
     return (
         f"no pixel of value {foreground}, its largest value is {peak}: the release's masks are 0/{foreground} "
         f"(a mask saved as 0/1 reads as empty)"

@@ -78,6 +78,11 @@ LESION_SYNONYMS: Final[dict[str, tuple[str, ...]]] = {
         "densities",
         "haziness",
         "hazy",
+        # British: "patchy airspace shadowing in the right lower zone" (reader trial 2)
+        "shadowing",
+        "airspace shadowing",
+        "air-space shadowing",
+        "air space shadowing",
         "white-out",  # "complete white-out of the left hemithorax"
         "whiteout",
         "white out",

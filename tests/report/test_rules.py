@@ -2009,3 +2009,59 @@ def test_the_line_rule_can_be_turned_off_and_keeps_the_break_in_the_section_text
     cfg = load_config(None, ["report.line_statement_max_chars=0"])
     (off,) = structure_reports([("s", report)], cfg)
     assert [f.presence for f in off.findings if f.lesion_type == "effusion"] == ["negative"]  # as before the rule
+
+
+@pytest.mark.parametrize(
+    "report, expected",
+    [
+        # reader trial 2 (stop 61): a bullet list, one "No" cancelled the items after it
+        (
+            "Impression:\n- Bilateral lower lobe consolidation\n- No effusion\n- Cardiomegaly\n- Pulmonary oedema",
+            [
+                ("consolidation", "positive"),
+                ("effusion", "negative"),
+                ("cardiomegaly", "positive"),
+                ("edema", "positive"),
+            ],
+        ),
+        # the British noun of clearing
+        ("Interval clearance of the right basal consolidation.", [("consolidation", "negative")]),
+        ("Partial clearance of the left lower lobe consolidation.", [("consolidation", "positive")]),
+        # "shadowing" is the British opacity
+        (
+            "Patchy airspace shadowing right lower zone. No effusion.",
+            [("opacity", "positive"), ("effusion", "negative")],
+        ),
+        # a template's "Heart: Enlarged"
+        ("Heart: Enlarged.", [("cardiomegaly", "positive")]),
+        ("Cardiac silhouette: Mildly enlarged.", [("cardiomegaly", "positive")]),
+        ("Heart: not enlarged.", [("cardiomegaly", "negative")]),
+        # a label line ends the line before it; an unpunctuated last value reads as punctuated
+        (
+            "Lungs: Hazy opacity left lower zone\nHeart: Enlarged",
+            [("opacity", "positive"), ("cardiomegaly", "positive")],
+        ),
+        (
+            "Consolidation: Left upper lobe\nPneumothorax: None",
+            [("consolidation", "positive"), ("pneumothorax", "negative")],
+        ),
+    ],
+)
+def test_reader_trial_two(report, expected):
+    _check_lines(report, expected)
+
+
+def test_a_label_line_keeps_the_place_of_the_line_before():
+    from cxrils.report import structure_report
+
+    (f,) = [
+        f
+        for f in structure_report("s", "Lungs: Hazy opacity left lower zone\nHeart: Enlarged").findings
+        if f.lesion_type == "opacity"
+    ]
+    assert "heart" not in f.labels and f.labels  # was ['heart']
+
+
+def test_a_question_mark_glued_to_a_word_that_is_no_finding_questions_that_word(rules):
+    fs = rules.structure("Right upper zone shadowing ?TB ?malignancy.")
+    assert [(f.lesion_type, f.certainty) for f in fs] == [("opacity", "definitive")]

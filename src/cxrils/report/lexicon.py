@@ -191,6 +191,8 @@ _COPULA = {
             "demonstrates",
             "appearing",
             DEID_TOKEN,
+            # a template's "Heart: Enlarged", "Cardiac silhouette: mildly enlarged" (reader trial 2)
+            ":",
             # "the heart is not enlarged": matched whole, then negated (NEGATION_IN_PATTERN)
             "not",
             "no",
@@ -537,6 +539,10 @@ _RAW_CONTEXT_RULES: tuple[tuple[str, str, str, int | None], ...] = (
             "clearing of",
             "interval clearing of",
             "interval clearing",
+            # the British noun (reader trial 2: "interval clearance of the right basal
+            # consolidation" was read as present)
+            "clearance of",
+            "interval clearance of",
             "no history of",
             "doubt",
             "doubt there is",
@@ -560,6 +566,8 @@ _RAW_CONTEXT_RULES: tuple[tuple[str, str, str, int | None], ...] = (
             "interval resolution of",
             "clearing of",
             "interval clearing of",
+            "clearance of",
+            "interval clearance of",
         )
         for the in ("", "the ")
         for verb in ("seen", "noted", "present")
@@ -584,7 +592,7 @@ _RAW_CONTEXT_RULES: tuple[tuple[str, str, str, int | None], ...] = (
             "nearly complete",
             "almost complete",
         )
-        for cue in ("resolution of", "clearing of")
+        for cue in ("resolution of", "clearing of", "clearance of")
         for tail in ("", *(f" {the}previously {verb}" for the in ("", "the ") for verb in ("seen", "noted", "present")))
     ),
     # "Partially resolved right lower lobe pneumonia", "the effusion has nearly resolved":
@@ -1578,7 +1586,13 @@ _JOINING_WORDS = frozenset(
     """.split()
 )
 # A sentence end inside a statement's text: where the statement before a break starts.
-_SENTENCE_END = re.compile(r"[.!?;:](?=\s)")
+# (so does a bullet or dash between spaces, "- Consolidation\n- No effusion\n- Cardiomegaly",
+# at a line's start or, once the section's other breaks are collapsed, inside the line)
+_SENTENCE_END = re.compile(r"[.!?;:](?=\s)|(?<!\S)[-*\u2022](?=[ \t])")
+
+
+# A template's label opening the next line ("Heart: Enlarged", "Pleura: small effusion").
+_LABEL_LINE = re.compile(r"[ \t]*(?:[-*\u2022][ \t]+)?[A-Z][a-z]+(?:[ \t]+[a-z]+){0,2}[ \t]*:")
 
 
 @lru_cache(maxsize=1)
@@ -1598,8 +1612,8 @@ def statement_breaks(text: str, max_chars: int) -> list[tuple[int, int]]:
     pneumothorax\nLarge left pleural effusion": without the break the negation reaches
     the effusion); ``[]`` when ``max_chars`` is 0.
 
-    The statement before a break runs from the last sentence end (". ", ": ", "; ") or the
-    last such break before it, and must lie on the break's line (a statement wrapped over
+    The statement before a break runs from the last sentence end (". ", ": ", "; ", a
+    bullet or dash between spaces) or the last such break before it, and must lie on the break's line (a statement wrapped over
     lines, or a list under a cue, "There is no evidence of\nPneumothorax\nPleural
     effusion", is kept whole; so the text before and after
     :func:`cxrils.report.sections.select_section` collapsed the other breaks gives the same
@@ -1609,7 +1623,8 @@ def statement_breaks(text: str, max_chars: int) -> list[tuple[int, int]]:
     suggest\nPneumocystis pneumonia" is one sentence), and must hold a cue whose scope
     reaches forward ("no", "possible", "or" ...: a statement without one carries nothing
     over, so a template's list "Negative for:\nPneumothorax\nPleural effusion" stays one
-    denial).
+    denial). Before a template's label line ("Lungs: Hazy opacity left lower
+    zone\nHeart: Enlarged") the break ends the statement whatever its length or cues.
     """
     out: list[tuple[int, int]] = []
     if max_chars <= 0:
@@ -1623,11 +1638,10 @@ def statement_breaks(text: str, max_chars: int) -> list[tuple[int, int]]:
             continue
         statement = " ".join(raw.split())
         words = re.findall(r"[a-z?/]+", statement.lower())
-        if (
-            words
-            and len(statement) < max_chars
-            and words[-1] not in _JOINING_WORDS
-            and not _carrying_cue_words().isdisjoint(words)
+        if not words or words[-1] in _JOINING_WORDS:
+            continue
+        if _LABEL_LINE.match(text, m.end()) or (
+            len(statement) < max_chars and not _carrying_cue_words().isdisjoint(words)
         ):
             out.append((m.start(), m.end()))
             last = m.end()

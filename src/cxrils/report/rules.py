@@ -299,6 +299,8 @@ _HEDGED_APPOSITION = re.compile(
 # hedge is assumed for the removed word, as for any text without a cue).
 _DEID_LINK = re.compile(rf"^[\s,]*(?:{DEID_TOKEN}\b[\s,]*)+", re.IGNORECASE)
 _MULTI_STOP = re.compile(r"\.{2,}\s*")
+# The end of a text whose last sentence has no full stop (after a letter, digit, ")" or "%").
+_BARE_END = re.compile(r"(?<=[A-Za-z0-9)%])\Z")
 # Pleural fluid named by the fissure it lies in: "fluid in the minor fissure", "fluid
 # tracking along the right major fissure" (read as "fissural fluid", an effusion; _prepare).
 _FISSURE_FLUID = re.compile(
@@ -1420,7 +1422,8 @@ def _question_marks(
                 added.append((q, q + 1, ("?", "HYPOTHETICAL", "BACKWARD", None)))
         elif after is not None and (before is None or q not in glued_before):
             added.append((q, q + 1, ("?", "POSSIBLE_EXISTENCE", "FORWARD", after - q)))
-        elif before is not None:
+        elif before is not None and (q in glued_before or not words[q + 1 : q + 2] or not words[q + 1][0].isalnum()):
+            # not "shadowing ?TB": a "?" before a word that is no finding questions that word
             added.append((q, q + 1, ("?", "POSSIBLE_EXISTENCE", "BACKWARD", before[1] - before[0])))
     return sorted(cues + added, key=lambda c: c[0]) if added else cues
 
@@ -2131,7 +2134,8 @@ def _prepare(text: str, line_statement_max_chars: int = 0) -> _Prepared:
     "can’t", and "canâ€™t", UTF-8 read as cp1252), a short line without a full stop before
     a capitalised line ended as a statement (:func:`cxrils.report.lexicon.statement_breaks`: "No
     pneumothorax\nLarge left pleural effusion"; ``line_statement_max_chars``, 0 = never),
-    whitespace collapsed, "effusion.. Left" split as a sentence end, the upper-case
+    whitespace collapsed, a full stop after a last sentence that has none ("Pneumothorax:
+    None" is read as "Pneumothorax: None." is), "effusion.. Left" split as a sentence end, the upper-case
     lobe abbreviations written out (:func:`cxrils.report.locations.write_out_lobes`: "RLL"
     is no English word, so "consolidation in the RLL" is located as "right lower lobe" is),
     abbreviated sides written out ("B/L" -> "bilateral", "rt" -> "right"), two sides
@@ -2145,6 +2149,7 @@ def _prepare(text: str, line_statement_max_chars: int = 0) -> _Prepared:
         doc = doc.sub(BARE_LINE_END, lambda m: ".\n" if m.start() in kept else m.group(0))
     folded = len(doc.text)  # a fold may lengthen the text ("œ" -> "oe")
     doc = doc.sub(_SPACES, lambda m: "" if m.start() == 0 or m.end() == folded else " ")
+    doc = doc.sub(_BARE_END, lambda m: ".")  # "Pneumothorax: None" ends as "Pneumothorax: None." does
     doc = doc.sub(UPPER_CASE_LOBE_RE, lambda m: write_out_lobes(m.group(0), any_case=False))
     doc = doc.sub(
         _SIDE_ABBREVIATION,

@@ -2065,3 +2065,39 @@ def test_a_label_line_keeps_the_place_of_the_line_before():
 def test_a_question_mark_glued_to_a_word_that_is_no_finding_questions_that_word(rules):
     fs = rules.structure("Right upper zone shadowing ?TB ?malignancy.")
     assert [(f.lesion_type, f.certainty) for f in fs] == [("opacity", "definitive")]
+
+
+@pytest.mark.parametrize(
+    "report, expected",
+    [
+        # review of the second trial's fixes: shadowing of the pleura, breast, hila is no opacity
+        ("FINDINGS:\nApical pleural shadowing.", []),
+        ("FINDINGS:\nBreast shadowing over both lower zones.", []),
+        ("FINDINGS:\nNormal hilar shadowing.", []),
+        ("FINDINGS:\nIncreased density at both bases likely due to overlying breast shadowing.", []),
+        # a "?" doubting the finding itself still hedges it
+        ("FINDINGS:\nLeft lower zone opacity ?nipple shadow.", [("opacity", "positive")]),
+        # partial or bare clearance is no denial
+        ("FINDINGS:\nSome interval clearance of the right basal consolidation.", [("consolidation", "positive")]),
+        ("FINDINGS:\nImpaired clearance of secretions and left lower lobe atelectasis.", [("atelectasis", "positive")]),
+        # a cue before a dash on its line still ends the line's statement
+        (
+            "FINDINGS:\nNo pneumothorax - small left effusion\nRight basal consolidation",
+            [("pneumothorax", "negative"), ("effusion", "negative"), ("consolidation", "positive")],
+        ),
+        (
+            "FINDINGS:\nNo focal consolidation - heart size normal\nSmall left effusion",
+            [("consolidation", "negative"), ("effusion", "positive")],
+        ),
+        # a label line's value ends at its line: no cardiomegaly from "normal\nLarge ..."
+        ("FINDINGS:\nHeart: Normal\nLarge hiatus hernia", []),
+        ("FINDINGS:\nHeart size: normal\nLarge left pleural effusion", [("effusion", "positive")]),
+    ],
+)
+def test_review_of_reader_trial_two(report, expected):
+    _check_lines(report, expected)
+
+
+def test_a_question_mark_doubting_the_finding_hedges_it(rules):
+    (f,) = [f for f in rules.structure("Left lower zone opacity ?nipple shadow.") if f.lesion_type]
+    assert f.certainty == "tentative"

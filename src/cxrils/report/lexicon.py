@@ -44,6 +44,13 @@ OTHER_FINDINGS: Final[tuple[str, ...]] = (
     "masses",
     "lesion",
     "lesions",
+    # "shadowing" is the British opacity, but not of the pleura, breast, hila, heart or
+    # soft tissue ("apical pleural shadowing", "breast shadowing over both lower zones",
+    # "normal hilar shadowing"; a review): found, of no lesion type
+    *(
+        f"{w} shadowing"
+        for w in ("pleural", "breast", "hilar", "cardiac", "soft tissue", "rib", "acoustic", "vascular", "nipple")
+    ),
     "emphysema",
     "emphysematous changes",
     "copd",
@@ -540,9 +547,10 @@ _RAW_CONTEXT_RULES: tuple[tuple[str, str, str, int | None], ...] = (
             "interval clearing of",
             "interval clearing",
             # the British noun (reader trial 2: "interval clearance of the right basal
-            # consolidation" was read as present)
-            "clearance of",
+            # consolidation" was read as present; a bare "clearance of" is no denial:
+            # "impaired clearance of secretions", "minimal clearance of the consolidation")
             "interval clearance of",
+            "complete clearance of",
             "no history of",
             "doubt",
             "doubt there is",
@@ -566,7 +574,6 @@ _RAW_CONTEXT_RULES: tuple[tuple[str, str, str, int | None], ...] = (
             "interval resolution of",
             "clearing of",
             "interval clearing of",
-            "clearance of",
             "interval clearance of",
         )
         for the in ("", "the ")
@@ -591,8 +598,12 @@ _RAW_CONTEXT_RULES: tuple[tuple[str, str, str, int | None], ...] = (
             "near - complete",
             "nearly complete",
             "almost complete",
+            "some interval",
+            "slight interval",
+            "minimal interval",
+            "early interval",
         )
-        for cue in ("resolution of", "clearing of", "clearance of")
+        for cue in ("resolution of", "clearing of", "interval clearance of")
         for tail in ("", *(f" {the}previously {verb}" for the in ("", "the ") for verb in ("seen", "noted", "present")))
     ),
     # "Partially resolved right lower lobe pneumonia", "the effusion has nearly resolved":
@@ -1586,9 +1597,12 @@ _JOINING_WORDS = frozenset(
     """.split()
 )
 # A sentence end inside a statement's text: where the statement before a break starts.
-# (so does a bullet or dash between spaces, "- Consolidation\n- No effusion\n- Cardiomegaly",
-# at a line's start or, once the section's other breaks are collapsed, inside the line)
-_SENTENCE_END = re.compile(r"[.!?;:](?=\s)|(?<!\S)[-*\u2022](?=[ \t])")
+_SENTENCE_END = re.compile(r"[.!?;:](?=\s)")
+# A bullet or a dash between spaces: where a statement's words start ("- Consolidation\n- No
+# effusion\n- Cardiomegaly"; at a line's start or, once the section's other breaks are
+# collapsed, inside the line), though a cue before it on its line still counts ("No
+# pneumothorax - small left effusion\nRight basal consolidation").
+_BULLET = re.compile(r"(?<!\S)[-*\u2022](?=[ \t])")
 
 
 # A template's label opening the next line ("Heart: Enlarged", "Pleura: small effusion").
@@ -1612,8 +1626,8 @@ def statement_breaks(text: str, max_chars: int) -> list[tuple[int, int]]:
     pneumothorax\nLarge left pleural effusion": without the break the negation reaches
     the effusion); ``[]`` when ``max_chars`` is 0.
 
-    The statement before a break runs from the last sentence end (". ", ": ", "; ", a
-    bullet or dash between spaces) or the last such break before it, and must lie on the break's line (a statement wrapped over
+    The statement before a break runs from the last sentence end (". ", ": ", "; "), bullet
+    or dash between spaces, or the last such break before it, and must lie on the break's line (a statement wrapped over
     lines, or a list under a cue, "There is no evidence of\nPneumothorax\nPleural
     effusion", is kept whole; so the text before and after
     :func:`cxrils.report.sections.select_section` collapsed the other breaks gives the same
@@ -1621,10 +1635,12 @@ def statement_breaks(text: str, max_chars: int) -> list[tuple[int, int]]:
     (``ReportConfig.line_statement_max_chars``: MIMIC-CXR wraps its sentences over lines
     of 70-80 characters), must not end with a joining word (:data:`_JOINING_WORDS`: "to
     suggest\nPneumocystis pneumonia" is one sentence), and must hold a cue whose scope
-    reaches forward ("no", "possible", "or" ...: a statement without one carries nothing
-    over, so a template's list "Negative for:\nPneumothorax\nPleural effusion" stays one
-    denial). Before a template's label line ("Lungs: Hazy opacity left lower
-    zone\nHeart: Enlarged") the break ends the statement whatever its length or cues.
+    reaches forward, counted from the last sentence end ("no", "possible", "or" ...: a
+    statement without one carries nothing over, so a template's list "Negative
+    for:\nPneumothorax\nPleural effusion" stays one denial; "No pneumothorax - small
+    effusion" holds one). After or before a template's label line ("Heart:
+    Normal\nLarge hiatus hernia", "Lungs: Hazy opacity left lower zone\nHeart: Enlarged")
+    the break ends the statement whatever its length or cues.
     """
     out: list[tuple[int, int]] = []
     if max_chars <= 0:
@@ -1633,15 +1649,21 @@ def statement_breaks(text: str, max_chars: int) -> list[tuple[int, int]]:
     for m in BARE_LINE_END.finditer(text):
         before = text[last : m.start()]
         ends = [e.end() for e in _SENTENCE_END.finditer(before)]
-        raw = before[ends[-1] if ends else 0 :].strip()
+        clause = before[ends[-1] if ends else 0 :]  # from the last sentence end
+        bullets = [b.end() for b in _BULLET.finditer(clause)]
+        raw = clause[bullets[-1] if bullets else 0 :].strip()  # from the last bullet or dash
         if "\n" in raw:  # wrapped over lines, or a list under a cue ("no evidence of\nX\nY")
             continue
         statement = " ".join(raw.split())
         words = re.findall(r"[a-z?/]+", statement.lower())
         if not words or words[-1] in _JOINING_WORDS:
             continue
-        if _LABEL_LINE.match(text, m.end()) or (
-            len(statement) < max_chars and not _carrying_cue_words().isdisjoint(words)
+        line = text[text.rfind("\n", 0, m.start()) + 1 : m.start()]
+        cue_words = re.findall(r"[a-z?/]+", clause.lower())
+        if (
+            _LABEL_LINE.match(text, m.end())
+            or _LABEL_LINE.match(line)
+            or (len(statement) < max_chars and not _carrying_cue_words().isdisjoint(cue_words))
         ):
             out.append((m.start(), m.end()))
             last = m.end()

@@ -241,7 +241,8 @@ _NO_LESION_READING = re.compile(
     r"consistent with|compatible with|due to|(?:likely\s+|probably\s+)?(?:represents?|representing|reflects?|"
     r"reflecting))\s+(?:a\s+|an\s+|the\s+)?(?:(?:right|left|bilateral)\s+)?(?:nipple\s+shadows?|nipple|"
     r"(?:overlapping|overlying|superimposed)\s+(?:vessels|vascular\s+structures|soft\s+tissues?|breast\s+tissues?|"
-    r"breast\s+shadows?|breasts?|shadows|structures)|(?:breast|soft)\s+tissues?(?:\s+shadows?)?|breast\s+shadows?|"
+    r"breast\s+shadow(?:s|ing)?|breasts?|shadows|shadowing|structures)|(?:breast|soft)\s+tissues?(?:\s+shadows?)?|"
+    r"breast\s+shadow(?:s|ing)?|"
     r"confluence\s+of\s+"
     r"(?:shadows|vessels|vascular\s+structures)|summation\s+(?:of\s+shadows|shadows?|artifact)|skin\s+folds?|"
     r"artifact|(?:hiatal\s+)?hernia)\b"
@@ -1382,6 +1383,15 @@ def _asking_marks(text: str, sent: Sentence) -> frozenset[int]:
     return frozenset(out)
 
 
+# Words after a "?" that doubt the finding before it, not name what it is ("left lower zone
+# opacity ?nipple shadow", "?artefact", "?projectional", "?real"; a review).
+_QUESTIONED_REALITY = frozenset(
+    {"nipple", "artefact", "artifact", "artefactual", "artifactual", "overlying", "overlapping", "projectional"}
+    | {"projection", "real", "true", "technical", "rotation", "rotational", "summation", "positional", "skin"}
+    | {"breast", "soft", "vessel", "vessels", "vascular", "significant", "genuine"}
+)
+
+
 def _question_marks(
     words: list[str],
     targets: list[tuple[int, int]],
@@ -1422,8 +1432,14 @@ def _question_marks(
                 added.append((q, q + 1, ("?", "HYPOTHETICAL", "BACKWARD", None)))
         elif after is not None and (before is None or q not in glued_before):
             added.append((q, q + 1, ("?", "POSSIBLE_EXISTENCE", "FORWARD", after - q)))
-        elif before is not None and (q in glued_before or not words[q + 1 : q + 2] or not words[q + 1][0].isalnum()):
-            # not "shadowing ?TB": a "?" before a word that is no finding questions that word
+        elif before is not None and (
+            q in glued_before
+            or not words[q + 1 : q + 2]
+            or not words[q + 1][0].isalnum()
+            or words[q + 1] in _QUESTIONED_REALITY
+        ):
+            # not "shadowing ?TB": a "?" before a word that is no finding questions that word,
+            # unless the word doubts the finding itself ("opacity ?nipple shadow")
             added.append((q, q + 1, ("?", "POSSIBLE_EXISTENCE", "BACKWARD", before[1] - before[0])))
     return sorted(cues + added, key=lambda c: c[0]) if added else cues
 

@@ -676,6 +676,9 @@ NOT_OPACITY = {
     "upper respiratory tract infection", "wound infection", "soft tissue infection", "line infection",
     "infection isolation", "vascular congestion", "pulmonary congestion", "pulmonary vascular congestion",
     "fluid overload", "volume overload", "congestive heart failure", "chf", "heart failure", "volume loss",
+    # normal structures or overlying soft tissue, and an ultrasound sign
+    "breast shadowing", "nipple shadowing", "soft tissue shadowing", "hilar shadowing", "cardiac shadowing",
+    "vascular shadowing", "rib shadowing", "acoustic shadowing",
 }  # fmt: skip
 
 

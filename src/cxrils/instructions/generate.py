@@ -80,6 +80,7 @@ OPACITY_LIKE_ENTITIES: frozenset[str] = frozenset(
         "interstitial disease",
         "interstitial lung disease",
         "pleural thickening",
+        "pleural shadowing",  # the British pleural thickening or plaque
         "cavity",
         "cavitation",
         "cavitary lesion",

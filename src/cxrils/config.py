@@ -296,7 +296,7 @@ class ReportConfig:
     # ._question_marks; no IU report or pair CSV changes with it).
     question_mark_words: int = 4
     # A line of a section that ends with no punctuation and no joining word, shorter than
-    # line_statement_max_chars characters, before a line opening with a capitalised word,
+    # line_statement_max_chars characters, before a line opening with a capital letter,
     # is a statement of its own ("No pneumothorax\nLarge left pleural effusion": one finding
     # per line, without full stops). Ours: MIMIC-CXR wraps its lines near 70-80 characters
     # inside sentences, so a wrapped line is longer; 0 turns the rule off.

@@ -83,6 +83,13 @@ LESION_SYNONYMS: Final[dict[str, tuple[str, ...]]] = {
         "airspace shadowing",
         "air-space shadowing",
         "air space shadowing",
+        # lung places before a word that alone names no lung shadowing (lexicon.OTHER_FINDINGS:
+        # "hilar shadowing", "pleural shadowing"); a review: "peri-hilar shadowing" was lost
+        *(
+            f"{p}{sep}{w} shadowing"
+            for p, w in (("peri", "hilar"), ("para", "hilar"), ("retro", "cardiac"), ("sub", "pleural"))
+            for sep in ("", "-", " - ")
+        ),
         "white-out",  # "complete white-out of the left hemithorax"
         "whiteout",
         "white out",
@@ -351,7 +358,7 @@ _VIEW_SPELLINGS: Final[dict[str, str]] = {
 }
 #: Words that make a view not frontal whatever else it says.
 _NOT_FRONTAL_WORDS: Final[frozenset[str]] = frozenset(
-    {"LAT", "LATERAL", "DECUBITUS", "OBLIQUE", "SWIMMERS", "LLD", "RLD", "LAO", "RAO", "LPO", "RPO"}
+    {"LAT", "LATERAL", "DECUBITUS", "OBLIQUE", "SWIMMERS", "LLD", "RLD", "LAO", "RAO", "LPO", "RPO", "LL", "RL"}
 )
 #: Words after a view that do not change it: "AP PORTABLE", "PA VIEW", "LATERAL VIEW".
 _VIEW_FILLERS: Final[frozenset[str]] = frozenset(

@@ -541,3 +541,13 @@ def test_rows_joined_by_a_quote_that_a_later_quote_closes_are_named(tmp_path):
     path.write_text('image_path,report,study_id\na.png,"Left effusion." noted,s1\nb.png,Cardiomegaly.,s2\n')
     first, _ = read_inputs(path)
     assert "were read as this one row" not in first.problem
+
+
+def test_a_rejected_row_after_a_blank_line_is_named_by_its_own_line(tmp_path):
+    # final read: the blank line before it was counted as the row's first, and the message
+    # said two lines were joined
+    path = tmp_path / "pairs.csv"
+    path.write_text('image_path,report\na.png,Edema.\n\nb.png,"No" effusion\nc.png,Normal.\n')
+    items = list(read_inputs(path))
+    bad = next(i for i in items if i.problem is not None)
+    assert bad.problem.startswith("row 2 (line 4)") and "were read as this one row" not in bad.problem

@@ -2101,3 +2101,61 @@ def test_review_of_reader_trial_two(report, expected):
 def test_a_question_mark_doubting_the_finding_hedges_it(rules):
     (f,) = [f for f in rules.structure("Left lower zone opacity ?nipple shadow.") if f.lesion_type]
     assert f.certainty == "tentative"
+
+
+@pytest.mark.parametrize(
+    "report, expected",
+    [
+        # third review: lung places before "shadowing" are lung shadowing
+        ("FINDINGS:\nBilateral peri-hilar shadowing.", [("opacity", "positive")]),
+        ("FINDINGS:\nLeft retro-cardiac shadowing.", [("opacity", "positive")]),
+        ("FINDINGS:\nBilateral sub-pleural shadowing.", [("opacity", "positive")]),
+        # a bare "clearance of" denies; near-complete clearance leaves some
+        ("FINDINGS:\nThere has been clearance of the right basal consolidation.", [("consolidation", "negative")]),
+        ("FINDINGS:\nNear complete clearance of the right basal consolidation.", [("consolidation", "positive")]),
+        ("FINDINGS:\nImpaired clearance of secretions and left lower lobe atelectasis.", [("atelectasis", "positive")]),
+        # a bulleted list under a cue on the line before stays one denial
+        (
+            "FINDINGS:\nNo evidence of\n- Pneumothorax\n- Pleural effusion\n- Consolidation",
+            [("pneumothorax", "negative"), ("effusion", "negative"), ("consolidation", "negative")],
+        ),
+        # a long label line's sentence goes on over the break
+        (
+            "FINDINGS:\nLungs: The lungs are hyperexpanded but there is no evidence of focal consolidation\n"
+            "Pneumothorax or pleural effusion.",
+            [("consolidation", "negative"), ("pneumothorax", "negative"), ("effusion", "negative")],
+        ),
+        # final read: a line opening with an all-caps word is a new line too
+        ("FINDINGS:\nNo effusion\nCT shows consolidation", [("effusion", "negative"), ("consolidation", "positive")]),
+        (
+            "FINDINGS:\nNo pneumothorax\nRLL consolidation",
+            [("pneumothorax", "negative"), ("consolidation", "positive")],
+        ),
+    ],
+)
+def test_third_review_of_line_statements_and_words(report, expected):
+    _check_lines(report, expected)
+
+
+@pytest.mark.parametrize(
+    "text, certainty",
+    [
+        ("Large left pleural effusion ?breast malignancy.", "definitive"),
+        ("Small left effusion ?significant change.", "definitive"),
+    ],
+)
+def test_a_question_mark_naming_a_cause_leaves_the_finding_stated(rules, text, certainty):
+    (f,) = [f for f in rules.structure(text) if f.lesion_type]
+    assert f.certainty == certainty
+
+
+def test_structure_report_keeps_its_structurers_line_rule():
+    # final read: with the rule off in the structurer, section_text kept the break and the findings did not
+    from cxrils.config import load_config
+    from cxrils.report import structure_report
+    from cxrils.report.rules import RulesStructurer
+
+    off = RulesStructurer(load_config(None, ["report.line_statement_max_chars=0"]))
+    r = structure_report("s", "FINDINGS:\nNo pneumothorax\nLarge left pleural effusion", structurer=off)
+    assert "\n" not in r.section_text
+    assert [f.presence for f in r.findings if f.lesion_type == "effusion"] == ["negative"]

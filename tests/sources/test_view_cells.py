@@ -47,3 +47,8 @@ def test_a_not_frontal_cell_keeps_only_its_view_words():
     # a name typed beside the view never travels into exclusion reasons or the manifest
     assert read_view("Doe John lateral") == "LATERAL"
     assert read_view("left-lateral") == "LEFT LATERAL"
+
+
+def test_ll_and_rl_with_another_word_stay_not_frontal():
+    # final read: "LAT JOHN" was not frontal but "LL JOHN" unknown
+    assert read_view("LL JOHN") == "LL" and read_view("rl view") == "RL"

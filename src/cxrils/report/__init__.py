@@ -20,6 +20,7 @@ from collections.abc import Iterable, Iterator
 from functools import lru_cache
 from typing import Protocol
 
+from cxrils.config import ReportConfig
 from cxrils.registry import Registry
 from cxrils.report.locations import LocationMapper
 from cxrils.report.sections import SectionChoice, select_iu_section, select_section
@@ -179,7 +180,10 @@ def structure_report(study_id: str, text: str, *, structurer=None, mapper=None) 
     StructuredReport
         ``excluded`` holds the reason when no section could be chosen.
     """
-    return structure_section(study_id, select_section(text), structurer=structurer, mapper=mapper)
+    structurer = structurer or _default_structurer()
+    # the structurer's own line rule, so that section_text and the findings agree
+    max_chars = getattr(structurer, "line_statement_max_chars", ReportConfig.line_statement_max_chars)
+    return structure_section(study_id, select_section(text, max_chars), structurer=structurer, mapper=mapper)
 
 
 def structure_reports(

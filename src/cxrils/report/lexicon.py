@@ -547,10 +547,10 @@ _RAW_CONTEXT_RULES: tuple[tuple[str, str, str, int | None], ...] = (
             "interval clearing of",
             "interval clearing",
             # the British noun (reader trial 2: "interval clearance of the right basal
-            # consolidation" was read as present; a bare "clearance of" is no denial:
-            # "impaired clearance of secretions", "minimal clearance of the consolidation")
+            # consolidation" was read as present; partial or impaired clearance is no
+            # denial: PSEUDO cues below)
+            "clearance of",
             "interval clearance of",
-            "complete clearance of",
             "no history of",
             "doubt",
             "doubt there is",
@@ -574,6 +574,7 @@ _RAW_CONTEXT_RULES: tuple[tuple[str, str, str, int | None], ...] = (
             "interval resolution of",
             "clearing of",
             "interval clearing of",
+            "clearance of",
             "interval clearance of",
         )
         for the in ("", "the ")
@@ -602,8 +603,19 @@ _RAW_CONTEXT_RULES: tuple[tuple[str, str, str, int | None], ...] = (
             "slight interval",
             "minimal interval",
             "early interval",
+            # "impaired clearance of secretions", "minimal clearance of the consolidation"
+            "minimal",
+            "early",
+            "ongoing",
+            "gradual",
+            "little",
+            "impaired",
+            "poor",
+            "reduced",
+            "mucociliary",
+            "airway",
         )
-        for cue in ("resolution of", "clearing of", "interval clearance of")
+        for cue in ("resolution of", "clearing of", "clearance of", "interval clearance of")
         for tail in ("", *(f" {the}previously {verb}" for the in ("", "the ") for verb in ("seen", "noted", "present")))
     ),
     # "Partially resolved right lower lobe pneumonia", "the effusion has nearly resolved":
@@ -1577,9 +1589,10 @@ COMPARED_SIDES_RE = re.compile(
 
 
 #: A line break (or several, blank lines and CRLF included) after a letter, digit, ")" or
-#: "%" before a capitalised word, a bullet allowed before it: where a line may end a
-#: statement written without a full stop (:func:`ends_statement`).
-BARE_LINE_END = re.compile(r"(?<=[A-Za-z0-9)%])(?:[ \t]*\r?\n)+(?=[ \t]*(?:[-*\u2022][ \t]+)?[A-Z][a-z])")
+#: "%" before a word that opens with a capital ("Large", "CT", "RLL"), a bullet allowed
+#: before it: where a line may end a statement written without a full stop
+#: (:func:`statement_breaks`).
+BARE_LINE_END = re.compile(r"(?<=[A-Za-z0-9)%])(?:[ \t]*\r?\n)+(?=[ \t]*(?:[-*\u2022][ \t]+)?[A-Z][A-Za-z])")
 #: Words that leave a line's statement open (ours): "... perihilar haziness and\nKerley B
 #: lines", "small left\nPleural effusion", "to suggest\nPneumocystis pneumonia".
 _JOINING_WORDS = frozenset(
@@ -1635,12 +1648,13 @@ def statement_breaks(text: str, max_chars: int) -> list[tuple[int, int]]:
     (``ReportConfig.line_statement_max_chars``: MIMIC-CXR wraps its sentences over lines
     of 70-80 characters), must not end with a joining word (:data:`_JOINING_WORDS`: "to
     suggest\nPneumocystis pneumonia" is one sentence), and must hold a cue whose scope
-    reaches forward, counted from the last sentence end ("no", "possible", "or" ...: a
-    statement without one carries nothing over, so a template's list "Negative
-    for:\nPneumothorax\nPleural effusion" stays one denial; "No pneumothorax - small
-    effusion" holds one). After or before a template's label line ("Heart:
-    Normal\nLarge hiatus hernia", "Lungs: Hazy opacity left lower zone\nHeart: Enlarged")
-    the break ends the statement whatever its length or cues.
+    reaches forward, on the break's line from the last sentence end ("no", "possible", "or"
+    ...: a statement without one carries nothing over, so a template's list "Negative
+    for:\nPneumothorax\nPleural effusion" or "No evidence of\n- Pneumothorax\n- Pleural
+    effusion" stays one denial; "No pneumothorax - small effusion" holds one). Before a
+    template's label line ("Lungs: Hazy opacity left lower zone\nHeart: Enlarged") the break
+    ends the statement whatever its length or cues, and after a short one ("Heart:
+    Normal\nLarge hiatus hernia") whatever its cues.
     """
     out: list[tuple[int, int]] = []
     if max_chars <= 0:
@@ -1659,11 +1673,14 @@ def statement_breaks(text: str, max_chars: int) -> list[tuple[int, int]]:
         if not words or words[-1] in _JOINING_WORDS:
             continue
         line = text[text.rfind("\n", 0, m.start()) + 1 : m.start()]
-        cue_words = re.findall(r"[a-z?/]+", clause.lower())
+        # the cue may stand before a dash on the break's line, not on a line before it ("No
+        # evidence of\n- Pneumothorax\n- Pleural effusion" is one denial)
+        cue_words = re.findall(r"[a-z?/]+", clause[clause.rfind("\n") + 1 :].lower())
+        short = len(statement) < max_chars
         if (
             _LABEL_LINE.match(text, m.end())
-            or _LABEL_LINE.match(line)
-            or (len(statement) < max_chars and not _carrying_cue_words().isdisjoint(cue_words))
+            or (_LABEL_LINE.match(line) and short)
+            or (short and not _carrying_cue_words().isdisjoint(cue_words))
         ):
             out.append((m.start(), m.end()))
             last = m.end()

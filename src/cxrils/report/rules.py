@@ -461,6 +461,7 @@ class RulesStructurer:
         rc = (cfg or Config()).report
         self.differential_certainty = rc.differential_certainty
         self.max_sentence_tokens = rc.max_sentence_tokens
+        self.line_statement_max_chars = rc.line_statement_max_chars
         self._hedges = (
             {"POSSIBLE_EXISTENCE", "ALTERNATIVE"}
             if rc.differential_certainty == "tentative"
@@ -496,7 +497,7 @@ class RulesStructurer:
         """
         if not text or not text.strip():
             return []
-        doc = _prepare(text, self._rc.line_statement_max_chars)
+        doc = _prepare(text, self.line_statement_max_chars)
         return self._findings(doc, split_sentences(doc.text, self.max_sentence_tokens))
 
     def structure_many(self, texts: Iterable[str]) -> list[list[Finding]]:
@@ -1363,16 +1364,16 @@ def _asking_marks(text: str, sent: Sentence) -> frozenset[int]:
     (:func:`_question_marks`); not those that stand for a character lost in an encoding,
     as the COVID-19 case notes of the shared data hold them: one glued to a letter or digit
     on both sides ("SARS?CoV?2", "2?days", "patient?s"), one before a number ("? 2 cm",
-    "4.3 ? 109 cells", also where the number opens the next sentence), and one that opens its sentence before an upper-case word ("?
-    Bilateral consolidation.", a lost bullet)."""
+    "4.3 ? 109 cells", also where the number opens the next sentence), and one that opens
+    its sentence before an upper-case word ("? Bilateral consolidation.", a lost bullet)."""
     words, n = sent.words, len(sent.words)
+    glued = _glued_before(sent)
     out = set()
     for i, w in enumerate(words):
         if w != "?":
             continue
-        glued_before = i > 0 and sent.tok_end[i - 1] == sent.tok_start[i] and words[i - 1][-1].isalnum()
         glued_after = i + 1 < n and sent.tok_start[i + 1] == sent.tok_end[i] and words[i + 1][0].isalnum()
-        if glued_before and glued_after:
+        if i in glued and glued_after:
             continue
         after = words[i + 1] if i + 1 < n else text[sent.end :].lstrip()[:1]
         if after[:1].isdigit():  # also after the sentence: "? 2 cm" ends one at the "?"
@@ -1388,7 +1389,7 @@ def _asking_marks(text: str, sent: Sentence) -> frozenset[int]:
 _QUESTIONED_REALITY = frozenset(
     {"nipple", "artefact", "artifact", "artefactual", "artifactual", "overlying", "overlapping", "projectional"}
     | {"projection", "real", "true", "technical", "rotation", "rotational", "summation", "positional", "skin"}
-    | {"breast", "soft", "vessel", "vessels", "vascular", "significant", "genuine"}
+    | {"genuine"}
 )
 
 

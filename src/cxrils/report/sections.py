@@ -422,7 +422,9 @@ def select_iu_section(findings: str | None, impression: str | None) -> SectionCh
     """The paper's fallback on the Indiana University format (separate columns).
 
     Findings, else impression, else excluded: the IU XML has no free text outside
-    its named sections, so there is no last paragraph to fall back on.
+    its named sections, so there is no last paragraph to fall back on. The line rule of
+    :func:`_clean` uses the default ``ReportConfig.line_statement_max_chars`` (the IU
+    cells hold no line breaks).
     """
     f = _usable(_clean(findings or "", _LINE_STATEMENT_MAX_CHARS)) if isinstance(findings, str) else ""
     i = _usable(_clean(impression or "", _LINE_STATEMENT_MAX_CHARS)) if isinstance(impression, str) else ""

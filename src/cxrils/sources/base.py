@@ -156,6 +156,26 @@ def csv_header(path: Path) -> list[str]:
         raise InputError(path, f"cannot read CSV: {err}") from err
 
 
+class _Lines:
+    """The lines of a text file for :class:`csv.reader`, noting the number of the first
+    one that is not blank since :attr:`first_content` was last reset (where a row starts)."""
+
+    def __init__(self, fh: Iterator[str]) -> None:
+        self.fh = fh
+        self.n = 0
+        self.first_content: int | None = None
+
+    def __iter__(self) -> _Lines:
+        return self
+
+    def __next__(self) -> str:
+        line = next(self.fh)
+        self.n += 1
+        if self.first_content is None and line.strip():
+            self.first_content = self.n
+        return line
+
+
 def csv_rows(
     path: Path, required: tuple[str, ...], *, strict: bool = True
 ) -> Iterator[tuple[str, dict[str, str], str | None]]:
@@ -171,20 +191,23 @@ def csv_rows(
     try:
         with open_text(path) as fh, any_field_size():
             # strict: a quoted field that the file's end closes is an error, not the rest of the file
-            reader = csv.DictReader(fh, strict=True)
+            lines = _Lines(fh)
+            reader = csv.DictReader(lines, strict=True)
             header = [h.strip() for h in (reader.fieldnames or [])]
             missing = [c for c in required if c not in header]
             if missing:
                 raise InputError(path, f"missing column(s) {missing}; has {header}")
             for n in itertools.count(1):
-                # the csv reader's own count: DictReader's stops at a rejected row
-                first = reader.reader.line_num + 1
-                where = f"row {n} (line {first})"
+                lines.first_content = None
                 try:
                     raw = next(reader)
                 except StopIteration:
                     return
                 except csv.Error as err:  # the parser goes on at the next line
+                    # the row's first line that is not blank (the csv reader skips blank
+                    # lines between rows; its own count goes on through them)
+                    first = lines.first_content or reader.reader.line_num
+                    where = f"row {n} (line {first})"
                     if "unexpected end of data" in str(err):  # nothing after it is a row of its own
                         raise InputError(
                             path,
@@ -198,6 +221,7 @@ def csv_rows(
                             f"was left open on line {first}, the rows of the lines after it are in it, not read)"
                         )
                 else:
+                    where = f"row {n} (line {lines.first_content or reader.reader.line_num})"
                     row = {(k or "").strip(): (v if isinstance(v, str) else "") for k, v in raw.items()}
                     problem = undecodable(row)
                 if problem and strict:
@@ -227,8 +251,9 @@ def norm_split(value: str, path: Path, where: str) -> str | None:
 def read_view(value: str | None) -> str | None:
     """The view position of an input's view cell (:func:`cxrils.vocab.read_view_position`:
     "p.a." and "PA VIEW" -> "PA", "AP PORTABLE" -> "AP", "postero-anterior" -> "PA",
-    "cross-table lateral" -> "XTABLE LATERAL"), the cell itself when a word of it makes
-    the view not frontal ("LEFT LATERAL", "LATERAL DECUBITUS": the view QC excludes it),
+    "cross-table lateral" -> "XTABLE LATERAL"), the cell's view words when a word of it
+    makes the view not frontal ("LEFT LATERAL", "LATERAL DECUBITUS", "Doe lateral" ->
+    "LATERAL": the view QC excludes it),
     or None when the cell is empty or names no view position (then the view is unknown:
     it passes the view QC, and the anatomy QC decides; a warning names each such value
     once)."""

@@ -380,7 +380,9 @@ def import_mimic_ils(
     Raises
     ------
     DatasetError
-        If an input is missing (naming what to fetch), the JSON is malformed,
+        If an input is missing (naming what to fetch), none of the first 20 distinct mask
+        files the JSON names is under ``masks_dir`` (:func:`_check_masks_folder`), the
+        JSON is malformed,
         ``max_side`` is below :data:`cxrils.io.base.MIN_IMAGE_SIDE` (and not 0), or
         ``out_dir`` was imported from another JSON or with another ``max_side``.
     """

@@ -83,13 +83,6 @@ LESION_SYNONYMS: Final[dict[str, tuple[str, ...]]] = {
         "airspace shadowing",
         "air-space shadowing",
         "air space shadowing",
-        # lung places before a word that alone names no lung shadowing (lexicon.OTHER_FINDINGS:
-        # "hilar shadowing", "pleural shadowing"); a review: "peri-hilar shadowing" was lost
-        *(
-            f"{p}{sep}{w} shadowing"
-            for p, w in (("peri", "hilar"), ("para", "hilar"), ("retro", "cardiac"), ("sub", "pleural"))
-            for sep in ("", "-", " - ")
-        ),
         "white-out",  # "complete white-out of the left hemithorax"
         "whiteout",
         "white out",

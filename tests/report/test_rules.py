@@ -2159,3 +2159,55 @@ def test_structure_report_keeps_its_structurers_line_rule():
     r = structure_report("s", "FINDINGS:\nNo pneumothorax\nLarge left pleural effusion", structurer=off)
     assert "\n" not in r.section_text
     assert [f.presence for f in r.findings if f.lesion_type == "effusion"] == ["negative"]
+
+
+@pytest.mark.parametrize(
+    "report, expected",
+    [
+        # fourth review: the plain spellings keep their places; the hyphenated read as them
+        ("FINDINGS:\nBilateral peri-hilar shadowing.", ["right mid zone lung", "left mid zone lung"]),
+        ("FINDINGS:\nLeft retro-cardiac shadowing.", ["left lung base"]),
+        ("FINDINGS:\nRetrocardiac shadowing.", ["left lung base"]),
+        # a COVID-19 case note of the shared data: "left peri-hilar" is the left lung's
+        (
+            "FINDINGS:\nThere is mild left peri-hilar and upper lobe interstitial opacity.",
+            ["left mid zone lung", "lung upper lobe left"],
+        ),
+    ],
+)
+def test_hyphenated_lung_places_are_read_as_places(report, expected):
+    from cxrils.report import structure_report
+
+    (f,) = [f for f in structure_report("s", report).findings if f.lesion_type == "opacity"]
+    assert f.labels == expected
+
+
+@pytest.mark.parametrize(
+    "report, expected",
+    [
+        # a report written in capitals wraps before "OR": the sentence goes on
+        ("FINDINGS:\nNO PLEURAL EFFUSION\nOR PNEUMOTHORAX.", [("effusion", "negative"), ("pneumothorax", "negative")]),
+        # an abbreviation alone on the next line ends no statement
+        (
+            "FINDINGS:\nOpacity at the right base, possible multifocal\nPNA.",
+            [("opacity", "positive"), ("pneumonia", "positive")],
+        ),
+        ("FINDINGS:\nDelayed clearance of the left lower lobe pneumonia.", [("pneumonia", "positive")]),
+    ],
+)
+def test_fourth_review_of_line_statements(report, expected):
+    _check_lines(report, expected)
+
+
+@pytest.mark.parametrize(
+    "text, certainty",
+    [
+        ("Left lower zone opacity ?breast shadow.", "tentative"),
+        ("Opacity ?vessel on end.", "tentative"),
+        ("Right mid zone shadowing ?significant.", "tentative"),
+        ("Small left effusion ?significant change.", "definitive"),
+    ],
+)
+def test_a_question_mark_doubting_reality_in_two_words(rules, text, certainty):
+    (f,) = [f for f in rules.structure(text) if f.lesion_type]
+    assert f.certainty == certainty

@@ -610,6 +610,7 @@ _RAW_CONTEXT_RULES: tuple[tuple[str, str, str, int | None], ...] = (
             "gradual",
             "little",
             "impaired",
+            "delayed",
             "poor",
             "reduced",
             "mucociliary",
@@ -1589,10 +1590,13 @@ COMPARED_SIDES_RE = re.compile(
 
 
 #: A line break (or several, blank lines and CRLF included) after a letter, digit, ")" or
-#: "%" before a word that opens with a capital ("Large", "CT", "RLL"), a bullet allowed
+#: "%" before a capitalised word ("Large") or an abbreviation before a lower-case word ("CT
+#: shows", "RLL consolidation"; not "PNA." nor a report written in capitals), a bullet allowed
 #: before it: where a line may end a statement written without a full stop
 #: (:func:`statement_breaks`).
-BARE_LINE_END = re.compile(r"(?<=[A-Za-z0-9)%])(?:[ \t]*\r?\n)+(?=[ \t]*(?:[-*\u2022][ \t]+)?[A-Z][A-Za-z])")
+BARE_LINE_END = re.compile(
+    r"(?<=[A-Za-z0-9)%])(?:[ \t]*\r?\n)+(?=[ \t]*(?:[-*\u2022][ \t]+)?[A-Z](?:[a-z]|[A-Z]+[ \t]+[a-z]))"
+)
 #: Words that leave a line's statement open (ours): "... perihilar haziness and\nKerley B
 #: lines", "small left\nPleural effusion", "to suggest\nPneumocystis pneumonia".
 _JOINING_WORDS = frozenset(
@@ -1608,6 +1612,11 @@ _JOINING_WORDS = frozenset(
     should can cannot will into onto over under within along across between behind below
     above near such especially particularly like per via
     """.split()
+)
+# Words that open a line going on with the sentence before it ("NO PLEURAL EFFUSION\nOR
+# PNEUMOTHORAX", a report written in capitals; a review).
+_CONTINUING_WORDS = frozenset(
+    "and or nor of to with without than is are was were but which that as versus vs in at on for by from".split()
 )
 # A sentence end inside a statement's text: where the statement before a break starts.
 _SENTENCE_END = re.compile(r"[.!?;:](?=\s)")
@@ -1670,8 +1679,9 @@ def statement_breaks(text: str, max_chars: int) -> list[tuple[int, int]]:
             continue
         statement = " ".join(raw.split())
         words = re.findall(r"[a-z?/]+", statement.lower())
-        if not words or words[-1] in _JOINING_WORDS:
-            continue
+        following = re.match(r"[ \t\r\n]*(?:[-*\u2022][ \t]+)?([A-Za-z]+)", text[m.start() :])
+        if not words or words[-1] in _JOINING_WORDS or (following and following.group(1).lower() in _CONTINUING_WORDS):
+            continue  # "... effusion\nOR PNEUMOTHORAX" goes on
         line = text[text.rfind("\n", 0, m.start()) + 1 : m.start()]
         # the cue may stand before a dash on the break's line, not on a line before it ("No
         # evidence of\n- Pneumothorax\n- Pleural effusion" is one denial)

@@ -300,6 +300,9 @@ _HEDGED_APPOSITION = re.compile(
 # hedge is assumed for the removed word, as for any text without a cue).
 _DEID_LINK = re.compile(rf"^[\s,]*(?:{DEID_TOKEN}\b[\s,]*)+", re.IGNORECASE)
 _MULTI_STOP = re.compile(r"\.{2,}\s*")
+# Lung places written with a hyphen ("peri-hilar", "retro-cardiac", "sub-pleural"): read as
+# one word, as the places they are ("hilar shadowing" alone is no lung lesion; a review).
+_HYPHENATED_PLACE = re.compile(r"\b(peri|para|retro|sub)\s*-\s*(hilar|cardiac|pleural)\b", re.IGNORECASE)
 # The end of a text whose last sentence has no full stop (after a letter, digit, ")" or "%").
 _BARE_END = re.compile(r"(?<=[A-Za-z0-9)%])\Z")
 # Pleural fluid named by the fissure it lies in: "fluid in the minor fissure", "fluid
@@ -1393,6 +1396,22 @@ _QUESTIONED_REALITY = frozenset(
 )
 
 
+def _doubts_reality(after: list[str]) -> bool:
+    """Whether the (up to two) words after a "?" doubt the finding before it:
+    :data:`_QUESTIONED_REALITY`, or "breast shadow", "soft tissue", "vessel on end", and
+    "significant" closing the sentence ("shadowing ?significant." but not "effusion
+    ?significant change")."""
+    if not after:
+        return False
+    first, second = after[0], (after[1] if len(after) > 1 else "")
+    return (
+        first in _QUESTIONED_REALITY
+        or (first, second) in {("breast", "shadow"), ("breast", "shadowing"), ("breast", "tissue"), ("soft", "tissue")}
+        or first in ("vessel", "vessels")
+        or (first == "significant" and not second[:1].isalpha())
+    )
+
+
 def _question_marks(
     words: list[str],
     targets: list[tuple[int, int]],
@@ -1437,7 +1456,7 @@ def _question_marks(
             q in glued_before
             or not words[q + 1 : q + 2]
             or not words[q + 1][0].isalnum()
-            or words[q + 1] in _QUESTIONED_REALITY
+            or _doubts_reality(words[q + 1 : q + 3])
         ):
             # not "shadowing ?TB": a "?" before a word that is no finding questions that word,
             # unless the word doubts the finding itself ("opacity ?nipple shadow")
@@ -2151,7 +2170,7 @@ def _prepare(text: str, line_statement_max_chars: int = 0) -> _Prepared:
     "can’t", and "canâ€™t", UTF-8 read as cp1252), a short line without a full stop before
     a capitalised line ended as a statement (:func:`cxrils.report.lexicon.statement_breaks`: "No
     pneumothorax\nLarge left pleural effusion"; ``line_statement_max_chars``, 0 = never),
-    whitespace collapsed, a full stop after a last sentence that has none ("Pneumothorax:
+    whitespace collapsed, hyphenated lung places joined ("peri-hilar" -> "perihilar"), a full stop after a last sentence that has none ("Pneumothorax:
     None" is read as "Pneumothorax: None." is), "effusion.. Left" split as a sentence end, the upper-case
     lobe abbreviations written out (:func:`cxrils.report.locations.write_out_lobes`: "RLL"
     is no English word, so "consolidation in the RLL" is located as "right lower lobe" is),
@@ -2178,6 +2197,7 @@ def _prepare(text: str, line_statement_max_chars: int = 0) -> _Prepared:
     )
     doc = doc.sub(_SIDE_LETTER, lambda m: "right" if m.group(1) == "R" else "left")
     doc = doc.sub(_FISSURE_FLUID, lambda m: "fissural fluid")
+    doc = doc.sub(_HYPHENATED_PLACE, lambda m: m.group(1) + m.group(2))
     return doc.sub(_MULTI_STOP, lambda m: ". ")
 
 

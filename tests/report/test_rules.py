@@ -1630,6 +1630,25 @@ def test_what_is_left_of_a_resolved_finding_lies_where_it_was(rules, text, place
 
 
 @pytest.mark.parametrize(
+    "text, places",
+    [
+        # a templated report's "label: place" and "place: finding" lines; before, the
+        # colon kept the place from its finding and these came out unlocated
+        ("Consolidation: left lower lobe.", ["left lower lobe"]),
+        ("Pleural effusion: small right.", ["right"]),
+        ("Atelectasis: bibasilar.", ["bibasilar"]),
+        ("Left lung: small effusion.", ["left lung"]),
+        ("Left base: atelectasis.\nRight base: clear.", ["left base"]),
+        # a denied value keeps its place from the finding
+        ("Effusion: none on the right.", []),
+    ],
+)
+def test_a_template_label_and_its_place_are_one_finding(rules, text, places):
+    (finding,) = rules.structure(text)
+    assert finding.locations == places
+
+
+@pytest.mark.parametrize(
     "text, expected",
     [
         # a templated report's "label: value" lines (new-user trial: read as present)

@@ -660,9 +660,20 @@ class RulesStructurer:
                 and _other_side_next(gap_next)
                 and not (prev is not None and _PLACE_PREP.search(gap_prev))
             )
-            if nxt is not None and (_PREMOD.match(gap_next) or side_list) and not right_after:
+            # a template label: "Left lung: small effusion."
+            label = gap_next is not None and gap_next.lstrip().startswith(":")
+            if (
+                nxt is not None
+                and (_PREMOD.match(gap_next.lstrip()[1:] if label else gap_next) or side_list)
+                and not right_after
+            ):
                 nxt.pre.append(before_next)
-            elif prev is not None and _POSTLINK.match(gap_prev) and len(gap_prev.split()) <= rc.place_link_words:
+            elif (
+                prev is not None
+                # a template label: "Consolidation: left lower lobe.", "Effusion: small right."
+                and _POSTLINK.match(gap_prev[1:] if gap_prev.startswith(":") else gap_prev)
+                and len(gap_prev.split()) <= rc.place_link_words
+            ):
                 prev.post.append(phrase)
             elif (
                 nxt is not None

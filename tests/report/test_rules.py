@@ -1653,6 +1653,8 @@ def test_a_template_label_and_its_place_are_one_finding(rules, text, places):
     [
         # a templated report's "label: value" lines (new-user trial: read as present)
         ("Effusion: none.", ("effusion", "negative", "definitive")),
+        ("Effusion: none seen.", ("effusion", "negative", "definitive")),
+        ("Pleural effusion: None identified; heart normal.", ("effusion", "negative", "definitive")),
         ("Pleural effusion: absent.", ("effusion", "negative", "definitive")),
         ("Pneumonia - none.", ("pneumonia", "negative", "definitive")),
         ("Edema: absent; heart size is normal.", ("edema", "negative", "definitive")),

@@ -732,7 +732,22 @@ _RAW_CONTEXT_RULES: tuple[tuple[str, str, str, int | None], ...] = (
     *(
         (f"{sep} {w} {end}", "NEGATED_EXISTENCE", "BACKWARD", 1)
         for sep in (":", "-")
-        for w in ("none", "absent", "nil", "not seen", "not present", "not identified", "negative", "no")
+        for w in (
+            "none",
+            # "Effusion: none seen." (read as present before)
+            "none seen",
+            "none noted",
+            "none identified",
+            "none present",
+            "none evident",
+            "absent",
+            "nil",
+            "not seen",
+            "not present",
+            "not identified",
+            "negative",
+            "no",
+        )
         for end in (".", ";")
     ),
     # the same as a template's question and its answer: "Effusion? No."

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import logging
 import pickle
 import re
 from pathlib import Path
@@ -830,3 +831,61 @@ def test_free_text_in_view_position_or_patient_orientation_never_leaves_the_load
     with pytest.raises(ImageLoadError) as err:
         load_image(make_dicom(tmp_path / "o.dcm", arr, PatientOrientation="SECRET", ViewPosition="PA"))
     assert "SECRET" not in str(err.value) and "of 6 characters is not two direction codes" in str(err.value)
+
+
+# A name typed into a technical element (stop 62's trial: quoted in the refusal, in
+# meta.transforms and in pydicom's log): the message names the element, in words.
+def _with_raw_values(path: Path, values: dict[int, tuple[str, str]], **save) -> Path:
+    """Rewrite the DICOM at ``path`` with the elements ``tag -> (VR, text)`` stored as
+    given, unvalidated (as a scanner that typed a name into them would)."""
+    ds = pydicom.dcmread(path)
+    for tag, (vr, text) in values.items():
+        raw = text.encode() + b" " * (len(text) % 2)
+        ds[tag] = pydicom.dataelem.RawDataElement(pydicom.tag.Tag(tag), vr, len(raw), raw, 0, False, True)
+    ds.save_as(path, enforce_file_format=True, **save)
+    return path
+
+
+@pytest.mark.parametrize(
+    "values, refusal",
+    [
+        ({0x00280004: ("CS", "DOE^JANE")}, "unsupported Photometric Interpretation (a value that is no"),
+        ({0x00280008: ("IS", "FAKEID123")}, "malformed Number of Frames (0028,0008): not a whole number"),
+        ({0x00281053: ("DS", "FAKEID123"), 0x00281052: ("DS", "0")}, "Rescale Slope (0028,1053) is not a number"),
+        ({0x00281050: ("DS", "DOE"), 0x00281051: ("DS", "JANE")}, None),
+        ({0x00281050: ("DS", "100"), 0x00281051: ("DS", "200"), 0x00281056: ("CS", "FAKE DOE")}, None),
+    ],
+)
+def test_a_header_value_in_a_malformed_element_is_never_quoted(tmp_path, caplog, values, refusal):
+    path = _with_raw_values(make_dicom(tmp_path / "bait.dcm", ramp12(), bits_stored=12), values)
+    secrets = ("DOE", "JANE", "FAKEID123")
+    with caplog.at_level(logging.DEBUG):
+        if refusal is None:
+            said = " ".join(load_image(path).meta.transforms)
+            assert "ignored" in said  # the window is refused, in words
+        else:
+            with pytest.raises(ImageLoadError) as err:
+                load_image(path)
+            said = str(err.value)
+            assert refusal in said
+    logged = " ".join(r.getMessage() for r in caplog.records)
+    assert not any(s in said or s in logged for s in secrets), (said, logged)
+
+
+def test_a_voi_lut_shorter_than_its_descriptor_is_refused_in_words(tmp_path):
+    item = Dataset()
+    item.LUTDescriptor = [4096, 0, 16]
+    item.add_new(0x00283006, "US", [0, 1000, 4095])
+    path = make_dicom(tmp_path / "lut.dcm", ramp12(), bits_stored=12, VOILUTSequence=[item])
+    with pytest.raises(ImageLoadError, match="VOI LUT Data holds 3 entries where its LUT Descriptor says 4096"):
+        load_image(path)
+
+
+def test_an_unknown_transfer_syntax_uid_is_not_quoted(tmp_path):
+    path = make_dicom(tmp_path / "ts.dcm", ramp12(), bits_stored=12)
+    ds = pydicom.dcmread(path)
+    ds.file_meta.TransferSyntaxUID = "1.2.3.4.19010203"
+    ds.save_as(path, enforce_file_format=True, implicit_vr=False, little_endian=True)
+    with pytest.raises(ImageLoadError, match="a UID pydicom does not know") as err:
+        load_image(path)
+    assert "19010203" not in str(err.value)

@@ -50,7 +50,7 @@ def test_a_missing_or_malformed_image_element_is_named():
         with pytest.raises(ImageLoadError, match=r"has no Rows \(0028,0010\), which an image needs"):
             load_image(path)
         # badVR.dcm holds Number of Frames '1A' (pydicom's own test of an invalid IS value)
-        with pytest.raises(ImageLoadError, match=r"malformed Number of Frames \(0028,0008\): '1A' is not a whole"):
+        with pytest.raises(ImageLoadError, match=r"malformed Number of Frames \(0028,0008\): not a whole number$"):
             load_image(_sample("badVR.dcm"))
 
 

@@ -20,11 +20,17 @@ done in this order:
    :class:`~cxrils.io.ImageLoadError`.
 
 Only whitelisted header fields leave this module (see :class:`cxrils.io.ImageMeta`):
-no names, dates, UIDs or other identifiers.
+no names, dates, UIDs or other identifiers. Nor does an error message quote a header
+value, which may be free text typed into the wrong field (a name as the Photometric
+Interpretation): a refusal names the element and says in words what is wrong with it.
+For the same reason, importing this module silences pydicom's warnings (``UserWarning``) and
+masks the quoted values in the records of the ``pydicom`` logger ("Invalid value for VR
+IS: '...'"), both of which quote the value they doubt.
 """
 
 from __future__ import annotations
 
+import logging
 import math
 import re
 import warnings
@@ -51,12 +57,32 @@ from cxrils.vocab import FRONTAL_VIEWS, LATERAL_VIEWS, read_view_position
 
 _MONOCHROME = ("MONOCHROME1", "MONOCHROME2")
 _COLOUR = ("RGB", "YBR_FULL", "YBR_FULL_422", "YBR_RCT", "YBR_ICT")
+#: The other defined terms of Photometric Interpretation (DICOM PS3.3 C.7.6.3.1.2), which
+#: a refusal may quote; any other value is not shown (module docstring).
+_OTHER_PHOTOMETRIC = ("PALETTE COLOR", "YBR_PARTIAL_420", "YBR_PARTIAL_422", "HSV", "ARGB", "CMYK")
+#: The defined terms of VOI LUT Function (PS3.3 C.11.2.1.3), which pydicom's windowing reads.
+_VOI_FUNCTIONS = ("LINEAR", "LINEAR_EXACT", "SIGMOID")
 #: Output range asked of pydicom's windowing; see :func:`_window_unit`.
 _WINDOW_OUT_BITS = 16
 #: Largest number of stored levels handled through a lookup table (see _monochrome_to_uint8).
 _MAX_LEVELS = 1 << 20
 _DIRECTION = re.compile(r"[LRAPHF]{1,3}")
 _AXIS = {"L": "LR", "R": "LR", "A": "AP", "P": "AP", "H": "HF", "F": "HF"}
+
+
+_QUOTED = re.compile(r"'[^']*'|\"[^\"]*\"")
+
+
+class _MaskQuotedValues(logging.Filter):
+    """Masks every quoted value in a record of the ``pydicom`` logger (module docstring)."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        record.msg, record.args = _QUOTED.sub("'...'", record.getMessage()), None
+        return True
+
+
+logging.getLogger("pydicom").addFilter(_MaskQuotedValues())
+warnings.filterwarnings("ignore", category=UserWarning, module=r"pydicom(\.|$)")
 
 
 def _why(err: BaseException) -> str:
@@ -88,7 +114,7 @@ def _int_element(path: Path, ds: Dataset, keyword: str, default: int | None = No
     try:
         value = ds.get(keyword)
     except Exception as err:  # a value pydicom cannot convert (e.g. "1A" in a US element)
-        raise ImageLoadError(path, f"malformed {element_words(keyword)}: {_why(err)}") from err
+        raise ImageLoadError(path, f"malformed {element_words(keyword)}: not a whole number") from err
     if value is None or value == "":
         if default is None:
             raise ImageLoadError(path, f"the DICOM header has no {element_words(keyword)}, which an image needs")
@@ -96,7 +122,7 @@ def _int_element(path: Path, ds: Dataset, keyword: str, default: int | None = No
     try:
         return int(value)
     except (TypeError, ValueError) as err:
-        raise ImageLoadError(path, f"malformed {element_words(keyword)}: {value!r} is not a whole number") from err
+        raise ImageLoadError(path, f"malformed {element_words(keyword)}: not a whole number") from err
 
 
 def install_hint(uid: str) -> str:
@@ -182,9 +208,9 @@ def _transfer_syntax(path: Path, ds: Dataset) -> UID:
     try:
         decoder = get_decoder(tsyntax)
     except NotImplementedError as err:
-        raise ImageLoadError(
-            path, f"transfer syntax {tsyntax.name} ({tsyntax}) has no pixel-data decoder in pydicom"
-        ) from err
+        # a UID pydicom does not know is a header value like any other (module docstring)
+        shown = f"{tsyntax.name} ({tsyntax})" if tsyntax.name != str(tsyntax) else "(a UID pydicom does not know)"
+        raise ImageLoadError(path, f"transfer syntax {shown} has no pixel-data decoder in pydicom") from err
     if not decoder.is_available:
         raise ImageLoadError(
             path,
@@ -219,12 +245,23 @@ def _window_unit(values: np.ndarray, center: float, width: float, function: str)
 
 
 def _nth(ds: Dataset, keyword: str, k: int) -> tuple[float, int]:
-    """The k-th value of a possibly multi-valued DS element, and its number of values."""
+    """The k-th value of a possibly multi-valued DS element, and its number of values.
+
+    Raises
+    ------
+    IndexError
+        If the element has no k-th value.
+    ValueError
+        If the value is not a number (the message names the element, not the value).
+    """
     elem = ds[keyword]
     values = list(elem.value) if elem.VM > 1 else [elem.value]
     if k >= len(values):
         raise IndexError(f"the file has {len(values)} {keyword} value{'s' if len(values) != 1 else ''}")
-    return float(values[k]), len(values)
+    try:
+        return float(values[k]), len(values)
+    except (TypeError, ValueError):
+        raise ValueError(f"{element_words(keyword)} is not a number") from None
 
 
 def _voi_unit(
@@ -248,6 +285,7 @@ def _voi_unit(
             item = seq[k]
             desc = item.LUTDescriptor
             n_entries, first_map, bits = int(desc[0]) or 2**16, int(desc[1]), int(desc[2])
+            _check_lut_length(item, n_entries, "VOI LUT")
             iv = np.clip(np.rint(values), first_map, first_map + n_entries - 1).astype(np.int64)
             # pydicom reads the table (US/SS/OW, endianness); we index it with the clipped values.
             lut = apply_voi(np.arange(first_map, first_map + n_entries, dtype=np.int64), ds, k).astype(np.float64)
@@ -267,6 +305,8 @@ def _voi_unit(
             center, n_windows = _nth(ds, "WindowCenter", k)
             width, _ = _nth(ds, "WindowWidth", k)
             function = str(ds.get("VOILUTFunction", "") or "LINEAR").strip().upper()
+            if function not in _VOI_FUNCTIONS:
+                raise ValueError(f"{element_words('VOILUTFunction')} is none of {', '.join(_VOI_FUNCTIONS)}")
             f = _window_unit(values, center, width, function)
             return f, (f"voi:window[{k} of {n_windows}](center={center:g}, width={width:g}, function={function}){tag}")
         except (ValueError, TypeError, IndexError) as err:  # empty, non-numeric, out-of-range or no k-th window
@@ -275,6 +315,39 @@ def _voi_unit(
         note = "; the file has no Window Center / Width"
     f, lo, hi = minmax_unit(values, present)
     return f, f"voi:minmax({lo:g}..{hi:g}){tag}{note}"
+
+
+def _check_lut_length(item: Dataset, n_entries: int, name: str) -> None:
+    """Raise ValueError when an LUT item holds fewer entries than its LUT Descriptor says
+    (``n_entries``, 0 read as 65536 by the caller); ``name`` names the table."""
+    data = item.LUTData
+    if isinstance(data, bytes):  # OW: pydicom unpacks one 16-bit word per entry (apply_voi)
+        stored = len(data) // 2
+    elif isinstance(data, int):  # US with one value
+        stored = 1
+    else:
+        stored = len(data)
+    if stored < n_entries:
+        raise ValueError(f"the {name} Data holds {stored} entries where its LUT Descriptor says {n_entries}")
+
+
+def _check_modality_lut(ds: Dataset) -> None:
+    """Raise ValueError, in words, for a Modality LUT that cannot be applied: a Rescale
+    Slope or Intercept that is not a number, or an LUT shorter than its descriptor."""
+    seq = ds.get("ModalityLUTSequence")
+    if seq:
+        item = seq[0]
+        if item.get("LUTDescriptor") is None or item.get("LUTData") is None:
+            raise ValueError("the Modality LUT Sequence item has no LUT Descriptor or LUT Data")
+        _check_lut_length(item, int(item.LUTDescriptor[0]) or 2**16, "Modality LUT")
+        return
+    for keyword in ("RescaleSlope", "RescaleIntercept"):
+        try:
+            value = ds.get(keyword)
+            if value is not None and value != "" and not math.isfinite(float(value)):
+                raise ValueError
+        except (TypeError, ValueError):
+            raise ValueError(f"{element_words(keyword)} is not a number") from None
 
 
 def _display_unit(
@@ -292,9 +365,13 @@ def _display_unit(
     for the min-max VOI fallback when ``stored`` is a table of levels rather than the image.
     """
     try:
+        _check_modality_lut(ds)
+    except ValueError as err:
+        raise ImageLoadError(path, f"cannot apply the Modality LUT: {err}") from err
+    try:
         values = apply_modality_lut(stored, ds)
-    except Exception as err:
-        raise ImageLoadError(path, f"cannot apply the Modality LUT: {_why(err)}") from err
+    except Exception as err:  # what the checks above do not foresee; pydicom's words may quote values
+        raise ImageLoadError(path, "cannot apply the Modality LUT: pydicom cannot read it") from err
     if ds.get("ModalityLUTSequence"):
         transforms.append("modality:lut")
     elif "RescaleSlope" in ds and "RescaleIntercept" in ds:
@@ -303,8 +380,10 @@ def _display_unit(
         )
     try:
         f, record = _voi_unit(values, ds, present, voi)
-    except Exception as err:
-        raise ImageLoadError(path, f"cannot apply the VOI LUT: {_why(err)}") from err
+    except ValueError as err:  # ours, in words (_check_lut_length)
+        raise ImageLoadError(path, f"cannot apply the VOI LUT: {err}") from err
+    except Exception as err:  # pydicom's words may quote header values
+        raise ImageLoadError(path, "cannot apply the VOI LUT: pydicom cannot read it") from err
     transforms.append(record)
     if photometric == "MONOCHROME1":
         f = 1.0 - f
@@ -524,8 +603,11 @@ def load_dicom(path: str | Path, *, max_pixels: int, voi: str = "auto") -> Loade
     frames = _int_element(path, ds, "NumberOfFrames", default=1)
     photometric = str(ds.get("PhotometricInterpretation", "")).strip().upper()
     if photometric not in _MONOCHROME + _COLOUR:
+        shown = (
+            repr(photometric) if photometric in _OTHER_PHOTOMETRIC else "(a value that is no defined term, not shown)"
+        )
         raise ImageLoadError(
-            path, f"unsupported Photometric Interpretation {photometric!r}; expected one of {_MONOCHROME + _COLOUR}"
+            path, f"unsupported Photometric Interpretation {shown}; expected one of {_MONOCHROME + _COLOUR}"
         )
     if frames != 1:
         raise ImageLoadError(path, f"multi-frame DICOM ({frames} frames); expected a single radiograph")

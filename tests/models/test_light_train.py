@@ -137,6 +137,18 @@ def test_resume_continues_from_checkpoint(tiny_dataset, tmp_path):
         train_light(tiny_dataset, run, LightConfig(**{**TINY, "lr": 1e-2}, steps=8), progress=False, **STAGES)
 
 
+def test_a_resume_that_trains_on_drops_the_earlier_models_scores(tiny_dataset, tmp_path):
+    # a new user's trial (stop 62): resumed with more steps and --no-evaluate, the folder
+    # kept eval_validate.json of the earlier weights beside the new model
+    run = tmp_path / "run"
+    train_light(tiny_dataset, run, LightConfig(**TINY, steps=2), progress=False, evaluate=True, **STAGES)
+    assert (run / "eval_validate.json").is_file() and (run / "predictions_validate.parquet").is_file()
+    train_light(tiny_dataset, run, LightConfig(**TINY, steps=2), progress=False, evaluate=False, **STAGES)
+    assert (run / "eval_validate.json").is_file()  # nothing trained: the scores still describe the weights
+    train_light(tiny_dataset, run, LightConfig(**TINY, steps=3), progress=False, evaluate=False, **STAGES)
+    assert not (run / "eval_validate.json").exists() and not (run / "predictions_validate.parquet").exists()
+
+
 @pytest.mark.slow
 def test_cli_train_and_predict(tiny_dataset, tmp_path, monkeypatch):
     import cxrils.models.light.segmenter as segmod

@@ -138,6 +138,15 @@ def predict_dataset(
     return Path(out_path)
 
 
+def forget_evaluation(run_dir: str | Path, split: str) -> None:
+    """Delete ``predictions_{split}.parquet`` and ``eval_{split}.json`` of ``run_dir``
+    (:func:`evaluate_run`'s outputs): they describe the weights the folder held, which
+    training is about to replace (a trial resumed a run with more steps and
+    ``--no-evaluate``: the folder kept the earlier model's scores beside the new model)."""
+    for name in (f"predictions_{split}.parquet", f"eval_{split}.json"):
+        (Path(run_dir) / name).unlink(missing_ok=True)
+
+
 def evaluate_run(
     seg: Segmenter, dataset_dir: str | Path, run_dir: str | Path, split: str, *, progress: bool = True
 ) -> dict | None:

@@ -277,7 +277,7 @@ def fit(
             opt.step()
             sched.step()
             losses.append(float(loss.detach()))
-            bar.set_postfix(loss=f"{np.mean(losses[-20:]):.4f}")
+            bar.set_postfix(loss=f"{np.mean(losses[-20:]):.4f}", refresh=False)
         net.eval()
         with torch.inference_mode():
             score = float(validate())

@@ -25,7 +25,7 @@ from cxrils.models.light.config import LightConfig
 from cxrils.models.light.inputs import PriorsFn, dataset_inputs
 from cxrils.models.light.priors import AnatomyFn, AnomalyFn, ImagePriors, default_anatomy
 from cxrils.models.light.segmenter import LightSegmenter
-from cxrils.models.predict import evaluate_run
+from cxrils.models.predict import evaluate_run, forget_evaluation
 
 log = logging.getLogger(__name__)
 
@@ -308,7 +308,7 @@ def train_light(
             for k, v in terms.items():
                 running.setdefault(k, []).append(float(v.detach()))
             bar.update(1)
-            bar.set_postfix(loss=f"{last_loss:.3f}")
+            bar.set_postfix(loss=f"{last_loss:.3f}", refresh=False)
             if step % log_every == 0 or step == cfg.steps:
                 line = {
                     "step": step,
@@ -345,6 +345,7 @@ def train_light(
             atomic_write_json(run / CALIBRATION_NAME, result["calibration"])
             log.info("thresholds chosen on validate: %s", result["calibration"])
         else:
+            (run / CALIBRATION_NAME).unlink(missing_ok=True)  # an earlier model's choice
             log.warning(
                 "%s: validate split lacks positives or negatives; keeping thresholds %s / %s (by target: %s)",
                 dataset_dir,
@@ -352,6 +353,8 @@ def train_light(
                 cfg.tau_mask,
                 cfg.tau_presence_by_target,
             )
+    if step != start_step or not resuming:  # other weights than the folder's scores describe
+        forget_evaluation(run, "validate")
     seg.save(run)
     if evaluate:
         result["validate"] = evaluate_run(seg, dataset_dir, run, "validate", progress=progress)

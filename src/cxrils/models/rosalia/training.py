@@ -287,7 +287,7 @@ def cli_train(
     """
     from cxrils.dataset import BalancedBatchSampler, HistogramEqualization, ILSDataset
     from cxrils.models.base import Segmenter
-    from cxrils.models.predict import evaluate_run
+    from cxrils.models.predict import evaluate_run, forget_evaluation
 
     steps_override = overrides.pop("steps", None) if isinstance(overrides, dict) else None
     cfg, tiny = _parse_overrides(overrides)
@@ -319,6 +319,7 @@ def cli_train(
             num_batches=max(1, epoch_samples(data.polarities) // cfg.micro_batch_size),
         )
         batches = itertools.islice(_batches(data, sampler), done * accum, None)  # skip used batches
+        forget_evaluation(run, "validate")
         train_rosalia(
             seg,
             batches,

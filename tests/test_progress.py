@@ -60,3 +60,20 @@ def test_a_file_or_missing_stderr_gets_the_log_interval(monkeypatch, tmp_path):
     bar = progress_bar(total=1, mininterval=2.0, file=io.StringIO())
     assert bar.mininterval == 2.0
     bar.close()
+
+
+def test_no_bar_in_the_package_forces_a_redraw():
+    # a new user's trial (stop 62): the light trainer's set_postfix(loss=...) redrew the
+    # bar at every step, 6,000 bar states in the log of a 6,000-step run
+    import pathlib
+    import re
+
+    import cxrils
+
+    calls = [
+        (path.name, call)
+        for path in pathlib.Path(cxrils.__file__).parent.rglob("*.py")
+        for call in re.findall(r"\.(?:set_postfix|set_description|set_postfix_str)\([^\n]*", path.read_text())
+    ]
+    assert calls  # the trainers and the importer show their state
+    assert [c for c in calls if "refresh=False" not in c[1]] == []

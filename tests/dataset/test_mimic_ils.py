@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import io
 import json
+import re
 import sys
 from pathlib import Path
 
@@ -528,6 +529,15 @@ def test_an_export_without_positive_pairs_round_trips_and_never_writes_into_the_
             export_mimic_ils(ds, target)
     with pytest.raises(DatasetError, match="its images would be written inside the dataset"):
         export_mimic_ils(ds, tmp_path / "e2", images_dir=ds / "images")
+
+
+def test_an_export_refuses_a_damaged_dataset_image_by_name(imported, tmp_path):
+    # a new user's trial (stop 62): a truncated image was copied into the export, which
+    # the importer (and train_ds.py) then could not read
+    damaged = sorted((imported / "images").rglob("*.png"))[0]
+    damaged.write_bytes(damaged.read_bytes()[:200])
+    with pytest.raises(DatasetError, match=re.escape(f"{damaged}: the dataset's image is damaged")):
+        export_mimic_ils(imported, tmp_path / "export")
 
 
 def test_an_export_of_a_folder_that_is_no_dataset_writes_nothing(tmp_path):

@@ -82,9 +82,23 @@ def _copy_image(src: Path, dest: Path) -> None:
         # same size and another time is compared byte for byte
         if a.st_size == b.st_size and (a.st_mtime_ns == b.st_mtime_ns or filecmp.cmp(src, dest, shallow=False)):
             return  # already exported (a re-export); another image under its name is replaced
+    _check_png(src)
     dest.parent.mkdir(parents=True, exist_ok=True)
     with atomic_path(dest, suffix=".png") as tmp:
         shutil.copy2(src, tmp)
+
+
+def _check_png(src: Path) -> None:
+    """Raise DatasetError when the dataset's image ``src`` is no intact PNG (Pillow's
+    ``verify``: every chunk's CRC, without decoding the pixels); a trial's truncated image
+    was copied into an export that train_ds.py and the importer then could not read."""
+    from PIL import Image, UnidentifiedImageError
+
+    try:
+        with Image.open(src) as im:
+            im.verify()
+    except (OSError, SyntaxError, UnidentifiedImageError, ValueError) as err:
+        raise DatasetError(f"{src}: the dataset's image is damaged ({err}); regenerate the dataset") from err
 
 
 def export_mimic_ils(
@@ -114,7 +128,7 @@ def export_mimic_ils(
     Raises
     ------
     DatasetError
-        If the dataset is not readable, an image file is missing, ``paraphrases`` is
+        If the dataset is not readable, an image file is missing or damaged, ``paraphrases`` is
         unknown, or ``out_dir`` or ``images_dir`` lies inside the dataset folder. Nothing
         is written when the dataset is not finalized.
     """

@@ -104,6 +104,10 @@ def test_train_options_become_settings(tmp_path, monkeypatch) -> None:
     assert seen == {"steps": "7", "batch_size": "8", "lr": "0.01", "seed": "3"}
     res = CliRunner().invoke(app, args + ["--steps", "7", "--set", "steps=9"])
     assert res.exit_code == 2 and "contradicts" in res.output
+    # a new user's trial (stop 62): -o the dataset's own folder wrote the weights into it
+    seen.clear()
+    res = CliRunner().invoke(app, ["train", "--dataset", str(tmp_path / "ds"), "-o", str(tmp_path / "ds")])
+    assert res.exit_code == 2 and "is a cxrils dataset folder" in res.output and not seen
 
 
 def test_log_lines_never_share_a_progress_bar_line(tmp_path):

@@ -125,6 +125,9 @@ def register(app: typer.Typer) -> None:
             fail(f"unknown model {model!r}; choose one of {sorted(TRAINERS)}")
         if not (dataset / "manifest.json").is_file():
             fail(f"{dataset}: not a finalized cxrils dataset (no manifest.json)")
+        if (out / "manifest.json").is_file() or (out / "provenance.json").is_file():
+            # a new user's trial: -o the dataset's folder wrote the weights into it
+            fail(f"{out}: is a cxrils dataset folder; write the run to a folder of its own (-o)")
         overrides = _parse_overrides(set_)
         for option, value in (("steps", steps), ("batch_size", batch_size), ("lr", lr), ("seed", seed)):
             if value is not None:

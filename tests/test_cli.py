@@ -110,6 +110,21 @@ def test_train_options_become_settings(tmp_path, monkeypatch) -> None:
     assert res.exit_code == 2 and "is a cxrils dataset folder" in res.output and not seen
 
 
+def test_an_interrupted_training_says_what_is_kept(tmp_path, monkeypatch) -> None:
+    # a new user's trial (stop 62): Ctrl-C exited 130 without a word
+    from cxrils.cli import models as models_cli
+
+    def interrupted_trainer(dataset, out, overrides, **kwargs):
+        raise KeyboardInterrupt
+
+    monkeypatch.setitem(models_cli.TRAINERS, "light", lambda: interrupted_trainer)
+    (tmp_path / "ds").mkdir()
+    (tmp_path / "ds" / "manifest.json").write_text("{}")
+    res = CliRunner().invoke(app, ["train", "--dataset", str(tmp_path / "ds"), "-o", str(tmp_path / "run")])
+    assert res.exit_code == 130
+    assert "interrupted: the last checkpoint is kept; rerun the same command to go on" in res.output
+
+
 def test_log_lines_never_share_a_progress_bar_line(tmp_path):
     """A log line written while a tqdm bar is shown starts its own line (cxrils.cli sends
     logging through tqdm.write), in a real process with the real stderr."""

@@ -7,7 +7,8 @@ usage-error status), never a traceback.
 from __future__ import annotations
 
 import os
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, NoReturn
 
@@ -16,7 +17,7 @@ import typer
 if TYPE_CHECKING:
     from cxrils.config import Config
 
-__all__ = ["check_listen", "fail", "load_config_or_fail", "split_or_all"]
+__all__ = ["check_listen", "fail", "load_config_or_fail", "resumable", "split_or_all"]
 
 
 def fail(message: str) -> NoReturn:
@@ -29,6 +30,25 @@ def fail(message: str) -> NoReturn:
     """
     typer.echo(f"error: {message}", err=True)
     raise typer.Exit(2)
+
+
+@contextmanager
+def resumable(kept: str) -> Iterator[None]:
+    """Ctrl-C (SIGINT) inside the block prints ``interrupted: <kept> is kept; rerun the
+    same command to go on`` on stderr and exits with status 130, as the shell's own
+    interrupted status (a trial: typer exited 130 without a word). For the commands that
+    resume: ``kept`` says what of the run survives.
+
+    Raises
+    ------
+    typer.Exit
+        Code 130, on KeyboardInterrupt.
+    """
+    try:
+        yield
+    except KeyboardInterrupt:
+        typer.echo(f"\ninterrupted: {kept} is kept; rerun the same command to go on", err=True)
+        raise typer.Exit(130) from None
 
 
 def load_config_or_fail(config: Path | None, overrides: Sequence[str]) -> Config:

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import typer
 
-from cxrils.cli.common import fail, load_config_or_fail
+from cxrils.cli.common import fail, load_config_or_fail, resumable
 from cxrils.pipeline.stages import DEFAULT_STAGES
 
 #: What ``cxrils demo`` needs, relative to the data folder.
@@ -78,21 +78,22 @@ def _run(
         bar.total = total
         bar.update(done - bar.n)  # redrawn at most every redraw_interval() seconds
 
-    try:  # log lines go through tqdm.write (cxrils.cli): they never share the bar's line
-        summary = generate(
-            input_path,
-            output,
-            cfg,
-            runner=runner,
-            workers=workers,
-            limit=limit,
-            stages=stages,
-            progress=on_progress,
-            ray_address=ray_address,
-        )
-    except (InputError, RunError, StageLoadError, ValueError) as err:
-        bar.close()
-        fail(str(err))
+    with resumable("every image committed so far"):
+        try:  # log lines go through tqdm.write (cxrils.cli): they never share the bar's line
+            summary = generate(
+                input_path,
+                output,
+                cfg,
+                runner=runner,
+                workers=workers,
+                limit=limit,
+                stages=stages,
+                progress=on_progress,
+                ray_address=ray_address,
+            )
+        except (InputError, RunError, StageLoadError, ValueError) as err:
+            bar.close()
+            fail(str(err))
     bar.close()
     typer.echo(format_summary(summary))
     if not summary["studies"]["total"]:

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import typer
 
-from cxrils.cli.common import fail
+from cxrils.cli.common import fail, resumable
 
 EXPORT_FORMATS = ("mimic-ils",)
 
@@ -40,12 +40,13 @@ def import_mimic_ils_cmd(
     from cxrils.dataset.writer import DatasetError
 
     cfg = MimicIlsConfig() if max_side is None else MimicIlsConfig(max_side=max_side)
-    try:
-        report = import_mimic_ils(json_path, images, masks, out, cfg=cfg, workers=workers)
-    except DatasetError as err:
-        fail(str(err))
-    except OSError as err:
-        fail(f"{out}: cannot write: {err}")
+    with resumable("every image imported so far"):
+        try:
+            report = import_mimic_ils(json_path, images, masks, out, cfg=cfg, workers=workers)
+        except DatasetError as err:
+            fail(str(err))
+        except OSError as err:
+            fail(f"{out}: cannot write: {err}")
     typer.echo(
         f"{report['records_in_dataset']} records of {report['images_in_dataset']} images in {out} "
         f"({report['records_by_split']}); this run: {report['samples_imported_this_run']} samples, "

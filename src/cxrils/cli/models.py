@@ -13,7 +13,7 @@ from pathlib import Path
 
 import typer
 
-from cxrils.cli.common import fail, out_folder_or_fail, require_prediction_suffix, split_or_all
+from cxrils.cli.common import fail, out_folder_or_fail, require_prediction_suffix, resumable, split_or_all
 from cxrils.templates import MAX_INSTRUCTION_CHARS
 
 
@@ -150,10 +150,11 @@ def register(app: typer.Typer) -> None:
             import torch
 
             torch.set_num_threads(threads)
-        try:
-            result = trainer(dataset, out, overrides, resume=resume, evaluate=evaluate, progress=True)
-        except (ValueError, RuntimeError) as err:  # bad settings or data; anatomy stage unavailable
-            fail(str(err))
+        with resumable("the last checkpoint"):
+            try:
+                result = trainer(dataset, out, overrides, resume=resume, evaluate=evaluate, progress=True)
+            except (ValueError, RuntimeError) as err:  # bad settings or data; anatomy stage unavailable
+                fail(str(err))
         typer.echo(
             f"trained {model} for {result['steps']} steps in {result['train_seconds']:.1f} s of training steps (model loading aside) -> {out}"
         )

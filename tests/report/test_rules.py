@@ -2219,3 +2219,73 @@ def test_a_question_mark_doubting_the_findings_reality_hedges_it(rules, text, ce
 def _typed(rules, text):
     """``(lesion_type, presence, certainty)`` of the findings of a lesion type, in order."""
     return [(f.lesion_type, f.presence, f.certainty) for f in rules.structure(text) if f.lesion_type is not None]
+
+
+@pytest.mark.parametrize(
+    "report, expected",
+    [
+        # stop 62's trial of templated reports: each of these came out reversed
+        (
+            "FINDINGS:\nConsolidation - no\nEffusion - yes, small right\nOedema - no\nCardiomegaly - yes",
+            [
+                ("consolidation", "negative"),
+                ("effusion", "positive"),
+                ("edema", "negative"),
+                ("cardiomegaly", "positive"),
+            ],
+        ),
+        ("FINDINGS:\nPneumothorax: No\nEffusion: Small left", [("pneumothorax", "negative"), ("effusion", "positive")]),
+        (
+            "FINDINGS:\nConsolidation - none\nEffusion - small right",
+            [("consolidation", "negative"), ("effusion", "positive")],
+        ),
+        # lower-case bullets, and a report in capitals of one statement per line
+        (
+            "FINDINGS:\n* no effusion\n* no pneumothorax\n* patchy LLL opacity",
+            [("effusion", "negative"), ("pneumothorax", "negative"), ("opacity", "positive")],
+        ),
+        (
+            "FINDINGS:\nNO PNEUMOTHORAX\nMODERATE RIGHT PLEURAL EFFUSION\nNO CONSOLIDATION",
+            [("pneumothorax", "negative"), ("effusion", "positive"), ("consolidation", "negative")],
+        ),
+        # "Nil" before the finding denies it (UK, Australia); "nil change" does not
+        (
+            "FINDINGS:\nNil effusion. Nil focal consolidation.",
+            [("effusion", "negative"), ("consolidation", "negative")],
+        ),
+        ("FINDINGS:\nRight pleural effusion - nil change from prior.", [("effusion", "positive")]),
+        # an organ label in capitals is a label inside the findings, not a section: the
+        # atelectasis after "LUNGS:" was lost
+        (
+            "FINDINGS:\nHEART: ENLARGED\nLUNGS: BIBASILAR ATELECTASIS",
+            [("cardiomegaly", "positive"), ("atelectasis", "positive")],
+        ),
+        # still one sentence: a list under a cue, and a line wrapped after a joining word
+        (
+            "FINDINGS: No evidence of:\n- pneumothorax\n- effusion",
+            [("pneumothorax", "negative"), ("effusion", "negative")],
+        ),
+        ("FINDINGS: There is no\nEffusion or pneumothorax.", [("effusion", "negative"), ("pneumothorax", "negative")]),
+    ],
+)
+def test_templated_reports_of_one_statement_per_line(report, expected):
+    _check_lines(report, expected)
+
+
+@pytest.mark.parametrize(
+    "report, labels",
+    [
+        # the section label "Lungs:" names no place (the first template-label change gave
+        # these both lungs as well)
+        ("FINDINGS:\nLungs: Patchy opacity in the right mid zone.", ["right mid zone lung"]),
+        ("FINDINGS:\nLungs: Possible subtle consolidation at the left base.", ["left lung base"]),
+        ("FINDINGS:\nEffusion - yes, small right\nOedema - no", ["right lung"]),
+        ("FINDINGS:\nEffusion: small left\nPneumothorax: none", ["left lung"]),
+        ("FINDINGS:\nHEART: ENLARGED\nLUNGS: BIBASILAR ATELECTASIS", []),
+    ],
+)
+def test_templated_reports_place_the_labels_finding(report, labels):
+    from cxrils.report import structure_report
+
+    first = next(f for f in structure_report("s", report).findings if f.lesion_type)
+    assert first.labels == labels

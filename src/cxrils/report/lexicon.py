@@ -516,6 +516,8 @@ _RAW_CONTEXT_RULES: tuple[tuple[str, str, str, int | None], ...] = (
         (w, "NEGATED_EXISTENCE", "FORWARD", None)
         for w in (
             "no",
+            # UK and Australian reports: "Nil effusion." (a trial: read as present)
+            "nil",
             "not",
             "without",
             "negative for",
@@ -1118,6 +1120,9 @@ _RAW_CONTEXT_RULES: tuple[tuple[str, str, str, int | None], ...] = (
             "with or without",
             "no interval change",
             "no change",
+            "nil change",
+            "nil interval change",
+            "nil significant change",
             "no significant change",
             "no significant interval change",
             "no substantial change",
@@ -1610,7 +1615,8 @@ COMPARED_SIDES_RE = re.compile(
 #: before it: where a line may end a statement written without a full stop
 #: (:func:`statement_breaks`).
 BARE_LINE_END = re.compile(
-    r"(?<=[A-Za-z0-9)%])(?:[ \t]*\r?\n)+(?=[ \t]*(?:[-*\u2022][ \t]+)?[A-Z](?:[a-z]|[A-Z]+[ \t]+[a-z]))"
+    r"(?<=[A-Za-z0-9)%])(?:[ \t]*\r?\n)+"
+    r"(?=[ \t]*(?:[-*\u2022][ \t]+[a-z]|(?:[-*\u2022][ \t]+)?[A-Z](?:[a-z]|[A-Z]+[ \t]+[a-z]|[A-Z]*[ \t]+[A-Z]{2,}|[A-Z]+[ \t]*:)))"
 )
 #: Words that leave a line's statement open (ours): "... perihilar haziness and\nKerley B
 #: lines", "small left\nPleural effusion", "to suggest\nPneumocystis pneumonia".
@@ -1643,7 +1649,13 @@ _BULLET = re.compile(r"(?<!\S)[-*\u2022](?=[ \t])")
 
 
 # A template's label opening the next line ("Heart: Enlarged", "Pleura: small effusion").
-_LABEL_LINE = re.compile(r"[ \t]*(?:[-*\u2022][ \t]+)?[A-Z][a-z]+(?:[ \t]+[a-z]+){0,2}[ \t]*:")
+_LABEL_LINE = re.compile(
+    r"[ \t]*(?:[-*\u2022][ \t]+)?(?:[A-Z][a-z]+(?:[ \t]+[a-z]+){0,2}|[A-Z]{2,}(?:[ \t]+[A-Z]+){0,2})"
+    r"(?:[ \t]*:|[ \t]+-[ \t])"
+)
+#: A template's one-word answer after its label ("Consolidation - no", "Effusion: yes"): a
+#: whole statement, though "no" also joins a wrapped sentence ("There is no\nEffusion").
+_ANSWER_WORDS = frozenset({"no", "yes", "none", "nil", "negative", "positive", "absent", "present"})
 
 
 @lru_cache(maxsize=1)
@@ -1695,7 +1707,19 @@ def statement_breaks(text: str, max_chars: int) -> list[tuple[int, int]]:
         statement = " ".join(raw.split())
         words = re.findall(r"[a-z?/]+", statement.lower())
         following = re.match(r"[ \t\r\n]*(?:[-*\u2022][ \t]+)?([A-Za-z]+)", text[m.start() :])
-        if not words or words[-1] in _JOINING_WORDS or (following and following.group(1).lower() in _CONTINUING_WORDS):
+        # "Consolidation - no\nEffusion - yes": a label's answer, or a label on the next line,
+        # ends the statement though its last word may join a wrapped sentence ("no", "left")
+        answer = (
+            len(words) == 1
+            and words[0] in _ANSWER_WORDS
+            and re.search(r"(?::|\s-)\s*[A-Za-z]+\s*$", text[: m.start()]) is not None
+        )
+        label_next = bool(_LABEL_LINE.match(text, m.end()))
+        if (
+            not words
+            or (words[-1] in _JOINING_WORDS and not (answer or label_next))
+            or (following and following.group(1).lower() in _CONTINUING_WORDS)
+        ):
             continue  # "... effusion\nOR PNEUMOTHORAX" goes on
         line = text[text.rfind("\n", 0, m.start()) + 1 : m.start()]
         # the cue may stand before a dash on the break's line, not on a line before it ("No
@@ -1703,7 +1727,8 @@ def statement_breaks(text: str, max_chars: int) -> list[tuple[int, int]]:
         cue_words = re.findall(r"[a-z?/]+", clause[clause.rfind("\n") + 1 :].lower())
         short = len(statement) < max_chars
         if (
-            _LABEL_LINE.match(text, m.end())
+            label_next
+            or answer
             or (_LABEL_LINE.match(line) and short)
             or (short and not _carrying_cue_words().isdisjoint(cue_words))
         ):

@@ -225,6 +225,10 @@ _OWN_FINDING_TYPES = frozenset({"effusion", "cardiomegaly"})
 _BOTH_LUNGS_PHRASE = re.compile(
     r"^\W*(?:the\s+|both\s+)?(?:lungs|lung fields|bilateral|bilaterally)\W*$", re.IGNORECASE
 )
+# A template label's separator, and a "yes" answer after it, before the label's place.
+_LABEL_VALUE = re.compile(r"^\s*(?::|-(?=\s))\s*(?:yes\b[,;]?)?", re.IGNORECASE)
+# The lungs as a whole, as a template's section label names them ("Lungs:", "Lung fields:").
+_BARE_LUNG_LABEL = re.compile(r"^\W*(?:the\s+|both\s+)?(?:lungs?|lung fields?|parenchyma|lung parenchyma)\W*$", re.I)
 # Inference cues between a non-specific finding and the disease it represents.
 _INFER = re.compile(
     r"\b(?:(?:is|are)\s+either|represent\w*|reflect\w*|consistent with|compatible with|suggest\w*|concerning for|suspicious for|"
@@ -660,8 +664,9 @@ class RulesStructurer:
                 and _other_side_next(gap_next)
                 and not (prev is not None and _PLACE_PREP.search(gap_prev))
             )
-            # a template label: "Left lung: small effusion."
-            label = gap_next is not None and gap_next.lstrip().startswith(":")
+            # a template label: "Left lung: small effusion." (not the section label "Lungs:",
+            # which names no place: "Lungs: patchy opacity in the right mid zone")
+            label = gap_next is not None and gap_next.lstrip().startswith(":") and not _BARE_LUNG_LABEL.match(phrase)
             if (
                 nxt is not None
                 and (_PREMOD.match(gap_next.lstrip()[1:] if label else gap_next) or side_list)
@@ -670,8 +675,9 @@ class RulesStructurer:
                 nxt.pre.append(before_next)
             elif (
                 prev is not None
-                # a template label: "Consolidation: left lower lobe.", "Effusion: small right."
-                and _POSTLINK.match(gap_prev[1:] if gap_prev.startswith(":") else gap_prev)
+                # a template label: "Consolidation: left lower lobe.", "Effusion: small right.",
+                # "Effusion - yes, small right."
+                and _POSTLINK.match(_LABEL_VALUE.sub("", gap_prev, count=1))
                 and len(gap_prev.split()) <= rc.place_link_words
             ):
                 prev.post.append(phrase)

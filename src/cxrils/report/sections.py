@@ -178,11 +178,28 @@ _INLINE_HEADER = re.compile(
 )
 
 
+# The organ labels of a templated report's findings ("FINDINGS:\nLUNGS: Bibasilar
+# atelectasis.\nHEART: Enlarged."): labels inside the section they follow, not sections
+# of their own (a trial: "LUNGS:" ended the findings, whose atelectasis was lost).
+_ORGAN_LABELS = frozenset(
+    {"lungs", "lung", "lung fields", "lung parenchyma", "parenchyma", "airways", "trachea"}
+    | {"heart", "heart size", "cardiac", "heart and mediastinum", "cardiomediastinal", "cardiomediastinum"}
+    | {"mediastinum", "mediastinal contours", "hila", "hilar", "hilum", "pleura", "pleural", "pleural spaces"}
+    | {"pleural space", "bones", "bony thorax", "osseous structures", "skeleton", "soft tissues", "diaphragm"}
+    | {"diaphragms", "upper abdomen", "abdomen", "lines", "tubes", "lines and tubes", "tubes and lines"}
+    | {"lines/tubes", "tubes/lines", "support devices", "devices", "other"}
+)
+
+
 def _headers(text: str) -> list[re.Match]:
     """Header matches in text order: upper-case names and known names in any case at a
-    line start, then known names in upper or title case after a sentence end inside a line."""
+    line start, then known names in upper or title case after a sentence end inside a line.
+    After a first header, an upper-case organ label (:data:`_ORGAN_LABELS`) is no header."""
     found = {m.start(): m for m in _KNOWN_HEADER.finditer(text)}
+    first = min(found, default=len(text))
     for m in _HEADER.finditer(text):
+        if m.start() > first and " ".join(m.group(1).lower().split()) in _ORGAN_LABELS:
+            continue
         found.setdefault(m.start(), m)
     for m in _INLINE_HEADER.finditer(text):
         found.setdefault(m.start(), m)

@@ -57,6 +57,8 @@ LESION_SYNONYMS: Final[dict[str, tuple[str, ...]]] = {
     "pneumonia": (
         "pneumonia",
         "pneumonic",
+        # UK and Australian reports: "consolidation, likely infective" (a trial: no pneumonia)
+        "infective",
         "bronchopneumonia",
         "infectious process",
         "infection",

@@ -679,6 +679,8 @@ NOT_OPACITY = {
     # normal structures or overlying soft tissue, and an ultrasound sign
     "breast shadowing", "nipple shadowing", "soft tissue shadowing", "hilar shadowing", "cardiac shadowing",
     "vascular shadowing", "rib shadowing", "acoustic shadowing",
+    # an airways flare of COPD or asthma
+    "infective exacerbation",
 }  # fmt: skip
 
 

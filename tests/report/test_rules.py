@@ -2289,3 +2289,20 @@ def test_templated_reports_place_the_labels_finding(report, labels):
 
     first = next(f for f in structure_report("s", report).findings if f.lesion_type)
     assert first.labels == labels
+
+
+@pytest.mark.parametrize(
+    "text, expected",
+    [
+        # stop 62's trial: no cardiomegaly and no pneumonia were read from these
+        ("Cardiothoracic ratio is increased.", {"cardiomegaly": "positive"}),
+        ("CTR is increased.", {"cardiomegaly": "positive"}),
+        ("The cardiothoracic ratio is not increased.", {"cardiomegaly": "negative"}),
+        ("Patchy changes, likely infective.", {"pneumonia": "positive"}),
+        ("No infective consolidation.", {"pneumonia": "negative", "consolidation": "negative"}),
+        # an airways flare is no pneumonia
+        ("Infective exacerbation of COPD.", {}),
+    ],
+)
+def test_cardiothoracic_ratio_and_infective(rules, text, expected):
+    assert presences(rules, text) == expected

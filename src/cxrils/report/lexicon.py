@@ -102,6 +102,8 @@ OTHER_FINDINGS: Final[tuple[str, ...]] = (
     "old infection",
     "prior infection",
     "chronic infection",
+    # an airways flare of COPD or asthma, not the pneumonia synonym "infective"
+    "infective exacerbation",
     # Not a pleural effusion.
     "pericardial effusion",
     "pericardial effusions",
@@ -179,8 +181,9 @@ HILAR_WORDS: Final[re.Pattern[str]] = re.compile(r"\b(?:hilar|hila|hilum|perihil
 # Phrasings of cardiomegaly that fixed phrases cannot cover ("heart size is mildly
 # enlarged", "the cardiac silhouette remains enlarged"): spaCy token patterns.
 _HEART = [
-    {"LOWER": {"IN": ["heart", "cardiac", "cardiomediastinal"]}},
-    {"LOWER": {"IN": ["size", "silhouette", "shadow", "contour", "contours"]}, "OP": "*"},
+    # "the cardiothoracic ratio is increased", "CTR is increased" (a trial: no cardiomegaly)
+    {"LOWER": {"IN": ["heart", "cardiac", "cardiomediastinal", "cardiothoracic", "ctr"]}},
+    {"LOWER": {"IN": ["size", "silhouette", "shadow", "contour", "contours", "ratio"]}, "OP": "*"},
 ]
 _COPULA = {
     "LOWER": {
@@ -269,6 +272,7 @@ CARDIOMEGALY_PATTERNS: Final[tuple[list[dict], ...]] = (
         {"LOWER": {"IN": ["heart", "cardiac", "cardiomediastinal"]}},
         {"LOWER": {"IN": ["size", "silhouette", "shadow", "contour"]}, "OP": "?"},
     ],
+    [{"LOWER": "increased"}, {"LOWER": {"IN": ["cardiothoracic", "ctr"]}}, {"LOWER": "ratio", "OP": "?"}],
     [
         {"LOWER": {"IN": ["enlargement", "enlargment"]}},
         {"LOWER": "of"},

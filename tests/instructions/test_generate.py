@@ -664,6 +664,29 @@ def test_an_untyped_opacity_on_the_film_blocks_the_absent_opacity_negative(entit
         assert all(r["locations"] == ["left lung"] for r in opacity), [r["answer"] for r in opacity]
 
 
+@pytest.mark.parametrize("labels", [["mediastinum"], []])
+def test_an_untyped_opacity_outside_every_lung_zone_blocks_the_opacity_location_negatives(labels):
+    # review (stop 62): "Right hilar mass." (the hilum maps to the mediastinum) was given
+    # "There is no opacity in the right lung."; an unlocated "Mass." could lie anywhere too
+    from cxrils.types import StudyGrounding
+
+    f = grounded(finding("mass", labels=labels, sentence="Right hilar mass."), labels)
+    every = ["right lung", "right mid zone lung", "left lung", "left lung base"]
+    for seed in range(12):
+        cfg = Config()
+        cfg.instructions.seed = seed
+        g = StudyGrounding(
+            study_id=f"s{seed}",
+            image_id=f"im{seed}",
+            shape=SHAPE,
+            findings=[f],
+            empty_locations=every,
+            ctr=0.40,
+            heart_mask=HEART_MASK,
+        )
+        assert [r["answer"] for r in gen(g, cfg=cfg) if r["lesion_type"] == "opacity"] == []
+
+
 #: OTHER_FINDINGS that are no opacity in the lung on a radiograph: lucencies, bones,
 #: mediastinal or extrapulmonary findings, clinical states (reviewed one by one).
 NOT_OPACITY = {

@@ -502,6 +502,15 @@ def _negatives(
         same = opacity_pool if t == "opacity" else [it for it in items if t in mentioned_types(it.gf)]
         if not empty or not all(it.localized for it in same):
             continue  # an unlocalized positive could lie anywhere: no location negative
+        if t == "opacity" and any(
+            gf.finding.entity.strip().lower() in OPACITY_LIKE_ENTITIES
+            and not _zones(list(gf.reported) + list(gf.grounded))
+            for gf in positive_findings
+        ):
+            # nor an opacity on the film outside the seven types whose place names no lung
+            # zone ("right hilar mass": the hilum maps to the mediastinum), which a review
+            # found beside "There is no opacity in the right lung."
+            continue
         k = min(ic.max_empty_location_negatives_per_type, len(empty))
         picks = sorted(rng.choice(len(empty), size=k, replace=False).tolist()) if k > 0 else []
         for p in picks:

@@ -2281,6 +2281,8 @@ def test_templated_reports_of_one_statement_per_line(report, expected):
         ("FINDINGS:\nLungs: Possible subtle consolidation at the left base.", ["left lung base"]),
         ("FINDINGS:\nEffusion - yes, small right\nOedema - no", ["right lung"]),
         ("FINDINGS:\nEffusion: small left\nPneumothorax: none", ["left lung"]),
+        # the heart's line ends before "LUNGS:": the cardiomegaly takes no lung (it took
+        # both lungs while the lines were one statement)
         ("FINDINGS:\nHEART: ENLARGED\nLUNGS: BIBASILAR ATELECTASIS", []),
     ],
 )
@@ -2289,6 +2291,49 @@ def test_templated_reports_place_the_labels_finding(report, labels):
 
     first = next(f for f in structure_report("s", report).findings if f.lesion_type)
     assert first.labels == labels
+
+
+@pytest.mark.parametrize(
+    "report, expected",
+    [
+        # a review of the templated-report rules: sentences wrapped over lines in a report in
+        # capitals, or before a line that looks like a label, stay whole
+        (
+            "FINDINGS:\nTHE HEART SIZE IS NORMAL. NO FOCAL CONSOLIDATION, PLEURAL\nEFFUSION OR PNEUMOTHORAX IS SEEN.",
+            [("consolidation", "negative"), ("effusion", "negative"), ("pneumothorax", "negative")],
+        ),
+        (
+            "FINDINGS:\nTHERE IS NO EVIDENCE OF PNEUMONIA, PULMONARY\nEDEMA OR PLEURAL EFFUSION.",
+            [("pneumonia", "negative"), ("edema", "negative"), ("effusion", "negative")],
+        ),
+        (
+            "FINDINGS:\nSTABLE CARDIOMEGALY. NO EVIDENCE OF LEFT LOWER LOBE\nCONSOLIDATION OR EFFUSION.",
+            [("cardiomegaly", "positive"), ("consolidation", "negative"), ("effusion", "negative")],
+        ),
+        (
+            "FINDINGS:\nMILD CARDIOMEGALY. NO FOCAL AIRSPACE\nCONSOLIDATION IS SEEN.",
+            [("cardiomegaly", "positive"), ("consolidation", "negative")],
+        ),
+        ("FINDINGS:\nTHERE IS NO\nPLEURAL EFFUSION - THE LUNGS ARE CLEAR.", [("effusion", "negative")]),
+        (
+            "FINDINGS:\nThere is no pleural effusion or\nPneumothorax: the lines are unchanged.",
+            [("effusion", "negative"), ("pneumothorax", "negative")],
+        ),
+        ("FINDINGS:\nThere is no\nEffusion - the lungs are clear.", [("effusion", "negative")]),
+        ("FINDINGS:\nLungs: no\nConsolidation in the right base is seen.", [("consolidation", "negative")]),
+        # a finding's own label answered "No" ends its line before an unlabelled one
+        ("FINDINGS:\nPneumothorax: No\nSmall left effusion.", [("pneumothorax", "negative"), ("effusion", "positive")]),
+    ],
+)
+def test_wrapped_sentences_stay_whole_beside_the_template_rules(report, expected):
+    _check_lines(report, expected)
+
+
+def test_a_wrapped_sentence_in_capitals_keeps_its_side():
+    from cxrils.report import structure_report
+
+    (f,) = structure_report("s", "FINDINGS:\nTHERE IS A SMALL LEFT\nPLEURAL EFFUSION - UNCHANGED.").findings
+    assert (f.presence, f.labels) == ("positive", ["left lung"])
 
 
 @pytest.mark.parametrize(

@@ -1657,9 +1657,24 @@ _LABEL_LINE = re.compile(
     r"[ \t]*(?:[-*\u2022][ \t]+)?(?:[A-Z][a-z]+(?:[ \t]+[a-z]+){0,2}|[A-Z]{2,}(?:[ \t]+[A-Z]+){0,2})"
     r"(?:[ \t]*:|[ \t]+-[ \t])"
 )
-#: A template's one-word answer after its label ("Consolidation - no", "Effusion: yes"): a
-#: whole statement, though "no" also joins a wrapped sentence ("There is no\nEffusion").
-_ANSWER_WORDS = frozenset({"no", "yes", "none", "nil", "negative", "positive", "absent", "present"})
+#: A template's line of a label and its one-word answer ("Consolidation - no", "Effusion:
+#: yes"; group 1 the label): a whole statement, though "no" also joins a wrapped sentence.
+_LABEL_ANSWER = re.compile(
+    r"[ \t]*(?:[-*\u2022][ \t]+)?([A-Za-z][A-Za-z ]{0,40}?)[ \t]*(?::|[ \t]-)[ \t]*"
+    r"(?:no|yes|none|nil|negative|positive|absent|present)[ \t]*$",
+    re.IGNORECASE,
+)
+#: The organ labels of a templated report ("LUNGS:", "Heart:", "Pleura:"): labels inside
+#: a section (:func:`cxrils.report.sections.split_sections`), and no finding a one-word
+#: answer is about ("Lungs: no\nConsolidation ..." is a sentence wrapped after "no").
+ORGAN_LABELS: Final[frozenset[str]] = frozenset(
+    {"lungs", "lung", "lung fields", "lung parenchyma", "parenchyma", "airways", "trachea"}
+    | {"heart", "heart size", "cardiac", "heart and mediastinum", "cardiomediastinal", "cardiomediastinum"}
+    | {"mediastinum", "mediastinal contours", "hila", "hilar", "hilum", "pleura", "pleural", "pleural spaces"}
+    | {"pleural space", "bones", "bony thorax", "osseous structures", "skeleton", "soft tissues", "diaphragm"}
+    | {"diaphragms", "upper abdomen", "abdomen", "lines", "tubes", "lines and tubes", "tubes and lines"}
+    | {"lines/tubes", "tubes/lines", "support devices", "devices", "other"}
+)
 
 
 @lru_cache(maxsize=1)
@@ -1671,6 +1686,29 @@ def _carrying_cue_words() -> frozenset[str]:
         for lit, cat, direction, _ in CONTEXT_RULES
         if direction in ("FORWARD", "BIDIRECTIONAL") and cat not in ("TERMINATE", "PSEUDO")
     )
+
+
+# A next line of a report in capitals: two words in capitals, not a label ("NO
+# CONSOLIDATION", "MODERATE RIGHT PLEURAL EFFUSION").
+_CAPITALS_NEXT = re.compile(r"[ \t]*(?:[-*\u2022][ \t]+)?[A-Z]*[ \t]+[A-Z]{2,}(?![A-Za-z]*[ \t]*:)")
+
+
+@lru_cache(maxsize=1)
+def _finding_at_end() -> re.Pattern[str]:
+    """A finding phrase of :func:`lesion_terms` that ends a text (any case)."""
+    terms = sorted(lesion_terms(), key=len, reverse=True)
+    return re.compile(r"\b(?:" + "|".join(re.escape(t) for t in terms) + r")\s*$", re.IGNORECASE)
+
+
+def _finding_line_in_capitals(line: str, statement: str) -> bool:
+    """Whether a line in capitals is a statement of its own before a line in capitals:
+    the whole line ("NO PNEUMOTHORAX\nMODERATE RIGHT PLEURAL EFFUSION"), ending with a
+    finding; not a sentence wrapped after a word that qualifies the next line's finding
+    ("NO FOCAL CONSOLIDATION, PLEURAL\nEFFUSION ...", "NO EVIDENCE OF LEFT LOWER
+    LOBE\nCONSOLIDATION", "... AIRSPACE\nCONSOLIDATION": a review) or one that began on an
+    earlier sentence's line ("STABLE CARDIOMEGALY. NO FOCAL AIRSPACE")."""
+    bare = re.sub(r"^[ \t]*(?:[-*\u2022][ \t]+)?", "", line).strip()
+    return bare == statement.strip() and "," not in bare and _finding_at_end().search(bare) is not None
 
 
 def statement_breaks(text: str, max_chars: int) -> list[tuple[int, int]]:
@@ -1711,28 +1749,32 @@ def statement_breaks(text: str, max_chars: int) -> list[tuple[int, int]]:
         statement = " ".join(raw.split())
         words = re.findall(r"[a-z?/]+", statement.lower())
         following = re.match(r"[ \t\r\n]*(?:[-*\u2022][ \t]+)?([A-Za-z]+)", text[m.start() :])
-        # "Consolidation - no\nEffusion - yes": a label's answer, or a label on the next line,
-        # ends the statement though its last word may join a wrapped sentence ("no", "left")
-        answer = (
-            len(words) == 1
-            and words[0] in _ANSWER_WORDS
-            and re.search(r"(?::|\s-)\s*[A-Za-z]+\s*$", text[: m.start()]) is not None
-        )
+        line = text[text.rfind("\n", 0, m.start()) + 1 : m.start()]
+        if _CAPITALS_NEXT.match(text, m.end()) and not _finding_line_in_capitals(line, raw):
+            continue  # a report in capitals wraps its sentences too (a review)
         label_next = bool(_LABEL_LINE.match(text, m.end()))
+        # A template's line ends its statement though its last word may join a wrapped
+        # sentence ("no", "left"): a finding's label with a one-word answer ("Pneumothorax:
+        # No", "Consolidation - no"; not "Lungs: no", an organ label), or a label line
+        # before a label line ("Effusion - yes, small right\nOedema - no"); not "There is
+        # no\nPleural effusion - unchanged" (a review).
+        answer = _LABEL_ANSWER.match(line)
+        template = (answer is not None and answer.group(1).lower() not in ORGAN_LABELS) or (
+            label_next and _LABEL_LINE.match(line) is not None
+        )
         if (
             not words
-            or (words[-1] in _JOINING_WORDS and not (answer or label_next))
+            or (words[-1] in _JOINING_WORDS and not template)
             or (following and following.group(1).lower() in _CONTINUING_WORDS)
         ):
             continue  # "... effusion\nOR PNEUMOTHORAX" goes on
-        line = text[text.rfind("\n", 0, m.start()) + 1 : m.start()]
         # the cue may stand before a dash on the break's line, not on a line before it ("No
         # evidence of\n- Pneumothorax\n- Pleural effusion" is one denial)
         cue_words = re.findall(r"[a-z?/]+", clause[clause.rfind("\n") + 1 :].lower())
         short = len(statement) < max_chars
         if (
             label_next
-            or answer
+            or template
             or (_LABEL_LINE.match(line) and short)
             or (short and not _carrying_cue_words().isdisjoint(cue_words))
         ):

@@ -22,7 +22,7 @@ import re
 from dataclasses import dataclass, field
 
 from cxrils.config import ReportConfig
-from cxrils.report.lexicon import statement_breaks
+from cxrils.report.lexicon import ORGAN_LABELS, statement_breaks
 
 #: The default of :func:`select_section` (``ReportConfig.line_statement_max_chars``).
 _LINE_STATEMENT_MAX_CHARS = ReportConfig.line_statement_max_chars
@@ -178,27 +178,16 @@ _INLINE_HEADER = re.compile(
 )
 
 
-# The organ labels of a templated report's findings ("FINDINGS:\nLUNGS: Bibasilar
-# atelectasis.\nHEART: Enlarged."): labels inside the section they follow, not sections
-# of their own (a trial: "LUNGS:" ended the findings, whose atelectasis was lost).
-_ORGAN_LABELS = frozenset(
-    {"lungs", "lung", "lung fields", "lung parenchyma", "parenchyma", "airways", "trachea"}
-    | {"heart", "heart size", "cardiac", "heart and mediastinum", "cardiomediastinal", "cardiomediastinum"}
-    | {"mediastinum", "mediastinal contours", "hila", "hilar", "hilum", "pleura", "pleural", "pleural spaces"}
-    | {"pleural space", "bones", "bony thorax", "osseous structures", "skeleton", "soft tissues", "diaphragm"}
-    | {"diaphragms", "upper abdomen", "abdomen", "lines", "tubes", "lines and tubes", "tubes and lines"}
-    | {"lines/tubes", "tubes/lines", "support devices", "devices", "other"}
-)
-
-
 def _headers(text: str) -> list[re.Match]:
     """Header matches in text order: upper-case names and known names in any case at a
     line start, then known names in upper or title case after a sentence end inside a line.
-    After a first header, an upper-case organ label (:data:`_ORGAN_LABELS`) is no header."""
+    After a first header, an upper-case organ label (:data:`~cxrils.report.lexicon.ORGAN_LABELS`)
+    is no header: a templated report's "FINDINGS:\nLUNGS: ...\nHEART: ..." is one findings
+    section (a trial: "LUNGS:" ended the findings, whose atelectasis was lost)."""
     found = {m.start(): m for m in _KNOWN_HEADER.finditer(text)}
     first = min(found, default=len(text))
     for m in _HEADER.finditer(text):
-        if m.start() > first and " ".join(m.group(1).lower().split()) in _ORGAN_LABELS:
+        if m.start() > first and " ".join(m.group(1).lower().split()) in ORGAN_LABELS:
             continue
         found.setdefault(m.start(), m)
     for m in _INLINE_HEADER.finditer(text):

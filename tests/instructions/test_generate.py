@@ -702,8 +702,9 @@ NOT_OPACITY = {
     # normal structures or overlying soft tissue, and an ultrasound sign
     "breast shadowing", "nipple shadowing", "soft tissue shadowing", "hilar shadowing", "cardiac shadowing",
     "vascular shadowing", "rib shadowing", "acoustic shadowing",
-    # an airways flare of COPD or asthma
-    "infective exacerbation",
+    # an airways flare of COPD or asthma, a heart valve, a denial in the word, old disease
+    "infective exacerbation", "infective exacerbations", "infective endocarditis", "non-infective",
+    "noninfective", "old infective", "prior infective", "previous infective",
 }  # fmt: skip
 
 

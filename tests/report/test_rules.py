@@ -2345,8 +2345,12 @@ def test_a_wrapped_sentence_in_capitals_keeps_its_side():
         ("The cardiothoracic ratio is not increased.", {"cardiomegaly": "negative"}),
         ("Patchy changes, likely infective.", {"pneumonia": "positive"}),
         ("No infective consolidation.", {"pneumonia": "negative", "consolidation": "negative"}),
-        # an airways flare is no pneumonia
+        # an airways flare is no pneumonia, nor are these (a review)
         ("Infective exacerbation of COPD.", {}),
+        ("Frequent infective exacerbations of COPD.", {}),
+        ("Known infective endocarditis. Lungs clear.", {}),
+        ("Non-infective changes at the left base.", {}),
+        ("Old infective change at the right apex.", {}),
     ],
 )
 def test_cardiothoracic_ratio_and_infective(rules, text, expected):

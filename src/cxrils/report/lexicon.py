@@ -102,8 +102,16 @@ OTHER_FINDINGS: Final[tuple[str, ...]] = (
     "old infection",
     "prior infection",
     "chronic infection",
-    # an airways flare of COPD or asthma, not the pneumonia synonym "infective"
+    # not the pneumonia synonym "infective" (a review): an airways flare of COPD or
+    # asthma, a heart valve's infection, a denial in the word, old disease
     "infective exacerbation",
+    "infective exacerbations",
+    "infective endocarditis",
+    "non-infective",
+    "noninfective",
+    "old infective",
+    "prior infective",
+    "previous infective",
     # Not a pleural effusion.
     "pericardial effusion",
     "pericardial effusions",

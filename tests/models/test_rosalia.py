@@ -519,9 +519,22 @@ def test_interrupted_training_resumes_on_schedule(tmp_path):
     straight = train_rosalia(fresh(0), [batch] * 4, tmp_path / "a", total_steps=4)
     first = train_rosalia(fresh(1), [batch] * 2, tmp_path / "b", total_steps=4)  # "killed" after step 2
     assert len(first) == 2 and (tmp_path / "b" / "optimizer.pt").is_file()
+    # the scores of the saved weights survive a run stopped before it saves, and go with
+    # the weights the next save replaces (review, stop 62: deleted before training began)
+    scores = tmp_path / "b" / "eval_validate.json"
+    scores.write_text("{}")
+
+    def stopped():
+        raise KeyboardInterrupt
+        yield
+
+    with pytest.raises(KeyboardInterrupt):
+        train_rosalia(Segmenter.from_pretrained(tmp_path / "b"), stopped(), tmp_path / "b", total_steps=4, start_step=2)
+    assert scores.is_file()
     resumed = train_rosalia(
         Segmenter.from_pretrained(tmp_path / "b"), [batch] * 2, tmp_path / "b", total_steps=4, start_step=2
     )
+    assert not scores.exists()
     assert [e["step"] for e in resumed] == [1, 2, 3, 4]
     assert [e["lr"] for e in resumed] == pytest.approx([e["lr"] for e in straight])
 

@@ -101,6 +101,9 @@ def train_rosalia(
     model.train()
 
     def save() -> None:
+        from cxrils.models.predict import forget_evaluation
+
+        forget_evaluation(out, "validate")  # the scores of the weights this save replaces
         segmenter.model = acc.unwrap_model(model)
         segmenter.save_pretrained(out)
         with atomic_path(opt_path) as tmp:
@@ -287,7 +290,7 @@ def cli_train(
     """
     from cxrils.dataset import BalancedBatchSampler, HistogramEqualization, ILSDataset
     from cxrils.models.base import Segmenter
-    from cxrils.models.predict import evaluate_run, forget_evaluation
+    from cxrils.models.predict import evaluate_run
 
     steps_override = overrides.pop("steps", None) if isinstance(overrides, dict) else None
     cfg, tiny = _parse_overrides(overrides)
@@ -319,7 +322,6 @@ def cli_train(
             num_batches=max(1, epoch_samples(data.polarities) // cfg.micro_batch_size),
         )
         batches = itertools.islice(_batches(data, sampler), done * accum, None)  # skip used batches
-        forget_evaluation(run, "validate")
         train_rosalia(
             seg,
             batches,

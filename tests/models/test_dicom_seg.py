@@ -188,3 +188,32 @@ def test_a_seg_is_refused_as_an_x_ray(shared_data, tmp_path):
     )
     with pytest.raises(ImageLoadError, match="a DICOM Segmentation"):
         load_image(out)
+
+
+def _raw(ds, tag: int, vr: str, text: str) -> None:
+    """Store ``text`` in ``ds`` as element ``tag`` unvalidated (a name typed into it)."""
+    raw = text.encode() + b" " * (len(text) % 2)
+    ds[tag] = pydicom.dataelem.RawDataElement(pydicom.tag.Tag(tag), vr, len(raw), raw, 0, False, True)
+
+
+def test_a_name_in_a_malformed_element_never_reaches_the_seg_error(shared_data, tmp_path):
+    # review (stop 62): "DOE\JANE" as Pixel Spacing raised a bare ValueError quoting it
+    # (a traceback in the server log); as Number of Frames, the same
+    src_path = _dicoms(shared_data)[0]
+    src = pydicom.dcmread(src_path)
+    mask = np.zeros((src.Rows, src.Columns), bool)
+    spatial = src.copy()
+    for k, v in (("FrameOfReferenceUID", "1.2.3"), ("SliceThickness", "1"), ("ImagePositionPatient", [0, 0, 0])):
+        setattr(spatial, k, v)
+    spatial.ImageOrientationPatient = [1, 0, 0, 0, 1, 0]
+    _raw(spatial, 0x00280030, "DS", "DOE\\JANE")
+    spatial.save_as(tmp_path / "spacing.dcm")
+    out = write_dicom_seg(tmp_path / "a.dcm", tmp_path / "spacing.dcm", mask, segment_label="x", description="d")
+    seg = pydicom.dcmread(out)
+    assert "FrameOfReferenceUID" not in seg or seg.FrameOfReferenceUID != "1.2.3"  # left out whole
+    frames = src.copy()
+    _raw(frames, 0x00280008, "IS", "DOE JANE")
+    frames.save_as(tmp_path / "frames.dcm")
+    with pytest.raises(DicomSegError) as err:
+        write_dicom_seg(tmp_path / "b.dcm", tmp_path / "frames.dcm", mask, segment_label="x", description="d")
+    assert "malformed Number of Frames (0028,0008)" in str(err.value) and "DOE" not in str(err.value)

@@ -73,11 +73,17 @@ _AXIS = {"L": "LR", "R": "LR", "A": "AP", "P": "AP", "H": "HF", "F": "HF"}
 _QUOTED = re.compile(r"'[^']*'|\"[^\"]*\"")
 
 
+def mask_quoted(text: str) -> str:
+    """``text`` with every quoted value ('...' or "...") replaced by ``'...'``: a library's
+    message about a header element may quote its value (module docstring)."""
+    return _QUOTED.sub("'...'", text)
+
+
 class _MaskQuotedValues(logging.Filter):
     """Masks every quoted value in a record of the ``pydicom`` logger (module docstring)."""
 
     def filter(self, record: logging.LogRecord) -> bool:
-        record.msg, record.args = _QUOTED.sub("'...'", record.getMessage()), None
+        record.msg, record.args = mask_quoted(record.getMessage()), None
         return True
 
 

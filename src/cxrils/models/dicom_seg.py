@@ -106,27 +106,55 @@ def source_reference(path: str | Path):
     from pydicom.dataset import Dataset
     from pydicom.errors import InvalidDicomError
 
-    from cxrils.io.dicom import element_words
+    from cxrils.io.dicom import element_words, mask_quoted
 
     try:
         src = pydicom.dcmread(str(path), stop_before_pixels=True)
     except (InvalidDicomError, OSError, ValueError) as err:
-        raise DicomSegError(f"{path}: DICOM SEG output needs a DICOM source image: {err}") from None
-    missing = [k for k in REFERENCE_FIELDS if k not in src or src[k].value in (None, "")]
+        raise DicomSegError(f"{path}: DICOM SEG output needs a DICOM source image: {mask_quoted(str(err))}") from None
+    values: dict[str, object] = {}
+    for k in REFERENCE_FIELDS + SPATIAL_FIELDS + ("NumberOfFrames",):
+        try:
+            values[k] = _checked_value(src, k)
+        except (ValueError, TypeError, OverflowError):  # a name typed into it: never quoted (review)
+            if k in SPATIAL_FIELDS:
+                values[k] = None  # the frame of reference is optional: left out whole, below
+                continue
+            raise DicomSegError(f"{path}: cannot reference this DICOM in a SEG: malformed {element_words(k)}") from None
+    missing = [k for k in REFERENCE_FIELDS if values[k] in (None, "")]
     if missing:
         names = ", ".join(map(element_words, missing))
         raise DicomSegError(f"{path}: cannot reference this DICOM in a SEG: it has no {names}")
-    if int(src.get("NumberOfFrames", 1) or 1) != 1:
+    if int(values["NumberOfFrames"] or 1) != 1:
         raise DicomSegError(f"{path}: multi-frame DICOM is not supported for SEG output")
     stub = Dataset()
     for k in REFERENCE_FIELDS:
-        setattr(stub, k, src[k].value)
-    if all(k in src and src[k].value not in (None, "") for k in SPATIAL_FIELDS):
+        setattr(stub, k, values[k])
+    if all(values[k] not in (None, "") for k in SPATIAL_FIELDS):
         for k in SPATIAL_FIELDS:
-            setattr(stub, k, src[k].value)
+            setattr(stub, k, values[k])
     for k in EMPTIED_FIELDS:
         setattr(stub, k, None)
     return stub
+
+
+def _checked_value(src, keyword: str) -> object:
+    """The value of ``keyword`` in ``src`` (None when absent), its numbers checked as
+    numbers (IS, DS, US: "DOE\\JANE" as Pixel Spacing raises ValueError).
+
+    Raises
+    ------
+    ValueError, TypeError
+        If pydicom cannot read the value or a number of it is none.
+    """
+    if keyword not in src:
+        return None
+    elem = src[keyword]
+    value = elem.value
+    if elem.VR in ("IS", "DS", "US", "UL", "SS", "FD", "FL") and value not in (None, ""):
+        for v in value if elem.VM > 1 else [value]:
+            float(v)
+    return value
 
 
 def make_dicom_seg(reference, mask: np.ndarray, *, segment_label: str, description: str, model_name: str = "cxrils"):
@@ -161,6 +189,8 @@ def make_dicom_seg(reference, mask: np.ndarray, *, segment_label: str, descripti
     require_extra("dicom", "DICOM SEG output")
     import highdicom as hd
     from pydicom.sr.codedict import codes
+
+    from cxrils.io.dicom import mask_quoted
 
     m = np.asarray(mask, dtype=bool)
     if m.shape != (int(reference.Rows), int(reference.Columns)):
@@ -207,7 +237,7 @@ def make_dicom_seg(reference, mask: np.ndarray, *, segment_label: str, descripti
             omit_empty_frames=False,
         )
     except (ValueError, TypeError, AttributeError, KeyError) as err:
-        raise DicomSegError(f"highdicom cannot build a SEG for this image: {err}") from None
+        raise DicomSegError(f"highdicom cannot build a SEG for this image: {mask_quoted(str(err))}") from None
     finally:
         hd_log.setLevel(level)
 

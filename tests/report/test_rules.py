@@ -2355,3 +2355,21 @@ def test_a_wrapped_sentence_in_capitals_keeps_its_side():
 )
 def test_cardiothoracic_ratio_and_infective(rules, text, expected):
     assert presences(rules, text) == expected
+
+
+@pytest.mark.parametrize(
+    "text, certainty, places",
+    [
+        # stop 62's trial: a label's value before its place ("Minor, right base") kept the
+        # place from the finding, and a hedged value ("possible") stated it
+        ("Atelectasis: Minor, right base.", "definitive", ["right base"]),
+        ("Pneumonia: Not excluded, left lower zone.", "tentative", ["left lower zone"]),
+        ("Effusion: possible, left.", "tentative", ["left"]),
+        ("Consolidation - likely.", "tentative", []),
+        # a reading of its cause hedges no finding before it
+        ("Right effusion - likely due to CHF.", "definitive", ["right"]),
+    ],
+)
+def test_a_template_labels_value_before_its_place(rules, text, certainty, places):
+    f = next(f for f in rules.structure(text) if f.lesion_type)
+    assert (f.presence, f.certainty, f.locations) == ("positive", certainty, places)

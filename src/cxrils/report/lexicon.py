@@ -764,6 +764,14 @@ _RAW_CONTEXT_RULES: tuple[tuple[str, str, str, int | None], ...] = (
         )
         for end in (".", ";")
     ),
+    # a label's hedged value: "Effusion: possible, left.", "Consolidation - likely." (the
+    # nearest finding only, and only where the value ends its clause)
+    *(
+        (f"{sep} {w} {end}", "POSSIBLE_EXISTENCE", "BACKWARD", 1)
+        for sep in (":", "-")
+        for w in ("possible", "probable", "likely", "suspected", "questionable", "equivocal")
+        for end in (".", ";", ",")
+    ),
     # the same as a template's question and its answer: "Effusion? No."
     *((f"? {w} {end}", "NEGATED_EXISTENCE", "BACKWARD", 1) for w in sorted(ANSWER_DENIALS) for end in (".", ";")),
     # "Pneumonia excluded.", "pneumonia has been excluded" ("cannot be excluded" and "not

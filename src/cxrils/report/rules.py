@@ -225,8 +225,11 @@ _OWN_FINDING_TYPES = frozenset({"effusion", "cardiomegaly"})
 _BOTH_LUNGS_PHRASE = re.compile(
     r"^\W*(?:the\s+|both\s+)?(?:lungs|lung fields|bilateral|bilaterally)\W*$", re.IGNORECASE
 )
-# A template label's separator, and a "yes" answer after it, before the label's place.
-_LABEL_VALUE = re.compile(r"^\s*(?::|-(?=\s))\s*(?:yes\b[,;]?)?", re.IGNORECASE)
+# A template label's separator, and a "yes" answer or a short value after it, before the
+# label's place ("Atelectasis: Minor, right base.", "Pneumonia: Not excluded, left lower zone.").
+_LABEL_VALUE = re.compile(
+    r"^\s*(?::|-(?=\s))\s*(?:(?:yes|minor|possible|probable|likely|not excluded)\b[,;]?)?", re.IGNORECASE
+)
 # The lungs as a whole, as a template's section label names them ("Lungs:", "Lung fields:").
 _BARE_LUNG_LABEL = re.compile(r"^\W*(?:the\s+|both\s+)?(?:lungs?|lung fields?|parenchyma|lung parenchyma)\W*$", re.I)
 # Inference cues between a non-specific finding and the disease it represents.

@@ -2373,3 +2373,48 @@ def test_cardiothoracic_ratio_and_infective(rules, text, expected):
 def test_a_template_labels_value_before_its_place(rules, text, certainty, places):
     f = next(f for f in rules.structure(text) if f.lesion_type)
     assert (f.presence, f.certainty, f.locations) == ("positive", certainty, places)
+
+
+@pytest.mark.parametrize(
+    "report, expected",
+    [
+        # an adversarial review of the line rules (stop 62): MIMIC-CXR's lines open with a
+        # space, and an abbreviation after it read as a report in capitals
+        (
+            " FINDINGS:\n No pneumothorax, no effusion\n LLL atelectasis",
+            [("pneumothorax", "negative"), ("effusion", "negative"), ("atelectasis", "positive")],
+        ),
+        (
+            " FINDINGS:\n Small right pleural effusion. No pneumothorax, no consolidation\n LUL nodule measures 8 mm.",
+            [("effusion", "positive"), ("pneumothorax", "negative"), ("consolidation", "negative")],
+        ),
+        # an organ label of three words in capitals
+        (
+            "FINDINGS:\nLungs: No pneumothorax\nHEART AND MEDIASTINUM: Mild cardiomegaly",
+            [("pneumothorax", "negative"), ("cardiomegaly", "positive")],
+        ),
+        # a place's label answered "no" is a sentence wrapped after "no"
+        (
+            "FINDINGS:\nLung bases: no\nConsolidation or effusion",
+            [("consolidation", "negative"), ("effusion", "negative")],
+        ),
+        ("FINDINGS:\nRight lung: no\nConsolidation", [("consolidation", "negative")]),
+        # organ labels that are no section: inside the findings, or opening them after a
+        # section of another kind
+        (
+            "FINDINGS:\nLUNGS: No consolidation.\nCARDIAC SILHOUETTE: Enlarged.\nPLEURAL SPACES: Small left effusion.\n"
+            "IMPRESSION: Cardiomegaly.",
+            [("consolidation", "negative"), ("cardiomegaly", "positive"), ("effusion", "positive")],
+        ),
+        (
+            "INDICATION: Cough.\nLUNGS: Left lower lobe consolidation.\nPLEURA: Small left effusion.",
+            [("consolidation", "positive"), ("effusion", "positive")],
+        ),
+        (
+            "FINDINGS:\nLUNG BASES: Bibasilar atelectasis.\nHEART: Normal.\nIMPRESSION: No acute process.",
+            [("atelectasis", "positive")],
+        ),
+    ],
+)
+def test_line_rules_second_review(report, expected):
+    _check_lines(report, expected)

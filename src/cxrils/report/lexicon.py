@@ -1680,9 +1680,8 @@ _LABEL_ANSWER = re.compile(
     r"(?:no|yes|none|nil|negative|positive|absent|present)[ \t]*$",
     re.IGNORECASE,
 )
-#: The organ labels of a templated report ("LUNGS:", "Heart:", "Pleura:"): labels inside
-#: a section (:func:`cxrils.report.sections.split_sections`), and no finding a one-word
-#: answer is about ("Lungs: no\nConsolidation ..." is a sentence wrapped after "no").
+#: The organ labels of a templated report ("LUNGS:", "HEART AND MEDIASTINUM:"): labels of
+#: its findings, not sections of their own (:func:`cxrils.report.sections.split_sections`).
 ORGAN_LABELS: Final[frozenset[str]] = frozenset(
     {"lungs", "lung", "lung fields", "lung parenchyma", "parenchyma", "airways", "trachea"}
     | {"heart", "heart size", "cardiac", "heart and mediastinum", "cardiomediastinal", "cardiomediastinum"}
@@ -1690,6 +1689,9 @@ ORGAN_LABELS: Final[frozenset[str]] = frozenset(
     | {"pleural space", "bones", "bony thorax", "osseous structures", "skeleton", "soft tissues", "diaphragm"}
     | {"diaphragms", "upper abdomen", "abdomen", "lines", "tubes", "lines and tubes", "tubes and lines"}
     | {"lines/tubes", "tubes/lines", "support devices", "devices", "other"}
+    | {"cardiac silhouette", "cardiomediastinal silhouette", "cardiomediastinal contours", "lung bases", "bases"}
+    | {"costophrenic angles", "mediastinum and hila", "hila and mediastinum", "bony structures", "osseous"}
+    | {"bones and soft tissues", "soft tissues and bones", "pulmonary vasculature", "vasculature", "aorta"}
 )
 
 
@@ -1706,7 +1708,7 @@ def _carrying_cue_words() -> frozenset[str]:
 
 # A next line of a report in capitals: two words in capitals, not a label ("NO
 # CONSOLIDATION", "MODERATE RIGHT PLEURAL EFFUSION").
-_CAPITALS_NEXT = re.compile(r"[ \t]*(?:[-*\u2022][ \t]+)?[A-Z]*[ \t]+[A-Z]{2,}(?![A-Za-z]*[ \t]*:)")
+_CAPITALS_NEXT = re.compile(r"[ \t]*(?:[-*\u2022][ \t]+)?[A-Z]+[ \t]+[A-Z]{2,}(?![A-Z /&]*[ \t]*:)")
 
 
 @lru_cache(maxsize=1)
@@ -1771,11 +1773,12 @@ def statement_breaks(text: str, max_chars: int) -> list[tuple[int, int]]:
         label_next = bool(_LABEL_LINE.match(text, m.end()))
         # A template's line ends its statement though its last word may join a wrapped
         # sentence ("no", "left"): a finding's label with a one-word answer ("Pneumothorax:
-        # No", "Consolidation - no"; not "Lungs: no", an organ label), or a label line
-        # before a label line ("Effusion - yes, small right\nOedema - no"); not "There is
-        # no\nPleural effusion - unchanged" (a review).
+        # No", "Consolidation - no"; not "Lungs: no", "Lung bases: no": no finding's label,
+        # a sentence wrapped after "no"), or a label line before a label line ("Effusion -
+        # yes, small right\nOedema - no"); not "There is no\nPleural effusion - unchanged"
+        # (reviews).
         answer = _LABEL_ANSWER.match(line)
-        template = (answer is not None and answer.group(1).lower() not in ORGAN_LABELS) or (
+        template = (answer is not None and _finding_at_end().search(answer.group(1)) is not None) or (
             label_next and _LABEL_LINE.match(line) is not None
         )
         if (

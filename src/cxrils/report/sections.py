@@ -114,6 +114,7 @@ SECTION_ALIASES: dict[str, tuple[str, ...]] = {
 _ALIAS_TO_NAME = {alias: name for name, aliases in SECTION_ALIASES.items() for alias in aliases}
 
 _NON_FINDING_SECTIONS = frozenset({"comparison", "history", "technique", "wet_read", "recommendation"})
+_FINDING_SECTIONS = frozenset({"findings", "impression", "findings_impression"})
 # The title line above a MIMIC-CXR report's sections, no text of its own.
 _MIMIC_TITLE = re.compile(r"^\s*FINAL REPORT\b", re.IGNORECASE)
 # Technique headers that name the views and go on with what the film shows
@@ -178,24 +179,39 @@ _INLINE_HEADER = re.compile(
 )
 
 
+def _organ_label(m: re.Match) -> bool:
+    """Whether a header match is an upper-case organ label
+    (:data:`~cxrils.report.lexicon.ORGAN_LABELS`: "LUNGS", "HEART AND MEDIASTINUM")."""
+    return m.group(1).isupper() and " ".join(m.group(1).lower().split()) in ORGAN_LABELS
+
+
 def _headers(text: str) -> list[re.Match]:
     """Header matches in text order: upper-case names and known names in any case at a
     line start, then known names in upper or title case after a sentence end inside a line.
-    After a first header, an upper-case organ label (:data:`~cxrils.report.lexicon.ORGAN_LABELS`)
-    is no header: a templated report's "FINDINGS:\nLUNGS: ...\nHEART: ..." is one findings
-    section (a trial: "LUNGS:" ended the findings, whose atelectasis was lost)."""
+
+    An upper-case organ label (:func:`_organ_label`) is a label of a templated report's
+    findings: inside a findings or impression section, or after another organ label, it
+    is no header ("FINDINGS:\nLUNGS: ...\nHEART: ..." is one findings section; a trial:
+    "LUNGS:" ended the findings, whose atelectasis was lost); first in the report or after
+    a section of another kind ("INDICATION: Cough.\nLUNGS: ...", a review) it opens the
+    findings (:func:`split_sections`)."""
     found = {m.start(): m for m in _KNOWN_HEADER.finditer(text)}
-    first = min(found, default=len(text))
     for m in _HEADER.finditer(text):
-        if m.start() > first and " ".join(m.group(1).lower().split()) in ORGAN_LABELS:
-            continue
         found.setdefault(m.start(), m)
     for m in _INLINE_HEADER.finditer(text):
         found.setdefault(m.start(), m)
     out: list[re.Match] = []
     for k in sorted(found):
-        if not out or found[k].start() >= out[-1].end():  # never a header inside another's span
-            out.append(found[k])
+        m = found[k]
+        if out and m.start() < out[-1].end():  # never a header inside another's span
+            continue
+        if (
+            out
+            and _organ_label(m)
+            and (_organ_label(out[-1]) or normalize_section_name(out[-1].group(1)) in _FINDING_SECTIONS)
+        ):
+            continue
+        out.append(m)
     return out
 
 
@@ -291,7 +307,10 @@ def split_sections(text: str) -> Sections:
     out = Sections(preamble=text[: matches[0].start()])
     for i, m in enumerate(matches):
         end = matches[i + 1].start() if i + 1 < len(matches) else len(text)
-        out.sections.append((normalize_section_name(m.group(1)), text[m.end() : end]))
+        if _organ_label(m):  # a templated report's findings, their first label kept (_headers)
+            out.sections.append(("findings", text[m.start() : end]))
+        else:
+            out.sections.append((normalize_section_name(m.group(1)), text[m.end() : end]))
     # A "findings and impression" section serves as both.
     out.sections = [
         (n, t)

@@ -59,6 +59,16 @@ def test_sampler_errors():
         BalancedBatchSampler(["maybe"], 2)
 
 
+@pytest.mark.parametrize("size", [64.5, "64", 0, True])
+def test_a_dataset_size_that_is_no_whole_number_is_refused_at_once(tmp_path, size):
+    # a trial (stop 62): 64.5 and "64" failed on the first item with OpenCV's or
+    # Python's own words
+    from cxrils.dataset import DatasetError, ILSDataset
+
+    with pytest.raises(DatasetError, match="size must be a whole number of pixels >= 1"):
+        ILSDataset(tmp_path / "no-dataset-needed", "test", size=size)
+
+
 def test_histogram_equalisation_probability_and_determinism():
     rng = np.random.default_rng(0)
     x = (rng.random((32, 48)) * 90 + 40).astype(np.uint8)  # low contrast

@@ -289,3 +289,10 @@ def test_region_pixel_auroc_refuses_bad_input() -> None:
         )
         == 1.0
     )
+
+
+def test_a_malformed_item_is_named_with_its_index_and_length():
+    # a trial (stop 62): "got tuple" named neither the item nor what was wrong with it
+    m = np.zeros((4, 4), bool)
+    with pytest.raises(TypeError, match=r"item 1: .*got a tuple of 3"):
+        evaluate([(m, m), (m, m, "[SEG]")])

@@ -62,6 +62,10 @@ def test_the_model_api_says_how_to_pass_a_file_or_a_colour_image(tmp_path):
     with pytest.raises(ValueError, match="uint8"):
         check_image(np.zeros((64, 64), np.float32))
     assert check_image(np.zeros((2, 3), np.uint8)).shape == (2, 3)  # the API answers any size
+    # a trial (stop 62): an image scaled to [0, 1] and cast back to uint8 was answered
+    scaled = (np.linspace(0, 255, 64 * 64).reshape(64, 64) / 255).astype(np.uint8)
+    with pytest.raises(ValueError, match=r"only the grey levels 0 and 1.*0\.\.255"):
+        check_image(scaled)
     # a new user's trial (stop 58): the loaded image itself gave "got object ()"
     from PIL import Image
 

@@ -12,6 +12,10 @@ def test_a_missing_model_folder_names_the_released_checkpoints(tmp_path):
     with pytest.raises(ModelLoadError) as err:
         read_model_config(tmp_path / "models" / "ROSALIA-7B-v1")
     assert "checkone/ROSALIA-7B-v1" in str(err.value) and "xinlai/LISA-7B-v1" in str(err.value)
+    # a trial (stop 62): a file's path was "model folder not found" too
+    (tmp_path / "manifest.json").write_text("{}")
+    with pytest.raises(ModelLoadError, match="manifest.json: a file, not a model folder"):
+        read_model_config(tmp_path / "manifest.json")
 
 
 def test_a_released_architecture_needs_no_model_type(tmp_path):

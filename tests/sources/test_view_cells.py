@@ -52,3 +52,17 @@ def test_a_not_frontal_cell_keeps_only_its_view_words():
 def test_ll_and_rl_with_another_word_stay_not_frontal():
     # final read: "LAT JOHN" was not frontal but "LL JOHN" unknown
     assert read_view("LL JOHN") == "LL" and read_view("rl view") == "RL"
+
+
+def test_a_study_input_of_the_python_api_reads_its_view_as_a_cell():
+    # a trial (stop 62): StudyInput(view="pa") was excluded as "view_not_frontal: pa"
+    from pathlib import Path
+
+    from cxrils.sources.base import StudyInput
+
+    def view(v):
+        return StudyInput(
+            study_id="s", image_id="i", patient_id="", image_path=Path("x"), report="", view=v, split=None
+        ).view
+
+    assert [view(v) for v in ("pa", "PA", "p.a.", "Left lateral", None)] == ["PA", "PA", "PA", "LEFT LATERAL", None]

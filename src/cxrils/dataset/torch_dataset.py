@@ -68,14 +68,14 @@ class ILSDataset:
         size: int | None = None,
         cache: bool = False,
     ):
+        if size is not None and (isinstance(size, bool) or not isinstance(size, int) or size < 1):
+            raise DatasetError(f"size must be a whole number of pixels >= 1, or None, got {size!r}")
         self.dataset_dir = Path(dataset_dir)
         self.records = read_records(self.dataset_dir, split).reset_index(drop=True)
         self.augment, self.size, self.epoch = augment, size, 0
         self.cache = bool(cache)
         self._images: dict[str, np.ndarray] = {}
         self._masks: dict[int, np.ndarray] = {}
-        if size is not None and size < 1:
-            raise DatasetError(f"size must be >= 1, got {size}")
 
     def __len__(self) -> int:
         return len(self.records)

@@ -53,9 +53,10 @@ def _as_sample(item: Any) -> EvalSample:
         return item
     if isinstance(item, tuple) and len(item) in (2, 4):
         return EvalSample(*item)
+    got = f"a tuple of {len(item)}" if isinstance(item, tuple) else type(item).__name__
     raise TypeError(
         "evaluate() takes EvalSample, (pred_mask, ref_mask) or "
-        f"(pred_mask, ref_mask, pred_answer, ref_answer) items, got {type(item).__name__}"
+        f"(pred_mask, ref_mask, pred_answer, ref_answer) items, got {got}"
     )
 
 
@@ -96,8 +97,11 @@ def evaluate(
         raise ValueError(f"batch_size must be >= 1, got {batch_size}")
     report = EvaluationReport(metadata)
     start, chunk = 0, []
-    for item in items:
-        chunk.append(_as_sample(item))
+    for i, item in enumerate(items):
+        try:
+            chunk.append(_as_sample(item))
+        except TypeError as err:
+            raise TypeError(f"item {i}: {err}") from None
         if len(chunk) == batch_size:
             _add_samples(report, chunk, start)
             start, chunk = start + len(chunk), []

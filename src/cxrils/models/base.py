@@ -110,6 +110,8 @@ def read_model_config(path: str | Path) -> dict:
     """
     run = Path(path)
     cfg_path = run / CONFIG_NAME
+    if run.is_file():
+        raise ModelLoadError(f"{run}: a file, not a model folder: give the folder that holds {CONFIG_NAME}")
     if not run.is_dir():
         raise ModelLoadError(
             f"{run}: model folder not found (a trained run of `cxrils train -o`, or a released checkpoint you "
@@ -266,7 +268,8 @@ def check_image(image: np.ndarray) -> np.ndarray:
     ------
     ValueError
         If the array is not 2-D uint8 with both sides >= 1 (the message says how to get
-        such an array from a file or a colour image). The model API answers any size;
+        such an array from a file or a colour image), or holds only the levels 0 and 1
+        (an image scaled to [0, 1] and cast to uint8). The model API answers any size;
         ``cxrils predict`` and the service also refuse images under
         :data:`cxrils.io.base.MIN_IMAGE_SIDE` (:func:`cxrils.io.base.image_too_small`).
     """
@@ -284,4 +287,9 @@ def check_image(image: np.ndarray) -> np.ndarray:
         )
     if arr.ndim != 2 or arr.dtype != np.uint8 or 0 in arr.shape:
         raise ValueError(f"image must be uint8 (H, W) with H, W >= 1, got {arr.dtype} {arr.shape}")
+    if arr.max() == 1:  # a trial: answered "no opacity" with a confident score
+        raise ValueError(
+            "image holds only the grey levels 0 and 1: an image scaled to [0, 1] and cast to uint8? "
+            "give the 8-bit grey levels 0..255 (cxrils.io.load_image(path).pixels)"
+        )
     return arr

@@ -52,7 +52,9 @@ class StudyInput:
         Raw report text of the study ('' when missing).
     view : str or None
         View position of the source, upper case ("PA", "AP", "LATERAL", "FRONTAL"
-        for a frontal image of unknown projection), or None when unknown.
+        for a frontal image of unknown projection), or None when unknown. Any spelling
+        is read as an input table's view cell is (:func:`read_view`: "pa" -> "PA"; a
+        trial's "pa" from the Python API was excluded as not frontal).
     split : str or None
         "train", "validate" or "test" from the input, or None.
     first_of_study : bool
@@ -82,6 +84,10 @@ class StudyInput:
     first_of_study: bool = True
     where: str | None = None
     problem: str | None = None
+
+    def __post_init__(self) -> None:
+        if self.view is not None and self.view not in vocab.VIEW_POSITIONS:
+            object.__setattr__(self, "view", read_view(self.view))
 
 
 #: Largest CSV field the reader accepts: any (a field is at most the file's size, which is

@@ -2418,3 +2418,46 @@ def test_a_template_labels_value_before_its_place(rules, text, certainty, places
 )
 def test_line_rules_second_review(report, expected):
     _check_lines(report, expected)
+
+
+@pytest.mark.parametrize(
+    "report, expected",
+    [
+        # a third review (stop 62): an organ label after a header of another kind opened a
+        # findings section that won over the report's impression or findings
+        (
+            " FINAL REPORT\n EXAMINATION:  CHEST AND ABDOMEN\n INDICATION:  Fever.\n CHEST: Patchy right lower lobe "
+            "opacity.\n ABDOMEN: Nonobstructive bowel gas pattern.\n IMPRESSION: Right lower lobe pneumonia.",
+            [("pneumonia", "positive")],
+        ),
+        (
+            " INDICATION:  SOB.\n COMPARISON:  None.\n OTHER:  Portable film, patient rotated.\n IMPRESSION:  Moderate "
+            "right pleural effusion.",
+            [("effusion", "positive")],
+        ),
+        (
+            " FINAL REPORT\n CHEST RADIOGRAPH\n There is a new large right pneumothorax.\n BONES: No acute fracture.",
+            [("pneumothorax", "positive")],
+        ),
+        (
+            " FINDINGS: Large left pleural effusion with adjacent atelectasis.\n NOTE: Study limited by motion.\n BONES: "
+            "Degenerative changes of the spine.\n IMPRESSION: Large left effusion.",
+            [("effusion", "positive"), ("atelectasis", "positive")],
+        ),
+        (
+            " TECHNIQUE: Portable AP.\n TUBES: ET tube 4 cm above carina.\n IMPRESSION: Worsening bilateral pulmonary edema.",
+            [("edema", "positive")],
+        ),
+        # a reading of the line before goes on with it, in capitals too
+        (
+            "FINDINGS:\nNO FOCAL CONSOLIDATION\nSUSPICIOUS FOR PNEUMONIA. NO EFFUSION.",
+            [("consolidation", "negative"), ("pneumonia", "negative"), ("effusion", "negative")],
+        ),
+        (
+            "IMPRESSION:\nNO FOCAL CONSOLIDATION\nCONCERNING FOR PNEUMONIA.",
+            [("consolidation", "negative"), ("pneumonia", "negative")],
+        ),
+    ],
+)
+def test_line_rules_third_review(report, expected):
+    _check_lines(report, expected)

@@ -1658,6 +1658,8 @@ _JOINING_WORDS = frozenset(
 # PNEUMOTHORAX", a report written in capitals; a review).
 _CONTINUING_WORDS = frozenset(
     "and or nor of to with without than is are was were but which that as versus vs in at on for by from".split()
+    # a reading of the line before ("NO FOCAL CONSOLIDATION\nSUSPICIOUS FOR PNEUMONIA": a review)
+    + "suspicious concerning suggestive compatible consistent worrisome".split()
 )
 # A sentence end inside a statement's text: where the statement before a break starts.
 _SENTENCE_END = re.compile(r"[.!?;:](?=\s)")

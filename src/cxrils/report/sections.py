@@ -185,34 +185,55 @@ def _organ_label(m: re.Match) -> bool:
     return m.group(1).isupper() and " ".join(m.group(1).lower().split()) in ORGAN_LABELS
 
 
-def _headers(text: str) -> list[re.Match]:
-    """Header matches in text order: upper-case names and known names in any case at a
-    line start, then known names in upper or title case after a sentence end inside a line.
+#: The organ labels that may open a templated report's findings (the lungs, heart, pleura
+#: and mediastinum; not "BONES:", "ABDOMEN:", "TUBES:" or "OTHER:", which follow findings
+#: written elsewhere: a review).
+_OPENING_ORGANS = frozenset(
+    {"lungs", "lung", "lung fields", "lung parenchyma", "parenchyma", "lung bases", "bases"}
+    | {"heart", "heart size", "cardiac", "heart and mediastinum", "cardiomediastinal", "cardiomediastinum"}
+    | {"cardiac silhouette", "cardiomediastinal silhouette", "cardiomediastinal contours", "mediastinum"}
+    | {"mediastinal contours", "mediastinum and hila", "hila and mediastinum", "hila", "hilar", "hilum"}
+    | {"pleura", "pleural", "pleural spaces", "pleural space", "costophrenic angles", "diaphragm", "diaphragms"}
+)
+
+
+def _header_matches(text: str) -> list[tuple[re.Match, bool]]:
+    """Header matches in text order, each with whether it is an organ label that opens the
+    findings: upper-case names and known names in any case at a line start, then known
+    names in upper or title case after a sentence end inside a line.
 
     An upper-case organ label (:func:`_organ_label`) is a label of a templated report's
-    findings: inside a findings or impression section, or after another organ label, it
-    is no header ("FINDINGS:\nLUNGS: ...\nHEART: ..." is one findings section; a trial:
-    "LUNGS:" ended the findings, whose atelectasis was lost); first in the report or after
-    a section of another kind ("INDICATION: Cough.\nLUNGS: ...", a review) it opens the
-    findings (:func:`split_sections`)."""
+    findings: inside a findings or impression section, or after a label that opened the
+    findings, it is no header ("FINDINGS:\nLUNGS: ...\nHEART: ..." is one findings section;
+    a trial: "LUNGS:" ended the findings, whose atelectasis was lost). In a report with no
+    findings or impression header, one of :data:`_OPENING_ORGANS` opens the findings
+    ("INDICATION: Cough.\nLUNGS: ...", a review). Elsewhere it is a header of its own, as
+    the official parser reads it ("IMPRESSION: ...\nTECHNIQUE: ...\nABDOMEN: ...")."""
     found = {m.start(): m for m in _KNOWN_HEADER.finditer(text)}
     for m in _HEADER.finditer(text):
         found.setdefault(m.start(), m)
     for m in _INLINE_HEADER.finditer(text):
         found.setdefault(m.start(), m)
-    out: list[re.Match] = []
-    for k in sorted(found):
-        m = found[k]
-        if out and m.start() < out[-1].end():  # never a header inside another's span
+    ordered = [found[k] for k in sorted(found)]
+    headed = any(normalize_section_name(m.group(1)) in _FINDING_SECTIONS for m in ordered if not _organ_label(m))
+    out: list[tuple[re.Match, bool]] = []
+    for m in ordered:
+        if out and m.start() < out[-1][0].end():  # never a header inside another's span
             continue
-        if (
-            out
-            and _organ_label(m)
-            and (_organ_label(out[-1]) or normalize_section_name(out[-1].group(1)) in _FINDING_SECTIONS)
-        ):
-            continue
-        out.append(m)
+        if _organ_label(m):
+            last, opened = out[-1] if out else (None, False)
+            if opened or (last is not None and normalize_section_name(last.group(1)) in _FINDING_SECTIONS):
+                continue  # a label inside the findings
+            if not headed and " ".join(m.group(1).lower().split()) in _OPENING_ORGANS:
+                out.append((m, True))
+                continue
+        out.append((m, False))
     return out
+
+
+def _headers(text: str) -> list[re.Match]:
+    """The header matches of :func:`_header_matches`."""
+    return [m for m, _ in _header_matches(text)]
 
 
 _PARAGRAPH_SPLIT = re.compile(r"\n[ \t]*\n")
@@ -301,13 +322,13 @@ def split_sections(text: str) -> Sections:
         Section texts keep their paragraph breaks (blank lines) for the
         last-paragraph fallback; use :func:`select_section` for cleaned text.
     """
-    matches = _headers(text)
-    if not matches:
+    headers = _header_matches(text)
+    if not headers:
         return Sections(preamble=text, sections=[])
-    out = Sections(preamble=text[: matches[0].start()])
-    for i, m in enumerate(matches):
-        end = matches[i + 1].start() if i + 1 < len(matches) else len(text)
-        if _organ_label(m):  # a templated report's findings, their first label kept (_headers)
+    out = Sections(preamble=text[: headers[0][0].start()])
+    for i, (m, opens_findings) in enumerate(headers):
+        end = headers[i + 1][0].start() if i + 1 < len(headers) else len(text)
+        if opens_findings:  # a templated report's findings, their first label kept
             out.sections.append(("findings", text[m.start() : end]))
         else:
             out.sections.append((normalize_section_name(m.group(1)), text[m.end() : end]))

@@ -2461,3 +2461,38 @@ def test_line_rules_second_review(report, expected):
 )
 def test_line_rules_third_review(report, expected):
     _check_lines(report, expected)
+
+
+@pytest.mark.parametrize(
+    "report, expected",
+    [
+        # a fourth review (stop 62): "suspicious", "worrisome", "concerning" open a sentence
+        # as adjectives; only "suspicious for" and the like go on with the line before
+        (
+            " FINDINGS:\n No pleural effusion\n Suspicious nodule in the right upper lobe.",
+            [("effusion", "negative"), ("nodule", "positive")],
+        ),
+        (
+            " FINDINGS:\n No pneumothorax\n Worrisome opacity in the left lower lobe.",
+            [("pneumothorax", "negative"), ("opacity", "positive")],
+        ),
+        # the rest of a list wrapped without its comma, in capitals
+        (
+            " IMPRESSION:\n NO FOCAL CONSOLIDATION\n PLEURAL EFFUSION OR PNEUMOTHORAX.",
+            [("consolidation", "negative"), ("effusion", "negative"), ("pneumothorax", "negative")],
+        ),
+    ],
+)
+def test_line_rules_fourth_review(report, expected):
+    from cxrils.report import structure_report
+
+    fs = structure_report("s", report).findings
+    assert [(f.lesion_type or f.entity, f.presence) for f in fs] == expected
+
+
+def test_a_reading_on_the_next_line_is_the_lines_inference():
+    # "suspicious for" goes on with the line before (the fourth review's rule)
+    from cxrils.report import structure_report
+
+    (f,) = structure_report("s", "FINDINGS:\nRight lower lobe opacity\nSuspicious for pneumonia.").findings
+    assert (f.lesion_type, f.presence, f.predicted_lesion_type) == ("opacity", "positive", "pneumonia")

@@ -1658,8 +1658,13 @@ _JOINING_WORDS = frozenset(
 # PNEUMOTHORAX", a report written in capitals; a review).
 _CONTINUING_WORDS = frozenset(
     "and or nor of to with without than is are was were but which that as versus vs in at on for by from".split()
-    # a reading of the line before ("NO FOCAL CONSOLIDATION\nSUSPICIOUS FOR PNEUMONIA": a review)
-    + "suspicious concerning suggestive compatible consistent worrisome".split()
+)
+# A reading of the line before, opening the next ("NO FOCAL CONSOLIDATION\nSUSPICIOUS FOR
+# PNEUMONIA": a review); not the same word as an adjective ("No effusion\nSuspicious nodule").
+_CONTINUING_READING = re.compile(
+    r"[ \t\r\n]*(?:[-*\u2022][ \t]+)?(?:suspicious|concerning|worrisome|suggestive|compatible|consistent)"
+    r"[ \t]+(?:for|of|with)\b",
+    re.IGNORECASE,
 )
 # A sentence end inside a statement's text: where the statement before a break starts.
 _SENTENCE_END = re.compile(r"[.!?;:](?=\s)")
@@ -1720,6 +1725,18 @@ def _finding_at_end() -> re.Pattern[str]:
     return re.compile(r"\b(?:" + "|".join(re.escape(t) for t in terms) + r")\s*$", re.IGNORECASE)
 
 
+@lru_cache(maxsize=1)
+def _findings_only() -> re.Pattern[str]:
+    """A line of findings alone, joined by "or", "and" or commas, to its end or sentence end
+    ("PLEURAL EFFUSION OR PNEUMOTHORAX.": the rest of a list wrapped without its comma, a
+    review), any case."""
+    term = "(?:" + "|".join(re.escape(t) for t in sorted(lesion_terms(), key=len, reverse=True)) + ")"
+    return re.compile(
+        rf"[ \t]*(?:[-*\u2022][ \t]+)?{term}(?:[ \t]*(?:,|\bor\b|\band\b|,[ \t]*(?:or|and)\b)[ \t]*{term})*[ \t]*(?:[.;]|$)",
+        re.IGNORECASE | re.MULTILINE,
+    )
+
+
 def _finding_line_in_capitals(line: str, statement: str) -> bool:
     """Whether a line in capitals is a statement of its own before a line in capitals:
     the whole line ("NO PNEUMOTHORAX\nMODERATE RIGHT PLEURAL EFFUSION"), ending with a
@@ -1770,8 +1787,10 @@ def statement_breaks(text: str, max_chars: int) -> list[tuple[int, int]]:
         words = re.findall(r"[a-z?/]+", statement.lower())
         following = re.match(r"[ \t\r\n]*(?:[-*\u2022][ \t]+)?([A-Za-z]+)", text[m.start() :])
         line = text[text.rfind("\n", 0, m.start()) + 1 : m.start()]
-        if _CAPITALS_NEXT.match(text, m.end()) and not _finding_line_in_capitals(line, raw):
-            continue  # a report in capitals wraps its sentences too (a review)
+        if _CAPITALS_NEXT.match(text, m.end()) and (
+            not _finding_line_in_capitals(line, raw) or _findings_only().match(text, m.end())
+        ):
+            continue  # a report in capitals wraps its sentences too (reviews)
         label_next = bool(_LABEL_LINE.match(text, m.end()))
         # A template's line ends its statement though its last word may join a wrapped
         # sentence ("no", "left"): a finding's label with a one-word answer ("Pneumothorax:
@@ -1787,6 +1806,7 @@ def statement_breaks(text: str, max_chars: int) -> list[tuple[int, int]]:
             not words
             or (words[-1] in _JOINING_WORDS and not template)
             or (following and following.group(1).lower() in _CONTINUING_WORDS)
+            or _CONTINUING_READING.match(text, m.start())
         ):
             continue  # "... effusion\nOR PNEUMOTHORAX" goes on
         # the cue may stand before a dash on the break's line, not on a line before it ("No

@@ -2496,3 +2496,29 @@ def test_a_reading_on_the_next_line_is_the_lines_inference():
 
     (f,) = structure_report("s", "FINDINGS:\nRight lower lobe opacity\nSuspicious for pneumonia.").findings
     assert (f.lesion_type, f.presence, f.predicted_lesion_type) == ("opacity", "positive", "pneumonia")
+
+
+@pytest.mark.parametrize(
+    "report, expected",
+    [
+        # a fifth review (stop 62): in mixed case a capitalised reading opens a statement of
+        # its own; only in capitals does it go on with the line before
+        (
+            " IMPRESSION:\n No pneumothorax\n Concerning for pneumonia in the right lower lobe.",
+            [("pneumothorax", "negative"), ("pneumonia", "positive")],
+        ),
+        (
+            " IMPRESSION:\n No effusion\n Suggestive of mild pulmonary edema.",
+            [("effusion", "negative"), ("edema", "positive")],
+        ),
+        (
+            " IMPRESSION:\n - No pneumothorax\n - Compatible with right lower lobe pneumonia",
+            [("pneumothorax", "negative"), ("pneumonia", "positive")],
+        ),
+    ],
+)
+def test_line_rules_fifth_review(report, expected):
+    from cxrils.report import structure_report
+
+    fs = structure_report("s", report).findings
+    assert [(f.lesion_type or f.entity, f.presence) for f in fs] == expected

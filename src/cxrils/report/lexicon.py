@@ -1659,12 +1659,13 @@ _JOINING_WORDS = frozenset(
 _CONTINUING_WORDS = frozenset(
     "and or nor of to with without than is are was were but which that as versus vs in at on for by from".split()
 )
-# A reading of the line before, opening the next ("NO FOCAL CONSOLIDATION\nSUSPICIOUS FOR
-# PNEUMONIA": a review); not the same word as an adjective ("No effusion\nSuspicious nodule").
+# A reading of the line before, opening the next in a report in capitals ("NO FOCAL
+# CONSOLIDATION\nSUSPICIOUS FOR PNEUMONIA": a review); not the same word as an adjective
+# ("NO EFFUSION\nSUSPICIOUS NODULE"), nor in mixed case, where a capitalised line opens a
+# statement of its own ("No pneumothorax\nConcerning for pneumonia ...": a review).
 _CONTINUING_READING = re.compile(
-    r"[ \t\r\n]*(?:[-*\u2022][ \t]+)?(?:suspicious|concerning|worrisome|suggestive|compatible|consistent)"
-    r"[ \t]+(?:for|of|with)\b",
-    re.IGNORECASE,
+    r"[ \t\r\n]*(?:[-*\u2022][ \t]+)?(?:SUSPICIOUS|CONCERNING|WORRISOME|SUGGESTIVE|COMPATIBLE|CONSISTENT)"
+    r"[ \t]+(?:FOR|OF|WITH)\b"
 )
 # A sentence end inside a statement's text: where the statement before a break starts.
 _SENTENCE_END = re.compile(r"[.!?;:](?=\s)")

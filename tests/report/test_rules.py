@@ -2522,3 +2522,31 @@ def test_line_rules_fifth_review(report, expected):
 
     fs = structure_report("s", report).findings
     assert [(f.lesion_type or f.entity, f.presence) for f in fs] == expected
+
+
+@pytest.mark.parametrize(
+    "report, expected",
+    [
+        # the fifth review's readings wrong before this stop too: a template in capitals,
+        # a finding's label answered in one word, read the wrong way round
+        (
+            " FINDINGS:\n PLEURAL EFFUSION - NO\n PNEUMOTHORAX - YES\n",
+            [("effusion", "negative"), ("pneumothorax", "positive")],
+        ),
+        (
+            " FINDINGS:\n PNEUMOTHORAX: NO\n SMALL LEFT PLEURAL EFFUSION",
+            [("pneumothorax", "negative"), ("effusion", "positive")],
+        ),
+        (
+            " FINDINGS:\n - PNEUMOTHORAX - NO\n - CARDIOMEGALY - YES",
+            [("pneumothorax", "negative"), ("cardiomegaly", "positive")],
+        ),
+        # still one sentence: no label's line before the dash label
+        ("FINDINGS:\nTHERE IS NO\nPLEURAL EFFUSION - THE LUNGS ARE CLEAR.", [("effusion", "negative")]),
+    ],
+)
+def test_templates_in_capitals_with_one_word_answers(report, expected):
+    from cxrils.report import structure_report
+
+    fs = structure_report("s", report).findings
+    assert [(f.lesion_type or f.entity, f.presence) for f in fs] == expected

@@ -1636,7 +1636,7 @@ COMPARED_SIDES_RE = re.compile(
 #: (:func:`statement_breaks`).
 BARE_LINE_END = re.compile(
     r"(?<=[A-Za-z0-9)%])(?:[ \t]*\r?\n)+"
-    r"(?=[ \t]*(?:[-*\u2022][ \t]+[a-z]|(?:[-*\u2022][ \t]+)?[A-Z](?:[a-z]|[A-Z]+[ \t]+[a-z]|[A-Z]*[ \t]+[A-Z]{2,}|[A-Z]+[ \t]*:)))"
+    r"(?=[ \t]*(?:[-*\u2022][ \t]+[a-z]|(?:[-*\u2022][ \t]+)?[A-Z](?:[a-z]|[A-Z]+[ \t]+[a-z]|[A-Z]*[ \t]+[A-Z]{2,}|[A-Z]+[ \t]*:|[A-Z]+[ \t]+-[ \t])))"
 )
 #: Words that leave a line's statement open (ours): "... perihilar haziness and\nKerley B
 #: lines", "small left\nPleural effusion", "to suggest\nPneumocystis pneumonia".
@@ -1788,10 +1788,6 @@ def statement_breaks(text: str, max_chars: int) -> list[tuple[int, int]]:
         words = re.findall(r"[a-z?/]+", statement.lower())
         following = re.match(r"[ \t\r\n]*(?:[-*\u2022][ \t]+)?([A-Za-z]+)", text[m.start() :])
         line = text[text.rfind("\n", 0, m.start()) + 1 : m.start()]
-        if _CAPITALS_NEXT.match(text, m.end()) and (
-            not _finding_line_in_capitals(line, raw) or _findings_only().match(text, m.end())
-        ):
-            continue  # a report in capitals wraps its sentences too (reviews)
         label_next = bool(_LABEL_LINE.match(text, m.end()))
         # A template's line ends its statement though its last word may join a wrapped
         # sentence ("no", "left"): a finding's label with a one-word answer ("Pneumothorax:
@@ -1803,6 +1799,12 @@ def statement_breaks(text: str, max_chars: int) -> list[tuple[int, int]]:
         template = (answer is not None and _finding_at_end().search(answer.group(1)) is not None) or (
             label_next and _LABEL_LINE.match(line) is not None
         )
+        if (
+            not template
+            and _CAPITALS_NEXT.match(text, m.end())
+            and (not _finding_line_in_capitals(line, raw) or _findings_only().match(text, m.end()))
+        ):
+            continue  # a report in capitals wraps its sentences too (reviews)
         if (
             not words
             or (words[-1] in _JOINING_WORDS and not template)

@@ -645,33 +645,17 @@ def test_a_reported_nodule_blocks_the_absent_opacity_negative():
 )
 def test_an_untyped_opacity_on_the_film_blocks_the_absent_opacity_negative(entity):
     # review: "Nodular densities in the right lung." gave "There is no opacity in the right lung."
-    from cxrils.types import StudyGrounding
 
     f = grounded(finding(entity, labels=["right lung"], sentence=f"{entity} in the right lung."), ["right lung"])
-    for seed in range(12):  # the absent negative's place is drawn: try several draws
-        cfg = Config()
-        cfg.instructions.seed = seed
-        g = StudyGrounding(
-            study_id=f"s{seed}",
-            image_id=f"im{seed}",
-            shape=SHAPE,
-            findings=[f],
-            empty_locations=["left lung"],
-            ctr=0.40,
-            heart_mask=HEART_MASK,
-        )
-        opacity = [r for r in gen(g, cfg=cfg) if r["lesion_type"] == "opacity"]
+    for opacity in _opacity_records_over_draws(f, ["left lung"]):
         assert all(r["locations"] == ["left lung"] for r in opacity), [r["answer"] for r in opacity]
 
 
-@pytest.mark.parametrize("labels", [["mediastinum"], []])
-def test_an_untyped_opacity_outside_every_lung_zone_blocks_the_opacity_location_negatives(labels):
-    # review (stop 62): "Right hilar mass." (the hilum maps to the mediastinum) was given
-    # "There is no opacity in the right lung."; an unlocated "Mass." could lie anywhere too
+def _opacity_records_over_draws(f, empty_locations):
+    """The opacity records of a study with the one finding ``f``, for 12 instruction seeds
+    (the negatives' places are drawn: several draws)."""
     from cxrils.types import StudyGrounding
 
-    f = grounded(finding("mass", labels=labels, sentence="Right hilar mass."), labels)
-    every = ["right lung", "right mid zone lung", "left lung", "left lung base"]
     for seed in range(12):
         cfg = Config()
         cfg.instructions.seed = seed
@@ -680,11 +664,22 @@ def test_an_untyped_opacity_outside_every_lung_zone_blocks_the_opacity_location_
             image_id=f"im{seed}",
             shape=SHAPE,
             findings=[f],
-            empty_locations=every,
+            empty_locations=empty_locations,
             ctr=0.40,
             heart_mask=HEART_MASK,
         )
-        assert [r["answer"] for r in gen(g, cfg=cfg) if r["lesion_type"] == "opacity"] == []
+        yield [r for r in gen(g, cfg=cfg) if r["lesion_type"] == "opacity"]
+
+
+@pytest.mark.parametrize("labels", [["mediastinum"], []])
+def test_an_untyped_opacity_outside_every_lung_zone_blocks_the_opacity_location_negatives(labels):
+    # review (stop 62): "Right hilar mass." (the hilum maps to the mediastinum) was given
+    # "There is no opacity in the right lung."; an unlocated "Mass." could lie anywhere too
+
+    f = grounded(finding("mass", labels=labels, sentence="Right hilar mass."), labels)
+    every = ["right lung", "right mid zone lung", "left lung", "left lung base"]
+    for opacity in _opacity_records_over_draws(f, every):
+        assert [r["answer"] for r in opacity] == []
 
 
 #: OTHER_FINDINGS that are no opacity in the lung on a radiograph: lucencies, bones,

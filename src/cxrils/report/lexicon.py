@@ -19,7 +19,7 @@ import re
 from functools import lru_cache
 from typing import Final
 
-from cxrils.report.tokens import ANSWER_DENIALS, DEID_TOKEN
+from cxrils.report.tokens import ANSWER_DENIALS, ANSWERS, DEID_TOKEN
 from cxrils.vocab import LESION_SYNONYMS, LESION_TYPES
 
 #: Findings that are none of the seven lesion types (lesion_type None). Devices
@@ -1630,10 +1630,11 @@ COMPARED_SIDES_RE = re.compile(
 
 
 #: A line break (or several, blank lines and CRLF included) after a letter, digit, ")" or
-#: "%" before a capitalised word ("Large") or an abbreviation before a lower-case word ("CT
-#: shows", "RLL consolidation"; not "PNA." nor a report written in capitals), a bullet allowed
-#: before it: where a line may end a statement written without a full stop
-#: (:func:`statement_breaks`).
+#: "%" before a capitalised word ("Large"), an abbreviation before a lower-case word ("CT
+#: shows", "RLL consolidation"; not "PNA." alone), two words in capitals ("MODERATE RIGHT",
+#: judged by :func:`statement_breaks`), a label in capitals ("LUNGS:", "PNEUMOTHORAX - "),
+#: or a bullet before any word: where a line may end a statement written without a full
+#: stop (:func:`statement_breaks`).
 BARE_LINE_END = re.compile(
     r"(?<=[A-Za-z0-9)%])(?:[ \t]*\r?\n)+"
     r"(?=[ \t]*(?:[-*\u2022][ \t]+[a-z]|(?:[-*\u2022][ \t]+)?[A-Z](?:[a-z]|[A-Z]+[ \t]+[a-z]|[A-Z]*[ \t]+[A-Z]{2,}|[A-Z]+[ \t]*:|[A-Z]+[ \t]+-[ \t])))"
@@ -1685,20 +1686,26 @@ _LABEL_LINE = re.compile(
 #: yes"; group 1 the label): a whole statement, though "no" also joins a wrapped sentence.
 _LABEL_ANSWER = re.compile(
     r"[ \t]*(?:[-*\u2022][ \t]+)?([A-Za-z][A-Za-z ]{0,40}?)[ \t]*(?::|[ \t]-)[ \t]*"
-    r"(?:no|yes|none|nil|negative|positive|absent|present)[ \t]*$",
+    rf"(?:{'|'.join(sorted(ANSWERS | {'positive', 'present'}))})[ \t]*$",
     re.IGNORECASE,
 )
-#: The organ labels of a templated report ("LUNGS:", "HEART AND MEDIASTINUM:"): labels of
-#: its findings, not sections of their own (:func:`cxrils.report.sections.split_sections`).
-ORGAN_LABELS: Final[frozenset[str]] = frozenset(
-    {"lungs", "lung", "lung fields", "lung parenchyma", "parenchyma", "airways", "trachea"}
+#: The organ labels of a templated report's lungs, heart, pleura and mediastinum
+#: ("LUNGS:", "HEART AND MEDIASTINUM:"), which may open its findings
+#: (:func:`cxrils.report.sections.split_sections`).
+CHEST_ORGAN_LABELS: Final[frozenset[str]] = frozenset(
+    {"lungs", "lung", "lung fields", "lung parenchyma", "parenchyma", "lung bases", "bases"}
     | {"heart", "heart size", "cardiac", "heart and mediastinum", "cardiomediastinal", "cardiomediastinum"}
-    | {"mediastinum", "mediastinal contours", "hila", "hilar", "hilum", "pleura", "pleural", "pleural spaces"}
-    | {"pleural space", "bones", "bony thorax", "osseous structures", "skeleton", "soft tissues", "diaphragm"}
-    | {"diaphragms", "upper abdomen", "abdomen", "lines", "tubes", "lines and tubes", "tubes and lines"}
-    | {"lines/tubes", "tubes/lines", "support devices", "devices", "other"}
-    | {"cardiac silhouette", "cardiomediastinal silhouette", "cardiomediastinal contours", "lung bases", "bases"}
-    | {"costophrenic angles", "mediastinum and hila", "hila and mediastinum", "bony structures", "osseous"}
+    | {"cardiac silhouette", "cardiomediastinal silhouette", "cardiomediastinal contours", "mediastinum"}
+    | {"mediastinal contours", "mediastinum and hila", "hila and mediastinum", "hila", "hilar", "hilum"}
+    | {"pleura", "pleural", "pleural spaces", "pleural space", "costophrenic angles", "diaphragm", "diaphragms"}
+)
+#: Every organ label of a templated report: labels of its findings, not sections of their
+#: own; the others ("BONES:", "ABDOMEN:", "TUBES:", "OTHER:") never open the findings, as
+#: they follow findings written elsewhere (a review).
+ORGAN_LABELS: Final[frozenset[str]] = CHEST_ORGAN_LABELS | frozenset(
+    {"airways", "trachea", "bones", "bony thorax", "osseous structures", "skeleton", "soft tissues"}
+    | {"upper abdomen", "abdomen", "lines", "tubes", "lines and tubes", "tubes and lines", "lines/tubes"}
+    | {"tubes/lines", "support devices", "devices", "other", "bony structures", "osseous"}
     | {"bones and soft tissues", "soft tissues and bones", "pulmonary vasculature", "vasculature", "aorta"}
 )
 
@@ -1720,10 +1727,15 @@ _CAPITALS_NEXT = re.compile(r"[ \t]*(?:[-*\u2022][ \t]+)?[A-Z]+[ \t]+[A-Z]{2,}(?
 
 
 @lru_cache(maxsize=1)
+def _finding_term() -> str:
+    """A regex group of every finding phrase of :func:`lesion_terms`, longest first."""
+    return "(?:" + "|".join(re.escape(t) for t in sorted(lesion_terms(), key=len, reverse=True)) + ")"
+
+
+@lru_cache(maxsize=1)
 def _finding_at_end() -> re.Pattern[str]:
     """A finding phrase of :func:`lesion_terms` that ends a text (any case)."""
-    terms = sorted(lesion_terms(), key=len, reverse=True)
-    return re.compile(r"\b(?:" + "|".join(re.escape(t) for t in terms) + r")\s*$", re.IGNORECASE)
+    return re.compile(rf"\b{_finding_term()}\s*$", re.IGNORECASE)
 
 
 @lru_cache(maxsize=1)
@@ -1731,7 +1743,7 @@ def _findings_only() -> re.Pattern[str]:
     """A line of findings alone, joined by "or", "and" or commas, to its end or sentence end
     ("PLEURAL EFFUSION OR PNEUMOTHORAX.": the rest of a list wrapped without its comma, a
     review), any case."""
-    term = "(?:" + "|".join(re.escape(t) for t in sorted(lesion_terms(), key=len, reverse=True)) + ")"
+    term = _finding_term()
     return re.compile(
         rf"[ \t]*(?:[-*\u2022][ \t]+)?{term}(?:[ \t]*(?:,|\bor\b|\band\b|,[ \t]*(?:or|and)\b)[ \t]*{term})*[ \t]*(?:[.;]|$)",
         re.IGNORECASE | re.MULTILINE,

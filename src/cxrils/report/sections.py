@@ -22,7 +22,7 @@ import re
 from dataclasses import dataclass, field
 
 from cxrils.config import ReportConfig
-from cxrils.report.lexicon import ORGAN_LABELS, statement_breaks
+from cxrils.report.lexicon import CHEST_ORGAN_LABELS, ORGAN_LABELS, statement_breaks
 
 #: The default of :func:`select_section` (``ReportConfig.line_statement_max_chars``).
 _LINE_STATEMENT_MAX_CHARS = ReportConfig.line_statement_max_chars
@@ -185,18 +185,6 @@ def _organ_label(m: re.Match) -> bool:
     return m.group(1).isupper() and " ".join(m.group(1).lower().split()) in ORGAN_LABELS
 
 
-#: The organ labels that may open a templated report's findings (the lungs, heart, pleura
-#: and mediastinum; not "BONES:", "ABDOMEN:", "TUBES:" or "OTHER:", which follow findings
-#: written elsewhere: a review).
-_OPENING_ORGANS = frozenset(
-    {"lungs", "lung", "lung fields", "lung parenchyma", "parenchyma", "lung bases", "bases"}
-    | {"heart", "heart size", "cardiac", "heart and mediastinum", "cardiomediastinal", "cardiomediastinum"}
-    | {"cardiac silhouette", "cardiomediastinal silhouette", "cardiomediastinal contours", "mediastinum"}
-    | {"mediastinal contours", "mediastinum and hila", "hila and mediastinum", "hila", "hilar", "hilum"}
-    | {"pleura", "pleural", "pleural spaces", "pleural space", "costophrenic angles", "diaphragm", "diaphragms"}
-)
-
-
 def _header_matches(text: str) -> list[tuple[re.Match, bool]]:
     """Header matches in text order, each with whether it is an organ label that opens the
     findings: upper-case names and known names in any case at a line start, then known
@@ -206,7 +194,7 @@ def _header_matches(text: str) -> list[tuple[re.Match, bool]]:
     findings: inside a findings or impression section, or after a label that opened the
     findings, it is no header ("FINDINGS:\nLUNGS: ...\nHEART: ..." is one findings section;
     a trial: "LUNGS:" ended the findings, whose atelectasis was lost). In a report with no
-    findings or impression header, one of :data:`_OPENING_ORGANS` opens the findings
+    findings or impression header, one of :data:`~cxrils.report.lexicon.CHEST_ORGAN_LABELS` opens the findings
     ("INDICATION: Cough.\nLUNGS: ...", a review). Elsewhere it is a header of its own, as
     the official parser reads it ("IMPRESSION: ...\nTECHNIQUE: ...\nABDOMEN: ...")."""
     found = {m.start(): m for m in _KNOWN_HEADER.finditer(text)}
@@ -224,7 +212,7 @@ def _header_matches(text: str) -> list[tuple[re.Match, bool]]:
             last, opened = out[-1] if out else (None, False)
             if opened or (last is not None and normalize_section_name(last.group(1)) in _FINDING_SECTIONS):
                 continue  # a label inside the findings
-            if not headed and " ".join(m.group(1).lower().split()) in _OPENING_ORGANS:
+            if not headed and " ".join(m.group(1).lower().split()) in CHEST_ORGAN_LABELS:
                 out.append((m, True))
                 continue
         out.append((m, False))
